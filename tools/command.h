@@ -1,0 +1,28 @@
+// Subcommands of the dsv4 binary. Each tools/cmd_*.cpp registers one with DSV4_COMMAND; its
+// setup function adds options to the CLI11 subcommand and sets a callback that returns the
+// process exit code through set_exit_code (errors are thrown as dsv4::Error).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+namespace dsv4::tools {
+
+using CommandSetup = void (*)(CLI::App& cmd);
+
+struct CommandRegistrar {
+  CommandRegistrar(const char* name, const char* description, CommandSetup setup);
+};
+
+void set_exit_code(int code);
+
+// Adds MODEL as a positional argument that --model may also give.
+CLI::Option* add_model_option(CLI::App& cmd, std::string& model, bool required = true);
+
+}  // namespace dsv4::tools
+
+#define DSV4_COMMAND_CAT2(a, b) a##b
+#define DSV4_COMMAND_CAT(a, b) DSV4_COMMAND_CAT2(a, b)
+#define DSV4_COMMAND(name, description, setup) \
+  static const ::dsv4::tools::CommandRegistrar DSV4_COMMAND_CAT(dsv4_command_, __LINE__)(name, description, setup)

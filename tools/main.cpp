@@ -1,0 +1,84 @@
+// dsv4: one binary, one subcommand per tools/cmd_*.cpp (DESIGN.md's command-line table).
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cctype>
+#include <exception>
+#include <vector>
+
+#include "core/error.h"
+#include "core/version.h"
+#include "tools/command.h"
+
+namespace dsv4::tools {
+namespace {
+
+struct Entry {
+  const char* name;
+  const char* description;
+  CommandSetup setup;
+};
+
+std::vector<Entry>& registry() {
+  static std::vector<Entry> r;
+  return r;
+}
+
+int g_exit_code = 0;
+
+// Every long flag can also come from DSV4_<FLAG> (--max-model-len -> DSV4_MAX_MODEL_LEN).
+void mirror_env(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    const auto& names = opt->get_lnames();
+    if (names.empty() || names[0] == "help" || names[0] == "version" || !opt->get_envname().empty()) continue;
+    std::string env = "DSV4_" + names[0];
+    std::transform(env.begin(), env.end(), env.begin(), [](unsigned char c) {
+      return c == '-' ? '_' : static_cast<char>(std::toupper(c));
+    });
+    opt->envname(env);
+  }
+  for (CLI::App* sub : app.get_subcommands({})) mirror_env(*sub);
+}
+
+}  // namespace
+
+CommandRegistrar::CommandRegistrar(const char* name, const char* description, CommandSetup setup) {
+  registry().push_back({name, description, setup});
+}
+
+void set_exit_code(int code) { g_exit_code = code; }
+
+CLI::Option* add_model_option(CLI::App& cmd, std::string& model, bool required) {
+  auto* opt = cmd.add_option("model,--model", model, "model directory (or config.json where noted)");
+  if (required) opt->required();
+  return opt;
+}
+
+}  // namespace dsv4::tools
+
+int main(int argc, char** argv) {
+  using namespace dsv4::tools;
+  spdlog::set_default_logger(spdlog::stderr_color_mt("dsv4"));
+  spdlog::set_pattern("%^%L%$ %H:%M:%S.%e %v");
+
+  CLI::App app{"dsv4: DeepSeek-V4 inference and serving engine"};
+  app.set_version_flag("--version", std::string(dsv4::kVersion));
+  app.require_subcommand(1);
+  auto& reg = registry();
+  std::sort(reg.begin(), reg.end(), [](const Entry& a, const Entry& b) { return std::string_view(a.name) < b.name; });
+  for (const auto& e : reg) e.setup(*app.add_subcommand(e.name, e.description));
+  mirror_env(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const dsv4::Error& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    spdlog::error("internal error: {}", e.what());
+    return 2;
+  }
+  return g_exit_code;
+}
