@@ -20,7 +20,7 @@ endfunction()
 # One gtest executable per folder of tests/unit/ (every *_test.cpp in it), registered with ctest.
 function(dsv4_unit_tests name)
   cmake_parse_arguments(T "" "LABELS" "DEPS" ${ARGN})
-  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${name}/*_test.cpp)
+  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/unit/${name}/*_test.cpp)
   if(NOT srcs)
     return()
   endif()

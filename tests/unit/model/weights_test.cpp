@@ -1,0 +1,120 @@
+// Weight binding against the golden checkpoints (made by DeepSeek's tooling) and broken copies.
+#include "model/weights.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "core/number_formats.h"
+#include "io/model_config_json.h"
+#include "io/safetensors_writer.h"
+#include "model/model_loader.h"
+#include "testing/paths.h"
+
+namespace dsv4 {
+namespace {
+namespace fs = std::filesystem;
+
+TEST(Weights, BindsEveryTensorOfBothGoldenSets) {
+  DSV4_REQUIRE_SHARED();
+  for (const char* set : {"tiny-a", "tiny-b"}) {
+    const LoadedModel m = load_model(testing::golden_dir(set));
+    EXPECT_EQ(m.config.expert_format, WeightFormat::kFp4) << set;
+    EXPECT_EQ(m.weights.layers.size(), 4u);
+    EXPECT_EQ(m.weights.mtp.size(), 1u);
+    EXPECT_EQ(checkpoint_tensor_specs(m.config).size(), m.checkpoint->num_tensors()) << set;
+  }
+}
+
+TEST(Weights, KnownTensorsOfTinyA) {
+  DSV4_REQUIRE_SHARED();
+  const LoadedModel m = load_model(testing::golden_dir("tiny-a"));
+  const ModelWeights& w = m.weights;
+  // Layer kinds follow compress_ratios [0, 4, 128, 4, 0]; hash routing only in layer 0.
+  EXPECT_FALSE(w.layers[0].attn.compressor.has_value());
+  ASSERT_TRUE(w.layers[1].attn.indexer.has_value());
+  EXPECT_EQ(w.layers[1].attn.compressor->ratio, 4);
+  EXPECT_EQ(w.layers[2].attn.compressor->ratio, 128);
+  EXPECT_FALSE(w.layers[2].attn.indexer.has_value());
+  EXPECT_NE(w.layers[0].ffn.tid2eid, nullptr);
+  EXPECT_EQ(w.layers[0].ffn.gate_bias, nullptr);
+  EXPECT_NE(w.layers[1].ffn.gate_bias, nullptr);
+  // Views point at the right bytes of the file.
+  const auto wq_a = m.checkpoint->tensor("layers.0.attn.wq_a.weight");
+  EXPECT_EQ(w.layers[0].attn.wq_a.data, wq_a.data.data());
+  EXPECT_EQ(w.layers[0].attn.wq_a.out, 128);
+  EXPECT_EQ(w.layers[0].attn.wq_a.in, 256);
+  const auto w1 = m.checkpoint->tensor("layers.3.ffn.experts.5.w1.scale");
+  EXPECT_EQ(w.layers[3].ffn.experts[5].w1.scale, w1.data.data());
+  EXPECT_EQ(w.layers[3].ffn.experts[5].w1.format, WeightFormat::kFp4);
+  EXPECT_EQ(w.layers[1].attn.compressor->wkv,
+            reinterpret_cast<const uint16_t*>(m.checkpoint->tensor("layers.1.attn.compressor.wkv.weight").data.data()));
+  // Values: every FP8 scale of a real checkpoint is a finite power of two; tid2eid rows are valid.
+  const auto sc = m.checkpoint->tensor("layers.2.attn.wo_b.scale");
+  for (uint8_t e : sc.data) EXPECT_LT(e, 255);
+  for (int k = 0; k < 2; ++k) EXPECT_LT(w.layers[0].ffn.tid2eid[k], 8);
+  const float emb = bf16_to_float(w.embed[0]);
+  EXPECT_TRUE(std::isfinite(emb));
+}
+
+// Rewrites tiny-a with some tensors dropped, renamed or reshaped.
+fs::path broken_copy(const std::string& drop, const std::string& extra, const std::string& reshape) {
+  const fs::path src = testing::golden_dir("tiny-a");
+  const fs::path dir = testing::temp_dir("broken");
+  fs::copy_file(src / "config.json", dir / "config.json");
+  const Checkpoint ck = Checkpoint::open(src);
+  SafetensorsWriter out;
+  for (const auto& n : ck.names()) {
+    if (n == drop) continue;
+    const TensorRef t = ck.tensor(n);
+    auto shape = t.info->shape;
+    if (n == reshape) std::swap(shape[0], shape[1]);
+    out.add(n, t.info->dtype, shape, t.data);
+  }
+  out.add(extra, DType::kF32, {2}, std::vector<uint8_t>(8, 0));
+  out.write(dir / "model.safetensors");
+  return dir;
+}
+
+TEST(Weights, ReportsAllMissingUnexpectedAndMistypedTensorsTogether) {
+  DSV4_REQUIRE_SHARED();
+  const fs::path dir = broken_copy("layers.2.attn.compressor.ape", "layers.9.attn.bogus", "layers.1.attn.wq_b.weight");
+  try {
+    load_model(dir);
+    FAIL() << "loaded a broken checkpoint";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("1 missing tensor(s):\n    layers.2.attn.compressor.ape"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("1 wrong dtype or shape tensor(s):\n    layers.1.attn.wq_b.weight: expected F8_E4M3 [512, "
+                       "128], found F8_E4M3 [128, 512]"),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("1 unexpected tensor(s):\n    layers.9.attn.bogus"), std::string::npos) << msg;
+  }
+}
+
+TEST(Weights, RefusesACheckpointForAnotherConfig) {
+  DSV4_REQUIRE_SHARED();
+  ModelConfig cfg = load_model_config(testing::golden_dir("tiny-a"));
+  cfg.n_routed_experts = 6;  // the file has 8 experts per layer
+  const Checkpoint ck = Checkpoint::open(testing::golden_dir("tiny-a"));
+  try {
+    bind_weights(ck, cfg);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unexpected tensor(s)"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("layers.0.ffn.gate.weight: expected BF16 [6, 256], found BF16 [8, 256]"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Weights, ExpertFormatMustAgreeWithInferenceConfig) {
+  DSV4_REQUIRE_SHARED();
+  const ModelConfig cfg = load_model_config(testing::golden_dir("tiny-a"));
+  const Checkpoint ck = Checkpoint::open(testing::golden_dir("tiny-a"));
+  EXPECT_EQ(infer_expert_format(ck, cfg, std::nullopt), WeightFormat::kFp4);
+  EXPECT_THROW(infer_expert_format(ck, cfg, WeightFormat::kFp8), Error);
+}
+
+}  // namespace
+}  // namespace dsv4
