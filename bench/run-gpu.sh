@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The one entry point for GPU work. Here (no GPU): builds and stages .carry/ (scripts/stage-gpu.sh).
+# On the H200 (the device call carries .carry): runs the GPU tests and checks from the staged
+# binaries, writes logs under $OUT, and prints a summary table last.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  exec scripts/stage-gpu.sh
+fi
+
+STAGE=.carry
+OUT=${OUT:-/tmp/dsv4-gpu-out}
+mkdir -p "$OUT"
+export DSV4_SHARED="$PWD/$STAGE/shared" LD_LIBRARY_PATH="$PWD/$STAGE/bin/lib:${LD_LIBRARY_PATH:-}"
+[ -x "$STAGE/bin/dsv4" ] || { echo "run-gpu: $STAGE/bin/dsv4 missing: run bench/run-gpu.sh here first and carry .carry"; exit 2; }
+declare -a rows
+status=0
+step() {  # step NAME COMMAND...: runs it, logs under $OUT, records pass/fail and seconds
+  local name=$1; shift
+  local t0=$EPOCHREALTIME
+  "$@" >"$OUT/$name.log" 2>&1
+  local rc=$?
+  local dt=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1f", b - a}')
+  rows+=("$(printf '%-28s %-6s %8ss  %s' "$name" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" "$dt" "$(tail -n 1 "$OUT/$name.log" | cut -c1-70)")")
+  [ $rc -eq 0 ] || status=1
+  return $rc
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader >"$OUT/gpu.txt"
+step gpu-tests "$STAGE/bin/test_gpu" --gtest_output=json:"$OUT/gpu-tests.json"
+if "$STAGE/bin/dsv4" --help 2>/dev/null | grep -q golden-check; then
+  for set in tiny-a tiny-b; do
+    step "golden-check-cuda-$set" "$STAGE/bin/dsv4" golden-check "$DSV4_SHARED/golden/$set" --backend cuda
+  done
+fi
+for b in "$STAGE"/bin/*_bench; do
+  [ -x "$b" ] && step "$(basename "$b")" "$b" --benchmark_min_time=0.2
+done
+
+echo
+echo "dsv4 GPU run: commit $(cat "$STAGE/COMMIT" | tr '\n' ' '), $(date -u +%Y-%m-%dT%H:%MZ), $(cat "$OUT/gpu.txt")"
+printf '%-28s %-6s %9s  %s\n' step result time "last line"
+printf '%s\n' "${rows[@]}"
+exit $status

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Prepares .carry/ for the GPU machine (which has no Debian packages and never sees ../shared):
+# the binaries built here, the non-system shared libraries they need (found there through
+# RPATH $ORIGIN/lib), and the golden data the GPU checks read. Carry it with the device call.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${DSV4_BUILD_DIR:-build}
+SHARED=${DSV4_SHARED:-../shared}
+STAGE=.carry
+
+scripts/build.sh >/dev/null
+rm -rf "$STAGE"
+mkdir -p "$STAGE/bin/lib" "$STAGE/shared/golden"
+bins=("$BUILD_DIR/tools/dsv4")
+[ -x "$BUILD_DIR/tests/gpu/test_gpu" ] && bins+=("$BUILD_DIR/tests/gpu/test_gpu")
+for b in "$BUILD_DIR"/bench/*_bench; do [ -x "$b" ] && bins+=("$b"); done
+cp "${bins[@]}" "$STAGE/bin/"
+# Libraries from Debian packages travel; the C runtime and CUDA's own libraries are there already.
+for b in "${bins[@]}"; do
+  ldd "$b" | awk '/=> \// {print $3}'
+done | sort -u | grep -v -E '/(libc|libm|libdl|librt|libpthread|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so|libcuda|libcublas|libcudart|libnccl' |
+  while read -r lib; do cp -L "$lib" "$STAGE/bin/lib/"; done
+for set in tiny-a tiny-b; do
+  [ -d "$SHARED/golden/$set" ] && cp -r "$SHARED/golden/$set" "$STAGE/shared/golden/"
+done
+cp -r "$SHARED/configs" "$STAGE/shared/" 2>/dev/null || true
+git rev-parse --short HEAD >"$STAGE/COMMIT" 2>/dev/null || echo unknown >"$STAGE/COMMIT"
+git diff --quiet 2>/dev/null || echo "+dirty" >>"$STAGE/COMMIT"
+du -sh "$STAGE"
+echo "stage-gpu: ready; run on the H200 with: bash bench/run-gpu.sh (carry: .carry)"
