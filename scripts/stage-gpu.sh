@@ -8,7 +8,7 @@ BUILD_DIR=${DSV4_BUILD_DIR:-build}
 SHARED=${DSV4_SHARED:-../shared}
 STAGE=.carry
 
-scripts/build.sh >/dev/null
+DSV4_TARGETS="dsv4 test_gpu ${DSV4_GPU_BENCHES:-}" scripts/build.sh >/dev/null
 rm -rf "$STAGE"
 mkdir -p "$STAGE/bin/lib" "$STAGE/shared/golden"
 bins=("$BUILD_DIR/tools/dsv4")

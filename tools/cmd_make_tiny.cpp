@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "core/error.h"
 #include "model/model_loader.h"
 #include "model/presets.h"
 #include "model/random_checkpoint.h"
@@ -18,14 +19,27 @@ struct Args {
   int64_t seed = -1;
   uint64_t shard_bytes = uint64_t{4} << 30;
   bool no_verify = false;
+  int layers = 0;
 };
+
+// --layers N keeps the first N main layers of the preset's schedule (and its MTP blocks).
+ModelConfig with_layers(ModelConfig c, int layers) {
+  if (layers <= 0) return c;
+  DSV4_CHECK(layers <= c.n_layers, "--layers {} exceeds the preset's {} layers", layers, c.n_layers);
+  std::vector<int> ratios(c.compress_ratios.begin(), c.compress_ratios.begin() + layers);
+  ratios.insert(ratios.end(), c.compress_ratios.begin() + c.n_layers, c.compress_ratios.end());
+  c.compress_ratios = ratios;
+  c.n_layers = layers;
+  c.n_hash_layers = std::min(c.n_hash_layers, layers);
+  return c;
+}
 
 void run(const Args& a) {
   const Preset& p = find_preset(a.preset);
   const uint64_t seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : p.default_seed;
   spdlog::info("make-tiny: preset {} ({}), seed {}, writing {}", p.name, p.description, seed, a.out);
   const auto t0 = std::chrono::steady_clock::now();
-  const auto stats = write_random_checkpoint(p.config, seed, a.out, a.shard_bytes);
+  const auto stats = write_random_checkpoint(with_layers(p.config, a.layers), seed, a.out, a.shard_bytes);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!a.no_verify) load_model(a.out);  // binds every tensor: the folder loads back as a model
   fmt::print("{}: {} tensors, {} bytes ({:.2f} GiB) in {} shard(s), {:.1f} s\n", a.out, stats.num_tensors,
@@ -38,6 +52,7 @@ void setup(CLI::App& cmd) {
   cmd.add_option("--out", a.out, "output folder")->required();
   cmd.add_option("--seed", a.seed, "random seed (default: the preset's fixed seed)");
   cmd.add_option("--max-shard-bytes", a.shard_bytes, "largest shard size")->capture_default_str();
+  cmd.add_option("--layers", a.layers, "keep only the first N main layers of the preset");
   cmd.add_flag("--no-verify", a.no_verify, "skip loading the result back");
   cmd.callback([] { run(a); });
 }

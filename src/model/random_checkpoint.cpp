@@ -5,7 +5,6 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
-#include <numbers>
 #include <set>
 #include <thread>
 
@@ -36,19 +35,19 @@ uint64_t key_of(uint64_t seed, const std::string& name) {
   return mix64(h ^ mix64(seed));
 }
 
-double uniform01(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1p-53; }
-
+// An approximately normal value (Irwin-Hall sum of four 16-bit uniforms, mean 0, std 1): one hash,
+// no transcendental functions, so tens of GB of weights generate in seconds.
 float normal_at(uint64_t key, uint64_t i) {
-  const double u1 = uniform01(mix64(key + 2 * i)) + 0x1p-54;  // (0, 1]
-  const double u2 = uniform01(mix64(key + 2 * i + 1));
-  return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2));
+  const uint64_t h = mix64(key ^ (i * 0xd1342543de82ef95ull));
+  const uint32_t sum = static_cast<uint32_t>((h & 0xffff) + ((h >> 16) & 0xffff) + ((h >> 32) & 0xffff) + (h >> 48));
+  return (static_cast<float>(sum) * (1.0f / 65536.0f) - 2.0f) * 1.7320508f;  // sqrt(12 / 4)
 }
 
 // Splits [0, n) over the cores; each index's value does not depend on the split.
 template <typename F>
-void parallel_rows(int64_t n, F&& f) {
+void parallel_rows(int64_t n, F&& f, int64_t serial_below = 1 << 16) {
   const int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 64);
-  if (n < 4096 || threads == 1) return f(int64_t{0}, n);
+  if (n < serial_below || threads == 1) return f(int64_t{0}, n);
   std::vector<std::jthread> pool;
   const int64_t step = (n + threads - 1) / threads;
   for (int64_t b = 0; b < n; b += step) pool.emplace_back([&f, b, step, n] { f(b, std::min(n, b + step)); });
@@ -123,15 +122,22 @@ struct QuantizedPair {
 void quantize_pair(QuantizedPair& q, uint64_t key, Init init, DType dtype, int64_t rows, int64_t cols) {
   std::vector<float> w(static_cast<size_t>(rows * cols));
   fill_float(key, init, w);
-  if (dtype == DType::kF8E4M3) {
-    q.data.resize(w.size());
-    q.scale.resize(static_cast<size_t>(((rows + 127) / 128) * ((cols + 127) / 128)));
-    quantize_weight_fp8(w, rows, cols, q.data, q.scale);
-  } else {
-    q.data.resize(w.size() / 2);
-    q.scale.resize(w.size() / 32);
-    quantize_weight_fp4(w, rows, cols, q.data, q.scale);
-  }
+  // Row blocks quantize independently (128-row blocks for FP8, single rows for FP4).
+  const int64_t step = dtype == DType::kF8E4M3 ? 128 : 1;
+  const int64_t scols = dtype == DType::kF8E4M3 ? (cols + 127) / 128 : cols / 32;
+  const int64_t data_cols = dtype == DType::kF8E4M3 ? cols : cols / 2;
+  q.data.resize(static_cast<size_t>(rows * data_cols));
+  q.scale.resize(static_cast<size_t>((rows + step - 1) / step * scols));
+  const int64_t nblocks = (rows + step - 1) / step;
+  parallel_rows(nblocks, [&](int64_t b0, int64_t b1) {
+    const int64_t r0 = b0 * step, r1 = std::min(rows, b1 * step);
+    const auto sz = [](int64_t n) { return static_cast<size_t>(n); };
+    std::span<const float> wi(w.data() + r0 * cols, sz((r1 - r0) * cols));
+    std::span<uint8_t> di(q.data.data() + r0 * data_cols, sz((r1 - r0) * data_cols));
+    std::span<uint8_t> si(q.scale.data() + b0 * scols, sz((b1 - b0) * scols));
+    if (dtype == DType::kF8E4M3) quantize_weight_fp8(wi, r1 - r0, cols, di, si);
+    else quantize_weight_fp4(wi, r1 - r0, cols, di, si);
+  }, /*serial_below=*/nblocks * cols < (1 << 16) ? nblocks + 1 : 2);
   q.ready = true;
 }
 
