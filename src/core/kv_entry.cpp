@@ -75,7 +75,7 @@ void decode_index_fp4(KvEntryDims dims, std::span<const uint8_t> in, std::span<f
 }
 
 void encode_index_fp8(KvEntryDims dims, std::span<const float> v, std::span<uint8_t> out) {
-  // One power-of-two scale per key: exact for Q4 grid values whose block scales lie within 2^5.
+  // One power-of-two scale per key: exact for Q4 grid values whose block scales lie within 2^10.
   const float s = ue8m0_to_float(quantize_block_e4m3(v, out.first(static_cast<size_t>(dims.dim))));
   std::memcpy(&out[static_cast<size_t>(dims.dim)], &s, 4);
 }

@@ -7,7 +7,9 @@
 //   kAttnFp8   [n e4m3][r bf16][n/64 ue8m0][zero pad to a multiple of 8], n = dim − r (multiple of 64),
 //              r = rope_dim; nope block b (64 values) has scale byte b. V4-Flash: 448+128+7+1 = 584 B.
 //   kIndexFp4  [dim/2 packed e2m1, element 2j in the low nibble of byte j][dim/32 ue8m0]  (68 B for 128)
-//   kIndexFp8  [dim e4m3][fp32 scale, little-endian]                   (132 B for 128)
+//   kIndexFp8  [dim e4m3][fp32 scale, little-endian]                   (132 B for 128); one
+//              power-of-two scale per key, so Q4 keys are exact when their 32-blocks' scales lie
+//              within 2^10 of each other (the opt-in SGLang-style variant)
 //
 // encode() quantizes like the reference's simulation (Q8 per 64 on the nope part, Q4 per 32, or one
 // power-of-two FP8 scale per key), so it is exact for values already on that grid: decode(encode(v))

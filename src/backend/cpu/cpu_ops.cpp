@@ -1,0 +1,45 @@
+#include "backend/cpu/cpu_ops.h"
+
+#include "backend/cpu/attention.h"
+#include "backend/cpu/compressor.h"
+#include "backend/cpu/hyper_connection.h"
+#include "backend/cpu/indexer.h"
+#include "backend/cpu/linear.h"
+#include "backend/cpu/moe.h"
+#include "backend/cpu/norms.h"
+#include "backend/cpu/op_checks.h"
+#include "backend/cpu/rotary.h"
+#include "backend/cpu/row_ops.h"
+
+namespace dsv4 {
+
+CpuOps::CpuOps(int threads) : pool_(threads) {}
+
+// Each op: validate, then run the CPU kernel of the same name.
+#define DSV4_CPU_OP(name, Params)      \
+  void CpuOps::name(const Params& p) { \
+    check_params(p);                   \
+    cpu::name(pool_, p);               \
+  }
+
+DSV4_CPU_OP(linear, LinearParams)
+DSV4_CPU_OP(rms_norm, RmsNormParams)
+DSV4_CPU_OP(head_rms_norm, HeadRmsNormParams)
+DSV4_CPU_OP(rope, RopeParams)
+DSV4_CPU_OP(hadamard, HadamardParams)
+DSV4_CPU_OP(quant_sim, QuantSimParams)
+DSV4_CPU_OP(store_entries, StoreEntriesParams)
+DSV4_CPU_OP(sparse_attention, SparseAttentionParams)
+DSV4_CPU_OP(compressor_step, CompressorStepParams)
+DSV4_CPU_OP(compressor_emit, CompressorEmitParams)
+DSV4_CPU_OP(indexer_topk, IndexerTopkParams)
+DSV4_CPU_OP(hc_pre, HcPreParams)
+DSV4_CPU_OP(hc_post, HcPostParams)
+DSV4_CPU_OP(hc_head, HcHeadParams)
+DSV4_CPU_OP(moe_gate, MoeGateParams)
+DSV4_CPU_OP(moe_experts, MoeExpertsParams)
+DSV4_CPU_OP(embed, EmbedParams)
+
+#undef DSV4_CPU_OP
+
+}  // namespace dsv4

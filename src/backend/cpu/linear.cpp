@@ -1,0 +1,221 @@
+#include "backend/cpu/linear.h"
+
+#include <algorithm>
+#include <array>
+#include <span>
+
+#include "backend/cpu/cpu_support.h"
+#include "core/number_formats.h"
+#include "core/quant.h"
+
+namespace dsv4::cpu {
+namespace {
+
+constexpr int kTileN = 32;        // output columns per work item
+constexpr int64_t kChunkM = 64;   // rows per work item
+constexpr int64_t kSuperM = 256;  // rows whose activations are prepared together
+constexpr int kActBlock = 128;    // activation quantization block (§9.3)
+
+enum class Mode { kFp8, kFp4, kPlain };
+
+struct Plan {
+  Mode mode = Mode::kPlain;
+  int block = 128;    // K-block of the summation order
+  int64_t k = 0;      // columns of x
+  int64_t kg = 0;     // columns of one group (= weight cols)
+  int64_t ng = 0;     // output columns of one group
+  int64_t tiles = 0;  // tiles per group
+  int64_t x_stride = 0;
+  int64_t y_stride = 0;
+};
+
+Plan make_plan(const LinearParams& p) {
+  Plan pl;
+  pl.mode = p.w.type == WeightType::kFp8Block   ? Mode::kFp8
+            : p.w.type == WeightType::kFp4Block ? Mode::kFp4
+                                                : Mode::kPlain;
+  pl.block = pl.mode == Mode::kFp4 ? 32 : 128;
+  pl.kg = p.w.cols;
+  pl.k = pl.kg * p.groups;
+  pl.ng = p.w.rows / p.groups;
+  pl.tiles = (pl.ng + kTileN - 1) / kTileN;
+  pl.x_stride = p.x_stride ? p.x_stride : pl.k;
+  pl.y_stride = p.y_stride ? p.y_stride : p.w.rows;
+  return pl;
+}
+
+// Row r of x as the GEMM consumes it: e4m3 values with one scale per 128 (FP8/FP4 weights) or the
+// widened bf16 values (plain weights).
+void prepare_row(const uint16_t* x, const Plan& pl, float* a, float* sa) {
+  if (pl.mode == Mode::kPlain) {
+    bf16_to_f32(x, a, pl.k);
+    return;
+  }
+  const float* lut = e4m3_table();
+  float block[kActBlock];
+  uint8_t codes[kActBlock];
+  for (int64_t b = 0; b < pl.k / kActBlock; ++b) {
+    bf16_to_f32(x + b * kActBlock, block, kActBlock);
+    sa[b] = ue8m0_to_float(quantize_block_e4m3(block, codes));
+    for (int i = 0; i < kActBlock; ++i) a[b * kActBlock + i] = lut[codes[i]];
+  }
+}
+
+// Both values of a packed FP4 byte, low nibble first.
+struct Fp4Pair {
+  float lo, hi;
+};
+const Fp4Pair* fp4_pairs() {
+  static const auto table = [] {
+    std::array<Fp4Pair, 256> t{};
+    for (int b = 0; b < 256; ++b) t[static_cast<size_t>(b)] = {e2m1_to_float(b & 0xf), e2m1_to_float(b >> 4)};
+    return t;
+  }();
+  return table.data();
+}
+
+// wt[len][kTileN] = unscaled weight values of rows n0.. (zero past nvalid), sb = their block scales.
+DSV4_INLINE void load_tile(const Weight& w, int64_t n0, int nvalid, int64_t k0, int len, float* wt, float* sb) {
+  if (nvalid < kTileN) {
+    std::fill(wt, wt + int64_t{len} * kTileN, 0.0f);
+    std::fill(sb, sb + kTileN, 1.0f);
+  }
+  for (int j = 0; j < nvalid; ++j) {
+    const int64_t n = n0 + j;
+    float* col = wt + j;
+    switch (w.type) {
+      case WeightType::kFp8Block: {
+        const float* lut = e4m3_table();
+        const uint8_t* src = static_cast<const uint8_t*>(w.data) + n * w.cols + k0;
+        for (int k = 0; k < len; ++k) col[k * kTileN] = lut[src[k]];
+        sb[j] = ue8m0_to_float(w.scale[(n / 128) * ((w.cols + 127) / 128) + k0 / 128]);
+        break;
+      }
+      case WeightType::kFp4Block: {
+        const uint8_t* src = static_cast<const uint8_t*>(w.data) + n * (w.cols / 2) + k0 / 2;
+        const Fp4Pair* pairs = fp4_pairs();
+        for (int k = 0; k < len; k += 2) {
+          const Fp4Pair v = pairs[src[k / 2]];
+          col[k * kTileN] = v.lo;
+          col[(k + 1) * kTileN] = v.hi;
+        }
+        sb[j] = ue8m0_to_float(w.scale[n * (w.cols / 32) + k0 / 32]);
+        break;
+      }
+      case WeightType::kBf16: {
+        const uint16_t* src = static_cast<const uint16_t*>(w.data) + n * w.cols + k0;
+        for (int k = 0; k < len; ++k) col[k * kTileN] = bf16_to_float(src[k]);
+        break;
+      }
+      case WeightType::kF32: {
+        const float* src = static_cast<const float*>(w.data) + n * w.cols + k0;
+        for (int k = 0; k < len; ++k) col[k * kTileN] = src[k];
+        break;
+      }
+    }
+  }
+}
+
+// One row against one K-block of a tile: the block product in ascending k, then the reference's
+// scaling (FP8: P·(sa·sb); FP4: (P·sa)·sb) or, for plain weights, straight accumulation.
+template <Mode M>
+DSV4_INLINE void row_block(const float* a, const float* wt, int len, float* c, const float* sb, float sa) {
+  float acc[kTileN];
+  for (int j = 0; j < kTileN; ++j) acc[j] = M == Mode::kPlain ? c[j] : 0.0f;
+  for (int k = 0; k < len; ++k) {
+    const float av = a[k];
+    const float* w = wt + k * kTileN;
+    for (int j = 0; j < kTileN; ++j) acc[j] += av * w[j];
+  }
+  if constexpr (M == Mode::kFp8) {
+    for (int j = 0; j < kTileN; ++j) c[j] += acc[j] * (sa * sb[j]);
+  } else if constexpr (M == Mode::kFp4) {
+    for (int j = 0; j < kTileN; ++j) c[j] += acc[j] * sa * sb[j];
+  } else {
+    for (int j = 0; j < kTileN; ++j) c[j] = acc[j];
+  }
+}
+
+template <Mode M>
+DSV4_INLINE void run_rows(const float* a, const float* sa, const Plan& pl, int64_t rows, int64_t acol0, const float* wt,
+                          int len, float* c, const float* sb) {
+  const int64_t sblocks = pl.k / kActBlock;
+  for (int64_t m = 0; m < rows; ++m) {
+    const float s = M == Mode::kPlain ? 1.0f : sa[m * sblocks + acol0 / kActBlock];
+    row_block<M>(a + m * pl.k + acol0, wt, len, c + m * kTileN, sb, s);
+  }
+}
+
+struct Item {
+  int64_t m_first;  // row within the prepared rows
+  int64_t rows;
+  int64_t group;
+  int64_t tile;
+};
+
+DSV4_SIMD_CLONES void run_item(const LinearParams& p, const Plan& pl, const float* a, const float* sa, int64_t m_base,
+                               const Item& it) {
+  float* c = thread_scratch<float>(Scratch::kGemmAcc, static_cast<size_t>(it.rows * kTileN));
+  float* wt = thread_scratch<float>(Scratch::kGemmTile, static_cast<size_t>(pl.block * kTileN));
+  float sb[kTileN];
+  std::fill(c, c + it.rows * kTileN, 0.0f);
+  const int64_t n_in_group = it.tile * kTileN;
+  const int64_t n0 = it.group * pl.ng + n_in_group;
+  const int nvalid = static_cast<int>(std::min<int64_t>(kTileN, pl.ng - n_in_group));
+  const float* arows = a + it.m_first * pl.k;
+  const float* sarows = sa + it.m_first * (pl.k / kActBlock);
+  for (int64_t k0 = 0; k0 < pl.kg; k0 += pl.block) {
+    const int len = static_cast<int>(std::min<int64_t>(pl.block, pl.kg - k0));
+    load_tile(p.w, n0, nvalid, k0, len, wt, sb);
+    const int64_t acol0 = it.group * pl.kg + k0;
+    switch (pl.mode) {
+      case Mode::kFp8:
+        run_rows<Mode::kFp8>(arows, sarows, pl, it.rows, acol0, wt, len, c, sb);
+        break;
+      case Mode::kFp4:
+        run_rows<Mode::kFp4>(arows, sarows, pl, it.rows, acol0, wt, len, c, sb);
+        break;
+      case Mode::kPlain:
+        run_rows<Mode::kPlain>(arows, sarows, pl, it.rows, acol0, wt, len, c, sb);
+        break;
+    }
+  }
+  for (int64_t m = 0; m < it.rows; ++m) {
+    const int64_t row = m_base + it.m_first + m;
+    const float* cm = c + m * kTileN;
+    if (p.y_type == ActType::kBF16) {
+      uint16_t* y = static_cast<uint16_t*>(p.y) + row * pl.y_stride + n0;
+      for (int j = 0; j < nvalid; ++j) y[j] = float_to_bf16(cm[j]);
+    } else {
+      float* y = static_cast<float*>(p.y) + row * pl.y_stride + n0;
+      std::copy(cm, cm + nvalid, y);
+    }
+  }
+}
+
+}  // namespace
+
+void linear(ThreadPool& pool, const LinearParams& p) {
+  const Plan pl = make_plan(p);
+  const int64_t groups = p.groups;
+  for (int64_t m_base = 0; m_base < p.rows; m_base += kSuperM) {
+    const int64_t rows = std::min(kSuperM, p.rows - m_base);
+    float* a = thread_scratch<float>(Scratch::kGemmA, static_cast<size_t>(rows * pl.k + rows * (pl.k / kActBlock)));
+    float* sa = a + rows * pl.k;
+    pool.parallel_for(rows, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        prepare_row(p.x + (m_base + r) * pl.x_stride, pl, a + r * pl.k, sa + r * (pl.k / kActBlock));
+    });
+    const int64_t chunks = (rows + kChunkM - 1) / kChunkM;
+    const int64_t items = chunks * groups * pl.tiles;
+    pool.parallel_for(items, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t chunk = i % chunks, gt = i / chunks;
+        const Item it{chunk * kChunkM, std::min(kChunkM, rows - chunk * kChunkM), gt / pl.tiles, gt % pl.tiles};
+        run_item(p, pl, a, sa, m_base, it);
+      }
+    });
+  }
+}
+
+}  // namespace dsv4::cpu

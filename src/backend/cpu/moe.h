@@ -1,0 +1,14 @@
+// CPU MoE (MODEL.md §6): the gate (sqrt-softplus / sigmoid / softmax scores, selection bias, hash
+// routing) and the experts with SwiGLU clamp, combined in ascending expert order, shared expert
+// last. Top-k ties go to the lower expert index; the CUDA backend must break them the same way.
+#pragma once
+
+#include "backend/ops.h"
+#include "core/thread_pool.h"
+
+namespace dsv4::cpu {
+
+void moe_gate(ThreadPool& pool, const MoeGateParams& p);
+void moe_experts(ThreadPool& pool, const MoeExpertsParams& p);
+
+}  // namespace dsv4::cpu

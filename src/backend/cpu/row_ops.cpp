@@ -1,0 +1,54 @@
+#include "backend/cpu/row_ops.h"
+
+#include <algorithm>
+#include <span>
+
+#include "backend/cpu/cpu_support.h"
+#include "core/error.h"
+#include "core/quant.h"
+
+namespace dsv4::cpu {
+
+void quant_sim(ThreadPool& pool, const QuantSimParams& p) {
+  const int64_t stride = p.row_stride ? p.row_stride : p.cols;
+  pool.parallel_for(p.rows, [&](int64_t r0, int64_t r1) {
+    float* x = thread_scratch<float>(Scratch::kRow, static_cast<size_t>(p.cols));
+    const std::span<float> row(x, static_cast<size_t>(p.cols));
+    for (int64_t r = r0; r < r1; ++r) {
+      uint16_t* v = p.x + r * stride;
+      bf16_to_f32(v, x, p.cols);
+      if (p.kind == QuantSim::kFp8) {
+        fake_quant_e4m3(row, p.block);
+      } else {
+        fake_quant_e2m1(row);
+      }
+      f32_to_bf16(x, v, p.cols);
+    }
+  });
+}
+
+void store_entries(ThreadPool& pool, const StoreEntriesParams& p) {
+  const int64_t d = p.dims.dim;
+  const size_t bytes = static_cast<size_t>(p.table.entry_bytes);
+  pool.parallel_for(p.rows, [&](int64_t r0, int64_t r1) {
+    float* x = thread_scratch<float>(Scratch::kRow, static_cast<size_t>(d));
+    for (int64_t r = r0; r < r1; ++r) {
+      if (p.slots[r] < 0) continue;
+      bf16_to_f32(p.x + r * d, x, d);
+      encode_kv_entry(p.table.format, p.dims, {x, static_cast<size_t>(d)},
+                      {checked_entry(p.table, p.slots[r], "store_entries"), bytes});
+    }
+  });
+}
+
+void embed(ThreadPool& pool, const EmbedParams& p) {
+  pool.parallel_for(p.tokens, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      DSV4_CHECK(p.ids[t] >= 0 && p.ids[t] < p.vocab, "embed: token id {} outside [0, {})", p.ids[t], p.vocab);
+      const uint16_t* src = p.table + int64_t{p.ids[t]} * p.dim;
+      for (int c = 0; c < p.copies; ++c) std::copy(src, src + p.dim, p.out + (t * p.copies + c) * p.dim);
+    }
+  });
+}
+
+}  // namespace dsv4::cpu

@@ -1,0 +1,14 @@
+// CPU row-wise ops without arithmetic of their own: quantization simulation, storing entries
+// through the codecs, embedding lookup.
+#pragma once
+
+#include "backend/ops.h"
+#include "core/thread_pool.h"
+
+namespace dsv4::cpu {
+
+void quant_sim(ThreadPool& pool, const QuantSimParams& p);
+void store_entries(ThreadPool& pool, const StoreEntriesParams& p);
+void embed(ThreadPool& pool, const EmbedParams& p);
+
+}  // namespace dsv4::cpu

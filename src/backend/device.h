@@ -1,0 +1,72 @@
+// Device: where a backend's buffers live (host memory for the CPU backend, GPU memory for CUDA).
+// The model allocates its activations and index arrays through it and copies host-built index
+// arrays (slots, positions) in; everything else stays on the device.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <vector>
+
+namespace dsv4 {
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void release(void* p) = 0;
+  virtual void to_device(void* dst, const void* src, size_t bytes) = 0;
+  virtual void to_host(void* dst, const void* src, size_t bytes) = 0;
+};
+
+class HostDevice final : public Device {
+ public:
+  void* allocate(size_t bytes) override {
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p && bytes) throw std::bad_alloc();
+    return p;
+  }
+  void release(void* p) override { std::free(p); }
+  void to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+};
+
+// An owning typed array on a device.
+template <typename T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  DeviceArray(Device& d, size_t n) : dev_(&d), n_(n), p_(static_cast<T*>(d.allocate(n * sizeof(T)))) {}
+  DeviceArray(Device& d, const std::vector<T>& host) : DeviceArray(d, host.size()) {
+    d.to_device(p_, host.data(), host.size() * sizeof(T));
+  }
+  ~DeviceArray() {
+    if (p_) dev_->release(p_);
+  }
+  DeviceArray(DeviceArray&& o) noexcept : dev_(o.dev_), n_(o.n_), p_(o.p_) { o.p_ = nullptr; }
+  DeviceArray& operator=(DeviceArray&& o) noexcept {
+    std::swap(dev_, o.dev_);
+    std::swap(n_, o.n_);
+    std::swap(p_, o.p_);
+    return *this;
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+
+  T* data() const { return p_; }
+  size_t size() const { return n_; }
+  std::vector<T> to_host() const {
+    std::vector<T> h(n_);
+    if (n_) dev_->to_host(h.data(), p_, n_ * sizeof(T));
+    return h;
+  }
+
+ private:
+  Device* dev_ = nullptr;
+  size_t n_ = 0;
+  T* p_ = nullptr;
+};
+
+}  // namespace dsv4

@@ -1,0 +1,191 @@
+#include "model/golden_check.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/number_formats.h"
+#include "io/safetensors.h"
+#include "model/dense_kv.h"
+#include "model/model.h"
+#include "model/model_loader.h"
+
+namespace dsv4 {
+namespace fs = std::filesystem;
+
+namespace {
+
+template <typename T>
+std::vector<T> read_tensor(const SafetensorsFile& f, const std::string& name, DType dtype) {
+  const TensorInfo& t = f.get(name);
+  DSV4_CHECK(t.dtype == dtype, "{}: {} is {}, expected {}", f.path().string(), name, dtype_name(t.dtype),
+             dtype_name(dtype));
+  const auto bytes = f.bytes(t);
+  std::vector<T> out(bytes.size() / sizeof(T));
+  std::memcpy(out.data(), bytes.data(), bytes.size());
+  return out;
+}
+
+int64_t scalar_i32(const SafetensorsFile& f, const std::string& name) {
+  const auto v = read_tensor<int32_t>(f, name, DType::kI32);
+  DSV4_CHECK(v.size() == 1, "{}: {} must hold one value", f.path().string(), name);
+  return v[0];
+}
+
+// The README's call pattern, through any per-step function of (batch) -> rows.
+struct Pattern {
+  int64_t B, P, N, L;  // sequences, prefill length, decode steps, ids per sequence
+  std::vector<int32_t> ids;  // [B, L]
+
+  ForwardBatch prefill() const {
+    ForwardBatch b;
+    for (int64_t s = 0; s < B; ++s) b.add(static_cast<int32_t>(s), 0, &ids[static_cast<size_t>(s * L)], P);
+    return b;
+  }
+  ForwardBatch decode(int64_t k) const {  // step k >= 1 feeds position P + k - 1
+    ForwardBatch b;
+    for (int64_t s = 0; s < B; ++s)
+      b.add(static_cast<int32_t>(s), P + k - 1, &ids[static_cast<size_t>(s * L + P + k - 1)], 1);
+    return b;
+  }
+};
+
+double rms_ratio(const std::vector<float>& got, const std::vector<float>& want) {
+  double mean = 0, ss = 0, diff = 0;
+  for (float w : want) mean += w;
+  mean /= static_cast<double>(want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ss += (want[i] - mean) * (want[i] - mean);
+    diff += (double{got[i]} - want[i]) * (double{got[i]} - want[i]);
+  }
+  return std::sqrt(diff / static_cast<double>(want.size())) / std::sqrt(ss / static_cast<double>(want.size()));
+}
+
+int64_t first_argmax(const float* row, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (row[i] > row[best]) best = i;
+  return best;
+}
+
+// Block l alone through the call pattern; returns rms(diff) / rms(value) over every position.
+double check_block(Model& model, const LoadedModel& m, const Pattern& pat, const SafetensorsFile& layers, int l,
+                   Device& dev) {
+  const ModelConfig& c = m.config;
+  const int64_t HD = c.hc_mult * c.dim;
+  const auto want = read_tensor<uint16_t>(layers, fmt::format("block_out.{}", l), DType::kBF16);
+  std::vector<uint16_t> input;
+  if (l > 0) input = read_tensor<uint16_t>(layers, fmt::format("block_out.{}", l - 1), DType::kBF16);
+  DSV4_CHECK(static_cast<int64_t>(want.size()) == pat.B * pat.L * HD, "{}: block_out.{} has {} values, expected {}",
+             layers.path().string(), l, want.size(), pat.B * pat.L * HD);
+  DenseKv kv(dev, c, static_cast<int>(pat.B), pat.L);
+  double diff = 0, ref = 0;
+  auto run = [&](const ForwardBatch& b) {
+    // Inputs: embed(ids) broadcast for block 0, else the recorded streams at those positions.
+    std::vector<uint16_t> h(static_cast<size_t>(b.tokens() * HD));
+    if (l == 0) {
+      h = model.embed(b).to_host();
+    } else {
+      for (const auto& s : b.seqs)
+        for (int64_t i = 0; i < s.count; ++i)
+          std::copy_n(input.begin() + (s.seq * pat.L + s.start + i) * HD, HD, h.begin() + (s.offset + i) * HD);
+    }
+    DeviceArray<uint16_t> dh(dev, h);
+    model.run_block(l, b, kv, dh.data());
+    const auto out = dh.to_host();
+    for (const auto& s : b.seqs)
+      for (int64_t i = 0; i < s.count; ++i)
+        for (int64_t k = 0; k < HD; ++k) {
+          const double g = bf16_to_float(out[static_cast<size_t>((s.offset + i) * HD + k)]);
+          const double w = bf16_to_float(want[static_cast<size_t>((s.seq * pat.L + s.start + i) * HD + k)]);
+          diff += (g - w) * (g - w);
+          ref += w * w;
+        }
+  };
+  run(pat.prefill());
+  for (int64_t k = 1; k <= pat.N; ++k) run(pat.decode(k));
+  return std::sqrt(diff / ref);
+}
+
+}  // namespace
+
+GoldenThresholds load_thresholds(const fs::path& file) {
+  GoldenThresholds t;
+  if (!fs::exists(file)) return t;
+  std::ifstream in(file);
+  const auto j = nlohmann::json::parse(in, nullptr, false);
+  DSV4_CHECK(j.is_object(), "{}: not a JSON object", file.string());
+  auto get = [&](const char* k) -> std::optional<double> {
+    if (!j.contains(k)) return std::nullopt;
+    DSV4_CHECK(j[k].is_number(), "{}: {} must be a number", file.string(), k);
+    return j[k].get<double>();
+  };
+  t.max_rms_ratio = get("max_rms_ratio");
+  t.min_argmax_agreement = get("min_argmax_agreement");
+  t.max_block_rms_rel = get("max_block_rms_rel");
+  return t;
+}
+
+GoldenResult run_golden_check(const GoldenOptions& o, Ops& ops, Device& dev) {
+  const LoadedModel m = load_model(o.model);
+  const fs::path exp_path = o.expected.empty() ? o.model / "expected.safetensors" : o.expected;
+  const auto expected = SafetensorsFile::open(exp_path);
+  Pattern pat;
+  const TensorInfo& ids = expected.get("input_ids");
+  DSV4_CHECK(ids.shape.size() == 2, "{}: input_ids must be [B, P+N]", exp_path.string());
+  pat.B = ids.shape[0];
+  pat.L = ids.shape[1];
+  pat.ids = read_tensor<int32_t>(expected, "input_ids", DType::kI32);
+  pat.P = scalar_i32(expected, "prefill_len");
+  pat.N = scalar_i32(expected, "decode_steps");
+  DSV4_CHECK(pat.P >= 1 && pat.P + pat.N <= pat.L, "{}: prefill_len {} + decode_steps {} exceed {} ids",
+             exp_path.string(), pat.P, pat.N, pat.L);
+  const auto want = read_tensor<float>(expected, "logits", DType::kF32);
+  const int64_t V = m.config.vocab_size;
+  DSV4_CHECK(static_cast<int64_t>(want.size()) == (pat.N + 1) * pat.B * V, "{}: logits must be [{}, {}, {}]",
+             exp_path.string(), pat.N + 1, pat.B, V);
+
+  Model model(m.config, m.weights, ops, dev);
+  GoldenResult r;
+  {
+    DenseKv kv(dev, m.config, static_cast<int>(pat.B), pat.L);
+    std::vector<float> got;
+    auto step = [&](const ForwardBatch& b) {
+      const auto l = model.forward(b, kv);
+      got.insert(got.end(), l.begin(), l.end());
+    };
+    step(pat.prefill());
+    for (int64_t k = 1; k <= pat.N; ++k) step(pat.decode(k));
+    r.rms_ratio = rms_ratio(got, want);
+    int64_t agree = 0;
+    const int64_t rows = (pat.N + 1) * pat.B;
+    for (int64_t i = 0; i < rows; ++i) agree += first_argmax(&got[static_cast<size_t>(i * V)], V) ==
+                                                first_argmax(&want[static_cast<size_t>(i * V)], V);
+    r.argmax_agreement = static_cast<double>(agree) / static_cast<double>(rows);
+    spdlog::info("golden: end to end rms_ratio {:.4f}, argmax agreement {}/{}", r.rms_ratio, agree, rows);
+  }
+  const fs::path layers_path = o.layers.empty() ? o.model / "expected_layers.safetensors" : o.layers;
+  if (o.blocks && fs::exists(layers_path)) {
+    const auto layers = SafetensorsFile::open(layers_path);
+    for (int l = 0; l < m.config.n_layers; ++l) {
+      r.blocks.push_back({l, check_block(model, m, pat, layers, l, dev)});
+      spdlog::info("golden: block {} (ratio {}) rms_rel {:.5f}", l, m.config.compress_ratio(l), r.blocks.back().rms_rel);
+    }
+  }
+  r.thresholds = o.thresholds;
+  const auto& t = r.thresholds;
+  if (t.max_rms_ratio && !(r.rms_ratio <= *t.max_rms_ratio))
+    r.failures.push_back(fmt::format("rms_ratio {:.4f} > {}", r.rms_ratio, *t.max_rms_ratio));
+  if (t.min_argmax_agreement && !(r.argmax_agreement >= *t.min_argmax_agreement))
+    r.failures.push_back(fmt::format("argmax_agreement {:.4f} < {}", r.argmax_agreement, *t.min_argmax_agreement));
+  for (const auto& b : r.blocks)
+    if (t.max_block_rms_rel && !(b.rms_rel <= *t.max_block_rms_rel))
+      r.failures.push_back(fmt::format("block {} rms_rel {:.5f} > {}", b.layer, b.rms_rel, *t.max_block_rms_rel));
+  r.pass = r.failures.empty();
+  return r;
+}
+
+}  // namespace dsv4

@@ -1,0 +1,49 @@
+// Golden check: replays a golden folder's call pattern (one prefill of P tokens, then N
+// teacher-forced one-token decode steps, all B sequences in one batch) and compares the logits
+// and each block's output streams with what DeepSeek's reference computed (MODEL.md §2.6).
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/device.h"
+#include "backend/ops.h"
+
+namespace dsv4 {
+
+struct GoldenThresholds {
+  std::optional<double> max_rms_ratio;
+  std::optional<double> min_argmax_agreement;
+  std::optional<double> max_block_rms_rel;
+};
+
+struct GoldenOptions {
+  std::filesystem::path model;
+  std::filesystem::path expected;  // default model/expected.safetensors
+  std::filesystem::path layers;    // default model/expected_layers.safetensors when it exists
+  GoldenThresholds thresholds;     // defaults from model/tolerance.json (missing key: not checked)
+  bool blocks = true;              // run the isolated-block checks when a layers file exists
+};
+
+struct GoldenBlockResult {
+  int layer = 0;
+  double rms_rel = 0;
+};
+
+struct GoldenResult {
+  double rms_ratio = 0;
+  double argmax_agreement = 0;
+  std::vector<GoldenBlockResult> blocks;
+  GoldenThresholds thresholds;
+  bool pass = false;
+  std::vector<std::string> failures;  // one line per missed threshold
+};
+
+// Loads tolerance.json of a golden folder (absent file: nothing checked).
+GoldenThresholds load_thresholds(const std::filesystem::path& file);
+
+GoldenResult run_golden_check(const GoldenOptions& opts, Ops& ops, Device& dev);
+
+}  // namespace dsv4

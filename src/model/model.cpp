@@ -1,0 +1,358 @@
+#include "model/model.h"
+
+#include <cmath>
+
+#include "backend/rope.h"
+#include "core/error.h"
+#include "core/number_formats.h"
+#include "model/step_index.h"
+
+namespace dsv4 {
+namespace {
+
+Weight to_weight(const LinearWeight& w) {
+  switch (w.format) {
+    case WeightFormat::kFp8: return Weight::fp8(w.fp8());
+    case WeightFormat::kFp4: return Weight::fp4(w.fp4());
+    case WeightFormat::kBf16: return Weight::bf16(w.bf16(), w.out, w.in);
+  }
+  return {};
+}
+
+Weight bf16_weight(const uint16_t* p, int64_t rows, int64_t cols) { return Weight::bf16(p, rows, cols); }
+
+// wo_a runs as a bf16 GEMM (MODEL.md §5.7): FP8 storage dequantizes exactly to bf16.
+std::vector<uint16_t> dequant_bf16(const LinearWeight& w) {
+  std::vector<uint16_t> out(static_cast<size_t>(w.out * w.in));
+  if (w.format == WeightFormat::kBf16) {
+    std::copy(w.bf16(), w.bf16() + out.size(), out.begin());
+    return out;
+  }
+  DSV4_CHECK(w.format == WeightFormat::kFp8, "wo_a must be FP8 or bf16");
+  std::vector<float> row(static_cast<size_t>(w.in));
+  for (int64_t r = 0; r < w.out; ++r) {
+    w.fp8().dequant_row(r, row);
+    for (int64_t c = 0; c < w.in; ++c) out[static_cast<size_t>(r * w.in + c)] = float_to_bf16(row[static_cast<size_t>(c)]);
+  }
+  return out;
+}
+
+template <typename T>
+DeviceArray<T> scratch(Device& d, int64_t n) {
+  return DeviceArray<T>(d, static_cast<size_t>(std::max<int64_t>(n, 1)));
+}
+
+}  // namespace
+
+struct Model::Layer {
+  int index = 0;
+  int ratio = 0;
+  const BlockWeights* w = nullptr;
+  RopeConfig rope;
+  Weight wq_a, wq_b, wkv, wo_a, wo_b;
+  DeviceArray<uint16_t> wo_a_bf16;
+  Weight c_wkv, c_wgate, ix_wq_b, ix_proj, ixc_wkv, ixc_wgate;
+  Weight gate;
+  DeviceArray<int32_t> tid2eid;
+  std::vector<Weight> w1, w2, w3;
+  Weight s1, s2, s3;
+};
+
+Model::Model(const ModelConfig& cfg, const ModelWeights& weights, Ops& ops, Device& dev)
+    : cfg_(cfg), w_(weights), ops_(ops), dev_(dev) {
+  cfg_.validate();
+  layers_.resize(static_cast<size_t>(cfg.n_layers));
+  for (int i = 0; i < cfg.n_layers; ++i) {
+    Layer& L = layers_[static_cast<size_t>(i)];
+    const BlockWeights& b = weights.layers[static_cast<size_t>(i)];
+    L.index = i;
+    L.ratio = b.ratio;
+    L.w = &b;
+    L.rope = rope_config(cfg, b.ratio);
+    L.wq_a = to_weight(b.attn.wq_a);
+    L.wq_b = to_weight(b.attn.wq_b);
+    L.wkv = to_weight(b.attn.wkv);
+    L.wo_b = to_weight(b.attn.wo_b);
+    L.wo_a_bf16 = DeviceArray<uint16_t>(dev, dequant_bf16(b.attn.wo_a));
+    L.wo_a = bf16_weight(L.wo_a_bf16.data(), b.attn.wo_a.out, b.attn.wo_a.in);
+    if (b.attn.compressor) {
+      const auto& c = *b.attn.compressor;
+      const int64_t width = (c.ratio == 4 ? 2 : 1) * c.head_dim;
+      L.c_wkv = bf16_weight(c.wkv, width, cfg.dim);
+      L.c_wgate = bf16_weight(c.wgate, width, cfg.dim);
+    }
+    if (b.attn.indexer) {
+      const auto& ix = *b.attn.indexer;
+      L.ix_wq_b = to_weight(ix.wq_b);
+      L.ix_proj = bf16_weight(ix.weights_proj, cfg.index_n_heads, cfg.dim);
+      L.ixc_wkv = bf16_weight(ix.compressor.wkv, 2 * ix.compressor.head_dim, cfg.dim);
+      L.ixc_wgate = bf16_weight(ix.compressor.wgate, 2 * ix.compressor.head_dim, cfg.dim);
+    }
+    L.gate = bf16_weight(b.ffn.gate_weight, cfg.n_routed_experts, cfg.dim);
+    if (b.ffn.tid2eid) {
+      std::vector<int32_t> t(static_cast<size_t>(cfg.vocab_size * cfg.n_activated_experts));
+      for (size_t k = 0; k < t.size(); ++k) t[k] = static_cast<int32_t>(b.ffn.tid2eid[k]);
+      L.tid2eid = DeviceArray<int32_t>(dev, t);
+    }
+    for (const auto& e : b.ffn.experts) {
+      L.w1.push_back(to_weight(e.w1));
+      L.w2.push_back(to_weight(e.w2));
+      L.w3.push_back(to_weight(e.w3));
+    }
+    L.s1 = to_weight(b.ffn.shared.w1);
+    L.s2 = to_weight(b.ffn.shared.w2);
+    L.s3 = to_weight(b.ffn.shared.w3);
+  }
+}
+
+Model::~Model() = default;
+
+DeviceArray<uint16_t> Model::embed(const ForwardBatch& batch) {
+  const int64_t T = batch.tokens();
+  auto h = scratch<uint16_t>(dev_, T * cfg_.hc_mult * cfg_.dim);
+  DeviceArray<int32_t> ids(dev_, batch.token_ids);
+  ops_.embed({ids.data(), T, w_.embed, cfg_.vocab_size, cfg_.dim, cfg_.hc_mult, h.data()});
+  return h;
+}
+
+void Model::run_block(int layer, const ForwardBatch& batch, KvAccess& kv, uint16_t* h) {
+  DSV4_CHECK(layer >= 0 && layer < cfg_.n_layers, "run_block: layer {} out of range", layer);
+  const StepIndex s(dev_, cfg_, batch, kv);
+  run_block(layers_[static_cast<size_t>(layer)], s, kv, h);
+}
+
+std::vector<float> Model::forward(const ForwardBatch& batch, KvAccess& kv) {
+  const StepIndex s(dev_, cfg_, batch, kv);
+  auto h = embed(batch);
+  for (const Layer& L : layers_) run_block(L, s, kv, h.data());
+  return logits(batch, h.data());
+}
+
+// hc_pre -> norm -> sublayer -> hc_post, twice (MODEL.md §3).
+void Model::run_block(const Layer& L, const StepIndex& s, KvAccess& kv, uint16_t* h) {
+  const int64_t T = s.tokens, D = cfg_.dim;
+  const int hc = cfg_.hc_mult;
+  auto x = scratch<uint16_t>(dev_, T * D), y = scratch<uint16_t>(dev_, T * D);
+  auto post = scratch<float>(dev_, T * hc), comb = scratch<float>(dev_, T * hc * hc);
+  const float eps = static_cast<float>(cfg_.norm_eps), hc_eps = static_cast<float>(cfg_.hc_eps);
+  auto sublayer = [&](const HcWeights& hw, const NormWeight& norm, auto&& body) {
+    ops_.hc_pre({h, T, hc, D, hw.fn, hw.scale, hw.base, eps, hc_eps, cfg_.hc_sinkhorn_iters, x.data(), post.data(),
+                 comb.data()});
+    ops_.rms_norm({x.data(), x.data(), norm.weight, T, D, eps});
+    body(x.data(), y.data());
+    ops_.hc_post({y.data(), h, post.data(), comb.data(), h, T, hc, D});
+  };
+  sublayer(L.w->hc_attn, L.w->attn_norm,
+           [&](const uint16_t* in, uint16_t* out) { attention(L, s, kv, in, out); });
+  sublayer(L.w->hc_ffn, L.w->ffn_norm, [&](const uint16_t* in, uint16_t* out) { moe(L, s, in, out); });
+}
+
+// MODEL.md §5: queries, the window KV, the compressor and indexer, sparse attention with sink,
+// inverse RoPE, grouped output projection.
+void Model::attention(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x, uint16_t* out) {
+  const AttentionWeights& a = L.w->attn;
+  const int64_t T = s.tokens;
+  const int H = cfg_.n_heads, d = cfg_.head_dim, r = cfg_.rope_head_dim, n = d - r;
+  const float eps = static_cast<float>(cfg_.norm_eps);
+
+  auto qr = scratch<uint16_t>(dev_, T * cfg_.q_lora_rank);
+  ops_.linear({x, T, L.wq_a, qr.data()});
+  ops_.rms_norm({qr.data(), qr.data(), a.q_norm.weight, T, cfg_.q_lora_rank, eps});
+  auto q = scratch<uint16_t>(dev_, T * H * d);
+  ops_.linear({qr.data(), T, L.wq_b, q.data()});
+  ops_.head_rms_norm({q.data(), T, H, d, eps});
+  ops_.rope({q.data(), T, H, d, s.positions.data(), L.rope, false});
+
+  // The shared K=V head: norm, RoPE, FP8 simulation of the nope dims, into the window.
+  auto kvx = scratch<uint16_t>(dev_, T * d);
+  ops_.linear({x, T, L.wkv, kvx.data()});
+  ops_.rms_norm({kvx.data(), kvx.data(), a.kv_norm.weight, T, d, eps});
+  ops_.rope({kvx.data(), T, 1, d, s.positions.data(), L.rope, false});
+  ops_.quant_sim({kvx.data(), T, n, d, QuantSim::kFp8, 64});
+  ops_.store_entries({kvx.data(), T, KvEntryDims{d, r}, kv.table(L.index, KvKind::kWindow), s.window_write.data()});
+
+  SparseAttentionParams p;
+  DeviceArray<int32_t> selected;
+  if (L.ratio != 0) {
+    const RatioIndex& ri = s.ratios.at(L.ratio);
+    if (L.ratio == 4) {
+      selected = scratch<int32_t>(dev_, T * cfg_.index_topk);
+      indexer(L, s, kv, x, qr.data(), selected.data());
+    }
+    compress(L, s, kv, x, /*for_indexer=*/false);
+    p.compressed = kv.table(L.index, KvKind::kCompressed);
+    if (L.ratio == 4) {
+      p.compressed_slots = selected.data();
+      p.compressed_width = cfg_.index_topk;
+    } else {
+      p.compressed_slots = ri.compressed_slots.data();
+      p.compressed_width = ri.compressed_width;
+    }
+  }
+  auto o = scratch<uint16_t>(dev_, T * H * d);
+  p.q = q.data();
+  p.out = o.data();
+  p.tokens = T;
+  p.heads = H;
+  p.head_dim = d;
+  p.rope_dim = r;
+  p.sink = a.attn_sink;
+  p.softmax_scale = 1.0f / std::sqrt(static_cast<float>(d));
+  p.window = kv.table(L.index, KvKind::kWindow);
+  p.window_slots = s.window_read.data();
+  p.window_width = s.window_width;
+  ops_.sparse_attention(p);
+  ops_.rope({o.data(), T, H, d, s.positions.data(), L.rope, true});
+
+  auto u = scratch<uint16_t>(dev_, T * cfg_.o_groups * cfg_.o_lora_rank);
+  LinearParams wo_a{o.data(), T, L.wo_a, u.data()};
+  wo_a.groups = cfg_.o_groups;
+  ops_.linear(wo_a);
+  ops_.linear({u.data(), T, L.wo_b, out});
+}
+
+// The compressor of MODEL.md §5.5: fp32 state rows for every token, then the entries completed.
+void Model::compress(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x, bool for_indexer) {
+  const RatioIndex& ri = s.ratios.at(L.ratio);
+  const CompressorWeights& cw = for_indexer ? L.w->attn.indexer->compressor : *L.w->attn.compressor;
+  const KvKind state = for_indexer ? KvKind::kIndexerState : KvKind::kCompressorState;
+  const int ratio = for_indexer ? 4 : L.ratio;
+  CompressorStepParams st;
+  st.x = x;
+  st.tokens = s.tokens;
+  st.dim = cfg_.dim;
+  st.positions = s.positions.data();
+  st.wkv = for_indexer ? L.ixc_wkv : L.c_wkv;
+  st.wgate = for_indexer ? L.ixc_wgate : L.c_wgate;
+  st.ape = cw.ape;
+  st.ratio = ratio;
+  st.head_dim = static_cast<int>(cw.head_dim);
+  st.state = kv.table(L.index, state);
+  st.state_slots = (for_indexer ? ri.index_state_slots : ri.state_slots).data();
+  ops_.compressor_step(st);
+
+  const EmitList& e = for_indexer ? ri.index_emit : ri.emit;
+  if (e.entries == 0) return;
+  CompressorEmitParams em;
+  em.entries = e.entries;
+  em.block_index = e.block_index.data();
+  em.rows = e.rows.data();
+  em.state = st.state;
+  em.ratio = ratio;
+  em.head_dim = static_cast<int>(cw.head_dim);
+  em.rope_dim = cfg_.rope_head_dim;
+  em.norm_weight = cw.norm.weight;
+  em.norm_eps = static_cast<float>(cfg_.norm_eps);
+  em.rope = L.rope;
+  em.indexer = for_indexer;
+  em.out = kv.table(L.index, for_indexer ? KvKind::kIndexerKey : KvKind::kCompressed);
+  em.out_slots = e.out_slots.data();
+  ops_.compressor_emit(em);
+}
+
+// The lightning indexer of MODEL.md §5.6: picks which compressed entries each query attends.
+void Model::indexer(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x, const uint16_t* qr,
+                    int32_t* out_slots) {
+  const RatioIndex& ri = s.ratios.at(4);
+  const int64_t T = s.tokens;
+  const int ih = cfg_.index_n_heads, id = cfg_.index_head_dim;
+  auto qi = scratch<uint16_t>(dev_, T * ih * id);
+  ops_.linear({qr, T, L.ix_wq_b, qi.data()});
+  RopeConfig rope = L.rope;
+  ops_.rope({qi.data(), T, ih, id, s.positions.data(), rope, false});
+  ops_.hadamard({qi.data(), T * ih, id});
+  ops_.quant_sim({qi.data(), T * ih, id, id, QuantSim::kFp4, 32});
+  compress(L, s, kv, x, /*for_indexer=*/true);
+
+  auto w = scratch<uint16_t>(dev_, T * ih);
+  ops_.linear({x, T, L.ix_proj, w.data()});
+  auto index = scratch<int32_t>(dev_, T * cfg_.index_topk);
+  IndexerTopkParams p;
+  p.q = qi.data();
+  p.weights = w.data();
+  p.weight_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(id) * ih));
+  p.tokens = T;
+  p.heads = ih;
+  p.head_dim = id;
+  p.positions = s.positions.data();
+  p.ratio = 4;
+  p.token_seq = s.token_slice.data();
+  p.sequences = s.slices;
+  p.keys = kv.table(L.index, KvKind::kIndexerKey);
+  p.key_slots = ri.key_slots.data();
+  p.key_stride = ri.key_stride;
+  p.key_count = ri.key_count.data();
+  p.topk = cfg_.index_topk;
+  p.out_index = index.data();
+  p.slot_map = ri.key_map.data();
+  p.out_slots = out_slots;
+  ops_.indexer_topk(p);
+}
+
+// MODEL.md §6: gate (hash routing in the first n_hash_layers), routed experts, shared expert.
+void Model::moe(const Layer& L, const StepIndex& s, const uint16_t* x, uint16_t* out) {
+  const int64_t T = s.tokens;
+  const int k = cfg_.n_activated_experts;
+  auto idx = scratch<int32_t>(dev_, T * k);
+  auto wts = scratch<float>(dev_, T * k);
+  MoeGateParams g;
+  g.x = x;
+  g.tokens = T;
+  g.dim = cfg_.dim;
+  g.weight = L.gate;
+  g.bias = L.w->ffn.gate_bias;
+  g.tid2eid = L.tid2eid.size() ? L.tid2eid.data() : nullptr;
+  g.token_ids = s.token_ids.data();
+  g.vocab = cfg_.vocab_size;
+  g.experts = cfg_.n_routed_experts;
+  g.topk = k;
+  g.score_func = cfg_.score_func;
+  g.route_scale = static_cast<float>(cfg_.route_scale);
+  g.indices = idx.data();
+  g.weights = wts.data();
+  ops_.moe_gate(g);
+  MoeExpertsParams e;
+  e.x = x;
+  e.tokens = T;
+  e.dim = cfg_.dim;
+  e.inter_dim = cfg_.moe_inter_dim;
+  e.indices = idx.data();
+  e.weights = wts.data();
+  e.topk = k;
+  e.experts = cfg_.n_routed_experts;
+  e.w1 = L.w1.data();
+  e.w3 = L.w3.data();
+  e.w2 = L.w2.data();
+  e.shared_w1 = L.s1;
+  e.shared_w3 = L.s3;
+  e.shared_w2 = L.s2;
+  e.swiglu_limit = static_cast<float>(cfg_.swiglu_limit);
+  e.y = out;
+  ops_.moe_experts(e);
+}
+
+// hc_head -> final norm -> fp32 head GEMM, for the last token of every slice that wants logits.
+std::vector<float> Model::logits(const ForwardBatch& batch, const uint16_t* h) {
+  std::vector<int64_t> rows;
+  for (const auto& sl : batch.seqs)
+    if (sl.logits) rows.push_back(sl.offset + sl.count - 1);
+  const int64_t R = static_cast<int64_t>(rows.size()), D = cfg_.dim, HD = cfg_.hc_mult * D;
+  if (R == 0) return {};
+  // Gather the rows' streams (host copy, then back: tiny next to the head GEMM).
+  std::vector<uint16_t> all(static_cast<size_t>(batch.tokens() * HD)), picked(static_cast<size_t>(R * HD));
+  dev_.to_host(all.data(), h, all.size() * 2);
+  for (int64_t i = 0; i < R; ++i)
+    std::copy_n(all.begin() + rows[static_cast<size_t>(i)] * HD, HD, picked.begin() + i * HD);
+  DeviceArray<uint16_t> hs(dev_, picked);
+  auto y = scratch<uint16_t>(dev_, R * D);
+  const float eps = static_cast<float>(cfg_.norm_eps);
+  ops_.hc_head({hs.data(), R, cfg_.hc_mult, D, w_.hc_head.fn, w_.hc_head.scale, w_.hc_head.base, eps,
+                static_cast<float>(cfg_.hc_eps), y.data()});
+  ops_.rms_norm({y.data(), y.data(), w_.norm.weight, R, D, eps});
+  auto logits = scratch<float>(dev_, R * cfg_.vocab_size);
+  LinearParams head{y.data(), R, bf16_weight(w_.head, cfg_.vocab_size, D), logits.data(), ActType::kF32};
+  ops_.linear(head);
+  return logits.to_host();
+}
+
+}  // namespace dsv4

@@ -1,0 +1,54 @@
+// Model: the DeepSeek-V4 layer stack written once against backend/Ops (MODEL.md §3-§7).
+// It never sees requests and never allocates KV memory: a ForwardBatch says which tokens of which
+// sequences run, and a KvAccess says where their KV state lives.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backend/device.h"
+#include "backend/ops.h"
+#include "core/model_config.h"
+#include "model/forward_batch.h"
+#include "model/kv_access.h"
+#include "model/weights.h"
+
+namespace dsv4 {
+
+struct StepIndex;  // per-forward index arrays (model/step_index.h)
+
+class Model {
+ public:
+  Model(const ModelConfig& cfg, const ModelWeights& weights, Ops& ops, Device& dev);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelConfig& config() const { return cfg_; }
+
+  // The whole main stack; returns fp32 logits [slices with logits, vocab] on the host, in slice order.
+  std::vector<float> forward(const ForwardBatch& batch, KvAccess& kv);
+
+  // Pieces, for isolated-block checks: embed -> hc streams [tokens, hc, dim] bf16; one block in
+  // place; final head over the last token of every slice with logits.
+  DeviceArray<uint16_t> embed(const ForwardBatch& batch);
+  void run_block(int layer, const ForwardBatch& batch, KvAccess& kv, uint16_t* h);
+  std::vector<float> logits(const ForwardBatch& batch, const uint16_t* h);
+
+ private:
+  struct Layer;
+  void attention(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x, uint16_t* out);
+  void indexer(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x, const uint16_t* qr,
+               int32_t* out_slots);
+  void compress(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x, bool for_indexer);
+  void moe(const Layer& L, const StepIndex& s, const uint16_t* x, uint16_t* out);
+  void run_block(const Layer& L, const StepIndex& s, KvAccess& kv, uint16_t* h);
+
+  ModelConfig cfg_;
+  const ModelWeights& w_;
+  Ops& ops_;
+  Device& dev_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace dsv4

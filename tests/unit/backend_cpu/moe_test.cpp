@@ -1,0 +1,268 @@
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <numeric>
+
+#include "backend/cpu/cpu_ops.h"
+#include "core/error.h"
+#include "op_test_util.h"
+
+namespace dsv4 {
+namespace {
+
+using testing::bf;
+using testing::Fp4Weight;
+using testing::Fp8Weight;
+using testing::random_bf16;
+
+struct Gate {
+  int64_t dim;
+  int experts, topk;
+  std::vector<uint16_t> w;
+  std::vector<float> bias;
+  std::vector<int32_t> tid2eid;
+  MoeGateParams params(const std::vector<uint16_t>& x, int64_t tokens, std::vector<int32_t>& idx,
+                       std::vector<float>& wts) const {
+    idx.assign(static_cast<size_t>(tokens * topk), -5);
+    wts.assign(idx.size(), -5);
+    return {.x = x.data(),
+            .tokens = tokens,
+            .dim = dim,
+            .weight = Weight::bf16(w.data(), experts, dim),
+            .bias = bias.empty() ? nullptr : bias.data(),
+            .experts = experts,
+            .topk = topk,
+            .route_scale = 1.5f,
+            .indices = idx.data(),
+            .weights = wts.data()};
+  }
+};
+
+std::vector<double> scores_d(const Gate& g, const std::vector<uint16_t>& x, int64_t t) {
+  std::vector<double> s(static_cast<size_t>(g.experts));
+  for (int e = 0; e < g.experts; ++e) {
+    double z = 0;
+    for (int64_t k = 0; k < g.dim; ++k)
+      z += double{bf(x[static_cast<size_t>(t * g.dim + k)])} * bf(g.w[static_cast<size_t>(e * g.dim + k)]);
+    s[static_cast<size_t>(e)] = std::sqrt(z > 20 ? z : std::log1p(std::exp(z)));
+  }
+  return s;
+}
+
+TEST(MoeGate, SqrtSoftplusTopKWithSelectionBias) {
+  std::mt19937 rng(91);
+  CpuOps ops(2);
+  Gate g{.dim = 4096, .experts = 256, .topk = 6, .w = random_bf16(256 * 4096, rng, 0.02f), .bias = {}, .tid2eid = {}};
+  g.bias = testing::random_f32(256, rng, 0.05f);
+  const auto x = random_bf16(3 * 4096, rng);
+  std::vector<int32_t> idx;
+  std::vector<float> w;
+  ops.moe_gate(g.params(x, 3, idx, w));
+  for (int64_t t = 0; t < 3; ++t) {
+    const auto s = scores_d(g, x, t);
+    std::vector<int> order(256);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+      return s[static_cast<size_t>(a)] + g.bias[static_cast<size_t>(a)] >
+             s[static_cast<size_t>(b)] + g.bias[static_cast<size_t>(b)];
+    });
+    double sum = 0;
+    for (int r = 0; r < 6; ++r) sum += s[static_cast<size_t>(order[static_cast<size_t>(r)])];
+    for (int r = 0; r < 6; ++r) {
+      EXPECT_EQ(idx[static_cast<size_t>(t * 6 + r)], order[static_cast<size_t>(r)]);  // bias steers selection ...
+      EXPECT_NEAR(w[static_cast<size_t>(t * 6 + r)], s[static_cast<size_t>(order[static_cast<size_t>(r)])] / sum * 1.5,
+                  1e-5);  // ... not weights
+    }
+  }
+}
+
+TEST(MoeGate, TiesGoToTheLowerExpertAndSoftplusThreshold) {
+  CpuOps ops(1);
+  Gate g{.dim = 128, .experts = 8, .topk = 3, .w = std::vector<uint16_t>(8 * 128, 0), .bias = {}, .tid2eid = {}};
+  // Experts 5, 2, 7 share one large weight row (z = 32 > 20: s = sqrt(z) exactly); the rest are zero.
+  for (int e : {5, 2, 7})
+    for (int k = 0; k < 128; ++k) g.w[static_cast<size_t>(e * 128 + k)] = float_to_bf16(0.25f);
+  const std::vector<uint16_t> x(128, float_to_bf16(1.0f));
+  std::vector<int32_t> idx;
+  std::vector<float> w;
+  ops.moe_gate(g.params(x, 1, idx, w));
+  EXPECT_EQ(idx, (std::vector<int32_t>{2, 5, 7}));
+  for (float v : w) EXPECT_NEAR(v, 0.5f, 1e-6);  // sqrt(32)/(3·sqrt(32))·1.5
+  // All equal: the first experts.
+  std::fill(g.w.begin(), g.w.end(), uint16_t{0});
+  ops.moe_gate(g.params(x, 1, idx, w));
+  EXPECT_EQ(idx, (std::vector<int32_t>{0, 1, 2}));
+}
+
+TEST(MoeGate, HashRoutingUsesTheTableAndTheScores) {
+  std::mt19937 rng(92);
+  CpuOps ops(2);
+  Gate g{.dim = 256, .experts = 8, .topk = 2, .w = random_bf16(8 * 256, rng, 0.05f), .bias = {}, .tid2eid = {}};
+  g.tid2eid = {3, 1, 0, 7, 6, 2, 5, 4};  // vocab 4
+  const auto x = random_bf16(3 * 256, rng);
+  const std::vector<int32_t> ids = {2, 0, 3};
+  std::vector<int32_t> idx;
+  std::vector<float> w;
+  auto p = g.params(x, 3, idx, w);
+  p.tid2eid = g.tid2eid.data();
+  p.token_ids = ids.data();
+  p.vocab = 4;
+  ops.moe_gate(p);
+  for (int64_t t = 0; t < 3; ++t) {
+    const auto s = scores_d(g, x, t);
+    const int32_t a = g.tid2eid[static_cast<size_t>(ids[static_cast<size_t>(t)] * 2)],
+                  b = g.tid2eid[static_cast<size_t>(ids[static_cast<size_t>(t)] * 2 + 1)];
+    EXPECT_EQ(idx[static_cast<size_t>(t * 2)], a);
+    EXPECT_EQ(idx[static_cast<size_t>(t * 2 + 1)], b);
+    const double sum = s[static_cast<size_t>(a)] + s[static_cast<size_t>(b)];
+    EXPECT_NEAR(w[static_cast<size_t>(t * 2)], s[static_cast<size_t>(a)] / sum * 1.5, 1e-5);
+  }
+  const std::vector<int32_t> bad_ids = {4, 0, 0};
+  p.token_ids = bad_ids.data();
+  EXPECT_THROW(ops.moe_gate(p), Error);
+  g.tid2eid[0] = 8;
+  p.token_ids = ids.data();
+  p.tid2eid = g.tid2eid.data();
+  const std::vector<int32_t> zero_id = {0, 0, 0};
+  p.token_ids = zero_id.data();
+  EXPECT_THROW(ops.moe_gate(p), Error);
+}
+
+struct Experts {
+  int64_t dim, inter;
+  int n;
+  std::vector<std::unique_ptr<Fp4Weight>> w1, w3, w2;
+  std::unique_ptr<Fp8Weight> s1, s3, s2;
+  std::vector<Weight> v1, v3, v2;
+  Experts(int64_t d, int64_t i, int count, std::mt19937& rng) : dim(d), inter(i), n(count) {
+    for (int e = 0; e < n; ++e) {
+      w1.push_back(std::make_unique<Fp4Weight>(i, d, rng, 0.3f));
+      w3.push_back(std::make_unique<Fp4Weight>(i, d, rng, 0.3f));
+      w2.push_back(std::make_unique<Fp4Weight>(d, i, rng, 0.1f));
+      v1.push_back(w1.back()->view());
+      v3.push_back(w3.back()->view());
+      v2.push_back(w2.back()->view());
+    }
+    s1 = std::make_unique<Fp8Weight>(i, d, rng, 0.3f);
+    s3 = std::make_unique<Fp8Weight>(i, d, rng, 0.3f);
+    s2 = std::make_unique<Fp8Weight>(d, i, rng, 0.1f);
+  }
+  MoeExpertsParams params(const std::vector<uint16_t>& x, int64_t tokens, const std::vector<int32_t>& idx,
+                          const std::vector<float>& w, int topk, uint16_t* y) const {
+    return {.x = x.data(),
+            .tokens = tokens,
+            .dim = dim,
+            .inter_dim = inter,
+            .indices = idx.data(),
+            .weights = w.data(),
+            .topk = topk,
+            .experts = n,
+            .w1 = v1.data(),
+            .w3 = v3.data(),
+            .w2 = v2.data(),
+            .shared_w1 = s1->view(),
+            .shared_w3 = s3->view(),
+            .shared_w2 = s2->view(),
+            .swiglu_limit = 10.0f,
+            .y = y};
+  }
+};
+
+// §6.2-§6.3 written out on top of the (separately tested) linear op.
+std::vector<uint16_t> expert_out(Ops& ops, const uint16_t* x, const Weight& w1, const Weight& w3, const Weight& w2,
+                                 int64_t dim, int64_t inter, float weight, bool routed) {
+  std::vector<uint16_t> g(static_cast<size_t>(inter)), u(g.size()), a(g.size()), y(static_cast<size_t>(dim));
+  ops.linear({.x = x, .rows = 1, .w = w1, .y = g.data()});
+  ops.linear({.x = x, .rows = 1, .w = w3, .y = u.data()});
+  for (int64_t i = 0; i < inter; ++i) {
+    float gv = bf(g[static_cast<size_t>(i)]), uv = bf(u[static_cast<size_t>(i)]);
+    if (routed) {
+      uv = std::clamp(uv, -10.0f, 10.0f);
+      gv = std::min(gv, 10.0f);
+    }
+    float v = gv / (1.0f + std::exp(-gv)) * uv;
+    if (routed) v = weight * v;
+    a[static_cast<size_t>(i)] = float_to_bf16(v);
+  }
+  ops.linear({.x = a.data(), .rows = 1, .w = w2, .y = y.data()});
+  return y;
+}
+
+TEST(MoeExperts, CombinesInAscendingExpertOrderWithSharedLastAndClampsRoutedOnly) {
+  std::mt19937 rng(93);
+  CpuOps ops(2);
+  const Experts ex(256, 128, 6, rng);
+  const int64_t T = 5;
+  const auto x = random_bf16(static_cast<size_t>(T * 256), rng, 2.0f);  // large enough to hit the clamp
+  const std::vector<int32_t> idx = {4, 1, 0, 5, 3, 1, 2, 4, 5, 0};
+  const auto w = testing::random_f32(10, rng, 0.5f);
+  std::vector<uint16_t> y(static_cast<size_t>(T * 256));
+  ops.moe_experts(ex.params(x, T, idx, w, 2, y.data()));
+  bool clamped = false;
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<float> acc(256, 0.0f);
+    for (int e = 0; e < 6; ++e) {
+      for (int r = 0; r < 2; ++r) {
+        if (idx[static_cast<size_t>(t * 2 + r)] != e) continue;
+        const auto ye =
+            expert_out(ops, x.data() + t * 256, ex.v1[static_cast<size_t>(e)], ex.v3[static_cast<size_t>(e)],
+                       ex.v2[static_cast<size_t>(e)], 256, 128, w[static_cast<size_t>(t * 2 + r)], true);
+        for (int c = 0; c < 256; ++c) acc[static_cast<size_t>(c)] += bf(ye[static_cast<size_t>(c)]);
+        std::vector<uint16_t> g(128);
+        ops.linear({.x = x.data() + t * 256, .rows = 1, .w = ex.v1[static_cast<size_t>(e)], .y = g.data()});
+        for (uint16_t v : g) clamped |= bf(v) > 10.0f;
+      }
+    }
+    const auto ys =
+        expert_out(ops, x.data() + t * 256, ex.s1->view(), ex.s3->view(), ex.s2->view(), 256, 128, 0, false);
+    for (int c = 0; c < 256; ++c) {
+      ASSERT_EQ(y[static_cast<size_t>(t * 256 + c)],
+                float_to_bf16(acc[static_cast<size_t>(c)] + bf(ys[static_cast<size_t>(c)])))
+          << t << " " << c;
+    }
+  }
+  EXPECT_TRUE(clamped) << "the inputs never reached the SwiGLU limit";
+}
+
+TEST(MoeExperts, BatchAndThreadInvariant) {
+  std::mt19937 rng(94);
+  CpuOps one(1), three(3);
+  const Experts ex(256, 128, 4, rng);
+  const int64_t T = 9;
+  const auto x = random_bf16(static_cast<size_t>(T * 256), rng);
+  std::vector<int32_t> idx(static_cast<size_t>(T * 2));
+  for (int64_t t = 0; t < T; ++t) {
+    idx[static_cast<size_t>(2 * t)] = static_cast<int32_t>(t % 4);
+    idx[static_cast<size_t>(2 * t + 1)] = static_cast<int32_t>((t + 1) % 4);
+  }
+  const auto w = testing::random_f32(static_cast<size_t>(T * 2), rng);
+  std::vector<uint16_t> y1(static_cast<size_t>(T * 256)), y3(y1.size()), ya(256);
+  one.moe_experts(ex.params(x, T, idx, w, 2, y1.data()));
+  three.moe_experts(ex.params(x, T, idx, w, 2, y3.data()));
+  EXPECT_EQ(y1, y3);
+  const std::vector<uint16_t> xa(x.begin() + 7 * 256, x.begin() + 8 * 256);
+  const std::vector<int32_t> ia(idx.begin() + 14, idx.begin() + 16);
+  const std::vector<float> wa(w.begin() + 14, w.begin() + 16);
+  three.moe_experts(ex.params(xa, 1, ia, wa, 2, ya.data()));
+  EXPECT_TRUE(std::equal(ya.begin(), ya.end(), y1.begin() + 7 * 256));
+}
+
+TEST(MoeExperts, RejectsBadParameters) {
+  std::mt19937 rng(95);
+  CpuOps ops(1);
+  const Experts ex(128, 128, 2, rng);
+  const auto x = random_bf16(128, rng);
+  std::vector<uint16_t> y(128);
+  const std::vector<float> w = {0.5f, 0.5f};
+  const std::vector<int32_t> bad = {0, 2};
+  EXPECT_THROW(ops.moe_experts(ex.params(x, 1, bad, w, 2, y.data())), Error);
+  const std::vector<int32_t> good = {0, 1};
+  auto p = ex.params(x, 1, good, w, 2, y.data());
+  p.inter_dim = 256;  // weights are [128, 128]
+  EXPECT_THROW(ops.moe_experts(p), Error);
+  p = ex.params(x, 1, good, w, 3, y.data());  // topk above experts
+  EXPECT_THROW(ops.moe_experts(p), Error);
+}
+
+}  // namespace
+}  // namespace dsv4

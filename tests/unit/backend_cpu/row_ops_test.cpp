@@ -1,0 +1,106 @@
+#include <gtest/gtest.h>
+
+#include "backend/cpu/cpu_ops.h"
+#include "core/error.h"
+#include "op_test_util.h"
+
+namespace dsv4 {
+namespace {
+
+using testing::bf;
+using testing::OwnedTable;
+using testing::random_bf16;
+
+TEST(QuantSim, Fp8OnTheNopePartOnlyEqualsQ8) {
+  std::mt19937 rng(41);
+  CpuOps ops(2);
+  const int64_t rows = 5, d = 512, nope = 448;
+  const auto x = random_bf16(static_cast<size_t>(rows * d), rng, 3.0f);
+  auto y = x;
+  ops.quant_sim({.x = y.data(), .rows = rows, .cols = nope, .row_stride = d, .kind = QuantSim::kFp8, .block = 64});
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<float> v(static_cast<size_t>(nope));
+    for (int64_t i = 0; i < nope; ++i) v[static_cast<size_t>(i)] = bf(x[static_cast<size_t>(r * d + i)]);
+    fake_quant_e4m3(v, 64);
+    for (int64_t i = 0; i < nope; ++i)
+      ASSERT_EQ(y[static_cast<size_t>(r * d + i)], float_to_bf16(v[static_cast<size_t>(i)]));
+    for (int64_t i = nope; i < d; ++i) ASSERT_EQ(y[static_cast<size_t>(r * d + i)], x[static_cast<size_t>(r * d + i)]);
+  }
+  auto z = y;  // idempotent
+  ops.quant_sim({.x = z.data(), .rows = rows, .cols = nope, .row_stride = d, .kind = QuantSim::kFp8, .block = 64});
+  EXPECT_EQ(z, y);
+}
+
+TEST(QuantSim, Fp4EqualsQ4AndLandsOnTheGrid) {
+  std::mt19937 rng(42);
+  CpuOps ops(1);
+  const auto x = random_bf16(4 * 128, rng);
+  auto y = x;
+  ops.quant_sim({.x = y.data(), .rows = 4, .cols = 128, .kind = QuantSim::kFp4});
+  std::vector<float> v = testing::to_f32(x);
+  fake_quant_e2m1(v);
+  EXPECT_EQ(y, testing::to_bf16(v));
+  EXPECT_NE(y, x);
+}
+
+TEST(StoreEntries, WritesThroughTheCodecAndSkipsMinusOne) {
+  std::mt19937 rng(43);
+  CpuOps ops(2);
+  const KvEntryDims dims{128, 64};
+  OwnedTable t(10, KvEntryFormat::kAttnFp8, dims, 3);
+  auto x = random_bf16(3 * 128, rng);
+  ops.quant_sim({.x = x.data(), .rows = 3, .cols = 64, .row_stride = 128, .kind = QuantSim::kFp8, .block = 64});
+  const std::vector<int32_t> slots = {7, -1, 2};
+  ops.store_entries({.x = x.data(), .rows = 3, .dims = dims, .table = t.table, .slots = slots.data()});
+  for (int r : {0, 2}) {
+    std::vector<float> back(128);
+    decode_kv_entry(t.table.format, dims,
+                    {t.table.entry(slots[static_cast<size_t>(r)]), static_cast<size_t>(t.table.entry_bytes)}, back);
+    for (int i = 0; i < 128; ++i)
+      ASSERT_EQ(back[static_cast<size_t>(i)], bf(x[static_cast<size_t>(r * 128 + i)])) << r << " " << i;
+  }
+  EXPECT_EQ(t.table.entry(0)[0], 0xAB);  // untouched slot
+  const std::vector<int32_t> bad = {12};
+  EXPECT_THROW(ops.store_entries({.x = x.data(), .rows = 1, .dims = dims, .table = t.table, .slots = bad.data()}),
+               Error);
+  EntryTable wrong = t.table;
+  wrong.entry_bytes = 256;
+  EXPECT_THROW(ops.store_entries({.x = x.data(), .rows = 1, .dims = dims, .table = wrong, .slots = slots.data()}),
+               Error);
+}
+
+TEST(Embed, CopiesRowsToEveryStreamAndChecksIds) {
+  std::mt19937 rng(44);
+  CpuOps ops(2);
+  const int64_t vocab = 50, dim = 24;
+  const auto table = random_bf16(static_cast<size_t>(vocab * dim), rng);
+  const std::vector<int32_t> ids = {3, 49, 0, 3};
+  std::vector<uint16_t> out(4 * 4 * dim);
+  ops.embed({.ids = ids.data(),
+             .tokens = 4,
+             .table = table.data(),
+             .vocab = vocab,
+             .dim = dim,
+             .copies = 4,
+             .out = out.data()});
+  for (int t = 0; t < 4; ++t)
+    for (int c = 0; c < 4; ++c)
+      for (int i = 0; i < dim; ++i)
+        ASSERT_EQ(out[static_cast<size_t>((t * 4 + c) * dim + i)],
+                  table[static_cast<size_t>(ids[static_cast<size_t>(t)] * dim + i)]);
+  const std::vector<int32_t> bad = {50};
+  EXPECT_THROW(
+      ops.embed({.ids = bad.data(), .tokens = 1, .table = table.data(), .vocab = vocab, .dim = dim, .out = out.data()}),
+      Error);
+}
+
+TEST(QuantSim, RejectsBadParameters) {
+  CpuOps ops(1);
+  std::vector<uint16_t> x(128);
+  EXPECT_THROW(ops.quant_sim({.x = x.data(), .rows = 1, .cols = 100, .kind = QuantSim::kFp4}), Error);
+  EXPECT_THROW(ops.quant_sim({.x = x.data(), .rows = 1, .cols = 128, .kind = QuantSim::kFp8, .block = 0}), Error);
+  EXPECT_THROW(ops.quant_sim({.x = x.data(), .rows = 1, .cols = 128, .row_stride = 64}), Error);
+}
+
+}  // namespace
+}  // namespace dsv4

@@ -1,0 +1,65 @@
+// dsv4 golden-check MODEL: replays a golden folder's call pattern and compares with the reference.
+#include <fmt/core.h>
+#include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
+
+#include "backend/cpu/cpu_ops.h"
+#include "core/error.h"
+#include "model/golden_check.h"
+#include "tools/command.h"
+
+namespace dsv4::tools {
+namespace {
+
+struct Args {
+  std::string model, expected, layers, backend = "cpu";
+  std::optional<double> max_rms_ratio, min_argmax_agreement, max_block_rms_rel;
+  int threads = 0;
+  bool no_blocks = false;
+};
+
+void run(const Args& a) {
+  GoldenOptions o;
+  o.model = a.model;
+  o.expected = a.expected;
+  o.layers = a.layers;
+  o.blocks = !a.no_blocks;
+  o.thresholds = load_thresholds(o.model / "tolerance.json");
+  if (a.max_rms_ratio) o.thresholds.max_rms_ratio = a.max_rms_ratio;
+  if (a.min_argmax_agreement) o.thresholds.min_argmax_agreement = a.min_argmax_agreement;
+  if (a.max_block_rms_rel) o.thresholds.max_block_rms_rel = a.max_block_rms_rel;
+  DSV4_CHECK(a.backend == "cpu", "golden-check: backend \"{}\" is not available in this build (cpu)", a.backend);
+  CpuOps ops(a.threads);
+  HostDevice dev;
+  const GoldenResult r = run_golden_check(o, ops, dev);
+  nlohmann::ordered_json j;
+  j["rms_ratio"] = r.rms_ratio;
+  j["argmax_agreement"] = r.argmax_agreement;
+  j["blocks"] = nlohmann::ordered_json::array();
+  for (const auto& b : r.blocks) j["blocks"].push_back({{"layer", b.layer}, {"rms_rel", b.rms_rel}});
+  j["pass"] = r.pass;
+  fmt::print("{}\n", j.dump());
+  for (const auto& f : r.failures) spdlog::error("golden-check: {}", f);
+  set_exit_code(r.pass ? 0 : 3);
+}
+
+void setup(CLI::App& cmd) {
+  static Args a;
+  add_model_option(cmd, a.model);
+  cmd.add_option("--expected", a.expected, "expected logits (default MODEL/expected.safetensors)");
+  cmd.add_option("--layers", a.layers, "per-block outputs (default MODEL/expected_layers.safetensors)");
+  cmd.add_option("--backend", a.backend, "cpu | cuda")->capture_default_str();
+  cmd.add_option("--max-rms-ratio", a.max_rms_ratio, "end-to-end threshold (default tolerance.json)");
+  cmd.add_option("--min-argmax-agreement", a.min_argmax_agreement, "end-to-end threshold (default tolerance.json)");
+  cmd.add_option("--max-block-rms-rel", a.max_block_rms_rel, "per-block threshold (default tolerance.json)");
+  cmd.add_option("--threads", a.threads, "CPU threads (default: all cores)");
+  cmd.add_flag("--no-blocks", a.no_blocks, "skip the isolated-block checks");
+  cmd.callback([] { run(a); });
+}
+
+}  // namespace
+
+DSV4_COMMAND("golden-check", "compare the engine with a golden folder of reference outputs", setup);
+
+}  // namespace dsv4::tools
