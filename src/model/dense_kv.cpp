@@ -17,7 +17,7 @@ KvEntryDims kv_entry_dims(const ModelConfig& c, int ratio, KvKind kind) {
 }
 
 DenseKv::DenseKv(Device& dev, const ModelConfig& c, int sequences, int64_t max_len, KvFormats formats)
-    : sequences_(sequences), max_len_(max_len) {
+    : sequences_(sequences) {
   const int layers = c.n_layers + c.n_mtp_layers;
   tables_.resize(static_cast<size_t>(layers));
   for (int l = 0; l < layers; ++l) {
@@ -51,10 +51,9 @@ const DenseKv::Table* DenseKv::find(int layer, KvKind kind) const {
 
 EntryTable DenseKv::table(int layer, KvKind kind) const { return find(layer, kind)->table; }
 
-int32_t DenseKv::slot(int32_t seq, int ratio, KvKind kind, int64_t index) const {
+int32_t DenseKv::slot(int32_t seq, int layer, KvKind kind, int64_t index) const {
   DSV4_CHECK(seq >= 0 && seq < sequences_, "kv: sequence {} out of range", seq);
-  const bool per_entry = kind == KvKind::kCompressed || kind == KvKind::kIndexerKey;
-  const int64_t per_seq = per_entry ? max_len_ / ratio : max_len_;
+  const int64_t per_seq = find(layer, kind)->per_seq;
   if (index < 0 || index >= per_seq) return -1;
   return static_cast<int32_t>(seq * per_seq + index);
 }

@@ -24,7 +24,7 @@ class DenseKv final : public KvAccess {
   DenseKv(Device& dev, const ModelConfig& c, int sequences, int64_t max_len, KvFormats formats = {});
 
   EntryTable table(int layer, KvKind kind) const override;
-  int32_t slot(int32_t seq, int ratio, KvKind kind, int64_t index) const override;
+  int32_t slot(int32_t seq, int layer, KvKind kind, int64_t index) const override;
 
  private:
   struct Table {
@@ -35,7 +35,6 @@ class DenseKv final : public KvAccess {
   const Table* find(int layer, KvKind kind) const;
 
   int sequences_;
-  int64_t max_len_;
   std::vector<std::vector<Table>> tables_;  // [layer][kind]
 };
 

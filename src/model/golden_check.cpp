@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -83,6 +84,7 @@ double check_block(Model& model, const LoadedModel& m, const Pattern& pat, const
              layers.path().string(), l, want.size(), pat.B * pat.L * HD);
   DenseKv kv(dev, c, static_cast<int>(pat.B), pat.L);
   double diff = 0, ref = 0;
+  std::map<int64_t, std::pair<double, double>> prof;
   auto run = [&](const ForwardBatch& b) {
     // Inputs: embed(ids) broadcast for block 0, else the recorded streams at those positions.
     std::vector<uint16_t> h(static_cast<size_t>(b.tokens() * HD));
@@ -103,10 +105,16 @@ double check_block(Model& model, const LoadedModel& m, const Pattern& pat, const
           const double w = bf16_to_float(want[static_cast<size_t>((s.seq * pat.L + s.start + i) * HD + k)]);
           diff += (g - w) * (g - w);
           ref += w * w;
+          if (std::getenv("DSV4_GOLDEN_PROFILE")) {
+            const int64_t pos = s.start + i, bucket = pos / 64;
+            prof[bucket].first += (g - w) * (g - w);
+            prof[bucket].second += w * w;
+          }
         }
   };
   run(pat.prefill());
   for (int64_t k = 1; k <= pat.N; ++k) run(pat.decode(k));
+  for (auto& [b, v] : prof) spdlog::info("block {} positions [{}, {}): rms_rel {:.5f}", l, b * 64, b * 64 + 64, std::sqrt(v.first / v.second));
   return std::sqrt(diff / ref);
 }
 

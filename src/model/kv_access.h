@@ -21,9 +21,8 @@ class KvAccess {
  public:
   virtual ~KvAccess() = default;
   virtual EntryTable table(int layer, KvKind kind) const = 0;
-  // Slot of item `index` of sequence `seq`; -1 when it is not resident. Slots are shared by all
-  // layers of one compress ratio (each layer has its own table), like a KV group's block table.
-  virtual int32_t slot(int32_t seq, int ratio, KvKind kind, int64_t index) const = 0;
+  // Slot of item `index` of sequence `seq` in the table of `layer`; -1 when it is not resident.
+  virtual int32_t slot(int32_t seq, int layer, KvKind kind, int64_t index) const = 0;
 };
 
 }  // namespace dsv4

@@ -169,12 +169,12 @@ void Model::attention(const Layer& L, const StepIndex& s, KvAccess& kv, const ui
   ops_.rms_norm({kvx.data(), kvx.data(), a.kv_norm.weight, T, d, eps});
   ops_.rope({kvx.data(), T, 1, d, s.positions.data(), L.rope, false});
   ops_.quant_sim({kvx.data(), T, n, d, QuantSim::kFp8, 64});
-  ops_.store_entries({kvx.data(), T, KvEntryDims{d, r}, kv.table(L.index, KvKind::kWindow), s.window_write.data()});
+  ops_.store_entries({kvx.data(), T, KvEntryDims{d, r}, kv.table(L.index, KvKind::kWindow), s.layers[static_cast<size_t>(L.index)].window_write.data()});
 
   SparseAttentionParams p;
   DeviceArray<int32_t> selected;
   if (L.ratio != 0) {
-    const RatioIndex& ri = s.ratios.at(L.ratio);
+    const LayerIndex& ri = s.layers[static_cast<size_t>(L.index)];
     if (L.ratio == 4) {
       selected = scratch<int32_t>(dev_, T * cfg_.index_topk);
       indexer(L, s, kv, x, qr.data(), selected.data());
@@ -199,7 +199,7 @@ void Model::attention(const Layer& L, const StepIndex& s, KvAccess& kv, const ui
   p.sink = a.attn_sink;
   p.softmax_scale = 1.0f / std::sqrt(static_cast<float>(d));
   p.window = kv.table(L.index, KvKind::kWindow);
-  p.window_slots = s.window_read.data();
+  p.window_slots = s.layers[static_cast<size_t>(L.index)].window_read.data();
   p.window_width = s.window_width;
   ops_.sparse_attention(p);
   ops_.rope({o.data(), T, H, d, s.positions.data(), L.rope, true});
@@ -213,7 +213,7 @@ void Model::attention(const Layer& L, const StepIndex& s, KvAccess& kv, const ui
 
 // The compressor of MODEL.md §5.5: fp32 state rows for every token, then the entries completed.
 void Model::compress(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x, bool for_indexer) {
-  const RatioIndex& ri = s.ratios.at(L.ratio);
+  const LayerIndex& ri = s.layers[static_cast<size_t>(L.index)];
   const CompressorWeights& cw = for_indexer ? L.w->attn.indexer->compressor : *L.w->attn.compressor;
   const KvKind state = for_indexer ? KvKind::kIndexerState : KvKind::kCompressorState;
   const int ratio = for_indexer ? 4 : L.ratio;
@@ -253,7 +253,7 @@ void Model::compress(const Layer& L, const StepIndex& s, KvAccess& kv, const uin
 // The lightning indexer of MODEL.md §5.6: picks which compressed entries each query attends.
 void Model::indexer(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x, const uint16_t* qr,
                     int32_t* out_slots) {
-  const RatioIndex& ri = s.ratios.at(4);
+  const LayerIndex& ri = s.layers[static_cast<size_t>(L.index)];
   const int64_t T = s.tokens;
   const int ih = cfg_.index_n_heads, id = cfg_.index_head_dim;
   auto qi = scratch<uint16_t>(dev_, T * ih * id);

@@ -7,16 +7,17 @@
 namespace dsv4 {
 namespace {
 
-std::vector<int32_t> per_token(const ForwardBatch& b, const KvAccess& kv, int ratio, KvKind kind) {
+std::vector<int32_t> per_token(const ForwardBatch& b, const KvAccess& kv, int layer, KvKind kind) {
   std::vector<int32_t> out(static_cast<size_t>(b.tokens()));
   for (const auto& s : b.seqs)
     for (int64_t i = 0; i < s.count; ++i)
-      out[static_cast<size_t>(s.offset + i)] = kv.slot(s.seq, ratio, kind, s.start + i);
+      out[static_cast<size_t>(s.offset + i)] = kv.slot(s.seq, layer, kind, s.start + i);
   return out;
 }
 
 // Blocks i completed in this forward: (i + 1) * ratio - 1 in [start, end).
-EmitList emit_list(Device& dev, const ForwardBatch& b, const KvAccess& kv, int ratio, KvKind state, KvKind out) {
+EmitList emit_list(Device& dev, const ForwardBatch& b, const KvAccess& kv, int layer, int ratio, KvKind state,
+                   KvKind out) {
   const int c = ratio == 4 ? 2 : 1;
   std::vector<int32_t> block, rows, slots;
   for (const auto& s : b.seqs) {
@@ -24,11 +25,11 @@ EmitList emit_list(Device& dev, const ForwardBatch& b, const KvAccess& kv, int r
     for (int64_t i = s.start / ratio; i < end / ratio; ++i) {
       block.push_back(static_cast<int32_t>(i));
       for (int64_t p = (i - (c - 1)) * ratio; p < (i + 1) * ratio; ++p) {
-        const int32_t slot = p < 0 ? -1 : kv.slot(s.seq, ratio, state, p);
+        const int32_t slot = p < 0 ? -1 : kv.slot(s.seq, layer, state, p);
         DSV4_CHECK(p < 0 || slot >= 0, "kv: compressor row for position {} of sequence {} is not resident", p, s.seq);
         rows.push_back(slot);
       }
-      slots.push_back(kv.slot(s.seq, ratio, out, i));
+      slots.push_back(kv.slot(s.seq, layer, out, i));
     }
   }
   EmitList e;
@@ -37,6 +38,65 @@ EmitList emit_list(Device& dev, const ForwardBatch& b, const KvAccess& kv, int r
   e.rows = DeviceArray<int32_t>(dev, rows);
   e.out_slots = DeviceArray<int32_t>(dev, slots);
   return e;
+}
+
+LayerIndex build_layer(Device& dev, const ModelConfig& cfg, const ForwardBatch& b, const KvAccess& kv, int l,
+                       int64_t slices) {
+  LayerIndex r;
+  const int64_t tokens = b.tokens();
+  // Window: the same list layout whatever the chunking (positions t-W+1..t ascending, then -1),
+  // which is what the reference lays out in prefill and in decode.
+  const int W = cfg.window_size;
+  r.window_write = DeviceArray<int32_t>(dev, per_token(b, kv, l, KvKind::kWindow));
+  std::vector<int32_t> read(static_cast<size_t>(tokens * W), -1);
+  for (const auto& s : b.seqs)
+    for (int64_t i = 0; i < s.count; ++i) {
+      const int64_t t = s.start + i, first = std::max<int64_t>(0, t - W + 1);
+      int32_t* row = read.data() + (s.offset + i) * W;
+      for (int64_t p = first; p <= t; ++p) {
+        row[p - first] = kv.slot(s.seq, l, KvKind::kWindow, p);
+        DSV4_CHECK(row[p - first] >= 0, "kv: window entry of position {} of sequence {} is not resident", p, s.seq);
+      }
+    }
+  r.window_read = DeviceArray<int32_t>(dev, read);
+  const int ratio = cfg.compress_ratio(l);
+  if (ratio == 0) return r;
+  r.state_slots = DeviceArray<int32_t>(dev, per_token(b, kv, l, KvKind::kCompressorState));
+  r.emit = emit_list(dev, b, kv, l, ratio, KvKind::kCompressorState, KvKind::kCompressed);
+  if (ratio != 4) {
+    // Every entry visible to the query, ascending (entry j needs (j + 1) * ratio - 1 <= t).
+    int64_t width = 0;
+    for (const auto& s : b.seqs) width = std::max(width, (s.start + s.count) / ratio);
+    r.compressed_width = static_cast<int32_t>(width);
+    std::vector<int32_t> cs(static_cast<size_t>(tokens * width), -1);
+    for (const auto& s : b.seqs)
+      for (int64_t i = 0; i < s.count; ++i) {
+        const int64_t visible = (s.start + i + 1) / ratio;
+        for (int64_t j = 0; j < visible; ++j)
+          cs[static_cast<size_t>((s.offset + i) * width + j)] = kv.slot(s.seq, l, KvKind::kCompressed, j);
+      }
+    r.compressed_slots = DeviceArray<int32_t>(dev, cs);
+    return r;
+  }
+  r.index_state_slots = DeviceArray<int32_t>(dev, per_token(b, kv, l, KvKind::kIndexerState));
+  r.index_emit = emit_list(dev, b, kv, l, ratio, KvKind::kIndexerState, KvKind::kIndexerKey);
+  int64_t stride = 1;
+  for (const auto& s : b.seqs) stride = std::max(stride, (s.start + s.count) / ratio);
+  r.key_stride = static_cast<int32_t>(stride);
+  std::vector<int32_t> keys(static_cast<size_t>(slices * stride), -1), map(keys.size(), -1), count;
+  for (size_t k = 0; k < b.seqs.size(); ++k) {
+    const auto& s = b.seqs[k];
+    const int64_t n = (s.start + s.count) / ratio;
+    count.push_back(static_cast<int32_t>(n));
+    for (int64_t j = 0; j < n; ++j) {
+      keys[k * static_cast<size_t>(stride) + static_cast<size_t>(j)] = kv.slot(s.seq, l, KvKind::kIndexerKey, j);
+      map[k * static_cast<size_t>(stride) + static_cast<size_t>(j)] = kv.slot(s.seq, l, KvKind::kCompressed, j);
+    }
+  }
+  r.key_slots = DeviceArray<int32_t>(dev, keys);
+  r.key_map = DeviceArray<int32_t>(dev, map);
+  r.key_count = DeviceArray<int32_t>(dev, count);
+  return r;
 }
 
 }  // namespace
@@ -55,63 +115,8 @@ StepIndex::StepIndex(Device& dev, const ModelConfig& cfg, const ForwardBatch& b,
   positions = DeviceArray<int32_t>(dev, b.positions);
   token_slice = DeviceArray<int32_t>(dev, slice_of);
 
-  // Window: the same list layout whatever the chunking (positions t-W+1..t ascending, then -1),
-  // which is what the reference lays out in prefill and in decode.
-  const int W = cfg.window_size;
-  window_width = W;
-  window_write = DeviceArray<int32_t>(dev, per_token(b, kv, 0, KvKind::kWindow));
-  std::vector<int32_t> read(static_cast<size_t>(tokens * W), -1);
-  for (const auto& s : b.seqs)
-    for (int64_t i = 0; i < s.count; ++i) {
-      const int64_t t = s.start + i, first = std::max<int64_t>(0, t - W + 1);
-      int32_t* row = read.data() + (s.offset + i) * W;
-      for (int64_t p = first; p <= t; ++p) {
-        row[p - first] = kv.slot(s.seq, 0, KvKind::kWindow, p);
-        DSV4_CHECK(row[p - first] >= 0, "kv: window entry of position {} of sequence {} is not resident", p, s.seq);
-      }
-    }
-  window_read = DeviceArray<int32_t>(dev, read);
-
-  for (int l = 0; l < cfg.n_layers; ++l) {
-    const int ratio = cfg.compress_ratio(l);
-    if (ratio == 0 || ratios.count(ratio)) continue;
-    RatioIndex& r = ratios[ratio];
-    r.state_slots = DeviceArray<int32_t>(dev, per_token(b, kv, ratio, KvKind::kCompressorState));
-    r.emit = emit_list(dev, b, kv, ratio, KvKind::kCompressorState, KvKind::kCompressed);
-    if (ratio != 4) {
-      // Every entry visible to the query, ascending (entry j needs (j + 1) * ratio - 1 <= t).
-      int64_t width = 0;
-      for (const auto& s : b.seqs) width = std::max(width, (s.start + s.count) / ratio);
-      r.compressed_width = static_cast<int32_t>(width);
-      std::vector<int32_t> cs(static_cast<size_t>(tokens * width), -1);
-      for (const auto& s : b.seqs)
-        for (int64_t i = 0; i < s.count; ++i) {
-          const int64_t visible = (s.start + i + 1) / ratio;
-          for (int64_t j = 0; j < visible; ++j)
-            cs[static_cast<size_t>((s.offset + i) * width + j)] = kv.slot(s.seq, ratio, KvKind::kCompressed, j);
-        }
-      r.compressed_slots = DeviceArray<int32_t>(dev, cs);
-      continue;
-    }
-    r.index_state_slots = DeviceArray<int32_t>(dev, per_token(b, kv, ratio, KvKind::kIndexerState));
-    r.index_emit = emit_list(dev, b, kv, ratio, KvKind::kIndexerState, KvKind::kIndexerKey);
-    int64_t stride = 1;
-    for (const auto& s : b.seqs) stride = std::max(stride, (s.start + s.count) / ratio);
-    r.key_stride = static_cast<int32_t>(stride);
-    std::vector<int32_t> keys(static_cast<size_t>(slices * stride), -1), map(keys.size(), -1), count;
-    for (size_t k = 0; k < b.seqs.size(); ++k) {
-      const auto& s = b.seqs[k];
-      const int64_t n = (s.start + s.count) / ratio;
-      count.push_back(static_cast<int32_t>(n));
-      for (int64_t j = 0; j < n; ++j) {
-        keys[k * static_cast<size_t>(stride) + static_cast<size_t>(j)] = kv.slot(s.seq, ratio, KvKind::kIndexerKey, j);
-        map[k * static_cast<size_t>(stride) + static_cast<size_t>(j)] = kv.slot(s.seq, ratio, KvKind::kCompressed, j);
-      }
-    }
-    r.key_slots = DeviceArray<int32_t>(dev, keys);
-    r.key_map = DeviceArray<int32_t>(dev, map);
-    r.key_count = DeviceArray<int32_t>(dev, count);
-  }
+  window_width = cfg.window_size;
+  for (int l = 0; l < cfg.n_layers; ++l) layers.push_back(build_layer(dev, cfg, b, kv, l, slices));
 }
 
 }  // namespace dsv4

@@ -3,7 +3,7 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
+#include <vector>
 
 #include "backend/device.h"
 #include "core/model_config.h"
@@ -20,7 +20,10 @@ struct EmitList {
   DeviceArray<int32_t> out_slots;    // [entries]
 };
 
-struct RatioIndex {
+// Everything one layer reads and writes (slots are per layer: each layer has its own pages).
+struct LayerIndex {
+  DeviceArray<int32_t> window_write;  // [tokens]
+  DeviceArray<int32_t> window_read;   // [tokens, window]: positions t-W+1..t ascending, -1 padded
   DeviceArray<int32_t> state_slots;  // [tokens] attention compressor rows
   EmitList emit;
   // ratio 128: every visible entry per query, ascending, -1 padded. ratio 4: unused.
@@ -41,10 +44,8 @@ struct StepIndex {
   DeviceArray<int32_t> token_ids;     // [tokens]
   DeviceArray<int32_t> positions;     // [tokens]
   DeviceArray<int32_t> token_slice;   // [tokens] slice index of each token
-  DeviceArray<int32_t> window_write;  // [tokens]
-  DeviceArray<int32_t> window_read;   // [tokens, window]: positions t-W+1..t ascending, -1 padded
   int32_t window_width = 0;
-  std::map<int, RatioIndex> ratios;   // 4 and/or 128
+  std::vector<LayerIndex> layers;     // [main layers]
   std::vector<int64_t> logit_rows;    // host: the last token of every slice that wants logits
 
   StepIndex(Device& dev, const ModelConfig& cfg, const ForwardBatch& batch, const KvAccess& kv);

@@ -1,0 +1,204 @@
+// KvCacheManager: per-request block tables over the pools of a KvLayout, with prefix caching.
+// It knows bytes and blocks, never kernels or layers' math; it never touches KV bytes.
+//
+// Vocabulary. A *unit* (kv_layout.h) is a group, or groups that allocate in lockstep (c4.kv+c4.index,
+// c4.state+c4.index.state). Each request holds, per unit, a table of *blocks*; block b of a unit owns
+// one layer page per layer of the unit in its bucket's pool. A unit's page index q covers native
+// positions [page_begin(q), page_end(q)): full units one 256-position block, sliding units a few rows.
+//
+// Contract with the scheduler (single-threaded, called between forward passes):
+//   add_request(id, prompt_len, salt)      before anything else for that request.
+//   lookup_prefix(id, tokens) -> PrefixHit  longest prefix B (multiple of 256, B <= prompt_len - 1) from
+//                                          which every group can resume: full units hold all blocks < B,
+//                                          sliding units their window at B. Changes nothing but the
+//                                          request's cached block hashes. Pass the hit to the next
+//                                          allocate() of that request before any other allocation
+//                                          (a hit made stale by an eviction is refused).
+//   can_allocate(id, n, hit) -> bool       whether allocate() would succeed now (no side effects).
+//   allocate(id, n, tokens, hit) -> bool   room for the next n positions (a prefill chunk or a decode
+//                                          token): first claims the hit (its positions count as computed),
+//                                          releases sliding pages that left the window, then allocates.
+//                                          false = not enough memory and nothing changed (preempt or wait).
+//                                          `tokens` holds the request's ids up to at least the new end (used
+//                                          for block hashes; may be empty when prefix caching is off).
+//                                          The bytes of the new positions are valid once the step has run.
+//   free(id)                               finish, abort or preempt: every block is released; full
+//                                          blocks and retained windows stay cached (evictable).
+// For the model runner, after allocate():
+//   slot(id, unit, p)                      flat slot of position p: block * entries_per_page + entry, or -1
+//                                          when p stores no entry in that unit (compressed units store one
+//                                          per ratio positions). append_slots() does a range, for one unit
+//                                          or all. Positions whose sliding page was released are refused.
+//   block_table(id, unit)                  blocks of the request in page order from first_page (full units:
+//                                          first_page 0, one per 256 positions; sliding units: live pages).
+//   layer_pages(unit, block)               the pool page of each layer of the unit; entry_address() the bytes
+//                                          when the pools have memory.
+// Metrics: stats() — per pool free/used/cached pages (used + free + cached == capacity, exactly), per group
+// prefix lookups, queried and hit tokens.
+// Cost: allocate/free touch only the blocks they change (O(new tokens / page) + O(1) per unit);
+// lookup_prefix is O(prompt blocks) (hashing plus one probe per block and unit).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/block_pool.h"
+#include "kv/kv_layout.h"
+#include "kv/kv_memory.h"
+
+namespace dsv4 {
+
+using KvRequestId = uint64_t;
+
+struct KvCacheOptions {
+  bool enable_prefix_caching = true;
+  // Which sliding windows outlive their request for prefix caching (vLLM's semantics): 0 = only the last
+  // prompt boundary of each request; N > 0 (a multiple of 256) = also every N positions; -1 = every block.
+  int64_t retention_interval = 0;
+  // When > 0 the pools must hold one request of this many positions, else the constructor throws.
+  int64_t max_model_len = 0;
+  // Backing bytes for the pools; null = bookkeeping only (planning, scheduling tests).
+  KvMemoryAllocator* memory = nullptr;
+};
+
+struct PrefixHit {
+  int64_t tokens = 0;                 // positions that need no computing
+  int64_t query_tokens = 0;           // the prompt length looked up
+  std::vector<int64_t> group_tokens;  // per group: the longest prefix that group alone could serve
+  // Read by allocate():
+  uint64_t epoch = 0;
+  std::vector<std::vector<uint32_t>> blocks;  // per unit, in page order
+  std::vector<int64_t> first_page;            // per unit
+};
+
+struct KvBlockTable {
+  int64_t first_page = 0;
+  std::span<const uint32_t> blocks;
+};
+
+struct KvPoolStats {
+  int64_t page_bytes = 0;
+  int64_t capacity_pages = 0;
+  int64_t free_pages = 0;
+  int64_t used_pages = 0;
+  int64_t cached_pages = 0;
+  uint64_t evictions = 0;
+};
+
+// Prefix-cache counters, committed when a lookup's hit is claimed by allocate(). A group "hits" when it
+// alone could serve some prefix (sliding groups: a window at or below the full groups' hit);
+// misses = lookups - hits, missed tokens = query_tokens - hit_tokens.
+struct KvGroupStats {
+  std::string name;
+  int64_t lookups = 0;
+  int64_t hits = 0;
+  int64_t query_tokens = 0;
+  int64_t hit_tokens = 0;
+};
+
+struct KvCacheStats {
+  std::vector<KvPoolStats> pools;
+  std::vector<KvGroupStats> groups;
+  int64_t lookups = 0;
+  int64_t hits = 0;
+  int64_t query_tokens = 0;
+  int64_t hit_tokens = 0;  // what every group could serve together
+  int64_t running_requests = 0;
+};
+
+class KvCacheManager {
+ public:
+  // pool_pages[b]: layer pages of bucket b's pool. Throws dsv4::Error for bad options, and when
+  // max_model_len is set and one such request does not fit (naming each pool's need and capacity).
+  KvCacheManager(KvLayout layout, std::vector<int64_t> pool_pages, KvCacheOptions options = {});
+  ~KvCacheManager();
+  KvCacheManager(const KvCacheManager&) = delete;
+  KvCacheManager& operator=(const KvCacheManager&) = delete;
+
+  const KvLayout& layout() const { return layout_; }
+  const KvCacheOptions& options() const { return options_; }
+
+  void add_request(KvRequestId id, int64_t prompt_len, std::string_view cache_salt = {});
+  bool has_request(KvRequestId id) const { return requests_.count(id) != 0; }
+  int64_t num_tokens(KvRequestId id) const;  // positions allocated so far
+
+  PrefixHit lookup_prefix(KvRequestId id, std::span<const int32_t> tokens);
+  bool can_allocate(KvRequestId id, int64_t num_new_tokens, const PrefixHit* hit = nullptr) const;
+  bool allocate(KvRequestId id, int64_t num_new_tokens, std::span<const int32_t> tokens,
+                const PrefixHit* hit = nullptr);
+  void free(KvRequestId id);
+
+  int64_t slot(KvRequestId id, int unit, int64_t position) const;
+  void append_slots(KvRequestId id, int unit, int64_t start, int64_t count, std::vector<int64_t>& out) const;
+  // All units at once (out[u] for unit u; resized to the number of units): one request lookup.
+  void append_slots(KvRequestId id, int64_t start, int64_t count, std::vector<std::vector<int64_t>>& out) const;
+  KvBlockTable block_table(KvRequestId id, int unit) const;
+  std::span<const uint32_t> layer_pages(int unit, uint32_t block) const;
+  std::byte* pool_memory(int bucket) const { return memory_.at(static_cast<size_t>(bucket)); }
+  // Address of group g's entry for `slot` in the unit's layer number `layer_index` (0-based within the
+  // group's layers). Requires pool memory.
+  std::byte* entry_address(int group, int layer_index, int64_t slot) const;
+
+  KvCacheStats stats() const;
+  // Full consistency check (tests): pools, and every reference count equals the number of request
+  // tables holding the block. Throws dsv4::Error on the first mismatch.
+  void check_consistency() const;
+
+ private:
+  struct Table {
+    int64_t first_page = 0;
+    size_t head = 0;  // blocks[head..] are live; the front is trimmed lazily
+    std::vector<uint32_t> blocks;
+    // Cached from the above so that most decode steps need no page arithmetic: positions below
+    // covered_end have pages; nothing can be released before position release_at is reached.
+    int64_t covered_end = 0;
+    int64_t release_at = INT64_MAX;
+    size_t size() const { return blocks.size() - head; }
+  };
+  struct Request {
+    int64_t prompt_len = 0;
+    int64_t tokens = 0;
+    uint64_t seed = 0;
+    std::vector<uint64_t> hashes;
+    std::vector<Table> tables;  // per unit
+  };
+  struct Need;
+
+  Request& request(KvRequestId id);
+  const Request& request(KvRequestId id) const;
+  BlockPool& pool_of(int unit) { return *pools_[static_cast<size_t>(layout_.units[static_cast<size_t>(unit)].bucket)]; }
+  const BlockPool& pool_of(int unit) const {
+    return *pools_[static_cast<size_t>(layout_.units[static_cast<size_t>(unit)].bucket)];
+  }
+  uint64_t epoch() const;
+  bool fits(const Request& r, int64_t n, const PrefixHit* hit) const;
+  bool in_place(const Request& r, int64_t start, int64_t end) const;
+  void check_hit(const Request& r, const PrefixHit& hit) const;
+  void claim(Request& r, const PrefixHit& hit);
+  void update_marks(Table& t, const KvUnit& u) const;
+  int64_t slot_in(const Table& t, const KvUnit& u, int64_t position, KvRequestId id, int64_t allocated) const;
+  void release_window(Request& r, int unit, int64_t start);
+  void grow(Request& r, int unit, int64_t end);
+  void register_blocks(Request& r, int64_t start, int64_t end, std::span<const int32_t> tokens);
+  bool retained(const Request& r, int64_t boundary) const;
+  int32_t find_page(const Request& r, int unit, int64_t page) const;
+  bool window_cached(const Request& r, int unit, int64_t boundary, std::vector<uint32_t>* out) const;
+  void check_fits_max_len() const;
+  void commit_counters(const PrefixHit& hit);
+
+  KvLayout layout_;
+  KvCacheOptions options_;
+  std::vector<std::unique_ptr<BlockPool>> pools_;
+  std::vector<std::byte*> memory_;
+  std::vector<int> local_unit_;  // index of each unit inside its pool
+  std::unordered_map<KvRequestId, Request> requests_;
+  std::vector<KvGroupStats> group_stats_;
+  int64_t lookups_ = 0, hits_ = 0, query_tokens_ = 0, hit_tokens_ = 0;
+};
+
+}  // namespace dsv4

@@ -1,0 +1,45 @@
+#include "kv/kv_pool_sizing.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace dsv4 {
+
+KvPoolSplit size_kv_pools(const KvLayout& l, int64_t kv_memory, const KvPoolSizing& s) {
+  DSV4_CHECK(s.max_num_seqs > 0 && s.max_num_batched_tokens > 0 && s.retention_windows >= 0,
+             "KV pools: max_num_seqs ({}) and max_num_batched_tokens ({}) must be positive", s.max_num_seqs,
+             s.max_num_batched_tokens);
+  KvPoolSplit split;
+  split.pages.assign(l.buckets.size(), 0);
+  int64_t reserve = 0;
+  double full_bytes_per_block = 0;  // all full units, one 256-position block
+  for (const KvUnit& u : l.units) {
+    const int64_t page = l.buckets[static_cast<size_t>(u.bucket)].page_bytes;
+    if (!u.sliding()) {
+      full_bytes_per_block += static_cast<double>(u.num_layers() * page);
+      continue;
+    }
+    const auto windows = static_cast<int64_t>(std::ceil(
+        static_cast<double>(s.max_num_seqs) * (1.0 + s.retention_windows) * static_cast<double>(u.peak_pages)));
+    const int64_t chunk = (s.max_num_batched_tokens + u.positions_per_page - 1) / u.positions_per_page + 1;
+    const int64_t pages = (windows + chunk) * u.num_layers();
+    split.pages[static_cast<size_t>(u.bucket)] += pages;
+    reserve += pages * page;
+  }
+  DSV4_CHECK(reserve < kv_memory,
+             "KV pools: {} B of KV memory cannot hold the sliding windows of {} sequences ({} B) and any compressed "
+             "entries",
+             kv_memory, s.max_num_seqs, reserve);
+  const int64_t blocks = full_bytes_per_block > 0
+                             ? static_cast<int64_t>(static_cast<double>(kv_memory - reserve) / full_bytes_per_block)
+                             : 0;
+  for (const KvUnit& u : l.units) {
+    if (!u.sliding()) split.pages[static_cast<size_t>(u.bucket)] += blocks * u.num_layers();
+  }
+  split.full_tokens = blocks * kKvBlockTokens;
+  for (size_t b = 0; b < l.buckets.size(); ++b) split.bytes += split.pages[b] * l.buckets[b].page_bytes;
+  return split;
+}
+
+}  // namespace dsv4

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# dsv4 golden-check on both public golden sets (CPU backend): end to end and block by block within
+# tolerance.json; one JSON object on stdout; a missed threshold exits non-zero.
+set -euo pipefail
+DSV4=$1
+SHARED=${DSV4_SHARED:-../shared}
+fail() { echo "FAIL: $*"; exit 1; }
+for set in tiny-a tiny-b; do
+  out=$("$DSV4" golden-check "$SHARED/golden/$set" 2>/dev/null) || fail "$set: golden-check failed: $out"
+  python3 - "$set" "$out" <<'PY'
+import json, sys
+name, out = sys.argv[1], sys.argv[2]
+j = json.loads(out)
+assert list(j) == ["rms_ratio", "argmax_agreement", "blocks", "pass"], j
+assert j["pass"] is True and len(j["blocks"]) == 4, j
+print(f"{name}: rms_ratio {j['rms_ratio']:.4f} argmax {j['argmax_agreement']:.3f} blocks "
+      + " ".join(f"{b['rms_rel']:.5f}" for b in j["blocks"]))
+PY
+done
+# A threshold that no implementation meets must fail, with exit code 3 and pass=false.
+set +e
+out=$("$DSV4" golden-check "$SHARED/golden/tiny-a" --no-blocks --max-rms-ratio 0.001 2>/dev/null)
+rc=$?
+set -e
+[ $rc -eq 3 ] || fail "expected exit 3 for a missed threshold, got $rc"
+grep -q '"pass":false' <<<"$out" || fail "expected pass=false: $out"
+echo "golden_check: ok"

@@ -1,0 +1,126 @@
+// dsv4 kv-plan MODEL|config.json: what one request of a given context costs in KV memory, group by
+// group, and how many fit in a memory budget (docs/kv_cache.md explains the geometry).
+#include <fmt/core.h>
+
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "core/error.h"
+#include "io/model_config_json.h"
+#include "kv/kv_plan.h"
+#include "tools/command.h"
+
+namespace dsv4::tools {
+namespace {
+
+struct Args {
+  std::string model;
+  std::optional<int64_t> context;  // unset: the model's max_position_embeddings
+  std::string cache_dtype = "auto";
+  std::string indexer_dtype = "auto";
+  int64_t kv_memory = kDefaultKvMemory;
+  bool json = false;
+};
+
+double gib(int64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(int64_t{1} << 30); }
+
+nlohmann::ordered_json to_json(const std::string& model, const KvPlan& p) {
+  nlohmann::ordered_json j;
+  j["model"] = model;
+  j["context"] = p.context;
+  j["kv_cache_dtype"] = kv_cache_dtype_name(p.dtypes.cache);
+  j["indexer_dtype"] = indexer_dtype_name(p.dtypes.indexer);
+  j["kv_memory"] = p.kv_memory;
+  j["bytes_per_token"] = p.bytes_per_token;
+  j["fixed_bytes"] = p.fixed_bytes;
+  j["per_sequence_bytes"] = p.per_sequence_bytes;
+  j["per_sequence_gib"] = gib(p.per_sequence_bytes);
+  j["allocated_bytes"] = p.allocated_bytes;
+  j["max_sequences"] = p.max_sequences;
+  j["v32_estimate_bytes"] = p.v32_estimate_bytes;
+  j["max_waste"] = p.max_waste;
+  for (const auto& g : p.groups) {
+    j["groups"].push_back({{"name", g.name},
+                           {"layers", g.layers},
+                           {"entry_bytes", g.entry_bytes},
+                           {"entries_per_page", g.entries_per_page},
+                           {"page_bytes", g.page_bytes},
+                           {"bytes_per_token", g.bytes_per_token},
+                           {"fixed_bytes", g.fixed_bytes},
+                           {"unit", g.unit},
+                           {"bucket", g.bucket}});
+  }
+  for (const auto& u : p.units) {
+    j["units"].push_back({{"name", u.name},
+                          {"positions_per_page", u.positions_per_page},
+                          {"pages_per_sequence", u.pages_per_sequence},
+                          {"allocated_bytes", u.allocated_bytes},
+                          {"waste", u.waste}});
+  }
+  for (const auto& b : p.buckets) {
+    j["buckets"].push_back(
+        {{"page_bytes", b.page_bytes}, {"units", b.units}, {"pages_per_sequence", b.pages_per_sequence}});
+  }
+  return j;
+}
+
+void print_text(const std::string& model, const KvPlan& p) {
+  fmt::print("model       {}\n", model);
+  fmt::print("cache       {} entries, {} indexer keys, context {} tokens\n", kv_cache_dtype_name(p.dtypes.cache),
+             indexer_dtype_name(p.dtypes.indexer), p.context);
+  fmt::print("\n{:<16} {:>6} {:>7} {:>8} {:>9} {:>10} {:>12}  {}\n", "group", "layers", "entry B", "entries", "page B",
+             "B/token", "fixed B", "unit (bucket)");
+  for (const auto& g : p.groups) {
+    fmt::print("{:<16} {:>6} {:>7} {:>8} {:>9} {:>10.4f} {:>12}  {} ({})\n", g.name, g.layers, g.entry_bytes,
+               g.entries_per_page, g.page_bytes, g.bytes_per_token, g.fixed_bytes, g.unit, g.bucket);
+  }
+  fmt::print("\n{:<6} {:>10}  {}\n", "bucket", "page B", "units");
+  for (size_t b = 0; b < p.buckets.size(); ++b) {
+    std::string names;
+    for (const auto& n : p.buckets[b].units) names += (names.empty() ? "" : ", ") + n;
+    fmt::print("{:<6} {:>10}  {}\n", b, p.buckets[b].page_bytes, names);
+  }
+  fmt::print("\nbytes per token     {:.4f}\n", p.bytes_per_token);
+  fmt::print("fixed per request   {} B ({:.2f} MiB)\n", p.fixed_bytes, static_cast<double>(p.fixed_bytes) / (1 << 20));
+  fmt::print("per sequence        {} B ({:.3f} GiB)\n", p.per_sequence_bytes, gib(p.per_sequence_bytes));
+  fmt::print(
+      "allocated           {} B ({:.3f} GiB, +{:.3f}%; worst unit waste {:.2f}%)\n", p.allocated_bytes,
+      gib(p.allocated_bytes),
+      100.0 * static_cast<double>(p.allocated_bytes - p.per_sequence_bytes) / static_cast<double>(p.per_sequence_bytes),
+      100.0 * p.max_waste);
+  fmt::print("max sequences       {} in {} B ({:.1f} GiB)\n", p.max_sequences, p.kv_memory, gib(p.kv_memory));
+  fmt::print("V3.2-style estimate {} B ({:.3f} GiB)\n", p.v32_estimate_bytes, gib(p.v32_estimate_bytes));
+}
+
+void run(const Args& a) {
+  const ModelConfig c = load_model_config(a.model);
+  const KvDTypes dtypes =
+      parse_kv_dtypes(a.cache_dtype == "auto" ? "" : a.cache_dtype, a.indexer_dtype == "auto" ? "" : a.indexer_dtype);
+  const KvPlan p = make_kv_plan(c, dtypes, a.context.value_or(c.max_position_embeddings), a.kv_memory);
+  DSV4_CHECK(p.max_sequences > 0, "kv-plan: --kv-memory {} B cannot hold one request of {} tokens ({} B allocated)",
+             p.kv_memory, p.context, p.allocated_bytes);
+  if (a.json) {
+    fmt::print("{}\n", to_json(a.model, p).dump(2));
+  } else {
+    print_text(a.model, p);
+  }
+}
+
+void setup(CLI::App& cmd) {
+  static Args a;
+  add_model_option(cmd, a.model);
+  cmd.add_option("--context", a.context, "tokens per request (default: max_position_embeddings)");
+  cmd.add_option("--kv-cache-dtype", a.cache_dtype, "attention entries")->check(CLI::IsMember({"auto", "fp8", "bf16"}));
+  cmd.add_option("--indexer-dtype", a.indexer_dtype, "indexer keys (a bf16 cache implies bf16)")
+      ->check(CLI::IsMember({"auto", "fp4", "fp8", "bf16"}));
+  cmd.add_option("--kv-memory", a.kv_memory, "KV memory budget in bytes (suffixes KiB, MiB, GiB allowed)")
+      ->transform(CLI::AsSizeValue(false));
+  cmd.add_flag("--json", a.json, "print one JSON object");
+  cmd.callback([] { run(a); });
+}
+
+}  // namespace
+
+DSV4_COMMAND("kv-plan", "KV cache capacity planner: bytes per token, per request, and requests per budget", setup);
+
+}  // namespace dsv4::tools
