@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "core/number_formats.h"
 #include "io/safetensors.h"
-#include "model/dense_kv.h"
+#include "model/paged_kv.h"
 #include "model/model.h"
 #include "model/model_loader.h"
 
@@ -45,6 +45,18 @@ struct Pattern {
     ForwardBatch b;
     for (int64_t s = 0; s < B; ++s) b.add(static_cast<int32_t>(s), 0, &ids[static_cast<size_t>(s * L)], P);
     return b;
+  }
+  // A paged cache for the pattern with every sequence added.
+  std::unique_ptr<OwnedPagedCache> cache(const ModelConfig& c) const {
+    auto pc = std::make_unique<OwnedPagedCache>(c, static_cast<int>(B), L, B * P);
+    for (int64_t s = 0; s < B; ++s) pc->add(static_cast<int32_t>(s), P);
+    return pc;
+  }
+  // Allocates the batch's positions in the cache (what the scheduler does before a step).
+  void allocate(OwnedPagedCache& pc, const ForwardBatch& b) const {
+    for (const auto& s : b.seqs)
+      pc.allocate(s.seq, s.count, std::span<const int32_t>(&ids[static_cast<size_t>(s.seq * L)],
+                                                           static_cast<size_t>(s.start + s.count)));
   }
   ForwardBatch decode(int64_t k) const {  // step k >= 1 feeds position P + k - 1
     ForwardBatch b;
@@ -82,7 +94,7 @@ double check_block(Model& model, const LoadedModel& m, const Pattern& pat, const
   if (l > 0) input = read_tensor<uint16_t>(layers, fmt::format("block_out.{}", l - 1), DType::kBF16);
   DSV4_CHECK(static_cast<int64_t>(want.size()) == pat.B * pat.L * HD, "{}: block_out.{} has {} values, expected {}",
              layers.path().string(), l, want.size(), pat.B * pat.L * HD);
-  DenseKv kv(dev, c, static_cast<int>(pat.B), pat.L);
+  auto cache = pat.cache(c);
   double diff = 0, ref = 0;
   std::map<int64_t, std::pair<double, double>> prof;
   auto run = [&](const ForwardBatch& b) {
@@ -96,7 +108,8 @@ double check_block(Model& model, const LoadedModel& m, const Pattern& pat, const
           std::copy_n(input.begin() + (s.seq * pat.L + s.start + i) * HD, HD, h.begin() + (s.offset + i) * HD);
     }
     DeviceArray<uint16_t> dh(dev, h);
-    model.run_block(l, b, kv, dh.data());
+    pat.allocate(*cache, b);
+    model.run_block(l, b, cache->access(), dh.data());
     const auto out = dh.to_host();
     for (const auto& s : b.seqs)
       for (int64_t i = 0; i < s.count; ++i)
@@ -159,10 +172,11 @@ GoldenResult run_golden_check(const GoldenOptions& o, Ops& ops, Device& dev) {
   Model model(m.config, m.weights, ops, dev);
   GoldenResult r;
   {
-    DenseKv kv(dev, m.config, static_cast<int>(pat.B), pat.L);
+    auto cache = pat.cache(m.config);
     std::vector<float> got;
     auto step = [&](const ForwardBatch& b) {
-      const auto l = model.forward(b, kv);
+      pat.allocate(*cache, b);
+      const auto l = model.forward(b, cache->access());
       got.insert(got.end(), l.begin(), l.end());
     };
     step(pat.prefill());

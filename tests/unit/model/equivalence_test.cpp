@@ -9,6 +9,7 @@
 #include "model/dense_kv.h"
 #include "model/model.h"
 #include "model/model_loader.h"
+#include "model/paged_kv.h"
 #include "model/presets.h"
 #include "model/random_checkpoint.h"
 #include "testing/paths.h"
@@ -107,6 +108,43 @@ TEST_F(Equivalence, BatchedWithOthersAtOtherPositionsMatchesAlone) {
     const std::vector<float> mine(logits.begin() + static_cast<std::ptrdiff_t>(V), logits.begin() + static_cast<std::ptrdiff_t>(2 * V));
     EXPECT_EQ(mine, alone[static_cast<size_t>(s / 50)]) << "chunk at " << s;
   }
+}
+
+TEST_F(Equivalence, PagedCacheMatchesDenseCacheWithWindowsSlidingOut) {
+  // Two sequences through the paged cache in uneven chunks: windows and compressor states slide
+  // out (their pages are released and reused) while the dense cache keeps everything.
+  const auto a = tokens(420, 7), b = tokens(333, 8);
+  const auto dense_a = run_chunked(a, 420).back(), dense_b = run_chunked(b, 333).back();
+  CpuOps ops(2);
+  HostDevice dev;
+  Model m(model_->config, model_->weights, ops, dev);
+  OwnedPagedCache cache(model_->config, 2, 512, 128);
+  cache.add(0, 420);
+  cache.add(1, 333);
+  std::vector<float> last_a, last_b;
+  int64_t pa = 0, pb = 0;
+  for (int step = 0; pa < 420 || pb < 333; ++step) {
+    ForwardBatch fb;
+    const int64_t na = std::min<int64_t>(420 - pa, 1 + (step * 37) % 91), nb = std::min<int64_t>(333 - pb, 1 + (step * 53) % 29);
+    if (na > 0) {
+      cache.allocate(0, na, std::span<const int32_t>(a.data(), static_cast<size_t>(pa + na)));
+      fb.add(0, pa, a.data() + pa, na);
+    }
+    if (nb > 0) {
+      cache.allocate(1, nb, std::span<const int32_t>(b.data(), static_cast<size_t>(pb + nb)));
+      fb.add(1, pb, b.data() + pb, nb);
+    }
+    const auto logits = m.forward(fb, cache.access());
+    const size_t V = static_cast<size_t>(model_->config.vocab_size);
+    size_t row = 0;
+    if (na > 0) last_a.assign(logits.begin(), logits.begin() + static_cast<std::ptrdiff_t>(V)), ++row;
+    if (nb > 0) last_b.assign(logits.begin() + static_cast<std::ptrdiff_t>(row * V), logits.begin() + static_cast<std::ptrdiff_t>((row + 1) * V));
+    pa += na;
+    pb += nb;
+  }
+  EXPECT_EQ(last_a, dense_a);
+  EXPECT_EQ(last_b, dense_b);
+  cache.manager().check_consistency();
 }
 
 TEST_F(Equivalence, ThreadCountDoesNotChangeBits) {

@@ -1,0 +1,150 @@
+#include "model/paged_kv.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "kv/kv_pool_sizing.h"
+
+namespace dsv4 {
+namespace {
+
+const char* group_name(KvKind kind, int ratio) {
+  switch (kind) {
+    case KvKind::kWindow: return "swa";
+    case KvKind::kCompressorState: return ratio == 4 ? "c4.state" : "c128.state";
+    case KvKind::kIndexerState: return "c4.index.state";
+    case KvKind::kCompressed: return ratio == 4 ? "c4.kv" : "c128.kv";
+    case KvKind::kIndexerKey: return "c4.index";
+  }
+  return "";
+}
+
+bool applies(KvKind kind, int ratio) {
+  switch (kind) {
+    case KvKind::kWindow: return true;
+    case KvKind::kCompressorState:
+    case KvKind::kCompressed: return ratio != 0;
+    case KvKind::kIndexerState:
+    case KvKind::kIndexerKey: return ratio == 4;
+  }
+  return false;
+}
+
+}  // namespace
+
+KvFormats kv_formats(KvDTypes d) {
+  KvFormats f;
+  f.attention = d.cache == KvCacheDType::kBf16 ? KvEntryFormat::kBf16 : KvEntryFormat::kAttnFp8;
+  f.indexer = d.indexer == IndexerDType::kFp4   ? KvEntryFormat::kIndexFp4
+              : d.indexer == IndexerDType::kFp8 ? KvEntryFormat::kIndexFp8
+                                                : KvEntryFormat::kBf16;
+  return f;
+}
+
+PagedKv::PagedKv(const ModelConfig& cfg, const KvCacheManager& manager, KvFormats formats) : mgr_(manager) {
+  const KvLayout& lay = manager.layout();
+  const KvCacheStats stats = manager.stats();
+  where_.resize(static_cast<size_t>(cfg.n_layers));
+  for (int l = 0; l < cfg.n_layers; ++l) {
+    const int ratio = cfg.compress_ratio(l);
+    auto& row = where_[static_cast<size_t>(l)];
+    row.resize(5);
+    for (int k = 0; k < 5; ++k) {
+      const auto kind = static_cast<KvKind>(k);
+      if (!applies(kind, ratio)) continue;
+      Where& w = row[static_cast<size_t>(k)];
+      w.group = lay.find_group(group_name(kind, ratio));
+      DSV4_CHECK(w.group >= 0, "paged kv: the layout has no group {}", group_name(kind, ratio));
+      w.unit = lay.unit_of_group[static_cast<size_t>(w.group)];
+      const KvUnit& u = lay.units[static_cast<size_t>(w.unit)];
+      const auto it = std::find(u.layers.begin(), u.layers.end(), l);
+      DSV4_CHECK(it != u.layers.end(), "paged kv: layer {} is not in unit {}", l, u.name);
+      w.layer_index = static_cast<int>(it - u.layers.begin());
+      w.ratio = std::max(1, lay.groups[static_cast<size_t>(w.group)].ratio);
+      const KvEntryFormat f = kind == KvKind::kWindow || kind == KvKind::kCompressed ? formats.attention
+                              : kind == KvKind::kIndexerKey                          ? formats.indexer
+                                                                                     : KvEntryFormat::kF32;
+      const KvEntryDims dims = kv_entry_dims(cfg, ratio, kind);
+      const int64_t bytes = lay.groups[static_cast<size_t>(w.group)].entry_bytes;
+      DSV4_CHECK(bytes == kv_entry_bytes(f, dims), "paged kv: group {} sizes entries at {} bytes, the codec at {}",
+                 group_name(kind, ratio), bytes, kv_entry_bytes(f, dims));
+      const int m = lay.member_of_group[static_cast<size_t>(w.group)];
+      std::byte* pool = manager.pool_memory(u.bucket);
+      DSV4_CHECK(pool, "paged kv: the cache manager has no pool memory");
+      w.table.base = reinterpret_cast<uint8_t*>(pool) + u.member_offsets[static_cast<size_t>(m)];
+      w.table.page_bytes = lay.buckets[static_cast<size_t>(u.bucket)].page_bytes;
+      w.table.entries_per_page = static_cast<int32_t>(u.entries_per_page);
+      w.table.entry_bytes = static_cast<int32_t>(bytes);
+      w.table.format = f;
+      w.table.capacity = stats.pools[static_cast<size_t>(u.bucket)].capacity_pages * u.entries_per_page;
+    }
+  }
+}
+
+void PagedKv::bind(int32_t seq, KvRequestId request) { requests_[seq] = request; }
+
+const PagedKv::Where& PagedKv::where(int layer, KvKind kind) const {
+  DSV4_CHECK(layer >= 0 && layer < static_cast<int>(where_.size()), "paged kv: layer {} out of range", layer);
+  const Where& w = where_[static_cast<size_t>(layer)][static_cast<size_t>(kind)];
+  DSV4_CHECK(w.group >= 0, "paged kv: layer {} has no KV kind {}", layer, static_cast<int>(kind));
+  return w;
+}
+
+EntryTable PagedKv::table(int layer, KvKind kind) const { return where(layer, kind).table; }
+
+int32_t PagedKv::slot(int32_t seq, int layer, KvKind kind, int64_t index) const {
+  const Where& w = where(layer, kind);
+  const auto r = requests_.find(seq);
+  DSV4_CHECK(r != requests_.end(), "paged kv: sequence {} is not bound to a request", seq);
+  const bool per_entry = kind == KvKind::kCompressed || kind == KvKind::kIndexerKey;
+  const int64_t position = per_entry ? (index + 1) * w.ratio - 1 : index;
+  const int64_t s = mgr_.slot(r->second, w.unit, position);
+  if (s < 0) return -1;
+  const int64_t epp = w.table.entries_per_page;
+  const uint32_t page = mgr_.layer_pages(w.unit, static_cast<uint32_t>(s / epp))[static_cast<size_t>(w.layer_index)];
+  const int64_t global = int64_t{page} * epp + s % epp;
+  DSV4_CHECK(global < w.table.capacity && global <= INT32_MAX, "paged kv: slot {} out of range", global);
+  return static_cast<int32_t>(global);
+}
+
+}  // namespace dsv4
+
+namespace dsv4 {
+
+OwnedPagedCache::OwnedPagedCache(const ModelConfig& cfg, int sequences, int64_t max_len, int64_t chunk_tokens,
+                                 KvDTypes dtypes) {
+  KvLayout layout = make_kv_layout(cfg, dtypes);
+  KvPoolSizing sizing;
+  sizing.max_num_seqs = sequences;
+  sizing.max_num_batched_tokens = chunk_tokens;
+  // Grow the budget until every sequence fits at full length.
+  int64_t budget = int64_t{16} << 20;
+  KvPoolSplit split;
+  for (;; budget *= 2) {
+    DSV4_CHECK(budget < (int64_t{1} << 40), "paged cache: no pool split holds {} x {} positions", sequences, max_len);
+    try {
+      split = size_kv_pools(layout, budget, sizing);
+    } catch (const Error&) {
+      continue;
+    }
+    if (split.full_tokens >= int64_t{sequences} * (max_len + 256)) break;
+  }
+  KvCacheOptions opts;
+  opts.enable_prefix_caching = false;
+  opts.max_model_len = max_len;
+  opts.memory = &memory_;
+  mgr_ = std::make_unique<KvCacheManager>(std::move(layout), split.pages, opts);
+  kv_ = std::make_unique<PagedKv>(cfg, *mgr_, kv_formats(dtypes));
+}
+
+void OwnedPagedCache::add(int32_t seq, int64_t prompt_len) {
+  mgr_->add_request(static_cast<KvRequestId>(seq), prompt_len);
+  kv_->bind(seq, static_cast<KvRequestId>(seq));
+}
+
+void OwnedPagedCache::allocate(int32_t seq, int64_t n, std::span<const int32_t> tokens) {
+  DSV4_CHECK(mgr_->allocate(static_cast<KvRequestId>(seq), n, tokens), "paged cache: no room for {} more positions of {}",
+             n, seq);
+}
+
+}  // namespace dsv4

@@ -1,0 +1,72 @@
+// PagedKv: the KvAccess over the paged cache (kv/KvCacheManager). Each layer's table is its pool
+// (entries of one group at the member's offset in every layer page); a slot is the global entry
+// index page * entries_per_page + entry, resolved through the request's block table and the
+// block's per-layer pages.
+#pragma once
+
+#include <unordered_map>
+#include <vector>
+
+#include "core/model_config.h"
+#include "kv/kv_cache_manager.h"
+#include "kv/kv_memory.h"
+
+#include <memory>
+#include <span>
+#include "model/dense_kv.h"
+#include "model/kv_access.h"
+
+namespace dsv4 {
+
+// The cache dtypes as entry formats (kv/ sizes the same bytes; checked at construction).
+KvFormats kv_formats(KvDTypes dtypes);
+
+class PagedKv final : public KvAccess {
+ public:
+  PagedKv(const ModelConfig& cfg, const KvCacheManager& manager, KvFormats formats);
+
+  // Binds the batch's sequence index `seq` to a request of the manager.
+  void bind(int32_t seq, KvRequestId request);
+
+  EntryTable table(int layer, KvKind kind) const override;
+  int32_t slot(int32_t seq, int layer, KvKind kind, int64_t index) const override;
+
+ private:
+  struct Where {
+    int group = -1;
+    int unit = -1;
+    int layer_index = -1;  // the layer's place in its unit's layers
+    int ratio = 1;         // positions per entry (compressed kinds)
+    EntryTable table;
+  };
+  const Where& where(int layer, KvKind kind) const;
+
+  const KvCacheManager& mgr_;
+  std::vector<std::vector<Where>> where_;  // [layer][kind]
+  std::unordered_map<int32_t, KvRequestId> requests_;
+};
+
+}  // namespace dsv4
+
+namespace dsv4 {
+
+// A paged cache with its own host memory, sized for `sequences` requests of up to `max_len`
+// positions with prefill chunks of up to `chunk_tokens` in flight (tools and tests).
+class OwnedPagedCache {
+ public:
+  OwnedPagedCache(const ModelConfig& cfg, int sequences, int64_t max_len, int64_t chunk_tokens, KvDTypes dtypes = {});
+
+  KvCacheManager& manager() { return *mgr_; }
+  PagedKv& access() { return *kv_; }
+  // Adds request `seq` (its id is seq) and binds it.
+  void add(int32_t seq, int64_t prompt_len);
+  // Room for the next n positions of `seq`; throws when the pools are full.
+  void allocate(int32_t seq, int64_t n, std::span<const int32_t> tokens);
+
+ private:
+  HostKvMemory memory_;
+  std::unique_ptr<KvCacheManager> mgr_;
+  std::unique_ptr<PagedKv> kv_;
+};
+
+}  // namespace dsv4
