@@ -7,6 +7,7 @@
 
 #include "core/kv_entry.h"
 #include "io/model_config_json.h"
+#include "kv/kv_plan.h"
 #include "model/default_model.h"
 #include "model/model_loader.h"
 #include "tools/command.h"
@@ -76,6 +77,11 @@ void print_text(const LoadedModel& m, const std::map<std::string, DTypeCount>& c
     const double total = k.ratio4 * c.count_layers_with_ratio(4) + k.ratio128 * c.count_layers_with_ratio(128);
     fmt::print("{:<20} {:>10.4f} {:>10.4f} {:>12.2f}\n", k.name, k.ratio4, k.ratio128, total);
   }
+  const KvPlan plan = make_kv_plan(c, {}, c.max_position_embeddings);
+  fmt::print("\none sequence of {} tokens (fp8 + fp4 indexer, `dsv4 kv-plan` for more): {:.2f} B/token + {} fixed "
+             "= {} bytes ({:.3f} GiB); the pools charge {} bytes\n",
+             plan.context, plan.bytes_per_token, plan.fixed_bytes, plan.per_sequence_bytes,
+             static_cast<double>(plan.per_sequence_bytes) / (1 << 30), plan.allocated_bytes);
 }
 
 void run(const std::string& model, bool json_out) {
@@ -106,6 +112,12 @@ void run(const std::string& model, bool json_out) {
         {"ratio_0", 0},
         {"total", k.ratio4 * m.config.count_layers_with_ratio(4) + k.ratio128 * m.config.count_layers_with_ratio(128)}};
   }
+  const KvPlan plan = make_kv_plan(m.config, {}, m.config.max_position_embeddings);
+  j["kv_plan"] = {{"context", plan.context},
+                  {"bytes_per_token", plan.bytes_per_token},
+                  {"fixed_bytes", plan.fixed_bytes},
+                  {"per_sequence_bytes", plan.per_sequence_bytes},
+                  {"allocated_bytes", plan.allocated_bytes}};
   fmt::print("{}\n", j.dump(2));
 }
 
