@@ -28,10 +28,16 @@ step() {  # step NAME COMMAND...: runs it, logs under $OUT, records pass/fail an
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader >"$OUT/gpu.txt"
 step gpu-tests "$STAGE/bin/test_gpu" --gtest_output=json:"$OUT/gpu-tests.json"
-if "$STAGE/bin/dsv4" --help 2>/dev/null | grep -q golden-check; then
+# The CUDA golden checks join once the CUDA Ops backend exists (`dsv4 version` lists it).
+if "$STAGE/bin/dsv4" version 2>/dev/null | grep -q 'cuda-ops'; then
   for set in tiny-a tiny-b; do
     step "golden-check-cuda-$set" "$STAGE/bin/dsv4" golden-check "$DSV4_SHARED/golden/$set" --backend cuda
   done
+fi
+# DSV4_GPU_FLASH=1: generate the flash-attn preset on the GPU machine (never carried) and inspect it.
+if [ "${DSV4_GPU_FLASH:-0}" = 1 ]; then
+  step make-tiny-flash-attn "$STAGE/bin/dsv4" make-tiny --preset flash-attn --out /tmp/dsv4-flash-attn
+  step inspect-flash-attn "$STAGE/bin/dsv4" inspect /tmp/dsv4-flash-attn
 fi
 for b in "$STAGE"/bin/*_bench; do
   [ -x "$b" ] && step "$(basename "$b")" "$b" --benchmark_min_time=0.2

@@ -13,7 +13,7 @@ rm -rf "$STAGE"
 mkdir -p "$STAGE/bin/lib" "$STAGE/shared/golden"
 bins=("$BUILD_DIR/tools/dsv4")
 [ -x "$BUILD_DIR/tests/gpu/test_gpu" ] && bins+=("$BUILD_DIR/tests/gpu/test_gpu")
-for b in "$BUILD_DIR"/bench/*_bench; do [ -x "$b" ] && bins+=("$b"); done
+for b in ${DSV4_GPU_BENCHES:-}; do bins+=("$BUILD_DIR/bench/$b"); done
 cp "${bins[@]}" "$STAGE/bin/"
 # Libraries from Debian packages travel; the C runtime and CUDA's own libraries are there already.
 for b in "${bins[@]}"; do

@@ -78,10 +78,11 @@ void print_text(const LoadedModel& m, const std::map<std::string, DTypeCount>& c
     fmt::print("{:<20} {:>10.4f} {:>10.4f} {:>12.2f}\n", k.name, k.ratio4, k.ratio128, total);
   }
   const KvPlan plan = make_kv_plan(c, {}, c.max_position_embeddings);
-  fmt::print("\none sequence of {} tokens (fp8 + fp4 indexer, `dsv4 kv-plan` for more): {:.2f} B/token + {} fixed "
-             "= {} bytes ({:.3f} GiB); the pools charge {} bytes\n",
-             plan.context, plan.bytes_per_token, plan.fixed_bytes, plan.per_sequence_bytes,
-             static_cast<double>(plan.per_sequence_bytes) / (1 << 30), plan.allocated_bytes);
+  fmt::print(
+      "\none sequence of {} tokens (fp8 + fp4 indexer, `dsv4 kv-plan` for more): {:.2f} B/token + {} fixed "
+      "= {} bytes ({:.3f} GiB); the pools charge {} bytes\n",
+      plan.context, plan.bytes_per_token, plan.fixed_bytes, plan.per_sequence_bytes,
+      static_cast<double>(plan.per_sequence_bytes) / (1 << 30), plan.allocated_bytes);
 }
 
 void run(const std::string& model, bool json_out) {
@@ -104,7 +105,8 @@ void run(const std::string& model, bool json_out) {
   j["config"] = to_hf_config_json(m.config);
   j["expert_dtype"] = format_name(m.config.expert_format);
   j["parameters"] = params;
-  for (const auto& [name, n] : counts) j["dtypes"][name] = {{"tensors", n.tensors}, {"elements", n.elements}, {"bytes", n.bytes}};
+  for (const auto& [name, n] : counts)
+    j["dtypes"][name] = {{"tensors", n.tensors}, {"elements", n.elements}, {"bytes", n.bytes}};
   for (const auto& k : kv_per_token(m.config)) {
     j["kv_bytes_per_token"][k.name] = {
         {"ratio_4", k.ratio4},

@@ -33,9 +33,8 @@ void mirror_env(CLI::App& app) {
     const auto& names = opt->get_lnames();
     if (names.empty() || names[0] == "help" || names[0] == "version" || !opt->get_envname().empty()) continue;
     std::string env = "DSV4_" + names[0];
-    std::transform(env.begin(), env.end(), env.begin(), [](unsigned char c) {
-      return c == '-' ? '_' : static_cast<char>(std::toupper(c));
-    });
+    std::transform(env.begin(), env.end(), env.begin(),
+                   [](unsigned char c) { return c == '-' ? '_' : static_cast<char>(std::toupper(c)); });
     opt->envname(env);
   }
   for (CLI::App* sub : app.get_subcommands({})) mirror_env(*sub);

@@ -21,7 +21,7 @@ template <typename... Args>
 }  // namespace dsv4
 
 // Throws dsv4::Error with a formatted message when the condition does not hold.
-#define DSV4_CHECK(cond, ...)                 \
-  do {                                        \
-    if (!(cond)) ::dsv4::fail(__VA_ARGS__);   \
+#define DSV4_CHECK(cond, ...)               \
+  do {                                      \
+    if (!(cond)) ::dsv4::fail(__VA_ARGS__); \
   } while (0)

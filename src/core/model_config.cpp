@@ -16,7 +16,9 @@ int ModelConfig::count_layers_with_ratio(int ratio) const {
 }
 
 void ModelConfig::validate() const {
-  auto positive = [](const char* name, int64_t v) { DSV4_CHECK(v > 0, "config: {} must be positive, got {}", name, v); };
+  auto positive = [](const char* name, int64_t v) {
+    DSV4_CHECK(v > 0, "config: {} must be positive, got {}", name, v);
+  };
   positive("vocab_size", vocab_size);
   positive("hidden_size", dim);
   positive("num_hidden_layers", n_layers);
@@ -37,8 +39,8 @@ void ModelConfig::validate() const {
   DSV4_CHECK(hc_mult == 4, "config: hc_mult must be 4, got {}", hc_mult);
   DSV4_CHECK(hc_sinkhorn_iters >= 1, "config: hc_sinkhorn_iters must be >= 1, got {}", hc_sinkhorn_iters);
   DSV4_CHECK(n_shared_experts == 1, "config: n_shared_experts must be 1, got {}", n_shared_experts);
-  DSV4_CHECK(n_activated_experts <= n_routed_experts,
-             "config: num_experts_per_tok ({}) exceeds n_routed_experts ({})", n_activated_experts, n_routed_experts);
+  DSV4_CHECK(n_activated_experts <= n_routed_experts, "config: num_experts_per_tok ({}) exceeds n_routed_experts ({})",
+             n_activated_experts, n_routed_experts);
   DSV4_CHECK(n_hash_layers >= 0 && n_hash_layers <= n_layers,
              "config: num_hash_layers ({}) must lie in [0, num_hidden_layers={}]", n_hash_layers, n_layers);
   DSV4_CHECK(rope_head_dim > 0 && rope_head_dim % 2 == 0 && rope_head_dim < head_dim,
@@ -53,10 +55,10 @@ void ModelConfig::validate() const {
   // Every FP8/FP4 linear quantizes its input in 1x128 blocks (MODEL.md §11.3).
   DSV4_CHECK(dim % 128 == 0, "config: hidden_size ({}) must be a multiple of 128", dim);
   DSV4_CHECK(q_lora_rank % 128 == 0, "config: q_lora_rank ({}) must be a multiple of 128", q_lora_rank);
-  DSV4_CHECK((int64_t{o_groups} * o_lora_rank) % 128 == 0, "config: o_groups * o_lora_rank ({}) must be a multiple of 128",
-             int64_t{o_groups} * o_lora_rank);
-  DSV4_CHECK(o_group_in() % 128 == 0, "config: num_attention_heads * head_dim / o_groups ({}) must be a multiple of 128",
-             o_group_in());
+  DSV4_CHECK((int64_t{o_groups} * o_lora_rank) % 128 == 0,
+             "config: o_groups * o_lora_rank ({}) must be a multiple of 128", int64_t{o_groups} * o_lora_rank);
+  DSV4_CHECK(o_group_in() % 128 == 0,
+             "config: num_attention_heads * head_dim / o_groups ({}) must be a multiple of 128", o_group_in());
   DSV4_CHECK(moe_inter_dim % 128 == 0, "config: moe_intermediate_size ({}) must be a multiple of 128", moe_inter_dim);
   DSV4_CHECK(static_cast<int>(compress_ratios.size()) == n_layers + n_mtp_layers,
              "config: compress_ratios has {} entries, expected num_hidden_layers + num_nextn_predict_layers = {}",

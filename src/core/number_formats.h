@@ -87,14 +87,22 @@ inline uint8_t float_to_e2m1(float f) {
   const float a = std::fabs(f);
   // Midpoints between neighbouring magnitudes; at a tie the even code wins.
   uint8_t c;
-  if (a <= 0.25f) c = 0;        // tie 0.25 -> code 0
-  else if (a < 0.75f) c = 1;    // tie 0.75 -> code 2
-  else if (a <= 1.25f) c = 2;   // tie 1.25 -> code 2
-  else if (a < 1.75f) c = 3;    // tie 1.75 -> code 4
-  else if (a <= 2.5f) c = 4;    // tie 2.5  -> code 4
-  else if (a < 3.5f) c = 5;     // tie 3.5  -> code 6
-  else if (a <= 5.0f) c = 6;    // tie 5    -> code 6
-  else c = 7;                   // NaN is not expected here (inputs are clamped)
+  if (a <= 0.25f)
+    c = 0;  // tie 0.25 -> code 0
+  else if (a < 0.75f)
+    c = 1;  // tie 0.75 -> code 2
+  else if (a <= 1.25f)
+    c = 2;  // tie 1.25 -> code 2
+  else if (a < 1.75f)
+    c = 3;  // tie 1.75 -> code 4
+  else if (a <= 2.5f)
+    c = 4;  // tie 2.5  -> code 4
+  else if (a < 3.5f)
+    c = 5;  // tie 3.5  -> code 6
+  else if (a <= 5.0f)
+    c = 6;  // tie 5    -> code 6
+  else
+    c = 7;  // NaN is not expected here (inputs are clamped)
   return sign | c;
 }
 

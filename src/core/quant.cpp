@@ -81,7 +81,8 @@ float Fp4BlockWeight::at(int64_t r, int64_t c) const {
 void Fp4BlockWeight::dequant_row(int64_t r, std::span<float> out) const {
   const uint8_t* row = data + r * (cols / 2);
   const uint8_t* srow = scale + r * (cols / 32);
-  for (int64_t c = 0; c < cols; ++c) out[static_cast<size_t>(c)] = e2m1_to_float(fp4_at(row, c)) * scale_value(srow[c / 32]);
+  for (int64_t c = 0; c < cols; ++c)
+    out[static_cast<size_t>(c)] = e2m1_to_float(fp4_at(row, c)) * scale_value(srow[c / 32]);
 }
 
 void quantize_weight_fp8(std::span<const float> w, int64_t rows, int64_t cols, std::span<uint8_t> data,

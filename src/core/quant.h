@@ -54,12 +54,12 @@ struct Fp4BlockWeight {
 
 // Quantizes a float weight [rows, cols] the way the release does: FP8 per 128x128 block with
 // s = 2^ceil(log2(amax/448)). data gets rows*cols bytes, scale ceil(rows/128)*ceil(cols/128).
-void quantize_weight_fp8(std::span<const float> w, int64_t rows, int64_t cols,
-                         std::span<uint8_t> data, std::span<uint8_t> scale);
+void quantize_weight_fp8(std::span<const float> w, int64_t rows, int64_t cols, std::span<uint8_t> data,
+                         std::span<uint8_t> scale);
 
 // FP4 per 1x32 block with s = 2^ceil(log2(amax/6)); data gets rows*cols/2 packed bytes,
 // scale rows*cols/32.
-void quantize_weight_fp4(std::span<const float> w, int64_t rows, int64_t cols,
-                         std::span<uint8_t> data, std::span<uint8_t> scale);
+void quantize_weight_fp4(std::span<const float> w, int64_t rows, int64_t cols, std::span<uint8_t> data,
+                         std::span<uint8_t> scale);
 
 }  // namespace dsv4

@@ -16,7 +16,7 @@ namespace dsv4 {
 
 struct ConfigLoadResult {
   ModelConfig config;
-  std::vector<std::string> warnings;  // unknown keys and the like, already logged
+  std::vector<std::string> warnings;                   // unknown keys and the like, already logged
   std::optional<WeightFormat> declared_expert_format;  // inference/config.json's expert_dtype
 };
 

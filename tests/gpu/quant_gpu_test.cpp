@@ -1,6 +1,4 @@
 // The CUDA activation quantizers against the CPU ones: bit-identical codes and scales.
-#include "backend/cuda/quant.h"
-
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -8,6 +6,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/quant.h"
 #include "core/error.h"
 #include "core/number_formats.h"
 #include "core/quant.h"
@@ -17,7 +16,9 @@ namespace {
 
 template <typename T>
 struct DeviceBuffer {
-  explicit DeviceBuffer(size_t n) : size(n) { DSV4_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ptr), n * sizeof(T))); }
+  explicit DeviceBuffer(size_t n) : size(n) {
+    DSV4_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ptr), n * sizeof(T)));
+  }
   ~DeviceBuffer() { cudaFree(ptr); }
   void poison() { DSV4_CUDA_CHECK(cudaMemset(ptr, 0xAB, size * sizeof(T))); }
   std::vector<T> get() const {
@@ -57,9 +58,12 @@ TEST(CudaQuant, E4M3MatchesCpuBitForBit) {
     std::vector<float> block(static_cast<size_t>(blk));
     std::vector<uint8_t> want(static_cast<size_t>(blk));
     for (size_t b = 0; b < gs.size(); ++b) {
-      for (int i = 0; i < blk; ++i) block[static_cast<size_t>(i)] = bf16_to_float(x[b * static_cast<size_t>(blk) + static_cast<size_t>(i)]);
+      for (int i = 0; i < blk; ++i)
+        block[static_cast<size_t>(i)] = bf16_to_float(x[b * static_cast<size_t>(blk) + static_cast<size_t>(i)]);
       ASSERT_EQ(gs[b], quantize_block_e4m3(block, want)) << "block " << b;
-      for (int i = 0; i < blk; ++i) ASSERT_EQ(gc[b * static_cast<size_t>(blk) + static_cast<size_t>(i)], want[static_cast<size_t>(i)]) << b << " " << i;
+      for (int i = 0; i < blk; ++i)
+        ASSERT_EQ(gc[b * static_cast<size_t>(blk) + static_cast<size_t>(i)], want[static_cast<size_t>(i)])
+            << b << " " << i;
     }
   }
 }

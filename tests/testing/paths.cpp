@@ -35,7 +35,8 @@ fs::path temp_dir(const std::string& tag) {
   static std::mutex mu;
   std::lock_guard lock(mu);
   static int counter = 0;
-  fs::path d = fs::temp_directory_path() / ("dsv4-test-" + tag + "-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
+  fs::path d = fs::temp_directory_path() /
+               ("dsv4-test-" + tag + "-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
   fs::remove_all(d);
   fs::create_directories(d);
   created().push_back(d);

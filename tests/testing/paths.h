@@ -15,8 +15,8 @@ std::filesystem::path temp_dir(const std::string& tag);
 }  // namespace dsv4::testing
 
 // Skips the current test when shared/ is absent (e.g. on the GPU machine without the carry).
-#define DSV4_REQUIRE_SHARED()                                                       \
-  do {                                                                              \
-    if (!std::filesystem::exists(::dsv4::testing::shared_dir() / "golden"))        \
-      GTEST_SKIP() << "shared/ not found at " << ::dsv4::testing::shared_dir();     \
+#define DSV4_REQUIRE_SHARED()                                                   \
+  do {                                                                          \
+    if (!std::filesystem::exists(::dsv4::testing::shared_dir() / "golden"))     \
+      GTEST_SKIP() << "shared/ not found at " << ::dsv4::testing::shared_dir(); \
   } while (0)

@@ -13,9 +13,9 @@ namespace dsv4::cuda {
 
 }  // namespace dsv4::cuda
 
-#define DSV4_CUDA_CHECK(expr)                                                                   \
-  do {                                                                                          \
-    const cudaError_t dsv4_err_ = (expr);                                                       \
+#define DSV4_CUDA_CHECK(expr)                                                                           \
+  do {                                                                                                  \
+    const cudaError_t dsv4_err_ = (expr);                                                               \
     if (dsv4_err_ != cudaSuccess) ::dsv4::cuda::throw_cuda_error(dsv4_err_, __FILE__, __LINE__, #expr); \
   } while (0)
 
@@ -23,7 +23,7 @@ namespace dsv4::cuda {
 #define DSV4_CUDA_CHECK_LAUNCH() DSV4_CUDA_CHECK(cudaGetLastError())
 
 // Argument checks inside .cu host code.
-#define DSV4_CUDA_REQUIRE(cond, message)                         \
-  do {                                                           \
+#define DSV4_CUDA_REQUIRE(cond, message)                          \
+  do {                                                            \
     if (!(cond)) ::dsv4::cuda::throw_error(std::string(message)); \
   } while (0)

@@ -79,12 +79,23 @@ void quantize_e4m3(const uint16_t* x, int64_t rows, int64_t cols, int blk, uint8
   const auto grid = static_cast<unsigned>((warps * kWarp + kThreads - 1) / kThreads);
   const auto* xb = reinterpret_cast<const __nv_bfloat16*>(x);
   switch (blk / kWarp) {
-    case 1: quantize_e4m3_kernel<1><<<grid, kThreads, 0, stream>>>(xb, rows, cols, codes, scales); break;
-    case 2: quantize_e4m3_kernel<2><<<grid, kThreads, 0, stream>>>(xb, rows, cols, codes, scales); break;
-    case 4: quantize_e4m3_kernel<4><<<grid, kThreads, 0, stream>>>(xb, rows, cols, codes, scales); break;
-    case 8: quantize_e4m3_kernel<8><<<grid, kThreads, 0, stream>>>(xb, rows, cols, codes, scales); break;
-    case 16: quantize_e4m3_kernel<16><<<grid, kThreads, 0, stream>>>(xb, rows, cols, codes, scales); break;
-    default: throw_error("quantize_e4m3: block must be 32, 64, 128, 256 or 512");
+    case 1:
+      quantize_e4m3_kernel<1><<<grid, kThreads, 0, stream>>>(xb, rows, cols, codes, scales);
+      break;
+    case 2:
+      quantize_e4m3_kernel<2><<<grid, kThreads, 0, stream>>>(xb, rows, cols, codes, scales);
+      break;
+    case 4:
+      quantize_e4m3_kernel<4><<<grid, kThreads, 0, stream>>>(xb, rows, cols, codes, scales);
+      break;
+    case 8:
+      quantize_e4m3_kernel<8><<<grid, kThreads, 0, stream>>>(xb, rows, cols, codes, scales);
+      break;
+    case 16:
+      quantize_e4m3_kernel<16><<<grid, kThreads, 0, stream>>>(xb, rows, cols, codes, scales);
+      break;
+    default:
+      throw_error("quantize_e4m3: block must be 32, 64, 128, 256 or 512");
   }
   DSV4_CUDA_CHECK_LAUNCH();
 }

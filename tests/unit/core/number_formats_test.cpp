@@ -31,9 +31,9 @@ uint8_t nearest_code(float x, int ncodes, Decode decode) {
 TEST(E4M3, DecodesEveryCodePoint) {
   EXPECT_EQ(e4m3_to_float(0x00), 0.0f);
   EXPECT_TRUE(std::signbit(e4m3_to_float(0x80)));
-  EXPECT_EQ(e4m3_to_float(0x01), std::ldexp(1.0f, -9));   // smallest subnormal
+  EXPECT_EQ(e4m3_to_float(0x01), std::ldexp(1.0f, -9));  // smallest subnormal
   EXPECT_EQ(e4m3_to_float(0x07), 7 * std::ldexp(1.0f, -9));
-  EXPECT_EQ(e4m3_to_float(0x08), std::ldexp(1.0f, -6));   // smallest normal
+  EXPECT_EQ(e4m3_to_float(0x08), std::ldexp(1.0f, -6));  // smallest normal
   EXPECT_EQ(e4m3_to_float(0x38), 1.0f);
   EXPECT_EQ(e4m3_to_float(0x3c), 1.5f);
   EXPECT_EQ(e4m3_to_float(0x7e), 448.0f);

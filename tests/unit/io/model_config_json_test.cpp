@@ -113,8 +113,9 @@ TEST_F(ModelConfigJson, IncompatibleRevisionsAreRefusedNamingTheKey) {
 TEST_F(ModelConfigJson, InconsistentFieldsGiveClearErrors) {
   json j = flash_;
   j["compress_ratios"].erase(j["compress_ratios"].end() - 1);
-  EXPECT_EQ(error_of(j),
-            "cfg.json: config: compress_ratios has 43 entries, expected num_hidden_layers + num_nextn_predict_layers = 44");
+  EXPECT_EQ(
+      error_of(j),
+      "cfg.json: config: compress_ratios has 43 entries, expected num_hidden_layers + num_nextn_predict_layers = 44");
   j = flash_;
   j["qk_rope_head_dim"] = 96;
   EXPECT_EQ(error_of(j), "cfg.json: config: head_dim - qk_rope_head_dim = 416 must be a multiple of 64");

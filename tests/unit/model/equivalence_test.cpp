@@ -105,7 +105,8 @@ TEST_F(Equivalence, BatchedWithOthersAtOtherPositionsMatchesAlone) {
     }
     const auto logits = m.forward(fb, kv);
     const size_t V = static_cast<size_t>(model_->config.vocab_size);
-    const std::vector<float> mine(logits.begin() + static_cast<std::ptrdiff_t>(V), logits.begin() + static_cast<std::ptrdiff_t>(2 * V));
+    const std::vector<float> mine(logits.begin() + static_cast<std::ptrdiff_t>(V),
+                                  logits.begin() + static_cast<std::ptrdiff_t>(2 * V));
     EXPECT_EQ(mine, alone[static_cast<size_t>(s / 50)]) << "chunk at " << s;
   }
 }
@@ -125,7 +126,8 @@ TEST_F(Equivalence, PagedCacheMatchesDenseCacheWithWindowsSlidingOut) {
   int64_t pa = 0, pb = 0;
   for (int step = 0; pa < 420 || pb < 333; ++step) {
     ForwardBatch fb;
-    const int64_t na = std::min<int64_t>(420 - pa, 1 + (step * 37) % 91), nb = std::min<int64_t>(333 - pb, 1 + (step * 53) % 29);
+    const int64_t na = std::min<int64_t>(420 - pa, 1 + (step * 37) % 91),
+                  nb = std::min<int64_t>(333 - pb, 1 + (step * 53) % 29);
     if (na > 0) {
       cache.allocate(0, na, std::span<const int32_t>(a.data(), static_cast<size_t>(pa + na)));
       fb.add(0, pa, a.data() + pa, na);
@@ -138,7 +140,9 @@ TEST_F(Equivalence, PagedCacheMatchesDenseCacheWithWindowsSlidingOut) {
     const size_t V = static_cast<size_t>(model_->config.vocab_size);
     size_t row = 0;
     if (na > 0) last_a.assign(logits.begin(), logits.begin() + static_cast<std::ptrdiff_t>(V)), ++row;
-    if (nb > 0) last_b.assign(logits.begin() + static_cast<std::ptrdiff_t>(row * V), logits.begin() + static_cast<std::ptrdiff_t>((row + 1) * V));
+    if (nb > 0)
+      last_b.assign(logits.begin() + static_cast<std::ptrdiff_t>(row * V),
+                    logits.begin() + static_cast<std::ptrdiff_t>((row + 1) * V));
     pa += na;
     pb += nb;
   }
