@@ -1,0 +1,230 @@
+#include <cuda_bf16.h>
+#include <cuda_fp4.h>
+#include <cuda_fp8.h>
+
+#include <cmath>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/row_kernels.h"
+
+namespace dsv4::cuda {
+namespace {
+
+constexpr int kWarp = 32;
+
+__device__ __forceinline__ float ld(const uint16_t* p) { return __bfloat162float(__ushort_as_bfloat16(*p)); }
+__device__ __forceinline__ uint16_t bf16_bits(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
+__device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = kWarp / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Block-wide sum; every thread gets the total. Fixed order for a fixed blockDim (reproducible).
+__device__ float block_sum(float v) {
+  __shared__ float partial[32];
+  v = warp_sum(v);
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  const int warps = (blockDim.x + kWarp - 1) / kWarp;
+  v = lane < warps ? partial[lane] : 0.0f;
+  v = warp_sum(v);
+  __syncthreads();
+  return v;
+}
+
+__global__ void rms_norm_kernel(const uint16_t* __restrict__ x, uint16_t* y, const uint16_t* __restrict__ w,
+                                int64_t dim, float eps) {
+  const uint16_t* xr = x + blockIdx.x * dim;
+  float ss = 0;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+    const float v = ld(xr + i);
+    ss += v * v;
+  }
+  const float r = 1.0f / sqrtf(block_sum(ss) / static_cast<float>(dim) + eps);
+  uint16_t* yr = y + blockIdx.x * dim;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = bf16_bits(ld(w + i) * (ld(xr + i) * r));
+}
+
+// One warp per head.
+__global__ void head_rms_norm_kernel(uint16_t* x, int64_t heads, int d, float eps) {
+  const int64_t h = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (h >= heads) return;
+  uint16_t* q = x + h * d;
+  float s = 0;
+  for (int i = lane; i < d; i += kWarp) {
+    const float v = ld(q + i);
+    s += round_bf16(v * v);
+  }
+  const float mean = round_bf16(warp_sum(s) / static_cast<float>(d));
+  const float r = round_bf16(1.0f / sqrtf(round_bf16(mean + eps)));
+  for (int i = lane; i < d; i += kWarp) q[i] = bf16_bits(ld(q + i) * r);
+}
+
+// One thread per (row, head, pair). cos/sin in double, rounded to fp32 (the correctly rounded value).
+__global__ void rope_kernel(uint16_t* x, int64_t rows, int heads, int head_dim, int half, const int32_t* positions,
+                            const float* freqs, bool inverse) {
+  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (i >= rows * heads * half) return;
+  const int pair = static_cast<int>(i % half);
+  const int64_t rh = i / half, row = rh / heads;
+  const float angle = static_cast<float>(positions[row]) * freqs[pair];
+  const float c = static_cast<float>(cos(static_cast<double>(angle)));
+  float s = static_cast<float>(sin(static_cast<double>(angle)));
+  if (inverse) s = -s;
+  uint16_t* v = x + rh * head_dim + (head_dim - 2 * half) + 2 * pair;
+  const float re = ld(v), im = ld(v + 1);
+  v[0] = bf16_bits(__fsub_rn(__fmul_rn(re, c), __fmul_rn(im, s)));
+  v[1] = bf16_bits(__fadd_rn(__fmul_rn(re, s), __fmul_rn(im, c)));
+}
+
+// One block per row, dim/2 threads; the butterflies in the CPU's order with exact fp32 adds.
+__global__ void hadamard_kernel(uint16_t* x, int dim, float scale) {
+  extern __shared__ float buf[];
+  uint16_t* row = x + int64_t{blockIdx.x} * dim;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) buf[i] = ld(row + i);
+  __syncthreads();
+  for (int h = 1; h < dim; h *= 2) {
+    for (int k = threadIdx.x; k < dim / 2; k += blockDim.x) {
+      const int j = (k / h) * 2 * h + k % h;
+      const float a = buf[j], b = buf[j + h];
+      buf[j] = __fadd_rn(a, b);
+      buf[j + h] = __fsub_rn(a, b);
+    }
+    __syncthreads();
+  }
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) row[i] = bf16_bits(__fmul_rn(buf[i], scale));
+}
+
+__device__ __forceinline__ float ceil_pow2(float v) {
+  const uint32_t u = __float_as_uint(v);
+  const uint32_t e = ((u >> 23) & 0xffu) + ((u & 0x7fffffu) != 0u);
+  return __uint_as_float(e << 23);
+}
+
+// One warp per block of `block` elements (32..512); each lane holds block/32 of them.
+template <int kPerLane>
+__global__ void quant_sim_e4m3_kernel(uint16_t* x, int64_t rows, int64_t cols, int64_t stride) {
+  const int64_t nblk = cols / (kPerLane * kWarp);
+  const int64_t warp = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (warp >= rows * nblk) return;
+  uint16_t* p = x + (warp / nblk) * stride + (warp % nblk) * kPerLane * kWarp + lane * kPerLane;
+  float v[kPerLane];
+  float amax = 0;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) amax = fmaxf(amax, fabsf(v[i] = ld(p + i)));
+  const float s = ceil_pow2(fmaxf(warp_max(amax), 1e-4f) * (1.0f / 448.0f));
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const __nv_fp8_e4m3 q(fminf(fmaxf(v[i] / s, -448.0f), 448.0f));
+    p[i] = bf16_bits(static_cast<float>(q) * s);
+  }
+}
+
+__global__ void quant_sim_e2m1_kernel(uint16_t* x, int64_t rows, int64_t cols, int64_t stride) {
+  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;  // cols % 32 == 0: warps align to blocks
+  const bool live = i < rows * cols;
+  uint16_t* p = x + (live ? (i / cols) * stride + i % cols : 0);
+  const float v = live ? ld(p) : 0.0f;
+  const float s = ceil_pow2(fmaxf(warp_max(fabsf(v)), 6.0f * 0x1p-126f) * (1.0f / 6.0f));
+  if (!live) return;
+  const __nv_fp4_e2m1 q(fminf(fmaxf(v / s, -6.0f), 6.0f));
+  *p = bf16_bits(static_cast<float>(q) * s);
+}
+
+__global__ void embed_kernel(const int32_t* ids, int64_t tokens, const uint16_t* table, int64_t dim, int copies,
+                             uint16_t* out) {
+  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (i >= tokens * copies * dim) return;
+  const int64_t t = i / (copies * dim), k = i % dim;
+  out[i] = table[int64_t{ids[t]} * dim + k];
+}
+
+unsigned blocks_for(int64_t threads, int per_block) {
+  return static_cast<unsigned>((threads + per_block - 1) / per_block);
+}
+
+}  // namespace
+
+void rms_norm(const uint16_t* x, uint16_t* y, const uint16_t* w, int64_t rows, int64_t dim, float eps,
+              cudaStream_t stream) {
+  if (rows == 0) return;
+  rms_norm_kernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(x, y, w, dim, eps);
+  DSV4_CUDA_CHECK_LAUNCH();
+}
+
+void head_rms_norm(uint16_t* x, int64_t heads, int head_dim, float eps, cudaStream_t stream) {
+  if (heads == 0) return;
+  head_rms_norm_kernel<<<blocks_for(heads * kWarp, 256), 256, 0, stream>>>(x, heads, head_dim, eps);
+  DSV4_CUDA_CHECK_LAUNCH();
+}
+
+void rope(uint16_t* x, int64_t rows, int heads, int head_dim, int rope_dim, const int32_t* positions,
+          const float* freqs, bool inverse, cudaStream_t stream) {
+  const int half = rope_dim / 2;
+  const int64_t n = rows * heads * half;
+  if (n == 0) return;
+  rope_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(x, rows, heads, head_dim, half, positions, freqs, inverse);
+  DSV4_CUDA_CHECK_LAUNCH();
+}
+
+void hadamard(uint16_t* x, int64_t rows, int dim, cudaStream_t stream) {
+  DSV4_CUDA_REQUIRE(dim >= 2 && dim <= 1024 && (dim & (dim - 1)) == 0, "hadamard: dim must be a power of two <= 1024");
+  if (rows == 0) return;
+  const float scale = static_cast<float>(std::pow(static_cast<double>(dim), -0.5));
+  hadamard_kernel<<<static_cast<unsigned>(rows), dim / 2, dim * sizeof(float), stream>>>(x, dim, scale);
+  DSV4_CUDA_CHECK_LAUNCH();
+}
+
+void quant_sim_e4m3(uint16_t* x, int64_t rows, int64_t cols, int64_t stride, int block, cudaStream_t stream) {
+  DSV4_CUDA_REQUIRE(block % 32 == 0 && block >= 32 && block <= 512 && cols % block == 0,
+                    "quant_sim_e4m3: block must be 32..512, a multiple of 32 dividing the columns");
+  const int64_t warps = rows * (cols / block);
+  if (warps == 0) return;
+  const unsigned grid = blocks_for(warps * kWarp, 256);
+  switch (block / kWarp) {
+    case 1:
+      quant_sim_e4m3_kernel<1><<<grid, 256, 0, stream>>>(x, rows, cols, stride);
+      break;
+    case 2:
+      quant_sim_e4m3_kernel<2><<<grid, 256, 0, stream>>>(x, rows, cols, stride);
+      break;
+    case 4:
+      quant_sim_e4m3_kernel<4><<<grid, 256, 0, stream>>>(x, rows, cols, stride);
+      break;
+    case 8:
+      quant_sim_e4m3_kernel<8><<<grid, 256, 0, stream>>>(x, rows, cols, stride);
+      break;
+    case 16:
+      quant_sim_e4m3_kernel<16><<<grid, 256, 0, stream>>>(x, rows, cols, stride);
+      break;
+    default:
+      throw_error("quant_sim_e4m3: block must be 32, 64, 128, 256 or 512");
+  }
+  DSV4_CUDA_CHECK_LAUNCH();
+}
+
+void quant_sim_e2m1(uint16_t* x, int64_t rows, int64_t cols, int64_t stride, cudaStream_t stream) {
+  DSV4_CUDA_REQUIRE(cols % 32 == 0, "quant_sim_e2m1: the columns must be a multiple of 32");
+  if (rows * cols == 0) return;
+  quant_sim_e2m1_kernel<<<blocks_for(rows * cols, 256), 256, 0, stream>>>(x, rows, cols, stride);
+  DSV4_CUDA_CHECK_LAUNCH();
+}
+
+void embed(const int32_t* ids, int64_t tokens, const uint16_t* table, int64_t dim, int copies, uint16_t* out,
+           cudaStream_t stream) {
+  const int64_t n = tokens * copies * dim;
+  if (n == 0) return;
+  embed_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(ids, tokens, table, dim, copies, out);
+  DSV4_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace dsv4::cuda
