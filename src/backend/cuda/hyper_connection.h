@@ -1,0 +1,25 @@
+// Hyper-connection kernels (MODEL.md §4): pre with Sinkhorn, post, and the final head.
+// Plain-argument launchers; arithmetic as in backend/cpu/hyper_connection.cpp.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace dsv4::cuda {
+
+// h [tokens, hc, dim] bf16; fn [(2+hc)*hc, hc*dim], scale [3], base [(2+hc)*hc] fp32.
+// x [tokens, dim] bf16, post [tokens, hc], comb [tokens, hc, hc] fp32. hc <= 8.
+void hc_pre(const uint16_t* h, int64_t tokens, int hc, int64_t dim, const float* fn, const float* scale,
+            const float* base, float norm_eps, float hc_eps, int sinkhorn_iters, uint16_t* x, float* post, float* comb,
+            cudaStream_t stream);
+
+// out[k] = bf16(post_k * x + sum_j comb[j][k] * res_j); out may equal residual.
+void hc_post(const uint16_t* x, const uint16_t* residual, const float* post, const float* comb, uint16_t* out,
+             int64_t tokens, int hc, int64_t dim, cudaStream_t stream);
+
+// y = bf16(sum_j pre_j X_j) with pre from fn [hc, hc*dim], scale [1], base [hc].
+void hc_head(const uint16_t* h, int64_t tokens, int hc, int64_t dim, const float* fn, const float* scale,
+             const float* base, float norm_eps, float hc_eps, uint16_t* y, cudaStream_t stream);
+
+}  // namespace dsv4::cuda
