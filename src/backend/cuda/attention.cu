@@ -1,0 +1,180 @@
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+#include "backend/cuda/attention.h"
+#include "backend/cuda/cuda_check.h"
+
+namespace dsv4::cuda {
+namespace {
+
+constexpr int kBlock = 64;  // index block of the reference kernel
+constexpr int kWarp = 32;
+
+__device__ __forceinline__ float bf16_at(const uint8_t* p) {
+  return __bfloat162float(__ushort_as_bfloat16(*reinterpret_cast<const uint16_t*>(p)));
+}
+__device__ __forceinline__ uint16_t bf16_bits(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
+
+__device__ __forceinline__ uint8_t* entry_ptr(const DeviceTable& t, int32_t slot) {
+  return t.base + (slot / t.entries_per_page) * t.page_bytes + int64_t{slot % t.entries_per_page} * t.entry_bytes;
+}
+
+// Element k of an entry (exact decode).
+__device__ __forceinline__ float entry_value(const DeviceTable& t, const uint8_t* e, int k, int d, int r) {
+  if (!t.fp8) return bf16_at(e + 2 * k);
+  const int n = d - r;
+  if (k >= n) return bf16_at(e + n + 2 * (k - n));
+  __nv_fp8_e4m3 c;
+  c.__x = e[k];
+  const float s = __uint_as_float(static_cast<uint32_t>(e[n + 2 * r + k / 64]) << 23);
+  return static_cast<float>(c) * s;
+}
+
+// One warp per 64-element nope block (and the warp of block 0 also copies the rope part).
+__global__ void store_fp8_kernel(const uint16_t* x, int64_t rows, int d, int r, DeviceTable t, const int32_t* slots) {
+  const int n = d - r, blocks = n / 64;
+  const int64_t w = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (w >= rows * blocks) return;
+  const int64_t row = w / blocks;
+  const int b = static_cast<int>(w % blocks);
+  const int32_t slot = slots[row];
+  if (slot < 0) return;
+  uint8_t* e = entry_ptr(t, slot);
+  const uint16_t* src = x + row * d;
+  float v[2];
+  float amax = 0;
+  for (int i = 0; i < 2; ++i) {
+    v[i] = __bfloat162float(__ushort_as_bfloat16(src[b * 64 + lane * 2 + i]));
+    amax = fmaxf(amax, fabsf(v[i]));
+  }
+  for (int o = kWarp / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  const float vs = fmaxf(amax, 1e-4f) * (1.0f / 448.0f);
+  const uint32_t u = __float_as_uint(vs);
+  const uint32_t eb = ((u >> 23) & 0xffu) + ((u & 0x7fffffu) != 0u);
+  const float s = __uint_as_float(eb << 23);
+  for (int i = 0; i < 2; ++i)
+    e[b * 64 + lane * 2 + i] =
+        __nv_cvt_float_to_fp8(fminf(fmaxf(v[i] / s, -448.0f), 448.0f), __NV_SATFINITE, __NV_E4M3);
+  if (lane == 0) e[n + 2 * r + b] = static_cast<uint8_t>(eb);
+  if (b == 0) {
+    uint16_t* rope = reinterpret_cast<uint16_t*>(e + n);
+    for (int i = lane; i < r; i += kWarp) rope[i] = src[n + i];
+    const int used = n + 2 * r + blocks;
+    for (int i = used + lane; i < t.entry_bytes; i += kWarp) e[i] = 0;
+  }
+}
+
+__global__ void store_bf16_kernel(const uint16_t* x, int64_t rows, int d, DeviceTable t, const int32_t* slots) {
+  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (i >= rows * d) return;
+  const int32_t slot = slots[i / d];
+  if (slot < 0) return;
+  reinterpret_cast<uint16_t*>(entry_ptr(t, slot))[i % d] = x[i];
+}
+
+__device__ float block_sum(float v, float* scratch) {
+  for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float s = 0;
+  for (int w = 0; w < (blockDim.x + kWarp - 1) / kWarp; ++w) s += scratch[w];
+  __syncthreads();
+  return s;
+}
+
+// One block per (token, head), one thread per channel: thread k owns acc[k]. Scores are block sums;
+// P·V re-reads each entry's element k (cheap next to the score pass).
+__global__ void sparse_attention_kernel(AttentionArgs a) {
+  __shared__ float scratch[32];
+  __shared__ float s[kBlock];
+  __shared__ int32_t slot_of[kBlock];
+  __shared__ uint8_t from_window[kBlock];
+  __shared__ int valid;
+  const int64_t t = blockIdx.x / a.heads;
+  const int h = static_cast<int>(blockIdx.x % a.heads);
+  const int k = threadIdx.x, d = a.head_dim;
+  const bool mine = k < d;
+  const float qk = mine ? __bfloat162float(__ushort_as_bfloat16(a.q[(t * a.heads + h) * d + k])) : 0.0f;
+  float m = -INFINITY, l = 0, acc = 0;
+  const int64_t width = int64_t{a.window_width} + a.compressed_width;
+  for (int64_t b0 = 0; b0 < width; b0 += kBlock) {
+    // Gather the block's valid entries in list order.
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int n = 0;
+      for (int64_t i = b0; i < min(width, b0 + kBlock); ++i) {
+        const bool w = i < a.window_width;
+        const int32_t slot = w ? a.window_slots[t * a.window_width + i]
+                               : a.compressed_slots[t * a.compressed_width + (i - a.window_width)];
+        if (slot < 0) continue;
+        slot_of[n] = slot;
+        from_window[n] = w;
+        ++n;
+      }
+      valid = n;
+    }
+    __syncthreads();
+    const int n = valid;
+    if (n == 0) continue;
+    float block_max = -INFINITY;
+    for (int i = 0; i < n; ++i) {
+      const DeviceTable& tab = from_window[i] ? a.window : a.compressed;
+      const float v = mine ? entry_value(tab, entry_ptr(tab, slot_of[i]), k, d, a.rope_dim) : 0.0f;
+      const float si = block_sum(qk * v, scratch) * a.softmax_scale;
+      if (threadIdx.x == 0) s[i] = si;
+      block_max = fmaxf(block_max, si);
+    }
+    __syncthreads();
+    const float m_new = fmaxf(m, block_max);
+    const float alpha = expf(m - m_new);
+    float row_sum = 0;
+    for (int i = 0; i < n; ++i) row_sum += expf(s[i] - m_new);
+    l = l * alpha + row_sum;
+    acc *= alpha;
+    if (mine) {
+      for (int i = 0; i < n; ++i) {
+        const DeviceTable& tab = from_window[i] ? a.window : a.compressed;
+        const float p = __bfloat162float(__float2bfloat16_rn(expf(s[i] - m_new)));
+        acc = __fadd_rn(acc, __fmul_rn(p, entry_value(tab, entry_ptr(tab, slot_of[i]), k, d, a.rope_dim)));
+      }
+    }
+    m = m_new;
+  }
+  if (!mine) return;
+  uint16_t* out = a.out + (t * a.heads + h) * d;
+  if (m == -INFINITY) {
+    out[k] = 0;
+    return;
+  }
+  out[k] = bf16_bits(acc / (l + expf(a.sink[h] - m)));
+}
+
+}  // namespace
+
+void store_entries(const uint16_t* x, int64_t rows, int head_dim, int rope_dim, DeviceTable table, const int32_t* slots,
+                   cudaStream_t stream) {
+  if (rows == 0) return;
+  if (table.fp8) {
+    const int n = head_dim - rope_dim;
+    DSV4_CUDA_REQUIRE(n > 0 && n % 64 == 0, "store_entries: nope dims must be a positive multiple of 64");
+    const int64_t warps = rows * (n / 64);
+    store_fp8_kernel<<<static_cast<unsigned>((warps * kWarp + 255) / 256), 256, 0, stream>>>(x, rows, head_dim,
+                                                                                             rope_dim, table, slots);
+  } else {
+    const int64_t n = rows * head_dim;
+    store_bf16_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(x, rows, head_dim, table, slots);
+  }
+  DSV4_CUDA_CHECK_LAUNCH();
+}
+
+void sparse_attention(const AttentionArgs& a, cudaStream_t stream) {
+  DSV4_CUDA_REQUIRE(a.head_dim >= 1 && a.head_dim <= 1024, "sparse_attention: head_dim must lie in [1, 1024]");
+  if (a.tokens * a.heads == 0) return;
+  const int threads = (a.head_dim + kWarp - 1) / kWarp * kWarp;
+  sparse_attention_kernel<<<static_cast<unsigned>(a.tokens * a.heads), threads, 0, stream>>>(a);
+  DSV4_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace dsv4::cuda

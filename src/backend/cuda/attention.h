@@ -1,0 +1,45 @@
+// Attention-side kernels: storing K=V entries into a paged table and sparse attention with the sink
+// (MODEL.md §5.4, §5.7). Generic paths for any head_dim (nope a multiple of 64, head_dim <= 1024);
+// arithmetic as in backend/cpu/attention.cpp (64-index blocks, online softmax, bf16 P).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace dsv4::cuda {
+
+// A paged entry table (core/kv_entry.h's EntryTable, restated without host headers).
+struct DeviceTable {
+  uint8_t* base = nullptr;
+  int64_t page_bytes = 0;
+  int32_t entries_per_page = 0;
+  int32_t entry_bytes = 0;
+  bool fp8 = true;  // attn-fp8 entries ([nope e4m3][rope bf16][nope/64 ue8m0]); else bf16 entries
+};
+
+// rows x [head_dim] bf16 -> the entries at slots[r] (-1: skipped). Values must be on the entry's
+// grid (Q8 already applied to the nope dims), as the CPU codec assumes.
+void store_entries(const uint16_t* x, int64_t rows, int head_dim, int rope_dim, DeviceTable table, const int32_t* slots,
+                   cudaStream_t stream);
+
+struct AttentionArgs {
+  const uint16_t* q = nullptr;  // [tokens, heads, head_dim]
+  uint16_t* out = nullptr;      // [tokens, heads, head_dim]
+  int64_t tokens = 0;
+  int heads = 0;
+  int head_dim = 0;
+  int rope_dim = 0;
+  const float* sink = nullptr;  // [heads]
+  float softmax_scale = 0;
+  DeviceTable window;
+  const int32_t* window_slots = nullptr;
+  int32_t window_width = 0;
+  DeviceTable compressed;
+  const int32_t* compressed_slots = nullptr;
+  int32_t compressed_width = 0;
+};
+
+void sparse_attention(const AttentionArgs& a, cudaStream_t stream);
+
+}  // namespace dsv4::cuda

@@ -1,0 +1,146 @@
+// Entry storing and sparse attention on the GPU against the CPU ops, on a paged table with
+// scattered slots and -1 holes, at V4-Flash and golden dims.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cuda/attention.h"
+#include "backend/cuda/cuda_check.h"
+#include "core/number_formats.h"
+
+namespace dsv4 {
+namespace {
+
+template <typename T>
+struct Dev {
+  explicit Dev(const std::vector<T>& h) : n(h.size()) {
+    DSV4_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p), std::max<size_t>(n, 1) * sizeof(T)));
+    DSV4_CUDA_CHECK(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  ~Dev() { cudaFree(p); }
+  std::vector<T> get() const {
+    DSV4_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<T> h(n);
+    DSV4_CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+  T* p = nullptr;
+  size_t n;
+};
+
+std::vector<uint16_t> random_bf16(size_t n, uint32_t seed, float scale) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<uint16_t> v(n);
+  for (auto& x : v) x = float_to_bf16(d(rng));
+  return v;
+}
+
+struct Case {
+  int heads, d, r, window, compressed;
+  int64_t tokens, entries;
+};
+
+// A paged table: pages of 64 entries with a gap between pages (page_bytes > 64 entries).
+EntryTable host_table(std::vector<uint8_t>& mem, int64_t entries, KvEntryDims dims) {
+  const int32_t eb = static_cast<int32_t>(kv_entry_bytes(KvEntryFormat::kAttnFp8, dims));
+  const int64_t page = 64 * int64_t{eb} + 256, pages = (entries + 63) / 64;
+  mem.assign(static_cast<size_t>(pages * page), 0xAB);
+  return {mem.data(), page, 64, eb, KvEntryFormat::kAttnFp8, pages * 64};
+}
+
+cuda::DeviceTable device_table(const EntryTable& t, uint8_t* base) {
+  return {base, t.page_bytes, t.entries_per_page, t.entry_bytes, true};
+}
+
+void run_case(const Case& c, uint32_t seed) {
+  CpuOps cpu(2);
+  const KvEntryDims dims{c.d, c.r};
+  // Entries on the FP8 grid, stored through the CPU codec and through the CUDA kernel.
+  auto vals = random_bf16(static_cast<size_t>(c.entries * c.d), seed, 3.0f);
+  cpu.quant_sim({vals.data(), c.entries, c.d - c.r, c.d, QuantSim::kFp8, 64});
+  std::vector<uint8_t> mem;
+  const EntryTable table = host_table(mem, c.entries, dims);
+  std::vector<int32_t> store_slots(static_cast<size_t>(c.entries));
+  std::iota(store_slots.begin(), store_slots.end(), 0);
+  std::shuffle(store_slots.begin(), store_slots.end(), std::mt19937(seed + 1));
+  auto dmem_init = mem;
+  cpu.store_entries({vals.data(), c.entries, dims, table, store_slots.data()});
+  Dev<uint8_t> dmem(dmem_init);
+  Dev<uint16_t> dvals(vals);
+  Dev<int32_t> dstore(store_slots);
+  cuda::store_entries(dvals.p, c.entries, c.d, c.r, device_table(table, dmem.p), dstore.p, nullptr);
+  ASSERT_EQ(dmem.get(), mem) << "stored bytes differ";
+
+  // Queries and index lists with holes; the sink in the denominator.
+  const auto q = random_bf16(static_cast<size_t>(c.tokens * c.heads * c.d), seed + 2, 1.0f);
+  const auto sinkv = random_bf16(static_cast<size_t>(c.heads), seed + 3, 1.0f);
+  std::vector<float> sink(sinkv.size());
+  for (size_t i = 0; i < sink.size(); ++i) sink[i] = 3 + bf16_to_float(sinkv[i]);
+  std::mt19937 rng(seed + 4);
+  auto list = [&](int width) {
+    std::vector<int32_t> l(static_cast<size_t>(c.tokens * width));
+    for (auto& s : l) s = rng() % 7 == 0 ? -1 : static_cast<int32_t>(rng() % c.entries);
+    return l;
+  };
+  const auto win = list(c.window), comp = list(c.compressed);
+  std::vector<uint16_t> want(q.size());
+  SparseAttentionParams p;
+  p.q = q.data();
+  p.out = want.data();
+  p.tokens = c.tokens;
+  p.heads = c.heads;
+  p.head_dim = c.d;
+  p.rope_dim = c.r;
+  p.sink = sink.data();
+  p.softmax_scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+  p.window = table;
+  p.window_slots = win.data();
+  p.window_width = c.window;
+  p.compressed = table;
+  p.compressed_slots = comp.data();
+  p.compressed_width = c.compressed;
+  cpu.sparse_attention(p);
+
+  Dev<uint16_t> dq(q), dout(std::vector<uint16_t>(q.size(), 0x7fc0));
+  Dev<float> dsink(sink);
+  Dev<int32_t> dwin(win), dcomp(comp);
+  cuda::AttentionArgs a;
+  a.q = dq.p;
+  a.out = dout.p;
+  a.tokens = c.tokens;
+  a.heads = c.heads;
+  a.head_dim = c.d;
+  a.rope_dim = c.r;
+  a.sink = dsink.p;
+  a.softmax_scale = p.softmax_scale;
+  a.window = device_table(table, dmem.p);
+  a.window_slots = dwin.p;
+  a.window_width = c.window;
+  a.compressed = a.window;
+  a.compressed_slots = dcomp.p;
+  a.compressed_width = c.compressed;
+  cuda::sparse_attention(a, nullptr);
+  const auto got = dout.get();
+  double ss = 0, worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double g = bf16_to_float(got[i]), w = bf16_to_float(want[i]);
+    ASSERT_FALSE(std::isnan(g)) << i;
+    ss += w * w;
+    worst = std::max(worst, std::fabs(g - w));
+  }
+  const double rms = std::sqrt(ss / static_cast<double>(got.size()));
+  EXPECT_LT(worst / rms, 0.02) << "heads " << c.heads << " d " << c.d;  // a few bf16 ulps at the rms
+}
+
+TEST(CudaAttention, MatchesCpuAtFlashDims) { run_case({64, 512, 64, 128, 512, 4, 3000}, 11); }
+TEST(CudaAttention, MatchesCpuAtGoldenDims) { run_case({4, 128, 64, 128, 16, 33, 700}, 12); }
+TEST(CudaAttention, MatchesCpuWithWideNope) { run_case({8, 256, 64, 128, 70, 9, 500}, 13); }
+
+}  // namespace
+}  // namespace dsv4
