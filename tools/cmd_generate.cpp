@@ -1,22 +1,23 @@
-// dsv4 generate [MODEL] --prompt-ids 1,2,3 | --prompt TEXT [--chat] --max-tokens N [--temperature T]:
-// one request straight through the model on the CPU backend (the engine takes over in M1.4).
+// dsv4 generate [MODEL] --prompt TEXT [--chat] | --prompt-ids 1,2,3 | --prompts-file F  --max-tokens N
+// [sampling flags] [engine flags]: offline generation through the engine (continuous batching, prefix
+// caching, chunked prefill) on the CPU backend. One prompt streams its text (or prints its ids); a prompts
+// file prints one line per prompt, in order. Throughput goes to the log (stderr).
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
-#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
-#include <random>
 #include <sstream>
+#include <thread>
 
-#include "backend/cpu/cpu_ops.h"
 #include "chat/encoding.h"
 #include "core/error.h"
+#include "engine/engine.h"
 #include "model/default_model.h"
-#include "model/model.h"
 #include "model/model_loader.h"
-#include "model/paged_kv.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_locator.h"
@@ -25,119 +26,246 @@
 namespace dsv4::tools {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 struct Args {
-  std::string model, prompt, prompt_ids, tokenizer, backend = "cpu";
-  bool chat = false, ignore_eos = false;
-  int64_t max_tokens = 16;
-  double temperature = 0;
-  uint64_t seed = 0;
-  int threads = 0;
+  std::string model, prompt, prompt_ids, prompts_file, tokenizer;
+  bool chat = false;
+  SamplingParams sampling;
+  std::optional<uint64_t> seed;
+  std::string logit_bias, stop_token_ids;
+  std::string cache_dtype = "auto", indexer_dtype = "auto", policy = "latency";
+  bool prefix_caching = true;
+  EngineConfig engine;
 };
 
-std::vector<int32_t> parse_ids(const std::string& s) {
+int32_t parse_id(const std::string& item, const char* what) {
+  try {
+    size_t used = 0;
+    const long v = std::stol(item, &used);
+    DSV4_CHECK(used == item.size() && v >= 0 && v <= INT32_MAX, "{}: \"{}\" is not a token id", what, item);
+    return static_cast<int32_t>(v);
+  } catch (const std::logic_error&) {
+    fail("{}: \"{}\" is not a token id", what, item);
+  }
+}
+
+std::vector<int32_t> parse_ids(const std::string& s, const char* what) {
   std::vector<int32_t> ids;
   std::stringstream in(s);
   std::string item;
-  while (std::getline(in, item, ',')) {
-    try {
-      size_t used = 0;
-      const long v = std::stol(item, &used);
-      DSV4_CHECK(used == item.size() && v >= 0 && v <= INT32_MAX, "--prompt-ids: \"{}\" is not a token id", item);
-      ids.push_back(static_cast<int32_t>(v));
-    } catch (const std::logic_error&) {
-      fail("--prompt-ids: \"{}\" is not a token id", item);
-    }
-  }
+  while (std::getline(in, item, ',')) ids.push_back(parse_id(item, what));
   return ids;
 }
 
-// generate.py's sampler: argmax(softmax(logits / T) / Exp(1) noise), or argmax when T = 0.
-// Ids at or above `limit` (the tokenizer's vocabulary) are never chosen.
-int32_t sample(const float* logits, int64_t limit, double temperature, std::mt19937_64& rng) {
-  int64_t best = 0;
-  if (temperature <= 0) {
-    for (int64_t i = 1; i < limit; ++i)
-      if (logits[i] > logits[best]) best = i;
-    return static_cast<int32_t>(best);
+// "id:bias,id:bias"
+std::unordered_map<int32_t, float> parse_logit_bias(const std::string& s) {
+  std::unordered_map<int32_t, float> bias;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const auto colon = item.find(':');
+    DSV4_CHECK(colon != std::string::npos, "--logit-bias: \"{}\" is not id:bias", item);
+    try {
+      bias[parse_id(item.substr(0, colon), "--logit-bias")] = std::stof(item.substr(colon + 1));
+    } catch (const std::logic_error&) {
+      fail("--logit-bias: \"{}\" is not id:bias", item);
+    }
   }
-  double m = -INFINITY;
-  for (int64_t i = 0; i < limit; ++i) m = std::max(m, double{logits[i]} / temperature);
-  std::exponential_distribution<double> exp1(1.0);
-  double best_v = -1;
-  for (int64_t i = 0; i < limit; ++i) {
-    const double v = std::exp(double{logits[i]} / temperature - m) / exp1(rng);
-    if (v > best_v) best_v = v, best = i;
-  }
-  return static_cast<int32_t>(best);
+  return bias;
 }
 
-void run(const Args& a) {
-  DSV4_CHECK(a.backend == "cpu", "generate: backend \"{}\" is not available in this build (cpu)", a.backend);
-  DSV4_CHECK(a.prompt.empty() != a.prompt_ids.empty(), "generate: give exactly one of --prompt and --prompt-ids");
-  DSV4_CHECK(a.max_tokens >= 1, "generate: --max-tokens must be at least 1");
-  const std::filesystem::path dir = a.model.empty() ? ensure_default_model() : std::filesystem::path(a.model);
-  const LoadedModel m = load_model(dir);
-  std::optional<Tokenizer> tok;
+// One prompt: ids given directly, or text for the tokenizer.
+struct Prompt {
+  std::optional<std::string> text;
   std::vector<int32_t> ids;
-  if (!a.prompt.empty()) {
-    tok.emplace(Tokenizer::load(locate_tokenizer(TokenizerSearch::from_environment(a.tokenizer, dir.string()))));
-    std::string text = a.prompt;
-    if (a.chat) {
+};
+
+// A prompts file has one prompt per line: a JSON array of ids, a JSON string, or plain text.
+std::vector<Prompt> read_prompts_file(const std::string& path) {
+  std::ifstream in(path);
+  DSV4_CHECK(in, "--prompts-file: cannot open {}", path);
+  std::vector<Prompt> prompts;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.empty()) continue;
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    Prompt p;
+    if (j.is_array()) {
+      for (const auto& v : j) {
+        DSV4_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= INT32_MAX,
+                   "--prompts-file {} line {}: {} is not a token id", path, n, v.dump());
+        p.ids.push_back(v.get<int32_t>());
+      }
+    } else {
+      p.text = j.is_string() ? j.get<std::string>() : line;
+    }
+    prompts.push_back(std::move(p));
+  }
+  DSV4_CHECK(!prompts.empty(), "--prompts-file {} holds no prompt", path);
+  return prompts;
+}
+
+std::vector<Prompt> gather_prompts(const Args& a) {
+  const int given = !a.prompt.empty() + !a.prompt_ids.empty() + !a.prompts_file.empty();
+  DSV4_CHECK(given == 1, "generate: give exactly one of --prompt, --prompt-ids and --prompts-file");
+  if (!a.prompt.empty()) return {Prompt{a.prompt, {}}};
+  if (!a.prompt_ids.empty()) return {Prompt{std::nullopt, parse_ids(a.prompt_ids, "--prompt-ids")}};
+  return read_prompts_file(a.prompts_file);
+}
+
+void tokenize(std::vector<Prompt>& prompts, const Tokenizer* tok, bool chat) {
+  for (Prompt& p : prompts) {
+    if (!p.text) continue;
+    std::string text = *p.text;
+    if (chat) {
       chat::EncodeOptions o;
       o.thinking_mode = chat::ThinkingMode::kChat;
-      text = chat::encode_messages(nlohmann::ordered_json::array({{{"role", "user"}, {"content", a.prompt}}}), o);
+      text = chat::encode_messages(nlohmann::ordered_json::array({{{"role", "user"}, {"content", *p.text}}}), o);
     }
-    ids = tok->encode(text);
-  } else {
-    ids = parse_ids(a.prompt_ids);
+    p.ids = tok->encode(text);
+    DSV4_CHECK(!p.ids.empty(), "generate: a prompt is empty after tokenization");
   }
-  DSV4_CHECK(!ids.empty(), "generate: the prompt is empty");
-  const ModelConfig& c = m.config;
-  for (int32_t id : ids) DSV4_CHECK(id < c.vocab_size, "generate: prompt token {} >= the model's vocab {}", id, c.vocab_size);
-  const int64_t limit = tok ? std::min<int64_t>(tok->vocab_size(), c.vocab_size) : c.vocab_size;
-  const int64_t total = static_cast<int64_t>(ids.size()) + a.max_tokens;
-  DSV4_CHECK(total <= c.max_position_embeddings, "generate: {} positions exceed the model's {}", total,
-             c.max_position_embeddings);
+}
 
-  CpuOps ops(a.threads);
-  HostDevice dev;
-  Model model(c, m.weights, ops, dev);
-  OwnedPagedCache cache(c, 1, total, static_cast<int64_t>(ids.size()));
-  cache.add(0, static_cast<int64_t>(ids.size()));
-  std::mt19937_64 rng(a.seed);
-  std::optional<Detokenizer> detok;
-  if (tok) detok.emplace(*tok);
-  std::vector<int32_t> out;
-  using clock = std::chrono::steady_clock;
-  const auto t0 = clock::now();
-  auto t1 = t0;
-  std::string text;
-  for (int64_t pos = 0; static_cast<int64_t>(out.size()) < a.max_tokens;) {
-    const int64_t n = pos == 0 ? static_cast<int64_t>(ids.size()) : 1;
-    cache.allocate(0, n, ids);
-    ForwardBatch b;
-    b.add(0, pos, ids.data() + pos, n);
-    const auto logits = model.forward(b, cache.access());
-    if (pos == 0) t1 = clock::now();
-    pos += n;
-    const int32_t next = sample(logits.data(), limit, a.temperature, rng);
-    out.push_back(next);
-    ids.push_back(next);
-    if (detok) {
-      std::string piece = detok->push(next);
-      fmt::print("{}", piece);
-      std::fflush(stdout);
+struct Result {
+  std::vector<int32_t> ids;
+  RequestOutput last;
+  std::optional<Clock::time_point> first_token;
+};
+
+// Reads every stream until all finish; one prompt with a tokenizer streams its text as it comes.
+std::vector<Result> collect(std::vector<std::shared_ptr<RequestStream>>& streams, Detokenizer* live) {
+  std::vector<Result> results(streams.size());
+  size_t done = 0;
+  while (done < streams.size()) {
+    bool progressed = false;
+    for (size_t i = 0; i < streams.size(); ++i) {
+      if (results[i].last.finished) continue;
+      RequestOutput out = streams[i]->read(std::chrono::milliseconds(streams.size() == 1 ? 100 : 0));
+      if (!out.token_ids.empty() && !results[i].first_token) results[i].first_token = Clock::now();
+      for (int32_t id : out.token_ids) {
+        results[i].ids.push_back(id);
+        if (live != nullptr) fmt::print("{}", live->push(id));
+      }
+      if (live != nullptr) std::fflush(stdout);
+      progressed = progressed || !out.token_ids.empty() || out.finished;
+      if (out.finished) ++done;
+      results[i].last = std::move(out);
     }
-    if (!a.ignore_eos && next == c.eos_token_id) break;
+    if (!progressed && streams.size() > 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  const auto t2 = clock::now();
-  if (detok) fmt::print("{}\n", detok->finish());
-  else fmt::print("{}\n", fmt::join(out, ","));
+  return results;
+}
+
+void report(const std::vector<Result>& results, Clock::time_point t0, Clock::time_point t2) {
+  int64_t prompt = 0, cached = 0, generated = 0, firsts = 0;
+  auto t1 = t0;
+  for (const Result& r : results) {
+    prompt += r.last.usage.prompt_tokens;
+    cached += r.last.usage.cached_tokens;
+    generated += r.last.usage.completion_tokens;
+    if (r.first_token) t1 = std::max(t1, *r.first_token), ++firsts;
+  }
   const double prefill_s = std::chrono::duration<double>(t1 - t0).count();
   const double decode_s = std::chrono::duration<double>(t2 - t1).count();
-  spdlog::info("generate: prompt {} tokens in {:.3f} s ({:.1f} tok/s), generated {} tokens in {:.3f} s ({:.1f} tok/s)",
-               ids.size() - out.size(), prefill_s, static_cast<double>(ids.size() - out.size()) / prefill_s,
-               out.size(), decode_s, out.size() > 1 ? static_cast<double>(out.size() - 1) / decode_s : 0.0);
+  const int64_t later = generated - firsts;  // tokens after each request's first
+  spdlog::info(
+      "generate: {} prompt(s), prompt {} tokens ({} from the prefix cache) in {:.3f} s ({:.1f} tok/s), generated {} "
+      "tokens in {:.3f} s ({:.1f} tok/s after the first tokens)",
+      results.size(), prompt, cached, prefill_s, prefill_s > 0 ? static_cast<double>(prompt) / prefill_s : 0.0,
+      generated, decode_s, decode_s > 0 && later > 0 ? static_cast<double>(later) / decode_s : 0.0);
+}
+
+void run(Args& a) {
+  std::vector<Prompt> prompts = gather_prompts(a);
+  const std::filesystem::path dir = a.model.empty() ? ensure_default_model() : std::filesystem::path(a.model);
+  const LoadedModel m = load_model(dir);
+  const bool any_text = std::any_of(prompts.begin(), prompts.end(), [](const Prompt& p) { return p.text.has_value(); });
+  std::optional<Tokenizer> tok;
+  if (any_text || !a.tokenizer.empty()) {
+    tok.emplace(Tokenizer::load(locate_tokenizer(TokenizerSearch::from_environment(a.tokenizer, dir.string()))));
+  }
+  tokenize(prompts, tok ? &*tok : nullptr, a.chat);
+
+  a.sampling.seed = a.seed;
+  if (!a.logit_bias.empty()) a.sampling.logit_bias = parse_logit_bias(a.logit_bias);
+  if (!a.stop_token_ids.empty()) a.sampling.stop_token_ids = parse_ids(a.stop_token_ids, "--stop-token-ids");
+  a.engine.kv_dtypes =
+      parse_kv_dtypes(a.cache_dtype == "auto" ? "" : a.cache_dtype, a.indexer_dtype == "auto" ? "" : a.indexer_dtype);
+  a.engine.enable_prefix_caching = a.prefix_caching;
+  a.engine.chunked_prefill_policy = parse_chunk_policy(a.policy);
+  if (tok) a.engine.vocab_limit = tok->vocab_size();
+  Engine engine(m.config, m.weights, a.engine);
+
+  const auto t0 = Clock::now();
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const Prompt& p : prompts) streams.push_back(engine.add_request({p.ids, a.sampling, {}}));
+  std::optional<Detokenizer> live;
+  if (prompts.size() == 1 && prompts[0].text) live.emplace(*tok);
+  const std::vector<Result> results = collect(streams, live ? &*live : nullptr);
+  const auto t2 = Clock::now();
+
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Result& r = results[i];
+    DSV4_CHECK(r.last.finish_reason != FinishReason::kError, "generate: prompt {} failed: {}", i, r.last.error);
+    if (live) {
+      fmt::print("{}\n", live->finish());
+    } else if (prompts[i].text) {
+      fmt::print("{}\n", nlohmann::json(tok->decode(r.ids)).dump());
+    } else {
+      fmt::print("{}\n", fmt::join(r.ids, ","));
+    }
+  }
+  std::fflush(stdout);  // the text before the log line
+  report(results, t0, t2);
+}
+
+void add_sampling_options(CLI::App& cmd, Args& a) {
+  SamplingParams& s = a.sampling;
+  s.temperature = 0;  // generate defaults to greedy
+  cmd.add_option("--max-tokens", s.max_tokens, "tokens to generate per prompt")->capture_default_str();
+  cmd.add_option("--temperature", s.temperature, "0 = greedy")->capture_default_str();
+  cmd.add_option("--top-k", s.top_k, "0 = all")->capture_default_str();
+  cmd.add_option("--top-p", s.top_p, "nucleus mass")->capture_default_str();
+  cmd.add_option("--min-p", s.min_p, "drop tokens below min-p x the top probability")->capture_default_str();
+  cmd.add_option("--seed", a.seed, "sampling seed (per request; default: random)");
+  cmd.add_option("--repetition-penalty", s.repetition_penalty, "on prompt and output tokens")->capture_default_str();
+  cmd.add_option("--presence-penalty", s.presence_penalty, "on output tokens")->capture_default_str();
+  cmd.add_option("--frequency-penalty", s.frequency_penalty, "per occurrence in the output")->capture_default_str();
+  cmd.add_option("--logit-bias", a.logit_bias, "id:bias,id:bias");
+  cmd.add_flag("--ignore-eos", s.ignore_eos, "keep generating after the end-of-sequence token");
+  cmd.add_option("--min-tokens", s.min_tokens, "no EOS or stop id before this many tokens")->capture_default_str();
+  cmd.add_option("--stop-token-ids", a.stop_token_ids, "ids that end generation, comma-separated");
+}
+
+void add_engine_options(CLI::App& cmd, Args& a) {
+  EngineConfig& e = a.engine;
+  cmd.add_option("--max-num-seqs", e.max_num_seqs, "running requests at most")->capture_default_str();
+  cmd.add_option("--max-num-batched-tokens", e.max_num_batched_tokens, "tokens per step at most")
+      ->capture_default_str();
+  cmd.add_option("--max-model-len", e.max_model_len, "positions per request (default: the model's, or what fits)");
+  cmd.add_option("--kv-cache-memory", e.kv_cache_memory,
+                 "KV cache bytes (suffixes KiB, MiB, GiB; default min(4 GiB, 25% of RAM))")
+      ->transform(CLI::AsSizeValue(false));
+  cmd.add_option("--block-size", e.block_size, "KV block size (only 256)")->capture_default_str();
+  cmd.add_option("--kv-cache-dtype", a.cache_dtype, "attention entries")->check(CLI::IsMember({"auto", "fp8", "bf16"}));
+  cmd.add_option("--indexer-dtype", a.indexer_dtype, "indexer keys")
+      ->check(CLI::IsMember({"auto", "fp4", "fp8", "bf16"}));
+  cmd.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", a.prefix_caching, "reuse cached prompt prefixes")
+      ->capture_default_str();
+  cmd.add_option("--prefix-cache-retention-interval", e.prefix_cache_retention_interval,
+                 "sliding-window checkpoints kept: 0 = last prompt block, N = every N tokens, -1 = every block")
+      ->capture_default_str();
+  cmd.add_option("--chunked-prefill-policy", a.policy, "latency (decodes keep their pace) or budget (vLLM's)")
+      ->check(CLI::IsMember({"latency", "budget"}))
+      ->capture_default_str();
+  cmd.add_option("--max-prefill-chunk", e.max_prefill_chunk, "prefill tokens per request per step (0 = no cap)")
+      ->capture_default_str();
+  cmd.add_option("--itl-slack", e.itl_slack, "latency policy: a step with prefill may take (1 + slack) decode steps")
+      ->capture_default_str();
+  cmd.add_option("--backend", e.backend, "cpu")->capture_default_str();
+  cmd.add_option("--threads", e.threads, "CPU threads (default: all cores)");
 }
 
 void setup(CLI::App& cmd) {
@@ -145,19 +273,17 @@ void setup(CLI::App& cmd) {
   add_model_option(cmd, a.model, false)->description("model folder (default: the embedded model)");
   cmd.add_option("--prompt", a.prompt, "prompt text (tokenized with the model's tokenizer)");
   cmd.add_option("--prompt-ids", a.prompt_ids, "prompt token ids, comma-separated");
-  cmd.add_flag("--chat", a.chat, "wrap --prompt as one user message in the V4 chat encoding");
-  cmd.add_option("--max-tokens", a.max_tokens, "tokens to generate")->capture_default_str();
-  cmd.add_option("--temperature", a.temperature, "0 = greedy")->capture_default_str();
-  cmd.add_option("--seed", a.seed, "sampling seed")->capture_default_str();
-  cmd.add_flag("--ignore-eos", a.ignore_eos, "keep generating after the end-of-sequence token");
+  cmd.add_option("--prompts-file", a.prompts_file,
+                 "one prompt per line: a JSON array of ids, a JSON string, or plain text");
+  cmd.add_flag("--chat", a.chat, "wrap text prompts as one user message in the V4 chat encoding");
   cmd.add_option("--tokenizer", a.tokenizer, "tokenizer.json (default: the model's, then the embedded one)");
-  cmd.add_option("--backend", a.backend, "cpu")->capture_default_str();
-  cmd.add_option("--threads", a.threads, "CPU threads (default: all cores)");
+  add_sampling_options(cmd, a);
+  add_engine_options(cmd, a);
   cmd.callback([] { run(a); });
 }
 
 }  // namespace
 
-DSV4_COMMAND("generate", "generate tokens for one prompt", setup);
+DSV4_COMMAND("generate", "generate tokens through the engine (one prompt or a prompts file)", setup);
 
 }  // namespace dsv4::tools

@@ -40,7 +40,7 @@ class DeviceArray {
   DeviceArray() = default;
   DeviceArray(Device& d, size_t n) : dev_(&d), n_(n), p_(static_cast<T*>(d.allocate(n * sizeof(T)))) {}
   DeviceArray(Device& d, const std::vector<T>& host) : DeviceArray(d, host.size()) {
-    d.to_device(p_, host.data(), host.size() * sizeof(T));
+    if (!host.empty()) d.to_device(p_, host.data(), host.size() * sizeof(T));
   }
   ~DeviceArray() {
     if (p_) dev_->release(p_);

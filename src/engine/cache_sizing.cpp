@@ -1,0 +1,101 @@
+#include "engine/cache_sizing.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "kv/kv_pool_sizing.h"
+
+namespace dsv4 {
+namespace {
+
+bool fits(const KvLayout& layout, std::span<const int64_t> pool_pages, int64_t tokens) {
+  std::vector<int64_t> need(pool_pages.size(), 0);
+  for (const KvUnit& u : layout.units) need[static_cast<size_t>(u.bucket)] += u.pages_for(tokens) * u.num_layers();
+  for (size_t b = 0; b < need.size(); ++b) {
+    if (need[b] > pool_pages[b]) return false;
+  }
+  return true;
+}
+
+std::string gib(int64_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1 << 30)); }
+
+}  // namespace
+
+int64_t default_kv_cache_memory() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  const int64_t ram = pages > 0 && page > 0 ? int64_t{pages} * page : int64_t{16} << 30;
+  return std::min(int64_t{4} << 30, ram / 4);
+}
+
+int64_t largest_request(const KvLayout& layout, std::span<const int64_t> pool_pages) {
+  // Full units need one page per 256 positions, so no request is longer than 256 x (most pages + 1).
+  int64_t hi = 1;
+  for (int64_t p : pool_pages) hi = std::max(hi, (p + 1) * kKvBlockTokens + 1);
+  int64_t lo = 0;  // fits (trivially); hi does not
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (fits(layout, pool_pages, mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+int64_t request_kv_bytes(const KvLayout& layout, int64_t tokens) {
+  int64_t bytes = 0;
+  for (int u = 0; u < static_cast<int>(layout.units.size()); ++u) bytes += layout.allocated_bytes(u, tokens);
+  return bytes;
+}
+
+KvCacheSetup plan_kv_cache(const ModelConfig& model, const EngineConfig& c) {
+  DSV4_CHECK(c.block_size == kKvBlockTokens, "--block-size {} is not supported: the KV cache uses blocks of {}",
+             c.block_size, kKvBlockTokens);
+  DSV4_CHECK(c.kv_cache_memory >= 0, "--kv-cache-memory must not be negative, got {}", c.kv_cache_memory);
+  DSV4_CHECK(c.max_model_len >= 0, "--max-model-len must not be negative, got {}", c.max_model_len);
+  KvCacheSetup s;
+  s.layout = make_kv_layout(model, c.kv_dtypes);
+  s.kv_cache_memory = c.kv_cache_memory > 0 ? c.kv_cache_memory : default_kv_cache_memory();
+  KvPoolSizing sizing;
+  sizing.max_num_seqs = c.max_num_seqs;
+  sizing.max_num_batched_tokens = c.max_num_batched_tokens;
+  KvPoolSplit split;
+  try {
+    split = size_kv_pools(s.layout, s.kv_cache_memory, sizing);
+  } catch (const Error& e) {
+    fail("{}; raise --kv-cache-memory or lower --max-num-seqs ({}) or --max-num-batched-tokens ({})", e.what(),
+         c.max_num_seqs, c.max_num_batched_tokens);
+  }
+  s.pool_pages = split.pages;
+  s.pool_bytes = split.bytes;
+  s.largest_request = largest_request(s.layout, s.pool_pages);
+  const int64_t model_len = model.max_position_embeddings;
+  DSV4_CHECK(s.largest_request > 0, "--kv-cache-memory {} ({}) cannot hold a single request", s.kv_cache_memory,
+             gib(s.kv_cache_memory));
+  if (c.max_model_len == 0) {
+    s.max_model_len = std::min(model_len, s.largest_request);
+    if (s.max_model_len < model_len) {
+      s.warning = fmt::format(
+          "max_model_len set to {} (the model allows {}): one request of {} positions needs {} B ({}) of KV cache; "
+          "--kv-cache-memory {} ({}) gives pools of {} B (sliding windows for --max-num-seqs {} requests included), "
+          "which hold at most {} positions for one request",
+          s.max_model_len, model_len, model_len, request_kv_bytes(s.layout, model_len),
+          gib(request_kv_bytes(s.layout, model_len)), s.kv_cache_memory, gib(s.kv_cache_memory), s.pool_bytes,
+          c.max_num_seqs, s.largest_request);
+    }
+    return s;
+  }
+  DSV4_CHECK(c.max_model_len <= model_len, "--max-model-len {} exceeds the model's max_position_embeddings {}",
+             c.max_model_len, model_len);
+  DSV4_CHECK(c.max_model_len <= s.largest_request,
+             "--max-model-len {} does not fit the KV cache: one request of {} positions needs {} B ({}), but "
+             "--kv-cache-memory {} ({}) gives pools of {} B (sliding windows for --max-num-seqs {} requests included), "
+             "which hold at most {} positions for one request; raise --kv-cache-memory or lower --max-model-len (or "
+             "--max-num-seqs)",
+             c.max_model_len, c.max_model_len, request_kv_bytes(s.layout, c.max_model_len),
+             gib(request_kv_bytes(s.layout, c.max_model_len)), s.kv_cache_memory, gib(s.kv_cache_memory), s.pool_bytes,
+             c.max_num_seqs, s.largest_request);
+  s.max_model_len = c.max_model_len;
+  return s;
+}
+
+}  // namespace dsv4

@@ -1,0 +1,40 @@
+// Sizing the KV cache for the engine (CPU backend): --kv-cache-memory becomes pools (size_kv_pools,
+// which reserves sliding windows for max_num_seqs requests and one prefill chunk), and --max-model-len
+// is checked against what one request can hold in them.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/model_config.h"
+#include "engine/engine_config.h"
+#include "kv/kv_layout.h"
+
+namespace dsv4 {
+
+struct KvCacheSetup {
+  KvLayout layout;
+  std::vector<int64_t> pool_pages;  // per bucket
+  int64_t kv_cache_memory = 0;      // the budget
+  int64_t pool_bytes = 0;           // what the pools take of it
+  int64_t max_model_len = 0;        // resolved
+  int64_t largest_request = 0;      // positions one request can hold in the pools
+  std::string warning;              // set when max_model_len was lowered to what fits
+};
+
+// min(4 GiB, 25% of physical memory).
+int64_t default_kv_cache_memory();
+
+// Positions one request can hold at most in pools of `pool_pages` (0 when not even one).
+int64_t largest_request(const KvLayout& layout, std::span<const int64_t> pool_pages);
+
+// KV bytes the pools charge one request of `tokens` positions.
+int64_t request_kv_bytes(const KvLayout& layout, int64_t tokens);
+
+// Throws dsv4::Error with the numbers: a block size other than 256, a budget too small for the sliding
+// windows, an explicit max_model_len above the model's or above what fits.
+KvCacheSetup plan_kv_cache(const ModelConfig& model, const EngineConfig& config);
+
+}  // namespace dsv4

@@ -1,0 +1,330 @@
+#include "engine/engine.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <unordered_set>
+
+#include "core/error.h"
+#include "engine/model_runner.h"
+#include "engine/stop_check.h"
+
+namespace dsv4 {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+}  // namespace
+
+Engine::Engine(const ModelConfig& model, const ModelWeights& weights, EngineConfig config)
+    : Engine(
+          model, std::move(config),
+          [this, &weights](KvCacheManager& kv) -> std::unique_ptr<Executor> {
+            return std::make_unique<ModelRunner>(model_, weights, kv, config_.kv_dtypes, config_.threads,
+                                                 config_.vocab_limit);
+          },
+          true) {}
+
+Engine::Engine(const ModelConfig& model, EngineConfig config, ExecutorFactory factory, bool kv_memory)
+    : model_(model), config_(std::move(config)) {
+  DSV4_CHECK(config_.backend == "cpu", "engine: backend \"{}\" is not available (cpu)", config_.backend);
+  DSV4_CHECK(config_.vocab_limit >= 0, "engine: vocab_limit must not be negative");
+  config_.vocab_limit = config_.vocab_limit > 0 ? std::min(config_.vocab_limit, model_.vocab_size) : model_.vocab_size;
+  cache_ = plan_kv_cache(model_, config_);
+  if (!cache_.warning.empty()) spdlog::warn("{}", cache_.warning);
+  config_.max_model_len = cache_.max_model_len;
+  config_.kv_cache_memory = cache_.kv_cache_memory;
+  KvCacheOptions o;
+  o.enable_prefix_caching = config_.enable_prefix_caching;
+  o.retention_interval = config_.prefix_cache_retention_interval;
+  o.max_model_len = cache_.max_model_len;
+  o.memory = kv_memory ? &memory_ : nullptr;
+  kv_ = std::make_unique<KvCacheManager>(cache_.layout, cache_.pool_pages, o);
+  sched_ = std::make_unique<Scheduler>(config_.scheduler(), *kv_);
+  executor_ = factory(*kv_);
+  seed_base_ = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+  spdlog::info(
+      "engine: backend {}, max_model_len {}, max_num_seqs {}, max_num_batched_tokens {}, KV pools {} B of "
+      "--kv-cache-memory {} B, prefix caching {}, chunked prefill policy {}",
+      config_.backend, cache_.max_model_len, config_.max_num_seqs, config_.max_num_batched_tokens, cache_.pool_bytes,
+      cache_.kv_cache_memory, config_.enable_prefix_caching ? "on" : "off",
+      chunk_policy_name(config_.chunked_prefill_policy));
+  publish_stats();
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() { shutdown(); }
+
+void Engine::shutdown() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Engine::validate(const GenerateRequest& r) const {
+  DSV4_CHECK(!r.prompt.empty(), "the prompt is empty");
+  for (size_t i = 0; i < r.prompt.size(); ++i) {
+    DSV4_CHECK(r.prompt[i] >= 0 && r.prompt[i] < model_.vocab_size,
+               "prompt token {} at position {} is outside the model's vocabulary [0, {})", r.prompt[i], i,
+               model_.vocab_size);
+  }
+  r.sampling.validate(model_.vocab_size);
+  const int64_t total = static_cast<int64_t>(r.prompt.size()) + r.sampling.max_tokens;
+  DSV4_CHECK(total <= cache_.max_model_len,
+             "the prompt ({} tokens) plus max_tokens ({}) is {} tokens, more than max_model_len {}", r.prompt.size(),
+             r.sampling.max_tokens, total, cache_.max_model_len);
+  DSV4_CHECK(total <= cache_.largest_request,
+             "the prompt ({} tokens) plus max_tokens ({}) is {} tokens: one request of that length needs {} B of KV "
+             "cache and can never fit (the pools hold at most {} positions for one request)",
+             r.prompt.size(), r.sampling.max_tokens, total, request_kv_bytes(cache_.layout, total),
+             cache_.largest_request);
+}
+
+std::shared_ptr<RequestStream> Engine::add_request(GenerateRequest request) {
+  validate(request);
+  std::shared_ptr<RequestStream> stream;
+  {
+    std::lock_guard lock(mu_);
+    DSV4_CHECK(!stop_, "the engine is shut down");
+    const RequestId id = next_id_++;
+    stream = std::make_shared<RequestStream>(id);
+    live_.emplace(id, stream);
+    inbox_.push_back({id, std::move(request), stream});
+  }
+  cv_.notify_all();
+  return stream;
+}
+
+bool Engine::abort(RequestId id) {
+  {
+    std::lock_guard lock(mu_);
+    if (!live_.count(id)) return false;
+    aborts_.push_back(id);
+  }
+  cv_.notify_all();
+  return true;
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard lock(stats_mu_);
+  EngineStats s = stats_;
+  s.healthy = healthy_;  // the snapshot is published after the step; health is known at once
+  return s;
+}
+
+bool Engine::take_inbox(std::vector<Pending>& adds, std::vector<RequestId>& aborts) {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return stop_ || !inbox_.empty() || !aborts_.empty() || sched_->has_work(); });
+  if (stop_) return false;
+  std::swap(adds, inbox_);
+  std::swap(aborts, aborts_);
+  return true;
+}
+
+void Engine::loop() {
+  std::vector<Pending> adds;
+  std::vector<RequestId> aborts;
+  while (take_inbox(adds, aborts)) {
+    for (Pending& p : adds) start(p);
+    for (RequestId id : aborts) end(id, FinishReason::kAbort);
+    adds.clear();
+    aborts.clear();
+    if (sched_->has_work()) step();
+    publish_stats();
+  }
+  {
+    std::lock_guard lock(mu_);
+    std::swap(adds, inbox_);
+  }
+  for (Pending& p : adds) {
+    p.stream->finish(FinishReason::kAbort, {static_cast<int64_t>(p.request.prompt.size()), 0, 0});
+    std::lock_guard lock(mu_);
+    live_.erase(p.id);
+  }
+  std::vector<RequestId> ids;
+  for (const auto& [id, l] : active_) ids.push_back(id);
+  for (RequestId id : ids) end(id, FinishReason::kAbort);
+  publish_stats();
+}
+
+void Engine::start(Pending& p) {
+  const auto prompt_len = static_cast<int64_t>(p.request.prompt.size());
+  try {
+    executor_->add_request(p.id, p.request.sampling, p.request.prompt, seed_base_ + p.id);
+    sched_->add(p.id, std::move(p.request.prompt), std::move(p.request.cache_salt));
+  } catch (const std::exception& e) {
+    executor_->remove_request(p.id);
+    p.stream->finish(FinishReason::kError, {prompt_len, 0, 0}, -1, e.what());
+    std::lock_guard lock(mu_);
+    live_.erase(p.id);
+    return;
+  }
+  active_.emplace(p.id, Live{p.stream, p.request.sampling, prompt_len, 0});
+  ++counters_.requests_added;
+  counters_.prompt_tokens += prompt_len;
+}
+
+void Engine::step() {
+  const auto t0 = Clock::now();
+  Schedule s;
+  try {
+    s = sched_->schedule();
+  } catch (const std::exception& e) {
+    fail_all(e.what());  // which requests it was handling is unknown
+    return;
+  }
+  if (s.empty()) {
+    if (sched_->num_running() == 0 && s.preempted.empty()) fail_unschedulable();
+    return;
+  }
+  try {
+    const std::vector<SampledToken> sampled = executor_->execute(s);
+    const auto want = std::count_if(s.chunks.begin(), s.chunks.end(), [](const ScheduledChunk& c) { return c.sample; });
+    DSV4_CHECK(static_cast<int64_t>(sampled.size()) == want, "the step returned {} tokens for {} sampling chunks",
+               sampled.size(), want);
+    apply(s, sampled);
+  } catch (const std::exception& e) {
+    fail_step(s, e.what());
+    return;
+  }
+  const double dt = seconds_since(t0);
+  sched_->observe_step(s, dt);
+  counters_.steps.add(dt);
+  counters_.computed_tokens += s.num_tokens();
+}
+
+void Engine::apply(const Schedule& s, const std::vector<SampledToken>& sampled) {
+  size_t k = 0;
+  for (const ScheduledChunk& c : s.chunks) {
+    if (!c.sample) continue;
+    const SampledToken& t = sampled[k++];
+    const auto it = active_.find(c.id);
+    if (it == active_.end()) continue;
+    Live& l = it->second;
+    sched_->append_token(c.id, t.token);
+    ++l.generated;
+    ++counters_.generation_tokens;
+    const Usage u = usage(c.id, l);
+    if (l.generated == 1) counters_.cached_prompt_tokens += u.cached_tokens;
+    l.stream->push(t, u);
+    const auto stop = check_stop(l.params, t.token, l.generated, u.prompt_tokens + l.generated, cache_.max_model_len,
+                                 static_cast<int32_t>(model_.eos_token_id));
+    if (stop) end(c.id, stop->reason, stop->stop_token_id);
+  }
+}
+
+void Engine::fail_step(const Schedule& s, const std::string& error) {
+  spdlog::error("engine: a step of {} requests failed: {}", s.chunks.size(), error);
+  healthy_ = false;
+  ++counters_.failed_steps;
+  for (const ScheduledChunk& c : s.chunks) end(c.id, FinishReason::kError, -1, error);
+}
+
+void Engine::fail_all(const std::string& error) {
+  spdlog::error("engine: scheduling failed, failing all {} requests: {}", active_.size(), error);
+  healthy_ = false;
+  ++counters_.failed_steps;
+  std::vector<RequestId> ids;
+  for (const auto& [id, l] : active_) ids.push_back(id);
+  for (RequestId id : ids) end(id, FinishReason::kError, -1, error);
+}
+
+// Nothing runs and the next waiting request cannot start: it never will (the cache holds max_model_len,
+// so this means a broken invariant); fail it rather than spin.
+void Engine::fail_unschedulable() {
+  const RequestId id = sched_->next_waiting();
+  if (id == 0) return;
+  healthy_ = false;
+  end(id, FinishReason::kError, -1, "the request cannot be scheduled: the KV cache has no room for it");
+}
+
+Usage Engine::usage(RequestId id, const Live& l) const {
+  const SchedRequest* r = sched_->find(id);
+  return {l.prompt_len, l.generated, r != nullptr ? std::max<int64_t>(0, r->num_cached_prompt) : 0};
+}
+
+void Engine::end(RequestId id, FinishReason reason, int32_t stop_token_id, std::string error) {
+  const auto it = active_.find(id);
+  if (it == active_.end()) return;
+  const Usage u = usage(id, it->second);
+  try {
+    sched_->finish(id);
+    executor_->remove_request(id);
+  } catch (const std::exception& e) {  // the stream must end whatever happens
+    spdlog::error("engine: releasing request {} failed: {}", id, e.what());
+    healthy_ = false;
+  }
+  it->second.stream->finish(reason, u, stop_token_id, std::move(error));
+  active_.erase(it);
+  {
+    std::lock_guard lock(mu_);
+    live_.erase(id);
+  }
+  switch (reason) {
+    case FinishReason::kAbort:
+      ++counters_.requests_aborted;
+      break;
+    case FinishReason::kError:
+      ++counters_.requests_failed;
+      break;
+    default:
+      ++counters_.requests_finished;
+      break;
+  }
+}
+
+void Engine::publish_stats() {
+  EngineStats s = counters_;
+  s.healthy = healthy_;
+  s.running = sched_->num_running();
+  s.waiting = sched_->num_waiting();
+  s.preempted_waiting = sched_->num_preempted_waiting();
+  s.preemptions = sched_->num_preemptions();
+  const KvCacheStats k = kv_->stats();
+  for (const KvPoolStats& p : k.pools) {
+    s.pools.push_back({p.page_bytes, p.capacity_pages, p.used_pages, p.cached_pages, p.free_pages});
+  }
+  const KvLayout& lay = kv_->layout();
+  for (size_t g = 0; g < k.groups.size(); ++g) {
+    const KvGroupStats& kg = k.groups[g];
+    const int unit = lay.unit_of_group[g];
+    s.groups.push_back(
+        {kg.name, lay.units[static_cast<size_t>(unit)].bucket, 0, kg.lookups, kg.hits, kg.query_tokens, kg.hit_tokens});
+  }
+  s.prefix_query_tokens = k.query_tokens;
+  s.prefix_hit_tokens = k.hit_tokens;
+  count_group_pages(s);
+  std::lock_guard lock(stats_mu_);
+  stats_ = std::move(s);
+}
+
+// Distinct blocks the running requests hold per unit; at most every 100 ms (it walks every block table).
+void Engine::count_group_pages(EngineStats& s) {
+  const double now = seconds_since(created_);
+  const KvLayout& lay = kv_->layout();
+  if (last_group_count_ >= 0 && now - last_group_count_ < 0.1 && sched_->num_running() > 0) {
+    const EngineStats previous = stats();
+    for (size_t g = 0; g < s.groups.size() && g < previous.groups.size(); ++g) {
+      s.groups[g].used_pages = previous.groups[g].used_pages;
+    }
+    return;
+  }
+  last_group_count_ = now;
+  for (size_t u = 0; u < lay.units.size(); ++u) {
+    std::unordered_set<uint32_t> blocks;
+    for (const SchedRequest* r : sched_->running()) {
+      for (uint32_t b : kv_->block_table(r->id, static_cast<int>(u)).blocks) blocks.insert(b);
+    }
+    const int64_t pages = static_cast<int64_t>(blocks.size()) * lay.units[u].num_layers();
+    for (int g : lay.units[u].groups) s.groups[static_cast<size_t>(g)].used_pages = pages;
+  }
+}
+
+}  // namespace dsv4

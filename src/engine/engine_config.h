@@ -1,0 +1,43 @@
+// EngineConfig: every option of the engine in one struct; `dsv4 serve` and `dsv4 generate` fill it from
+// flags (same names with dashes: --max-num-seqs, --kv-cache-memory, ...). Zero means "the default".
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kv/kv_dtype.h"
+#include "sched/scheduler_config.h"
+
+namespace dsv4 {
+
+struct EngineConfig {
+  std::string backend = "cpu";
+  int threads = 0;  // CPU backend threads (0 = all cores)
+
+  int64_t max_num_seqs = 256;
+  int64_t max_num_batched_tokens = 2048;
+  // 0 = min(the model's max_position_embeddings, the largest one request the KV cache holds), with a
+  // warning when the cache is the limit; an explicit value the cache cannot hold is refused.
+  int64_t max_model_len = 0;
+  int64_t kv_cache_memory = 0;  // bytes of KV pools on the CPU backend; 0 = min(4 GiB, 25% of RAM)
+  int64_t block_size = 256;     // only 256 (the cache's logical block)
+  KvDTypes kv_dtypes;
+
+  bool enable_prefix_caching = true;
+  int64_t prefix_cache_retention_interval = 0;  // vLLM's semantics (kv_cache_manager.h)
+
+  ChunkPolicy chunked_prefill_policy = ChunkPolicy::kLatency;
+  int64_t max_prefill_chunk = 0;  // one request's prefill tokens per step at most (0 = no cap)
+  // kLatency: a step with prefill may take (1 + slack) x a decode step. 0.4 leaves room for noise under
+  // the 2x p99 goal (bench/engine_bench.cpp measures it).
+  double itl_slack = 0.4;
+
+  // Ids at or above this are never sampled: the tokenizer's vocabulary size (0 = the model's vocab_size).
+  int64_t vocab_limit = 0;
+
+  SchedulerConfig scheduler() const {
+    return {max_num_seqs, max_num_batched_tokens, chunked_prefill_policy, max_prefill_chunk, itl_slack};
+  }
+};
+
+}  // namespace dsv4

@@ -1,0 +1,70 @@
+// EngineStats: a snapshot for metrics (/metrics, logs), published by the engine thread after every step
+// (a stream may see its end a moment before the snapshot counts it).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dsv4 {
+
+struct KvPoolUsage {
+  int64_t page_bytes = 0;
+  int64_t capacity_pages = 0;
+  int64_t used_pages = 0;    // held by requests
+  int64_t cached_pages = 0;  // prefix cache, evictable
+  int64_t free_pages = 0;
+  double usage() const { return capacity_pages > 0 ? static_cast<double>(used_pages) / capacity_pages : 0; }
+};
+
+struct KvGroupUsage {
+  std::string name;
+  int pool = 0;
+  // Layer pages the running requests hold in this group's unit (a shared prefix block counts once).
+  // Refreshed at most every 100 ms: counting is proportional to the blocks held.
+  int64_t used_pages = 0;
+  int64_t lookups = 0;       // prefix-cache lookups claimed by admissions
+  int64_t hits = 0;          // lookups that hit something in this group
+  int64_t query_tokens = 0;  // prompt tokens looked up
+  int64_t hit_tokens = 0;    // tokens this group alone could have served
+  double hit_rate() const { return query_tokens > 0 ? static_cast<double>(hit_tokens) / query_tokens : 0; }
+};
+
+// Step durations (the whole step: schedule, forward, sampling, outputs) as a Prometheus-style histogram.
+struct StepTimes {
+  static constexpr std::array<double, 12> kBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                      0.1,   0.25,   0.5,   1,    2.5,   10};
+  int64_t count = 0;
+  double total_seconds = 0;
+  double last_seconds = 0;
+  double max_seconds = 0;
+  std::array<int64_t, kBuckets.size() + 1> buckets{};  // non-cumulative; the last is +Inf
+
+  void add(double seconds);
+};
+
+struct EngineStats {
+  bool healthy = true;
+  int64_t running = 0;
+  int64_t waiting = 0;            // preempted ones included
+  int64_t preempted_waiting = 0;  // preempted, waiting to resume
+  uint64_t preemptions = 0;       // since start
+  uint64_t requests_added = 0, requests_finished = 0, requests_aborted = 0, requests_failed = 0;
+  uint64_t failed_steps = 0;
+  int64_t prompt_tokens = 0;         // prompt tokens of admitted requests
+  int64_t cached_prompt_tokens = 0;  // of which the prefix cache served
+  int64_t computed_tokens = 0;       // positions run through the model (recomputation included)
+  int64_t generation_tokens = 0;
+  StepTimes steps;
+  std::vector<KvPoolUsage> pools;
+  std::vector<KvGroupUsage> groups;
+  int64_t prefix_query_tokens = 0, prefix_hit_tokens = 0;  // all groups together
+
+  double kv_usage() const;  // used / capacity over all pools, in bytes
+  double prefix_hit_rate() const {
+    return prefix_query_tokens > 0 ? static_cast<double>(prefix_hit_tokens) / prefix_query_tokens : 0;
+  }
+};
+
+}  // namespace dsv4

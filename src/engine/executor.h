@@ -1,0 +1,26 @@
+// Executor: what runs a step for the engine. The ModelRunner is the real one; tests substitute their own
+// (a fault-injecting or model-free executor) through Engine's executor factory.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "engine/sampling_params.h"
+#include "sched/schedule.h"
+
+namespace dsv4 {
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  // A request starts (its sampler state lives here until remove_request). `seed` is used when the
+  // params have none.
+  virtual void add_request(RequestId id, const SamplingParams& params, std::span<const int32_t> prompt,
+                           uint64_t seed) = 0;
+  virtual void remove_request(RequestId id) = 0;
+  // Runs the step; returns one token per chunk with sample = true, in chunk order. Throws on failure.
+  virtual std::vector<SampledToken> execute(const Schedule& schedule) = 0;
+};
+
+}  // namespace dsv4

@@ -1,0 +1,48 @@
+// ModelRunner: schedule -> ForwardBatch -> Model::forward -> Sampler.
+//
+// The batch holds the chunks' ids and positions; block tables and slot mappings reach the model through
+// PagedKv (the KvAccess over the engine's KvCacheManager): the runner binds the batch's sequence i to the
+// i-th chunk's request, and the model's StepIndex resolves every slot through that request's block
+// tables (kv_cache_manager.h). Only chunks that sample ask for logits.
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+
+#include "backend/device.h"
+#include "backend/ops.h"
+#include "core/model_config.h"
+#include "engine/executor.h"
+#include "kv/kv_cache_manager.h"
+#include "model/forward_batch.h"
+#include "model/model.h"
+#include "model/paged_kv.h"
+#include "model/weights.h"
+
+namespace dsv4 {
+
+class ModelRunner final : public Executor {
+ public:
+  // `manager` must have pool memory; `vocab_limit` is the tokenizer's size (0 = the model's vocab).
+  ModelRunner(const ModelConfig& cfg, const ModelWeights& weights, KvCacheManager& manager, KvDTypes dtypes,
+              int threads, int64_t vocab_limit);
+  ~ModelRunner() override;
+
+  void add_request(RequestId id, const SamplingParams& params, std::span<const int32_t> prompt, uint64_t seed) override;
+  void remove_request(RequestId id) override;
+  std::vector<SampledToken> execute(const Schedule& schedule) override;
+
+  // The forward batch of a schedule (binds the PagedKv sequences as a side effect).
+  ForwardBatch build_batch(const Schedule& schedule);
+
+ private:
+  const ModelConfig& cfg_;
+  std::unique_ptr<Ops> ops_;
+  HostDevice dev_;
+  Model model_;
+  PagedKv kv_;
+  Sampler sampler_;
+  std::unordered_map<RequestId, SamplerState> states_;
+};
+
+}  // namespace dsv4

@@ -1,0 +1,15 @@
+#include "sched/scheduler_config.h"
+
+#include "core/error.h"
+
+namespace dsv4 {
+
+std::string_view chunk_policy_name(ChunkPolicy p) { return p == ChunkPolicy::kLatency ? "latency" : "budget"; }
+
+ChunkPolicy parse_chunk_policy(std::string_view name) {
+  if (name == "latency") return ChunkPolicy::kLatency;
+  if (name == "budget") return ChunkPolicy::kBudget;
+  fail("unknown chunked prefill policy \"{}\" (known: latency, budget)", name);
+}
+
+}  // namespace dsv4

@@ -1,0 +1,30 @@
+// Scheduler options (filled by the engine from EngineConfig; the server's flags in the end).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace dsv4 {
+
+// How prefill tokens share a step with running decodes.
+enum class ChunkPolicy : uint8_t {
+  // Default. While decodes run, a step takes only as many prefill tokens as keep its measured cost within
+  // (1 + itl_slack) x a decode-only step (PrefillPacer), so running streams keep their pace while long
+  // prompts prefill; with no decodes running, prefills take the whole token budget.
+  kLatency,
+  // vLLM's: prefills take whatever the token budget leaves after the decodes.
+  kBudget,
+};
+
+std::string_view chunk_policy_name(ChunkPolicy p);
+ChunkPolicy parse_chunk_policy(std::string_view name);  // "latency" | "budget"; throws listing them
+
+struct SchedulerConfig {
+  int64_t max_num_seqs = 256;             // running requests at most
+  int64_t max_num_batched_tokens = 2048;  // tokens of one step at most
+  ChunkPolicy policy = ChunkPolicy::kLatency;
+  int64_t max_prefill_chunk = 0;  // cap on one request's prefill chunk per step (0 = none)
+  double itl_slack = 0.4;         // kLatency: allowed extra step time over a decode-only step
+};
+
+}  // namespace dsv4

@@ -1,0 +1,44 @@
+// The load generator of `dsv4 bench serve`: sends a dataset to an OpenAI-compatible /v1/completions as
+// streaming requests, with vLLM's arrival process (--request-rate R: Poisson, or gamma with --burstiness;
+// inf: all at once) and --max-concurrency, recording per request TTFT, inter-chunk gaps, end-to-end
+// latency and output tokens (from stream_options.include_usage).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "server/bench_dataset.h"
+#include "server/bench_report.h"
+
+namespace dsv4::server {
+
+struct BenchRunOptions {
+  BenchSettings settings;
+  std::string api_key;
+  bool ignore_eos = false;
+  double temperature = 0;  // vLLM's client sends 0
+  uint64_t seed = 0;
+  bool progress = true;
+  double timeout_seconds = 6 * 3600;
+};
+
+struct BenchRun {
+  std::vector<RequestRecord> records;  // in dataset order
+  double duration = 0;                 // first send to last answer, seconds
+  int64_t peak_concurrency = 0;
+};
+
+struct ServerModel {
+  std::string id;
+  int32_t vocab_size = 0;  // 0 when the server does not say (dsv4 does)
+};
+
+// The first model of GET /v1/models. Throws dsv4::Error when the server cannot be reached or answers oddly.
+ServerModel discover_model(const std::string& base_url, const std::string& api_key);
+
+// One request, streamed (also the "initial test run" vLLM makes before the benchmark).
+RequestRecord send_request(const std::string& base_url, const BenchRunOptions& o, const BenchRequest& r);
+
+BenchRun run_benchmark(const std::vector<BenchRequest>& requests, const BenchRunOptions& o);
+
+}  // namespace dsv4::server

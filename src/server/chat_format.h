@@ -1,0 +1,46 @@
+// /v1/chat/completions responses. Generated text goes through the V4 completion parser, which splits it
+// into reasoning, content and DSML tool calls: reasoning is returned as both `reasoning_content`
+// (DeepSeek, llama.cpp, SGLang) and `reasoning` (vLLM), tool calls in OpenAI's shape with finish_reason
+// "tool_calls". Streams open with the assistant role and send each tool call whole once it is parsed.
+#pragma once
+
+#include <vector>
+
+#include "chat/completion_parser.h"
+#include "server/response_format.h"
+#include "tokenizer/tokenizer.h"
+
+namespace dsv4::server {
+
+struct ChatFormatOptions {
+  chat::ThinkingMode thinking_mode = chat::ThinkingMode::kChat;
+  bool logprobs = false;
+  int top_logprobs = 0;
+};
+
+class ChatFormat final : public ResponseFormat {
+ public:
+  ChatFormat(std::string model, int64_t created, const Tokenizer& tok, ChatFormatOptions options, size_t num_choices);
+
+  void start(const GenerationJob& job, std::vector<Json>& chunks) override;
+  void stream(const Choice& c, const ChoiceUpdate& u, std::vector<Json>& chunks) override;
+  void collect(const Choice& c, const ChoiceUpdate& u) override;
+  Json response(const GenerationJob& job) override;
+
+ private:
+  struct State {
+    chat::CompletionParser parser;
+    chat::ParsedCompletion parsed;
+    Json logprobs = Json::array();
+    int tool_calls = 0;
+  };
+  std::vector<chat::ParseEvent> parse(State& s, const ChoiceUpdate& u);
+  std::string finish_reason(const Choice& c, const State& s) const;
+  Json chunk(const Choice& c, Json delta) const;
+
+  const Tokenizer& tok_;
+  ChatFormatOptions options_;
+  std::vector<State> states_;
+};
+
+}  // namespace dsv4::server

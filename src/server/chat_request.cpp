@@ -1,0 +1,131 @@
+#include "server/chat_request.h"
+
+#include "server/api_error.h"
+
+namespace dsv4::server {
+namespace {
+
+std::optional<bool> explicit_thinking(const RequestFields& f, const RequestFields* kwargs) {
+  if (kwargs != nullptr) {
+    if (const auto t = kwargs->boolean("thinking")) return t;
+    if (const auto t = kwargs->boolean("enable_thinking")) return t;
+  }
+  if (const Json* t = f.object("thinking")) {  // DeepSeek's API: {"type": "enabled" | "disabled"}
+    const auto type = RequestFields(*t, "thinking.").string("type").value_or("");
+    if (type != "enabled" && type != "disabled") {
+      bad_request("thinking", "'thinking.type' must be \"enabled\" or \"disabled\", got \"{}\"", type);
+    }
+    return type == "enabled";
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> reasoning_effort(const RequestFields& f, const RequestFields* kwargs) {
+  auto effort = f.string("reasoning_effort");
+  if (!effort && kwargs != nullptr) effort = kwargs->string("reasoning_effort");
+  if (effort && *effort != "none" && *effort != "minimal" && *effort != "low" && *effort != "medium" &&
+      *effort != "high" && *effort != "max") {
+    bad_request("reasoning_effort",
+                "'reasoning_effort' must be one of none, minimal, low, medium, high, max; got \"{}\"", *effort);
+  }
+  return effort;
+}
+
+Json checked_tools(const RequestFields& f) {
+  const Json* tools = f.array("tools");
+  if (tools == nullptr) return Json::array();
+  for (size_t i = 0; i < tools->size(); ++i) {
+    const Json& t = (*tools)[i];
+    const std::string param = fmt::format("tools[{}]", i);
+    if (!t.is_object()) bad_request(param, "'{}' must be an object, got {}", param, json_excerpt(t));
+    const RequestFields tf(t, param + ".");
+    if (tf.string("type").value_or("function") != "function") {
+      not_supported(param + ".type", fmt::format("Tool type \"{}\"", *tf.string("type")));
+    }
+    const Json* fn = tf.object("function");
+    if (fn == nullptr || !RequestFields(*fn, param + ".function.").string("name")) {
+      bad_request(param, "'{}.function.name' is required", param);
+    }
+  }
+  return *tools;
+}
+
+// "none" | "auto" | anything else refused; returns whether tools go into the prompt.
+bool tools_enabled(const RequestFields& f) {
+  const Json* choice = f.get("tool_choice");
+  if (choice == nullptr) return true;
+  if (choice->is_string() && (*choice == "auto" || *choice == "none")) return *choice == "auto";
+  if (choice->is_string() && *choice != "required") {
+    bad_request("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or a named function, got {}",
+                json_excerpt(*choice));
+  }
+  not_supported("tool_choice", "'tool_choice' \"required\" or a named function (it needs constrained decoding)");
+}
+
+void attach_tools(Json& messages, Json tools) {
+  if (!messages.empty() && messages[0].is_object()) {
+    Json& first = messages[0];
+    const auto role = first.value("role", Json()).is_string() ? first["role"].get<std::string>() : "";
+    if (role == "system" || role == "developer") {
+      if (first.contains("tools") && !first["tools"].is_null()) {
+        bad_request("tools", "'tools' is given both on the request and on messages[0]");
+      }
+      first["tools"] = std::move(tools);
+      return;
+    }
+  }
+  messages.insert(messages.begin(), Json{{"role", "system"}, {"content", ""}, {"tools", std::move(tools)}});
+}
+
+Json checked_messages(const RequestFields& f) {
+  const Json* m = f.array("messages");
+  if (m == nullptr) bad_request("messages", "'messages' is required");
+  if (m->empty()) bad_request("messages", "'messages' must not be empty");
+  Json messages = *m;
+  for (Json& msg : messages) {
+    if (!msg.is_object()) continue;  // the encoder's check names it
+    const auto it = msg.find("reasoning");
+    if (it == msg.end()) continue;
+    if (!msg.contains("reasoning_content") || msg["reasoning_content"].is_null()) msg["reasoning_content"] = *it;
+    msg.erase("reasoning");
+  }
+  return messages;
+}
+
+}  // namespace
+
+chat::EncodeOptions thinking_options(const RequestFields& f) {
+  const Json* kw = f.object("chat_template_kwargs");
+  const std::optional<RequestFields> kwargs =
+      kw ? std::optional<RequestFields>(RequestFields(*kw, "chat_template_kwargs.")) : std::nullopt;
+  const RequestFields* k = kwargs ? &*kwargs : nullptr;
+  const auto effort = reasoning_effort(f, k);
+  const bool thinking = explicit_thinking(f, k).value_or(effort.has_value() && *effort != "none");
+  chat::EncodeOptions o;
+  o.thinking_mode = thinking ? chat::ThinkingMode::kThinking : chat::ThinkingMode::kChat;
+  if (thinking && effort == "max") o.reasoning_effort = chat::ReasoningEffort::kMax;
+  if (thinking && effort == "high") o.reasoning_effort = chat::ReasoningEffort::kHigh;
+  if (k != nullptr) o.drop_thinking = k->boolean("drop_thinking").value_or(true);
+  return o;
+}
+
+ChatRequest parse_chat_request(const Json& body) {
+  const RequestFields f(body);
+  refuse_unsupported(f);
+  if (f.has("functions") || f.has("function_call")) {
+    not_supported("functions", "The deprecated 'functions' / 'function_call' (use 'tools')");
+  }
+  ChatRequest r;
+  r.messages = checked_messages(f);
+  Json tools = checked_tools(f);
+  if (tools_enabled(f) && !tools.empty()) attach_tools(r.messages, std::move(tools));
+  r.encode = thinking_options(f);
+  r.options = parse_generation_options(f, {"max_completion_tokens", "max_tokens"});
+  r.logprobs = f.boolean("logprobs").value_or(false);
+  r.top_logprobs = static_cast<int>(f.integer_in("top_logprobs", 0, kMaxLogprobs).value_or(0));
+  if (r.top_logprobs > 0 && !r.logprobs) bad_request("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+  r.options.logprobs = r.logprobs ? r.top_logprobs : -1;
+  return r;
+}
+
+}  // namespace dsv4::server

@@ -1,0 +1,32 @@
+// POST /v1/chat/completions, parsed into the messages for the V4 encoder and the generation options.
+//
+// Decisions (docs/server.md):
+//  - Thinking is off unless the request asks: chat_template_kwargs.thinking (or enable_thinking), DeepSeek's
+//    {"thinking": {"type": "enabled"}}, or a reasoning_effort other than "none". Effort "max" selects the
+//    encoder's maximum-effort preamble; the others render as the official default.
+//  - Request-level tools go on the leading system (or developer) message, or on a new empty system message
+//    put first, as the official encoder expects; tool_choice "none" leaves them out of the prompt.
+//    tool_choice "required" or a named function would need constrained decoding: refused.
+//  - Assistant messages may carry `reasoning` (vLLM's name) instead of `reasoning_content`.
+//  - `response_format` other than text, `functions` and `function_call` are refused.
+#pragma once
+
+#include "chat/encoding.h"
+#include "server/generation_options.h"
+
+namespace dsv4::server {
+
+struct ChatRequest {
+  GenerationOptions options;
+  Json messages;  // with the request's tools attached
+  chat::EncodeOptions encode;
+  bool logprobs = false;
+  int top_logprobs = 0;
+};
+
+ChatRequest parse_chat_request(const Json& body);
+
+// The thinking mode and effort a request asks for (see above).
+chat::EncodeOptions thinking_options(const RequestFields& f);
+
+}  // namespace dsv4::server

@@ -1,0 +1,28 @@
+// POST /v1/completions, parsed: the prompts (text, or token ids, one or many) and the generation options.
+// The prompt text is tokenized as is: no BOS is added (vLLM adds the tokenizer's BOS, and V4's tokenizer
+// adds none either; send "<｜begin▁of▁sentence｜>" in the text to have one). `echo` and `suffix` are refused.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/generation_options.h"
+
+namespace dsv4::server {
+
+struct PromptInput {
+  std::optional<std::string> text;  // to tokenize; else `ids`
+  std::vector<int32_t> ids;
+};
+
+struct CompletionRequest {
+  GenerationOptions options;
+  std::vector<PromptInput> prompts;
+};
+
+inline constexpr size_t kMaxPrompts = 1024;
+
+CompletionRequest parse_completion_request(const Json& body);
+
+}  // namespace dsv4::server

@@ -1,0 +1,122 @@
+#include "server/generation_routes.h"
+
+#include <spdlog/spdlog.h>
+
+#include "chat/encoding.h"
+#include "core/error.h"
+#include "server/chat_format.h"
+#include "server/chat_request.h"
+#include "server/completion_format.h"
+#include "server/completion_request.h"
+#include "server/connection_probe.h"
+#include "server/handler_guard.h"
+#include "server/sse.h"
+#include "server/stream_session.h"
+
+namespace dsv4::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void check_serving(const ServerContext& ctx) {
+  switch (ctx.state()) {
+    case ServerState::kReady:
+      return;
+    case ServerState::kLoading:
+      throw unavailable("The model is loading");
+    case ServerState::kDraining:
+      throw unavailable("The server is shutting down");
+    case ServerState::kFailed:
+      throw unavailable("The engine failed: " + ctx.failure());
+  }
+}
+
+void check_model(const ServerContext& ctx, const std::string& model) {
+  if (!model.empty() && model != ctx.model.name) throw model_not_found(model);
+}
+
+// Waits for every choice; a client that left aborts the job (nobody reads the answer).
+bool run_to_completion(ServerContext& ctx, GenerationJob& job, ResponseFormat& format, const ConnectionProbe& probe) {
+  auto last_probe = Clock::now();
+  while (!job.finished()) {
+    for (auto& [i, u] : job.poll(std::chrono::milliseconds(50))) format.collect(job.choices()[i], u);
+    if (Clock::now() - last_probe >= std::chrono::milliseconds(100)) {
+      last_probe = Clock::now();
+      if (probe.closed()) {
+        spdlog::info("http: {}: the client closed the connection; aborting", format.id());
+        job.abort();
+        return false;
+      }
+    }
+  }
+  if (const auto err = job.error()) throw internal_error(*err);
+  if (job.any_aborted()) {
+    if (ctx.state() == ServerState::kFailed) throw internal_error("The engine failed: " + ctx.failure());
+    throw unavailable("The request was aborted: the server is shutting down");
+  }
+  return true;
+}
+
+void respond(ServerContext& ctx, const httplib::Request& req, httplib::Response& res, const GenerationOptions& o,
+             std::unique_ptr<GenerationJob> job, std::unique_ptr<ResponseFormat> format) {
+  ConnectionProbe probe(req.remote_addr, req.remote_port);
+  if (o.stream) {
+    start_event_stream(res, std::make_shared<StreamSession>(ctx, std::move(job), std::move(format), o, probe));
+    return;
+  }
+  if (!run_to_completion(ctx, *job, *format, probe)) {
+    res.status = 499;  // nginx's "client closed request"; nobody reads it
+    return;
+  }
+  res.set_content(dump_json(format->response(*job)), "application/json");
+}
+
+void completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const auto arrival = Clock::now();
+  check_serving(ctx);
+  CompletionRequest r = parse_completion_request(parse_request_body(req.body));
+  check_model(ctx, r.options.model);
+  std::vector<std::vector<int32_t>> prompts;
+  for (PromptInput& p : r.prompts) prompts.push_back(p.text ? ctx.tokenizer->encode(*p.text) : std::move(p.ids));
+  auto job = std::make_unique<GenerationJob>(ctx, std::move(prompts), r.options,
+                                             r.options.skip_special_tokens.value_or(true), arrival);
+  auto format = std::make_unique<CompletionFormat>(ctx.model.name, job->created(), *ctx.tokenizer, r.options.logprobs,
+                                                   job->choices().size());
+  respond(ctx, req, res, r.options, std::move(job), std::move(format));
+}
+
+void chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const auto arrival = Clock::now();
+  check_serving(ctx);
+  ChatRequest r = parse_chat_request(parse_request_body(req.body));
+  check_model(ctx, r.options.model);
+  std::string prompt;
+  try {
+    prompt = chat::encode_messages(r.messages, r.encode);
+  } catch (const Error& e) {
+    bad_request("messages", "{}", e.what());
+  }
+  // Special tokens stay in the text: the completion parser needs </think> and DSML, and drops the rest.
+  std::vector<std::vector<int32_t>> prompts;
+  prompts.push_back(ctx.tokenizer->encode(prompt));
+  auto job = std::make_unique<GenerationJob>(ctx, std::move(prompts), r.options, false, arrival);
+  ChatFormatOptions fo{r.encode.thinking_mode, r.logprobs, r.top_logprobs};
+  auto format = std::make_unique<ChatFormat>(ctx.model.name, job->created(), *ctx.tokenizer, fo, job->choices().size());
+  respond(ctx, req, res, r.options, std::move(job), std::move(format));
+}
+
+}  // namespace
+
+void add_generation_routes(httplib::Server& svr, ServerContext& ctx) {
+  const auto rejected = [&ctx](const ApiError& e) {
+    if (e.status() < 500 || e.status() == 503) ctx.metrics.count_rejected();
+  };
+  svr.Post(
+      "/v1/completions",
+      guard([&ctx](const httplib::Request& req, httplib::Response& res) { completions(ctx, req, res); }, rejected));
+  svr.Post("/v1/chat/completions",
+           guard([&ctx](const httplib::Request& req, httplib::Response& res) { chat_completions(ctx, req, res); },
+                 rejected));
+}
+
+}  // namespace dsv4::server

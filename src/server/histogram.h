@@ -1,0 +1,23 @@
+// A Prometheus-style histogram: fixed upper bounds, a count per bucket (non-cumulative here; the text
+// writer accumulates), the sum and the count of observations. Not thread-safe (RequestMetrics locks).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace dsv4::server {
+
+struct Histogram {
+  std::vector<double> bounds;    // ascending upper bounds; +Inf is implicit
+  std::vector<uint64_t> counts;  // bounds.size() + 1 (the last is +Inf)
+  double sum = 0;
+  uint64_t count = 0;
+
+  explicit Histogram(std::span<const double> upper_bounds = {})
+      : bounds(upper_bounds.begin(), upper_bounds.end()), counts(bounds.size() + 1, 0) {}
+
+  void observe(double v, uint64_t times = 1);
+};
+
+}  // namespace dsv4::server

@@ -1,0 +1,62 @@
+#include "server/logprobs_json.h"
+
+#include <cmath>
+
+namespace dsv4::server {
+namespace {
+
+double finite(float lp) { return std::isfinite(lp) ? static_cast<double>(lp) : -9999.0; }
+
+std::string token_text(const Tokenizer& tok, int32_t id) { return tok.decode(std::span<const int32_t>(&id, 1)); }
+
+Json token_bytes(const Tokenizer& tok, int32_t id) {
+  Json bytes = Json::array();
+  for (const unsigned char c : tok.token_bytes(id)) bytes.push_back(static_cast<int>(c));
+  return bytes;
+}
+
+Json chat_entry(const Tokenizer& tok, int32_t id, double logprob) {
+  return Json{{"token", token_text(tok, id)}, {"logprob", logprob}, {"bytes", token_bytes(tok, id)}};
+}
+
+}  // namespace
+
+Json chat_logprobs_content(const Tokenizer& tok, std::span<const int32_t> ids, std::span<const TokenLogprobs> lps,
+                           int top_n) {
+  Json content = Json::array();
+  for (size_t i = 0; i < ids.size() && i < lps.size(); ++i) {
+    Json e = chat_entry(tok, ids[i], finite(lps[i].logprob));
+    Json top = Json::array();
+    for (size_t k = 0; k < lps[i].top.size() && static_cast<int>(k) < top_n; ++k) {
+      top.push_back(chat_entry(tok, lps[i].top[k].token, finite(lps[i].top[k].logprob)));
+    }
+    e["top_logprobs"] = std::move(top);
+    content.push_back(std::move(e));
+  }
+  return content;
+}
+
+void append_completion_logprobs(Json& obj, const Tokenizer& tok, std::span<const int32_t> ids,
+                                std::span<const TokenLogprobs> lps, int top_n, int64_t& text_offset) {
+  if (!obj.is_object()) {
+    obj = Json{{"tokens", Json::array()},
+               {"token_logprobs", Json::array()},
+               {"top_logprobs", Json::array()},
+               {"text_offset", Json::array()}};
+  }
+  for (size_t i = 0; i < ids.size() && i < lps.size(); ++i) {
+    const std::string text = token_text(tok, ids[i]);
+    obj["tokens"].push_back(text);
+    obj["token_logprobs"].push_back(finite(lps[i].logprob));
+    Json top = Json::object();
+    for (size_t k = 0; k < lps[i].top.size() && static_cast<int>(k) < top_n; ++k) {
+      top[token_text(tok, lps[i].top[k].token)] = finite(lps[i].top[k].logprob);
+    }
+    if (!top.contains(text)) top[text] = finite(lps[i].logprob);  // the sampled token is always listed
+    obj["top_logprobs"].push_back(std::move(top));
+    obj["text_offset"].push_back(text_offset);
+    text_offset += static_cast<int64_t>(text.size());
+  }
+}
+
+}  // namespace dsv4::server

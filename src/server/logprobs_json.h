@@ -1,0 +1,25 @@
+// Log probabilities in the two OpenAI shapes. Chat: {"content": [{"token", "logprob", "bytes",
+// "top_logprobs": [...]}]}. Completions (legacy): {"tokens", "token_logprobs", "top_logprobs": [{token:
+// logprob}], "text_offset"}. Token strings are the token's own decoded text (a partial UTF-8 character
+// shows as U+FFFD; `bytes` has the exact bytes). -inf is written as -9999.0, as vLLM does.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "engine/request_stream.h"
+#include "server/request_fields.h"
+#include "tokenizer/tokenizer.h"
+
+namespace dsv4::server {
+
+// The entries of "content" for `ids` (top_n alternatives each).
+Json chat_logprobs_content(const Tokenizer& tok, std::span<const int32_t> ids, std::span<const TokenLogprobs> lps,
+                           int top_n);
+
+// Appends `ids` to a completions logprobs object (created on first use); `text_offset` is the running
+// character offset of the choice's text and advances by each token's text.
+void append_completion_logprobs(Json& obj, const Tokenizer& tok, std::span<const int32_t> ids,
+                                std::span<const TokenLogprobs> lps, int top_n, int64_t& text_offset);
+
+}  // namespace dsv4::server

@@ -1,0 +1,21 @@
+// The /metrics page: vLLM's metric set under its own `vllm:` names (so existing dashboards and
+// `vllm bench serve` work), then `dsv4:` gauges per KV pool and per KV group.
+#pragma once
+
+#include <string>
+
+#include "engine/engine_stats.h"
+#include "server/request_metrics.h"
+
+namespace dsv4::server {
+
+struct ServerGauges {
+  std::string model_name;
+  int64_t generation_requests = 0;  // HTTP generation requests in flight (admitted)
+  int64_t engine_requests = 0;      // their engine requests (choices)
+};
+
+std::string render_metrics(const EngineStats& engine, const RequestMetrics::Snapshot& requests,
+                           const ServerGauges& server);
+
+}  // namespace dsv4::server

@@ -1,0 +1,47 @@
+// The Prometheus text exposition format (version 0.0.4): metric families with # HELP and # TYPE, then
+// their samples, label values escaped. Families must be written whole, one after the other.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "server/histogram.h"
+
+namespace dsv4::server {
+
+using Labels = std::vector<std::pair<std::string, std::string>>;
+
+class PrometheusText {
+ public:
+  // Starts a family; type is "gauge", "counter" or "histogram". Counters are named without "_total": the
+  // samples get it (the client_python convention vLLM follows).
+  void family(std::string_view name, std::string_view type, std::string_view help);
+  // One sample of the current family (gauge or counter).
+  void sample(const Labels& labels, double value);
+  // The _bucket (cumulative, with le), _sum and _count samples of the current histogram family.
+  void histogram(const Labels& labels, const Histogram& h);
+
+  // A whole one-sample family.
+  void gauge(std::string_view name, std::string_view help, const Labels& labels, double value);
+  void counter(std::string_view name, std::string_view help, const Labels& labels, double value);
+
+  const std::string& text() const { return out_; }
+
+ private:
+  void line(std::string_view name, const Labels& labels, double value,
+            const std::pair<std::string, std::string>* extra);
+
+  std::string out_;
+  std::string name_, type_;
+};
+
+// Label value escaping: backslash, double quote and newline.
+std::string escape_label_value(std::string_view v);
+// Sample values as Prometheus expects: integers without exponent, +Inf/-Inf/NaN spelled out.
+std::string format_sample_value(double v);
+// Histogram bounds as Python's prometheus_client writes them: "1.0", "0.25", "+Inf".
+std::string format_le(double v);
+
+}  // namespace dsv4::server

@@ -1,0 +1,40 @@
+// What the server measures per request, for /metrics and the stats log: time to first token, inter-token
+// latency, end-to-end latency (vLLM's histograms and buckets, measured from the request's arrival), and
+// finished requests by reason. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "server/histogram.h"
+
+namespace dsv4::server {
+
+class RequestMetrics {
+ public:
+  struct Snapshot {
+    Histogram ttft, itl, e2e;
+    std::map<std::string, uint64_t> finished;  // by finish reason
+    uint64_t rejected = 0;                     // refused with 4xx/5xx before reaching the engine
+  };
+
+  RequestMetrics();
+
+  void observe_ttft(double seconds);
+  // `tokens` tokens arrived `seconds` after the previous ones: each is charged seconds / tokens.
+  void observe_itl(double seconds, uint64_t tokens = 1);
+  void observe_e2e(double seconds);
+  void count_finished(std::string_view reason);
+  void count_rejected();
+
+  Snapshot snapshot() const;
+
+ private:
+  mutable std::mutex mu_;
+  Snapshot s_;
+};
+
+}  // namespace dsv4::server

@@ -1,0 +1,45 @@
+#include "server/response_format.h"
+
+#include <fmt/format.h>
+
+#include <random>
+
+namespace dsv4::server {
+namespace {
+
+std::string random_hex(size_t n) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::string s;
+  while (s.size() < n) s += fmt::format("{:016x}", rng());
+  return s.substr(0, n);
+}
+
+}  // namespace
+
+ResponseFormat::ResponseFormat(std::string id_prefix, std::string chunk_object, std::string model, int64_t created)
+    : id_(std::move(id_prefix) + random_hex(32)),
+      chunk_object_(std::move(chunk_object)),
+      model_(std::move(model)),
+      created_(created) {}
+
+void ResponseFormat::start(const GenerationJob&, std::vector<Json>&) {}
+
+Json ResponseFormat::envelope(std::string_view object, Json choices) const {
+  return Json{
+      {"id", id_}, {"object", object}, {"created", created_}, {"model", model_}, {"choices", std::move(choices)}};
+}
+
+Json usage_json(const Usage& u) {
+  return Json{{"prompt_tokens", u.prompt_tokens},
+              {"completion_tokens", u.completion_tokens},
+              {"total_tokens", u.prompt_tokens + u.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+
+Json ResponseFormat::usage_chunk(const GenerationJob& job) const {
+  Json chunk = envelope(chunk_object_, Json::array());
+  chunk["usage"] = usage_json(job.usage());
+  return chunk;
+}
+
+}  // namespace dsv4::server

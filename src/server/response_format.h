@@ -1,0 +1,44 @@
+// How an endpoint turns choice updates into OpenAI JSON: streamed chunks, or one response gathered from
+// every update. /v1/completions and /v1/chat/completions each implement it; the HTTP drivers
+// (stream_session.h, and the non-streaming loop) are shared.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "server/choice.h"
+#include "server/generation_job.h"
+
+namespace dsv4::server {
+
+class ResponseFormat {
+ public:
+  // `id_prefix`: "cmpl-" or "chatcmpl-" (the id gets 32 random hex digits); `chunk_object`: the "object" of
+  // streamed chunks.
+  ResponseFormat(std::string id_prefix, std::string chunk_object, std::string model, int64_t created);
+  virtual ~ResponseFormat() = default;
+
+  // Streaming: chunks sent before any token (chat: the assistant role), then the chunks of each update.
+  virtual void start(const GenerationJob& job, std::vector<Json>& chunks);
+  virtual void stream(const Choice& c, const ChoiceUpdate& u, std::vector<Json>& chunks) = 0;
+  // Non-streaming: every update, then the whole response.
+  virtual void collect(const Choice& c, const ChoiceUpdate& u) = 0;
+  virtual Json response(const GenerationJob& job) = 0;
+
+  // The last chunk of a stream with stream_options.include_usage: no choices, the usage.
+  Json usage_chunk(const GenerationJob& job) const;
+
+  const std::string& id() const { return id_; }
+
+ protected:
+  // {"id", "object", "created", "model"} then `choices`.
+  Json envelope(std::string_view object, Json choices) const;
+
+ private:
+  std::string id_, chunk_object_, model_;
+  int64_t created_;
+};
+
+Json usage_json(const Usage& u);
+
+}  // namespace dsv4::server

@@ -1,0 +1,25 @@
+// The options of the HTTP front end (`dsv4 serve` flags of the same names; the engine's are in EngineConfig).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace dsv4::server {
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  int port = 8000;                      // 0 = any free port (tests)
+  std::string served_model_name;        // the name clients send as "model"; default: the model folder's name
+  std::string api_key;                  // empty = no authentication
+  int64_t default_max_tokens = 4096;    // when a request gives none: min(this, what is left of max_model_len)
+  int64_t max_waiting_requests = 1024;  // engine requests queued beyond the running ones; more get 503
+  size_t max_request_bytes = size_t{64} << 20;
+  double sse_ping_interval = 10;  // seconds without an event before a keep-alive comment
+  double shutdown_timeout = 10;   // seconds SIGTERM waits for in-flight requests before aborting them
+  double stats_interval = 5;      // seconds between stats log lines (0 = none)
+  int64_t max_num_seqs = 256;     // the engine's, for admission and thread sizing
+  size_t http_threads = 0;        // connection threads at most (0 = max_num_seqs + max_waiting + 64)
+};
+
+}  // namespace dsv4::server

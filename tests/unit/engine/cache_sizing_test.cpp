@@ -1,0 +1,75 @@
+// --kv-cache-memory, --max-model-len and --block-size resolution on the CPU backend.
+#include "engine/cache_sizing.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "engine_test_support.h"
+
+namespace dsv4 {
+namespace {
+
+using enginetest::tiny_config;
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CacheSizing, DefaultMemoryIsAtMostFourGiBAndAQuarterOfRam) {
+  const int64_t m = default_kv_cache_memory();
+  EXPECT_GT(m, 0);
+  EXPECT_LE(m, int64_t{4} << 30);
+}
+
+TEST(CacheSizing, DefaultMaxModelLenIsWhatFitsWithAWarning) {
+  EngineConfig c;
+  c.max_num_seqs = 4;
+  c.kv_cache_memory = 32 << 20;
+  const KvCacheSetup s = plan_kv_cache(tiny_config(), c);
+  EXPECT_LT(s.max_model_len, tiny_config().max_position_embeddings);
+  EXPECT_EQ(s.max_model_len, s.largest_request);
+  EXPECT_LE(s.pool_bytes, c.kv_cache_memory);
+  EXPECT_NE(s.warning.find("max_model_len set to " + std::to_string(s.max_model_len)), std::string::npos) << s.warning;
+  // One request of that length fits the pools exactly; one more position does not.
+  EXPECT_EQ(largest_request(s.layout, s.pool_pages), s.largest_request);
+  c.max_model_len = s.largest_request;
+  EXPECT_EQ(plan_kv_cache(tiny_config(), c).max_model_len, s.largest_request);
+  EXPECT_TRUE(plan_kv_cache(tiny_config(), c).warning.empty());
+  // Plenty of memory: the model's own limit, no warning.
+  ModelConfig short_model = tiny_config();
+  short_model.max_position_embeddings = 4096;
+  c.max_model_len = 0;
+  const KvCacheSetup roomy = plan_kv_cache(short_model, c);
+  EXPECT_EQ(roomy.max_model_len, 4096);
+  EXPECT_TRUE(roomy.warning.empty());
+}
+
+TEST(CacheSizing, RefusesWhatCannotFitWithTheNumbers) {
+  EngineConfig c;
+  c.max_num_seqs = 4;
+  c.kv_cache_memory = 32 << 20;
+  const int64_t fits = plan_kv_cache(tiny_config(), c).largest_request;
+  c.max_model_len = fits + 1;
+  const std::string e = error_of([&] { plan_kv_cache(tiny_config(), c); });
+  EXPECT_NE(e.find("--max-model-len " + std::to_string(fits + 1) + " does not fit"), std::string::npos) << e;
+  EXPECT_NE(e.find("at most " + std::to_string(fits) + " positions"), std::string::npos) << e;
+  EXPECT_NE(e.find(std::to_string(c.kv_cache_memory)), std::string::npos) << e;
+  c.max_model_len = tiny_config().max_position_embeddings + 1;
+  EXPECT_NE(error_of([&] { plan_kv_cache(tiny_config(), c); }).find("exceeds the model's"), std::string::npos);
+  c.max_model_len = 0;
+  c.block_size = 16;
+  EXPECT_NE(error_of([&] { plan_kv_cache(tiny_config(), c); }).find("--block-size 16 is not supported"),
+            std::string::npos);
+  c.block_size = 256;
+  c.max_num_seqs = 256;
+  c.kv_cache_memory = 1 << 20;
+  EXPECT_NE(error_of([&] { plan_kv_cache(tiny_config(), c); }).find("lower --max-num-seqs"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dsv4

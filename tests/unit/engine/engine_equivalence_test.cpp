@@ -1,0 +1,223 @@
+// The engine on the tiny preset (CPU backend): a request's greedy output is the same alone, batched with
+// others that start at random times, with other chunk sizes, when preempted and recomputed, and when its
+// prefix comes from the prefix cache. The CPU forward is bit-exact batch- and chunk-invariant, so the
+// tests demand identical tokens. Aborts at any point return every block.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <thread>
+
+#include "engine/model_runner.h"
+#include "engine_test_support.h"
+
+namespace dsv4 {
+namespace {
+
+using namespace enginetest;
+using namespace std::chrono_literals;
+
+EngineConfig base_config() {
+  EngineConfig c;
+  c.threads = 1;  // on 2 shared cores the pool's hand-offs cost more than they save at tiny sizes
+  c.max_num_seqs = 8;
+  c.max_num_batched_tokens = 512;
+  c.kv_cache_memory = 48 << 20;
+  c.max_model_len = 1024;
+  c.enable_prefix_caching = false;
+  c.chunked_prefill_policy = ChunkPolicy::kBudget;
+  return c;
+}
+
+struct Job {
+  std::vector<int32_t> prompt;
+  SamplingParams params;
+};
+
+// Each job alone: one request at a time in a fresh engine, no prefix cache.
+std::vector<std::vector<int32_t>> alone(const std::vector<Job>& jobs) {
+  const LoadedModel& m = tiny_model();
+  Engine e(m.config, m.weights, base_config());
+  std::vector<std::vector<int32_t>> out;
+  for (const Job& j : jobs) out.push_back(drain(*e.add_request({j.prompt, j.params, {}})));
+  return out;
+}
+
+std::vector<Job> random_jobs(int n, uint32_t seed, int64_t max_prompt, int64_t max_out) {
+  std::mt19937 rng(seed);
+  std::vector<Job> jobs;
+  for (int i = 0; i < n; ++i) {
+    jobs.push_back({random_ids(1 + static_cast<int64_t>(rng() % static_cast<uint32_t>(max_prompt)), rng()),
+                    greedy(1 + static_cast<int64_t>(rng() % static_cast<uint32_t>(max_out)))});
+  }
+  return jobs;
+}
+
+TEST(EngineEquivalence, BatchedWithOthersStartingAtRandomTimesMatchesAlone) {
+  std::vector<Job> jobs = {{random_ids(300, 1), greedy(12)}};
+  for (Job& j : random_jobs(6, 2, 400, 10)) jobs.push_back(std::move(j));
+  const auto want = alone(jobs);
+  const LoadedModel& m = tiny_model();
+  EngineConfig c = base_config();
+  c.chunked_prefill_policy = ChunkPolicy::kLatency;
+  Engine e(m.config, m.weights, c);
+  std::mt19937 rng(3);
+  std::vector<std::shared_ptr<RequestStream>> streams = {e.add_request({jobs[0].prompt, jobs[0].params, {}})};
+  for (size_t i = 1; i < jobs.size(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 40));  // joins mid-prefill or mid-decode
+    streams.push_back(e.add_request({jobs[i].prompt, jobs[i].params, {}}));
+  }
+  for (size_t i = 0; i < jobs.size(); ++i) EXPECT_EQ(drain(*streams[i]), want[i]) << "job " << i;
+}
+
+TEST(EngineEquivalence, ChunkSizesDoNotChangeTheOutput) {
+  const Job job{random_ids(300, 4), greedy(6)};
+  const auto want = alone({job})[0];
+  const LoadedModel& m = tiny_model();
+  for (int64_t chunk : {7, 64, 256}) {
+    EngineConfig c = base_config();
+    c.max_prefill_chunk = chunk;
+    Engine e(m.config, m.weights, c);
+    EXPECT_EQ(drain(*e.add_request({job.prompt, job.params, {}})), want) << "chunk " << chunk;
+  }
+  EngineConfig c = base_config();
+  c.max_num_batched_tokens = 33;
+  Engine e(m.config, m.weights, c);
+  EXPECT_EQ(drain(*e.add_request({job.prompt, job.params, {}})), want) << "budget 33";
+}
+
+TEST(EngineEquivalence, PreemptedAndRecomputedMatchesAlone) {
+  const std::vector<Job> jobs = {
+      {random_ids(200, 5), greedy(120)}, {random_ids(180, 6), greedy(120)}, {random_ids(220, 7), greedy(120)}};
+  const auto want = alone(jobs);
+  const LoadedModel& m = tiny_model();
+  EngineConfig c = base_config();
+  c.max_num_seqs = 4;
+  c.max_num_batched_tokens = 256;
+  c.max_model_len = 0;
+  c.kv_cache_memory = memory_for(m.config, c, 600);  // room for about two of the three
+  Engine e(m.config, m.weights, c);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const Job& j : jobs) streams.push_back(e.add_request({j.prompt, j.params, {}}));
+  for (size_t i = 0; i < jobs.size(); ++i) EXPECT_EQ(drain(*streams[i]), want[i]) << "job " << i;
+  const EngineStats st = stats_after(e, 3);
+  EXPECT_GT(st.preemptions, 0u);
+  ::testing::Test::RecordProperty("preemptions", static_cast<int>(st.preemptions));
+  ::testing::Test::RecordProperty("computed_tokens", static_cast<int>(st.computed_tokens));
+  ::testing::Test::RecordProperty("steps", static_cast<int>(st.steps.count));
+  ::testing::Test::RecordProperty("max_model_len", static_cast<int>(e.max_model_len()));
+}
+
+TEST(EngineEquivalence, PrefixFromTheCacheMatchesRecomputation) {
+  const auto p = random_ids(600, 8);
+  auto q = p;
+  q.resize(530);
+  for (int32_t t : random_ids(40, 9)) q.push_back(t);
+  const auto want = alone({{p, greedy(8)}, {q, greedy(8)}});
+  const LoadedModel& m = tiny_model();
+  EngineConfig c = base_config();
+  c.enable_prefix_caching = true;
+  Engine e(m.config, m.weights, c);
+  RequestOutput o;
+  EXPECT_EQ(drain(*e.add_request({p, greedy(8), {}}), &o), want[0]);
+  EXPECT_EQ(o.usage.cached_tokens, 0);
+  EXPECT_EQ(drain(*e.add_request({p, greedy(8), {}}), &o), want[0]);
+  EXPECT_EQ(o.usage.cached_tokens, 512);
+  EXPECT_EQ(drain(*e.add_request({q, greedy(8), {}}), &o), want[1]);
+  EXPECT_EQ(o.usage.cached_tokens, 512);
+  EXPECT_EQ(drain(*e.add_request({p, greedy(8), "other salt"}), &o), want[0]);
+  EXPECT_EQ(o.usage.cached_tokens, 0);
+}
+
+TEST(EngineEquivalence, SeededSamplingIsReproducibleAloneOrBatched) {
+  SamplingParams s;
+  s.temperature = 0.9;
+  s.top_p = 0.95;
+  s.top_k = 50;
+  s.seed = 1234;
+  s.max_tokens = 10;
+  s.ignore_eos = true;
+  s.logprobs = 2;
+  const Job job{random_ids(100, 10), s};
+  std::vector<Job> jobs = {job};
+  for (Job& j : random_jobs(3, 11, 200, 8)) jobs.push_back(std::move(j));
+  const auto want = alone({job})[0];
+  const LoadedModel& m = tiny_model();
+  Engine e(m.config, m.weights, base_config());
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const Job& j : jobs) streams.push_back(e.add_request({j.prompt, j.params, {}}));
+  RequestOutput o;
+  EXPECT_EQ(drain(*streams[0], &o), want);
+  ASSERT_EQ(o.logprobs.size(), want.size());
+  for (const TokenLogprobs& lp : o.logprobs) {
+    EXPECT_LE(lp.logprob, 0);
+    EXPECT_EQ(lp.top.size(), 2u);
+  }
+  s.seed = 4321;
+  EXPECT_NE(drain(*e.add_request({job.prompt, s, {}})), want);
+}
+
+TEST(EngineEquivalence, AbortAtAnyPointReturnsEveryBlock) {
+  const LoadedModel& m = tiny_model();
+  EngineConfig c = base_config();
+  c.max_prefill_chunk = 32;  // long prefills, so some aborts land mid-prefill
+  c.max_num_seqs = 3;        // and some while waiting
+  KvCacheManager* kv = nullptr;
+  Engine e(
+      m.config, c,
+      [&](KvCacheManager& mgr) -> std::unique_ptr<Executor> {
+        kv = &mgr;
+        return std::make_unique<ModelRunner>(m.config, m.weights, mgr, c.kv_dtypes, c.threads, 0);
+      },
+      true);
+  const EngineStats initial = e.stats();
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (uint32_t i = 0; i < 8; ++i)
+    streams.push_back(e.add_request({random_ids(150 + 40 * i, 20 + i), greedy(200), {}}));
+  for (size_t i = 0; i < streams.size(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5 + 10 * (i % 3)));
+    EXPECT_TRUE(e.abort(streams[i]->id()));
+  }
+  for (auto& s : streams) {
+    RequestOutput o;
+    drain(*s, &o);
+    EXPECT_EQ(*o.finish_reason, FinishReason::kAbort);
+  }
+  const EngineStats end = stats_after(e, 8);
+  for (size_t p = 0; p < end.pools.size(); ++p) {
+    EXPECT_EQ(end.pools[p].used_pages, 0);
+    EXPECT_EQ(end.pools[p].free_pages, initial.pools[p].free_pages);
+  }
+  kv->check_consistency();
+}
+
+TEST(ModelRunner, BatchHoldsEveryChunkAndAsksLogitsOnlyWhereItSamples) {
+  const LoadedModel& m = tiny_model();
+  EngineConfig c = base_config();
+  const KvCacheSetup setup = plan_kv_cache(m.config, c);
+  HostKvMemory memory;
+  KvCacheOptions o;
+  o.enable_prefix_caching = false;
+  o.memory = &memory;
+  KvCacheManager kv(setup.layout, setup.pool_pages, o);
+  ModelRunner runner(m.config, m.weights, kv, {}, 1, 0);
+  Schedule s;
+  const auto a = random_ids(10, 1), b = random_ids(5, 2);
+  kv.add_request(1, 10);
+  kv.add_request(2, 5);
+  ASSERT_TRUE(kv.allocate(1, 4, a));
+  ASSERT_TRUE(kv.allocate(2, 5, b));
+  s.chunks.push_back({1, 0, {a.begin(), a.begin() + 4}, false, false});
+  s.chunks.push_back({2, 0, b, true, false});
+  runner.add_request(2, greedy(1), b, 0);
+  const ForwardBatch fb = runner.build_batch(s);
+  ASSERT_EQ(fb.seqs.size(), 2u);
+  EXPECT_EQ(fb.tokens(), 9);
+  EXPECT_FALSE(fb.seqs[0].logits);
+  EXPECT_TRUE(fb.seqs[1].logits);
+  EXPECT_EQ(fb.positions[4], 0);
+  EXPECT_EQ(fb.token_ids[4], b[0]);
+  EXPECT_EQ(runner.execute(s).size(), 1u);
+}
+
+}  // namespace
+}  // namespace dsv4

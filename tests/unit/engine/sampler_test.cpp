@@ -1,0 +1,149 @@
+// Sampler: each option against its definition on small hand-made logits.
+#include "engine/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "core/error.h"
+
+namespace dsv4 {
+namespace {
+
+SamplingParams params(double temperature) {
+  SamplingParams p;
+  p.temperature = temperature;
+  return p;
+}
+
+int32_t once(Sampler& s, const std::vector<float>& logits, const SamplingParams& p, uint64_t seed = 1) {
+  SamplerState st = s.start(p, {}, seed);
+  return s.sample(logits, st).token;
+}
+
+TEST(Sampler, GreedyTakesTheFirstMaximumAndNeverAnIdAtOrAboveTheLimit) {
+  Sampler s(6, 4, -1);
+  EXPECT_EQ(once(s, {0, 3, 3, 1, 0, 0}, params(0)), 1);
+  EXPECT_EQ(once(s, {0, 1, 2, 1, 50, 90}, params(0)), 2);  // 4 and 5 are past the tokenizer
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    EXPECT_LT(once(s, {0, 0, 0, 0, 30, 30}, params(1.0), seed), 4);
+  }
+}
+
+TEST(Sampler, SeededDrawsAreReproducibleAndFollowTheDistribution) {
+  Sampler s(4, 4, -1);
+  const std::vector<float> logits = {0, std::log(2.0f), std::log(3.0f), std::log(4.0f)};  // p = 1:2:3:4 / 10
+  SamplerState a = s.start(params(1.0), {}, 42), b = s.start(params(1.0), {}, 42), c = s.start(params(1.0), {}, 43);
+  std::map<int32_t, int> counts;
+  bool differs = false;
+  for (int i = 0; i < 20000; ++i) {
+    const int32_t x = s.sample(logits, a).token;
+    EXPECT_EQ(x, s.sample(logits, b).token);
+    differs = differs || x != s.sample(logits, c).token;
+    ++counts[x];
+  }
+  EXPECT_TRUE(differs);
+  for (int32_t id = 0; id < 4; ++id) EXPECT_NEAR(counts[id] / 20000.0, (id + 1) / 10.0, 0.015) << id;
+  SamplingParams seeded = params(1.0);
+  seeded.seed = 5;
+  EXPECT_EQ(s.start(seeded, {}, 1).rng(), s.start(seeded, {}, 2).rng());  // the request's seed wins
+}
+
+TEST(Sampler, TopKTopPAndMinPKeepTheMostLikely) {
+  Sampler s(5, 5, -1);
+  const std::vector<float> logits = {std::log(0.1f), std::log(0.4f), std::log(0.3f), std::log(0.15f), std::log(0.05f)};
+  SamplingParams k = params(1.0), p = params(1.0), m = params(1.0);
+  k.top_k = 2;
+  p.top_p = 0.65;  // 0.4 + 0.3 reaches it
+  m.min_p = 0.5;   // keeps p >= 0.2
+  for (uint64_t seed = 0; seed < 300; ++seed) {
+    EXPECT_TRUE(once(s, logits, k, seed) == 1 || once(s, logits, k, seed) == 2);
+    const int32_t tp = once(s, logits, p, seed), tm = once(s, logits, m, seed);
+    EXPECT_TRUE(tp == 1 || tp == 2) << tp;
+    EXPECT_TRUE(tm == 1 || tm == 2) << tm;
+  }
+  k.top_k = 1;
+  p.top_p = 0.01;
+  EXPECT_EQ(once(s, logits, k), 1);
+  EXPECT_EQ(once(s, logits, p), 1);
+}
+
+TEST(Sampler, PenaltiesFollowTheirFormulas) {
+  Sampler s(4, 4, -1);
+  // Repetition: positive logits divide, negative ones multiply; prompt ids count.
+  SamplingParams r = params(0);
+  r.repetition_penalty = 2.0;
+  SamplerState st = s.start(r, std::vector<int32_t>{0}, 1);
+  EXPECT_EQ(s.sample(std::vector<float>{3.0f, 2.0f, -1, -1}, st).token, 1);  // 3/2 < 2
+  // Presence and frequency: logit - freq * count - presence, on output tokens only.
+  SamplingParams f = params(0);
+  f.frequency_penalty = 0.6;
+  f.presence_penalty = 0.5;
+  SamplerState sf = s.start(f, std::vector<int32_t>{2}, 1);
+  const std::vector<float> logits = {0, 0, 1.0f, 0};
+  EXPECT_EQ(s.sample(logits, sf).token, 2);
+  EXPECT_EQ(s.sample(logits, sf).token, 0);  // 2 now at 1 - 0.6 - 0.5 < 0
+}
+
+TEST(Sampler, LogitBiasMinTokensAndStopIds) {
+  Sampler s(5, 5, 4);
+  SamplingParams b = params(0);
+  b.logit_bias = {{3, 100.0f}};
+  EXPECT_EQ(once(s, {5, 0, 0, 0, 0}, b), 3);
+  SamplingParams m = params(0);
+  m.min_tokens = 2;
+  m.stop_token_ids = {2};
+  SamplerState st = s.start(m, {}, 1);
+  const std::vector<float> logits = {0, 1, 5, 0, 9};  // EOS (4) then stop id 2 are the likeliest
+  EXPECT_EQ(s.sample(logits, st).token, 1);
+  EXPECT_EQ(s.sample(logits, st).token, 1);
+  EXPECT_EQ(s.sample(logits, st).token, 4);  // min_tokens reached
+  m.ignore_eos = true;                       // EOS is then an ordinary token, never masked
+  EXPECT_EQ(once(s, logits, m), 4);
+}
+
+TEST(Sampler, LogprobsAreTheRawDistribution) {
+  Sampler s(4, 3, -1);
+  SamplingParams p = params(0);
+  p.logprobs = 2;
+  p.logit_bias = {{0, 10.0f}};  // changes the choice, not the reported distribution
+  SamplerState st = s.start(p, {}, 1);
+  const SampledToken t = s.sample(std::vector<float>{1, 2, 3, 99}, st);
+  const double lse = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0));  // id 3 is past the limit
+  EXPECT_EQ(t.token, 0);
+  ASSERT_TRUE(t.has_logprobs);
+  EXPECT_NEAR(t.logprob, 1 - lse, 1e-5);
+  ASSERT_EQ(t.top.size(), 2u);
+  EXPECT_EQ(t.top[0].token, 2);
+  EXPECT_NEAR(t.top[0].logprob, 3 - lse, 1e-5);
+  EXPECT_EQ(t.top[1].token, 1);
+}
+
+TEST(SamplingParams, ValidateNamesTheBadField) {
+  SamplingParams p;
+  EXPECT_NO_THROW(p.validate(10));
+  const auto bad = [](auto change, const char* field) {
+    SamplingParams q;
+    change(q);
+    try {
+      q.validate(10);
+      ADD_FAILURE() << field << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+    }
+  };
+  bad([](SamplingParams& q) { q.temperature = -1; }, "temperature");
+  bad([](SamplingParams& q) { q.top_p = 0; }, "top_p");
+  bad([](SamplingParams& q) { q.top_k = -2; }, "top_k");
+  bad([](SamplingParams& q) { q.min_p = 2; }, "min_p");
+  bad([](SamplingParams& q) { q.max_tokens = 0; }, "max_tokens");
+  bad([](SamplingParams& q) { q.min_tokens = 99; }, "min_tokens");
+  bad([](SamplingParams& q) { q.logit_bias = {{10, 1.0f}}; }, "logit_bias");
+  bad([](SamplingParams& q) { q.stop_token_ids = {-1}; }, "stop_token_ids");
+  bad([](SamplingParams& q) { q.logprobs = 21; }, "logprobs");
+  bad([](SamplingParams& q) { q.repetition_penalty = 0; }, "repetition_penalty");
+}
+
+}  // namespace
+}  // namespace dsv4

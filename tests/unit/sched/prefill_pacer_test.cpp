@@ -1,0 +1,65 @@
+#include "sched/prefill_pacer.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace dsv4 {
+namespace {
+
+// Steps cost 8 ms of decodes, plus 2 ms for a prefill chunk as one more sequence, plus 0.5 ms per token.
+double cost(int64_t chunk) { return 0.008 + (chunk > 0 ? 0.002 + 0.0005 * static_cast<double>(chunk) : 0); }
+
+TEST(PrefillPacer, ConvergesToTheLargestChunkWithinTheSlack) {
+  PrefillPacer p(0.5);
+  EXPECT_TRUE(p.wants_decode_only_step());
+  EXPECT_EQ(p.chunk(), 1);
+  p.observe(4, 0, cost(0));
+  EXPECT_FALSE(p.wants_decode_only_step());
+  for (int i = 0; i < 40; ++i) p.observe(4, p.chunk(), cost(p.chunk()));
+  EXPECT_EQ(p.chunk(), 4);  // 8 + 2 + 4 x 0.5 = 12 ms = 1.5 x 8 ms
+  PrefillPacer wide(2.0);
+  wide.observe(4, 0, cost(0));
+  for (int i = 0; i < 40; ++i) wide.observe(4, wide.chunk(), cost(wide.chunk()));
+  EXPECT_NEAR(static_cast<double>(wide.chunk()), 28, 1);  // 8 + 2 + 28 x 0.5 = 24 ms = 3 x 8 ms
+}
+
+TEST(PrefillPacer, StaysNearTheTargetUnderNoise) {
+  PrefillPacer p(0.5);
+  p.observe(4, 0, cost(0));
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<double> noise(0.8, 1.25);
+  double worst_mean = 0;
+  for (int round = 0; round < 20; ++round) {
+    double sum = 0;
+    for (int i = 0; i < 20; ++i) {
+      const int64_t c = p.chunk();
+      const double t = cost(c) * noise(rng);
+      sum += cost(c);
+      p.observe(4, c, t);
+    }
+    worst_mean = std::max(worst_mean, sum / 20);
+  }
+  EXPECT_LE(worst_mean, 0.008 * 1.75);
+  EXPECT_GE(p.chunk(), 1);
+}
+
+TEST(PrefillPacer, RemeasuresTheDecodeStepNowAndThen) {
+  PrefillPacer p(0.5);
+  p.observe(2, 0, 0.004);
+  for (int i = 0; i < PrefillPacer::kRemeasureSteps - 1; ++i) p.observe(2, 3, 0.005);
+  EXPECT_FALSE(p.wants_decode_only_step());
+  p.observe(2, 3, 0.005);
+  EXPECT_TRUE(p.wants_decode_only_step());
+  p.observe(2, 0, 0.004);
+  EXPECT_FALSE(p.wants_decode_only_step());
+  const int64_t before = p.chunk();
+  p.observe(2, 1, 0.0041);  // a cheap remainder does not grow the chunk
+  EXPECT_EQ(p.chunk(), before);
+  p.observe(0, 500, 1.0);  // prefill-only steps change nothing
+  p.observe(2, 0, 0);      // nor do empty measurements
+  EXPECT_NEAR(p.decode_step_seconds(), 0.004, 1e-12);
+}
+
+}  // namespace
+}  // namespace dsv4

@@ -1,0 +1,324 @@
+// Scheduler over a bookkeeping-only KvCacheManager (no KV bytes, no model): budgets, chunking, prefix
+// hits, preemption by recompute and resumption order, abort accounting.
+#include "sched/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+
+#include "core/error.h"
+#include "kv/kv_layout.h"
+#include "kv/kv_pool_sizing.h"
+
+namespace dsv4 {
+namespace {
+
+// The tiny preset's layer schedule ([0, 4, 128, 4]), with head dims that keep pages small.
+ModelConfig sched_config() {
+  ModelConfig c;
+  c.n_layers = 4;
+  c.head_dim = 128;
+  c.rope_head_dim = 64;
+  c.index_head_dim = 128;
+  c.window_size = 128;
+  c.compress_ratios = {0, 4, 128, 4, 0};
+  return c;
+}
+
+std::vector<int32_t> ids(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = static_cast<int32_t>(rng() % 1000);
+  return t;
+}
+
+// Pools sized by size_kv_pools for `seqs` sequences, with `full_blocks` 256-position blocks in the full units.
+std::unique_ptr<KvCacheManager> make_kv(int64_t seqs, int64_t batched, int64_t full_blocks, bool prefix = true) {
+  KvLayout layout = make_kv_layout(sched_config(), {});
+  KvPoolSizing sizing{seqs, batched, 1.0};
+  int64_t lo = 1, hi = int64_t{1} << 36;  // smallest budget with that many full blocks
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    bool ok = false;
+    try {
+      ok = size_kv_pools(layout, mid, sizing).full_tokens >= full_blocks * kKvBlockTokens;
+    } catch (const Error&) {
+    }
+    (ok ? hi : lo) = mid;
+  }
+  KvCacheOptions o;
+  o.enable_prefix_caching = prefix;
+  return std::make_unique<KvCacheManager>(layout, size_kv_pools(layout, hi, sizing).pages, o);
+}
+
+int64_t used_pages(const KvCacheManager& kv) {
+  int64_t used = 0;
+  for (const auto& p : kv.stats().pools) used += p.used_pages;
+  return used;
+}
+
+// Plays the runner: every sampled token is `token_of(id, length)`, and requests stop after `out` tokens.
+struct Driver {
+  explicit Driver(Scheduler& sched) : s(sched) {}
+  Scheduler& s;
+  std::map<RequestId, int64_t> remaining;  // tokens still to generate
+  std::map<RequestId, std::vector<int32_t>> outputs;
+
+  Schedule step() {
+    Schedule sch = s.schedule();
+    for (const ScheduledChunk& c : sch.chunks) {
+      if (!c.sample) continue;
+      const auto tok = static_cast<int32_t>((c.id * 7919 + static_cast<uint64_t>(c.start + c.tokens.size())) % 1000);
+      s.append_token(c.id, tok);
+      outputs[c.id].push_back(tok);
+      if (--remaining[c.id] == 0) {
+        s.finish(c.id);
+        remaining.erase(c.id);
+      }
+    }
+    return sch;
+  }
+  void add(RequestId id, std::vector<int32_t> prompt, int64_t out) {
+    s.add(id, std::move(prompt));
+    remaining[id] = out;
+  }
+};
+
+TEST(Scheduler, ChunksLongPromptsUnderTheTokenBudget) {
+  auto kv = make_kv(8, 256, 64);
+  SchedulerConfig cfg;
+  cfg.max_num_batched_tokens = 256;
+  cfg.policy = ChunkPolicy::kBudget;
+  Scheduler s(cfg, *kv);
+  const auto prompt = ids(1000, 1);
+  s.add(1, prompt);
+  int64_t pos = 0;
+  for (int step = 0; pos < 1000; ++step) {
+    const Schedule sch = s.schedule();
+    ASSERT_EQ(sch.chunks.size(), 1u);
+    const ScheduledChunk& c = sch.chunks[0];
+    EXPECT_EQ(c.start, pos);
+    EXPECT_EQ(static_cast<int64_t>(c.tokens.size()), std::min<int64_t>(256, 1000 - pos));
+    EXPECT_TRUE(std::equal(c.tokens.begin(), c.tokens.end(), prompt.begin() + pos));
+    pos += static_cast<int64_t>(c.tokens.size());
+    EXPECT_EQ(c.sample, pos == 1000);   // logits only for the last chunk
+    EXPECT_EQ(kv->num_tokens(1), pos);  // positions allocated before the forward
+  }
+  s.append_token(1, 5);
+  const Schedule d = s.schedule();
+  ASSERT_EQ(d.chunks.size(), 1u);
+  EXPECT_TRUE(d.chunks[0].decode);
+  EXPECT_EQ(d.chunks[0].start, 1000);
+  EXPECT_EQ(d.chunks[0].tokens, std::vector<int32_t>{5});
+}
+
+TEST(Scheduler, DecodesFirstThenPrefillsWithinBudgetAndSequenceCap) {
+  auto kv = make_kv(4, 64, 64);
+  SchedulerConfig cfg;
+  cfg.max_num_batched_tokens = 64;
+  cfg.max_num_seqs = 3;
+  cfg.policy = ChunkPolicy::kBudget;
+  Scheduler s(cfg, *kv);
+  Driver d(s);
+  for (RequestId id = 1; id <= 5; ++id) d.add(id, ids(50, static_cast<uint32_t>(id)), 20);
+  for (int i = 0; i < 200 && s.has_work(); ++i) {
+    const int64_t decoding =
+        std::count_if(s.running().begin(), s.running().end(), [](const SchedRequest* r) { return r->decoding(); });
+    const Schedule sch = d.step();
+    EXPECT_LE(sch.num_tokens(), 64);
+    EXPECT_LE(s.num_running(), 3);
+    EXPECT_EQ(sch.num_decode_tokens, std::min<int64_t>(decoding, 64));  // every decode got its token
+  }
+  EXPECT_FALSE(s.has_work());
+  EXPECT_EQ(used_pages(*kv), 0);
+  kv->check_consistency();
+}
+
+TEST(Scheduler, MoreDecodesThanTheBudgetNeverOverflowIt) {
+  auto kv = make_kv(8, 64, 64);
+  SchedulerConfig cfg;
+  cfg.max_num_batched_tokens = 4;
+  cfg.policy = ChunkPolicy::kBudget;
+  Scheduler s(cfg, *kv);
+  Driver d(s);
+  for (RequestId id = 1; id <= 7; ++id) d.add(id, ids(3, static_cast<uint32_t>(id)), 6);
+  int64_t steps = 0;
+  for (; steps < 500 && s.has_work(); ++steps) EXPECT_LE(d.step().num_tokens(), 4);
+  EXPECT_FALSE(s.has_work());
+  for (RequestId id = 1; id <= 7; ++id) EXPECT_EQ(d.outputs[id].size(), 6u);
+}
+
+TEST(Scheduler, PrefixHitSkipsComputedTokens) {
+  auto kv = make_kv(4, 2048, 64);
+  Scheduler s({}, *kv);
+  Driver d(s);
+  const auto shared = ids(600, 3);
+  d.add(1, shared, 2);
+  while (s.has_work()) d.step();
+  auto other = shared;
+  other.resize(540);  // same first 2 blocks, then different
+  for (int i = 0; i < 40; ++i) other.push_back(999);
+  d.add(2, other, 1);
+  const Schedule sch = d.step();
+  ASSERT_EQ(sch.chunks.size(), 1u);
+  EXPECT_EQ(sch.chunks[0].start, 512);
+  EXPECT_EQ(sch.chunks[0].tokens.size(), 68u);
+  EXPECT_EQ(s.find(2), nullptr);  // finished after its one token
+  const KvCacheStats st = kv->stats();
+  EXPECT_EQ(st.hit_tokens, 512);
+}
+
+TEST(Scheduler, PreemptsNewestWhenBlocksRunOutAndResumesItFirst) {
+  // Four full blocks: three requests of 300-token prompts growing to 560 positions cannot all fit.
+  auto kv = make_kv(4, 512, 4, /*prefix=*/false);
+  SchedulerConfig cfg;
+  cfg.max_num_batched_tokens = 512;
+  cfg.policy = ChunkPolicy::kBudget;
+  Scheduler s(cfg, *kv);
+  Driver d(s);
+  for (RequestId id = 1; id <= 3; ++id) d.add(id, ids(300, static_cast<uint32_t>(id)), 260);
+  bool saw_preemption = false;
+  for (int i = 0; i < 5000 && s.has_work(); ++i) {
+    const Schedule sch = d.step();
+    for (RequestId p : sch.preempted) {
+      saw_preemption = true;
+      const SchedRequest* r = s.find(p);
+      ASSERT_NE(r, nullptr);
+      EXPECT_EQ(r->status, RequestStatus::kPreempted);
+      EXPECT_EQ(r->num_computed, 0);
+      EXPECT_FALSE(kv->has_request(p));
+      EXPECT_EQ(s.next_waiting(), sch.preempted.front());  // preempted requests go first
+      for (const ScheduledChunk& c : sch.chunks) EXPECT_NE(c.id, p);
+    }
+    // The oldest running request always progresses.
+    if (!s.running().empty() && sch.preempted.empty()) {
+      EXPECT_FALSE(sch.chunks.empty());
+    }
+  }
+  EXPECT_TRUE(saw_preemption);
+  EXPECT_GT(s.num_preemptions(), 0u);
+  EXPECT_FALSE(s.has_work());
+  for (RequestId id = 1; id <= 3; ++id) EXPECT_EQ(d.outputs[id].size(), 260u);
+  EXPECT_EQ(used_pages(*kv), 0);
+  kv->check_consistency();
+}
+
+TEST(Scheduler, RecomputeFeedsGeneratedTokensBackAndSamplesOnce) {
+  auto kv = make_kv(4, 512, 4, /*prefix=*/false);
+  SchedulerConfig cfg;
+  cfg.max_num_batched_tokens = 512;
+  cfg.policy = ChunkPolicy::kBudget;
+  Scheduler s(cfg, *kv);
+  Driver d(s);
+  d.add(1, ids(300, 1), 300);
+  d.add(2, ids(300, 2), 300);
+  std::vector<int32_t> before;
+  for (int i = 0; i < 5000 && s.has_work(); ++i) {
+    const Schedule sch = s.schedule();
+    for (RequestId p : sch.preempted) {
+      if (p == 2) before = s.find(2)->tokens;
+    }
+    for (const ScheduledChunk& c : sch.chunks) {
+      if (c.id == 2 && c.start == 0 && !before.empty()) {
+        // The recompute covers the prompt and every generated token, and samples only at its end.
+        EXPECT_EQ(static_cast<int64_t>(c.tokens.size()) == static_cast<int64_t>(before.size()), c.sample);
+        EXPECT_TRUE(std::equal(c.tokens.begin(), c.tokens.end(), before.begin()));
+      }
+    }
+    // Same token rule as Driver.
+    for (const ScheduledChunk& c : sch.chunks) {
+      if (!c.sample) continue;
+      const auto tok = static_cast<int32_t>((c.id * 7919 + static_cast<uint64_t>(c.start + c.tokens.size())) % 1000);
+      s.append_token(c.id, tok);
+      if (--d.remaining[c.id] == 0) s.finish(c.id);
+    }
+  }
+  EXPECT_FALSE(before.empty());
+  EXPECT_FALSE(s.has_work());
+}
+
+TEST(Scheduler, LatencyPolicyBoundsPrefillWhileDecodesRun) {
+  auto kv = make_kv(8, 2048, 64);
+  SchedulerConfig cfg;
+  cfg.max_num_batched_tokens = 2048;
+  cfg.itl_slack = 0.5;
+  Scheduler s(cfg, *kv);
+  Driver d(s);
+  d.add(1, ids(10, 1), 100000);
+  // A cost model: 4 ms per step plus 1 ms per prefill token.
+  const auto cost = [](const Schedule& sch) { return 0.004 + 0.001 * static_cast<double>(sch.num_prefill_tokens); };
+  const Schedule first = d.step();  // prefill alone: the whole prompt
+  EXPECT_EQ(first.num_prefill_tokens, 10);
+  s.observe_step(first, cost(first));
+  for (int i = 0; i < 5; ++i) s.observe_step(d.step(), cost(Schedule{}));  // decode-only steps
+  d.add(2, ids(1000, 2), 1);
+  double worst = 0;
+  int64_t chunks = 0;
+  while (s.find(2) != nullptr) {
+    const Schedule sch = d.step();
+    ASSERT_EQ(sch.num_decode_tokens, 1);
+    s.observe_step(sch, cost(sch));
+    worst = std::max(worst, cost(sch));
+    chunks += sch.num_prefill_tokens > 0;
+  }
+  EXPECT_GE(chunks, 16);                 // the prompt took many chunks...
+  EXPECT_LE(worst, 0.004 * 1.5 + 1e-9);  // ...and no step exceeded (1 + slack) decode steps
+  // With no decode running, a prompt gets the whole budget.
+  s.finish(1);
+  d.add(3, ids(1500, 3), 1);
+  EXPECT_EQ(d.step().num_prefill_tokens, 1500);
+}
+
+TEST(Scheduler, FinishAtAnyPointReturnsEveryBlock) {
+  auto kv = make_kv(6, 300, 12);
+  const KvCacheStats initial = kv->stats();
+  SchedulerConfig cfg;
+  cfg.max_num_batched_tokens = 300;
+  cfg.max_num_seqs = 6;
+  Scheduler s(cfg, *kv);
+  Driver d(s);
+  std::mt19937 rng(5);
+  RequestId next = 1;
+  for (int i = 0; i < 3000; ++i) {
+    if (rng() % 3 == 0) d.add(next++, ids(1 + rng() % 700, static_cast<uint32_t>(rng() % 4)), 1 + rng() % 40);
+    if (rng() % 4 == 0 && !d.remaining.empty()) {  // abort a random live request, whatever its state
+      auto it = d.remaining.begin();
+      std::advance(it, static_cast<long>(rng() % d.remaining.size()));
+      EXPECT_TRUE(s.finish(it->first));
+      d.remaining.erase(it);
+    }
+    d.step();
+    if (i % 100 == 0) kv->check_consistency();
+  }
+  for (const auto& [id, left] : d.remaining) s.finish(id);
+  EXPECT_FALSE(s.has_work());
+  const KvCacheStats end = kv->stats();
+  for (size_t p = 0; p < end.pools.size(); ++p) {
+    EXPECT_EQ(end.pools[p].used_pages, 0);
+    EXPECT_EQ(end.pools[p].free_pages + end.pools[p].cached_pages, initial.pools[p].free_pages);
+  }
+  EXPECT_EQ(end.running_requests, 0);
+  kv->check_consistency();
+}
+
+TEST(Scheduler, RefusesBadInput) {
+  auto kv = make_kv(2, 64, 4);
+  SchedulerConfig cfg;
+  cfg.max_num_seqs = 0;
+  EXPECT_THROW(Scheduler(cfg, *kv), Error);
+  cfg.max_num_seqs = 2;
+  cfg.max_num_batched_tokens = 0;
+  EXPECT_THROW(Scheduler(cfg, *kv), Error);
+  cfg.max_num_batched_tokens = 64;
+  Scheduler s(cfg, *kv);
+  EXPECT_THROW(s.add(1, {}), Error);
+  s.add(1, {1, 2});
+  EXPECT_THROW(s.add(1, {1}), Error);
+  EXPECT_FALSE(s.finish(9));
+  EXPECT_THROW(s.append_token(1, 3), Error);  // not running yet
+}
+
+}  // namespace
+}  // namespace dsv4

@@ -1,0 +1,94 @@
+// Prometheus text: families, counters' _total, cumulative histogram buckets with Python-style bounds, label
+// escaping; the /metrics page renders vLLM's names and the dsv4 per-pool and per-group gauges.
+#include <gtest/gtest.h>
+
+#include <array>
+
+#include "server/metrics_page.h"
+#include "server/prometheus_text.h"
+
+namespace dsv4::server {
+namespace {
+
+TEST(PrometheusText, GaugeCounterAndEscaping) {
+  PrometheusText p;
+  p.gauge("a:g", "A gauge.", {{"model_name", "m\"x\\y\nz"}}, 0.25);
+  p.counter("a:c", "A counter.", {}, 3);
+  EXPECT_EQ(p.text(),
+            "# HELP a:g A gauge.\n# TYPE a:g gauge\na:g{model_name=\"m\\\"x\\\\y\\nz\"} 0.25\n"
+            "# HELP a:c A counter.\n# TYPE a:c counter\na:c_total 3\n");
+}
+
+TEST(PrometheusText, HistogramBucketsAreCumulative) {
+  const std::array<double, 3> bounds = {0.5, 1.0, 2.5};
+  Histogram h(bounds);
+  h.observe(0.1);
+  h.observe(0.5);  // le is inclusive
+  h.observe(2.0);
+  h.observe(9.0);
+  PrometheusText p;
+  p.family("x", "histogram", "H.");
+  p.histogram({{"k", "v"}}, h);
+  EXPECT_EQ(p.text(),
+            "# HELP x H.\n# TYPE x histogram\n"
+            "x_bucket{k=\"v\",le=\"0.5\"} 2\nx_bucket{k=\"v\",le=\"1.0\"} 2\nx_bucket{k=\"v\",le=\"2.5\"} 3\n"
+            "x_bucket{k=\"v\",le=\"+Inf\"} 4\nx_sum{k=\"v\"} 11.6\nx_count{k=\"v\"} 4\n");
+}
+
+TEST(PrometheusText, SampleValues) {
+  EXPECT_EQ(format_sample_value(3), "3");
+  EXPECT_EQ(format_sample_value(0.125), "0.125");
+  EXPECT_EQ(format_sample_value(1.0 / 0.0), "+Inf");
+  EXPECT_EQ(format_le(10), "10.0");
+  EXPECT_EQ(format_le(0.001), "0.001");
+}
+
+TEST(RequestMetrics, ItlChargesEachToken) {
+  RequestMetrics m;
+  m.observe_ttft(0.03);
+  m.observe_itl(0.1, 4);  // 4 tokens in 0.1 s: 25 ms each
+  m.observe_e2e(1.2);
+  m.count_finished("stop");
+  m.count_finished("stop");
+  const auto s = m.snapshot();
+  EXPECT_EQ(s.ttft.count, 1u);
+  EXPECT_EQ(s.itl.count, 4u);
+  EXPECT_NEAR(s.itl.sum, 0.1, 1e-12);
+  EXPECT_EQ(s.itl.counts[1], 4u);  // the 0.025 bucket
+  EXPECT_EQ(s.finished.at("stop"), 2u);
+}
+
+TEST(MetricsPage, VllmNamesAndKvGauges) {
+  EngineStats e;
+  e.running = 2;
+  e.waiting = 1;
+  e.prompt_tokens = 100;
+  e.generation_tokens = 40;
+  e.prefix_query_tokens = 512;
+  e.prefix_hit_tokens = 256;
+  e.preemptions = 3;
+  e.pools = {{1024, 100, 25, 10, 65}, {4096, 10, 0, 0, 10}};
+  e.groups = {{"swa", 0, 20, 4, 2, 512, 256}, {"c4.kv", 1, 0, 4, 0, 512, 0}};
+  RequestMetrics r;
+  r.count_finished("length");
+  const std::string m = render_metrics(e, r.snapshot(), {"mod", 3, 4});
+  const std::string l = "{model_name=\"mod\",engine=\"0\"}";
+  for (const std::string& line :
+       {"vllm:num_requests_running" + l + " 2", "vllm:num_requests_waiting" + l + " 1",
+        "vllm:prefix_cache_queries_total" + l + " 512", "vllm:prefix_cache_hits_total" + l + " 256",
+        "vllm:num_preemptions_total" + l + " 3", "vllm:prompt_tokens_total" + l + " 100",
+        "vllm:generation_tokens_total" + l + " 40",
+        std::string("vllm:request_success_total{model_name=\"mod\",engine=\"0\",finished_reason=\"length\"} 1"),
+        std::string("dsv4:kv_pool_usage_perc{model_name=\"mod\",engine=\"0\",pool=\"0\"} 0.25"),
+        std::string("dsv4:kv_pool_used_pages{model_name=\"mod\",engine=\"0\",pool=\"1\"} 0"),
+        std::string("dsv4:kv_group_usage_perc{model_name=\"mod\",engine=\"0\",group=\"swa\",pool=\"0\"} 0.2"),
+        std::string("dsv4:kv_group_prefix_hit_rate{model_name=\"mod\",engine=\"0\",group=\"swa\",pool=\"0\"} 0.5"),
+        "dsv4:http_generation_requests" + l + " 3"}) {
+    EXPECT_NE(m.find(line + "\n"), std::string::npos) << line << "\n" << m;
+  }
+  EXPECT_NE(m.find("# TYPE vllm:time_to_first_token_seconds histogram"), std::string::npos);
+  EXPECT_NE(m.find("vllm:kv_cache_usage_perc" + l), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dsv4::server

@@ -1,0 +1,165 @@
+// The smaller parts of the server: the error envelope, admission counts, the SSE parser, the connection
+// probe, the elastic thread pool, the progress bar, the startup summary and the stats line.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "server/admission.h"
+#include "server/api_error.h"
+#include "server/connection_probe.h"
+#include "server/elastic_thread_pool.h"
+#include "server/progress_bar.h"
+#include "server/request_fields.h"
+#include "server/sse_client.h"
+#include "server/startup_summary.h"
+#include "server/stats_logger.h"
+
+namespace dsv4::server {
+namespace {
+
+TEST(ApiError, EnvelopeShape) {
+  const Json j = Json::parse(error_body(ApiError(400, "invalid_request_error", "bad", "temperature")));
+  EXPECT_EQ(j, Json::parse(R"({"error": {"message": "bad", "type": "invalid_request_error", "param": "temperature",
+                                "code": 400}})"));
+  const Json c = Json::parse(error_body(context_length_exceeded(100, 90, 20)));
+  EXPECT_EQ(c["error"]["code"], "context_length_exceeded");
+  EXPECT_EQ(c["error"]["message"],
+            "This model's maximum context length is 100 tokens. However, you requested 110 tokens (90 in the messages, "
+            "20 in the completion). Please reduce the length of the messages or completion.");
+  EXPECT_EQ(Json::parse(error_body(unauthorized()))["error"]["type"], "authentication_error");
+}
+
+TEST(Admission, BoundsRunningPlusWaiting) {
+  Admission a(2, 1);
+  EXPECT_TRUE(a.try_acquire(2));
+  EXPECT_FALSE(a.try_acquire(2));  // 4 > 2 running + 1 waiting
+  ASSERT_TRUE(a.try_acquire(1));
+  {
+    AdmissionTicket t(a, 1);  // owns the last acquisition
+    EXPECT_EQ(a.engine_requests(), 3);
+    EXPECT_EQ(a.http_requests(), 2);
+    EXPECT_FALSE(a.try_acquire(1));
+  }
+  EXPECT_EQ(a.engine_requests(), 2);
+  EXPECT_TRUE(a.try_acquire(1));
+}
+
+TEST(SseParser, EventsCommentsAndSplits) {
+  const std::string wire = "data: {\"a\":1}\n\n: ping\n\ndata: x\r\ndata: y\r\n\r\ndata: [DONE]\n\n";
+  for (size_t step = 1; step <= wire.size(); ++step) {
+    SseParser p;
+    std::vector<SseParser::Event> all;
+    for (size_t i = 0; i < wire.size(); i += step) {
+      for (auto& e : p.feed(std::string_view(wire).substr(i, step))) all.push_back(e);
+    }
+    ASSERT_EQ(all.size(), 4u) << step;
+    EXPECT_EQ(all[0].data, "{\"a\":1}");
+    EXPECT_TRUE(all[1].comment);
+    EXPECT_EQ(all[2].data, "x\ny");
+    EXPECT_EQ(all[3].data, "[DONE]");
+  }
+}
+
+TEST(ConnectionProbe, SeesThePeerClose) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(listener, 1), 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int client = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(::connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const int server_side = ::accept(listener, nullptr, nullptr);
+  sockaddr_in local{};
+  len = sizeof(local);
+  ::getsockname(client, reinterpret_cast<sockaddr*>(&local), &len);
+  const ConnectionProbe probe("127.0.0.1", ntohs(local.sin_port));
+  EXPECT_TRUE(probe.found());
+  EXPECT_FALSE(probe.closed());
+  ASSERT_EQ(::write(client, "GET", 3), 3);
+  EXPECT_FALSE(probe.closed());  // pending bytes are not a close
+  char buf[3];
+  ASSERT_EQ(::read(server_side, buf, 3), 3);  // the server reads its request, as cpp-httplib does
+  ::close(client);
+  EXPECT_TRUE(probe.closed());
+  EXPECT_FALSE(ConnectionProbe("127.0.0.1", 1).found());
+  ::close(server_side);
+  ::close(listener);
+}
+
+TEST(ElasticThreadPool, GrowsToRunBlockingJobsConcurrently) {
+  ElasticThreadPool pool(1, 8);
+  std::atomic<int> started{0};
+  std::atomic<bool> release{false};
+  for (int i = 0; i < 6; ++i) {
+    pool.enqueue([&] {
+      ++started;
+      while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+  }
+  for (int i = 0; i < 2000 && started < 6; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(started, 6);  // no job waits behind a blocked one
+  EXPECT_LE(pool.threads(), 8u);
+  release = true;
+  pool.shutdown();
+}
+
+TEST(ProgressBar, Render) {
+  ProgressBar bar("Loading", 200 << 20, "MiB", 1 << 20);
+  EXPECT_EQ(bar.render(50 << 20, 2.0, 8), "Loading  25% |##      | 50.0/200.0 MiB  25.0 MiB/s  0:02");
+  ProgressBar count("Requests", 10);
+  EXPECT_EQ(count.render(10, 0, 4), "Requests 100% |####| 10/10  0:00");
+  bar.finish();
+  count.finish();
+}
+
+TEST(StartupSummary, CurlLineAndCapacity) {
+  EXPECT_EQ(base_url("0.0.0.0", 8000), "http://127.0.0.1:8000");
+  EXPECT_EQ(base_url("::1", 80), "http://[::1]:80");
+  EXPECT_EQ(curl_example("http://h:1", "m", false),
+            "curl http://h:1/v1/chat/completions -H 'Content-Type: application/json' -d '{\"model\": \"m\", "
+            "\"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}], \"max_tokens\": 32}'");
+  EXPECT_NE(curl_example("http://h:1", "m", true).find("Bearer $DSV4_API_KEY"), std::string::npos);
+  StartupFacts f;
+  f.model_name = "m";
+  f.max_model_len = 1000;
+  f.kv_tokens = 2500;
+  f.pools = {{4096, 10, "swa"}};
+  f.host = "127.0.0.1";
+  f.port = 9;
+  const std::string s = startup_summary(f);
+  EXPECT_NE(s.find("2500 tokens = 2.50 sequences of max_model_len"), std::string::npos) << s;
+  EXPECT_NE(s.find("10 pages x 4.0 KiB = 40.0 KiB  (swa)"), std::string::npos) << s;
+  EXPECT_NE(s.find("curl http://127.0.0.1:9/v1/chat/completions"), std::string::npos);
+}
+
+TEST(StatsLogger, ThroughputOverTheInterval) {
+  StatsLogger log;
+  EngineStats s;
+  const auto t0 = StatsLogger::Clock::now();
+  EXPECT_FALSE(log.next(s, t0).has_value());
+  s.generation_tokens = 50;
+  s.computed_tokens = 250;  // 200 prompt + 50 decode
+  s.running = 3;
+  s.prefix_query_tokens = 100;
+  s.prefix_hit_tokens = 25;
+  s.pools = {{1, 10, 5, 0, 5}};
+  const auto line = log.next(s, t0 + std::chrono::seconds(5));
+  ASSERT_TRUE(line.has_value());
+  EXPECT_FALSE(line->idle);
+  EXPECT_EQ(line->text,
+            "Engine 000: Avg prompt throughput: 40.0 tokens/s, Avg generation throughput: 10.0 tokens/s, Running: 3 "
+            "reqs, Waiting: 0 reqs, KV cache usage: 50.0%, Prefix cache hit rate: 25.0%");
+  s.running = 0;
+  s.pools = {{1, 10, 0, 0, 10}};
+  EXPECT_TRUE(log.next(s, t0 + std::chrono::seconds(10))->idle);
+}
+
+}  // namespace
+}  // namespace dsv4::server

@@ -1,0 +1,277 @@
+// dsv4 bench serve: the serving benchmark client (vLLM's `vllm bench serve` flags and result block) against
+// any OpenAI-compatible server. dsv4 bench latency: llama-bench-style prompt processing (ppN) and text
+// generation (tgN) rates of one request through the engine, as a markdown table.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "core/error.h"
+#include "engine/engine.h"
+#include "model/default_model.h"
+#include "model/model_loader.h"
+#include "server/bench_dataset.h"
+#include "server/bench_report.h"
+#include "server/bench_runner.h"
+#include "tools/command.h"
+
+namespace dsv4::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// ---- bench serve ---------------------------------------------------------------------------------------
+
+struct ServeArgs {
+  std::string base_url = "http://127.0.0.1:8000", endpoint = "/v1/completions", model, dataset = "random";
+  std::string request_rate = "inf", percentiles = "50,90,95,99", api_key, result_file;
+  server::RandomDatasetOptions data;
+  double burstiness = 1, temperature = 0;
+  int64_t max_concurrency = 0;
+  bool json = false, ignore_eos = false, no_progress = false;
+};
+
+std::vector<double> parse_percentiles(const std::string& s) {
+  std::vector<double> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) {
+    try {
+      out.push_back(std::stod(item));
+    } catch (const std::logic_error&) {
+      fail("--metric-percentiles: \"{}\" is not a number", item);
+    }
+    DSV4_CHECK(out.back() >= 0 && out.back() <= 100, "--metric-percentiles: {} is not in [0, 100]", item);
+  }
+  return out;
+}
+
+double parse_rate(const std::string& s) {
+  if (s == "inf") return 0;
+  try {
+    const double r = std::stod(s);
+    DSV4_CHECK(r > 0, "--request-rate must be positive or inf, got {}", s);
+    return r;
+  } catch (const std::logic_error&) {
+    fail("--request-rate must be a number or inf, got \"{}\"", s);
+  }
+}
+
+void run_serve(ServeArgs& a) {
+  DSV4_CHECK(a.dataset == "random", "--dataset-name {}: only random is supported", a.dataset);
+  while (!a.base_url.empty() && a.base_url.back() == '/') a.base_url.pop_back();
+  server::BenchRunOptions o;
+  o.settings.base_url = a.base_url;
+  o.settings.endpoint = a.endpoint;
+  o.settings.request_rate = parse_rate(a.request_rate);
+  o.settings.burstiness = a.burstiness;
+  o.settings.max_concurrency = a.max_concurrency;
+  o.settings.num_prompts = a.data.num_prompts;
+  o.settings.percentiles = parse_percentiles(a.percentiles);
+  o.api_key = a.api_key;
+  o.ignore_eos = a.ignore_eos;
+  o.temperature = a.temperature;
+  o.seed = a.data.seed;
+  o.progress = !a.no_progress;
+
+  const server::ServerModel m = server::discover_model(a.base_url, a.api_key);
+  o.settings.model = a.model.empty() ? m.id : a.model;
+  if (m.vocab_size > 0) a.data.vocab_size = m.vocab_size;
+  const auto requests = server::random_dataset(a.data);
+  spdlog::info(
+      "bench: {} prompts of {} input / {} output tokens to {}{} (model {}), request rate {}, max concurrency {}",
+      a.data.num_prompts, a.data.input_len, a.data.output_len, a.base_url, a.endpoint, o.settings.model, a.request_rate,
+      a.max_concurrency > 0 ? std::to_string(a.max_concurrency) : "unlimited");
+  const server::RequestRecord probe = server::send_request(a.base_url, o, requests.front());
+  DSV4_CHECK(probe.success, "bench: the initial test request failed: {}", probe.error);
+
+  const server::BenchRun run = server::run_benchmark(requests, o);
+  const server::BenchSummary s =
+      server::summarize(run.records, run.duration, run.peak_concurrency, o.settings.percentiles);
+  for (const auto& r : run.records) {
+    if (!r.success) spdlog::warn("bench: a request failed: {}", r.error);
+  }
+  const nlohmann::ordered_json j = server::report_json(s, o.settings, run.records);
+  if (!a.result_file.empty()) {
+    std::ofstream(a.result_file) << j.dump(2) << "\n";
+  }
+  if (a.json) {
+    fmt::print("{}\n", j.dump());
+  } else {
+    fmt::print("{}", server::format_report(s, o.settings));
+  }
+  set_exit_code(s.failed > 0 ? 3 : 0);
+}
+
+void setup_serve(CLI::App& cmd, ServeArgs& a) {
+  cmd.add_option("--base-url", a.base_url, "server to benchmark")->capture_default_str();
+  cmd.add_option("--endpoint", a.endpoint, "completions endpoint")->capture_default_str();
+  cmd.add_option("--model", a.model, "model name (default: the first of GET /v1/models)");
+  cmd.add_option("--dataset-name", a.dataset, "random")->capture_default_str();
+  cmd.add_option("--random-input-len", a.data.input_len, "prompt tokens per request")->capture_default_str();
+  cmd.add_option("--random-output-len", a.data.output_len, "max_tokens per request")->capture_default_str();
+  cmd.add_option("--random-range-ratio", a.data.range_ratio, "lengths drawn in len x [1 - r, 1 + r]")
+      ->capture_default_str();
+  cmd.add_option("--num-prompts", a.data.num_prompts, "requests to send")->capture_default_str();
+  cmd.add_option("--request-rate", a.request_rate, "requests per second (Poisson arrivals), or inf")
+      ->capture_default_str();
+  cmd.add_option("--burstiness", a.burstiness, "gamma shape of the arrivals (1 = Poisson)")->capture_default_str();
+  cmd.add_option("--max-concurrency", a.max_concurrency, "requests in flight at most (0 = unlimited)")
+      ->capture_default_str();
+  cmd.add_option("--metric-percentiles", a.percentiles, "percentiles to report")->capture_default_str();
+  cmd.add_option("--temperature", a.temperature, "sampling temperature sent")->capture_default_str();
+  cmd.add_flag("--ignore-eos", a.ignore_eos, "ask for exactly --random-output-len tokens");
+  cmd.add_option("--seed", a.data.seed, "dataset and arrival seed")->capture_default_str();
+  cmd.add_option("--api-key", a.api_key, "bearer token for the server");
+  cmd.add_option("--result-file", a.result_file, "also write the result JSON here");
+  cmd.add_flag("--json", a.json, "print the result as one JSON object (vLLM's keys)");
+  cmd.add_flag("--disable-tqdm", a.no_progress, "no progress bar");
+  cmd.callback([&a] { run_serve(a); });
+}
+
+// ---- bench latency -------------------------------------------------------------------------------------
+
+struct LatencyArgs {
+  std::string model, prompts = "512", gens = "128";
+  int64_t batch = 2048, reps = 3;
+  bool json = false;
+  EngineConfig engine;
+};
+
+std::vector<int64_t> parse_sizes(const std::string& s, const char* flag) {
+  std::vector<int64_t> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) {
+    try {
+      out.push_back(std::stoll(item));
+    } catch (const std::logic_error&) {
+      fail("{}: \"{}\" is not a number", flag, item);
+    }
+    DSV4_CHECK(out.back() >= 0, "{}: {} is negative", flag, item);
+  }
+  return out;
+}
+
+// Seconds from submission to the first token, and from the first to the last, for one request.
+std::pair<double, double> time_request(Engine& engine, int64_t prompt_len, int64_t gen, uint32_t seed) {
+  std::vector<int32_t> prompt(static_cast<size_t>(prompt_len));
+  for (size_t i = 0; i < prompt.size(); ++i)
+    prompt[i] = static_cast<int32_t>(1000 + (seed * 7919 + i * 104729) % 90000);
+  SamplingParams p;
+  p.temperature = 0;
+  p.ignore_eos = true;
+  p.max_tokens = std::max<int64_t>(1, gen + 1);
+  GenerateRequest req{std::move(prompt), p, std::to_string(seed)};  // a salt: no prefix-cache hits across reps
+  const auto t0 = Clock::now();
+  auto stream = engine.add_request(std::move(req));
+  std::optional<Clock::time_point> first;
+  for (;;) {
+    const RequestOutput out = stream->read(std::chrono::milliseconds(100));
+    if (!out.token_ids.empty() && !first) first = Clock::now();
+    if (out.finished) {
+      DSV4_CHECK(out.finish_reason != FinishReason::kError, "bench latency: the request failed: {}", out.error);
+      break;
+    }
+  }
+  const auto t1 = Clock::now();
+  return {std::chrono::duration<double>(*first - t0).count(), std::chrono::duration<double>(t1 - *first).count()};
+}
+
+struct Row {
+  std::string test;
+  double mean = 0, sd = 0;
+};
+
+Row measure(Engine& engine, const std::string& test, int64_t tokens, int64_t reps, bool prompt_phase, int64_t len) {
+  std::vector<double> rates;
+  for (int64_t r = 0; r < reps; ++r) {
+    const auto [prefill, decode] = prompt_phase ? time_request(engine, len, 0, static_cast<uint32_t>(r))
+                                                : time_request(engine, 1, len, static_cast<uint32_t>(r + 1000));
+    rates.push_back(static_cast<double>(tokens) / std::max(prompt_phase ? prefill : decode, 1e-9));
+  }
+  const double mean = std::accumulate(rates.begin(), rates.end(), 0.0) / static_cast<double>(rates.size());
+  double var = 0;
+  for (const double x : rates) var += (x - mean) * (x - mean);
+  return {test, mean, rates.size() > 1 ? std::sqrt(var / static_cast<double>(rates.size() - 1)) : 0};
+}
+
+void run_latency(LatencyArgs& a) {
+  const std::filesystem::path dir = a.model.empty() ? ensure_default_model() : std::filesystem::path(a.model);
+  const LoadedModel m = load_model(dir);
+  a.engine.max_num_seqs = 1;
+  a.engine.max_num_batched_tokens = a.batch;
+  Engine engine(m.config, m.weights, a.engine);
+  const std::string model = a.model.empty() ? "dsv4-serve" : dir.filename().string();
+  const int threads = a.engine.threads > 0 ? a.engine.threads : static_cast<int>(std::thread::hardware_concurrency());
+  std::vector<Row> rows;
+  for (const int64_t p : parse_sizes(a.prompts, "-p")) {
+    if (p > 0) rows.push_back(measure(engine, fmt::format("pp{}", p), p, a.reps, true, p));
+  }
+  for (const int64_t n : parse_sizes(a.gens, "-n")) {
+    if (n > 0) rows.push_back(measure(engine, fmt::format("tg{}", n), n, a.reps, false, n));
+  }
+  if (a.json) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::array();
+    for (const Row& r : rows) {
+      j.push_back({{"model", model},
+                   {"backend", a.engine.backend},
+                   {"threads", threads},
+                   {"n_batch", a.batch},
+                   {"test", r.test},
+                   {"avg_ts", r.mean},
+                   {"stddev_ts", r.sd},
+                   {"repetitions", a.reps}});
+    }
+    fmt::print("{}\n", nlohmann::ordered_json{{"results", j}}.dump());
+    return;
+  }
+  fmt::print("| {:<12} | {:>7} | {:>7} | {:>7} | {:>12} | {:>20} |\n", "model", "backend", "threads", "n_batch", "test",
+             "t/s");
+  fmt::print("| {:-<12} | {:->6}: | {:->6}: | {:->6}: | {:->11}: | {:->19}: |\n", "", "", "", "", "", "");
+  for (const Row& r : rows) {
+    fmt::print("| {:<12} | {:>7} | {:>7} | {:>7} | {:>12} | {:>20} |\n", model, a.engine.backend, threads, a.batch,
+               r.test, fmt::format("{:.2f} ± {:.2f}", r.mean, r.sd));
+  }
+}
+
+void setup_latency(CLI::App& cmd, LatencyArgs& a) {
+  add_model_option(cmd, a.model, false)->description("model folder (default: the embedded model)");
+  cmd.add_option("-p,--n-prompt", a.prompts, "prompt lengths to time (comma list; 0 = none)")->capture_default_str();
+  cmd.add_option("-n,--n-gen", a.gens, "generation lengths to time (comma list; 0 = none)")->capture_default_str();
+  cmd.add_option("-b,--batch-size", a.batch, "prompt tokens per engine step (--max-num-batched-tokens)")
+      ->capture_default_str();
+  cmd.add_option("-r,--repetitions", a.reps, "repetitions of each test")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd.add_option("--backend", a.engine.backend, "cpu")->capture_default_str();
+  cmd.add_option("--threads", a.engine.threads, "CPU threads (default: all cores)");
+  a.engine.kv_cache_memory = int64_t{1} << 30;
+  cmd.add_option("--kv-cache-memory", a.engine.kv_cache_memory, "KV cache bytes")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  cmd.add_flag("--json", a.json, "one JSON object on stdout");
+  cmd.callback([&a] { run_latency(a); });
+}
+
+void setup(CLI::App& cmd) {
+  static ServeArgs serve;
+  static LatencyArgs latency;
+  cmd.require_subcommand(1);
+  setup_serve(*cmd.add_subcommand("serve", "benchmark an OpenAI-compatible server (vLLM's bench serve)"), serve);
+  setup_latency(*cmd.add_subcommand("latency", "prompt and generation rates of one request (llama-bench style)"),
+                latency);
+}
+
+}  // namespace
+
+DSV4_COMMAND("bench", "benchmarks: serve (a running server), latency (the engine)", setup);
+
+}  // namespace dsv4::tools
