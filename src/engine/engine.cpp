@@ -295,8 +295,8 @@ void Engine::publish_stats() {
   for (size_t g = 0; g < k.groups.size(); ++g) {
     const KvGroupStats& kg = k.groups[g];
     const int unit = lay.unit_of_group[g];
-    s.groups.push_back(
-        {kg.name, lay.units[static_cast<size_t>(unit)].bucket, 0, kg.lookups, kg.hits, kg.query_tokens, kg.hit_tokens});
+    s.groups.push_back({kg.name, lay.units[static_cast<size_t>(unit)].bucket, 0, kg.lookups, kg.hits, kg.query_tokens,
+                        kg.hit_tokens, kg.cached_blocks});
   }
   s.prefix_query_tokens = k.query_tokens;
   s.prefix_hit_tokens = k.hit_tokens;

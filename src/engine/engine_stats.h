@@ -28,6 +28,7 @@ struct KvGroupUsage {
   int64_t hits = 0;          // lookups that hit something in this group
   int64_t query_tokens = 0;  // prompt tokens looked up
   int64_t hit_tokens = 0;    // tokens this group alone could have served
+  int64_t cached_blocks = 0;  // blocks kept only for the prefix cache (sliding: retained checkpoints)
   double hit_rate() const { return query_tokens > 0 ? static_cast<double>(hit_tokens) / query_tokens : 0; }
 };
 

@@ -8,6 +8,7 @@ namespace dsv4 {
 
 BlockPool::BlockPool(int64_t page_bytes, int64_t num_pages, std::vector<int> unit_layers)
     : page_bytes_(page_bytes), num_pages_(num_pages), unit_layers_(std::move(unit_layers)) {
+  cached_blocks_.assign(unit_layers_.size(), 0);
   DSV4_CHECK(num_pages >= 0 && num_pages < (int64_t{1} << 31), "KV pool: {} pages is out of range", num_pages);
   DSV4_CHECK(!unit_layers_.empty() && unit_layers_.size() < 256, "KV pool: needs 1 to 255 units");
   size_t blocks = 0, pages = 0;
@@ -106,6 +107,7 @@ void BlockPool::retain(uint32_t block) {
     lru_remove(block);
     const int64_t layers = unit_layers_[unit_of_block_[block]];
     cached_pages_ -= layers;
+    --cached_blocks_[static_cast<size_t>(unit_of_block_[block])];
     used_pages_ += layers;
     state_[block] = kUsed;
   }
@@ -121,6 +123,7 @@ void BlockPool::release(uint32_t block) {
   if (keyed_[block]) {
     state_[block] = kCached;
     cached_pages_ += layers;
+    ++cached_blocks_[static_cast<size_t>(unit_of_block_[block])];
     lru_push_back(block);
   } else {
     state_[block] = kSpare;
@@ -147,6 +150,7 @@ void BlockPool::evict_oldest() {
   const auto b = static_cast<uint32_t>(lru_head_);
   lru_remove(b);
   cached_pages_ -= unit_layers_[unit_of_block_[b]];
+  --cached_blocks_[static_cast<size_t>(unit_of_block_[b])];
   ++evictions_;
   dissolve(b);
 }
@@ -217,6 +221,10 @@ void BlockPool::check() const {
     DSV4_CHECK(++lru_count <= static_cast<int64_t>(state_.size()), "KV pool: LRU list has a cycle");
   }
   const auto n_cached = std::count(state_.begin(), state_.end(), kCached);
+  std::vector<int64_t> per_unit(cached_blocks_.size(), 0);
+  for (size_t b = 0; b < state_.size(); ++b)
+    if (state_[b] == kCached) ++per_unit[static_cast<size_t>(unit_of_block_[b])];
+  DSV4_CHECK(per_unit == cached_blocks_, "KV pool: cached blocks per unit disagree with the kept counts");
   DSV4_CHECK(lru_count == n_cached, "KV pool: LRU has {} blocks, {} are cached", lru_count, n_cached);
   DSV4_CHECK(static_cast<int64_t>(index_.size()) == std::count(keyed_.begin(), keyed_.end(), 1),
              "KV pool: key index and keyed blocks disagree");

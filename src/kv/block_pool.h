@@ -28,6 +28,8 @@ class BlockPool {
   int64_t free_pages() const { return static_cast<int64_t>(free_pages_.size()) + spare_pages_; }
   int64_t used_pages() const { return used_pages_; }
   int64_t cached_pages() const { return cached_pages_; }
+  // Blocks of one unit kept only for the prefix cache (evictable).
+  int64_t cached_blocks(int local_unit) const { return cached_blocks_[static_cast<size_t>(local_unit)]; }
   int unit_layers(int local_unit) const { return unit_layers_[static_cast<size_t>(local_unit)]; }
   uint64_t evictions() const { return evictions_; }
   uint32_t num_blocks() const { return static_cast<uint32_t>(state_.size()); }
@@ -80,6 +82,7 @@ class BlockPool {
   std::vector<std::vector<uint32_t>> spare_blocks_;  // per unit: ids with pages, no content
   std::unordered_map<uint64_t, uint32_t> index_;
   int64_t used_pages_ = 0, cached_pages_ = 0, spare_pages_ = 0;
+  std::vector<int64_t> cached_blocks_;  // per local unit
   uint64_t evictions_ = 0;
 };
 

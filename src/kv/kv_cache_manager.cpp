@@ -445,6 +445,10 @@ KvCacheStats KvCacheManager::stats() const {
         {p->page_bytes(), p->capacity_pages(), p->free_pages(), p->used_pages(), p->cached_pages(), p->evictions()});
   }
   s.groups = group_stats_;
+  for (size_t g = 0; g < s.groups.size(); ++g) {
+    const int u = layout_.unit_of_group[g];
+    s.groups[g].cached_blocks = pool_of(u).cached_blocks(local_unit_[static_cast<size_t>(u)]);
+  }
   s.lookups = lookups_;
   s.hits = hits_;
   s.query_tokens = query_tokens_;

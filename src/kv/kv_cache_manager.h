@@ -99,6 +99,9 @@ struct KvGroupStats {
   int64_t hits = 0;
   int64_t query_tokens = 0;
   int64_t hit_tokens = 0;
+  // Blocks of the group's unit kept only for the prefix cache; for sliding groups these are the rows
+  // of retained checkpoints (windows that outlived their request).
+  int64_t cached_blocks = 0;
 };
 
 struct KvCacheStats {

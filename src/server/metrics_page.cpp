@@ -89,6 +89,9 @@ void group_metrics(PrometheusText& p, const EngineStats& e, const Labels& l) {
             [](const KvGroupUsage& g) { return g.query_tokens; });
   per_group("dsv4:kv_group_prefix_hits", "counter", "Prompt tokens this group alone could serve.",
             [](const KvGroupUsage& g) { return g.hit_tokens; });
+  per_group("dsv4:kv_group_retained_blocks", "gauge",
+            "Blocks kept only for the prefix cache; for sliding groups, the rows of retained checkpoints.",
+            [](const KvGroupUsage& g) { return g.cached_blocks; });
 }
 
 void engine_metrics(PrometheusText& p, const EngineStats& e, const RequestMetrics::Snapshot& r, const ServerGauges& s,

@@ -215,6 +215,42 @@ TEST_P(Retention, KeepsWindowsAtTheChosenBoundaries) {
 
 INSTANTIATE_TEST_SUITE_P(Intervals, Retention, ::testing::Values(0, 512, -1));
 
+TEST(KvCacheManager, StatsCountRetainedCheckpointBlocksPerGroup) {
+  // Interval -1 keeps a window at every block boundary: more retained sliding blocks than interval 0.
+  int64_t retained[2] = {0, 0};
+  for (int k = 0; k < 2; ++k) {
+    Fixture f(KvCacheOptions{.retention_interval = k == 0 ? 0 : -1});
+    std::mt19937_64 rng(9);
+    auto a = kvtest::random_tokens(rng, 1500);
+    PrefixSignature sa("");
+    f.prefill(1, a, sa, "", 500);
+    if (k == 0) {  // interval 0 retains only the last prompt boundary, at free; -1 retains while running too
+      for (const auto& g : f.m->stats().groups) EXPECT_EQ(g.cached_blocks, 0) << g.name << ": nothing cached yet";
+    }
+    f.m->free(1);
+    const KvCacheStats st = f.m->stats();
+    for (const auto& g : st.groups) {
+      const auto& u = f.layout.units[static_cast<size_t>(f.layout.unit_of_group[static_cast<size_t>(f.layout.find_group(g.name))])];
+      // Full groups keep their blocks; the window keeps rows at the boundary (compressor states may need
+      // none there: at 1280 a ratio-128 block has just closed).
+      if (!u.sliding() || g.name == "swa") {
+        EXPECT_GT(g.cached_blocks, 0) << g.name;
+      }
+      if (g.name == "swa") retained[k] = g.cached_blocks;
+    }
+    // Reusing the prefix takes the blocks back from the cache.
+    f.m->add_request(2, 1500);
+    const PrefixHit hit = f.m->lookup_prefix(2, a);
+    ASSERT_GT(hit.tokens, 0);
+    ASSERT_TRUE(f.m->allocate(2, 1500 - hit.tokens, a, &hit));
+    int64_t after = 0;
+    for (const auto& g : f.m->stats().groups) after += g.name == "swa" ? g.cached_blocks : 0;
+    EXPECT_LT(after, retained[k]);
+    f.m->check_consistency();
+  }
+  EXPECT_GT(retained[1], retained[0]);
+}
+
 TEST(KvCacheManager, FreedWindowsAreReusedBeforeCachedBlocksAreEvicted) {
   Fixture f({}, 4096, 3);
   std::mt19937_64 rng(5);

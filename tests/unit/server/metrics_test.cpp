@@ -68,7 +68,7 @@ TEST(MetricsPage, VllmNamesAndKvGauges) {
   e.prefix_hit_tokens = 256;
   e.preemptions = 3;
   e.pools = {{1024, 100, 25, 10, 65}, {4096, 10, 0, 0, 10}};
-  e.groups = {{"swa", 0, 20, 4, 2, 512, 256}, {"c4.kv", 1, 0, 4, 0, 512, 0}};
+  e.groups = {{"swa", 0, 20, 4, 2, 512, 256, 7}, {"c4.kv", 1, 0, 4, 0, 512, 0}};
   RequestMetrics r;
   r.count_finished("length");
   const std::string m = render_metrics(e, r.snapshot(), {"mod", 3, 4});
@@ -83,6 +83,7 @@ TEST(MetricsPage, VllmNamesAndKvGauges) {
         std::string("dsv4:kv_pool_used_pages{model_name=\"mod\",engine=\"0\",pool=\"1\"} 0"),
         std::string("dsv4:kv_group_usage_perc{model_name=\"mod\",engine=\"0\",group=\"swa\",pool=\"0\"} 0.2"),
         std::string("dsv4:kv_group_prefix_hit_rate{model_name=\"mod\",engine=\"0\",group=\"swa\",pool=\"0\"} 0.5"),
+        std::string("dsv4:kv_group_retained_blocks{model_name=\"mod\",engine=\"0\",group=\"swa\",pool=\"0\"} 7"),
         "dsv4:http_generation_requests" + l + " 3"}) {
     EXPECT_NE(m.find(line + "\n"), std::string::npos) << line << "\n" << m;
   }
