@@ -10,27 +10,13 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/hyper_connection.h"
 #include "core/number_formats.h"
+#include "gpu/gpu_test_util.h"
 
 namespace dsv4 {
 namespace {
 
-template <typename T>
-struct Dev {
-  explicit Dev(const std::vector<T>& h) : n(h.size()) {
-    DSV4_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p), std::max<size_t>(n, 1) * sizeof(T)));
-    DSV4_CUDA_CHECK(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  explicit Dev(size_t count) : Dev(std::vector<T>(count, T(0x7fc0))) {}  // poisoned
-  ~Dev() { cudaFree(p); }
-  std::vector<T> get() const {
-    DSV4_CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<T> h(n);
-    DSV4_CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-  T* p = nullptr;
-  size_t n;
-};
+using gputest::Dev;
+using gputest::random_bf16;
 
 std::vector<float> randn(size_t n, uint32_t seed, float mean, float std) {
   std::mt19937 rng(seed);
@@ -69,6 +55,12 @@ double max_ulps_at_scale(const std::vector<uint16_t>& a, const std::vector<uint1
   return m;
 }
 
+// Poisoned outputs: NaN for bf16, a value no op produces for fp32.
+template <typename T>
+std::vector<T> poisoned(size_t n) {
+  return std::vector<T>(n, T(0x7fc0));
+}
+
 struct HcCase {
   int64_t tokens = 9, dim = 4096;
   int hc = 4;
@@ -84,8 +76,9 @@ TEST(CudaHyperConnection, PreMatchesCpu) {
   CpuOps cpu(2);
   cpu.hc_pre({c.h.data(), c.tokens, c.hc, c.dim, c.fn.data(), c.scale.data(), c.base.data(), 1e-6f, 1e-6f, 20, x.data(),
               post.data(), comb.data()});
-  Dev<uint16_t> dh(c.h), dx(x.size());
-  Dev<float> dfn(c.fn), ds(c.scale), db(c.base), dpost(post.size()), dcomb(comb.size());
+  Dev<uint16_t> dh(c.h), dx(poisoned<uint16_t>(x.size()));
+  Dev<float> dfn(c.fn), ds(c.scale), db(c.base), dpost(poisoned<float>(post.size())),
+      dcomb(poisoned<float>(comb.size()));
   cuda::hc_pre(dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, 20, dx.p, dpost.p, dcomb.p, nullptr);
   EXPECT_LT(max_rel(dpost.get(), post), 1e-4);
   EXPECT_LT(max_rel(dcomb.get(), comb), 1e-4);
@@ -113,7 +106,7 @@ TEST(CudaHyperConnection, HeadMatchesCpu) {
   std::vector<uint16_t> y(static_cast<size_t>(c.tokens * c.dim));
   CpuOps cpu(2);
   cpu.hc_head({c.h.data(), c.tokens, c.hc, c.dim, fn.data(), scale.data(), base.data(), 1e-6f, 1e-6f, y.data()});
-  Dev<uint16_t> dh(c.h), dy(y.size());
+  Dev<uint16_t> dh(c.h), dy(poisoned<uint16_t>(y.size()));
   Dev<float> dfn(fn), ds(scale), db(base);
   cuda::hc_head(dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, dy.p, nullptr);
   EXPECT_LE(max_ulps_at_scale(dy.get(), y), 1.0);

@@ -11,34 +11,13 @@
 #include "backend/cuda/row_kernels.h"
 #include "backend/rope.h"
 #include "core/number_formats.h"
+#include "gpu/gpu_test_util.h"
 
 namespace dsv4 {
 namespace {
 
-template <typename T>
-struct Dev {
-  explicit Dev(const std::vector<T>& h) : n(h.size()) {
-    DSV4_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p), std::max<size_t>(n, 1) * sizeof(T)));
-    DSV4_CUDA_CHECK(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  ~Dev() { cudaFree(p); }
-  std::vector<T> get() const {
-    DSV4_CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<T> h(n);
-    DSV4_CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-  T* p = nullptr;
-  size_t n;
-};
-
-std::vector<uint16_t> random_bf16(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<uint16_t> v(n);
-  for (auto& x : v) x = float_to_bf16(d(rng));
-  return v;
-}
+using gputest::Dev;
+using gputest::random_bf16;
 
 // Largest difference in bf16 ulps of the reference value (NaN never passes).
 int max_ulp_diff(const std::vector<uint16_t>& got, const std::vector<uint16_t>& want) {

@@ -1,0 +1,43 @@
+// Helpers of the GPU parity tests: device copies of host vectors and random bf16 inputs.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <random>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "core/number_formats.h"
+
+namespace dsv4::gputest {
+
+// A device copy of a host vector; get() synchronizes and copies it back.
+template <typename T>
+struct Dev {
+  explicit Dev(const std::vector<T>& h) : n(h.size()) {
+    DSV4_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p), std::max<size_t>(n, 1) * sizeof(T)));
+    DSV4_CUDA_CHECK(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  ~Dev() { cudaFree(p); }
+  Dev(const Dev&) = delete;
+  Dev& operator=(const Dev&) = delete;
+  std::vector<T> get() const {
+    DSV4_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<T> h(n);
+    DSV4_CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+  T* p = nullptr;
+  size_t n;
+};
+
+inline std::vector<uint16_t> random_bf16(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<uint16_t> v(n);
+  for (auto& x : v) x = float_to_bf16(d(rng));
+  return v;
+}
+
+}  // namespace dsv4::gputest
