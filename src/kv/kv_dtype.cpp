@@ -1,13 +1,12 @@
 #include "kv/kv_dtype.h"
 
 #include "core/error.h"
+#include "core/kv_entry.h"
 
 namespace dsv4 {
 namespace {
 
 constexpr int64_t kF32 = 4;
-
-int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
 }  // namespace
 
@@ -46,11 +45,14 @@ KvDTypes parse_kv_dtypes(std::string_view cache, std::string_view indexer) {
 }
 
 int64_t attention_entry_size(const ModelConfig& c, KvCacheDType t) {
-  if (t == KvCacheDType::kBf16) return int64_t{c.head_dim} * 2;
-  const int64_t n = c.nope_head_dim(), r = c.rope_head_dim;
+  // The byte layout itself lives with its codec (core/kv_entry.h), so the pools size exactly what
+  // the backends write.
+  const KvEntryDims dims{c.head_dim, c.rope_head_dim};
+  if (t == KvCacheDType::kBf16) return kv_entry_bytes(KvEntryFormat::kBf16, dims);
+  const int64_t n = c.nope_head_dim();
   DSV4_CHECK(n > 0 && n % 64 == 0, "FP8 KV cache: head_dim - qk_rope_head_dim = {} must be a positive multiple of 64",
              n);
-  return round_up(n + 2 * r + n / 64, 8);
+  return kv_entry_bytes(KvEntryFormat::kAttnFp8, dims);
 }
 
 int64_t indexer_entry_size(const ModelConfig& c, IndexerDType t) {
@@ -58,11 +60,11 @@ int64_t indexer_entry_size(const ModelConfig& c, IndexerDType t) {
   switch (t) {
     case IndexerDType::kFp4:
       DSV4_CHECK(d % 32 == 0, "FP4 indexer keys: index_head_dim {} must be a multiple of 32", d);
-      return d / 2 + d / 32;
+      return kv_entry_bytes(KvEntryFormat::kIndexFp4, {c.index_head_dim, 0});
     case IndexerDType::kFp8:
-      return d + kF32;
+      return kv_entry_bytes(KvEntryFormat::kIndexFp8, {c.index_head_dim, 0});
     case IndexerDType::kBf16:
-      return 2 * d;
+      return kv_entry_bytes(KvEntryFormat::kBf16, {c.index_head_dim, 0});
   }
   return 0;
 }
