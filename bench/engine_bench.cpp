@@ -110,9 +110,9 @@ void itl_run(const LoadedModel& m, EngineConfig c, const std::string& label) {
   TimingExecutor* timing = nullptr;
   Engine e(
       m.config, c,
-      [&](KvCacheManager& kv) -> std::unique_ptr<Executor> {
+      [&](KvCacheManager& kv, Backend& backend) -> std::unique_ptr<Executor> {
         auto x = std::make_unique<TimingExecutor>(
-            std::make_unique<ModelRunner>(m.config, m.weights, kv, c.kv_dtypes, c.threads, 0));
+            std::make_unique<ModelRunner>(m.config, m.weights, kv, c.kv_dtypes, backend, 0));
         timing = x.get();
         return x;
       },

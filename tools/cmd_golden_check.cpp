@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backend/cpu/cpu_ops.h"
+#include "backend/backend.h"
 #include "core/error.h"
 #include "model/golden_check.h"
 #include "tools/command.h"
@@ -29,10 +29,9 @@ void run(const Args& a) {
   if (a.max_rms_ratio) o.thresholds.max_rms_ratio = a.max_rms_ratio;
   if (a.min_argmax_agreement) o.thresholds.min_argmax_agreement = a.min_argmax_agreement;
   if (a.max_block_rms_rel) o.thresholds.max_block_rms_rel = a.max_block_rms_rel;
-  DSV4_CHECK(a.backend == "cpu", "golden-check: backend \"{}\" is not available in this build (cpu)", a.backend);
-  CpuOps ops(a.threads);
-  HostDevice dev;
-  const GoldenResult r = run_golden_check(o, ops, dev);
+  Backend backend = make_backend(a.backend, a.threads);
+  spdlog::info("golden-check: backend {}", backend.description);
+  const GoldenResult r = run_golden_check(o, *backend.ops, *backend.device);
   nlohmann::ordered_json j;
   j["rms_ratio"] = r.rms_ratio;
   j["argmax_agreement"] = r.argmax_agreement;
@@ -49,7 +48,7 @@ void setup(CLI::App& cmd) {
   add_model_option(cmd, a.model);
   cmd.add_option("--expected", a.expected, "expected logits (default MODEL/expected.safetensors)");
   cmd.add_option("--layers", a.layers, "per-block outputs (default MODEL/expected_layers.safetensors)");
-  cmd.add_option("--backend", a.backend, "cpu | cuda")->capture_default_str();
+  cmd.add_option("--backend", a.backend, "cpu | cuda | auto")->capture_default_str();
   cmd.add_option("--max-rms-ratio", a.max_rms_ratio, "end-to-end threshold (default tolerance.json)");
   cmd.add_option("--min-argmax-agreement", a.min_argmax_agreement, "end-to-end threshold (default tolerance.json)");
   cmd.add_option("--max-block-rms-rel", a.max_block_rms_rel, "per-block threshold (default tolerance.json)");

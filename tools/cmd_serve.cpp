@@ -42,7 +42,6 @@ struct Args {
   std::string model, tokenizer;
   std::string cache_dtype = "auto", indexer_dtype = "auto", policy = "latency";
   bool prefix_caching = true, chunked_prefill = true, log_stats = true;
-  double gpu_memory_utilization = 0.9;
   int64_t fail_after_steps = 0;  // testing: the engine fails at this step
   EngineConfig engine;
   ServerConfig server;
@@ -104,9 +103,8 @@ std::unique_ptr<Engine> make_engine(const LoadedModel& m, const EngineConfig& co
   const int64_t vocab_limit = config.vocab_limit > 0 ? std::min(config.vocab_limit, m.config.vocab_size) : 0;
   return std::make_unique<Engine>(
       m.config, config,
-      [&m, config, vocab_limit, fail_after_steps](KvCacheManager& kv) -> std::unique_ptr<Executor> {
-        auto runner =
-            std::make_unique<ModelRunner>(m.config, m.weights, kv, config.kv_dtypes, config.threads, vocab_limit);
+      [&m, config, vocab_limit, fail_after_steps](KvCacheManager& kv, Backend& backend) -> std::unique_ptr<Executor> {
+        auto runner = std::make_unique<ModelRunner>(m.config, m.weights, kv, config.kv_dtypes, backend, vocab_limit);
         return std::make_unique<FailingExecutor>(std::move(runner), fail_after_steps);
       },
       true);
@@ -171,10 +169,6 @@ int serve_until_stopped(HttpServer& server, const Engine& engine, const sigset_t
 }
 
 void run(Args& a) {
-  DSV4_CHECK(a.engine.backend == "cpu",
-             "serve: backend \"{}\" is not available in this build's engine yet (cpu); --gpu-memory-utilization "
-             "applies to it once it is",
-             a.engine.backend);
   DSV4_CHECK(a.chunked_prefill, "serve: chunked prefill is always on (vLLM v1 semantics)");
   a.server.max_num_seqs = a.engine.max_num_seqs;
   if (!a.log_stats) a.server.stats_interval = 0;
@@ -214,7 +208,7 @@ void run(Args& a) {
               : a.model.empty()                   ? std::string(kDefaultModelName)
                                                   : a.model;
   info.path = fs::absolute(dir).string();
-  info.backend = a.engine.backend;
+  info.backend = engine->config().backend;
   info.max_model_len = engine->max_model_len();
   info.eos_token_id = static_cast<int32_t>(m.config.eos_token_id);
   info.created =
@@ -229,7 +223,7 @@ void run(Args& a) {
 
 void add_engine_options(CLI::App& cmd, Args& a) {
   EngineConfig& e = a.engine;
-  cmd.add_option("--backend", e.backend, "cpu | cuda")->capture_default_str();
+  cmd.add_option("--backend", e.backend, "cpu | cuda | auto (cuda when a GPU is present)")->capture_default_str();
   cmd.add_option("--threads", e.threads, "CPU backend threads (default: all cores)");
   cmd.add_option("--max-model-len", e.max_model_len, "positions per request (default: the model's, or what fits)");
   cmd.add_option("--max-num-seqs", e.max_num_seqs, "running requests at most")->capture_default_str();
@@ -242,9 +236,9 @@ void add_engine_options(CLI::App& cmd, Args& a) {
       ->check(CLI::IsMember({"auto", "fp4", "fp8", "bf16"}))
       ->capture_default_str();
   cmd.add_option("--kv-cache-memory", e.kv_cache_memory,
-                 "KV cache bytes on the CPU backend (KiB, MiB, GiB suffixes; default min(4 GiB, 25% of RAM))")
+                 "KV cache bytes (KiB, MiB, GiB suffixes; default: CPU min(4 GiB, 25% of RAM), GPU from --gpu-memory-utilization)")
       ->transform(CLI::AsSizeValue(false));
-  cmd.add_option("--gpu-memory-utilization", a.gpu_memory_utilization,
+  cmd.add_option("--gpu-memory-utilization", e.gpu_memory_utilization,
                  "CUDA backend: share of the GPU's memory for weights, activations and KV cache")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();

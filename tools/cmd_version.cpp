@@ -1,6 +1,8 @@
-// dsv4 version: prints the engine version (and whether the CUDA backend is built in).
+// dsv4 version: prints the engine version and the backends built in.
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
+#include "backend/backend.h"
 #include "core/version.h"
 #include "tools/command.h"
 
@@ -8,13 +10,7 @@ namespace dsv4::tools {
 namespace {
 
 void setup(CLI::App& cmd) {
-  cmd.callback([] {
-#ifdef DSV4_HAVE_CUDA
-    fmt::print("dsv4 {} (backends: cpu, cuda)\n", kVersion);
-#else
-    fmt::print("dsv4 {} (backends: cpu)\n", kVersion);
-#endif
-  });
+  cmd.callback([] { fmt::print("dsv4 {} (backends: {})\n", kVersion, fmt::join(built_backends(), ", ")); });
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <unistd.h>
 #include <vector>
 
 namespace dsv4 {
@@ -15,14 +16,27 @@ namespace dsv4 {
 class Device {
  public:
   virtual ~Device() = default;
+  // True when device pointers are host pointers (no copies needed to read them on the host).
+  virtual bool host_memory() const = 0;
+  // Bytes of memory the device has in all (physical RAM for the host).
+  virtual uint64_t memory_capacity() const = 0;
   virtual void* allocate(size_t bytes) = 0;
   virtual void release(void* p) = 0;
   virtual void to_device(void* dst, const void* src, size_t bytes) = 0;
+  // Copies back; returns when dst holds the data (all earlier work on the device finished).
   virtual void to_host(void* dst, const void* src, size_t bytes) = 0;
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;  // device to device
+  virtual void fill_zero(void* p, size_t bytes) = 0;
+  // Waits for all queued work; throws if a kernel reported an error.
+  virtual void synchronize() = 0;
 };
 
 class HostDevice final : public Device {
  public:
+  bool host_memory() const override { return true; }
+  uint64_t memory_capacity() const override {
+    return static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
+  }
   void* allocate(size_t bytes) override {
     void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!p && bytes) throw std::bad_alloc();
@@ -31,6 +45,9 @@ class HostDevice final : public Device {
   void release(void* p) override { std::free(p); }
   void to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void fill_zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
+  void synchronize() override {}
 };
 
 // An owning typed array on a device.

@@ -9,6 +9,8 @@
 
 #include "core/error.h"
 #include "engine/model_runner.h"
+#include "model/device_kv_memory.h"
+#include "model/placed_weights.h"
 #include "engine/stop_check.h"
 
 namespace dsv4 {
@@ -18,22 +20,51 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+EngineConfig with_weight_bytes(EngineConfig c, const ModelConfig& model, const ModelWeights& weights) {
+  c.weight_bytes = static_cast<int64_t>(PlacedWeights::bytes_needed(weights, model));
+  return c;
+}
+
+// GPU KV budget (vLLM's --gpu-memory-utilization): the share of the device's memory left after the
+// weights and a reserve for one step's activations (a prefill chunk's widest tensors, with margin).
+int64_t gpu_kv_budget(const EngineConfig& c, const ModelConfig& m, const Device& dev) {
+  DSV4_CHECK(c.gpu_memory_utilization > 0 && c.gpu_memory_utilization <= 1,
+             "--gpu-memory-utilization must lie in (0, 1], got {}", c.gpu_memory_utilization);
+  const double usable = c.gpu_memory_utilization * static_cast<double>(dev.memory_capacity());
+  const double widest = static_cast<double>(std::max<int64_t>({m.hc_dim(), int64_t{m.n_heads} * m.head_dim,
+                                                                m.n_activated_experts * m.moe_inter_dim * 2}));
+  const double reserve = 2.0 * (1 << 30) + 16.0 * static_cast<double>(c.max_num_batched_tokens) * widest * 2 +
+                         static_cast<double>(c.max_num_seqs) * static_cast<double>(m.vocab_size) * 8;
+  const double budget = usable - static_cast<double>(c.weight_bytes) - reserve;
+  DSV4_CHECK(budget > 0,
+             "--gpu-memory-utilization {}: {:.1f} GiB of the GPU's {:.1f} GiB leaves nothing for the KV cache after "
+             "{:.1f} GiB of weights and a {:.1f} GiB activation reserve",
+             c.gpu_memory_utilization, usable / (1 << 30), static_cast<double>(dev.memory_capacity()) / (1 << 30),
+             static_cast<double>(c.weight_bytes) / (1 << 30), reserve / (1 << 30));
+  return static_cast<int64_t>(budget);
+}
+
 }  // namespace
 
 Engine::Engine(const ModelConfig& model, const ModelWeights& weights, EngineConfig config)
     : Engine(
-          model, std::move(config),
-          [this, &weights](KvCacheManager& kv) -> std::unique_ptr<Executor> {
-            return std::make_unique<ModelRunner>(model_, weights, kv, config_.kv_dtypes, config_.threads,
-                                                 config_.vocab_limit);
+          model, with_weight_bytes(std::move(config), model, weights),
+          [this, &weights](KvCacheManager& kv, Backend& backend) -> std::unique_ptr<Executor> {
+            return std::make_unique<ModelRunner>(model_, weights, kv, config_.kv_dtypes, backend, config_.vocab_limit);
           },
           true) {}
 
 Engine::Engine(const ModelConfig& model, EngineConfig config, ExecutorFactory factory, bool kv_memory)
     : model_(model), config_(std::move(config)) {
-  DSV4_CHECK(config_.backend == "cpu", "engine: backend \"{}\" is not available (cpu)", config_.backend);
   DSV4_CHECK(config_.vocab_limit >= 0, "engine: vocab_limit must not be negative");
   config_.vocab_limit = config_.vocab_limit > 0 ? std::min(config_.vocab_limit, model_.vocab_size) : model_.vocab_size;
+  if (kv_memory) {  // a real model: its backend, and KV pools in that backend's memory
+    backend_ = make_backend(config_.backend, config_.threads);
+    config_.backend = backend_.name;
+    memory_ = kv_memory_for(*backend_.device);
+    if (!backend_.device->host_memory() && config_.kv_cache_memory == 0)
+      config_.kv_cache_memory = gpu_kv_budget(config_, model_, *backend_.device);
+  }
   cache_ = plan_kv_cache(model_, config_);
   if (!cache_.warning.empty()) spdlog::warn("{}", cache_.warning);
   config_.max_model_len = cache_.max_model_len;
@@ -42,15 +73,15 @@ Engine::Engine(const ModelConfig& model, EngineConfig config, ExecutorFactory fa
   o.enable_prefix_caching = config_.enable_prefix_caching;
   o.retention_interval = config_.prefix_cache_retention_interval;
   o.max_model_len = cache_.max_model_len;
-  o.memory = kv_memory ? &memory_ : nullptr;
+  o.memory = memory_.get();
   kv_ = std::make_unique<KvCacheManager>(cache_.layout, cache_.pool_pages, o);
   sched_ = std::make_unique<Scheduler>(config_.scheduler(), *kv_);
-  executor_ = factory(*kv_);
+  executor_ = factory(*kv_, backend_);
   seed_base_ = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
   spdlog::info(
-      "engine: backend {}, max_model_len {}, max_num_seqs {}, max_num_batched_tokens {}, KV pools {} B of "
+      "engine: backend {} ({}), max_model_len {}, max_num_seqs {}, max_num_batched_tokens {}, KV pools {} B of "
       "--kv-cache-memory {} B, prefix caching {}, chunked prefill policy {}",
-      config_.backend, cache_.max_model_len, config_.max_num_seqs, config_.max_num_batched_tokens, cache_.pool_bytes,
+      config_.backend, backend_.description, cache_.max_model_len, config_.max_num_seqs, config_.max_num_batched_tokens, cache_.pool_bytes,
       cache_.kv_cache_memory, config_.enable_prefix_caching ? "on" : "off",
       chunk_policy_name(config_.chunked_prefill_policy));
   publish_stats();

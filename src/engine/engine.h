@@ -26,6 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/backend.h"
 #include "core/model_config.h"
 #include "engine/cache_sizing.h"
 #include "engine/engine_config.h"
@@ -48,9 +49,11 @@ struct GenerateRequest {
 
 class Engine {
  public:
-  using ExecutorFactory = std::function<std::unique_ptr<Executor>(KvCacheManager&)>;
+  // Makes the executor over the engine's cache manager and backend (an empty Backend when the engine
+  // was made without KV memory, as tests with fake executors do).
+  using ExecutorFactory = std::function<std::unique_ptr<Executor>(KvCacheManager&, Backend&)>;
 
-  // The model runs on config.backend ("cpu"); the weights must outlive the engine. Throws dsv4::Error for
+  // The model runs on config.backend (cpu, cuda or auto); the weights must outlive the engine. Throws dsv4::Error for
   // bad options (cache_sizing.h).
   Engine(const ModelConfig& model, const ModelWeights& weights, EngineConfig config);
   // Steps run through executors made by `factory` (tests); the pools get memory only when asked.
@@ -102,7 +105,8 @@ class Engine {
   ModelConfig model_;
   EngineConfig config_;
   KvCacheSetup cache_;
-  HostKvMemory memory_;
+  Backend backend_;  // before everything that holds its memory
+  std::unique_ptr<KvMemoryAllocator> memory_;
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<Scheduler> sched_;
   std::unique_ptr<Executor> executor_;

@@ -19,7 +19,11 @@ struct EngineConfig {
   // 0 = min(the model's max_position_embeddings, the largest one request the KV cache holds), with a
   // warning when the cache is the limit; an explicit value the cache cannot hold is refused.
   int64_t max_model_len = 0;
-  int64_t kv_cache_memory = 0;  // bytes of KV pools on the CPU backend; 0 = min(4 GiB, 25% of RAM)
+  // Bytes of KV pools; 0 = the backend's default: CPU min(4 GiB, 25% of RAM); GPU what
+  // gpu_memory_utilization of its memory leaves after the weights and the activation reserve.
+  int64_t kv_cache_memory = 0;
+  double gpu_memory_utilization = 0.9;
+  int64_t weight_bytes = 0;  // set by the engine: device bytes of the placed weights
   int64_t block_size = 256;     // only 256 (the cache's logical block)
   KvDTypes kv_dtypes;
 

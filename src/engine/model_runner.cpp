@@ -1,15 +1,13 @@
 #include "engine/model_runner.h"
 
-#include "backend/cpu/cpu_ops.h"
 #include "core/error.h"
 
 namespace dsv4 {
 
 ModelRunner::ModelRunner(const ModelConfig& cfg, const ModelWeights& weights, KvCacheManager& manager, KvDTypes dtypes,
-                         int threads, int64_t vocab_limit)
+                         Backend& backend, int64_t vocab_limit)
     : cfg_(cfg),
-      ops_(std::make_unique<CpuOps>(threads)),
-      model_(cfg, weights, *ops_, dev_),
+      model_(cfg, weights, *backend.ops, *backend.device),
       kv_(cfg, manager, kv_formats(dtypes)),
       sampler_(cfg.vocab_size, vocab_limit, static_cast<int32_t>(cfg.eos_token_id)) {}
 

@@ -9,8 +9,7 @@
 #include <memory>
 #include <unordered_map>
 
-#include "backend/device.h"
-#include "backend/ops.h"
+#include "backend/backend.h"
 #include "core/model_config.h"
 #include "engine/executor.h"
 #include "kv/kv_cache_manager.h"
@@ -25,7 +24,7 @@ class ModelRunner final : public Executor {
  public:
   // `manager` must have pool memory; `vocab_limit` is the tokenizer's size (0 = the model's vocab).
   ModelRunner(const ModelConfig& cfg, const ModelWeights& weights, KvCacheManager& manager, KvDTypes dtypes,
-              int threads, int64_t vocab_limit);
+              Backend& backend, int64_t vocab_limit);
   ~ModelRunner() override;
 
   void add_request(RequestId id, const SamplingParams& params, std::span<const int32_t> prompt, uint64_t seed) override;
@@ -37,8 +36,6 @@ class ModelRunner final : public Executor {
 
  private:
   const ModelConfig& cfg_;
-  std::unique_ptr<Ops> ops_;
-  HostDevice dev_;
   Model model_;
   PagedKv kv_;
   Sampler sampler_;

@@ -47,8 +47,8 @@ struct Pattern {
     return b;
   }
   // A paged cache for the pattern with every sequence added.
-  std::unique_ptr<OwnedPagedCache> cache(const ModelConfig& c) const {
-    auto pc = std::make_unique<OwnedPagedCache>(c, static_cast<int>(B), L, B * P);
+  std::unique_ptr<OwnedPagedCache> cache(const ModelConfig& c, Device& dev) const {
+    auto pc = std::make_unique<OwnedPagedCache>(c, static_cast<int>(B), L, B * P, KvDTypes{}, &dev);
     for (int64_t s = 0; s < B; ++s) pc->add(static_cast<int32_t>(s), P);
     return pc;
   }
@@ -94,7 +94,7 @@ double check_block(Model& model, const LoadedModel& m, const Pattern& pat, const
   if (l > 0) input = read_tensor<uint16_t>(layers, fmt::format("block_out.{}", l - 1), DType::kBF16);
   DSV4_CHECK(static_cast<int64_t>(want.size()) == pat.B * pat.L * HD, "{}: block_out.{} has {} values, expected {}",
              layers.path().string(), l, want.size(), pat.B * pat.L * HD);
-  auto cache = pat.cache(c);
+  auto cache = pat.cache(c, dev);
   double diff = 0, ref = 0;
   std::map<int64_t, std::pair<double, double>> prof;
   auto run = [&](const ForwardBatch& b) {
@@ -172,7 +172,7 @@ GoldenResult run_golden_check(const GoldenOptions& o, Ops& ops, Device& dev) {
   Model model(m.config, m.weights, ops, dev);
   GoldenResult r;
   {
-    auto cache = pat.cache(m.config);
+    auto cache = pat.cache(m.config, dev);
     std::vector<float> got;
     auto step = [&](const ForwardBatch& b) {
       pat.allocate(*cache, b);

@@ -59,12 +59,13 @@ struct Model::Layer {
 };
 
 Model::Model(const ModelConfig& cfg, const ModelWeights& weights, Ops& ops, Device& dev)
-    : cfg_(cfg), w_(weights), ops_(ops), dev_(dev) {
+    : cfg_(cfg), placed_(weights, cfg, dev), w_(placed_.get()), ops_(ops), dev_(dev) {
   cfg_.validate();
   layers_.resize(static_cast<size_t>(cfg.n_layers));
   for (int i = 0; i < cfg.n_layers; ++i) {
     Layer& L = layers_[static_cast<size_t>(i)];
-    const BlockWeights& b = weights.layers[static_cast<size_t>(i)];
+    const BlockWeights& host = weights.layers[static_cast<size_t>(i)];  // for host-side preparation
+    const BlockWeights& b = w_.layers[static_cast<size_t>(i)];
     L.index = i;
     L.ratio = b.ratio;
     L.w = &b;
@@ -73,7 +74,7 @@ Model::Model(const ModelConfig& cfg, const ModelWeights& weights, Ops& ops, Devi
     L.wq_b = to_weight(b.attn.wq_b);
     L.wkv = to_weight(b.attn.wkv);
     L.wo_b = to_weight(b.attn.wo_b);
-    L.wo_a_bf16 = DeviceArray<uint16_t>(dev, dequant_bf16(b.attn.wo_a));
+    L.wo_a_bf16 = DeviceArray<uint16_t>(dev, dequant_bf16(host.attn.wo_a));
     L.wo_a = bf16_weight(L.wo_a_bf16.data(), b.attn.wo_a.out, b.attn.wo_a.in);
     if (b.attn.compressor) {
       const auto& c = *b.attn.compressor;
@@ -89,9 +90,9 @@ Model::Model(const ModelConfig& cfg, const ModelWeights& weights, Ops& ops, Devi
       L.ixc_wgate = bf16_weight(ix.compressor.wgate, 2 * ix.compressor.head_dim, cfg.dim);
     }
     L.gate = bf16_weight(b.ffn.gate_weight, cfg.n_routed_experts, cfg.dim);
-    if (b.ffn.tid2eid) {
+    if (host.ffn.tid2eid) {
       std::vector<int32_t> t(static_cast<size_t>(cfg.vocab_size * cfg.n_activated_experts));
-      for (size_t k = 0; k < t.size(); ++k) t[k] = static_cast<int32_t>(b.ffn.tid2eid[k]);
+      for (size_t k = 0; k < t.size(); ++k) t[k] = static_cast<int32_t>(host.ffn.tid2eid[k]);
       L.tid2eid = DeviceArray<int32_t>(dev, t);
     }
     for (const auto& e : b.ffn.experts) {
@@ -338,12 +339,10 @@ std::vector<float> Model::logits(const ForwardBatch& batch, const uint16_t* h) {
     if (sl.logits) rows.push_back(sl.offset + sl.count - 1);
   const int64_t R = static_cast<int64_t>(rows.size()), D = cfg_.dim, HD = cfg_.hc_mult * D;
   if (R == 0) return {};
-  // Gather the rows' streams (host copy, then back: tiny next to the head GEMM).
-  std::vector<uint16_t> all(static_cast<size_t>(batch.tokens() * HD)), picked(static_cast<size_t>(R * HD));
-  dev_.to_host(all.data(), h, all.size() * 2);
+  // Gather the rows' streams on the device.
+  auto hs = scratch<uint16_t>(dev_, R * HD);
   for (int64_t i = 0; i < R; ++i)
-    std::copy_n(all.begin() + rows[static_cast<size_t>(i)] * HD, HD, picked.begin() + i * HD);
-  DeviceArray<uint16_t> hs(dev_, picked);
+    dev_.copy(hs.data() + i * HD, h + rows[static_cast<size_t>(i)] * HD, static_cast<size_t>(HD) * 2);
   auto y = scratch<uint16_t>(dev_, R * D);
   const float eps = static_cast<float>(cfg_.norm_eps);
   ops_.hc_head({hs.data(), R, cfg_.hc_mult, D, w_.hc_head.fn, w_.hc_head.scale, w_.hc_head.base, eps,

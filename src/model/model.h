@@ -11,6 +11,7 @@
 #include "core/model_config.h"
 #include "model/forward_batch.h"
 #include "model/kv_access.h"
+#include "model/placed_weights.h"
 #include "model/weights.h"
 
 namespace dsv4 {
@@ -26,6 +27,7 @@ class Model {
 
   const ModelConfig& config() const { return cfg_; }
 
+  // `weights` are host views (mmapped checkpoint); the model places them on `dev` itself.
   // The whole main stack; returns fp32 logits [slices with logits, vocab] on the host, in slice order.
   std::vector<float> forward(const ForwardBatch& batch, KvAccess& kv);
 
@@ -45,7 +47,8 @@ class Model {
   void run_block(const Layer& L, const StepIndex& s, KvAccess& kv, uint16_t* h);
 
   ModelConfig cfg_;
-  const ModelWeights& w_;
+  PlacedWeights placed_;  // the weights where ops read them
+  const ModelWeights& w_;   // = placed_.get()
   Ops& ops_;
   Device& dev_;
   std::vector<Layer> layers_;

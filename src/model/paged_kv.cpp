@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "kv/kv_pool_sizing.h"
+#include "model/device_kv_memory.h"
 
 namespace dsv4 {
 namespace {
@@ -112,7 +113,12 @@ int32_t PagedKv::slot(int32_t seq, int layer, KvKind kind, int64_t index) const 
 namespace dsv4 {
 
 OwnedPagedCache::OwnedPagedCache(const ModelConfig& cfg, int sequences, int64_t max_len, int64_t chunk_tokens,
-                                 KvDTypes dtypes) {
+                                 KvDTypes dtypes, Device* device) {
+  if (device) {
+    memory_ = kv_memory_for(*device);
+  } else {
+    memory_ = std::make_unique<HostKvMemory>();
+  }
   KvLayout layout = make_kv_layout(cfg, dtypes);
   KvPoolSizing sizing;
   sizing.max_num_seqs = sequences;
@@ -132,7 +138,7 @@ OwnedPagedCache::OwnedPagedCache(const ModelConfig& cfg, int sequences, int64_t 
   KvCacheOptions opts;
   opts.enable_prefix_caching = false;
   opts.max_model_len = max_len;
-  opts.memory = &memory_;
+  opts.memory = memory_.get();
   mgr_ = std::make_unique<KvCacheManager>(std::move(layout), split.pages, opts);
   kv_ = std::make_unique<PagedKv>(cfg, *mgr_, kv_formats(dtypes));
 }

@@ -9,6 +9,7 @@
 
 #include "core/model_config.h"
 #include "kv/kv_cache_manager.h"
+#include "backend/device.h"
 #include "kv/kv_memory.h"
 
 #include <memory>
@@ -54,7 +55,9 @@ namespace dsv4 {
 // positions with prefill chunks of up to `chunk_tokens` in flight (tools and tests).
 class OwnedPagedCache {
  public:
-  OwnedPagedCache(const ModelConfig& cfg, int sequences, int64_t max_len, int64_t chunk_tokens, KvDTypes dtypes = {});
+  // `device` (optional) places the pools in its memory; default host memory.
+  OwnedPagedCache(const ModelConfig& cfg, int sequences, int64_t max_len, int64_t chunk_tokens, KvDTypes dtypes = {},
+                  Device* device = nullptr);
 
   KvCacheManager& manager() { return *mgr_; }
   PagedKv& access() { return *kv_; }
@@ -64,7 +67,7 @@ class OwnedPagedCache {
   void allocate(int32_t seq, int64_t n, std::span<const int32_t> tokens);
 
  private:
-  HostKvMemory memory_;
+  std::unique_ptr<KvMemoryAllocator> memory_;
   std::unique_ptr<KvCacheManager> mgr_;
   std::unique_ptr<PagedKv> kv_;
 };

@@ -18,6 +18,7 @@ namespace dsv4 {
 namespace {
 
 using gputest::Dev;
+using gputest::device_table;
 using gputest::random_bf16;
 
 struct Case {
@@ -31,10 +32,6 @@ EntryTable host_table(std::vector<uint8_t>& mem, int64_t entries, KvEntryDims di
   const int64_t page = 64 * int64_t{eb} + 256, pages = (entries + 63) / 64;
   mem.assign(static_cast<size_t>(pages * page), 0xAB);
   return {mem.data(), page, 64, eb, KvEntryFormat::kAttnFp8, pages * 64};
-}
-
-cuda::DeviceTable device_table(const EntryTable& t, uint8_t* base) {
-  return {base, t.page_bytes, t.entries_per_page, t.entry_bytes, true};
 }
 
 void run_case(const Case& c, uint32_t seed) {
@@ -53,7 +50,7 @@ void run_case(const Case& c, uint32_t seed) {
   Dev<uint8_t> dmem(dmem_init);
   Dev<uint16_t> dvals(vals);
   Dev<int32_t> dstore(store_slots);
-  cuda::store_entries(dvals.p, c.entries, c.d, c.r, device_table(table, dmem.p), dstore.p, nullptr);
+  cuda::store_entries(dvals.p, c.entries, c.d, c.r, device_table(table, dmem.p), dstore.p, nullptr, nullptr);
   ASSERT_EQ(dmem.get(), mem) << "stored bytes differ";
 
   // Queries and index lists with holes; the sink in the denominator.

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_table.h"
+#include "core/kv_entry.h"
 #include "core/number_formats.h"
 
 namespace dsv4::gputest {
@@ -38,6 +40,11 @@ inline std::vector<uint16_t> random_bf16(size_t n, uint32_t seed, float scale = 
   std::vector<uint16_t> v(n);
   for (auto& x : v) x = float_to_bf16(d(rng));
   return v;
+}
+
+// The device twin of a host table whose bytes were copied to `base`.
+inline cuda::DeviceTable device_table(const EntryTable& t, uint8_t* base) {
+  return {base, t.page_bytes, t.entries_per_page, t.entry_bytes, static_cast<cuda::EntryFormat>(t.format), t.capacity};
 }
 
 }  // namespace dsv4::gputest

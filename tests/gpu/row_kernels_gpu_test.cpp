@@ -119,8 +119,19 @@ TEST(CudaRowKernels, EmbedCopiesRows) {
   cpu.embed({ids.data(), tokens, table.data(), vocab, dim, 4, want.data()});
   Dev<uint16_t> dt(table), dout(std::vector<uint16_t>(want.size(), 0xffff));
   Dev<int32_t> di(ids);
-  cuda::embed(di.p, tokens, dt.p, dim, 4, dout.p, nullptr);
+  cuda::embed(di.p, tokens, dt.p, vocab, dim, 4, dout.p, nullptr, nullptr);
   EXPECT_EQ(dout.get(), want);
+}
+
+TEST(CudaRowKernels, EmbedReportsBadIds) {
+  const int64_t vocab = 10, dim = 64;
+  const auto table = random_bf16(static_cast<size_t>(vocab * dim), 11);
+  Dev<uint16_t> dt(table), dout(std::vector<uint16_t>(2 * dim, 0xffff));
+  Dev<int32_t> di(std::vector<int32_t>{3, 10}), derr(std::vector<int32_t>{0});
+  cuda::embed(di.p, 2, dt.p, vocab, dim, 1, dout.p, derr.p, nullptr);
+  EXPECT_EQ(derr.get()[0], static_cast<int32_t>(cuda::DeviceError::kEmbedId));
+  const auto out = dout.get();
+  EXPECT_EQ(out[static_cast<size_t>(dim)], 0);  // the bad row is zeroed, not read out of bounds
 }
 
 }  // namespace

@@ -1,37 +1,15 @@
-#include <cuda_bf16.h>
-#include <cuda_fp8.h>
-
 #include "backend/cuda/attention.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_math.cuh"
 
 namespace dsv4::cuda {
 namespace {
 
 constexpr int kBlock = 64;  // index block of the reference kernel
-constexpr int kWarp = 32;
-
-__device__ __forceinline__ float bf16_at(const uint8_t* p) {
-  return __bfloat162float(__ushort_as_bfloat16(*reinterpret_cast<const uint16_t*>(p)));
-}
-__device__ __forceinline__ uint16_t bf16_bits(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
-
-__device__ __forceinline__ uint8_t* entry_ptr(const DeviceTable& t, int32_t slot) {
-  return t.base + (slot / t.entries_per_page) * t.page_bytes + int64_t{slot % t.entries_per_page} * t.entry_bytes;
-}
-
-// Element k of an entry (exact decode).
-__device__ __forceinline__ float entry_value(const DeviceTable& t, const uint8_t* e, int k, int d, int r) {
-  if (!t.fp8) return bf16_at(e + 2 * k);
-  const int n = d - r;
-  if (k >= n) return bf16_at(e + n + 2 * (k - n));
-  __nv_fp8_e4m3 c;
-  c.__x = e[k];
-  const float s = __uint_as_float(static_cast<uint32_t>(e[n + 2 * r + k / 64]) << 23);
-  return static_cast<float>(c) * s;
-}
 
 // One warp per 64-element nope block (and the warp of block 0 also copies the rope part).
-__global__ void store_fp8_kernel(const uint16_t* x, int64_t rows, int d, int r, DeviceTable t, const int32_t* slots) {
+__global__ void store_fp8_kernel(const uint16_t* x, int64_t rows, int d, int r, DeviceTable t, const int32_t* slots,
+                                 int32_t* err) {
   const int n = d - r, blocks = n / 64;
   const int64_t w = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
   const int lane = threadIdx.x % kWarp;
@@ -40,23 +18,20 @@ __global__ void store_fp8_kernel(const uint16_t* x, int64_t rows, int d, int r, 
   const int b = static_cast<int>(w % blocks);
   const int32_t slot = slots[row];
   if (slot < 0) return;
-  uint8_t* e = entry_ptr(t, slot);
+  if (!t.holds(slot)) return report(err, DeviceError::kStoreSlot);
+  uint8_t* e = t.entry(slot);
   const uint16_t* src = x + row * d;
   float v[2];
   float amax = 0;
   for (int i = 0; i < 2; ++i) {
-    v[i] = __bfloat162float(__ushort_as_bfloat16(src[b * 64 + lane * 2 + i]));
+    v[i] = bf16_to_f(src[b * 64 + lane * 2 + i]);
     amax = fmaxf(amax, fabsf(v[i]));
   }
   for (int o = kWarp / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  const float vs = fmaxf(amax, 1e-4f) * (1.0f / 448.0f);
-  const uint32_t u = __float_as_uint(vs);
-  const uint32_t eb = ((u >> 23) & 0xffu) + ((u & 0x7fffffu) != 0u);
-  const float s = __uint_as_float(eb << 23);
-  for (int i = 0; i < 2; ++i)
-    e[b * 64 + lane * 2 + i] =
-        __nv_cvt_float_to_fp8(fminf(fmaxf(v[i] / s, -448.0f), 448.0f), __NV_SATFINITE, __NV_E4M3);
-  if (lane == 0) e[n + 2 * r + b] = static_cast<uint8_t>(eb);
+  const uint8_t eb = ceil_pow2_e8(fmaxf(amax, 1e-4f) * (1.0f / 448.0f));
+  const float s = e8_value(eb);
+  for (int i = 0; i < 2; ++i) e[b * 64 + lane * 2 + i] = f_to_e4m3(fminf(fmaxf(v[i] / s, -448.0f), 448.0f));
+  if (lane == 0) e[n + 2 * r + b] = eb;
   if (b == 0) {
     uint16_t* rope = reinterpret_cast<uint16_t*>(e + n);
     for (int i = lane; i < r; i += kWarp) rope[i] = src[n + i];
@@ -65,12 +40,19 @@ __global__ void store_fp8_kernel(const uint16_t* x, int64_t rows, int d, int r, 
   }
 }
 
-__global__ void store_bf16_kernel(const uint16_t* x, int64_t rows, int d, DeviceTable t, const int32_t* slots) {
+// Plain formats: bf16 copies, fp32 widens.
+__global__ void store_plain_kernel(const uint16_t* x, int64_t rows, int d, DeviceTable t, const int32_t* slots,
+                                   int32_t* err) {
   const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (i >= rows * d) return;
   const int32_t slot = slots[i / d];
   if (slot < 0) return;
-  reinterpret_cast<uint16_t*>(entry_ptr(t, slot))[i % d] = x[i];
+  if (!t.holds(slot)) return report(err, DeviceError::kStoreSlot);
+  if (t.format == EntryFormat::kF32) {
+    reinterpret_cast<float*>(t.entry(slot))[i % d] = bf16_to_f(x[i]);
+  } else {
+    reinterpret_cast<uint16_t*>(t.entry(slot))[i % d] = x[i];
+  }
 }
 
 __device__ float block_sum(float v, float* scratch) {
@@ -96,7 +78,7 @@ __global__ void sparse_attention_kernel(AttentionArgs a) {
   const int h = static_cast<int>(blockIdx.x % a.heads);
   const int k = threadIdx.x, d = a.head_dim;
   const bool mine = k < d;
-  const float qk = mine ? __bfloat162float(__ushort_as_bfloat16(a.q[(t * a.heads + h) * d + k])) : 0.0f;
+  const float qk = mine ? bf16_to_f(a.q[(t * a.heads + h) * d + k]) : 0.0f;
   float m = -INFINITY, l = 0, acc = 0;
   const int64_t width = int64_t{a.window_width} + a.compressed_width;
   for (int64_t b0 = 0; b0 < width; b0 += kBlock) {
@@ -109,6 +91,10 @@ __global__ void sparse_attention_kernel(AttentionArgs a) {
         const int32_t slot = w ? a.window_slots[t * a.window_width + i]
                                : a.compressed_slots[t * a.compressed_width + (i - a.window_width)];
         if (slot < 0) continue;
+        if (!(w ? a.window : a.compressed).holds(slot)) {
+          report(a.err, DeviceError::kAttentionSlot);
+          continue;
+        }
         slot_of[n] = slot;
         from_window[n] = w;
         ++n;
@@ -121,7 +107,7 @@ __global__ void sparse_attention_kernel(AttentionArgs a) {
     float block_max = -INFINITY;
     for (int i = 0; i < n; ++i) {
       const DeviceTable& tab = from_window[i] ? a.window : a.compressed;
-      const float v = mine ? entry_value(tab, entry_ptr(tab, slot_of[i]), k, d, a.rope_dim) : 0.0f;
+      const float v = mine ? entry_value(tab, tab.entry(slot_of[i]), k, d, a.rope_dim) : 0.0f;
       const float si = block_sum(qk * v, scratch) * a.softmax_scale;
       if (threadIdx.x == 0) s[i] = si;
       block_max = fmaxf(block_max, si);
@@ -136,8 +122,8 @@ __global__ void sparse_attention_kernel(AttentionArgs a) {
     if (mine) {
       for (int i = 0; i < n; ++i) {
         const DeviceTable& tab = from_window[i] ? a.window : a.compressed;
-        const float p = __bfloat162float(__float2bfloat16_rn(expf(s[i] - m_new)));
-        acc = __fadd_rn(acc, __fmul_rn(p, entry_value(tab, entry_ptr(tab, slot_of[i]), k, d, a.rope_dim)));
+        const float p = round_bf16(expf(s[i] - m_new));
+        acc = __fadd_rn(acc, __fmul_rn(p, entry_value(tab, tab.entry(slot_of[i]), k, d, a.rope_dim)));
       }
     }
     m = m_new;
@@ -148,23 +134,28 @@ __global__ void sparse_attention_kernel(AttentionArgs a) {
     out[k] = 0;
     return;
   }
-  out[k] = bf16_bits(acc / (l + expf(a.sink[h] - m)));
+  out[k] = f_to_bf16(acc / (l + expf(a.sink[h] - m)));
 }
 
 }  // namespace
 
 void store_entries(const uint16_t* x, int64_t rows, int head_dim, int rope_dim, DeviceTable table, const int32_t* slots,
-                   cudaStream_t stream) {
+                   int32_t* err, cudaStream_t stream) {
   if (rows == 0) return;
-  if (table.fp8) {
+  DSV4_CUDA_REQUIRE(table.format == EntryFormat::kAttnFp8 || table.format == EntryFormat::kBf16 ||
+                        table.format == EntryFormat::kF32,
+                    "store_entries: the CUDA backend stores attn-fp8, bf16 and f32 entries (index keys are written "
+                    "by compressor_emit)");
+  if (table.format == EntryFormat::kAttnFp8) {
     const int n = head_dim - rope_dim;
     DSV4_CUDA_REQUIRE(n > 0 && n % 64 == 0, "store_entries: nope dims must be a positive multiple of 64");
     const int64_t warps = rows * (n / 64);
-    store_fp8_kernel<<<static_cast<unsigned>((warps * kWarp + 255) / 256), 256, 0, stream>>>(x, rows, head_dim,
-                                                                                             rope_dim, table, slots);
+    store_fp8_kernel<<<static_cast<unsigned>((warps * kWarp + 255) / 256), 256, 0, stream>>>(
+        x, rows, head_dim, rope_dim, table, slots, err);
   } else {
     const int64_t n = rows * head_dim;
-    store_bf16_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(x, rows, head_dim, table, slots);
+    store_plain_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(x, rows, head_dim, table, slots,
+                                                                                 err);
   }
   DSV4_CUDA_CHECK_LAUNCH();
 }

@@ -7,21 +7,15 @@
 
 #include <cstdint>
 
+#include "backend/cuda/device_table.h"
+
 namespace dsv4::cuda {
 
-// A paged entry table (core/kv_entry.h's EntryTable, restated without host headers).
-struct DeviceTable {
-  uint8_t* base = nullptr;
-  int64_t page_bytes = 0;
-  int32_t entries_per_page = 0;
-  int32_t entry_bytes = 0;
-  bool fp8 = true;  // attn-fp8 entries ([nope e4m3][rope bf16][nope/64 ue8m0]); else bf16 entries
-};
-
-// rows x [head_dim] bf16 -> the entries at slots[r] (-1: skipped). Values must be on the entry's
-// grid (Q8 already applied to the nope dims), as the CPU codec assumes.
+// rows x [head_dim] bf16 -> the entries at slots[r] (-1: skipped; outside the table: reported in
+// err, skipped). Formats kAttnFp8 and kBf16 (attention) and kF32. Values must be on the entry's grid
+// (Q8 already applied to the nope dims), as the CPU codec assumes.
 void store_entries(const uint16_t* x, int64_t rows, int head_dim, int rope_dim, DeviceTable table, const int32_t* slots,
-                   cudaStream_t stream);
+                   int32_t* err, cudaStream_t stream);
 
 struct AttentionArgs {
   const uint16_t* q = nullptr;  // [tokens, heads, head_dim]
@@ -38,6 +32,7 @@ struct AttentionArgs {
   DeviceTable compressed;
   const int32_t* compressed_slots = nullptr;
   int32_t compressed_width = 0;
+  int32_t* err = nullptr;  // device error flag (slots outside a table are skipped and reported)
 };
 
 void sparse_attention(const AttentionArgs& a, cudaStream_t stream);

@@ -1,6 +1,7 @@
 #include <cuda_bf16.h>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_math.cuh"
 #include "backend/cuda/hyper_connection.h"
 
 namespace dsv4::cuda {
@@ -10,8 +11,6 @@ constexpr int kThreads = 256;
 constexpr int kMaxHc = 8;
 constexpr int kMaxMix = (2 + kMaxHc) * kMaxHc;
 
-__device__ __forceinline__ float ld(const uint16_t* p) { return __bfloat162float(__ushort_as_bfloat16(*p)); }
-__device__ __forceinline__ uint16_t bf16_bits(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
 __device__ __forceinline__ float sigmoidf(float v) { return 1.0f / (1.0f + expf(-v)); }
 
 // Block reduction of `n` partial sums per thread (each thread's values in `v`); results in out[0..n).
@@ -38,7 +37,7 @@ __device__ void token_mix(const uint16_t* X, int64_t width, const float* fn, int
   float acc[kMaxMix + 1];
   for (int i = 0; i <= mix; ++i) acc[i] = 0;
   for (int64_t c = threadIdx.x; c < width; c += blockDim.x) {
-    const float v = ld(X + c);
+    const float v = load_bf16(X + c);
     for (int i = 0; i < mix; ++i) acc[i] += v * fn[i * width + c];
     acc[mix] += v * v;
   }
@@ -81,8 +80,8 @@ __device__ void sinkhorn(float* c, int hc, int iters, float eps) {
 __device__ void weighted_streams(const uint16_t* X, const float* pre, int hc, int64_t dim, uint16_t* y) {
   for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
     float acc = 0;
-    for (int j = 0; j < hc; ++j) acc = __fadd_rn(acc, __fmul_rn(pre[j], ld(X + j * dim + c)));
-    y[c] = bf16_bits(acc);
+    for (int j = 0; j < hc; ++j) acc = __fadd_rn(acc, __fmul_rn(pre[j], load_bf16(X + j * dim + c)));
+    y[c] = f_to_bf16(acc);
   }
 }
 
@@ -126,13 +125,13 @@ __global__ void hc_post_kernel(const uint16_t* x, const uint16_t* res, const flo
   if (i >= tokens * dim) return;
   const int64_t t = i / dim, c = i % dim;
   float r[kMaxHc];
-  for (int j = 0; j < hc; ++j) r[j] = ld(res + (t * hc + j) * dim + c);
-  const float xv = ld(x + t * dim + c);
+  for (int j = 0; j < hc; ++j) r[j] = load_bf16(res + (t * hc + j) * dim + c);
+  const float xv = load_bf16(x + t * dim + c);
   const float* cm = comb + t * hc * hc;
   for (int k = 0; k < hc; ++k) {
     float s = 0;
     for (int j = 0; j < hc; ++j) s = __fadd_rn(s, __fmul_rn(cm[j * hc + k], r[j]));
-    out[(t * hc + k) * dim + c] = bf16_bits(__fadd_rn(__fmul_rn(post[t * hc + k], xv), s));
+    out[(t * hc + k) * dim + c] = f_to_bf16(__fadd_rn(__fmul_rn(post[t * hc + k], xv), s));
   }
 }
 

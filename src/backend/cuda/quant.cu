@@ -3,25 +3,11 @@
 #include <cuda_fp8.h>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_math.cuh"
 #include "backend/cuda/quant.h"
 
 namespace dsv4::cuda {
 namespace {
-
-constexpr int kWarp = 32;
-
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = kWarp / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-// UE8M0 byte of the smallest power of two >= v (v positive, normal).
-__device__ __forceinline__ uint8_t ceil_pow2_e8(float v) {
-  const uint32_t u = __float_as_uint(v);
-  return static_cast<uint8_t>(((u >> 23) & 0xffu) + ((u & 0x7fffffu) != 0u));
-}
-
-__device__ __forceinline__ float e8_value(uint8_t e) { return __uint_as_float(static_cast<uint32_t>(e) << 23); }
 
 // One warp per (row, block); each lane holds blk/32 consecutive elements.
 template <int kPerLane>

@@ -5,25 +5,11 @@
 #include <cmath>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_math.cuh"
 #include "backend/cuda/row_kernels.h"
 
 namespace dsv4::cuda {
 namespace {
-
-constexpr int kWarp = 32;
-
-__device__ __forceinline__ float ld(const uint16_t* p) { return __bfloat162float(__ushort_as_bfloat16(*p)); }
-__device__ __forceinline__ uint16_t bf16_bits(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
-__device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = kWarp / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
 
 // Block-wide sum; every thread gets the total. Fixed order for a fixed blockDim (reproducible).
 __device__ float block_sum(float v) {
@@ -44,12 +30,12 @@ __global__ void rms_norm_kernel(const uint16_t* __restrict__ x, uint16_t* y, con
   const uint16_t* xr = x + blockIdx.x * dim;
   float ss = 0;
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
-    const float v = ld(xr + i);
+    const float v = load_bf16(xr + i);
     ss += v * v;
   }
   const float r = 1.0f / sqrtf(block_sum(ss) / static_cast<float>(dim) + eps);
   uint16_t* yr = y + blockIdx.x * dim;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = bf16_bits(ld(w + i) * (ld(xr + i) * r));
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = f_to_bf16(load_bf16(w + i) * (load_bf16(xr + i) * r));
 }
 
 // One warp per head.
@@ -60,12 +46,12 @@ __global__ void head_rms_norm_kernel(uint16_t* x, int64_t heads, int d, float ep
   uint16_t* q = x + h * d;
   float s = 0;
   for (int i = lane; i < d; i += kWarp) {
-    const float v = ld(q + i);
+    const float v = load_bf16(q + i);
     s += round_bf16(v * v);
   }
   const float mean = round_bf16(warp_sum(s) / static_cast<float>(d));
   const float r = round_bf16(1.0f / sqrtf(round_bf16(mean + eps)));
-  for (int i = lane; i < d; i += kWarp) q[i] = bf16_bits(ld(q + i) * r);
+  for (int i = lane; i < d; i += kWarp) q[i] = f_to_bf16(load_bf16(q + i) * r);
 }
 
 // One thread per (row, head, pair). cos/sin in double, rounded to fp32 (the correctly rounded value).
@@ -80,16 +66,16 @@ __global__ void rope_kernel(uint16_t* x, int64_t rows, int heads, int head_dim, 
   float s = static_cast<float>(sin(static_cast<double>(angle)));
   if (inverse) s = -s;
   uint16_t* v = x + rh * head_dim + (head_dim - 2 * half) + 2 * pair;
-  const float re = ld(v), im = ld(v + 1);
-  v[0] = bf16_bits(__fsub_rn(__fmul_rn(re, c), __fmul_rn(im, s)));
-  v[1] = bf16_bits(__fadd_rn(__fmul_rn(re, s), __fmul_rn(im, c)));
+  const float re = load_bf16(v), im = load_bf16(v + 1);
+  v[0] = f_to_bf16(__fsub_rn(__fmul_rn(re, c), __fmul_rn(im, s)));
+  v[1] = f_to_bf16(__fadd_rn(__fmul_rn(re, s), __fmul_rn(im, c)));
 }
 
 // One block per row, dim/2 threads; the butterflies in the CPU's order with exact fp32 adds.
 __global__ void hadamard_kernel(uint16_t* x, int dim, float scale) {
   extern __shared__ float buf[];
   uint16_t* row = x + int64_t{blockIdx.x} * dim;
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) buf[i] = ld(row + i);
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) buf[i] = load_bf16(row + i);
   __syncthreads();
   for (int h = 1; h < dim; h *= 2) {
     for (int k = threadIdx.x; k < dim / 2; k += blockDim.x) {
@@ -100,14 +86,10 @@ __global__ void hadamard_kernel(uint16_t* x, int dim, float scale) {
     }
     __syncthreads();
   }
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) row[i] = bf16_bits(__fmul_rn(buf[i], scale));
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) row[i] = f_to_bf16(__fmul_rn(buf[i], scale));
 }
 
-__device__ __forceinline__ float ceil_pow2(float v) {
-  const uint32_t u = __float_as_uint(v);
-  const uint32_t e = ((u >> 23) & 0xffu) + ((u & 0x7fffffu) != 0u);
-  return __uint_as_float(e << 23);
-}
+__device__ __forceinline__ float ceil_pow2(float v) { return e8_value(ceil_pow2_e8(v)); }
 
 // One warp per block of `block` elements (32..512); each lane holds block/32 of them.
 template <int kPerLane>
@@ -120,12 +102,12 @@ __global__ void quant_sim_e4m3_kernel(uint16_t* x, int64_t rows, int64_t cols, i
   float v[kPerLane];
   float amax = 0;
 #pragma unroll
-  for (int i = 0; i < kPerLane; ++i) amax = fmaxf(amax, fabsf(v[i] = ld(p + i)));
+  for (int i = 0; i < kPerLane; ++i) amax = fmaxf(amax, fabsf(v[i] = load_bf16(p + i)));
   const float s = ceil_pow2(fmaxf(warp_max(amax), 1e-4f) * (1.0f / 448.0f));
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
     const __nv_fp8_e4m3 q(fminf(fmaxf(v[i] / s, -448.0f), 448.0f));
-    p[i] = bf16_bits(static_cast<float>(q) * s);
+    p[i] = f_to_bf16(static_cast<float>(q) * s);
   }
 }
 
@@ -133,19 +115,25 @@ __global__ void quant_sim_e2m1_kernel(uint16_t* x, int64_t rows, int64_t cols, i
   const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;  // cols % 32 == 0: warps align to blocks
   const bool live = i < rows * cols;
   uint16_t* p = x + (live ? (i / cols) * stride + i % cols : 0);
-  const float v = live ? ld(p) : 0.0f;
+  const float v = live ? load_bf16(p) : 0.0f;
   const float s = ceil_pow2(fmaxf(warp_max(fabsf(v)), 6.0f * 0x1p-126f) * (1.0f / 6.0f));
   if (!live) return;
   const __nv_fp4_e2m1 q(fminf(fmaxf(v / s, -6.0f), 6.0f));
-  *p = bf16_bits(static_cast<float>(q) * s);
+  *p = f_to_bf16(static_cast<float>(q) * s);
 }
 
-__global__ void embed_kernel(const int32_t* ids, int64_t tokens, const uint16_t* table, int64_t dim, int copies,
-                             uint16_t* out) {
+// An id outside the vocabulary gives a zero row and is reported.
+__global__ void embed_kernel(const int32_t* ids, int64_t tokens, const uint16_t* table, int64_t vocab, int64_t dim,
+                             int copies, uint16_t* out, int32_t* err) {
   const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (i >= tokens * copies * dim) return;
   const int64_t t = i / (copies * dim), k = i % dim;
-  out[i] = table[int64_t{ids[t]} * dim + k];
+  const int32_t id = ids[t];
+  if (id < 0 || id >= vocab) {
+    out[i] = 0;
+    return report(err, DeviceError::kEmbedId);
+  }
+  out[i] = table[int64_t{id} * dim + k];
 }
 
 unsigned blocks_for(int64_t threads, int per_block) {
@@ -219,11 +207,11 @@ void quant_sim_e2m1(uint16_t* x, int64_t rows, int64_t cols, int64_t stride, cud
   DSV4_CUDA_CHECK_LAUNCH();
 }
 
-void embed(const int32_t* ids, int64_t tokens, const uint16_t* table, int64_t dim, int copies, uint16_t* out,
-           cudaStream_t stream) {
+void embed(const int32_t* ids, int64_t tokens, const uint16_t* table, int64_t vocab, int64_t dim, int copies,
+           uint16_t* out, int32_t* err, cudaStream_t stream) {
   const int64_t n = tokens * copies * dim;
   if (n == 0) return;
-  embed_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(ids, tokens, table, dim, copies, out);
+  embed_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(ids, tokens, table, vocab, dim, copies, out, err);
   DSV4_CUDA_CHECK_LAUNCH();
 }
 

@@ -28,8 +28,8 @@ void hadamard(uint16_t* x, int64_t rows, int dim, cudaStream_t stream);
 void quant_sim_e4m3(uint16_t* x, int64_t rows, int64_t cols, int64_t stride, int block, cudaStream_t stream);
 void quant_sim_e2m1(uint16_t* x, int64_t rows, int64_t cols, int64_t stride, cudaStream_t stream);
 
-// out[t, c, :] = table[ids[t], :] for c < copies. Ids must lie in [0, vocab) (checked by the caller).
-void embed(const int32_t* ids, int64_t tokens, const uint16_t* table, int64_t dim, int copies, uint16_t* out,
-           cudaStream_t stream);
+// out[t, c, :] = table[ids[t], :] for c < copies; an id outside [0, vocab) is reported in err.
+void embed(const int32_t* ids, int64_t tokens, const uint16_t* table, int64_t vocab, int64_t dim, int copies,
+           uint16_t* out, int32_t* err, cudaStream_t stream);
 
 }  // namespace dsv4::cuda

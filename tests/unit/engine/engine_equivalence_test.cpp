@@ -164,9 +164,9 @@ TEST(EngineEquivalence, AbortAtAnyPointReturnsEveryBlock) {
   KvCacheManager* kv = nullptr;
   Engine e(
       m.config, c,
-      [&](KvCacheManager& mgr) -> std::unique_ptr<Executor> {
+      [&](KvCacheManager& mgr, Backend& backend) -> std::unique_ptr<Executor> {
         kv = &mgr;
-        return std::make_unique<ModelRunner>(m.config, m.weights, mgr, c.kv_dtypes, c.threads, 0);
+        return std::make_unique<ModelRunner>(m.config, m.weights, mgr, c.kv_dtypes, backend, 0);
       },
       true);
   const EngineStats initial = e.stats();
@@ -199,7 +199,8 @@ TEST(ModelRunner, BatchHoldsEveryChunkAndAsksLogitsOnlyWhereItSamples) {
   o.enable_prefix_caching = false;
   o.memory = &memory;
   KvCacheManager kv(setup.layout, setup.pool_pages, o);
-  ModelRunner runner(m.config, m.weights, kv, {}, 1, 0);
+  Backend backend = make_backend("cpu", 1);
+  ModelRunner runner(m.config, m.weights, kv, {}, backend, 0);
   Schedule s;
   const auto a = random_ids(10, 1), b = random_ids(5, 2);
   kv.add_request(1, 10);

@@ -19,7 +19,7 @@ TEST(EngineSoak, FiveHundredRandomRequestsWithAbortsLeakNothing) {
   c.max_num_batched_tokens = 512;
   c.kv_cache_memory = memory_for(tiny_config(), c, 2048);  // about 8 full blocks for 16 sequences
   KvCacheManager* kv = nullptr;
-  Engine e(tiny_config(), c, [&](KvCacheManager& m) {
+  Engine e(tiny_config(), c, [&](KvCacheManager& m, Backend&) {
     kv = &m;
     // A step takes a little time, so requests pile up, share steps and run out of blocks.
     return std::make_unique<FakeExecutor>(tiny_config().vocab_size,

@@ -113,7 +113,7 @@ TEST(Engine, AbortEndsRequestsInAnyStateAndReturnsTheirBlocks) {
   c.enable_prefix_caching = false;
   c.max_num_seqs = 2;  // the rest wait
   KvCacheManager* kv = nullptr;
-  Engine e(tiny_config(), c, [&](KvCacheManager& m) {
+  Engine e(tiny_config(), c, [&](KvCacheManager& m, Backend&) {
     kv = &m;
     return std::make_unique<FakeExecutor>(tiny_config().vocab_size,
                                           [](const Schedule&) { std::this_thread::sleep_for(200us); });

@@ -105,7 +105,7 @@ inline std::vector<int32_t> fake_generation(std::vector<int32_t> tokens, const S
 }
 
 inline Engine::ExecutorFactory fake_factory(std::function<void(const Schedule&)> hook = {}) {
-  return [hook](KvCacheManager&) { return std::make_unique<FakeExecutor>(tiny_config().vocab_size, hook); };
+  return [hook](KvCacheManager&, Backend&) { return std::make_unique<FakeExecutor>(tiny_config().vocab_size, hook); };
 }
 
 inline SamplingParams greedy(int64_t max_tokens) {

@@ -110,7 +110,7 @@ class TestServer {
     ec.max_num_seqs = o.config.max_num_seqs;
     engine_ = std::make_unique<Engine>(
         find_preset("serve").config, ec,
-        [this, delay = o.step_delay](KvCacheManager&) {
+        [this, delay = o.step_delay](KvCacheManager&, Backend&) {
           return std::make_unique<ScriptedExecutor>(script_, delay, fail_at_);
         },
         false);

@@ -1,0 +1,368 @@
+// The CUDA kernels at V4-Flash dims, one row per case, timed with device events (warm-up, median of
+// repetitions, inputs rotated among copies so that no row runs from L2). Prints one JSON object per
+// row with the bytes and FLOPs it is judged by; bench/peer_torch.py prints PyTorch's rows under the
+// same names and bench/gpu_table.py joins both with the ceilings into one table.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_device.h"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/rope.h"
+#include "core/kv_entry.h"
+#include "core/model_config.h"
+#include "core/number_formats.h"
+
+namespace dsv4 {
+namespace {
+
+constexpr double kRotateBytes = 256e6;  // rotate inputs until a row's working set exceeds L2 (50 MB) well
+
+cuda::CudaDevice* g_dev = nullptr;
+
+// Device buffers filled by tiling a random host block (distinct per kind): fast for GB-sized inputs.
+enum class Fill { kBf16, kE4m3, kE2m1, kScale, kF32, kZero };
+
+class Buffers {
+ public:
+  ~Buffers() {
+    for (void* p : owned_) g_dev->release(p);
+  }
+  template <typename T>
+  T* make(size_t count, Fill fill) {
+    const size_t bytes = std::max<size_t>(count * sizeof(T), 16);
+    void* p = g_dev->allocate(bytes);
+    owned_.push_back(p);
+    const std::vector<uint8_t>& block = pattern(fill);
+    for (size_t at = 0; at < bytes; at += block.size())
+      g_dev->to_device(static_cast<uint8_t*>(p) + at, block.data(), std::min(block.size(), bytes - at));
+    return static_cast<T*>(p);
+  }
+  template <typename T>
+  T* upload(const std::vector<T>& v) {
+    T* p = make<T>(v.size(), Fill::kZero);
+    g_dev->to_device(p, v.data(), v.size() * sizeof(T));
+    return p;
+  }
+
+ private:
+  static const std::vector<uint8_t>& pattern(Fill f) {
+    static std::vector<uint8_t> blocks[6];
+    auto& b = blocks[static_cast<int>(f)];
+    if (!b.empty()) return b;
+    constexpr size_t kBlock = size_t{16} << 20;
+    b.resize(kBlock);
+    std::mt19937 rng(static_cast<uint32_t>(f) + 1);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (size_t i = 0; i < kBlock; i += 4) {
+      const uint32_t r = rng();
+      for (size_t j = 0; j < 4; ++j) {
+        uint8_t v = static_cast<uint8_t>(r >> (8 * j));
+        if (f == Fill::kE4m3 && (v & 0x7f) == 0x7f) v ^= 1;  // no NaN codes
+        if (f == Fill::kScale) v = static_cast<uint8_t>(120 + v % 8);
+        if (f == Fill::kZero) v = 0;
+        b[i + j] = v;
+      }
+      if (f == Fill::kBf16) {
+        const uint16_t lo = float_to_bf16(normal(rng)), hi = float_to_bf16(normal(rng));
+        std::memcpy(&b[i], &lo, 2);
+        std::memcpy(&b[i + 2], &hi, 2);
+      } else if (f == Fill::kF32) {
+        const float v = normal(rng);
+        std::memcpy(&b[i], &v, 4);
+      }
+    }
+    return b;
+  }
+  std::vector<void*> owned_;
+};
+
+// Median ms of `variants` run round-robin (each uses its own inputs), after a warm-up.
+double time_ms(const std::vector<std::function<void()>>& variants, int reps = 20) {
+  cudaStream_t s = g_dev->stream();
+  for (size_t i = 0; i < std::max<size_t>(3, variants.size()); ++i) variants[i % variants.size()]();
+  g_dev->synchronize();
+  cudaEvent_t a, b;
+  DSV4_CUDA_CHECK(cudaEventCreate(&a));
+  DSV4_CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<double> ms;
+  for (int r = 0; r < reps; ++r) {
+    DSV4_CUDA_CHECK(cudaEventRecord(a, s));
+    variants[static_cast<size_t>(r) % variants.size()]();
+    DSV4_CUDA_CHECK(cudaEventRecord(b, s));
+    DSV4_CUDA_CHECK(cudaEventSynchronize(b));
+    float t = 0;
+    DSV4_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t);
+  }
+  g_dev->synchronize();
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+void emit(const std::string& row, double ms, double bytes, double flops) {
+  std::printf("%s\n", nlohmann::json{{"row", row}, {"side", "dsv4"}, {"ms", ms}, {"bytes", bytes}, {"flops", flops}}
+                          .dump()
+                          .c_str());
+  std::fflush(stdout);
+}
+
+int copies_for(double bytes) { return static_cast<int>(std::clamp(std::ceil(kRotateBytes / bytes), 1.0, 16.0)); }
+
+EntryTable table_of(uint8_t* base, int64_t entries, KvEntryFormat f, KvEntryDims dims) {
+  return contiguous_table(base, entries, f, dims);
+}
+
+std::vector<int32_t> random_slots(size_t n, int64_t range, std::mt19937& rng) {
+  std::vector<int32_t> v(n);
+  for (auto& x : v) x = static_cast<int32_t>(rng() % static_cast<uint64_t>(range));
+  return v;
+}
+
+// (a) decode attention: window 128 + compressed (CSA: the indexer's 512, HCA: context/128).
+void attention_rows(Ops& ops) {
+  const int heads = 64, d = 512, r = 64, window = 128, topk = 512;
+  const KvEntryDims dims{d, r};
+  const int64_t eb = kv_entry_bytes(KvEntryFormat::kAttnFp8, dims);
+  std::mt19937 rng(1);
+  for (const char* kind : {"csa", "hca"}) {
+    const bool csa = kind[0] == 'c';
+    for (const int64_t ctx : {8192, 131072, 1048576}) {
+      for (const int64_t b : {1, 8, 32}) {
+        const int64_t n_cmp = csa ? std::min<int64_t>(topk, ctx / 4) : ctx / 128;
+        const int64_t pool = b * (window + (csa ? ctx / 4 : ctx / 128));
+        if (static_cast<double>(pool * eb) > 40e9) continue;
+        Buffers buf;
+        const int copies = copies_for(static_cast<double>(pool * eb));
+        std::vector<std::function<void()>> variants;
+        for (int c = 0; c < copies; ++c) {
+          uint8_t* mem = buf.make<uint8_t>(static_cast<size_t>(pool * eb), Fill::kE4m3);
+          SparseAttentionParams p;
+          p.q = buf.make<uint16_t>(static_cast<size_t>(b * heads * d), Fill::kBf16);
+          p.out = buf.make<uint16_t>(static_cast<size_t>(b * heads * d), Fill::kZero);
+          p.tokens = b;
+          p.heads = heads;
+          p.head_dim = d;
+          p.rope_dim = r;
+          p.sink = buf.make<float>(static_cast<size_t>(heads), Fill::kF32);
+          p.softmax_scale = 1.0f / std::sqrt(static_cast<float>(d));
+          p.window = p.compressed = table_of(mem, pool, KvEntryFormat::kAttnFp8, dims);
+          p.window_slots = buf.upload(random_slots(static_cast<size_t>(b * window), pool, rng));
+          p.window_width = window;
+          p.compressed_slots = buf.upload(random_slots(static_cast<size_t>(b * n_cmp), pool, rng));
+          p.compressed_width = static_cast<int32_t>(n_cmp);
+          variants.push_back([&ops, p] { ops.sparse_attention(p); });
+        }
+        const double bytes = static_cast<double>(b * ((window + n_cmp) * eb + 2 * heads * d * 2));
+        const double flops = 4.0 * static_cast<double>(b * heads * d * (window + n_cmp));
+        emit(std::string("attn ") + kind + " b" + std::to_string(b) + " ctx" + std::to_string(ctx), time_ms(variants),
+             bytes, flops);
+      }
+    }
+  }
+}
+
+// (b) indexer scoring + top-512 over FP4 keys.
+void indexer_rows(Ops& ops) {
+  const int heads = 64, d = 128, topk = 512;
+  const KvEntryDims dims{d, 0};
+  const int64_t eb = kv_entry_bytes(KvEntryFormat::kIndexFp4, dims);
+  for (const int64_t ctx : {131072, 1048576}) {
+    for (const int64_t b : {1, 8}) {
+      const int64_t n = ctx / 4;
+      Buffers buf;
+      const int copies = copies_for(static_cast<double>(b * n * eb));
+      std::vector<std::function<void()>> variants;
+      std::vector<int32_t> key_slots(static_cast<size_t>(b * n)), seq(static_cast<size_t>(b)),
+          pos(static_cast<size_t>(b), static_cast<int32_t>(ctx - 1)), count(static_cast<size_t>(b), static_cast<int32_t>(n));
+      for (int64_t i = 0; i < b * n; ++i) key_slots[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+      for (int64_t s = 0; s < b; ++s) seq[static_cast<size_t>(s)] = static_cast<int32_t>(s);
+      for (int c = 0; c < copies; ++c) {
+        uint8_t* mem = buf.make<uint8_t>(static_cast<size_t>(b * n * eb), Fill::kE2m1);
+        IndexerTopkParams p;
+        p.q = buf.make<uint16_t>(static_cast<size_t>(b * heads * d), Fill::kBf16);
+        p.weights = buf.make<uint16_t>(static_cast<size_t>(b * heads), Fill::kBf16);
+        p.weight_scale = 1.0f / std::sqrt(static_cast<float>(d * heads));
+        p.tokens = b;
+        p.heads = heads;
+        p.head_dim = d;
+        p.positions = buf.upload(pos);
+        p.ratio = 4;
+        p.token_seq = buf.upload(seq);
+        p.sequences = b;
+        p.keys = table_of(mem, b * n, KvEntryFormat::kIndexFp4, dims);
+        p.key_slots = buf.upload(key_slots);
+        p.key_stride = static_cast<int32_t>(n);
+        p.key_count = buf.upload(count);
+        p.topk = topk;
+        p.out_index = buf.make<int32_t>(static_cast<size_t>(b * topk), Fill::kZero);
+        variants.push_back([&ops, p] { ops.indexer_topk(p); });
+      }
+      emit("indexer b" + std::to_string(b) + " ctx" + std::to_string(ctx), time_ms(variants),
+           static_cast<double>(b * n * eb), 2.0 * static_cast<double>(b * heads * n * d));
+    }
+  }
+}
+
+// (c) the fused compressor of a CSA layer at a block boundary: step (fp32 GEMMs + state) and emit.
+void compressor_rows(Ops& ops) {
+  const int64_t dim = 4096;
+  const int dc = 512, ratio = 4, c = 2;
+  const int64_t cd = c * dc;
+  const KvEntryDims sdims{static_cast<int>(2 * cd), 0}, odims{dc, 64};
+  const ModelConfig flash = v4_flash_config();
+  for (const int64_t b : {1, 32}) {
+    Buffers buf;
+    std::vector<int32_t> pos(static_cast<size_t>(b)), state_slots(static_cast<size_t>(b)), blocks(static_cast<size_t>(b)),
+        rows(static_cast<size_t>(b * c * ratio)), out_slots(static_cast<size_t>(b));
+    for (int64_t t = 0; t < b; ++t) {
+      pos[static_cast<size_t>(t)] = static_cast<int32_t>(4 * t + 3);
+      state_slots[static_cast<size_t>(t)] = static_cast<int32_t>(t * c * ratio + c * ratio - 1);
+      blocks[static_cast<size_t>(t)] = static_cast<int32_t>(t);
+      for (int r = 0; r < c * ratio; ++r) rows[static_cast<size_t>(t * c * ratio + r)] = static_cast<int32_t>(t * c * ratio + r);
+      out_slots[static_cast<size_t>(t)] = static_cast<int32_t>(t);
+    }
+    uint8_t* state = buf.make<uint8_t>(static_cast<size_t>(b * c * ratio * kv_entry_bytes(KvEntryFormat::kF32, sdims)), Fill::kZero);
+    uint8_t* out = buf.make<uint8_t>(static_cast<size_t>(b * kv_entry_bytes(KvEntryFormat::kAttnFp8, odims)), Fill::kZero);
+    CompressorStepParams st;
+    st.x = buf.make<uint16_t>(static_cast<size_t>(b * dim), Fill::kBf16);
+    st.tokens = b;
+    st.dim = dim;
+    st.positions = buf.upload(pos);
+    st.wkv = Weight::bf16(buf.make<uint16_t>(static_cast<size_t>(cd * dim), Fill::kBf16), cd, dim);
+    st.wgate = Weight::bf16(buf.make<uint16_t>(static_cast<size_t>(cd * dim), Fill::kBf16), cd, dim);
+    st.ape = buf.make<float>(static_cast<size_t>(ratio * cd), Fill::kF32);
+    st.ratio = ratio;
+    st.head_dim = dc;
+    st.state = table_of(state, b * c * ratio, KvEntryFormat::kF32, sdims);
+    st.state_slots = buf.upload(state_slots);
+    CompressorEmitParams em;
+    em.entries = b;
+    em.block_index = buf.upload(blocks);
+    em.rows = buf.upload(rows);
+    em.state = st.state;
+    em.ratio = ratio;
+    em.head_dim = dc;
+    em.rope_dim = 64;
+    em.norm_weight = buf.make<uint16_t>(static_cast<size_t>(dc), Fill::kBf16);
+    em.rope = rope_config(flash, 4);
+    em.out = table_of(out, b, KvEntryFormat::kAttnFp8, odims);
+    em.out_slots = buf.upload(out_slots);
+    const double bytes = 2.0 * cd * dim * 2 + static_cast<double>(b * c * ratio * 2 * cd * 4);
+    emit("compressor b" + std::to_string(b), time_ms({[&] {
+           ops.compressor_step(st);
+           ops.compressor_emit(em);
+         }}),
+         bytes, 2.0 * static_cast<double>(b * 2 * cd * dim));
+  }
+}
+
+// (d) FP8 GEMMs at the V4-Flash shapes.
+void gemm_rows(Ops& ops) {
+  const std::pair<const char*, std::pair<int64_t, int64_t>> shapes[] = {
+      {"wq_a", {1024, 4096}},      {"wq_b", {32768, 1024}},     {"wkv", {512, 4096}},
+      {"wo_b", {4096, 8192}},      {"shared_w1", {2048, 4096}}, {"shared_w2", {4096, 2048}}};
+  for (const auto& [name, nk] : shapes) {
+    const auto [n, k] = nk;
+    for (const int64_t m : {1, 32, 256, 8192}) {
+      Buffers buf;
+      const double wbytes = static_cast<double>(n * k + (n / 128) * (k / 128));
+      std::vector<std::function<void()>> variants;
+      for (int c = 0; c < copies_for(wbytes + static_cast<double>(m * k * 2)); ++c) {
+        LinearParams p;
+        p.x = buf.make<uint16_t>(static_cast<size_t>(m * k), Fill::kBf16);
+        p.rows = m;
+        p.w = Weight{WeightType::kFp8Block, buf.make<uint8_t>(static_cast<size_t>(n * k), Fill::kE4m3),
+                     buf.make<uint8_t>(static_cast<size_t>((n / 128) * (k / 128)), Fill::kScale), n, k};
+        p.y = buf.make<uint16_t>(static_cast<size_t>(m * n), Fill::kZero);
+        variants.push_back([&ops, p] { ops.linear(p); });
+      }
+      emit(std::string("gemm ") + name + " m" + std::to_string(m), time_ms(variants),
+           wbytes + static_cast<double>(m * k * 2 + m * n * 2), 2.0 * static_cast<double>(m * n * k));
+    }
+  }
+}
+
+// (e) the FP4 MoE (256 experts, top-6, shared expert) at batch 1/32/256.
+void moe_rows(Ops& ops) {
+  const int experts = 256, topk = 6;
+  const int64_t dim = 4096, inter = 2048;
+  Buffers buf;
+  auto fp4 = [&](int64_t rows, int64_t cols) {
+    return Weight{WeightType::kFp4Block, buf.make<uint8_t>(static_cast<size_t>(rows * cols / 2), Fill::kE2m1),
+                  buf.make<uint8_t>(static_cast<size_t>(rows * cols / 32), Fill::kScale), rows, cols};
+  };
+  auto fp8 = [&](int64_t rows, int64_t cols) {
+    return Weight{WeightType::kFp8Block, buf.make<uint8_t>(static_cast<size_t>(rows * cols), Fill::kE4m3),
+                  buf.make<uint8_t>(static_cast<size_t>((rows / 128) * (cols / 128)), Fill::kScale), rows, cols};
+  };
+  std::vector<Weight> w1, w2, w3;
+  for (int e = 0; e < experts; ++e) {
+    w1.push_back(fp4(inter, dim));
+    w3.push_back(fp4(inter, dim));
+    w2.push_back(fp4(dim, inter));
+  }
+  const Weight s1 = fp8(inter, dim), s3 = fp8(inter, dim), s2 = fp8(dim, inter);
+  const double per_expert = 3.0 * static_cast<double>(inter * dim / 2 + inter * dim / 32);
+  std::mt19937 rng(5);
+  for (const int64_t b : {1, 32, 256}) {
+    std::vector<int32_t> idx;
+    for (int64_t t = 0; t < b; ++t) {
+      std::vector<int32_t> all(experts);
+      std::iota(all.begin(), all.end(), 0);
+      std::shuffle(all.begin(), all.end(), rng);
+      idx.insert(idx.end(), all.begin(), all.begin() + topk);
+    }
+    MoeExpertsParams p;
+    p.x = buf.make<uint16_t>(static_cast<size_t>(b * dim), Fill::kBf16);
+    p.tokens = b;
+    p.dim = dim;
+    p.inter_dim = inter;
+    p.indices = buf.upload(idx);
+    p.weights = buf.make<float>(static_cast<size_t>(b * topk), Fill::kF32);
+    p.topk = topk;
+    p.experts = experts;
+    p.w1 = w1.data();
+    p.w3 = w3.data();
+    p.w2 = w2.data();
+    p.shared_w1 = s1;
+    p.shared_w3 = s3;
+    p.shared_w2 = s2;
+    p.swiglu_limit = 10.0f;
+    p.y = buf.make<uint16_t>(static_cast<size_t>(b * dim), Fill::kZero);
+    const double touched = static_cast<double>(std::min<int64_t>(experts, b * topk));
+    emit("moe b" + std::to_string(b), time_ms({[&] { ops.moe_experts(p); }}, 10),
+         touched * per_expert + 3.0 * static_cast<double>(inter * dim),
+         2.0 * static_cast<double>(b * (topk + 1) * 3 * inter * dim));
+  }
+}
+
+}  // namespace
+}  // namespace dsv4
+
+int main() {
+  using namespace dsv4;
+  cuda::CudaDevice dev(0);
+  g_dev = &dev;
+  cuda::CudaOps ops(dev);
+  std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
+  gemm_rows(ops);
+  attention_rows(ops);
+  indexer_rows(ops);
+  compressor_rows(ops);
+  moe_rows(ops);
+  return 0;
+}

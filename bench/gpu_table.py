@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Joins the GPU benchmark rows (JSON lines from gpu_kernels_bench, peer_torch.py and
+`dsv4 bench step --json`) into one markdown table: for every row the bytes and FLOPs it is judged
+by, the fraction of the measured ceiling (copy bandwidth, or the FP8 / bf16 matrix rate for
+compute-bound rows), and PyTorch's time for the same math in the same call."""
+import json
+import sys
+
+
+def load(paths):
+    rows = []
+    for p in paths:
+        try:
+            with open(p) as f:
+                for line in f:
+                    line = line.strip()
+                    if line.startswith("{"):
+                        try:
+                            rows.append(json.loads(line))
+                        except json.JSONDecodeError:
+                            pass
+        except OSError:
+            pass
+    return rows
+
+
+def main(paths):
+    rows = load(paths)
+    ceil = {}
+    for r in rows:
+        if r.get("row", "").startswith("ceiling"):
+            rate = (r["bytes"] if r.get("kind") == "bandwidth" else r["flops"]) / (r["ms"] * 1e-3)
+            ceil[r["kind"]] = rate
+    bw, fp8, bf16 = ceil.get("bandwidth"), ceil.get("fp8"), ceil.get("bf16")
+    print(f"ceilings (measured here): copy {bw / 1e12 if bw else float('nan'):.2f} TB/s, "
+          f"bf16 {bf16 / 1e12 if bf16 else float('nan'):.0f} TFLOP/s, fp8 {fp8 / 1e12 if fp8 else float('nan'):.0f} TFLOP/s")
+    ours = {r["row"]: r for r in rows if r.get("side") == "dsv4" and "ms" in r}
+    torch = {r["row"]: r for r in rows if r.get("side") == "torch" and "ms" in r and not r["row"].startswith("ceiling")}
+    print("| row | dsv4 ms | MB moved | GFLOP | % of copy BW | % of FP8 rate | torch ms | torch/dsv4 |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, r in ours.items():
+        t = torch.get(name)
+        ms = r["ms"]
+        bw_frac = 100.0 * r["bytes"] / (ms * 1e-3) / bw if bw and r.get("bytes") else float("nan")
+        fl_frac = 100.0 * r["flops"] / (ms * 1e-3) / fp8 if fp8 and r.get("flops") else float("nan")
+        tms = t["ms"] if t else float("nan")
+        print(f"| {name} | {ms:.4f} | {r.get('bytes', 0) / 1e6:.1f} | {r.get('flops', 0) / 1e9:.2f} | "
+              f"{bw_frac:.1f} | {fl_frac:.1f} | {tms:.4f} | {tms / ms:.2f} |")
+    steps = [r for r in rows if r.get("test") in ("decode", "prefill")]
+    if steps:
+        print()
+        print("| model step | batch | context | ms | tok/s | GB must read | roofline ms (copy BW) | x roofline | "
+              "TFLOP | % of FP8 rate |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for r in steps:
+            roof = r["bytes"] / bw * 1e3 if bw and r["bytes"] else float("nan")
+            fl = 100.0 * r["flops"] / (r["ms"] * 1e-3) / fp8 if fp8 and r["flops"] else float("nan")
+            print(f"| {r['test']} | {r['batch']} | {r['context']} | {r['ms']:.2f} | {r['tokens_per_s']:.1f} | "
+                  f"{r['bytes'] / 1e9:.2f} | {roof:.3f} | {r['ms'] / roof if roof == roof and roof else float('nan'):.1f} | "
+                  f"{r['flops'] / 1e12:.2f} | {fl:.1f} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# serve-gpu.sh DSV4 MODEL OUT: `dsv4 serve --backend cuda` in the background on loopback, then
+# `dsv4 bench serve` (random 8K in / 1K out) at concurrency 1 and 16, then the server is stopped.
+# Runs inside bench/run-gpu.sh's GPU call; results go to OUT/serve-c{1,16}.log and .json.
+set -uo pipefail
+DSV4=$1 MODEL=$2 OUT=$3
+PORT=${DSV4_BENCH_PORT:-8123}
+export DSV4_TOKENIZER=${DSV4_TOKENIZER:-$PWD/.carry/shared/tokenizer/tokenizer.json}
+"$DSV4" serve "$MODEL" --backend cuda --host 127.0.0.1 --port "$PORT" --max-model-len 10240 \
+  --max-num-seqs 32 >"$OUT/serve.log" 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null; wait $server 2>/dev/null' EXIT
+for _ in $(seq 1 600); do
+  python3 -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:$PORT/health', timeout=1)" 2>/dev/null && break
+  kill -0 $server 2>/dev/null || { echo "serve exited:"; tail -n 20 "$OUT/serve.log"; exit 1; }
+  sleep 0.5
+done
+status=0
+for c in 1 16; do
+  n=$((c == 1 ? ${DSV4_BENCH_PROMPTS_C1:-2} : ${DSV4_BENCH_PROMPTS_C16:-16}))
+  "$DSV4" bench serve --base-url "http://127.0.0.1:$PORT" --random-input-len 8192 --random-output-len 1024 \
+    --ignore-eos --num-prompts "$n" --max-concurrency "$c" --result-file "$OUT/serve-c$c.json" --disable-tqdm \
+    >"$OUT/serve-c$c.log" 2>&1 || status=1
+  tail -n 25 "$OUT/serve-c$c.log"
+done
+exit $status

@@ -1,0 +1,36 @@
+// Backend: the Ops and Device of one compute backend, chosen by name ("cpu", "cuda", or "auto" =
+// cuda when this build has it and a GPU is present, else cpu). Callers above the backend room
+// (engine, tools) pick a backend here and never name a concrete Ops class.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend/device.h"
+#include "backend/ops.h"
+
+namespace dsv4 {
+
+struct Backend {
+  std::string name;         // "cpu" | "cuda"
+  std::string description;  // one line for logs, e.g. "cuda: NVIDIA H200"
+  std::unique_ptr<Device> device;
+  std::unique_ptr<Ops> ops;  // declared after device: destroyed first
+
+  Backend() = default;
+  Backend(Backend&&) noexcept = default;
+  Backend& operator=(Backend&&) noexcept = default;
+  ~Backend() {
+    ops.reset();  // ops own device memory: free it before the device goes
+  }
+};
+
+// Backends compiled into this build ("cpu" always; "cuda" when built with nvcc).
+std::vector<std::string> built_backends();
+
+// Throws dsv4::Error for an unknown name or one this build or machine cannot run.
+Backend make_backend(std::string_view name, int cpu_threads = 0);
+
+}  // namespace dsv4

@@ -1,0 +1,369 @@
+#include <cuda_bf16.h>
+
+#include <cmath>
+
+#include "backend/cuda/compressor.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_math.cuh"
+
+namespace dsv4::cuda {
+namespace {
+
+constexpr int kMaxDim = 512;
+constexpr int kMaxRows = 256;
+constexpr int kMaxThreads = 512;
+constexpr int kLanes = 8;  // the CPU's strided-lane sums (cpu_support.h)
+
+// ---- exp as the CPU computes it --------------------------------------------------------------------
+
+// 2^(i/32) as double bits minus i << 47 (the table of the host's expf).
+__device__ const uint64_t kExp2Table[32] = {
+    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51, 0x3fef72b83c7d517b,
+    0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1, 0x3fef06fe0a31b715, 0x3feef1a7373aa9cb,
+    0x3feedea64c123422, 0x3feece086061892d, 0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429,
+    0x3feea47eb03a5585, 0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d, 0x3feee89f995ad3ad,
+    0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069, 0x3fef5818dcfba487, 0x3fef7c97337b9b5f,
+    0x3fefa4afa2a490da, 0x3fefd0765b6e4540};
+
+// std::exp(float) of the CPU backend, bit for bit: glibc's expf (its FMA variant, which x86-64 CPUs with
+// FMA run): x·32/ln2 = k + r in double, 2^(k/32) from the table, a cubic in r, one rounding to float.
+// CUDA's expf is off by up to 2 ulp, which would change pooled entries. Checked against glibc 2.36 on
+// every float in [-103.9, 88.7] (the SSE2 variant differs on 2 of them).
+__device__ float host_expf(float x) {
+  constexpr double kInvLn2N = 0x1.71547652b82fep+0 * 32, kShift = 0x1.8p+52;
+  constexpr double kC0 = 0x1.c6af84b912394p-5 / 32768, kC1 = 0x1.ebfce50fac4f3p-3 / 1024,
+                   kC2 = 0x1.62e42ff0c52d6p-1 / 32;
+  if (!(fabsf(x) < 88.0f)) {
+    if (x == -INFINITY) return 0.0f;
+    if (isnan(x) || x == INFINITY) return x + x;
+    if (x > 0x1.62e42ep6f) return INFINITY;
+    if (x < -0x1.9fe368p6f) return 0.0f;
+  }
+  const double xd = x;
+  double kd = __fma_rn(kInvLn2N, xd, kShift);
+  const uint64_t ki = static_cast<uint64_t>(__double_as_longlong(kd));
+  kd = __dsub_rn(kd, kShift);
+  const double r = __fma_rn(kInvLn2N, xd, -kd);
+  const double s = __longlong_as_double(static_cast<long long>(__ldg(&kExp2Table[ki % 32]) + (ki << 47)));
+  const double z = __fma_rn(kC0, r, kC1);
+  const double r2 = __dmul_rn(r, r);
+  const double y = __fma_rn(z, r2, __fma_rn(kC2, r, 1.0));
+  return __double2float_rn(__dmul_rn(y, s));
+}
+
+// ---- quantization as core/quant.cpp and the entry codec do it --------------------------------------
+
+__device__ __forceinline__ float clampf(float v, float lo, float hi) { return v < lo ? lo : (hi < v ? hi : v); }
+
+// core/number_formats.h's ue8m0_to_float (byte 0 is 2^-127).
+__device__ __forceinline__ float ue8m0_value(uint8_t e) {
+  return e == 255 ? __uint_as_float(0x7fc00000u) : (e == 0 ? 0x1p-127f : e8_value(e));
+}
+
+// core/number_formats.h's float_to_e2m1: nearest, ties to the even code, the sign kept for zero.
+__device__ __forceinline__ uint8_t e2m1_code(float f) {
+  const uint8_t sign = signbit(f) ? 8 : 0;
+  const float a = fabsf(f);
+  uint8_t c = 7;
+  if (a <= 0.25f) {
+    c = 0;
+  } else if (a < 0.75f) {
+    c = 1;
+  } else if (a <= 1.25f) {
+    c = 2;
+  } else if (a < 1.75f) {
+    c = 3;
+  } else if (a <= 2.5f) {
+    c = 4;
+  } else if (a < 3.5f) {
+    c = 5;
+  } else if (a <= 5.0f) {
+    c = 6;
+  }
+  return sign | c;
+}
+
+__device__ __forceinline__ uint8_t e4m3_scale_byte(float amax) {
+  return ceil_pow2_e8(__fmul_rn(fmaxf(amax, 1e-4f), 1.0f / 448.0f));
+}
+__device__ __forceinline__ uint8_t e2m1_scale_byte(float amax) {
+  return ceil_pow2_e8(__fmul_rn(fmaxf(amax, 6.0f * 0x1p-126f), 1.0f / 6.0f));
+}
+__device__ __forceinline__ uint8_t e4m3_code(float v, float s) {
+  return f_to_e4m3(clampf(__fdiv_rn(v, s), -448.0f, 448.0f));
+}
+__device__ __forceinline__ uint8_t e2m1_code(float v, float s) {
+  return e2m1_code(clampf(__fdiv_rn(v, s), -6.0f, 6.0f));
+}
+
+// max |v[i]| over v[0, n), by one warp; every lane gets it.
+__device__ float warp_amax(const float* v, int n, int lane) {
+  float m = 0.0f;
+  for (int i = lane; i < n; i += kWarp) m = fmaxf(m, fabsf(v[i]));
+  return warp_max(m);
+}
+
+// Q8(v, block) / Q4(v) in place on v[0, n) (n a multiple of the block), one warp per block.
+__device__ void fake_quant_e4m3(float* v, int n, int block) {
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  for (int b = warp * block; b < n; b += (blockDim.x / kWarp) * block) {
+    const float s = ue8m0_value(e4m3_scale_byte(warp_amax(v + b, block, lane)));
+    for (int i = b + lane; i < b + block; i += kWarp) v[i] = round_bf16(__fmul_rn(e4m3_to_f(e4m3_code(v[i], s)), s));
+  }
+}
+__device__ void fake_quant_e2m1(float* v, int n) {
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  for (int b = warp * kWarp; b < n; b += blockDim.x) {
+    const float s = ue8m0_value(e2m1_scale_byte(warp_amax(v + b, kWarp, lane)));
+    v[b + lane] = round_bf16(__fmul_rn(e2m1_to_f(e2m1_code(v[b + lane], s)), s));
+  }
+}
+
+// ---- entry encoders (core/kv_entry.cpp), exact for values on the entry's grid ------------------------
+
+// A bf16 field of an entry (2-byte aligned: the launcher checks the table). One 16-bit store: ptxas of
+// CUDA 13.0 lowers a byte store of a cvt.rn.bf16 result to a float→u8 conversion (F2I.U8.F16).
+__device__ __forceinline__ void store_bf16(uint8_t* p, float v) { *reinterpret_cast<uint16_t*>(p) = f_to_bf16(v); }
+
+// [n e4m3][r bf16][n/64 ue8m0][zero pad], n = d − r.
+__device__ void encode_attn_fp8(const float* v, int d, int r, int entry_bytes, uint8_t* out) {
+  const int n = d - r, warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, warps = blockDim.x / kWarp;
+  for (int b = warp; b < n / 64; b += warps) {
+    const uint8_t e = e4m3_scale_byte(warp_amax(v + b * 64, 64, lane));
+    const float s = ue8m0_value(e);
+    for (int i = b * 64 + lane; i < (b + 1) * 64; i += kWarp) out[i] = e4m3_code(v[i], s);
+    if (lane == 0) out[n + 2 * r + b] = e;
+  }
+  for (int i = threadIdx.x; i < r; i += blockDim.x) store_bf16(out + n + 2 * i, v[n + i]);
+  for (int i = n + 2 * r + n / 64 + threadIdx.x; i < entry_bytes; i += blockDim.x) out[i] = 0;
+}
+
+// [d/2 packed e2m1, element 2j in the low nibble of byte j][d/32 ue8m0].
+__device__ void encode_index_fp4(const float* v, int d, uint8_t* out) {
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  for (int b = warp * kWarp; b < d; b += blockDim.x) {
+    const uint8_t e = e2m1_scale_byte(warp_amax(v + b, kWarp, lane));
+    const uint8_t code = e2m1_code(v[b + lane], ue8m0_value(e));
+    const uint8_t high = static_cast<uint8_t>(__shfl_down_sync(0xffffffffu, code, 1));
+    if (lane % 2 == 0) out[(b + lane) / 2] = static_cast<uint8_t>(code | (high << 4));
+    if (lane == 0) out[d / 2 + b / kWarp] = e;
+  }
+}
+
+// [d e4m3][fp32 scale]: one power-of-two scale over the whole entry, by warp 0.
+__device__ void encode_index_fp8(const float* v, int d, uint8_t* out) {
+  if (threadIdx.x >= kWarp) return;
+  const int lane = threadIdx.x;
+  const float s = ue8m0_value(e4m3_scale_byte(warp_amax(v, d, lane)));
+  for (int i = lane; i < d; i += kWarp) out[i] = e4m3_code(v[i], s);
+  if (lane < 4) out[d + lane] = static_cast<uint8_t>(__float_as_uint(s) >> (8 * lane));
+}
+
+__device__ void encode_entry(const DeviceTable& t, const float* v, int d, int r, uint8_t* out) {
+  switch (t.format) {
+    case EntryFormat::kAttnFp8:
+      encode_attn_fp8(v, d, r, t.entry_bytes, out);
+      break;
+    case EntryFormat::kIndexFp4:
+      encode_index_fp4(v, d, out);
+      break;
+    case EntryFormat::kIndexFp8:
+      encode_index_fp8(v, d, out);
+      break;
+    case EntryFormat::kBf16:
+      for (int i = threadIdx.x; i < d; i += blockDim.x) store_bf16(out + 2 * i, v[i]);
+      break;
+    case EntryFormat::kF32:
+      for (int i = threadIdx.x; i < 4 * d; i += blockDim.x)
+        out[i] = static_cast<uint8_t>(__float_as_uint(v[i / 4]) >> (8 * (i % 4)));
+      break;
+  }
+}
+
+// ---- compressor_store ------------------------------------------------------------------------------
+
+__global__ void store_kernel(const float* a, const float* g, int64_t tokens, int64_t cd, const int32_t* positions,
+                             const float* ape, int ratio, DeviceTable state, const int32_t* slots, int32_t* err) {
+  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (i >= tokens * 2 * cd) return;
+  const int64_t t = i / (2 * cd), k = i % (2 * cd);
+  const int32_t slot = slots[t];
+  if (slot < 0) return;
+  if (!state.holds(slot)) {
+    report(err, DeviceError::kCompressorSlot);
+    return;
+  }
+  float* row = reinterpret_cast<float*>(state.entry(slot));
+  row[k] = k < cd ? a[t * cd + k] : __fadd_rn(g[t * cd + k - cd], ape[(positions[t] % ratio) * cd + k - cd]);
+}
+
+// ---- compressor_emit -------------------------------------------------------------------------------
+
+// Softmax pooling of channel ch over the candidate rows (null = absent previous row), as pool_entry:
+// max, then Σ exp(g − m) and Σ (x / Σ)·a in candidate order, fp32 without contraction.
+__device__ float pool_channel(const float* const* rows, int n_rows, int ratio, int c, int dc, int ch) {
+  const int64_t cd = int64_t{c} * dc;
+  auto value_at = [&](int r) { return (c == 2 && r < ratio) ? int64_t{ch} : int64_t{c - 1} * dc + ch; };
+  float m = -INFINITY;
+  for (int r = 0; r < n_rows; ++r) {
+    if (!rows[r]) continue;
+    const float g = rows[r][cd + value_at(r)];
+    m = m < g ? g : m;  // std::max
+  }
+  float sum = 0.0f;
+  for (int r = 0; r < n_rows; ++r) {
+    if (rows[r]) sum = __fadd_rn(sum, host_expf(__fsub_rn(rows[r][cd + value_at(r)], m)));
+  }
+  float e = 0.0f;
+  for (int r = 0; r < n_rows; ++r) {
+    if (!rows[r]) continue;
+    const float x = host_expf(__fsub_rn(rows[r][cd + value_at(r)], m));
+    e = __fadd_rn(e, __fmul_rn(__fdiv_rn(x, sum), rows[r][value_at(r)]));
+  }
+  return e;
+}
+
+// e = bf16(w · (e · rsqrt(mean(e²) + eps))), the sum of squares in the CPU's 8-lane order.
+__device__ void rms_norm_entry(float* e, int dc, const uint16_t* w, float eps) {
+  __shared__ float lanes[kLanes];
+  if (threadIdx.x < kLanes) {
+    float l = 0.0f;
+    for (int i = threadIdx.x; i < dc; i += kLanes) l = __fadd_rn(l, __fmul_rn(e[i], e[i]));
+    lanes[threadIdx.x] = l;
+  }
+  __syncthreads();
+  const float ss = __fadd_rn(__fadd_rn(__fadd_rn(lanes[0], lanes[1]), __fadd_rn(lanes[2], lanes[3])),
+                             __fadd_rn(__fadd_rn(lanes[4], lanes[5]), __fadd_rn(lanes[6], lanes[7])));
+  const float var = __fdiv_rn(ss, static_cast<float>(dc));
+  const float rs = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(var, eps)));
+  for (int i = threadIdx.x; i < dc; i += blockDim.x) e[i] = round_bf16(__fmul_rn(bf16_to_f(w[i]), __fmul_rn(e[i], rs)));
+  __syncthreads();
+}
+
+// Forward RoPE of x[0, 2·half) at `position`; cos/sin in double rounded to float (as row_kernels.cu).
+__device__ void rope_entry(float* x, int half, int32_t position, const float* freqs) {
+  const float p = static_cast<float>(position);
+  for (int k = threadIdx.x; k < half; k += blockDim.x) {
+    const float angle = __fmul_rn(p, freqs[k]);
+    const float c = static_cast<float>(cos(static_cast<double>(angle)));
+    const float s = static_cast<float>(sin(static_cast<double>(angle)));
+    const float re = x[2 * k], im = x[2 * k + 1];
+    x[2 * k] = round_bf16(__fsub_rn(__fmul_rn(re, c), __fmul_rn(im, s)));
+    x[2 * k + 1] = round_bf16(__fadd_rn(__fmul_rn(re, s), __fmul_rn(im, c)));
+  }
+  __syncthreads();
+}
+
+// e = bf16(scale · H e), the butterflies in the CPU's order.
+__device__ void hadamard_entry(float* e, int dc, float scale) {
+  for (int h = 1; h < dc; h *= 2) {
+    for (int k = threadIdx.x; k < dc / 2; k += blockDim.x) {
+      const int j = (k / h) * 2 * h + k % h;
+      const float a = e[j], b = e[j + h];
+      e[j] = __fadd_rn(a, b);
+      e[j + h] = __fsub_rn(a, b);
+    }
+    __syncthreads();
+  }
+  for (int i = threadIdx.x; i < dc; i += blockDim.x) e[i] = round_bf16(__fmul_rn(e[i], scale));
+  __syncthreads();
+}
+
+// Resolves the entry's rows into `rows` (null = absent); false when one is unusable.
+__device__ bool gather_rows(const CompressorEmitArgs& a, int c, int64_t entry, const float** rows) {
+  const int n_rows = c * a.ratio;
+  bool bad = false;
+  for (int r = threadIdx.x; r < n_rows; r += blockDim.x) {
+    const int32_t slot = a.rows[entry * n_rows + r];
+    const bool previous = c == 2 && r < a.ratio;
+    const bool ok = slot >= 0 ? a.state.holds(slot) : previous;
+    bad |= !ok;
+    rows[r] = ok && slot >= 0 ? reinterpret_cast<const float*>(a.state.entry(slot)) : nullptr;
+  }
+  return !__syncthreads_or(bad);
+}
+
+__global__ void __launch_bounds__(kMaxThreads) emit_kernel(CompressorEmitArgs a, int c, float had_scale) {
+  __shared__ float e[kMaxDim];
+  __shared__ const float* rows[kMaxRows];
+  const int64_t entry = blockIdx.x;
+  const int dc = a.head_dim;
+  const int32_t out_slot = a.out_slots[entry];
+  if (!gather_rows(a, c, entry, rows) || (out_slot >= 0 && !a.out.holds(out_slot))) {
+    if (threadIdx.x == 0) report(a.err, DeviceError::kCompressorSlot);
+    return;
+  }
+  for (int ch = threadIdx.x; ch < dc; ch += blockDim.x)
+    e[ch] = round_bf16(pool_channel(rows, c * a.ratio, a.ratio, c, dc, ch));
+  __syncthreads();
+  rms_norm_entry(e, dc, a.norm_weight, a.norm_eps);
+  rope_entry(e + dc - a.rope_dim, a.rope_dim / 2, a.block_index[entry] * a.ratio, a.freqs);
+  if (a.indexer) {
+    hadamard_entry(e, dc, had_scale);
+    fake_quant_e2m1(e, dc);
+  } else {
+    fake_quant_e4m3(e, dc - a.rope_dim, 64);
+  }
+  __syncthreads();
+  if (out_slot >= 0) encode_entry(a.out, e, dc, a.rope_dim, a.out.entry(out_slot));
+}
+
+// Bytes of one entry (core/kv_entry.cpp's kv_entry_bytes); 0 for dims the format cannot hold.
+int64_t entry_bytes(EntryFormat f, int64_t d, int64_t r) {
+  switch (f) {
+    case EntryFormat::kBf16:
+      return 2 * d;
+    case EntryFormat::kF32:
+      return 4 * d;
+    case EntryFormat::kAttnFp8:
+      return r >= 0 && r < d && (d - r) % 64 == 0 ? (d - r + 2 * r + (d - r) / 64 + 7) / 8 * 8 : 0;
+    case EntryFormat::kIndexFp4:
+      return d % 32 == 0 ? d / 2 + d / 32 : 0;
+    case EntryFormat::kIndexFp8:
+      return d + 4;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void compressor_store(const float* a, const float* g, int64_t tokens, int64_t cd, const int32_t* positions,
+                      const float* ape, int ratio, DeviceTable state, const int32_t* slots, int32_t* err,
+                      cudaStream_t stream) {
+  DSV4_CUDA_REQUIRE(ratio > 0 && cd > 0, "compressor_store: ratio and cd must be positive");
+  DSV4_CUDA_REQUIRE(state.format == EntryFormat::kF32 && state.entry_bytes == 8 * cd,
+                    "compressor_store: the state table must hold f32 rows of 2·cd");
+  const int64_t n = tokens * 2 * cd;
+  if (n == 0) return;
+  store_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(a, g, tokens, cd, positions, ape, ratio,
+                                                                           state, slots, err);
+  DSV4_CUDA_CHECK_LAUNCH();
+}
+
+void compressor_emit(const CompressorEmitArgs& a, cudaStream_t stream) {
+  const int c = a.ratio == 4 ? 2 : 1, dc = a.head_dim, r = a.rope_dim;
+  DSV4_CUDA_REQUIRE(a.ratio > 0 && c * a.ratio <= kMaxRows, "compressor_emit: ratio must give at most 256 rows");
+  DSV4_CUDA_REQUIRE(dc >= 32 && dc <= kMaxDim && dc % 32 == 0,
+                    "compressor_emit: head_dim must be 32..512, a multiple of 32");
+  DSV4_CUDA_REQUIRE(r > 0 && r <= dc && r % 2 == 0, "compressor_emit: rope_dim must be even and in (0, head_dim]");
+  if (a.indexer) {
+    DSV4_CUDA_REQUIRE((dc & (dc - 1)) == 0, "compressor_emit: indexer head_dim must be a power of two");
+  } else {
+    DSV4_CUDA_REQUIRE(r < dc && (dc - r) % 64 == 0, "compressor_emit: head_dim - rope_dim must be a multiple of 64");
+  }
+  DSV4_CUDA_REQUIRE(a.state.format == EntryFormat::kF32 && a.state.entry_bytes == 8LL * c * dc,
+                    "compressor_emit: the state table must hold f32 rows of 2·c·head_dim");
+  const int64_t out_bytes = entry_bytes(a.out.format, dc, r);
+  DSV4_CUDA_REQUIRE(out_bytes > 0 && a.out.entry_bytes == out_bytes,
+                    "compressor_emit: the output table's entry size does not match its format and dims");
+  DSV4_CUDA_REQUIRE(reinterpret_cast<uintptr_t>(a.out.base) % 2 == 0 && a.out.page_bytes % 2 == 0,
+                    "compressor_emit: the output table must be 2-byte aligned");
+  if (a.entries == 0) return;
+  const int threads = dc < 128 ? 128 : dc;
+  const float had_scale = static_cast<float>(std::pow(static_cast<double>(dc), -0.5));  // as hadamard_row
+  emit_kernel<<<static_cast<unsigned>(a.entries), threads, 0, stream>>>(a, c, had_scale);
+  DSV4_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace dsv4::cuda

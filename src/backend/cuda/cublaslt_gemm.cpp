@@ -1,0 +1,340 @@
+// GemmRunner: dispatch of one GEMM to cuBLASLt (FP8 block-scaled, bf16) or the exact kernels
+// (gemm.cu), with the scratch it needs. Row-major y = x·Wᵀ is column-major yᵀ = W·xᵀ, so cuBLASLt
+// sees A = W (op T, lda = K), B = x (op N, ldb = x row stride), D = y (ldd = y row stride),
+// m = N, n = rows, k = K: the "TN" form FP8 requires. Everything runs on the runner's stream;
+// nothing waits on the host.
+#include <cublasLt.h>
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <unordered_map>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/gemm_internal.h"
+#include "core/error.h"
+
+namespace dsv4::cuda {
+namespace {
+
+const char* lt_status_name(cublasStatus_t s) {
+  switch (s) {
+    case CUBLAS_STATUS_SUCCESS:
+      return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+      return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR:
+      return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR:
+      return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR:
+      return "CUBLAS_STATUS_LICENSE_ERROR";
+  }
+  return "unknown cublasStatus_t";
+}
+
+#define DSV4_LT_CHECK(expr)                                                                                     \
+  do {                                                                                                          \
+    const cublasStatus_t dsv4_st_ = (expr);                                                                     \
+    if (dsv4_st_ != CUBLAS_STATUS_SUCCESS)                                                                      \
+      ::dsv4::fail("cuBLASLt error {} ({}) at {}:{}: {}", static_cast<int>(dsv4_st_), lt_status_name(dsv4_st_), \
+                   __FILE__, __LINE__, #expr);                                                                  \
+  } while (0)
+
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
+// Largest power of two (<= 256) dividing the address: the alignment cuBLASLt may assume.
+uint32_t alignment_of(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  return a == 0 ? 256u : static_cast<uint32_t>(std::min<uintptr_t>(256, a & (~a + 1)));
+}
+
+// One cuBLASLt problem: y[n, m] (col-major yᵀ [m, n]) = Σ_k W[m, k]·x[n, k], optionally batched.
+struct LtShape {
+  bool fp8 = false;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t lda = 0, ldb = 0, ldd = 0;
+  int64_t batch = 1, stride_a = 0, stride_b = 0, stride_d = 0;
+  bool d_f32 = false;
+  uint32_t align_a = 0, align_b = 0, align_d = 0;
+
+  std::array<int64_t, 15> key() const {
+    return {fp8, m, n, k, lda, ldb, ldd, batch, stride_a, stride_b, stride_d, d_f32, align_a, align_b, align_d};
+  }
+};
+
+// Descriptors and the chosen algorithm of one shape; ok = false when cuBLASLt offers none.
+struct LtPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool ok = false;
+
+  void destroy() {
+    if (desc) cublasLtMatmulDescDestroy(desc);
+    for (auto* l : {a, b, d}) {
+      if (l) cublasLtMatrixLayoutDestroy(l);
+    }
+  }
+};
+
+template <typename T>
+void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const T& v) {
+  DSV4_LT_CHECK(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof(v)));
+}
+
+cublasLtMatrixLayout_t make_layout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
+                                   int64_t stride) {
+  cublasLtMatrixLayout_t l = nullptr;
+  DSV4_LT_CHECK(cublasLtMatrixLayoutCreate(&l, type, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld));
+  if (batch > 1) {
+    const auto count = static_cast<int32_t>(batch);
+    DSV4_LT_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+    DSV4_LT_CHECK(
+        cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+  }
+  return l;
+}
+
+// The heuristic refuses block scale modes without scale pointers, so the first call's are set here
+// (each call sets its own before the matmul).
+LtPlan make_plan(cublasLtHandle_t lt, const LtShape& s, const float* scale_a, const float* scale_b) {
+  LtPlan p;
+  // fp32 accumulation and scaling; bf16 inputs run as bf16 products (never TF32), FP8 without fast
+  // accumulation (the default).
+  DSV4_LT_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  set_desc(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
+  set_desc(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+  if (s.fp8) {
+    // The weight's 128x128 blocks on A, the activations' 1x128 blocks on B (gemm_internal.h layouts).
+    set_desc(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, int32_t{CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F});
+    set_desc(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, int32_t{CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F});
+    set_desc(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, scale_a);
+    set_desc(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, scale_b);
+  }
+  const cudaDataType_t in = s.fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
+  p.a = make_layout(in, s.k, s.m, s.lda, s.batch, s.stride_a);
+  p.b = make_layout(in, s.k, s.n, s.ldb, s.batch, s.stride_b);
+  p.d = make_layout(s.d_f32 ? CUDA_R_32F : CUDA_R_16BF, s.m, s.n, s.ldd, s.batch, s.stride_d);
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  DSV4_LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws = kWorkspaceBytes;
+  DSV4_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  const std::array<std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t>, 4> aligns = {
+      {{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, s.align_a},
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, s.align_b},
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, s.align_d},
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, s.align_d}}};
+  for (const auto& [attr, v] : aligns) {
+    DSV4_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &v, sizeof(v)));
+  }
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_NOT_SUPPORTED) DSV4_LT_CHECK(st);
+  p.ok = st == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS;
+  if (p.ok) p.algo = result.algo;
+  return p;
+}
+
+struct ScaleCopy {
+  float* data = nullptr;
+  int64_t n = 0, k = 0;
+};
+
+}  // namespace
+
+struct GemmRunner::Impl {
+  cudaStream_t stream;
+  cublasLtHandle_t lt = nullptr;
+  void* workspace = nullptr;
+  void* act = nullptr;  // quantized activations: codes, then fp32 scales
+  size_t act_bytes = 0;
+  float* partial = nullptr;  // split-K block contributions of the exact kernel
+  int64_t partial_floats = 0;
+  int32_t* counters = nullptr;  // its per-tile arrival counters (zero between GEMMs)
+  int64_t counter_count = 0;
+  std::map<std::array<int64_t, 15>, LtPlan> plans;
+  std::unordered_map<const uint8_t*, ScaleCopy> scales;
+
+  explicit Impl(cudaStream_t s) : stream(s) {
+    DSV4_LT_CHECK(cublasLtCreate(&lt));
+    DSV4_CUDA_CHECK(cudaMallocAsync(&workspace, kWorkspaceBytes, stream));
+  }
+
+  ~Impl() {
+    for (auto& [key, plan] : plans) plan.destroy();
+    for (auto& [key, copy] : scales) cudaFreeAsync(copy.data, stream);
+    if (act) cudaFreeAsync(act, stream);
+    if (partial) cudaFreeAsync(partial, stream);
+    if (counters) cudaFreeAsync(counters, stream);
+    if (workspace) cudaFreeAsync(workspace, stream);
+    if (lt) cublasLtDestroy(lt);
+  }
+
+  // Grow-only activation scratch; stream-ordered, so earlier work on the stream still sees the old one.
+  void* act_scratch(size_t bytes) {
+    if (bytes > act_bytes) {
+      if (act) DSV4_CUDA_CHECK(cudaFreeAsync(act, stream));
+      act = nullptr;
+      act_bytes = std::max(bytes, act_bytes + act_bytes / 2);
+      DSV4_CUDA_CHECK(cudaMallocAsync(&act, act_bytes, stream));
+    }
+    return act;
+  }
+
+  // Grow-only split-K scratch of the exact block kernel; new counters start zeroed.
+  void split_scratch(ExactBlockArgs& p) {
+    const SplitNeed need = exact_block_split_need(p);
+    if (need.floats == 0) return;
+    if (need.floats > partial_floats) {
+      if (partial) DSV4_CUDA_CHECK(cudaFreeAsync(partial, stream));
+      partial = nullptr;
+      partial_floats = std::max(need.floats, partial_floats + partial_floats / 2);
+      DSV4_CUDA_CHECK(
+          cudaMallocAsync(reinterpret_cast<void**>(&partial), static_cast<size_t>(partial_floats) * 4, stream));
+    }
+    if (need.counters > counter_count) {
+      if (counters) DSV4_CUDA_CHECK(cudaFreeAsync(counters, stream));
+      counters = nullptr;
+      counter_count = std::max(need.counters, counter_count * 2);
+      const size_t bytes = static_cast<size_t>(counter_count) * sizeof(int32_t);
+      DSV4_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&counters), bytes, stream));
+      DSV4_CUDA_CHECK(cudaMemsetAsync(counters, 0, bytes, stream));
+    }
+    p.partial = partial, p.partial_floats = partial_floats;
+    p.counters = counters, p.counter_count = counter_count;
+  }
+
+  // fp32 copy of an FP8 weight's scales in the BLK128x128 layout, made once per weight.
+  const float* weight_scales(const GemmWeight& w) {
+    ScaleCopy& c = scales[w.scale];
+    if (c.data && c.n == w.rows && c.k == w.cols) return c.data;
+    if (c.data) DSV4_CUDA_CHECK(cudaFreeAsync(c.data, stream));
+    const int64_t count = (w.rows + 127) / 128 * weight_scale_ld(w.cols);
+    DSV4_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&c.data), static_cast<size_t>(count) * 4, stream));
+    c.n = w.rows;
+    c.k = w.cols;
+    fp8_scales_to_f32(w.scale, w.rows, w.cols, c.data, stream);
+    return c.data;
+  }
+
+  const LtPlan& plan(const LtShape& s, const float* scale_a, const float* scale_b) {
+    auto it = plans.find(s.key());
+    if (it == plans.end()) it = plans.emplace(s.key(), make_plan(lt, s, scale_a, scale_b)).first;
+    return it->second;
+  }
+
+  // One cuBLASLt matmul; false (nothing enqueued) when cuBLASLt does not take the shape.
+  bool matmul(const LtShape& s, const void* a, const void* b, void* d, const float* scale_a, const float* scale_b) {
+    const LtPlan& p = plan(s, scale_a, scale_b);
+    if (!p.ok) return false;
+    if (s.fp8) {
+      set_desc(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, scale_a);
+      set_desc(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, scale_b);
+    }
+    const float alpha = 1.0f, beta = 0.0f;
+    const cublasStatus_t st = cublasLtMatmul(lt, p.desc, &alpha, a, p.a, b, p.b, &beta, d, p.d, d, p.d, &p.algo,
+                                             workspace, kWorkspaceBytes, stream);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
+      plans[s.key()].ok = false;
+      return false;
+    }
+    DSV4_LT_CHECK(st);
+    return true;
+  }
+
+  // FP8 block-scaled through cuBLASLt, one matmul per group (each has its own scale offsets).
+  bool lt_fp8(const GemmArgs& a, const uint8_t* codes, const float* act_scales, int64_t scale_ld, int64_t y_ld) {
+    const GemmWeight& w = a.w;
+    const int64_t ng = w.rows / a.groups, kg = w.cols, k = kg * a.groups;
+    if (a.groups > 1 && ng % 128 != 0) return false;  // group g's weight scales start at row block g·ng/128
+    if (kg % 16 != 0 || alignment_of(w.data) < 16) return false;
+    const float* wscale = weight_scales(w);
+    const size_t esz = a.out == GemmOut::kF32 ? 4 : 2;
+    for (int g = 0; g < a.groups; ++g) {
+      const auto* wg = static_cast<const uint8_t*>(w.data) + g * ng * kg;
+      const uint8_t* xg = codes + g * kg;
+      void* yg = static_cast<uint8_t*>(a.y) + static_cast<size_t>(g * ng) * esz;
+      LtShape s;
+      s.fp8 = true;
+      s.m = ng, s.n = a.rows, s.k = kg;
+      s.lda = kg, s.ldb = k, s.ldd = y_ld;
+      s.d_f32 = a.out == GemmOut::kF32;
+      s.align_a = alignment_of(wg), s.align_b = alignment_of(xg), s.align_d = alignment_of(yg);
+      const float* sa = wscale + (g * ng / 128) * weight_scale_ld(kg);
+      const float* sb = act_scales + (g * kg / 128) * scale_ld;
+      if (!matmul(s, wg, xg, yg, sa, sb)) return false;  // the exact kernel then redoes every group
+    }
+    return true;
+  }
+
+  // bf16 weight and activations, fp32 accumulation; groups as a strided batch.
+  bool lt_bf16(const GemmArgs& a, int64_t x_ld, int64_t y_ld) {
+    const GemmWeight& w = a.w;
+    const int64_t ng = w.rows / a.groups, kg = w.cols;
+    LtShape s;
+    s.m = ng, s.n = a.rows, s.k = kg;
+    s.lda = kg, s.ldb = x_ld, s.ldd = y_ld;
+    s.batch = a.groups, s.stride_a = ng * kg, s.stride_b = kg, s.stride_d = ng;
+    s.d_f32 = a.out == GemmOut::kF32;
+    s.align_a = alignment_of(w.data), s.align_b = alignment_of(a.x), s.align_d = alignment_of(a.y);
+    return matmul(s, w.data, a.x, a.y, nullptr, nullptr);
+  }
+
+  void run(const GemmArgs& a) {
+    const GemmWeight& w = a.w;
+    DSV4_CHECK(a.groups >= 1 && w.rows > 0 && w.cols > 0 && w.rows % a.groups == 0,
+               "gemm: {} weight rows do not split into {} groups", w.rows, a.groups);
+    DSV4_CHECK(a.rows >= 0 && a.x && a.y && w.data, "gemm: missing operands");
+    const int64_t k = w.cols * a.groups;
+    const int64_t x_ld = a.x_stride ? a.x_stride : k, y_ld = a.y_stride ? a.y_stride : w.rows;
+    if (a.rows == 0) return;
+    const bool y_f32 = a.out == GemmOut::kF32;
+    if (w.kind == GemmWeightKind::kBf16 || w.kind == GemmWeightKind::kF32) {
+      if (w.kind == GemmWeightKind::kBf16 && !a.exact && lt_bf16(a, x_ld, y_ld)) return;
+      ExactPlainArgs p;
+      p.x = a.x, p.x_ld = x_ld, p.rows = a.rows;
+      p.n = w.rows, p.ng = w.rows / a.groups, p.kg = w.cols, p.groups = a.groups;
+      p.w = w.data, p.w_f32 = w.kind == GemmWeightKind::kF32;
+      p.y = a.y, p.y_ld = y_ld, p.y_f32 = y_f32;
+      exact_plain_gemm(p, stream);
+      return;
+    }
+    DSV4_CHECK(w.scale && w.cols % 128 == 0, "gemm: a block-scaled weight needs scales and K % 128 == 0");
+    const int64_t scale_ld = act_scale_ld(a.rows);
+    const size_t code_bytes = (static_cast<size_t>(a.rows * k) + 255) / 256 * 256;
+    auto* codes = static_cast<uint8_t*>(act_scratch(code_bytes + static_cast<size_t>(k / 128 * scale_ld) * 4));
+    auto* act_scales = reinterpret_cast<float*>(codes + code_bytes);
+    quantize_act(a.x, a.rows, k, x_ld, codes, act_scales, scale_ld, stream);
+    if (w.kind == GemmWeightKind::kFp8 && !a.exact && lt_fp8(a, codes, act_scales, scale_ld, y_ld)) return;
+    ExactBlockArgs p;
+    p.kind = w.kind;
+    p.codes = codes, p.codes_ld = k, p.scales = act_scales, p.scale_ld = scale_ld;
+    p.rows = a.rows, p.n = w.rows, p.ng = w.rows / a.groups, p.kg = w.cols, p.groups = a.groups;
+    p.w = w.data, p.w_scale = w.scale;
+    p.y = a.y, p.y_ld = y_ld, p.y_f32 = y_f32;
+    split_scratch(p);
+    exact_block_gemm(p, stream);
+  }
+};
+
+GemmRunner::GemmRunner(cudaStream_t stream) : impl_(std::make_unique<Impl>(stream)) {}
+GemmRunner::~GemmRunner() = default;
+
+void GemmRunner::run(const GemmArgs& a) { impl_->run(a); }
+
+}  // namespace dsv4::cuda

@@ -1,0 +1,115 @@
+#include "backend/cuda/cuda_device.h"
+
+#include <cstdint>
+#include <limits>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_table.h"
+#include "core/error.h"
+
+namespace dsv4::cuda {
+namespace {
+
+const char* error_name(int32_t code) {
+  switch (static_cast<DeviceError>(code)) {
+    case DeviceError::kNone: return "none";
+    case DeviceError::kStoreSlot: return "store_entries: a slot outside its table";
+    case DeviceError::kAttentionSlot: return "sparse_attention: a slot outside its table";
+    case DeviceError::kCompressorSlot: return "compressor: a state or output slot outside its table, or a missing row";
+    case DeviceError::kIndexerSlot: return "indexer_topk: a key slot outside its table";
+    case DeviceError::kMoeExpert: return "moe: an expert id outside [0, experts)";
+    case DeviceError::kMoeToken: return "moe_gate: a token id outside the hash-routing table";
+    case DeviceError::kEmbedId: return "embed: a token id outside the vocabulary";
+  }
+  return "unknown device error";
+}
+
+}  // namespace
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky "no driver" error
+    return 0;
+  }
+  return n;
+}
+
+CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
+  DSV4_CHECK(ordinal >= 0 && ordinal < device_count(), "cuda: no GPU with ordinal {} ({} found)", ordinal,
+             device_count());
+  DSV4_CUDA_CHECK(cudaSetDevice(ordinal));
+  DSV4_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  DSV4_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool_, ordinal));
+  uint64_t keep = std::numeric_limits<uint64_t>::max();  // never hand freed blocks back to the driver
+  DSV4_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep));
+  DSV4_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&err_), sizeof(int32_t)));
+  DSV4_CUDA_CHECK(cudaMemset(err_, 0, sizeof(int32_t)));
+}
+
+CudaDevice::~CudaDevice() {
+  cudaStreamSynchronize(stream_);
+  cudaFree(err_);
+  cudaStreamDestroy(stream_);
+}
+
+std::string CudaDevice::name() const {
+  cudaDeviceProp prop{};
+  DSV4_CUDA_CHECK(cudaGetDeviceProperties(&prop, ordinal_));
+  return prop.name;
+}
+
+uint64_t CudaDevice::memory_capacity() const {
+  size_t free_b = 0, total = 0;
+  DSV4_CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
+  return total;
+}
+
+void* CudaDevice::allocate(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t e = cudaMallocAsync(&p, bytes ? bytes : 1, stream_);
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    size_t free_b = 0, total = 0;
+    cudaMemGetInfo(&free_b, &total);
+    fail("cuda: out of GPU memory allocating {} bytes ({} of {} bytes free)", bytes, free_b, total);
+  }
+  DSV4_CUDA_CHECK(e);
+  return p;
+}
+
+void CudaDevice::release(void* p) {
+  if (p) DSV4_CUDA_CHECK(cudaFreeAsync(p, stream_));
+}
+
+void CudaDevice::to_device(void* dst, const void* src, size_t bytes) {
+  if (bytes) DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+}
+
+void CudaDevice::to_host(void* dst, const void* src, size_t bytes) {
+  if (bytes) DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  synchronize();
+}
+
+void CudaDevice::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes) DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+}
+
+void CudaDevice::fill_zero(void* p, size_t bytes) {
+  if (bytes) DSV4_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
+}
+
+void CudaDevice::synchronize() {
+  DSV4_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  check_errors();
+}
+
+void CudaDevice::check_errors() {
+  int32_t code = 0;
+  DSV4_CUDA_CHECK(cudaMemcpy(&code, err_, sizeof(code), cudaMemcpyDeviceToHost));
+  if (code == 0) return;
+  DSV4_CUDA_CHECK(cudaMemset(err_, 0, sizeof(int32_t)));
+  fail("cuda: {} (device error {})", error_name(code), code);
+}
+
+}  // namespace dsv4::cuda

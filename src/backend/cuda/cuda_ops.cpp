@@ -1,0 +1,258 @@
+#include "backend/cuda/cuda_ops.h"
+
+#include "backend/cpu/op_checks.h"
+#include "backend/cuda/attention.h"
+#include "backend/cuda/compressor.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/hyper_connection.h"
+#include "backend/cuda/indexer.h"
+#include "backend/cuda/moe.h"
+#include "backend/cuda/row_kernels.h"
+#include "backend/rope.h"
+#include "core/error.h"
+
+namespace dsv4::cuda {
+namespace {
+
+GemmWeight gemm_weight(const Weight& w) {
+  GemmWeightKind kind = GemmWeightKind::kBf16;
+  switch (w.type) {
+    case WeightType::kFp8Block: kind = GemmWeightKind::kFp8; break;
+    case WeightType::kFp4Block: kind = GemmWeightKind::kFp4; break;
+    case WeightType::kBf16: kind = GemmWeightKind::kBf16; break;
+    case WeightType::kF32: kind = GemmWeightKind::kF32; break;
+  }
+  return {kind, w.data, w.scale, w.rows, w.cols};
+}
+
+DeviceTable device_table(const EntryTable& t) {
+  return {t.base, t.page_bytes, t.entries_per_page, t.entry_bytes, static_cast<EntryFormat>(t.format), t.capacity};
+}
+
+}  // namespace
+
+CudaOps::CudaOps(CudaDevice& dev)
+    : dev_(dev), gemm_(std::make_unique<GemmRunner>(dev.stream())), moe_(std::make_unique<MoeRunner>(*gemm_, dev.stream())) {}
+
+CudaOps::~CudaOps() = default;
+
+const float* CudaOps::frequencies(const RopeConfig& r) {
+  const auto key = std::make_tuple(r.rope_dim, r.theta, r.original_seq_len, r.factor, r.beta_fast, r.beta_slow);
+  auto it = freqs_.find(key);
+  if (it == freqs_.end()) it = freqs_.emplace(key, DeviceArray<float>(dev_, rope_frequencies(r))).first;
+  return it->second.data();
+}
+
+void CudaOps::linear(const LinearParams& p) {
+  check_params(p);
+  GemmArgs a;
+  a.x = p.x;
+  a.rows = p.rows;
+  a.w = gemm_weight(p.w);
+  a.y = p.y;
+  a.out = p.y_type == ActType::kF32 ? GemmOut::kF32 : GemmOut::kBf16;
+  a.groups = p.groups;
+  a.x_stride = p.x_stride;
+  a.y_stride = p.y_stride;
+  gemm_->run(a);
+}
+
+void CudaOps::rms_norm(const RmsNormParams& p) {
+  check_params(p);
+  cuda::rms_norm(p.x, p.y, p.weight, p.rows, p.dim, p.eps, dev_.stream());
+}
+
+void CudaOps::head_rms_norm(const HeadRmsNormParams& p) {
+  check_params(p);
+  cuda::head_rms_norm(p.x, p.rows * p.heads, p.head_dim, p.eps, dev_.stream());
+}
+
+void CudaOps::rope(const RopeParams& p) {
+  check_params(p);
+  cuda::rope(p.x, p.rows, p.heads, p.head_dim, p.rope.rope_dim, p.positions, frequencies(p.rope), p.inverse,
+             dev_.stream());
+}
+
+void CudaOps::hadamard(const HadamardParams& p) {
+  check_params(p);
+  cuda::hadamard(p.x, p.rows, p.dim, dev_.stream());
+}
+
+void CudaOps::quant_sim(const QuantSimParams& p) {
+  check_params(p);
+  const int64_t stride = p.row_stride ? p.row_stride : p.cols;
+  if (p.kind == QuantSim::kFp8) {
+    quant_sim_e4m3(p.x, p.rows, p.cols, stride, p.block, dev_.stream());
+  } else {
+    quant_sim_e2m1(p.x, p.rows, p.cols, stride, dev_.stream());
+  }
+}
+
+void CudaOps::store_entries(const StoreEntriesParams& p) {
+  check_params(p);
+  cuda::store_entries(p.x, p.rows, p.dims.dim, p.dims.rope_dim, device_table(p.table), p.slots, dev_.error_flag(),
+                      dev_.stream());
+}
+
+void CudaOps::sparse_attention(const SparseAttentionParams& p) {
+  check_params(p);
+  AttentionArgs a;
+  a.q = p.q;
+  a.out = p.out;
+  a.tokens = p.tokens;
+  a.heads = p.heads;
+  a.head_dim = p.head_dim;
+  a.rope_dim = p.rope_dim;
+  a.sink = p.sink;
+  a.softmax_scale = p.softmax_scale;
+  a.window = device_table(p.window);
+  a.window_slots = p.window_slots;
+  a.window_width = p.window_width;
+  a.compressed = device_table(p.compressed);
+  a.compressed_slots = p.compressed_slots;
+  a.compressed_width = p.compressed_width;
+  a.err = dev_.error_flag();
+  cuda::sparse_attention(a, dev_.stream());
+}
+
+void CudaOps::compressor_step(const CompressorStepParams& p) {
+  check_params(p);
+  if (p.tokens == 0) return;
+  // a and g as true fp32 GEMMs through the exact kernel (the CPU's sums, so the pooled entries and the
+  // indexer's choices made from them match the CPU backend).
+  const int64_t cd = p.wkv.rows;
+  DeviceArray<float> ag(dev_, static_cast<size_t>(2 * p.tokens * cd));
+  for (int i = 0; i < 2; ++i) {
+    GemmArgs a;
+    a.x = p.x;
+    a.rows = p.tokens;
+    a.w = gemm_weight(i == 0 ? p.wkv : p.wgate);
+    a.y = ag.data() + i * p.tokens * cd;
+    a.out = GemmOut::kF32;
+    a.exact = true;
+    gemm_->run(a);
+  }
+  compressor_store(ag.data(), ag.data() + p.tokens * cd, p.tokens, cd, p.positions, p.ape, p.ratio,
+                   device_table(p.state), p.state_slots, dev_.error_flag(), dev_.stream());
+}
+
+void CudaOps::compressor_emit(const CompressorEmitParams& p) {
+  check_params(p);
+  CompressorEmitArgs a;
+  a.entries = p.entries;
+  a.block_index = p.block_index;
+  a.rows = p.rows;
+  a.state = device_table(p.state);
+  a.ratio = p.ratio;
+  a.head_dim = p.head_dim;
+  a.rope_dim = p.rope_dim;
+  a.norm_weight = p.norm_weight;
+  a.norm_eps = p.norm_eps;
+  a.freqs = frequencies(p.rope);
+  a.indexer = p.indexer;
+  a.out = device_table(p.out);
+  a.out_slots = p.out_slots;
+  a.err = dev_.error_flag();
+  cuda::compressor_emit(a, dev_.stream());
+}
+
+void CudaOps::indexer_topk(const IndexerTopkParams& p) {
+  check_params(p);
+  IndexerArgs a;
+  a.q = p.q;
+  a.weights = p.weights;
+  a.weight_scale = p.weight_scale;
+  a.tokens = p.tokens;
+  a.heads = p.heads;
+  a.head_dim = p.head_dim;
+  a.positions = p.positions;
+  a.ratio = p.ratio;
+  a.token_seq = p.token_seq;
+  a.sequences = p.sequences;
+  a.keys = device_table(p.keys);
+  a.key_slots = p.key_slots;
+  a.key_stride = p.key_stride;
+  a.key_count = p.key_count;
+  a.topk = p.topk;
+  a.out_index = p.out_index;
+  a.slot_map = p.slot_map;
+  a.out_slots = p.out_slots;
+  a.err = dev_.error_flag();
+  cuda::indexer_topk(a, dev_.stream());
+}
+
+void CudaOps::moe_gate(const MoeGateParams& p) {
+  check_params(p);
+  MoeGateArgs a;
+  a.x = p.x;
+  a.tokens = p.tokens;
+  a.dim = p.dim;
+  a.weight = gemm_weight(p.weight);
+  a.bias = p.bias;
+  a.tid2eid = p.tid2eid;
+  a.token_ids = p.token_ids;
+  a.vocab = p.vocab;
+  a.experts = p.experts;
+  a.topk = p.topk;
+  a.score = static_cast<MoeScore>(p.score_func);
+  a.route_scale = p.route_scale;
+  a.indices = p.indices;
+  a.weights = p.weights;
+  a.err = dev_.error_flag();
+  moe_->gate(a);
+}
+
+const GemmWeight* CudaOps::gemm_weights(const Weight* w, int experts) {
+  auto& views = expert_views_[w];
+  if (views.size() != static_cast<size_t>(experts) || (experts > 0 && views[0].data != w[0].data)) {
+    views.clear();
+    for (int e = 0; e < experts; ++e) views.push_back(gemm_weight(w[e]));
+  }
+  return views.data();
+}
+
+void CudaOps::moe_experts(const MoeExpertsParams& p) {
+  check_params(p);
+  MoeExpertsArgs a;
+  a.x = p.x;
+  a.tokens = p.tokens;
+  a.dim = p.dim;
+  a.inter_dim = p.inter_dim;
+  a.indices = p.indices;
+  a.weights = p.weights;
+  a.topk = p.topk;
+  a.experts = p.experts;
+  a.w1 = gemm_weights(p.w1, p.experts);
+  a.w3 = gemm_weights(p.w3, p.experts);
+  a.w2 = gemm_weights(p.w2, p.experts);
+  a.shared_w1 = gemm_weight(p.shared_w1);
+  a.shared_w3 = gemm_weight(p.shared_w3);
+  a.shared_w2 = gemm_weight(p.shared_w2);
+  a.swiglu_limit = p.swiglu_limit;
+  a.y = p.y;
+  a.err = dev_.error_flag();
+  moe_->experts(a);
+}
+
+void CudaOps::hc_pre(const HcPreParams& p) {
+  check_params(p);
+  cuda::hc_pre(p.h, p.tokens, p.hc, p.dim, p.fn, p.scale, p.base, p.norm_eps, p.hc_eps, p.sinkhorn_iters, p.x, p.post,
+               p.comb, dev_.stream());
+}
+
+void CudaOps::hc_post(const HcPostParams& p) {
+  check_params(p);
+  cuda::hc_post(p.x, p.residual, p.post, p.comb, p.out, p.tokens, p.hc, p.dim, dev_.stream());
+}
+
+void CudaOps::hc_head(const HcHeadParams& p) {
+  check_params(p);
+  cuda::hc_head(p.h, p.tokens, p.hc, p.dim, p.fn, p.scale, p.base, p.norm_eps, p.hc_eps, p.y, dev_.stream());
+}
+
+void CudaOps::embed(const EmbedParams& p) {
+  check_params(p);
+  cuda::embed(p.ids, p.tokens, p.table, p.vocab, p.dim, p.copies, p.out, dev_.error_flag(), dev_.stream());
+}
+
+}  // namespace dsv4::cuda

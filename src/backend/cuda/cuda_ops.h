@@ -1,0 +1,57 @@
+// CudaOps: the CUDA backend of Ops. Every op validates its parameters on the host (op_checks.h),
+// then enqueues kernels on the device's stream and returns without waiting: a forward is one stream
+// of kernels with no host synchronisation until its logits are copied back. Index contents live on
+// the device and are checked there (device_table.h's error flag, raised at the next copy back).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+#include "backend/cuda/cuda_device.h"
+#include "backend/ops.h"
+
+namespace dsv4::cuda {
+
+class GemmRunner;
+class MoeRunner;
+struct GemmWeight;
+
+class CudaOps final : public Ops {
+ public:
+  explicit CudaOps(CudaDevice& dev);
+  ~CudaOps() override;
+
+  void linear(const LinearParams& p) override;
+  void rms_norm(const RmsNormParams& p) override;
+  void head_rms_norm(const HeadRmsNormParams& p) override;
+  void rope(const RopeParams& p) override;
+  void hadamard(const HadamardParams& p) override;
+  void quant_sim(const QuantSimParams& p) override;
+  void store_entries(const StoreEntriesParams& p) override;
+  void sparse_attention(const SparseAttentionParams& p) override;
+  void compressor_step(const CompressorStepParams& p) override;
+  void compressor_emit(const CompressorEmitParams& p) override;
+  void indexer_topk(const IndexerTopkParams& p) override;
+  void hc_pre(const HcPreParams& p) override;
+  void hc_post(const HcPostParams& p) override;
+  void hc_head(const HcHeadParams& p) override;
+  void moe_gate(const MoeGateParams& p) override;
+  void moe_experts(const MoeExpertsParams& p) override;
+  void embed(const EmbedParams& p) override;
+
+ private:
+  // The RoPE frequencies of a config, uploaded once.
+  const float* frequencies(const RopeConfig& rope);
+  // An expert weight array as GEMM views, converted once per array (the model's arrays never move).
+  const GemmWeight* gemm_weights(const Weight* w, int experts);
+
+  CudaDevice& dev_;
+  std::unique_ptr<GemmRunner> gemm_;
+  std::unique_ptr<MoeRunner> moe_;
+  std::map<std::tuple<int, double, int64_t, double, double, double>, DeviceArray<float>> freqs_;
+  std::map<const Weight*, std::vector<GemmWeight>> expert_views_;
+};
+
+}  // namespace dsv4::cuda

@@ -1,0 +1,1044 @@
+// The exact GEMM kernels (bit-identical to backend/cpu/linear.cpp), the activation quantizer of the
+// block-scaled GEMMs and the grouped expert GEMM. See gemm.h for the arithmetic.
+//
+// Three kernels, chosen by shape (pick_tiled):
+//  * skinny_block: FP8/FP4 with few rows per weight (decode). A CTA owns 32 output columns (one per
+//    lane) and TM <= 8 rows; its 8 warps take 8 consecutive 128-wide K-blocks at a time, each lane
+//    computing the block products of its column for all TM rows (weights read once per row tile,
+//    16-byte loads, decoded in registers; activations decoded once into shared memory and read as
+//    broadcasts). The scaled block contributions go to shared memory and are added in block order.
+//    When that makes too few CTAs (decode on a narrow weight), each CTA takes one 8-block K stage and
+//    stores its contributions; the last CTA of a tile adds them all in block order (split-K).
+//  * skinny_plain: bf16/f32 weights with few rows. Plain weights have one sequential sum over all
+//    of K, so only outputs run in parallel: a CTA owns 32 columns x TM <= 4 rows; a producer warp
+//    streams the weight rows through a cp.async ring and a consumer warp only runs the sums (their
+//    latency, K dependent FMAs, is the floor).
+//  * tiled: many rows (prefill, all kinds). 64x64 CTA tiles, 4x4 register micro-tiles, 32-wide K
+//    stages decoded to fp32 in shared memory (double-buffered, one register-prefetched stage); every
+//    thread walks K in order, so the block order of the sums is the natural loop order.
+// Products of e4m3, e2m1 and bf16 values are exact in fp32, so an FMA there rounds exactly like the
+// CPU's separate multiply and add (bf16 x bf16 barring products below ~2^-120); f32 weights use
+// __fmul_rn/__fadd_rn. Every scaling and block combination uses explicit _rn intrinsics (nvcc would
+// otherwise contract them into FMAs). Sums never use atomics (split-K counts arrivals with one), so
+// results are reproducible run to run.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <algorithm>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_math.cuh"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/gemm_internal.h"
+
+namespace dsv4::cuda {
+namespace {
+
+constexpr unsigned kFull = 0xffffffffu;
+
+// ---- number decoding -----------------------------------------------------------------------------
+
+// The CPU's ue8m0_to_float: 2^(e-127), with 0 -> 2^-127 and 255 -> NaN.
+__device__ __forceinline__ float ue8m0_f(uint32_t e) {
+  return e == 255u ? __uint_as_float(0x7fc00000u) : __uint_as_float(e == 0u ? 0x00400000u : e << 23);
+}
+
+// Four e4m3 codes (byte i of v is element i) to floats; e4m3 -> f16 -> f32 is exact.
+__device__ __forceinline__ void e4m3x4(uint32_t v, float* out) {
+  const __half2 lo(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v & 0xffffu), __NV_E4M3));
+  const __half2 hi(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v >> 16), __NV_E4M3));
+  const float2 a = __half22float2(lo), b = __half22float2(hi);
+  out[0] = a.x;
+  out[1] = a.y;
+  out[2] = b.x;
+  out[3] = b.y;
+}
+
+// Eight e2m1 nibbles (nibble i of v is element i). The magnitude bits shifted into an fp32 pattern
+// are exactly value * 2^-126 (a subnormal for 0.5), rescaled exactly: needs denormals (no -ftz).
+__device__ __forceinline__ void e2m1x8(uint32_t v, float* out) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t t = v >> (4 * i);
+    out[i] = __uint_as_float(((t & 7u) << 22) | ((t & 8u) << 28)) * 0x1p126f;
+  }
+}
+
+__device__ __forceinline__ void bf16x8(uint4 v, float* out) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    out[2 * i] = __uint_as_float(w[i] << 16);
+    out[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+
+__device__ __forceinline__ void store_out(void* y, int64_t y_ld, bool f32, int64_t row, int64_t col, float v) {
+  if (f32) {
+    static_cast<float*>(y)[row * y_ld + col] = v;
+  } else {
+    static_cast<uint16_t*>(y)[row * y_ld + col] = f_to_bf16(v);
+  }
+}
+
+int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+__host__ __device__ __forceinline__ int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+__host__ __device__ __forceinline__ int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+
+int sm_count() {
+  static const int n = [] {
+    int dev = 0, count = 0;
+    DSV4_CUDA_CHECK(cudaGetDevice(&dev));
+    DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev));
+    return count;
+  }();
+  return n;
+}
+
+// ---- row tiles -------------------------------------------------------------------------------------
+
+struct Tile {
+  int64_t r0 = 0;  // first row
+  int cnt = 0;     // rows in the tile (<= TM)
+  int e = 0;       // expert (grouped)
+};
+
+// Tile `tile` in the list of every expert's row tiles (whole warp; tile is warp-uniform).
+__device__ bool find_expert_tile(const int32_t* off, int experts, int tm, int64_t tile, Tile& t) {
+  const int lane = threadIdx.x % kWarp;
+  int64_t before = 0;
+  for (int e0 = 0; e0 < experts; e0 += kWarp) {
+    const int e = e0 + lane;
+    int lo = 0, cnt = 0;
+    if (e < experts) {
+      lo = off[e];
+      cnt = max(off[e + 1] - lo, 0);
+    }
+    const int tiles = (cnt + tm - 1) / tm;
+    int inc = tiles;
+    for (int o = 1; o < kWarp; o <<= 1) {
+      const int v = __shfl_up_sync(kFull, inc, o);
+      if (lane >= o) inc += v;
+    }
+    const int total = __shfl_sync(kFull, inc, kWarp - 1);
+    if (tile < before + total) {
+      const int src = __ffs(__ballot_sync(kFull, tile < before + inc)) - 1;
+      const int64_t first = before + __shfl_sync(kFull, inc - tiles, src);
+      const int lo_s = __shfl_sync(kFull, lo, src), cnt_s = __shfl_sync(kFull, cnt, src);
+      const int64_t j = tile - first;
+      t.r0 = lo_s + j * tm;
+      t.cnt = static_cast<int>(imin(tm, cnt_s - j * tm));
+      t.e = e0 + src;
+      return true;
+    }
+    before += total;
+  }
+  return false;
+}
+
+// Row tile blockIdx.x of a dense or grouped launch; false when the CTA has no work.
+__device__ __forceinline__ bool row_tile(const ExactBlockArgs& p, int tm, Tile& t) {
+  if (p.offsets) return find_expert_tile(p.offsets, p.experts, tm, blockIdx.x, t);
+  t.r0 = int64_t{blockIdx.x} * tm;
+  t.cnt = static_cast<int>(imin(tm, p.rows - t.r0));
+  t.e = 0;
+  return t.cnt > 0;
+}
+
+// ---- quantize_act ----------------------------------------------------------------------------------
+
+// One warp per (row, 128-block), 4 elements a lane: quant.cu's quantize_e4m3 with fp32 scales.
+template <bool kVec>
+__global__ void __launch_bounds__(256)
+    quantize_act_kernel(const uint16_t* __restrict__ x, int64_t rows, int64_t k, int64_t x_ld,
+                        uint8_t* __restrict__ codes, float* __restrict__ scales, int64_t scale_ld) {
+  const int64_t nblk = k / 128;
+  const int64_t warp = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (warp >= rows * nblk) return;
+  const int64_t row = warp / nblk, kb = warp % nblk;
+  const uint16_t* src = x + row * x_ld + kb * 128 + lane * 4;
+  uint16_t h[4];
+  if constexpr (kVec) {
+    const uint2 u = *reinterpret_cast<const uint2*>(src);
+    h[0] = static_cast<uint16_t>(u.x);
+    h[1] = static_cast<uint16_t>(u.x >> 16);
+    h[2] = static_cast<uint16_t>(u.y);
+    h[3] = static_cast<uint16_t>(u.y >> 16);
+  } else {
+    for (int i = 0; i < 4; ++i) h[i] = src[i];
+  }
+  float v[4];
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    v[i] = bf16_to_f(h[i]);
+    amax = fmaxf(amax, fabsf(v[i]));
+  }
+  amax = fmaxf(warp_max(amax), 1e-4f);
+  const float s = e8_value(ceil_pow2_e8(amax * (1.0f / 448.0f)));
+  uint32_t packed = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float q = fminf(fmaxf(v[i] / s, -448.0f), 448.0f);
+    packed |= static_cast<uint32_t>(f_to_e4m3(q)) << (8 * i);
+  }
+  *reinterpret_cast<uint32_t*>(codes + row * k + kb * 128 + lane * 4) = packed;
+  if (lane == 0) scales[kb * scale_ld + row] = s;
+}
+
+// ---- skinny block-scaled kernel ------------------------------------------------------------------
+
+constexpr int kSkWarps = 8;  // K-blocks per stage, one per warp
+constexpr int kSkThreads = kSkWarps * kWarp;
+constexpr int kSkCols = 32;  // output columns per CTA, one per lane
+constexpr int kSkStageK = kSkWarps * 128;
+
+template <int TM, int NSUB>
+struct SkinnySmem {
+  float a[TM][kSkStageK];  // unscaled activation codes of the stage
+  float sa[TM][kSkWarps];  // their block scales
+  float contrib[kSkWarps][NSUB][TM][kSkCols];
+};
+
+// One lane's weight data for one 128-wide K-block of its column.
+template <GemmWeightKind KIND>
+struct WeightBlock;
+
+template <>
+struct WeightBlock<GemmWeightKind::kFp8> {
+  uint4 raw[8];
+  float sb;
+  __device__ __forceinline__ void load(const void* w, const uint8_t* ws, int64_t n, int b, int64_t kg) {
+    const auto* src = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(w) + n * kg + b * 128);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) raw[i] = __ldg(src + i);
+    sb = ue8m0_f(__ldg(ws + (n / 128) * (kg / 128) + b));
+  }
+};
+
+template <>
+struct WeightBlock<GemmWeightKind::kFp4> {
+  uint4 raw[4];
+  uint8_t sb[4];  // one scale per 32-element sub-block
+  __device__ __forceinline__ void load(const void* w, const uint8_t* ws, int64_t n, int b, int64_t kg) {
+    const auto* src = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(w) + n * (kg / 2) + b * 64);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) raw[i] = __ldg(src + i);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) sb[i] = __ldg(ws + n * (kg / 32) + b * 4 + i);
+  }
+};
+
+// P[m] += a[m][k0 + i] * w[i] for i in [0, 8*Q) ascending (a read as shared-memory broadcasts).
+template <int TM, int W>
+__device__ __forceinline__ void accumulate(const float (*a)[kSkStageK], int k0, const float (&w)[W], float (&P)[TM]) {
+#pragma unroll
+  for (int m = 0; m < TM; ++m) {
+#pragma unroll
+    for (int i = 0; i < W; i += 4) {
+      const float4 av = *reinterpret_cast<const float4*>(&a[m][k0 + i]);
+      P[m] = __fmaf_rn(av.x, w[i], P[m]);
+      P[m] = __fmaf_rn(av.y, w[i + 1], P[m]);
+      P[m] = __fmaf_rn(av.z, w[i + 2], P[m]);
+      P[m] = __fmaf_rn(av.w, w[i + 3], P[m]);
+    }
+  }
+}
+
+// FP8: P over the 128-block, contribution P * (sa * sb).
+template <int TM>
+__device__ __forceinline__ void block_products(SkinnySmem<TM, 1>& s, const WeightBlock<GemmWeightKind::kFp8>& wb,
+                                               int warp, int lane) {
+  float P[TM];
+#pragma unroll
+  for (int m = 0; m < TM; ++m) P[m] = 0.0f;
+#pragma unroll
+  for (int ch = 0; ch < 8; ++ch) {
+    float w[16];
+    e4m3x4(wb.raw[ch].x, w);
+    e4m3x4(wb.raw[ch].y, w + 4);
+    e4m3x4(wb.raw[ch].z, w + 8);
+    e4m3x4(wb.raw[ch].w, w + 12);
+    accumulate<TM, 16>(s.a, warp * 128 + ch * 16, w, P);
+  }
+#pragma unroll
+  for (int m = 0; m < TM; ++m) s.contrib[warp][0][m][lane] = __fmul_rn(P[m], __fmul_rn(s.sa[m][warp], wb.sb));
+}
+
+// FP4: per 32-block P, contribution (P * sa) * sb.
+template <int TM>
+__device__ __forceinline__ void block_products(SkinnySmem<TM, 4>& s, const WeightBlock<GemmWeightKind::kFp4>& wb,
+                                               int warp, int lane) {
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    float P[TM];
+#pragma unroll
+    for (int m = 0; m < TM; ++m) P[m] = 0.0f;
+    const uint32_t words[4] = {wb.raw[q].x, wb.raw[q].y, wb.raw[q].z, wb.raw[q].w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float w[8];
+      e2m1x8(words[i], w);
+      accumulate<TM, 8>(s.a, warp * 128 + q * 32 + i * 8, w, P);
+    }
+    const float sb = ue8m0_f(wb.sb[q]);
+#pragma unroll
+    for (int m = 0; m < TM; ++m) s.contrib[warp][q][m][lane] = __fmul_rn(__fmul_rn(P[m], s.sa[m][warp]), sb);
+  }
+}
+
+// Decodes the tile's activation codes of K-blocks [kb0, kb0 + nb) into shared memory (zeros past
+// the tile's rows and the blocks), with their scales.
+template <int TM, int NSUB>
+__device__ __forceinline__ void stage_acts(SkinnySmem<TM, NSUB>& s, const uint8_t* codes, int64_t codes_ld,
+                                           const float* scales, int64_t scale_ld, const Tile& t, int kb0, int nb) {
+  constexpr int kQuads = kSkStageK / 4;
+  for (int i = threadIdx.x; i < TM * kQuads; i += kSkThreads) {
+    const int m = i / kQuads, q = i % kQuads;
+    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (m < t.cnt && q * 4 < nb * 128) {
+      const uint8_t* src = codes + (t.r0 + m) * codes_ld + int64_t{kb0} * 128 + q * 4;
+      e4m3x4(__ldg(reinterpret_cast<const uint32_t*>(src)), v);
+    }
+    *reinterpret_cast<float4*>(&s.a[m][q * 4]) = make_float4(v[0], v[1], v[2], v[3]);
+  }
+  if (threadIdx.x < TM * kSkWarps) {
+    const int m = threadIdx.x / kSkWarps, j = threadIdx.x % kSkWarps;
+    s.sa[m][j] = (m < t.cnt && j < nb) ? __ldg(scales + (kb0 + j) * scale_ld + t.r0 + m) : 0.0f;
+  }
+}
+
+// Split-K epilogue: publish this CTA's contributions; the tile's last CTA sums all of them in
+// block order (the order the unsplit kernel uses) and stores y.
+template <int TM, int NSUB>
+__device__ void split_finish(const ExactBlockArgs& p, const Tile& t, int64_t n, bool col_ok, int nkb) {
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  const int64_t tile = int64_t{blockIdx.y} * gridDim.x + blockIdx.x;
+  if (threadIdx.x == 0) last = atomicAdd(&p.counters[tile], 1) == static_cast<int>(gridDim.z) - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const int warp = threadIdx.x / kWarp;
+  if (warp < t.cnt && col_ok) {
+    const int64_t stride = p.rows * p.n;
+    const float* src = p.partial + (t.r0 + warp) * p.n + n;
+    float c = 0.0f;
+#pragma unroll 8
+    for (int i = 0; i < nkb * NSUB; ++i) c = __fadd_rn(c, __ldcg(src + i * stride));
+    store_out(p.y, p.y_ld, p.y_f32, t.r0 + warp, n, c);
+  }
+  if (threadIdx.x == 0) p.counters[tile] = 0;
+}
+
+template <GemmWeightKind KIND, int TM>
+__global__ void __launch_bounds__(kSkThreads) skinny_block_kernel(const ExactBlockArgs p) {
+  constexpr int kSub = KIND == GemmWeightKind::kFp4 ? 4 : 1;
+  extern __shared__ float4 smem_raw[];
+  auto& s = *reinterpret_cast<SkinnySmem<TM, kSub>*>(smem_raw);
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  Tile t;
+  if (!row_tile(p, TM, t)) return;
+  const int64_t col_tiles = (p.ng + kSkCols - 1) / kSkCols;
+  const int64_t g = blockIdx.y / col_tiles;
+  const int64_t nl = (blockIdx.y % col_tiles) * kSkCols + lane;  // this lane's column within the group
+  const bool col_ok = nl < p.ng;
+  const int64_t n = g * p.ng + nl;
+  const void* w = p.offsets ? p.w_list[t.e] : p.w;
+  const uint8_t* ws = p.offsets ? p.w_scale_list[t.e] : p.w_scale;
+  const uint8_t* codes = p.codes + g * p.kg;
+  const float* scales = p.scales + (g * p.kg / 128) * p.scale_ld;
+  const int nkb = static_cast<int>(p.kg / 128);
+  // Split-K: this CTA's K-blocks only (one stage).
+  const int kb_begin = p.partial ? static_cast<int>(blockIdx.z) * kSkWarps : 0;
+  const int kb_end = p.partial ? min(nkb, kb_begin + kSkWarps) : nkb;
+  const bool combiner = warp < TM;  // thread (warp, lane) sums output (row warp, column lane)
+  float c = 0.0f;
+  for (int kb0 = kb_begin; kb0 < kb_end; kb0 += kSkWarps) {
+    const int nb = min(kSkWarps, kb_end - kb0);
+    const bool active = kb0 + warp < kb_end && col_ok;
+    WeightBlock<KIND> wb;
+    if (active) wb.load(w, ws, n, kb0 + warp, p.kg);  // in flight while the activations are staged
+    stage_acts(s, codes, p.codes_ld, scales, p.scale_ld, t, kb0, nb);
+    __syncthreads();
+    if (active) block_products(s, wb, warp, lane);
+    __syncthreads();
+    if (!combiner || !col_ok) continue;
+    if (p.partial) {
+      if (warp < t.cnt) {
+        float* dst = p.partial + (t.r0 + warp) * p.n + n;
+        for (int j = 0; j < nb; ++j) {
+#pragma unroll
+          for (int q = 0; q < kSub; ++q) dst[((kb0 + j) * kSub + q) * p.rows * p.n] = s.contrib[j][q][warp][lane];
+        }
+      }
+    } else {
+      for (int j = 0; j < nb; ++j) {
+#pragma unroll
+        for (int q = 0; q < kSub; ++q) c = __fadd_rn(c, s.contrib[j][q][warp][lane]);
+      }
+    }
+  }
+  if (p.partial) {
+    split_finish<TM, kSub>(p, t, n, col_ok, nkb);
+  } else if (combiner && warp < t.cnt && col_ok) {
+    store_out(p.y, p.y_ld, p.y_f32, t.r0 + warp, n, c);
+  }
+}
+
+// ---- tiled kernels ---------------------------------------------------------------------------------
+
+constexpr int kTlRows = 64;
+constexpr int kTlCols = 64;
+constexpr int kTlK = 32;  // one FP4 sub-block; a quarter of an FP8 block
+constexpr int kTlThreads = 256;
+
+struct TiledSmem {
+  float a[2][kTlK][kTlRows];
+  float w[2][kTlK][kTlCols];
+};
+
+// P (4x4 micro-tile of rows tm*4.., columns tn*4..) over one stage, k ascending.
+template <bool kExactProducts>
+__device__ __forceinline__ void tile_stage(const float (*a)[kTlRows], const float (*w)[kTlCols], int tm, int tn,
+                                           float (&P)[4][4]) {
+#pragma unroll 8
+  for (int k = 0; k < kTlK; ++k) {
+    const float4 av = *reinterpret_cast<const float4*>(&a[k][tm * 4]);
+    const float4 wv = *reinterpret_cast<const float4*>(&w[k][tn * 4]);
+    const float ar[4] = {av.x, av.y, av.z, av.w};
+    const float wr[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        P[i][j] = kExactProducts ? __fmaf_rn(ar[i], wr[j], P[i][j]) : __fadd_rn(P[i][j], __fmul_rn(ar[i], wr[j]));
+      }
+    }
+  }
+}
+
+// Stores 8 values of row/column `idx` at k offsets q*8.. of a stage buffer ([k][idx] layout).
+template <int LD>
+__device__ __forceinline__ void put8(float (*buf)[LD], int q, int idx, const float* v) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) buf[q * 8 + i][idx] = v[i];
+}
+
+template <GemmWeightKind KIND>
+__device__ __forceinline__ void decode_w8(uint2 raw, float* v) {
+  if constexpr (KIND == GemmWeightKind::kFp8) {
+    e4m3x4(raw.x, v);
+    e4m3x4(raw.y, v + 4);
+  } else {
+    e2m1x8(raw.x, v);
+  }
+}
+
+template <GemmWeightKind KIND>
+__global__ void __launch_bounds__(kTlThreads) tiled_block_kernel(const ExactBlockArgs p) {
+  __shared__ __align__(16) TiledSmem s;
+  Tile t;
+  if (!row_tile(p, kTlRows, t)) return;
+  const int64_t col_tiles = (p.ng + kTlCols - 1) / kTlCols;
+  const int64_t g = blockIdx.y / col_tiles;
+  const int64_t c0 = (blockIdx.y % col_tiles) * kTlCols;  // first column within the group
+  const void* w = p.offsets ? p.w_list[t.e] : p.w;
+  const uint8_t* ws = p.offsets ? p.w_scale_list[t.e] : p.w_scale;
+  constexpr bool kFp4 = KIND == GemmWeightKind::kFp4;
+  constexpr int kWBytes = kFp4 ? 4 : 8;  // weight bytes of 8 elements
+
+  // Loader: thread owns row/column lr of the tile and k offsets lq*8.. of each stage.
+  const int lr = threadIdx.x % kTlRows, lq = threadIdx.x / kTlRows;
+  const bool a_ok = lr < t.cnt;
+  const uint8_t* a_src = p.codes + (t.r0 + (a_ok ? lr : 0)) * p.codes_ld + g * p.kg + lq * 8;
+  const bool w_ok = c0 + lr < p.ng;
+  const uint8_t* w_src =
+      static_cast<const uint8_t*>(w) + (g * p.ng + (w_ok ? c0 + lr : 0)) * (kFp4 ? p.kg / 2 : p.kg) + lq * kWBytes;
+  uint2 a_reg = {0, 0}, w_reg = {0, 0};
+  auto load = [&](int st) {
+    if (a_ok) a_reg = __ldg(reinterpret_cast<const uint2*>(a_src + int64_t{st} * kTlK));
+    if (w_ok) {
+      const uint8_t* src = w_src + int64_t{st} * kTlK * kWBytes / 8;
+      if constexpr (kFp4) {
+        w_reg.x = __ldg(reinterpret_cast<const uint32_t*>(src));
+      } else {
+        w_reg = __ldg(reinterpret_cast<const uint2*>(src));
+      }
+    }
+  };
+  auto store = [&](int buf) {
+    float v[8];
+    e4m3x4(a_reg.x, v);
+    e4m3x4(a_reg.y, v + 4);
+    put8(s.a[buf], lq, lr, v);
+    decode_w8<KIND>(w_reg, v);
+    put8(s.w[buf], lq, lr, v);
+  };
+
+  // Compute: micro-tile rows tm*4.., columns tn*4...
+  const int tm = threadIdx.x / 16, tn = threadIdx.x % 16;
+  const float* scales = p.scales + (g * p.kg / 128) * p.scale_ld;
+  float P[4][4] = {}, C[4][4] = {};
+  auto fold = [&](int64_t k0) {  // C += scaled P of the (sub-)block holding stage k0
+    float sa[4], sb[4];
+    for (int i = 0; i < 4; ++i) {
+      const int r = tm * 4 + i;
+      sa[i] = r < t.cnt ? __ldg(scales + (k0 / 128) * p.scale_ld + t.r0 + r) : 0.0f;
+    }
+    for (int j = 0; j < 4; ++j) {
+      const int64_t cl = c0 + tn * 4 + j, n = g * p.ng + cl;
+      const uint8_t* e = kFp4 ? ws + n * (p.kg / 32) + k0 / 32 : ws + (n / 128) * (p.kg / 128) + k0 / 128;
+      sb[j] = cl < p.ng ? ue8m0_f(__ldg(e)) : 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float v =
+            kFp4 ? __fmul_rn(__fmul_rn(P[i][j], sa[i]), sb[j]) : __fmul_rn(P[i][j], __fmul_rn(sa[i], sb[j]));
+        C[i][j] = __fadd_rn(C[i][j], v);
+        P[i][j] = 0.0f;
+      }
+    }
+  };
+
+  const int stages = static_cast<int>(p.kg / kTlK);
+  load(0);
+  store(0);
+  __syncthreads();
+  for (int st = 0; st < stages; ++st) {
+    if (st + 1 < stages) load(st + 1);
+    tile_stage<true>(s.a[st & 1], s.w[st & 1], tm, tn, P);
+    const int64_t k0 = int64_t{st} * kTlK;
+    if (kFp4 || (k0 + kTlK) % 128 == 0) fold(k0);
+    if (st + 1 < stages) store((st + 1) & 1);
+    __syncthreads();
+  }
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      const int r = tm * 4 + i;
+      const int64_t cl = c0 + tn * 4 + j;
+      if (r < t.cnt && cl < p.ng) store_out(p.y, p.y_ld, p.y_f32, t.r0 + r, g * p.ng + cl, C[i][j]);
+    }
+  }
+}
+
+// Eight consecutive elements of a plain row at column k (zero past kg); vector loads when allowed.
+template <bool kF32>
+__device__ __forceinline__ void load_plain8(const void* row, int64_t k, int64_t kg, bool vec, float* v) {
+  if (vec && k + 8 <= kg) {
+    if constexpr (kF32) {
+      const auto* src = reinterpret_cast<const float4*>(static_cast<const float*>(row) + k);
+      const float4 lo = __ldg(src), hi = __ldg(src + 1);
+      v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+    } else {
+      bf16x8(__ldg(reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(row) + k)), v);
+    }
+    return;
+  }
+  for (int i = 0; i < 8; ++i) {
+    if (k + i >= kg) {
+      v[i] = 0.0f;
+    } else if constexpr (kF32) {
+      v[i] = static_cast<const float*>(row)[k + i];
+    } else {
+      v[i] = bf16_to_f(static_cast<const uint16_t*>(row)[k + i]);
+    }
+  }
+}
+
+template <bool kWF32>
+__global__ void __launch_bounds__(kTlThreads) tiled_plain_kernel(const ExactPlainArgs p, bool vec) {
+  __shared__ __align__(16) TiledSmem s;
+  const int64_t r0 = int64_t{blockIdx.x} * kTlRows;
+  const int cnt = static_cast<int>(imin(kTlRows, p.rows - r0));
+  const int64_t col_tiles = (p.ng + kTlCols - 1) / kTlCols;
+  const int64_t g = blockIdx.y / col_tiles;
+  const int64_t c0 = (blockIdx.y % col_tiles) * kTlCols;
+  const int lr = threadIdx.x % kTlRows, lq = threadIdx.x / kTlRows;
+  const bool a_ok = lr < cnt, w_ok = c0 + lr < p.ng;
+  const uint16_t* a_row = p.x + (r0 + (a_ok ? lr : 0)) * p.x_ld + g * p.kg;
+  const int64_t wn = g * p.ng + (w_ok ? c0 + lr : 0);
+  const void* w_row = kWF32 ? static_cast<const void*>(static_cast<const float*>(p.w) + wn * p.kg)
+                            : static_cast<const void*>(static_cast<const uint16_t*>(p.w) + wn * p.kg);
+  float a_reg[8], w_reg[8];
+  auto load = [&](int st) {
+    const int64_t k = int64_t{st} * kTlK + lq * 8;
+    if (a_ok) {
+      load_plain8<false>(a_row, k, p.kg, vec, a_reg);
+    } else {
+      for (float& v : a_reg) v = 0.0f;
+    }
+    if (w_ok) {
+      load_plain8<kWF32>(w_row, k, p.kg, vec, w_reg);
+    } else {
+      for (float& v : w_reg) v = 0.0f;
+    }
+  };
+  const int tm = threadIdx.x / 16, tn = threadIdx.x % 16;
+  float P[4][4] = {};
+  const int stages = static_cast<int>((p.kg + kTlK - 1) / kTlK);
+  load(0);
+  put8(s.a[0], lq, lr, a_reg);
+  put8(s.w[0], lq, lr, w_reg);
+  __syncthreads();
+  for (int st = 0; st < stages; ++st) {
+    if (st + 1 < stages) load(st + 1);
+    tile_stage<!kWF32>(s.a[st & 1], s.w[st & 1], tm, tn, P);
+    if (st + 1 < stages) {
+      put8(s.a[(st + 1) & 1], lq, lr, a_reg);
+      put8(s.w[(st + 1) & 1], lq, lr, w_reg);
+    }
+    __syncthreads();
+  }
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      const int r = tm * 4 + i;
+      const int64_t cl = c0 + tn * 4 + j;
+      if (r < cnt && cl < p.ng) store_out(p.y, p.y_ld, p.y_f32, r0 + r, g * p.ng + cl, P[i][j]);
+    }
+  }
+}
+
+// ---- skinny plain kernel -------------------------------------------------------------------------
+
+constexpr int kPsBytes = 512;  // weight bytes of one column per stage
+constexpr int kPsSlots = 4;    // ring depth: ~1.5 KB of each weight row in flight (DRAM latency)
+constexpr int kPsRowPad = 16;  // puts the lanes' 16-byte reads of their own rows on distinct banks
+
+template <bool kWF32, int TM>
+struct PlainSmem {
+  static constexpr int kK = kPsBytes / (kWF32 ? 4 : 2);  // k per stage
+  uint8_t w[kPsSlots][kSkCols][kPsBytes + kPsRowPad];
+  uint16_t x[kPsSlots][TM][kK];
+  float a[kPsSlots][TM][kK];
+};
+
+struct PlainTile {
+  const uint8_t* w_lane;  // this lane's 16-byte chunk of the tile's first weight row, at k = 0
+  int64_t w_row;          // weight row bytes
+  const uint16_t* x;      // the tile's first activation row, at the group's first column
+  int64_t x_ld, kg;
+  int wrows, cnt;  // valid weight rows (columns of y) and activation rows of the tile
+};
+
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
+  const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// 16 bytes to shared memory, the first `bytes` from src and zeros after them; cp.async when the
+// operands are 16-byte aligned, else plain copies.
+template <bool kAsync>
+__device__ __forceinline__ void copy16(void* dst, const void* src, int bytes) {
+  if constexpr (kAsync) {
+    cp_async16(dst, src, bytes);
+    return;
+  }
+  auto* d = static_cast<uint8_t*>(dst);
+  const auto* s = static_cast<const uint8_t*>(src);
+  for (int i = 0; i < 16; ++i) d[i] = i < bytes ? s[i] : 0;
+}
+
+__device__ __forceinline__ int clamp16(int64_t bytes) { return static_cast<int>(imax(0, imin(16, bytes))); }
+
+// Zeros the weight rows past the tile's columns and the activation rows past its rows in every
+// slot, once: the stages never write them.
+template <bool kWF32, int TM>
+__device__ void plain_zero_tails(PlainSmem<kWF32, TM>& s, const PlainTile& c) {
+  const int lane = threadIdx.x % kWarp;
+  for (int slot = 0; slot < kPsSlots; ++slot) {
+    for (int r = c.wrows; r < kSkCols; ++r)
+      *reinterpret_cast<uint4*>(&s.w[slot][r][lane * 16]) = make_uint4(0, 0, 0, 0);
+    for (int m = c.cnt; m < TM; ++m) {
+      for (int i = lane; i < PlainSmem<kWF32, TM>::kK; i += kWarp) s.x[slot][m][i] = 0;
+    }
+  }
+}
+
+// Issues stage k0 into ring slot `slot`: each lane copies its 16-byte chunk of every weight row
+// (coalesced 512-byte rows) and a share of the activation rows; zeros past K.
+template <bool kAsync, bool kWF32, int TM>
+__device__ __forceinline__ void plain_issue(PlainSmem<kWF32, TM>& s, int slot, int64_t k0, const PlainTile& c) {
+  constexpr int kEsz = kWF32 ? 4 : 2;
+  constexpr int kK = PlainSmem<kWF32, TM>::kK;
+  const int lane = threadIdx.x % kWarp;
+  const int wbytes = k0 + kK <= c.kg ? 16 : clamp16((c.kg - k0 - lane * (16 / kEsz)) * kEsz);
+  const uint8_t* src = c.w_lane + k0 * kEsz;
+  for (int r = 0; r < c.wrows; ++r, src += c.w_row) {
+    copy16<kAsync>(&s.w[slot][r][lane * 16], wbytes > 0 ? src : c.w_lane, wbytes);
+  }
+  constexpr int kChunks = kK / 8;
+  for (int i = lane; i < c.cnt * kChunks; i += kWarp) {
+    const int m = i / kChunks, ch = i % kChunks;
+    const int64_t k = k0 + ch * 8;
+    const int bytes = clamp16((c.kg - k) * 2);
+    copy16<kAsync>(&s.x[slot][m][ch * 8], bytes > 0 ? c.x + m * c.x_ld + k : c.x, bytes);
+  }
+}
+
+// One 16-byte chunk of this lane's weight row as floats (8 bf16 or 4 f32).
+template <bool kWF32>
+__device__ __forceinline__ void plain_w(const uint8_t* p, float* w) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+  if constexpr (kWF32) {
+    w[0] = __uint_as_float(raw.x), w[1] = __uint_as_float(raw.y);
+    w[2] = __uint_as_float(raw.z), w[3] = __uint_as_float(raw.w);
+  } else {
+    bf16x8(raw, w);
+  }
+}
+
+// Activation rows of a landed stage as fp32, for the consumer's broadcast reads.
+template <bool kWF32, int TM>
+__device__ __forceinline__ void plain_decode(PlainSmem<kWF32, TM>& s, int slot) {
+  constexpr int kK = PlainSmem<kWF32, TM>::kK;
+  for (int i = threadIdx.x % kWarp; i < TM * kK / 8; i += kWarp) {
+    const int m = i / (kK / 8), ch = i % (kK / 8);
+    float v[8];
+    bf16x8(*reinterpret_cast<const uint4*>(&s.x[slot][m][ch * 8]), v);
+    *reinterpret_cast<float4*>(&s.a[slot][m][ch * 8]) = make_float4(v[0], v[1], v[2], v[3]);
+    *reinterpret_cast<float4*>(&s.a[slot][m][ch * 8 + 4]) = make_float4(v[4], v[5], v[6], v[7]);
+  }
+}
+
+// acc[m] += the stage's products of this lane's column, k ascending. The next chunk's weights and
+// activations are read before the current chunk's sums, so only the FMA chain's own latency remains.
+template <bool kWF32, int TM>
+__device__ __forceinline__ void plain_dot(const PlainSmem<kWF32, TM>& s, int slot, float (&acc)[TM]) {
+  constexpr int kK = PlainSmem<kWF32, TM>::kK;
+  constexpr int kPer = kWF32 ? 4 : 8;  // elements of a 16-byte chunk
+  constexpr int kQ = kPer / 4;         // float4s of activations per row and chunk
+  const uint8_t* row = s.w[slot][threadIdx.x % kWarp];
+  float w[8], wn[8];
+  float4 a[TM][kQ], an[TM][kQ];
+  auto load = [&](int k, float(&wv)[8], float4(&av)[TM][kQ]) {
+    plain_w<kWF32>(row + k * (16 / kPer), wv);
+#pragma unroll
+    for (int m = 0; m < TM; ++m) {
+#pragma unroll
+      for (int q = 0; q < kQ; ++q) av[m][q] = *reinterpret_cast<const float4*>(&s.a[slot][m][k + 4 * q]);
+    }
+  };
+  load(0, w, a);
+#pragma unroll 4
+  for (int k = 0; k < kK; k += kPer) {
+    if (k + kPer < kK) load(k + kPer, wn, an);
+#pragma unroll
+    for (int m = 0; m < TM; ++m) {
+#pragma unroll
+      for (int q = 0; q < kQ; ++q) {
+        const float ar[4] = {a[m][q].x, a[m][q].y, a[m][q].z, a[m][q].w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float wv = w[4 * q + e];
+          acc[m] = kWF32 ? __fadd_rn(acc[m], __fmul_rn(ar[e], wv)) : __fmaf_rn(ar[e], wv, acc[m]);
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) w[i] = wn[i];
+#pragma unroll
+    for (int m = 0; m < TM; ++m) {
+#pragma unroll
+      for (int q = 0; q < kQ; ++q) a[m][q] = an[m][q];
+    }
+  }
+}
+
+// Named barriers of the ring: slot i is full (producer -> consumer) / empty (consumer -> producer).
+constexpr int kFullBar = 1, kEmptyBar = 1 + kPsSlots;
+__device__ __forceinline__ void bar_sync(int id) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(2 * kWarp) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(int id) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(2 * kWarp) : "memory");
+}
+
+// Producer warp: stage j has landed (its cp.async group and older ones are complete): decode its
+// activations and hand the slot to the consumer.
+template <bool kWF32, int TM>
+__device__ __forceinline__ void plain_publish(PlainSmem<kWF32, TM>& s, int j) {
+  __syncwarp();  // every producer lane's copies are visible
+  plain_decode(s, j % kPsSlots);
+  __syncwarp();
+  __threadfence_block();
+  bar_arrive(kFullBar + j % kPsSlots);
+}
+
+// Two warps: warp 1 streams weight and activation stages through the ring (cp.async), warp 0 only
+// runs the sums, whose latency is the floor of this kernel.
+template <bool kAsync, bool kWF32, int TM>
+__global__ void __launch_bounds__(2 * kWarp) skinny_plain_kernel(const ExactPlainArgs p) {
+  extern __shared__ float4 smem_raw[];
+  auto& s = *reinterpret_cast<PlainSmem<kWF32, TM>*>(smem_raw);
+  constexpr int kK = PlainSmem<kWF32, TM>::kK;
+  constexpr int kEsz = kWF32 ? 4 : 2;
+  constexpr int kAhead = kPsSlots - 1;  // stages in flight behind the one being published
+  const int lane = threadIdx.x % kWarp;
+  const int64_t col_tiles = (p.ng + kSkCols - 1) / kSkCols;
+  const int64_t g = blockIdx.y / col_tiles, c0 = (blockIdx.y % col_tiles) * kSkCols, r0 = int64_t{blockIdx.x} * TM;
+  PlainTile c;
+  c.w_row = p.kg * kEsz;
+  c.w_lane = static_cast<const uint8_t*>(p.w) + (g * p.ng + c0) * c.w_row + lane * 16;
+  c.x = p.x + r0 * p.x_ld + g * p.kg;
+  c.x_ld = p.x_ld;
+  c.kg = p.kg;
+  c.wrows = static_cast<int>(imin(kSkCols, p.ng - c0));
+  c.cnt = static_cast<int>(imin(TM, p.rows - r0));
+  const int stages = static_cast<int>((p.kg + kK - 1) / kK);
+  if (threadIdx.x >= kWarp) {  // producer
+    plain_zero_tails(s, c);
+    for (int st = 0; st < stages; ++st) {
+      if (st >= kPsSlots) bar_sync(kEmptyBar + st % kPsSlots);  // the consumer is done with stage st - slots
+      plain_issue<kAsync>(s, st % kPsSlots, int64_t{st} * kK, c);
+      cp_async_commit();
+      if (st >= kAhead) {
+        cp_async_wait<kAhead>();
+        plain_publish(s, st - kAhead);
+      }
+    }
+    cp_async_wait<0>();
+    for (int j = max(0, stages - kAhead); j < stages; ++j) plain_publish(s, j);
+    return;
+  }
+  float acc[TM];
+  for (float& v : acc) v = 0.0f;
+  for (int st = 0; st < stages; ++st) {
+    bar_sync(kFullBar + st % kPsSlots);
+    plain_dot(s, st % kPsSlots, acc);
+    if (st + kPsSlots < stages) bar_arrive(kEmptyBar + st % kPsSlots);
+  }
+  if (lane >= c.wrows) return;
+#pragma unroll
+  for (int m = 0; m < TM; ++m) {
+    if (m < c.cnt) store_out(p.y, p.y_ld, p.y_f32, r0 + m, g * p.ng + c0 + lane, acc[m]);
+  }
+}
+
+// ---- FP8 scale conversion ------------------------------------------------------------------------
+
+__global__ void fp8_scales_kernel(const uint8_t* __restrict__ scale, int64_t rows, int64_t kb, int64_t ld,
+                                  float* __restrict__ out) {
+  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (i >= rows * ld) return;
+  const int64_t r = i / ld, c = i % ld;
+  out[i] = c < kb ? ue8m0_f(scale[r * kb + c]) : 0.0f;
+}
+
+// ---- launchers -----------------------------------------------------------------------------------
+
+bool aligned(const void* p, uintptr_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
+
+// Dynamic shared memory above the default 48 KiB needs an opt-in once per kernel.
+template <typename Kernel>
+void allow_smem(Kernel kernel, size_t bytes) {
+  if (bytes > 48 * 1024) {
+    DSV4_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  }
+}
+
+dim3 grid2(int64_t x, int64_t y) {
+  DSV4_CUDA_REQUIRE(x > 0 && x < (int64_t{1} << 31) && y > 0 && y <= 65535, "gemm: grid out of range");
+  return dim3(static_cast<unsigned>(x), static_cast<unsigned>(y));
+}
+
+template <GemmWeightKind KIND, int TM>
+void launch_skinny_block(const ExactBlockArgs& p, int64_t tiles, int64_t splits, cudaStream_t stream) {
+  constexpr size_t kSmem = sizeof(SkinnySmem < TM, KIND == GemmWeightKind::kFp4 ? 4 : 1 >);
+  static const bool attr = (allow_smem(skinny_block_kernel<KIND, TM>, kSmem), true);
+  (void)attr;
+  dim3 grid = grid2(tiles, p.groups * cdiv(p.ng, kSkCols));
+  grid.z = static_cast<unsigned>(splits);
+  skinny_block_kernel<KIND, TM><<<grid, kSkThreads, kSmem, stream>>>(p);
+  DSV4_CUDA_CHECK_LAUNCH();
+}
+
+template <GemmWeightKind KIND>
+void launch_block(const ExactBlockArgs& p, bool tiled, int tm, int64_t splits, cudaStream_t stream) {
+  const int64_t extra = p.offsets ? p.experts : 0;  // each expert adds at most one partial tile
+  if (tiled) {
+    tiled_block_kernel<KIND>
+        <<<grid2(cdiv(p.rows, kTlRows) + extra, p.groups * cdiv(p.ng, kTlCols)), kTlThreads, 0, stream>>>(p);
+    DSV4_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  const int64_t tiles = cdiv(p.rows, tm) + extra;
+  switch (tm) {
+    case 1:
+      return launch_skinny_block<KIND, 1>(p, tiles, splits, stream);
+    case 2:
+      return launch_skinny_block<KIND, 2>(p, tiles, splits, stream);
+    case 4:
+      return launch_skinny_block<KIND, 4>(p, tiles, splits, stream);
+    default:
+      return launch_skinny_block<KIND, 8>(p, tiles, splits, stream);
+  }
+}
+
+template <bool kAsync, bool kWF32, int TM>
+void launch_skinny_plain_as(const ExactPlainArgs& p, cudaStream_t stream) {
+  constexpr size_t kSmem = sizeof(PlainSmem<kWF32, TM>);
+  static const bool attr = (allow_smem(skinny_plain_kernel<kAsync, kWF32, TM>, kSmem), true);
+  (void)attr;
+  const dim3 grid = grid2(cdiv(p.rows, TM), p.groups * cdiv(p.ng, kSkCols));
+  skinny_plain_kernel<kAsync, kWF32, TM><<<grid, 2 * kWarp, kSmem, stream>>>(p);
+  DSV4_CUDA_CHECK_LAUNCH();
+}
+
+template <bool kWF32, int TM>
+void launch_skinny_plain(const ExactPlainArgs& p, bool async, cudaStream_t stream) {
+  if (async) {
+    launch_skinny_plain_as<true, kWF32, TM>(p, stream);
+  } else {
+    launch_skinny_plain_as<false, kWF32, TM>(p, stream);
+  }
+}
+
+template <bool kWF32>
+void launch_plain(const ExactPlainArgs& p, bool tiled, bool vec, cudaStream_t stream) {
+  if (tiled) {
+    tiled_plain_kernel<kWF32>
+        <<<grid2(cdiv(p.rows, kTlRows), p.groups * cdiv(p.ng, kTlCols)), kTlThreads, 0, stream>>>(p, vec);
+    DSV4_CUDA_CHECK_LAUNCH();
+  } else if (p.rows == 1) {
+    launch_skinny_plain<kWF32, 1>(p, vec, stream);
+  } else if (p.rows == 2) {
+    launch_skinny_plain<kWF32, 2>(p, vec, stream);
+  } else {
+    launch_skinny_plain<kWF32, 4>(p, vec, stream);
+  }
+}
+
+// The tiled kernel when there are enough rows per weight and enough 64x64 tiles to fill the GPU.
+bool pick_tiled(int64_t rows_per_weight, int64_t tiles) { return rows_per_weight > 32 && tiles >= sm_count(); }
+
+int skinny_rows(int64_t rows_per_weight) {
+  return rows_per_weight >= 5 ? 8 : rows_per_weight >= 3 ? 4 : rows_per_weight >= 2 ? 2 : 1;
+}
+
+// How a block-scaled GEMM runs: kernel, skinny row tile, and K splits (1: none).
+struct BlockPlan {
+  bool tiled = false;
+  int tm = 1;
+  int64_t splits = 1;
+  SplitNeed need;
+};
+
+BlockPlan plan_block(const ExactBlockArgs& a) {
+  BlockPlan pl;
+  const int64_t per_weight = a.offsets ? cdiv(a.rows, a.experts) : a.rows;
+  pl.tiled = pick_tiled(per_weight, cdiv(a.rows, kTlRows) * a.groups * cdiv(a.ng, kTlCols));
+  pl.tm = skinny_rows(per_weight);
+  const int64_t ctas = cdiv(a.rows, pl.tm) * a.groups * cdiv(a.ng, kSkCols);
+  const int64_t nkb = a.kg / 128, stages = cdiv(nkb, kSkWarps);
+  if (!pl.tiled && !a.offsets && stages > 1 && 2 * ctas < sm_count()) {
+    pl.need.floats = nkb * (a.kind == GemmWeightKind::kFp4 ? 4 : 1) * a.rows * a.n;
+    pl.need.counters = ctas;
+    if (a.partial && a.counters && a.partial_floats >= pl.need.floats && a.counter_count >= ctas) pl.splits = stages;
+  }
+  return pl;
+}
+
+}  // namespace
+
+void quantize_act(const uint16_t* x, int64_t rows, int64_t k, int64_t x_stride, uint8_t* codes, float* scales,
+                  int64_t scale_ld, cudaStream_t stream) {
+  if (x_stride == 0) x_stride = k;
+  DSV4_CUDA_REQUIRE(k > 0 && k % 128 == 0, "quantize_act: K must be a positive multiple of 128");
+  DSV4_CUDA_REQUIRE(rows >= 0 && x_stride >= k && scale_ld >= rows, "quantize_act: bad strides");
+  DSV4_CUDA_REQUIRE(aligned(codes, 4), "quantize_act: codes must be 4-byte aligned");
+  if (rows == 0) return;
+  constexpr int kThreads = 256;
+  const int64_t threads = rows * (k / 128) * kWarp;
+  const auto grid = static_cast<unsigned>(cdiv(threads, kThreads));
+  if (aligned(x, 8) && x_stride % 4 == 0) {
+    quantize_act_kernel<true><<<grid, kThreads, 0, stream>>>(x, rows, k, x_stride, codes, scales, scale_ld);
+  } else {
+    quantize_act_kernel<false><<<grid, kThreads, 0, stream>>>(x, rows, k, x_stride, codes, scales, scale_ld);
+  }
+  DSV4_CUDA_CHECK_LAUNCH();
+}
+
+SplitNeed exact_block_split_need(const ExactBlockArgs& a) {
+  if (a.rows <= 0 || a.kg % 128 != 0 || a.ng <= 0) return {};
+  return plan_block(a).need;
+}
+
+void exact_block_gemm(const ExactBlockArgs& a, cudaStream_t stream) {
+  DSV4_CUDA_REQUIRE(a.kind == GemmWeightKind::kFp8 || a.kind == GemmWeightKind::kFp4,
+                    "exact_block_gemm: the weight must be FP8 or FP4");
+  DSV4_CUDA_REQUIRE(a.kg > 0 && a.kg % 128 == 0, "exact_block_gemm: K must be a positive multiple of 128");
+  DSV4_CUDA_REQUIRE(a.groups >= 1 && a.ng > 0 && a.ng * a.groups == a.n, "exact_block_gemm: bad groups");
+  DSV4_CUDA_REQUIRE(a.codes_ld >= a.groups * a.kg && a.codes_ld % 16 == 0 && aligned(a.codes, 16),
+                    "exact_block_gemm: activation codes must be 16-byte aligned rows");
+  DSV4_CUDA_REQUIRE(a.scale_ld >= a.rows && a.y_ld >= a.n, "exact_block_gemm: bad strides");
+  if (a.offsets) {
+    DSV4_CUDA_REQUIRE(a.experts > 0 && a.w_list && a.w_scale_list, "grouped_gemm: missing expert arrays");
+  } else {
+    DSV4_CUDA_REQUIRE(a.w && a.w_scale && aligned(a.w, 16), "exact_block_gemm: weight must be 16-byte aligned");
+  }
+  if (a.rows <= 0) return;
+  const BlockPlan pl = plan_block(a);
+  ExactBlockArgs p = a;
+  if (pl.splits == 1) p.partial = nullptr;
+  if (a.kind == GemmWeightKind::kFp8) {
+    launch_block<GemmWeightKind::kFp8>(p, pl.tiled, pl.tm, pl.splits, stream);
+  } else {
+    launch_block<GemmWeightKind::kFp4>(p, pl.tiled, pl.tm, pl.splits, stream);
+  }
+}
+
+void exact_plain_gemm(const ExactPlainArgs& a, cudaStream_t stream) {
+  DSV4_CUDA_REQUIRE(a.kg > 0 && a.groups >= 1 && a.ng > 0 && a.ng * a.groups == a.n, "exact_plain_gemm: bad shape");
+  DSV4_CUDA_REQUIRE(a.x_ld >= a.groups * a.kg && a.y_ld >= a.n, "exact_plain_gemm: bad strides");
+  if (a.rows <= 0) return;
+  const bool vec = aligned(a.x, 16) && aligned(a.w, 16) && a.x_ld % 8 == 0 && a.kg % 8 == 0;
+  const bool tiled = pick_tiled(a.rows, cdiv(a.rows, kTlRows) * a.groups * cdiv(a.ng, kTlCols));
+  if (a.w_f32) {
+    launch_plain<true>(a, tiled, vec, stream);
+  } else {
+    launch_plain<false>(a, tiled, vec, stream);
+  }
+}
+
+void fp8_scales_to_f32(const uint8_t* scale, int64_t n, int64_t k, float* out, cudaStream_t stream) {
+  const int64_t rows = cdiv(n, 128), ld = weight_scale_ld(k);
+  if (rows * ld == 0) return;
+  constexpr int kThreads = 256;
+  fp8_scales_kernel<<<static_cast<unsigned>(cdiv(rows * ld, kThreads)), kThreads, 0, stream>>>(scale, rows,
+                                                                                               cdiv(k, 128), ld, out);
+  DSV4_CUDA_CHECK_LAUNCH();
+}
+
+void grouped_gemm(const GroupedGemmArgs& a, cudaStream_t stream) {
+  DSV4_CUDA_REQUIRE(a.experts > 0 && a.offsets && a.w_data && a.w_scale && a.y, "grouped_gemm: missing arguments");
+  ExactBlockArgs p;
+  p.kind = a.kind;
+  p.codes = a.a_codes;
+  p.codes_ld = a.k;
+  p.scales = a.a_scales;
+  p.scale_ld = a.scale_ld;
+  p.rows = a.rows;
+  p.n = a.n;
+  p.ng = a.n;
+  p.kg = a.k;
+  p.w_list = a.w_data;
+  p.w_scale_list = a.w_scale;
+  p.offsets = a.offsets;
+  p.experts = a.experts;
+  p.y = a.y;
+  p.y_ld = a.n;
+  exact_block_gemm(p, stream);
+}
+
+}  // namespace dsv4::cuda

@@ -1,0 +1,93 @@
+// GEMMs of the CUDA backend (MODEL.md §9.3, backend/ops.h LinearParams): y[m, n] = Σ_k x[m, k]·W[n, k].
+//  * FP8 weights (e4m3 + 128x128 ue8m0 scales): activations quantized per row in 1x128 blocks, then
+//    cuBLASLt's block-scaled FP8 GEMM (VEC128 x BLK128x128 scale modes) where it supports the shape
+//    (on the H200 with cuBLASLt 13.1: rows a multiple of 4), else the exact kernel below.
+//  * FP4 weights (e2m1 + per-32 ue8m0 scales): the exact kernel.
+//  * bf16 / f32 weights: true fp32 GEMMs (never TF32): cuBLASLt for bf16 unless exact, the exact
+//    kernel for f32 weights.
+// The exact kernel computes the CPU backend's arithmetic bit for bit (backend/cpu/linear.cpp): per
+// K-block the fp32 product P of the codes summed in ascending k, then C += P·(sa·sb) (FP8) or
+// C += (P·sa)·sb (FP4); plain weights one ascending fp32 sum. The MoE gate and the compressor use it
+// so that discrete choices made from their outputs match the CPU backend exactly.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+
+namespace dsv4::cuda {
+
+enum class GemmWeightKind : uint8_t { kFp8, kFp4, kBf16, kF32 };
+
+// One weight matrix [rows = N, cols = K] in device memory, scales as stored in the checkpoint:
+// FP8 ue8m0 [ceil(N/128), ceil(K/128)], FP4 ue8m0 [N, K/32]; FP4 data packed [N, K/2].
+struct GemmWeight {
+  GemmWeightKind kind = GemmWeightKind::kBf16;
+  const void* data = nullptr;
+  const uint8_t* scale = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
+
+enum class GemmOut : uint8_t { kBf16, kF32 };
+
+struct GemmArgs {
+  const uint16_t* x = nullptr;  // [rows, groups·K] bf16, row stride x_stride (0 = groups·K)
+  int64_t rows = 0;
+  GemmWeight w;       // [N, K]
+  void* y = nullptr;  // [rows, N], row stride y_stride (0 = N)
+  GemmOut out = GemmOut::kBf16;
+  int groups = 1;  // grouped (wo_a): output column n uses x slice n / (N/groups)
+  int64_t x_stride = 0;
+  int64_t y_stride = 0;
+  bool exact = false;  // force the exact kernel (bit-identical to the CPU backend)
+};
+
+// Owns the cuBLASLt handle, its workspace, scratch for quantized activations and split-K partials,
+// and the fp32 copies of FP8 weight scales (made once per weight, keyed by its scale pointer:
+// weights must not move). run() only enqueues on the stream (scratch grows with stream-ordered
+// allocations); it is not thread-safe. Weights and x must be 16-byte aligned for the fast paths.
+class GemmRunner {
+ public:
+  explicit GemmRunner(cudaStream_t stream);
+  ~GemmRunner();
+  GemmRunner(const GemmRunner&) = delete;
+  GemmRunner& operator=(const GemmRunner&) = delete;
+
+  void run(const GemmArgs& a);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Grouped block-scaled GEMM for the routed experts: rows are sorted by expert, expert e owning rows
+// [offsets[e], offsets[e+1]) (device array, experts + 1 entries, offsets[experts] <= rows). Each
+// expert has its own weight [N, K] (FP8 or FP4, all experts one kind and shape), given as device
+// arrays of per-expert data and scale pointers. Activations come pre-quantized (quantize_act).
+// y: bf16 [rows, N]; rows past offsets[experts] are left untouched. Same arithmetic as the exact kernel.
+// a_codes and every expert's weight must be 16-byte aligned; K a multiple of 128.
+struct GroupedGemmArgs {
+  const uint8_t* a_codes = nullptr;  // e4m3 [rows, K]
+  const float* a_scales = nullptr;   // [K/128, scale_ld] (K-block major)
+  int64_t scale_ld = 0;
+  int64_t rows = 0;  // host-known upper bound of offsets[experts]
+  int64_t n = 0;
+  int64_t k = 0;
+  int experts = 0;
+  const int32_t* offsets = nullptr;
+  GemmWeightKind kind = GemmWeightKind::kFp8;
+  const void* const* w_data = nullptr;      // device [experts]
+  const uint8_t* const* w_scale = nullptr;  // device [experts]
+  uint16_t* y = nullptr;
+};
+void grouped_gemm(const GroupedGemmArgs& a, cudaStream_t stream);
+
+// Activation quantization of the FP8/FP4 GEMMs (MODEL.md §2.2 with block 128): per row and 128-block,
+// e4m3 codes [rows, K] and the fp32 power-of-two scale at scales[kb·scale_ld + row] (K-block major,
+// scale_ld >= rows; cuBLASLt's VEC128 layout). Bit-identical to core/quant.h.
+void quantize_act(const uint16_t* x, int64_t rows, int64_t k, int64_t x_stride, uint8_t* codes, float* scales,
+                  int64_t scale_ld, cudaStream_t stream);
+
+}  // namespace dsv4::cuda

@@ -1,0 +1,83 @@
+// Private interface between the GEMM kernels (gemm.cu) and GemmRunner (cublaslt_gemm.cpp): plain
+// parameter structs and launchers of the exact kernels, the activation scratch layout and the fp32
+// weight-scale conversion of the cuBLASLt path.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "backend/cuda/gemm.h"
+
+namespace dsv4::cuda {
+
+// Leading dimension of the fp32 activation scales [K/128][ld] (cuBLASLt VEC128 on the B operand:
+// the row index runs fastest). The one place that fixes it: rows rounded up to a multiple of 4.
+inline int64_t act_scale_ld(int64_t rows) { return (rows + 3) / 4 * 4; }
+
+// Leading dimension of the fp32 weight scales [ceil(N/128)][ld] (cuBLASLt BLK128x128 on the A
+// operand: the K-block index runs fastest, padded to a multiple of 4 = 16 bytes).
+inline int64_t weight_scale_ld(int64_t k) { return ((k + 127) / 128 + 3) / 4 * 4; }
+
+// Block-scaled exact GEMM over pre-quantized activations (quantize_act). Row m of the output uses
+// codes row m, columns [g·kg, (g+1)·kg) for output column n of group g = n / ng.
+struct ExactBlockArgs {
+  GemmWeightKind kind = GemmWeightKind::kFp8;  // kFp8 or kFp4
+  const uint8_t* codes = nullptr;              // e4m3 [rows][codes_ld]
+  int64_t codes_ld = 0;
+  const float* scales = nullptr;  // [codes_ld/128][scale_ld]
+  int64_t scale_ld = 0;
+  int64_t rows = 0;  // dense: the rows; grouped: host bound of offsets[experts]
+  int64_t n = 0;     // all output columns
+  int64_t ng = 0;    // output columns of one group
+  int64_t kg = 0;    // weight columns (K of one group)
+  int groups = 1;
+  // Dense: one weight. Grouped (offsets != null): per-expert device pointer arrays.
+  const void* w = nullptr;
+  const uint8_t* w_scale = nullptr;
+  const void* const* w_list = nullptr;
+  const uint8_t* const* w_scale_list = nullptr;
+  const int32_t* offsets = nullptr;
+  int experts = 0;
+  void* y = nullptr;
+  int64_t y_ld = 0;
+  bool y_f32 = false;
+  // Optional split-K scratch (dense only): with few row x column tiles each CTA takes one 1024-wide
+  // K stage, stores its block contributions and the last CTA of a tile adds them all in order.
+  // counters must start zeroed (the kernel leaves them zeroed).
+  float* partial = nullptr;
+  int64_t partial_floats = 0;
+  int32_t* counters = nullptr;
+  int64_t counter_count = 0;
+};
+void exact_block_gemm(const ExactBlockArgs& a, cudaStream_t stream);
+
+// The split-K scratch exact_block_gemm would use for these arguments (zeros: it would not split).
+struct SplitNeed {
+  int64_t floats = 0;
+  int64_t counters = 0;
+};
+SplitNeed exact_block_split_need(const ExactBlockArgs& a);
+
+// Plain exact GEMM (bf16 or f32 weight, bf16 x): one ascending fp32 sum per output.
+struct ExactPlainArgs {
+  const uint16_t* x = nullptr;  // bf16 [rows][x_ld]
+  int64_t x_ld = 0;
+  int64_t rows = 0;
+  int64_t n = 0;
+  int64_t ng = 0;
+  int64_t kg = 0;
+  int groups = 1;
+  const void* w = nullptr;  // [n][kg]
+  bool w_f32 = false;
+  void* y = nullptr;
+  int64_t y_ld = 0;
+  bool y_f32 = false;
+};
+void exact_plain_gemm(const ExactPlainArgs& a, cudaStream_t stream);
+
+// FP8 weight scales ue8m0 [ceil(n/128)][ceil(k/128)] -> fp32 [ceil(n/128)][weight_scale_ld(k)]
+// (padding zero), values exactly 2^(e-127).
+void fp8_scales_to_f32(const uint8_t* scale, int64_t n, int64_t k, float* out, cudaStream_t stream);
+
+}  // namespace dsv4::cuda

@@ -1,0 +1,604 @@
+// MoE gate and experts (see moe.h). Arithmetic as in backend/cpu/moe.cpp: every fp32 operation is
+// spelled with a round-to-nearest intrinsic so that nvcc cannot contract it into an FMA.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cub/device/device_radix_sort.cuh>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_math.cuh"
+#include "backend/cuda/moe.h"
+
+namespace dsv4::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kGateThreads = 256;
+constexpr unsigned kFull = 0xffffffffu;
+static_assert(kMoeMaxExperts <= 32 * kWarp, "top_k marks taken experts in one 32-bit mask per lane");
+
+// fp32 exp and log1p rounded from fp64: (nearly) correctly rounded, like glibc's expf/log1pf that
+// the CPU backend calls (expf differs from this in ~1e-4 of arguments, log1pf in ~0.4% by one ulp),
+// where CUDA's fp32 versions are off by up to 2 ulps. Fewer differences, fewer flipped routing
+// choices and bf16 roundings.
+__device__ __forceinline__ float exp_f(float x) { return static_cast<float>(exp(static_cast<double>(x))); }
+__device__ __forceinline__ float log1p_f(float x) { return static_cast<float>(log1p(static_cast<double>(x))); }
+
+// ---- gate -------------------------------------------------------------------------------------
+
+struct GateKernelArgs {
+  const float* z;  // [tokens, experts]
+  const float* bias;
+  const int32_t* tid2eid;
+  const int32_t* token_ids;
+  int64_t vocab;
+  int experts;
+  int topk;
+  MoeScore score;
+  float route_scale;
+  int32_t* indices;
+  float* weights;
+  int32_t* err;
+};
+
+// Block max of v (threads of one block; fmaxf is order-independent). red: shared [warps].
+__device__ float block_max(float v, float* red) {
+  v = warp_max(v);
+  if (threadIdx.x % kWarp == 0) red[threadIdx.x / kWarp] = v;
+  __syncthreads();
+  float m = red[0];
+  for (int i = 1; i < static_cast<int>(blockDim.x / kWarp); ++i) m = fmaxf(m, red[i]);
+  __syncthreads();
+  return m;
+}
+
+// s = score(z) for one token (one block); softmax sums in ascending expert order, as the CPU does.
+__device__ void scores(MoeScore f, const float* z, int n, float* s, float* red) {
+  const int tid = threadIdx.x, step = blockDim.x;
+  if (f == MoeScore::kSoftmax) {
+    float mx = -INFINITY;
+    for (int e = tid; e < n; e += step) mx = fmaxf(mx, z[e]);
+    mx = block_max(mx, red);
+    for (int e = tid; e < n; e += step) s[e] = exp_f(__fsub_rn(z[e], mx));
+    __syncthreads();
+    if (tid == 0) {
+      float sum = 0.0f;
+      for (int e = 0; e < n; ++e) sum = __fadd_rn(sum, s[e]);
+      red[0] = sum;
+    }
+    __syncthreads();
+    const float sum = red[0];
+    for (int e = tid; e < n; e += step) s[e] = __fdiv_rn(s[e], sum);
+  } else if (f == MoeScore::kSigmoid) {
+    for (int e = tid; e < n; e += step) s[e] = __fdiv_rn(1.0f, __fadd_rn(1.0f, exp_f(-z[e])));
+  } else {
+    for (int e = tid; e < n; e += step) s[e] = __fsqrt_rn(z[e] > 20.0f ? z[e] : log1p_f(exp_f(z[e])));
+  }
+  __syncthreads();
+}
+
+// (v, i) ranks before (bv, bi): higher value, ties to the lower index; i < 0 = no candidate.
+__device__ __forceinline__ bool better(float v, int i, float bv, int bi) {
+  if (i < 0) return false;
+  if (bi < 0) return true;
+  return v > bv || (v == bv && i < bi);
+}
+
+// The k best of sel (one warp), in rank order: k rounds of a warp argmax over the experts not yet
+// taken. Lane l owns experts l + 32·j and marks taken ones in bit j of its mask. Lane 0's result is
+// broadcast, so that all lanes agree even on NaN scores (which have no order).
+__device__ void top_k(const float* sel, int n, int k, int32_t* out) {
+  const int lane = threadIdx.x;
+  uint32_t taken = 0;
+  for (int r = 0; r < k; ++r) {
+    float bv = 0.0f;
+    int bi = -1;
+    for (int j = 0, e = lane; e < n; ++j, e += kWarp) {
+      if (!((taken >> j) & 1u) && better(sel[e], e, bv, bi)) {
+        bv = sel[e];
+        bi = e;
+      }
+    }
+    for (int o = kWarp / 2; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(kFull, bv, o);
+      const int oi = __shfl_xor_sync(kFull, bi, o);
+      if (better(ov, oi, bv, bi)) {
+        bv = ov;
+        bi = oi;
+      }
+    }
+    bi = __shfl_sync(kFull, bi, 0);  // >= 0: k <= n leaves a candidate every round
+    if (bi % kWarp == lane) taken |= 1u << (bi / kWarp);
+    if (lane == 0) out[r] = bi;
+  }
+}
+
+// Hash routing (lane 0): out[r] = tid2eid[token · k + r], −1 where the id or the entry is invalid.
+__device__ void hash_route(const GateKernelArgs& a, int64_t t, int32_t* out) {
+  const int32_t tok = a.token_ids[t];
+  const bool tok_ok = tok >= 0 && tok < a.vocab;
+  if (!tok_ok) report(a.err, DeviceError::kMoeToken);
+  for (int r = 0; r < a.topk; ++r) {
+    int32_t e = -1;
+    if (tok_ok) {
+      e = a.tid2eid[int64_t{tok} * a.topk + r];
+      if (e < 0 || e >= a.experts) {
+        report(a.err, DeviceError::kMoeExpert);
+        e = -1;
+      }
+    }
+    out[r] = e;
+  }
+}
+
+// w_r = s[idx_r] / Σ_r s[idx_r] (sum in output order; not for softmax) · route_scale; invalid slots
+// get expert 0 with weight 0. w: scratch [topk].
+__device__ void write_route(const GateKernelArgs& a, int64_t t, const float* s, const int32_t* idx, float* w) {
+  float sum = 0.0f;
+  for (int r = 0; r < a.topk; ++r) {
+    w[r] = idx[r] >= 0 ? s[idx[r]] : 0.0f;
+    sum = __fadd_rn(sum, w[r]);
+  }
+  for (int r = 0; r < a.topk; ++r) {
+    float v = w[r];
+    if (a.score != MoeScore::kSoftmax) v = __fdiv_rn(v, sum);
+    v = __fmul_rn(v, a.route_scale);
+    a.indices[t * a.topk + r] = idx[r] >= 0 ? idx[r] : 0;
+    a.weights[t * a.topk + r] = idx[r] >= 0 ? v : 0.0f;
+  }
+}
+
+// One block per token: all threads score, warp 0 selects, its lane 0 writes. Dynamic shared
+// memory: scores [experts], selection values [experts].
+__global__ void __launch_bounds__(kGateThreads) gate_kernel(GateKernelArgs a) {
+  extern __shared__ float smem[];
+  __shared__ int32_t idx[kMoeMaxTopk];
+  __shared__ float w[kMoeMaxTopk];
+  __shared__ float red[kGateThreads / kWarp];
+  const int64_t t = blockIdx.x;
+  float* s = smem;
+  scores(a.score, a.z + t * a.experts, a.experts, s, red);
+  const float* sel = s;
+  if (!a.tid2eid && a.bias) {
+    float* biased = smem + a.experts;
+    for (int e = threadIdx.x; e < a.experts; e += blockDim.x) biased[e] = __fadd_rn(s[e], a.bias[e]);
+    __syncthreads();
+    sel = biased;
+  }
+  if (threadIdx.x >= kWarp) return;
+  if (!a.tid2eid) {
+    top_k(sel, a.experts, a.topk, idx);
+  } else if (threadIdx.x == 0) {
+    hash_route(a, t, idx);
+  }
+  if (threadIdx.x == 0) write_route(a, t, s, idx, w);  // idx was written by this thread
+}
+
+// ---- routing ----------------------------------------------------------------------------------
+
+// Sort keys of the (token, slot) pairs i = t·topk + r: the expert, or `experts` (sorted last, routed
+// nowhere) for an invalid id.
+__global__ void route_keys_kernel(const int32_t* indices, int n, int experts, uint32_t* keys, int32_t* pairs,
+                                  int32_t* err) {
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const int32_t e = indices[i];
+    const bool ok = e >= 0 && e < experts;
+    if (!ok) report(err, DeviceError::kMoeExpert);
+    keys[i] = static_cast<uint32_t>(ok ? e : experts);
+    pairs[i] = static_cast<int32_t>(i);
+  }
+}
+
+// From the sorted keys: offsets[e] = first sorted row of expert e (offsets[experts] = routed rows),
+// and pos[pair] = its sorted row (−1: not routed). Boundary j writes the experts in (key[j−1], key[j]].
+__global__ void route_offsets_kernel(const uint32_t* keys, const int32_t* pairs, int n, int experts, int32_t* offsets,
+                                     int32_t* pos) {
+  for (int64_t j = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; j <= n; j += int64_t{gridDim.x} * blockDim.x) {
+    const int prev = j == 0 ? -1 : static_cast<int>(keys[j - 1]);
+    const int cur = j == n ? experts : static_cast<int>(keys[j]);
+    for (int e = prev + 1; e <= cur; ++e) offsets[e] = static_cast<int32_t>(j);
+    if (j < n) pos[pairs[j]] = cur < experts ? static_cast<int32_t>(j) : -1;
+  }
+}
+
+// ---- experts ----------------------------------------------------------------------------------
+
+// Sorted row j = x[token of pair j]; rows past the routed ones are zeroed (the quantizer reads them,
+// the grouped GEMM does not). V: the copy unit (uint4 when x is 16-byte aligned).
+template <typename V>
+__global__ void gather_kernel(const uint16_t* x, int64_t dim, const int32_t* pairs, int topk, const int32_t* routed,
+                              uint16_t* xs) {
+  const int64_t j = blockIdx.x;
+  const int64_t units = dim * int64_t{sizeof(uint16_t)} / int64_t{sizeof(V)};
+  V* dst = reinterpret_cast<V*>(xs + j * dim);
+  if (j >= *routed) {
+    for (int64_t c = threadIdx.x; c < units; c += blockDim.x) dst[c] = V{};
+    return;
+  }
+  const V* src = reinterpret_cast<const V*>(x + int64_t{pairs[j] / topk} * dim);
+  for (int64_t c = threadIdx.x; c < units; c += blockDim.x) dst[c] = src[c];
+}
+
+// Eight bf16 values <-> fp32 (one 16-byte vector).
+struct Bf16x8 {
+  uint4 v;
+  // i must be a compile-time constant after unrolling (else v goes to local memory).
+  __device__ __forceinline__ uint16_t bits(int i) const {
+    const uint32_t w = (&v.x)[i / 2];
+    return static_cast<uint16_t>((i & 1) ? w >> 16 : w & 0xffffu);
+  }
+  __device__ __forceinline__ float get(int i) const { return bf16_to_f(bits(i)); }
+  __device__ __forceinline__ void set(int i, uint16_t b) {
+    uint32_t& w = (&v.x)[i / 2];
+    w = (i & 1) ? (w & 0xffffu) | (uint32_t{b} << 16) : (w & 0xffff0000u) | b;
+  }
+};
+
+// a = bf16(w · (g' / (1 + exp(−g')) · u')), g' = min(g, L), u' = clamp(u, ±L) when L > 0; the CPU's
+// operation order (std::min/std::clamp spelled out, so NaNs propagate alike).
+__device__ __forceinline__ uint16_t swiglu_one(float gv, float uv, float limit, float w, bool weighted) {
+  if (limit > 0.0f) {
+    uv = uv < -limit ? -limit : (limit < uv ? limit : uv);
+    gv = limit < gv ? limit : gv;
+  }
+  float v = __fmul_rn(__fdiv_rn(gv, __fadd_rn(1.0f, exp_f(-gv))), uv);
+  if (weighted) v = __fmul_rn(w, v);
+  return f_to_bf16(v);
+}
+
+// One block per row (grid-stride), eight elements per thread step. Routed: w = weights[pairs[row]]
+// and rows at or past *routed are zeroed; shared: weights == null. a may equal g.
+__global__ void swiglu_kernel(const uint4* g, const uint4* u, int64_t rows, int64_t inter, float limit,
+                              const float* weights, const int32_t* pairs, const int32_t* routed, uint4* a) {
+  const int64_t live = routed ? *routed : rows;
+  const int64_t units = inter / 8;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    uint4* ar = a + r * units;
+    if (r >= live) {
+      for (int64_t c = threadIdx.x; c < units; c += blockDim.x) ar[c] = uint4{};
+      continue;
+    }
+    const float w = weights ? weights[pairs[r]] : 1.0f;
+    for (int64_t c = threadIdx.x; c < units; c += blockDim.x) {
+      const Bf16x8 gv{g[r * units + c]}, uv{u[r * units + c]};
+      Bf16x8 out{};
+#pragma unroll
+      for (int j = 0; j < 8; ++j) out.set(j, swiglu_one(gv.get(j), uv.get(j), limit, w, weights != nullptr));
+      ar[c] = out.v;
+    }
+  }
+}
+
+// Launch of swiglu_kernel on bf16 [rows, inter] buffers of this file (16-byte aligned, inter % 8 == 0).
+void swiglu(const uint16_t* g, const uint16_t* u, int64_t rows, int64_t inter, float limit, const float* weights,
+            const int32_t* pairs, const int32_t* routed, uint16_t* a, cudaStream_t stream) {
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(rows, int64_t{1} << 20));
+  const int threads = static_cast<int>(std::min<int64_t>(inter / 8, kThreads));
+  swiglu_kernel<<<grid, threads, 0, stream>>>(reinterpret_cast<const uint4*>(g), reinterpret_cast<const uint4*>(u),
+                                              rows, inter, limit, weights, pairs, routed, reinterpret_cast<uint4*>(a));
+  DSV4_CUDA_CHECK_LAUNCH();
+}
+
+// Rows of one token's routed slots in ascending order (= ascending expert), into shared `rows`.
+__device__ int sorted_rows(const int32_t* pos, int topk, int32_t* rows) {
+  __shared__ int count;
+  if (threadIdx.x == 0) {
+    int n = 0;
+    for (int r = 0; r < topk; ++r) {  // insertion sort of the valid rows
+      const int32_t p = pos[r];
+      if (p < 0) continue;
+      int i = n++;
+      for (; i > 0 && rows[i - 1] > p; --i) rows[i] = rows[i - 1];
+      rows[i] = p;
+    }
+    count = n;
+  }
+  __syncthreads();
+  return count;
+}
+
+// y[t] = bf16((Σ fp32(ye[row]) over the token's routed rows in ascending expert order, from 0) +
+// fp32(ys[t])). One block per token, 8 columns per thread; the rows' loads are issued in batches of
+// kBatch so that they overlap. y_vec: y is 16-byte aligned.
+__global__ void combine_kernel(const uint4* ye, const uint4* ys, const int32_t* pos, int topk, int64_t dim, uint16_t* y,
+                               bool y_vec) {
+  constexpr int kBatch = 8;
+  __shared__ int32_t rows[kMoeMaxTopk];
+  const int64_t t = blockIdx.x, units = dim / 8;
+  const int count = sorted_rows(pos + t * topk, topk, rows);
+  for (int64_t c = threadIdx.x; c < units; c += blockDim.x) {
+    float acc[8] = {};
+    for (int i0 = 0; i0 < count; i0 += kBatch) {
+      Bf16x8 v[kBatch];
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i)
+        if (i0 + i < count) v[i].v = ye[int64_t{rows[i0 + i]} * units + c];
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i)
+        if (i0 + i < count)
+#pragma unroll
+          for (int j = 0; j < 8; ++j) acc[j] = __fadd_rn(acc[j], v[i].get(j));
+    }
+    const Bf16x8 s{ys[t * units + c]};
+    Bf16x8 out{};
+#pragma unroll
+    for (int j = 0; j < 8; ++j) out.set(j, f_to_bf16(__fadd_rn(acc[j], s.get(j))));
+    uint16_t* dst = y + t * dim + c * 8;
+    if (y_vec) {
+      *reinterpret_cast<uint4*>(dst) = out.v;
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) dst[j] = out.bits(j);
+    }
+  }
+}
+
+// ---- host side --------------------------------------------------------------------------------
+
+// Grid of a grid-stride kernel over n items.
+unsigned blocks_for(int64_t n) {
+  return static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, 1 << 20));
+}
+
+// Grow-only device buffer with stream-ordered allocation: a replaced block is freed after the work
+// already enqueued on the stream has run.
+struct Buffer {
+  void* p = nullptr;
+  size_t bytes = 0;
+
+  template <typename T>
+  T* get(size_t n, cudaStream_t s) {
+    const size_t need = std::max<size_t>(n, 1) * sizeof(T);
+    if (need > bytes) {
+      const size_t grown = std::max(need, bytes + bytes / 2);
+      if (p) DSV4_CUDA_CHECK(cudaFreeAsync(p, s));
+      p = nullptr;
+      bytes = 0;
+      DSV4_CUDA_CHECK(cudaMallocAsync(&p, grown, s));
+      bytes = grown;
+    }
+    return static_cast<T*>(p);
+  }
+  void release(cudaStream_t s) noexcept {
+    if (p) cudaFreeAsync(p, s);
+    p = nullptr;
+    bytes = 0;
+  }
+};
+
+// Device copies of the per-expert data and scale pointers of one host GemmWeight array.
+struct PointerTable {
+  std::vector<const void*> data;
+  std::vector<const uint8_t*> scale;
+  Buffer device;  // [experts] data pointers, then [experts] scale pointers
+
+  const void* const* d_data() const { return static_cast<const void* const*>(device.p); }
+  const uint8_t* const* d_scale() const {
+    return reinterpret_cast<const uint8_t* const*>(static_cast<const void* const*>(device.p) + data.size());
+  }
+};
+
+enum Buf : int {
+  kZ,
+  kKeys,
+  kKeysSorted,
+  kPairs,
+  kPairsSorted,
+  kPos,
+  kOffsets,
+  kSortTemp,
+  kRows,
+  kCodes,
+  kScales,
+  kG,
+  kU,
+  kSharedY,
+  kBufCount
+};
+
+void check_routed(const GemmWeight* w, int experts, int64_t rows, int64_t cols, const char* name) {
+  DSV4_CUDA_REQUIRE(w != nullptr, std::string("moe experts: missing ") + name);
+  for (int e = 0; e < experts; ++e) {
+    DSV4_CUDA_REQUIRE(w[e].kind == GemmWeightKind::kFp4 || w[e].kind == GemmWeightKind::kFp8,
+                      std::string("moe experts: routed ") + name + " must be FP4 or FP8");
+    DSV4_CUDA_REQUIRE(w[e].kind == w[0].kind, std::string("moe experts: routed ") + name + " kinds differ");
+    DSV4_CUDA_REQUIRE(w[e].rows == rows && w[e].cols == cols, std::string("moe experts: routed ") + name + " shape");
+    DSV4_CUDA_REQUIRE(w[e].data && w[e].scale, std::string("moe experts: routed ") + name + " without data");
+  }
+}
+
+void check_args(const MoeExpertsArgs& a) {
+  DSV4_CUDA_REQUIRE(a.tokens >= 0 && a.dim > 0 && a.inter_dim > 0, "moe experts: bad sizes");
+  DSV4_CUDA_REQUIRE(a.dim % 128 == 0 && a.inter_dim % 128 == 0, "moe experts: dims must be multiples of 128");
+  DSV4_CUDA_REQUIRE(a.experts > 0 && a.experts <= kMoeMaxExperts, "moe experts: experts outside [1, 1024]");
+  DSV4_CUDA_REQUIRE(a.topk > 0 && a.topk <= std::min(a.experts, kMoeMaxTopk), "moe experts: bad topk");
+  DSV4_CUDA_REQUIRE(a.tokens * a.topk <= INT32_MAX, "moe experts: too many (token, expert) pairs");
+  check_routed(a.w1, a.experts, a.inter_dim, a.dim, "w1");
+  check_routed(a.w3, a.experts, a.inter_dim, a.dim, "w3");
+  check_routed(a.w2, a.experts, a.dim, a.inter_dim, "w2");
+  DSV4_CUDA_REQUIRE(a.w1[0].kind == a.w2[0].kind && a.w3[0].kind == a.w2[0].kind,
+                    "moe experts: w1, w3, w2 must share one kind");
+  DSV4_CUDA_REQUIRE(a.shared_w1.rows == a.inter_dim && a.shared_w1.cols == a.dim && a.shared_w3.rows == a.inter_dim &&
+                        a.shared_w3.cols == a.dim && a.shared_w2.rows == a.dim && a.shared_w2.cols == a.inter_dim,
+                    "moe experts: shared expert shape");
+  DSV4_CUDA_REQUIRE(a.swiglu_limit >= 0, "moe experts: swiglu_limit must be >= 0");
+  if (a.tokens > 0)
+    DSV4_CUDA_REQUIRE(a.x && a.y && a.indices && a.weights, "moe experts: missing x, y, indices or weights");
+}
+
+void check_args(const MoeGateArgs& a) {
+  DSV4_CUDA_REQUIRE(a.tokens >= 0 && a.dim > 0, "moe gate: bad sizes");
+  DSV4_CUDA_REQUIRE(a.experts > 0 && a.experts <= kMoeMaxExperts, "moe gate: experts outside [1, 1024]");
+  DSV4_CUDA_REQUIRE(a.topk > 0 && a.topk <= std::min(a.experts, kMoeMaxTopk), "moe gate: bad topk");
+  DSV4_CUDA_REQUIRE(a.weight.kind == GemmWeightKind::kBf16 || a.weight.kind == GemmWeightKind::kF32,
+                    "moe gate: the weight must be bf16 or f32");
+  DSV4_CUDA_REQUIRE(a.weight.rows == a.experts && a.weight.cols == a.dim && a.weight.data, "moe gate: weight shape");
+  DSV4_CUDA_REQUIRE(!a.tid2eid || (a.token_ids && a.vocab > 0), "moe gate: hash routing needs token_ids and vocab");
+  if (a.tokens > 0) DSV4_CUDA_REQUIRE(a.x && a.indices && a.weights, "moe gate: missing x, indices or weights");
+}
+
+}  // namespace
+
+struct MoeRunner::Impl {
+  GemmRunner& gemm;
+  cudaStream_t stream;
+  std::array<Buffer, kBufCount> buf{};
+  std::unordered_map<const void*, PointerTable> tables;
+
+  Impl(GemmRunner& g, cudaStream_t s) : gemm(g), stream(s) {}
+  ~Impl() {
+    for (Buffer& b : buf) b.release(stream);
+    for (auto& [key, table] : tables) table.device.release(stream);
+  }
+
+  template <typename T>
+  T* get(Buf b, size_t n) {
+    return buf[b].get<T>(n, stream);
+  }
+
+  const PointerTable& table(const GemmWeight* w, int experts);
+  void route(const MoeExpertsArgs& a, int n);
+  void routed_expert(const MoeExpertsArgs& a, int n);
+  void shared_expert(const MoeExpertsArgs& a);
+};
+
+// Cached per weight set, keyed by expert 0's data (so that a caller's temporary host arrays do not
+// pile up tables); rebuilt, stream-ordered, when any pointer differs.
+const PointerTable& MoeRunner::Impl::table(const GemmWeight* w, int experts) {
+  PointerTable& t = tables[w[0].data];
+  bool same = t.data.size() == static_cast<size_t>(experts);
+  for (int e = 0; same && e < experts; ++e) same = t.data[e] == w[e].data && t.scale[e] == w[e].scale;
+  if (same) return t;
+  t.data.resize(experts);
+  t.scale.resize(experts);
+  for (int e = 0; e < experts; ++e) {
+    t.data[e] = w[e].data;
+    t.scale[e] = w[e].scale;
+  }
+  t.device.release(stream);
+  const void** d = t.device.get<const void*>(2 * static_cast<size_t>(experts), stream);
+  // Pageable sources are staged before these calls return, so the vectors may change afterwards.
+  DSV4_CUDA_CHECK(cudaMemcpyAsync(d, t.data.data(), experts * sizeof(void*), cudaMemcpyHostToDevice, stream));
+  DSV4_CUDA_CHECK(
+      cudaMemcpyAsync(d + experts, t.scale.data(), experts * sizeof(void*), cudaMemcpyHostToDevice, stream));
+  return t;
+}
+
+// Pairs sorted by expert (stable: ascending pair, hence token, within an expert), offsets, pos.
+void MoeRunner::Impl::route(const MoeExpertsArgs& a, int n) {
+  auto* keys = get<uint32_t>(kKeys, n);
+  auto* keys_sorted = get<uint32_t>(kKeysSorted, n);
+  auto* pairs = get<int32_t>(kPairs, n);
+  auto* pairs_sorted = get<int32_t>(kPairsSorted, n);
+  route_keys_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a.indices, n, a.experts, keys, pairs, a.err);
+  DSV4_CUDA_CHECK_LAUNCH();
+  const int end_bit = 32 - __builtin_clz(static_cast<unsigned>(a.experts));  // keys lie in [0, experts]
+  size_t temp_bytes = 0;
+  DSV4_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys, keys_sorted, pairs, pairs_sorted, n, 0,
+                                                  end_bit, stream));
+  void* temp = get<uint8_t>(kSortTemp, temp_bytes);
+  DSV4_CUDA_CHECK(
+      cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, keys_sorted, pairs, pairs_sorted, n, 0, end_bit, stream));
+  route_offsets_kernel<<<blocks_for(int64_t{n} + 1), kThreads, 0, stream>>>(
+      keys_sorted, pairs_sorted, n, a.experts, get<int32_t>(kOffsets, a.experts + 1), get<int32_t>(kPos, n));
+  DSV4_CUDA_CHECK_LAUNCH();
+}
+
+// ye [n, dim] (in kRows) = w2(swiglu(w1(xs), w3(xs)) · weight) over the sorted rows.
+void MoeRunner::Impl::routed_expert(const MoeExpertsArgs& a, int n) {
+  const int64_t D = a.dim, I = a.inter_dim, wide = std::max(D, I);
+  const int32_t* offsets = static_cast<const int32_t*>(buf[kOffsets].p);
+  const int32_t* routed = offsets + a.experts;
+  const int32_t* pairs = static_cast<const int32_t*>(buf[kPairsSorted].p);
+  auto* rows = get<uint16_t>(kRows, n * D);
+  auto* codes = get<uint8_t>(kCodes, n * wide);
+  auto* scales = get<float>(kScales, n * (wide / 128));
+  auto* g = get<uint16_t>(kG, n * I);
+  auto* u = get<uint16_t>(kU, n * I);
+  const bool aligned = reinterpret_cast<uintptr_t>(a.x) % sizeof(uint4) == 0;
+  if (aligned) {
+    gather_kernel<uint4><<<n, kThreads, 0, stream>>>(a.x, D, pairs, a.topk, routed, rows);
+  } else {
+    gather_kernel<uint16_t><<<n, kThreads, 0, stream>>>(a.x, D, pairs, a.topk, routed, rows);
+  }
+  DSV4_CUDA_CHECK_LAUNCH();
+  quantize_act(rows, n, D, D, codes, scales, n, stream);
+
+  const PointerTable& t1 = table(a.w1, a.experts);
+  const PointerTable& t3 = table(a.w3, a.experts);
+  const PointerTable& t2 = table(a.w2, a.experts);
+  GroupedGemmArgs gg{.a_codes = codes,
+                     .a_scales = scales,
+                     .scale_ld = n,
+                     .rows = n,
+                     .n = I,
+                     .k = D,
+                     .experts = a.experts,
+                     .offsets = offsets,
+                     .kind = a.w1[0].kind,
+                     .w_data = t1.d_data(),
+                     .w_scale = t1.d_scale(),
+                     .y = g};
+  grouped_gemm(gg, stream);
+  gg.w_data = t3.d_data();
+  gg.w_scale = t3.d_scale();
+  gg.y = u;
+  grouped_gemm(gg, stream);
+
+  swiglu(g, u, n, I, a.swiglu_limit, a.weights, pairs, routed, g, stream);
+  quantize_act(g, n, I, I, codes, scales, n, stream);
+  gg.n = D;
+  gg.k = I;
+  gg.w_data = t2.d_data();
+  gg.w_scale = t2.d_scale();
+  gg.y = rows;
+  grouped_gemm(gg, stream);
+}
+
+// ys [tokens, dim] (kSharedY) = w2(bf16(swiglu(w1(x), w3(x)))), reusing kG / kU after the routed pass.
+void MoeRunner::Impl::shared_expert(const MoeExpertsArgs& a) {
+  const int64_t T = a.tokens, D = a.dim, I = a.inter_dim;
+  auto* g = get<uint16_t>(kG, T * I);
+  auto* u = get<uint16_t>(kU, T * I);
+  auto* ys = get<uint16_t>(kSharedY, T * D);
+  gemm.run({.x = a.x, .rows = T, .w = a.shared_w1, .y = g, .out = GemmOut::kBf16, .exact = a.exact_shared});
+  gemm.run({.x = a.x, .rows = T, .w = a.shared_w3, .y = u, .out = GemmOut::kBf16, .exact = a.exact_shared});
+  swiglu(g, u, T, I, 0.0f, nullptr, nullptr, nullptr, g, stream);
+  gemm.run({.x = g, .rows = T, .w = a.shared_w2, .y = ys, .out = GemmOut::kBf16, .exact = a.exact_shared});
+}
+
+MoeRunner::MoeRunner(GemmRunner& gemm, cudaStream_t stream) : impl_(std::make_unique<Impl>(gemm, stream)) {}
+MoeRunner::~MoeRunner() = default;
+
+void MoeRunner::gate(const MoeGateArgs& a) {
+  check_args(a);
+  if (a.tokens == 0) return;
+  Impl& m = *impl_;
+  float* z = m.get<float>(kZ, static_cast<size_t>(a.tokens) * a.experts);
+  m.gemm.run({.x = a.x, .rows = a.tokens, .w = a.weight, .y = z, .out = GemmOut::kF32, .exact = true});
+  const GateKernelArgs k{z,      a.bias,  a.tid2eid,     a.token_ids, a.vocab,   a.experts,
+                         a.topk, a.score, a.route_scale, a.indices,   a.weights, a.err};
+  const size_t smem = 2 * static_cast<size_t>(a.experts) * sizeof(float);
+  gate_kernel<<<static_cast<unsigned>(a.tokens), kGateThreads, smem, m.stream>>>(k);
+  DSV4_CUDA_CHECK_LAUNCH();
+}
+
+void MoeRunner::experts(const MoeExpertsArgs& a) {
+  check_args(a);
+  if (a.tokens == 0) return;
+  Impl& m = *impl_;
+  const int n = static_cast<int>(a.tokens * a.topk);
+  m.route(a, n);
+  m.routed_expert(a, n);
+  m.shared_expert(a);
+  const int threads = static_cast<int>(std::min<int64_t>(a.dim / 8, 512));
+  const bool y_vec = reinterpret_cast<uintptr_t>(a.y) % sizeof(uint4) == 0;
+  combine_kernel<<<static_cast<unsigned>(a.tokens), threads, 0, m.stream>>>(
+      static_cast<const uint4*>(m.buf[kRows].p), static_cast<const uint4*>(m.buf[kSharedY].p),
+      static_cast<const int32_t*>(m.buf[kPos].p), a.topk, a.dim, a.y, y_vec);
+  DSV4_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace dsv4::cuda

@@ -1,0 +1,605 @@
+// The CUDA GEMMs against the CPU backend's linear (the reference) on fresh random inputs: the exact
+// kernels and the grouped expert GEMM bit for bit, the cuBLASLt paths to a normalised error (printed,
+// so that a wrong scale layout is obvious); every path twice, bit-identical run to run. Outputs are
+// poisoned with NaN before each run and activation row padding holds NaN, so a missed write or a
+// read past K shows.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gemm.h"
+#include "core/error.h"
+#include "core/number_formats.h"
+#include "core/quant.h"
+#include "gpu/gpu_test_util.h"
+
+namespace dsv4 {
+namespace {
+
+using cuda::GemmWeightKind;
+using gputest::Dev;
+
+constexpr uint16_t kNanBf16 = 0x7fc0;
+
+CpuOps& cpu() {
+  static CpuOps ops(0);  // every hardware thread: the references are large
+  return ops;
+}
+
+// ---- inputs ------------------------------------------------------------------------------------
+
+struct HostWeight {
+  GemmWeightKind kind = GemmWeightKind::kBf16;
+  int64_t rows = 0, cols = 0;
+  std::vector<uint8_t> data, scale;
+
+  Weight view() const {
+    switch (kind) {
+      case GemmWeightKind::kFp8:
+        return {WeightType::kFp8Block, data.data(), scale.data(), rows, cols};
+      case GemmWeightKind::kFp4:
+        return {WeightType::kFp4Block, data.data(), scale.data(), rows, cols};
+      case GemmWeightKind::kBf16:
+        return {WeightType::kBf16, data.data(), nullptr, rows, cols};
+      case GemmWeightKind::kF32:
+        return {WeightType::kF32, data.data(), nullptr, rows, cols};
+    }
+    return {};
+  }
+};
+
+// Random codes (FP8 avoiding the NaN codes 0x7f/0xff), ue8m0 scales 127±4, plain values ~N(0, 0.05²)
+// (f32 weights with full fp32 mantissas).
+HostWeight random_weight(GemmWeightKind kind, int64_t n, int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  HostWeight w{kind, n, k, {}, {}};
+  auto scales = [&](size_t count) {
+    w.scale.resize(count);
+    for (auto& s : w.scale) s = static_cast<uint8_t>(123 + rng() % 9);
+  };
+  std::normal_distribution<float> nd(0.0f, 0.05f);
+  switch (kind) {
+    case GemmWeightKind::kFp8:
+      w.data.resize(static_cast<size_t>(n * k));
+      for (auto& b : w.data) {
+        b = static_cast<uint8_t>(rng());
+        if ((b & 0x7f) == 0x7f) b ^= 1;
+      }
+      scales(static_cast<size_t>((n + 127) / 128 * ((k + 127) / 128)));
+      break;
+    case GemmWeightKind::kFp4:
+      w.data.resize(static_cast<size_t>(n * k / 2));
+      for (auto& b : w.data) b = static_cast<uint8_t>(rng());
+      scales(static_cast<size_t>(n * k / 32));
+      break;
+    case GemmWeightKind::kBf16: {
+      w.data.resize(static_cast<size_t>(n * k * 2));
+      auto* p = reinterpret_cast<uint16_t*>(w.data.data());
+      for (int64_t i = 0; i < n * k; ++i) p[i] = float_to_bf16(nd(rng));
+      break;
+    }
+    case GemmWeightKind::kF32: {
+      w.data.resize(static_cast<size_t>(n * k * 4));
+      auto* p = reinterpret_cast<float*>(w.data.data());
+      for (int64_t i = 0; i < n * k; ++i) p[i] = nd(rng);
+      break;
+    }
+  }
+  return w;
+}
+
+// bf16 activations [rows, ld]: per-row magnitudes 2^[-6, 6], NaN in the padding past `cols`.
+std::vector<uint16_t> random_acts(int64_t rows, int64_t cols, int64_t ld, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_real_distribution<float> mag(-6.0f, 6.0f);
+  std::vector<uint16_t> x(static_cast<size_t>(rows * ld), kNanBf16);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float s = std::exp2(mag(rng));
+    for (int64_t c = 0; c < cols; ++c) x[static_cast<size_t>(r * ld + c)] = float_to_bf16(nd(rng) * s);
+  }
+  return x;
+}
+
+struct DevWeight {
+  explicit DevWeight(const HostWeight& h) : w(h), data(h.data), scale(h.scale) {}
+  cuda::GemmWeight view() const { return {w.kind, data.p, w.scale.empty() ? nullptr : scale.p, w.rows, w.cols}; }
+  const HostWeight& w;
+  Dev<uint8_t> data, scale;
+};
+
+// ---- running and comparing ---------------------------------------------------------------------
+
+// One GEMM problem: weight [n, k] (k per group), x [rows, groups·k + x_pad], y [rows, n + y_pad].
+struct Case {
+  std::string name;
+  GemmWeightKind kind;
+  int64_t n, k;
+  int groups = 1;
+  bool f32_out = false;
+  int64_t x_pad = 0, y_pad = 0;
+  int64_t x_ld() const { return k * groups + x_pad; }
+  int64_t y_ld() const { return n + y_pad; }
+};
+
+// Output words: bf16 bits or fp32 bits.
+template <typename T>
+constexpr T kPoison = static_cast<T>(~T{0});
+
+template <typename T>
+float value(T v) {
+  if constexpr (sizeof(T) == 2) {
+    return bf16_to_float(v);
+  } else {
+    float f;
+    std::memcpy(&f, &v, 4);
+    return f;
+  }
+}
+
+template <typename T>
+std::vector<T> cpu_linear(const Case& c, const HostWeight& w, const std::vector<uint16_t>& x, int64_t rows) {
+  std::vector<T> y(static_cast<size_t>(rows * c.y_ld()), kPoison<T>);
+  LinearParams p{x.data(), rows, w.view(), y.data(), c.f32_out ? ActType::kF32 : ActType::kBF16};
+  p.groups = c.groups;
+  p.x_stride = c.x_ld();
+  p.y_stride = c.y_ld();
+  cpu().linear(p);
+  return y;
+}
+
+template <typename T>
+std::vector<T> gpu_linear(cuda::GemmRunner& runner, const Case& c, const DevWeight& w, const Dev<uint16_t>& x,
+                          int64_t rows, bool exact) {
+  Dev<T> y(std::vector<T>(static_cast<size_t>(rows * c.y_ld()), kPoison<T>));
+  cuda::GemmArgs a;
+  a.x = x.p;
+  a.rows = rows;
+  a.w = w.view();
+  a.y = y.p;
+  a.out = c.f32_out ? cuda::GemmOut::kF32 : cuda::GemmOut::kBf16;
+  a.groups = c.groups;
+  a.x_stride = c.x_ld();
+  a.y_stride = c.y_ld();
+  a.exact = exact;
+  runner.run(a);
+  return y.get();
+}
+
+// Mismatches of the valid [rows, n] region (NaN always counts) and of untouched padding.
+template <typename T>
+void expect_identical(const std::vector<T>& got, const std::vector<T>& want, int64_t rows, int64_t n, int64_t ld,
+                      const std::string& what) {
+  int64_t bad = 0, first = -1, pad_bad = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < ld; ++j) {
+      const auto i = static_cast<size_t>(r * ld + j);
+      if (j >= n) {
+        pad_bad += got[i] != kPoison<T>;
+      } else if (got[i] != want[i] || std::isnan(value(got[i]))) {
+        if (bad++ == 0) first = r * ld + j;
+      }
+    }
+  }
+  EXPECT_EQ(pad_bad, 0) << what << ": wrote into the row padding";
+  if (bad == 0) return;
+  const auto i = static_cast<size_t>(first);
+  ADD_FAILURE() << what << ": " << bad << " of " << rows * n << " outputs differ; first at row " << first / ld
+                << " col " << first % ld << ": got " << value(got[i]) << " want " << value(want[i]);
+}
+
+// rms(got - want) / rms(want) over the valid region; infinity on NaN.
+template <typename T>
+double normalised_error(const std::vector<T>& got, const std::vector<T>& want, int64_t rows, int64_t n, int64_t ld) {
+  double d2 = 0, r2 = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < n; ++j) {
+      const auto i = static_cast<size_t>(r * ld + j);
+      const double g = value(got[i]), w = value(want[i]);
+      if (std::isnan(g) || std::isnan(w)) return INFINITY;
+      d2 += (g - w) * (g - w);
+      r2 += w * w;
+    }
+  }
+  return r2 > 0 ? std::sqrt(d2 / r2) : (d2 > 0 ? INFINITY : 0.0);
+}
+
+std::string label(const Case& c, int64_t rows) { return c.name + " rows " + std::to_string(rows); }
+
+// The exact path: bit-identical to the CPU, and to itself on a second run.
+template <typename T>
+void check_exact_rows(cuda::GemmRunner& runner, const Case& c, const HostWeight& hw, const DevWeight& dw, int64_t rows,
+                      uint32_t seed) {
+  const auto x = random_acts(rows, c.k * c.groups, c.x_ld(), seed);
+  const Dev<uint16_t> dx(x);
+  const auto want = cpu_linear<T>(c, hw, x, rows);
+  const auto got = gpu_linear<T>(runner, c, dw, dx, rows, true);
+  expect_identical(got, want, rows, c.n, c.y_ld(), label(c, rows) + " exact");
+  const auto again = gpu_linear<T>(runner, c, dw, dx, rows, true);
+  EXPECT_TRUE(again == got) << label(c, rows) << " exact: not reproducible run to run";
+}
+
+void check_exact(const Case& c, std::initializer_list<int64_t> rows, uint32_t seed) {
+  const HostWeight hw = random_weight(c.kind, c.n, c.k, seed);
+  const DevWeight dw(hw);
+  cuda::GemmRunner runner(nullptr);
+  for (int64_t r : rows) {
+    if (c.f32_out) {
+      check_exact_rows<uint32_t>(runner, c, hw, dw, r, seed + static_cast<uint32_t>(r));
+    } else {
+      check_exact_rows<uint16_t>(runner, c, hw, dw, r, seed + static_cast<uint32_t>(r));
+    }
+  }
+}
+
+// The cuBLASLt path (exact = false): normalised error against the CPU below tol, reproducible.
+template <typename T>
+void check_fast_rows(cuda::GemmRunner& runner, const Case& c, const HostWeight& hw, const DevWeight& dw, int64_t rows,
+                     double tol, uint32_t seed) {
+  const auto x = random_acts(rows, c.k * c.groups, c.x_ld(), seed);
+  const Dev<uint16_t> dx(x);
+  const auto want = cpu_linear<T>(c, hw, x, rows);
+  const auto got = gpu_linear<T>(runner, c, dw, dx, rows, false);
+  const double err = normalised_error(got, want, rows, c.n, c.y_ld());
+  std::printf("[ cuBLASLt ] %-34s normalised error %.3e%s\n", label(c, rows).c_str(), err,
+              err == 0 ? "  (bit-identical: the exact kernel ran, cuBLASLt refused the shape?)" : "");
+  EXPECT_LT(err, tol) << label(c, rows) << ": a large error here means a wrong scale layout or operand mapping";
+  int64_t pad_bad = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = c.n; j < c.y_ld(); ++j) pad_bad += got[static_cast<size_t>(r * c.y_ld() + j)] != kPoison<T>;
+  }
+  EXPECT_EQ(pad_bad, 0) << label(c, rows) << ": wrote into the row padding";
+  const auto again = gpu_linear<T>(runner, c, dw, dx, rows, false);
+  EXPECT_TRUE(again == got) << label(c, rows) << ": cuBLASLt path not reproducible run to run";
+}
+
+void check_fast(const Case& c, std::initializer_list<int64_t> rows, double tol, uint32_t seed) {
+  const HostWeight hw = random_weight(c.kind, c.n, c.k, seed);
+  const DevWeight dw(hw);
+  cuda::GemmRunner runner(nullptr);
+  for (int64_t r : rows) {
+    if (c.f32_out) {
+      check_fast_rows<uint32_t>(runner, c, hw, dw, r, tol, seed + static_cast<uint32_t>(r));
+    } else {
+      check_fast_rows<uint16_t>(runner, c, hw, dw, r, tol, seed + static_cast<uint32_t>(r));
+    }
+  }
+}
+
+// ---- quantize_act ------------------------------------------------------------------------------
+
+TEST(CudaGemm, QuantizeActMatchesCpuBitForBit) {
+  const int64_t rows = 37, k = 1024, sld = 40;
+  for (int64_t ld : {k, k + 6}) {  // aligned rows (vector loads) and odd strides
+    const auto x = random_acts(rows, k, ld, 7);
+    const Dev<uint16_t> dx(x);
+    Dev<uint8_t> codes(std::vector<uint8_t>(static_cast<size_t>(rows * k), 0xAB));
+    Dev<float> scales(std::vector<float>(static_cast<size_t>(k / 128 * sld), NAN));
+    cuda::quantize_act(dx.p, rows, k, ld, codes.p, scales.p, sld, nullptr);
+    const auto gc = codes.get();
+    const auto gs = scales.get();
+    float block[128];
+    uint8_t want[128];
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t b = 0; b < k / 128; ++b) {
+        for (int i = 0; i < 128; ++i) block[i] = bf16_to_float(x[static_cast<size_t>(r * ld + b * 128 + i)]);
+        const float s = ue8m0_to_float(quantize_block_e4m3(block, want));
+        ASSERT_EQ(std::memcmp(&gs[static_cast<size_t>(b * sld + r)], &s, 4), 0) << "row " << r << " block " << b;
+        for (int i = 0; i < 128; ++i) {
+          ASSERT_EQ(gc[static_cast<size_t>(r * k + b * 128 + i)], want[i]) << "row " << r << " col " << b * 128 + i;
+        }
+      }
+    }
+  }
+}
+
+// ---- exact kernels -----------------------------------------------------------------------------
+
+TEST(CudaGemm, ExactFp8SmallShapes) {
+  for (int64_t n : {128, 256, 200}) {
+    for (int64_t k : {128, 256}) {
+      check_exact({"fp8 n" + std::to_string(n) + " k" + std::to_string(k), GemmWeightKind::kFp8, n, k}, {1, 3, 17}, 10);
+    }
+  }
+  check_exact({"fp8 strided f32-out", GemmWeightKind::kFp8, 200, 256, 1, true, 128, 5}, {3, 17}, 11);
+}
+
+TEST(CudaGemm, ExactFp4SmallShapes) {
+  for (int64_t n : {128, 256, 200}) {
+    for (int64_t k : {128, 256}) {
+      check_exact({"fp4 n" + std::to_string(n) + " k" + std::to_string(k), GemmWeightKind::kFp4, n, k}, {1, 3, 17}, 20);
+    }
+  }
+  check_exact({"fp4 strided f32-out", GemmWeightKind::kFp4, 200, 256, 1, true, 128, 5}, {3, 17}, 21);
+}
+
+TEST(CudaGemm, ExactPlainSmallShapes) {
+  for (auto kind : {GemmWeightKind::kBf16, GemmWeightKind::kF32}) {
+    const std::string name = kind == GemmWeightKind::kBf16 ? "bf16" : "f32";
+    for (int64_t n : {128, 256, 200}) {
+      for (int64_t k : {128, 256}) {
+        check_exact({name + " n" + std::to_string(n) + " k" + std::to_string(k), kind, n, k}, {1, 3, 17}, 30);
+      }
+    }
+    // K off the 8-element grid (scalar loads) and strided rows; groups.
+    check_exact({name + " k100 strided", kind, 200, 100, 1, true, 3, 7}, {1, 3, 17}, 31);
+    check_exact({name + " groups 4", kind, 256, 128, 4, false, 8, 0}, {1, 3, 17}, 32);
+  }
+}
+
+TEST(CudaGemm, ExactFp8FlashShapes) {
+  check_exact({"wq_a fp8", GemmWeightKind::kFp8, 1024, 4096}, {1, 32, 300}, 40);
+  check_exact({"wq_b fp8", GemmWeightKind::kFp8, 32768, 1024}, {1, 32, 300}, 41);
+  check_exact({"wkv fp8", GemmWeightKind::kFp8, 512, 4096}, {1, 32, 300}, 42);
+  check_exact({"wo_b fp8", GemmWeightKind::kFp8, 4096, 8192}, {1, 32, 300}, 43);
+  check_exact({"wo_a fp8 groups 8", GemmWeightKind::kFp8, 8192, 4096, 8}, {1, 32, 300}, 44);
+}
+
+TEST(CudaGemm, ExactFp4FlashShapes) {
+  check_exact({"w1 fp4", GemmWeightKind::kFp4, 2048, 4096}, {1, 32, 300}, 50);
+  check_exact({"w2 fp4", GemmWeightKind::kFp4, 4096, 2048}, {1, 32, 300}, 51);
+}
+
+TEST(CudaGemm, ExactPlainFlashShapes) {
+  check_exact({"gate bf16 f32-out", GemmWeightKind::kBf16, 256, 4096, 1, true}, {1, 32, 300}, 60);
+  check_exact({"compressor bf16 f32-out", GemmWeightKind::kBf16, 1024, 4096, 1, true}, {1, 300, 1100}, 61);
+  check_exact({"wo_a bf16 groups 8", GemmWeightKind::kBf16, 8192, 4096, 8}, {1, 32, 300}, 62);
+  check_exact({"hc f32 f32-out", GemmWeightKind::kF32, 24, 16384, 1, true}, {1, 32, 300}, 63);
+}
+
+// ---- cuBLASLt paths ----------------------------------------------------------------------------
+
+TEST(CudaGemm, CublasLtFp8MatchesCpu) {
+  constexpr double kTol = 2e-3;  // bf16 output; a wrong scale layout gives errors of order 1
+  // Rows not a multiple of 4 probe the activation-scale leading dimension (gemm_internal.h), where
+  // cuBLASLt takes them at all.
+  check_fast({"wq_a fp8", GemmWeightKind::kFp8, 1024, 4096}, {1, 3, 18, 30, 32, 300}, kTol, 70);
+  check_fast({"wq_b fp8", GemmWeightKind::kFp8, 32768, 1024}, {1, 32, 300}, kTol, 71);
+  check_fast({"wkv fp8", GemmWeightKind::kFp8, 512, 4096}, {1, 17, 300}, kTol, 72);
+  check_fast({"wo_b fp8", GemmWeightKind::kFp8, 4096, 8192}, {1, 32, 300}, kTol, 73);
+  check_fast({"wo_a fp8 groups 8", GemmWeightKind::kFp8, 8192, 4096, 8}, {1, 32, 300}, kTol, 74);
+  check_fast({"wkv fp8 f32-out strided", GemmWeightKind::kFp8, 512, 4096, 1, true, 128, 8}, {5, 64, 300}, kTol, 75);
+}
+
+TEST(CudaGemm, CublasLtBf16MatchesCpu) {
+  check_fast({"gate bf16 f32-out", GemmWeightKind::kBf16, 256, 4096, 1, true}, {1, 32, 300}, 1e-4, 80);
+  check_fast({"wo_a bf16 groups 8", GemmWeightKind::kBf16, 8192, 4096, 8}, {1, 32, 300}, 2e-3, 81);
+  check_fast({"head-like bf16", GemmWeightKind::kBf16, 2048, 4096}, {1, 300}, 2e-3, 82);
+}
+
+TEST(CudaGemm, RejectsBadShapes) {
+  const HostWeight hw = random_weight(GemmWeightKind::kFp8, 128, 100, 1);
+  const DevWeight dw(hw);
+  const Dev<uint16_t> dx(random_acts(1, 100, 100, 2));
+  Dev<uint16_t> dy(std::vector<uint16_t>(128));
+  cuda::GemmRunner runner(nullptr);
+  cuda::GemmArgs a;
+  a.x = dx.p;
+  a.rows = 1;
+  a.w = dw.view();
+  a.y = dy.p;
+  EXPECT_THROW(runner.run(a), Error);  // FP8 K must be a multiple of 128
+  a.w.kind = GemmWeightKind::kBf16;
+  a.groups = 3;
+  EXPECT_THROW(runner.run(a), Error);  // 128 rows do not split into 3 groups
+}
+
+// ---- grouped expert GEMM -----------------------------------------------------------------------
+
+// Experts with the given row counts (some zero); each row checked bit for bit against CpuOps linear
+// on its expert's weight; rows past offsets[experts] (bound - used) stay untouched.
+void check_grouped(GemmWeightKind kind, int64_t n, int64_t k, const std::vector<int>& counts, int64_t spare,
+                   uint32_t seed) {
+  const int experts = static_cast<int>(counts.size());
+  std::vector<int32_t> offsets(1, 0);
+  for (int c : counts) offsets.push_back(offsets.back() + c);
+  const int64_t used = offsets.back(), bound = used + spare;
+  const int64_t sld = (bound + 3) / 4 * 4;
+  const auto x = random_acts(bound, k, k, seed);
+  std::vector<HostWeight> hw;
+  std::vector<std::unique_ptr<DevWeight>> dw;
+  std::vector<const void*> data;
+  std::vector<const uint8_t*> scale;
+  for (int e = 0; e < experts; ++e) {
+    hw.push_back(random_weight(kind, n, k, seed * 1000 + static_cast<uint32_t>(e)));
+  }
+  for (int e = 0; e < experts; ++e) {
+    dw.push_back(std::make_unique<DevWeight>(hw[static_cast<size_t>(e)]));
+    data.push_back(dw.back()->data.p);
+    scale.push_back(dw.back()->scale.p);
+  }
+  const Dev<uint16_t> dx(x);
+  const Dev<int32_t> doff(offsets);
+  const Dev<const void*> ddata(data);
+  const Dev<const uint8_t*> dscale(scale);
+  Dev<uint8_t> codes(std::vector<uint8_t>(static_cast<size_t>(bound * k)));
+  Dev<float> scales(std::vector<float>(static_cast<size_t>(k / 128 * sld)));
+  cuda::quantize_act(dx.p, bound, k, k, codes.p, scales.p, sld, nullptr);
+  auto run = [&] {
+    Dev<uint16_t> y(std::vector<uint16_t>(static_cast<size_t>(bound * n), 0xffff));
+    cuda::GroupedGemmArgs a;
+    a.a_codes = codes.p;
+    a.a_scales = scales.p;
+    a.scale_ld = sld;
+    a.rows = bound;
+    a.n = n;
+    a.k = k;
+    a.experts = experts;
+    a.offsets = doff.p;
+    a.kind = kind;
+    a.w_data = ddata.p;
+    a.w_scale = dscale.p;
+    a.y = y.p;
+    cuda::grouped_gemm(a, nullptr);
+    return y.get();
+  };
+  const auto got = run();
+  const std::string what = std::string(kind == GemmWeightKind::kFp8 ? "fp8" : "fp4") + " grouped n" +
+                           std::to_string(n) + " k" + std::to_string(k) + " experts " + std::to_string(experts);
+  const Case c{what, kind, n, k};
+  for (int e = 0; e < experts; ++e) {
+    const int64_t r0 = offsets[static_cast<size_t>(e)], cnt = counts[static_cast<size_t>(e)];
+    if (cnt == 0) continue;
+    const std::vector<uint16_t> xe(x.begin() + r0 * k, x.begin() + (r0 + cnt) * k);
+    const auto want = cpu_linear<uint16_t>(c, hw[static_cast<size_t>(e)], xe, cnt);
+    const std::vector<uint16_t> ge(got.begin() + r0 * n, got.begin() + (r0 + cnt) * n);
+    expect_identical(ge, want, cnt, n, n, what + " expert " + std::to_string(e));
+  }
+  int64_t touched = 0;
+  for (int64_t i = used * n; i < bound * n; ++i) touched += got[static_cast<size_t>(i)] != 0xffff;
+  EXPECT_EQ(touched, 0) << what << ": wrote rows past offsets[experts]";
+  EXPECT_TRUE(run() == got) << what << ": not reproducible run to run";
+}
+
+std::vector<int> random_counts(int experts, int max_rows, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int> c(static_cast<size_t>(experts));
+  for (auto& v : c) v = rng() % 4 == 0 ? 0 : static_cast<int>(rng() % static_cast<uint32_t>(max_rows + 1));
+  c[0] = 0;  // an empty first and last expert
+  c.back() = 0;
+  return c;
+}
+
+TEST(CudaGemm, GroupedSmallShapes) {
+  for (auto kind : {GemmWeightKind::kFp8, GemmWeightKind::kFp4}) {
+    check_grouped(kind, 200, 256, {0, 1, 3, 0, 17, 2}, 5, 90);
+    check_grouped(kind, 128, 128, random_counts(40, 3, 91), 0, 92);  // more experts than a warp
+  }
+}
+
+TEST(CudaGemm, GroupedFlashShapes) {
+  // Decode-like (a row or two per expert) and prefill-like (tens of rows per expert: tiled kernel).
+  check_grouped(GemmWeightKind::kFp4, 2048, 4096, random_counts(48, 3, 100), 7, 101);
+  check_grouped(GemmWeightKind::kFp4, 4096, 2048, random_counts(48, 3, 102), 0, 103);
+  check_grouped(GemmWeightKind::kFp4, 2048, 4096, random_counts(12, 120, 104), 3, 105);
+  check_grouped(GemmWeightKind::kFp8, 2048, 4096, random_counts(12, 120, 106), 0, 107);
+}
+
+// ---- timings (run with --gtest_also_run_disabled_tests) -----------------------------------------
+
+// GPU time of one call of f (enqueueing on `stream`), from a CUDA graph of `reps` calls: no host gaps.
+template <typename F>
+float graph_us(cudaStream_t stream, F&& f, int reps = 20) {
+  f();  // warm-up: plans, caches, scratch
+  DSV4_CUDA_CHECK(cudaStreamSynchronize(stream));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  DSV4_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < reps; ++i) f();
+  DSV4_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  DSV4_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  DSV4_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  cudaEvent_t a, b;
+  DSV4_CUDA_CHECK(cudaEventCreate(&a));
+  DSV4_CUDA_CHECK(cudaEventCreate(&b));
+  DSV4_CUDA_CHECK(cudaEventRecord(a, stream));
+  DSV4_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  DSV4_CUDA_CHECK(cudaEventRecord(b, stream));
+  DSV4_CUDA_CHECK(cudaEventSynchronize(b));
+  float ms = 0;
+  DSV4_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return ms * 1000.0f / static_cast<float>(reps);
+}
+
+void print_timing(const std::string& name, int64_t rows, const char* path, float us, double wbytes, double flops) {
+  std::printf("[ timing ] %-18s rows %5ld %-6s %9.1f us  %7.0f GB/s weights  %7.1f TFLOP/s\n", name.c_str(),
+              static_cast<long>(rows), path, us, wbytes / us * 1e-3, flops / us * 1e-6);
+}
+
+TEST(CudaGemm, DISABLED_Timings) {
+  const Case cases[] = {
+      {"wq_a fp8", GemmWeightKind::kFp8, 1024, 4096},
+      {"wq_b fp8", GemmWeightKind::kFp8, 32768, 1024},
+      {"wo_b fp8", GemmWeightKind::kFp8, 4096, 8192},
+      {"w1 fp4", GemmWeightKind::kFp4, 2048, 4096},
+      {"w2 fp4", GemmWeightKind::kFp4, 4096, 2048},
+      {"gate bf16", GemmWeightKind::kBf16, 256, 4096, 1, true},
+      {"compressor bf16", GemmWeightKind::kBf16, 1024, 4096, 1, true},
+      {"wo_a bf16 g8", GemmWeightKind::kBf16, 8192, 4096, 8},
+  };
+  cudaStream_t stream;
+  DSV4_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  {
+    cuda::GemmRunner runner(stream);
+    for (const Case& c : cases) {
+      const HostWeight hw = random_weight(c.kind, c.n, c.k, 1);
+      const DevWeight dw(hw);
+      for (int64_t rows : {1, 4, 8, 32, 300, 2048}) {
+        const Dev<uint16_t> dx(random_acts(rows, c.k * c.groups, c.x_ld(), 2));
+        Dev<uint32_t> y(std::vector<uint32_t>(static_cast<size_t>(rows * c.y_ld())));
+        for (bool exact : {true, false}) {
+          if (!exact && c.kind == GemmWeightKind::kFp4) continue;
+          cuda::GemmArgs a;
+          a.x = dx.p;
+          a.rows = rows;
+          a.w = dw.view();
+          a.y = y.p;
+          a.out = c.f32_out ? cuda::GemmOut::kF32 : cuda::GemmOut::kBf16;
+          a.groups = c.groups;
+          a.exact = exact;
+          const float us = graph_us(stream, [&] { runner.run(a); });
+          print_timing(c.name, rows, exact ? "exact" : "fast", us, static_cast<double>(hw.data.size()),
+                       2.0 * static_cast<double>(rows) * static_cast<double>(c.n * c.k));
+        }
+      }
+    }
+    // Grouped experts (w1 shape, FP4, 256 distinct constant-filled weights): decode-like (1-2 rows
+    // an expert) and prefill-like.
+    const int64_t n = 2048, k = 4096;
+    const int experts = 256;
+    const size_t wbytes = static_cast<size_t>(n * k / 2), sbytes = static_cast<size_t>(n * k / 32);
+    uint8_t* pool = nullptr;
+    DSV4_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&pool), (wbytes + sbytes) * experts));
+    DSV4_CUDA_CHECK(cudaMemset(pool, 0x7b, (wbytes + sbytes) * experts));
+    std::vector<const void*> data;
+    std::vector<const uint8_t*> scale;
+    for (int e = 0; e < experts; ++e) {
+      data.push_back(pool + wbytes * static_cast<size_t>(e));
+      scale.push_back(pool + wbytes * experts + sbytes * static_cast<size_t>(e));
+    }
+    const Dev<const void*> ddata(data);
+    const Dev<const uint8_t*> dscale(scale);
+    for (int per : {1, 2, 8, 48}) {
+      const int64_t rows = int64_t{experts} * per, sld = (rows + 3) / 4 * 4;
+      std::vector<int32_t> off(experts + 1);
+      for (int e = 0; e <= experts; ++e) off[static_cast<size_t>(e)] = e * per;
+      const Dev<int32_t> doff(off);
+      Dev<uint8_t> codes(std::vector<uint8_t>(static_cast<size_t>(rows * k), 0x38));
+      Dev<float> scales(std::vector<float>(static_cast<size_t>(k / 128 * sld), 1.0f));
+      Dev<uint16_t> y(std::vector<uint16_t>(static_cast<size_t>(rows * n)));
+      cuda::GroupedGemmArgs a;
+      a.a_codes = codes.p;
+      a.a_scales = scales.p;
+      a.scale_ld = sld;
+      a.rows = rows;
+      a.n = n;
+      a.k = k;
+      a.experts = experts;
+      a.offsets = doff.p;
+      a.kind = GemmWeightKind::kFp4;
+      a.w_data = ddata.p;
+      a.w_scale = dscale.p;
+      a.y = y.p;
+      const float us = graph_us(stream, [&] { cuda::grouped_gemm(a, stream); });
+      print_timing("grouped w1 x256", rows, "exact", us, static_cast<double>(wbytes) * experts,
+                   2.0 * static_cast<double>(rows) * static_cast<double>(n * k));
+    }
+    DSV4_CUDA_CHECK(cudaFree(pool));
+  }
+  DSV4_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+}  // namespace
+}  // namespace dsv4

@@ -1,0 +1,289 @@
+// Indexer top-k on the GPU against the CPU ops: identical indices and slots, with Q4(Hadamard) keys in a
+// paged table (fp4, fp8 and bf16 entries), at golden and V4-Flash dims, with mass score ties.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/indexer.h"
+#include "core/kv_entry.h"
+#include "core/number_formats.h"
+#include "gpu/gpu_test_util.h"
+
+namespace dsv4 {
+namespace {
+
+using gputest::Dev;
+using gputest::device_table;
+using gputest::random_bf16;
+
+constexpr int kDim = 128;
+
+struct Token {
+  int32_t seq, pos;
+};
+
+struct Spec {
+  int heads, topk;
+  KvEntryFormat format;
+  std::vector<int32_t> key_count;  // per sequence
+  int32_t stride;
+  std::vector<Token> tokens;
+  int distinct = 0;  // > 0: only this many distinct key vectors (mass ties)
+};
+
+// Q4(Hadamard(x)) rows, as the model makes index queries and keys.
+std::vector<uint16_t> index_vectors(CpuOps& cpu, int64_t rows, uint32_t seed) {
+  auto v = random_bf16(static_cast<size_t>(rows * kDim), seed, 1.0f);
+  cpu.hadamard({v.data(), rows, kDim});
+  cpu.quant_sim({v.data(), rows, kDim, kDim, QuantSim::kFp4, 32});
+  return v;
+}
+
+struct Inputs {
+  Spec spec;
+  std::vector<uint8_t> mem;  // the key table, paged (24 keys a page, a 40-byte gap), poisoned
+  EntryTable keys;
+  std::vector<uint16_t> q, w;
+  std::vector<int32_t> pos, seq, key_slots, key_count, slot_map;
+  float weight_scale;
+
+  Inputs(const Spec& s, uint32_t seed) : spec(s), key_count(s.key_count) {
+    CpuOps cpu(2);
+    const int64_t seqs = static_cast<int64_t>(s.key_count.size());
+    const int64_t total = std::accumulate(s.key_count.begin(), s.key_count.end(), int64_t{0});
+    const int32_t eb = static_cast<int32_t>(kv_entry_bytes(s.format, {kDim, 0}));
+    const int64_t pages = (total + 3 + 23) / 24, page = 24 * int64_t{eb} + 40;
+    mem.assign(static_cast<size_t>(pages * page), 0xAB);
+    keys = {mem.data(), page, 24, eb, s.format, pages * 24};
+    // Key j of sequence s at a scattered slot; values from `distinct` vectors when asked.
+    std::mt19937 rng(seed);
+    std::vector<int32_t> perm(static_cast<size_t>(keys.capacity));
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    const auto base = index_vectors(cpu, s.distinct ? s.distinct : total, seed + 1);
+    std::vector<uint16_t> x;
+    std::vector<int32_t> store_slots;
+    key_slots.assign(static_cast<size_t>(seqs * s.stride), -1);
+    slot_map.assign(key_slots.size(), -1);
+    int64_t n = 0;
+    for (int64_t sq = 0; sq < seqs; ++sq) {
+      for (int32_t j = 0; j < s.key_count[static_cast<size_t>(sq)]; ++j, ++n) {
+        const int64_t src = s.distinct ? n % s.distinct : n;
+        x.insert(x.end(), base.begin() + src * kDim, base.begin() + (src + 1) * kDim);
+        store_slots.push_back(perm[static_cast<size_t>(n)]);
+        key_slots[static_cast<size_t>(sq * s.stride + j)] = perm[static_cast<size_t>(n)];
+        slot_map[static_cast<size_t>(sq * s.stride + j)] = static_cast<int32_t>(100000 * sq + 3 * j + 1);
+      }
+    }
+    cpu.store_entries({x.data(), total, {kDim, 0}, keys, store_slots.data()});
+    const int64_t t = static_cast<int64_t>(s.tokens.size());
+    q = index_vectors(cpu, t * s.heads, seed + 2);
+    w = random_bf16(static_cast<size_t>(t * s.heads), seed + 3, 1.0f);
+    for (const Token& tk : s.tokens) {
+      seq.push_back(tk.seq);
+      pos.push_back(tk.pos);
+    }
+    weight_scale = static_cast<float>(std::pow(double{kDim}, -0.5) * std::pow(double(s.heads), -0.5));
+  }
+
+  int64_t tokens() const { return static_cast<int64_t>(pos.size()); }
+
+  std::pair<std::vector<int32_t>, std::vector<int32_t>> cpu_run() const {
+    std::vector<int32_t> out(static_cast<size_t>(tokens() * spec.topk)), slots(out.size());
+    CpuOps cpu(2);
+    cpu.indexer_topk({.q = q.data(),
+                      .weights = w.data(),
+                      .weight_scale = weight_scale,
+                      .tokens = tokens(),
+                      .heads = spec.heads,
+                      .head_dim = kDim,
+                      .positions = pos.data(),
+                      .ratio = 4,
+                      .token_seq = seq.data(),
+                      .sequences = static_cast<int64_t>(key_count.size()),
+                      .keys = keys,
+                      .key_slots = key_slots.data(),
+                      .key_stride = spec.stride,
+                      .key_count = key_count.data(),
+                      .topk = spec.topk,
+                      .out_index = out.data(),
+                      .slot_map = slot_map.data(),
+                      .out_slots = slots.data()});
+    return {out, slots};
+  }
+};
+
+// Device copies; run() writes into poisoned outputs and returns them (index, slots, error code).
+struct DeviceRun {
+  const Inputs& in;
+  Dev<uint8_t> mem;
+  Dev<uint16_t> q, w;
+  Dev<int32_t> pos, seq, key_slots, key_count, slot_map;
+
+  explicit DeviceRun(const Inputs& i)
+      : in(i),
+        mem(i.mem),
+        q(i.q),
+        w(i.w),
+        pos(i.pos),
+        seq(i.seq),
+        key_slots(i.key_slots),
+        key_count(i.key_count),
+        slot_map(i.slot_map) {}
+
+  struct Result {
+    std::vector<int32_t> index, slots;
+    int32_t err;
+    double ms;
+  };
+
+  Result run(int32_t max_keys = 0) {
+    const size_t n = static_cast<size_t>(in.tokens() * in.spec.topk);
+    Dev<int32_t> out(std::vector<int32_t>(n, 0x7eadbeef)), out_slots(std::vector<int32_t>(n, 0x7eadbeef));
+    Dev<int32_t> err(std::vector<int32_t>{0});
+    cuda::IndexerArgs a;
+    a.q = q.p;
+    a.weights = w.p;
+    a.weight_scale = in.weight_scale;
+    a.tokens = in.tokens();
+    a.heads = in.spec.heads;
+    a.head_dim = kDim;
+    a.positions = pos.p;
+    a.ratio = 4;
+    a.token_seq = seq.p;
+    a.sequences = static_cast<int64_t>(in.key_count.size());
+    a.keys = device_table(in.keys, mem.p);
+    a.key_slots = key_slots.p;
+    a.key_stride = in.spec.stride;
+    a.key_count = key_count.p;
+    a.topk = in.spec.topk;
+    a.out_index = out.p;
+    a.slot_map = slot_map.p;
+    a.out_slots = out_slots.p;
+    a.max_keys = max_keys;
+    a.err = err.p;
+    DSV4_CUDA_CHECK(cudaDeviceSynchronize());
+    const auto t0 = std::chrono::steady_clock::now();
+    cuda::indexer_topk(a, nullptr);
+    DSV4_CUDA_CHECK(cudaDeviceSynchronize());
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return {out.get(), out_slots.get(), err.get()[0], ms};
+  }
+};
+
+// The first (token, rank) where two index lists differ, as text ("" when equal).
+std::string first_diff(const std::vector<int32_t>& got, const std::vector<int32_t>& want, int topk) {
+  if (got.size() != want.size()) return "sizes differ";
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != want[i])
+      return "token " + std::to_string(i / topk) + " rank " + std::to_string(i % topk) + ": got " +
+             std::to_string(got[i]) + ", want " + std::to_string(want[i]);
+  }
+  return "";
+}
+
+void run_case(const Spec& s, uint32_t seed, int32_t max_keys = 0) {
+  SCOPED_TRACE(testing::Message() << "heads " << s.heads << " topk " << s.topk << " format "
+                                  << kv_entry_format_name(s.format) << " tokens " << s.tokens.size());
+  const Inputs in(s, seed);
+  const auto [want, want_slots] = in.cpu_run();
+  DeviceRun dev(in);
+  const auto got = dev.run(max_keys);
+  EXPECT_EQ(first_diff(got.index, want, s.topk), "");
+  EXPECT_EQ(first_diff(got.slots, want_slots, s.topk), "");
+  EXPECT_EQ(got.err, 0);
+  const auto again = dev.run(max_keys);
+  EXPECT_EQ(again.index, got.index) << "not reproducible run to run";
+  EXPECT_EQ(again.slots, got.slots);
+  std::printf("[indexer] heads %d topk %d tokens %zu: %.3f ms (second run)\n", s.heads, s.topk, s.tokens.size(),
+              again.ms);
+}
+
+// Two sequences of 40 and 13 keys; prefill positions (some before the first key, some past the count)
+// and decode positions, interleaved.
+Spec tiny_spec(KvEntryFormat f) {
+  return {4,
+          8,
+          f,
+          {40, 13},
+          48,
+          {{0, 0},
+           {0, 1},
+           {0, 2},
+           {0, 3},
+           {1, 51},
+           {0, 4},
+           {0, 7},
+           {0, 30},
+           {0, 63},
+           {1, 20},
+           {0, 100},
+           {0, 159},
+           {0, 170},
+           {1, 3},
+           {1, 200}}};
+}
+
+TEST(CudaIndexer, MatchesCpuAtGoldenDims) {
+  run_case(tiny_spec(KvEntryFormat::kIndexFp4), 1);
+  run_case(tiny_spec(KvEntryFormat::kIndexFp4), 2, 40);  // with the caller's bound on eligible keys
+}
+
+TEST(CudaIndexer, MatchesCpuWithFp8AndBf16Keys) {
+  run_case(tiny_spec(KvEntryFormat::kIndexFp8), 3);
+  run_case(tiny_spec(KvEntryFormat::kBf16), 4);
+}
+
+// Three distinct keys: nearly every score ties, so the lower index must win everywhere.
+TEST(CudaIndexer, BreaksTiesTowardTheLowerIndex) {
+  Spec s = tiny_spec(KvEntryFormat::kIndexFp4);
+  s.distinct = 3;
+  run_case(s, 5);
+  run_case({64, 512, KvEntryFormat::kIndexFp4, {4096}, 4096, {{0, 16383}, {0, 9000}, {0, 3000}}, 7}, 6);
+}
+
+// V4-Flash: 64 heads, top-512; one decode token at 128K context, four prefill tokens at 8K, and shorter ones.
+TEST(CudaIndexer, MatchesCpuAtFlashDims) {
+  run_case({64,
+            512,
+            KvEntryFormat::kIndexFp4,
+            {32768, 2048},
+            32768,
+            {{0, 131071}, {1, 8188}, {1, 8189}, {1, 8190}, {1, 8191}, {1, 2100}, {1, 1000}, {0, 50}}},
+           7);
+}
+
+// A key stride so wide that the scores are computed in several token groups.
+TEST(CudaIndexer, MatchesCpuAcrossTokenGroups) {
+  Spec s{4, 8, KvEntryFormat::kIndexFp4, {300}, 1 << 22, {}};
+  for (int i = 0; i < 40; ++i) s.tokens.push_back({0, 37 * i});
+  run_case(s, 8);
+}
+
+// A key slot outside the table is reported and ranks last (score −inf).
+TEST(CudaIndexer, ReportsSlotOutsideTable) {
+  Inputs in(tiny_spec(KvEntryFormat::kIndexFp4), 9);
+  in.key_slots[5] = static_cast<int32_t>(in.keys.capacity);  // sequence 0, key 5
+  DeviceRun dev(in);
+  const auto got = dev.run();
+  EXPECT_EQ(got.err, static_cast<int32_t>(cuda::DeviceError::kIndexerSlot));
+  for (size_t t = 0; t < in.pos.size(); ++t) {
+    const int64_t eligible = std::min<int64_t>(in.key_count[static_cast<size_t>(in.seq[t])], (in.pos[t] + 1) / 4);
+    if (in.seq[t] != 0 || eligible <= in.spec.topk) continue;
+    const auto row = got.index.begin() + static_cast<int64_t>(t) * in.spec.topk;
+    EXPECT_EQ(std::find(row, row + in.spec.topk, 5), row + in.spec.topk) << "token " << t;
+  }
+}
+
+}  // namespace
+}  // namespace dsv4

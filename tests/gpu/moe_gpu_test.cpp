@@ -1,0 +1,562 @@
+// MoE gate and experts on the GPU against CpuOps. Gate: indices exact (ties to the lower expert),
+// weights within fp32 rounding. Experts: bit-identical to the CPU when every GEMM is exact (routed
+// experts always; the shared expert through exact_shared), within bf16 rounding otherwise, and
+// bit-reproducible run to run. Outputs are poisoned (0xFF bytes: NaN / −1) before every run.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_table.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/moe.h"
+#include "core/number_formats.h"
+#include "gpu/gpu_test_util.h"
+
+namespace dsv4 {
+namespace {
+
+using gputest::Dev;
+using gputest::random_bf16;
+
+// ---- helpers ----------------------------------------------------------------------------------
+
+template <typename T>
+void poison(Dev<T>& d) {
+  DSV4_CUDA_CHECK(cudaMemset(d.p, 0xFF, d.n * sizeof(T)));
+}
+
+template <typename T>
+std::vector<T> poisoned(size_t n) {
+  std::vector<T> v(n);
+  std::memset(v.data(), 0xFF, n * sizeof(T));
+  return v;
+}
+
+int32_t read_err(const Dev<int32_t>& err) { return err.get()[0]; }
+
+std::vector<float> randn(size_t n, uint32_t seed, float std) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, std);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// Fast bytes for the large weights (splitmix64).
+struct Bits {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+};
+
+// Scale exponent byte that makes a dot product over `cols` inputs of unit size O(1) for codes of
+// rms `code_rms`.
+int scale_base(int64_t cols, double code_rms) {
+  return 127 - static_cast<int>(std::ceil(std::log2(std::sqrt(static_cast<double>(cols)) * code_rms)));
+}
+
+// A block-scaled weight on host and device with its views for both backends.
+struct TestWeight {
+  cuda::GemmWeightKind kind;
+  int64_t rows, cols;
+  std::vector<uint8_t> data, scale;
+  std::unique_ptr<Dev<uint8_t>> d_data, d_scale;
+
+  TestWeight(cuda::GemmWeightKind k, int64_t r, int64_t c, uint64_t seed) : kind(k), rows(r), cols(c) {
+    Bits bits{seed};
+    if (k == cuda::GemmWeightKind::kFp4) {
+      data.resize(static_cast<size_t>(r * c / 2));  // every e2m1 nibble is a number
+      for (auto& b : data) b = static_cast<uint8_t>(bits.next());
+      scale.resize(static_cast<size_t>(r * c / 32));
+      fill_scales(bits, scale_base(c, 2.93));
+    } else {
+      data.resize(static_cast<size_t>(r * c));  // sign, exponent field 5..8: |v| in [0.25, 3.75], no NaN
+      for (auto& b : data) {
+        const uint64_t v = bits.next();
+        b = static_cast<uint8_t>((v & 0x80u) | ((5u + ((v >> 8) & 3u)) << 3) | ((v >> 16) & 7u));
+      }
+      scale.resize(static_cast<size_t>(((r + 127) / 128) * ((c + 127) / 128)));
+      fill_scales(bits, scale_base(c, 1.6));
+    }
+    d_data = std::make_unique<Dev<uint8_t>>(data);
+    d_scale = std::make_unique<Dev<uint8_t>>(scale);
+  }
+  void fill_scales(Bits& bits, int base) {
+    for (auto& s : scale) s = static_cast<uint8_t>(base - 1 + static_cast<int>(bits.next() % 3));
+  }
+  Weight cpu() const {
+    const auto t = kind == cuda::GemmWeightKind::kFp4 ? WeightType::kFp4Block : WeightType::kFp8Block;
+    return {t, data.data(), scale.data(), rows, cols};
+  }
+  cuda::GemmWeight gpu() const { return {kind, d_data->p, d_scale->p, rows, cols}; }
+};
+
+// A blocking stream: it waits for the uploads and memsets the helpers issue on the legacy stream.
+struct Stream {
+  cudaStream_t s = nullptr;
+  Stream() { DSV4_CUDA_CHECK(cudaStreamCreate(&s)); }
+  ~Stream() { cudaStreamDestroy(s); }
+};
+
+struct Runners {
+  Stream stream;
+  cuda::GemmRunner gemm{stream.s};
+  cuda::MoeRunner moe{gemm, stream.s};
+};
+
+// "count of n differ, max |diff| d at i" for bf16 outputs (NaN counts as a difference).
+std::string bf16_diff(const std::vector<uint16_t>& got, const std::vector<uint16_t>& want) {
+  size_t count = 0, at = 0;
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] == want[i]) continue;
+    ++count;
+    const double d = std::fabs(double{bf16_to_float(got[i])} - bf16_to_float(want[i]));
+    if (std::isnan(d) || d > worst) {
+      worst = std::isnan(d) ? INFINITY : d;
+      at = i;
+    }
+  }
+  std::ostringstream os;
+  os << count << " of " << got.size() << " differ; max |diff| " << worst << " at " << at;
+  return os.str();
+}
+
+// Worst |a − b| in bf16 ulps (2^-7 relative) of max(|b|, rms(b)); NaN gives infinity.
+double max_ulps_at_scale(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
+  double ss = 0, m = 0;
+  for (uint16_t v : b) ss += double{bf16_to_float(v)} * bf16_to_float(v);
+  const double rms = std::sqrt(ss / static_cast<double>(b.size()));
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double x = bf16_to_float(a[i]), y = bf16_to_float(b[i]);
+    if (std::isnan(x)) return INFINITY;
+    m = std::max(m, std::fabs(x - y) / (0x1p-7 * std::max(std::fabs(y), rms)));
+  }
+  return m;
+}
+
+// ---- gate -------------------------------------------------------------------------------------
+
+struct GateCase {
+  int64_t tokens = 37, dim = 4096, vocab = 1000;
+  int experts = 256, topk = 6;
+  ScoreFunc score = ScoreFunc::kSqrtSoftplus;
+  bool f32_weight = false;
+  std::vector<uint16_t> x, w_bf16;
+  std::vector<float> w_f32, bias;
+  std::vector<int32_t> tid2eid, token_ids;
+
+  void randomize(uint32_t seed) {
+    x = random_bf16(static_cast<size_t>(tokens * dim), seed);
+    const size_t nw = static_cast<size_t>(experts * dim);
+    if (f32_weight) {
+      w_f32 = randn(nw, seed + 1, 0.02f);
+    } else {
+      w_bf16 = random_bf16(nw, seed + 1, 0.02f);
+    }
+  }
+  void add_bias(uint32_t seed) { bias = randn(static_cast<size_t>(experts), seed, 0.05f); }
+  void add_hash(uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::vector<int32_t> perm(static_cast<size_t>(experts));
+    std::iota(perm.begin(), perm.end(), 0);
+    for (int64_t v = 0; v < vocab; ++v) {
+      std::shuffle(perm.begin(), perm.end(), rng);
+      tid2eid.insert(tid2eid.end(), perm.begin(), perm.begin() + topk);
+    }
+    std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(vocab - 1));
+    token_ids.resize(static_cast<size_t>(tokens));
+    for (auto& t : token_ids) t = id(rng);
+  }
+
+  struct Result {
+    std::vector<int32_t> indices;
+    std::vector<float> weights;
+    int32_t err = 0;
+  };
+
+  Result cpu() const {
+    const size_t n = static_cast<size_t>(tokens * topk);
+    Result r{std::vector<int32_t>(n), std::vector<float>(n), 0};
+    MoeGateParams p{
+        .x = x.data(),
+        .tokens = tokens,
+        .dim = dim,
+        .weight = f32_weight ? Weight::f32(w_f32.data(), experts, dim) : Weight::bf16(w_bf16.data(), experts, dim),
+        .bias = bias.empty() ? nullptr : bias.data(),
+        .tid2eid = tid2eid.empty() ? nullptr : tid2eid.data(),
+        .token_ids = tid2eid.empty() ? nullptr : token_ids.data(),
+        .vocab = vocab,
+        .experts = experts,
+        .topk = topk,
+        .score_func = score,
+        .route_scale = 2.5f,
+        .indices = r.indices.data(),
+        .weights = r.weights.data()};
+    CpuOps(2).moe_gate(p);
+    return r;
+  }
+
+  Result gpu(Runners& run) const {
+    const size_t n = static_cast<size_t>(tokens * topk);
+    Dev<uint16_t> dx(x), dwb(w_bf16.empty() ? std::vector<uint16_t>(1) : w_bf16);
+    Dev<float> dwf(w_f32.empty() ? std::vector<float>(1) : w_f32), db(bias.empty() ? std::vector<float>(1) : bias);
+    Dev<int32_t> dt(tid2eid.empty() ? std::vector<int32_t>(1) : tid2eid),
+        dids(token_ids.empty() ? std::vector<int32_t>(1) : token_ids);
+    Dev<int32_t> di(poisoned<int32_t>(n)), derr(std::vector<int32_t>{0});
+    Dev<float> dw(poisoned<float>(n));
+    cuda::GemmWeight w{.kind = f32_weight ? cuda::GemmWeightKind::kF32 : cuda::GemmWeightKind::kBf16,
+                       .data = f32_weight ? static_cast<const void*>(dwf.p) : dwb.p,
+                       .rows = experts,
+                       .cols = dim};
+    run.moe.gate({.x = dx.p,
+                  .tokens = tokens,
+                  .dim = dim,
+                  .weight = w,
+                  .bias = bias.empty() ? nullptr : db.p,
+                  .tid2eid = tid2eid.empty() ? nullptr : dt.p,
+                  .token_ids = tid2eid.empty() ? nullptr : dids.p,
+                  .vocab = vocab,
+                  .experts = experts,
+                  .topk = topk,
+                  .score = static_cast<cuda::MoeScore>(score),
+                  .route_scale = 2.5f,
+                  .indices = di.p,
+                  .weights = dw.p,
+                  .err = derr.p});
+    return {di.get(), dw.get(), read_err(derr)};
+  }
+};
+
+void expect_same_route(const GateCase::Result& got, const GateCase::Result& want) {
+  EXPECT_EQ(got.err, 0);
+  ASSERT_EQ(got.indices.size(), want.indices.size());
+  for (size_t i = 0; i < want.indices.size(); ++i) {
+    ASSERT_EQ(got.indices[i], want.indices[i]) << "slot " << i;
+    EXPECT_LE(std::fabs(got.weights[i] - want.weights[i]), 1e-6f * std::fabs(want.weights[i]))
+        << "slot " << i << ": " << got.weights[i] << " vs " << want.weights[i];
+  }
+}
+
+TEST(CudaMoeGate, SqrtSoftplusWithBiasMatchesCpu) {
+  Runners run;
+  GateCase c;
+  c.randomize(11);
+  c.add_bias(12);
+  expect_same_route(c.gpu(run), c.cpu());
+}
+
+TEST(CudaMoeGate, SigmoidWithF32WeightMatchesCpu) {
+  Runners run;
+  GateCase c;
+  c.score = ScoreFunc::kSigmoid;
+  c.f32_weight = true;
+  c.tokens = 64;
+  c.randomize(21);
+  expect_same_route(c.gpu(run), c.cpu());
+}
+
+TEST(CudaMoeGate, SoftmaxMatchesCpu) {
+  Runners run;
+  GateCase c;
+  c.score = ScoreFunc::kSoftmax;
+  c.experts = 64;
+  c.topk = 8;
+  c.dim = 1024;
+  c.randomize(31);
+  expect_same_route(c.gpu(run), c.cpu());
+}
+
+TEST(CudaMoeGate, HashRoutingMatchesCpu) {
+  Runners run;
+  GateCase c;
+  c.tokens = 50;
+  c.randomize(41);
+  c.add_bias(42);  // ignored by hash routing
+  c.add_hash(43);
+  expect_same_route(c.gpu(run), c.cpu());
+}
+
+// Identical gate rows give bit-equal scores: the lower experts must win every tie.
+TEST(CudaMoeGate, TiesGoToTheLowerExpert) {
+  Runners run;
+  GateCase c;
+  c.experts = 16;
+  c.topk = 3;
+  c.dim = 256;
+  c.tokens = 20;
+  c.x = random_bf16(static_cast<size_t>(c.tokens * c.dim), 51);
+  c.w_bf16 = random_bf16(static_cast<size_t>(c.experts * c.dim), 52, 0.001f);
+  const auto tie = random_bf16(static_cast<size_t>(c.dim), 53, 0.2f);
+  for (int e : {9, 2, 7, 5}) std::copy(tie.begin(), tie.end(), c.w_bf16.begin() + e * c.dim);
+  c.bias = randn(static_cast<size_t>(c.experts), 54, 0.001f);
+  for (int e : {9, 2, 7, 5}) c.bias[static_cast<size_t>(e)] = 0.01f;
+  for (int64_t t = 0; t < c.tokens; ++t) {  // x_t · tie = Σ |x|·|tie| > 20: the tied experts win clearly
+    uint16_t* xt = &c.x[static_cast<size_t>(t * c.dim)];
+    for (int64_t k = 0; k < c.dim; ++k)
+      xt[k] = static_cast<uint16_t>((xt[k] & 0x7fff) | (tie[static_cast<size_t>(k)] & 0x8000));
+  }
+  const auto got = c.gpu(run);
+  expect_same_route(got, c.cpu());
+  for (int64_t t = 0; t < c.tokens; ++t)
+    for (int r = 0; r < 3; ++r) EXPECT_EQ(got.indices[static_cast<size_t>(t * 3 + r)], (std::array{2, 5, 7})[r]);
+
+  // All rows equal: the first experts, in order.
+  for (int e = 0; e < c.experts; ++e) std::copy(tie.begin(), tie.end(), c.w_bf16.begin() + e * c.dim);
+  c.bias.clear();
+  const auto all = c.gpu(run);
+  expect_same_route(all, c.cpu());
+  for (int64_t t = 0; t < c.tokens; ++t)
+    for (int r = 0; r < 3; ++r) EXPECT_EQ(all.indices[static_cast<size_t>(t * 3 + r)], r);
+}
+
+// Invalid ids are reported and give expert 0 with weight 0; the other tokens are unaffected.
+TEST(CudaMoeGate, ReportsBadTokenIdsAndTableEntries) {
+  Runners run;
+  GateCase c;
+  c.tokens = 8;
+  c.dim = 512;
+  c.experts = 32;
+  c.topk = 2;
+  c.vocab = 16;
+  c.randomize(61);
+  c.add_hash(62);
+  c.token_ids = {3, 1, 4, 15, 9, 2, 6, 5};  // distinct: a bad table row hits one token only
+  const auto want = c.cpu();
+
+  GateCase bad_token = c;
+  bad_token.token_ids[3] = static_cast<int32_t>(c.vocab);
+  const auto a = bad_token.gpu(run);
+  EXPECT_EQ(a.err, static_cast<int32_t>(cuda::DeviceError::kMoeToken));
+  for (int64_t t = 0; t < c.tokens; ++t) {
+    for (int r = 0; r < 2; ++r) {
+      const size_t i = static_cast<size_t>(t * 2 + r);
+      EXPECT_EQ(a.indices[i], t == 3 ? 0 : want.indices[i]);
+      EXPECT_LE(std::fabs(a.weights[i] - (t == 3 ? 0.0f : want.weights[i])), 1e-6f * std::fabs(want.weights[i]));
+    }
+  }
+
+  GateCase bad_entry = c;
+  const int32_t tok = c.token_ids[5];
+  bad_entry.tid2eid[static_cast<size_t>(tok * 2 + 1)] = c.experts;
+  const auto b = bad_entry.gpu(run);
+  EXPECT_EQ(b.err, static_cast<int32_t>(cuda::DeviceError::kMoeExpert));
+  EXPECT_EQ(b.indices[10], want.indices[10]);
+  EXPECT_EQ(b.weights[10], 2.5f);  // the only valid slot: s / s · route_scale
+  EXPECT_EQ(b.indices[11], 0);
+  EXPECT_EQ(b.weights[11], 0.0f);
+}
+
+// ---- experts ----------------------------------------------------------------------------------
+
+// Routed experts (`distinct` weight sets shared round-robin by `experts` views) and the FP8 shared one.
+struct ExpertBank {
+  int64_t dim, inter;
+  int experts;
+  std::vector<std::unique_ptr<TestWeight>> w1, w3, w2;
+  std::unique_ptr<TestWeight> s1, s3, s2;
+  std::vector<Weight> c1, c3, c2;
+  std::vector<cuda::GemmWeight> g1, g3, g2;
+
+  ExpertBank(int64_t d, int64_t i, int n, int distinct, cuda::GemmWeightKind kind, uint64_t seed)
+      : dim(d), inter(i), experts(n) {
+    for (int e = 0; e < distinct; ++e) {
+      w1.push_back(std::make_unique<TestWeight>(kind, i, d, seed + 3 * e));
+      w3.push_back(std::make_unique<TestWeight>(kind, i, d, seed + 3 * e + 1));
+      w2.push_back(std::make_unique<TestWeight>(kind, d, i, seed + 3 * e + 2));
+    }
+    for (int e = 0; e < n; ++e) {
+      const size_t k = static_cast<size_t>(e % distinct);
+      c1.push_back(w1[k]->cpu());
+      c3.push_back(w3[k]->cpu());
+      c2.push_back(w2[k]->cpu());
+      g1.push_back(w1[k]->gpu());
+      g3.push_back(w3[k]->gpu());
+      g2.push_back(w2[k]->gpu());
+    }
+    s1 = std::make_unique<TestWeight>(cuda::GemmWeightKind::kFp8, i, d, seed + 1001);
+    s3 = std::make_unique<TestWeight>(cuda::GemmWeightKind::kFp8, i, d, seed + 1002);
+    s2 = std::make_unique<TestWeight>(cuda::GemmWeightKind::kFp8, d, i, seed + 1003);
+  }
+};
+
+// Distinct experts per token, half of the picks from a few hot experts (large groups). Weights span
+// 2^-16..1, so that expert outputs differ enough in magnitude for the fp32 combine order to matter.
+void random_routing(int64_t tokens, int experts, int topk, uint32_t seed, std::vector<int32_t>& idx,
+                    std::vector<float>& w) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> any(0, experts - 1), hot(0, std::max(topk, experts / 8) - 1), coin(0, 1);
+  std::uniform_real_distribution<float> log_weight(-16.0f, 0.0f);
+  idx.clear();
+  w.clear();
+  for (int64_t t = 0; t < tokens; ++t) {
+    const size_t row = idx.size();
+    while (idx.size() < row + static_cast<size_t>(topk)) {
+      const int e = coin(rng) ? hot(rng) : any(rng);
+      if (std::find(idx.begin() + static_cast<std::ptrdiff_t>(row), idx.end(), e) == idx.end()) idx.push_back(e);
+    }
+    for (int r = 0; r < topk; ++r) w.push_back(std::exp2(log_weight(rng)));
+  }
+}
+
+constexpr float kLimit = 2.0f;  // with |x| ~ 2 a good part of the routed g and u get clamped
+
+struct ExpertsRun {
+  const ExpertBank& bank;
+  int64_t tokens;
+  int topk;
+  std::vector<uint16_t> x;
+  std::vector<int32_t> idx;
+  std::vector<float> w;
+
+  std::vector<uint16_t> cpu(const std::vector<int32_t>& indices, const std::vector<float>& weights) const {
+    std::vector<uint16_t> y(static_cast<size_t>(tokens * bank.dim));
+    MoeExpertsParams p{.x = x.data(),
+                       .tokens = tokens,
+                       .dim = bank.dim,
+                       .inter_dim = bank.inter,
+                       .indices = indices.data(),
+                       .weights = weights.data(),
+                       .topk = topk,
+                       .experts = bank.experts,
+                       .w1 = bank.c1.data(),
+                       .w3 = bank.c3.data(),
+                       .w2 = bank.c2.data(),
+                       .shared_w1 = bank.s1->cpu(),
+                       .shared_w3 = bank.s3->cpu(),
+                       .shared_w2 = bank.s2->cpu(),
+                       .swiglu_limit = kLimit,
+                       .y = y.data()};
+    CpuOps(0).moe_experts(p);
+    return y;
+  }
+
+  // Runs the GPU experts `repeats` times into freshly poisoned outputs; returns each output. shift:
+  // x and y start that many elements into their buffers (1: not 16-byte aligned).
+  std::vector<std::vector<uint16_t>> gpu(Runners& run, bool exact_shared, int repeats, int32_t* err_out,
+                                         int shift = 0) const {
+    const size_t ny = static_cast<size_t>(tokens * bank.dim), sh = static_cast<size_t>(shift);
+    std::vector<uint16_t> xs(sh, 0);
+    xs.insert(xs.end(), x.begin(), x.end());
+    Dev<uint16_t> dx(xs), dy(poisoned<uint16_t>(ny + sh));
+    Dev<int32_t> di(idx), derr(std::vector<int32_t>{0});
+    Dev<float> dw(w);
+    std::vector<std::vector<uint16_t>> out;
+    for (int i = 0; i < repeats; ++i) {
+      poison(dy);
+      run.moe.experts({.x = dx.p + shift,
+                       .tokens = tokens,
+                       .dim = bank.dim,
+                       .inter_dim = bank.inter,
+                       .indices = di.p,
+                       .weights = dw.p,
+                       .topk = topk,
+                       .experts = bank.experts,
+                       .w1 = bank.g1.data(),
+                       .w3 = bank.g3.data(),
+                       .w2 = bank.g2.data(),
+                       .shared_w1 = bank.s1->gpu(),
+                       .shared_w3 = bank.s3->gpu(),
+                       .shared_w2 = bank.s2->gpu(),
+                       .swiglu_limit = kLimit,
+                       .exact_shared = exact_shared,
+                       .y = dy.p + shift,
+                       .err = derr.p});
+      const auto y = dy.get();
+      out.emplace_back(y.begin() + shift, y.end());
+    }
+    *err_out = read_err(derr);
+    return out;
+  }
+};
+
+// Exact shared expert: bit-identical to the CPU, twice; library shared expert: within bf16
+// rounding of it and reproducible.
+void check_experts(const ExpertBank& bank, int64_t tokens, int topk, uint32_t seed) {
+  SCOPED_TRACE(::testing::Message() << "tokens " << tokens << ", dim " << bank.dim << ", experts " << bank.experts);
+  Runners run;
+  ExpertsRun r{bank, tokens, topk, random_bf16(static_cast<size_t>(tokens * bank.dim), seed, 2.0f), {}, {}};
+  random_routing(tokens, bank.experts, topk, seed + 1, r.idx, r.w);
+  const auto want = r.cpu(r.idx, r.w);
+  int32_t err = -1;
+  const auto exact = r.gpu(run, true, 2, &err);
+  EXPECT_EQ(err, 0);
+  EXPECT_TRUE(exact[0] == want) << "exact shared expert vs CPU: " << bf16_diff(exact[0], want);
+  EXPECT_TRUE(exact[1] == exact[0]) << "run to run: " << bf16_diff(exact[1], exact[0]);
+  const auto fast = r.gpu(run, false, 2, &err);
+  EXPECT_EQ(err, 0);
+  EXPECT_LE(max_ulps_at_scale(fast[0], want), 2.0) << bf16_diff(fast[0], want);
+  EXPECT_TRUE(fast[1] == fast[0]) << "run to run: " << bf16_diff(fast[1], fast[0]);
+}
+
+TEST(CudaMoeExperts, Fp4TinyMatchesCpu) {
+  const ExpertBank bank(256, 128, 8, 8, cuda::GemmWeightKind::kFp4, 100);
+  for (int64_t tokens : {1, 5, 64}) check_experts(bank, tokens, 2, 200 + static_cast<uint32_t>(tokens));
+}
+
+// x and y off 16-byte alignment take the scalar gather and store paths.
+TEST(CudaMoeExperts, UnalignedActivationsMatchCpu) {
+  const ExpertBank bank(256, 128, 8, 8, cuda::GemmWeightKind::kFp4, 800);
+  Runners run;
+  const int64_t tokens = 7;
+  ExpertsRun r{bank, tokens, 2, random_bf16(static_cast<size_t>(tokens * 256), 801, 2.0f), {}, {}};
+  random_routing(tokens, 8, 2, 802, r.idx, r.w);
+  const auto want = r.cpu(r.idx, r.w);
+  int32_t err = -1;
+  const auto got = r.gpu(run, true, 1, &err, 1);
+  EXPECT_EQ(err, 0);
+  EXPECT_TRUE(got[0] == want) << bf16_diff(got[0], want);
+}
+
+TEST(CudaMoeExperts, Fp8TinyMatchesCpu) {
+  const ExpertBank bank(256, 128, 8, 8, cuda::GemmWeightKind::kFp8, 300);
+  for (int64_t tokens : {1, 5, 64}) check_experts(bank, tokens, 2, 400 + static_cast<uint32_t>(tokens));
+}
+
+// V4-Flash shapes: 256 experts over 32 distinct weight sets, top-6.
+TEST(CudaMoeExperts, Fp4FlashShapesMatchCpu) {
+  const ExpertBank bank(4096, 2048, 256, 32, cuda::GemmWeightKind::kFp4, 500);
+  for (int64_t tokens : {1, 32, 256}) check_experts(bank, tokens, 6, 600 + static_cast<uint32_t>(tokens));
+}
+
+// Slots naming no expert are reported and contribute nothing: the CPU result with those slots moved
+// to an unused expert at weight 0 (whose output is exactly 0).
+TEST(CudaMoeExperts, InvalidExpertIdsAreSkippedAndReported) {
+  const ExpertBank bank(256, 128, 8, 8, cuda::GemmWeightKind::kFp4, 700);
+  Runners run;
+  const int64_t tokens = 6;
+  ExpertsRun r{bank, tokens, 2, random_bf16(static_cast<size_t>(tokens * 256), 701, 2.0f), {}, {}};
+  random_routing(tokens, 8, 2, 702, r.idx, r.w);
+  std::vector<int32_t> cpu_idx = r.idx;
+  std::vector<float> cpu_w = r.w;
+  for (size_t i : {size_t{1}, size_t{6}}) {
+    r.idx[i] = i == 1 ? -1 : 8;
+    const size_t other = i ^ 1;  // the token's other slot
+    cpu_idx[i] = cpu_idx[other] == 0 ? 1 : 0;
+    cpu_w[i] = 0.0f;
+  }
+  const auto want = r.cpu(cpu_idx, cpu_w);
+  int32_t err = 0;
+  const auto got = r.gpu(run, true, 1, &err);
+  EXPECT_EQ(err, static_cast<int32_t>(cuda::DeviceError::kMoeExpert));
+  EXPECT_TRUE(got[0] == want) << bf16_diff(got[0], want);
+}
+
+}  // namespace
+}  // namespace dsv4

@@ -1,0 +1,228 @@
+// dsv4 bench step: one model forward timed in isolation on any backend — decode steps at batch B and
+// context C, and a prefill of P tokens — with the bytes a decode step must read (weights touched and
+// KV entries attended) and the FLOPs a prefill must do, so each row can be judged against the
+// hardware's roofline. The KV cache is allocated to the context but not filled: a step's cost does
+// not depend on the values it reads.
+#include "tools/bench_step.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "backend/backend.h"
+#include "core/error.h"
+#include "core/kv_entry.h"
+#include "model/model.h"
+#include "model/model_loader.h"
+#include "model/paged_kv.h"
+#include "tools/command.h"
+
+namespace dsv4::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct StepArgs {
+  std::string model, backend = "auto", batches = "1,8,32", contexts = "8192,131072";
+  int64_t prefill = 8192;
+  int reps = 5;
+  int threads = 0;
+  bool json = false;
+};
+
+// Bytes of the checkpoint's main stack, split into routed experts (per expert of one layer) and the rest.
+struct WeightBytes {
+  uint64_t dense = 0;       // everything but routed experts and the embedding table
+  uint64_t embed_row = 0;   // one row of the embedding table
+  uint64_t per_expert = 0;  // w1 + w2 + w3 of one routed expert
+};
+
+WeightBytes weight_bytes(const LoadedModel& m) {
+  WeightBytes w;
+  for (const auto& name : m.checkpoint->names()) {
+    if (name.rfind("mtp.", 0) == 0) continue;
+    const uint64_t bytes = m.checkpoint->tensor(name).data.size();
+    if (name == "embed.weight") {
+      w.embed_row = bytes / static_cast<uint64_t>(m.config.vocab_size);
+    } else if (name.find(".ffn.experts.") != std::string::npos) {
+      if (name.rfind("layers.0.ffn.experts.0.", 0) == 0) w.per_expert += bytes;
+    } else {
+      w.dense += bytes;
+    }
+  }
+  return w;
+}
+
+// Bytes one decode step must read: every dense weight once, the experts B tokens can touch, B
+// embedding rows, and per sequence the KV entries attention and the indexer read.
+uint64_t decode_bytes(const ModelConfig& c, const WeightBytes& w, int64_t batch, int64_t context) {
+  const KvEntryDims attn{c.head_dim, c.rope_head_dim}, index{c.index_head_dim, 0};
+  const auto entry = static_cast<uint64_t>(kv_entry_bytes(KvEntryFormat::kAttnFp8, attn));
+  const auto key = static_cast<uint64_t>(kv_entry_bytes(KvEntryFormat::kIndexFp4, index));
+  const auto experts = static_cast<uint64_t>(std::min<int64_t>(c.n_routed_experts, batch * c.n_activated_experts));
+  uint64_t bytes = w.dense + static_cast<uint64_t>(batch) * w.embed_row;
+  for (int l = 0; l < c.n_layers; ++l) {
+    bytes += experts * w.per_expert;
+    uint64_t kv = static_cast<uint64_t>(std::min<int64_t>(context, c.window_size)) * entry;
+    if (c.compress_ratio(l) == 4) {
+      kv += static_cast<uint64_t>(std::min<int64_t>(c.index_topk, context / 4)) * entry;
+      kv += static_cast<uint64_t>(context / 4) * key;
+    } else if (c.compress_ratio(l) == 128) {
+      kv += static_cast<uint64_t>(context / 128) * entry;
+    }
+    bytes += static_cast<uint64_t>(batch) * kv;
+  }
+  return bytes;
+}
+
+// FLOPs of a prefill of P tokens: 2 per weight element per token on the active path (top-k + shared
+// experts), plus attention's QK and PV over each query's entries.
+double prefill_flops(const ModelConfig& c, const LoadedModel& m, int64_t p) {
+  double params = 0;
+  for (const auto& name : m.checkpoint->names()) {
+    if (name.rfind("mtp.", 0) == 0 || name == "embed.weight") continue;
+    const TensorInfo* t = m.checkpoint->find(name);
+    if (t->shape.size() != 2 || name.find(".scale") != std::string::npos || name.find("tid2eid") != std::string::npos ||
+        name.find("hc_") != std::string::npos)
+      continue;
+    double n = static_cast<double>(t->shape[0]) * static_cast<double>(t->shape[1]);
+    if (t->dtype == DType::kI8) n *= 2;  // packed FP4
+    if (name.find(".ffn.experts.") != std::string::npos) n *= static_cast<double>(c.n_activated_experts) / c.n_routed_experts;
+    params += n;
+  }
+  double attn = 0;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const int ratio = c.compress_ratio(l);
+    const double window = static_cast<double>(std::min<int64_t>(p, c.window_size));
+    const double compressed = ratio == 4 ? std::min<double>(c.index_topk, p / 8.0) : ratio ? p / 256.0 : 0.0;
+    attn += 4.0 * c.n_heads * c.head_dim * (window + compressed);
+    if (ratio == 4) attn += 2.0 * c.index_n_heads * c.index_head_dim * (p / 8.0);  // indexer scores, mean p/8 keys
+  }
+  return static_cast<double>(p) * (2.0 * params + attn);
+}
+
+std::vector<int64_t> parse_list(const std::string& s) {
+  std::vector<int64_t> v;
+  size_t at = 0;
+  while (at <= s.size()) {
+    const size_t comma = std::min(s.find(',', at), s.size());
+    if (comma > at) v.push_back(std::stoll(s.substr(at, comma - at)));
+    at = comma + 1;
+  }
+  return v;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Row {
+  std::string test;
+  int64_t batch = 0, context = 0;
+  double ms = 0, tokens_per_s = 0, bytes = 0, flops = 0;
+};
+
+// One decode step of `batch` sequences at position `context` (their caches allocated to it).
+Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightBytes& w, int64_t batch, int64_t context,
+                int reps) {
+  OwnedPagedCache cache(c, static_cast<int>(batch), context + reps + 4, 1, KvDTypes{}, &dev);
+  std::mt19937 rng(11);
+  std::vector<int32_t> ids(static_cast<size_t>(context + reps + 4));
+  for (auto& x : ids) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(c.vocab_size));
+  for (int32_t s = 0; s < batch; ++s) {
+    cache.add(s, context);
+    cache.allocate(s, context, std::span<const int32_t>(ids.data(), static_cast<size_t>(context)));
+  }
+  std::vector<double> ms;
+  for (int i = 0; i < reps + 2; ++i) {  // two warm-up steps
+    const int64_t pos = context + i;
+    ForwardBatch b;
+    for (int32_t s = 0; s < batch; ++s) {
+      cache.allocate(s, 1, std::span<const int32_t>(ids.data(), static_cast<size_t>(pos + 1)));
+      b.add(s, pos, ids.data() + pos, 1);
+    }
+    const auto t0 = Clock::now();
+    model.forward(b, cache.access());  // returns host logits: the step has finished
+    if (i >= 2) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  Row r{"decode", batch, context};
+  r.ms = median(ms);
+  r.tokens_per_s = static_cast<double>(batch) * 1e3 / r.ms;
+  r.bytes = static_cast<double>(decode_bytes(c, w, batch, context));
+  return r;
+}
+
+Row time_prefill(Model& model, Device& dev, const LoadedModel& m, int64_t p, int reps) {
+  const ModelConfig& c = m.config;
+  std::mt19937 rng(12);
+  std::vector<int32_t> ids(static_cast<size_t>(p));
+  for (auto& x : ids) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(c.vocab_size));
+  std::vector<double> ms;
+  for (int i = 0; i < reps + 1; ++i) {
+    OwnedPagedCache cache(c, 1, p, p, KvDTypes{}, &dev);
+    cache.add(0, p);
+    cache.allocate(0, p, ids);
+    ForwardBatch b;
+    b.add(0, 0, ids.data(), p);
+    dev.synchronize();
+    const auto t0 = Clock::now();
+    model.forward(b, cache.access());
+    if (i >= 1) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  Row r{"prefill", 1, p};
+  r.ms = median(ms);
+  r.tokens_per_s = static_cast<double>(p) * 1e3 / r.ms;
+  r.flops = prefill_flops(c, m, p);
+  return r;
+}
+
+void run(const StepArgs& a) {
+  const LoadedModel m = load_model(a.model);
+  Backend backend = make_backend(a.backend, a.threads);
+  spdlog::info("bench step: {} on {}", a.model, backend.description);
+  Model model(m.config, m.weights, *backend.ops, *backend.device);
+  const WeightBytes w = weight_bytes(m);
+  std::vector<Row> rows;
+  for (const int64_t ctx : parse_list(a.contexts))
+    for (const int64_t b : parse_list(a.batches)) {
+      DSV4_CHECK(b > 0 && ctx > 0, "bench step: batch and context must be positive");
+      rows.push_back(time_decode(model, *backend.device, m.config, w, b, ctx, a.reps));
+      spdlog::info("decode batch {} context {}: {:.3f} ms", b, ctx, rows.back().ms);
+    }
+  if (a.prefill > 0) rows.push_back(time_prefill(model, *backend.device, m, a.prefill, std::max(1, a.reps / 2)));
+  if (a.json) {
+    for (const Row& r : rows)
+      fmt::print("{}\n", nlohmann::json{{"test", r.test}, {"backend", backend.name}, {"batch", r.batch},
+                                        {"context", r.context}, {"ms", r.ms}, {"tokens_per_s", r.tokens_per_s},
+                                        {"bytes", r.bytes}, {"flops", r.flops}}
+                             .dump());
+    return;
+  }
+  fmt::print("| {:>7} | {:>5} | {:>8} | {:>10} | {:>10} | {:>14} | {:>16} |\n", "test", "batch", "context", "ms",
+             "tok/s", "GB read", "GB/s (bytes/ms)");
+  for (const Row& r : rows)
+    fmt::print("| {:>7} | {:>5} | {:>8} | {:>10.3f} | {:>10.1f} | {:>14.3f} | {:>16.1f} |\n", r.test, r.batch,
+               r.context, r.ms, r.tokens_per_s, r.bytes / 1e9, r.bytes / 1e6 / r.ms);
+}
+
+}  // namespace
+
+void setup_bench_step(CLI::App& cmd) {
+  static StepArgs a;
+  add_model_option(cmd, a.model);
+  cmd.add_option("--backend", a.backend, "cpu | cuda | auto")->capture_default_str();
+  cmd.add_option("--batch", a.batches, "decode batch sizes (comma list)")->capture_default_str();
+  cmd.add_option("--context", a.contexts, "decode contexts (comma list)")->capture_default_str();
+  cmd.add_option("--prefill", a.prefill, "prefill tokens to time (0 = none)")->capture_default_str();
+  cmd.add_option("-r,--repetitions", a.reps, "timed steps per row (median reported)")->capture_default_str();
+  cmd.add_option("--threads", a.threads, "CPU backend threads (default: all cores)");
+  cmd.add_flag("--json", a.json, "one JSON object per row");
+  cmd.callback([] { run(a); });
+}
+
+}  // namespace dsv4::tools
