@@ -130,7 +130,7 @@ struct Row {
 // One decode step of `batch` sequences at position `context` (their caches allocated to it).
 Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightBytes& w, int64_t batch, int64_t context,
                 int reps) {
-  OwnedPagedCache cache(c, static_cast<int>(batch), context + reps + 4, 1, KvDTypes{}, &dev);
+  OwnedPagedCache cache(c, static_cast<int>(batch), context + reps + 4, batch * (context + reps + 4), KvDTypes{}, &dev);
   std::mt19937 rng(11);
   std::vector<int32_t> ids(static_cast<size_t>(context + reps + 4));
   for (auto& x : ids) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(c.vocab_size));

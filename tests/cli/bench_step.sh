@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# `dsv4 bench step` times decode steps (batch x context) and a prefill on a model, with the bytes a
+# decode step must read and the FLOPs of the prefill; --json gives one object per row.
+set -euo pipefail
+BIN=$1
+MODEL=${DSV4_SHARED:-../shared}/golden/tiny-a
+if [ ! -d "$MODEL" ]; then
+  echo "skip: $MODEL not found"
+  exit 0
+fi
+table=$("$BIN" bench step "$MODEL" --backend cpu --batch 1,3 --context 260 --prefill 128 -r 2 2>/dev/null)
+echo "$table"
+echo "$table" | grep -Eq '\| +decode \| +3 \| +260 \| +[0-9.]+ \|'
+echo "$table" | grep -Eq '\| +prefill \| +1 \| +128 \|'
+"$BIN" bench step "$MODEL" --backend cpu --batch 2 --context 300 --prefill 64 -r 1 --json 2>/dev/null | python3 -c '
+import json, sys
+rows = [json.loads(l) for l in sys.stdin]
+assert [r["test"] for r in rows] == ["decode", "prefill"], rows
+d, p = rows
+assert d["batch"] == 2 and d["context"] == 300 and d["ms"] > 0 and d["bytes"] > 0, d
+assert p["flops"] > 0 and p["tokens_per_s"] > 0, p'
+# A backend this machine cannot run is refused with a clear message.
+if "$BIN" bench step "$MODEL" --backend tpu 2>"${TMPDIR:-/tmp}/bench_step.err" >/dev/null; then
+  echo "FAIL: an unknown backend was accepted"; exit 1
+fi
+grep -q 'unknown backend' "${TMPDIR:-/tmp}/bench_step.err"
+echo "bench_step: ok"

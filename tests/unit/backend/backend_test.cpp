@@ -1,0 +1,46 @@
+// Choosing a backend by name: cpu always, auto falls back to cpu without a GPU, unknown names and
+// unavailable backends are refused with a message that says what to use instead.
+#include <gtest/gtest.h>
+
+#include "backend/backend.h"
+#include "core/error.h"
+
+namespace dsv4 {
+namespace {
+
+TEST(Backend, CpuIsAlwaysThere) {
+  const Backend b = make_backend("cpu", 1);
+  EXPECT_EQ(b.name, "cpu");
+  EXPECT_TRUE(b.device->host_memory());
+  EXPECT_NE(b.ops, nullptr);
+  EXPECT_NE(b.description.find("1 threads"), std::string::npos);
+  const auto built = built_backends();
+  EXPECT_NE(std::find(built.begin(), built.end(), "cpu"), built.end());
+}
+
+TEST(Backend, AutoPicksWhatTheMachineHas) {
+  const Backend b = make_backend("auto", 1);
+  EXPECT_TRUE(b.name == "cpu" || b.name == "cuda");
+  EXPECT_EQ(b.device->host_memory(), b.name == "cpu");
+}
+
+TEST(Backend, UnknownNamesAreRefused) {
+  try {
+    make_backend("tpu");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expected cpu, cuda or auto"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Backend, CudaWithoutAGpuSaysSo) {
+  try {
+    const Backend b = make_backend("cuda");
+    EXPECT_EQ(b.name, "cuda");  // a machine with a GPU and a CUDA build
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("backend cuda"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dsv4

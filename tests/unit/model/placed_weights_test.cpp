@@ -1,0 +1,157 @@
+// The device path of the model without a GPU: a host device that reports its memory as foreign (so
+// the model copies its weights, its KV pools come from the device, its logits rows are gathered with
+// device copies) must give bit-identical logits to the plain host path, and every weight view the
+// ops read must point into the copies, never back into the checkpoint.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+
+#include "backend/cpu/cpu_ops.h"
+#include "model/model.h"
+#include "model/model_loader.h"
+#include "model/paged_kv.h"
+#include "model/placed_weights.h"
+#include "model/presets.h"
+#include "model/random_checkpoint.h"
+#include "testing/paths.h"
+
+namespace dsv4 {
+namespace {
+
+// Host memory posing as device memory: fresh allocations are poisoned (0xFF: NaN in every float
+// format) so that anything read before it is written shows, and every allocation is recorded.
+class ForeignDevice final : public Device {
+ public:
+  bool host_memory() const override { return false; }
+  uint64_t memory_capacity() const override { return uint64_t{1} << 34; }
+  void* allocate(size_t bytes) override {
+    void* p = host_.allocate(bytes);
+    std::memset(p, 0xFF, bytes);
+    blocks_[static_cast<const uint8_t*>(p)] = bytes;
+    return p;
+  }
+  void release(void* p) override {
+    blocks_.erase(static_cast<const uint8_t*>(p));
+    host_.release(p);
+  }
+  void to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void fill_zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
+  void synchronize() override {}
+
+  bool owns(const void* p) const {
+    const auto* b = static_cast<const uint8_t*>(p);
+    auto it = blocks_.upper_bound(b);
+    if (it == blocks_.begin()) return false;
+    --it;
+    return b < it->first + it->second;
+  }
+
+ private:
+  HostDevice host_;
+  std::map<const uint8_t*, size_t> blocks_;
+};
+
+class PlacedWeightsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::filesystem::path(testing::temp_dir("placed"));
+    write_random_checkpoint(find_preset("tiny").config, 5, *dir_);
+    model_ = new LoadedModel(load_model(*dir_));
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    delete dir_;
+  }
+
+  // Prefill then three decode steps of two sequences through a paged cache in `dev`'s memory.
+  static std::vector<float> run(Device& dev) {
+    const ModelConfig& c = model_->config;
+    CpuOps ops(2);
+    Model m(c, model_->weights, ops, dev);
+    OwnedPagedCache cache(c, 2, 600, 600, KvDTypes{}, &dev);
+    std::mt19937 rng(3);
+    std::vector<int32_t> ids(600);
+    for (auto& x : ids) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(c.vocab_size));
+    std::vector<float> all;
+    const int64_t lens[2] = {261, 133};
+    for (int32_t s = 0; s < 2; ++s) {
+      cache.add(s, lens[s]);
+      cache.allocate(s, lens[s], std::span<const int32_t>(ids.data(), static_cast<size_t>(lens[s])));
+    }
+    ForwardBatch pre;
+    for (int32_t s = 0; s < 2; ++s) pre.add(s, 0, ids.data(), lens[s]);
+    auto l = m.forward(pre, cache.access());
+    all.insert(all.end(), l.begin(), l.end());
+    for (int step = 0; step < 3; ++step) {
+      ForwardBatch b;
+      for (int32_t s = 0; s < 2; ++s) {
+        const int64_t pos = lens[s] + step;
+        cache.allocate(s, 1, std::span<const int32_t>(ids.data(), static_cast<size_t>(pos + 1)));
+        b.add(s, pos, ids.data() + pos, 1);
+      }
+      l = m.forward(b, cache.access());
+      all.insert(all.end(), l.begin(), l.end());
+    }
+    return all;
+  }
+
+  static std::filesystem::path* dir_;
+  static LoadedModel* model_;
+};
+std::filesystem::path* PlacedWeightsTest::dir_ = nullptr;
+LoadedModel* PlacedWeightsTest::model_ = nullptr;
+
+TEST_F(PlacedWeightsTest, ForeignDeviceGivesTheHostPathsLogitsBitForBit) {
+  HostDevice host;
+  ForeignDevice foreign;
+  const auto want = run(host);
+  const auto got = run(foreign);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "logit " << i;
+}
+
+TEST_F(PlacedWeightsTest, EveryViewPointsIntoTheCopies) {
+  ForeignDevice dev;
+  const ModelConfig& c = model_->config;
+  const PlacedWeights placed(model_->weights, c, dev);
+  const ModelWeights& w = placed.get();
+  EXPECT_EQ(placed.device_bytes() + [&] {
+    uint64_t wo_a = 0;
+    for (const auto& b : w.layers) wo_a += static_cast<uint64_t>(b.attn.wo_a.out * b.attn.wo_a.in) * 2;
+    return wo_a;
+  }(), PlacedWeights::bytes_needed(model_->weights, c));
+  std::vector<const void*> views = {w.embed, w.head, w.norm.weight, w.hc_head.fn, w.hc_head.base, w.hc_head.scale};
+  for (const auto& b : w.layers) {
+    const auto& a = b.attn;
+    for (const void* p : {static_cast<const void*>(b.attn_norm.weight), static_cast<const void*>(b.hc_ffn.fn),
+                          static_cast<const void*>(a.wq_a.data), static_cast<const void*>(a.wq_a.scale),
+                          static_cast<const void*>(a.wq_b.data), static_cast<const void*>(a.wkv.data),
+                          static_cast<const void*>(a.wo_b.scale), static_cast<const void*>(a.q_norm.weight),
+                          static_cast<const void*>(a.attn_sink), static_cast<const void*>(b.ffn.gate_weight),
+                          static_cast<const void*>(b.ffn.shared.w2.data)})
+      views.push_back(p);
+    if (b.ffn.gate_bias) views.push_back(b.ffn.gate_bias);
+    for (const auto& e : b.ffn.experts)
+      for (const void* p : {static_cast<const void*>(e.w1.data), static_cast<const void*>(e.w2.scale),
+                            static_cast<const void*>(e.w3.data)})
+        views.push_back(p);
+    if (a.compressor) {
+      views.push_back(a.compressor->wkv);
+      views.push_back(a.compressor->ape);
+      views.push_back(a.compressor->norm.weight);
+    }
+    if (a.indexer) {
+      views.push_back(a.indexer->wq_b.data);
+      views.push_back(a.indexer->weights_proj);
+      views.push_back(a.indexer->compressor.wgate);
+    }
+  }
+  for (size_t i = 0; i < views.size(); ++i) EXPECT_TRUE(dev.owns(views[i])) << "view " << i << " was not placed";
+  EXPECT_TRUE(w.mtp.empty());
+}
+
+}  // namespace
+}  // namespace dsv4
