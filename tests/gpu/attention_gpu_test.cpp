@@ -34,7 +34,7 @@ EntryTable host_table(std::vector<uint8_t>& mem, int64_t entries, KvEntryDims di
   return {mem.data(), page, 64, eb, KvEntryFormat::kAttnFp8, pages * 64};
 }
 
-void run_case(const Case& c, uint32_t seed) {
+void run_case(const Case& c, uint32_t seed, bool generic = false) {
   CpuOps cpu(2);
   const KvEntryDims dims{c.d, c.r};
   // Entries on the FP8 grid, stored through the CPU codec and through the CUDA kernel.
@@ -101,7 +101,11 @@ void run_case(const Case& c, uint32_t seed) {
   a.compressed = a.window;
   a.compressed_slots = dcomp.p;
   a.compressed_width = c.compressed;
-  cuda::sparse_attention(a, nullptr);
+  if (generic) {
+    cuda::sparse_attention_generic(a, nullptr);
+  } else {
+    cuda::sparse_attention(a, nullptr);
+  }
   const auto got = dout.get();
   double ss = 0, worst = 0;
   for (size_t i = 0; i < got.size(); ++i) {
@@ -115,6 +119,25 @@ void run_case(const Case& c, uint32_t seed) {
 }
 
 TEST(CudaAttention, MatchesCpuAtFlashDims) { run_case({64, 512, 64, 128, 512, 4, 3000}, 11); }
+TEST(CudaAttention, GenericKernelMatchesCpuAtFlashDims) { run_case({64, 512, 64, 128, 512, 2, 3000}, 14, true); }
+// Decode at long context: the fast path splits the list over CTAs and merges the partial states.
+TEST(CudaAttention, FastPathSplitsLongListsAtFlashDims) { run_case({64, 512, 64, 128, 8192, 2, 20000}, 15); }
+// Prefill-like: many tokens, one split each.
+TEST(CudaAttention, FastPathManyTokensAtFlashDims) { run_case({64, 512, 64, 128, 64, 300, 4000}, 16); }
+TEST(CudaAttention, FastPathAppliesOnlyToFlashShapes) {
+  cuda::AttentionArgs a;
+  a.head_dim = 512;
+  a.rope_dim = 64;
+  a.heads = 64;
+  a.window.format = cuda::EntryFormat::kAttnFp8;
+  a.window.entry_bytes = 584;
+  EXPECT_TRUE(cuda::mqa_fast_path(a));
+  a.heads = 8;
+  EXPECT_FALSE(cuda::mqa_fast_path(a));
+  a.heads = 64;
+  a.window.format = cuda::EntryFormat::kBf16;
+  EXPECT_FALSE(cuda::mqa_fast_path(a));
+}
 TEST(CudaAttention, MatchesCpuAtGoldenDims) { run_case({4, 128, 64, 128, 16, 33, 700}, 12); }
 TEST(CudaAttention, MatchesCpuWithWideNope) { run_case({8, 256, 64, 128, 70, 9, 500}, 13); }
 

@@ -161,6 +161,12 @@ void store_entries(const uint16_t* x, int64_t rows, int head_dim, int rope_dim, 
 }
 
 void sparse_attention(const AttentionArgs& a, cudaStream_t stream) {
+  if (a.tokens * a.heads == 0) return;
+  if (mqa_fast_path(a)) return sparse_attention_mqa(a, stream);
+  sparse_attention_generic(a, stream);
+}
+
+void sparse_attention_generic(const AttentionArgs& a, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(a.head_dim >= 1 && a.head_dim <= 1024, "sparse_attention: head_dim must lie in [1, 1024]");
   if (a.tokens * a.heads == 0) return;
   const int threads = (a.head_dim + kWarp - 1) / kWarp * kWarp;

@@ -35,6 +35,13 @@ struct AttentionArgs {
   int32_t* err = nullptr;  // device error flag (slots outside a table are skipped and reported)
 };
 
+// Dispatches to the V4 fast path when it applies (mqa_fast_path), else the generic kernel.
 void sparse_attention(const AttentionArgs& a, cudaStream_t stream);
+
+// The fast path (attention_mqa.cu): head_dim 512 with 64 rope dims, heads a multiple of 16, attn-fp8
+// tables. Exposed so that tests can compare it with the generic kernel.
+bool mqa_fast_path(const AttentionArgs& a);
+void sparse_attention_mqa(const AttentionArgs& a, cudaStream_t stream);
+void sparse_attention_generic(const AttentionArgs& a, cudaStream_t stream);
 
 }  // namespace dsv4::cuda
