@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/glibc_expf.cuh"
 #include "backend/cuda/moe.h"
 
 namespace dsv4::cuda {
@@ -19,11 +20,9 @@ constexpr int kGateThreads = 256;
 constexpr unsigned kFull = 0xffffffffu;
 static_assert(kMoeMaxExperts <= 32 * kWarp, "top_k marks taken experts in one 32-bit mask per lane");
 
-// fp32 exp and log1p rounded from fp64: (nearly) correctly rounded, like glibc's expf/log1pf that
-// the CPU backend calls (expf differs from this in ~1e-4 of arguments, log1pf in ~0.4% by one ulp),
-// where CUDA's fp32 versions are off by up to 2 ulps. Fewer differences, fewer flipped routing
-// choices and bf16 roundings.
-__device__ __forceinline__ float exp_f(float x) { return static_cast<float>(exp(static_cast<double>(x))); }
+// exp as the CPU's glibc expf bit for bit (glibc_expf.cuh); log1p rounded from fp64 (glibc's log1pf
+// differs by one ulp in ~0.4% of arguments), where CUDA's fp32 versions are off by up to 2 ulps.
+__device__ __forceinline__ float exp_f(float x) { return host_expf(x); }
 __device__ __forceinline__ float log1p_f(float x) { return static_cast<float>(log1p(static_cast<double>(x))); }
 
 // ---- gate -------------------------------------------------------------------------------------
