@@ -1,4 +1,5 @@
-// Ops: the coarse operations DeepSeek-V4 is built from (MODEL.md §2-§6), one virtual method each,
+// Ops: the coarse operations DeepSeek-V4 is built from (MODEL.md §2-§6), one virtual method each
+// (plus paged_slots, the one index op that long contexts need on the device),
 // each taking a plain struct of pointers and sizes. Pointers are host memory for the CPU backend and
 // device memory for the CUDA backend; arrays of views (Weight[], expert lists) are host arrays.
 //
@@ -320,6 +321,22 @@ struct EmbedParams {
   uint16_t* out = nullptr;  // [tokens, copies, dim] bf16
 };
 
+// Long runs of slots from page lists, resolved where the ops run, so that a long context costs the
+// host one lookup per page instead of one per entry (the paged cache's block tables, vLLM-style).
+// Row r: out[r][j] = pages[list[r]·page_stride + j / per_page]·per_page + j mod per_page for
+// j < count[r] (−1 where that page is −1), and −1 for count[r] <= j < width.
+struct PagedSlotsParams {
+  int64_t rows = 0;
+  int32_t width = 0;
+  const int32_t* list = nullptr;   // [rows] which page list each row reads
+  const int32_t* count = nullptr;  // [rows] entries of the row, <= width and <= page_stride·per_page
+  const int32_t* pages = nullptr;  // [lists, page_stride]
+  int64_t lists = 0;
+  int32_t page_stride = 0;
+  int32_t per_page = 1;
+  int32_t* out = nullptr;  // [rows, width]
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -341,6 +358,7 @@ class Ops {
   virtual void moe_gate(const MoeGateParams& p) = 0;
   virtual void moe_experts(const MoeExpertsParams& p) = 0;
   virtual void embed(const EmbedParams& p) = 0;
+  virtual void paged_slots(const PagedSlotsParams& p) = 0;
 };
 
 }  // namespace dsv4

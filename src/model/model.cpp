@@ -118,12 +118,12 @@ DeviceArray<uint16_t> Model::embed(const ForwardBatch& batch) {
 
 void Model::run_block(int layer, const ForwardBatch& batch, KvAccess& kv, uint16_t* h) {
   DSV4_CHECK(layer >= 0 && layer < cfg_.n_layers, "run_block: layer {} out of range", layer);
-  const StepIndex s(dev_, cfg_, batch, kv);
+  const StepIndex s(dev_, ops_, cfg_, batch, kv);
   run_block(layers_[static_cast<size_t>(layer)], s, kv, h);
 }
 
 std::vector<float> Model::forward(const ForwardBatch& batch, KvAccess& kv) {
-  const StepIndex s(dev_, cfg_, batch, kv);
+  const StepIndex s(dev_, ops_, cfg_, batch, kv);
   auto h = embed(batch);
   for (const Layer& L : layers_) run_block(L, s, kv, h.data());
   return logits(batch, h.data());

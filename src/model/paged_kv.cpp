@@ -108,6 +108,24 @@ int32_t PagedKv::slot(int32_t seq, int layer, KvKind kind, int64_t index) const 
   return static_cast<int32_t>(global);
 }
 
+ItemPages PagedKv::item_pages(int32_t seq, int layer, KvKind kind, int64_t count) const {
+  const Where& w = where(layer, kind);
+  const bool per_entry = kind == KvKind::kCompressed || kind == KvKind::kIndexerKey;
+  const int64_t epp = w.table.entries_per_page;
+  // Full units hold entry j at page j / epp, entry j mod epp (256 / ratio entries per page).
+  if (!per_entry || mgr_.layout().units[static_cast<size_t>(w.unit)].sliding() || epp * w.ratio != kKvBlockTokens)
+    return KvAccess::item_pages(seq, layer, kind, count);
+  ItemPages p;
+  p.per_page = static_cast<int32_t>(epp);
+  const int64_t n_pages = (count + epp - 1) / epp;
+  p.pages.resize(static_cast<size_t>(n_pages));
+  for (int64_t q = 0; q < n_pages; ++q) {
+    const int32_t first = slot(seq, layer, kind, q * epp);
+    p.pages[static_cast<size_t>(q)] = first < 0 ? -1 : static_cast<int32_t>(first / epp);
+  }
+  return p;
+}
+
 }  // namespace dsv4
 
 namespace dsv4 {

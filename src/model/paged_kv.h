@@ -31,6 +31,8 @@ class PagedKv final : public KvAccess {
 
   EntryTable table(int layer, KvKind kind) const override;
   int32_t slot(int32_t seq, int layer, KvKind kind, int64_t index) const override;
+  // Compressed kinds: one lookup per page of entries_per_page entries.
+  ItemPages item_pages(int32_t seq, int layer, KvKind kind, int64_t count) const override;
 
  private:
   struct Where {

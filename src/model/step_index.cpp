@@ -40,8 +40,28 @@ EmitList emit_list(Device& dev, const ForwardBatch& b, const KvAccess& kv, int l
   return e;
 }
 
-LayerIndex build_layer(Device& dev, const ModelConfig& cfg, const ForwardBatch& b, const KvAccess& kv, int l,
-                       int64_t slices) {
+// Slot rows expanded on the device: row r holds count[r] items of page list list_of[r], −1 up to width.
+DeviceArray<int32_t> expand(Device& dev, Ops& ops, const std::vector<ItemPages>& lists,
+                            const std::vector<int32_t>& list_of, const std::vector<int32_t>& count, int64_t width) {
+  const int64_t rows = static_cast<int64_t>(list_of.size());
+  DeviceArray<int32_t> out(dev, static_cast<size_t>(std::max<int64_t>(1, rows * width)));
+  if (rows == 0 || width == 0) return out;
+  int64_t stride = 1;
+  for (const auto& l : lists) {
+    DSV4_CHECK(l.per_page == lists[0].per_page, "kv: page lists of one kind disagree on entries per page");
+    stride = std::max(stride, static_cast<int64_t>(l.pages.size()));
+  }
+  std::vector<int32_t> pages(lists.size() * static_cast<size_t>(stride), -1);
+  for (size_t i = 0; i < lists.size(); ++i)
+    std::copy(lists[i].pages.begin(), lists[i].pages.end(), pages.begin() + static_cast<int64_t>(i) * stride);
+  const DeviceArray<int32_t> d_pages(dev, pages), d_list(dev, list_of), d_count(dev, count);
+  ops.paged_slots({rows, static_cast<int32_t>(width), d_list.data(), d_count.data(), d_pages.data(),
+                   static_cast<int64_t>(lists.size()), static_cast<int32_t>(stride), lists[0].per_page, out.data()});
+  return out;
+}
+
+LayerIndex build_layer(Device& dev, Ops& ops, const ModelConfig& cfg, const ForwardBatch& b, const KvAccess& kv,
+                       int l) {
   LayerIndex r;
   const int64_t tokens = b.tokens();
   // Window: the same list layout whatever the chunking (positions t-W+1..t ascending, then -1),
@@ -66,16 +86,19 @@ LayerIndex build_layer(Device& dev, const ModelConfig& cfg, const ForwardBatch& 
   if (ratio != 4) {
     // Every entry visible to the query, ascending (entry j needs (j + 1) * ratio - 1 <= t).
     int64_t width = 0;
-    for (const auto& s : b.seqs) width = std::max(width, (s.start + s.count) / ratio);
-    r.compressed_width = static_cast<int32_t>(width);
-    std::vector<int32_t> cs(static_cast<size_t>(tokens * width), -1);
-    for (const auto& s : b.seqs)
+    std::vector<ItemPages> lists;
+    std::vector<int32_t> list_of(static_cast<size_t>(tokens)), visible(static_cast<size_t>(tokens));
+    for (size_t k = 0; k < b.seqs.size(); ++k) {
+      const auto& s = b.seqs[k];
+      width = std::max(width, (s.start + s.count) / ratio);
+      lists.push_back(kv.item_pages(s.seq, l, KvKind::kCompressed, (s.start + s.count) / ratio));
       for (int64_t i = 0; i < s.count; ++i) {
-        const int64_t visible = (s.start + i + 1) / ratio;
-        for (int64_t j = 0; j < visible; ++j)
-          cs[static_cast<size_t>((s.offset + i) * width + j)] = kv.slot(s.seq, l, KvKind::kCompressed, j);
+        list_of[static_cast<size_t>(s.offset + i)] = static_cast<int32_t>(k);
+        visible[static_cast<size_t>(s.offset + i)] = static_cast<int32_t>((s.start + i + 1) / ratio);
       }
-    r.compressed_slots = DeviceArray<int32_t>(dev, cs);
+    }
+    r.compressed_width = static_cast<int32_t>(width);
+    r.compressed_slots = expand(dev, ops, lists, list_of, visible, width);
     return r;
   }
   r.index_state_slots = DeviceArray<int32_t>(dev, per_token(b, kv, l, KvKind::kIndexerState));
@@ -83,25 +106,25 @@ LayerIndex build_layer(Device& dev, const ModelConfig& cfg, const ForwardBatch& 
   int64_t stride = 1;
   for (const auto& s : b.seqs) stride = std::max(stride, (s.start + s.count) / ratio);
   r.key_stride = static_cast<int32_t>(stride);
-  std::vector<int32_t> keys(static_cast<size_t>(slices * stride), -1), map(keys.size(), -1), count;
+  std::vector<ItemPages> keys, map;
+  std::vector<int32_t> rows, count;
   for (size_t k = 0; k < b.seqs.size(); ++k) {
     const auto& s = b.seqs[k];
     const int64_t n = (s.start + s.count) / ratio;
+    rows.push_back(static_cast<int32_t>(k));
     count.push_back(static_cast<int32_t>(n));
-    for (int64_t j = 0; j < n; ++j) {
-      keys[k * static_cast<size_t>(stride) + static_cast<size_t>(j)] = kv.slot(s.seq, l, KvKind::kIndexerKey, j);
-      map[k * static_cast<size_t>(stride) + static_cast<size_t>(j)] = kv.slot(s.seq, l, KvKind::kCompressed, j);
-    }
+    keys.push_back(kv.item_pages(s.seq, l, KvKind::kIndexerKey, n));
+    map.push_back(kv.item_pages(s.seq, l, KvKind::kCompressed, n));
   }
-  r.key_slots = DeviceArray<int32_t>(dev, keys);
-  r.key_map = DeviceArray<int32_t>(dev, map);
+  r.key_slots = expand(dev, ops, keys, rows, count, stride);
+  r.key_map = expand(dev, ops, map, rows, count, stride);
   r.key_count = DeviceArray<int32_t>(dev, count);
   return r;
 }
 
 }  // namespace
 
-StepIndex::StepIndex(Device& dev, const ModelConfig& cfg, const ForwardBatch& b, const KvAccess& kv) {
+StepIndex::StepIndex(Device& dev, Ops& ops, const ModelConfig& cfg, const ForwardBatch& b, const KvAccess& kv) {
   tokens = b.tokens();
   slices = static_cast<int64_t>(b.seqs.size());
   std::vector<int32_t> slice_of(static_cast<size_t>(tokens));
@@ -116,7 +139,7 @@ StepIndex::StepIndex(Device& dev, const ModelConfig& cfg, const ForwardBatch& b,
   token_slice = DeviceArray<int32_t>(dev, slice_of);
 
   window_width = cfg.window_size;
-  for (int l = 0; l < cfg.n_layers; ++l) layers.push_back(build_layer(dev, cfg, b, kv, l, slices));
+  for (int l = 0; l < cfg.n_layers; ++l) layers.push_back(build_layer(dev, ops, cfg, b, kv, l));
 }
 
 }  // namespace dsv4

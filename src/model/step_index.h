@@ -1,11 +1,14 @@
 // StepIndex: the index arrays of one forward (positions, slots, emission lists), built on the host
-// from the batch and the KvAccess, then copied to the device once and shared by all layers.
+// from the batch and the KvAccess, then copied to the device once and shared by all layers. Lists
+// that grow with the context (every indexer key, every ratio-128 entry) travel as page lists and are
+// expanded on the device, so a long context costs the host one lookup per page.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "backend/device.h"
+#include "backend/ops.h"
 #include "core/model_config.h"
 #include "model/forward_batch.h"
 #include "model/kv_access.h"
@@ -48,7 +51,8 @@ struct StepIndex {
   std::vector<LayerIndex> layers;     // [main layers]
   std::vector<int64_t> logit_rows;    // host: the last token of every slice that wants logits
 
-  StepIndex(Device& dev, const ModelConfig& cfg, const ForwardBatch& batch, const KvAccess& kv);
+  // Long slot lists (indexer keys, ratio-128 entries) are expanded from page lists by ops.paged_slots.
+  StepIndex(Device& dev, Ops& ops, const ModelConfig& cfg, const ForwardBatch& batch, const KvAccess& kv);
 };
 
 }  // namespace dsv4

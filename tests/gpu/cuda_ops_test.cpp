@@ -414,6 +414,25 @@ TEST_F(CudaOpsTest, HyperConnectionsAndEmbedMatchCpu) {
   }
 }
 
+TEST_F(CudaOpsTest, PagedSlotsMatchCpu) {
+  std::mt19937 rng(108);
+  Mirror m(*dev_);
+  const int64_t lists = 5, rows = 70000;  // more rows than one grid's y dimension
+  const int32_t stride = 8, per_page = 64, width = 512;
+  std::vector<int32_t> pages(static_cast<size_t>(lists * stride)), list(static_cast<size_t>(rows)),
+      count(static_cast<size_t>(rows)), out(static_cast<size_t>(rows * width));
+  for (auto& p : pages) p = rng() % 9 == 0 ? -1 : static_cast<int32_t>(rng() % 100000);
+  for (auto& l : list) l = static_cast<int32_t>(rng() % lists);
+  for (auto& c : count) c = static_cast<int32_t>(rng() % (width + 1));
+  for (auto* v : {&pages, &list, &count, &out}) m.add(*v);
+  auto params = [&](auto P) {
+    return PagedSlotsParams{rows, width, P(list.data()), P(count.data()), P(pages.data()), lists, stride, per_page,
+                            P(out.data())};
+  };
+  cpu_.paged_slots(params(Host{}));
+  EXPECT_EQ(run_twice(m, out, [&] { ops_->paged_slots(params(Dev{&m})); }), out);
+}
+
 // ---- compressor, indexer, MoE ----------------------------------------------------------------------
 
 // A prefill of T tokens through compressor_step and compressor_emit (ratio 4 overlap or 128), then the

@@ -39,6 +39,7 @@ DSV4_CPU_OP(hc_head, HcHeadParams)
 DSV4_CPU_OP(moe_gate, MoeGateParams)
 DSV4_CPU_OP(moe_experts, MoeExpertsParams)
 DSV4_CPU_OP(embed, EmbedParams)
+DSV4_CPU_OP(paged_slots, PagedSlotsParams)
 
 #undef DSV4_CPU_OP
 

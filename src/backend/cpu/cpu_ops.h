@@ -33,6 +33,7 @@ class CpuOps final : public Ops {
   void moe_gate(const MoeGateParams& p) override;
   void moe_experts(const MoeExpertsParams& p) override;
   void embed(const EmbedParams& p) override;
+  void paged_slots(const PagedSlotsParams& p) override;
 
  private:
   ThreadPool pool_;

@@ -318,4 +318,19 @@ void check_params(const EmbedParams& p) {
   need(p.out, op, "out");
 }
 
+void check_params(const PagedSlotsParams& p) {
+  const char* op = "paged_slots";
+  non_negative(p.rows, op, "rows");
+  non_negative(p.width, op, "width");
+  non_negative(p.lists, op, "lists");
+  non_negative(p.page_stride, op, "page_stride");
+  positive(p.per_page, op, "per_page");
+  if (p.rows == 0 || p.width == 0) return;
+  need(p.list, op, "list");
+  need(p.count, op, "count");
+  need(p.out, op, "out");
+  positive(p.lists, op, "lists");
+  need(p.pages, op, "pages");
+}
+
 }  // namespace dsv4

@@ -24,5 +24,6 @@ void check_params(const HcHeadParams& p);
 void check_params(const MoeGateParams& p);
 void check_params(const MoeExpertsParams& p);
 void check_params(const EmbedParams& p);
+void check_params(const PagedSlotsParams& p);
 
 }  // namespace dsv4

@@ -20,6 +20,7 @@ const char* error_name(int32_t code) {
     case DeviceError::kMoeExpert: return "moe: an expert id outside [0, experts)";
     case DeviceError::kMoeToken: return "moe_gate: a token id outside the hash-routing table";
     case DeviceError::kEmbedId: return "embed: a token id outside the vocabulary";
+    case DeviceError::kPagedSlots: return "paged_slots: a row's page list or count out of range";
   }
   return "unknown device error";
 }

@@ -7,6 +7,7 @@
 #include "backend/cuda/hyper_connection.h"
 #include "backend/cuda/indexer.h"
 #include "backend/cuda/moe.h"
+#include "backend/cuda/paged_slots.h"
 #include "backend/cuda/row_kernels.h"
 #include "backend/rope.h"
 #include "core/error.h"
@@ -253,6 +254,12 @@ void CudaOps::hc_head(const HcHeadParams& p) {
 void CudaOps::embed(const EmbedParams& p) {
   check_params(p);
   cuda::embed(p.ids, p.tokens, p.table, p.vocab, p.dim, p.copies, p.out, dev_.error_flag(), dev_.stream());
+}
+
+void CudaOps::paged_slots(const PagedSlotsParams& p) {
+  check_params(p);
+  cuda::paged_slots(p.rows, p.width, p.list, p.count, p.pages, p.lists, p.page_stride, p.per_page, p.out,
+                    dev_.error_flag(), dev_.stream());
 }
 
 }  // namespace dsv4::cuda

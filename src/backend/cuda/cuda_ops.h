@@ -40,6 +40,7 @@ class CudaOps final : public Ops {
   void moe_gate(const MoeGateParams& p) override;
   void moe_experts(const MoeExpertsParams& p) override;
   void embed(const EmbedParams& p) override;
+  void paged_slots(const PagedSlotsParams& p) override;
 
  private:
   // The RoPE frequencies of a config, uploaded once.

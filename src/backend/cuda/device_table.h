@@ -40,6 +40,7 @@ enum class DeviceError : int32_t {
   kMoeExpert,
   kMoeToken,
   kEmbedId,
+  kPagedSlots,
 };
 
 }  // namespace dsv4::cuda

@@ -104,3 +104,36 @@ TEST(QuantSim, RejectsBadParameters) {
 
 }  // namespace
 }  // namespace dsv4
+
+namespace dsv4 {
+namespace {
+
+TEST(PagedSlots, ExpandsPageListsRowByRow) {
+  CpuOps ops(2);
+  // Two lists of pages (per_page 4); rows read them with different counts, padded with -1.
+  const std::vector<int32_t> pages = {7, 2, -1, 5,  //
+                                      0, 9, 3, 1};
+  const std::vector<int32_t> list = {0, 1, 0}, count = {10, 3, 16};
+  std::vector<int32_t> out(3 * 16, 1234);
+  ops.paged_slots({3, 16, list.data(), count.data(), pages.data(), 2, 4, 4, out.data()});
+  for (int r = 0; r < 3; ++r)
+    for (int j = 0; j < 16; ++j) {
+      const int32_t page = j < count[static_cast<size_t>(r)] ? pages[static_cast<size_t>(list[static_cast<size_t>(r)] * 4 + j / 4)] : -1;
+      EXPECT_EQ(out[static_cast<size_t>(r * 16 + j)], page < 0 ? -1 : page * 4 + j % 4) << r << " " << j;
+    }
+  EXPECT_EQ(out[0], 28);       // page 7, entry 0
+  EXPECT_EQ(out[9], -1);       // page -1: not resident
+  EXPECT_EQ(out[16 + 3], -1);  // past the row's count
+}
+
+TEST(PagedSlots, RefusesRowsBeyondTheirLists) {
+  CpuOps ops(1);
+  const std::vector<int32_t> pages = {1, 2}, list = {1}, count = {3};
+  std::vector<int32_t> out(4);
+  EXPECT_THROW(ops.paged_slots({1, 4, list.data(), count.data(), pages.data(), 1, 2, 1, out.data()}), Error);
+  const std::vector<int32_t> list0 = {0}, too_many = {3};
+  EXPECT_THROW(ops.paged_slots({1, 4, list0.data(), too_many.data(), pages.data(), 1, 2, 1, out.data()}), Error);
+}
+
+}  // namespace
+}  // namespace dsv4

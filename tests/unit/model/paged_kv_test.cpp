@@ -1,0 +1,51 @@
+// PagedKv: the page lists it gives for long runs of compressed entries expand to exactly the slots
+// slot() names one by one, for every layer and kind, in a cache whose pages were handed out
+// interleaved between sequences.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "model/paged_kv.h"
+#include "model/presets.h"
+
+namespace dsv4 {
+namespace {
+
+TEST(PagedKv, ItemPagesExpandToTheSlotsOfEveryEntry) {
+  const ModelConfig c = find_preset("tiny").config;
+  OwnedPagedCache cache(c, 3, 3000, 3000);
+  std::mt19937 rng(1);
+  std::vector<int32_t> ids(3000);
+  for (auto& x : ids) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(c.vocab_size));
+  const int64_t lens[3] = {2900, 1000, 517};
+  for (int32_t s = 0; s < 3; ++s) cache.add(s, lens[s]);
+  for (int64_t at = 0; at < 2900; at += 300)  // interleaved: pages of the sequences alternate
+    for (int32_t s = 0; s < 3; ++s) {
+      const int64_t n = std::min<int64_t>(300, lens[s] - at);
+      if (n > 0) cache.allocate(s, n, std::span<const int32_t>(ids.data(), static_cast<size_t>(at + n)));
+    }
+  const PagedKv& kv = cache.access();
+  int checked_pages = 0;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const int ratio = c.compress_ratio(l);
+    if (ratio == 0) continue;
+    for (const KvKind kind : {KvKind::kCompressed, KvKind::kIndexerKey}) {
+      if (kind == KvKind::kIndexerKey && ratio != 4) continue;
+      for (int32_t s = 0; s < 3; ++s) {
+        const int64_t n = lens[s] / ratio;
+        const ItemPages p = kv.item_pages(s, l, kind, n);
+        EXPECT_EQ(p.per_page, 256 / ratio) << "one lookup per page of a full unit";
+        ASSERT_EQ(static_cast<int64_t>(p.pages.size()), (n + p.per_page - 1) / p.per_page);
+        for (int64_t j = 0; j < n; ++j) {
+          const int32_t page = p.pages[static_cast<size_t>(j / p.per_page)];
+          ASSERT_EQ(page * p.per_page + j % p.per_page, kv.slot(s, l, kind, j)) << "layer " << l << " seq " << s;
+        }
+        checked_pages += static_cast<int>(p.pages.size());
+      }
+    }
+  }
+  EXPECT_GT(checked_pages, 20);
+}
+
+}  // namespace
+}  // namespace dsv4
