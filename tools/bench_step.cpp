@@ -130,20 +130,28 @@ struct Row {
 // One decode step of `batch` sequences at position `context` (their caches allocated to it).
 Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightBytes& w, int64_t batch, int64_t context,
                 int reps) {
-  OwnedPagedCache cache(c, static_cast<int>(batch), context + reps + 4, batch * (context + reps + 4), KvDTypes{}, &dev);
+  // The context is allocated the way chunked prefill would (kChunk positions at a time), so the pools
+  // need room for one chunk in flight, not the whole context's sliding state.
+  constexpr int64_t kChunk = 8192;
+  OwnedPagedCache cache(c, static_cast<int>(batch), context + reps + 4, kChunk, KvDTypes{}, &dev);
   std::mt19937 rng(11);
   std::vector<int32_t> ids(static_cast<size_t>(context + reps + 4));
   for (auto& x : ids) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(c.vocab_size));
   for (int32_t s = 0; s < batch; ++s) {
     cache.add(s, context);
-    cache.allocate(s, context, std::span<const int32_t>(ids.data(), static_cast<size_t>(context)));
+    for (int64_t at = 0; at < context; at += kChunk) {
+      const int64_t n = std::min(kChunk, context - at);
+      cache.allocate(s, n, std::span<const int32_t>(ids.data(), static_cast<size_t>(at + n)));
+    }
+    // The first decode position too: that releases the last chunk's sliding pages.
+    cache.allocate(s, 1, std::span<const int32_t>(ids.data(), static_cast<size_t>(context + 1)));
   }
   std::vector<double> ms;
   for (int i = 0; i < reps + 2; ++i) {  // two warm-up steps
     const int64_t pos = context + i;
     ForwardBatch b;
     for (int32_t s = 0; s < batch; ++s) {
-      cache.allocate(s, 1, std::span<const int32_t>(ids.data(), static_cast<size_t>(pos + 1)));
+      if (i > 0) cache.allocate(s, 1, std::span<const int32_t>(ids.data(), static_cast<size_t>(pos + 1)));
       b.add(s, pos, ids.data() + pos, 1);
     }
     const auto t0 = Clock::now();
