@@ -322,15 +322,18 @@ struct EmbedParams {
 };
 
 // Long runs of slots from page lists, resolved where the ops run, so that a long context costs the
-// host one lookup per page instead of one per entry (the paged cache's block tables, vLLM-style).
-// Row r: out[r][j] = pages[list[r]·page_stride + j / per_page]·per_page + j mod per_page for
-// j < count[r] (−1 where that page is −1), and −1 for count[r] <= j < width.
+// host one lookup per page instead of one per item (the paged cache's block tables, vLLM-style).
+// List k covers items from base[k] (a multiple of per_page) on: item i sits at slot
+// pages[k·page_stride + (i − base[k]) / per_page]·per_page + i mod per_page (a −1 page: not resident).
+// Row r lists items first[r] .. first[r] + count[r] − 1 of list list[r], then −1 up to width.
 struct PagedSlotsParams {
   int64_t rows = 0;
   int32_t width = 0;
   const int32_t* list = nullptr;   // [rows] which page list each row reads
-  const int32_t* count = nullptr;  // [rows] entries of the row, <= width and <= page_stride·per_page
+  const int32_t* first = nullptr;  // [rows] first item of the row (null: 0)
+  const int32_t* count = nullptr;  // [rows] items of the row, <= width, inside its list's pages
   const int32_t* pages = nullptr;  // [lists, page_stride]
+  const int32_t* base = nullptr;   // [lists] first item of each list's pages (null: 0)
   int64_t lists = 0;
   int32_t page_stride = 0;
   int32_t per_page = 1;

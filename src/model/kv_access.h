@@ -18,10 +18,12 @@ enum class KvKind : uint8_t {
   kIndexerKey,       // one indexer key (ratio 4)
 };
 
-// Items j < count of one sequence as pages: slot(j) = pages[j / per_page]·per_page + j mod per_page
-// (a −1 page: not resident). The form the paged_slots op expands on the device.
+// Items [begin, end) of one sequence as pages: item i sits at slot
+// pages[(i − base) / per_page]·per_page + i mod per_page, base = begin rounded down to a multiple of
+// per_page (a −1 page: not resident). The form the paged_slots op expands on the device.
 struct ItemPages {
   int32_t per_page = 1;
+  int64_t base = 0;
   std::vector<int32_t> pages;
 };
 
@@ -31,12 +33,12 @@ class KvAccess {
   virtual EntryTable table(int layer, KvKind kind) const = 0;
   // Slot of item `index` of sequence `seq` in the table of `layer`; -1 when it is not resident.
   virtual int32_t slot(int32_t seq, int layer, KvKind kind, int64_t index) const = 0;
-  // Items [0, count) as pages. The default has one item per page (one slot() each); a paged cache
+  // Items [begin, end) as pages. The default has one item per page (one slot() each); a paged cache
   // answers with one lookup per page.
-  virtual ItemPages item_pages(int32_t seq, int layer, KvKind kind, int64_t count) const {
+  virtual ItemPages item_pages(int32_t seq, int layer, KvKind kind, int64_t begin, int64_t end) const {
     ItemPages p;
-    p.pages.resize(static_cast<size_t>(count));
-    for (int64_t j = 0; j < count; ++j) p.pages[static_cast<size_t>(j)] = slot(seq, layer, kind, j);
+    p.base = begin;
+    for (int64_t i = begin; i < end; ++i) p.pages.push_back(slot(seq, layer, kind, i));
     return p;
   }
 };

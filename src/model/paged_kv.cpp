@@ -108,20 +108,22 @@ int32_t PagedKv::slot(int32_t seq, int layer, KvKind kind, int64_t index) const 
   return static_cast<int32_t>(global);
 }
 
-ItemPages PagedKv::item_pages(int32_t seq, int layer, KvKind kind, int64_t count) const {
+ItemPages PagedKv::item_pages(int32_t seq, int layer, KvKind kind, int64_t begin, int64_t end) const {
   const Where& w = where(layer, kind);
-  const bool per_entry = kind == KvKind::kCompressed || kind == KvKind::kIndexerKey;
+  const KvUnit& u = mgr_.layout().units[static_cast<size_t>(w.unit)];
   const int64_t epp = w.table.entries_per_page;
-  // Full units hold entry j at page j / epp, entry j mod epp (256 / ratio entries per page).
-  if (!per_entry || mgr_.layout().units[static_cast<size_t>(w.unit)].sliding() || epp * w.ratio != kKvBlockTokens)
-    return KvAccess::item_pages(seq, layer, kind, count);
+  // Items map to pages contiguously (item i: page i / epp, entry i mod epp) in full units (entries
+  // per 256-block) and in sliding units whose pages tile their period; anything else goes item by item.
+  const bool per_entry = kind == KvKind::kCompressed || kind == KvKind::kIndexerKey;
+  const bool tiled = u.sliding() ? !per_entry && u.period % u.positions_per_page == 0
+                                 : per_entry && epp * w.ratio == kKvBlockTokens;
+  if (!tiled) return KvAccess::item_pages(seq, layer, kind, begin, end);
   ItemPages p;
   p.per_page = static_cast<int32_t>(epp);
-  const int64_t n_pages = (count + epp - 1) / epp;
-  p.pages.resize(static_cast<size_t>(n_pages));
-  for (int64_t q = 0; q < n_pages; ++q) {
-    const int32_t first = slot(seq, layer, kind, q * epp);
-    p.pages[static_cast<size_t>(q)] = first < 0 ? -1 : static_cast<int32_t>(first / epp);
+  p.base = begin / epp * epp;  // (an empty range gets no pages)
+  for (int64_t i = p.base; i < end; i += epp) {
+    const int32_t s = slot(seq, layer, kind, std::max(i, begin));  // begin's page may start before begin
+    p.pages.push_back(s < 0 ? -1 : static_cast<int32_t>(s / epp));
   }
   return p;
 }

@@ -31,8 +31,9 @@ class PagedKv final : public KvAccess {
 
   EntryTable table(int layer, KvKind kind) const override;
   int32_t slot(int32_t seq, int layer, KvKind kind, int64_t index) const override;
-  // Compressed kinds: one lookup per page of entries_per_page entries.
-  ItemPages item_pages(int32_t seq, int layer, KvKind kind, int64_t count) const override;
+  // One lookup per page: compressed kinds (entries_per_page entries a page) and sliding kinds whose
+  // pages tile their period (positions_per_page positions a page).
+  ItemPages item_pages(int32_t seq, int layer, KvKind kind, int64_t begin, int64_t end) const override;
 
  private:
   struct Where {

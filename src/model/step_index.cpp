@@ -40,24 +40,40 @@ EmitList emit_list(Device& dev, const ForwardBatch& b, const KvAccess& kv, int l
   return e;
 }
 
-// Slot rows expanded on the device: row r holds count[r] items of page list list_of[r], −1 up to width.
+// Slot rows expanded on the device: row r holds items first[r] .. first[r] + count[r] − 1 of page
+// list list_of[r] (first empty: from 0), −1 up to width.
 DeviceArray<int32_t> expand(Device& dev, Ops& ops, const std::vector<ItemPages>& lists,
-                            const std::vector<int32_t>& list_of, const std::vector<int32_t>& count, int64_t width) {
+                            const std::vector<int32_t>& list_of, const std::vector<int32_t>& first,
+                            const std::vector<int32_t>& count, int64_t width) {
   const int64_t rows = static_cast<int64_t>(list_of.size());
   DeviceArray<int32_t> out(dev, static_cast<size_t>(std::max<int64_t>(1, rows * width)));
   if (rows == 0 || width == 0) return out;
   int64_t stride = 1;
+  std::vector<int32_t> base;
+  int32_t per_page = 0;  // of the lists that have pages (an empty list can say anything)
   for (const auto& l : lists) {
-    DSV4_CHECK(l.per_page == lists[0].per_page, "kv: page lists of one kind disagree on entries per page");
+    if (!l.pages.empty()) {
+      DSV4_CHECK(per_page == 0 || l.per_page == per_page, "kv: page lists of one kind disagree on items per page");
+      per_page = l.per_page;
+    }
     stride = std::max(stride, static_cast<int64_t>(l.pages.size()));
   }
+  per_page = std::max(per_page, 1);
+  for (const auto& l : lists) base.push_back(static_cast<int32_t>(l.pages.empty() ? 0 : l.base));
   std::vector<int32_t> pages(lists.size() * static_cast<size_t>(stride), -1);
   for (size_t i = 0; i < lists.size(); ++i)
     std::copy(lists[i].pages.begin(), lists[i].pages.end(), pages.begin() + static_cast<int64_t>(i) * stride);
-  const DeviceArray<int32_t> d_pages(dev, pages), d_list(dev, list_of), d_count(dev, count);
-  ops.paged_slots({rows, static_cast<int32_t>(width), d_list.data(), d_count.data(), d_pages.data(),
-                   static_cast<int64_t>(lists.size()), static_cast<int32_t>(stride), lists[0].per_page, out.data()});
+  const DeviceArray<int32_t> d_pages(dev, pages), d_base(dev, base), d_list(dev, list_of), d_count(dev, count),
+      d_first(dev, first);
+  ops.paged_slots({rows, static_cast<int32_t>(width), d_list.data(), first.empty() ? nullptr : d_first.data(),
+                   d_count.data(), d_pages.data(), d_base.data(), static_cast<int64_t>(lists.size()),
+                   static_cast<int32_t>(stride), per_page, out.data()});
   return out;
+}
+
+// Every page a step reads must be resident: the scheduler allocated it before the step.
+void check_resident(const ItemPages& p, int32_t seq, const char* what) {
+  for (const int32_t page : p.pages) DSV4_CHECK(page >= 0, "kv: a {} entry of sequence {} is not resident", what, seq);
 }
 
 LayerIndex build_layer(Device& dev, Ops& ops, const ModelConfig& cfg, const ForwardBatch& b, const KvAccess& kv,
@@ -68,17 +84,20 @@ LayerIndex build_layer(Device& dev, Ops& ops, const ModelConfig& cfg, const Forw
   // which is what the reference lays out in prefill and in decode.
   const int W = cfg.window_size;
   r.window_write = DeviceArray<int32_t>(dev, per_token(b, kv, l, KvKind::kWindow));
-  std::vector<int32_t> read(static_cast<size_t>(tokens * W), -1);
-  for (const auto& s : b.seqs)
+  std::vector<ItemPages> windows;
+  std::vector<int32_t> w_list(static_cast<size_t>(tokens)), w_first(w_list.size()), w_count(w_list.size());
+  for (size_t k = 0; k < b.seqs.size(); ++k) {
+    const auto& s = b.seqs[k];
+    windows.push_back(kv.item_pages(s.seq, l, KvKind::kWindow, std::max<int64_t>(0, s.start - W + 1), s.start + s.count));
+    check_resident(windows.back(), s.seq, "window");
     for (int64_t i = 0; i < s.count; ++i) {
-      const int64_t t = s.start + i, first = std::max<int64_t>(0, t - W + 1);
-      int32_t* row = read.data() + (s.offset + i) * W;
-      for (int64_t p = first; p <= t; ++p) {
-        row[p - first] = kv.slot(s.seq, l, KvKind::kWindow, p);
-        DSV4_CHECK(row[p - first] >= 0, "kv: window entry of position {} of sequence {} is not resident", p, s.seq);
-      }
+      const int64_t t = s.start + i, from = std::max<int64_t>(0, t - W + 1);
+      w_list[static_cast<size_t>(s.offset + i)] = static_cast<int32_t>(k);
+      w_first[static_cast<size_t>(s.offset + i)] = static_cast<int32_t>(from);
+      w_count[static_cast<size_t>(s.offset + i)] = static_cast<int32_t>(t - from + 1);
     }
-  r.window_read = DeviceArray<int32_t>(dev, read);
+  }
+  r.window_read = expand(dev, ops, windows, w_list, w_first, w_count, W);
   const int ratio = cfg.compress_ratio(l);
   if (ratio == 0) return r;
   r.state_slots = DeviceArray<int32_t>(dev, per_token(b, kv, l, KvKind::kCompressorState));
@@ -91,14 +110,15 @@ LayerIndex build_layer(Device& dev, Ops& ops, const ModelConfig& cfg, const Forw
     for (size_t k = 0; k < b.seqs.size(); ++k) {
       const auto& s = b.seqs[k];
       width = std::max(width, (s.start + s.count) / ratio);
-      lists.push_back(kv.item_pages(s.seq, l, KvKind::kCompressed, (s.start + s.count) / ratio));
+      lists.push_back(kv.item_pages(s.seq, l, KvKind::kCompressed, 0, (s.start + s.count) / ratio));
+      check_resident(lists.back(), s.seq, "compressed");
       for (int64_t i = 0; i < s.count; ++i) {
         list_of[static_cast<size_t>(s.offset + i)] = static_cast<int32_t>(k);
         visible[static_cast<size_t>(s.offset + i)] = static_cast<int32_t>((s.start + i + 1) / ratio);
       }
     }
     r.compressed_width = static_cast<int32_t>(width);
-    r.compressed_slots = expand(dev, ops, lists, list_of, visible, width);
+    r.compressed_slots = expand(dev, ops, lists, list_of, {}, visible, width);
     return r;
   }
   r.index_state_slots = DeviceArray<int32_t>(dev, per_token(b, kv, l, KvKind::kIndexerState));
@@ -113,11 +133,12 @@ LayerIndex build_layer(Device& dev, Ops& ops, const ModelConfig& cfg, const Forw
     const int64_t n = (s.start + s.count) / ratio;
     rows.push_back(static_cast<int32_t>(k));
     count.push_back(static_cast<int32_t>(n));
-    keys.push_back(kv.item_pages(s.seq, l, KvKind::kIndexerKey, n));
-    map.push_back(kv.item_pages(s.seq, l, KvKind::kCompressed, n));
+    keys.push_back(kv.item_pages(s.seq, l, KvKind::kIndexerKey, 0, n));
+    map.push_back(kv.item_pages(s.seq, l, KvKind::kCompressed, 0, n));
+    check_resident(keys.back(), s.seq, "indexer key");
   }
-  r.key_slots = expand(dev, ops, keys, rows, count, stride);
-  r.key_map = expand(dev, ops, map, rows, count, stride);
+  r.key_slots = expand(dev, ops, keys, rows, {}, count, stride);
+  r.key_map = expand(dev, ops, map, rows, {}, count, stride);
   r.key_count = DeviceArray<int32_t>(dev, count);
   return r;
 }

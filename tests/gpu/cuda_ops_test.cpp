@@ -420,13 +420,20 @@ TEST_F(CudaOpsTest, PagedSlotsMatchCpu) {
   const int64_t lists = 5, rows = 70000;  // more rows than one grid's y dimension
   const int32_t stride = 8, per_page = 64, width = 512;
   std::vector<int32_t> pages(static_cast<size_t>(lists * stride)), list(static_cast<size_t>(rows)),
-      count(static_cast<size_t>(rows)), out(static_cast<size_t>(rows * width));
+      first(static_cast<size_t>(rows)), count(static_cast<size_t>(rows)), out(static_cast<size_t>(rows * width)),
+      base(static_cast<size_t>(lists));
   for (auto& p : pages) p = rng() % 9 == 0 ? -1 : static_cast<int32_t>(rng() % 100000);
-  for (auto& l : list) l = static_cast<int32_t>(rng() % lists);
-  for (auto& c : count) c = static_cast<int32_t>(rng() % (width + 1));
-  for (auto* v : {&pages, &list, &count, &out}) m.add(*v);
+  for (auto& b : base) b = static_cast<int32_t>(rng() % 4) * per_page;
+  for (size_t r = 0; r < list.size(); ++r) {
+    list[r] = static_cast<int32_t>(rng() % lists);
+    first[r] = base[static_cast<size_t>(list[r])] + static_cast<int32_t>(rng() % 100);
+    const int32_t room = base[static_cast<size_t>(list[r])] + stride * per_page - first[r];
+    count[r] = static_cast<int32_t>(rng() % (std::min(room, width) + 1));
+  }
+  for (auto* v : {&pages, &list, &first, &count, &out, &base}) m.add(*v);
   auto params = [&](auto P) {
-    return PagedSlotsParams{rows, width, P(list.data()), P(count.data()), P(pages.data()), lists, stride, per_page,
+    return PagedSlotsParams{rows,        width,         P(list.data()), P(first.data()), P(count.data()),
+                            P(pages.data()), P(base.data()), lists,      stride,          per_page,
                             P(out.data())};
   };
   cpu_.paged_slots(params(Host{}));

@@ -54,16 +54,19 @@ void embed(ThreadPool& pool, const EmbedParams& p) {
 void paged_slots(ThreadPool& pool, const PagedSlotsParams& p) {
   pool.parallel_for(p.rows, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      const int32_t list = p.list[r], count = p.count[r];
+      const int32_t list = p.list[r], count = p.count[r], first = p.first ? p.first[r] : 0;
       DSV4_CHECK(list >= 0 && list < p.lists, "paged_slots: row {} reads page list {} of {}", r, list, p.lists);
-      DSV4_CHECK(count >= 0 && count <= p.width && int64_t{count} <= int64_t{p.page_stride} * p.per_page,
-                 "paged_slots: row {} has {} entries, beyond width {} or its {} pages", r, count, p.width,
-                 p.page_stride);
+      const int64_t base = p.base ? p.base[list] : 0;
+      DSV4_CHECK(count >= 0 && count <= p.width && first >= base && base % p.per_page == 0 &&
+                     first + int64_t{count} <= base + int64_t{p.page_stride} * p.per_page,
+                 "paged_slots: row {} lists items [{}, {}), outside width {} or its list's pages [{}, {})", r, first,
+                 first + int64_t{count}, p.width, base, base + int64_t{p.page_stride} * p.per_page);
       const int32_t* pages = p.pages + int64_t{list} * p.page_stride;
       int32_t* out = p.out + r * p.width;
       for (int32_t j = 0; j < p.width; ++j) {
-        const int32_t page = j < count ? pages[j / p.per_page] : -1;
-        out[j] = page < 0 ? -1 : page * p.per_page + j % p.per_page;
+        const int64_t i = int64_t{first} + j;
+        const int32_t page = j < count ? pages[(i - base) / p.per_page] : -1;
+        out[j] = page < 0 ? -1 : static_cast<int32_t>(int64_t{page} * p.per_page + i % p.per_page);
       }
     }
   });

@@ -258,8 +258,20 @@ void CudaOps::embed(const EmbedParams& p) {
 
 void CudaOps::paged_slots(const PagedSlotsParams& p) {
   check_params(p);
-  cuda::paged_slots(p.rows, p.width, p.list, p.count, p.pages, p.lists, p.page_stride, p.per_page, p.out,
-                    dev_.error_flag(), dev_.stream());
+  PagedSlotsArgs a;
+  a.rows = p.rows;
+  a.width = p.width;
+  a.list = p.list;
+  a.first = p.first;
+  a.count = p.count;
+  a.pages = p.pages;
+  a.base = p.base;
+  a.lists = p.lists;
+  a.page_stride = p.page_stride;
+  a.per_page = p.per_page;
+  a.out = p.out;
+  a.err = dev_.error_flag();
+  cuda::paged_slots(a, dev_.stream());
 }
 
 }  // namespace dsv4::cuda

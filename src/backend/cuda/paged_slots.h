@@ -9,8 +9,21 @@
 
 namespace dsv4::cuda {
 
-void paged_slots(int64_t rows, int32_t width, const int32_t* list, const int32_t* count, const int32_t* pages,
-                 int64_t lists, int32_t page_stride, int32_t per_page, int32_t* out, int32_t* err,
-                 cudaStream_t stream);
+struct PagedSlotsArgs {
+  int64_t rows = 0;
+  int32_t width = 0;
+  const int32_t* list = nullptr;
+  const int32_t* first = nullptr;  // may be null: 0
+  const int32_t* count = nullptr;
+  const int32_t* pages = nullptr;
+  const int32_t* base = nullptr;  // may be null: 0
+  int64_t lists = 0;
+  int32_t page_stride = 0;
+  int32_t per_page = 1;
+  int32_t* out = nullptr;
+  int32_t* err = nullptr;
+};
+
+void paged_slots(const PagedSlotsArgs& a, cudaStream_t stream);
 
 }  // namespace dsv4::cuda

@@ -115,7 +115,7 @@ TEST(PagedSlots, ExpandsPageListsRowByRow) {
                                       0, 9, 3, 1};
   const std::vector<int32_t> list = {0, 1, 0}, count = {10, 3, 16};
   std::vector<int32_t> out(3 * 16, 1234);
-  ops.paged_slots({3, 16, list.data(), count.data(), pages.data(), 2, 4, 4, out.data()});
+  ops.paged_slots({3, 16, list.data(), nullptr, count.data(), pages.data(), nullptr, 2, 4, 4, out.data()});
   for (int r = 0; r < 3; ++r)
     for (int j = 0; j < 16; ++j) {
       const int32_t page = j < count[static_cast<size_t>(r)] ? pages[static_cast<size_t>(list[static_cast<size_t>(r)] * 4 + j / 4)] : -1;
@@ -130,9 +130,26 @@ TEST(PagedSlots, RefusesRowsBeyondTheirLists) {
   CpuOps ops(1);
   const std::vector<int32_t> pages = {1, 2}, list = {1}, count = {3};
   std::vector<int32_t> out(4);
-  EXPECT_THROW(ops.paged_slots({1, 4, list.data(), count.data(), pages.data(), 1, 2, 1, out.data()}), Error);
+  EXPECT_THROW(ops.paged_slots({1, 4, list.data(), nullptr, count.data(), pages.data(), nullptr, 1, 2, 1, out.data()}),
+               Error);
   const std::vector<int32_t> list0 = {0}, too_many = {3};
-  EXPECT_THROW(ops.paged_slots({1, 4, list0.data(), too_many.data(), pages.data(), 1, 2, 1, out.data()}), Error);
+  EXPECT_THROW(
+      ops.paged_slots({1, 4, list0.data(), nullptr, too_many.data(), pages.data(), nullptr, 1, 2, 1, out.data()}),
+      Error);
+  const std::vector<int32_t> before_base = {3}, base = {4}, one = {1};  // item 3 precedes the list's pages
+  EXPECT_THROW(
+      ops.paged_slots({1, 4, list0.data(), before_base.data(), one.data(), pages.data(), base.data(), 1, 2, 2, out.data()}),
+      Error);
+}
+
+TEST(PagedSlots, RowsStartAnywhereInsideListsThatStartLate) {
+  CpuOps ops(1);
+  // One list whose pages cover items 8..19 (per_page 4, base 8): pages 3, 6, 1.
+  const std::vector<int32_t> pages = {3, 6, 1}, base = {8}, list = {0, 0}, first = {9, 15}, count = {5, 5};
+  std::vector<int32_t> out(2 * 6, 77);
+  ops.paged_slots({2, 6, list.data(), first.data(), count.data(), pages.data(), base.data(), 1, 3, 4, out.data()});
+  // Row 0: items 9..13 -> page 3 entries 1..3, then page 6 entries 0..1; row 1: items 15..19.
+  EXPECT_EQ(out, (std::vector<int32_t>{13, 14, 15, 24, 25, -1, 27, 4, 5, 6, 7, -1}));
 }
 
 }  // namespace

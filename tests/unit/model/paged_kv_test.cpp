@@ -33,7 +33,7 @@ TEST(PagedKv, ItemPagesExpandToTheSlotsOfEveryEntry) {
       if (kind == KvKind::kIndexerKey && ratio != 4) continue;
       for (int32_t s = 0; s < 3; ++s) {
         const int64_t n = lens[s] / ratio;
-        const ItemPages p = kv.item_pages(s, l, kind, n);
+        const ItemPages p = kv.item_pages(s, l, kind, 0, n);
         EXPECT_EQ(p.per_page, 256 / ratio) << "one lookup per page of a full unit";
         ASSERT_EQ(static_cast<int64_t>(p.pages.size()), (n + p.per_page - 1) / p.per_page);
         for (int64_t j = 0; j < n; ++j) {
@@ -45,6 +45,30 @@ TEST(PagedKv, ItemPagesExpandToTheSlotsOfEveryEntry) {
     }
   }
   EXPECT_GT(checked_pages, 20);
+}
+
+TEST(PagedKv, WindowPagesExpandToTheSlotsOfTheLastPositions) {
+  const ModelConfig c = find_preset("tiny").config;
+  OwnedPagedCache cache(c, 2, 3000, 3000);
+  std::vector<int32_t> ids(3000, 5);
+  cache.add(0, 2000);
+  cache.add(1, 700);
+  for (int64_t at = 0; at < 2000; at += 500)
+    for (int32_t s = 0; s < 2; ++s)
+      if (at < (s == 0 ? 2000 : 700))
+        cache.allocate(s, std::min<int64_t>(500, (s == 0 ? 2000 : 700) - at),
+                       std::span<const int32_t>(ids.data(), static_cast<size_t>(std::min<int64_t>(at + 500, 2000))));
+  const PagedKv& kv = cache.access();
+  for (int l = 0; l < c.n_layers; ++l)
+    for (int32_t s = 0; s < 2; ++s) {
+      const int64_t end = s == 0 ? 2000 : 700, begin = end - 200;  // the last chunk's window reach
+      const ItemPages p = kv.item_pages(s, l, KvKind::kWindow, begin, end);
+      EXPECT_EQ(p.base % p.per_page, 0);
+      for (int64_t i = begin; i < end; ++i)
+        ASSERT_EQ(p.pages[static_cast<size_t>((i - p.base) / p.per_page)] * p.per_page + i % p.per_page,
+                  kv.slot(s, l, KvKind::kWindow, i))
+            << "layer " << l << " seq " << s << " position " << i;
+    }
 }
 
 }  // namespace
