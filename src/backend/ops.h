@@ -65,12 +65,15 @@ struct RmsNormParams {
 
 // Per-head query RMS without weight, every step a bf16 op (§5.2), in place:
 // sq = bf16(q²); m = bf16(Σ sq / d); v = bf16(m + eps); r = bf16(1/sqrt(v)); q = bf16(q · r).
+// With positions set, the forward RoPE of the queries follows in the same pass (= a rope() call).
 struct HeadRmsNormParams {
   uint16_t* x = nullptr;  // [rows, heads, head_dim] bf16
   int64_t rows = 0;
   int heads = 0;
   int head_dim = 0;
   float eps = 1e-6f;
+  const int32_t* positions = nullptr;  // [rows], or null: no RoPE
+  RopeConfig rope{};
 };
 
 // RoPE on the last rope.rope_dim dims of every head, in place (§5.3): pair i = (x[2i], x[2i+1]) of
@@ -115,6 +118,21 @@ struct StoreEntriesParams {
   KvEntryDims dims{};  // dim, rope_dim (attn-fp8)
   EntryTable table{};
   const int32_t* slots = nullptr;  // [rows]; −1 = skip the row
+};
+
+// The shared K=V head into the window, fused (§5.4): per row, kv = bf16(RMSNorm(x, norm_weight)), RoPE
+// on its last rope_dim dims at positions[r] → bf16, Q8(kv[0:dim−rope_dim], 64), then stored through the
+// table's codec at slots[r] (−1 = skip). Equal to rms_norm, rope, quant_sim and store_entries in turn.
+struct KvInsertParams {
+  const uint16_t* x = nullptr;  // [rows, dim] bf16 (the wkv output)
+  int64_t rows = 0;
+  KvEntryDims dims{};  // dim, rope_dim
+  const uint16_t* norm_weight = nullptr;  // [dim] bf16
+  float eps = 1e-6f;
+  const int32_t* positions = nullptr;  // [rows]
+  RopeConfig rope{};
+  EntryTable table{};
+  const int32_t* slots = nullptr;  // [rows]
 };
 
 // Sparse attention with sink (§5.7), one shared K=V entry per index. For query t, the index list is
@@ -351,6 +369,7 @@ class Ops {
   virtual void hadamard(const HadamardParams& p) = 0;
   virtual void quant_sim(const QuantSimParams& p) = 0;
   virtual void store_entries(const StoreEntriesParams& p) = 0;
+  virtual void kv_insert(const KvInsertParams& p) = 0;
   virtual void sparse_attention(const SparseAttentionParams& p) = 0;
   virtual void compressor_step(const CompressorStepParams& p) = 0;
   virtual void compressor_emit(const CompressorEmitParams& p) = 0;

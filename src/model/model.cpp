@@ -153,7 +153,7 @@ void Model::run_block(const Layer& L, const StepIndex& s, KvAccess& kv, uint16_t
 void Model::attention(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x, uint16_t* out) {
   const AttentionWeights& a = L.w->attn;
   const int64_t T = s.tokens;
-  const int H = cfg_.n_heads, d = cfg_.head_dim, r = cfg_.rope_head_dim, n = d - r;
+  const int H = cfg_.n_heads, d = cfg_.head_dim, r = cfg_.rope_head_dim;
   const float eps = static_cast<float>(cfg_.norm_eps);
 
   auto qr = scratch<uint16_t>(dev_, T * cfg_.q_lora_rank);
@@ -161,16 +161,13 @@ void Model::attention(const Layer& L, const StepIndex& s, KvAccess& kv, const ui
   ops_.rms_norm({qr.data(), qr.data(), a.q_norm.weight, T, cfg_.q_lora_rank, eps});
   auto q = scratch<uint16_t>(dev_, T * H * d);
   ops_.linear({qr.data(), T, L.wq_b, q.data()});
-  ops_.head_rms_norm({q.data(), T, H, d, eps});
-  ops_.rope({q.data(), T, H, d, s.positions.data(), L.rope, false});
+  ops_.head_rms_norm({q.data(), T, H, d, eps, s.positions.data(), L.rope});  // Q-norm + RoPE, fused
 
-  // The shared K=V head: norm, RoPE, FP8 simulation of the nope dims, into the window.
+  // The shared K=V head: norm, RoPE, FP8 simulation of the nope dims, into the window (one fused op).
   auto kvx = scratch<uint16_t>(dev_, T * d);
   ops_.linear({x, T, L.wkv, kvx.data()});
-  ops_.rms_norm({kvx.data(), kvx.data(), a.kv_norm.weight, T, d, eps});
-  ops_.rope({kvx.data(), T, 1, d, s.positions.data(), L.rope, false});
-  ops_.quant_sim({kvx.data(), T, n, d, QuantSim::kFp8, 64});
-  ops_.store_entries({kvx.data(), T, KvEntryDims{d, r}, kv.table(L.index, KvKind::kWindow), s.layers[static_cast<size_t>(L.index)].window_write.data()});
+  ops_.kv_insert({kvx.data(), T, KvEntryDims{d, r}, a.kv_norm.weight, eps, s.positions.data(), L.rope,
+                  kv.table(L.index, KvKind::kWindow), s.layers[static_cast<size_t>(L.index)].window_write.data()});
 
   SparseAttentionParams p;
   DeviceArray<int32_t> selected;

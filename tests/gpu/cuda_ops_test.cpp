@@ -344,6 +344,70 @@ TEST_F(CudaOpsTest, StoreAndSparseAttentionMatchCpu) {
   }
 }
 
+// The fused window insert against the CPU's four steps: decoded entries within bf16 noise (the norm's
+// sum order differs, so a Q8 code may move by one), rows with slot -1 untouched; and the fused Q-norm +
+// RoPE against the CPU.
+TEST_F(CudaOpsTest, FusedKvInsertAndQueryNormMatchCpu) {
+  std::mt19937 rng(109);
+  const ModelConfig flash = v4_flash_config();
+  for (const KvEntryFormat f : {KvEntryFormat::kAttnFp8, KvEntryFormat::kBf16}) {
+    for (const int d : {128, 512}) {
+      SCOPED_TRACE(d);
+      Mirror m(*dev_);
+      const int64_t rows = 37;
+      const KvEntryDims dims{d, 64};
+      auto x = random_bf16(static_cast<size_t>(rows * d), rng, 2.0f);
+      auto w = random_bf16(static_cast<size_t>(d), rng, 0.3f);
+      std::vector<int32_t> pos(static_cast<size_t>(rows)), slots(static_cast<size_t>(rows));
+      for (auto& p : pos) p = static_cast<int32_t>(rng() % (1 << 20));
+      std::iota(slots.begin(), slots.end(), 0);
+      std::shuffle(slots.begin(), slots.end(), rng);
+      slots[5] = -1;
+      OwnedTable table(rows + 3, f, dims, 8);
+      for (auto* v : {&x, &w}) m.add(*v);
+      m.add(pos);
+      m.add(slots);
+      m.add(table.bytes);
+      const RopeConfig rope = rope_config(flash, 128);
+      auto params = [&](auto P) {
+        return KvInsertParams{P(x.data()), rows, dims, P(w.data()), 1e-6f, P(pos.data()), rope, P(table.table),
+                              P(slots.data())};
+      };
+      cpu_.kv_insert(params(Host{}));
+      ops_->kv_insert(params(Dev{&m}));
+      const auto got = m.fetch(table.bytes);
+      std::vector<float> a(static_cast<size_t>(d)), b(a.size());
+      double diff = 0, ref = 0;
+      for (int64_t i = 0; i < rows; ++i) {
+        const int32_t slot = slots[static_cast<size_t>(i)];
+        if (slot < 0) continue;
+        const size_t off = static_cast<size_t>(table.table.entry(slot) - table.bytes.data());
+        decode_kv_entry(f, dims, {got.data() + off, static_cast<size_t>(table.table.entry_bytes)}, a);
+        decode_kv_entry(f, dims, {table.bytes.data() + off, static_cast<size_t>(table.table.entry_bytes)}, b);
+        for (int k = 0; k < d; ++k) {
+          ASSERT_FALSE(std::isnan(a[static_cast<size_t>(k)]));
+          diff += (a[static_cast<size_t>(k)] - b[static_cast<size_t>(k)]) * (a[static_cast<size_t>(k)] - b[static_cast<size_t>(k)]);
+          ref += b[static_cast<size_t>(k)] * b[static_cast<size_t>(k)];
+        }
+      }
+      EXPECT_LE(std::sqrt(diff / ref), 5e-3);
+      const size_t unused = static_cast<size_t>(table.table.entry(rows) - table.bytes.data());
+      EXPECT_EQ(got[unused], 0xAB) << "an entry no slot names was written";
+
+      auto q = random_bf16(static_cast<size_t>(rows * 4 * d), rng, 3.0f);
+      m.add(q);
+      auto want = q;
+      cpu_.head_rms_norm({want.data(), rows, 4, d, 1e-6f, pos.data(), rope});
+      const auto got_q = run_twice(m, q, [&] {
+        m.upload(q);
+        ops_->head_rms_norm({static_cast<uint16_t*>(m.twin(q.data())), rows, 4, d, 1e-6f,
+                             static_cast<int32_t*>(m.twin(pos.data())), rope});
+      });
+      EXPECT_LE(normalized_error(got_q, want), 4e-3);
+    }
+  }
+}
+
 TEST_F(CudaOpsTest, BadSlotIsReportedAtTheNextCopyBack) {
   Mirror m(*dev_);
   const KvEntryDims dims{128, 64};

@@ -1,5 +1,7 @@
 #include "backend/cpu/cpu_ops.h"
 
+#include <vector>
+
 #include "backend/cpu/attention.h"
 #include "backend/cpu/compressor.h"
 #include "backend/cpu/hyper_connection.h"
@@ -24,7 +26,6 @@ CpuOps::CpuOps(int threads) : pool_(threads) {}
 
 DSV4_CPU_OP(linear, LinearParams)
 DSV4_CPU_OP(rms_norm, RmsNormParams)
-DSV4_CPU_OP(head_rms_norm, HeadRmsNormParams)
 DSV4_CPU_OP(rope, RopeParams)
 DSV4_CPU_OP(hadamard, HadamardParams)
 DSV4_CPU_OP(quant_sim, QuantSimParams)
@@ -42,5 +43,22 @@ DSV4_CPU_OP(embed, EmbedParams)
 DSV4_CPU_OP(paged_slots, PagedSlotsParams)
 
 #undef DSV4_CPU_OP
+
+void CpuOps::head_rms_norm(const HeadRmsNormParams& p) {
+  check_params(p);
+  cpu::head_rms_norm(pool_, p);
+  if (p.positions) cpu::rope(pool_, {p.x, p.rows, p.heads, p.head_dim, p.positions, p.rope, false});
+}
+
+// The reference's four steps in turn, on a copy of x.
+void CpuOps::kv_insert(const KvInsertParams& p) {
+  check_params(p);
+  const int64_t d = p.dims.dim;
+  std::vector<uint16_t> kv(static_cast<size_t>(p.rows * d));
+  cpu::rms_norm(pool_, {p.x, kv.data(), p.norm_weight, p.rows, d, p.eps});
+  cpu::rope(pool_, {kv.data(), p.rows, 1, static_cast<int>(d), p.positions, p.rope, false});
+  cpu::quant_sim(pool_, {kv.data(), p.rows, d - p.dims.rope_dim, d, QuantSim::kFp8, 64});
+  cpu::store_entries(pool_, {kv.data(), p.rows, p.dims, p.table, p.slots});
+}
 
 }  // namespace dsv4

@@ -91,6 +91,7 @@ void check_params(const HeadRmsNormParams& p) {
   positive(p.heads, op, "heads");
   positive(p.head_dim, op, "head_dim");
   check_eps(p.eps, op, "eps");
+  if (p.positions) check_rope(p.rope, p.head_dim, op);
   if (p.rows > 0) need(p.x, op, "x");
 }
 
@@ -130,6 +131,23 @@ void check_params(const StoreEntriesParams& p) {
   check_entry_table(p.table, p.dims, "store_entries: table");
   if (p.rows == 0) return;
   need(p.x, op, "x");
+  need(p.slots, op, "slots");
+}
+
+void check_params(const KvInsertParams& p) {
+  const char* op = "kv_insert";
+  non_negative(p.rows, op, "rows");
+  check_entry_table(p.table, p.dims, "kv_insert: table");
+  DSV4_CHECK(p.dims.rope_dim == p.rope.rope_dim, "kv_insert: rope_dim {} differs from the RoPE config's {}",
+             p.dims.rope_dim, p.rope.rope_dim);
+  check_rope(p.rope, p.dims.dim, op);
+  DSV4_CHECK(p.dims.dim > p.dims.rope_dim && (p.dims.dim - p.dims.rope_dim) % 64 == 0,
+             "kv_insert: dim {} - rope_dim {} must be a positive multiple of 64", p.dims.dim, p.dims.rope_dim);
+  check_eps(p.eps, op, "eps");
+  need(p.norm_weight, op, "norm_weight");
+  if (p.rows == 0) return;
+  need(p.x, op, "x");
+  need(p.positions, op, "positions");
   need(p.slots, op, "slots");
 }
 

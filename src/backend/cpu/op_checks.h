@@ -14,6 +14,7 @@ void check_params(const RopeParams& p);
 void check_params(const HadamardParams& p);
 void check_params(const QuantSimParams& p);
 void check_params(const StoreEntriesParams& p);
+void check_params(const KvInsertParams& p);
 void check_params(const SparseAttentionParams& p);
 void check_params(const CompressorStepParams& p);
 void check_params(const CompressorEmitParams& p);

@@ -66,6 +66,60 @@ __device__ float block_sum(float v, float* scratch) {
   return s;
 }
 
+// One CTA per row, thread t owns dims 2t, 2t+1: RMSNorm (block sum), RoPE (threads of the rope pairs),
+// Q8 per 64-dim block (one warp each: nope blocks start on warp boundaries), then the entry bytes.
+__global__ void kv_insert_kernel(KvInsertArgs a) {
+  __shared__ float scratch[32];
+  const int64_t row = blockIdx.x;
+  const int t = threadIdx.x, d = a.dim, n = a.dim - a.rope_dim;
+  const int32_t slot = a.slots[row];
+  if (slot < 0) return;  // uniform over the CTA
+  if (!a.table.holds(slot)) {
+    if (t == 0) report(a.err, DeviceError::kStoreSlot);
+    return;
+  }
+  const uint16_t* x = a.x + row * d;
+  const float x0 = bf16_to_f(x[2 * t]), x1 = bf16_to_f(x[2 * t + 1]);
+  const float r = 1.0f / sqrtf(block_sum(x0 * x0 + x1 * x1, scratch) / static_cast<float>(d) + a.eps);
+  float y0 = round_bf16(bf16_to_f(a.norm_weight[2 * t]) * (x0 * r));
+  float y1 = round_bf16(bf16_to_f(a.norm_weight[2 * t + 1]) * (x1 * r));
+  uint8_t* e = a.table.entry(slot);
+  const bool fp8 = a.table.format == EntryFormat::kAttnFp8;
+  if (2 * t >= n) {  // RoPE pair (2t, 2t+1) of the rope part
+    const float angle = static_cast<float>(a.positions[row]) * a.freqs[(2 * t - n) / 2];
+    const float c = static_cast<float>(cos(static_cast<double>(angle)));
+    const float s = static_cast<float>(sin(static_cast<double>(angle)));
+    const float re = y0, im = y1;
+    y0 = round_bf16(__fsub_rn(__fmul_rn(re, c), __fmul_rn(im, s)));
+    y1 = round_bf16(__fadd_rn(__fmul_rn(re, s), __fmul_rn(im, c)));
+    const uint32_t pair = static_cast<uint32_t>(f_to_bf16(y0)) | (static_cast<uint32_t>(f_to_bf16(y1)) << 16);
+    *reinterpret_cast<uint32_t*>(e + (fp8 ? n + 2 * (2 * t - n) : 4 * t)) = pair;  // one 32-bit store
+  } else {  // Q8 of this thread's 64-dim block (the warp's amax), then the entry codec on the result
+    const auto quantize = [](float v0, float v1, uint8_t& c0, uint8_t& c1) {
+      const uint8_t eb = ceil_pow2_e8(fmaxf(warp_max(fmaxf(fabsf(v0), fabsf(v1))), 1e-4f) * (1.0f / 448.0f));
+      const float sc = e8_value(eb);
+      c0 = f_to_e4m3(fminf(fmaxf(v0 / sc, -448.0f), 448.0f));
+      c1 = f_to_e4m3(fminf(fmaxf(v1 / sc, -448.0f), 448.0f));
+      return eb;
+    };
+    uint8_t c0, c1;
+    const float sc = e8_value(quantize(y0, y1, c0, c1));
+    y0 = e4m3_to_f(c0) * sc;  // the simulated values (exact)
+    y1 = e4m3_to_f(c1) * sc;
+    if (fp8) {  // re-encoded as the codec does: the same values, maybe a smaller scale
+      const uint8_t eb = quantize(y0, y1, c0, c1);
+      e[2 * t] = c0;
+      e[2 * t + 1] = c1;
+      if (t % kWarp == 0) e[n + 2 * a.rope_dim + (2 * t) / 64] = eb;
+    } else {
+      const uint32_t pair = static_cast<uint32_t>(f_to_bf16(y0)) | (static_cast<uint32_t>(f_to_bf16(y1)) << 16);
+      *reinterpret_cast<uint32_t*>(e + 4 * t) = pair;
+    }
+  }
+  if (fp8 && t == 0)
+    for (int i = n + 2 * a.rope_dim + n / 64; i < a.table.entry_bytes; ++i) e[i] = 0;
+}
+
 // One block per (token, head), one thread per channel: thread k owns acc[k]. Scores are block sums;
 // P·V re-reads each entry's element k (cheap next to the score pass).
 __global__ void sparse_attention_kernel(AttentionArgs a) {
@@ -157,6 +211,17 @@ void store_entries(const uint16_t* x, int64_t rows, int head_dim, int rope_dim, 
     store_plain_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(x, rows, head_dim, table, slots,
                                                                                  err);
   }
+  DSV4_CUDA_CHECK_LAUNCH();
+}
+
+void kv_insert(const KvInsertArgs& a, cudaStream_t stream) {
+  if (a.rows == 0) return;
+  const int n = a.dim - a.rope_dim;
+  DSV4_CUDA_REQUIRE(n > 0 && n % 64 == 0 && a.rope_dim % 2 == 0 && a.dim <= 2048,
+                    "kv_insert: dim - rope_dim must be a positive multiple of 64 and dim at most 2048");
+  DSV4_CUDA_REQUIRE(a.table.format == EntryFormat::kAttnFp8 || a.table.format == EntryFormat::kBf16,
+                    "kv_insert: the window holds attn-fp8 or bf16 entries");
+  kv_insert_kernel<<<static_cast<unsigned>(a.rows), a.dim / 2, 0, stream>>>(a);
   DSV4_CUDA_CHECK_LAUNCH();
 }
 

@@ -17,6 +17,22 @@ namespace dsv4::cuda {
 void store_entries(const uint16_t* x, int64_t rows, int head_dim, int rope_dim, DeviceTable table, const int32_t* slots,
                    int32_t* err, cudaStream_t stream);
 
+// The fused window insert (backend/ops.h KvInsertParams): RMSNorm, RoPE, Q8 of the nope dims, store.
+struct KvInsertArgs {
+  const uint16_t* x = nullptr;  // [rows, dim]
+  int64_t rows = 0;
+  int dim = 0;
+  int rope_dim = 0;
+  const uint16_t* norm_weight = nullptr;
+  float eps = 1e-6f;
+  const int32_t* positions = nullptr;
+  const float* freqs = nullptr;  // [rope_dim / 2]
+  DeviceTable table;             // kAttnFp8 or kBf16
+  const int32_t* slots = nullptr;
+  int32_t* err = nullptr;
+};
+void kv_insert(const KvInsertArgs& a, cudaStream_t stream);
+
 struct AttentionArgs {
   const uint16_t* q = nullptr;  // [tokens, heads, head_dim]
   uint16_t* out = nullptr;      // [tokens, heads, head_dim]

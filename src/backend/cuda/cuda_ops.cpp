@@ -65,7 +65,8 @@ void CudaOps::rms_norm(const RmsNormParams& p) {
 
 void CudaOps::head_rms_norm(const HeadRmsNormParams& p) {
   check_params(p);
-  cuda::head_rms_norm(p.x, p.rows * p.heads, p.head_dim, p.eps, dev_.stream());
+  head_rms_norm_rope(p.x, p.rows * p.heads, p.heads, p.head_dim, p.eps, p.positions,
+                     p.positions ? frequencies(p.rope) : nullptr, p.rope.rope_dim, dev_.stream());
 }
 
 void CudaOps::rope(const RopeParams& p) {
@@ -93,6 +94,23 @@ void CudaOps::store_entries(const StoreEntriesParams& p) {
   check_params(p);
   cuda::store_entries(p.x, p.rows, p.dims.dim, p.dims.rope_dim, device_table(p.table), p.slots, dev_.error_flag(),
                       dev_.stream());
+}
+
+void CudaOps::kv_insert(const KvInsertParams& p) {
+  check_params(p);
+  KvInsertArgs a;
+  a.x = p.x;
+  a.rows = p.rows;
+  a.dim = p.dims.dim;
+  a.rope_dim = p.dims.rope_dim;
+  a.norm_weight = p.norm_weight;
+  a.eps = p.eps;
+  a.positions = p.positions;
+  a.freqs = frequencies(p.rope);
+  a.table = device_table(p.table);
+  a.slots = p.slots;
+  a.err = dev_.error_flag();
+  cuda::kv_insert(a, dev_.stream());
 }
 
 void CudaOps::sparse_attention(const SparseAttentionParams& p) {

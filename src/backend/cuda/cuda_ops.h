@@ -30,6 +30,7 @@ class CudaOps final : public Ops {
   void hadamard(const HadamardParams& p) override;
   void quant_sim(const QuantSimParams& p) override;
   void store_entries(const StoreEntriesParams& p) override;
+  void kv_insert(const KvInsertParams& p) override;
   void sparse_attention(const SparseAttentionParams& p) override;
   void compressor_step(const CompressorStepParams& p) override;
   void compressor_emit(const CompressorEmitParams& p) override;

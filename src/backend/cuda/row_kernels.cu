@@ -38,8 +38,20 @@ __global__ void rms_norm_kernel(const uint16_t* __restrict__ x, uint16_t* y, con
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = f_to_bf16(load_bf16(w + i) * (load_bf16(xr + i) * r));
 }
 
-// One warp per head.
-__global__ void head_rms_norm_kernel(uint16_t* x, int64_t heads, int d, float eps) {
+// Forward/inverse rotation of one interleaved pair at v (cos/sin in double, rounded to fp32: the
+// correctly rounded value the CPU's libm gives in all but rare cases).
+__device__ __forceinline__ void rotate_pair(uint16_t* v, float angle, bool inverse) {
+  const float c = static_cast<float>(cos(static_cast<double>(angle)));
+  float s = static_cast<float>(sin(static_cast<double>(angle)));
+  if (inverse) s = -s;
+  const float re = load_bf16(v), im = load_bf16(v + 1);
+  v[0] = f_to_bf16(__fsub_rn(__fmul_rn(re, c), __fmul_rn(im, s)));
+  v[1] = f_to_bf16(__fadd_rn(__fmul_rn(re, s), __fmul_rn(im, c)));
+}
+
+// One warp per head; with positions, the head's RoPE follows in the same warp.
+__global__ void head_rms_norm_kernel(uint16_t* x, int64_t heads, int d, float eps, int heads_per_row,
+                                     const int32_t* positions, const float* freqs, int half) {
   const int64_t h = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (h >= heads) return;
@@ -52,6 +64,10 @@ __global__ void head_rms_norm_kernel(uint16_t* x, int64_t heads, int d, float ep
   const float mean = round_bf16(warp_sum(s) / static_cast<float>(d));
   const float r = round_bf16(1.0f / sqrtf(round_bf16(mean + eps)));
   for (int i = lane; i < d; i += kWarp) q[i] = f_to_bf16(load_bf16(q + i) * r);
+  if (!positions) return;
+  __syncwarp();  // the normalised values written by other lanes
+  const float p = static_cast<float>(positions[h / heads_per_row]);
+  for (int pair = lane; pair < half; pair += kWarp) rotate_pair(q + (d - 2 * half) + 2 * pair, p * freqs[pair], false);
 }
 
 // One thread per (row, head, pair). cos/sin in double, rounded to fp32 (the correctly rounded value).
@@ -61,14 +77,8 @@ __global__ void rope_kernel(uint16_t* x, int64_t rows, int heads, int head_dim, 
   if (i >= rows * heads * half) return;
   const int pair = static_cast<int>(i % half);
   const int64_t rh = i / half, row = rh / heads;
-  const float angle = static_cast<float>(positions[row]) * freqs[pair];
-  const float c = static_cast<float>(cos(static_cast<double>(angle)));
-  float s = static_cast<float>(sin(static_cast<double>(angle)));
-  if (inverse) s = -s;
-  uint16_t* v = x + rh * head_dim + (head_dim - 2 * half) + 2 * pair;
-  const float re = load_bf16(v), im = load_bf16(v + 1);
-  v[0] = f_to_bf16(__fsub_rn(__fmul_rn(re, c), __fmul_rn(im, s)));
-  v[1] = f_to_bf16(__fadd_rn(__fmul_rn(re, s), __fmul_rn(im, c)));
+  rotate_pair(x + rh * head_dim + (head_dim - 2 * half) + 2 * pair,
+              static_cast<float>(positions[row]) * freqs[pair], inverse);
 }
 
 // One block per row, dim/2 threads; the butterflies in the CPU's order with exact fp32 adds.
@@ -150,8 +160,14 @@ void rms_norm(const uint16_t* x, uint16_t* y, const uint16_t* w, int64_t rows, i
 }
 
 void head_rms_norm(uint16_t* x, int64_t heads, int head_dim, float eps, cudaStream_t stream) {
+  head_rms_norm_rope(x, heads, 1, head_dim, eps, nullptr, nullptr, 0, stream);
+}
+
+void head_rms_norm_rope(uint16_t* x, int64_t heads, int heads_per_row, int head_dim, float eps,
+                        const int32_t* positions, const float* freqs, int rope_dim, cudaStream_t stream) {
   if (heads == 0) return;
-  head_rms_norm_kernel<<<blocks_for(heads * kWarp, 256), 256, 0, stream>>>(x, heads, head_dim, eps);
+  head_rms_norm_kernel<<<blocks_for(heads * kWarp, 256), 256, 0, stream>>>(x, heads, head_dim, eps, heads_per_row,
+                                                                            positions, freqs, rope_dim / 2);
   DSV4_CUDA_CHECK_LAUNCH();
 }
 

@@ -15,6 +15,10 @@ void rms_norm(const uint16_t* x, uint16_t* y, const uint16_t* w, int64_t rows, i
 
 // Per-head RMS with every step a bf16 op (MODEL.md §5.2), in place; `heads` rows of head_dim.
 void head_rms_norm(uint16_t* x, int64_t heads, int head_dim, float eps, cudaStream_t stream);
+// The same, then (positions set) forward RoPE of each head's last rope_dim dims at the position of its
+// row (heads_per_row heads a row) in the same warp.
+void head_rms_norm_rope(uint16_t* x, int64_t heads, int heads_per_row, int head_dim, float eps,
+                        const int32_t* positions, const float* freqs, int rope_dim, cudaStream_t stream);
 
 // Interleaved RoPE on the last rope_dim dims of every head, in place; freqs: rope_dim/2 fp32
 // frequencies (backend/rope.h) in device memory.

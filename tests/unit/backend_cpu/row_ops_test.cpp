@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "backend/cpu/cpu_ops.h"
+#include "backend/rope.h"
 #include "core/error.h"
 #include "op_test_util.h"
 
@@ -150,6 +153,53 @@ TEST(PagedSlots, RowsStartAnywhereInsideListsThatStartLate) {
   ops.paged_slots({2, 6, list.data(), first.data(), count.data(), pages.data(), base.data(), 1, 3, 4, out.data()});
   // Row 0: items 9..13 -> page 3 entries 1..3, then page 6 entries 0..1; row 1: items 15..19.
   EXPECT_EQ(out, (std::vector<int32_t>{13, 14, 15, 24, 25, -1, 27, 4, 5, 6, 7, -1}));
+}
+
+}  // namespace
+}  // namespace dsv4
+
+namespace dsv4 {
+namespace {
+
+// The fused window insert is exactly rms_norm, rope, Q8 and store_entries in turn; rows with slot −1
+// leave their entries alone.
+TEST(KvInsert, EqualsTheFourStepsInTurn) {
+  CpuOps ops(2);
+  std::mt19937 rng(41);
+  const int64_t rows = 7;
+  const KvEntryDims dims{512, 64};
+  const RopeConfig rope = rope_config(v4_flash_config(), 4);
+  auto x = random_bf16(static_cast<size_t>(rows * dims.dim), rng, 2.0f);
+  auto w = random_bf16(static_cast<size_t>(dims.dim), rng, 0.3f);
+  std::vector<int32_t> pos = {0, 5, 300, 4095, 70000, 1 << 20, 17}, slots = {3, -1, 0, 6, 2, 5, 1};
+  OwnedTable fused(8, KvEntryFormat::kAttnFp8, dims), steps(8, KvEntryFormat::kAttnFp8, dims);
+  ops.kv_insert({x.data(), rows, dims, w.data(), 1e-6f, pos.data(), rope, fused.table, slots.data()});
+  std::vector<uint16_t> kv(x.size());
+  ops.rms_norm({x.data(), kv.data(), w.data(), rows, dims.dim, 1e-6f});
+  ops.rope({kv.data(), rows, 1, dims.dim, pos.data(), rope, false});
+  ops.quant_sim({kv.data(), rows, dims.dim - dims.rope_dim, dims.dim, QuantSim::kFp8, 64});
+  ops.store_entries({kv.data(), rows, dims, steps.table, slots.data()});
+  EXPECT_EQ(fused.bytes, steps.bytes);
+  EXPECT_NE(fused.bytes, std::vector<uint8_t>(fused.bytes.size(), 0xAB)) << "nothing was written";
+  const std::vector<int32_t> bad = {8, -1, 0, 0, 0, 0, 0};
+  EXPECT_THROW(ops.kv_insert({x.data(), rows, dims, w.data(), 1e-6f, pos.data(), rope, fused.table, bad.data()}),
+               Error);
+}
+
+TEST(HeadRmsNorm, WithPositionsEqualsNormThenRope) {
+  CpuOps ops(2);
+  std::mt19937 rng(42);
+  const int64_t rows = 3;
+  const int heads = 4, d = 128;
+  const RopeConfig rope = rope_config(v4_flash_config(), 0);
+  auto q = random_bf16(static_cast<size_t>(rows * heads * d), rng, 3.0f);
+  std::vector<int32_t> pos = {2, 999, 123456};
+  auto fused = q, steps = q;
+  ops.head_rms_norm({fused.data(), rows, heads, d, 1e-6f, pos.data(), rope});
+  ops.head_rms_norm({steps.data(), rows, heads, d, 1e-6f});
+  ops.rope({steps.data(), rows, heads, d, pos.data(), rope, false});
+  EXPECT_EQ(fused, steps);
+  EXPECT_NE(fused, q);
 }
 
 }  // namespace
