@@ -1,6 +1,8 @@
 #include "backend/cuda/cuda_device.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "backend/cuda/cuda_check.h"
@@ -50,6 +52,7 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
 
 CudaDevice::~CudaDevice() {
   cudaStreamSynchronize(stream_);
+  for (const Pinned& b : staging_) cudaFreeHost(b.p);
   cudaFree(err_);
   cudaStreamDestroy(stream_);
 }
@@ -83,8 +86,35 @@ void CudaDevice::release(void* p) {
   if (p) DSV4_CUDA_CHECK(cudaFreeAsync(p, stream_));
 }
 
+void* CudaDevice::stage(size_t bytes) {
+  constexpr size_t kAlign = 256, kBlock = size_t{8} << 20, kCap = size_t{256} << 20;
+  staged_ = (staged_ + kAlign - 1) / kAlign * kAlign;
+  size_t held = 0;
+  for (const Pinned& b : staging_) held += b.bytes;
+  // Bulk uploads (the weights) would pin without bound: wait for the copies in flight and reuse.
+  if (held + bytes > kCap && !staging_.empty()) synchronize();
+  if (staging_.empty() || staged_ + bytes > staging_.back().bytes) {
+    Pinned b;
+    b.bytes = std::max(kBlock, bytes);
+    DSV4_CUDA_CHECK(cudaMallocHost(&b.p, b.bytes));
+    staging_.push_back(b);
+    staged_ = 0;
+  }
+  void* p = static_cast<uint8_t*>(staging_.back().p) + staged_;
+  staged_ += bytes;
+  return p;
+}
+
 void CudaDevice::to_device(void* dst, const void* src, size_t bytes) {
-  if (bytes) DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+  if (!bytes) return;
+  constexpr size_t kStageMax = size_t{64} << 20;  // larger copies (weights) go straight from the source
+  if (bytes > kStageMax) {
+    DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+    return;
+  }
+  void* pinned = stage(bytes);
+  std::memcpy(pinned, src, bytes);
+  DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, pinned, bytes, cudaMemcpyHostToDevice, stream_));
 }
 
 void CudaDevice::to_host(void* dst, const void* src, size_t bytes) {
@@ -102,6 +132,13 @@ void CudaDevice::fill_zero(void* p, size_t bytes) {
 
 void CudaDevice::synchronize() {
   DSV4_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  // Every staged copy has landed: keep one block (the largest) for the next step, free the rest.
+  if (staging_.size() > 1) {
+    std::sort(staging_.begin(), staging_.end(), [](const Pinned& a, const Pinned& b) { return a.bytes < b.bytes; });
+    for (size_t i = 0; i + 1 < staging_.size(); ++i) DSV4_CUDA_CHECK(cudaFreeHost(staging_[i].p));
+    staging_.erase(staging_.begin(), staging_.end() - 1);
+  }
+  staged_ = 0;
   check_errors();
 }
 

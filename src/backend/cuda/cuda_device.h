@@ -1,4 +1,6 @@
-// CudaDevice: GPU memory and the one stream every CUDA op of a model runs on. Allocations come from a
+// CudaDevice: GPU memory and the one stream every CUDA op of a model runs on. Host-to-device copies go
+// through pinned staging memory, so they are truly asynchronous (a pageable source would make the
+// driver wait for the stream) and legal to capture; staging is recycled at each synchronisation. Allocations come from a
 // stream-ordered pool (cudaMallocAsync) that keeps freed memory, so the model's per-step scratch
 // costs no driver call after warm-up and stays legal inside CUDA graph capture. Kernels record index
 // errors in a device flag (device_table.h); every copy back to the host synchronises the stream and
@@ -9,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "backend/device.h"
 
@@ -38,6 +41,15 @@ class CudaDevice final : public Device {
 
  private:
   void check_errors();
+  // `bytes` of pinned staging valid until the next synchronize().
+  void* stage(size_t bytes);
+
+  struct Pinned {
+    void* p = nullptr;
+    size_t bytes = 0;
+  };
+  std::vector<Pinned> staging_;  // blocks; the last one is being filled
+  size_t staged_ = 0;            // bytes used of the last block
 
   int ordinal_ = 0;
   cudaStream_t stream_ = nullptr;
