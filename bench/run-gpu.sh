@@ -30,7 +30,14 @@ step() {  # step NAME COMMAND...: runs it, logs under $OUT, records pass/fail an
 }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader >"$OUT/gpu.txt"
-step gpu-tests "$STAGE/bin/test_gpu" --gtest_output=json:"$OUT/gpu-tests.json"
+# One process per test suite: a kernel fault (a sticky CUDA error) then costs only its own suite.
+suites=$("$STAGE/bin/test_gpu" --gtest_list_tests 2>/dev/null | grep -v '^ ' | tr -d '.')
+for suite in $suites; do
+  case "$suite" in DISABLED_*) continue ;; esac
+  [ -n "${DSV4_GPU_TESTS:-}" ] && ! echo "$suite" | grep -Eq "$DSV4_GPU_TESTS" && continue
+  step "gpu-$suite" timeout "${DSV4_GPU_SUITE_TIMEOUT:-300}" "$STAGE/bin/test_gpu" --gtest_filter="$suite.*" \
+    --gtest_output=json:"$OUT/gpu-$suite.json"
+done
 for set in tiny-a tiny-b; do
   step "golden-check-cuda-$set" "$STAGE/bin/dsv4" golden-check "$DSV4_SHARED/golden/$set" --backend cuda
 done

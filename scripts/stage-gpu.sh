@@ -15,6 +15,7 @@ bins=("$BUILD_DIR/tools/dsv4")
 [ -x "$BUILD_DIR/tests/gpu/test_gpu" ] && bins+=("$BUILD_DIR/tests/gpu/test_gpu")
 for b in ${DSV4_GPU_BENCHES:-}; do bins+=("$BUILD_DIR/bench/$b"); done
 cp "${bins[@]}" "$STAGE/bin/"
+strip --strip-debug "$STAGE"/bin/* 2>/dev/null || true  # the carry is capped at 64 MiB
 # Libraries from Debian packages travel; the C runtime and CUDA's own libraries are there already.
 for b in "${bins[@]}"; do
   ldd "$b" | awk '/=> \// {print $3}'
