@@ -146,7 +146,8 @@ struct KvInsertParams {
 // prefill (S tokens from 0) width min(S, W), row t = max(0, t−W+1)+j with −1 where that exceeds t;
 // decode width W, ring order oldest → newest (−1 for never-written slots). Compressed: ratio 128
 // prefill width S/128, row t = j with −1 where j ≥ (t+1)/128; decode width (p+1)/128 ascending;
-// ratio 4: the indexer's top-k row. Inverse RoPE of the output is a separate rope() call.
+// ratio 4: the indexer's top-k row. With positions set, the output's inverse RoPE follows in the same
+// pass (= rope(out, inverse) on the bf16 output: the reference's o → inverse RoPE → bf16 feeding wo_a).
 struct SparseAttentionParams {
   const uint16_t* q = nullptr;  // [tokens, heads, head_dim] bf16, normed and roped
   uint16_t* out = nullptr;      // [tokens, heads, head_dim] bf16
@@ -162,6 +163,8 @@ struct SparseAttentionParams {
   EntryTable compressed{};
   const int32_t* compressed_slots = nullptr;  // [tokens, compressed_width]; may be null when width 0
   int32_t compressed_width = 0;
+  const int32_t* positions = nullptr;  // [tokens] for the fused inverse RoPE, or null
+  RopeConfig rope{};
 };
 
 // Compressor, step half (§5.5): for each token p, a_p = fp32(x_p)·wkvᵀ and g_p = fp32(x_p)·wgateᵀ +

@@ -199,8 +199,9 @@ void Model::attention(const Layer& L, const StepIndex& s, KvAccess& kv, const ui
   p.window = kv.table(L.index, KvKind::kWindow);
   p.window_slots = s.layers[static_cast<size_t>(L.index)].window_read.data();
   p.window_width = s.window_width;
+  p.positions = s.positions.data();  // inverse RoPE of the output, fused
+  p.rope = L.rope;
   ops_.sparse_attention(p);
-  ops_.rope({o.data(), T, H, d, s.positions.data(), L.rope, true});
 
   auto u = scratch<uint16_t>(dev_, T * cfg_.o_groups * cfg_.o_lora_rank);
   LinearParams wo_a{o.data(), T, L.wo_a, u.data()};

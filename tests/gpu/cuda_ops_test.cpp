@@ -316,10 +316,14 @@ TEST_F(CudaOpsTest, StoreAndSparseAttentionMatchCpu) {
     for (auto& s : win) s = rng() % 7 == 0 ? -1 : static_cast<int32_t>(rng() % c.entries);
     for (auto& s : cmp) s = rng() % 5 == 0 ? -1 : static_cast<int32_t>(rng() % c.entries);
     std::vector<uint16_t> out(q.size());
+    std::vector<int32_t> pos(static_cast<size_t>(c.tokens));
+    for (auto& p : pos) p = static_cast<int32_t>(rng() % (1 << 20));
     for (auto* v : {&q, &out}) m.add(*v);
     m.add(sink);
     m.add(win);
     m.add(cmp);
+    m.add(pos);
+    const RopeConfig rope = rope_config(v4_flash_config(), 4);
     auto attn = [&](auto P) {
       SparseAttentionParams p;
       p.q = P(q.data());
@@ -336,6 +340,8 @@ TEST_F(CudaOpsTest, StoreAndSparseAttentionMatchCpu) {
       p.compressed = P(table.table);
       p.compressed_slots = P(cmp.data());
       p.compressed_width = c.compressed;
+      p.positions = P(pos.data());  // with the fused inverse RoPE of the output
+      p.rope = rope;
       return p;
     };
     cpu_.sparse_attention(attn(Host{}));

@@ -30,7 +30,6 @@ DSV4_CPU_OP(rope, RopeParams)
 DSV4_CPU_OP(hadamard, HadamardParams)
 DSV4_CPU_OP(quant_sim, QuantSimParams)
 DSV4_CPU_OP(store_entries, StoreEntriesParams)
-DSV4_CPU_OP(sparse_attention, SparseAttentionParams)
 DSV4_CPU_OP(compressor_step, CompressorStepParams)
 DSV4_CPU_OP(compressor_emit, CompressorEmitParams)
 DSV4_CPU_OP(indexer_topk, IndexerTopkParams)
@@ -43,6 +42,12 @@ DSV4_CPU_OP(embed, EmbedParams)
 DSV4_CPU_OP(paged_slots, PagedSlotsParams)
 
 #undef DSV4_CPU_OP
+
+void CpuOps::sparse_attention(const SparseAttentionParams& p) {
+  check_params(p);
+  cpu::sparse_attention(pool_, p);
+  if (p.positions) cpu::rope(pool_, {p.out, p.tokens, p.heads, p.head_dim, p.positions, p.rope, true});
+}
 
 void CpuOps::head_rms_norm(const HeadRmsNormParams& p) {
   check_params(p);

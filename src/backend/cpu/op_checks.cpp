@@ -170,6 +170,7 @@ void check_params(const SparseAttentionParams& p) {
   need(p.out, op, "out");
   if (p.window_width > 0) need(p.window_slots, op, "window_slots");
   if (p.compressed_width > 0) need(p.compressed_slots, op, "compressed_slots");
+  if (p.positions) check_rope(p.rope, p.head_dim, op);
 }
 
 void check_params(const CompressorStepParams& p) {

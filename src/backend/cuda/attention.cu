@@ -1,6 +1,7 @@
 #include "backend/cuda/attention.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/row_kernels.h"
 
 namespace dsv4::cuda {
 namespace {
@@ -227,8 +228,9 @@ void kv_insert(const KvInsertArgs& a, cudaStream_t stream) {
 
 void sparse_attention(const AttentionArgs& a, cudaStream_t stream) {
   if (a.tokens * a.heads == 0) return;
-  if (mqa_fast_path(a)) return sparse_attention_mqa(a, stream);
+  if (mqa_fast_path(a)) return sparse_attention_mqa(a, stream);  // inverse RoPE in its epilogue
   sparse_attention_generic(a, stream);
+  if (a.positions) rope(a.out, a.tokens, a.heads, a.head_dim, a.rope_dim, a.positions, a.freqs, true, stream);
 }
 
 void sparse_attention_generic(const AttentionArgs& a, cudaStream_t stream) {

@@ -47,6 +47,22 @@ __device__ __forceinline__ uint32_t pack(float lo, float hi) {
   return static_cast<uint32_t>(f_to_bf16(lo)) | (static_cast<uint32_t>(f_to_bf16(hi)) << 16);
 }
 
+// Output columns 2c, 2c+1 of token t: bf16, then (positions set, c in the rope part) the inverse RoPE
+// of the bf16 pair, as a separate rope() would do it.
+__device__ __forceinline__ uint32_t output_pair(const AttentionArgs& a, int64_t t, int c, float x, float y) {
+  x = round_bf16(x);
+  y = round_bf16(y);
+  if (a.positions && 2 * c >= kNope) {
+    const float angle = static_cast<float>(a.positions[t]) * a.freqs[(2 * c - kNope) / 2];
+    const float cs = static_cast<float>(cos(static_cast<double>(angle)));
+    const float sn = -static_cast<float>(sin(static_cast<double>(angle)));
+    const float re = x, im = y;
+    x = __fsub_rn(__fmul_rn(re, cs), __fmul_rn(im, sn));
+    y = __fadd_rn(__fmul_rn(re, sn), __fmul_rn(im, cs));
+  }
+  return pack(x, y);
+}
+
 // Slot of list element g of token t (−1: none); an unusable slot is reported and treated as none.
 __device__ int32_t list_slot(const AttentionArgs& a, int64_t t, int64_t g) {
   const bool w = g < a.window_width;
@@ -198,7 +214,7 @@ __global__ void __launch_bounds__(kThreads) mqa_partial_kernel(MqaArgs ma) {
         continue;
       }
       const float denom = sm.l[h] + expf(a.sink[group * kHeads + h] - m);
-      out[c] = pack(acc[h][0] / denom, acc[h][1] / denom);
+      out[c] = output_pair(a, t, c, acc[h][0] / denom, acc[h][1] / denom);
     }
     return;
   }
@@ -237,7 +253,7 @@ __global__ void __launch_bounds__(kThreads) mqa_combine_kernel(MqaArgs ma) {
     y += v.y * w;
   }
   const float denom = l + expf(a.sink[h] - m);
-  out[c] = pack(x / denom, y / denom);
+  out[c] = output_pair(a, th / a.heads, c, x / denom, y / denom);
 }
 
 }  // namespace

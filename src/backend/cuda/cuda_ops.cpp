@@ -131,6 +131,8 @@ void CudaOps::sparse_attention(const SparseAttentionParams& p) {
   a.compressed_slots = p.compressed_slots;
   a.compressed_width = p.compressed_width;
   a.err = dev_.error_flag();
+  a.positions = p.positions;
+  a.freqs = p.positions ? frequencies(p.rope) : nullptr;
   cuda::sparse_attention(a, dev_.stream());
 }
 
