@@ -114,9 +114,9 @@ double time_ms(const std::vector<std::function<void()>>& variants, int reps = 20
 }
 
 void emit(const std::string& row, double ms, double bytes, double flops) {
-  std::printf("%s\n", nlohmann::json{{"row", row}, {"side", "dsv4"}, {"ms", ms}, {"bytes", bytes}, {"flops", flops}}
-                          .dump()
-                          .c_str());
+  std::printf(
+      "%s\n",
+      nlohmann::json{{"row", row}, {"side", "dsv4"}, {"ms", ms}, {"bytes", bytes}, {"flops", flops}}.dump().c_str());
   std::fflush(stdout);
 }
 
@@ -187,7 +187,8 @@ void indexer_rows(Ops& ops) {
       const int copies = copies_for(static_cast<double>(b * n * eb));
       std::vector<std::function<void()>> variants;
       std::vector<int32_t> key_slots(static_cast<size_t>(b * n)), seq(static_cast<size_t>(b)),
-          pos(static_cast<size_t>(b), static_cast<int32_t>(ctx - 1)), count(static_cast<size_t>(b), static_cast<int32_t>(n));
+          pos(static_cast<size_t>(b), static_cast<int32_t>(ctx - 1)),
+          count(static_cast<size_t>(b), static_cast<int32_t>(n));
       for (int64_t i = 0; i < b * n; ++i) key_slots[static_cast<size_t>(i)] = static_cast<int32_t>(i);
       for (int64_t s = 0; s < b; ++s) seq[static_cast<size_t>(s)] = static_cast<int32_t>(s);
       for (int c = 0; c < copies; ++c) {
@@ -226,17 +227,20 @@ void compressor_rows(Ops& ops) {
   const ModelConfig flash = v4_flash_config();
   for (const int64_t b : {1, 32}) {
     Buffers buf;
-    std::vector<int32_t> pos(static_cast<size_t>(b)), state_slots(static_cast<size_t>(b)), blocks(static_cast<size_t>(b)),
-        rows(static_cast<size_t>(b * c * ratio)), out_slots(static_cast<size_t>(b));
+    std::vector<int32_t> pos(static_cast<size_t>(b)), state_slots(static_cast<size_t>(b)),
+        blocks(static_cast<size_t>(b)), rows(static_cast<size_t>(b * c * ratio)), out_slots(static_cast<size_t>(b));
     for (int64_t t = 0; t < b; ++t) {
       pos[static_cast<size_t>(t)] = static_cast<int32_t>(4 * t + 3);
       state_slots[static_cast<size_t>(t)] = static_cast<int32_t>(t * c * ratio + c * ratio - 1);
       blocks[static_cast<size_t>(t)] = static_cast<int32_t>(t);
-      for (int r = 0; r < c * ratio; ++r) rows[static_cast<size_t>(t * c * ratio + r)] = static_cast<int32_t>(t * c * ratio + r);
+      for (int r = 0; r < c * ratio; ++r)
+        rows[static_cast<size_t>(t * c * ratio + r)] = static_cast<int32_t>(t * c * ratio + r);
       out_slots[static_cast<size_t>(t)] = static_cast<int32_t>(t);
     }
-    uint8_t* state = buf.make<uint8_t>(static_cast<size_t>(b * c * ratio * kv_entry_bytes(KvEntryFormat::kF32, sdims)), Fill::kZero);
-    uint8_t* out = buf.make<uint8_t>(static_cast<size_t>(b * kv_entry_bytes(KvEntryFormat::kAttnFp8, odims)), Fill::kZero);
+    uint8_t* state =
+        buf.make<uint8_t>(static_cast<size_t>(b * c * ratio * kv_entry_bytes(KvEntryFormat::kF32, sdims)), Fill::kZero);
+    uint8_t* out =
+        buf.make<uint8_t>(static_cast<size_t>(b * kv_entry_bytes(KvEntryFormat::kAttnFp8, odims)), Fill::kZero);
     CompressorStepParams st;
     st.x = buf.make<uint16_t>(static_cast<size_t>(b * dim), Fill::kBf16);
     st.tokens = b;
@@ -273,8 +277,8 @@ void compressor_rows(Ops& ops) {
 // (d) FP8 GEMMs at the V4-Flash shapes.
 void gemm_rows(Ops& ops) {
   const std::pair<const char*, std::pair<int64_t, int64_t>> shapes[] = {
-      {"wq_a", {1024, 4096}},      {"wq_b", {32768, 1024}},     {"wkv", {512, 4096}},
-      {"wo_b", {4096, 8192}},      {"shared_w1", {2048, 4096}}, {"shared_w2", {4096, 2048}}};
+      {"wq_a", {1024, 4096}}, {"wq_b", {32768, 1024}},     {"wkv", {512, 4096}},
+      {"wo_b", {4096, 8192}}, {"shared_w1", {2048, 4096}}, {"shared_w2", {4096, 2048}}};
   for (const auto& [name, nk] : shapes) {
     const auto [n, k] = nk;
     for (const int64_t m : {1, 32, 256, 8192}) {

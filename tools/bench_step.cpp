@@ -91,7 +91,8 @@ double prefill_flops(const ModelConfig& c, const LoadedModel& m, int64_t p) {
       continue;
     double n = static_cast<double>(t->shape[0]) * static_cast<double>(t->shape[1]);
     if (t->dtype == DType::kI8) n *= 2;  // packed FP4
-    if (name.find(".ffn.experts.") != std::string::npos) n *= static_cast<double>(c.n_activated_experts) / c.n_routed_experts;
+    if (name.find(".ffn.experts.") != std::string::npos)
+      n *= static_cast<double>(c.n_activated_experts) / c.n_routed_experts;
     params += n;
   }
   double attn = 0;
@@ -205,9 +206,14 @@ void run(const StepArgs& a) {
   if (a.prefill > 0) rows.push_back(time_prefill(model, *backend.device, m, a.prefill, std::max(1, a.reps / 2)));
   if (a.json) {
     for (const Row& r : rows)
-      fmt::print("{}\n", nlohmann::json{{"test", r.test}, {"backend", backend.name}, {"batch", r.batch},
-                                        {"context", r.context}, {"ms", r.ms}, {"tokens_per_s", r.tokens_per_s},
-                                        {"bytes", r.bytes}, {"flops", r.flops}}
+      fmt::print("{}\n", nlohmann::json{{"test", r.test},
+                                        {"backend", backend.name},
+                                        {"batch", r.batch},
+                                        {"context", r.context},
+                                        {"ms", r.ms},
+                                        {"tokens_per_s", r.tokens_per_s},
+                                        {"bytes", r.bytes},
+                                        {"flops", r.flops}}
                              .dump());
     return;
   }

@@ -3,12 +3,13 @@
 // arrays (slots, positions) in; everything else stays on the device.
 #pragma once
 
+#include <unistd.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
-#include <unistd.h>
 #include <vector>
 
 namespace dsv4 {

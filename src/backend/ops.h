@@ -126,7 +126,7 @@ struct StoreEntriesParams {
 struct KvInsertParams {
   const uint16_t* x = nullptr;  // [rows, dim] bf16 (the wkv output)
   int64_t rows = 0;
-  KvEntryDims dims{};  // dim, rope_dim
+  KvEntryDims dims{};                     // dim, rope_dim
   const uint16_t* norm_weight = nullptr;  // [dim] bf16
   float eps = 1e-6f;
   const int32_t* positions = nullptr;  // [rows]

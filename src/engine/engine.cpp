@@ -9,9 +9,9 @@
 
 #include "core/error.h"
 #include "engine/model_runner.h"
+#include "engine/stop_check.h"
 #include "model/device_kv_memory.h"
 #include "model/placed_weights.h"
-#include "engine/stop_check.h"
 
 namespace dsv4 {
 namespace {
@@ -31,8 +31,8 @@ int64_t gpu_kv_budget(const EngineConfig& c, const ModelConfig& m, const Device&
   DSV4_CHECK(c.gpu_memory_utilization > 0 && c.gpu_memory_utilization <= 1,
              "--gpu-memory-utilization must lie in (0, 1], got {}", c.gpu_memory_utilization);
   const double usable = c.gpu_memory_utilization * static_cast<double>(dev.memory_capacity());
-  const double widest = static_cast<double>(std::max<int64_t>({m.hc_dim(), int64_t{m.n_heads} * m.head_dim,
-                                                                m.n_activated_experts * m.moe_inter_dim * 2}));
+  const double widest = static_cast<double>(
+      std::max<int64_t>({m.hc_dim(), int64_t{m.n_heads} * m.head_dim, m.n_activated_experts * m.moe_inter_dim * 2}));
   const double reserve = 2.0 * (1 << 30) + 16.0 * static_cast<double>(c.max_num_batched_tokens) * widest * 2 +
                          static_cast<double>(c.max_num_seqs) * static_cast<double>(m.vocab_size) * 8;
   const double budget = usable - static_cast<double>(c.weight_bytes) - reserve;
@@ -81,8 +81,8 @@ Engine::Engine(const ModelConfig& model, EngineConfig config, ExecutorFactory fa
   spdlog::info(
       "engine: backend {} ({}), max_model_len {}, max_num_seqs {}, max_num_batched_tokens {}, KV pools {} B of "
       "--kv-cache-memory {} B, prefix caching {}, chunked prefill policy {}",
-      config_.backend, backend_.description, cache_.max_model_len, config_.max_num_seqs, config_.max_num_batched_tokens, cache_.pool_bytes,
-      cache_.kv_cache_memory, config_.enable_prefix_caching ? "on" : "off",
+      config_.backend, backend_.description, cache_.max_model_len, config_.max_num_seqs, config_.max_num_batched_tokens,
+      cache_.pool_bytes, cache_.kv_cache_memory, config_.enable_prefix_caching ? "on" : "off",
       chunk_policy_name(config_.chunked_prefill_policy));
   publish_stats();
   thread_ = std::thread([this] { loop(); });

@@ -24,7 +24,7 @@ struct EngineConfig {
   int64_t kv_cache_memory = 0;
   double gpu_memory_utilization = 0.9;
   int64_t weight_bytes = 0;  // set by the engine: device bytes of the placed weights
-  int64_t block_size = 256;     // only 256 (the cache's logical block)
+  int64_t block_size = 256;  // only 256 (the cache's logical block)
   KvDTypes kv_dtypes;
 
   bool enable_prefix_caching = true;

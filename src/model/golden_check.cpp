@@ -10,9 +10,9 @@
 #include "core/error.h"
 #include "core/number_formats.h"
 #include "io/safetensors.h"
-#include "model/paged_kv.h"
 #include "model/model.h"
 #include "model/model_loader.h"
+#include "model/paged_kv.h"
 
 namespace dsv4 {
 namespace fs = std::filesystem;
@@ -38,7 +38,7 @@ int64_t scalar_i32(const SafetensorsFile& f, const std::string& name) {
 
 // The README's call pattern, through any per-step function of (batch) -> rows.
 struct Pattern {
-  int64_t B, P, N, L;  // sequences, prefill length, decode steps, ids per sequence
+  int64_t B, P, N, L;        // sequences, prefill length, decode steps, ids per sequence
   std::vector<int32_t> ids;  // [B, L]
 
   ForwardBatch prefill() const {
@@ -55,8 +55,9 @@ struct Pattern {
   // Allocates the batch's positions in the cache (what the scheduler does before a step).
   void allocate(OwnedPagedCache& pc, const ForwardBatch& b) const {
     for (const auto& s : b.seqs)
-      pc.allocate(s.seq, s.count, std::span<const int32_t>(&ids[static_cast<size_t>(s.seq * L)],
-                                                           static_cast<size_t>(s.start + s.count)));
+      pc.allocate(
+          s.seq, s.count,
+          std::span<const int32_t>(&ids[static_cast<size_t>(s.seq * L)], static_cast<size_t>(s.start + s.count)));
   }
   ForwardBatch decode(int64_t k) const {  // step k >= 1 feeds position P + k - 1
     ForwardBatch b;
@@ -127,7 +128,8 @@ double check_block(Model& model, const LoadedModel& m, const Pattern& pat, const
   };
   run(pat.prefill());
   for (int64_t k = 1; k <= pat.N; ++k) run(pat.decode(k));
-  for (auto& [b, v] : prof) spdlog::info("block {} positions [{}, {}): rms_rel {:.5f}", l, b * 64, b * 64 + 64, std::sqrt(v.first / v.second));
+  for (auto& [b, v] : prof)
+    spdlog::info("block {} positions [{}, {}): rms_rel {:.5f}", l, b * 64, b * 64 + 64, std::sqrt(v.first / v.second));
   return std::sqrt(diff / ref);
 }
 
@@ -184,8 +186,8 @@ GoldenResult run_golden_check(const GoldenOptions& o, Ops& ops, Device& dev) {
     r.rms_ratio = rms_ratio(got, want);
     int64_t agree = 0;
     const int64_t rows = (pat.N + 1) * pat.B;
-    for (int64_t i = 0; i < rows; ++i) agree += first_argmax(&got[static_cast<size_t>(i * V)], V) ==
-                                                first_argmax(&want[static_cast<size_t>(i * V)], V);
+    for (int64_t i = 0; i < rows; ++i)
+      agree += first_argmax(&got[static_cast<size_t>(i * V)], V) == first_argmax(&want[static_cast<size_t>(i * V)], V);
     r.argmax_agreement = static_cast<double>(agree) / static_cast<double>(rows);
     spdlog::info("golden: end to end rms_ratio {:.4f}, argmax agreement {}/{}", r.rms_ratio, agree, rows);
   }
@@ -194,7 +196,8 @@ GoldenResult run_golden_check(const GoldenOptions& o, Ops& ops, Device& dev) {
     const auto layers = SafetensorsFile::open(layers_path);
     for (int l = 0; l < m.config.n_layers; ++l) {
       r.blocks.push_back({l, check_block(model, m, pat, layers, l, dev)});
-      spdlog::info("golden: block {} (ratio {}) rms_rel {:.5f}", l, m.config.compress_ratio(l), r.blocks.back().rms_rel);
+      spdlog::info("golden: block {} (ratio {}) rms_rel {:.5f}", l, m.config.compress_ratio(l),
+                   r.blocks.back().rms_rel);
     }
   }
   r.thresholds = o.thresholds;

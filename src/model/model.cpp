@@ -12,9 +12,12 @@ namespace {
 
 Weight to_weight(const LinearWeight& w) {
   switch (w.format) {
-    case WeightFormat::kFp8: return Weight::fp8(w.fp8());
-    case WeightFormat::kFp4: return Weight::fp4(w.fp4());
-    case WeightFormat::kBf16: return Weight::bf16(w.bf16(), w.out, w.in);
+    case WeightFormat::kFp8:
+      return Weight::fp8(w.fp8());
+    case WeightFormat::kFp4:
+      return Weight::fp4(w.fp4());
+    case WeightFormat::kBf16:
+      return Weight::bf16(w.bf16(), w.out, w.in);
   }
   return {};
 }
@@ -32,7 +35,8 @@ std::vector<uint16_t> dequant_bf16(const LinearWeight& w) {
   std::vector<float> row(static_cast<size_t>(w.in));
   for (int64_t r = 0; r < w.out; ++r) {
     w.fp8().dequant_row(r, row);
-    for (int64_t c = 0; c < w.in; ++c) out[static_cast<size_t>(r * w.in + c)] = float_to_bf16(row[static_cast<size_t>(c)]);
+    for (int64_t c = 0; c < w.in; ++c)
+      out[static_cast<size_t>(r * w.in + c)] = float_to_bf16(row[static_cast<size_t>(c)]);
   }
   return out;
 }
@@ -143,8 +147,7 @@ void Model::run_block(const Layer& L, const StepIndex& s, KvAccess& kv, uint16_t
     body(x.data(), y.data());
     ops_.hc_post({y.data(), h, post.data(), comb.data(), h, T, hc, D});
   };
-  sublayer(L.w->hc_attn, L.w->attn_norm,
-           [&](const uint16_t* in, uint16_t* out) { attention(L, s, kv, in, out); });
+  sublayer(L.w->hc_attn, L.w->attn_norm, [&](const uint16_t* in, uint16_t* out) { attention(L, s, kv, in, out); });
   sublayer(L.w->hc_ffn, L.w->ffn_norm, [&](const uint16_t* in, uint16_t* out) { moe(L, s, in, out); });
 }
 

@@ -47,8 +47,8 @@ class Model {
   void run_block(const Layer& L, const StepIndex& s, KvAccess& kv, uint16_t* h);
 
   ModelConfig cfg_;
-  PlacedWeights placed_;  // the weights where ops read them
-  const ModelWeights& w_;   // = placed_.get()
+  PlacedWeights placed_;   // the weights where ops read them
+  const ModelWeights& w_;  // = placed_.get()
   Ops& ops_;
   Device& dev_;
   std::vector<Layer> layers_;

@@ -11,22 +11,30 @@ namespace {
 
 const char* group_name(KvKind kind, int ratio) {
   switch (kind) {
-    case KvKind::kWindow: return "swa";
-    case KvKind::kCompressorState: return ratio == 4 ? "c4.state" : "c128.state";
-    case KvKind::kIndexerState: return "c4.index.state";
-    case KvKind::kCompressed: return ratio == 4 ? "c4.kv" : "c128.kv";
-    case KvKind::kIndexerKey: return "c4.index";
+    case KvKind::kWindow:
+      return "swa";
+    case KvKind::kCompressorState:
+      return ratio == 4 ? "c4.state" : "c128.state";
+    case KvKind::kIndexerState:
+      return "c4.index.state";
+    case KvKind::kCompressed:
+      return ratio == 4 ? "c4.kv" : "c128.kv";
+    case KvKind::kIndexerKey:
+      return "c4.index";
   }
   return "";
 }
 
 bool applies(KvKind kind, int ratio) {
   switch (kind) {
-    case KvKind::kWindow: return true;
+    case KvKind::kWindow:
+      return true;
     case KvKind::kCompressorState:
-    case KvKind::kCompressed: return ratio != 0;
+    case KvKind::kCompressed:
+      return ratio != 0;
     case KvKind::kIndexerState:
-    case KvKind::kIndexerKey: return ratio == 4;
+    case KvKind::kIndexerKey:
+      return ratio == 4;
   }
   return false;
 }
@@ -115,8 +123,8 @@ ItemPages PagedKv::item_pages(int32_t seq, int layer, KvKind kind, int64_t begin
   // Items map to pages contiguously (item i: page i / epp, entry i mod epp) in full units (entries
   // per 256-block) and in sliding units whose pages tile their period; anything else goes item by item.
   const bool per_entry = kind == KvKind::kCompressed || kind == KvKind::kIndexerKey;
-  const bool tiled = u.sliding() ? !per_entry && u.period % u.positions_per_page == 0
-                                 : per_entry && epp * w.ratio == kKvBlockTokens;
+  const bool tiled =
+      u.sliding() ? !per_entry && u.period % u.positions_per_page == 0 : per_entry && epp * w.ratio == kKvBlockTokens;
   if (!tiled) return KvAccess::item_pages(seq, layer, kind, begin, end);
   ItemPages p;
   p.per_page = static_cast<int32_t>(epp);
@@ -169,8 +177,8 @@ void OwnedPagedCache::add(int32_t seq, int64_t prompt_len) {
 }
 
 void OwnedPagedCache::allocate(int32_t seq, int64_t n, std::span<const int32_t> tokens) {
-  DSV4_CHECK(mgr_->allocate(static_cast<KvRequestId>(seq), n, tokens), "paged cache: no room for {} more positions of {}",
-             n, seq);
+  DSV4_CHECK(mgr_->allocate(static_cast<KvRequestId>(seq), n, tokens),
+             "paged cache: no room for {} more positions of {}", n, seq);
 }
 
 }  // namespace dsv4

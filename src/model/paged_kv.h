@@ -4,16 +4,15 @@
 // block's per-layer pages.
 #pragma once
 
+#include <memory>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
+#include "backend/device.h"
 #include "core/model_config.h"
 #include "kv/kv_cache_manager.h"
-#include "backend/device.h"
 #include "kv/kv_memory.h"
-
-#include <memory>
-#include <span>
 #include "model/dense_kv.h"
 #include "model/kv_access.h"
 

@@ -93,7 +93,9 @@ class TensorWalker {
 uint64_t walked_bytes(const ModelWeights& w, const ModelConfig& cfg) {
   uint64_t total = 0;
   ModelWeights probe = w;
-  TensorWalker(cfg, [&](const void*&, uint64_t bytes) { total += (bytes + kAlign - 1) / kAlign * kAlign; }).model(probe);
+  TensorWalker(cfg, [&](const void*&, uint64_t bytes) {
+    total += (bytes + kAlign - 1) / kAlign * kAlign;
+  }).model(probe);
   return total;
 }
 

@@ -88,7 +88,8 @@ LayerIndex build_layer(Device& dev, Ops& ops, const ModelConfig& cfg, const Forw
   std::vector<int32_t> w_list(static_cast<size_t>(tokens)), w_first(w_list.size()), w_count(w_list.size());
   for (size_t k = 0; k < b.seqs.size(); ++k) {
     const auto& s = b.seqs[k];
-    windows.push_back(kv.item_pages(s.seq, l, KvKind::kWindow, std::max<int64_t>(0, s.start - W + 1), s.start + s.count));
+    windows.push_back(
+        kv.item_pages(s.seq, l, KvKind::kWindow, std::max<int64_t>(0, s.start - W + 1), s.start + s.count));
     check_resident(windows.back(), s.seq, "window");
     for (int64_t i = 0; i < s.count; ++i) {
       const int64_t t = s.start + i, from = std::max<int64_t>(0, t - W + 1);

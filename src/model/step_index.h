@@ -27,7 +27,7 @@ struct EmitList {
 struct LayerIndex {
   DeviceArray<int32_t> window_write;  // [tokens]
   DeviceArray<int32_t> window_read;   // [tokens, window]: positions t-W+1..t ascending, -1 padded
-  DeviceArray<int32_t> state_slots;  // [tokens] attention compressor rows
+  DeviceArray<int32_t> state_slots;   // [tokens] attention compressor rows
   EmitList emit;
   // ratio 128: every visible entry per query, ascending, -1 padded. ratio 4: unused.
   DeviceArray<int32_t> compressed_slots;
@@ -44,12 +44,12 @@ struct LayerIndex {
 struct StepIndex {
   int64_t tokens = 0;
   int64_t slices = 0;
-  DeviceArray<int32_t> token_ids;     // [tokens]
-  DeviceArray<int32_t> positions;     // [tokens]
-  DeviceArray<int32_t> token_slice;   // [tokens] slice index of each token
+  DeviceArray<int32_t> token_ids;    // [tokens]
+  DeviceArray<int32_t> positions;    // [tokens]
+  DeviceArray<int32_t> token_slice;  // [tokens] slice index of each token
   int32_t window_width = 0;
-  std::vector<LayerIndex> layers;     // [main layers]
-  std::vector<int64_t> logit_rows;    // host: the last token of every slice that wants logits
+  std::vector<LayerIndex> layers;   // [main layers]
+  std::vector<int64_t> logit_rows;  // host: the last token of every slice that wants logits
 
   // Long slot lists (indexer keys, ratio-128 entries) are expanded from page lists by ops.paged_slots.
   StepIndex(Device& dev, Ops& ops, const ModelConfig& cfg, const ForwardBatch& batch, const KvAccess& kv);

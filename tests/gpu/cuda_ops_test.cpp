@@ -3,6 +3,8 @@
 // outputs are judged by normalised error, discrete ones (top-k, routing, quantized entries) must be
 // identical; device outputs are poisoned (0xFF = NaN) before every run, and every CUDA op runs twice
 // and must give the same bits.
+#include "backend/cuda/cuda_ops.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,7 +15,6 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_device.h"
-#include "backend/cuda/cuda_ops.h"
 #include "backend/rope.h"
 #include "core/number_formats.h"
 #include "unit/backend_cpu/op_test_util.h"
@@ -253,18 +254,30 @@ TEST_F(CudaOpsTest, RowOpsMatchCpu) {
         std::function<void(Ops&, uint16_t*, const int32_t*)> run;
       };
       const InPlace ops[] = {
-          {"head_rms_norm", [&](Ops& o, uint16_t* p, const int32_t*) { o.head_rms_norm({p, rows, heads, 128, 1e-6f}); }},
-          {"rope yarn", [&](Ops& o, uint16_t* p, const int32_t* q) {
+          {"head_rms_norm",
+           [&](Ops& o, uint16_t* p, const int32_t*) {
+             o.head_rms_norm({p, rows, heads, 128, 1e-6f});
+           }},
+          {"rope yarn",
+           [&](Ops& o, uint16_t* p, const int32_t* q) {
              o.rope({p, rows, heads, 128, q, rope_config(flash, 4), false});
            }},
-          {"rope inverse", [&](Ops& o, uint16_t* p, const int32_t* q) {
+          {"rope inverse",
+           [&](Ops& o, uint16_t* p, const int32_t* q) {
              o.rope({p, rows, heads, 128, q, rope_config(flash, 0), true});
            }},
-          {"hadamard", [&](Ops& o, uint16_t* p, const int32_t*) { o.hadamard({p, rows * heads, 128}); }},
-          {"q8 sim", [&](Ops& o, uint16_t* p, const int32_t*) {
+          {"hadamard",
+           [&](Ops& o, uint16_t* p, const int32_t*) {
+             o.hadamard({p, rows * heads, 128});
+           }},
+          {"q8 sim",
+           [&](Ops& o, uint16_t* p, const int32_t*) {
              o.quant_sim({p, rows, dim - 64, dim, QuantSim::kFp8, 64});
            }},
-          {"q4 sim", [&](Ops& o, uint16_t* p, const int32_t*) { o.quant_sim({p, rows, dim, dim, QuantSim::kFp4, 32}); }},
+          {"q4 sim",
+           [&](Ops& o, uint16_t* p, const int32_t*) {
+             o.quant_sim({p, rows, dim, dim, QuantSim::kFp4, 32});
+           }},
       };
       for (const InPlace& op : ops) {
         SCOPED_TRACE(op.what);
@@ -305,14 +318,17 @@ TEST_F(CudaOpsTest, StoreAndSparseAttentionMatchCpu) {
     m.add(vals);
     m.add(slots);
     m.add(table.bytes);
-    auto store = [&](auto P) { return StoreEntriesParams{P(vals.data()), c.entries, dims, P(table.table), P(slots.data())}; };
+    auto store = [&](auto P) {
+      return StoreEntriesParams{P(vals.data()), c.entries, dims, P(table.table), P(slots.data())};
+    };
     cpu_.store_entries(store(Host{}));
     ops_->store_entries(store(Dev{&m}));
     EXPECT_EQ(m.fetch(table.bytes), table.bytes) << "stored entry bytes differ";
 
     auto q = random_bf16(static_cast<size_t>(c.tokens * c.heads * c.d), rng, 1.0f);
     auto sink = random_f32(static_cast<size_t>(c.heads), rng, 1.0f);
-    std::vector<int32_t> win(static_cast<size_t>(c.tokens * c.window)), cmp(static_cast<size_t>(c.tokens * c.compressed));
+    std::vector<int32_t> win(static_cast<size_t>(c.tokens * c.window)),
+        cmp(static_cast<size_t>(c.tokens * c.compressed));
     for (auto& s : win) s = rng() % 7 == 0 ? -1 : static_cast<int32_t>(rng() % c.entries);
     for (auto& s : cmp) s = rng() % 5 == 0 ? -1 : static_cast<int32_t>(rng() % c.entries);
     std::vector<uint16_t> out(q.size());
@@ -376,8 +392,8 @@ TEST_F(CudaOpsTest, FusedKvInsertAndQueryNormMatchCpu) {
       m.add(table.bytes);
       const RopeConfig rope = rope_config(flash, 128);
       auto params = [&](auto P) {
-        return KvInsertParams{P(x.data()), rows, dims, P(w.data()), 1e-6f, P(pos.data()), rope, P(table.table),
-                              P(slots.data())};
+        return KvInsertParams{P(x.data()),   rows, dims,           P(w.data()),    1e-6f,
+                              P(pos.data()), rope, P(table.table), P(slots.data())};
       };
       cpu_.kv_insert(params(Host{}));
       ops_->kv_insert(params(Dev{&m}));
@@ -392,7 +408,8 @@ TEST_F(CudaOpsTest, FusedKvInsertAndQueryNormMatchCpu) {
         decode_kv_entry(f, dims, {table.bytes.data() + off, static_cast<size_t>(table.table.entry_bytes)}, b);
         for (int k = 0; k < d; ++k) {
           ASSERT_FALSE(std::isnan(a[static_cast<size_t>(k)]));
-          diff += (a[static_cast<size_t>(k)] - b[static_cast<size_t>(k)]) * (a[static_cast<size_t>(k)] - b[static_cast<size_t>(k)]);
+          diff += (a[static_cast<size_t>(k)] - b[static_cast<size_t>(k)]) *
+                  (a[static_cast<size_t>(k)] - b[static_cast<size_t>(k)]);
           ref += b[static_cast<size_t>(k)] * b[static_cast<size_t>(k)];
         }
       }
@@ -448,8 +465,8 @@ TEST_F(CudaOpsTest, HyperConnectionsAndEmbedMatchCpu) {
     for (auto* v : {&h, &x, &out, &y}) m.add(*v);
     for (auto* v : {&fn, &scale, &base, &post, &comb}) m.add(*v);
     auto pre = [&](auto P) {
-      return HcPreParams{P(h.data()), T, hc, dim, P(fn.data()), P(scale.data()), P(base.data()), 1e-6f, 1e-6f, 20,
-                         P(x.data()), P(post.data()), P(comb.data())};
+      return HcPreParams{P(h.data()), T,     hc, dim,         P(fn.data()),   P(scale.data()), P(base.data()),
+                         1e-6f,       1e-6f, 20, P(x.data()), P(post.data()), P(comb.data())};
     };
     cpu_.hc_pre(pre(Host{}));
     EXPECT_LE(normalized_error(run_twice(m, x, [&] { ops_->hc_pre(pre(Dev{&m})); }), x), 4e-3);
@@ -464,8 +481,8 @@ TEST_F(CudaOpsTest, HyperConnectionsAndEmbedMatchCpu) {
     cpu_.hc_post(postp(Host{}));
     EXPECT_LE(normalized_error(run_twice(m, out, [&] { ops_->hc_post(postp(Dev{&m})); }), out), 4e-3);
     auto head = [&](auto P) {
-      return HcHeadParams{P(h.data()), T, hc, dim, P(fn.data()), P(scale.data()), P(base.data()), 1e-6f, 1e-6f,
-                          P(y.data())};
+      return HcHeadParams{P(h.data()),    T,     hc,    dim,        P(fn.data()), P(scale.data()),
+                          P(base.data()), 1e-6f, 1e-6f, P(y.data())};
     };
     cpu_.hc_head(head(Host{}));
     EXPECT_LE(normalized_error(run_twice(m, y, [&] { ops_->hc_head(head(Dev{&m})); }), y), 4e-3);
@@ -502,9 +519,8 @@ TEST_F(CudaOpsTest, PagedSlotsMatchCpu) {
   }
   for (auto* v : {&pages, &list, &first, &count, &out, &base}) m.add(*v);
   auto params = [&](auto P) {
-    return PagedSlotsParams{rows,        width,         P(list.data()), P(first.data()), P(count.data()),
-                            P(pages.data()), P(base.data()), lists,      stride,          per_page,
-                            P(out.data())};
+    return PagedSlotsParams{rows,           width, P(list.data()), P(first.data()), P(count.data()), P(pages.data()),
+                            P(base.data()), lists, stride,         per_page,        P(out.data())};
   };
   cpu_.paged_slots(params(Host{}));
   EXPECT_EQ(run_twice(m, out, [&] { ops_->paged_slots(params(Dev{&m})); }), out);
@@ -520,8 +536,10 @@ TEST_F(CudaOpsTest, CompressorAndIndexerMatchCpu) {
     int ratio, dc, heads, topk;
     bool indexer;
   };
-  const Case cases[] = {{256, 260, 4, 128, 4, 8, true},  {256, 300, 128, 128, 4, 8, false},
-                        {4096, 64, 4, 512, 64, 512, false}, {4096, 2048, 4, 128, 64, 512, true}};
+  const Case cases[] = {{256, 260, 4, 128, 4, 8, true},
+                        {256, 300, 128, 128, 4, 8, false},
+                        {4096, 64, 4, 512, 64, 512, false},
+                        {4096, 2048, 4, 128, 64, 512, true}};
   std::mt19937 rng(106);
   const ModelConfig flash = v4_flash_config();
   for (const Case& c : cases) {
@@ -557,9 +575,17 @@ TEST_F(CudaOpsTest, CompressorAndIndexerMatchCpu) {
     m.add(out.bytes);
     const RopeConfig rope = rope_config(flash, c.ratio);
     auto step = [&](auto P) {
-      return CompressorStepParams{P(x.data()), T, c.dim, P(pos.data()), Weight::bf16(P(wkv.data()), cd, c.dim),
-                                  Weight::bf16(P(wgate.data()), cd, c.dim), P(ape.data()), c.ratio, c.dc,
-                                  P(state.table), P(state_slots.data())};
+      return CompressorStepParams{P(x.data()),
+                                  T,
+                                  c.dim,
+                                  P(pos.data()),
+                                  Weight::bf16(P(wkv.data()), cd, c.dim),
+                                  Weight::bf16(P(wgate.data()), cd, c.dim),
+                                  P(ape.data()),
+                                  c.ratio,
+                                  c.dc,
+                                  P(state.table),
+                                  P(state_slots.data())};
     };
     auto emit = [&](auto P) {
       CompressorEmitParams e;
@@ -592,11 +618,11 @@ TEST_F(CudaOpsTest, CompressorAndIndexerMatchCpu) {
     cpu_.hadamard({q.data(), Q * c.heads, static_cast<int>(d)});
     cpu_.quant_sim({q.data(), Q * c.heads, d, d, QuantSim::kFp4, 32});
     auto w = random_bf16(static_cast<size_t>(Q * c.heads), rng, 1.0f);
-    std::vector<int32_t> qpos{static_cast<int32_t>(T - 1), static_cast<int32_t>(T / 2), 9,
-                              static_cast<int32_t>(T - 1), 100, static_cast<int32_t>(T - 3)};
-    std::vector<int32_t> tseq{0, 0, 0, 1, 1, 1}, key_slots(static_cast<size_t>(2 * entries)), count{
-                                                                         static_cast<int32_t>(entries),
-                                                                         static_cast<int32_t>(entries / 2)};
+    std::vector<int32_t> qpos{
+        static_cast<int32_t>(T - 1), static_cast<int32_t>(T / 2), 9, static_cast<int32_t>(T - 1), 100,
+        static_cast<int32_t>(T - 3)};
+    std::vector<int32_t> tseq{0, 0, 0, 1, 1, 1}, key_slots(static_cast<size_t>(2 * entries)),
+        count{static_cast<int32_t>(entries), static_cast<int32_t>(entries / 2)};
     for (int64_t j = 0; j < entries; ++j) {
       key_slots[static_cast<size_t>(j)] = out_slots[static_cast<size_t>(j)];
       key_slots[static_cast<size_t>(entries + j)] = out_slots[static_cast<size_t>((j * 7) % entries)];

@@ -197,10 +197,10 @@ __global__ void sparse_attention_kernel(AttentionArgs a) {
 void store_entries(const uint16_t* x, int64_t rows, int head_dim, int rope_dim, DeviceTable table, const int32_t* slots,
                    int32_t* err, cudaStream_t stream) {
   if (rows == 0) return;
-  DSV4_CUDA_REQUIRE(table.format == EntryFormat::kAttnFp8 || table.format == EntryFormat::kBf16 ||
-                        table.format == EntryFormat::kF32,
-                    "store_entries: the CUDA backend stores attn-fp8, bf16 and f32 entries (index keys are written "
-                    "by compressor_emit)");
+  DSV4_CUDA_REQUIRE(
+      table.format == EntryFormat::kAttnFp8 || table.format == EntryFormat::kBf16 || table.format == EntryFormat::kF32,
+      "store_entries: the CUDA backend stores attn-fp8, bf16 and f32 entries (index keys are written "
+      "by compressor_emit)");
   if (table.format == EntryFormat::kAttnFp8) {
     const int n = head_dim - rope_dim;
     DSV4_CUDA_REQUIRE(n > 0 && n % 64 == 0, "store_entries: nope dims must be a positive multiple of 64");
@@ -210,7 +210,7 @@ void store_entries(const uint16_t* x, int64_t rows, int head_dim, int rope_dim, 
   } else {
     const int64_t n = rows * head_dim;
     store_plain_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(x, rows, head_dim, table, slots,
-                                                                                 err);
+                                                                                   err);
   }
   DSV4_CUDA_CHECK_LAUNCH();
 }

@@ -48,7 +48,7 @@ struct AttentionArgs {
   DeviceTable compressed;
   const int32_t* compressed_slots = nullptr;
   int32_t compressed_width = 0;
-  int32_t* err = nullptr;  // device error flag (slots outside a table are skipped and reported)
+  int32_t* err = nullptr;              // device error flag (slots outside a table are skipped and reported)
   const int32_t* positions = nullptr;  // [tokens]: inverse RoPE of the output's last rope_dim dims
   const float* freqs = nullptr;        // [rope_dim / 2], with positions
 };

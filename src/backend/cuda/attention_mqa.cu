@@ -14,12 +14,12 @@
 namespace dsv4::cuda {
 namespace {
 
-constexpr int kHeads = 16;            // heads per CTA
-constexpr int kDim = 512;             // head_dim of the fast path
-constexpr int kRope = 64;             // rope dims (bf16 in the entry)
-constexpr int kNope = kDim - kRope;   // 448 e4m3 dims
-constexpr int kEntries = 64;          // the reference's index block
-constexpr int kThreads = 256;         // 8 warps
+constexpr int kHeads = 16;               // heads per CTA
+constexpr int kDim = 512;                // head_dim of the fast path
+constexpr int kRope = 64;                // rope dims (bf16 in the entry)
+constexpr int kNope = kDim - kRope;      // 448 e4m3 dims
+constexpr int kEntries = 64;             // the reference's index block
+constexpr int kThreads = 256;            // 8 warps
 constexpr int kRowWords = kDim / 2 + 1;  // bf16 pairs per staged row, +1 word: conflict-free columns
 
 struct Smem {
@@ -33,9 +33,9 @@ struct Smem {
 
 struct MqaArgs {
   AttentionArgs a;
-  int groups = 0;      // heads / kHeads
-  int splits = 1;      // CTAs per (token, group) along the index list
-  int blocks_per = 0;  // 64-blocks per split
+  int groups = 0;             // heads / kHeads
+  int splits = 1;             // CTAs per (token, group) along the index list
+  int blocks_per = 0;         // 64-blocks per split
   float* part_acc = nullptr;  // [splits, tokens, heads, kDim] when splits > 1
   float* part_ml = nullptr;   // [splits, tokens, heads, 2]
 };
@@ -66,8 +66,8 @@ __device__ __forceinline__ uint32_t output_pair(const AttentionArgs& a, int64_t 
 // Slot of list element g of token t (−1: none); an unusable slot is reported and treated as none.
 __device__ int32_t list_slot(const AttentionArgs& a, int64_t t, int64_t g) {
   const bool w = g < a.window_width;
-  const int32_t slot = w ? a.window_slots[t * a.window_width + g]
-                         : a.compressed_slots[t * a.compressed_width + (g - a.window_width)];
+  const int32_t slot =
+      w ? a.window_slots[t * a.window_width + g] : a.compressed_slots[t * a.compressed_width + (g - a.window_width)];
   if (slot < 0) return -1;
   if (!(w ? a.window : a.compressed).holds(slot)) {
     report(a.err, DeviceError::kAttentionSlot);

@@ -14,15 +14,24 @@ namespace {
 
 const char* error_name(int32_t code) {
   switch (static_cast<DeviceError>(code)) {
-    case DeviceError::kNone: return "none";
-    case DeviceError::kStoreSlot: return "store_entries: a slot outside its table";
-    case DeviceError::kAttentionSlot: return "sparse_attention: a slot outside its table";
-    case DeviceError::kCompressorSlot: return "compressor: a state or output slot outside its table, or a missing row";
-    case DeviceError::kIndexerSlot: return "indexer_topk: a key slot outside its table";
-    case DeviceError::kMoeExpert: return "moe: an expert id outside [0, experts)";
-    case DeviceError::kMoeToken: return "moe_gate: a token id outside the hash-routing table";
-    case DeviceError::kEmbedId: return "embed: a token id outside the vocabulary";
-    case DeviceError::kPagedSlots: return "paged_slots: a row's page list or count out of range";
+    case DeviceError::kNone:
+      return "none";
+    case DeviceError::kStoreSlot:
+      return "store_entries: a slot outside its table";
+    case DeviceError::kAttentionSlot:
+      return "sparse_attention: a slot outside its table";
+    case DeviceError::kCompressorSlot:
+      return "compressor: a state or output slot outside its table, or a missing row";
+    case DeviceError::kIndexerSlot:
+      return "indexer_topk: a key slot outside its table";
+    case DeviceError::kMoeExpert:
+      return "moe: an expert id outside [0, experts)";
+    case DeviceError::kMoeToken:
+      return "moe_gate: a token id outside the hash-routing table";
+    case DeviceError::kEmbedId:
+      return "embed: a token id outside the vocabulary";
+    case DeviceError::kPagedSlots:
+      return "paged_slots: a row's page list or count out of range";
   }
   return "unknown device error";
 }

@@ -18,10 +18,18 @@ namespace {
 GemmWeight gemm_weight(const Weight& w) {
   GemmWeightKind kind = GemmWeightKind::kBf16;
   switch (w.type) {
-    case WeightType::kFp8Block: kind = GemmWeightKind::kFp8; break;
-    case WeightType::kFp4Block: kind = GemmWeightKind::kFp4; break;
-    case WeightType::kBf16: kind = GemmWeightKind::kBf16; break;
-    case WeightType::kF32: kind = GemmWeightKind::kF32; break;
+    case WeightType::kFp8Block:
+      kind = GemmWeightKind::kFp8;
+      break;
+    case WeightType::kFp4Block:
+      kind = GemmWeightKind::kFp4;
+      break;
+    case WeightType::kBf16:
+      kind = GemmWeightKind::kBf16;
+      break;
+    case WeightType::kF32:
+      kind = GemmWeightKind::kF32;
+      break;
   }
   return {kind, w.data, w.scale, w.rows, w.cols};
 }
@@ -33,7 +41,9 @@ DeviceTable device_table(const EntryTable& t) {
 }  // namespace
 
 CudaOps::CudaOps(CudaDevice& dev)
-    : dev_(dev), gemm_(std::make_unique<GemmRunner>(dev.stream())), moe_(std::make_unique<MoeRunner>(*gemm_, dev.stream())) {}
+    : dev_(dev),
+      gemm_(std::make_unique<GemmRunner>(dev.stream())),
+      moe_(std::make_unique<MoeRunner>(*gemm_, dev.stream())) {}
 
 CudaOps::~CudaOps() = default;
 

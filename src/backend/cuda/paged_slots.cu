@@ -27,7 +27,8 @@ __global__ void paged_slots_kernel(PagedSlotsArgs a, int64_t r0) {
 void paged_slots(const PagedSlotsArgs& a, cudaStream_t stream) {
   constexpr int64_t kMaxRows = 65535;  // grid.y limit: rows go in slabs
   for (int64_t r0 = 0; r0 < a.rows && a.width > 0; r0 += kMaxRows) {
-    const dim3 grid(static_cast<unsigned>((a.width + 255) / 256), static_cast<unsigned>(std::min(kMaxRows, a.rows - r0)));
+    const dim3 grid(static_cast<unsigned>((a.width + 255) / 256),
+                    static_cast<unsigned>(std::min(kMaxRows, a.rows - r0)));
     paged_slots_kernel<<<grid, 256, 0, stream>>>(a, r0);
     DSV4_CUDA_CHECK_LAUNCH();
   }

@@ -77,8 +77,8 @@ __global__ void rope_kernel(uint16_t* x, int64_t rows, int heads, int head_dim, 
   if (i >= rows * heads * half) return;
   const int pair = static_cast<int>(i % half);
   const int64_t rh = i / half, row = rh / heads;
-  rotate_pair(x + rh * head_dim + (head_dim - 2 * half) + 2 * pair,
-              static_cast<float>(positions[row]) * freqs[pair], inverse);
+  rotate_pair(x + rh * head_dim + (head_dim - 2 * half) + 2 * pair, static_cast<float>(positions[row]) * freqs[pair],
+              inverse);
 }
 
 // One block per row, dim/2 threads; the butterflies in the CPU's order with exact fp32 adds.
@@ -167,7 +167,7 @@ void head_rms_norm_rope(uint16_t* x, int64_t heads, int heads_per_row, int head_
                         const int32_t* positions, const float* freqs, int rope_dim, cudaStream_t stream) {
   if (heads == 0) return;
   head_rms_norm_kernel<<<blocks_for(heads * kWarp, 256), 256, 0, stream>>>(x, heads, head_dim, eps, heads_per_row,
-                                                                            positions, freqs, rope_dim / 2);
+                                                                           positions, freqs, rope_dim / 2);
   DSV4_CUDA_CHECK_LAUNCH();
 }
 
