@@ -361,6 +361,16 @@ struct PagedSlotsParams {
   int32_t* out = nullptr;  // [rows, width]
 };
 
+// Greedy sampling where the logits are: out[r] = the first index of the maximum of x[r][0..limit)
+// (ties to the lower index; NaN never wins), so a greedy step copies back one id per row.
+struct ArgmaxParams {
+  const float* x = nullptr;  // [rows, cols] fp32
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t limit = 0;       // 1 <= limit <= cols
+  int32_t* out = nullptr;  // [rows]
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -384,6 +394,7 @@ class Ops {
   virtual void moe_experts(const MoeExpertsParams& p) = 0;
   virtual void embed(const EmbedParams& p) = 0;
   virtual void paged_slots(const PagedSlotsParams& p) = 0;
+  virtual void argmax(const ArgmaxParams& p) = 0;
 };
 
 }  // namespace dsv4

@@ -35,18 +35,28 @@ std::vector<SampledToken> ModelRunner::execute(const Schedule& schedule) {
   std::vector<SampledToken> out;
   if (schedule.empty()) return out;
   const ForwardBatch batch = build_batch(schedule);
-  const std::vector<float> logits = model_.forward(batch, kv_);
-  const auto V = static_cast<size_t>(cfg_.vocab_size);
-  size_t row = 0;
+  std::vector<SamplerState*> states;
+  bool greedy = true;
   for (const ScheduledChunk& c : schedule.chunks) {
     if (!c.sample) continue;
     const auto it = states_.find(c.id);
     DSV4_CHECK(it != states_.end(), "model runner: request {} has no sampler state", c.id);
-    DSV4_CHECK((row + 1) * V <= logits.size(), "model runner: the model returned {} logit rows, wanted more",
-               logits.size() / V);
-    out.push_back(sampler_.sample(std::span<const float>(logits).subspan(row * V, V), it->second));
-    ++row;
+    states.push_back(&it->second);
+    greedy = greedy && sampler_.plain_greedy(it->second);
   }
+  if (greedy) {  // the argmax runs where the logits are: one id per request comes back
+    const std::vector<int32_t> ids = model_.forward_greedy(batch, kv_, sampler_.limit());
+    DSV4_CHECK(ids.size() == states.size(), "model runner: the model returned {} ids for {} requests", ids.size(),
+               states.size());
+    for (size_t i = 0; i < ids.size(); ++i) out.push_back(sampler_.accept(ids[i], *states[i]));
+    return out;
+  }
+  const std::vector<float> logits = model_.forward(batch, kv_);
+  const auto V = static_cast<size_t>(cfg_.vocab_size);
+  DSV4_CHECK(logits.size() == states.size() * V, "model runner: the model returned {} logit rows for {} requests",
+             logits.size() / V, states.size());
+  for (size_t i = 0; i < states.size(); ++i)
+    out.push_back(sampler_.sample(std::span<const float>(logits).subspan(i * V, V), *states[i]));
   return out;
 }
 

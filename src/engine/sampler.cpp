@@ -42,6 +42,23 @@ SampledToken Sampler::sample(std::span<const float> logits, SamplerState& s) {
   return out;
 }
 
+bool Sampler::plain_greedy(const SamplerState& s) const {
+  const SamplingParams& p = s.params;
+  const bool masked =
+      s.num_output < p.min_tokens && (!p.stop_token_ids.empty() || (!p.ignore_eos && eos_ >= 0 && eos_ < limit_));
+  return p.greedy() && p.logprobs < 0 && p.logit_bias.empty() && !masked && p.repetition_penalty == 1.0 &&
+         p.presence_penalty == 0 && p.frequency_penalty == 0;
+}
+
+SampledToken Sampler::accept(int32_t token, SamplerState& s) const {
+  DSV4_CHECK(token >= 0 && token < limit_, "sampler: token {} outside [0, {})", token, limit_);
+  SampledToken out;
+  out.token = token;
+  ++s.num_output;
+  ++s.counts[token];
+  return out;
+}
+
 // Bias, min_tokens masks and penalties on the ids below the limit.
 void Sampler::adjust(std::span<const float> logits, const SamplerState& s) {
   const SamplingParams& p = s.params;

@@ -48,6 +48,11 @@ class Sampler {
   SamplerState start(const SamplingParams& params, std::span<const int32_t> prompt, uint64_t seed) const;
   // Picks the next token from one row of `vocab` logits and records it in the state.
   SampledToken sample(std::span<const float> logits, SamplerState& state);
+  // True when the next token is just the first maximum of the raw logits below the limit (greedy, no
+  // bias, penalty, active min_tokens mask or logprobs): the argmax can then run where the logits are.
+  bool plain_greedy(const SamplerState& state) const;
+  // Records a token chosen that way, as sample() would have.
+  SampledToken accept(int32_t token, SamplerState& state) const;
 
  private:
   void adjust(std::span<const float> logits, const SamplerState& s);

@@ -126,11 +126,26 @@ void Model::run_block(int layer, const ForwardBatch& batch, KvAccess& kv, uint16
   run_block(layers_[static_cast<size_t>(layer)], s, kv, h);
 }
 
-std::vector<float> Model::forward(const ForwardBatch& batch, KvAccess& kv) {
+DeviceArray<uint16_t> Model::run_stack(const ForwardBatch& batch, KvAccess& kv) {
   const StepIndex s(dev_, ops_, cfg_, batch, kv);
   auto h = embed(batch);
   for (const Layer& L : layers_) run_block(L, s, kv, h.data());
+  return h;
+}
+
+std::vector<float> Model::forward(const ForwardBatch& batch, KvAccess& kv) {
+  const auto h = run_stack(batch, kv);
   return logits(batch, h.data());
+}
+
+std::vector<int32_t> Model::forward_greedy(const ForwardBatch& batch, KvAccess& kv, int64_t limit) {
+  const auto h = run_stack(batch, kv);
+  int64_t rows = 0;
+  const auto l = device_logits(batch, h.data(), rows);
+  if (rows == 0) return {};
+  DeviceArray<int32_t> ids(dev_, static_cast<size_t>(rows));
+  ops_.argmax({l.data(), rows, cfg_.vocab_size, limit, ids.data()});
+  return ids.to_host();  // one id per row instead of a row of logits
 }
 
 // hc_pre -> norm -> sublayer -> hc_post, twice (MODEL.md §3).
@@ -335,10 +350,18 @@ void Model::moe(const Layer& L, const StepIndex& s, const uint16_t* x, uint16_t*
 
 // hc_head -> final norm -> fp32 head GEMM, for the last token of every slice that wants logits.
 std::vector<float> Model::logits(const ForwardBatch& batch, const uint16_t* h) {
+  int64_t rows = 0;
+  const auto l = device_logits(batch, h, rows);
+  if (rows == 0) return {};
+  return l.to_host();
+}
+
+DeviceArray<float> Model::device_logits(const ForwardBatch& batch, const uint16_t* h, int64_t& n_rows) {
   std::vector<int64_t> rows;
   for (const auto& sl : batch.seqs)
     if (sl.logits) rows.push_back(sl.offset + sl.count - 1);
   const int64_t R = static_cast<int64_t>(rows.size()), D = cfg_.dim, HD = cfg_.hc_mult * D;
+  n_rows = R;
   if (R == 0) return {};
   // Gather the rows' streams on the device.
   auto hs = scratch<uint16_t>(dev_, R * HD);
@@ -352,7 +375,7 @@ std::vector<float> Model::logits(const ForwardBatch& batch, const uint16_t* h) {
   auto logits = scratch<float>(dev_, R * cfg_.vocab_size);
   LinearParams head{y.data(), R, bf16_weight(w_.head, cfg_.vocab_size, D), logits.data(), ActType::kF32};
   ops_.linear(head);
-  return logits.to_host();
+  return logits;
 }
 
 }  // namespace dsv4

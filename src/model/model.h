@@ -30,6 +30,9 @@ class Model {
   // `weights` are host views (mmapped checkpoint); the model places them on `dev` itself.
   // The whole main stack; returns fp32 logits [slices with logits, vocab] on the host, in slice order.
   std::vector<float> forward(const ForwardBatch& batch, KvAccess& kv);
+  // The same forward, then greedy ids where the logits are (ties to the lower id, ids < limit):
+  // one id per slice with logits comes back instead of a row of vocab_size logits.
+  std::vector<int32_t> forward_greedy(const ForwardBatch& batch, KvAccess& kv, int64_t limit);
 
   // Pieces, for isolated-block checks: embed -> hc streams [tokens, hc, dim] bf16; one block in
   // place; final head over the last token of every slice with logits.
@@ -39,6 +42,9 @@ class Model {
 
  private:
   struct Layer;
+  DeviceArray<uint16_t> run_stack(const ForwardBatch& batch, KvAccess& kv);
+  // fp32 logits [rows, vocab] on the device for the last token of every slice with logits.
+  DeviceArray<float> device_logits(const ForwardBatch& batch, const uint16_t* h, int64_t& rows);
   void attention(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x, uint16_t* out);
   void indexer(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x, const uint16_t* qr,
                int32_t* out_slots);

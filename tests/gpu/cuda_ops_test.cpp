@@ -526,6 +526,25 @@ TEST_F(CudaOpsTest, PagedSlotsMatchCpu) {
   EXPECT_EQ(run_twice(m, out, [&] { ops_->paged_slots(params(Dev{&m})); }), out);
 }
 
+TEST_F(CudaOpsTest, ArgmaxMatchesCpu) {
+  std::mt19937 rng(110);
+  Mirror m(*dev_);
+  const int64_t rows = 33, cols = 129280, limit = 128000;
+  auto x = random_f32(static_cast<size_t>(rows * cols), rng, 3.0f);
+  for (int64_t r = 0; r < rows; r += 4) {  // exact ties: the lower index must win
+    const size_t a = static_cast<size_t>(r * cols + 1000), b = static_cast<size_t>(r * cols + 90000);
+    x[a] = x[b] = 100.0f;
+  }
+  x[static_cast<size_t>(2 * cols + limit)] = 1000.0f;  // past the limit: never chosen
+  std::vector<int32_t> out(static_cast<size_t>(rows));
+  m.add(x);
+  m.add(out);
+  auto params = [&](auto P) { return ArgmaxParams{P(x.data()), rows, cols, limit, P(out.data())}; };
+  cpu_.argmax(params(Host{}));
+  EXPECT_EQ(run_twice(m, out, [&] { ops_->argmax(params(Dev{&m})); }), out);
+  EXPECT_EQ(out[0], 1000);
+}
+
 // ---- compressor, indexer, MoE ----------------------------------------------------------------------
 
 // A prefill of T tokens through compressor_step and compressor_emit (ratio 4 overlap or 128), then the

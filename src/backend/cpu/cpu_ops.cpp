@@ -40,6 +40,7 @@ DSV4_CPU_OP(moe_gate, MoeGateParams)
 DSV4_CPU_OP(moe_experts, MoeExpertsParams)
 DSV4_CPU_OP(embed, EmbedParams)
 DSV4_CPU_OP(paged_slots, PagedSlotsParams)
+DSV4_CPU_OP(argmax, ArgmaxParams)
 
 #undef DSV4_CPU_OP
 

@@ -35,6 +35,7 @@ class CpuOps final : public Ops {
   void moe_experts(const MoeExpertsParams& p) override;
   void embed(const EmbedParams& p) override;
   void paged_slots(const PagedSlotsParams& p) override;
+  void argmax(const ArgmaxParams& p) override;
 
  private:
   ThreadPool pool_;

@@ -337,6 +337,16 @@ void check_params(const EmbedParams& p) {
   need(p.out, op, "out");
 }
 
+void check_params(const ArgmaxParams& p) {
+  const char* op = "argmax";
+  non_negative(p.rows, op, "rows");
+  positive(p.cols, op, "cols");
+  DSV4_CHECK(p.limit >= 1 && p.limit <= p.cols, "argmax: limit {} outside [1, cols {}]", p.limit, p.cols);
+  if (p.rows == 0) return;
+  need(p.x, op, "x");
+  need(p.out, op, "out");
+}
+
 void check_params(const PagedSlotsParams& p) {
   const char* op = "paged_slots";
   non_negative(p.rows, op, "rows");

@@ -26,5 +26,6 @@ void check_params(const MoeGateParams& p);
 void check_params(const MoeExpertsParams& p);
 void check_params(const EmbedParams& p);
 void check_params(const PagedSlotsParams& p);
+void check_params(const ArgmaxParams& p);
 
 }  // namespace dsv4

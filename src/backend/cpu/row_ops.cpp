@@ -1,6 +1,7 @@
 #include "backend/cpu/row_ops.h"
 
 #include <algorithm>
+#include <cmath>
 #include <span>
 
 #include "backend/cpu/cpu_support.h"
@@ -68,6 +69,18 @@ void paged_slots(ThreadPool& pool, const PagedSlotsParams& p) {
         const int32_t page = j < count ? pages[(i - base) / p.per_page] : -1;
         out[j] = page < 0 ? -1 : static_cast<int32_t>(int64_t{page} * p.per_page + i % p.per_page);
       }
+    }
+  });
+}
+
+void argmax(ThreadPool& pool, const ArgmaxParams& p) {
+  pool.parallel_for(p.rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* x = p.x + r * p.cols;
+      int64_t best = 0;
+      for (int64_t i = 1; i < p.limit; ++i)
+        if (x[i] > x[best] || (std::isnan(x[best]) && !std::isnan(x[i]))) best = i;
+      p.out[r] = static_cast<int32_t>(best);
     }
   });
 }

@@ -1,6 +1,7 @@
 #include "backend/cuda/cuda_ops.h"
 
 #include "backend/cpu/op_checks.h"
+#include "backend/cuda/argmax.h"
 #include "backend/cuda/attention.h"
 #include "backend/cuda/compressor.h"
 #include "backend/cuda/gemm.h"
@@ -302,6 +303,11 @@ void CudaOps::paged_slots(const PagedSlotsParams& p) {
   a.out = p.out;
   a.err = dev_.error_flag();
   cuda::paged_slots(a, dev_.stream());
+}
+
+void CudaOps::argmax(const ArgmaxParams& p) {
+  check_params(p);
+  argmax_rows(p.x, p.rows, p.cols, p.limit, p.out, dev_.stream());
 }
 
 }  // namespace dsv4::cuda

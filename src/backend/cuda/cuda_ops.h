@@ -42,6 +42,7 @@ class CudaOps final : public Ops {
   void moe_experts(const MoeExpertsParams& p) override;
   void embed(const EmbedParams& p) override;
   void paged_slots(const PagedSlotsParams& p) override;
+  void argmax(const ArgmaxParams& p) override;
 
  private:
   // The RoPE frequencies of a config, uploaded once.

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 #include "backend/cpu/cpu_ops.h"
@@ -115,13 +116,14 @@ TEST(PagedSlots, ExpandsPageListsRowByRow) {
   CpuOps ops(2);
   // Two lists of pages (per_page 4); rows read them with different counts, padded with -1.
   const std::vector<int32_t> pages = {7, 2, -1, 5,  //
-                                      0, 9, 3, 1};
+                                      0, 9, 3,  1};
   const std::vector<int32_t> list = {0, 1, 0}, count = {10, 3, 16};
   std::vector<int32_t> out(3 * 16, 1234);
   ops.paged_slots({3, 16, list.data(), nullptr, count.data(), pages.data(), nullptr, 2, 4, 4, out.data()});
   for (int r = 0; r < 3; ++r)
     for (int j = 0; j < 16; ++j) {
-      const int32_t page = j < count[static_cast<size_t>(r)] ? pages[static_cast<size_t>(list[static_cast<size_t>(r)] * 4 + j / 4)] : -1;
+      const int32_t page =
+          j < count[static_cast<size_t>(r)] ? pages[static_cast<size_t>(list[static_cast<size_t>(r)] * 4 + j / 4)] : -1;
       EXPECT_EQ(out[static_cast<size_t>(r * 16 + j)], page < 0 ? -1 : page * 4 + j % 4) << r << " " << j;
     }
   EXPECT_EQ(out[0], 28);       // page 7, entry 0
@@ -140,9 +142,9 @@ TEST(PagedSlots, RefusesRowsBeyondTheirLists) {
       ops.paged_slots({1, 4, list0.data(), nullptr, too_many.data(), pages.data(), nullptr, 1, 2, 1, out.data()}),
       Error);
   const std::vector<int32_t> before_base = {3}, base = {4}, one = {1};  // item 3 precedes the list's pages
-  EXPECT_THROW(
-      ops.paged_slots({1, 4, list0.data(), before_base.data(), one.data(), pages.data(), base.data(), 1, 2, 2, out.data()}),
-      Error);
+  EXPECT_THROW(ops.paged_slots({1, 4, list0.data(), before_base.data(), one.data(), pages.data(), base.data(), 1, 2, 2,
+                                out.data()}),
+               Error);
 }
 
 TEST(PagedSlots, RowsStartAnywhereInsideListsThatStartLate) {
@@ -200,6 +202,24 @@ TEST(HeadRmsNorm, WithPositionsEqualsNormThenRope) {
   ops.rope({steps.data(), rows, heads, d, pos.data(), rope, false});
   EXPECT_EQ(fused, steps);
   EXPECT_NE(fused, q);
+}
+
+}  // namespace
+}  // namespace dsv4
+
+namespace dsv4 {
+namespace {
+
+TEST(Argmax, FirstMaximumBelowTheLimit) {
+  CpuOps ops(2);
+  const float nan = std::nanf("");
+  const std::vector<float> x = {1,   5,   5,   2,   9,  //  9 sits at the limit: not eligible
+                                nan, 3,   7,   7,   0,  // NaN never wins; tie to the lower index
+                                nan, nan, nan, nan, nan};
+  std::vector<int32_t> out(3, -7);
+  ops.argmax({x.data(), 3, 5, 4, out.data()});
+  EXPECT_EQ(out, (std::vector<int32_t>{1, 2, 0}));
+  EXPECT_THROW(ops.argmax({x.data(), 3, 5, 6, out.data()}), Error);
 }
 
 }  // namespace

@@ -220,5 +220,61 @@ TEST(ModelRunner, BatchHoldsEveryChunkAndAsksLogitsOnlyWhereItSamples) {
   EXPECT_EQ(runner.execute(s).size(), 1u);
 }
 
+// Greedy requests take the device argmax (one id per request comes back); the tokens must be the
+// ones the sampler picks from the full logits (forced here by asking for logprobs).
+TEST(ModelRunner, GreedyArgmaxPathPicksTheSamplersTokens) {
+  const LoadedModel& m = tiny_model();
+  EngineConfig c = base_config();
+  const KvCacheSetup setup = plan_kv_cache(m.config, c);
+  std::vector<std::vector<int32_t>> picked(2);
+  for (int variant = 0; variant < 2; ++variant) {
+    HostKvMemory memory;
+    KvCacheOptions o;
+    o.enable_prefix_caching = false;
+    o.memory = &memory;
+    KvCacheManager kv(setup.layout, setup.pool_pages, o);
+    Backend backend = make_backend("cpu", 1);
+    ModelRunner runner(m.config, m.weights, kv, {}, backend, 0);
+    SamplingParams p = greedy(8);
+    if (variant == 1) p.logprobs = 0;  // not plain greedy: the full-logits path
+    std::vector<int32_t> ids = random_ids(40, 3);
+    kv.add_request(1, 40);
+    runner.add_request(1, p, ids, 0);
+    ASSERT_TRUE(kv.allocate(1, 40, ids));
+    for (int step = 0; step < 8; ++step) {
+      Schedule s;
+      const int64_t start = step == 0 ? 0 : static_cast<int64_t>(ids.size()) - 1;
+      s.chunks.push_back({1, start, {ids.begin() + start, ids.end()}, true, false});
+      const auto out = runner.execute(s);
+      ASSERT_EQ(out.size(), 1u);
+      EXPECT_EQ(out[0].has_logprobs, variant == 1);
+      ids.push_back(out[0].token);
+      picked[static_cast<size_t>(variant)].push_back(out[0].token);
+      ASSERT_TRUE(kv.allocate(1, 1, ids));
+    }
+  }
+  EXPECT_EQ(picked[0], picked[1]);
+}
+
+TEST(Sampler, PlainGreedyOnlyWithoutAdjustments) {
+  Sampler sampler(100, 90, 1);
+  SamplingParams p = greedy(4);
+  EXPECT_TRUE(sampler.plain_greedy(sampler.start(p, {}, 0)));
+  p.ignore_eos = false;
+  p.min_tokens = 2;  // EOS masked for the first two tokens
+  EXPECT_FALSE(sampler.plain_greedy(sampler.start(p, {}, 0)));
+  p.ignore_eos = true;
+  EXPECT_TRUE(sampler.plain_greedy(sampler.start(p, {}, 0)));
+  p.presence_penalty = 0.5;
+  EXPECT_FALSE(sampler.plain_greedy(sampler.start(p, {}, 0)));
+  p = greedy(4);
+  p.temperature = 0.7;
+  EXPECT_FALSE(sampler.plain_greedy(sampler.start(p, {}, 0)));
+  SamplerState st = sampler.start(greedy(4), {}, 0);
+  EXPECT_EQ(sampler.accept(89, st).token, 89);
+  EXPECT_EQ(st.num_output, 1);
+  EXPECT_THROW(sampler.accept(90, st), Error);  // at or above the tokenizer's limit
+}
+
 }  // namespace
 }  // namespace dsv4
