@@ -5,6 +5,83 @@
 #include "core/error.h"
 
 namespace dsv4 {
+
+// Collects the host-built arrays of one step and the page-list expansions that read them; finish()
+// uploads everything in one copy, points the arrays into it and runs the expansions.
+class StepUploads {
+ public:
+  void add(IndexArray& a, const std::vector<int32_t>& v) {
+    a.offset_ = put(v);
+    pending_.push_back(&a);
+  }
+
+  // out = rows of items from page lists (see PagedSlotsParams), built on the device after the upload.
+  void expand(IndexArray& out, const std::vector<ItemPages>& lists, const std::vector<int32_t>& list_of,
+              const std::vector<int32_t>& first, const std::vector<int32_t>& count, int64_t width) {
+    Expansion x;
+    x.out = &out;
+    x.rows = static_cast<int64_t>(list_of.size());
+    x.width = width;
+    x.lists = static_cast<int64_t>(lists.size());
+    int64_t stride = 1;
+    int32_t per_page = 0;  // of the lists that have pages (an empty list can say anything)
+    for (const auto& l : lists) {
+      if (!l.pages.empty()) {
+        DSV4_CHECK(per_page == 0 || l.per_page == per_page, "kv: page lists of one kind disagree on items per page");
+        per_page = l.per_page;
+      }
+      stride = std::max(stride, static_cast<int64_t>(l.pages.size()));
+    }
+    x.per_page = std::max(per_page, 1);
+    x.stride = stride;
+    std::vector<int32_t> pages(lists.size() * static_cast<size_t>(stride), -1), base;
+    for (size_t i = 0; i < lists.size(); ++i) {
+      std::copy(lists[i].pages.begin(), lists[i].pages.end(), pages.begin() + static_cast<int64_t>(i) * stride);
+      base.push_back(static_cast<int32_t>(lists[i].pages.empty() ? 0 : lists[i].base));
+    }
+    x.pages = put(pages);
+    x.base = put(base);
+    x.list = put(list_of);
+    x.count = put(count);
+    x.first = first.empty() ? kNone : put(first);
+    expansions_.push_back(x);
+  }
+
+  void finish(Device& dev, Ops& ops, DeviceArray<int32_t>& storage) {
+    storage = DeviceArray<int32_t>(dev, host_);
+    for (IndexArray* a : pending_) a->ptr_ = storage.data() + a->offset_;
+    for (const Expansion& x : expansions_) {
+      x.out->owned_ = DeviceArray<int32_t>(dev, static_cast<size_t>(std::max<int64_t>(1, x.rows * x.width)));
+      x.out->ptr_ = x.out->owned_.data();
+      if (x.rows == 0 || x.width == 0) continue;
+      const int32_t* d = storage.data();
+      ops.paged_slots({x.rows, static_cast<int32_t>(x.width), d + x.list, x.first == kNone ? nullptr : d + x.first,
+                       d + x.count, d + x.pages, d + x.base, x.lists, static_cast<int32_t>(x.stride), x.per_page,
+                       x.out->owned_.data()});
+    }
+  }
+
+ private:
+  static constexpr size_t kNone = SIZE_MAX;
+  struct Expansion {
+    IndexArray* out = nullptr;
+    int64_t rows = 0, width = 0, lists = 0, stride = 1;
+    int32_t per_page = 1;
+    size_t pages = 0, base = 0, list = 0, count = 0, first = kNone;
+  };
+
+  size_t put(const std::vector<int32_t>& v) {
+    const size_t at = host_.size();
+    host_.insert(host_.end(), v.begin(), v.end());
+    host_.resize((host_.size() + 63) / 64 * 64, -1);  // 256-byte aligned arrays
+    return at;
+  }
+
+  std::vector<int32_t> host_;
+  std::vector<IndexArray*> pending_;
+  std::vector<Expansion> expansions_;
+};
+
 namespace {
 
 std::vector<int32_t> per_token(const ForwardBatch& b, const KvAccess& kv, int layer, KvKind kind) {
@@ -16,8 +93,8 @@ std::vector<int32_t> per_token(const ForwardBatch& b, const KvAccess& kv, int la
 }
 
 // Blocks i completed in this forward: (i + 1) * ratio - 1 in [start, end).
-EmitList emit_list(Device& dev, const ForwardBatch& b, const KvAccess& kv, int layer, int ratio, KvKind state,
-                   KvKind out) {
+void emit_list(StepUploads& up, EmitList& e, const ForwardBatch& b, const KvAccess& kv, int layer, int ratio,
+               KvKind state, KvKind out) {
   const int c = ratio == 4 ? 2 : 1;
   std::vector<int32_t> block, rows, slots;
   for (const auto& s : b.seqs) {
@@ -32,43 +109,10 @@ EmitList emit_list(Device& dev, const ForwardBatch& b, const KvAccess& kv, int l
       slots.push_back(kv.slot(s.seq, layer, out, i));
     }
   }
-  EmitList e;
   e.entries = static_cast<int64_t>(block.size());
-  e.block_index = DeviceArray<int32_t>(dev, block);
-  e.rows = DeviceArray<int32_t>(dev, rows);
-  e.out_slots = DeviceArray<int32_t>(dev, slots);
-  return e;
-}
-
-// Slot rows expanded on the device: row r holds items first[r] .. first[r] + count[r] − 1 of page
-// list list_of[r] (first empty: from 0), −1 up to width.
-DeviceArray<int32_t> expand(Device& dev, Ops& ops, const std::vector<ItemPages>& lists,
-                            const std::vector<int32_t>& list_of, const std::vector<int32_t>& first,
-                            const std::vector<int32_t>& count, int64_t width) {
-  const int64_t rows = static_cast<int64_t>(list_of.size());
-  DeviceArray<int32_t> out(dev, static_cast<size_t>(std::max<int64_t>(1, rows * width)));
-  if (rows == 0 || width == 0) return out;
-  int64_t stride = 1;
-  std::vector<int32_t> base;
-  int32_t per_page = 0;  // of the lists that have pages (an empty list can say anything)
-  for (const auto& l : lists) {
-    if (!l.pages.empty()) {
-      DSV4_CHECK(per_page == 0 || l.per_page == per_page, "kv: page lists of one kind disagree on items per page");
-      per_page = l.per_page;
-    }
-    stride = std::max(stride, static_cast<int64_t>(l.pages.size()));
-  }
-  per_page = std::max(per_page, 1);
-  for (const auto& l : lists) base.push_back(static_cast<int32_t>(l.pages.empty() ? 0 : l.base));
-  std::vector<int32_t> pages(lists.size() * static_cast<size_t>(stride), -1);
-  for (size_t i = 0; i < lists.size(); ++i)
-    std::copy(lists[i].pages.begin(), lists[i].pages.end(), pages.begin() + static_cast<int64_t>(i) * stride);
-  const DeviceArray<int32_t> d_pages(dev, pages), d_base(dev, base), d_list(dev, list_of), d_count(dev, count),
-      d_first(dev, first);
-  ops.paged_slots({rows, static_cast<int32_t>(width), d_list.data(), first.empty() ? nullptr : d_first.data(),
-                   d_count.data(), d_pages.data(), d_base.data(), static_cast<int64_t>(lists.size()),
-                   static_cast<int32_t>(stride), per_page, out.data()});
-  return out;
+  up.add(e.block_index, block);
+  up.add(e.rows, rows);
+  up.add(e.out_slots, slots);
 }
 
 // Every page a step reads must be resident: the scheduler allocated it before the step.
@@ -76,14 +120,13 @@ void check_resident(const ItemPages& p, int32_t seq, const char* what) {
   for (const int32_t page : p.pages) DSV4_CHECK(page >= 0, "kv: a {} entry of sequence {} is not resident", what, seq);
 }
 
-LayerIndex build_layer(Device& dev, Ops& ops, const ModelConfig& cfg, const ForwardBatch& b, const KvAccess& kv,
-                       int l) {
-  LayerIndex r;
+void build_layer(StepUploads& up, LayerIndex& r, const ModelConfig& cfg, const ForwardBatch& b, const KvAccess& kv,
+                 int l) {
   const int64_t tokens = b.tokens();
   // Window: the same list layout whatever the chunking (positions t-W+1..t ascending, then -1),
   // which is what the reference lays out in prefill and in decode.
   const int W = cfg.window_size;
-  r.window_write = DeviceArray<int32_t>(dev, per_token(b, kv, l, KvKind::kWindow));
+  up.add(r.window_write, per_token(b, kv, l, KvKind::kWindow));
   std::vector<ItemPages> windows;
   std::vector<int32_t> w_list(static_cast<size_t>(tokens)), w_first(w_list.size()), w_count(w_list.size());
   for (size_t k = 0; k < b.seqs.size(); ++k) {
@@ -98,11 +141,11 @@ LayerIndex build_layer(Device& dev, Ops& ops, const ModelConfig& cfg, const Forw
       w_count[static_cast<size_t>(s.offset + i)] = static_cast<int32_t>(t - from + 1);
     }
   }
-  r.window_read = expand(dev, ops, windows, w_list, w_first, w_count, W);
+  up.expand(r.window_read, windows, w_list, w_first, w_count, W);
   const int ratio = cfg.compress_ratio(l);
-  if (ratio == 0) return r;
-  r.state_slots = DeviceArray<int32_t>(dev, per_token(b, kv, l, KvKind::kCompressorState));
-  r.emit = emit_list(dev, b, kv, l, ratio, KvKind::kCompressorState, KvKind::kCompressed);
+  if (ratio == 0) return;
+  up.add(r.state_slots, per_token(b, kv, l, KvKind::kCompressorState));
+  emit_list(up, r.emit, b, kv, l, ratio, KvKind::kCompressorState, KvKind::kCompressed);
   if (ratio != 4) {
     // Every entry visible to the query, ascending (entry j needs (j + 1) * ratio - 1 <= t).
     int64_t width = 0;
@@ -119,11 +162,11 @@ LayerIndex build_layer(Device& dev, Ops& ops, const ModelConfig& cfg, const Forw
       }
     }
     r.compressed_width = static_cast<int32_t>(width);
-    r.compressed_slots = expand(dev, ops, lists, list_of, {}, visible, width);
-    return r;
+    up.expand(r.compressed_slots, lists, list_of, {}, visible, width);
+    return;
   }
-  r.index_state_slots = DeviceArray<int32_t>(dev, per_token(b, kv, l, KvKind::kIndexerState));
-  r.index_emit = emit_list(dev, b, kv, l, ratio, KvKind::kIndexerState, KvKind::kIndexerKey);
+  up.add(r.index_state_slots, per_token(b, kv, l, KvKind::kIndexerState));
+  emit_list(up, r.index_emit, b, kv, l, ratio, KvKind::kIndexerState, KvKind::kIndexerKey);
   int64_t stride = 1;
   for (const auto& s : b.seqs) stride = std::max(stride, (s.start + s.count) / ratio);
   r.key_stride = static_cast<int32_t>(stride);
@@ -138,10 +181,9 @@ LayerIndex build_layer(Device& dev, Ops& ops, const ModelConfig& cfg, const Forw
     map.push_back(kv.item_pages(s.seq, l, KvKind::kCompressed, 0, n));
     check_resident(keys.back(), s.seq, "indexer key");
   }
-  r.key_slots = expand(dev, ops, keys, rows, {}, count, stride);
-  r.key_map = expand(dev, ops, map, rows, {}, count, stride);
-  r.key_count = DeviceArray<int32_t>(dev, count);
-  return r;
+  up.expand(r.key_slots, keys, rows, {}, count, stride);
+  up.expand(r.key_map, map, rows, {}, count, stride);
+  up.add(r.key_count, count);
 }
 
 }  // namespace
@@ -156,12 +198,14 @@ StepIndex::StepIndex(Device& dev, Ops& ops, const ModelConfig& cfg, const Forwar
     std::fill_n(slice_of.begin() + s.offset, s.count, static_cast<int32_t>(k));
     if (s.logits) logit_rows.push_back(s.offset + s.count - 1);
   }
-  token_ids = DeviceArray<int32_t>(dev, b.token_ids);
-  positions = DeviceArray<int32_t>(dev, b.positions);
-  token_slice = DeviceArray<int32_t>(dev, slice_of);
-
+  StepUploads up;
+  up.add(token_ids, b.token_ids);
+  up.add(positions, b.positions);
+  up.add(token_slice, slice_of);
   window_width = cfg.window_size;
-  for (int l = 0; l < cfg.n_layers; ++l) layers.push_back(build_layer(dev, ops, cfg, b, kv, l));
+  layers.resize(static_cast<size_t>(cfg.n_layers));  // sized once: the uploads point into it
+  for (int l = 0; l < cfg.n_layers; ++l) build_layer(up, layers[static_cast<size_t>(l)], cfg, b, kv, l);
+  up.finish(dev, ops, uploads_);
 }
 
 }  // namespace dsv4

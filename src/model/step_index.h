@@ -15,44 +15,63 @@
 
 namespace dsv4 {
 
+// One index array of a step: a host-built array inside the step's single upload, or an array the
+// device built (an expanded page list), which owns its memory.
+class IndexArray {
+ public:
+  const int32_t* data() const { return ptr_; }
+
+ private:
+  friend class StepUploads;
+  const int32_t* ptr_ = nullptr;
+  size_t offset_ = 0;
+  DeviceArray<int32_t> owned_;
+};
+
 // Compressed entries completed by this forward, for one compressor (attention or indexer).
 struct EmitList {
   int64_t entries = 0;
-  DeviceArray<int32_t> block_index;  // [entries]
-  DeviceArray<int32_t> rows;         // [entries, c * ratio] state slots, previous block first
-  DeviceArray<int32_t> out_slots;    // [entries]
+  IndexArray block_index;  // [entries]
+  IndexArray rows;         // [entries, c * ratio] state slots, previous block first
+  IndexArray out_slots;    // [entries]
 };
 
 // Everything one layer reads and writes (slots are per layer: each layer has its own pages).
 struct LayerIndex {
-  DeviceArray<int32_t> window_write;  // [tokens]
-  DeviceArray<int32_t> window_read;   // [tokens, window]: positions t-W+1..t ascending, -1 padded
-  DeviceArray<int32_t> state_slots;   // [tokens] attention compressor rows
+  IndexArray window_write;  // [tokens]
+  IndexArray window_read;   // [tokens, window]: positions t-W+1..t ascending, -1 padded
+  IndexArray state_slots;   // [tokens] attention compressor rows
   EmitList emit;
   // ratio 128: every visible entry per query, ascending, -1 padded. ratio 4: unused.
-  DeviceArray<int32_t> compressed_slots;
+  IndexArray compressed_slots;
   int32_t compressed_width = 0;
   // ratio 4: the indexer's compressor and keys.
-  DeviceArray<int32_t> index_state_slots;  // [tokens]
+  IndexArray index_state_slots;  // [tokens]
   EmitList index_emit;
-  DeviceArray<int32_t> key_slots;  // [slices, key_stride]
-  DeviceArray<int32_t> key_count;  // [slices]
-  DeviceArray<int32_t> key_map;    // [slices, key_stride] compressed-entry slots of the same j
+  IndexArray key_slots;  // [slices, key_stride]
+  IndexArray key_count;  // [slices]
+  IndexArray key_map;    // [slices, key_stride] compressed-entry slots of the same j
   int32_t key_stride = 0;
 };
 
 struct StepIndex {
   int64_t tokens = 0;
   int64_t slices = 0;
-  DeviceArray<int32_t> token_ids;    // [tokens]
-  DeviceArray<int32_t> positions;    // [tokens]
-  DeviceArray<int32_t> token_slice;  // [tokens] slice index of each token
+  IndexArray token_ids;    // [tokens]
+  IndexArray positions;    // [tokens]
+  IndexArray token_slice;  // [tokens] slice index of each token
   int32_t window_width = 0;
   std::vector<LayerIndex> layers;   // [main layers]
   std::vector<int64_t> logit_rows;  // host: the last token of every slice that wants logits
 
-  // Long slot lists (indexer keys, ratio-128 entries) are expanded from page lists by ops.paged_slots.
+  // Long slot lists (windows, indexer keys, ratio-128 entries) are expanded from page lists by
+  // ops.paged_slots; everything the host builds reaches the device in one copy.
   StepIndex(Device& dev, Ops& ops, const ModelConfig& cfg, const ForwardBatch& batch, const KvAccess& kv);
+  StepIndex(const StepIndex&) = delete;  // arrays point into uploads_
+  StepIndex& operator=(const StepIndex&) = delete;
+
+ private:
+  DeviceArray<int32_t> uploads_;
 };
 
 }  // namespace dsv4
