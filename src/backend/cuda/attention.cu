@@ -87,12 +87,9 @@ __global__ void kv_insert_kernel(KvInsertArgs a) {
   uint8_t* e = a.table.entry(slot);
   const bool fp8 = a.table.format == EntryFormat::kAttnFp8;
   if (2 * t >= n) {  // RoPE pair (2t, 2t+1) of the rope part
-    const float angle = static_cast<float>(a.positions[row]) * a.freqs[(2 * t - n) / 2];
-    const float c = static_cast<float>(cos(static_cast<double>(angle)));
-    const float s = static_cast<float>(sin(static_cast<double>(angle)));
-    const float re = y0, im = y1;
-    y0 = round_bf16(__fsub_rn(__fmul_rn(re, c), __fmul_rn(im, s)));
-    y1 = round_bf16(__fadd_rn(__fmul_rn(re, s), __fmul_rn(im, c)));
+    rope_rotate(y0, y1, static_cast<float>(a.positions[row]) * a.freqs[(2 * t - n) / 2], false);
+    y0 = round_bf16(y0);
+    y1 = round_bf16(y1);
     const uint32_t pair = static_cast<uint32_t>(f_to_bf16(y0)) | (static_cast<uint32_t>(f_to_bf16(y1)) << 16);
     *reinterpret_cast<uint32_t*>(e + (fp8 ? n + 2 * (2 * t - n) : 4 * t)) = pair;  // one 32-bit store
   } else {  // Q8 of this thread's 64-dim block (the warp's amax), then the entry codec on the result

@@ -53,12 +53,7 @@ __device__ __forceinline__ uint32_t output_pair(const AttentionArgs& a, int64_t 
   x = round_bf16(x);
   y = round_bf16(y);
   if (a.positions && 2 * c >= kNope) {
-    const float angle = static_cast<float>(a.positions[t]) * a.freqs[(2 * c - kNope) / 2];
-    const float cs = static_cast<float>(cos(static_cast<double>(angle)));
-    const float sn = -static_cast<float>(sin(static_cast<double>(angle)));
-    const float re = x, im = y;
-    x = __fsub_rn(__fmul_rn(re, cs), __fmul_rn(im, sn));
-    y = __fadd_rn(__fmul_rn(re, sn), __fmul_rn(im, cs));
+    rope_rotate(x, y, static_cast<float>(a.positions[t]) * a.freqs[(2 * c - kNope) / 2], true);
   }
   return pack(x, y);
 }

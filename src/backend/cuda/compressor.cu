@@ -208,12 +208,10 @@ __device__ void rms_norm_entry(float* e, int dc, const uint16_t* w, float eps) {
 __device__ void rope_entry(float* x, int half, int32_t position, const float* freqs) {
   const float p = static_cast<float>(position);
   for (int k = threadIdx.x; k < half; k += blockDim.x) {
-    const float angle = __fmul_rn(p, freqs[k]);
-    const float c = static_cast<float>(cos(static_cast<double>(angle)));
-    const float s = static_cast<float>(sin(static_cast<double>(angle)));
-    const float re = x[2 * k], im = x[2 * k + 1];
-    x[2 * k] = round_bf16(__fsub_rn(__fmul_rn(re, c), __fmul_rn(im, s)));
-    x[2 * k + 1] = round_bf16(__fadd_rn(__fmul_rn(re, s), __fmul_rn(im, c)));
+    float re = x[2 * k], im = x[2 * k + 1];
+    rope_rotate(re, im, __fmul_rn(p, freqs[k]), false);
+    x[2 * k] = round_bf16(re);
+    x[2 * k + 1] = round_bf16(im);
   }
   __syncthreads();
 }

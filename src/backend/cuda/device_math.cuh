@@ -50,6 +50,18 @@ __device__ __forceinline__ float e2m1_to_f(uint8_t nibble) {
   return (nibble & 8) ? -v : v;
 }
 
+// RoPE of one interleaved pair (re, im) by `angle`, forward or inverse, in fp32 without contraction;
+// cos/sin are evaluated in double and rounded to fp32 (the correctly rounded values, which glibc's
+// cosf/sinf on the CPU give in all but rare cases). Callers round the results to bf16.
+__device__ __forceinline__ void rope_rotate(float& re, float& im, float angle, bool inverse) {
+  const float c = static_cast<float>(cos(static_cast<double>(angle)));
+  float s = static_cast<float>(sin(static_cast<double>(angle)));
+  if (inverse) s = -s;
+  const float r = re, i = im;
+  re = __fsub_rn(__fmul_rn(r, c), __fmul_rn(i, s));
+  im = __fadd_rn(__fmul_rn(r, s), __fmul_rn(i, c));
+}
+
 // Element k of an entry in table t (exact decode); d = entry dim, r = rope dim (kAttnFp8).
 __device__ __forceinline__ float entry_value(const DeviceTable& t, const uint8_t* e, int k, int d, int r) {
   switch (t.format) {

@@ -38,15 +38,12 @@ __global__ void rms_norm_kernel(const uint16_t* __restrict__ x, uint16_t* y, con
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = f_to_bf16(load_bf16(w + i) * (load_bf16(xr + i) * r));
 }
 
-// Forward/inverse rotation of one interleaved pair at v (cos/sin in double, rounded to fp32: the
-// correctly rounded value the CPU's libm gives in all but rare cases).
+// RoPE of the bf16 pair at v, in place.
 __device__ __forceinline__ void rotate_pair(uint16_t* v, float angle, bool inverse) {
-  const float c = static_cast<float>(cos(static_cast<double>(angle)));
-  float s = static_cast<float>(sin(static_cast<double>(angle)));
-  if (inverse) s = -s;
-  const float re = load_bf16(v), im = load_bf16(v + 1);
-  v[0] = f_to_bf16(__fsub_rn(__fmul_rn(re, c), __fmul_rn(im, s)));
-  v[1] = f_to_bf16(__fadd_rn(__fmul_rn(re, s), __fmul_rn(im, c)));
+  float re = load_bf16(v), im = load_bf16(v + 1);
+  rope_rotate(re, im, angle, inverse);
+  v[0] = f_to_bf16(re);
+  v[1] = f_to_bf16(im);
 }
 
 // One warp per head; with positions, the head's RoPE follows in the same warp.
