@@ -19,6 +19,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/gemm.h"
 #include "backend/rope.h"
 #include "core/kv_entry.h"
 #include "core/model_config.h"
@@ -275,7 +276,8 @@ void compressor_rows(Ops& ops) {
 }
 
 // (d) FP8 GEMMs at the V4-Flash shapes.
-void gemm_rows(Ops& ops) {
+// suffix names the FP8 GEMM mode of ops ("" for the default exact kernel).
+void gemm_rows(Ops& ops, const std::string& suffix) {
   const std::pair<const char*, std::pair<int64_t, int64_t>> shapes[] = {
       {"wq_a", {1024, 4096}}, {"wq_b", {32768, 1024}},     {"wkv", {512, 4096}},
       {"wo_b", {4096, 8192}}, {"shared_w1", {2048, 4096}}, {"shared_w2", {4096, 2048}}};
@@ -294,7 +296,7 @@ void gemm_rows(Ops& ops) {
         p.y = buf.make<uint16_t>(static_cast<size_t>(m * n), Fill::kZero);
         variants.push_back([&ops, p] { ops.linear(p); });
       }
-      emit(std::string("gemm ") + name + " m" + std::to_string(m), time_ms(variants),
+      emit(std::string("gemm ") + name + suffix + " m" + std::to_string(m), time_ms(variants),
            wbytes + static_cast<double>(m * k * 2 + m * n * 2), 2.0 * static_cast<double>(m * n * k));
     }
   }
@@ -361,9 +363,11 @@ int main() {
   using namespace dsv4;
   cuda::CudaDevice dev(0);
   g_dev = &dev;
-  cuda::CudaOps ops(dev);
+  cuda::CudaOps ops(dev, cuda::GemmPrecision::kExact);
+  cuda::CudaOps lt_ops(dev, cuda::GemmPrecision::kCublasLt);
   std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
-  gemm_rows(ops);
+  gemm_rows(ops, "");
+  gemm_rows(lt_ops, " cublaslt");
   attention_rows(ops);
   indexer_rows(ops);
   compressor_rows(ops);

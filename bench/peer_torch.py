@@ -117,7 +117,7 @@ def compressor_rows(batches):
     norm_w = torch.ones(dc, dtype=torch.bfloat16, device=DEV)
     for b in batches:
         x = torch.randn(b, dim, dtype=torch.bfloat16, device=DEV)
-        state = torch.randn(b, 2 * ratio, 2 * dc, device=DEV)  # the rows the entries pool
+        state = torch.randn(b, 2 * ratio, 4 * dc, device=DEV)  # kv and gate rows the entries pool
         pos = torch.arange(b, device=DEV) * ratio
         freqs = torch.rand(rope // 2, device=DEV)
 
@@ -137,7 +137,7 @@ def compressor_rows(batches):
             return quant_sim(e[:, : dc - rope].to(torch.bfloat16), 64)
 
         ms = median_ms(step)
-        emit(f"compressor b{b}", ms, bytes_=2 * (2 * 2 * dc * dim) + b * 2 * ratio * 2 * dc * 4, flops=2.0 * b * 4 * dc * dim)
+        emit(f"compressor b{b}", ms, bytes_=2 * (2 * 2 * dc * dim) + b * 2 * ratio * 4 * dc * 4, flops=2.0 * b * 4 * dc * dim)
 
 
 FP8_SHAPES = {"wq_a": (1024, 4096), "wq_b": (32768, 1024), "wkv": (512, 4096), "wo_b": (4096, 8192),

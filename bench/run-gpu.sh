@@ -10,7 +10,9 @@ fi
 
 STAGE=.carry
 OUT=${OUT:-/tmp/dsv4-gpu-out}
-mkdir -p "$OUT"
+# Logs go to one folder, packed into one archive at the end (the device call returns few files).
+LOGS="$OUT/logs"
+mkdir -p "$LOGS"
 # cuBLASLt comes from the machine's CUDA wheels (too large to carry); the binaries need its .so.13.
 cublas_dir=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null ||
   dirname "$(find / -name 'libcublasLt.so.13*' -print -quit 2>/dev/null)")
@@ -21,25 +23,31 @@ status=0
 step() {  # step NAME COMMAND...: runs it, logs under $OUT, records pass/fail and seconds
   local name=$1; shift
   local t0=$EPOCHREALTIME
-  "$@" >"$OUT/$name.log" 2>&1
+  "$@" >"$LOGS/$name.log" 2>&1
   local rc=$?
   local dt=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1f", b - a}')
-  rows+=("$(printf '%-28s %-6s %8ss  %s' "$name" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" "$dt" "$(tail -n 1 "$OUT/$name.log" | cut -c1-70)")")
+  rows+=("$(printf '%-28s %-6s %8ss  %s' "$name" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" "$dt" "$(tail -n 1 "$LOGS/$name.log" | cut -c1-70)")")
   [ $rc -eq 0 ] || status=1
   return $rc
 }
 
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader >"$OUT/gpu.txt"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader >"$LOGS/gpu.txt"
 # One process per test suite: a kernel fault (a sticky CUDA error) then costs only its own suite.
-suites=$("$STAGE/bin/test_gpu" --gtest_list_tests 2>/dev/null | grep -v '^ ' | tr -d '.')
+suites=$("$STAGE/bin/test_gpu" --gtest_list_tests 2>/dev/null | grep -E '^[A-Za-z0-9_/]+\.$' | tr -d '.')
 for suite in $suites; do
   case "$suite" in DISABLED_*) continue ;; esac
   [ -n "${DSV4_GPU_TESTS:-}" ] && ! echo "$suite" | grep -Eq "$DSV4_GPU_TESTS" && continue
   step "gpu-$suite" timeout "${DSV4_GPU_SUITE_TIMEOUT:-300}" "$STAGE/bin/test_gpu" --gtest_filter="$suite.*" \
-    --gtest_output=json:"$OUT/gpu-$suite.json"
+    --gtest_output=json:"$LOGS/gpu-$suite.json"
 done
 for set in tiny-a tiny-b; do
   step "golden-check-cuda-$set" "$STAGE/bin/dsv4" golden-check "$DSV4_SHARED/golden/$set" --backend cuda
+done
+# The opt-in cuBLASLt FP8 GEMMs against the same sets: measured, not required to pass.
+for set in tiny-a tiny-b; do
+  s0=$status
+  step "golden-cublaslt-$set" env DSV4_GEMM=cublaslt "$STAGE/bin/dsv4" golden-check "$DSV4_SHARED/golden/$set" --backend cuda
+  status=$s0
 done
 # DSV4_GPU_FLASH=1: generate the flash-attn preset on the GPU machine (never carried) and inspect it.
 if [ "${DSV4_GPU_FLASH:-0}" = 1 ]; then
@@ -53,11 +61,13 @@ if [ "${DSV4_GPU_BENCH:-0}" = 1 ]; then
   step torch-peer python3 bench/peer_torch.py ${DSV4_GPU_BENCH_QUICK:+--quick}
   if [ -d /tmp/dsv4-flash-attn ]; then
     step bench-step "$STAGE/bin/dsv4" bench step /tmp/dsv4-flash-attn --backend cuda --json \
-      --batch "${DSV4_STEP_BATCH:-1,8,32}" --context "${DSV4_STEP_CONTEXT:-8192,131072}" --prefill 8192
-    bash bench/serve-gpu.sh "$STAGE/bin/dsv4" /tmp/dsv4-flash-attn "$OUT" >"$OUT/serve-bench.log" 2>&1
-    rows+=("$(printf '%-28s %-6s %8ss  %s' serve-bench "$([ $? -eq 0 ] && echo ok || echo FAIL)" - "$(tail -n 1 "$OUT/serve-bench.log" | cut -c1-70)")")
+      --batch "${DSV4_STEP_BATCH:-1,8,32}" --context "${DSV4_STEP_CONTEXT:-8192,131072}" --prefill "${DSV4_STEP_PREFILL:-8192}"
+    step bench-profile "$STAGE/bin/dsv4" bench step /tmp/dsv4-flash-attn --backend cuda --batch 1,32 --context 8192 \
+      --prefill 2048 -r 1 --profile
+    [ "${DSV4_GPU_SERVE:-1}" = 1 ] && bash bench/serve-gpu.sh "$STAGE/bin/dsv4" /tmp/dsv4-flash-attn "$LOGS" >"$LOGS/serve-bench.log" 2>&1
+    rows+=("$(printf '%-28s %-6s %8ss  %s' serve-bench "$([ $? -eq 0 ] && echo ok || echo FAIL)" - "$(tail -n 1 "$LOGS/serve-bench.log" | cut -c1-70)")")
   fi
-  python3 bench/gpu_table.py "$OUT/gpu-kernels.log" "$OUT/torch-peer.log" "$OUT/bench-step.log" >"$OUT/table.md"
+  python3 bench/gpu_table.py "$LOGS/gpu-kernels.log" "$LOGS/torch-peer.log" "$LOGS/bench-step.log" >"$OUT/table.md"
 fi
 for b in "$STAGE"/bin/*_bench; do
   case "$(basename "$b")" in gpu_*) continue ;; esac
@@ -65,8 +75,16 @@ for b in "$STAGE"/bin/*_bench; do
 done
 
 echo
-echo "dsv4 GPU run: commit $(cat "$STAGE/COMMIT" | tr '\n' ' '), $(date -u +%Y-%m-%dT%H:%MZ), $(cat "$OUT/gpu.txt")"
+echo "dsv4 GPU run: commit $(cat "$STAGE/COMMIT" | tr '\n' ' '), $(date -u +%Y-%m-%dT%H:%MZ), $(cat "$LOGS/gpu.txt")"
 printf '%-28s %-6s %9s  %s\n' step result time "last line"
 printf '%s\n' "${rows[@]}"
-[ -f "$OUT/table.md" ] && { echo; cat "$OUT/table.md"; grep -h -A14 'Serving Benchmark' "$OUT"/serve-c*.log 2>/dev/null | head -60; }
+# The first failures of each failed step, so the call's output alone says what broke.
+for f in "$LOGS"/*.log; do
+  grep -q -E '^\[  FAILED  \]|^E [0-9:.]+ |Traceback' "$f" || continue
+  echo "--- $(basename "$f")"
+  grep -E -A4 'Failure$|^E [0-9:.]+ |Error' "$f" | head -n 30
+done
+[ -f "$LOGS/bench-profile.log" ] && grep -A12 '^profile' "$LOGS/bench-profile.log" | grep -v '^--' | head -80
+[ -f "$OUT/table.md" ] && { echo; cat "$OUT/table.md"; grep -h -A14 'Serving Benchmark' "$LOGS"/serve-c*.log 2>/dev/null | head -60; }
+tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$LOGS"
 exit $status

@@ -14,6 +14,7 @@
 #include <random>
 
 #include "backend/backend.h"
+#include "backend/op_profile.h"
 #include "core/error.h"
 #include "core/kv_entry.h"
 #include "model/model.h"
@@ -32,6 +33,7 @@ struct StepArgs {
   int reps = 5;
   int threads = 0;
   bool json = false;
+  bool profile = false;
 };
 
 // Bytes of the checkpoint's main stack, split into routed experts (per expert of one layer) and the rest.
@@ -118,6 +120,7 @@ std::vector<int64_t> parse_list(const std::string& s) {
 }
 
 double median(std::vector<double> v) {
+  if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
@@ -148,7 +151,8 @@ Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightByt
     cache.allocate(s, 1, std::span<const int32_t>(ids.data(), static_cast<size_t>(context + 1)));
   }
   std::vector<double> ms;
-  for (int i = 0; i < reps + 2; ++i) {  // two warm-up steps
+  const int warm = reps > 0 ? 2 : 1;  // warm-up steps (reps 0: one untimed step, for --profile)
+  for (int i = 0; i < reps + warm; ++i) {
     const int64_t pos = context + i;
     ForwardBatch b;
     for (int32_t s = 0; s < batch; ++s) {
@@ -157,7 +161,7 @@ Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightByt
     }
     const auto t0 = Clock::now();
     model.forward(b, cache.access());  // returns host logits: the step has finished
-    if (i >= 2) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    if (i >= warm) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
   Row r{"decode", batch, context};
   r.ms = median(ms);
@@ -190,20 +194,41 @@ Row time_prefill(Model& model, Device& dev, const LoadedModel& m, int64_t p, int
   return r;
 }
 
+// Where one more step of the row went, op by op (each op waited for: the sum exceeds the step time).
+void print_profile(const Row& r, const OpProfile& prof) {
+  double all = 0;
+  for (const OpTime& t : prof.totals()) all += t.ms;
+  fmt::print("profile {} batch {} context {}: {:.3f} ms in ops (each waited for)\n", r.test, r.batch, r.context, all);
+  for (const OpTime& t : prof.totals())
+    fmt::print("  {:26} {:6} calls {:10.3f} ms {:5.1f}%\n", t.op, t.calls, t.ms, 100 * t.ms / all);
+}
+
 void run(const StepArgs& a) {
   const LoadedModel m = load_model(a.model);
   Backend backend = make_backend(a.backend, a.threads);
   spdlog::info("bench step: {} on {}", a.model, backend.description);
-  Model model(m.config, m.weights, *backend.ops, *backend.device);
+  OpProfile prof(*backend.ops, *backend.device);  // off unless --profile: forwards without waiting
+  Model model(m.config, m.weights, prof, *backend.device);
   const WeightBytes w = weight_bytes(m);
   std::vector<Row> rows;
+  auto profiled = [&](auto&& time_row) {
+    rows.push_back(time_row(a.reps));
+    if (!a.profile) return;
+    prof.enable(true);
+    time_row(0);
+    prof.enable(false);
+    print_profile(rows.back(), prof);
+  };
   for (const int64_t ctx : parse_list(a.contexts))
     for (const int64_t b : parse_list(a.batches)) {
       DSV4_CHECK(b > 0 && ctx > 0, "bench step: batch and context must be positive");
-      rows.push_back(time_decode(model, *backend.device, m.config, w, b, ctx, a.reps));
+      profiled([&](int reps) { return time_decode(model, *backend.device, m.config, w, b, ctx, reps); });
       spdlog::info("decode batch {} context {}: {:.3f} ms", b, ctx, rows.back().ms);
     }
-  if (a.prefill > 0) rows.push_back(time_prefill(model, *backend.device, m, a.prefill, std::max(1, a.reps / 2)));
+  if (a.prefill > 0)
+    profiled([&](int reps) {
+      return time_prefill(model, *backend.device, m, a.prefill, reps > 0 ? std::max(1, reps / 2) : 0);
+    });
   if (a.json) {
     for (const Row& r : rows)
       fmt::print("{}\n", nlohmann::json{{"test", r.test},
@@ -236,6 +261,7 @@ void setup_bench_step(CLI::App& cmd) {
   cmd.add_option("-r,--repetitions", a.reps, "timed steps per row (median reported)")->capture_default_str();
   cmd.add_option("--threads", a.threads, "CPU backend threads (default: all cores)");
   cmd.add_flag("--json", a.json, "one JSON object per row");
+  cmd.add_flag("--profile", a.profile, "after each row, one more step with per-op times (each op waited for)");
   cmd.callback([] { run(a); });
 }
 

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
+#include "backend/op_trace.h"
 #include "core/error.h"
 #include "model/golden_check.h"
 #include "tools/command.h"
@@ -13,11 +14,22 @@ namespace dsv4::tools {
 namespace {
 
 struct Args {
-  std::string model, expected, layers, backend = "cpu";
+  std::string model, expected, layers, backend = "cpu", compare_ops;
   std::optional<double> max_rms_ratio, min_argmax_agreement, max_block_rms_rel;
   int threads = 0;
   bool no_blocks = false;
 };
+
+// Runs the check on both backends with every op's outputs recorded, and prints where they part.
+void compare_ops(const GoldenOptions& o, Backend& backend, const Args& a) {
+  Backend other = make_backend(a.compare_ops, a.threads);
+  spdlog::info("golden-check: comparing op by op with {}", other.description);
+  OpTrace mine(*backend.ops, *backend.device), theirs(*other.ops, *other.device);
+  run_golden_check(o, mine, *backend.device);
+  run_golden_check(o, theirs, *other.device);
+  fmt::print("{} calls traced\n", mine.records().size());
+  for (const auto& line : compare_traces(mine.records(), theirs.records())) fmt::print("{}\n", line);
+}
 
 void run(const Args& a) {
   GoldenOptions o;
@@ -31,6 +43,7 @@ void run(const Args& a) {
   if (a.max_block_rms_rel) o.thresholds.max_block_rms_rel = a.max_block_rms_rel;
   Backend backend = make_backend(a.backend, a.threads);
   spdlog::info("golden-check: backend {}", backend.description);
+  if (!a.compare_ops.empty()) return compare_ops(o, backend, a);
   const GoldenResult r = run_golden_check(o, *backend.ops, *backend.device);
   nlohmann::ordered_json j;
   j["rms_ratio"] = r.rms_ratio;
@@ -54,6 +67,8 @@ void setup(CLI::App& cmd) {
   cmd.add_option("--max-block-rms-rel", a.max_block_rms_rel, "per-block threshold (default tolerance.json)");
   cmd.add_option("--threads", a.threads, "CPU threads (default: all cores)");
   cmd.add_flag("--no-blocks", a.no_blocks, "skip the isolated-block checks");
+  cmd.add_option("--compare-ops", a.compare_ops,
+                 "instead of checking, run the pattern on this backend too and name the ops whose outputs differ");
   cmd.callback([] { run(a); });
 }
 

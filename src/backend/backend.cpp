@@ -2,11 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+
 #include "backend/cpu/cpu_ops.h"
 #include "core/error.h"
 #ifdef DSV4_HAVE_CUDA
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/gemm.h"
 #endif
 
 namespace dsv4 {
@@ -23,12 +26,24 @@ Backend cpu_backend(int threads) {
 }
 
 #ifdef DSV4_HAVE_CUDA
+// DSV4_GEMM=cublaslt opts into cuBLASLt's tensor-core GEMMs (much faster prefill, but not faithful to
+// the reference's rounding: see cuda/gemm.h); the default is the exact kernels.
+cuda::GemmPrecision gemm_precision() {
+  const char* v = std::getenv("DSV4_GEMM");
+  const std::string_view mode = v ? v : "exact";
+  if (mode == "exact") return cuda::GemmPrecision::kExact;
+  if (mode == "cublaslt") return cuda::GemmPrecision::kCublasLt;
+  fail("DSV4_GEMM={}: expected exact or cublaslt", mode);
+}
+
 Backend cuda_backend() {
   Backend b;
   b.name = "cuda";
   auto dev = std::make_unique<cuda::CudaDevice>(0);
-  b.description = fmt::format("cuda: {} (ordinal {})", dev->name(), dev->ordinal());
-  b.ops = std::make_unique<cuda::CudaOps>(*dev);
+  const cuda::GemmPrecision gemm = gemm_precision();
+  b.description = fmt::format("cuda: {} (ordinal {}), GEMMs {}", dev->name(), dev->ordinal(),
+                              gemm == cuda::GemmPrecision::kExact ? "exact" : "cuBLASLt (DSV4_GEMM)");
+  b.ops = std::make_unique<cuda::CudaOps>(*dev, gemm);
   b.device = std::move(dev);
   return b;
 }

@@ -19,6 +19,13 @@ assert [r["test"] for r in rows] == ["decode", "prefill"], rows
 d, p = rows
 assert d["batch"] == 2 and d["context"] == 300 and d["ms"] > 0 and d["bytes"] > 0, d
 assert p["flops"] > 0 and p["tokens_per_s"] > 0, p'
+# --profile: one more step per row, op by op; the ops every model step runs must all be there.
+prof=$("$BIN" bench step "$MODEL" --backend cpu --batch 1 --context 260 --prefill 64 -r 1 --profile 2>/dev/null)
+echo "$prof" | grep -Eq '^profile decode batch 1 context 260: [0-9.]+ ms'
+echo "$prof" | grep -Eq '^profile prefill batch 1 context 64: [0-9.]+ ms'
+for op in linear moe_experts hc_pre sparse_attention indexer_topk; do
+  echo "$prof" | grep -Eq "^  $op +[0-9]+ calls" || { echo "FAIL: --profile lacks $op"; exit 1; }
+done
 # A backend this machine cannot run is refused with a clear message.
 if "$BIN" bench step "$MODEL" --backend tpu 2>"${TMPDIR:-/tmp}/bench_step.err" >/dev/null; then
   echo "FAIL: an unknown backend was accepted"; exit 1

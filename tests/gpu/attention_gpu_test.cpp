@@ -107,15 +107,23 @@ void run_case(const Case& c, uint32_t seed, bool generic = false) {
     cuda::sparse_attention(a, nullptr);
   }
   const auto got = dout.get();
-  double ss = 0, worst = 0;
+  double ss = 0, diff = 0;
   for (size_t i = 0; i < got.size(); ++i) {
     const double g = bf16_to_float(got[i]), w = bf16_to_float(want[i]);
     ASSERT_FALSE(std::isnan(g)) << i;
     ss += w * w;
-    worst = std::max(worst, std::fabs(g - w));
+    diff += (g - w) * (g - w);
   }
   const double rms = std::sqrt(ss / static_cast<double>(got.size()));
-  EXPECT_LT(worst / rms, 0.02) << "heads " << c.heads << " d " << c.d;  // a few bf16 ulps at the rms
+  // Split lists round P against each split's own running max, so outputs may move by an ulp or two
+  // of their own magnitude (or of the rms, for small ones); a wrong entry moves them by far more.
+  double ulps = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double g = bf16_to_float(got[i]), w = bf16_to_float(want[i]);
+    ulps = std::max(ulps, std::fabs(g - w) / (0x1p-7 * std::max(std::fabs(w), rms)));
+  }
+  EXPECT_LE(ulps, 3.0) << "heads " << c.heads << " d " << c.d;
+  EXPECT_LE(std::sqrt(diff / ss), 2e-3) << "heads " << c.heads << " d " << c.d;
 }
 
 TEST(CudaAttention, MatchesCpuAtFlashDims) { run_case({64, 512, 64, 128, 512, 4, 3000}, 11); }

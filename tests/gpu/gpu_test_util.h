@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -33,6 +34,22 @@ struct Dev {
   T* p = nullptr;
   size_t n;
 };
+
+inline float as_float(uint16_t bf16) { return bf16_to_float(bf16); }
+inline float as_float(float v) { return v; }
+
+// rms(got - want) / rms(want) of bf16 or fp32 outputs; NaN anywhere fails.
+template <typename T>
+double normalized_error(const std::vector<T>& got, const std::vector<T>& want) {
+  double d = 0, r = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double g = as_float(got[i]), w = as_float(want[i]);
+    if (std::isnan(g)) return INFINITY;
+    d += (g - w) * (g - w);
+    r += w * w;
+  }
+  return r > 0 ? std::sqrt(d / r) : std::sqrt(d);
+}
 
 inline std::vector<uint16_t> random_bf16(size_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);

@@ -28,6 +28,7 @@ namespace dsv4 {
 namespace {
 
 using gputest::Dev;
+using gputest::normalized_error;
 using gputest::random_bf16;
 
 // ---- helpers ----------------------------------------------------------------------------------
@@ -116,7 +117,7 @@ struct Stream {
 
 struct Runners {
   Stream stream;
-  cuda::GemmRunner gemm{stream.s};
+  cuda::GemmRunner gemm{stream.s, cuda::GemmPrecision::kCublasLt};  // exact_shared picks per call
   cuda::MoeRunner moe{gemm, stream.s};
 };
 
@@ -501,7 +502,12 @@ void check_experts(const ExpertBank& bank, int64_t tokens, int topk, uint32_t se
   EXPECT_TRUE(exact[1] == exact[0]) << "run to run: " << bf16_diff(exact[1], exact[0]);
   const auto fast = r.gpu(run, false, 2, &err);
   EXPECT_EQ(err, 0);
-  EXPECT_LE(max_ulps_at_scale(fast[0], want), 2.0) << bf16_diff(fast[0], want);
+  // cuBLASLt's FP8 accumulation differs from exact fp32 by ~1e-3, and the shared expert re-quantizes
+  // its hidden layer to FP8, where that flips some codes: a normalised error, not a few ulps.
+  const double e = normalized_error(fast[0], want);
+  std::printf("cuBLASLt shared expert: normalised error %.2e, %.1f ulps at scale\n", e,
+              max_ulps_at_scale(fast[0], want));
+  EXPECT_LE(e, 1e-2) << bf16_diff(fast[0], want);
   EXPECT_TRUE(fast[1] == fast[0]) << "run to run: " << bf16_diff(fast[1], fast[0]);
 }
 

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <array>
 #include <map>
-#include <unordered_map>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemm.h"
@@ -150,11 +149,6 @@ LtPlan make_plan(cublasLtHandle_t lt, const LtShape& s, const float* scale_a, co
   return p;
 }
 
-struct ScaleCopy {
-  float* data = nullptr;
-  int64_t n = 0, k = 0;
-};
-
 }  // namespace
 
 struct GemmRunner::Impl {
@@ -168,16 +162,15 @@ struct GemmRunner::Impl {
   int32_t* counters = nullptr;  // its per-tile arrival counters (zero between GEMMs)
   int64_t counter_count = 0;
   std::map<std::array<int64_t, 15>, LtPlan> plans;
-  std::unordered_map<const uint8_t*, ScaleCopy> scales;
+  GemmPrecision precision;
 
-  explicit Impl(cudaStream_t s) : stream(s) {
+  Impl(cudaStream_t s, GemmPrecision mode) : stream(s), precision(mode) {
     DSV4_LT_CHECK(cublasLtCreate(&lt));
     DSV4_CUDA_CHECK(cudaMallocAsync(&workspace, kWorkspaceBytes, stream));
   }
 
   ~Impl() {
     for (auto& [key, plan] : plans) plan.destroy();
-    for (auto& [key, copy] : scales) cudaFreeAsync(copy.data, stream);
     if (act) cudaFreeAsync(act, stream);
     if (partial) cudaFreeAsync(partial, stream);
     if (counters) cudaFreeAsync(counters, stream);
@@ -219,19 +212,6 @@ struct GemmRunner::Impl {
     p.counters = counters, p.counter_count = counter_count;
   }
 
-  // fp32 copy of an FP8 weight's scales in the BLK128x128 layout, made once per weight.
-  const float* weight_scales(const GemmWeight& w) {
-    ScaleCopy& c = scales[w.scale];
-    if (c.data && c.n == w.rows && c.k == w.cols) return c.data;
-    if (c.data) DSV4_CUDA_CHECK(cudaFreeAsync(c.data, stream));
-    const int64_t count = (w.rows + 127) / 128 * weight_scale_ld(w.cols);
-    DSV4_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&c.data), static_cast<size_t>(count) * 4, stream));
-    c.n = w.rows;
-    c.k = w.cols;
-    fp8_scales_to_f32(w.scale, w.rows, w.cols, c.data, stream);
-    return c.data;
-  }
-
   const LtPlan& plan(const LtShape& s, const float* scale_a, const float* scale_b) {
     auto it = plans.find(s.key());
     if (it == plans.end()) it = plans.emplace(s.key(), make_plan(lt, s, scale_a, scale_b)).first;
@@ -258,12 +238,12 @@ struct GemmRunner::Impl {
   }
 
   // FP8 block-scaled through cuBLASLt, one matmul per group (each has its own scale offsets).
-  bool lt_fp8(const GemmArgs& a, const uint8_t* codes, const float* act_scales, int64_t scale_ld, int64_t y_ld) {
+  bool lt_fp8(const GemmArgs& a, const uint8_t* codes, const float* act_scales, int64_t scale_ld, int64_t y_ld,
+              const float* wscale) {
     const GemmWeight& w = a.w;
     const int64_t ng = w.rows / a.groups, kg = w.cols, k = kg * a.groups;
     if (a.groups > 1 && ng % 128 != 0) return false;  // group g's weight scales start at row block g·ng/128
     if (kg % 16 != 0 || alignment_of(w.data) < 16) return false;
-    const float* wscale = weight_scales(w);
     const size_t esz = a.out == GemmOut::kF32 ? 4 : 2;
     for (int g = 0; g < a.groups; ++g) {
       const auto* wg = static_cast<const uint8_t*>(w.data) + g * ng * kg;
@@ -305,7 +285,8 @@ struct GemmRunner::Impl {
     if (a.rows == 0) return;
     const bool y_f32 = a.out == GemmOut::kF32;
     if (w.kind == GemmWeightKind::kBf16 || w.kind == GemmWeightKind::kF32) {
-      if (w.kind == GemmWeightKind::kBf16 && !a.exact && lt_bf16(a, x_ld, y_ld)) return;
+      const bool use_lt = w.kind == GemmWeightKind::kBf16 && !a.exact && precision == GemmPrecision::kCublasLt;
+      if (use_lt && lt_bf16(a, x_ld, y_ld)) return;
       ExactPlainArgs p;
       p.x = a.x, p.x_ld = x_ld, p.rows = a.rows;
       p.n = w.rows, p.ng = w.rows / a.groups, p.kg = w.cols, p.groups = a.groups;
@@ -315,12 +296,19 @@ struct GemmRunner::Impl {
       return;
     }
     DSV4_CHECK(w.scale && w.cols % 128 == 0, "gemm: a block-scaled weight needs scales and K % 128 == 0");
+    // Scratch: activation codes, their scales, and (cuBLASLt) the weight's scales as fp32, converted
+    // in the quantizing launch every call: a cached copy would go stale when weights are freed.
+    const bool use_lt = w.kind == GemmWeightKind::kFp8 && !a.exact && precision == GemmPrecision::kCublasLt;
     const int64_t scale_ld = act_scale_ld(a.rows);
     const size_t code_bytes = (static_cast<size_t>(a.rows * k) + 255) / 256 * 256;
-    auto* codes = static_cast<uint8_t*>(act_scratch(code_bytes + static_cast<size_t>(k / 128 * scale_ld) * 4));
+    const size_t act_scale_bytes = static_cast<size_t>(k / 128 * scale_ld) * 4;
+    const size_t w_scale_bytes = use_lt ? static_cast<size_t>((w.rows + 127) / 128 * weight_scale_ld(w.cols)) * 4 : 0;
+    auto* codes = static_cast<uint8_t*>(act_scratch(code_bytes + act_scale_bytes + w_scale_bytes));
     auto* act_scales = reinterpret_cast<float*>(codes + code_bytes);
-    quantize_act(a.x, a.rows, k, x_ld, codes, act_scales, scale_ld, stream);
-    if (w.kind == GemmWeightKind::kFp8 && !a.exact && lt_fp8(a, codes, act_scales, scale_ld, y_ld)) return;
+    float* w_scales = use_lt ? act_scales + act_scale_bytes / 4 : nullptr;
+    const WeightScaleJob job = use_lt ? WeightScaleJob{w.scale, w.rows, w.cols, w_scales} : WeightScaleJob{};
+    quantize_act(a.x, a.rows, k, x_ld, codes, act_scales, scale_ld, stream, job);
+    if (use_lt && lt_fp8(a, codes, act_scales, scale_ld, y_ld, w_scales)) return;
     ExactBlockArgs p;
     p.kind = w.kind;
     p.codes = codes, p.codes_ld = k, p.scales = act_scales, p.scale_ld = scale_ld;
@@ -332,7 +320,8 @@ struct GemmRunner::Impl {
   }
 };
 
-GemmRunner::GemmRunner(cudaStream_t stream) : impl_(std::make_unique<Impl>(stream)) {}
+GemmRunner::GemmRunner(cudaStream_t stream, GemmPrecision precision)
+    : impl_(std::make_unique<Impl>(stream, precision)) {}
 GemmRunner::~GemmRunner() = default;
 
 void GemmRunner::run(const GemmArgs& a) { impl_->run(a); }

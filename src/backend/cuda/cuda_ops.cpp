@@ -41,9 +41,9 @@ DeviceTable device_table(const EntryTable& t) {
 
 }  // namespace
 
-CudaOps::CudaOps(CudaDevice& dev)
+CudaOps::CudaOps(CudaDevice& dev, GemmPrecision gemm)
     : dev_(dev),
-      gemm_(std::make_unique<GemmRunner>(dev.stream())),
+      gemm_(std::make_unique<GemmRunner>(dev.stream(), gemm)),
       moe_(std::make_unique<MoeRunner>(*gemm_, dev.stream())) {}
 
 CudaOps::~CudaOps() = default;

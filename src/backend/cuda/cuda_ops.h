@@ -4,6 +4,7 @@
 // the device and are checked there (device_table.h's error flag, raised at the next copy back).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -17,10 +18,11 @@ namespace dsv4::cuda {
 class GemmRunner;
 class MoeRunner;
 struct GemmWeight;
+enum class GemmPrecision : uint8_t;
 
 class CudaOps final : public Ops {
  public:
-  explicit CudaOps(CudaDevice& dev);
+  explicit CudaOps(CudaDevice& dev, GemmPrecision gemm);
   ~CudaOps() override;
 
   void linear(const LinearParams& p) override;

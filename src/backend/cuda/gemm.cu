@@ -149,14 +149,21 @@ __device__ __forceinline__ bool row_tile(const ExactBlockArgs& p, int tm, Tile& 
 // ---- quantize_act ----------------------------------------------------------------------------------
 
 // One warp per (row, 128-block), 4 elements a lane: quant.cu's quantize_e4m3 with fp32 scales.
+// Threads past the activation warps convert the weight's ue8m0 scales (ws) in the same launch.
 template <bool kVec>
 __global__ void __launch_bounds__(256)
     quantize_act_kernel(const uint16_t* __restrict__ x, int64_t rows, int64_t k, int64_t x_ld,
-                        uint8_t* __restrict__ codes, float* __restrict__ scales, int64_t scale_ld) {
+                        uint8_t* __restrict__ codes, float* __restrict__ scales, int64_t scale_ld, WeightScaleJob ws) {
   const int64_t nblk = k / 128;
-  const int64_t warp = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
+  const int64_t thread = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  const int64_t warp = thread / kWarp;
   const int lane = threadIdx.x % kWarp;
-  if (warp >= rows * nblk) return;
+  if (warp >= rows * nblk) {
+    const int64_t i = thread - rows * nblk * kWarp, kb = (ws.k + 127) / 128, ld = (kb + 3) / 4 * 4;  // weight_scale_ld
+    if (ws.scale && i < (ws.n + 127) / 128 * ld)
+      ws.out[i] = i % ld < kb ? ue8m0_f(ws.scale[i / ld * kb + i % ld]) : 0.0f;
+    return;
+  }
   const int64_t row = warp / nblk, kb = warp % nblk;
   const uint16_t* src = x + row * x_ld + kb * 128 + lane * 4;
   uint16_t h[4];
@@ -827,14 +834,6 @@ __global__ void __launch_bounds__(2 * kWarp) skinny_plain_kernel(const ExactPlai
 
 // ---- FP8 scale conversion ------------------------------------------------------------------------
 
-__global__ void fp8_scales_kernel(const uint8_t* __restrict__ scale, int64_t rows, int64_t kb, int64_t ld,
-                                  float* __restrict__ out) {
-  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (i >= rows * ld) return;
-  const int64_t r = i / ld, c = i % ld;
-  out[i] = c < kb ? ue8m0_f(scale[r * kb + c]) : 0.0f;
-}
-
 // ---- launchers -----------------------------------------------------------------------------------
 
 bool aligned(const void* p, uintptr_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
@@ -952,19 +951,21 @@ BlockPlan plan_block(const ExactBlockArgs& a) {
 }  // namespace
 
 void quantize_act(const uint16_t* x, int64_t rows, int64_t k, int64_t x_stride, uint8_t* codes, float* scales,
-                  int64_t scale_ld, cudaStream_t stream) {
+                  int64_t scale_ld, cudaStream_t stream, const WeightScaleJob& ws) {
   if (x_stride == 0) x_stride = k;
   DSV4_CUDA_REQUIRE(k > 0 && k % 128 == 0, "quantize_act: K must be a positive multiple of 128");
   DSV4_CUDA_REQUIRE(rows >= 0 && x_stride >= k && scale_ld >= rows, "quantize_act: bad strides");
   DSV4_CUDA_REQUIRE(aligned(codes, 4), "quantize_act: codes must be 4-byte aligned");
+  DSV4_CUDA_REQUIRE(!ws.scale || ws.out, "quantize_act: weight scales need an output");
   if (rows == 0) return;
   constexpr int kThreads = 256;
-  const int64_t threads = rows * (k / 128) * kWarp;
+  const int64_t ws_count = ws.scale ? cdiv(ws.n, 128) * weight_scale_ld(ws.k) : 0;
+  const int64_t threads = rows * (k / 128) * kWarp + ws_count;
   const auto grid = static_cast<unsigned>(cdiv(threads, kThreads));
   if (aligned(x, 8) && x_stride % 4 == 0) {
-    quantize_act_kernel<true><<<grid, kThreads, 0, stream>>>(x, rows, k, x_stride, codes, scales, scale_ld);
+    quantize_act_kernel<true><<<grid, kThreads, 0, stream>>>(x, rows, k, x_stride, codes, scales, scale_ld, ws);
   } else {
-    quantize_act_kernel<false><<<grid, kThreads, 0, stream>>>(x, rows, k, x_stride, codes, scales, scale_ld);
+    quantize_act_kernel<false><<<grid, kThreads, 0, stream>>>(x, rows, k, x_stride, codes, scales, scale_ld, ws);
   }
   DSV4_CUDA_CHECK_LAUNCH();
 }
@@ -1009,15 +1010,6 @@ void exact_plain_gemm(const ExactPlainArgs& a, cudaStream_t stream) {
   } else {
     launch_plain<false>(a, tiled, vec, stream);
   }
-}
-
-void fp8_scales_to_f32(const uint8_t* scale, int64_t n, int64_t k, float* out, cudaStream_t stream) {
-  const int64_t rows = cdiv(n, 128), ld = weight_scale_ld(k);
-  if (rows * ld == 0) return;
-  constexpr int kThreads = 256;
-  fp8_scales_kernel<<<static_cast<unsigned>(cdiv(rows * ld, kThreads)), kThreads, 0, stream>>>(scale, rows,
-                                                                                               cdiv(k, 128), ld, out);
-  DSV4_CUDA_CHECK_LAUNCH();
 }
 
 void grouped_gemm(const GroupedGemmArgs& a, cudaStream_t stream) {

@@ -1,10 +1,10 @@
 // GEMMs of the CUDA backend (MODEL.md §9.3, backend/ops.h LinearParams): y[m, n] = Σ_k x[m, k]·W[n, k].
 //  * FP8 weights (e4m3 + 128x128 ue8m0 scales): activations quantized per row in 1x128 blocks, then
-//    cuBLASLt's block-scaled FP8 GEMM (VEC128 x BLK128x128 scale modes) where it supports the shape
-//    (on the H200 with cuBLASLt 13.1: rows a multiple of 4), else the exact kernel below.
+//    the exact kernel below, or (GemmPrecision::kCublasLt) cuBLASLt's block-scaled FP8 GEMM (VEC128 x
+//    BLK128x128 scale modes) where it supports the shape (cuBLASLt 13.1 on the H200: rows % 4 == 0).
 //  * FP4 weights (e2m1 + per-32 ue8m0 scales): the exact kernel.
-//  * bf16 / f32 weights: true fp32 GEMMs (never TF32): cuBLASLt for bf16 unless exact, the exact
-//    kernel for f32 weights.
+//  * bf16 / f32 weights: true fp32 GEMMs (never TF32): the exact kernel, or (kCublasLt, bf16 only)
+//    cuBLASLt with fp32 accumulation.
 // The exact kernel computes the CPU backend's arithmetic bit for bit (backend/cpu/linear.cpp): per
 // K-block the fp32 product P of the codes summed in ascending k, then C += P·(sa·sb) (FP8) or
 // C += (P·sa)·sb (FP4); plain weights one ascending fp32 sum. The MoE gate and the compressor use it
@@ -41,16 +41,26 @@ struct GemmArgs {
   int groups = 1;  // grouped (wo_a): output column n uses x slice n / (N/groups)
   int64_t x_stride = 0;
   int64_t y_stride = 0;
-  bool exact = false;  // force the exact kernel (bit-identical to the CPU backend)
+  bool exact = false;  // the exact kernel whatever the runner's precision
 };
 
-// Owns the cuBLASLt handle, its workspace, scratch for quantized activations and split-K partials,
-// and the fp32 copies of FP8 weight scales (made once per weight, keyed by its scale pointer:
-// weights must not move). run() only enqueues on the stream (scratch grows with stream-ordered
-// allocations); it is not thread-safe. Weights and x must be 16-byte aligned for the fast paths.
+// Which GEMMs run where. The reference sums each output in fp32 with every product exact (FP8
+// per 128-wide K-block). The H200's FP8 tensor cores keep fewer bits while accumulating (about 1e-3
+// relative error per output), and any difference, even an fp32 summation order, is amplified by
+// the model's many re-quantizations (bf16, FP8, FP4) into index and routing flips. So the default
+// is the exact kernel for every weight kind, bit-identical to the CPU backend, and the tensor-core
+// libraries are opt-in (DSV4_GEMM=cublaslt) with their golden-set numbers in docs/perf.md.
+enum class GemmPrecision : uint8_t {
+  kExact,     // the exact kernels: bit-identical to the CPU backend
+  kCublasLt,  // cuBLASLt: block-scaled FP8 (where it takes the shape) and bf16 with fp32 accumulation
+};
+
+// Owns the cuBLASLt handle, its workspace and scratch for quantized activations and split-K
+// partials. run() only enqueues on the stream (scratch grows with stream-ordered allocations); it
+// is not thread-safe. Weights and x must be 16-byte aligned for the fast paths.
 class GemmRunner {
  public:
-  explicit GemmRunner(cudaStream_t stream);
+  explicit GemmRunner(cudaStream_t stream, GemmPrecision precision = GemmPrecision::kExact);
   ~GemmRunner();
   GemmRunner(const GemmRunner&) = delete;
   GemmRunner& operator=(const GemmRunner&) = delete;
@@ -87,7 +97,14 @@ void grouped_gemm(const GroupedGemmArgs& a, cudaStream_t stream);
 // Activation quantization of the FP8/FP4 GEMMs (MODEL.md §2.2 with block 128): per row and 128-block,
 // e4m3 codes [rows, K] and the fp32 power-of-two scale at scales[kb·scale_ld + row] (K-block major,
 // scale_ld >= rows; cuBLASLt's VEC128 layout). Bit-identical to core/quant.h.
+// ws (optional, same launch): an FP8 weight's ue8m0 scales [ceil(n/128)][ceil(k/128)] -> fp32
+// [ceil(n/128)][weight_scale_ld(k)] (padding zero) at ws.out, the BLK128x128 operand of cuBLASLt.
+struct WeightScaleJob {
+  const uint8_t* scale = nullptr;
+  int64_t n = 0, k = 0;
+  float* out = nullptr;
+};
 void quantize_act(const uint16_t* x, int64_t rows, int64_t k, int64_t x_stride, uint8_t* codes, float* scales,
-                  int64_t scale_ld, cudaStream_t stream);
+                  int64_t scale_ld, cudaStream_t stream, const WeightScaleJob& ws = {});
 
 }  // namespace dsv4::cuda

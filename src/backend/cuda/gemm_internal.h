@@ -76,8 +76,4 @@ struct ExactPlainArgs {
 };
 void exact_plain_gemm(const ExactPlainArgs& a, cudaStream_t stream);
 
-// FP8 weight scales ue8m0 [ceil(n/128)][ceil(k/128)] -> fp32 [ceil(n/128)][weight_scale_ld(k)]
-// (padding zero), values exactly 2^(e-127).
-void fp8_scales_to_f32(const uint8_t* scale, int64_t n, int64_t k, float* out, cudaStream_t stream);
-
 }  // namespace dsv4::cuda

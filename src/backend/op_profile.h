@@ -1,0 +1,108 @@
+// OpProfile: an Ops that forwards every call to another backend and, while enabled, waits for each
+// op to finish and adds its wall time to a per-op total. Waiting serializes host and device, so the
+// totals show where a step's time goes, not how fast the step runs unprofiled (`bench step --profile`).
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backend/device.h"
+#include "backend/ops.h"
+
+namespace dsv4 {
+
+struct OpTime {
+  std::string op;
+  int64_t calls = 0;
+  double ms = 0;
+};
+
+class OpProfile final : public Ops {
+ public:
+  OpProfile(Ops& inner, Device& dev) : inner_(inner), dev_(dev) {}
+  void enable(bool on);                // on: clears the totals and synchronizes the device first
+  std::vector<OpTime> totals() const;  // largest total first
+
+  void linear(const LinearParams& p) override {
+    timed("linear", [&] { inner_.linear(p); });
+  }
+  void rms_norm(const RmsNormParams& p) override {
+    timed("rms_norm", [&] { inner_.rms_norm(p); });
+  }
+  void head_rms_norm(const HeadRmsNormParams& p) override {
+    timed("head_rms_norm", [&] { inner_.head_rms_norm(p); });
+  }
+  void rope(const RopeParams& p) override {
+    timed("rope", [&] { inner_.rope(p); });
+  }
+  void hadamard(const HadamardParams& p) override {
+    timed("hadamard", [&] { inner_.hadamard(p); });
+  }
+  void quant_sim(const QuantSimParams& p) override {
+    timed("quant_sim", [&] { inner_.quant_sim(p); });
+  }
+  void store_entries(const StoreEntriesParams& p) override {
+    timed("store_entries", [&] { inner_.store_entries(p); });
+  }
+  void kv_insert(const KvInsertParams& p) override {
+    timed("kv_insert", [&] { inner_.kv_insert(p); });
+  }
+  void sparse_attention(const SparseAttentionParams& p) override {
+    timed(p.compressed_width > 0 ? "sparse_attention" : "sparse_attention (window)",
+          [&] { inner_.sparse_attention(p); });
+  }
+  void compressor_step(const CompressorStepParams& p) override {
+    timed("compressor_step", [&] { inner_.compressor_step(p); });
+  }
+  void compressor_emit(const CompressorEmitParams& p) override {
+    timed("compressor_emit", [&] { inner_.compressor_emit(p); });
+  }
+  void indexer_topk(const IndexerTopkParams& p) override {
+    timed("indexer_topk", [&] { inner_.indexer_topk(p); });
+  }
+  void hc_pre(const HcPreParams& p) override {
+    timed("hc_pre", [&] { inner_.hc_pre(p); });
+  }
+  void hc_post(const HcPostParams& p) override {
+    timed("hc_post", [&] { inner_.hc_post(p); });
+  }
+  void hc_head(const HcHeadParams& p) override {
+    timed("hc_head", [&] { inner_.hc_head(p); });
+  }
+  void moe_gate(const MoeGateParams& p) override {
+    timed("moe_gate", [&] { inner_.moe_gate(p); });
+  }
+  void moe_experts(const MoeExpertsParams& p) override {
+    timed("moe_experts", [&] { inner_.moe_experts(p); });
+  }
+  void embed(const EmbedParams& p) override {
+    timed("embed", [&] { inner_.embed(p); });
+  }
+  void paged_slots(const PagedSlotsParams& p) override {
+    timed("paged_slots", [&] { inner_.paged_slots(p); });
+  }
+  void argmax(const ArgmaxParams& p) override {
+    timed("argmax", [&] { inner_.argmax(p); });
+  }
+
+ private:
+  template <typename F>
+  void timed(const char* op, F&& run) {
+    if (!on_) return run();
+    const auto t0 = std::chrono::steady_clock::now();
+    run();
+    dev_.synchronize();
+    auto& t = totals_[op];
+    ++t.first;
+    t.second += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  Ops& inner_;
+  Device& dev_;
+  bool on_ = false;
+  std::map<std::string, std::pair<int64_t, double>> totals_;
+};
+
+}  // namespace dsv4

@@ -1,0 +1,85 @@
+// OpTrace and OpProfile: the debugging decorators around a backend. A trace must name the first call
+// whose outputs differ between two runs; a profile must count every call it waited for.
+#include "backend/op_trace.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/op_profile.h"
+#include "core/number_formats.h"
+
+namespace dsv4 {
+namespace {
+
+std::vector<uint16_t> random_row(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<uint16_t> v(n);
+  for (auto& x : v) x = float_to_bf16(d(rng));
+  return v;
+}
+
+// Two rms_norm calls and a head norm; `bump` changes one input element of the second rms_norm.
+std::vector<OpRecord> trace(bool bump) {
+  HostDevice dev;
+  CpuOps cpu(1);
+  OpTrace t(cpu, dev);
+  const int64_t dim = 64;
+  auto x = random_row(2 * dim, 1), w = random_row(dim, 2), y = std::vector<uint16_t>(x.size());
+  t.rms_norm({.x = x.data(), .y = y.data(), .weight = w.data(), .rows = 2, .dim = dim});
+  if (bump) x[5] = float_to_bf16(bf16_to_float(x[5]) * 4);
+  t.rms_norm({.x = x.data(), .y = y.data(), .weight = w.data(), .rows = 2, .dim = dim});
+  t.head_rms_norm({.x = y.data(), .rows = 2, .heads = 2, .head_dim = 32});
+  return t.records();
+}
+
+TEST(OpTrace, RecordsEveryDenseOutput) {
+  const auto r = trace(false);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].op, "rms_norm");
+  EXPECT_EQ(r[2].op, "head_rms_norm");
+  EXPECT_EQ(r[0].bytes.size(), 2u * 64 * 2);
+}
+
+TEST(OpTrace, IdenticalRunsCompareClean) { EXPECT_TRUE(compare_traces(trace(false), trace(false)).empty()); }
+
+TEST(OpTrace, NamesTheFirstCallThatDiffers) {
+  const auto lines = compare_traces(trace(true), trace(false));
+  ASSERT_GE(lines.size(), 2u);
+  EXPECT_NE(lines[0].find("call     1 rms_norm"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("head_rms_norm"), std::string::npos) << lines[1];
+}
+
+TEST(OpTrace, ShapeMismatchStops) {
+  auto a = trace(false), b = trace(false);
+  b[1].op = "rope";
+  const auto lines = compare_traces(a, b);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(lines[0].find("diverge"), std::string::npos) << lines[0];
+}
+
+TEST(OpProfile, CountsCallsOnlyWhileEnabled) {
+  HostDevice dev;
+  CpuOps cpu(1);
+  OpProfile prof(cpu, dev);
+  const int64_t dim = 64;
+  auto x = random_row(dim, 3), w = random_row(dim, 4), y = std::vector<uint16_t>(x.size());
+  const RmsNormParams p{.x = x.data(), .y = y.data(), .weight = w.data(), .rows = 1, .dim = dim};
+  prof.rms_norm(p);
+  EXPECT_TRUE(prof.totals().empty());
+  prof.enable(true);
+  prof.rms_norm(p);
+  prof.rms_norm(p);
+  prof.head_rms_norm({.x = y.data(), .rows = 1, .heads = 2, .head_dim = 32});
+  prof.enable(false);
+  prof.rms_norm(p);
+  const auto t = prof.totals();
+  ASSERT_EQ(t.size(), 2u);
+  for (const OpTime& o : t) EXPECT_EQ(o.calls, o.op == "rms_norm" ? 2 : 1) << o.op;
+  EXPECT_NE(y, std::vector<uint16_t>(y.size()));  // the ops really ran through the wrapper
+}
+
+}  // namespace
+}  // namespace dsv4
