@@ -49,6 +49,12 @@ for set in tiny-a tiny-b; do
   step "golden-cublaslt-$set" env DSV4_GEMM=cublaslt "$STAGE/bin/dsv4" golden-check "$DSV4_SHARED/golden/$set" --backend cuda
   status=$s0
 done
+# DSV4_GPU_COMPARE=1: where the CUDA backend parts from the CPU backend on the golden patterns, op by op.
+if [ "${DSV4_GPU_COMPARE:-0}" = 1 ]; then
+  for set in tiny-a tiny-b; do
+    step "compare-ops-$set" "$STAGE/bin/dsv4" golden-check "$DSV4_SHARED/golden/$set" --backend cuda --compare-ops cpu
+  done
+fi
 # DSV4_GPU_FLASH=1: generate the flash-attn preset on the GPU machine (never carried) and inspect it.
 if [ "${DSV4_GPU_FLASH:-0}" = 1 ]; then
   step make-tiny-flash-attn "$STAGE/bin/dsv4" make-tiny --preset flash-attn --out /tmp/dsv4-flash-attn
@@ -83,6 +89,9 @@ for f in "$LOGS"/*.log; do
   grep -q -E '^\[  FAILED  \]|^E [0-9:.]+ |Traceback' "$f" || continue
   echo "--- $(basename "$f")"
   grep -E -A4 'Failure$|^E [0-9:.]+ |Error' "$f" | head -n 30
+done
+for f in "$LOGS"/compare-ops-*.log; do
+  [ -f "$f" ] && { echo "--- $(basename "$f")"; grep -v '^[IWE] ' "$f" | head -n 14; }
 done
 [ -f "$LOGS/bench-profile.log" ] && grep -A12 '^profile' "$LOGS/bench-profile.log" | grep -v '^--' | head -80
 [ -f "$OUT/table.md" ] && { echo; cat "$OUT/table.md"; grep -h -A14 'Serving Benchmark' "$LOGS"/serve-c*.log 2>/dev/null | head -60; }

@@ -1,16 +1,20 @@
 // Entry storing and sparse attention on the GPU against the CPU ops, on a paged table with
-// scattered slots and -1 holes, at V4-Flash and golden dims.
+// scattered slots and -1 holes, at V4-Flash and golden dims: the generic kernel bit for bit, the V4
+// fast path within a tolerance.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_support.h"
 #include "backend/cuda/attention.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/rope.h"
 #include "core/number_formats.h"
 #include "gpu/gpu_test_util.h"
 
@@ -24,24 +28,56 @@ using gputest::random_bf16;
 struct Case {
   int heads, d, r, window, compressed;
   int64_t tokens, entries;
+  KvEntryFormat format = KvEntryFormat::kAttnFp8;
+  bool rope = false;  // positions set: the output's inverse RoPE
 };
 
 // A paged table: pages of 64 entries with a gap between pages (page_bytes > 64 entries).
-EntryTable host_table(std::vector<uint8_t>& mem, int64_t entries, KvEntryDims dims) {
-  const int32_t eb = static_cast<int32_t>(kv_entry_bytes(KvEntryFormat::kAttnFp8, dims));
+EntryTable host_table(std::vector<uint8_t>& mem, int64_t entries, KvEntryDims dims, KvEntryFormat format) {
+  const int32_t eb = static_cast<int32_t>(kv_entry_bytes(format, dims));
   const int64_t page = 64 * int64_t{eb} + 256, pages = (entries + 63) / 64;
   mem.assign(static_cast<size_t>(pages * page), 0xAB);
-  return {mem.data(), page, 64, eb, KvEntryFormat::kAttnFp8, pages * 64};
+  return {mem.data(), page, 64, eb, format, pages * 64};
 }
 
+// Whether some score q·k of the case changes its bits when summed sequentially instead of in the CPU's
+// 8 lanes: the inputs must make the order visible, or an exactness check could not fail.
+bool order_shows(const Case& c, const std::vector<uint16_t>& q, const std::vector<uint16_t>& vals) {
+  std::vector<float> a(static_cast<size_t>(c.d)), b(a.size());
+  for (int i = 0; i < 64; ++i) {
+    cpu::bf16_to_f32(q.data() + static_cast<size_t>(i % (c.tokens * c.heads)) * c.d, a.data(), c.d);
+    cpu::bf16_to_f32(vals.data() + static_cast<size_t>(i % c.entries) * c.d, b.data(), c.d);
+    float seq = 0;
+    for (int k = 0; k < c.d; ++k) seq += a[static_cast<size_t>(k)] * b[static_cast<size_t>(k)];
+    if (seq != cpu::dot(a.data(), b.data(), c.d)) return true;
+  }
+  return false;
+}
+
+// The generic kernel must match the CPU bit for bit; the fast path within the tolerance below.
 void run_case(const Case& c, uint32_t seed, bool generic = false) {
   CpuOps cpu(2);
   const KvEntryDims dims{c.d, c.r};
-  // Entries on the FP8 grid, stored through the CPU codec and through the CUDA kernel.
+  cuda::AttentionArgs shape;  // what the dispatch looks at
+  shape.heads = c.heads;
+  shape.head_dim = c.d;
+  shape.rope_dim = c.r;
+  shape.window.format = shape.compressed.format = static_cast<cuda::EntryFormat>(c.format);
+  shape.window.entry_bytes = shape.compressed.entry_bytes = static_cast<int32_t>(kv_entry_bytes(c.format, dims));
+  shape.compressed_width = c.compressed;
+  const bool exact = generic || !cuda::mqa_fast_path(shape);
+
+  // Entries on the FP8 grid (or bf16), stored through the CPU codec and through the CUDA kernel. For the
+  // exact checks the last (bf16) dim ramps with the entry id and the lists ascend below, so that the
+  // running max rises block after block and the rescaling by alpha shows.
   auto vals = random_bf16(static_cast<size_t>(c.entries * c.d), seed, 3.0f);
-  cpu.quant_sim({vals.data(), c.entries, c.d - c.r, c.d, QuantSim::kFp8, 64});
+  const float ramp = 8 * std::sqrt(static_cast<float>(c.d)) / 4;  // q's last dim is 4: scores rise by ~8
+  for (int64_t e = 0; exact && e < c.entries; ++e)
+    vals[static_cast<size_t>(e * c.d + c.d - 1)] =
+        float_to_bf16(ramp * static_cast<float>(e) / static_cast<float>(c.entries));
+  if (c.format == KvEntryFormat::kAttnFp8) cpu.quant_sim({vals.data(), c.entries, c.d - c.r, c.d, QuantSim::kFp8, 64});
   std::vector<uint8_t> mem;
-  const EntryTable table = host_table(mem, c.entries, dims);
+  const EntryTable table = host_table(mem, c.entries, dims, c.format);
   std::vector<int32_t> store_slots(static_cast<size_t>(c.entries));
   std::iota(store_slots.begin(), store_slots.end(), 0);
   std::shuffle(store_slots.begin(), store_slots.end(), std::mt19937(seed + 1));
@@ -53,8 +89,10 @@ void run_case(const Case& c, uint32_t seed, bool generic = false) {
   cuda::store_entries(dvals.p, c.entries, c.d, c.r, device_table(table, dmem.p), dstore.p, nullptr, nullptr);
   ASSERT_EQ(dmem.get(), mem) << "stored bytes differ";
 
-  // Queries and index lists with holes; the sink in the denominator.
-  const auto q = random_bf16(static_cast<size_t>(c.tokens * c.heads * c.d), seed + 2, 1.0f);
+  // Queries and index lists with holes (for the generic kernel also a whole masked block and a fully
+  // masked last token); the sink in the denominator.
+  auto q = random_bf16(static_cast<size_t>(c.tokens * c.heads * c.d), seed + 2, 1.0f);
+  for (size_t i = c.d - 1; exact && i < q.size(); i += c.d) q[i] = float_to_bf16(4.0f);
   const auto sinkv = random_bf16(static_cast<size_t>(c.heads), seed + 3, 1.0f);
   std::vector<float> sink(sinkv.size());
   for (size_t i = 0; i < sink.size(); ++i) sink[i] = 3 + bf16_to_float(sinkv[i]);
@@ -62,9 +100,24 @@ void run_case(const Case& c, uint32_t seed, bool generic = false) {
   auto list = [&](int width) {
     std::vector<int32_t> l(static_cast<size_t>(c.tokens * width));
     for (auto& s : l) s = rng() % 7 == 0 ? -1 : static_cast<int32_t>(rng() % c.entries);
+    if (!exact) return l;
+    for (int64_t t = 0; t < c.tokens; ++t) {  // ascending valid slots, the holes where they were
+      std::vector<int32_t> valid;
+      for (int i = 0; i < width; ++i)
+        if (l[static_cast<size_t>(t * width + i)] >= 0) valid.push_back(l[static_cast<size_t>(t * width + i)]);
+      std::sort(valid.begin(), valid.end());
+      for (int i = 0, v = 0; i < width; ++i)
+        if (l[static_cast<size_t>(t * width + i)] >= 0)
+          l[static_cast<size_t>(t * width + i)] = valid[static_cast<size_t>(v++)];
+    }
+    for (int i = 0; i < std::min(width, 64); ++i) l[static_cast<size_t>(i)] = -1;
+    if (c.tokens > 1) std::fill(l.end() - width, l.end(), -1);
     return l;
   };
   const auto win = list(c.window), comp = list(c.compressed);
+  std::vector<int32_t> pos(static_cast<size_t>(c.tokens));
+  for (auto& p : pos) p = static_cast<int32_t>(rng() % (1 << 20));
+  const RopeConfig rope = rope_config(v4_flash_config(), 4);
   std::vector<uint16_t> want(q.size());
   SparseAttentionParams p;
   p.q = q.data();
@@ -81,11 +134,15 @@ void run_case(const Case& c, uint32_t seed, bool generic = false) {
   p.compressed = table;
   p.compressed_slots = comp.data();
   p.compressed_width = c.compressed;
+  if (c.rope) {
+    p.positions = pos.data();
+    p.rope = rope;
+  }
   cpu.sparse_attention(p);
 
   Dev<uint16_t> dq(q), dout(std::vector<uint16_t>(q.size(), 0x7fc0));
-  Dev<float> dsink(sink);
-  Dev<int32_t> dwin(win), dcomp(comp);
+  Dev<float> dsink(sink), dfreqs(rope_frequencies(rope));
+  Dev<int32_t> dwin(win), dcomp(comp), dpos(pos);
   cuda::AttentionArgs a;
   a.q = dq.p;
   a.out = dout.p;
@@ -101,12 +158,22 @@ void run_case(const Case& c, uint32_t seed, bool generic = false) {
   a.compressed = a.window;
   a.compressed_slots = dcomp.p;
   a.compressed_width = c.compressed;
+  if (c.rope) {
+    a.positions = dpos.p;
+    a.freqs = dfreqs.p;
+  }
   if (generic) {
+    ASSERT_FALSE(c.rope) << "sparse_attention_generic leaves the inverse RoPE to its caller";
     cuda::sparse_attention_generic(a, nullptr);
   } else {
     cuda::sparse_attention(a, nullptr);
   }
   const auto got = dout.get();
+  if (exact) {
+    ASSERT_TRUE(order_shows(c, q, vals)) << "inputs blind to the dot's summation order";
+    EXPECT_EQ(got, want) << "heads " << c.heads << " d " << c.d;
+    return;
+  }
   double ss = 0, diff = 0;
   for (size_t i = 0; i < got.size(); ++i) {
     const double g = bf16_to_float(got[i]), w = bf16_to_float(want[i]);
@@ -127,7 +194,7 @@ void run_case(const Case& c, uint32_t seed, bool generic = false) {
 }
 
 TEST(CudaAttention, MatchesCpuAtFlashDims) { run_case({64, 512, 64, 128, 512, 4, 3000}, 11); }
-TEST(CudaAttention, GenericKernelMatchesCpuAtFlashDims) { run_case({64, 512, 64, 128, 512, 2, 3000}, 14, true); }
+TEST(CudaAttention, GenericKernelMatchesCpuAtFlashDims) { run_case({64, 512, 64, 128, 512, 8, 3000}, 14, true); }
 // Decode at long context: the fast path splits the list over CTAs and merges the partial states.
 TEST(CudaAttention, FastPathSplitsLongListsAtFlashDims) { run_case({64, 512, 64, 128, 8192, 2, 20000}, 15); }
 // Prefill-like: many tokens, one split each.
@@ -146,8 +213,17 @@ TEST(CudaAttention, FastPathAppliesOnlyToFlashShapes) {
   a.window.format = cuda::EntryFormat::kBf16;
   EXPECT_FALSE(cuda::mqa_fast_path(a));
 }
+// Shapes the fast path declines run the generic kernel: bit-exact.
 TEST(CudaAttention, MatchesCpuAtGoldenDims) { run_case({4, 128, 64, 128, 16, 33, 700}, 12); }
+TEST(CudaAttention, MatchesCpuAtGoldenDimsWithRope) {
+  run_case({4, 128, 64, 128, 40, 33, 700, KvEntryFormat::kAttnFp8, true}, 17);
+}
 TEST(CudaAttention, MatchesCpuWithWideNope) { run_case({8, 256, 64, 128, 70, 9, 500}, 13); }
+// 13 heads: a full group of 8 and one of 5; bf16 entries.
+TEST(CudaAttention, MatchesCpuWithPartialHeadGroup) {
+  run_case({13, 512, 64, 128, 200, 6, 900, KvEntryFormat::kBf16, true}, 18);
+}
+TEST(CudaAttention, MatchesCpuAtWidestHeads) { run_case({3, 1024, 64, 64, 100, 3, 300}, 19); }
 
 }  // namespace
 }  // namespace dsv4

@@ -1,7 +1,10 @@
-// Hyper-connection kernels against the CPU ops: post bit-exact, pre/head within fp32 summation noise.
+// Hyper-connection kernels against the CPU ops, bit for bit (pre, post, head), at V4-Flash and golden
+// dims and at odd shapes (every hc in range, widths that leave a partial chunk, token counts that
+// leave a partial block).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -16,13 +19,14 @@ namespace dsv4 {
 namespace {
 
 using gputest::Dev;
-using gputest::random_bf16;
 
-std::vector<float> randn(size_t n, uint32_t seed, float mean, float std) {
+// Normal values times 2^U(-spread, spread): mixed magnitudes, so that the summation order shows.
+std::vector<float> mixed(size_t n, uint32_t seed, float std, float spread) {
   std::mt19937 rng(seed);
-  std::normal_distribution<float> d(mean, std);
+  std::normal_distribution<float> d(0, std);
+  std::uniform_real_distribution<float> e(-spread, spread);
   std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
+  for (auto& x : v) x = d(rng) * std::exp2(e(rng));
   return v;
 }
 
@@ -32,27 +36,10 @@ std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
   return b;
 }
 
-double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(a[i])) return 1e30;
-    m = std::max(m, std::fabs(double{a[i]} - b[i]) / (std::fabs(double{b[i]}) + 1e-6));
-  }
-  return m;
-}
-
-// Worst |a - b| in bf16 ulps (2^-7 relative) of max(|b|, rms(b)): the weighted stream sums
-// cancel, so an ulp count of a near-zero output would measure the cancellation, not the kernel.
-double max_ulps_at_scale(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
-  double ss = 0, m = 0;
-  for (uint16_t v : b) ss += double{bf16_to_float(v)} * bf16_to_float(v);
-  const double rms = std::sqrt(ss / static_cast<double>(b.size()));
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double x = bf16_to_float(a[i]), y = bf16_to_float(b[i]);
-    if (std::isnan(x)) return 1e30;
-    m = std::max(m, std::fabs(x - y) / (0x1p-7 * std::max(std::fabs(y), rms)));
-  }
-  return m;
+std::vector<uint32_t> bits(const std::vector<float>& v) {
+  std::vector<uint32_t> b(v.size());
+  for (size_t i = 0; i < v.size(); ++i) b[i] = std::bit_cast<uint32_t>(v[i]);
+  return b;
 }
 
 // Poisoned outputs: NaN for bf16, a value no op produces for fp32.
@@ -62,54 +49,112 @@ std::vector<T> poisoned(size_t n) {
 }
 
 struct HcCase {
-  int64_t tokens = 9, dim = 4096;
-  int hc = 4;
-  std::vector<uint16_t> h = to_bf16(randn(static_cast<size_t>(tokens * hc * dim), 1, 0, 2));
-  std::vector<float> fn = randn(static_cast<size_t>(24 * hc * dim), 2, 0, 0.5f / 128), scale = randn(3, 3, 1, 0.1f),
-                     base = randn(24, 4, 0, 0.1f);
+  int64_t tokens, dim;
+  int hc;
+  int iters = 20;
 };
 
-TEST(CudaHyperConnection, PreMatchesCpu) {
-  HcCase c;
-  std::vector<uint16_t> x(static_cast<size_t>(c.tokens * c.dim));
-  std::vector<float> post(static_cast<size_t>(c.tokens * c.hc)), comb(static_cast<size_t>(c.tokens * c.hc * c.hc));
-  CpuOps cpu(2);
-  cpu.hc_pre({c.h.data(), c.tokens, c.hc, c.dim, c.fn.data(), c.scale.data(), c.base.data(), 1e-6f, 1e-6f, 20, x.data(),
-              post.data(), comb.data()});
-  Dev<uint16_t> dh(c.h), dx(poisoned<uint16_t>(x.size()));
-  Dev<float> dfn(c.fn), ds(c.scale), db(c.base), dpost(poisoned<float>(post.size())),
-      dcomb(poisoned<float>(comb.size()));
-  cuda::hc_pre(dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, 20, dx.p, dpost.p, dcomb.p, nullptr);
-  EXPECT_LT(max_rel(dpost.get(), post), 1e-4);
-  EXPECT_LT(max_rel(dcomb.get(), comb), 1e-4);
-  EXPECT_LE(max_ulps_at_scale(dx.get(), x), 1.0);
+struct HcInputs {
+  HcInputs(const HcCase& c, int mix, uint32_t seed)
+      : h(to_bf16(mixed(static_cast<size_t>(c.tokens * c.hc * c.dim), seed, 2, 4))),
+        fn(mixed(static_cast<size_t>(mix * c.hc * c.dim), seed + 1, 0.5f / 128, 2)),
+        scale(mixed(3, seed + 2, 0.3f, 0)),
+        base(mixed(static_cast<size_t>(mix), seed + 3, 0.3f, 0)) {
+    for (auto& s : scale) s += 1;
+  }
+  std::vector<uint16_t> h;
+  std::vector<float> fn, scale, base;
+};
+
+// Whether summing some token's mix (X · fn row) in another order (descending k) changes its bits: the
+// inputs must make the order visible, or the exactness checks below could not fail.
+bool order_shows(const HcInputs& in, const HcCase& c, int mix) {
+  const int64_t width = c.hc * c.dim;
+  for (int64_t t = 0; t < c.tokens; ++t) {
+    for (int o = 0; o < mix; ++o) {
+      float up = 0, down = 0;
+      for (int64_t k = 0; k < width; ++k) {
+        up += bf16_to_float(in.h[static_cast<size_t>(t * width + k)]) * in.fn[static_cast<size_t>(o * width + k)];
+        const int64_t r = width - 1 - k;
+        down += bf16_to_float(in.h[static_cast<size_t>(t * width + r)]) * in.fn[static_cast<size_t>(o * width + r)];
+      }
+      if (up != down) return true;
+    }
+  }
+  return false;
+}
+
+const HcCase kPreCases[] = {
+    {9, 4096, 4},     // V4-Flash
+    {1, 4096, 4},     // one decode token
+    {17, 256, 4},     // golden dims, a partial block of tokens
+    {20, 256, 4, 1},  // one Sinkhorn iteration
+    {5, 35, 3},       // a width with a partial chunk and an odd tail
+    {3, 64, 8},       // the widest mix (three chains a lane)
+    {4, 40, 6},       // two chains a lane
+    {6, 100, 1},      // one stream
+    {2, 65, 2},       // a last chunk of two columns
+    {3, 52, 5},       // two chains a lane, 64-column chunks
+};
+
+TEST(CudaHyperConnection, PreIsBitExact) {
+  uint32_t seed = 1;
+  for (const HcCase& c : kPreCases) {
+    SCOPED_TRACE(testing::Message() << "tokens " << c.tokens << " dim " << c.dim << " hc " << c.hc);
+    const int mix = (2 + c.hc) * c.hc;
+    const HcInputs in(c, mix, seed += 10);
+    if (c.dim >= 256) {
+      ASSERT_TRUE(order_shows(in, c, mix));
+    }
+    std::vector<uint16_t> x(static_cast<size_t>(c.tokens * c.dim));
+    std::vector<float> post(static_cast<size_t>(c.tokens * c.hc)), comb(static_cast<size_t>(c.tokens * c.hc * c.hc));
+    CpuOps cpu(2);
+    cpu.hc_pre({in.h.data(), c.tokens, c.hc, c.dim, in.fn.data(), in.scale.data(), in.base.data(), 1e-6f, 1e-6f,
+                c.iters, x.data(), post.data(), comb.data()});
+    Dev<uint16_t> dh(in.h), dx(poisoned<uint16_t>(x.size()));
+    Dev<float> dfn(in.fn), ds(in.scale), db(in.base), dpost(poisoned<float>(post.size())),
+        dcomb(poisoned<float>(comb.size()));
+    cuda::hc_pre(dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, c.iters, dx.p, dpost.p, dcomb.p,
+                 nullptr);
+    EXPECT_EQ(bits(dpost.get()), bits(post));
+    EXPECT_EQ(bits(dcomb.get()), bits(comb));
+    EXPECT_EQ(dx.get(), x);
+  }
 }
 
 TEST(CudaHyperConnection, PostIsBitExact) {
-  HcCase c;
-  const auto x = to_bf16(randn(static_cast<size_t>(c.tokens * c.dim), 5, 0, 1));
-  const auto post = randn(static_cast<size_t>(c.tokens * c.hc), 6, 1, 0.3f);
-  const auto comb = randn(static_cast<size_t>(c.tokens * c.hc * c.hc), 7, 0.25f, 0.1f);
-  std::vector<uint16_t> want(c.h.size());
-  CpuOps cpu(2);
-  cpu.hc_post({x.data(), c.h.data(), post.data(), comb.data(), want.data(), c.tokens, c.hc, c.dim});
-  Dev<uint16_t> dx(x), dh(c.h);
-  Dev<float> dp(post), dc(comb);
-  cuda::hc_post(dx.p, dh.p, dp.p, dc.p, dh.p, c.tokens, c.hc, c.dim, nullptr);  // in place, as the model runs it
-  EXPECT_EQ(dh.get(), want);
+  for (const HcCase& c : {HcCase{9, 4096, 4}, HcCase{17, 256, 4}}) {
+    const auto h = to_bf16(mixed(static_cast<size_t>(c.tokens * c.hc * c.dim), 4, 1, 4));
+    const auto x = to_bf16(mixed(static_cast<size_t>(c.tokens * c.dim), 5, 1, 4));
+    const auto post = mixed(static_cast<size_t>(c.tokens * c.hc), 6, 1, 1);
+    const auto comb = mixed(static_cast<size_t>(c.tokens * c.hc * c.hc), 7, 0.25f, 2);
+    std::vector<uint16_t> want(h.size());
+    CpuOps cpu(2);
+    cpu.hc_post({x.data(), h.data(), post.data(), comb.data(), want.data(), c.tokens, c.hc, c.dim});
+    Dev<uint16_t> dx(x), dh(h);
+    Dev<float> dp(post), dc(comb);
+    cuda::hc_post(dx.p, dh.p, dp.p, dc.p, dh.p, c.tokens, c.hc, c.dim, nullptr);  // in place, as the model runs it
+    EXPECT_EQ(dh.get(), want) << "dim " << c.dim;
+  }
 }
 
-TEST(CudaHyperConnection, HeadMatchesCpu) {
-  HcCase c;
-  const auto fn = randn(static_cast<size_t>(c.hc * c.hc * c.dim), 8, 0, 0.5f / 128), base = randn(4, 9, 0, 0.1f);
-  const std::vector<float> scale = {1.1f};
-  std::vector<uint16_t> y(static_cast<size_t>(c.tokens * c.dim));
-  CpuOps cpu(2);
-  cpu.hc_head({c.h.data(), c.tokens, c.hc, c.dim, fn.data(), scale.data(), base.data(), 1e-6f, 1e-6f, y.data()});
-  Dev<uint16_t> dh(c.h), dy(poisoned<uint16_t>(y.size()));
-  Dev<float> dfn(fn), ds(scale), db(base);
-  cuda::hc_head(dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, dy.p, nullptr);
-  EXPECT_LE(max_ulps_at_scale(dy.get(), y), 1.0);
+TEST(CudaHyperConnection, HeadIsBitExact) {
+  uint32_t seed = 100;
+  for (const HcCase& c : {HcCase{9, 4096, 4}, HcCase{17, 256, 4}, HcCase{5, 35, 3}, HcCase{3, 64, 8}}) {
+    SCOPED_TRACE(testing::Message() << "tokens " << c.tokens << " dim " << c.dim << " hc " << c.hc);
+    const HcInputs in(c, c.hc, seed += 10);
+    if (c.dim >= 256) {
+      ASSERT_TRUE(order_shows(in, c, c.hc));
+    }
+    std::vector<uint16_t> y(static_cast<size_t>(c.tokens * c.dim));
+    CpuOps cpu(2);
+    cpu.hc_head(
+        {in.h.data(), c.tokens, c.hc, c.dim, in.fn.data(), in.scale.data(), in.base.data(), 1e-6f, 1e-6f, y.data()});
+    Dev<uint16_t> dh(in.h), dy(poisoned<uint16_t>(y.size()));
+    Dev<float> dfn(in.fn), ds(in.scale), db(in.base);
+    cuda::hc_head(dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, dy.p, nullptr);
+    EXPECT_EQ(dy.get(), y);
+  }
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
+#include <algorithm>
+
 #include "backend/cuda/attention.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/glibc_expf.cuh"
 #include "backend/cuda/row_kernels.h"
 
 namespace dsv4::cuda {
@@ -56,21 +59,30 @@ __global__ void store_plain_kernel(const uint16_t* x, int64_t rows, int d, Devic
   }
 }
 
-__device__ float block_sum(float v, float* scratch) {
-  for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  if (lane == 0) scratch[warp] = v;
+constexpr int kKvMaxDim = 2048;
+
+// 1/sqrt(mean(x²) + eps) of the CTA's row as the CPU's rms_norm computes it: the squares staged, then
+// warp 0 sums them in the CPU's 8-lane order. Thread t contributes x0², x1² of dims 2t, 2t+1.
+__device__ float kv_rms_factor(float x0, float x1, int d, float eps) {
+  __shared__ float sq[kKvMaxDim];
+  __shared__ float r_shared;
+  sq[2 * threadIdx.x] = __fmul_rn(x0, x0);
+  sq[2 * threadIdx.x + 1] = __fmul_rn(x1, x1);
   __syncthreads();
-  float s = 0;
-  for (int w = 0; w < (blockDim.x + kWarp - 1) / kWarp; ++w) s += scratch[w];
+  if (threadIdx.x < kWarp) {
+    float chain = 0.0f;
+    for (int i = threadIdx.x % 8; i < d; i += 8) chain = __fadd_rn(chain, sq[i]);
+    const float ss = lane8_combine(chain);
+    if (threadIdx.x == 0) r_shared = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, static_cast<float>(d)), eps)));
+  }
   __syncthreads();
-  return s;
+  return r_shared;
 }
 
-// One CTA per row, thread t owns dims 2t, 2t+1: RMSNorm (block sum), RoPE (threads of the rope pairs),
-// Q8 per 64-dim block (one warp each: nope blocks start on warp boundaries), then the entry bytes.
+// One CTA per row, thread t owns dims 2t, 2t+1: RMSNorm (bit-exact with rms_norm), RoPE (threads of
+// the rope pairs), Q8 per 64-dim block (one warp each: nope blocks start on warp boundaries), then
+// the entry bytes.
 __global__ void kv_insert_kernel(KvInsertArgs a) {
-  __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   const int t = threadIdx.x, d = a.dim, n = a.dim - a.rope_dim;
   const int32_t slot = a.slots[row];
@@ -81,9 +93,9 @@ __global__ void kv_insert_kernel(KvInsertArgs a) {
   }
   const uint16_t* x = a.x + row * d;
   const float x0 = bf16_to_f(x[2 * t]), x1 = bf16_to_f(x[2 * t + 1]);
-  const float r = 1.0f / sqrtf(block_sum(x0 * x0 + x1 * x1, scratch) / static_cast<float>(d) + a.eps);
-  float y0 = round_bf16(bf16_to_f(a.norm_weight[2 * t]) * (x0 * r));
-  float y1 = round_bf16(bf16_to_f(a.norm_weight[2 * t + 1]) * (x1 * r));
+  const float r = kv_rms_factor(x0, x1, d, a.eps);
+  float y0 = round_bf16(__fmul_rn(bf16_to_f(a.norm_weight[2 * t]), __fmul_rn(x0, r)));
+  float y1 = round_bf16(__fmul_rn(bf16_to_f(a.norm_weight[2 * t + 1]), __fmul_rn(x1, r)));
   uint8_t* e = a.table.entry(slot);
   const bool fp8 = a.table.format == EntryFormat::kAttnFp8;
   if (2 * t >= n) {  // RoPE pair (2t, 2t+1) of the rope part
@@ -118,75 +130,186 @@ __global__ void kv_insert_kernel(KvInsertArgs a) {
     for (int i = n + 2 * a.rope_dim + n / 64; i < a.table.entry_bytes; ++i) e[i] = 0;
 }
 
-// One block per (token, head), one thread per channel: thread k owns acc[k]. Scores are block sums;
-// P·V re-reads each entry's element k (cheap next to the score pass).
-__global__ void sparse_attention_kernel(AttentionArgs a) {
-  __shared__ float scratch[32];
-  __shared__ float s[kBlock];
-  __shared__ int32_t slot_of[kBlock];
-  __shared__ uint8_t from_window[kBlock];
-  __shared__ int valid;
-  const int64_t t = blockIdx.x / a.heads;
-  const int h = static_cast<int>(blockIdx.x % a.heads);
-  const int k = threadIdx.x, d = a.head_dim;
-  const bool mine = k < d;
-  const float qk = mine ? bf16_to_f(a.q[(t * a.heads + h) * d + k]) : 0.0f;
-  float m = -INFINITY, l = 0, acc = 0;
+// The generic sparse attention, bit-exact with backend/cpu/attention.cpp: one CTA per (token, group of up
+// to 8 heads), which share the decoded entries. Per 64-index block: the valid entries in list order;
+// scores as the CPU's 8-lane dot (one thread per chain, over entries staged in shared memory) times the
+// scale; the running max, glibc expf, the row sum and l in the CPU's order; then thread k adds
+// bf16(p_i) * v_i[k] over the entries in order.
+constexpr int kAttnThreads = 256;
+constexpr int kHeadGroup = 8;
+constexpr int kStageFloats = 9216;  // decoded entries staged for the score chains (a whole block at d <= 128)
+constexpr int kPad = 8;             // row padding: the chains of one warp read 32 different banks
+constexpr int kMaxChains = kBlock * kHeadGroup * 8 / kAttnThreads;  // score chains per thread
+constexpr int kMaxChannels = 1024 / kAttnThreads;                   // channels per thread (head_dim <= 1024)
+
+struct AttnShared {
+  float p[kHeadGroup][kBlock];  // scores, then exp(s - m)
+  float m[kHeadGroup], l[kHeadGroup], alpha[kHeadGroup];
+  int32_t slot[kBlock];
+  uint8_t win[kBlock];
+  int n;
+};
+
+__device__ __forceinline__ float kv_value(const AttentionArgs& a, const AttnShared& sh, int i, int k) {
+  const DeviceTable& tab = sh.win[i] ? a.window : a.compressed;
+  return entry_value(tab, tab.entry(sh.slot[i]), k, a.head_dim, a.rope_dim);
+}
+
+// Warp 0 compacts the valid entries of list positions [b0, b0 + 64) in order (ballot prefix sums).
+__device__ void gather(const AttentionArgs& a, int64_t t, int64_t b0, AttnShared& sh) {
+  if (threadIdx.x >= kWarp) return;
+  const int lane = threadIdx.x;
+  const int64_t width = int64_t{a.window_width} + a.compressed_width;
+  int n = 0;
+  for (int half = 0; half < kBlock / kWarp; ++half) {
+    const int64_t i = b0 + half * kWarp + lane;
+    const bool w = i < a.window_width;
+    int32_t slot = -1;
+    if (i < width)
+      slot = w ? a.window_slots[t * a.window_width + i]
+               : a.compressed_slots[t * a.compressed_width + (i - a.window_width)];
+    bool ok = slot >= 0;
+    if (ok && !(w ? a.window : a.compressed).holds(slot)) {
+      report(a.err, DeviceError::kAttentionSlot);
+      ok = false;
+    }
+    const unsigned mask = __ballot_sync(0xffffffffu, ok);
+    if (ok) {
+      const int at = n + __popc(mask & ((1u << lane) - 1u));
+      sh.slot[at] = slot;
+      sh.win[at] = w;
+    }
+    n += __popc(mask);
+  }
+  if (lane == 0) sh.n = n;
+}
+
+// sh.p[h][e0 + e] = dot(q_h, kv_e) * scale for the ne staged entries: chain c = (e, h, j) runs the CPU's
+// lane j (elements j, j+8, ...) and each 8 consecutive threads combine theirs.
+__device__ void score_chains(const AttentionArgs& a, const float* q, const float* kv, int e0, int ne, int gh,
+                             AttnShared& sh) {
+  const int d = a.head_dim, stride = d + kPad, j = threadIdx.x % 8, chains = ne * gh * 8;
+  float acc[kMaxChains];
+  int qo[kMaxChains], ko[kMaxChains];  // row offsets of chain r's head and entry
+#pragma unroll
+  for (int r = 0; r < kMaxChains; ++r) {
+    const int c = threadIdx.x + r * kAttnThreads;
+    acc[r] = 0.0f;
+    qo[r] = c / 8 % gh * stride;
+    ko[r] = c / 8 / gh * stride;
+  }
+  for (int i = j; i < d; i += 8) {
+#pragma unroll
+    for (int r = 0; r < kMaxChains; ++r)
+      if (threadIdx.x + r * kAttnThreads < chains) acc[r] = __fadd_rn(acc[r], __fmul_rn(q[qo[r] + i], kv[ko[r] + i]));
+  }
+#pragma unroll
+  for (int r = 0; r < kMaxChains; ++r) {
+    if (r * kAttnThreads >= chains) break;  // uniform: every lane of a warp takes part in the combine
+    const int c = threadIdx.x + r * kAttnThreads;
+    const float dot = lane8_combine(acc[r]);
+    if (j == 0 && c < chains) sh.p[c / 8 % gh][e0 + c / 8 / gh] = __fmul_rn(dot, a.softmax_scale);
+  }
+}
+
+// Scores of the block's n entries, staged in chunks of `per` entries (all at once when n <= per).
+__device__ void block_scores(const AttentionArgs& a, const float* q, float* kv, int per, int gh, AttnShared& sh) {
+  const int d = a.head_dim, stride = d + kPad, n = sh.n;
+  for (int e0 = 0; e0 < n; e0 += per) {
+    const int ne = min(per, n - e0);
+    __syncthreads();  // the previous chunk's chains are done
+    for (int idx = threadIdx.x; idx < ne * d; idx += kAttnThreads)
+      kv[idx / d * stride + idx % d] = kv_value(a, sh, e0 + idx / d, idx % d);
+    __syncthreads();
+    score_chains(a, q, kv, e0, ne, gh, sh);
+  }
+  __syncthreads();
+}
+
+// The CPU's attend_block after the scores: m, alpha, exp, row sum and l per head; sh.p becomes exp(s - m).
+__device__ void block_softmax(int gh, AttnShared& sh) {
+  const int n = sh.n, h = threadIdx.x;
+  if (h < gh) {
+    float bm = -INFINITY;
+    for (int i = 0; i < n; ++i) bm = bm < sh.p[h][i] ? sh.p[h][i] : bm;
+    const float m_new = sh.m[h] < bm ? bm : sh.m[h];
+    sh.alpha[h] = host_expf(__fsub_rn(sh.m[h], m_new));  // 0 for the first block (m = -inf)
+    sh.m[h] = m_new;
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < gh * n; idx += kAttnThreads)
+    sh.p[idx / n][idx % n] = host_expf(__fsub_rn(sh.p[idx / n][idx % n], sh.m[idx / n]));
+  __syncthreads();
+  if (h < gh) {
+    float row_sum = 0;
+    for (int i = 0; i < n; ++i) row_sum = __fadd_rn(row_sum, sh.p[h][i]);
+    sh.l[h] = __fadd_rn(__fmul_rn(sh.l[h], sh.alpha[h]), row_sum);
+  }
+}
+
+// acc = acc * alpha + sum_i bf16(p_i) * v_i, entries in order (staged values when the block was staged whole).
+__device__ void block_pv(const AttentionArgs& a, const float* kv, bool staged, int gh, const AttnShared& sh,
+                         float (&acc)[kHeadGroup][kMaxChannels]) {
+  const int d = a.head_dim, n = sh.n;
+#pragma unroll
+  for (int c = 0; c < kMaxChannels; ++c) {
+    const int k = threadIdx.x + c * kAttnThreads;
+    if (k >= d) break;
+#pragma unroll
+    for (int h = 0; h < kHeadGroup; ++h)
+      if (h < gh) acc[h][c] = __fmul_rn(acc[h][c], sh.alpha[h]);
+    for (int i = 0; i < n; ++i) {
+      const float v = staged ? kv[i * (d + kPad) + k] : kv_value(a, sh, i, k);
+#pragma unroll
+      for (int h = 0; h < kHeadGroup; ++h)
+        if (h < gh) acc[h][c] = __fadd_rn(acc[h][c], __fmul_rn(round_bf16(sh.p[h][i]), v));
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kAttnThreads) sparse_attention_kernel(AttentionArgs a, int groups, int per) {
+  extern __shared__ float4 dyn4[];
+  __shared__ AttnShared sh;
+  const int d = a.head_dim, stride = d + kPad;
+  float* q = reinterpret_cast<float*>(dyn4);
+  float* kv = q + kHeadGroup * stride;
+  const int64_t t = blockIdx.x / groups;
+  const int h0 = static_cast<int>(blockIdx.x % groups) * kHeadGroup, gh = min(kHeadGroup, a.heads - h0);
+  for (int idx = threadIdx.x; idx < gh * d; idx += kAttnThreads)
+    q[idx / d * stride + idx % d] = bf16_to_f(a.q[(t * a.heads + h0) * d + idx]);
+  if (threadIdx.x < kHeadGroup) {
+    sh.m[threadIdx.x] = -INFINITY;
+    sh.l[threadIdx.x] = 0.0f;
+  }
+  float acc[kHeadGroup][kMaxChannels] = {};
   const int64_t width = int64_t{a.window_width} + a.compressed_width;
   for (int64_t b0 = 0; b0 < width; b0 += kBlock) {
-    // Gather the block's valid entries in list order.
+    __syncthreads();  // the previous block's readers of sh are done
+    gather(a, t, b0, sh);
     __syncthreads();
-    if (threadIdx.x == 0) {
-      int n = 0;
-      for (int64_t i = b0; i < min(width, b0 + kBlock); ++i) {
-        const bool w = i < a.window_width;
-        const int32_t slot = w ? a.window_slots[t * a.window_width + i]
-                               : a.compressed_slots[t * a.compressed_width + (i - a.window_width)];
-        if (slot < 0) continue;
-        if (!(w ? a.window : a.compressed).holds(slot)) {
-          report(a.err, DeviceError::kAttentionSlot);
-          continue;
-        }
-        slot_of[n] = slot;
-        from_window[n] = w;
-        ++n;
-      }
-      valid = n;
-    }
+    if (sh.n == 0) continue;  // an all-masked block leaves every head's state unchanged
+    block_scores(a, q, kv, per, gh, sh);
+    block_softmax(gh, sh);
     __syncthreads();
-    const int n = valid;
-    if (n == 0) continue;
-    float block_max = -INFINITY;
-    for (int i = 0; i < n; ++i) {
-      const DeviceTable& tab = from_window[i] ? a.window : a.compressed;
-      const float v = mine ? entry_value(tab, tab.entry(slot_of[i]), k, d, a.rope_dim) : 0.0f;
-      const float si = block_sum(qk * v, scratch) * a.softmax_scale;
-      if (threadIdx.x == 0) s[i] = si;
-      block_max = fmaxf(block_max, si);
-    }
-    __syncthreads();
-    const float m_new = fmaxf(m, block_max);
-    const float alpha = expf(m - m_new);
-    float row_sum = 0;
-    for (int i = 0; i < n; ++i) row_sum += expf(s[i] - m_new);
-    l = l * alpha + row_sum;
-    acc *= alpha;
-    if (mine) {
-      for (int i = 0; i < n; ++i) {
-        const DeviceTable& tab = from_window[i] ? a.window : a.compressed;
-        const float p = round_bf16(expf(s[i] - m_new));
-        acc = __fadd_rn(acc, __fmul_rn(p, entry_value(tab, tab.entry(slot_of[i]), k, d, a.rope_dim)));
-      }
-    }
-    m = m_new;
+    block_pv(a, kv, sh.n <= per, gh, sh, acc);
   }
-  if (!mine) return;
-  uint16_t* out = a.out + (t * a.heads + h) * d;
-  if (m == -INFINITY) {
-    out[k] = 0;
-    return;
+  __syncthreads();
+#pragma unroll
+  for (int c = 0; c < kMaxChannels; ++c) {
+    const int k = threadIdx.x + c * kAttnThreads;
+    if (k >= d) break;
+#pragma unroll
+    for (int h = 0; h < kHeadGroup; ++h) {
+      if (h >= gh) break;
+      uint16_t* out = a.out + (t * a.heads + h0 + h) * d;
+      if (sh.m[h] == -INFINITY) {
+        out[k] = 0;
+        continue;
+      }
+      const float l = __fadd_rn(sh.l[h], host_expf(__fsub_rn(a.sink[h0 + h], sh.m[h])));
+      out[k] = f_to_bf16(__fdiv_rn(acc[h][c], l));
+    }
   }
-  out[k] = f_to_bf16(acc / (l + expf(a.sink[h] - m)));
 }
 
 }  // namespace
@@ -231,10 +354,21 @@ void sparse_attention(const AttentionArgs& a, cudaStream_t stream) {
 }
 
 void sparse_attention_generic(const AttentionArgs& a, cudaStream_t stream) {
-  DSV4_CUDA_REQUIRE(a.head_dim >= 1 && a.head_dim <= 1024, "sparse_attention: head_dim must lie in [1, 1024]");
+  DSV4_CUDA_REQUIRE(a.head_dim >= 1 && a.head_dim <= kMaxChannels * kAttnThreads,
+                    "sparse_attention: head_dim must lie in [1, 1024]");
   if (a.tokens * a.heads == 0) return;
-  const int threads = (a.head_dim + kWarp - 1) / kWarp * kWarp;
-  sparse_attention_kernel<<<static_cast<unsigned>(a.tokens * a.heads), threads, 0, stream>>>(a);
+  const int stride = a.head_dim + kPad;
+  const int per = std::min(kBlock, std::max(1, kStageFloats / stride));  // entries staged per score chunk
+  const size_t bytes = sizeof(float) * static_cast<size_t>((kHeadGroup + per) * stride);
+  static bool configured = false;  // up to ~70 KB of shared memory (head_dim 1024), past the default 48 KB
+  if (!configured) {
+    constexpr int kMaxBytes = sizeof(float) * (kHeadGroup * (kMaxChannels * kAttnThreads + kPad) + kStageFloats);
+    DSV4_CUDA_CHECK(
+        cudaFuncSetAttribute(sparse_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxBytes));
+    configured = true;
+  }
+  const int groups = (a.heads + kHeadGroup - 1) / kHeadGroup;
+  sparse_attention_kernel<<<static_cast<unsigned>(a.tokens * groups), kAttnThreads, bytes, stream>>>(a, groups, per);
   DSV4_CUDA_CHECK_LAUNCH();
 }
 

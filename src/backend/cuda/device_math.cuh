@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "backend/cuda/device_table.h"
+#include "backend/cuda/glibc_sincosf.cuh"
 
 namespace dsv4::cuda {
 
@@ -28,6 +29,30 @@ __device__ __forceinline__ float warp_max(float v) {
   for (int o = kWarp / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
+
+// The CPU's 8-lane fp32 sums (backend/cpu/cpu_support.h sum, sum_squares, dot): chain j adds the
+// elements i = j (mod 8) in ascending i, starting from 0, then ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)).
+// Lane L of a warp runs chain L % 8 (four copies of each). Padding with +0 changes nothing: a chain
+// that starts at +0 never holds -0.
+
+// The combine, given chain lane % 8 in every lane; the total in every lane.
+__device__ __forceinline__ float lane8_combine(float l) {
+  l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 1));
+  l = __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 2));
+  return __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 4));
+}
+
+// The 8 chains over values spread across a warp: add() takes one 32-element group (v = element
+// 32g + lane, groups in ascending g, 0 past the end); total() as lane8_combine.
+struct Lane8Sum {
+  float acc = 0.0f;
+  __device__ __forceinline__ void add(float v) {
+    const int j = threadIdx.x % 8;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) acc = __fadd_rn(acc, __shfl_sync(0xffffffffu, v, j + 8 * k));
+  }
+  __device__ __forceinline__ float total() const { return lane8_combine(acc); }
+};
 
 // UE8M0 exponent byte of the smallest power of two >= v (v positive, normal), and its value.
 __device__ __forceinline__ uint8_t ceil_pow2_e8(float v) {
@@ -51,11 +76,11 @@ __device__ __forceinline__ float e2m1_to_f(uint8_t nibble) {
 }
 
 // RoPE of one interleaved pair (re, im) by `angle`, forward or inverse, in fp32 without contraction;
-// cos/sin are evaluated in double and rounded to fp32 (the correctly rounded values, which glibc's
-// cosf/sinf on the CPU give in all but rare cases). Callers round the results to bf16.
+// cos/sin bit for bit as the CPU's glibc cosf/sinf (glibc_sincosf.cuh: the correctly rounded values
+// differ from them on ~1% of angles). Callers round the results to bf16.
 __device__ __forceinline__ void rope_rotate(float& re, float& im, float angle, bool inverse) {
-  const float c = static_cast<float>(cos(static_cast<double>(angle)));
-  float s = static_cast<float>(sin(static_cast<double>(angle)));
+  const float c = host_cosf(angle);
+  float s = host_sinf(angle);
   if (inverse) s = -s;
   const float r = re, i = im;
   re = __fsub_rn(__fmul_rn(r, c), __fmul_rn(i, s));

@@ -1,121 +1,269 @@
 #include <cuda_bf16.h>
 
+#include <algorithm>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/glibc_expf.cuh"
 #include "backend/cuda/hyper_connection.h"
 
+// Bit-exact with backend/cpu/hyper_connection.cpp: the mix is the CPU's plain fp32 GEMM (one sequential
+// sum over k per output), rs its 8-lane sum of squares, exp is glibc's expf, and no product is fused
+// into a sum. One warp per token: lane o owns output o's chain, the lanes after the outputs own the 8
+// sum-of-squares chains; the block stages chunks of fn and of its tokens' rows in shared memory.
 namespace dsv4::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kTokens = kThreads / kWarp;  // tokens per block, one warp each
 constexpr int kMaxHc = 8;
-constexpr int kMaxMix = (2 + kMaxHc) * kMaxHc;
+constexpr int kSqLanes = 8;  // the CPU's sum_squares lanes
 
-__device__ __forceinline__ float sigmoidf(float v) { return 1.0f / (1.0f + expf(-v)); }
+struct HcArgs {
+  const uint16_t* h;
+  int64_t tokens;
+  int hc;
+  int64_t dim;
+  const float* fn;
+  int mix;  // rows of fn
+  const float* scale;
+  const float* base;
+  float norm_eps, hc_eps;
+  int iters;
+  uint16_t* x;  // pre: x; head: y
+  float* post;
+  float* comb;
+};
 
-// Block reduction of `n` partial sums per thread (each thread's values in `v`); results in out[0..n).
-template <int N>
-__device__ void block_sums(float (&v)[N], int n, float* out) {
-  __shared__ float part[kThreads / 32][kMaxMix + 1];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int i = 0; i < n; ++i) {
-    float s = v[i];
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (lane == 0) part[warp][i] = s;
-  }
-  __syncthreads();
-  if (threadIdx.x < n) {
-    float s = 0;
-    for (int w = 0; w < kThreads / 32; ++w) s += part[w][threadIdx.x];
-    out[threadIdx.x] = s;
-  }
-  __syncthreads();
+// kSlots chains per lane (mix outputs, then the sum-of-squares lanes); kChunk columns staged per step.
+template <int kSlots>
+struct Geo {
+  static constexpr int kChunk = kSlots == 1 ? 128 : 64;
+  static constexpr int kStride = kChunk + 4;  // padded fn rows: lanes of different rows hit different banks
+  static constexpr int kWLoads = kSlots * kWarp * kChunk / kThreads;
+  static constexpr int kXLoads = kTokens * kChunk / kThreads;
+  static constexpr int kEpi = kSlots * kWarp + kMaxHc + kMaxHc * kMaxHc;  // per-warp epilogue floats
+};
+
+// One chunk's global loads, held in registers while the previous chunk is summed.
+template <int kSlots>
+struct Prefetch {
+  float w[Geo<kSlots>::kWLoads];
+  float x[Geo<kSlots>::kXLoads];
+};
+
+// Thread i stages column i % kChunk of rows i / kChunk + j * kRowStep (fn rows, then the tokens' rows).
+template <int kSlots>
+__device__ void load_chunk(const HcArgs& a, int64_t t0, int64_t c0, int len, Prefetch<kSlots>& p) {
+  using G = Geo<kSlots>;
+  constexpr int kRowStep = kThreads / G::kChunk;
+  const int64_t width = a.hc * a.dim;
+  const int col = threadIdx.x % G::kChunk, row0 = threadIdx.x / G::kChunk;
+  const bool in = col < len;
+  const float* w = a.fn + c0 + col + row0 * width;
+#pragma unroll
+  for (int i = 0; i < G::kWLoads; ++i)
+    p.w[i] = in && row0 + i * kRowStep < a.mix ? __ldg(w + i * kRowStep * width) : 0.0f;
+  const uint16_t* x = a.h + (t0 + row0) * width + c0 + col;
+#pragma unroll
+  for (int i = 0; i < G::kXLoads; ++i)
+    p.x[i] = in && t0 + row0 + i * kRowStep < a.tokens ? load_bf16(x + i * kRowStep * width) : 0.0f;
 }
 
-// mix = (X fn^T) * rs for one token (block): the rows of fn and the sum of squares in one pass.
-__device__ void token_mix(const uint16_t* X, int64_t width, const float* fn, int mix, float eps, float* out) {
-  float acc[kMaxMix + 1];
-  for (int i = 0; i <= mix; ++i) acc[i] = 0;
-  for (int64_t c = threadIdx.x; c < width; c += blockDim.x) {
-    const float v = load_bf16(X + c);
-    for (int i = 0; i < mix; ++i) acc[i] += v * fn[i * width + c];
-    acc[mix] += v * v;
-  }
-  block_sums(acc, mix + 1, out);
-  if (threadIdx.x == 0) {
-    const float rs = 1.0f / sqrtf(out[mix] / static_cast<float>(width) + eps);
-    for (int i = 0; i < mix; ++i) out[i] *= rs;
-  }
-  __syncthreads();
+template <int kSlots>
+__device__ void store_chunk(const Prefetch<kSlots>& p, int mix, float* ws, float* xs) {
+  using G = Geo<kSlots>;
+  constexpr int kRowStep = kThreads / G::kChunk;
+  const int col = threadIdx.x % G::kChunk, row0 = threadIdx.x / G::kChunk;
+#pragma unroll
+  for (int i = 0; i < G::kWLoads; ++i)
+    if (row0 + i * kRowStep < mix) ws[(row0 + i * kRowStep) * G::kStride + col] = p.w[i];
+#pragma unroll
+  for (int i = 0; i < G::kXLoads; ++i) xs[threadIdx.x + i * kThreads] = p.x[i];
 }
 
-__device__ void sinkhorn(float* c, int hc, int iters, float eps) {
-  float sums[kMaxHc];
-  for (int j = 0; j < hc; ++j) {
-    float* row = c + j * hc;
-    float mx = row[0];
-    for (int k = 1; k < hc; ++k) mx = fmaxf(mx, row[k]);
-    float s = 0;
-    for (int k = 0; k < hc; ++k) s += (row[k] = expf(row[k] - mx));
-    for (int k = 0; k < hc; ++k) row[k] = row[k] / s + eps;
+// Eight columns of x and of a fn row.
+struct Cols8 {
+  float4 x0, x1, w0, w1;
+};
+__device__ __forceinline__ Cols8 load8(const float* w, const float* x, int k) {
+  return {*reinterpret_cast<const float4*>(x + k), *reinterpret_cast<const float4*>(x + k + 4),
+          *reinterpret_cast<const float4*>(w + k), *reinterpret_cast<const float4*>(w + k + 4)};
+}
+__device__ __forceinline__ float add4(float acc, float4 x, float4 w) {
+  acc = __fadd_rn(acc, __fmul_rn(x.x, w.x));
+  acc = __fadd_rn(acc, __fmul_rn(x.y, w.y));
+  acc = __fadd_rn(acc, __fmul_rn(x.z, w.z));
+  return __fadd_rn(acc, __fmul_rn(x.w, w.w));
+}
+
+// acc + sum_k x[k]*w[k], k ascending, each product and sum rounded (the CPU's plain GEMM chain). The
+// next eight columns load while the current eight are added, so the dependent adds set the pace.
+__device__ __forceinline__ float dot_run(const float* w, const float* x, int len, float acc) {
+  int k = 0;
+  if (len >= 8) {
+    Cols8 c = load8(w, x, 0);
+    for (; k + 16 <= len; k += 8) {
+      const Cols8 next = load8(w, x, k + 8);
+      acc = add4(add4(acc, c.x0, c.w0), c.x1, c.w1);
+      c = next;
+    }
+    acc = add4(add4(acc, c.x0, c.w0), c.x1, c.w1);
+    k += 8;
   }
-  for (int it = 0; it < iters; ++it) {
-    if (it > 0) {
-      for (int j = 0; j < hc; ++j) {
-        float s = 0;
-        for (int k = 0; k < hc; ++k) s += c[j * hc + k];
-        for (int k = 0; k < hc; ++k) c[j * hc + k] /= s + eps;
+  for (; k < len; ++k) acc = __fadd_rn(acc, __fmul_rn(x[k], w[k]));
+  return acc;
+}
+
+// Sum-of-squares lane j of a chunk that starts at a multiple of 8: elements j, j+8, ...
+__device__ __forceinline__ float squares_run(const float* x, int j, int len, float acc) {
+  for (int k = j; k < len; k += kSqLanes) acc = __fadd_rn(acc, __fmul_rn(x[k], x[k]));
+  return acc;
+}
+
+// Leaves this warp's token's mix (times rs) in res[0, mix), res = smem + warp * kEpi; the whole block calls.
+template <int kSlots>
+__device__ void token_mix(const HcArgs& a, float* smem, float* res) {
+  using G = Geo<kSlots>;
+  const int64_t t0 = int64_t{blockIdx.x} * kTokens, width = a.hc * a.dim;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const bool live = t0 + warp < a.tokens;
+  const int wsize = a.mix * G::kStride;  // buffers: fn rows [2][mix][kStride], then rows [2][kTokens][kChunk]
+  float acc[kSlots];
+  for (int r = 0; r < kSlots; ++r) acc[r] = 0.0f;
+  const int64_t chunks = (width + G::kChunk - 1) / G::kChunk;
+  const auto len = [&](int64_t c) { return static_cast<int>(min(int64_t{G::kChunk}, width - c * G::kChunk)); };
+  Prefetch<kSlots> p;
+  load_chunk(a, t0, 0, len(0), p);
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int b = static_cast<int>(c & 1), n = len(c);
+    float* ws = smem + b * wsize;
+    float* xs = smem + 2 * wsize + b * kTokens * G::kChunk;
+    store_chunk(p, a.mix, ws, xs);  // buffer b was last read two chunks ago, before the previous barrier
+    __syncthreads();
+    if (c + 1 < chunks) load_chunk(a, t0, (c + 1) * G::kChunk, len(c + 1), p);
+    const float* xr = xs + warp * G::kChunk;
+#pragma unroll
+    for (int r = 0; r < kSlots && live; ++r) {
+      const int o = lane + r * kWarp;
+      if (o < a.mix) {
+        acc[r] = dot_run(ws + o * G::kStride, xr, n, acc[r]);
+      } else if (o < a.mix + kSqLanes) {
+        acc[r] = squares_run(xr, o - a.mix, n, acc[r]);
       }
     }
-    for (int k = 0; k < hc; ++k) {
-      sums[k] = 0;
-      for (int j = 0; j < hc; ++j) sums[k] += c[j * hc + k];
-    }
-    for (int j = 0; j < hc; ++j)
-      for (int k = 0; k < hc; ++k) c[j * hc + k] /= sums[k] + eps;
+  }
+  __syncthreads();  // the staging buffers become the epilogue area
+  if (!live) return;
+#pragma unroll
+  for (int r = 0; r < kSlots; ++r)
+    if (lane + r * kWarp < a.mix + kSqLanes) res[lane + r * kWarp] = acc[r];
+  __syncwarp();
+  const float* l = res + a.mix;  // the CPU's lane combine, then rs = 1/sqrt(ss/width + eps)
+  const float ss = __fadd_rn(__fadd_rn(__fadd_rn(l[0], l[1]), __fadd_rn(l[2], l[3])),
+                             __fadd_rn(__fadd_rn(l[4], l[5]), __fadd_rn(l[6], l[7])));
+  const float rs = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, static_cast<float>(width)), a.norm_eps)));
+  for (int o = lane; o < a.mix; o += kWarp) res[o] = __fmul_rn(res[o], rs);
+  __syncwarp();
+}
+
+__device__ __forceinline__ float sigmoid(float v) { return __fdiv_rn(1.0f, __fadd_rn(1.0f, host_expf(-v))); }
+__device__ __forceinline__ float affine(float m, float s, float b) { return __fadd_rn(__fmul_rn(m, s), b); }
+
+// c[e] = f(e) for the hc*hc elements, all read before any is written (one lane per element, two past 32).
+template <typename F>
+__device__ void update(float* c, int n, F f) {
+  const int lane = threadIdx.x % kWarp;
+  float v[2];
+  for (int i = 0; i < 2; ++i)
+    if (lane + i * kWarp < n) v[i] = f(lane + i * kWarp);
+  __syncwarp();
+  for (int i = 0; i < 2; ++i)
+    if (lane + i * kWarp < n) c[lane + i * kWarp] = v[i];
+  __syncwarp();
+}
+
+// The CPU's sinkhorn: every sum in its order (recomputed by each lane that needs it), divisions per element.
+__device__ void sinkhorn(float* c, int hc, int iters, float eps) {
+  const int n = hc * hc;
+  const auto row_sum = [=](int e) {
+    float s = 0;
+    for (int k = 0; k < hc; ++k) s = __fadd_rn(s, c[e / hc * hc + k]);
+    return s;
+  };
+  const auto col_sum = [=](int e) {
+    float s = 0;
+    for (int j = 0; j < hc; ++j) s = __fadd_rn(s, c[j * hc + e % hc]);
+    return s;
+  };
+  update(c, n, [=](int e) {
+    const float* row = c + e / hc * hc;
+    float mx = row[0];
+    for (int k = 1; k < hc; ++k) mx = mx < row[k] ? row[k] : mx;  // std::max_element
+    return host_expf(__fsub_rn(c[e], mx));
+  });
+  update(c, n, [=](int e) { return __fadd_rn(__fdiv_rn(c[e], row_sum(e)), eps); });
+  update(c, n, [=](int e) { return __fdiv_rn(c[e], __fadd_rn(col_sum(e), eps)); });
+  for (int it = 1; it < iters; ++it) {
+    update(c, n, [=](int e) { return __fdiv_rn(c[e], __fadd_rn(row_sum(e), eps)); });
+    update(c, n, [=](int e) { return __fdiv_rn(c[e], __fadd_rn(col_sum(e), eps)); });
   }
 }
 
-// y = bf16(sum_j pre_j * X_j), j ascending, no fused multiply-add (as on the CPU).
+// y = bf16(sum_j pre_j * X_j), j ascending (one warp).
 __device__ void weighted_streams(const uint16_t* X, const float* pre, int hc, int64_t dim, uint16_t* y) {
-  for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
+  for (int64_t c = threadIdx.x % kWarp; c < dim; c += kWarp) {
     float acc = 0;
     for (int j = 0; j < hc; ++j) acc = __fadd_rn(acc, __fmul_rn(pre[j], load_bf16(X + j * dim + c)));
     y[c] = f_to_bf16(acc);
   }
 }
 
-__global__ void hc_pre_kernel(const uint16_t* h, int hc, int64_t dim, const float* fn, const float* scale,
-                              const float* base, float norm_eps, float hc_eps, int iters, uint16_t* x, float* post,
-                              float* comb) {
-  __shared__ float mix[kMaxMix + 1];
-  __shared__ float pre[kMaxHc];
-  const int64_t t = blockIdx.x, width = hc * dim;
-  const int mw = (2 + hc) * hc;
-  token_mix(h + t * width, width, fn, mw, norm_eps, mix);
-  if (threadIdx.x == 0) {
-    for (int j = 0; j < hc; ++j) {
-      pre[j] = sigmoidf(mix[j] * scale[0] + base[j]) + hc_eps;
-      post[t * hc + j] = 2 * sigmoidf(mix[hc + j] * scale[1] + base[hc + j]);
-    }
-    float* c = comb + t * hc * hc;
-    for (int i = 0; i < hc * hc; ++i) c[i] = mix[2 * hc + i] * scale[2] + base[2 * hc + i];
-    sinkhorn(c, hc, iters, hc_eps);
+template <int kSlots, bool kPre>
+__global__ void __launch_bounds__(kThreads, 2) hc_kernel(HcArgs a) {
+  extern __shared__ float4 smem4[];
+  float* smem = reinterpret_cast<float*>(smem4);
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, hc = a.hc;
+  const int64_t t = int64_t{blockIdx.x} * kTokens + warp;
+  float* m = smem + warp * Geo<kSlots>::kEpi;
+  float* pre = m + kSlots * kWarp;
+  float* cm = pre + kMaxHc;
+  token_mix<kSlots>(a, smem, m);
+  if (t >= a.tokens) return;
+  if (lane < hc) pre[lane] = __fadd_rn(sigmoid(affine(m[lane], a.scale[0], a.base[lane])), a.hc_eps);
+  if (kPre) {
+    if (lane < hc)
+      a.post[t * hc + lane] = __fmul_rn(2.0f, sigmoid(affine(m[hc + lane], a.scale[1], a.base[hc + lane])));
+    for (int e = lane; e < hc * hc; e += kWarp) cm[e] = affine(m[2 * hc + e], a.scale[2], a.base[2 * hc + e]);
+    __syncwarp();
+    sinkhorn(cm, hc, a.iters, a.hc_eps);
+    for (int e = lane; e < hc * hc; e += kWarp) a.comb[t * hc * hc + e] = cm[e];
   }
-  __syncthreads();
-  weighted_streams(h + t * width, pre, hc, dim, x + t * dim);
+  __syncwarp();
+  weighted_streams(a.h + t * hc * a.dim, pre, hc, a.dim, a.x + t * a.dim);
 }
 
-__global__ void hc_head_kernel(const uint16_t* h, int hc, int64_t dim, const float* fn, const float* scale,
-                               const float* base, float norm_eps, float hc_eps, uint16_t* y) {
-  __shared__ float mix[kMaxMix + 1];
-  __shared__ float pre[kMaxHc];
-  const int64_t t = blockIdx.x, width = hc * dim;
-  token_mix(h + t * width, width, fn, hc, norm_eps, mix);
-  if (threadIdx.x == 0)
-    for (int j = 0; j < hc; ++j) pre[j] = sigmoidf(mix[j] * scale[0] + base[j]) + hc_eps;
-  __syncthreads();
-  weighted_streams(h + t * width, pre, hc, dim, y + t * dim);
+template <int kSlots, bool kPre>
+void launch(const HcArgs& a, cudaStream_t stream) {
+  using G = Geo<kSlots>;
+  const int stage = 2 * a.mix * G::kStride + 2 * kTokens * G::kChunk;
+  const size_t bytes = sizeof(float) * static_cast<size_t>(std::max(stage, kTokens * G::kEpi));
+  const auto blocks = static_cast<unsigned>((a.tokens + kTokens - 1) / kTokens);
+  hc_kernel<kSlots, kPre><<<blocks, kThreads, bytes, stream>>>(a);
+  DSV4_CUDA_CHECK_LAUNCH();
+}
+
+template <bool kPre>
+void run(const HcArgs& a, cudaStream_t stream) {
+  if (a.tokens == 0) return;
+  switch ((a.mix + kSqLanes + kWarp - 1) / kWarp) {
+    case 1:
+      return launch<1, kPre>(a, stream);
+    case 2:
+      return launch<2, kPre>(a, stream);
+    default:
+      return launch<3, kPre>(a, stream);
+  }
 }
 
 // One thread per (token, channel): all hc outputs of that channel (reads precede writes: out may alias).
@@ -141,10 +289,8 @@ void hc_pre(const uint16_t* h, int64_t tokens, int hc, int64_t dim, const float*
             const float* base, float norm_eps, float hc_eps, int sinkhorn_iters, uint16_t* x, float* post, float* comb,
             cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(hc >= 1 && hc <= kMaxHc, "hc_pre: hc must lie in [1, 8]");
-  if (tokens == 0) return;
-  hc_pre_kernel<<<static_cast<unsigned>(tokens), kThreads, 0, stream>>>(h, hc, dim, fn, scale, base, norm_eps, hc_eps,
-                                                                        sinkhorn_iters, x, post, comb);
-  DSV4_CUDA_CHECK_LAUNCH();
+  run<true>({h, tokens, hc, dim, fn, (2 + hc) * hc, scale, base, norm_eps, hc_eps, sinkhorn_iters, x, post, comb},
+            stream);
 }
 
 void hc_post(const uint16_t* x, const uint16_t* residual, const float* post, const float* comb, uint16_t* out,
@@ -160,10 +306,7 @@ void hc_post(const uint16_t* x, const uint16_t* residual, const float* post, con
 void hc_head(const uint16_t* h, int64_t tokens, int hc, int64_t dim, const float* fn, const float* scale,
              const float* base, float norm_eps, float hc_eps, uint16_t* y, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(hc >= 1 && hc <= kMaxHc, "hc_head: hc must lie in [1, 8]");
-  if (tokens == 0) return;
-  hc_head_kernel<<<static_cast<unsigned>(tokens), kThreads, 0, stream>>>(h, hc, dim, fn, scale, base, norm_eps, hc_eps,
-                                                                         y);
-  DSV4_CUDA_CHECK_LAUNCH();
+  run<false>({h, tokens, hc, dim, fn, hc, scale, base, norm_eps, hc_eps, 0, y, nullptr, nullptr}, stream);
 }
 
 }  // namespace dsv4::cuda

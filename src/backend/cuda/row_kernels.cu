@@ -11,31 +11,40 @@
 namespace dsv4::cuda {
 namespace {
 
-// Block-wide sum; every thread gets the total. Fixed order for a fixed blockDim (reproducible).
-__device__ float block_sum(float v) {
-  __shared__ float partial[32];
-  v = warp_sum(v);
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  if (lane == 0) partial[warp] = v;
-  __syncthreads();
-  const int warps = (blockDim.x + kWarp - 1) / kWarp;
-  v = lane < warps ? partial[lane] : 0.0f;
-  v = warp_sum(v);
-  __syncthreads();
-  return v;
-}
+constexpr int kRmsThreads = 256;
+constexpr int kRmsChunk = 2048;  // squares staged per step (a multiple of 8: chains keep their elements)
 
-__global__ void rms_norm_kernel(const uint16_t* __restrict__ x, uint16_t* y, const uint16_t* __restrict__ w,
-                                int64_t dim, float eps) {
+// The CPU's rms_norm_row: ss in its 8-lane order (warp 0 runs the chains over staged squares), then
+// r = 1/sqrt(ss/n + eps), y = bf16(w * (x * r)), every step rounded apart.
+__global__ void rms_norm_kernel(const uint16_t* x, uint16_t* y, const uint16_t* __restrict__ w, int64_t dim,
+                                float eps) {
+  __shared__ float sq[kRmsChunk];
+  __shared__ float r_shared;
   const uint16_t* xr = x + blockIdx.x * dim;
-  float ss = 0;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
-    const float v = load_bf16(xr + i);
-    ss += v * v;
+  float chain = 0.0f;
+  for (int64_t c0 = 0; c0 < dim; c0 += kRmsChunk) {
+    const int len = static_cast<int>(min(int64_t{kRmsChunk}, dim - c0));
+    __syncthreads();  // the previous chunk is summed
+    for (int i = threadIdx.x; i < len; i += blockDim.x) {
+      const float v = load_bf16(xr + c0 + i);
+      sq[i] = __fmul_rn(v, v);
+    }
+    __syncthreads();
+    if (threadIdx.x < kWarp) {
+#pragma unroll 8
+      for (int i = threadIdx.x % 8; i < len; i += 8) chain = __fadd_rn(chain, sq[i]);
+    }
   }
-  const float r = 1.0f / sqrtf(block_sum(ss) / static_cast<float>(dim) + eps);
+  if (threadIdx.x < kWarp) {
+    const float ss = lane8_combine(chain);
+    if (threadIdx.x == 0)
+      r_shared = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, static_cast<float>(dim)), eps)));
+  }
+  __syncthreads();
+  const float r = r_shared;
   uint16_t* yr = y + blockIdx.x * dim;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = f_to_bf16(load_bf16(w + i) * (load_bf16(xr + i) * r));
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
+    yr[i] = f_to_bf16(__fmul_rn(load_bf16(w + i), __fmul_rn(load_bf16(xr + i), r)));
 }
 
 // RoPE of the bf16 pair at v, in place.
@@ -46,36 +55,38 @@ __device__ __forceinline__ void rotate_pair(uint16_t* v, float angle, bool inver
   v[1] = f_to_bf16(im);
 }
 
-// One warp per head; with positions, the head's RoPE follows in the same warp.
+// One warp per head, every step a bf16 op as on the CPU (sum of the bf16 squares in its 8-lane order);
+// with positions, the head's RoPE follows in the same warp.
 __global__ void head_rms_norm_kernel(uint16_t* x, int64_t heads, int d, float eps, int heads_per_row,
                                      const int32_t* positions, const float* freqs, int half) {
   const int64_t h = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
   const int lane = threadIdx.x % kWarp;
-  if (h >= heads) return;
+  if (h >= heads) return;  // uniform over the warp
   uint16_t* q = x + h * d;
-  float s = 0;
-  for (int i = lane; i < d; i += kWarp) {
-    const float v = load_bf16(q + i);
-    s += round_bf16(v * v);
+  Lane8Sum s;
+  for (int i = lane; i - lane < d; i += kWarp) {
+    const float v = i < d ? load_bf16(q + i) : 0.0f;
+    s.add(round_bf16(__fmul_rn(v, v)));
   }
-  const float mean = round_bf16(warp_sum(s) / static_cast<float>(d));
-  const float r = round_bf16(1.0f / sqrtf(round_bf16(mean + eps)));
-  for (int i = lane; i < d; i += kWarp) q[i] = f_to_bf16(load_bf16(q + i) * r);
+  const float mean = round_bf16(__fdiv_rn(s.total(), static_cast<float>(d)));
+  const float r = round_bf16(__fdiv_rn(1.0f, __fsqrt_rn(round_bf16(__fadd_rn(mean, eps)))));
+  for (int i = lane; i < d; i += kWarp) q[i] = f_to_bf16(__fmul_rn(load_bf16(q + i), r));
   if (!positions) return;
   __syncwarp();  // the normalised values written by other lanes
   const float p = static_cast<float>(positions[h / heads_per_row]);
-  for (int pair = lane; pair < half; pair += kWarp) rotate_pair(q + (d - 2 * half) + 2 * pair, p * freqs[pair], false);
+  for (int pair = lane; pair < half; pair += kWarp)
+    rotate_pair(q + (d - 2 * half) + 2 * pair, __fmul_rn(p, freqs[pair]), false);
 }
 
-// One thread per (row, head, pair). cos/sin in double, rounded to fp32 (the correctly rounded value).
+// One thread per (row, head, pair); cos/sin as the CPU's glibc (rope_rotate).
 __global__ void rope_kernel(uint16_t* x, int64_t rows, int heads, int head_dim, int half, const int32_t* positions,
                             const float* freqs, bool inverse) {
   const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (i >= rows * heads * half) return;
   const int pair = static_cast<int>(i % half);
   const int64_t rh = i / half, row = rh / heads;
-  rotate_pair(x + rh * head_dim + (head_dim - 2 * half) + 2 * pair, static_cast<float>(positions[row]) * freqs[pair],
-              inverse);
+  rotate_pair(x + rh * head_dim + (head_dim - 2 * half) + 2 * pair,
+              __fmul_rn(static_cast<float>(positions[row]), freqs[pair]), inverse);
 }
 
 // One block per row, dim/2 threads; the butterflies in the CPU's order with exact fp32 adds.
@@ -152,7 +163,7 @@ unsigned blocks_for(int64_t threads, int per_block) {
 void rms_norm(const uint16_t* x, uint16_t* y, const uint16_t* w, int64_t rows, int64_t dim, float eps,
               cudaStream_t stream) {
   if (rows == 0) return;
-  rms_norm_kernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(x, y, w, dim, eps);
+  rms_norm_kernel<<<static_cast<unsigned>(rows), kRmsThreads, 0, stream>>>(x, y, w, dim, eps);
   DSV4_CUDA_CHECK_LAUNCH();
 }
 
