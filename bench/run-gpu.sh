@@ -13,6 +13,12 @@ OUT=${OUT:-/tmp/dsv4-gpu-out}
 # Logs go to one folder, packed into one archive at the end (the device call returns few files).
 LOGS="$OUT/logs"
 mkdir -p "$LOGS"
+# Packed however the run ends (a call's time limit included): a device call returns only a few files.
+pack() { [ -d "$LOGS" ] && tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$LOGS"; }
+trap pack EXIT
+trap 'exit 124' TERM INT
+# DSV4_GPU_DEADLINE (seconds from now, default 540): the serving run is cut short to end before it.
+deadline=$((SECONDS + ${DSV4_GPU_DEADLINE:-540}))
 # cuBLASLt comes from the machine's CUDA wheels (too large to carry); the binaries need its .so.13.
 cublas_dir=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null ||
   dirname "$(find / -name 'libcublasLt.so.13*' -print -quit 2>/dev/null)")
@@ -70,7 +76,7 @@ if [ "${DSV4_GPU_BENCH:-0}" = 1 ]; then
       --batch "${DSV4_STEP_BATCH:-1,8,32}" --context "${DSV4_STEP_CONTEXT:-8192,131072}" --prefill "${DSV4_STEP_PREFILL:-8192}"
     step bench-profile "$STAGE/bin/dsv4" bench step /tmp/dsv4-flash-attn --backend cuda --batch 1,32 --context 8192 \
       --prefill 2048 -r 1 --profile
-    [ "${DSV4_GPU_SERVE:-1}" = 1 ] && bash bench/serve-gpu.sh "$STAGE/bin/dsv4" /tmp/dsv4-flash-attn "$LOGS" >"$LOGS/serve-bench.log" 2>&1
+    [ "${DSV4_GPU_SERVE:-1}" = 1 ] && timeout $((deadline - SECONDS > 30 ? deadline - SECONDS : 30)) bash bench/serve-gpu.sh "$STAGE/bin/dsv4" /tmp/dsv4-flash-attn "$LOGS" >"$LOGS/serve-bench.log" 2>&1
     rows+=("$(printf '%-28s %-6s %8ss  %s' serve-bench "$([ $? -eq 0 ] && echo ok || echo FAIL)" - "$(tail -n 1 "$LOGS/serve-bench.log" | cut -c1-70)")")
   fi
   python3 bench/gpu_table.py "$LOGS/gpu-kernels.log" "$LOGS/torch-peer.log" "$LOGS/bench-step.log" >"$OUT/table.md"
@@ -95,5 +101,4 @@ for f in "$LOGS"/compare-ops-*.log; do
 done
 [ -f "$LOGS/bench-profile.log" ] && grep -A12 '^profile' "$LOGS/bench-profile.log" | grep -v '^--' | head -80
 [ -f "$OUT/table.md" ] && { echo; cat "$OUT/table.md"; grep -h -A14 'Serving Benchmark' "$LOGS"/serve-c*.log 2>/dev/null | head -60; }
-tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$LOGS"
 exit $status

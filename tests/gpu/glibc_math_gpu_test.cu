@@ -1,6 +1,7 @@
-// The device ports of glibc's expf, sinf and cosf (glibc_expf.cuh, glibc_sincosf.cuh) against this
-// host's libm, bit for bit: the CPU backend's exp, and RoPE's cos/sin (GCC merges them into sincosf).
-// A stride through every float, and every float around sinf's switch of argument reduction (120).
+// The device ports of glibc's expf, sinf, cosf and log1pf (glibc_expf.cuh, glibc_sincosf.cuh,
+// glibc_log1pf.cuh) against this host's libm, bit for bit: the CPU backend's exp, RoPE's cos/sin (GCC
+// merges them into sincosf) and the MoE gate's log1p. A stride through every float, and every float
+// around sinf's switch of argument reduction (120) and around log1pf's branch points.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/glibc_expf.cuh"
+#include "backend/cuda/glibc_log1pf.cuh"
 #include "backend/cuda/glibc_sincosf.cuh"
 
 namespace dsv4 {
@@ -22,6 +24,11 @@ __global__ void eval_kernel(const float* x, int64_t n, float* s, float* c, float
   s[i] = cuda::host_sinf(x[i]);
   c[i] = cuda::host_cosf(x[i]);
   e[i] = cuda::host_expf(x[i]);
+}
+
+__global__ void log1p_kernel(const float* x, int64_t n, float* l) {
+  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (i < n) l[i] = cuda::host_log1pf(x[i]);
 }
 
 uint32_t bits(float v) {
@@ -45,6 +52,25 @@ std::vector<float> arguments() {
     x.push_back(from_bits(u));
     x.push_back(-from_bits(u));
   }
+  return x;
+}
+
+// log1pf: a stride through every float (NaNs too: the port reproduces their bits), every 31st float
+// in (0, 4.9e8] (the gate's log1p(exp(z)) for z <= 20), every float near log1pf's thresholds
+// (-1, -0.2929, 0.41422, 2^-54, 2^-29, 2^53) and near 2^k - 1 (f = 0 after its reduction).
+std::vector<float> log1p_arguments() {
+  std::vector<float> x;
+  for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 257) x.push_back(from_bits(static_cast<uint32_t>(u)));
+  for (uint32_t u = 1; u <= bits(4.9e8f); u += 31) x.push_back(from_bits(u));
+  const auto around = [&x](float v) {
+    for (int d = -4096; d <= 4096; ++d)
+      x.push_back(from_bits(static_cast<uint32_t>(static_cast<int64_t>(bits(v)) + d)));
+  };
+  for (const uint32_t t :
+       {0xbf800000u, 0xbe95f61fu, 0x3ed413d7u, 0x24800000u, 0xa4800000u, 0x31000000u, 0xb1000000u, 0x5a000000u})
+    around(from_bits(t));
+  for (int k = 1; k < 64; ++k) around(std::ldexp(1.0f, k) - 1.0f);
+  for (int k = 1; k < 25; ++k) around(std::ldexp(1.0f, -k) - 1.0f);
   return x;
 }
 
@@ -93,6 +119,23 @@ TEST(GlibcMath, DevicePortsMatchHostLibm) {
   EXPECT_EQ(bad_sin, 0);
   EXPECT_EQ(bad_cos, 0);
   EXPECT_EQ(bad_exp, 0);
+}
+
+TEST(GlibcMath, DeviceLog1pfMatchesHostLibm) {
+  const std::vector<float> x = log1p_arguments();
+  const auto n = static_cast<int64_t>(x.size());
+  DevBuf<float> dx(x.size()), dl(x.size());
+  DSV4_CUDA_CHECK(cudaMemcpy(dx.p, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice));
+  log1p_kernel<<<static_cast<unsigned>((n + 255) / 256), 256>>>(dx.p, n, dl.p);
+  DSV4_CUDA_CHECK(cudaGetLastError());
+  const auto l = dl.get();
+  int64_t bad = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float h = log1pf(x[i]);
+    if (bits(h) == bits(l[i])) continue;
+    if (bad++ == 0) ADD_FAILURE() << std::hexfloat << "x " << x[i] << ": host log1pf " << h << ", device " << l[i];
+  }
+  EXPECT_EQ(bad, 0) << "of " << n;
 }
 
 }  // namespace

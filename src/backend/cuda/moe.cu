@@ -10,6 +10,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/glibc_expf.cuh"
+#include "backend/cuda/glibc_log1pf.cuh"
 #include "backend/cuda/moe.h"
 
 namespace dsv4::cuda {
@@ -20,10 +21,11 @@ constexpr int kGateThreads = 256;
 constexpr unsigned kFull = 0xffffffffu;
 static_assert(kMoeMaxExperts <= 32 * kWarp, "top_k marks taken experts in one 32-bit mask per lane");
 
-// exp as the CPU's glibc expf bit for bit (glibc_expf.cuh); log1p rounded from fp64 (glibc's log1pf
-// differs by one ulp in ~0.4% of arguments), where CUDA's fp32 versions are off by up to 2 ulps.
+// exp and log1p as the CPU's glibc expf and log1pf bit for bit (glibc_expf.cuh, glibc_log1pf.cuh),
+// where CUDA's fp32 versions are off by up to 2 ulps (and fp64 log1p rounded to fp32 by one ulp in
+// ~0.4% of arguments).
 __device__ __forceinline__ float exp_f(float x) { return host_expf(x); }
-__device__ __forceinline__ float log1p_f(float x) { return static_cast<float>(log1p(static_cast<double>(x))); }
+__device__ __forceinline__ float log1p_f(float x) { return host_log1pf(x); }
 
 // ---- gate -------------------------------------------------------------------------------------
 
