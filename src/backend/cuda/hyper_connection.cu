@@ -133,15 +133,19 @@ __device__ void token_mix(const HcArgs& a, float* smem, float* res) {
   for (int r = 0; r < kSlots; ++r) acc[r] = 0.0f;
   const int64_t chunks = (width + G::kChunk - 1) / G::kChunk;
   const auto len = [&](int64_t c) { return static_cast<int>(min(int64_t{G::kChunk}, width - c * G::kChunk)); };
-  Prefetch<kSlots> p;
+  // Two chunks in flight in registers (p: the next to store, q: the one after): one chunk's dependent
+  // adds alone do not cover a global load's latency when a single token's warp is working (decode).
+  Prefetch<kSlots> p, q;
   load_chunk(a, t0, 0, len(0), p);
+  if (chunks > 1) load_chunk(a, t0, G::kChunk, len(1), q);
   for (int64_t c = 0; c < chunks; ++c) {
     const int b = static_cast<int>(c & 1), n = len(c);
     float* ws = smem + b * wsize;
     float* xs = smem + 2 * wsize + b * kTokens * G::kChunk;
     store_chunk(p, a.mix, ws, xs);  // buffer b was last read two chunks ago, before the previous barrier
     __syncthreads();
-    if (c + 1 < chunks) load_chunk(a, t0, (c + 1) * G::kChunk, len(c + 1), p);
+    p = q;
+    if (c + 2 < chunks) load_chunk(a, t0, (c + 2) * G::kChunk, len(c + 2), q);
     const float* xr = xs + warp * G::kChunk;
 #pragma unroll
     for (int r = 0; r < kSlots && live; ++r) {
