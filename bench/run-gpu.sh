@@ -62,21 +62,29 @@ if [ "${DSV4_GPU_COMPARE:-0}" = 1 ]; then
   done
 fi
 # DSV4_GPU_FLASH=1: generate the flash-attn preset on the GPU machine (never carried) and inspect it.
+# Its ~26 GB go to memory (/dev/shm) where the machine has it: on its disk, writing them took 162 s.
+flash=/tmp/dsv4-flash-attn
+shm_kb=$(df -k --output=avail /dev/shm 2>/dev/null | tail -n 1)
+[ -w /dev/shm ] && [ "${shm_kb:-0}" -gt $((40 << 20)) ] && flash=/dev/shm/dsv4-flash-attn
 if [ "${DSV4_GPU_FLASH:-0}" = 1 ]; then
-  step make-tiny-flash-attn "$STAGE/bin/dsv4" make-tiny --preset flash-attn --out /tmp/dsv4-flash-attn
-  step inspect-flash-attn "$STAGE/bin/dsv4" inspect /tmp/dsv4-flash-attn
+  df -h /dev/shm /tmp >"$LOGS/df.txt" 2>&1
+  step make-tiny-flash-attn "$STAGE/bin/dsv4" make-tiny --preset flash-attn --out "$flash"
+  step inspect-flash-attn "$STAGE/bin/dsv4" inspect "$flash"
 fi
 # DSV4_GPU_BENCH=1: the benchmark harness (docs/perf.md): ceilings and PyTorch peers, our kernels,
 # model steps of the flash-attn preset and a serving run against it; one joined table at the end.
 if [ "${DSV4_GPU_BENCH:-0}" = 1 ]; then
   [ -x "$STAGE/bin/gpu_kernels_bench" ] && step gpu-kernels "$STAGE/bin/gpu_kernels_bench"
-  step torch-peer python3 bench/peer_torch.py ${DSV4_GPU_BENCH_QUICK:+--quick}
-  if [ -d /tmp/dsv4-flash-attn ]; then
-    step bench-step "$STAGE/bin/dsv4" bench step /tmp/dsv4-flash-attn --backend cuda --json \
-      --batch "${DSV4_STEP_BATCH:-1,8,32}" --context "${DSV4_STEP_CONTEXT:-8192,131072}" --prefill "${DSV4_STEP_PREFILL:-8192}"
-    step bench-profile "$STAGE/bin/dsv4" bench step /tmp/dsv4-flash-attn --backend cuda --batch 1,32 --context 8192 \
-      --prefill 2048 -r 1 --profile
-    [ "${DSV4_GPU_SERVE:-1}" = 1 ] && timeout $((deadline - SECONDS > 30 ? deadline - SECONDS : 30)) bash bench/serve-gpu.sh "$STAGE/bin/dsv4" /tmp/dsv4-flash-attn "$LOGS" >"$LOGS/serve-bench.log" 2>&1
+  # DSV4_GPU_PEER=0 / DSV4_GPU_STEP=0 / DSV4_GPU_SERVE=0 leave out the PyTorch peers / model steps / serving.
+  [ "${DSV4_GPU_PEER:-1}" = 1 ] && step torch-peer python3 bench/peer_torch.py ${DSV4_GPU_BENCH_QUICK:+--quick}
+  if [ -d "$flash" ]; then
+    if [ "${DSV4_GPU_STEP:-1}" = 1 ]; then
+      step bench-step "$STAGE/bin/dsv4" bench step "$flash" --backend cuda --json \
+        --batch "${DSV4_STEP_BATCH:-1,8,32}" --context "${DSV4_STEP_CONTEXT:-8192,131072}" --prefill "${DSV4_STEP_PREFILL:-8192}"
+      step bench-profile "$STAGE/bin/dsv4" bench step "$flash" --backend cuda --batch 1,32 --context 8192 \
+        --prefill 2048 -r 1 --profile
+    fi
+    [ "${DSV4_GPU_SERVE:-1}" = 1 ] && timeout $((deadline - SECONDS > 30 ? deadline - SECONDS : 30)) bash bench/serve-gpu.sh "$STAGE/bin/dsv4" "$flash" "$LOGS" >"$LOGS/serve-bench.log" 2>&1
     rows+=("$(printf '%-28s %-6s %8ss  %s' serve-bench "$([ $? -eq 0 ] && echo ok || echo FAIL)" - "$(tail -n 1 "$LOGS/serve-bench.log" | cut -c1-70)")")
   fi
   python3 bench/gpu_table.py "$LOGS/gpu-kernels.log" "$LOGS/torch-peer.log" "$LOGS/bench-step.log" >"$OUT/table.md"

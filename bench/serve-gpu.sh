@@ -2,12 +2,17 @@
 # serve-gpu.sh DSV4 MODEL OUT: `dsv4 serve --backend cuda` in the background on loopback, then
 # `dsv4 bench serve` (random 8K in / 1K out) at concurrency 1 and 16, then the server is stopped.
 # Runs inside bench/run-gpu.sh's GPU call; results go to OUT/serve-c{1,16}.log and .json.
+# Prefix caching is off: the benchmark's test request repeats its first prompt, which would turn the
+# measured prefill of a one-prompt run into a cache hit. The chunk policy is vLLM's (budget): with the
+# exact GEMMs a 2048-token chunk takes ~2.6 s against a ~46 ms decode step, so the latency policy (a
+# step within 1.4x a decode step) gives waiting prompts a few tokens a step, and 16 concurrent 8K
+# prompts would take most of an hour to start (measured: 48 prompt tokens/s).
 set -uo pipefail
 DSV4=$1 MODEL=$2 OUT=$3
 PORT=${DSV4_BENCH_PORT:-8123}
 export DSV4_TOKENIZER=${DSV4_TOKENIZER:-$PWD/.carry/shared/tokenizer/tokenizer.json}
 "$DSV4" serve "$MODEL" --backend cuda --host 127.0.0.1 --port "$PORT" --max-model-len 10240 \
-  --max-num-seqs 32 >"$OUT/serve.log" 2>&1 &
+  --max-num-seqs 32 --no-enable-prefix-caching --chunked-prefill-policy "${DSV4_BENCH_POLICY:-budget}" >"$OUT/serve.log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null' EXIT
 for _ in $(seq 1 600); do

@@ -81,29 +81,15 @@ inline float e2m1_to_float(uint8_t code) {
   return (code & 8) ? -m : m;
 }
 
-// Round to nearest, ties to the even code, saturating at ±6. Returns a 4-bit code.
+// Round to nearest, ties to the even code, saturating at ±6 (NaN -> code 7). Returns a 4-bit code.
+// The code is the count of midpoints below |f|; a tie counts (>=) when the code above it is even and
+// not (>) when the code below it is. Branch-free, so random weights quantize at memory speed.
 inline uint8_t float_to_e2m1(float f) {
   const uint8_t sign = std::signbit(f) ? 8 : 0;
   const float a = std::fabs(f);
-  // Midpoints between neighbouring magnitudes; at a tie the even code wins.
-  uint8_t c;
-  if (a <= 0.25f)
-    c = 0;  // tie 0.25 -> code 0
-  else if (a < 0.75f)
-    c = 1;  // tie 0.75 -> code 2
-  else if (a <= 1.25f)
-    c = 2;  // tie 1.25 -> code 2
-  else if (a < 1.75f)
-    c = 3;  // tie 1.75 -> code 4
-  else if (a <= 2.5f)
-    c = 4;  // tie 2.5  -> code 4
-  else if (a < 3.5f)
-    c = 5;  // tie 3.5  -> code 6
-  else if (a <= 5.0f)
-    c = 6;  // tie 5    -> code 6
-  else
-    c = 7;  // NaN is not expected here (inputs are clamped)
-  return sign | c;
+  if (a != a) return sign | 7;
+  const int c = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
+  return static_cast<uint8_t>(sign | c);
 }
 
 // Packed FP4 pairs: element 2j in the low nibble of byte j, element 2j+1 in the high nibble.

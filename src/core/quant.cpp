@@ -121,11 +121,11 @@ void quantize_weight_fp4(std::span<const float> w, int64_t rows, int64_t cols, s
       float amax = 0x1p-100f;
       for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(blk[i]));
       const uint8_t e = ue8m0_ceil_pow2(amax / kE2M1Max);
-      const float s = scale_value(e);
+      const float inv = 1.0f / scale_value(e);  // a power of two: x · inv rounds exactly as x / s
       scale[static_cast<size_t>(r * (cols / 32) + b)] = e;
       for (int i = 0; i < 32; i += 2) {
-        const uint8_t lo = float_to_e2m1(std::clamp(blk[i] / s, -kE2M1Max, kE2M1Max));
-        const uint8_t hi = float_to_e2m1(std::clamp(blk[i + 1] / s, -kE2M1Max, kE2M1Max));
+        const uint8_t lo = float_to_e2m1(std::clamp(blk[i] * inv, -kE2M1Max, kE2M1Max));
+        const uint8_t hi = float_to_e2m1(std::clamp(blk[i + 1] * inv, -kE2M1Max, kE2M1Max));
         data[static_cast<size_t>(r * (cols / 2) + b * 16 + i / 2)] = static_cast<uint8_t>(lo | (hi << 4));
       }
     }

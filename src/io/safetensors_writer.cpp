@@ -1,13 +1,17 @@
 #include "io/safetensors_writer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <thread>
 
 #include "core/error.h"
 #include "io/checkpoint.h"
@@ -127,6 +131,32 @@ void write_tensor(TempFile& out, const PendingTensor& t) {
   out.write(buf.data(), buf.size());
 }
 
+// Shards are written side by side: lazily drawn tensors (random checkpoints) fill on several cores while
+// others write, and one file's writes stay in order. The first failure is rethrown once all have stopped.
+void write_shards(const std::vector<SafetensorsWriter>& shards, const fs::path& dir,
+                  const std::vector<std::string>& files) {
+  const size_t threads = std::min<size_t>(shards.size(), std::max(2u, std::thread::hardware_concurrency() / 2));
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  std::exception_ptr error;
+  {
+    std::vector<std::jthread> pool;
+    for (size_t t = 0; t < threads; ++t) {
+      pool.emplace_back([&] {
+        for (size_t s; (s = next++) < shards.size();) {
+          try {
+            shards[s].write(dir / files[s]);
+          } catch (...) {
+            const std::lock_guard lock(mu);
+            if (!error) error = std::current_exception();
+          }
+        }
+      });
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
 std::string shard_name(size_t k, size_t n) { return fmt::format("model-{:05d}-of-{:05d}.safetensors", k + 1, n); }
 
 }  // namespace
@@ -222,17 +252,17 @@ std::vector<std::string> ShardedCheckpointWriter::write(const std::filesystem::p
   json weight_map = json::object();
   const uint64_t total = pending_.data_bytes();
   starts.push_back(tensors.size());
-  for (size_t s = 0; s + 1 < starts.size(); ++s) {
-    files.push_back(shard_name(s, starts.size() - 1));
-    SafetensorsWriter shard;
-    shard.metadata_ = pending_.metadata_;
+  std::vector<SafetensorsWriter> shards(starts.size() - 1);
+  for (size_t s = 0; s < shards.size(); ++s) {
+    files.push_back(shard_name(s, shards.size()));
+    shards[s].metadata_ = pending_.metadata_;
     for (size_t i = starts[s]; i < starts[s + 1]; ++i) {
       weight_map[tensors[i].name] = files.back();
-      shard.add_pending(std::move(tensors[i]));
+      shards[s].add_pending(std::move(tensors[i]));
     }
-    shard.write(dir / files.back());
   }
   pending_ = SafetensorsWriter{};
+  write_shards(shards, dir, files);
   TempFile index(dir / kSafetensorsIndexName);
   const std::string text = json{{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}}.dump(2) + "\n";
   index.write(text.data(), text.size());

@@ -310,6 +310,8 @@ TEST(CudaGemm, ExactFp8SmallShapes) {
     }
   }
   check_exact({"fp8 strided f32-out", GemmWeightKind::kFp8, 200, 256, 1, true, 128, 5}, {3, 17}, 11);
+  // Rows off the 16-byte grid: quantize_act first, then the kernel on codes (the others quantize as they read).
+  check_exact({"fp8 odd stride", GemmWeightKind::kFp8, 200, 256, 1, false, 6, 0}, {1, 3, 17, 100}, 12);
 }
 
 TEST(CudaGemm, ExactFp4SmallShapes) {
@@ -319,6 +321,7 @@ TEST(CudaGemm, ExactFp4SmallShapes) {
     }
   }
   check_exact({"fp4 strided f32-out", GemmWeightKind::kFp4, 200, 256, 1, true, 128, 5}, {3, 17}, 21);
+  check_exact({"fp4 odd stride", GemmWeightKind::kFp4, 200, 256, 1, false, 6, 0}, {1, 3, 17, 100}, 22);
 }
 
 TEST(CudaGemm, ExactPlainSmallShapes) {

@@ -296,9 +296,20 @@ struct GemmRunner::Impl {
       return;
     }
     DSV4_CHECK(w.scale && w.cols % 128 == 0, "gemm: a block-scaled weight needs scales and K % 128 == 0");
+    ExactBlockArgs p;
+    p.kind = w.kind;
+    p.rows = a.rows, p.n = w.rows, p.ng = w.rows / a.groups, p.kg = w.cols, p.groups = a.groups;
+    p.w = w.data, p.w_scale = w.scale;
+    p.y = a.y, p.y_ld = y_ld, p.y_f32 = y_f32;
+    const bool use_lt = w.kind == GemmWeightKind::kFp8 && !a.exact && precision == GemmPrecision::kCublasLt;
+    if (!use_lt && alignment_of(a.x) >= 16 && x_ld % 8 == 0) {  // the kernel quantizes as it reads
+      p.x = a.x, p.x_ld = x_ld;
+      split_scratch(p);
+      exact_block_gemm(p, stream);
+      return;
+    }
     // Scratch: activation codes, their scales, and (cuBLASLt) the weight's scales as fp32, converted
     // in the quantizing launch every call: a cached copy would go stale when weights are freed.
-    const bool use_lt = w.kind == GemmWeightKind::kFp8 && !a.exact && precision == GemmPrecision::kCublasLt;
     const int64_t scale_ld = act_scale_ld(a.rows);
     const size_t code_bytes = (static_cast<size_t>(a.rows * k) + 255) / 256 * 256;
     const size_t act_scale_bytes = static_cast<size_t>(k / 128 * scale_ld) * 4;
@@ -309,12 +320,7 @@ struct GemmRunner::Impl {
     const WeightScaleJob job = use_lt ? WeightScaleJob{w.scale, w.rows, w.cols, w_scales} : WeightScaleJob{};
     quantize_act(a.x, a.rows, k, x_ld, codes, act_scales, scale_ld, stream, job);
     if (use_lt && lt_fp8(a, codes, act_scales, scale_ld, y_ld, w_scales)) return;
-    ExactBlockArgs p;
-    p.kind = w.kind;
     p.codes = codes, p.codes_ld = k, p.scales = act_scales, p.scale_ld = scale_ld;
-    p.rows = a.rows, p.n = w.rows, p.ng = w.rows / a.groups, p.kg = w.cols, p.groups = a.groups;
-    p.w = w.data, p.w_scale = w.scale;
-    p.y = a.y, p.y_ld = y_ld, p.y_f32 = y_f32;
     split_scratch(p);
     exact_block_gemm(p, stream);
   }

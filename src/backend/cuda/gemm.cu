@@ -5,17 +5,18 @@
 //  * skinny_block: FP8/FP4 with few rows per weight (decode). A CTA owns 32 output columns (one per
 //    lane) and TM <= 8 rows; its 8 warps take 8 consecutive 128-wide K-blocks at a time, each lane
 //    computing the block products of its column for all TM rows (weights read once per row tile,
-//    16-byte loads, decoded in registers; activations decoded once into shared memory and read as
-//    broadcasts). The scaled block contributions go to shared memory and are added in block order.
-//    When that makes too few CTAs (decode on a narrow weight), each CTA takes one 8-block K stage and
-//    stores its contributions; the last CTA of a tile adds them all in block order (split-K).
+//    16-byte loads, decoded in registers; activations quantized (or decoded from codes) once into
+//    shared memory and read as broadcasts). The scaled block contributions go to shared memory and are added in block
+//    order. When that makes too few CTAs (decode on a narrow weight), each CTA takes one 8-block K stage and stores its
+//    contributions; the last CTA of a tile adds them all in block order (split-K).
 //  * skinny_plain: bf16/f32 weights with few rows. Plain weights have one sequential sum over all
 //    of K, so only outputs run in parallel: a CTA owns 32 columns x TM <= 4 rows; a producer warp
 //    streams the weight rows through a cp.async ring and a consumer warp only runs the sums (their
 //    latency, K dependent FMAs, is the floor).
 //  * tiled: many rows (prefill, all kinds). 64x64 CTA tiles, 4x4 register micro-tiles, 32-wide K
 //    stages decoded to fp32 in shared memory (double-buffered, one register-prefetched stage); every
-//    thread walks K in order, so the block order of the sums is the natural loop order.
+//    thread walks K in order, so the block order of the sums is the natural loop order. From bf16
+//    input the tile finds its rows' scales at each K-block's start and quantizes as it stores.
 // Products of e4m3, e2m1 and bf16 values are exact in fp32, so an FMA there rounds exactly like the
 // CPU's separate multiply and add (bf16 x bf16 barring products below ~2^-120); f32 weights use
 // __fmul_rn/__fadd_rn. Every scaling and block combination uses explicit _rn intrinsics (nvcc would
@@ -146,6 +147,39 @@ __device__ __forceinline__ bool row_tile(const ExactBlockArgs& p, int tm, Tile& 
   return t.cnt > 0;
 }
 
+// ---- activation quantization (MODEL.md §2.2, block 128) --------------------------------------------
+
+// The power-of-two scale of a 128-block from its amax: 2^ceil(log2(max(amax, 1e-4) · fp32(1/448))).
+__device__ __forceinline__ float act_scale(float amax) {
+  return e8_value(ceil_pow2_e8(fmaxf(amax, 1e-4f) * (1.0f / 448.0f)));
+}
+
+// The e4m3 code of v under scale s (core/quant.h's quantize_e4m3).
+__device__ __forceinline__ uint32_t act_code(float v, float s) {
+  return f_to_e4m3(fminf(fmaxf(v / s, -448.0f), 448.0f));
+}
+
+// A warp quantizes one 128-block, four values a lane: returns the block's scale, codes packed in lane order.
+__device__ __forceinline__ float quantize_lane4(const float (&v)[4], uint32_t& packed) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) amax = fmaxf(amax, fabsf(v[i]));
+  const float s = act_scale(warp_max(amax));
+  packed = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) packed |= act_code(v[i], s) << (8 * i);
+  return s;
+}
+
+// Four consecutive bf16 values (8-byte aligned) as floats.
+__device__ __forceinline__ void bf16x4(const uint16_t* src, float (&v)[4]) {
+  const uint2 u = __ldg(reinterpret_cast<const uint2*>(src));
+  v[0] = __uint_as_float(u.x << 16);
+  v[1] = __uint_as_float(u.x & 0xffff0000u);
+  v[2] = __uint_as_float(u.y << 16);
+  v[3] = __uint_as_float(u.y & 0xffff0000u);
+}
+
 // ---- quantize_act ----------------------------------------------------------------------------------
 
 // One warp per (row, 128-block), 4 elements a lane: quant.cu's quantize_e4m3 with fp32 scales.
@@ -166,31 +200,14 @@ __global__ void __launch_bounds__(256)
   }
   const int64_t row = warp / nblk, kb = warp % nblk;
   const uint16_t* src = x + row * x_ld + kb * 128 + lane * 4;
-  uint16_t h[4];
-  if constexpr (kVec) {
-    const uint2 u = *reinterpret_cast<const uint2*>(src);
-    h[0] = static_cast<uint16_t>(u.x);
-    h[1] = static_cast<uint16_t>(u.x >> 16);
-    h[2] = static_cast<uint16_t>(u.y);
-    h[3] = static_cast<uint16_t>(u.y >> 16);
-  } else {
-    for (int i = 0; i < 4; ++i) h[i] = src[i];
-  }
   float v[4];
-  float amax = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    v[i] = bf16_to_f(h[i]);
-    amax = fmaxf(amax, fabsf(v[i]));
+  if constexpr (kVec) {
+    bf16x4(src, v);
+  } else {
+    for (int i = 0; i < 4; ++i) v[i] = bf16_to_f(src[i]);
   }
-  amax = fmaxf(warp_max(amax), 1e-4f);
-  const float s = e8_value(ceil_pow2_e8(amax * (1.0f / 448.0f)));
   uint32_t packed = 0;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float q = fminf(fmaxf(v[i] / s, -448.0f), 448.0f);
-    packed |= static_cast<uint32_t>(f_to_e4m3(q)) << (8 * i);
-  }
+  const float s = quantize_lane4(v, packed);
   *reinterpret_cast<uint32_t*>(codes + row * k + kb * 128 + lane * 4) = packed;
   if (lane == 0) scales[kb * scale_ld + row] = s;
 }
@@ -317,6 +334,26 @@ __device__ __forceinline__ void stage_acts(SkinnySmem<TM, NSUB>& s, const uint8_
   }
 }
 
+// The same from bf16 rows, quantized here (the reference's activation quantization, fused where
+// the GEMM reads its input): one warp per (row, K-block), four values a lane.
+template <int TM, int NSUB>
+__device__ __forceinline__ void stage_acts_bf16(SkinnySmem<TM, NSUB>& s, const uint16_t* x, int64_t x_ld, const Tile& t,
+                                                int kb0, int nb) {
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  for (int i = warp; i < TM * kSkWarps; i += kSkWarps) {
+    const int m = i / kSkWarps, j = i % kSkWarps;
+    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sa = 0.0f;
+    if (m < t.cnt && j < nb) {  // warp-uniform
+      bf16x4(x + (t.r0 + m) * x_ld + int64_t{kb0 + j} * 128 + lane * 4, v);
+      uint32_t packed = 0;
+      sa = quantize_lane4(v, packed);
+      e4m3x4(packed, v);
+    }
+    *reinterpret_cast<float4*>(&s.a[m][j * 128 + lane * 4]) = make_float4(v[0], v[1], v[2], v[3]);
+    if (lane == 0) s.sa[m][j] = sa;
+  }
+}
+
 // Split-K epilogue: publish this CTA's contributions; the tile's last CTA sums all of them in
 // block order (the order the unsplit kernel uses) and stores y.
 template <int TM, int NSUB>
@@ -356,8 +393,8 @@ __global__ void __launch_bounds__(kSkThreads) skinny_block_kernel(const ExactBlo
   const int64_t n = g * p.ng + nl;
   const void* w = p.offsets ? p.w_list[t.e] : p.w;
   const uint8_t* ws = p.offsets ? p.w_scale_list[t.e] : p.w_scale;
-  const uint8_t* codes = p.codes + g * p.kg;
-  const float* scales = p.scales + (g * p.kg / 128) * p.scale_ld;
+  const uint8_t* codes = p.codes ? p.codes + g * p.kg : nullptr;
+  const float* scales = p.scales ? p.scales + (g * p.kg / 128) * p.scale_ld : nullptr;
   const int nkb = static_cast<int>(p.kg / 128);
   // Split-K: this CTA's K-blocks only (one stage).
   const int kb_begin = p.partial ? static_cast<int>(blockIdx.z) * kSkWarps : 0;
@@ -369,7 +406,11 @@ __global__ void __launch_bounds__(kSkThreads) skinny_block_kernel(const ExactBlo
     const bool active = kb0 + warp < kb_end && col_ok;
     WeightBlock<KIND> wb;
     if (active) wb.load(w, ws, n, kb0 + warp, p.kg);  // in flight while the activations are staged
-    stage_acts(s, codes, p.codes_ld, scales, p.scale_ld, t, kb0, nb);
+    if (p.x) {
+      stage_acts_bf16(s, p.x + g * p.kg, p.x_ld, t, kb0, nb);
+    } else {
+      stage_acts(s, codes, p.codes_ld, scales, p.scale_ld, t, kb0, nb);
+    }
     __syncthreads();
     if (active) block_products(s, wb, warp, lane);
     __syncthreads();
@@ -406,6 +447,8 @@ constexpr int kTlThreads = 256;
 struct TiledSmem {
   float a[2][kTlK][kTlRows];
   float w[2][kTlK][kTlCols];
+  float amax[kTlThreads / kTlRows][kTlRows];  // bf16 input: each loader's part of its row's block amax
+  float sa[kTlRows];                          // bf16 input: the current K-block's row scales
 };
 
 // P (4x4 micro-tile of rows tm*4.., columns tn*4..) over one stage, k ascending.
@@ -461,13 +504,37 @@ __global__ void __launch_bounds__(kTlThreads) tiled_block_kernel(const ExactBloc
   // Loader: thread owns row/column lr of the tile and k offsets lq*8.. of each stage.
   const int lr = threadIdx.x % kTlRows, lq = threadIdx.x / kTlRows;
   const bool a_ok = lr < t.cnt;
-  const uint8_t* a_src = p.codes + (t.r0 + (a_ok ? lr : 0)) * p.codes_ld + g * p.kg + lq * 8;
+  const uint8_t* a_src = p.codes ? p.codes + (t.r0 + (a_ok ? lr : 0)) * p.codes_ld + g * p.kg + lq * 8 : nullptr;
   const bool w_ok = c0 + lr < p.ng;
   const uint8_t* w_src =
       static_cast<const uint8_t*>(w) + (g * p.ng + (w_ok ? c0 + lr : 0)) * (kFp4 ? p.kg / 2 : p.kg) + lq * kWBytes;
+  // bf16 input (p.x): the loader reads 8 values and quantizes them when storing the stage, with the
+  // row scales of their K-block, found by the tile before its first stage (block_scales).
+  const bool from_x = p.x != nullptr;
+  const uint16_t* x_row = from_x ? p.x + (t.r0 + (a_ok ? lr : 0)) * p.x_ld + g * p.kg : nullptr;
+  auto block_scales = [&](int64_t b) {
+    float amax = 0.0f;
+    if (a_ok) {
+      float v[8];
+      for (int i = 0; i < 4; ++i) {
+        bf16x8(__ldg(reinterpret_cast<const uint4*>(x_row + b * 128 + lq * 32 + i * 8)), v);
+        for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(v[j]));
+      }
+    }
+    s.amax[lq][lr] = amax;
+    __syncthreads();  // also: every fold and store of the previous block is done with s.sa
+    if (threadIdx.x < kTlRows) {
+      float m = 0.0f;
+      for (int i = 0; i < kTlThreads / kTlRows; ++i) m = fmaxf(m, s.amax[i][threadIdx.x]);
+      s.sa[threadIdx.x] = static_cast<int>(threadIdx.x) < t.cnt ? act_scale(m) : 0.0f;
+    }
+    __syncthreads();
+  };
   uint2 a_reg = {0, 0}, w_reg = {0, 0};
+  uint4 x_reg = {0, 0, 0, 0};
   auto load = [&](int st) {
-    if (a_ok) a_reg = __ldg(reinterpret_cast<const uint2*>(a_src + int64_t{st} * kTlK));
+    if (a_ok && from_x) x_reg = __ldg(reinterpret_cast<const uint4*>(x_row + int64_t{st} * kTlK + lq * 8));
+    if (a_ok && !from_x) a_reg = __ldg(reinterpret_cast<const uint2*>(a_src + int64_t{st} * kTlK));
     if (w_ok) {
       const uint8_t* src = w_src + int64_t{st} * kTlK * kWBytes / 8;
       if constexpr (kFp4) {
@@ -479,6 +546,15 @@ __global__ void __launch_bounds__(kTlThreads) tiled_block_kernel(const ExactBloc
   };
   auto store = [&](int buf) {
     float v[8];
+    if (from_x) {
+      bf16x8(x_reg, v);
+      const float sa = s.sa[lr];
+      a_reg.x = a_reg.y = 0;
+      for (int i = 0; i < 4; ++i) {
+        a_reg.x |= a_ok ? act_code(v[i], sa) << (8 * i) : 0u;
+        a_reg.y |= a_ok ? act_code(v[i + 4], sa) << (8 * i) : 0u;
+      }
+    }
     e4m3x4(a_reg.x, v);
     e4m3x4(a_reg.y, v + 4);
     put8(s.a[buf], lq, lr, v);
@@ -488,13 +564,13 @@ __global__ void __launch_bounds__(kTlThreads) tiled_block_kernel(const ExactBloc
 
   // Compute: micro-tile rows tm*4.., columns tn*4...
   const int tm = threadIdx.x / 16, tn = threadIdx.x % 16;
-  const float* scales = p.scales + (g * p.kg / 128) * p.scale_ld;
+  const float* scales = p.scales ? p.scales + (g * p.kg / 128) * p.scale_ld : nullptr;
   float P[4][4] = {}, C[4][4] = {};
   auto fold = [&](int64_t k0) {  // C += scaled P of the (sub-)block holding stage k0
     float sa[4], sb[4];
     for (int i = 0; i < 4; ++i) {
       const int r = tm * 4 + i;
-      sa[i] = r < t.cnt ? __ldg(scales + (k0 / 128) * p.scale_ld + t.r0 + r) : 0.0f;
+      sa[i] = from_x ? s.sa[r] : r < t.cnt ? __ldg(scales + (k0 / 128) * p.scale_ld + t.r0 + r) : 0.0f;
     }
     for (int j = 0; j < 4; ++j) {
       const int64_t cl = c0 + tn * 4 + j, n = g * p.ng + cl;
@@ -514,6 +590,7 @@ __global__ void __launch_bounds__(kTlThreads) tiled_block_kernel(const ExactBloc
   };
 
   const int stages = static_cast<int>(p.kg / kTlK);
+  if (from_x) block_scales(0);
   load(0);
   store(0);
   __syncthreads();
@@ -522,7 +599,10 @@ __global__ void __launch_bounds__(kTlThreads) tiled_block_kernel(const ExactBloc
     tile_stage<true>(s.a[st & 1], s.w[st & 1], tm, tn, P);
     const int64_t k0 = int64_t{st} * kTlK;
     if (kFp4 || (k0 + kTlK) % 128 == 0) fold(k0);
-    if (st + 1 < stages) store((st + 1) & 1);
+    if (st + 1 < stages) {
+      if (from_x && (k0 + kTlK) % 128 == 0) block_scales((k0 + kTlK) / 128);
+      store((st + 1) & 1);
+    }
     __syncthreads();
   }
   for (int i = 0; i < 4; ++i) {
@@ -980,9 +1060,15 @@ void exact_block_gemm(const ExactBlockArgs& a, cudaStream_t stream) {
                     "exact_block_gemm: the weight must be FP8 or FP4");
   DSV4_CUDA_REQUIRE(a.kg > 0 && a.kg % 128 == 0, "exact_block_gemm: K must be a positive multiple of 128");
   DSV4_CUDA_REQUIRE(a.groups >= 1 && a.ng > 0 && a.ng * a.groups == a.n, "exact_block_gemm: bad groups");
-  DSV4_CUDA_REQUIRE(a.codes_ld >= a.groups * a.kg && a.codes_ld % 16 == 0 && aligned(a.codes, 16),
-                    "exact_block_gemm: activation codes must be 16-byte aligned rows");
-  DSV4_CUDA_REQUIRE(a.scale_ld >= a.rows && a.y_ld >= a.n, "exact_block_gemm: bad strides");
+  if (a.x) {
+    DSV4_CUDA_REQUIRE(!a.offsets && a.x_ld >= a.groups * a.kg && a.x_ld % 8 == 0 && aligned(a.x, 16),
+                      "exact_block_gemm: bf16 input must be 16-byte aligned rows (dense GEMMs only)");
+  } else {
+    DSV4_CUDA_REQUIRE(a.codes_ld >= a.groups * a.kg && a.codes_ld % 16 == 0 && aligned(a.codes, 16),
+                      "exact_block_gemm: activation codes must be 16-byte aligned rows");
+    DSV4_CUDA_REQUIRE(a.scale_ld >= a.rows, "exact_block_gemm: bad scale stride");
+  }
+  DSV4_CUDA_REQUIRE(a.y_ld >= a.n, "exact_block_gemm: bad output stride");
   if (a.offsets) {
     DSV4_CUDA_REQUIRE(a.experts > 0 && a.w_list && a.w_scale_list, "grouped_gemm: missing expert arrays");
   } else {

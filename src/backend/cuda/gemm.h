@@ -1,6 +1,7 @@
 // GEMMs of the CUDA backend (MODEL.md §9.3, backend/ops.h LinearParams): y[m, n] = Σ_k x[m, k]·W[n, k].
-//  * FP8 weights (e4m3 + 128x128 ue8m0 scales): activations quantized per row in 1x128 blocks, then
-//    the exact kernel below, or (GemmPrecision::kCublasLt) cuBLASLt's block-scaled FP8 GEMM (VEC128 x
+//  * FP8 weights (e4m3 + 128x128 ue8m0 scales): activations quantized per row in 1x128 blocks by the
+//    exact kernel as it reads its input (a separate quantize_act launch only for rows off the 16-byte
+//    grid), or (GemmPrecision::kCublasLt) quantize_act then cuBLASLt's block-scaled FP8 GEMM (VEC128 x
 //    BLK128x128 scale modes) where it supports the shape (cuBLASLt 13.1 on the H200: rows % 4 == 0).
 //  * FP4 weights (e2m1 + per-32 ue8m0 scales): the exact kernel.
 //  * bf16 / f32 weights: true fp32 GEMMs (never TF32): the exact kernel, or (kCublasLt, bf16 only)

@@ -19,11 +19,15 @@ inline int64_t act_scale_ld(int64_t rows) { return (rows + 3) / 4 * 4; }
 // operand: the K-block index runs fastest, padded to a multiple of 4 = 16 bytes).
 inline int64_t weight_scale_ld(int64_t k) { return ((k + 127) / 128 + 3) / 4 * 4; }
 
-// Block-scaled exact GEMM over pre-quantized activations (quantize_act). Row m of the output uses
-// codes row m, columns [g·kg, (g+1)·kg) for output column n of group g = n / ng.
+// Block-scaled exact GEMM over activations quantized by quantize_act (codes) or, for dense GEMMs,
+// bf16 rows that the kernel quantizes as it stages them (x; 16-byte aligned, x_ld % 8 == 0): the same
+// codes without the extra launch and round trip. Row m of the output uses row m, columns
+// [g·kg, (g+1)·kg) for output column n of group g = n / ng.
 struct ExactBlockArgs {
   GemmWeightKind kind = GemmWeightKind::kFp8;  // kFp8 or kFp4
-  const uint8_t* codes = nullptr;              // e4m3 [rows][codes_ld]
+  const uint16_t* x = nullptr;                 // bf16 [rows][x_ld], or null: codes and scales
+  int64_t x_ld = 0;
+  const uint8_t* codes = nullptr;  // e4m3 [rows][codes_ld]
   int64_t codes_ld = 0;
   const float* scales = nullptr;  // [codes_ld/128][scale_ld]
   int64_t scale_ld = 0;

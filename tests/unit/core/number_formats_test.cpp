@@ -112,6 +112,10 @@ TEST(E2M1, TiesGoToTheEvenCodeAndLargeValuesSaturate) {
   EXPECT_EQ(float_to_e2m1(5.01f), 7);
   EXPECT_EQ(float_to_e2m1(100.0f), 7);
   EXPECT_EQ(float_to_e2m1(-0.1f), 8);
+  EXPECT_EQ(float_to_e2m1(NAN), 7);
+  for (float mid : {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f}) {  // just off each midpoint
+    EXPECT_EQ(float_to_e2m1(std::nextafter(mid, 0.0f)) + 1, float_to_e2m1(std::nextafter(mid, 9.0f))) << mid;
+  }
   std::mt19937 rng(99);
   std::uniform_real_distribution<float> u(-6.5f, 6.5f);
   for (int i = 0; i < 20000; ++i) {
