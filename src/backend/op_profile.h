@@ -86,6 +86,9 @@ class OpProfile final : public Ops {
   void argmax(const ArgmaxParams& p) override {
     timed("argmax", [&] { inner_.argmax(p); });
   }
+  void sample(const SampleParams& p) override {
+    timed("sample", [&] { inner_.sample(p); });
+  }
 
  private:
   template <typename F>

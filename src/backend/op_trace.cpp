@@ -148,6 +148,11 @@ void OpTrace::argmax(const ArgmaxParams& p) {
   inner_.argmax(p);
   keep("argmax", TraceElem::kI32, p.out, p.rows, 1);
 }
+void OpTrace::sample(const SampleParams& p) {
+  inner_.sample(p);
+  keep("sample", TraceElem::kI32, p.token, p.rows, 1);
+  if (p.top_width > 0) keep("sample.top_id", TraceElem::kI32, p.top_id, p.rows, p.top_width);
+}
 
 std::vector<std::string> compare_traces(const std::vector<OpRecord>& a, const std::vector<OpRecord>& b,
                                         size_t max_lines) {

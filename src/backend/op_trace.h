@@ -47,6 +47,7 @@ class OpTrace final : public Ops {
   void embed(const EmbedParams& p) override;
   void paged_slots(const PagedSlotsParams& p) override;
   void argmax(const ArgmaxParams& p) override;
+  void sample(const SampleParams& p) override;
 
  private:
   // Copies rows x cols elements (row stride `stride` elements) of a device array into a record.

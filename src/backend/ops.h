@@ -25,6 +25,7 @@
 #include <cstdint>
 
 #include "backend/rope.h"
+#include "backend/sampling_math.h"
 #include "backend/weight.h"
 #include "core/kv_entry.h"
 #include "core/model_config.h"
@@ -371,6 +372,36 @@ struct ArgmaxParams {
   int32_t* out = nullptr;  // [rows]
 };
 
+// Sampling where the logits are, so a step copies back a few numbers per row instead of a row of
+// logits. Per row r (SampleRow, backend/sampling_math.h), over the ids i < limit, in fp64:
+//   z = x[r], then the row's edits in list order (SampleEdit), then NaN -> −inf;
+//   greedy (temperature 0) or every z −inf: the first maximum of z (ties to the lower id);
+//   else w_i = exp((z_i − zmax)/T) (1 at the maximum, exp of sampling_math.h); candidates w > 0 and
+//   w >= min_p; top_k (> 0): the k heaviest (ties to the lower id); top_p (< 1): the shortest
+//   heaviest-first prefix whose mass reaches ceil(p · its set's mass); mass m_i = floor(w_i · 2^44)
+//   (exact integer sums); target = floor(floor(u · 2^53) · M / 2^53) with M the survivors' mass;
+//   out: the lowest survivor whose running mass (ids ascending) exceeds target.
+// logprobs n >= 0: l_i = x_i − log Σ exp(x_j − max x) − max x over the RAW logits (NaN = −inf);
+// logprob[r] = l of the chosen id; top_id/top_logprob[r][0..n) the n most likely raw ids (ties to the
+// lower id), then −1 / 0 up to top_width. Rows without logprobs get 0 and −1 / 0.
+// `row` and `edits` are host arrays on every backend (the op copies them where it runs), so their
+// contents are checked before anything is written. Each row's edit ids ascend (equal ids apply in
+// list order), lie in [0, limit), and the rows' edit ranges follow each other without overlap.
+struct SampleParams {
+  const float* x = nullptr;  // [rows, cols] fp32
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t limit = 0;                  // 1 <= limit <= min(cols, kSampleMaxLimit)
+  const SampleRow* row = nullptr;     // [rows], host memory
+  const SampleEdit* edits = nullptr;  // [edit_count], host memory
+  int64_t edit_count = 0;
+  int32_t* token = nullptr;       // [rows]
+  double* logprob = nullptr;      // [rows]; may be null when no row asks for logprobs
+  int32_t top_width = 0;          // 0..kSampleMaxLogprobs, >= every row's logprobs
+  int32_t* top_id = nullptr;      // [rows, top_width]
+  double* top_logprob = nullptr;  // [rows, top_width]
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -395,6 +426,7 @@ class Ops {
   virtual void embed(const EmbedParams& p) = 0;
   virtual void paged_slots(const PagedSlotsParams& p) = 0;
   virtual void argmax(const ArgmaxParams& p) = 0;
+  virtual void sample(const SampleParams& p) = 0;
 };
 
 }  // namespace dsv4

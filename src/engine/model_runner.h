@@ -1,4 +1,5 @@
-// ModelRunner: schedule -> ForwardBatch -> Model::forward -> Sampler.
+// ModelRunner: schedule -> ForwardBatch -> Model::forward_greedy (every request plain greedy) or
+// Model::forward_sample (rows and edits from the Sampler) -> tokens recorded by the Sampler.
 //
 // The batch holds the chunks' ids and positions; block tables and slot mappings reach the model through
 // PagedKv (the KvAccess over the engine's KvCacheManager): the runner binds the batch's sequence i to the

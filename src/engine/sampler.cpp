@@ -1,15 +1,14 @@
 #include "engine/sampler.h"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 
 #include "core/error.h"
 
 namespace dsv4 {
-namespace {
 
-constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+static_assert(kMaxLogprobs <= kSampleMaxLogprobs, "the sample op returns at most kSampleMaxLogprobs top ids");
+
+namespace {
 
 // A uniform double in [0, 1) from the top 53 bits: the same on every standard library.
 double uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
@@ -32,14 +31,15 @@ SamplerState Sampler::start(const SamplingParams& params, std::span<const int32_
 SampledToken Sampler::sample(std::span<const float> logits, SamplerState& s) {
   DSV4_CHECK(static_cast<int64_t>(logits.size()) == vocab_, "sampler: {} logits for a vocabulary of {}", logits.size(),
              vocab_);
-  adjust(logits, s);
-  SampledToken out;
-  out.token = s.params.greedy() ? argmax() : draw(s);
-  if (s.params.logprobs >= 0) add_logprobs(logits, s.params.logprobs, out);
-  ++s.num_output;
-  ++s.counts[out.token];
-  if (s.params.repetition_penalty != 1.0) s.seen.insert(out.token);
-  return out;
+  edits_.clear();
+  const SampleRow row = prepare(s, edits_);
+  const auto width = static_cast<size_t>(std::max(row.logprobs, 0));
+  top_id_.resize(width);
+  top_logprob_.resize(width);
+  double logprob = 0;
+  const int32_t token = cpu::sample_row(logits.data(), limit_, row, edits_, scratch_, &logprob, top_id_.data(),
+                                        top_logprob_.data(), static_cast<int32_t>(width));
+  return finish(s, row, token, logprob, top_id_, top_logprob_);
 }
 
 bool Sampler::plain_greedy(const SamplerState& s) const {
@@ -50,131 +50,82 @@ bool Sampler::plain_greedy(const SamplerState& s) const {
          p.presence_penalty == 0 && p.frequency_penalty == 0;
 }
 
-SampledToken Sampler::accept(int32_t token, SamplerState& s) const {
+void Sampler::record(int32_t token, SamplerState& s) const {
   DSV4_CHECK(token >= 0 && token < limit_, "sampler: token {} outside [0, {})", token, limit_);
-  SampledToken out;
-  out.token = token;
   ++s.num_output;
   ++s.counts[token];
+  if (s.params.repetition_penalty != 1.0) s.seen.insert(token);
+}
+
+SampledToken Sampler::accept(int32_t token, SamplerState& s) const {
+  record(token, s);
+  SampledToken out;
+  out.token = token;
   return out;
 }
 
-// Bias, min_tokens masks and penalties on the ids below the limit.
-void Sampler::adjust(std::span<const float> logits, const SamplerState& s) {
+// The edits reproduce the old in-place adjustment exactly when applied in order: bias adds; a masked
+// id is −inf whatever came before or after; the repetition penalty (on seen ids) and then the
+// presence/frequency penalty (on output ids) share one edit, applied after the bias.
+SampleRow Sampler::prepare(SamplerState& s, std::vector<SampleEdit>& edits) const {
   const SamplingParams& p = s.params;
-  z_.assign(logits.begin(), logits.begin() + limit_);
-  for (const auto& [id, bias] : p.logit_bias) {
-    if (id < limit_) z_[static_cast<size_t>(id)] += bias;
-  }
+  SampleRow row;
+  row.edit_begin = static_cast<int32_t>(edits.size());
+  std::vector<int32_t> masked;
   if (s.num_output < p.min_tokens) {
-    for (int32_t id : p.stop_token_ids) {
-      if (id < limit_) z_[static_cast<size_t>(id)] = kNegInf;
-    }
-    if (!p.ignore_eos && eos_ >= 0 && eos_ < limit_) z_[static_cast<size_t>(eos_)] = kNegInf;
+    for (int32_t id : p.stop_token_ids)
+      if (id < limit_) masked.push_back(id);
+    if (!p.ignore_eos && eos_ >= 0 && eos_ < limit_) masked.push_back(eos_);
   }
-  if (p.repetition_penalty != 1.0) {
+  const auto is_masked = [&](int32_t id) { return std::find(masked.begin(), masked.end(), id) != masked.end(); };
+  for (int32_t id : masked) edits.push_back({.id = id, .mask = true});
+  for (const auto& [id, bias] : p.logit_bias) {
+    if (id < limit_ && !is_masked(id)) edits.push_back({.id = id, .add = double{bias}});
+  }
+  const bool repeat = p.repetition_penalty != 1.0, penalize = p.presence_penalty != 0 || p.frequency_penalty != 0;
+  const auto penalty = [&](int32_t id, bool seen, const int32_t* count) {
+    if (id >= limit_ || is_masked(id)) return;
+    SampleEdit e{.id = id};
+    if (seen) e.pos_div = e.neg_mul = p.repetition_penalty;
+    if (count) e.add = -(p.frequency_penalty * *count + p.presence_penalty);
+    edits.push_back(e);
+  };
+  if (repeat) {
     for (int32_t id : s.seen) {
-      if (id >= limit_) continue;
-      double& v = z_[static_cast<size_t>(id)];
-      v = v > 0 ? v / p.repetition_penalty : v * p.repetition_penalty;
+      const auto it = penalize ? s.counts.find(id) : s.counts.end();
+      penalty(id, true, it == s.counts.end() ? nullptr : &it->second);
     }
   }
-  if (p.presence_penalty != 0 || p.frequency_penalty != 0) {
-    for (const auto& [id, n] : s.counts) {
-      if (id < limit_) z_[static_cast<size_t>(id)] -= p.frequency_penalty * n + p.presence_penalty;
-    }
+  if (penalize) {
+    for (const auto& [id, n] : s.counts)
+      if (!repeat || !s.seen.contains(id)) penalty(id, false, &n);
   }
-}
-
-int32_t Sampler::argmax() const {
-  return static_cast<int32_t>(std::max_element(z_.begin(), z_.end()) - z_.begin());  // first maximum
-}
-
-// Temperature, min-p, top-k, top-p (vLLM's order), then one uniform draw walked over the survivors in id order.
-int32_t Sampler::draw(SamplerState& s) {
-  const SamplingParams& p = s.params;
-  const double zmax = *std::max_element(z_.begin(), z_.end());
-  if (zmax == kNegInf) return argmax();  // everything masked: nothing to draw from
-  weight_.resize(z_.size());
-  cand_.clear();
-  const double min_w = p.min_p > 0 ? p.min_p : 0;  // relative to the most likely token's weight of 1
-  for (size_t i = 0; i < z_.size(); ++i) {
-    const double w = std::exp((z_[i] - zmax) / p.temperature);
-    weight_[i] = w;
-    if (w > 0 && w >= min_w) cand_.push_back(static_cast<int32_t>(i));
+  // Ids ascending for the op; stable, so an id's bias stays before its penalties.
+  std::stable_sort(edits.begin() + row.edit_begin, edits.end(),
+                   [](const SampleEdit& a, const SampleEdit& b) { return a.id < b.id; });
+  row.edit_end = static_cast<int32_t>(edits.size());
+  if (!p.greedy()) {
+    row.temperature = p.temperature;
+    row.top_k = std::max<int64_t>(p.top_k, 0);
+    row.top_p = p.top_p;
+    row.min_p = p.min_p;
+    row.u = uniform(s.rng);
   }
-  if (p.top_k > 0 && static_cast<int64_t>(cand_.size()) > p.top_k) keep_top_k(p.top_k);
-  if (p.top_p < 1) keep_top_p(p.top_p);
-  std::sort(cand_.begin(), cand_.end());
-  double total = 0;
-  for (int32_t id : cand_) total += weight_[static_cast<size_t>(id)];
-  const double target = uniform(s.rng) * total;
-  double acc = 0;
-  for (int32_t id : cand_) {
-    acc += weight_[static_cast<size_t>(id)];
-    if (acc > target) return id;
-  }
-  return cand_.back();
+  row.logprobs = p.logprobs;
+  return row;
 }
 
-// Heavier first; equal weights by id, so the cut is deterministic.
-void Sampler::keep_top_k(int64_t k) {
-  const auto heavier = [this](int32_t a, int32_t b) {
-    const double wa = weight_[static_cast<size_t>(a)], wb = weight_[static_cast<size_t>(b)];
-    return wa != wb ? wa > wb : a < b;
-  };
-  std::nth_element(cand_.begin(), cand_.begin() + (k - 1), cand_.end(), heavier);
-  cand_.resize(static_cast<size_t>(k));
-}
-
-// The smallest set of most likely candidates whose mass reaches p of the candidates' total.
-void Sampler::keep_top_p(double p) {
-  const auto heavier = [this](int32_t a, int32_t b) {
-    const double wa = weight_[static_cast<size_t>(a)], wb = weight_[static_cast<size_t>(b)];
-    return wa != wb ? wa > wb : a < b;
-  };
-  double total = 0;
-  for (int32_t id : cand_) total += weight_[static_cast<size_t>(id)];
-  const double need = p * total;
-  // Most of the mass usually sits in a few ids: sort a short head first, the rest only if needed.
-  size_t sorted = std::min<size_t>(cand_.size(), 256);
-  std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(sorted), cand_.end(), heavier);
-  for (bool full = sorted == cand_.size();; full = true) {
-    double acc = 0;
-    for (size_t i = 0; i < sorted; ++i) {
-      acc += weight_[static_cast<size_t>(cand_[i])];
-      if (acc >= need) {
-        cand_.resize(i + 1);
-        return;
-      }
-    }
-    if (full) return;  // rounding: keep everything
-    std::sort(cand_.begin(), cand_.end(), heavier);
-    sorted = cand_.size();
-  }
-}
-
-void Sampler::add_logprobs(std::span<const float> logits, int32_t n, SampledToken& out) {
-  const auto raw = logits.first(static_cast<size_t>(limit_));
-  const double m = *std::max_element(raw.begin(), raw.end());
-  double sum = 0;
-  for (float v : raw) sum += std::exp(double{v} - m);
-  const double lse = m + std::log(sum);
+SampledToken Sampler::finish(SamplerState& s, const SampleRow& row, int32_t token, double logprob,
+                             std::span<const int32_t> top_id, std::span<const double> top_logprob) const {
+  record(token, s);
+  SampledToken out;
+  out.token = token;
+  if (row.logprobs < 0) return out;
   out.has_logprobs = true;
-  out.logprob = static_cast<float>(double{raw[static_cast<size_t>(out.token)]} - lse);
-  if (n <= 0) return;
-  cand_.resize(raw.size());
-  for (size_t i = 0; i < raw.size(); ++i) cand_[i] = static_cast<int32_t>(i);
-  const auto k = std::min<size_t>(static_cast<size_t>(n), raw.size());
-  std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(k), cand_.end(),
-                    [&](int32_t a, int32_t b) {
-                      return raw[static_cast<size_t>(a)] != raw[static_cast<size_t>(b)]
-                                 ? raw[static_cast<size_t>(a)] > raw[static_cast<size_t>(b)]
-                                 : a < b;
-                    });
-  for (size_t i = 0; i < k; ++i) {
-    out.top.push_back({cand_[i], static_cast<float>(double{raw[static_cast<size_t>(cand_[i])]} - lse)});
-  }
+  out.logprob = static_cast<float>(logprob);
+  const size_t n = std::min({static_cast<size_t>(row.logprobs), top_id.size(), top_logprob.size()});
+  for (size_t j = 0; j < n && top_id[j] >= 0; ++j) out.top.push_back({top_id[j], static_cast<float>(top_logprob[j])});
+  return out;
 }
 
 }  // namespace dsv4

@@ -3,6 +3,8 @@
 // and a draw from the request's own generator (so a seeded request samples the same tokens alone or
 // batched). Ids at or above the sampler's limit (the tokenizer's size) are never chosen.
 // Log probabilities are those of the raw logits (vLLM's default), over the ids below the limit.
+// The history (generator, seen ids, counts) stays here; the math on the logits is the backend's sample
+// op (backend/ops.h), fed by prepare() and read back by finish(), or run on the host by sample().
 #pragma once
 
 #include <cstdint>
@@ -12,6 +14,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "backend/cpu/sampling.h"
 #include "engine/sampling_params.h"
 
 namespace dsv4 {
@@ -46,7 +49,8 @@ class Sampler {
   int64_t limit() const { return limit_; }
   // The state of a new request; `seed` is used when the params have none.
   SamplerState start(const SamplingParams& params, std::span<const int32_t> prompt, uint64_t seed) const;
-  // Picks the next token from one row of `vocab` logits and records it in the state.
+  // Picks the next token from one row of `vocab` logits on the host (the CPU sample op's math) and
+  // records it in the state.
   SampledToken sample(std::span<const float> logits, SamplerState& state);
   // True when the next token is just the first maximum of the raw logits below the limit (greedy, no
   // bias, penalty, active min_tokens mask or logprobs): the argmax can then run where the logits are.
@@ -54,19 +58,23 @@ class Sampler {
   // Records a token chosen that way, as sample() would have.
   SampledToken accept(int32_t token, SamplerState& state) const;
 
+  // The sample op's inputs for a request's next token (backend/ops.h SampleParams): the row, with the
+  // uniform drawn from the state's generator whenever the row samples (so the generator's stream
+  // does not depend on the logits), and the state's edits appended to `edits` (ids ascending).
+  SampleRow prepare(SamplerState& state, std::vector<SampleEdit>& edits) const;
+  // Records the op's choice for a row made by prepare(); top_id/top_logprob hold the row's top entries.
+  SampledToken finish(SamplerState& state, const SampleRow& row, int32_t token, double logprob,
+                      std::span<const int32_t> top_id, std::span<const double> top_logprob) const;
+
  private:
-  void adjust(std::span<const float> logits, const SamplerState& s);
-  int32_t argmax() const;
-  int32_t draw(SamplerState& s);
-  void keep_top_k(int64_t k);
-  void keep_top_p(double p);
-  void add_logprobs(std::span<const float> logits, int32_t n, SampledToken& out);
+  void record(int32_t token, SamplerState& s) const;
 
   int64_t vocab_, limit_;
   int32_t eos_;
-  std::vector<double> z_;       // adjusted logits of the ids below the limit
-  std::vector<int32_t> cand_;   // surviving candidates
-  std::vector<double> weight_;  // exp(z / T - max) per id
+  cpu::SampleScratch scratch_;
+  std::vector<SampleEdit> edits_;
+  std::vector<int32_t> top_id_;
+  std::vector<double> top_logprob_;
 };
 
 }  // namespace dsv4

@@ -5,6 +5,7 @@
 #include "backend/rope.h"
 #include "core/error.h"
 #include "core/number_formats.h"
+#include "core/thread_pool.h"
 #include "model/step_index.h"
 
 namespace dsv4 {
@@ -24,20 +25,23 @@ Weight to_weight(const LinearWeight& w) {
 
 Weight bf16_weight(const uint16_t* p, int64_t rows, int64_t cols) { return Weight::bf16(p, rows, cols); }
 
-// wo_a runs as a bf16 GEMM (MODEL.md §5.7): FP8 storage dequantizes exactly to bf16.
-std::vector<uint16_t> dequant_bf16(const LinearWeight& w) {
+// wo_a runs as a bf16 GEMM (MODEL.md §5.7): FP8 storage dequantizes exactly to bf16. On all cores:
+// V4-Flash has 1.4 G wo_a values, a large part of a server's start when done on one.
+std::vector<uint16_t> dequant_bf16(const LinearWeight& w, ThreadPool& pool) {
   std::vector<uint16_t> out(static_cast<size_t>(w.out * w.in));
   if (w.format == WeightFormat::kBf16) {
     std::copy(w.bf16(), w.bf16() + out.size(), out.begin());
     return out;
   }
   DSV4_CHECK(w.format == WeightFormat::kFp8, "wo_a must be FP8 or bf16");
-  std::vector<float> row(static_cast<size_t>(w.in));
-  for (int64_t r = 0; r < w.out; ++r) {
-    w.fp8().dequant_row(r, row);
-    for (int64_t c = 0; c < w.in; ++c)
-      out[static_cast<size_t>(r * w.in + c)] = float_to_bf16(row[static_cast<size_t>(c)]);
-  }
+  pool.parallel_for(w.out, [&](int64_t r0, int64_t r1) {
+    std::vector<float> row(static_cast<size_t>(w.in));
+    for (int64_t r = r0; r < r1; ++r) {
+      w.fp8().dequant_row(r, row);
+      for (int64_t c = 0; c < w.in; ++c)
+        out[static_cast<size_t>(r * w.in + c)] = float_to_bf16(row[static_cast<size_t>(c)]);
+    }
+  });
   return out;
 }
 
@@ -66,6 +70,7 @@ Model::Model(const ModelConfig& cfg, const ModelWeights& weights, Ops& ops, Devi
     : cfg_(cfg), placed_(weights, cfg, dev), w_(placed_.get()), ops_(ops), dev_(dev) {
   cfg_.validate();
   layers_.resize(static_cast<size_t>(cfg.n_layers));
+  ThreadPool pool;
   for (int i = 0; i < cfg.n_layers; ++i) {
     Layer& L = layers_[static_cast<size_t>(i)];
     const BlockWeights& host = weights.layers[static_cast<size_t>(i)];  // for host-side preparation
@@ -78,7 +83,7 @@ Model::Model(const ModelConfig& cfg, const ModelWeights& weights, Ops& ops, Devi
     L.wq_b = to_weight(b.attn.wq_b);
     L.wkv = to_weight(b.attn.wkv);
     L.wo_b = to_weight(b.attn.wo_b);
-    L.wo_a_bf16 = DeviceArray<uint16_t>(dev, dequant_bf16(host.attn.wo_a));
+    L.wo_a_bf16 = DeviceArray<uint16_t>(dev, dequant_bf16(host.attn.wo_a, pool));
     L.wo_a = bf16_weight(L.wo_a_bf16.data(), b.attn.wo_a.out, b.attn.wo_a.in);
     if (b.attn.compressor) {
       const auto& c = *b.attn.compressor;
@@ -146,6 +151,46 @@ std::vector<int32_t> Model::forward_greedy(const ForwardBatch& batch, KvAccess& 
   DeviceArray<int32_t> ids(dev_, static_cast<size_t>(rows));
   ops_.argmax({l.data(), rows, cfg_.vocab_size, limit, ids.data()});
   return ids.to_host();  // one id per row instead of a row of logits
+}
+
+SampleResult Model::forward_sample(const ForwardBatch& batch, KvAccess& kv, int64_t limit,
+                                   std::span<const SampleRow> rows, std::span<const SampleEdit> edits) {
+  const auto h = run_stack(batch, kv);
+  int64_t n = 0;
+  const auto l = device_logits(batch, h.data(), n);
+  DSV4_CHECK(n == static_cast<int64_t>(rows.size()), "forward_sample: {} sample rows for {} slices with logits",
+             rows.size(), n);
+  SampleResult out;
+  if (n == 0) return out;
+  bool logprobs = false;
+  for (const SampleRow& r : rows) {
+    logprobs = logprobs || r.logprobs >= 0;
+    out.top_width = std::max(out.top_width, r.logprobs);
+  }
+  DeviceArray<int32_t> token(dev_, static_cast<size_t>(n)), top_id = scratch<int32_t>(dev_, n * out.top_width);
+  DeviceArray<double> logprob = scratch<double>(dev_, logprobs ? n : 0),
+                      top_logprob = scratch<double>(dev_, n * out.top_width);
+  SampleParams p;
+  p.x = l.data();
+  p.rows = n;
+  p.cols = cfg_.vocab_size;
+  p.limit = limit;
+  p.row = rows.data();
+  p.edits = edits.data();
+  p.edit_count = static_cast<int64_t>(edits.size());
+  p.token = token.data();
+  p.logprob = logprobs ? logprob.data() : nullptr;
+  p.top_width = out.top_width;
+  p.top_id = top_id.data();
+  p.top_logprob = top_logprob.data();
+  ops_.sample(p);
+  out.token = token.to_host();
+  if (logprobs) out.logprob = logprob.to_host();
+  if (out.top_width > 0) {
+    out.top_id = top_id.to_host();
+    out.top_logprob = top_logprob.to_host();
+  }
+  return out;
 }
 
 // hc_pre -> norm -> sublayer -> hc_post, twice (MODEL.md §3).

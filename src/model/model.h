@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "backend/device.h"
@@ -17,6 +18,15 @@
 namespace dsv4 {
 
 struct StepIndex;  // per-forward index arrays (model/step_index.h)
+
+// What forward_sample copies back, per slice with logits (backend/ops.h SampleParams).
+struct SampleResult {
+  std::vector<int32_t> token;       // [rows]
+  std::vector<double> logprob;      // [rows], or empty when no row asks for logprobs
+  int32_t top_width = 0;            // the largest logprobs count asked for
+  std::vector<int32_t> top_id;      // [rows, top_width]
+  std::vector<double> top_logprob;  // [rows, top_width]
+};
 
 class Model {
  public:
@@ -33,6 +43,10 @@ class Model {
   // The same forward, then greedy ids where the logits are (ties to the lower id, ids < limit):
   // one id per slice with logits comes back instead of a row of vocab_size logits.
   std::vector<int32_t> forward_greedy(const ForwardBatch& batch, KvAccess& kv, int64_t limit);
+  // The same forward, then the sample op where the logits are: one SampleRow per slice with logits
+  // (their edits index `edits`); a few numbers per row come back instead of a row of logits.
+  SampleResult forward_sample(const ForwardBatch& batch, KvAccess& kv, int64_t limit, std::span<const SampleRow> rows,
+                              std::span<const SampleEdit> edits);
 
   // Pieces, for isolated-block checks: embed -> hc streams [tokens, hc, dim] bf16; one block in
   // place; final head over the last token of every slice with logits.

@@ -12,6 +12,7 @@
 #include "backend/cpu/op_checks.h"
 #include "backend/cpu/rotary.h"
 #include "backend/cpu/row_ops.h"
+#include "backend/cpu/sampling.h"
 
 namespace dsv4 {
 
@@ -41,6 +42,7 @@ DSV4_CPU_OP(moe_experts, MoeExpertsParams)
 DSV4_CPU_OP(embed, EmbedParams)
 DSV4_CPU_OP(paged_slots, PagedSlotsParams)
 DSV4_CPU_OP(argmax, ArgmaxParams)
+DSV4_CPU_OP(sample, SampleParams)
 
 #undef DSV4_CPU_OP
 

@@ -36,6 +36,7 @@ class CpuOps final : public Ops {
   void embed(const EmbedParams& p) override;
   void paged_slots(const PagedSlotsParams& p) override;
   void argmax(const ArgmaxParams& p) override;
+  void sample(const SampleParams& p) override;
 
  private:
   ThreadPool pool_;

@@ -1,5 +1,6 @@
 #include "backend/cpu/op_checks.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -345,6 +346,52 @@ void check_params(const ArgmaxParams& p) {
   if (p.rows == 0) return;
   need(p.x, op, "x");
   need(p.out, op, "out");
+}
+
+void check_params(const SampleParams& p) {
+  const char* op = "sample";
+  non_negative(p.rows, op, "rows");
+  positive(p.cols, op, "cols");
+  DSV4_CHECK(p.limit >= 1 && p.limit <= std::min(p.cols, kSampleMaxLimit),
+             "sample: limit {} outside [1, min(cols {}, {})]", p.limit, p.cols, kSampleMaxLimit);
+  non_negative(p.edit_count, op, "edit_count");
+  DSV4_CHECK(p.edit_count <= INT32_MAX, "sample: {} edits exceed the 32-bit edit index", p.edit_count);
+  DSV4_CHECK(p.top_width >= 0 && p.top_width <= kSampleMaxLogprobs, "sample: top_width {} outside [0, {}]", p.top_width,
+             kSampleMaxLogprobs);
+  if (p.rows == 0) return;
+  need(p.x, op, "x");
+  need(p.row, op, "row");
+  need(p.token, op, "token");
+  if (p.edit_count > 0) need(p.edits, op, "edits");
+  if (p.top_width > 0) {
+    need(p.top_id, op, "top_id");
+    need(p.top_logprob, op, "top_logprob");
+  }
+  int32_t prev_end = 0;
+  for (int64_t r = 0; r < p.rows; ++r) {
+    const SampleRow& s = p.row[r];
+    DSV4_CHECK(std::isfinite(s.temperature) && s.temperature >= 0,
+               "sample: row {} temperature {} must be finite and >= 0", r, s.temperature);
+    DSV4_CHECK(s.top_k >= 0, "sample: row {} top_k {} must be >= 0", r, s.top_k);
+    DSV4_CHECK(s.top_p > 0 && s.top_p <= 1, "sample: row {} top_p {} outside (0, 1]", r, s.top_p);
+    DSV4_CHECK(s.min_p >= 0 && s.min_p <= 1, "sample: row {} min_p {} outside [0, 1]", r, s.min_p);
+    DSV4_CHECK(s.u >= 0 && s.u < 1, "sample: row {} u {} outside [0, 1)", r, s.u);
+    DSV4_CHECK(s.logprobs >= -1 && s.logprobs <= p.top_width, "sample: row {} logprobs {} outside [-1, top_width {}]",
+               r, s.logprobs, p.top_width);
+    if (s.logprobs >= 0) need(p.logprob, op, "logprob");
+    DSV4_CHECK(s.edit_begin >= prev_end && s.edit_begin <= s.edit_end && s.edit_end <= p.edit_count,
+               "sample: row {} edits [{}, {}) overlap the previous row's or leave [0, {})", r, s.edit_begin, s.edit_end,
+               p.edit_count);
+    prev_end = s.edit_end;
+    for (int32_t e = s.edit_begin; e < s.edit_end; ++e) {
+      const SampleEdit& d = p.edits[e];
+      DSV4_CHECK(d.id >= 0 && d.id < p.limit, "sample: edit {} id {} outside [0, limit {})", e, d.id, p.limit);
+      DSV4_CHECK(e == s.edit_begin || p.edits[e - 1].id <= d.id, "sample: row {} edit ids must ascend (edit {})", r, e);
+      DSV4_CHECK(std::isfinite(d.pos_div) && d.pos_div > 0 && std::isfinite(d.neg_mul) && d.neg_mul > 0 &&
+                     std::isfinite(d.add),
+                 "sample: edit {} needs finite factors > 0 and a finite addend", e);
+    }
+  }
 }
 
 void check_params(const PagedSlotsParams& p) {

@@ -27,5 +27,6 @@ void check_params(const MoeExpertsParams& p);
 void check_params(const EmbedParams& p);
 void check_params(const PagedSlotsParams& p);
 void check_params(const ArgmaxParams& p);
+void check_params(const SampleParams& p);
 
 }  // namespace dsv4

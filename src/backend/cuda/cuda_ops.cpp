@@ -10,6 +10,7 @@
 #include "backend/cuda/moe.h"
 #include "backend/cuda/paged_slots.h"
 #include "backend/cuda/row_kernels.h"
+#include "backend/cuda/sampling.h"
 #include "backend/rope.h"
 #include "core/error.h"
 
@@ -308,6 +309,35 @@ void CudaOps::paged_slots(const PagedSlotsParams& p) {
 void CudaOps::argmax(const ArgmaxParams& p) {
   check_params(p);
   argmax_rows(p.x, p.rows, p.cols, p.limit, p.out, dev_.stream());
+}
+
+void CudaOps::sample(const SampleParams& p) {
+  check_params(p);
+  if (p.rows == 0) return;
+  // The rows and edits come from the host (checked there); they and the kernel's scratch live until
+  // the kernel has run (the pool frees in stream order).
+  const auto n = static_cast<size_t>(p.rows), e = static_cast<size_t>(p.edit_count);
+  DeviceArray<SampleRow> rows(dev_, n);
+  DeviceArray<SampleEdit> edits(dev_, std::max<size_t>(e, 1));
+  DeviceArray<double> edited(dev_, std::max<size_t>(e, 1));
+  dev_.to_device(rows.data(), p.row, n * sizeof(SampleRow));
+  if (e) dev_.to_device(edits.data(), p.edits, e * sizeof(SampleEdit));
+  DeviceArray<uint64_t> word_mass(dev_, n * static_cast<size_t>((p.limit + 31) / 32));
+  SampleArgs a;
+  a.x = p.x;
+  a.rows = p.rows;
+  a.cols = p.cols;
+  a.limit = p.limit;
+  a.row = rows.data();
+  a.edits = edits.data();
+  a.edited = edited.data();
+  a.word_mass = word_mass.data();
+  a.token = p.token;
+  a.logprob = p.logprob;
+  a.top_width = p.top_width;
+  a.top_id = p.top_id;
+  a.top_logprob = p.top_logprob;
+  cuda::sample(a, dev_.stream());
 }
 
 }  // namespace dsv4::cuda

@@ -45,6 +45,7 @@ class CudaOps final : public Ops {
   void embed(const EmbedParams& p) override;
   void paged_slots(const PagedSlotsParams& p) override;
   void argmax(const ArgmaxParams& p) override;
+  void sample(const SampleParams& p) override;
 
  private:
   // The RoPE frequencies of a config, uploaded once.

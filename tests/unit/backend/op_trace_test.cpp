@@ -81,5 +81,39 @@ TEST(OpProfile, CountsCallsOnlyWhileEnabled) {
   EXPECT_NE(y, std::vector<uint16_t>(y.size()));  // the ops really ran through the wrapper
 }
 
+// The sample op through both decorators: traced as tokens and top ids, timed as "sample".
+TEST(OpTrace, SampleIsForwardedTracedAndTimed) {
+  HostDevice dev;
+  CpuOps cpu(1);
+  OpTrace trace(cpu, dev);
+  OpProfile prof(trace, dev);
+  prof.enable(true);
+  const std::vector<float> x = {0.5f, 3.0f, 1.0f, 2.0f, -1.0f, 0.0f, 4.0f, 1.0f};
+  SampleRow rows[2];
+  rows[0].logprobs = 2;
+  rows[1].temperature = 1.0;
+  rows[1].u = 0.25;
+  int32_t token[2] = {-1, -1}, top_id[4] = {};
+  double logprob[2] = {}, top_logprob[4] = {};
+  prof.sample({.x = x.data(),
+               .rows = 2,
+               .cols = 4,
+               .limit = 4,
+               .row = rows,
+               .token = token,
+               .logprob = logprob,
+               .top_width = 2,
+               .top_id = top_id,
+               .top_logprob = top_logprob});
+  EXPECT_EQ(token[0], 1);
+  EXPECT_EQ(top_id[0], 1);
+  EXPECT_EQ(top_id[1], 3);
+  ASSERT_EQ(trace.records().size(), 2u);
+  EXPECT_EQ(trace.records()[0].op, "sample");
+  EXPECT_EQ(trace.records()[1].op, "sample.top_id");
+  ASSERT_EQ(prof.totals().size(), 1u);
+  EXPECT_EQ(prof.totals()[0].op, "sample");
+}
+
 }  // namespace
 }  // namespace dsv4

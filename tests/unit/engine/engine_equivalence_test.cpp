@@ -16,18 +16,6 @@ namespace {
 using namespace enginetest;
 using namespace std::chrono_literals;
 
-EngineConfig base_config() {
-  EngineConfig c;
-  c.threads = 1;  // on 2 shared cores the pool's hand-offs cost more than they save at tiny sizes
-  c.max_num_seqs = 8;
-  c.max_num_batched_tokens = 512;
-  c.kv_cache_memory = 48 << 20;
-  c.max_model_len = 1024;
-  c.enable_prefix_caching = false;
-  c.chunked_prefill_policy = ChunkPolicy::kBudget;
-  return c;
-}
-
 struct Job {
   std::vector<int32_t> prompt;
   SamplingParams params;
@@ -191,16 +179,9 @@ TEST(EngineEquivalence, AbortAtAnyPointReturnsEveryBlock) {
 }
 
 TEST(ModelRunner, BatchHoldsEveryChunkAndAsksLogitsOnlyWhereItSamples) {
-  const LoadedModel& m = tiny_model();
-  EngineConfig c = base_config();
-  const KvCacheSetup setup = plan_kv_cache(m.config, c);
-  HostKvMemory memory;
-  KvCacheOptions o;
-  o.enable_prefix_caching = false;
-  o.memory = &memory;
-  KvCacheManager kv(setup.layout, setup.pool_pages, o);
-  Backend backend = make_backend("cpu", 1);
-  ModelRunner runner(m.config, m.weights, kv, {}, backend, 0);
+  TinyRunner t(base_config());
+  KvCacheManager& kv = t.kv;
+  ModelRunner& runner = t.runner;
   Schedule s;
   const auto a = random_ids(10, 1), b = random_ids(5, 2);
   kv.add_request(1, 10);
@@ -221,22 +202,15 @@ TEST(ModelRunner, BatchHoldsEveryChunkAndAsksLogitsOnlyWhereItSamples) {
 }
 
 // Greedy requests take the device argmax (one id per request comes back); the tokens must be the
-// ones the sampler picks from the full logits (forced here by asking for logprobs).
+// ones the sample op picks (forced here by asking for logprobs).
 TEST(ModelRunner, GreedyArgmaxPathPicksTheSamplersTokens) {
-  const LoadedModel& m = tiny_model();
-  EngineConfig c = base_config();
-  const KvCacheSetup setup = plan_kv_cache(m.config, c);
   std::vector<std::vector<int32_t>> picked(2);
   for (int variant = 0; variant < 2; ++variant) {
-    HostKvMemory memory;
-    KvCacheOptions o;
-    o.enable_prefix_caching = false;
-    o.memory = &memory;
-    KvCacheManager kv(setup.layout, setup.pool_pages, o);
-    Backend backend = make_backend("cpu", 1);
-    ModelRunner runner(m.config, m.weights, kv, {}, backend, 0);
+    TinyRunner t(base_config());
+    KvCacheManager& kv = t.kv;
+    ModelRunner& runner = t.runner;
     SamplingParams p = greedy(8);
-    if (variant == 1) p.logprobs = 0;  // not plain greedy: the full-logits path
+    if (variant == 1) p.logprobs = 0;  // not plain greedy: the sample op
     std::vector<int32_t> ids = random_ids(40, 3);
     kv.add_request(1, 40);
     runner.add_request(1, p, ids, 0);

@@ -14,6 +14,7 @@
 #include "engine/cache_sizing.h"
 #include "engine/engine.h"
 #include "engine/executor.h"
+#include "engine/model_runner.h"
 #include "model/model_loader.h"
 #include "model/presets.h"
 #include "model/random_checkpoint.h"
@@ -126,6 +127,41 @@ inline EngineStats stats_after(const Engine& e, uint64_t ended) {
   EXPECT_GE(s.requests_finished + s.requests_aborted + s.requests_failed, ended);
   return s;
 }
+
+// An engine on the tiny model sized for these tests.
+inline EngineConfig base_config() {
+  EngineConfig c;
+  c.threads = 1;  // on 2 shared cores the pool's hand-offs cost more than they save at tiny sizes
+  c.max_num_seqs = 8;
+  c.max_num_batched_tokens = 512;
+  c.kv_cache_memory = 48 << 20;
+  c.max_model_len = 1024;
+  c.enable_prefix_caching = false;
+  c.chunked_prefill_policy = ChunkPolicy::kBudget;
+  return c;
+}
+
+// A ModelRunner on the tiny model (CPU backend, one thread) over its own host-memory KV cache sized by
+// `c`, without prefix caching; tests drive the cache manager and the runner by hand.
+struct TinyRunner {
+  explicit TinyRunner(const EngineConfig& c)
+      : setup(plan_kv_cache(tiny_model().config, c)),
+        kv(setup.layout, setup.pool_pages, options(memory)),
+        backend(make_backend("cpu", 1)),
+        runner(tiny_model().config, tiny_model().weights, kv, {}, backend, 0) {}
+  static KvCacheOptions options(HostKvMemory& m) {
+    KvCacheOptions o;
+    o.enable_prefix_caching = false;
+    o.memory = &m;
+    return o;
+  }
+
+  KvCacheSetup setup;
+  HostKvMemory memory;
+  KvCacheManager kv;
+  Backend backend;
+  ModelRunner runner;
+};
 
 // Reads a stream to its end and returns every token.
 inline std::vector<int32_t> drain(RequestStream& s, RequestOutput* last = nullptr) {
