@@ -68,7 +68,9 @@ shm_kb=$(df -k --output=avail /dev/shm 2>/dev/null | tail -n 1)
 [ -w /dev/shm ] && [ "${shm_kb:-0}" -gt $((40 << 20)) ] && flash=/dev/shm/dsv4-flash-attn
 if [ "${DSV4_GPU_FLASH:-0}" = 1 ]; then
   df -h /dev/shm /tmp >"$LOGS/df.txt" 2>&1
-  step make-tiny-flash-attn "$STAGE/bin/dsv4" make-tiny --preset flash-attn --out "$flash"
+  # DSV4_GPU_FLASH_LAYERS=N: only N layers (per-op profiles in a fraction of the time; not the M1.8 rows).
+  step make-tiny-flash-attn "$STAGE/bin/dsv4" make-tiny --preset flash-attn --out "$flash" \
+    ${DSV4_GPU_FLASH_LAYERS:+--layers "$DSV4_GPU_FLASH_LAYERS"}
   step inspect-flash-attn "$STAGE/bin/dsv4" inspect "$flash"
 fi
 # DSV4_GPU_BENCH=1: the benchmark harness (docs/perf.md): ceilings and PyTorch peers, our kernels,

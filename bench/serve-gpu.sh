@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # serve-gpu.sh DSV4 MODEL OUT: `dsv4 serve --backend cuda` in the background on loopback, then
-# `dsv4 bench serve` (random 8K in / 1K out) at concurrency 1 and 16, then the server is stopped.
+# `dsv4 bench serve` (random 8K in / 1K out) at concurrency 1 and 16 (DSV4_BENCH_CONCURRENCY, in that
+# order), then the server is stopped.
 # Runs inside bench/run-gpu.sh's GPU call; results go to OUT/serve-c{1,16}.log and .json.
 # Prefix caching is off: the benchmark's test request repeats its first prompt, which would turn the
 # measured prefill of a one-prompt run into a cache hit. The chunk policy is vLLM's (budget): with the
@@ -21,7 +22,7 @@ for _ in $(seq 1 600); do
   sleep 0.5
 done
 status=0
-for c in 1 16; do
+for c in ${DSV4_BENCH_CONCURRENCY:-1 16}; do
   n=$((c == 1 ? ${DSV4_BENCH_PROMPTS_C1:-2} : ${DSV4_BENCH_PROMPTS_C16:-16}))
   "$DSV4" bench serve --base-url "http://127.0.0.1:$PORT" --random-input-len 8192 --random-output-len 1024 \
     --ignore-eos --num-prompts "$n" --max-concurrency "$c" --result-file "$OUT/serve-c$c.json" --disable-tqdm \
