@@ -36,6 +36,9 @@ const char* error_name(int32_t code) {
   return "unknown device error";
 }
 
+// Pinned staging held at most (beyond one block larger than it): bulk uploads reuse it.
+constexpr size_t kStagingCap = size_t{256} << 20;
+
 }  // namespace
 
 int device_count() {
@@ -95,21 +98,30 @@ void CudaDevice::release(void* p) {
   if (p) DSV4_CUDA_CHECK(cudaFreeAsync(p, stream_));
 }
 
-void* CudaDevice::stage(size_t bytes) {
-  constexpr size_t kAlign = 256, kBlock = size_t{8} << 20, kCap = size_t{256} << 20;
+void* CudaDevice::stage(size_t bytes, bool after_sync) {
+  constexpr size_t kAlign = 256, kBlock = size_t{8} << 20;
   staged_ = (staged_ + kAlign - 1) / kAlign * kAlign;
-  size_t held = 0;
-  for (const Pinned& b : staging_) held += b.bytes;
-  // Bulk uploads (the weights) would pin without bound: wait for the copies in flight and reuse.
-  if (held + bytes > kCap && !staging_.empty()) synchronize();
-  if (staging_.empty() || staged_ + bytes > staging_.back().bytes) {
+  // The next block with room (blocks staged since the last synchronize() stay untouched).
+  while (current_ < staging_.size() && staged_ + bytes > staging_[current_].bytes) {
+    ++current_;
+    staged_ = 0;
+  }
+  if (current_ == staging_.size()) {
+    size_t held = 0;
+    for (const Pinned& b : staging_) held += b.bytes;
+    // Bulk uploads (the weights) would pin without bound: once the cap is held, wait for the copies in
+    // flight and start over in the same blocks instead of pinning more.
+    if (held + bytes > kStagingCap && !staging_.empty() && !after_sync) {
+      synchronize();
+      return stage(bytes, true);  // now the kept blocks are free; a larger request pins one more
+    }
     Pinned b;
     b.bytes = std::max(kBlock, bytes);
     DSV4_CUDA_CHECK(cudaMallocHost(&b.p, b.bytes));
     staging_.push_back(b);
     staged_ = 0;
   }
-  void* p = static_cast<uint8_t*>(staging_.back().p) + staged_;
+  void* p = static_cast<uint8_t*>(staging_[current_].p) + staged_;
   staged_ += bytes;
   return p;
 }
@@ -141,12 +153,14 @@ void CudaDevice::fill_zero(void* p, size_t bytes) {
 
 void CudaDevice::synchronize() {
   DSV4_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  // Every staged copy has landed: keep one block (the largest) for the next step, free the rest.
-  if (staging_.size() > 1) {
-    std::sort(staging_.begin(), staging_.end(), [](const Pinned& a, const Pinned& b) { return a.bytes < b.bytes; });
-    for (size_t i = 0; i + 1 < staging_.size(); ++i) DSV4_CUDA_CHECK(cudaFreeHost(staging_[i].p));
-    staging_.erase(staging_.begin(), staging_.end() - 1);
-  }
+  // Every staged copy has landed: the blocks are free for reuse. Keep the largest ones within the cap
+  // (pinning and unpinning cost milliseconds a block) and always at least the largest.
+  std::sort(staging_.begin(), staging_.end(), [](const Pinned& a, const Pinned& b) { return a.bytes > b.bytes; });
+  size_t kept = 0, n = 0;
+  while (n < staging_.size() && (n == 0 || kept + staging_[n].bytes <= kStagingCap)) kept += staging_[n++].bytes;
+  for (size_t i = n; i < staging_.size(); ++i) DSV4_CUDA_CHECK(cudaFreeHost(staging_[i].p));
+  staging_.resize(n);
+  current_ = 0;
   staged_ = 0;
   check_errors();
 }

@@ -42,14 +42,15 @@ class CudaDevice final : public Device {
  private:
   void check_errors();
   // `bytes` of pinned staging valid until the next synchronize().
-  void* stage(size_t bytes);
+  void* stage(size_t bytes, bool after_sync = false);
 
   struct Pinned {
     void* p = nullptr;
     size_t bytes = 0;
   };
-  std::vector<Pinned> staging_;  // blocks; the last one is being filled
-  size_t staged_ = 0;            // bytes used of the last block
+  std::vector<Pinned> staging_;  // blocks, filled in order and reused after each synchronize()
+  size_t current_ = 0;           // the block being filled
+  size_t staged_ = 0;            // bytes used of it
 
   int ordinal_ = 0;
   cudaStream_t stream_ = nullptr;
