@@ -1,6 +1,7 @@
 // Hyper-connection kernels against the CPU ops, bit for bit (pre, post, head), at V4-Flash and golden
 // dims and at odd shapes (every hc in range, widths that leave a partial chunk, token counts that
-// leave a partial block).
+// leave a partial block). pre and head run both paths: the wide kernel (no scratch, any token count)
+// and the few-token chain path (with scratch, up to its token limit).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -95,6 +96,17 @@ const HcCase kPreCases[] = {
     {6, 100, 1},      // one stream
     {2, 65, 2},       // a last chunk of two columns
     {3, 52, 5},       // two chains a lane, 64-column chunks
+    {32, 4096, 4},    // a decode batch: chain CTAs of four tokens in two waves
+    {7, 4096, 4},     // a partial chain group
+    {64, 256, 4},     // the chain path's last token count
+    {65, 256, 4},     // past the chain path: the wide kernel
+};
+
+// Scratch for the chain path (null where the wide kernel serves).
+struct Scratch {
+  Scratch(int64_t tokens, int mix) : d(poisoned<float>(static_cast<size_t>(cuda::hc_scratch_floats(tokens, mix)))) {}
+  float* get() { return d.n ? d.p : nullptr; }
+  Dev<float> d;
 };
 
 TEST(CudaHyperConnection, PreIsBitExact) {
@@ -111,14 +123,18 @@ TEST(CudaHyperConnection, PreIsBitExact) {
     CpuOps cpu(2);
     cpu.hc_pre({in.h.data(), c.tokens, c.hc, c.dim, in.fn.data(), in.scale.data(), in.base.data(), 1e-6f, 1e-6f,
                 c.iters, x.data(), post.data(), comb.data()});
-    Dev<uint16_t> dh(in.h), dx(poisoned<uint16_t>(x.size()));
-    Dev<float> dfn(in.fn), ds(in.scale), db(in.base), dpost(poisoned<float>(post.size())),
-        dcomb(poisoned<float>(comb.size()));
-    cuda::hc_pre(dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, c.iters, dx.p, dpost.p, dcomb.p,
-                 nullptr);
-    EXPECT_EQ(bits(dpost.get()), bits(post));
-    EXPECT_EQ(bits(dcomb.get()), bits(comb));
-    EXPECT_EQ(dx.get(), x);
+    for (const bool chain : {false, true}) {
+      SCOPED_TRACE(chain ? "chain path" : "wide kernel");
+      Dev<uint16_t> dh(in.h), dx(poisoned<uint16_t>(x.size()));
+      Dev<float> dfn(in.fn), ds(in.scale), db(in.base), dpost(poisoned<float>(post.size())),
+          dcomb(poisoned<float>(comb.size()));
+      Scratch scratch(chain ? c.tokens : 0, mix);
+      cuda::hc_pre(dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, c.iters, dx.p, dpost.p, dcomb.p,
+                   chain ? scratch.get() : nullptr, nullptr);
+      EXPECT_EQ(bits(dpost.get()), bits(post));
+      EXPECT_EQ(bits(dcomb.get()), bits(comb));
+      EXPECT_EQ(dx.get(), x);
+    }
   }
 }
 
@@ -140,7 +156,8 @@ TEST(CudaHyperConnection, PostIsBitExact) {
 
 TEST(CudaHyperConnection, HeadIsBitExact) {
   uint32_t seed = 100;
-  for (const HcCase& c : {HcCase{9, 4096, 4}, HcCase{17, 256, 4}, HcCase{5, 35, 3}, HcCase{3, 64, 8}}) {
+  for (const HcCase& c : {HcCase{9, 4096, 4}, HcCase{1, 4096, 4}, HcCase{17, 256, 4}, HcCase{5, 35, 3},
+                          HcCase{3, 64, 8}, HcCase{80, 256, 4}}) {
     SCOPED_TRACE(testing::Message() << "tokens " << c.tokens << " dim " << c.dim << " hc " << c.hc);
     const HcInputs in(c, c.hc, seed += 10);
     if (c.dim >= 256) {
@@ -150,10 +167,14 @@ TEST(CudaHyperConnection, HeadIsBitExact) {
     CpuOps cpu(2);
     cpu.hc_head(
         {in.h.data(), c.tokens, c.hc, c.dim, in.fn.data(), in.scale.data(), in.base.data(), 1e-6f, 1e-6f, y.data()});
-    Dev<uint16_t> dh(in.h), dy(poisoned<uint16_t>(y.size()));
-    Dev<float> dfn(in.fn), ds(in.scale), db(in.base);
-    cuda::hc_head(dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, dy.p, nullptr);
-    EXPECT_EQ(dy.get(), y);
+    for (const bool chain : {false, true}) {
+      SCOPED_TRACE(chain ? "chain path" : "wide kernel");
+      Dev<uint16_t> dh(in.h), dy(poisoned<uint16_t>(y.size()));
+      Dev<float> dfn(in.fn), ds(in.scale), db(in.base);
+      Scratch scratch(chain ? c.tokens : 0, c.hc);
+      cuda::hc_head(dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, dy.p, scratch.get(), nullptr);
+      EXPECT_EQ(dy.get(), y);
+    }
   }
 }
 

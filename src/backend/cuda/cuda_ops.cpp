@@ -269,8 +269,9 @@ void CudaOps::moe_experts(const MoeExpertsParams& p) {
 
 void CudaOps::hc_pre(const HcPreParams& p) {
   check_params(p);
+  DeviceArray<float> scratch(dev_, static_cast<size_t>(hc_scratch_floats(p.tokens, (2 + p.hc) * p.hc)));
   cuda::hc_pre(p.h, p.tokens, p.hc, p.dim, p.fn, p.scale, p.base, p.norm_eps, p.hc_eps, p.sinkhorn_iters, p.x, p.post,
-               p.comb, dev_.stream());
+               p.comb, scratch.data(), dev_.stream());
 }
 
 void CudaOps::hc_post(const HcPostParams& p) {
@@ -280,7 +281,9 @@ void CudaOps::hc_post(const HcPostParams& p) {
 
 void CudaOps::hc_head(const HcHeadParams& p) {
   check_params(p);
-  cuda::hc_head(p.h, p.tokens, p.hc, p.dim, p.fn, p.scale, p.base, p.norm_eps, p.hc_eps, p.y, dev_.stream());
+  DeviceArray<float> scratch(dev_, static_cast<size_t>(hc_scratch_floats(p.tokens, p.hc)));
+  cuda::hc_head(p.h, p.tokens, p.hc, p.dim, p.fn, p.scale, p.base, p.norm_eps, p.hc_eps, p.y, scratch.data(),
+                dev_.stream());
 }
 
 void CudaOps::embed(const EmbedParams& p) {

@@ -11,6 +11,11 @@
 // sum over k per output), rs its 8-lane sum of squares, exp is glibc's expf, and no product is fused
 // into a sum. One warp per token: lane o owns output o's chain, the lanes after the outputs own the 8
 // sum-of-squares chains; the block stages chunks of fn and of its tokens' rows in shared memory.
+//
+// Few tokens (decode) leave that kernel with one live warp, whose chunk loop exposes the memory latency at
+// every step. There a chain kernel runs instead: a CTA per (mix output, group of tokens) stages the whole fn
+// row and its tokens' rows in shared memory at once, so one lane per token runs its chain at the pace of the
+// dependent adds alone; a finishing kernel then spreads the epilogue and the weighted streams over CTAs.
 namespace dsv4::cuda {
 namespace {
 
@@ -121,6 +126,18 @@ __device__ __forceinline__ float squares_run(const float* x, int j, int len, flo
   return acc;
 }
 
+// res = [mix raw sums, 8 sum-of-squares lanes]: the CPU's lane combine, rs = 1/sqrt(ss/width + eps), and
+// res[o] *= rs (one warp).
+__device__ void scale_by_rms(const HcArgs& a, float* res) {
+  const float* l = res + a.mix;
+  const float ss = __fadd_rn(__fadd_rn(__fadd_rn(l[0], l[1]), __fadd_rn(l[2], l[3])),
+                             __fadd_rn(__fadd_rn(l[4], l[5]), __fadd_rn(l[6], l[7])));
+  const float width = static_cast<float>(a.hc * a.dim);
+  const float rs = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, width), a.norm_eps)));
+  for (int o = threadIdx.x % kWarp; o < a.mix; o += kWarp) res[o] = __fmul_rn(res[o], rs);
+  __syncwarp();
+}
+
 // Leaves this warp's token's mix (times rs) in res[0, mix), res = smem + warp * kEpi; the whole block calls.
 template <int kSlots>
 __device__ void token_mix(const HcArgs& a, float* smem, float* res) {
@@ -163,12 +180,7 @@ __device__ void token_mix(const HcArgs& a, float* smem, float* res) {
   for (int r = 0; r < kSlots; ++r)
     if (lane + r * kWarp < a.mix + kSqLanes) res[lane + r * kWarp] = acc[r];
   __syncwarp();
-  const float* l = res + a.mix;  // the CPU's lane combine, then rs = 1/sqrt(ss/width + eps)
-  const float ss = __fadd_rn(__fadd_rn(__fadd_rn(l[0], l[1]), __fadd_rn(l[2], l[3])),
-                             __fadd_rn(__fadd_rn(l[4], l[5]), __fadd_rn(l[6], l[7])));
-  const float rs = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, static_cast<float>(width)), a.norm_eps)));
-  for (int o = lane; o < a.mix; o += kWarp) res[o] = __fmul_rn(res[o], rs);
-  __syncwarp();
+  scale_by_rms(a, res);
 }
 
 __device__ __forceinline__ float sigmoid(float v) { return __fdiv_rn(1.0f, __fadd_rn(1.0f, host_expf(-v))); }
@@ -214,28 +226,21 @@ __device__ void sinkhorn(float* c, int hc, int iters, float eps) {
   }
 }
 
-// y = bf16(sum_j pre_j * X_j), j ascending (one warp).
-__device__ void weighted_streams(const uint16_t* X, const float* pre, int hc, int64_t dim, uint16_t* y) {
-  for (int64_t c = threadIdx.x % kWarp; c < dim; c += kWarp) {
-    float acc = 0;
-    for (int j = 0; j < hc; ++j) acc = __fadd_rn(acc, __fmul_rn(pre[j], load_bf16(X + j * dim + c)));
-    y[c] = f_to_bf16(acc);
-  }
+// y[c] = bf16(sum_j pre_j * X_j[c]), j ascending.
+__device__ __forceinline__ uint16_t weighted_column(const uint16_t* X, const float* pre, int hc, int64_t dim,
+                                                    int64_t c) {
+  float acc = 0;
+  for (int j = 0; j < hc; ++j) acc = __fadd_rn(acc, __fmul_rn(pre[j], load_bf16(X + j * dim + c)));
+  return f_to_bf16(acc);
 }
 
-template <int kSlots, bool kPre>
-__global__ void __launch_bounds__(kThreads, 2) hc_kernel(HcArgs a) {
-  extern __shared__ float4 smem4[];
-  float* smem = reinterpret_cast<float*>(smem4);
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, hc = a.hc;
-  const int64_t t = int64_t{blockIdx.x} * kTokens + warp;
-  float* m = smem + warp * Geo<kSlots>::kEpi;
-  float* pre = m + kSlots * kWarp;
-  float* cm = pre + kMaxHc;
-  token_mix<kSlots>(a, smem, m);
-  if (t >= a.tokens) return;
+// From token t's scaled mix m: pre[hc] (shared memory), and with kPre and `write` the token's post and
+// comb (Sinkhorn in cm). One warp.
+template <bool kPre>
+__device__ void mix_outputs(const HcArgs& a, const float* m, float* pre, float* cm, int64_t t, bool write) {
+  const int lane = threadIdx.x % kWarp, hc = a.hc;
   if (lane < hc) pre[lane] = __fadd_rn(sigmoid(affine(m[lane], a.scale[0], a.base[lane])), a.hc_eps);
-  if (kPre) {
+  if (kPre && write) {
     if (lane < hc)
       a.post[t * hc + lane] = __fmul_rn(2.0f, sigmoid(affine(m[hc + lane], a.scale[1], a.base[hc + lane])));
     for (int e = lane; e < hc * hc; e += kWarp) cm[e] = affine(m[2 * hc + e], a.scale[2], a.base[2 * hc + e]);
@@ -244,7 +249,22 @@ __global__ void __launch_bounds__(kThreads, 2) hc_kernel(HcArgs a) {
     for (int e = lane; e < hc * hc; e += kWarp) a.comb[t * hc * hc + e] = cm[e];
   }
   __syncwarp();
-  weighted_streams(a.h + t * hc * a.dim, pre, hc, a.dim, a.x + t * a.dim);
+}
+
+template <int kSlots, bool kPre>
+__global__ void __launch_bounds__(kThreads, 2) hc_kernel(HcArgs a) {
+  extern __shared__ float4 smem4[];
+  float* smem = reinterpret_cast<float*>(smem4);
+  const int warp = threadIdx.x / kWarp;
+  const int64_t t = int64_t{blockIdx.x} * kTokens + warp;
+  float* m = smem + warp * Geo<kSlots>::kEpi;
+  float* pre = m + kSlots * kWarp;
+  token_mix<kSlots>(a, smem, m);
+  if (t >= a.tokens) return;
+  mix_outputs<kPre>(a, m, pre, pre + kMaxHc, t, true);
+  const uint16_t* X = a.h + t * a.hc * a.dim;
+  for (int64_t c = threadIdx.x % kWarp; c < a.dim; c += kWarp)
+    a.x[t * a.dim + c] = weighted_column(X, pre, a.hc, a.dim, c);
 }
 
 template <int kSlots, bool kPre>
@@ -258,8 +278,7 @@ void launch(const HcArgs& a, cudaStream_t stream) {
 }
 
 template <bool kPre>
-void run(const HcArgs& a, cudaStream_t stream) {
-  if (a.tokens == 0) return;
+void run_wide(const HcArgs& a, cudaStream_t stream) {
   switch ((a.mix + kSqLanes + kWarp - 1) / kWarp) {
     case 1:
       return launch<1, kPre>(a, stream);
@@ -268,6 +287,156 @@ void run(const HcArgs& a, cudaStream_t stream) {
     default:
       return launch<3, kPre>(a, stream);
   }
+}
+
+// ---- The chain path (few tokens) ----
+
+constexpr int64_t kChainMaxTokens = 64;  // beyond this the wide kernel's warps per token are faster
+constexpr int kChainMaxGroup = 4;        // tokens per chain CTA (one lane each)
+constexpr int kRowPad = 8;               // bf16 per staged row: the group's lanes read different banks
+
+__device__ __forceinline__ void stage16(void* dst, const void* src) {
+  const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+}
+
+// Copies `n` elements of src to dst with the whole CTA; kVec: 16-byte aligned and n*sizeof(T) % 16 == 0.
+template <bool kVec, typename T>
+__device__ void stage_row(T* dst, const T* src, int64_t n) {
+  if constexpr (kVec) {
+    const int64_t chunks = n * static_cast<int64_t>(sizeof(T)) / 16;
+    for (int64_t i = threadIdx.x; i < chunks; i += blockDim.x)
+      stage16(reinterpret_cast<uint4*>(dst) + i, reinterpret_cast<const uint4*>(src) + i);
+  } else {
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
+  }
+}
+
+__device__ __forceinline__ float lo_bf16(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float hi_bf16(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
+__device__ __forceinline__ float add_pair(float acc, uint32_t xw, float w0, float w1) {
+  acc = __fadd_rn(acc, __fmul_rn(lo_bf16(xw), w0));
+  return __fadd_rn(acc, __fmul_rn(hi_bf16(xw), w1));
+}
+
+// acc = sum_k x[k]*w[k], k ascending from 0, every product and sum rounded: the CPU's chain. Eight columns
+// are loaded while the previous eight are added, so the dependent adds set the pace.
+template <bool kVec>
+__device__ float chain_dot(const float* w, const uint16_t* x, int64_t n) {
+  float acc = 0;
+  int64_t k = 0;
+  if constexpr (kVec) {
+    const auto* w4 = reinterpret_cast<const float4*>(w);
+    const auto* x4 = reinterpret_cast<const uint4*>(x);
+    float4 a = w4[0], b = w4[1];
+    uint4 v = x4[0];
+    for (; k + 16 <= n; k += 8) {
+      const float4 na = w4[k / 4 + 2], nb = w4[k / 4 + 3];
+      const uint4 nv = x4[k / 8 + 1];
+      acc = add_pair(add_pair(acc, v.x, a.x, a.y), v.y, a.z, a.w);
+      acc = add_pair(add_pair(acc, v.z, b.x, b.y), v.w, b.z, b.w);
+      a = na, b = nb, v = nv;
+    }
+    if (k + 8 <= n) {
+      acc = add_pair(add_pair(acc, v.x, a.x, a.y), v.y, a.z, a.w);
+      acc = add_pair(add_pair(acc, v.z, b.x, b.y), v.w, b.z, b.w);
+      k += 8;
+    }
+  }
+  for (; k < n; ++k) acc = __fadd_rn(acc, __fmul_rn(bf16_to_f(x[k]), w[k]));
+  return acc;
+}
+
+// CTA (o, g): output o < mix of the tokens of group g (o == mix: their eight sum-of-squares lanes) into
+// raw[t][mix + 8]. Shared memory: fn row o (fp32, absent for o == mix), then the group's rows (bf16, padded).
+template <bool kVec>
+__global__ void __launch_bounds__(kThreads) hc_chain_kernel(HcArgs a, int group, float* raw) {
+  extern __shared__ float4 smem4[];
+  const int o = static_cast<int>(blockIdx.x);
+  const bool squares = o == a.mix;
+  const int64_t width = a.hc * a.dim, stride = width + kRowPad, t0 = int64_t{blockIdx.y} * group;
+  const int n = static_cast<int>(min(int64_t{group}, a.tokens - t0));
+  float* w = reinterpret_cast<float*>(smem4);
+  auto* xs = reinterpret_cast<uint16_t*>(w + (squares ? 0 : (width + 3) / 4 * 4));
+  if (!squares) stage_row<kVec>(w, a.fn + o * width, width);
+  for (int g = 0; g < n; ++g) stage_row<kVec>(xs + g * stride, a.h + (t0 + g) * width, width);
+  if constexpr (kVec) asm volatile("cp.async.wait_all;\n" ::: "memory");
+  __syncthreads();
+  const int lane = static_cast<int>(threadIdx.x);
+  const int64_t row = a.mix + kSqLanes;
+  if (!squares) {
+    if (lane < n) raw[(t0 + lane) * row + o] = chain_dot<kVec>(w, xs + lane * stride, width);
+  } else if (lane < n * kSqLanes) {
+    const uint16_t* x = xs + lane / kSqLanes * stride;
+    float acc = 0;
+    for (int64_t k = lane % kSqLanes; k < width; k += kSqLanes) {
+      const float v = bf16_to_f(x[k]);
+      acc = __fadd_rn(acc, __fmul_rn(v, v));
+    }
+    raw[(t0 + lane / kSqLanes) * row + a.mix + lane % kSqLanes] = acc;
+  }
+}
+
+constexpr int kFinishCols = kThreads * 4;  // columns of x per finishing CTA
+
+// CTA (c, t): token t's epilogue from raw (post and comb by the c == 0 CTA), then columns
+// [c * kFinishCols, +kFinishCols) of its weighted streams.
+template <bool kPre>
+__global__ void __launch_bounds__(kThreads) hc_finish_kernel(HcArgs a, const float* raw) {
+  __shared__ float m[3 * kWarp + kSqLanes];
+  __shared__ float pre[kMaxHc], cm[kMaxHc * kMaxHc];
+  const int64_t t = blockIdx.y, row = a.mix + kSqLanes;
+  if (threadIdx.x < kWarp) {
+    for (int64_t i = threadIdx.x; i < row; i += kWarp) m[i] = raw[t * row + i];
+    __syncwarp();
+    scale_by_rms(a, m);
+    mix_outputs<kPre>(a, m, pre, cm, t, blockIdx.x == 0);
+  }
+  __syncthreads();
+  const uint16_t* X = a.h + t * a.hc * a.dim;
+  const int64_t c1 = min(a.dim, int64_t{blockIdx.x + 1} * kFinishCols);
+  for (int64_t c = int64_t{blockIdx.x} * kFinishCols + threadIdx.x; c < c1; c += kThreads)
+    a.x[t * a.dim + c] = weighted_column(X, pre, a.hc, a.dim, c);
+}
+
+// Tokens per chain CTA so that fn's row and the rows fit in shared memory; 0: the chain path does not apply.
+int chain_group(const HcArgs& a) {
+  if (a.tokens > kChainMaxTokens) return 0;
+  int dev = 0, optin = 0;
+  DSV4_CUDA_CHECK(cudaGetDevice(&dev));
+  DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  const int64_t width = a.hc * a.dim, fn_bytes = (width + 3) / 4 * 16, row_bytes = 2 * (width + kRowPad);
+  const int64_t fit = (optin - fn_bytes) / row_bytes;
+  return static_cast<int>(std::clamp<int64_t>(fit, 0, std::min<int64_t>(kChainMaxGroup, a.tokens)));
+}
+
+template <bool kVec>
+void launch_chain(const HcArgs& a, int group, float* raw, cudaStream_t stream) {
+  const int64_t width = a.hc * a.dim;
+  const size_t bytes = static_cast<size_t>((width + 3) / 4 * 16 + 2 * (width + kRowPad) * group);
+  DSV4_CUDA_CHECK(cudaFuncSetAttribute(hc_chain_kernel<kVec>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(bytes)));
+  const dim3 grid(static_cast<unsigned>(a.mix + 1), static_cast<unsigned>((a.tokens + group - 1) / group));
+  hc_chain_kernel<kVec><<<grid, kThreads, bytes, stream>>>(a, group, raw);
+  DSV4_CUDA_CHECK_LAUNCH();
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+template <bool kPre>
+void run(const HcArgs& a, float* scratch, cudaStream_t stream) {
+  if (a.tokens == 0) return;
+  const int group = scratch ? chain_group(a) : 0;
+  if (group == 0) return run_wide<kPre>(a, stream);
+  const bool vec = (a.hc * a.dim) % 8 == 0 && aligned16(a.fn) && aligned16(a.h);
+  if (vec) {
+    launch_chain<true>(a, group, scratch, stream);
+  } else {
+    launch_chain<false>(a, group, scratch, stream);
+  }
+  const dim3 grid(static_cast<unsigned>((a.dim + kFinishCols - 1) / kFinishCols), static_cast<unsigned>(a.tokens));
+  hc_finish_kernel<kPre><<<grid, kThreads, 0, stream>>>(a, scratch);
+  DSV4_CUDA_CHECK_LAUNCH();
 }
 
 // One thread per (token, channel): all hc outputs of that channel (reads precede writes: out may alias).
@@ -289,12 +458,14 @@ __global__ void hc_post_kernel(const uint16_t* x, const uint16_t* res, const flo
 
 }  // namespace
 
+int64_t hc_scratch_floats(int64_t tokens, int mix) { return tokens <= kChainMaxTokens ? tokens * (mix + kSqLanes) : 0; }
+
 void hc_pre(const uint16_t* h, int64_t tokens, int hc, int64_t dim, const float* fn, const float* scale,
             const float* base, float norm_eps, float hc_eps, int sinkhorn_iters, uint16_t* x, float* post, float* comb,
-            cudaStream_t stream) {
+            float* scratch, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(hc >= 1 && hc <= kMaxHc, "hc_pre: hc must lie in [1, 8]");
   run<true>({h, tokens, hc, dim, fn, (2 + hc) * hc, scale, base, norm_eps, hc_eps, sinkhorn_iters, x, post, comb},
-            stream);
+            scratch, stream);
 }
 
 void hc_post(const uint16_t* x, const uint16_t* residual, const float* post, const float* comb, uint16_t* out,
@@ -308,9 +479,9 @@ void hc_post(const uint16_t* x, const uint16_t* residual, const float* post, con
 }
 
 void hc_head(const uint16_t* h, int64_t tokens, int hc, int64_t dim, const float* fn, const float* scale,
-             const float* base, float norm_eps, float hc_eps, uint16_t* y, cudaStream_t stream) {
+             const float* base, float norm_eps, float hc_eps, uint16_t* y, float* scratch, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(hc >= 1 && hc <= kMaxHc, "hc_head: hc must lie in [1, 8]");
-  run<false>({h, tokens, hc, dim, fn, hc, scale, base, norm_eps, hc_eps, 0, y, nullptr, nullptr}, stream);
+  run<false>({h, tokens, hc, dim, fn, hc, scale, base, norm_eps, hc_eps, 0, y, nullptr, nullptr}, scratch, stream);
 }
 
 }  // namespace dsv4::cuda

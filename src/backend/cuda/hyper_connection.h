@@ -8,11 +8,15 @@
 
 namespace dsv4::cuda {
 
+// Device floats of `scratch` that lets hc_pre / hc_head (mix = (2+hc)*hc resp. hc) take the few-token
+// chain path; 0 where the wide kernel serves (scratch may then be null). Both paths give the same bits.
+int64_t hc_scratch_floats(int64_t tokens, int mix);
+
 // h [tokens, hc, dim] bf16; fn [(2+hc)*hc, hc*dim], scale [3], base [(2+hc)*hc] fp32.
 // x [tokens, dim] bf16, post [tokens, hc], comb [tokens, hc, hc] fp32. hc <= 8.
 void hc_pre(const uint16_t* h, int64_t tokens, int hc, int64_t dim, const float* fn, const float* scale,
             const float* base, float norm_eps, float hc_eps, int sinkhorn_iters, uint16_t* x, float* post, float* comb,
-            cudaStream_t stream);
+            float* scratch, cudaStream_t stream);
 
 // out[k] = bf16(post_k * x + sum_j comb[j][k] * res_j); out may equal residual.
 void hc_post(const uint16_t* x, const uint16_t* residual, const float* post, const float* comb, uint16_t* out,
@@ -20,6 +24,6 @@ void hc_post(const uint16_t* x, const uint16_t* residual, const float* post, con
 
 // y = bf16(sum_j pre_j X_j) with pre from fn [hc, hc*dim], scale [1], base [hc].
 void hc_head(const uint16_t* h, int64_t tokens, int hc, int64_t dim, const float* fn, const float* scale,
-             const float* base, float norm_eps, float hc_eps, uint16_t* y, cudaStream_t stream);
+             const float* base, float norm_eps, float hc_eps, uint16_t* y, float* scratch, cudaStream_t stream);
 
 }  // namespace dsv4::cuda
