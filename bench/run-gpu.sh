@@ -109,6 +109,6 @@ done
 for f in "$LOGS"/compare-ops-*.log; do
   [ -f "$f" ] && { echo "--- $(basename "$f")"; grep -v '^[IWE] ' "$f" | head -n 14; }
 done
-[ -f "$LOGS/bench-profile.log" ] && grep -A12 '^profile' "$LOGS/bench-profile.log" | grep -v '^--' | head -80
+[ -f "$LOGS/bench-profile.log" ] && grep -E '^(profile|  )' "$LOGS/bench-profile.log" | head -130
 [ -f "$OUT/table.md" ] && { echo; cat "$OUT/table.md"; grep -h -A14 'Serving Benchmark' "$LOGS"/serve-c*.log 2>/dev/null | head -60; }
 exit $status

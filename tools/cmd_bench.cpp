@@ -92,7 +92,11 @@ void run_serve(ServeArgs& a) {
       "bench: {} prompts of {} input / {} output tokens to {}{} (model {}), request rate {}, max concurrency {}",
       a.data.num_prompts, a.data.input_len, a.data.output_len, a.base_url, a.endpoint, o.settings.model, a.request_rate,
       a.max_concurrency > 0 ? std::to_string(a.max_concurrency) : "unlimited");
-  const server::RequestRecord probe = server::send_request(a.base_url, o, requests.front());
+  // The test request checks the endpoint with the first prompt and one output token: the whole
+  // output of an 8K/1K request would cost a minute of the GPU call before measuring starts.
+  server::BenchRequest test = requests.front();
+  test.output_len = 1;
+  const server::RequestRecord probe = server::send_request(a.base_url, o, test);
   DSV4_CHECK(probe.success, "bench: the initial test request failed: {}", probe.error);
 
   const server::BenchRun run = server::run_benchmark(requests, o);

@@ -12,6 +12,12 @@ void OpProfile::enable(bool on) {
   on_ = on;
 }
 
+std::string OpProfile::linear_label(const LinearParams& p) {
+  std::string s = "linear " + std::string(weight_type_name(p.w.type)) + " " + std::to_string(p.w.rows) + "x" +
+                  std::to_string(p.w.cols);
+  return p.groups > 1 ? s + " x" + std::to_string(p.groups) : s;
+}
+
 std::vector<OpTime> OpProfile::totals() const {
   std::vector<OpTime> v;
   for (const auto& [op, t] : totals_) v.push_back({op, t.first, t.second});

@@ -26,7 +26,7 @@ class OpProfile final : public Ops {
   std::vector<OpTime> totals() const;  // largest total first
 
   void linear(const LinearParams& p) override {
-    timed("linear", [&] { inner_.linear(p); });
+    timed(linear_label(p), [&] { inner_.linear(p); });
   }
   void rms_norm(const RmsNormParams& p) override {
     timed("rms_norm", [&] { inner_.rms_norm(p); });
@@ -91,8 +91,11 @@ class OpProfile final : public Ops {
   }
 
  private:
+  // "linear fp8 NxK" (xG for grouped): which GEMM shapes a step's linear time goes to.
+  static std::string linear_label(const LinearParams& p);
+
   template <typename F>
-  void timed(const char* op, F&& run) {
+  void timed(const std::string& op, F&& run) {
     if (!on_) return run();
     const auto t0 = std::chrono::steady_clock::now();
     run();

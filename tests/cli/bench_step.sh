@@ -23,7 +23,7 @@ assert p["flops"] > 0 and p["tokens_per_s"] > 0, p'
 prof=$("$BIN" bench step "$MODEL" --backend cpu --batch 1 --context 260 --prefill 64 -r 1 --profile 2>/dev/null)
 echo "$prof" | grep -Eq '^profile decode batch 1 context 260: [0-9.]+ ms'
 echo "$prof" | grep -Eq '^profile prefill batch 1 context 64: [0-9.]+ ms'
-for op in linear moe_experts hc_pre sparse_attention indexer_topk; do
+for op in 'linear fp8 [0-9]+x[0-9]+' moe_experts hc_pre sparse_attention indexer_topk; do
   echo "$prof" | grep -Eq "^  $op +[0-9]+ calls" || { echo "FAIL: --profile lacks $op"; exit 1; }
 done
 # A backend this machine cannot run is refused with a clear message.

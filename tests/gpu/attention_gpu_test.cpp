@@ -29,7 +29,9 @@ struct Case {
   int heads, d, r, window, compressed;
   int64_t tokens, entries;
   KvEntryFormat format = KvEntryFormat::kAttnFp8;
-  bool rope = false;  // positions set: the output's inverse RoPE
+  bool rope = false;   // positions set: the output's inverse RoPE
+  bool holes = false;  // fast path: a run of masked elements over whole blocks, and a fully masked last token
+  int q_offset = 0;    // q starts this many bf16 past an allocation (an unaligned q)
 };
 
 // A paged table: pages of 64 entries with a gap between pages (page_bytes > 64 entries).
@@ -100,6 +102,11 @@ void run_case(const Case& c, uint32_t seed, bool generic = false) {
   auto list = [&](int width) {
     std::vector<int32_t> l(static_cast<size_t>(c.tokens * width));
     for (auto& s : l) s = rng() % 7 == 0 ? -1 : static_cast<int32_t>(rng() % c.entries);
+    if (c.holes) {
+      for (int64_t t = 0; t < c.tokens; ++t)
+        for (int i = 100; i < std::min(width, 300); ++i) l[static_cast<size_t>(t * width + i)] = -1;
+      if (c.tokens > 1) std::fill(l.end() - width, l.end(), -1);
+    }
     if (!exact) return l;
     for (int64_t t = 0; t < c.tokens; ++t) {  // ascending valid slots, the holes where they were
       std::vector<int32_t> valid;
@@ -140,11 +147,13 @@ void run_case(const Case& c, uint32_t seed, bool generic = false) {
   }
   cpu.sparse_attention(p);
 
-  Dev<uint16_t> dq(q), dout(std::vector<uint16_t>(q.size(), 0x7fc0));
+  std::vector<uint16_t> q_at(static_cast<size_t>(c.q_offset), 0x7fc0);
+  q_at.insert(q_at.end(), q.begin(), q.end());
+  Dev<uint16_t> dq(q_at), dout(std::vector<uint16_t>(q.size(), 0x7fc0));
   Dev<float> dsink(sink), dfreqs(rope_frequencies(rope));
   Dev<int32_t> dwin(win), dcomp(comp), dpos(pos);
   cuda::AttentionArgs a;
-  a.q = dq.p;
+  a.q = dq.p + c.q_offset;
   a.out = dout.p;
   a.tokens = c.tokens;
   a.heads = c.heads;
@@ -199,6 +208,23 @@ TEST(CudaAttention, GenericKernelMatchesCpuAtFlashDims) { run_case({64, 512, 64,
 TEST(CudaAttention, FastPathSplitsLongListsAtFlashDims) { run_case({64, 512, 64, 128, 8192, 2, 20000}, 15); }
 // Prefill-like: many tokens, one split each.
 TEST(CudaAttention, FastPathManyTokensAtFlashDims) { run_case({64, 512, 64, 128, 64, 300, 4000}, 16); }
+// Batch 32 at CSA widths (128 + 512): the list split in a few parts per token; inverse RoPE.
+TEST(CudaAttention, FastPathBatch32AtFlashDims) {
+  run_case({64, 512, 64, 128, 512, 32, 5000, KvEntryFormat::kAttnFp8, true}, 20);
+}
+// An HCA list at 1M context (128 + 8192): many splits, masked whole blocks, a fully masked token.
+TEST(CudaAttention, FastPathLongListWithHolesAtFlashDims) {
+  run_case({64, 512, 64, 128, 8192, 5, 20000, KvEntryFormat::kAttnFp8, false, true}, 21);
+}
+// 45 tokens x a few splits: a partial wave of CTAs; a q that is only 4-byte aligned.
+TEST(CudaAttention, FastPathPartialWaveAtFlashDims) {
+  run_case({64, 512, 64, 128, 512, 45, 5000, KvEntryFormat::kAttnFp8, false, false, 2}, 22);
+}
+// 80 heads: a group of 64 and one of 16 (the CTA's other rows idle); 32 heads: one partial group.
+TEST(CudaAttention, FastPathPartialHeadGroups) {
+  run_case({80, 512, 64, 128, 300, 3, 2000, KvEntryFormat::kAttnFp8, true, true}, 23);
+  run_case({32, 512, 64, 64, 1000, 7, 3000}, 24);
+}
 TEST(CudaAttention, FastPathAppliesOnlyToFlashShapes) {
   cuda::AttentionArgs a;
   a.head_dim = 512;

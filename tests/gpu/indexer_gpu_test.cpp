@@ -1,5 +1,6 @@
 // Indexer top-k on the GPU against the CPU ops: identical indices and slots, with Q4(Hadamard) keys in a
-// paged table (fp4, fp8 and bf16 entries), at golden and V4-Flash dims, with mass score ties.
+// paged table (fp4, fp8 and bf16 entries), at golden and V4-Flash dims, with mass score ties, and rows
+// long enough that the selection spans many compaction CTAs (with and without wide histograms).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -7,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <string>
@@ -192,10 +194,13 @@ std::string first_diff(const std::vector<int32_t>& got, const std::vector<int32_
   return "";
 }
 
-void run_case(const Spec& s, uint32_t seed, int32_t max_keys = 0) {
+// `edit` changes the inputs (both backends see the change) before the runs.
+void run_case(const Spec& s, uint32_t seed, int32_t max_keys = 0, const std::function<void(Inputs&)>& edit = {}) {
   SCOPED_TRACE(testing::Message() << "heads " << s.heads << " topk " << s.topk << " format "
-                                  << kv_entry_format_name(s.format) << " tokens " << s.tokens.size());
-  const Inputs in(s, seed);
+                                  << kv_entry_format_name(s.format) << " tokens " << s.tokens.size() << " seed "
+                                  << seed);
+  Inputs in(s, seed);
+  if (edit) edit(in);
   const auto [want, want_slots] = in.cpu_run();
   DeviceRun dev(in);
   const auto got = dev.run(max_keys);
@@ -268,6 +273,54 @@ TEST(CudaIndexer, MatchesCpuAcrossTokenGroups) {
   Spec s{4, 8, KvEntryFormat::kIndexFp4, {300}, 1 << 22, {}};
   for (int i = 0; i < 40; ++i) s.tokens.push_back({0, 37 * i});
   run_case(s, 8);
+}
+
+// One sequence of `keys` keys (stride `stride`, not a multiple of a 64-key tile or a 2048-score chunk);
+// tokens whose eligible counts straddle topk and the chunk size, one with no key, and full rows.
+Spec long_spec(int heads, int topk, KvEntryFormat f, int32_t keys, int32_t stride, int distinct) {
+  Spec s{heads, topk, f, {keys}, stride, {}, distinct};
+  for (const int32_t e : {keys, keys - 1, 4 * keys / 5, 4097, 2049, topk + 1, topk, topk - 1, 100, 0})
+    s.tokens.push_back({0, 4 * e + 2});  // (pos + 1) / 4 = e
+  return s;
+}
+
+// Rows of 37001 keys (wide histograms) and 20001 (cut by a pass over the row), top-2048 and top-512.
+// With 5 or 1 distinct key vectors the tie at the cut spans many chunks and holds more indices than
+// one chunk; with all keys distinct, bf16 scores still tie at the cut.
+TEST(CudaIndexer, SelectsAcrossChunksWithMassTies) {
+  for (const int32_t keys : {37001, 20001}) {
+    run_case(long_spec(8, 2048, KvEntryFormat::kIndexFp4, keys, keys + 3, 5), 20 + keys);
+    run_case(long_spec(8, 2048, KvEntryFormat::kIndexFp4, keys, keys + 3, 1), 21 + keys);
+    run_case(long_spec(8, 512, KvEntryFormat::kIndexFp4, keys, keys, 0), 22 + keys);
+    run_case(long_spec(4, 2048, KvEntryFormat::kIndexFp4, keys, keys, 0), 23 + keys);
+  }
+}
+
+// More than 64 tokens with long rows: a token group without wide histograms.
+TEST(CudaIndexer, SelectsForManyTokensWithoutWideHistograms) {
+  Spec s{4, 512, KvEntryFormat::kIndexFp4, {40000, 9000}, 40000, {}, 0};
+  for (int i = 0; i < 70; ++i) s.tokens.push_back({i % 5 == 0 ? 1 : 0, 4 * (40000 - 577 * i) + 2});
+  run_case(s, 30);
+}
+
+// Heads beyond one 64-head pass (padded), up to the 256 limit; fp8 and bf16 keys.
+TEST(CudaIndexer, MatchesCpuWithManyHeads) {
+  run_case(long_spec(100, 64, KvEntryFormat::kIndexFp8, 3001, 3001, 0), 31);
+  run_case(long_spec(256, 128, KvEntryFormat::kBf16, 2500, 2600, 0), 32);
+  run_case(long_spec(256, 128, KvEntryFormat::kIndexFp4, 2500, 2500, 40), 33);
+}
+
+// A key with a NaN block scale scores NaN, which ranks last (−inf), and its tile of 64 keys takes the
+// mul + add path (its products are not exact); the others must still match the CPU.
+TEST(CudaIndexer, RanksNanKeysLastOnTheExactPath) {
+  const auto nan_scales = [](Inputs& in) {
+    for (const int32_t j : {0, 70, 1000, 36999}) {
+      const int32_t slot = in.key_slots[static_cast<size_t>(j)];
+      in.keys.entry(slot)[kDim / 2 + j % 4] = 0xff;
+    }
+  };
+  run_case(long_spec(64, 512, KvEntryFormat::kIndexFp4, 37001, 37001, 0), 34, 0, nan_scales);
+  run_case(long_spec(8, 2048, KvEntryFormat::kIndexFp4, 37001, 37001, 3), 35, 0, nan_scales);
 }
 
 // A key slot outside the table is reported and ranks last (score −inf).

@@ -1,50 +1,99 @@
-// The V4 fast path of sparse attention: one shared K=V entry serves every head (MQA), so a CTA
-// takes 16 heads of one token and stages each 64-entry block of its index list once in shared
-// memory (FP8 entries decoded to bf16, which holds e4m3 x 2^k exactly), then computes the 16 x 64
-// scores, the online-softmax update per head, and P·V from the same tile. Long lists are split over
-// CTAs at 64-block boundaries (flash-decoding); a combine kernel merges the partial (m, l, acc).
-// Arithmetic per block as the reference: fp32 scores, block max, l += Σ exp(s − m), acc += bf16(p)·v,
-// sink in the denominator; summation order differs from the generic kernel (tolerance, not bits).
+// The V4 fast path of sparse attention on tensor cores. One shared K=V entry serves every head (MQA),
+// so a CTA takes all 64 heads of one token (a group of 64) and stages each 64-entry block of the index
+// list once: cp.async copies the next block's entries as stored while the current one is computed,
+// then the block is decoded to bf16 in shared memory (e4m3 x 2^k is exact in bf16). 16 warps: warp
+// (tile, quarter) owns heads 16·tile.. +16; for S = Q·Kᵀ it takes entries 16·quarter.. +16 and for
+// O += P·V output columns 128·quarter.. +128 (mma.sync m16n8k16 bf16, fp32 accumulate). The block's row
+// max is exchanged among the tile's four warps in shared memory, P goes through shared memory as bf16.
+// Long lists are split over CTAs at 64-block boundaries (flash-decoding); a combine kernel merges the
+// partial (m, l, acc). Arithmetic per block as the reference: fp32 scores, block max, l += Σ exp(s − m),
+// acc += bf16(p)·v, sink in the denominator; summation order differs (tolerance, not bits).
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
 #include <algorithm>
+#include <cstdint>
 
 #include "backend/cuda/attention.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_device.h"
 #include "backend/cuda/device_math.cuh"
 
 namespace dsv4::cuda {
 namespace {
 
-constexpr int kHeads = 16;               // heads per CTA
-constexpr int kDim = 512;                // head_dim of the fast path
-constexpr int kRope = 64;                // rope dims (bf16 in the entry)
-constexpr int kNope = kDim - kRope;      // 448 e4m3 dims
-constexpr int kEntries = 64;             // the reference's index block
-constexpr int kThreads = 256;            // 8 warps
-constexpr int kRowWords = kDim / 2 + 1;  // bf16 pairs per staged row, +1 word: conflict-free columns
+constexpr int kHeads = 64;                            // heads per CTA
+constexpr int kTiles = kHeads / 16;                   // MMA row tiles
+constexpr int kQuarters = 4;                          // warps per tile
+constexpr int kThreads = kTiles * kQuarters * kWarp;  // 512
+constexpr int kDim = 512;                             // head_dim of the fast path
+constexpr int kRope = 64;                             // rope dims (bf16 in the entry)
+constexpr int kNope = kDim - kRope;                   // 448 e4m3 dims
+constexpr int kEntries = 64;                          // the reference's index block
+constexpr int kRawBytes = kNope + 2 * kRope + 8;      // bytes copied per entry: dims, 7 scales, pad (73 x 8)
+constexpr int kRawUnits = kRawBytes / 8;
+constexpr int kNopeUnits = kNope / 8;                 // decode units of 8 e4m3 dims
+constexpr int kDecodeUnits = kNopeUnits + kRope / 4;  // ... then units of 4 rope dims
+constexpr int kRow = 2 * kDim + 16;                   // bytes per bf16 row: +16 keeps ldmatrix conflict-free
+constexpr int kPRow = 2 * kEntries + 16;
+constexpr int kCols = kDim / kQuarters;  // output columns per warp
+constexpr int kCombineThreads = kDim / 2;
 
 struct Smem {
-  uint32_t ent[kEntries][kRowWords];  // staged entries, bf16 pairs
-  uint32_t q[kHeads][kDim / 2];       // the CTA's queries, bf16 pairs
-  float s[kHeads][kEntries];          // scores
-  float p[kEntries][kHeads];          // bf16(exp(s − m)), entry-major for P·V
-  float m[kHeads], l[kHeads], alpha[kHeads];
-  int valid[kEntries];
+  alignas(16) uint8_t q[kHeads][kRow];           // the CTA's queries (zeros past the last head)
+  alignas(16) uint8_t kv[kEntries][kRow];        // the block's entries in bf16 (zero rows for holes)
+  alignas(16) uint8_t raw[kEntries][kRawBytes];  // the next block's entries as stored
+  alignas(16) uint8_t p[kHeads][kPRow];          // bf16(exp(s − m))
+  float red[kQuarters][kHeads];                  // each quarter's row maxima; at the end, row sums
+  const uint8_t* entry[2][kEntries];             // entries of blocks b, b + 1 by parity (null: none)
 };
+static_assert(sizeof(Smem) <= 227 * 1024, "the tile must fit one SM's shared memory");
 
 struct MqaArgs {
   AttentionArgs a;
-  int groups = 0;             // heads / kHeads
+  int groups = 0;             // ceil(heads / kHeads)
   int splits = 1;             // CTAs per (token, group) along the index list
   int blocks_per = 0;         // 64-blocks per split
+  int64_t blocks = 0;         // 64-blocks of the list
   float* part_acc = nullptr;  // [splits, tokens, heads, kDim] when splits > 1
   float* part_ml = nullptr;   // [splits, tokens, heads, 2]
 };
 
-__device__ __forceinline__ float2 unpack(uint32_t w) {
-  return make_float2(bf16_to_f(static_cast<uint16_t>(w & 0xffffu)), bf16_to_f(static_cast<uint16_t>(w >> 16)));
-}
 __device__ __forceinline__ uint32_t pack(float lo, float hi) {
   return static_cast<uint32_t>(f_to_bf16(lo)) | (static_cast<uint32_t>(f_to_bf16(hi)) << 16);
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cp_async4(void* dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async8(void* dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(smem_addr(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+// d += a·b for a 16x16 bf16 A fragment and a 16x8 B fragment (b0, b1), fp32 accumulators.
+__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // Output columns 2c, 2c+1 of token t: bf16, then (positions set, c in the rope part) the inverse RoPE
@@ -58,173 +107,288 @@ __device__ __forceinline__ uint32_t output_pair(const AttentionArgs& a, int64_t 
   return pack(x, y);
 }
 
-// Slot of list element g of token t (−1: none); an unusable slot is reported and treated as none.
-__device__ int32_t list_slot(const AttentionArgs& a, int64_t t, int64_t g) {
-  const bool w = g < a.window_width;
-  const int32_t slot =
-      w ? a.window_slots[t * a.window_width + g] : a.compressed_slots[t * a.compressed_width + (g - a.window_width)];
-  if (slot < 0) return -1;
-  if (!(w ? a.window : a.compressed).holds(slot)) {
+// Slot of list element g of token t (−1: none). A load only: its latency hides behind a block's work.
+__device__ __forceinline__ int32_t list_slot(const AttentionArgs& a, int64_t t, int64_t g) {
+  if (g >= int64_t{a.window_width} + a.compressed_width) return -1;
+  return g < a.window_width ? a.window_slots[t * a.window_width + g]
+                            : a.compressed_slots[t * a.compressed_width + (g - a.window_width)];
+}
+
+// The entry of list element g at `slot` (null: none); an unusable slot is reported and treated as none.
+__device__ const uint8_t* list_entry(const AttentionArgs& a, int64_t g, int32_t slot) {
+  if (slot < 0) return nullptr;
+  const DeviceTable& tab = g < a.window_width ? a.window : a.compressed;
+  if (!tab.holds(slot)) {
     report(a.err, DeviceError::kAttentionSlot);
-    return -1;
+    return nullptr;
   }
-  return slot;
+  return tab.entry(slot);
 }
 
-// Warp `warp` stages entries warp, warp + 8, ... of block b: lanes 0-27 decode 16 FP8 dims each
-// (8-byte loads: entries are 8-byte aligned), lanes 28-31 copy 16 rope dims each.
-__device__ void stage_block(const AttentionArgs& a, int64_t t, int64_t b, Smem& sm) {
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int64_t width = int64_t{a.window_width} + a.compressed_width;
-  for (int i = warp; i < kEntries; i += kThreads / kWarp) {
-    const int64_t g = b * kEntries + i;
-    const int32_t slot = g < width ? list_slot(a, t, g) : -1;
-    uint32_t* row = sm.ent[i];
-    if (lane == 0) sm.valid[i] = slot >= 0;
-    if (slot < 0) {
-      for (int w = lane; w < kDim / 2; w += kWarp) row[w] = 0;  // p = 0 there, but 0·NaN would not be 0
-      continue;
-    }
-    const DeviceTable& tab = g < a.window_width ? a.window : a.compressed;
-    const uint8_t* e = tab.entry(slot);
-    if (lane < kNope / 16) {
-      const float scale = e8_value(e[kNope + 2 * kRope + lane / 4]);
-      for (int half = 0; half < 2; ++half) {
-        const uint2 v = *reinterpret_cast<const uint2*>(e + 16 * lane + 8 * half);
-        const uint32_t words[2] = {v.x, v.y};
-        for (int w = 0; w < 2; ++w)
-          for (int j = 0; j < 4; j += 2) {
-            const float lo = e4m3_to_f(static_cast<uint8_t>(words[w] >> (8 * j))) * scale;
-            const float hi = e4m3_to_f(static_cast<uint8_t>(words[w] >> (8 * j + 8))) * scale;
-            row[(16 * lane + 8 * half + 4 * w + j) / 2] = pack(lo, hi);
-          }
-      }
+// cp.async of block b's entries as stored into sm.raw (8-byte pieces: entries are 8-byte aligned).
+__device__ void load_block(int64_t b, Smem& sm) {
+  for (int i = threadIdx.x; i < kEntries * kRawUnits; i += kThreads) {
+    const int e = i / kRawUnits, u = i % kRawUnits;
+    const uint8_t* src = sm.entry[b & 1][e];
+    if (src) cp_async8(&sm.raw[e][8 * u], src + 8 * u);
+  }
+  cp_async_commit();
+}
+
+// The 64 query rows of heads h0.. as bf16 (16-byte pieces when q allows, else 4-byte ones).
+__device__ void load_q(const AttentionArgs& a, int64_t t, int h0, Smem& sm) {
+  const uint8_t* src = reinterpret_cast<const uint8_t*>(a.q + (t * a.heads + h0) * kDim);
+  const int rows = min(kHeads, a.heads - h0);
+  const bool wide = reinterpret_cast<uintptr_t>(a.q) % 16 == 0;
+  constexpr int kPieces = 2 * kDim / 16;  // per row
+  for (int i = threadIdx.x; i < kHeads * kPieces; i += kThreads) {
+    const int r = i / kPieces, c = 16 * (i % kPieces);
+    uint8_t* dst = &sm.q[r][c];
+    if (r >= rows) {
+      *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+    } else if (wide) {
+      cp_async16(dst, src + r * 2 * kDim + c);
     } else {
-      const int r = lane - kNope / 16;  // 0..3: rope dims [16r, 16r + 16)
-      for (int c = 0; c < 4; ++c) {
-        const uint2 v = *reinterpret_cast<const uint2*>(e + kNope + 32 * r + 8 * c);
-        row[(kNope + 16 * r + 4 * c) / 2] = v.x;
-        row[(kNope + 16 * r + 4 * c) / 2 + 1] = v.y;
-      }
+      for (int k = 0; k < 16; k += 4) cp_async4(dst + k, src + r * 2 * kDim + c + k);
     }
   }
 }
 
-// S[h][i] for the 16 x 64 tile: warp w takes heads 2w, 2w+1, lane j entries j and j + 32.
-__device__ void scores(const AttentionArgs& a, Smem& sm) {
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int h0 = 2 * warp, i0 = lane, i1 = lane + 32;
-  float s00 = 0, s01 = 0, s10 = 0, s11 = 0;
-#pragma unroll 4
-  for (int w = 0; w < kDim / 2; ++w) {
-    const float2 qa = unpack(sm.q[h0][w]), qb = unpack(sm.q[h0 + 1][w]);
-    const float2 e0 = unpack(sm.ent[i0][w]), e1 = unpack(sm.ent[i1][w]);
-    s00 += qa.x * e0.x + qa.y * e0.y;
-    s01 += qa.x * e1.x + qa.y * e1.y;
-    s10 += qb.x * e0.x + qb.y * e0.y;
-    s11 += qb.x * e1.x + qb.y * e1.y;
-  }
-  sm.s[h0][i0] = sm.valid[i0] ? s00 * a.softmax_scale : -INFINITY;
-  sm.s[h0][i1] = sm.valid[i1] ? s01 * a.softmax_scale : -INFINITY;
-  sm.s[h0 + 1][i0] = sm.valid[i0] ? s10 * a.softmax_scale : -INFINITY;
-  sm.s[h0 + 1][i1] = sm.valid[i1] ? s11 * a.softmax_scale : -INFINITY;
+// Two e4m3 codes (low byte first) times a power-of-two scale, exactly, as a bf16 pair.
+__device__ __forceinline__ uint32_t e4m3x2_bf16x2(uint32_t two, float scale) {
+  const __half2 h(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two & 0xffffu), __NV_E4M3));
+  const float2 f = __half22float2(h);
+  return pack(f.x * scale, f.y * scale);
 }
 
-// The online-softmax update of heads 2w, 2w+1 by warp w: new max, alpha, l, and bf16 P.
-__device__ void softmax_update(Smem& sm) {
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  for (int h = 2 * warp; h < 2 * warp + 2; ++h) {
-    const float v0 = sm.s[h][lane], v1 = sm.s[h][lane + 32];
-    const float m_old = sm.m[h];
-    const float m_new = fmaxf(m_old, warp_max(fmaxf(v0, v1)));
-    float p0 = 0, p1 = 0, alpha = 1;
+// sm.raw -> sm.kv for block b: unit u < 56 decodes 8 e4m3 dims with their 64-dim block's scale, the
+// others copy 4 rope dims. A hole becomes a zero row: its p is 0, but 0·NaN would not be 0.
+__device__ void decode_block(int64_t b, Smem& sm) {
+  for (int i = threadIdx.x; i < kEntries * kDecodeUnits; i += kThreads) {
+    const int e = i / kDecodeUnits, u = i % kDecodeUnits;
+    const bool valid = sm.entry[b & 1][e] != nullptr;
+    const uint2 v = valid ? *reinterpret_cast<const uint2*>(&sm.raw[e][8 * u]) : make_uint2(0, 0);
+    if (u < kNopeUnits) {
+      const float scale = valid ? e8_value(sm.raw[e][kNope + 2 * kRope + u / 8]) : 0.0f;
+      *reinterpret_cast<uint4*>(&sm.kv[e][16 * u]) =
+          make_uint4(e4m3x2_bf16x2(v.x, scale), e4m3x2_bf16x2(v.x >> 16, scale), e4m3x2_bf16x2(v.y, scale),
+                     e4m3x2_bf16x2(v.y >> 16, scale));
+    } else {
+      *reinterpret_cast<uint2*>(&sm.kv[e][2 * kNope + 8 * (u - kNopeUnits)]) = v;
+    }
+  }
+}
+
+// Raw scores of the warp's 16 heads x 16 entries: s[j] is the C fragment of entries 16·quarter + 8j..
+// Two accumulator sets over alternating k-steps keep two MMA chains in flight per n-tile.
+__device__ void block_scores(const Smem& sm, int tile, int quarter, float (&s)[2][4]) {
+  const int lane = threadIdx.x % kWarp;
+  const uint32_t qa = smem_addr(&sm.q[16 * tile + lane % 16][16 * (lane / 16)]);
+  const uint32_t ka = smem_addr(&sm.kv[16 * quarter + lane % 8 + 8 * (lane / 16)][16 * (lane / 8 % 2)]);
+  float acc[2][2][4] = {};
+#pragma unroll 8
+  for (int k = 0; k < kDim / 16; ++k) {
+    uint32_t qf[4], kf[4];
+    ldsm_x4(qa + 32 * k, qf);
+    ldsm_x4(ka + 32 * k, kf);
+    mma(acc[k % 2][0], qf, kf[0], kf[1]);
+    mma(acc[k % 2][1], qf, kf[2], kf[3]);
+  }
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) s[j][r] = acc[0][j][r] + acc[1][j][r];
+}
+
+// O += P·V for the warp's 16 heads x 128 columns: o[j] is the C fragment of columns 128·quarter + 8j..
+__device__ void block_pv(const Smem& sm, int tile, int quarter, float (&o)[kCols / 8][4]) {
+  const int lane = threadIdx.x % kWarp;
+  const uint32_t pa = smem_addr(&sm.p[16 * tile + lane % 16][16 * (lane / 16)]);
+  const uint32_t va = smem_addr(&sm.kv[lane % 16][2 * kCols * quarter + 16 * (lane / 16)]);
+#pragma unroll
+  for (int k = 0; k < kEntries / 16; ++k) {
+    uint32_t pf[4];
+    ldsm_x4(pa + 32 * k, pf);
+#pragma unroll
+    for (int n = 0; n < kCols / 16; ++n) {
+      uint32_t vf[4];
+      ldsm_x4_trans(va + 16 * kRow * k + 32 * n, vf);
+      mma(o[2 * n], pf, vf[0], vf[1]);
+      mma(o[2 * n + 1], pf, vf[2], vf[3]);
+    }
+  }
+}
+
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// Online-softmax state of the thread's rows g = lane / 4 and g + 8 of its tile (r = 0, 1). Every warp
+// of a tile holds the same m; l is the thread's share (its columns) and is summed at the end.
+struct RowState {
+  float m[2] = {-INFINITY, -INFINITY};
+  float l[2] = {0.0f, 0.0f};
+};
+
+// Scaled scores with −inf at holes, and the warp's row maxima into sm.red.
+__device__ void mask_and_max(const AttentionArgs& a, int64_t b, int tile, int quarter, Smem& sm, float (&s)[2][4]) {
+  const int lane = threadIdx.x % kWarp;
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const bool valid = sm.entry[b & 1][16 * quarter + 8 * j + 2 * (lane % 4) + c] != nullptr;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float& v = s[j][2 * r + c];
+        v = valid ? v * a.softmax_scale : -INFINITY;
+        mx[r] = fmaxf(mx[r], v);
+      }
+    }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    mx[r] = quad_max(mx[r]);
+    if (lane % 4 == 0) sm.red[quarter][16 * tile + lane / 4 + 8 * r] = mx[r];
+  }
+}
+
+// The block's update given every quarter's maxima: new m, alpha (applied to o), l, and bf16 P into sm.p.
+__device__ void softmax_update(int tile, int quarter, Smem& sm, const float (&s)[2][4], RowState& st,
+                               float (&o)[kCols / 8][4]) {
+  const int lane = threadIdx.x % kWarp;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = 16 * tile + lane / 4 + 8 * r;
+    float m_new = st.m[r];
+#pragma unroll
+    for (int k = 0; k < kQuarters; ++k) m_new = fmaxf(m_new, sm.red[k][row]);
+    float p[2][2] = {}, alpha = 1.0f;  // an all-hole block so far: nothing changes
     if (m_new != -INFINITY) {
-      alpha = m_old == -INFINITY ? 0.0f : expf(m_old - m_new);
-      p0 = v0 == -INFINITY ? 0.0f : expf(v0 - m_new);
-      p1 = v1 == -INFINITY ? 0.0f : expf(v1 - m_new);
+      alpha = expf(st.m[r] - m_new);  // 0 for the first block with entries
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) p[j][c] = expf(s[j][2 * r + c] - m_new);
     }
-    const float sum = warp_sum(p0 + p1);
-    sm.p[lane][h] = round_bf16(p0);
-    sm.p[lane + 32][h] = round_bf16(p1);
-    if (lane == 0) {
-      sm.l[h] = sm.l[h] * alpha + sum;
-      sm.alpha[h] = alpha;
-      sm.m[h] = m_new;
+    st.m[r] = m_new;
+    st.l[r] = st.l[r] * alpha + ((p[0][0] + p[0][1]) + (p[1][0] + p[1][1]));
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int col = 16 * quarter + 8 * j + 2 * (lane % 4);
+      *reinterpret_cast<uint32_t*>(&sm.p[row][2 * col]) = pack(p[j][0], p[j][1]);
+    }
+#pragma unroll
+    for (int j = 0; j < kCols / 8; ++j) {
+      o[j][2 * r] *= alpha;
+      o[j][2 * r + 1] *= alpha;
     }
   }
 }
 
-// grid: token x group x split; block 256: thread c owns columns 2c, 2c+1 of all 16 heads.
-__global__ void __launch_bounds__(kThreads) mqa_partial_kernel(MqaArgs ma) {
-  extern __shared__ __align__(16) unsigned char raw[];
-  Smem& sm = *reinterpret_cast<Smem*>(raw);
-  const AttentionArgs& a = ma.a;
-  const int64_t cta = blockIdx.x;
-  const int split = static_cast<int>(cta % ma.splits);
-  const int group = static_cast<int>((cta / ma.splits) % ma.groups);
-  const int64_t t = cta / (int64_t{ma.splits} * ma.groups);
-  const int c = threadIdx.x;
-  const uint32_t* qsrc = reinterpret_cast<const uint32_t*>(a.q + (t * a.heads + int64_t{group} * kHeads) * kDim);
-  for (int i = threadIdx.x; i < kHeads * kDim / 2; i += kThreads) sm.q[i / (kDim / 2)][i % (kDim / 2)] = qsrc[i];
-  if (threadIdx.x < kHeads) {
-    sm.m[threadIdx.x] = -INFINITY;
-    sm.l[threadIdx.x] = 0;
-  }
-  float acc[kHeads][2] = {};
-  const int64_t width = int64_t{a.window_width} + a.compressed_width;
-  const int64_t blocks = (width + kEntries - 1) / kEntries;
-  const int64_t b_end = std::min<int64_t>(blocks, int64_t{split + 1} * ma.blocks_per);
-  for (int64_t b = int64_t{split} * ma.blocks_per; b < b_end; ++b) {
-    __syncthreads();  // the previous block's tile is consumed
-    stage_block(a, t, b, sm);
-    __syncthreads();
-    scores(a, sm);
-    __syncthreads();
-    softmax_update(sm);
-    __syncthreads();
+// Sums each row's l over the quad and the tile's four warps (sm.red is free after the last block).
+__device__ void total_l(int tile, int quarter, Smem& sm, RowState& st) {
+  const int lane = threadIdx.x % kWarp;
+  __syncthreads();
 #pragma unroll
-    for (int h = 0; h < kHeads; ++h) {
-      acc[h][0] *= sm.alpha[h];
-      acc[h][1] *= sm.alpha[h];
-    }
-    for (int i = 0; i < kEntries; ++i) {
-      if (!sm.valid[i]) continue;
-      const float2 e = unpack(sm.ent[i][c]);
-#pragma unroll
-      for (int h = 0; h < kHeads; ++h) {
-        const float p = sm.p[i][h];
-        acc[h][0] += p * e.x;
-        acc[h][1] += p * e.y;
-      }
-    }
+  for (int r = 0; r < 2; ++r) {
+    const float l = quad_sum(st.l[r]);
+    if (lane % 4 == 0) sm.red[quarter][16 * tile + lane / 4 + 8 * r] = l;
   }
   __syncthreads();
-  const int64_t head0 = t * a.heads + int64_t{group} * kHeads;
-  if (ma.splits == 1) {
-    for (int h = 0; h < kHeads; ++h) {
-      const float m = sm.m[h];
-      uint32_t* out = reinterpret_cast<uint32_t*>(a.out + (head0 + h) * kDim);
-      if (m == -INFINITY) {
-        out[c] = 0;
-        continue;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = 16 * tile + lane / 4 + 8 * r;
+    st.l[r] = (sm.red[0][row] + sm.red[1][row]) + (sm.red[2][row] + sm.red[3][row]);
+  }
+}
+
+// The thread's outputs: normalised bf16 (one split) or the partial state for the combine.
+__device__ void store_result(const MqaArgs& ma, int64_t t, int split, int h0, int quarter, const RowState& st,
+                             const float (&o)[kCols / 8][4]) {
+  const AttentionArgs& a = ma.a;
+  const int lane = threadIdx.x % kWarp;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int h = h0 + lane / 4 + 8 * r;
+    const int64_t th = t * a.heads + h;
+    const float m = st.m[r];
+    if (ma.splits == 1) {
+      uint32_t* out = reinterpret_cast<uint32_t*>(a.out + th * kDim);
+      const float denom = m == -INFINITY ? 1.0f : st.l[r] + expf(a.sink[h] - m);
+#pragma unroll
+      for (int j = 0; j < kCols / 8; ++j) {
+        const int c = (kCols * quarter + 8 * j) / 2 + lane % 4;  // column pair
+        out[c] = m == -INFINITY ? 0u : output_pair(a, t, c, o[j][2 * r] / denom, o[j][2 * r + 1] / denom);
       }
-      const float denom = sm.l[h] + expf(a.sink[group * kHeads + h] - m);
-      out[c] = output_pair(a, t, c, acc[h][0] / denom, acc[h][1] / denom);
+      continue;
     }
-    return;
-  }
-  const int64_t part = (int64_t{split} * a.tokens * a.heads + head0);
-  for (int h = 0; h < kHeads; ++h) {
-    reinterpret_cast<float2*>(ma.part_acc + (part + h) * kDim)[c] = make_float2(acc[h][0], acc[h][1]);
-    if (c == 0) {
-      ma.part_ml[(part + h) * 2] = sm.m[h];
-      ma.part_ml[(part + h) * 2 + 1] = sm.l[h];
+    const int64_t part = int64_t{split} * a.tokens * a.heads + th;
+    float2* acc = reinterpret_cast<float2*>(ma.part_acc + part * kDim);
+#pragma unroll
+    for (int j = 0; j < kCols / 8; ++j)
+      acc[(kCols * quarter + 8 * j) / 2 + lane % 4] = make_float2(o[j][2 * r], o[j][2 * r + 1]);
+    if (quarter == 0 && lane % 4 == 0) {
+      ma.part_ml[part * 2] = m;
+      ma.part_ml[part * 2 + 1] = st.l[r];
     }
   }
+}
+
+// grid: token x group x split, 512 threads; blocks [split·blocks_per, ..) of the list. Per block:
+// decode (raw -> kv) | next block's copy starts; scores and row maxima | softmax, P | P·V.
+__global__ void __launch_bounds__(kThreads, 1) mqa_partial_kernel(MqaArgs ma) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
+  const AttentionArgs& a = ma.a;
+  const int split = static_cast<int>(blockIdx.x % ma.splits);
+  const int group = static_cast<int>(blockIdx.x / ma.splits % ma.groups);
+  const int64_t t = blockIdx.x / (int64_t{ma.splits} * ma.groups);
+  const int warp = threadIdx.x / kWarp, tile = warp / kQuarters, quarter = warp % kQuarters;
+  const int64_t b_begin = int64_t{split} * ma.blocks_per;
+  const int64_t b_end = std::min<int64_t>(ma.blocks, b_begin + ma.blocks_per);
+  const int e = threadIdx.x;  // list element e of a block, for the first 64 threads
+  int32_t ahead = -1;         // slot of element e of the block after next
+  load_q(a, t, group * kHeads, sm);
+  if (e < kEntries) {
+    sm.entry[b_begin & 1][e] = list_entry(a, b_begin * kEntries + e, list_slot(a, t, b_begin * kEntries + e));
+    ahead = list_slot(a, t, (b_begin + 1) * kEntries + e);
+  }
+  __syncthreads();
+  load_block(b_begin, sm);  // one group with the queries
+  float o[kCols / 8][4] = {};
+  RowState st;
+  for (int64_t b = b_begin; b < b_end; ++b) {
+    cp_async_wait_all();
+    __syncthreads();  // block b's entries are in sm.raw; the previous block's readers are done
+    decode_block(b, sm);
+    if (e < kEntries) {
+      const int64_t g = (b + 1) * kEntries + e;
+      sm.entry[(b + 1) & 1][e] = b + 1 < b_end ? list_entry(a, g, ahead) : nullptr;
+      ahead = b + 2 < b_end ? list_slot(a, t, g + kEntries) : -1;
+    }
+    __syncthreads();  // sm.kv holds block b; sm.raw is free
+    if (b + 1 < b_end) load_block(b + 1, sm);
+    float s[2][4];
+    block_scores(sm, tile, quarter, s);
+    mask_and_max(a, b, tile, quarter, sm, s);
+    __syncthreads();
+    softmax_update(tile, quarter, sm, s, st, o);
+    __syncthreads();
+    block_pv(sm, tile, quarter, o);
+  }
+  total_l(tile, quarter, sm, st);
+  const int h0 = group * kHeads + 16 * tile;
+  if (h0 < a.heads) store_result(ma, t, split, h0, quarter, st, o);
 }
 
 // One CTA per (token, head): merges the splits' (m, l, acc) and applies the sink.
-__global__ void __launch_bounds__(kThreads) mqa_combine_kernel(MqaArgs ma) {
+__global__ void __launch_bounds__(kCombineThreads) mqa_combine_kernel(MqaArgs ma) {
   const AttentionArgs& a = ma.a;
   const int64_t th = blockIdx.x;  // token * heads + head
   const int h = static_cast<int>(th % a.heads);
@@ -251,26 +415,43 @@ __global__ void __launch_bounds__(kThreads) mqa_combine_kernel(MqaArgs ma) {
   out[c] = output_pair(a, th / a.heads, c, x / denom, y / denom);
 }
 
+// 64-blocks per split, by a cost model in units of one block's time: one CTA per SM, so waves of
+// `sms` CTAs, each costing its blocks plus about one block for the queries and the epilogue; a split
+// list adds the combine (a launch, and reading every partial state back).
+int blocks_per_split(int64_t ctas, int64_t blocks, int sms) {
+  double best = 0;
+  int64_t best_per = blocks;
+  for (int64_t per = blocks; per >= 1; --per) {
+    const int64_t splits = (blocks + per - 1) / per;
+    const int64_t waves = (ctas * splits + sms - 1) / sms;
+    const double cost =
+        static_cast<double>(waves * (per + 1)) + (splits > 1 ? 0.5 + 0.01 * static_cast<double>(ctas * splits) : 0.0);
+    if (per == blocks || cost < best) {
+      best = cost;
+      best_per = per;
+    }
+  }
+  return static_cast<int>(best_per);
+}
+
 }  // namespace
 
 bool mqa_fast_path(const AttentionArgs& a) {
   const bool fp8_window = a.window.format == EntryFormat::kAttnFp8;
   const bool fp8_compressed = a.compressed_width == 0 || a.compressed.format == EntryFormat::kAttnFp8;
-  return a.head_dim == kDim && a.rope_dim == kRope && a.heads % kHeads == 0 && fp8_window && fp8_compressed &&
+  return a.head_dim == kDim && a.rope_dim == kRope && a.heads % 16 == 0 && fp8_window && fp8_compressed &&
          a.window.entry_bytes % 8 == 0 && (a.compressed_width == 0 || a.compressed.entry_bytes % 8 == 0);
 }
 
 void sparse_attention_mqa(const AttentionArgs& a, cudaStream_t stream) {
   MqaArgs ma;
   ma.a = a;
-  ma.groups = a.heads / kHeads;
+  ma.groups = (a.heads + kHeads - 1) / kHeads;
   const int64_t width = int64_t{a.window_width} + a.compressed_width;
-  const int64_t blocks = std::max<int64_t>(1, (width + kEntries - 1) / kEntries);
-  // Enough CTAs for two waves on 132 SMs; never an empty split.
+  ma.blocks = std::max<int64_t>(1, (width + kEntries - 1) / kEntries);
   const int64_t base = a.tokens * ma.groups;
-  const int64_t want = std::clamp<int64_t>((264 + base - 1) / base, 1, blocks);
-  ma.blocks_per = static_cast<int>((blocks + want - 1) / want);
-  ma.splits = static_cast<int>((blocks + ma.blocks_per - 1) / ma.blocks_per);
+  ma.blocks_per = blocks_per_split(base, ma.blocks, sm_count());
+  ma.splits = static_cast<int>((ma.blocks + ma.blocks_per - 1) / ma.blocks_per);  // never an empty split
   void* scratch = nullptr;
   if (ma.splits > 1) {
     const size_t n = static_cast<size_t>(ma.splits) * static_cast<size_t>(a.tokens * a.heads);
@@ -287,7 +468,7 @@ void sparse_attention_mqa(const AttentionArgs& a, cudaStream_t stream) {
   mqa_partial_kernel<<<static_cast<unsigned>(base * ma.splits), kThreads, sizeof(Smem), stream>>>(ma);
   DSV4_CUDA_CHECK_LAUNCH();
   if (ma.splits > 1) {
-    mqa_combine_kernel<<<static_cast<unsigned>(a.tokens * a.heads), kThreads, 0, stream>>>(ma);
+    mqa_combine_kernel<<<static_cast<unsigned>(a.tokens * a.heads), kCombineThreads, 0, stream>>>(ma);
     DSV4_CUDA_CHECK_LAUNCH();
     DSV4_CUDA_CHECK(cudaFreeAsync(scratch, stream));
   }

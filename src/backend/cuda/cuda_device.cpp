@@ -50,6 +50,16 @@ int device_count() {
   return n;
 }
 
+int sm_count() {
+  static const int n = [] {
+    int dev = 0, count = 0;
+    DSV4_CUDA_CHECK(cudaGetDevice(&dev));
+    DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev));
+    return count;
+  }();
+  return n;
+}
+
 CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
   DSV4_CHECK(ordinal >= 0 && ordinal < device_count(), "cuda: no GPU with ordinal {} ({} found)", ordinal,
              device_count());

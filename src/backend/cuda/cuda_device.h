@@ -61,4 +61,7 @@ class CudaDevice final : public Device {
 // Number of usable CUDA devices (0 when there is no driver or no GPU; never throws).
 int device_count();
 
+// Streaming multiprocessors of the current device (read once): kernels size their grids by it.
+int sm_count();
+
 }  // namespace dsv4::cuda

@@ -29,6 +29,7 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_device.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemm_internal.h"
@@ -86,16 +87,6 @@ __device__ __forceinline__ void store_out(void* y, int64_t y_ld, bool f32, int64
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 __host__ __device__ __forceinline__ int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 __host__ __device__ __forceinline__ int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
-
-int sm_count() {
-  static const int n = [] {
-    int dev = 0, count = 0;
-    DSV4_CUDA_CHECK(cudaGetDevice(&dev));
-    DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev));
-    return count;
-  }();
-  return n;
-}
 
 // ---- row tiles -------------------------------------------------------------------------------------
 

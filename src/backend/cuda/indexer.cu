@@ -4,22 +4,61 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_device.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/indexer.h"
 
 namespace dsv4::cuda {
 namespace {
 
-constexpr int kDim = 128;  // index_head_dim: a key lives in 128 registers of one thread
+constexpr int kDim = 128;  // index_head_dim
 constexpr int kMaxHeads = 256;
-constexpr int kScoreThreads = 128;  // one key per thread
-constexpr int kSelectThreads = 512;
 constexpr int kMaxTopk = 2048;
+constexpr int64_t kScratchBudget = int64_t{1} << 28;  // scratch bytes per token group (256 MiB)
+
+// Scoring: a CTA scores tiles of 64 keys against every head, 64 heads a pass. Lane l of warp w computes
+// the 16 dots of keys 32(w % 2) + l % 8 + 8r and heads 16(w / 2) + l / 8 + 4c (r, c < 4) of a pass.
+// Shared memory delivers 128 B a clock to registers, broadcast or not, against 128 fmas: q stays bf16
+// there (exact; 2 B per value, widened in registers) and keys fp32 (fp8 keys are not bf16-exact).
+constexpr int kScoreThreads = 256;
+constexpr int kTileKeys = 64;
+constexpr int kPassHeads = 64;
+constexpr int kRowFloats = kDim + 4;  // a shared key row: the 8 rows a warp reads at once hit distinct banks
+constexpr int kQRow = kDim + 8;       // a shared bf16 q row: the 4 rows a warp reads at once hit distinct banks
+constexpr int kTermRow = kPassHeads + 1;
+
+// Selection: a radix cut on 16-bit score keys, then a compaction over chunks of the row, one CTA each.
+constexpr int kBins = 256;
 constexpr int kWideBins = 65536;     // a wide histogram counts every 16-bit score key,
 constexpr int64_t kWideTokens = 64;  // for token groups this small
 constexpr int64_t kWideRow = 32768;  // with rows this long
-constexpr int kVec = 16;             // scores a selecting thread loads per tile (four 16-byte loads in flight)
-constexpr int64_t kScoreBudget = int64_t{1} << 26;  // fp32 scores per token group (256 MiB)
+constexpr int kCutThreads = 512;     // the cut by a pass over the row (not wide)
+constexpr int kVec = 16;             // scores a cut thread loads per tile (four 16-byte loads in flight)
+constexpr int kSelectThreads = 256;
+constexpr int kPerThread = 8;  // contiguous scores a compacting thread takes
+constexpr int kChunk = kSelectThreads * kPerThread;
+
+// The selection's threshold: score key `key`, of which the first `ties` (in index order) are selected.
+struct Cut {
+  uint32_t key;
+  int ties;
+};
+
+// A token group's scratch (backend-internal, stream-ordered). Rows are indexed by t − t0.
+struct Scratch {
+  int64_t t0 = 0, cap = 0, stride = 0, chunks = 0;
+  int eq_cap = 0;  // entries an eq list keeps: min(kChunk, topk)
+  bool wide = false;
+  uint32_t* coarse = nullptr;    // [group, 256] counts of the high score-key byte
+  uint32_t* fine = nullptr;      // [group, 65536] counts of the score key (wide only)
+  uint32_t* done = nullptr;      // [group] compaction CTAs finished
+  uint32_t* gt_count = nullptr;  // [group] entries in gt
+  float* scores = nullptr;       // [group, stride], rows 16-byte aligned
+  int32_t* gt = nullptr;         // [group, topk] indices above the cut, unordered
+  int32_t* eq = nullptr;         // [group, chunks, eq_cap] indices at the cut, each chunk's first in order
+  uint32_t* eq_count = nullptr;  // [group, chunks] indices at the cut per chunk
+  Cut* cuts = nullptr;           // [group] from cut_kernel (not wide)
+};
 
 // Keys j < min(key_count[s], (positions[t] + 1) / ratio) of token t's sequence s (*seq = −1 when the
 // sequence id is bad). Bad ids and counts, and more keys than `cap`, are reported and cut.
@@ -44,8 +83,6 @@ __device__ int64_t eligible_keys(const IndexerArgs& a, int64_t t, int64_t cap, i
   return e;
 }
 
-// ---- scoring ---------------------------------------------------------------------------------------
-
 // Order-preserving 16-bit image of a score (larger score → larger key). Scores are bf16 values (or −inf),
 // so their low 16 bits carry nothing and equal keys are equal scores.
 __device__ __forceinline__ uint32_t score_key(float s) {
@@ -53,28 +90,11 @@ __device__ __forceinline__ uint32_t score_key(float s) {
   return ((u & 0x80000000u) ? ~u : (u | 0x80000000u)) >> 16;
 }
 
-// A decoded key and what the fused-product check needs: the smallest nonzero and the largest |k_i|
-// (bounds are enough), and whether every k_i has at most 16 significant bits.
-struct Key {
-  float v[kDim];
-  float min_nonzero;
-  float max_abs;
-  bool short_mantissa;
-};
+// ---- scoring ---------------------------------------------------------------------------------------
 
-template <int N>
-__device__ __forceinline__ void load_words(const uint8_t* p, uint32_t (&w)[N]) {
-  if (N % 4 == 0 && (reinterpret_cast<uintptr_t>(p) & 15) == 0) {
-#pragma unroll
-    for (int i = 0; i < N / 4; ++i) {
-      const uint4 v = reinterpret_cast<const uint4*>(p)[i];
-      w[4 * i] = v.x, w[4 * i + 1] = v.y, w[4 * i + 2] = v.z, w[4 * i + 3] = v.w;
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < N; ++i) w[i] = reinterpret_cast<const uint32_t*>(p)[i];
-  }
-}
+// Shared rows hold a vector ordered by the CPU dot's chains: element i (chain i % 8) at (i % 8)·16 + i / 8,
+// so that chain c's 16 elements are 4 float4s.
+__device__ __forceinline__ int chain_pos(int i) { return (i % 8) * 16 + i / 8; }
 
 // core/number_formats.h's ue8m0_to_float (byte 0 is 2^-127).
 __device__ __forceinline__ float ue8m0_value(uint32_t e) {
@@ -87,106 +107,113 @@ __device__ __forceinline__ float fp4_value(uint32_t nibble) {
   return __uint_as_float(__float_as_uint(mag) | ((nibble & 8) << 28));
 }
 
+// Block b (elements 32b .. 32b + 31) of one key entry as fetched: thread i of the CTA takes block i % 4
+// of the tile's key i / 4, loaded one tile ahead of its use.
 template <EntryFormat F>
-__device__ __forceinline__ void decode_key(const uint8_t* e, Key& k) {
-  if constexpr (F == EntryFormat::kIndexFp4) {  // [64 B nibbles][4 ue8m0]
-    uint32_t w[kDim / 8];
-    load_words(e, w);
-    const uint32_t sc = *reinterpret_cast<const uint32_t*>(e + kDim / 2);
-    float s[kDim / 32];
-    float lo = INFINITY, hi = 0.0f;
-    bool finite = true;
+struct RawBlock {
+  static constexpr int kWords = F == EntryFormat::kIndexFp4 ? 4 : (F == EntryFormat::kIndexFp8 ? 8 : 16);
+  uint32_t w[kWords];
+  uint32_t scale;  // fp4: the block's ue8m0 byte; fp8: the key's fp32 scale
+  bool live;       // an eligible key in its table
+  bool bad;        // an eligible key whose slot is outside the table (scores −inf)
+};
+
+// Slot of the key whose block this thread fetches for `tile` (junk past the eligible keys).
+__device__ __forceinline__ int32_t tile_slot(const IndexerArgs& a, int64_t seq, int64_t n, int64_t tile) {
+  const int64_t j = tile * kTileKeys + threadIdx.x / 4;
+  return j < n ? a.key_slots[seq * a.key_stride + j] : -1;
+}
+
+template <EntryFormat F>
+__device__ __forceinline__ void fetch_block(const IndexerArgs& a, int64_t n, int64_t tile, int32_t slot,
+                                            RawBlock<F>& raw) {
+  const int64_t j = tile * kTileKeys + threadIdx.x / 4;
+  const int b = threadIdx.x % 4;
+  raw.live = j < n && a.keys.holds(slot);
+  raw.bad = j < n && !raw.live;
+  if (raw.bad && b == 0) report(a.err, DeviceError::kIndexerSlot);
+  if (!raw.live) return;
+  const uint8_t* e = a.keys.entry(slot);
+  const uint32_t* p = reinterpret_cast<const uint32_t*>(e + 4 * RawBlock<F>::kWords * b);
 #pragma unroll
-    for (int b = 0; b < kDim / 32; ++b) {
-      const uint32_t byte = (sc >> (8 * b)) & 0xffu;
-      s[b] = ue8m0_value(byte);
-      finite &= byte != 0xffu;
-      lo = fminf(lo, s[b]);
-      hi = fmaxf(hi, s[b]);
-    }
+  for (int i = 0; i < RawBlock<F>::kWords; ++i) raw.w[i] = p[i];
+  if constexpr (F == EntryFormat::kIndexFp4) raw.scale = e[kDim / 2 + b];  // [64 B nibbles][4 ue8m0]
+  if constexpr (F == EntryFormat::kIndexFp8) raw.scale = *reinterpret_cast<const uint32_t*>(e + kDim);
+}
+
+// The 32 values of a fetched block and what the fused-product check needs: bounds on the smallest nonzero
+// and the largest |value|, and whether every value has at most 16 significant bits.
+template <EntryFormat F>
+__device__ __forceinline__ void decode_block(const RawBlock<F>& raw, float (&v)[32], float* lo, float* hi,
+                                             bool* short_mantissa) {
+  if constexpr (F == EntryFormat::kIndexFp4) {
+    const float s = ue8m0_value(raw.scale);
 #pragma unroll
-    for (int i = 0; i < kDim; ++i) k.v[i] = __fmul_rn(fp4_value(w[i / 8] >> (4 * (i % 8))), s[i / 32]);
-    k.min_nonzero = __fmul_rn(lo, 0.5f);
-    k.max_abs = __fmul_rn(hi, 6.0f);
-    k.short_mantissa = finite;  // e2m1 values have 2 significant bits; a NaN scale takes the plain path
+    for (int i = 0; i < 32; ++i) v[i] = __fmul_rn(fp4_value(raw.w[i / 8] >> (4 * (i % 8))), s);
+    *lo = __fmul_rn(s, 0.5f);
+    *hi = __fmul_rn(s, 6.0f);
+    *short_mantissa = raw.scale != 0xffu;  // e2m1 values have 2 significant bits; a NaN scale takes the plain path
   } else if constexpr (F == EntryFormat::kIndexFp8) {  // [128 e4m3][fp32 scale]
-    uint32_t w[kDim / 4];
-    load_words(e, w);
-    const float s = __uint_as_float(*reinterpret_cast<const uint32_t*>(e + kDim));
+    const float s = __uint_as_float(raw.scale);
 #pragma unroll
-    for (int i = 0; i < kDim; ++i) k.v[i] = __fmul_rn(e4m3_to_f(static_cast<uint8_t>(w[i / 4] >> (8 * (i % 4)))), s);
-    k.min_nonzero = __fmul_rn(fabsf(s), 0x1p-9f);  // the smallest nonzero e4m3 magnitude
-    k.max_abs = __fmul_rn(fabsf(s), 448.0f);
-    k.short_mantissa = (__float_as_uint(s) & 0xfffu) == 0;  // code (4 bits) · s (<= 12 bits)
-  } else {                                                  // kBf16
-    uint32_t w[kDim / 2];
-    load_words(e, w);
-    float lo = INFINITY, hi = 0.0f;
+    for (int i = 0; i < 32; ++i) v[i] = __fmul_rn(e4m3_to_f(static_cast<uint8_t>(raw.w[i / 4] >> (8 * (i % 4)))), s);
+    *lo = __fmul_rn(fabsf(s), 0x1p-9f);  // the smallest nonzero e4m3 magnitude
+    *hi = __fmul_rn(fabsf(s), 448.0f);
+    *short_mantissa = (raw.scale & 0xfffu) == 0;  // code (4 bits) · s (<= 12 bits)
+  } else {                                        // kBf16
+    *lo = INFINITY;
+    *hi = 0.0f;
 #pragma unroll
-    for (int i = 0; i < kDim; ++i) {
-      k.v[i] = __uint_as_float(i % 2 ? w[i / 2] & 0xffff0000u : w[i / 2] << 16);
-      const float m = fabsf(k.v[i]);
-      hi = fmaxf(hi, m);
-      if (m != 0.0f) lo = fminf(lo, m);
+    for (int i = 0; i < 32; ++i) {
+      v[i] = __uint_as_float(i % 2 ? raw.w[i / 2] & 0xffff0000u : raw.w[i / 2] << 16);
+      const float m = fabsf(v[i]);
+      *hi = fmaxf(*hi, m);
+      if (m != 0.0f) *lo = fminf(*lo, m);
     }
-    k.min_nonzero = lo;
-    k.max_abs = hi;
-    k.short_mantissa = true;
+    *short_mantissa = true;
   }
 }
 
-// l + a·b rounded once. With kFused the product must be exact in fp32: then fma gives the same bits.
-template <bool kFused>
-__device__ __forceinline__ float mac(float a, float b, float l) {
-  return kFused ? __fmaf_rn(a, b, l) : __fadd_rn(l, __fmul_rn(a, b));
-}
-
-// Σ_h bf16(relu(bf16(q_h·k))·w_h) in head order (bf16 of the total by the caller); q_h·k with the CPU's
-// dot: 8 lanes, lane i summing elements ≡ i (mod 8) in order, then ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)).
-template <bool kFused>
-__device__ float head_sum(const float* q, const float* w, int heads, const Key& k) {
-  float total = 0.0f;
-  for (int h = 0; h < heads; ++h) {
-    const float4* qh = reinterpret_cast<const float4*>(q + h * kDim);
-    float l[8] = {};
-#pragma unroll
-    for (int i = 0; i < kDim / 4; ++i) {
-      const float4 v = qh[i];  // a broadcast: every thread of the CTA reads the same q
-      const int o = (4 * i) % 8;
-      l[o] = mac<kFused>(v.x, k.v[4 * i], l[o]);
-      l[o + 1] = mac<kFused>(v.y, k.v[4 * i + 1], l[o + 1]);
-      l[o + 2] = mac<kFused>(v.z, k.v[4 * i + 2], l[o + 2]);
-      l[o + 3] = mac<kFused>(v.w, k.v[4 * i + 3], l[o + 3]);
-    }
-    const float dot = __fadd_rn(__fadd_rn(__fadd_rn(l[0], l[1]), __fadd_rn(l[2], l[3])),
-                                __fadd_rn(__fadd_rn(l[4], l[5]), __fadd_rn(l[6], l[7])));
-    const float s = round_bf16(dot);
-    total = __fadd_rn(total, round_bf16(__fmul_rn(s < 0.0f ? 0.0f : s, w[h])));  // std::max(s, 0): NaN stays
+// The fetched block into the key's shared row (zeros for a dead key). Returns whether the products with
+// q (bounds qb: smallest nonzero |q|, largest |q|) are exact, so that an fma gives the CPU's bits.
+template <EntryFormat F>
+__device__ __forceinline__ bool stage_block(const RawBlock<F>& raw, float2 qb, float* row) {
+  const int b = threadIdx.x % 4;
+  float v[32] = {};
+  bool exact = true;
+  if (raw.live) {
+    float lo, hi;
+    bool short_mantissa;
+    decode_block(raw, v, &lo, &hi, &short_mantissa);
+    exact = short_mantissa && __fmul_rn(qb.x, lo) >= 0x1p-126f && __fmul_rn(qb.y, hi) <= 0x1p126f;
   }
-  return total;
+#pragma unroll
+  for (int c = 0; c < 8; ++c)  // elements 32b + 8m + c sit at chain_pos = 16c + 4b + m
+    *reinterpret_cast<float4*>(row + chain_pos(32 * b + c)) = make_float4(v[c], v[8 + c], v[16 + c], v[24 + c]);
+  return exact;
 }
 
-// q of token t into shared fp32 (q[heads·128], then w[heads]); returns min nonzero |q| and max |q|.
-__device__ float2 load_query(const IndexerArgs& a, int64_t t, float* q, float* w) {
+// q of token t into shared bf16 rows (heads padded to whole passes with zeros) and w[h] = bf16(w_h · scale);
+// returns the smallest nonzero |q| and the largest |q|.
+__device__ float2 load_query(const IndexerArgs& a, int64_t t, int rows, uint16_t* q, float* w) {
   __shared__ float2 part[kScoreThreads / kWarp];
   const uint4* src = reinterpret_cast<const uint4*>(a.q + t * a.heads * kDim);
   float lo = INFINITY, hi = 0.0f;
-  for (int i = threadIdx.x; i < a.heads * kDim / 8; i += blockDim.x) {
-    const uint4 v = src[i];
+  for (int i = threadIdx.x; i < rows * kDim / 8; i += kScoreThreads) {
+    const int h = i / (kDim / 8), m = i % (kDim / 8);
+    const uint4 v = h < a.heads ? src[i] : make_uint4(0, 0, 0, 0);
     const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-    float f[8];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      f[j] = __uint_as_float(j % 2 ? words[j / 2] & 0xffff0000u : words[j / 2] << 16);
-      const float m = fabsf(f[j]);
-      hi = fmaxf(hi, m);
-      if (m != 0.0f) lo = fminf(lo, m);
+    for (int c = 0; c < 8; ++c) {
+      const float f = __uint_as_float(c % 2 ? words[c / 2] & 0xffff0000u : words[c / 2] << 16);
+      q[h * kQRow + chain_pos(8 * m + c)] = static_cast<uint16_t>(__float_as_uint(f) >> 16);
+      const float mag = fabsf(f);
+      hi = fmaxf(hi, mag);
+      if (mag != 0.0f) lo = fminf(lo, mag);
     }
-    reinterpret_cast<float4*>(q)[2 * i] = make_float4(f[0], f[1], f[2], f[3]);
-    reinterpret_cast<float4*>(q)[2 * i + 1] = make_float4(f[4], f[5], f[6], f[7]);
   }
-  for (int h = threadIdx.x; h < a.heads; h += blockDim.x)
-    w[h] = round_bf16(__fmul_rn(bf16_to_f(a.weights[t * a.heads + h]), a.weight_scale));
+  for (int h = threadIdx.x; h < rows; h += kScoreThreads)
+    w[h] = h < a.heads ? round_bf16(__fmul_rn(bf16_to_f(a.weights[t * a.heads + h]), a.weight_scale)) : 0.0f;
   for (int o = kWarp / 2; o > 0; o >>= 1) {
     lo = fminf(lo, __shfl_xor_sync(0xffffffffu, lo, o));
     hi = fmaxf(hi, __shfl_xor_sync(0xffffffffu, hi, o));
@@ -198,62 +225,193 @@ __device__ float2 load_query(const IndexerArgs& a, int64_t t, float* q, float* w
   return r;
 }
 
-// Grid (key tiles of 128, tokens of the group): scores[t − t0][j] for the token's eligible keys, and
-// hist[t − t0][b]: how many of them have key b (wide: 65536 bins) or high key byte b (256 bins), for the
-// select kernel's radix select.
-// Products q_i·k_i of a bf16 q and a key of <= 16 significant bits are exact unless they leave the
-// normal range, so where the bounds rule that out a key takes the fma path (half the instructions).
-template <EntryFormat F>
-__global__ void __launch_bounds__(kScoreThreads, 3)
-    score_kernel(IndexerArgs a, int64_t t0, int64_t cap, int64_t stride, float* scores, uint32_t* hist, bool wide) {
-  extern __shared__ float4 smem[];
-  float* q = reinterpret_cast<float*>(smem);
-  float* w = q + a.heads * kDim;
-  const int64_t t = t0 + blockIdx.y;
-  int64_t seq;
-  const int64_t n = eligible_keys(a, t, cap, &seq);
-  const int64_t j = int64_t{blockIdx.x} * kScoreThreads + threadIdx.x;
-  if (int64_t{blockIdx.x} * kScoreThreads >= n) return;  // the whole CTA
-  const float2 qr = load_query(a, t, q, w);
-  const bool live = j < n;
-  float score = -INFINITY;
-  if (live) {
-    const int32_t slot = a.key_slots[seq * a.key_stride + j];
-    if (!a.keys.holds(slot)) {
-      report(a.err, DeviceError::kIndexerSlot);
-    } else {
-      Key k;
-      decode_key<F>(a.keys.entry(slot), k);
-      const bool fused =
-          k.short_mantissa && __fmul_rn(qr.x, k.min_nonzero) >= 0x1p-126f && __fmul_rn(qr.y, k.max_abs) <= 0x1p126f;
-      score = round_bf16(fused ? head_sum<true>(q, w, a.heads, k) : head_sum<false>(q, w, a.heads, k));
-      score = isnan(score) ? -INFINITY : __fadd_rn(score, 0.0f);  // NaN ranks last; −0 → +0 (a tie on the CPU)
-    }
-    scores[(t - t0) * stride + j] = score;
-  }
-  // Integer counts, aggregated per warp (scores mostly share their high byte): the order is immaterial.
-  const uint32_t bin = live ? (wide ? score_key(score) : score_key(score) >> 8) : ~0u;
-  const uint32_t peers = __match_any_sync(0xffffffffu, bin);
-  if (live && threadIdx.x % kWarp == static_cast<unsigned>(__ffs(peers) - 1))
-    atomicAdd(&hist[(t - t0) * (wide ? kWideBins : 256) + bin], static_cast<uint32_t>(__popc(peers)));
+// l + a·b rounded once. With kFused the product must be exact in fp32: then fma gives the same bits.
+template <bool kFused>
+__device__ __forceinline__ float mac(float a, float b, float l) {
+  return kFused ? __fmaf_rn(a, b, l) : __fadd_rn(l, __fmul_rn(a, b));
 }
 
-// ---- top-k selection -------------------------------------------------------------------------------
+__device__ __forceinline__ float component(const float4& v, int e) {
+  return e == 0 ? v.x : e == 1 ? v.y : e == 2 ? v.z : v.w;
+}
 
-// Exclusive prefix sum of one value per warp, in warp order; *total gets the block's sum.
-__device__ int warp_exclusive_sum(int v, int* total) {
-  __shared__ int warp_sums[kSelectThreads / kWarp];
-  const int warp = threadIdx.x / kWarp;
-  if (threadIdx.x % kWarp == 0) warp_sums[warp] = v;
-  __syncthreads();
-  int before = 0, sum = 0;
-  for (int i = 0; i < kSelectThreads / kWarp; ++i) {
-    before += i < warp ? warp_sums[i] : 0;
-    sum += warp_sums[i];
+// Four bf16 (low half first) as fp32.
+__device__ __forceinline__ float4 widen(uint2 v) {
+  return make_float4(__uint_as_float(v.x << 16), __uint_as_float(v.x & 0xffff0000u), __uint_as_float(v.y << 16),
+                     __uint_as_float(v.y & 0xffff0000u));
+}
+
+// Folds chain c's sum into the CPU's ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)), chain by chain, keeping at most
+// three partial sums: `dot` (l0.., then the total), `pair` (l2+l3, then l4+l5..), `quad` (l6+l7).
+__device__ __forceinline__ void fold_chain(int c, float l, float& dot, float& pair, float& quad) {
+  if (c == 0) dot = l;
+  if (c == 1) dot = __fadd_rn(dot, l);
+  if (c == 2 || c == 4) pair = l;
+  if (c == 3) dot = __fadd_rn(dot, __fadd_rn(pair, l));
+  if (c == 5) pair = __fadd_rn(pair, l);
+  if (c == 6) quad = l;
+  if (c == 7) dot = __fadd_rn(dot, __fadd_rn(pair, __fadd_rn(quad, l)));
+}
+
+// This thread's 4 keys × 4 heads of a pass (keys and q: the pass's first rows, w its first weight): the
+// CPU's dots (chain c adds the elements i ≡ c mod 8 in ascending i from 0, then the fold), each turned
+// into its head term bf16(relu(bf16(dot))·w_h) in terms[key][head]. Operands come from registers, 16
+// fmas to 8 shared loads; the 8 keys (4 heads) a warp loads at once are 16-byte pieces on distinct banks.
+template <bool kFused>
+__device__ void pass_terms(const float* keys, const uint16_t* q, const float* w, float* terms) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int key0 = 32 * (warp % 2) + lane % 8, head0 = 16 * (warp / 2) + lane / 8;
+  const float* kr = keys + key0 * kRowFloats;
+  const uint16_t* qr = q + head0 * kQRow;
+  float dot[16], pair[16], quad[16];
+#pragma unroll
+  for (int c = 0; c < 8; ++c) {
+    float acc[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) acc[i] = 0.0f;
+#pragma unroll
+    for (int g = 0; g < 4; ++g) {
+      float4 kv[4], qv[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) kv[r] = *reinterpret_cast<const float4*>(kr + 8 * r * kRowFloats + 16 * c + 4 * g);
+#pragma unroll
+      for (int h = 0; h < 4; ++h) qv[h] = widen(*reinterpret_cast<const uint2*>(qr + 4 * h * kQRow + 16 * c + 4 * g));
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+#pragma unroll
+        for (int i = 0; i < 16; ++i) acc[i] = mac<kFused>(component(qv[i % 4], e), component(kv[i / 4], e), acc[i]);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < 16; ++i) fold_chain(c, acc[i], dot[i], pair[i], quad[i]);
+  }
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    const int key = key0 + 8 * (i / 4), head = head0 + 4 * (i % 4);
+    const float s = round_bf16(dot[i]);
+    terms[key * kTermRow + head] = round_bf16(__fmul_rn(s < 0.0f ? 0.0f : s, w[head]));  // std::max(s, 0): NaN stays
+  }
+}
+
+// A key's running head sum over one pass's terms, in head order.
+__device__ __forceinline__ float add_terms(const float* terms, int heads, float total) {
+  const float* t = terms + threadIdx.x * kTermRow;
+#pragma unroll 16
+  for (int h = 0; h < heads; ++h) total = __fadd_rn(total, t[h]);
+  return total;
+}
+
+// Counts a live score: its high key byte in the CTA's counts, its whole key in the wide histogram (when
+// given). Integer counts aggregated per warp (scores mostly share their high byte): the order is immaterial.
+__device__ void count_score(bool live, float score, uint32_t* coarse, uint32_t* fine) {
+  const uint32_t key = live ? score_key(score) : ~0u;
+  const int lane = threadIdx.x % kWarp;
+  uint32_t peers = __match_any_sync(0xffffffffu, live ? key >> 8 : ~0u);
+  if (live && lane == __ffs(peers) - 1) atomicAdd(&coarse[key >> 8], static_cast<uint32_t>(__popc(peers)));
+  if (!fine) return;
+  peers = __match_any_sync(0xffffffffu, key);
+  if (live && lane == __ffs(peers) - 1) atomicAdd(&fine[key], static_cast<uint32_t>(__popc(peers)));
+}
+
+// Grid (CTAs per token, tokens of the group); a CTA takes the token's key tiles blockIdx.x, + gridDim.x, ...
+// and writes the scores, the byte histogram and (wide) the key histogram that the selection reads.
+// score_j = bf16(Σ_h bf16(relu(bf16(q_h·K_j)) · w_h)) as the CPU: each dot with its chains and fold, the
+// head sum in head order by one thread per key. Products q_i·k_i of a bf16 q and a key of <= 16
+// significant bits are exact unless they leave the normal range; where the bounds rule that out for a
+// whole tile, it takes the fma path (half the instructions), else mul + add.
+template <EntryFormat F>
+__global__ void __launch_bounds__(kScoreThreads, 2) score_kernel(IndexerArgs a, Scratch s) {
+  extern __shared__ float4 smem[];
+  __shared__ uint32_t coarse[kBins];
+  __shared__ bool bad[kTileKeys];
+  const int64_t t = s.t0 + blockIdx.y;
+  int64_t seq;
+  const int64_t n = eligible_keys(a, t, s.cap, &seq);
+  const int64_t tiles = (n + kTileKeys - 1) / kTileKeys;
+  if (blockIdx.x >= tiles) return;  // the whole CTA
+  const int rows = (a.heads + kPassHeads - 1) / kPassHeads * kPassHeads;
+  uint16_t* q = reinterpret_cast<uint16_t*>(smem);
+  float* w = reinterpret_cast<float*>(q + rows * kQRow);
+  float* keys = w + rows;
+  float* terms = keys + kTileKeys * kRowFloats;
+  for (int b = threadIdx.x; b < kBins; b += kScoreThreads) coarse[b] = 0;
+  const float2 qb = load_query(a, t, rows, q, w);
+  float* out = s.scores + (t - s.t0) * s.stride;
+  uint32_t* fine = s.wide ? s.fine + (t - s.t0) * kWideBins : nullptr;
+  RawBlock<F> raw;
+  fetch_block(a, n, blockIdx.x, tile_slot(a, seq, n, blockIdx.x), raw);
+  int32_t ahead = tile_slot(a, seq, n, blockIdx.x + gridDim.x);
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    if (threadIdx.x % 4 == 0) bad[threadIdx.x / 4] = raw.bad;
+    const bool fused = __syncthreads_and(stage_block(raw, qb, keys + (threadIdx.x / 4) * kRowFloats));
+    const bool dead = threadIdx.x < kTileKeys && bad[threadIdx.x];
+    fetch_block(a, n, tile + gridDim.x, ahead, raw);  // in flight while this tile is scored
+    ahead = tile_slot(a, seq, n, tile + 2 * int64_t{gridDim.x});
+    float total = 0.0f;
+    for (int p = 0; p * kPassHeads < a.heads; ++p) {
+      if (p > 0) __syncthreads();  // the previous pass's sums have read terms
+      const uint16_t* qp = q + p * kPassHeads * kQRow;
+      if (fused) {
+        pass_terms<true>(keys, qp, w + p * kPassHeads, terms);
+      } else {
+        pass_terms<false>(keys, qp, w + p * kPassHeads, terms);
+      }
+      __syncthreads();
+      if (threadIdx.x < kTileKeys) total = add_terms(terms, min(kPassHeads, a.heads - p * kPassHeads), total);
+    }
+    if (threadIdx.x < kTileKeys) {  // whole warps
+      const int64_t j = tile * kTileKeys + threadIdx.x;
+      float score = round_bf16(total);
+      score = dead || isnan(score) ? -INFINITY : __fadd_rn(score, 0.0f);  // NaN ranks last; −0 → +0 (a CPU tie)
+      if (j < n) out[j] = score;
+      count_score(j < n, score, coarse, fine);
+    }
   }
   __syncthreads();
-  *total = sum;
-  return before;
+  for (int b = threadIdx.x; b < kBins; b += kScoreThreads)
+    if (coarse[b]) atomicAdd(&s.coarse[(t - s.t0) * kBins + b], coarse[b]);
+}
+
+// ---- the cut -----------------------------------------------------------------------------------------
+
+// By one warp: the digit d at which the counts hist[255], hist[254], ... (from the top) reach `want`
+// (1 <= want <= their sum); *digit = d, *left = want − (count above d). Lane l owns digits 255 − 8l down
+// to 248 − 8l.
+__device__ void pick_digit(const uint32_t* hist, int want, uint32_t* digit, int* left) {
+  const int lane = threadIdx.x % kWarp;
+  int own = 0;
+  for (int m = 0; m < 8; ++m) own += static_cast<int>(hist[255 - 8 * lane - m]);
+  int incl = own;
+  for (int o = 1; o < kWarp; o <<= 1) {
+    const int x = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += x;
+  }
+  int above = incl - own;
+  if (above >= want || want > incl) return;
+  for (int m = 0; m < 8; ++m) {
+    const int d = 255 - 8 * lane - m, c = static_cast<int>(hist[d]);
+    if (above + c >= want) {
+      *digit = static_cast<uint32_t>(d);
+      *left = want - above;
+      return;
+    }
+    above += c;
+  }
+}
+
+// The cut for the `want` (>= 1) best of a row: the high byte from the byte histogram, the low byte from
+// the wide histogram's 256 keys under it. By the whole block.
+__device__ Cut wide_cut(const uint32_t* coarse, const uint32_t* fine, int want) {
+  __shared__ uint32_t digit;
+  __shared__ int left;
+  if (threadIdx.x < kWarp) pick_digit(coarse, want, &digit, &left);
+  __syncthreads();
+  const uint32_t high = digit;
+  if (threadIdx.x < kWarp) pick_digit(fine + high * kBins, left, &digit, &left);  // reads left before writing it
+  __syncthreads();
+  const Cut cut{high << 8 | digit, left};
+  __syncthreads();  // digit and left are reused
+  return cut;
 }
 
 // Rows are scanned in tiles of blockDim·kVec scores; warp w takes the w-th run of 32·kVec, and its lane l
@@ -278,91 +436,14 @@ __device__ __forceinline__ void load_keys(const float* row, int64_t n, int64_t b
   }
 }
 
-// By one warp: the digit d at which the counts hist[255], hist[254], ... (from the top) reach `want`;
-// *digit = d, *left = want − (count above d). Lane l owns digits 255 − 8l down to 248 − 8l.
-__device__ void pick_digit(const uint32_t* hist, int want, uint32_t* digit, int* left) {
-  const int lane = threadIdx.x % kWarp;
-  int own = 0;
-  for (int m = 0; m < 8; ++m) own += static_cast<int>(hist[255 - 8 * lane - m]);
-  int incl = own;
-  for (int o = 1; o < kWarp; o <<= 1) {
-    const int x = __shfl_up_sync(0xffffffffu, incl, o);
-    if (lane >= o) incl += x;
-  }
-  int above = incl - own;
-  if (above >= want || want > incl) return;
-  for (int m = 0; m < 8; ++m) {
-    const int d = 255 - 8 * lane - m, c = static_cast<int>(hist[d]);
-    if (above + c >= want) {
-      *digit = static_cast<uint32_t>(d);
-      *left = want - above;
-      return;
-    }
-    above += c;
-  }
-}
-
-// By the whole block: the key at which the counts of the wide histogram, from the top, reach `want`;
-// *key and *left as pick_digit. Thread i sums keys [65408 − 128i, 65536 − 128i) with its loads in flight
-// together; the one whose range holds the crossing has it searched in shared memory.
-__device__ void pick_key_wide(const uint32_t* hist, int want, uint32_t* key, int* left) {
-  constexpr int kPer = kWideBins / kSelectThreads;
-  __shared__ uint32_t chunk[kPer];
-  __shared__ int cross_thread, cross_above;
-  const int lane = threadIdx.x % kWarp;
-  const uint4* src = reinterpret_cast<const uint4*>(hist + kWideBins - kPer * (threadIdx.x + 1));
-  int own = 0;
-#pragma unroll
-  for (int v = 0; v < kPer / 4; ++v) {
-    const uint4 c = src[v];
-    own += static_cast<int>(c.x + c.y + c.z + c.w);
-  }
-  int incl = own;
-  for (int o = 1; o < kWarp; o <<= 1) {
-    const int x = __shfl_up_sync(0xffffffffu, incl, o);
-    if (lane >= o) incl += x;
-  }
-  int block_total;
-  incl += warp_exclusive_sum(__shfl_sync(0xffffffffu, incl, kWarp - 1), &block_total);
-  if (incl - own < want && want <= incl) {
-    cross_thread = static_cast<int>(threadIdx.x);
-    cross_above = incl - own;
-  }
-  __syncthreads();
-  const int first = kWideBins - kPer * (cross_thread + 1);
-  if (threadIdx.x < kPer) chunk[threadIdx.x] = hist[first + threadIdx.x];
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int above = cross_above;
-    for (int d = kPer - 1; d >= 0; --d) {
-      const int c = static_cast<int>(chunk[d]);
-      if (above + c >= want) {
-        *key = static_cast<uint32_t>(first + d);
-        *left = want - above;
-        break;
-      }
-      above += c;
-    }
-  }
-  __syncthreads();
-}
-
-// Radix select of the `want`-th largest score_key among row[0, n): from the scoring kernel's wide
-// histogram directly, or the high digit from its byte histogram and the low digit from one pass over the
-// row. Returns the key; *ties gets how many elements equal to it belong to the top `want`.
-__device__ uint32_t radix_threshold(const float* row, int64_t n, int want, const uint32_t* score_hist, bool wide,
-                                    int* ties) {
-  __shared__ uint32_t hist[256];
+// The cut for the `want` (>= 1) best of row[0, n): the high byte from the byte histogram, the low byte
+// from one pass over the row. By the whole block.
+__device__ Cut row_cut(const float* row, int64_t n, int want, const uint32_t* coarse) {
+  __shared__ uint32_t hist[kBins];
   __shared__ uint32_t digit;
   __shared__ int left;
-  if (wide) {
-    pick_key_wide(score_hist, want, &digit, &left);
-    *ties = left;
-    return digit;
-  }
-  const uint32_t* high_hist = score_hist;
-  if (threadIdx.x < kWarp) pick_digit(high_hist, want, &digit, &left);
-  for (int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0;
+  if (threadIdx.x < kWarp) pick_digit(coarse, want, &digit, &left);
+  for (int b = threadIdx.x; b < kBins; b += blockDim.x) hist[b] = 0;
   __syncthreads();
   const uint32_t high = digit;
   for (int64_t base = 0; base < n; base += int64_t{blockDim.x} * kVec) {
@@ -375,53 +456,92 @@ __device__ uint32_t radix_threshold(const float* row, int64_t n, int want, const
   __syncthreads();
   if (threadIdx.x < kWarp) pick_digit(hist, left, &digit, &left);  // reads left before writing it
   __syncthreads();
-  *ties = left;
-  return high << 8 | digit;
+  return {high << 8 | digit, left};
 }
 
-// The selected (key, index) pairs into keys[0, kk): keys above the threshold and the first `ties` keys
-// equal to it in index order (all of row[0, n) when `all`). Sort keys are key << 32 | ~j: unique, so
-// the order is strict, and lower j ranks first among equal scores.
-__device__ void gather_selected(const float* row, int64_t n, bool all, uint32_t threshold, int ties, uint64_t* keys) {
-  __shared__ int taken;
-  if (threadIdx.x == 0) taken = 0;
-  __syncthreads();
-  const int lane = threadIdx.x % kWarp;
-  int ties_before = 0;
-  for (int64_t base = 0; base < n; base += int64_t{blockDim.x} * kVec) {
-    uint32_t k[kVec];
-    load_keys(row, n, base, k);
-    // Ties before each of this lane's vectors, in index order: vectors v-major, then lanes, then warps.
-    int rank[kVec / 4];
-    int in_warp = 0;
-#pragma unroll
-    for (int v = 0; v < kVec / 4; ++v) {
-      int mine = 0;
-      for (int e = 0; e < 4; ++e) mine += !all && tile_index(base, v, e) < n && k[4 * v + e] == threshold;
-      int incl = mine;
-      for (int o = 1; o < kWarp; o <<= 1) {
-        const int x = __shfl_up_sync(0xffffffffu, incl, o);
-        if (lane >= o) incl += x;
-      }
-      rank[v] = in_warp + incl - mine;
-      in_warp += __shfl_sync(0xffffffffu, incl, kWarp - 1);
-    }
-    int tile_ties;
-    const int before = ties_before + warp_exclusive_sum(in_warp, &tile_ties);
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) {
-      const int64_t j = tile_index(base, i / 4, i % 4);
-      if (j >= n) continue;
-      const bool tie = !all && k[i] == threshold;
-      if (all || k[i] > threshold || (tie && before + rank[i / 4] < ties)) {
-        const int at = atomicAdd(&taken, 1);
-        if (at < kMaxTopk) keys[at] = (uint64_t{k[i]} << 32) | (0xffffffffu - static_cast<uint32_t>(j));
-      }
-      rank[i / 4] += tie;
-    }
-    ties_before += tile_ties;
+// One CTA per token of the group (groups that take no wide histogram): the cut, for select_kernel.
+__global__ void __launch_bounds__(kCutThreads) cut_kernel(IndexerArgs a, Scratch s) {
+  const int64_t t = s.t0 + blockIdx.x;
+  int64_t seq;
+  const int64_t n = eligible_keys(a, t, s.cap, &seq);
+  const int want = static_cast<int>(min(n, int64_t{a.topk}));
+  Cut cut{0, 0};
+  if (want > 0) cut = row_cut(s.scores + (t - s.t0) * s.stride, n, want, s.coarse + (t - s.t0) * kBins);
+  if (threadIdx.x == 0) s.cuts[t - s.t0] = cut;
+}
+
+// ---- selection ---------------------------------------------------------------------------------------
+
+// Exclusive prefix sum over the block in thread order; *total gets the block's sum.
+__device__ uint32_t block_exclusive_sum(uint32_t v, uint32_t* total) {
+  __shared__ uint32_t warp_sums[kSelectThreads / kWarp];
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  uint32_t incl = v;
+  for (int o = 1; o < kWarp; o <<= 1) {
+    const uint32_t x = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += x;
   }
+  if (lane == kWarp - 1) warp_sums[warp] = incl;
   __syncthreads();
+  uint32_t before = 0, sum = 0;
+  for (int i = 0; i < kSelectThreads / kWarp; ++i) {
+    before += i < warp ? warp_sums[i] : 0;
+    sum += warp_sums[i];
+  }
+  __syncthreads();  // warp_sums is reused
+  *total = sum;
+  return before + incl - v;
+}
+
+// Chunk c of row[0, n) (kChunk scores, 8 contiguous a thread): indices above the cut appended to the
+// token's gt list (any order: the final sort orders them; they number fewer than topk), indices at the
+// cut to the chunk's eq list in index order (the first eq_cap: no more can be chosen), and their count.
+__device__ void compact_chunk(const float* row, int64_t n, int64_t c, Cut cut, int topk, uint32_t* gt_count,
+                              int32_t* gt, int32_t* eq, int eq_cap, uint32_t* eq_count) {
+  __shared__ uint32_t gt_base;
+  const int64_t j0 = c * kChunk + threadIdx.x * kPerThread;
+  uint32_t above = 0, at = 0;
+#pragma unroll
+  for (int h = 0; h < kPerThread / 4; ++h) {
+    const int64_t j = j0 + 4 * h;
+    const float4 v = j < n ? *reinterpret_cast<const float4*>(row + j) : make_float4(0, 0, 0, 0);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const uint32_t k = score_key(component(v, e));
+      const bool in = j + e < n;
+      above |= static_cast<uint32_t>(in && k > cut.key) << (4 * h + e);
+      at |= static_cast<uint32_t>(in && k == cut.key) << (4 * h + e);
+    }
+  }
+  uint32_t total;  // counts above in the low 16 bits, at the cut in the high (a chunk has 2048 scores)
+  const uint32_t before = block_exclusive_sum(__popc(above) | __popc(at) << 16, &total);
+  if (threadIdx.x == 0) gt_base = (total & 0xffffu) ? atomicAdd(gt_count, total & 0xffffu) : 0;
+  __syncthreads();
+  uint32_t ga = gt_base + (before & 0xffffu), ea = before >> 16;
+#pragma unroll
+  for (int e = 0; e < kPerThread; ++e) {
+    const int32_t j = static_cast<int32_t>(j0 + e);
+    if ((above >> e) & 1) {
+      if (ga < static_cast<uint32_t>(topk)) gt[ga] = j;
+      ++ga;
+    } else if ((at >> e) & 1) {
+      if (ea < static_cast<uint32_t>(eq_cap)) eq[ea] = j;
+      ++ea;
+    }
+  }
+  if (threadIdx.x == 0) *eq_count = total >> 16;
+}
+
+// Whether this CTA is the last of `ctas` to finish (their writes then visible to it: read them with
+// __ldcg, past L1). Every CTA calls it once.
+__device__ bool last_to_finish(uint32_t* done, int64_t ctas) {
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(done, 1u) == static_cast<uint32_t>(ctas - 1);
+  __syncthreads();
+  if (last) __threadfence();
+  return last;
 }
 
 // keys[0, size) descending (size a power of two), bitonic.
@@ -441,31 +561,82 @@ __device__ void sort_descending(uint64_t* keys, int size) {
   }
 }
 
-// One CTA per token of the group: the threshold by radix select, the selection, a sort, the output rows.
-__global__ void __launch_bounds__(kSelectThreads) select_kernel(IndexerArgs a, int64_t t0, int64_t cap, int64_t stride,
-                                                                const float* scores, const uint32_t* hist, bool wide) {
-  __shared__ uint64_t keys[kMaxTopk];
-  const int64_t t = t0 + blockIdx.x;
-  int64_t seq;
-  const int64_t n = eligible_keys(a, t, cap, &seq);
-  const int kk = static_cast<int>(n < a.topk ? n : int64_t{a.topk});
-  const float* row = scores + (t - t0) * stride;
-  const bool all = n <= a.topk;
-  int ties = 0;
-  const uint32_t threshold =
-      all ? 0u : radix_threshold(row, n, kk, hist + (t - t0) * (wide ? kWideBins : 256), wide, &ties);
-  gather_selected(row, n, all, threshold, ties, keys);
-  int size = 1;
-  while (size < kk) size *= 2;
-  for (int i = kk + threadIdx.x; i < size; i += blockDim.x) keys[i] = 0;  // below every real key
-  __syncthreads();
-  sort_descending(keys, size);
-  for (int r = threadIdx.x; r < a.topk; r += blockDim.x) {
-    const int32_t j = r < kk ? static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(keys[r])) : -1;
-    a.out_index[t * a.topk + r] = j;
-    if (a.out_slots) a.out_slots[t * a.topk + r] = j >= 0 ? a.slot_map[seq * a.key_stride + j] : -1;
+// Output rank r of token t: key index j (−1: none) and its slot.
+__device__ __forceinline__ void put(const IndexerArgs& a, int64_t t, int64_t seq, int64_t r, int32_t j) {
+  a.out_index[t * a.topk + r] = j;
+  if (a.out_slots) a.out_slots[t * a.topk + r] = j >= 0 ? a.slot_map[seq * a.key_stride + j] : -1;
+}
+
+// The chosen indices at the cut, in index order, to ranks first, first + 1, ...: each chunk's list after
+// the ties of the chunks before it, until `ties` are placed.
+__device__ void put_ties(const IndexerArgs& a, const Scratch& s, int64_t t, int64_t seq, int64_t chunks, int first,
+                         int ties) {
+  __shared__ uint32_t start[kSelectThreads], count[kSelectThreads];
+  const int32_t* eq = s.eq + (t - s.t0) * s.chunks * s.eq_cap;
+  const uint32_t* eq_count = s.eq_count + (t - s.t0) * s.chunks;
+  const uint32_t need = static_cast<uint32_t>(ties);
+  uint32_t placed = 0;  // ties in the chunks before this group of chunks
+  for (int64_t c0 = 0; c0 < chunks && placed < need; c0 += kSelectThreads) {
+    const int64_t c = c0 + threadIdx.x;
+    uint32_t group;
+    const uint32_t e = c < chunks ? __ldcg(eq_count + c) : 0;
+    start[threadIdx.x] = placed + block_exclusive_sum(e, &group);
+    count[threadIdx.x] = e;
+    __syncthreads();
+    for (int i = 0; i < kSelectThreads && c0 + i < chunks && start[i] < need; ++i) {
+      const uint32_t take = min(count[i], need - start[i]);
+      for (uint32_t k = threadIdx.x; k < take; k += kSelectThreads)
+        put(a, t, seq, first + start[i] + k, __ldcg(eq + (c0 + i) * s.eq_cap + k));
+    }
+    __syncthreads();  // start and count are reused
+    placed += group;
   }
 }
+
+// The token's output row, by the last compaction CTA: the indices above the cut sorted by (score
+// descending, index ascending), then those at the cut in index order, then −1 holes.
+__device__ void finish_token(const IndexerArgs& a, const Scratch& s, int64_t t, int64_t seq, int64_t chunks, int kk,
+                             Cut cut) {
+  __shared__ uint64_t keys[kMaxTopk];  // score key << 32 | ~j: unique, lower j first among equal scores
+  const float* row = s.scores + (t - s.t0) * s.stride;
+  const int32_t* gt = s.gt + (t - s.t0) * a.topk;
+  const int above = kk - cut.ties;
+  int size = 1;
+  while (size < above) size *= 2;
+  for (int i = threadIdx.x; i < size; i += kSelectThreads) {
+    uint64_t key = 0;  // below every real key
+    if (i < above) {
+      const uint32_t j = static_cast<uint32_t>(__ldcg(gt + i));
+      key = uint64_t{score_key(row[j])} << 32 | (0xffffffffu - j);
+    }
+    keys[i] = key;
+  }
+  __syncthreads();
+  sort_descending(keys, size);
+  for (int r = threadIdx.x; r < above; r += kSelectThreads)
+    put(a, t, seq, r, static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(keys[r])));
+  put_ties(a, s, t, seq, chunks, above, cut.ties);
+  for (int r = kk + threadIdx.x; r < a.topk; r += kSelectThreads) put(a, t, seq, r, -1);
+}
+
+// Grid (chunks of the longest row, tokens of the group): the compaction of one chunk against the token's
+// cut (from the histograms when wide, else from cut_kernel), then the output row by the last CTA.
+__global__ void __launch_bounds__(kSelectThreads) select_kernel(IndexerArgs a, Scratch s) {
+  const int64_t t = s.t0 + blockIdx.y;
+  int64_t seq;
+  const int64_t n = eligible_keys(a, t, s.cap, &seq);
+  const int64_t chunks = max(int64_t{1}, (n + kChunk - 1) / kChunk);
+  if (blockIdx.x >= chunks) return;  // the whole CTA
+  const int64_t g = t - s.t0;
+  const int kk = static_cast<int>(min(n, int64_t{a.topk}));
+  Cut cut{0, 0};
+  if (kk > 0) cut = s.wide ? wide_cut(s.coarse + g * kBins, s.fine + g * kWideBins, kk) : s.cuts[g];
+  compact_chunk(s.scores + g * s.stride, n, blockIdx.x, cut, a.topk, s.gt_count + g, s.gt + g * a.topk,
+                s.eq + (g * s.chunks + blockIdx.x) * s.eq_cap, s.eq_cap, s.eq_count + g * s.chunks + blockIdx.x);
+  if (last_to_finish(s.done + g, chunks)) finish_token(a, s, t, seq, chunks, kk, cut);
+}
+
+// ---- host ------------------------------------------------------------------------------------------
 
 int64_t key_entry_bytes(EntryFormat f) {
   switch (f) {
@@ -480,15 +651,44 @@ int64_t key_entry_bytes(EntryFormat f) {
   }
 }
 
+// The next 256-byte aligned piece of n T's at base + *used (nullptr when sizing only).
+template <typename T>
+void take(char* base, size_t* used, T*& p, int64_t n) {
+  p = base ? reinterpret_cast<T*>(base + *used) : nullptr;
+  *used += (static_cast<size_t>(n) * sizeof(T) + 255) / 256 * 256;
+}
+
+// Lays the group's scratch out from `base` (nullptr: sizes only), the counts first so that one memset of
+// *count_bytes clears them. Returns the total bytes.
+size_t carve(char* base, int64_t group, int topk, Scratch& s, size_t* count_bytes) {
+  size_t used = 0;
+  take(base, &used, s.coarse, group * kBins);
+  take(base, &used, s.fine, s.wide ? group * kWideBins : 0);
+  take(base, &used, s.done, group);
+  take(base, &used, s.gt_count, group);
+  *count_bytes = used;
+  take(base, &used, s.scores, group * s.stride);
+  take(base, &used, s.gt, group * topk);
+  take(base, &used, s.eq, group * s.chunks * s.eq_cap);
+  take(base, &used, s.eq_count, group * s.chunks);
+  take(base, &used, s.cuts, group);
+  return used;
+}
+
 template <EntryFormat F>
-void launch_scores(const IndexerArgs& a, int64_t t0, int64_t group, int64_t cap, int64_t stride, float* scores,
-                   uint32_t* hist, bool wide, cudaStream_t stream) {
-  const size_t smem = static_cast<size_t>(a.heads) * (kDim + 1) * sizeof(float);
-  if (smem > 48 * 1024)
-    DSV4_CUDA_CHECK(
-        cudaFuncSetAttribute(score_kernel<F>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  const dim3 grid(static_cast<unsigned>((cap + kScoreThreads - 1) / kScoreThreads), static_cast<unsigned>(group));
-  score_kernel<F><<<grid, kScoreThreads, smem, stream>>>(a, t0, cap, stride, scores, hist, wide);
+void launch_scores(const IndexerArgs& a, const Scratch& s, int64_t group, cudaStream_t stream) {
+  const int rows = (a.heads + kPassHeads - 1) / kPassHeads * kPassHeads;
+  const size_t smem = sizeof(uint16_t) * rows * kQRow + sizeof(float) * (rows + kTileKeys * (kRowFloats + kTermRow));
+  DSV4_CUDA_CHECK(
+      cudaFuncSetAttribute(score_kernel<F>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  int per_sm = 0;
+  const int sms = sm_count();
+  DSV4_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, score_kernel<F>, kScoreThreads, smem));
+  // One wave of CTAs over the group, each looping over its token's tiles (q staged once a CTA).
+  const int64_t tiles = (s.cap + kTileKeys - 1) / kTileKeys;
+  const int64_t ctas = std::clamp<int64_t>((int64_t{sms} * std::max(per_sm, 1) + group - 1) / group, 1, tiles);
+  const dim3 grid(static_cast<unsigned>(ctas), static_cast<unsigned>(group));
+  score_kernel<F><<<grid, kScoreThreads, smem, stream>>>(a, s);
   DSV4_CUDA_CHECK_LAUNCH();
 }
 
@@ -507,42 +707,46 @@ void indexer_topk(const IndexerArgs& a, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(reinterpret_cast<uintptr_t>(a.q) % 16 == 0, "indexer_topk: q must be 16-byte aligned");
   DSV4_CUDA_REQUIRE(!a.out_slots || a.slot_map, "indexer_topk: out_slots needs slot_map");
   if (a.tokens == 0) return;
-  // Per token group: scores [group, stride] fp32 (rows padded to whole 16-byte vectors) and histograms
-  // [group, bins]. Long rows of few tokens (decode at long context: few select CTAs) take wide histograms,
-  // which leave the select kernel a single pass over the row.
-  const int64_t cap = a.max_keys > 0 ? std::min<int64_t>(a.key_stride, a.max_keys) : a.key_stride;
-  const int64_t stride = (cap + 3) / 4 * 4;
+  // Tokens in groups whose scratch stays within the budget. Long rows of few tokens (decode at long
+  // context) take wide histograms, which give the cut without another pass over the row.
+  Scratch s;
+  s.cap = a.max_keys > 0 ? std::min<int64_t>(a.key_stride, a.max_keys) : a.key_stride;
+  s.stride = (s.cap + 3) / 4 * 4;
+  s.chunks = std::max<int64_t>(1, (s.cap + kChunk - 1) / kChunk);
+  s.eq_cap = std::min(kChunk, a.topk);
+  size_t count_bytes = 0;
+  const size_t per_token = carve(nullptr, 1, a.topk, s, &count_bytes);
   const int64_t group =
-      cap == 0 ? a.tokens : std::clamp<int64_t>(kScoreBudget / stride, 1, std::min<int64_t>(a.tokens, 65535));
-  const bool wide = group <= kWideTokens && stride >= kWideRow;
-  const int64_t bins = wide ? kWideBins : 256;
-  float* scores = nullptr;
-  uint32_t* hist = nullptr;
-  if (cap > 0) {
-    DSV4_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&scores), group * stride * sizeof(float), stream));
-    DSV4_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&hist), group * bins * sizeof(uint32_t), stream));
-  }
-  for (int64_t t0 = 0; t0 < a.tokens; t0 += group) {
-    const int64_t g = std::min(group, a.tokens - t0);
-    if (cap > 0) {
-      DSV4_CUDA_CHECK(cudaMemsetAsync(hist, 0, g * bins * sizeof(uint32_t), stream));
+      std::clamp<int64_t>(kScratchBudget / static_cast<int64_t>(per_token), 1, std::min<int64_t>(a.tokens, 65535));
+  s.wide = group <= kWideTokens && s.stride >= kWideRow;
+  char* base = nullptr;
+  DSV4_CUDA_CHECK(
+      cudaMallocAsync(reinterpret_cast<void**>(&base), carve(nullptr, group, a.topk, s, &count_bytes), stream));
+  carve(base, group, a.topk, s, &count_bytes);
+  for (s.t0 = 0; s.t0 < a.tokens; s.t0 += group) {
+    const int64_t g = std::min(group, a.tokens - s.t0);
+    DSV4_CUDA_CHECK(cudaMemsetAsync(base, 0, count_bytes, stream));
+    if (s.cap > 0) {
       switch (a.keys.format) {
         case EntryFormat::kIndexFp4:
-          launch_scores<EntryFormat::kIndexFp4>(a, t0, g, cap, stride, scores, hist, wide, stream);
+          launch_scores<EntryFormat::kIndexFp4>(a, s, g, stream);
           break;
         case EntryFormat::kIndexFp8:
-          launch_scores<EntryFormat::kIndexFp8>(a, t0, g, cap, stride, scores, hist, wide, stream);
+          launch_scores<EntryFormat::kIndexFp8>(a, s, g, stream);
           break;
         default:
-          launch_scores<EntryFormat::kBf16>(a, t0, g, cap, stride, scores, hist, wide, stream);
+          launch_scores<EntryFormat::kBf16>(a, s, g, stream);
           break;
       }
     }
-    select_kernel<<<static_cast<unsigned>(g), kSelectThreads, 0, stream>>>(a, t0, cap, stride, scores, hist, wide);
+    if (!s.wide) {
+      cut_kernel<<<static_cast<unsigned>(g), kCutThreads, 0, stream>>>(a, s);
+      DSV4_CUDA_CHECK_LAUNCH();
+    }
+    select_kernel<<<dim3(static_cast<unsigned>(s.chunks), static_cast<unsigned>(g)), kSelectThreads, 0, stream>>>(a, s);
     DSV4_CUDA_CHECK_LAUNCH();
   }
-  if (scores) DSV4_CUDA_CHECK(cudaFreeAsync(scores, stream));
-  if (hist) DSV4_CUDA_CHECK(cudaFreeAsync(hist, stream));
+  DSV4_CUDA_CHECK(cudaFreeAsync(base, stream));
 }
 
 }  // namespace dsv4::cuda

@@ -37,7 +37,9 @@ struct IndexerArgs {
 };
 
 // Scores every eligible key into stream-ordered scratch (tokens in groups so that it stays <= 256 MiB),
-// then a deterministic radix top-k per token. No host synchronisation.
+// register-blocked over keys and heads with the CPU's exact fp32 order, with a histogram of the score
+// keys; then per token the radix cut at the top-k, a compaction over chunks of the row (one CTA each)
+// and, by the last CTA, the sorted output. Deterministic; no host synchronisation.
 void indexer_topk(const IndexerArgs& a, cudaStream_t stream);
 
 }  // namespace dsv4::cuda
