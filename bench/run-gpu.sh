@@ -23,6 +23,9 @@ deadline=$((SECONDS + ${DSV4_GPU_DEADLINE:-540}))
 cublas_dir=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null ||
   dirname "$(find / -name 'libcublasLt.so.13*' -print -quit 2>/dev/null)")
 export DSV4_SHARED="$PWD/$STAGE/shared" LD_LIBRARY_PATH="$PWD/$STAGE/bin/lib:$cublas_dir:${LD_LIBRARY_PATH:-}"
+for z in "$STAGE"/bin/*.gz; do  # stage-gpu.sh packs the binaries to fit the carry
+  [ -e "$z" ] && gunzip -f "$z" && chmod +x "${z%.gz}"
+done
 [ -x "$STAGE/bin/dsv4" ] || { echo "run-gpu: $STAGE/bin/dsv4 missing: run bench/run-gpu.sh here first and carry .carry"; exit 2; }
 declare -a rows
 status=0

@@ -15,7 +15,10 @@ bins=("$BUILD_DIR/tools/dsv4")
 [ -x "$BUILD_DIR/tests/gpu/test_gpu" ] && bins+=("$BUILD_DIR/tests/gpu/test_gpu")
 for b in ${DSV4_GPU_BENCHES:-}; do bins+=("$BUILD_DIR/bench/$b"); done
 cp "${bins[@]}" "$STAGE/bin/"
-strip --strip-debug "$STAGE"/bin/* 2>/dev/null || true  # the carry is capped at 64 MiB
+# The carry is capped at 64 MiB with the working tree: symbols stripped, binaries gzipped
+# (bench/run-gpu.sh unpacks them there).
+strip --strip-all "$STAGE"/bin/* 2>/dev/null || true
+for b in "${bins[@]}"; do gzip -6 "$STAGE/bin/$(basename "$b")"; done
 # Libraries from Debian packages travel; the C runtime and CUDA's own libraries are there already.
 for b in "${bins[@]}"; do
   ldd "$b" | awk '/=> \// {print $3}'

@@ -53,6 +53,9 @@ class Model {
   DeviceArray<uint16_t> embed(const ForwardBatch& batch);
   void run_block(int layer, const ForwardBatch& batch, KvAccess& kv, uint16_t* h);
   std::vector<float> logits(const ForwardBatch& batch, const uint16_t* h);
+  // The main stack alone, left running on the device (no synchronisation): forward() is this, then
+  // logits(). Timing its return shows the host's share of a step (bench step).
+  DeviceArray<uint16_t> forward_stack(const ForwardBatch& batch, KvAccess& kv) { return run_stack(batch, kv); }
 
  private:
   struct Layer;
