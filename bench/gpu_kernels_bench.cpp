@@ -20,6 +20,7 @@
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/indexer.h"
 #include "backend/rope.h"
 #include "core/kv_entry.h"
 #include "core/model_config.h"
@@ -177,45 +178,106 @@ void attention_rows(Ops& ops) {
 }
 
 // (b) indexer scoring + top-512 over FP4 keys.
+// FP4 key entries [64 B e2m1][4 ue8m0] with random codes and scale bytes 120..127 (2^-7 .. 1), as the
+// compressor's quantisation makes them. Random scale bytes (`wild`: up to 2^128 and NaN) put some product
+// q·k out of the normal range in every tile, so every tile takes the exact mul + add fallback and most
+// scores are ±inf (mass ties): the "wild-scales" row tracks that path, the others what real keys take.
+uint8_t* fp4_keys(Buffers& buf, int64_t entries, int64_t eb, bool wild, uint32_t seed) {
+  if (wild) return buf.make<uint8_t>(static_cast<size_t>(entries * eb), Fill::kE2m1);
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> block(static_cast<size_t>(std::min<int64_t>(entries, 65536) * eb));
+  for (size_t i = 0; i < block.size(); ++i) {
+    const bool scale = static_cast<int64_t>(i % static_cast<size_t>(eb)) >= eb - 4;
+    block[i] = static_cast<uint8_t>(scale ? 120 + rng() % 8 : rng());
+  }
+  uint8_t* p = buf.make<uint8_t>(static_cast<size_t>(entries * eb), Fill::kZero);
+  const size_t bytes = static_cast<size_t>(entries * eb);
+  for (size_t at = 0; at < bytes; at += block.size())
+    g_dev->to_device(p + at, block.data(), std::min(block.size(), bytes - at));
+  return p;
+}
+
+// Rows per (batch, context): "indexer bB ctxC" the whole op; "... scores" its scoring kernel alone (with
+// the score histograms, and the memset that clears them); "... select" its selection alone (cut,
+// compaction, sorted output) on scores made once beforehand, through cuda::IndexerSplit, which runs the
+// same kernels as the op. Whole op ≈ scores + select + the scratch allocation.
 void indexer_rows(Ops& ops) {
   const int heads = 64, d = 128, topk = 512;
   const KvEntryDims dims{d, 0};
   const int64_t eb = kv_entry_bytes(KvEntryFormat::kIndexFp4, dims);
-  for (const int64_t ctx : {131072, 1048576}) {
-    for (const int64_t b : {1, 8}) {
-      const int64_t n = ctx / 4;
-      Buffers buf;
-      const int copies = copies_for(static_cast<double>(b * n * eb));
-      std::vector<std::function<void()>> variants;
-      std::vector<int32_t> key_slots(static_cast<size_t>(b * n)), seq(static_cast<size_t>(b)),
-          pos(static_cast<size_t>(b), static_cast<int32_t>(ctx - 1)),
-          count(static_cast<size_t>(b), static_cast<int32_t>(n));
-      for (int64_t i = 0; i < b * n; ++i) key_slots[static_cast<size_t>(i)] = static_cast<int32_t>(i);
-      for (int64_t s = 0; s < b; ++s) seq[static_cast<size_t>(s)] = static_cast<int32_t>(s);
-      for (int c = 0; c < copies; ++c) {
-        uint8_t* mem = buf.make<uint8_t>(static_cast<size_t>(b * n * eb), Fill::kE2m1);
-        IndexerTopkParams p;
-        p.q = buf.make<uint16_t>(static_cast<size_t>(b * heads * d), Fill::kBf16);
-        p.weights = buf.make<uint16_t>(static_cast<size_t>(b * heads), Fill::kBf16);
-        p.weight_scale = 1.0f / std::sqrt(static_cast<float>(d * heads));
-        p.tokens = b;
-        p.heads = heads;
-        p.head_dim = d;
-        p.positions = buf.upload(pos);
-        p.ratio = 4;
-        p.token_seq = buf.upload(seq);
-        p.sequences = b;
-        p.keys = table_of(mem, b * n, KvEntryFormat::kIndexFp4, dims);
-        p.key_slots = buf.upload(key_slots);
-        p.key_stride = static_cast<int32_t>(n);
-        p.key_count = buf.upload(count);
-        p.topk = topk;
-        p.out_index = buf.make<int32_t>(static_cast<size_t>(b * topk), Fill::kZero);
-        variants.push_back([&ops, p] { ops.indexer_topk(p); });
-      }
-      emit("indexer b" + std::to_string(b) + " ctx" + std::to_string(ctx), time_ms(variants),
-           static_cast<double>(b * n * eb), 2.0 * static_cast<double>(b * heads * n * d));
+  struct Case {
+    int64_t ctx, b;
+    bool wild;
+  };
+  const Case cases[] = {
+      {131072, 1, false}, {131072, 8, false}, {1048576, 1, false}, {1048576, 8, false}, {1048576, 1, true}};
+  for (const Case& cs : cases) {
+    const int64_t ctx = cs.ctx, b = cs.b, n = ctx / 4;
+    Buffers buf;
+    const int copies = copies_for(static_cast<double>(b * n * eb));
+    std::vector<std::function<void()>> variants, score_variants, select_variants;
+    std::vector<std::unique_ptr<cuda::IndexerSplit>> splits;
+    std::vector<int32_t> key_slots(static_cast<size_t>(b * n)), seq(static_cast<size_t>(b)),
+        pos(static_cast<size_t>(b), static_cast<int32_t>(ctx - 1)),
+        count(static_cast<size_t>(b), static_cast<int32_t>(n));
+    for (int64_t i = 0; i < b * n; ++i) key_slots[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    for (int64_t s = 0; s < b; ++s) seq[static_cast<size_t>(s)] = static_cast<int32_t>(s);
+    for (int c = 0; c < copies; ++c) {
+      uint8_t* mem = fp4_keys(buf, b * n, eb, cs.wild, static_cast<uint32_t>(c + 1));
+      IndexerTopkParams p;
+      p.q = buf.make<uint16_t>(static_cast<size_t>(b * heads * d), Fill::kBf16);
+      p.weights = buf.make<uint16_t>(static_cast<size_t>(b * heads), Fill::kBf16);
+      p.weight_scale = 1.0f / std::sqrt(static_cast<float>(d * heads));
+      p.tokens = b;
+      p.heads = heads;
+      p.head_dim = d;
+      p.positions = buf.upload(pos);
+      p.ratio = 4;
+      p.token_seq = buf.upload(seq);
+      p.sequences = b;
+      p.keys = table_of(mem, b * n, KvEntryFormat::kIndexFp4, dims);
+      p.key_slots = buf.upload(key_slots);
+      p.key_stride = static_cast<int32_t>(n);
+      p.key_count = buf.upload(count);
+      p.topk = topk;
+      p.out_index = buf.make<int32_t>(static_cast<size_t>(b * topk), Fill::kZero);
+      variants.push_back([&ops, p] { ops.indexer_topk(p); });
+      if (cs.wild) continue;
+      cuda::IndexerArgs a;  // as CudaOps::indexer_topk passes p
+      a.q = p.q;
+      a.weights = p.weights;
+      a.weight_scale = p.weight_scale;
+      a.tokens = p.tokens;
+      a.heads = p.heads;
+      a.head_dim = p.head_dim;
+      a.positions = p.positions;
+      a.ratio = p.ratio;
+      a.token_seq = p.token_seq;
+      a.sequences = p.sequences;
+      a.keys = {p.keys.base,
+                p.keys.page_bytes,
+                p.keys.entries_per_page,
+                p.keys.entry_bytes,
+                static_cast<cuda::EntryFormat>(p.keys.format),
+                p.keys.capacity};
+      a.key_slots = p.key_slots;
+      a.key_stride = p.key_stride;
+      a.key_count = p.key_count;
+      a.topk = p.topk;
+      a.out_index = p.out_index;
+      a.err = g_dev->error_flag();
+      splits.push_back(std::make_unique<cuda::IndexerSplit>(a, g_dev->stream()));
+      cuda::IndexerSplit* split = splits.back().get();
+      split->score();  // select() reads these scores
+      score_variants.push_back([split] { split->score(); });
+      select_variants.push_back([split] { split->select(); });
     }
+    const std::string row = "indexer b" + std::to_string(b) + " ctx" + std::to_string(ctx);
+    const double bytes = static_cast<double>(b * n * eb), flops = 2.0 * static_cast<double>(b * heads * n * d);
+    emit(cs.wild ? row + " wild-scales" : row, time_ms(variants), bytes, flops);
+    if (cs.wild) continue;
+    emit(row + " scores", time_ms(score_variants), bytes, flops);
+    emit(row + " select", time_ms(select_variants), static_cast<double>(b * n * 4), 0.0);
   }
 }
 

@@ -149,10 +149,7 @@ struct DeviceRun {
     double ms;
   };
 
-  Result run(int32_t max_keys = 0) {
-    const size_t n = static_cast<size_t>(in.tokens() * in.spec.topk);
-    Dev<int32_t> out(std::vector<int32_t>(n, 0x7eadbeef)), out_slots(std::vector<int32_t>(n, 0x7eadbeef));
-    Dev<int32_t> err(std::vector<int32_t>{0});
+  cuda::IndexerArgs args(int32_t* out, int32_t* out_slots, int32_t* err, int32_t max_keys) const {
     cuda::IndexerArgs a;
     a.q = q.p;
     a.weights = w.p;
@@ -169,14 +166,33 @@ struct DeviceRun {
     a.key_stride = in.spec.stride;
     a.key_count = key_count.p;
     a.topk = in.spec.topk;
-    a.out_index = out.p;
+    a.out_index = out;
     a.slot_map = slot_map.p;
-    a.out_slots = out_slots.p;
+    a.out_slots = out_slots;
     a.max_keys = max_keys;
-    a.err = err.p;
+    a.err = err;
+    return a;
+  }
+
+  // split: through cuda::IndexerSplit, score() once and then select() twice, the outputs poisoned between.
+  Result run(int32_t max_keys = 0, bool split = false) {
+    const size_t n = static_cast<size_t>(in.tokens() * in.spec.topk);
+    Dev<int32_t> out(std::vector<int32_t>(n, 0x7eadbeef)), out_slots(std::vector<int32_t>(n, 0x7eadbeef));
+    Dev<int32_t> err(std::vector<int32_t>{0});
+    const cuda::IndexerArgs a = args(out.p, out_slots.p, err.p, max_keys);
     DSV4_CUDA_CHECK(cudaDeviceSynchronize());
     const auto t0 = std::chrono::steady_clock::now();
-    cuda::indexer_topk(a, nullptr);
+    if (split) {
+      cuda::IndexerSplit phases(a, nullptr);
+      phases.score();
+      phases.select();
+      // Poisoned again: the second select() must write every output itself (its counters cleared).
+      DSV4_CUDA_CHECK(cudaMemset(out.p, 0x7e, n * sizeof(int32_t)));
+      DSV4_CUDA_CHECK(cudaMemset(out_slots.p, 0x7e, n * sizeof(int32_t)));
+      phases.select();
+    } else {
+      cuda::indexer_topk(a, nullptr);
+    }
     DSV4_CUDA_CHECK(cudaDeviceSynchronize());
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     return {out.get(), out_slots.get(), err.get()[0], ms};
@@ -335,6 +351,25 @@ TEST(CudaIndexer, ReportsSlotOutsideTable) {
     if (in.seq[t] != 0 || eligible <= in.spec.topk) continue;
     const auto row = got.index.begin() + static_cast<int64_t>(t) * in.spec.topk;
     EXPECT_EQ(std::find(row, row + in.spec.topk, 5), row + in.spec.topk) << "token " << t;
+  }
+}
+
+// The benchmarks' split entry point: score() then select() (run twice: the selection counters are
+// cleared per run) gives the CPU's output, with and without wide histograms and at the mass-tie path.
+TEST(CudaIndexer, SplitScoreThenSelectMatchesCpu) {
+  const Spec specs[] = {long_spec(64, 512, KvEntryFormat::kIndexFp4, 40000, 40000, 0),
+                        long_spec(64, 2048, KvEntryFormat::kIndexFp4, 9000, 9000, 0),
+                        long_spec(8, 300, KvEntryFormat::kIndexFp8, 20000, 20000, 5)};
+  uint32_t seed = 900;
+  for (const Spec& s : specs) {
+    SCOPED_TRACE(testing::Message() << "topk " << s.topk << " keys " << s.key_count[0]);
+    Inputs in(s, ++seed);
+    const auto [want, want_slots] = in.cpu_run();
+    DeviceRun dev(in);
+    const auto got = dev.run(0, true);
+    EXPECT_EQ(first_diff(got.index, want, s.topk), "");
+    EXPECT_EQ(first_diff(got.slots, want_slots, s.topk), "");
+    EXPECT_EQ(got.err, 0);
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.h"
@@ -659,13 +660,15 @@ void take(char* base, size_t* used, T*& p, int64_t n) {
 }
 
 // Lays the group's scratch out from `base` (nullptr: sizes only), the counts first so that one memset of
-// *count_bytes clears them. Returns the total bytes.
-size_t carve(char* base, int64_t group, int topk, Scratch& s, size_t* count_bytes) {
+// *count_bytes clears them; the selection's own counters (done, gt_count) lead, in *select_bytes, so that
+// IndexerSplit can rerun the selection alone. Returns the total bytes.
+size_t carve(char* base, int64_t group, int topk, Scratch& s, size_t* count_bytes, size_t* select_bytes) {
   size_t used = 0;
-  take(base, &used, s.coarse, group * kBins);
-  take(base, &used, s.fine, s.wide ? group * kWideBins : 0);
   take(base, &used, s.done, group);
   take(base, &used, s.gt_count, group);
+  *select_bytes = used;
+  take(base, &used, s.coarse, group * kBins);
+  take(base, &used, s.fine, s.wide ? group * kWideBins : 0);
   *count_bytes = used;
   take(base, &used, s.scores, group * s.stride);
   take(base, &used, s.gt, group * topk);
@@ -692,9 +695,15 @@ void launch_scores(const IndexerArgs& a, const Scratch& s, int64_t group, cudaSt
   DSV4_CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace
+// A call's token group size and scratch layout (scratch.t0 = 0; pointers set by carve on the allocation).
+struct Plan {
+  Scratch scratch;
+  int64_t group = 0;
+  size_t bytes = 0, count_bytes = 0, select_bytes = 0;
+};
 
-void indexer_topk(const IndexerArgs& a, cudaStream_t stream) {
+// Checks the arguments and sizes the token groups' scratch.
+Plan make_plan(const IndexerArgs& a) {
   DSV4_CUDA_REQUIRE(a.head_dim == kDim, "indexer_topk: head_dim must be 128");
   DSV4_CUDA_REQUIRE(a.heads >= 1 && a.heads <= kMaxHeads, "indexer_topk: heads must lie in [1, 256]");
   DSV4_CUDA_REQUIRE(a.topk >= 1 && a.topk <= kMaxTopk, "indexer_topk: topk must lie in [1, 2048]");
@@ -706,47 +715,97 @@ void indexer_topk(const IndexerArgs& a, cudaStream_t stream) {
                     "indexer_topk: the key table must be 4-byte aligned");
   DSV4_CUDA_REQUIRE(reinterpret_cast<uintptr_t>(a.q) % 16 == 0, "indexer_topk: q must be 16-byte aligned");
   DSV4_CUDA_REQUIRE(!a.out_slots || a.slot_map, "indexer_topk: out_slots needs slot_map");
-  if (a.tokens == 0) return;
   // Tokens in groups whose scratch stays within the budget. Long rows of few tokens (decode at long
   // context) take wide histograms, which give the cut without another pass over the row.
-  Scratch s;
+  Plan p;
+  Scratch& s = p.scratch;
   s.cap = a.max_keys > 0 ? std::min<int64_t>(a.key_stride, a.max_keys) : a.key_stride;
   s.stride = (s.cap + 3) / 4 * 4;
   s.chunks = std::max<int64_t>(1, (s.cap + kChunk - 1) / kChunk);
   s.eq_cap = std::min(kChunk, a.topk);
-  size_t count_bytes = 0;
-  const size_t per_token = carve(nullptr, 1, a.topk, s, &count_bytes);
-  const int64_t group =
-      std::clamp<int64_t>(kScratchBudget / static_cast<int64_t>(per_token), 1, std::min<int64_t>(a.tokens, 65535));
-  s.wide = group <= kWideTokens && s.stride >= kWideRow;
-  char* base = nullptr;
-  DSV4_CUDA_CHECK(
-      cudaMallocAsync(reinterpret_cast<void**>(&base), carve(nullptr, group, a.topk, s, &count_bytes), stream));
-  carve(base, group, a.topk, s, &count_bytes);
-  for (s.t0 = 0; s.t0 < a.tokens; s.t0 += group) {
-    const int64_t g = std::min(group, a.tokens - s.t0);
-    DSV4_CUDA_CHECK(cudaMemsetAsync(base, 0, count_bytes, stream));
-    if (s.cap > 0) {
-      switch (a.keys.format) {
-        case EntryFormat::kIndexFp4:
-          launch_scores<EntryFormat::kIndexFp4>(a, s, g, stream);
-          break;
-        case EntryFormat::kIndexFp8:
-          launch_scores<EntryFormat::kIndexFp8>(a, s, g, stream);
-          break;
-        default:
-          launch_scores<EntryFormat::kBf16>(a, s, g, stream);
-          break;
-      }
-    }
-    if (!s.wide) {
-      cut_kernel<<<static_cast<unsigned>(g), kCutThreads, 0, stream>>>(a, s);
-      DSV4_CUDA_CHECK_LAUNCH();
-    }
-    select_kernel<<<dim3(static_cast<unsigned>(s.chunks), static_cast<unsigned>(g)), kSelectThreads, 0, stream>>>(a, s);
+  const size_t per_token = carve(nullptr, 1, a.topk, s, &p.count_bytes, &p.select_bytes);
+  p.group = std::clamp<int64_t>(kScratchBudget / static_cast<int64_t>(per_token), 1,
+                                std::min<int64_t>(std::max<int64_t>(a.tokens, 1), 65535));
+  s.wide = p.group <= kWideTokens && s.stride >= kWideRow;
+  p.bytes = carve(nullptr, p.group, a.topk, s, &p.count_bytes, &p.select_bytes);
+  return p;
+}
+
+// Scores of tokens s.t0 .. s.t0 + g − 1 with their histograms (counts cleared first).
+void score_group(const IndexerArgs& a, const Scratch& s, int64_t g, char* base, size_t count_bytes,
+                 cudaStream_t stream) {
+  DSV4_CUDA_CHECK(cudaMemsetAsync(base, 0, count_bytes, stream));
+  if (s.cap == 0) return;
+  switch (a.keys.format) {
+    case EntryFormat::kIndexFp4:
+      launch_scores<EntryFormat::kIndexFp4>(a, s, g, stream);
+      break;
+    case EntryFormat::kIndexFp8:
+      launch_scores<EntryFormat::kIndexFp8>(a, s, g, stream);
+      break;
+    default:
+      launch_scores<EntryFormat::kBf16>(a, s, g, stream);
+      break;
+  }
+}
+
+// The output rows of the group from its scores and histograms (done and gt_count must be zero).
+void select_group(const IndexerArgs& a, const Scratch& s, int64_t g, cudaStream_t stream) {
+  if (!s.wide) {
+    cut_kernel<<<static_cast<unsigned>(g), kCutThreads, 0, stream>>>(a, s);
     DSV4_CUDA_CHECK_LAUNCH();
   }
+  select_kernel<<<dim3(static_cast<unsigned>(s.chunks), static_cast<unsigned>(g)), kSelectThreads, 0, stream>>>(a, s);
+  DSV4_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void indexer_topk(const IndexerArgs& a, cudaStream_t stream) {
+  Plan p = make_plan(a);
+  if (a.tokens == 0) return;
+  Scratch& s = p.scratch;
+  char* base = nullptr;
+  DSV4_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&base), p.bytes, stream));
+  carve(base, p.group, a.topk, s, &p.count_bytes, &p.select_bytes);
+  for (s.t0 = 0; s.t0 < a.tokens; s.t0 += p.group) {
+    const int64_t g = std::min(p.group, a.tokens - s.t0);
+    score_group(a, s, g, base, p.count_bytes, stream);
+    select_group(a, s, g, stream);
+  }
   DSV4_CUDA_CHECK(cudaFreeAsync(base, stream));
+}
+
+struct IndexerSplit::State {
+  IndexerArgs a;
+  cudaStream_t stream;
+  Plan plan;
+  char* base = nullptr;
+};
+
+IndexerSplit::IndexerSplit(const IndexerArgs& a, cudaStream_t stream) : state_(std::make_unique<State>()) {
+  State& st = *state_;
+  st.a = a;
+  st.stream = stream;
+  st.plan = make_plan(a);
+  DSV4_CUDA_REQUIRE(a.tokens >= 1 && a.tokens <= st.plan.group, "IndexerSplit: the tokens must fit one token group");
+  DSV4_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&st.base), st.plan.bytes));
+  carve(st.base, st.plan.group, a.topk, st.plan.scratch, &st.plan.count_bytes, &st.plan.select_bytes);
+}
+
+IndexerSplit::~IndexerSplit() {
+  if (state_ && state_->base) cudaFree(state_->base);  // waits for the work in flight; a destructor cannot throw
+}
+
+void IndexerSplit::score() {
+  const State& st = *state_;
+  score_group(st.a, st.plan.scratch, st.a.tokens, st.base, st.plan.count_bytes, st.stream);
+}
+
+void IndexerSplit::select() {
+  const State& st = *state_;
+  DSV4_CUDA_CHECK(cudaMemsetAsync(st.base, 0, st.plan.select_bytes, st.stream));
+  select_group(st.a, st.plan.scratch, st.a.tokens, st.stream);
 }
 
 }  // namespace dsv4::cuda

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <memory>
 
 #include "backend/cuda/device_table.h"
 
@@ -41,5 +42,23 @@ struct IndexerArgs {
 // keys; then per token the radix cut at the top-k, a compaction over chunks of the row (one CTA each)
 // and, by the last CTA, the sorted output. Deterministic; no host synchronisation.
 void indexer_topk(const IndexerArgs& a, cudaStream_t stream);
+
+// Benchmarks and tests only: indexer_topk's two halves on a scratch this object keeps, so that each can
+// be timed alone. score() runs the scoring kernel with its histograms (what indexer_topk launches first);
+// select() the cut, compaction and sorted output from the last score() (what it launches next), so
+// score() then select() gives indexer_topk's output. The tokens must fit one token group (throws else).
+class IndexerSplit {
+ public:
+  IndexerSplit(const IndexerArgs& a, cudaStream_t stream);
+  ~IndexerSplit();
+  IndexerSplit(const IndexerSplit&) = delete;
+  IndexerSplit& operator=(const IndexerSplit&) = delete;
+  void score();
+  void select();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 }  // namespace dsv4::cuda
