@@ -201,11 +201,11 @@ Row time_prefill(Model& model, Device& dev, const LoadedModel& m, int64_t p, int
   return r;
 }
 
-// Where one more step of the row went, op by op (each op waited for: the sum exceeds the step time).
+// Where one more step of the row went, op by op: device time between marks around each op.
 void print_profile(const Row& r, const OpProfile& prof) {
   double all = 0;
   for (const OpTime& t : prof.totals()) all += t.ms;
-  fmt::print("profile {} batch {} context {}: {:.3f} ms in ops (each waited for)\n", r.test, r.batch, r.context, all);
+  fmt::print("profile {} batch {} context {}: {:.3f} ms of device time in ops\n", r.test, r.batch, r.context, all);
   for (const OpTime& t : prof.totals())
     fmt::print("  {:26} {:6} calls {:10.3f} ms {:5.1f}%\n", t.op, t.calls, t.ms, 100 * t.ms / all);
 }

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -30,6 +31,21 @@ class Device {
   virtual void fill_zero(void* p, size_t bytes) = 0;
   // Waits for all queued work; throws if a kernel reported an error.
   virtual void synchronize() = 0;
+
+  // Profiling marks: mark() records a point in the device's work queue; after synchronize(),
+  // elapsed_ms(a, b) is the device time between two marks. The default reads the host clock, which
+  // is right for devices whose work has finished when a call returns.
+  virtual size_t mark() {
+    host_marks_.push_back(std::chrono::steady_clock::now());
+    return host_marks_.size() - 1;
+  }
+  virtual double elapsed_ms(size_t a, size_t b) const {
+    return std::chrono::duration<double, std::milli>(host_marks_.at(b) - host_marks_.at(a)).count();
+  }
+  virtual void clear_marks() { host_marks_.clear(); }
+
+ private:
+  std::vector<std::chrono::steady_clock::time_point> host_marks_;
 };
 
 class HostDevice final : public Device {

@@ -7,7 +7,18 @@ namespace dsv4 {
 void OpProfile::enable(bool on) {
   if (on) {
     dev_.synchronize();
+    dev_.clear_marks();
+    spans_.clear();
     totals_.clear();
+  } else if (on_) {
+    dev_.synchronize();
+    for (const Span& s : spans_) {
+      auto& t = totals_[s.op];
+      ++t.first;
+      t.second += dev_.elapsed_ms(s.begin, s.end);
+    }
+    spans_.clear();
+    dev_.clear_marks();
   }
   on_ = on;
 }

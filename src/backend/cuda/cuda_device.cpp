@@ -75,6 +75,7 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
 CudaDevice::~CudaDevice() {
   cudaStreamSynchronize(stream_);
   for (const Pinned& b : staging_) cudaFreeHost(b.p);
+  for (cudaEvent_t e : marks_) cudaEventDestroy(e);
   cudaFree(err_);
   cudaStreamDestroy(stream_);
 }
@@ -159,6 +160,23 @@ void CudaDevice::copy(void* dst, const void* src, size_t bytes) {
 
 void CudaDevice::fill_zero(void* p, size_t bytes) {
   if (bytes) DSV4_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
+}
+
+size_t CudaDevice::mark() {
+  if (marks_used_ == marks_.size()) {
+    cudaEvent_t e = nullptr;
+    DSV4_CUDA_CHECK(cudaEventCreate(&e));
+    marks_.push_back(e);
+  }
+  DSV4_CUDA_CHECK(cudaEventRecord(marks_[marks_used_], stream_));
+  return marks_used_++;
+}
+
+double CudaDevice::elapsed_ms(size_t a, size_t b) const {
+  DSV4_CHECK(a < marks_used_ && b < marks_used_, "cuda: mark {} or {} not recorded", a, b);
+  float ms = 0;
+  DSV4_CUDA_CHECK(cudaEventElapsedTime(&ms, marks_[a], marks_[b]));
+  return ms;
 }
 
 void CudaDevice::synchronize() {

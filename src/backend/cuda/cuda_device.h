@@ -33,6 +33,9 @@ class CudaDevice final : public Device {
   void copy(void* dst, const void* src, size_t bytes) override;
   void fill_zero(void* p, size_t bytes) override;
   void synchronize() override;
+  size_t mark() override;  // a CUDA event recorded on the stream
+  double elapsed_ms(size_t a, size_t b) const override;
+  void clear_marks() override { marks_used_ = 0; }
 
   cudaStream_t stream() const { return stream_; }
   int32_t* error_flag() const { return err_; }
@@ -56,6 +59,8 @@ class CudaDevice final : public Device {
   cudaStream_t stream_ = nullptr;
   cudaMemPool_t pool_ = nullptr;
   int32_t* err_ = nullptr;
+  std::vector<cudaEvent_t> marks_;  // created on first use, reused after clear_marks()
+  size_t marks_used_ = 0;
 };
 
 // Number of usable CUDA devices (0 when there is no driver or no GPU; never throws).

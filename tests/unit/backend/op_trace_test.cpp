@@ -4,7 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/op_profile.h"
@@ -79,6 +84,44 @@ TEST(OpProfile, CountsCallsOnlyWhileEnabled) {
   ASSERT_EQ(t.size(), 2u);
   for (const OpTime& o : t) EXPECT_EQ(o.calls, o.op == "rms_norm" ? 2 : 1) << o.op;
   EXPECT_NE(y, std::vector<uint16_t>(y.size()));  // the ops really ran through the wrapper
+}
+
+TEST(OpProfile, NamesEachLinearByWeightKindAndShape) {
+  HostDevice dev;
+  CpuOps cpu(1);
+  OpProfile prof(cpu, dev);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> w(8 * 16);
+  for (auto& v : w) v = d(rng);
+  const auto x = random_row(2 * 32, 6);
+  std::vector<float> y(2 * 16);
+  prof.enable(true);
+  prof.linear({.x = x.data(), .rows = 2, .w = Weight::f32(w.data(), 8, 16), .y = y.data(), .y_type = ActType::kF32});
+  prof.linear({.x = x.data(),
+               .rows = 2,
+               .w = Weight::f32(w.data(), 8, 16),
+               .y = y.data(),
+               .y_type = ActType::kF32,
+               .groups = 2});
+  prof.enable(false);
+  std::vector<std::string> names;
+  for (const OpTime& o : prof.totals()) names.push_back(o.op);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"linear f32 8x16", "linear f32 8x16 x2"}));
+}
+
+// Host devices time marks with the host clock: the time between two marks, read after synchronize().
+TEST(DeviceMarks, HostMarksMeasureTheTimeBetweenThem) {
+  HostDevice dev;
+  const size_t a = dev.mark();
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  const size_t b = dev.mark();
+  dev.synchronize();
+  EXPECT_GE(dev.elapsed_ms(a, b), 3.0);
+  EXPECT_LE(dev.elapsed_ms(b, b), 0.0);
+  dev.clear_marks();
+  EXPECT_THROW((void)dev.elapsed_ms(a, b), std::out_of_range);
 }
 
 // The sample op through both decorators: traced as tokens and top ids, timed as "sample".
