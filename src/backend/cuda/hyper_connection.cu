@@ -393,10 +393,17 @@ __global__ void __launch_bounds__(kThreads) hc_finish_kernel(HcArgs a, const flo
     mix_outputs<kPre>(a, m, pre, cm, t, blockIdx.x == 0);
   }
   __syncthreads();
+  // All of a thread's columns computed before any is stored (x is not known apart from h to the compiler).
+  constexpr int kPer = kFinishCols / kThreads;
   const uint16_t* X = a.h + t * a.hc * a.dim;
-  const int64_t c1 = min(a.dim, int64_t{blockIdx.x + 1} * kFinishCols);
-  for (int64_t c = int64_t{blockIdx.x} * kFinishCols + threadIdx.x; c < c1; c += kThreads)
-    a.x[t * a.dim + c] = weighted_column(X, pre, a.hc, a.dim, c);
+  const int64_t c0 = int64_t{blockIdx.x} * kFinishCols + threadIdx.x;
+  uint16_t v[kPer];
+#pragma unroll
+  for (int u = 0; u < kPer; ++u)
+    if (c0 + u * kThreads < a.dim) v[u] = weighted_column(X, pre, a.hc, a.dim, c0 + u * kThreads);
+#pragma unroll
+  for (int u = 0; u < kPer; ++u)
+    if (c0 + u * kThreads < a.dim) a.x[t * a.dim + c0 + u * kThreads] = v[u];
 }
 
 // Tokens per chain CTA so that fn's row and the rows fit in shared memory; 0: the chain path does not apply.

@@ -43,8 +43,23 @@ __global__ void rms_norm_kernel(const uint16_t* x, uint16_t* y, const uint16_t* 
   __syncthreads();
   const float r = r_shared;
   uint16_t* yr = y + blockIdx.x * dim;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
-    yr[i] = f_to_bf16(__fmul_rn(load_bf16(w + i), __fmul_rn(load_bf16(xr + i), r)));
+  // Eight elements a thread loaded before any is stored: y may alias x, so the compiler cannot move the
+  // next loads above a store, and one row per CTA would otherwise wait out a load latency per element.
+  constexpr int kBatch = 8;
+  for (int64_t i0 = threadIdx.x; i0 < dim; i0 += kBatch * blockDim.x) {
+    float xv[kBatch], wv[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t i = i0 + u * blockDim.x;
+      xv[u] = i < dim ? load_bf16(xr + i) : 0.0f;
+      wv[u] = i < dim ? load_bf16(w + i) : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t i = i0 + u * blockDim.x;
+      if (i < dim) yr[i] = f_to_bf16(__fmul_rn(wv[u], __fmul_rn(xv[u], r)));
+    }
+  }
 }
 
 // RoPE of the bf16 pair at v, in place.
