@@ -202,11 +202,12 @@ Row time_prefill(Model& model, Device& dev, const LoadedModel& m, int64_t p, int
 }
 
 // Where one more step of the row went, op by op: device time between marks around each op.
-void print_profile(const Row& r, const OpProfile& prof) {
+void print_profile(const Row& r, OpProfile& prof) {
+  const std::vector<OpTime> totals = prof.totals();
   double all = 0;
-  for (const OpTime& t : prof.totals()) all += t.ms;
+  for (const OpTime& t : totals) all += t.ms;
   fmt::print("profile {} batch {} context {}: {:.3f} ms of device time in ops\n", r.test, r.batch, r.context, all);
-  for (const OpTime& t : prof.totals())
+  for (const OpTime& t : totals)
     fmt::print("  {:26} {:6} calls {:10.3f} ms {:5.1f}%\n", t.op, t.calls, t.ms, 100 * t.ms / all);
 }
 

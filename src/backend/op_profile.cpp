@@ -10,17 +10,22 @@ void OpProfile::enable(bool on) {
     dev_.clear_marks();
     spans_.clear();
     totals_.clear();
-  } else if (on_) {
-    dev_.synchronize();
-    for (const Span& s : spans_) {
-      auto& t = totals_[s.op];
-      ++t.first;
-      t.second += dev_.elapsed_ms(s.begin, s.end);
-    }
-    spans_.clear();
-    dev_.clear_marks();
+  } else {
+    collect();
   }
   on_ = on;
+}
+
+void OpProfile::collect() {
+  if (spans_.empty()) return;
+  dev_.synchronize();
+  for (const Span& s : spans_) {
+    auto& t = totals_[s.op];
+    ++t.first;
+    t.second += dev_.elapsed_ms(s.begin, s.end);
+  }
+  spans_.clear();
+  dev_.clear_marks();
 }
 
 std::string OpProfile::linear_label(const LinearParams& p) {
@@ -29,7 +34,8 @@ std::string OpProfile::linear_label(const LinearParams& p) {
   return p.groups > 1 ? s + " x" + std::to_string(p.groups) : s;
 }
 
-std::vector<OpTime> OpProfile::totals() const {
+std::vector<OpTime> OpProfile::totals() {
+  collect();
   std::vector<OpTime> v;
   for (const auto& [op, t] : totals_) v.push_back({op, t.first, t.second});
   std::sort(v.begin(), v.end(), [](const OpTime& a, const OpTime& b) { return a.ms > b.ms; });

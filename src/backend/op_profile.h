@@ -23,8 +23,8 @@ struct OpTime {
 class OpProfile final : public Ops {
  public:
   OpProfile(Ops& inner, Device& dev) : inner_(inner), dev_(dev) {}
-  void enable(bool on);                // on: clears the totals; off: waits and adds up the recorded ops
-  std::vector<OpTime> totals() const;  // largest total first
+  void enable(bool on);          // on: clears the totals; off: waits and adds up the recorded ops
+  std::vector<OpTime> totals();  // waits for the ops recorded so far; largest total first
 
   void linear(const LinearParams& p) override {
     timed(linear_label(p), [&] { inner_.linear(p); });
@@ -92,6 +92,8 @@ class OpProfile final : public Ops {
   }
 
  private:
+  void collect();  // waits for the recorded ops and adds their device times to the totals
+
   // "linear fp8 NxK" (xG for grouped): which GEMM shapes a step's linear time goes to.
   static std::string linear_label(const LinearParams& p);
 
