@@ -243,29 +243,7 @@ void indexer_rows(Ops& ops) {
       p.out_index = buf.make<int32_t>(static_cast<size_t>(b * topk), Fill::kZero);
       variants.push_back([&ops, p] { ops.indexer_topk(p); });
       if (cs.wild) continue;
-      cuda::IndexerArgs a;  // as CudaOps::indexer_topk passes p
-      a.q = p.q;
-      a.weights = p.weights;
-      a.weight_scale = p.weight_scale;
-      a.tokens = p.tokens;
-      a.heads = p.heads;
-      a.head_dim = p.head_dim;
-      a.positions = p.positions;
-      a.ratio = p.ratio;
-      a.token_seq = p.token_seq;
-      a.sequences = p.sequences;
-      a.keys = {p.keys.base,
-                p.keys.page_bytes,
-                p.keys.entries_per_page,
-                p.keys.entry_bytes,
-                static_cast<cuda::EntryFormat>(p.keys.format),
-                p.keys.capacity};
-      a.key_slots = p.key_slots;
-      a.key_stride = p.key_stride;
-      a.key_count = p.key_count;
-      a.topk = p.topk;
-      a.out_index = p.out_index;
-      a.err = g_dev->error_flag();
+      const cuda::IndexerArgs a = cuda::indexer_args(p, g_dev->error_flag());  // as CudaOps passes p
       splits.push_back(std::make_unique<cuda::IndexerSplit>(a, g_dev->stream()));
       cuda::IndexerSplit* split = splits.back().get();
       split->score();  // select() reads these scores

@@ -189,8 +189,7 @@ void CudaOps::compressor_emit(const CompressorEmitParams& p) {
   cuda::compressor_emit(a, dev_.stream());
 }
 
-void CudaOps::indexer_topk(const IndexerTopkParams& p) {
-  check_params(p);
+IndexerArgs indexer_args(const IndexerTopkParams& p, int32_t* err) {
   IndexerArgs a;
   a.q = p.q;
   a.weights = p.weights;
@@ -210,8 +209,13 @@ void CudaOps::indexer_topk(const IndexerTopkParams& p) {
   a.out_index = p.out_index;
   a.slot_map = p.slot_map;
   a.out_slots = p.out_slots;
-  a.err = dev_.error_flag();
-  cuda::indexer_topk(a, dev_.stream());
+  a.err = err;
+  return a;
+}
+
+void CudaOps::indexer_topk(const IndexerTopkParams& p) {
+  check_params(p);
+  cuda::indexer_topk(indexer_args(p, dev_.error_flag()), dev_.stream());
 }
 
 void CudaOps::moe_gate(const MoeGateParams& p) {

@@ -18,7 +18,12 @@ namespace dsv4::cuda {
 class GemmRunner;
 class MoeRunner;
 struct GemmWeight;
+struct IndexerArgs;
 enum class GemmPrecision : uint8_t;
+
+// The indexer kernel's arguments for an op's parameters (`err`: the device's error flag); shared with
+// the benchmark, which times the kernel's halves apart.
+IndexerArgs indexer_args(const IndexerTopkParams& p, int32_t* err);
 
 class CudaOps final : public Ops {
  public:
