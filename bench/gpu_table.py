@@ -36,16 +36,19 @@ def main(paths):
           f"bf16 {bf16 / 1e12 if bf16 else float('nan'):.0f} TFLOP/s, fp8 {fp8 / 1e12 if fp8 else float('nan'):.0f} TFLOP/s")
     ours = {r["row"]: r for r in rows if r.get("side") == "dsv4" and "ms" in r}
     torch = {r["row"]: r for r in rows if r.get("side") == "torch" and "ms" in r and not r["row"].startswith("ceiling")}
-    print("| row | dsv4 ms | MB moved | GFLOP | % of copy BW | % of FP8 rate | torch ms | torch/dsv4 |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    # GEMM rows have two peers: bf16 cuBLAS on bf16 weights, and the reference's math ("same-math").
+    print("| row | dsv4 ms | MB moved | GFLOP | % of copy BW | % of FP8 rate | torch ms | torch/dsv4 | "
+          "torch same-math ms | same-math/dsv4 |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, r in ours.items():
-        t = torch.get(name)
+        t, same = torch.get(name), torch.get(name + " same-math")
         ms = r["ms"]
         bw_frac = 100.0 * r["bytes"] / (ms * 1e-3) / bw if bw and r.get("bytes") else float("nan")
         fl_frac = 100.0 * r["flops"] / (ms * 1e-3) / fp8 if fp8 and r.get("flops") else float("nan")
         tms = t["ms"] if t else float("nan")
+        sms = same["ms"] if same else float("nan")
         print(f"| {name} | {ms:.4f} | {r.get('bytes', 0) / 1e6:.1f} | {r.get('flops', 0) / 1e9:.2f} | "
-              f"{bw_frac:.1f} | {fl_frac:.1f} | {tms:.4f} | {tms / ms:.2f} |")
+              f"{bw_frac:.1f} | {fl_frac:.1f} | {tms:.4f} | {tms / ms:.2f} | {sms:.4f} | {sms / ms:.2f} |")
     steps = [r for r in rows if r.get("test") in ("decode", "prefill")]
     if steps:
         print()

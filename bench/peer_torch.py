@@ -144,13 +144,34 @@ FP8_SHAPES = {"wq_a": (1024, 4096), "wq_b": (32768, 1024), "wkv": (512, 4096), "
               "shared_w1": (2048, 4096), "shared_w2": (4096, 2048)}
 
 
+def fp8_block_weight(n, k):
+    """An FP8 weight as the checkpoint stores it: e4m3 codes and fp32 scales per 128x128 block."""
+    blocks = (torch.randn(n, k, device=DEV) * 0.02).view(n // 128, 128, k // 128, 128)
+    amax = blocks.abs().amax(dim=(1, 3), keepdim=True).clamp_min(1e-4)
+    s = torch.exp2(torch.ceil(torch.log2(amax / E4M3_MAX)))
+    return (blocks / s).to(torch.float8_e4m3fn).view(n, k), s.view(n // 128, k // 128)
+
+
+def fp8_gemm_same_math(x, codes, scale):
+    """The reference's fp8_gemm as MODEL.md's plain-PyTorch kernel shim computes it: the 1x128
+    activation quantization, the weight dequantized by its block scales, an fp32 matmul, bf16 out."""
+    w = codes.float() * scale.repeat_interleave(128, 0).repeat_interleave(128, 1)
+    return (quant_sim(x, 128) @ w.t()).to(torch.bfloat16)
+
+
 def gemm_rows(ms_list):
+    """Two peers per shape: `x @ w.t()` on bf16 weights (cuBLAS; skips the FP8 arithmetic) and the
+    same math as the reference ("same-math": quantization, block scales, fp32 products)."""
     for name, (n, k) in FP8_SHAPES.items():
         w = torch.randn(n, k, dtype=torch.bfloat16, device=DEV)
+        codes, scale = fp8_block_weight(n, k)
         for m in ms_list:
             x = torch.randn(m, k, dtype=torch.bfloat16, device=DEV)
             ms = median_ms(lambda: x @ w.t())
             emit(f"gemm {name} m{m}", ms, bytes_=n * k + m * k * 2 + m * n * 2, flops=2.0 * m * n * k)
+            ms = median_ms(lambda: fp8_gemm_same_math(x, codes, scale))
+            emit(f"gemm {name} m{m} same-math", ms, bytes_=n * k + m * k * 2 + m * n * 2, flops=2.0 * m * n * k)
+        del w, codes, scale
 
 
 def moe_rows(batches):
