@@ -244,10 +244,12 @@ void Engine::apply(const Schedule& s, const std::vector<SampledToken>& sampled) 
     ++counters_.generation_tokens;
     const Usage u = usage(c.id, l);
     if (l.generated == 1) counters_.cached_prompt_tokens += u.cached_tokens;
-    l.stream->push(t, u);
     const auto stop = check_stop(l.params, t.token, l.generated, u.prompt_tokens + l.generated, cache_.max_model_len,
                                  static_cast<int32_t>(model_.eos_token_id));
-    if (stop) end(c.id, stop->reason, stop->stop_token_id);
+    if (stop)
+      end(c.id, stop->reason, stop->stop_token_id, {}, &t);
+    else
+      l.stream->push(t, u);
   }
 }
 
@@ -281,7 +283,8 @@ Usage Engine::usage(RequestId id, const Live& l) const {
   return {l.prompt_len, l.generated, r != nullptr ? std::max<int64_t>(0, r->num_cached_prompt) : 0};
 }
 
-void Engine::end(RequestId id, FinishReason reason, int32_t stop_token_id, std::string error) {
+void Engine::end(RequestId id, FinishReason reason, int32_t stop_token_id, std::string error,
+                 const SampledToken* last) {
   const auto it = active_.find(id);
   if (it == active_.end()) return;
   const Usage u = usage(id, it->second);
@@ -292,7 +295,7 @@ void Engine::end(RequestId id, FinishReason reason, int32_t stop_token_id, std::
     spdlog::error("engine: releasing request {} failed: {}", id, e.what());
     healthy_ = false;
   }
-  it->second.stream->finish(reason, u, stop_token_id, std::move(error));
+  it->second.stream->finish(reason, u, stop_token_id, std::move(error), last);
   active_.erase(it);
   {
     std::lock_guard lock(mu_);

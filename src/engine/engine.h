@@ -98,7 +98,8 @@ class Engine {
   void fail_all(const std::string& error);
   void fail_unschedulable();
   Usage usage(RequestId id, const Live& l) const;
-  void end(RequestId id, FinishReason reason, int32_t stop_token_id = -1, std::string error = {});
+  void end(RequestId id, FinishReason reason, int32_t stop_token_id = -1, std::string error = {},
+           const SampledToken* last = nullptr);
   void publish_stats();
   void count_group_pages(EngineStats& s);
 

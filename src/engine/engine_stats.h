@@ -24,10 +24,10 @@ struct KvGroupUsage {
   // Layer pages the running requests hold in this group's unit (a shared prefix block counts once).
   // Refreshed at most every 100 ms: counting is proportional to the blocks held.
   int64_t used_pages = 0;
-  int64_t lookups = 0;       // prefix-cache lookups claimed by admissions
-  int64_t hits = 0;          // lookups that hit something in this group
-  int64_t query_tokens = 0;  // prompt tokens looked up
-  int64_t hit_tokens = 0;    // tokens this group alone could have served
+  int64_t lookups = 0;        // prefix-cache lookups claimed by admissions
+  int64_t hits = 0;           // lookups that hit something in this group
+  int64_t query_tokens = 0;   // prompt tokens looked up
+  int64_t hit_tokens = 0;     // tokens this group alone could have served
   int64_t cached_blocks = 0;  // blocks kept only for the prefix cache (sliding: retained checkpoints)
   double hit_rate() const { return query_tokens > 0 ? static_cast<double>(hit_tokens) / query_tokens : 0; }
 };

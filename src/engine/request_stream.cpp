@@ -48,17 +48,23 @@ void RequestStream::push(const SampledToken& token, const Usage& usage) {
   {
     std::lock_guard lock(mu_);
     if (finished_) return;
-    pending_.token_ids.push_back(token.token);
-    if (token.has_logprobs) pending_.logprobs.push_back({token.logprob, token.top});
+    append(token);
     pending_.usage = usage;
   }
   cv_.notify_all();
 }
 
-void RequestStream::finish(FinishReason reason, const Usage& usage, int32_t stop_token_id, std::string error) {
+void RequestStream::append(const SampledToken& token) {
+  pending_.token_ids.push_back(token.token);
+  if (token.has_logprobs) pending_.logprobs.push_back({token.logprob, token.top});
+}
+
+void RequestStream::finish(FinishReason reason, const Usage& usage, int32_t stop_token_id, std::string error,
+                           const SampledToken* last) {
   {
     std::lock_guard lock(mu_);
     if (finished_) return;
+    if (last != nullptr) append(*last);
     finished_ = true;
     pending_.finished = true;
     pending_.finish_reason = reason;

@@ -61,10 +61,14 @@ class RequestStream {
 
   // Engine side.
   void push(const SampledToken& token, const Usage& usage);
-  void finish(FinishReason reason, const Usage& usage, int32_t stop_token_id = -1, std::string error = {});
+  // `last`, when given, is the token that ended the request: it lands with the end in one step, so a
+  // reader never sees it before it knows that it was the stop token.
+  void finish(FinishReason reason, const Usage& usage, int32_t stop_token_id = -1, std::string error = {},
+              const SampledToken* last = nullptr);
 
  private:
   RequestOutput take();
+  void append(const SampledToken& token);  // under mu_
 
   const RequestId id_;
   mutable std::mutex mu_;

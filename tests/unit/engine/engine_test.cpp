@@ -79,6 +79,51 @@ TEST(Engine, StopTokenIdsEndTheRequest) {
   EXPECT_LE(o.token_ids.size(), 5u);
 }
 
+// A reader woken by every token must get the stop token in the same read as the end, or it would take
+// the token for text before it learns that the token stopped the request.
+TEST(Engine, TheStopTokenArrivesWithTheEnd) {
+  // Slow steps, so that the reader is already polling when each token lands.
+  Engine e(tiny_config(), small_config(), fake_factory([](const Schedule&) { std::this_thread::sleep_for(1ms); }));
+  for (uint32_t r = 0; r < 20; ++r) {
+    const auto prompt = random_ids(10 + r, 40 + r);
+    const auto free_run = fake_generation(prompt, greedy(30), tiny_config().vocab_size);
+    SamplingParams p = greedy(30);
+    p.stop_token_ids = {free_run[2 + r % 3]};
+    const auto s = e.add_request({prompt, p, {}});
+    bool finished = false;
+    // Polling without waiting takes the lock as soon as the engine lets go of it after a token.
+    for (int i = 0; i < 100000000 && !finished; ++i) {
+      const RequestOutput o = s->read(0ms);
+      finished = o.finished;
+      for (int32_t id : o.token_ids) EXPECT_TRUE(id != p.stop_token_ids[0] || o.finished) << "request " << r;
+    }
+    EXPECT_TRUE(finished);
+  }
+}
+
+TEST(RequestStream, TheLastTokenAndTheEndAreOneRead) {
+  RequestStream s(7);
+  SampledToken a, b;
+  a.token = 11;
+  b.token = 12;
+  b.has_logprobs = true;
+  b.logprob = -0.25f;
+  s.push(a, {3, 1, 0});
+  RequestOutput o = s.read(0ms);
+  EXPECT_EQ(o.token_ids, std::vector<int32_t>{11});
+  EXPECT_FALSE(o.finished);
+  s.finish(FinishReason::kStop, {3, 2, 0}, 12, {}, &b);
+  o = s.read(0ms);
+  EXPECT_EQ(o.token_ids, std::vector<int32_t>{12});
+  ASSERT_EQ(o.logprobs.size(), 1u);
+  EXPECT_EQ(o.logprobs[0].logprob, -0.25f);
+  EXPECT_TRUE(o.finished);
+  EXPECT_EQ(o.stop_token_id, 12);
+  EXPECT_EQ(o.usage.completion_tokens, 2);
+  s.push(a, {3, 3, 0});  // nothing lands after the end
+  EXPECT_TRUE(s.read(0ms).token_ids.empty());
+}
+
 TEST(Engine, RejectsAtAdmissionAndLeavesRunningRequestsAlone) {
   std::atomic<bool> slow{true};
   Engine e(tiny_config(), small_config(), fake_factory([&](const Schedule&) {
