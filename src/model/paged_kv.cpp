@@ -130,19 +130,14 @@ ItemPages PagedKv::item_pages(int32_t seq, int layer, KvKind kind, int64_t begin
   p.per_page = static_cast<int32_t>(epp);
   p.base = begin / epp * epp;  // (an empty range gets no pages)
   if (begin >= end) return p;
-  // The first and last items through slot(), which checks that they are allocated and live; the pages
-  // between them are then live too and come straight from the block table (long lists: one step of an
-  // 8 x 128K decode resolves ~10^5 pages).
-  const int32_t first = slot(seq, layer, kind, begin);
-  slot(seq, layer, kind, end - 1);  // checks
+  // The first and last items go through slot(), which checks that they are allocated and live; every page
+  // from the first to the last is then live and comes straight from the block table (long lists: one step
+  // of an 8 x 128K decode resolves ~10^5 pages).
+  slot(seq, layer, kind, begin);
+  slot(seq, layer, kind, end - 1);
   const KvBlockTable t = mgr_.block_table(requests_.at(seq), w.unit);
   for (int64_t i = p.base; i < end; i += epp) {
     const int64_t item = std::max(i, begin);  // begin's page may start before begin
-    if (item == begin || i + epp >= end) {
-      const int32_t s = item == begin ? first : slot(seq, layer, kind, item);
-      p.pages.push_back(s < 0 ? -1 : static_cast<int32_t>(s / epp));
-      continue;
-    }
     const int64_t q = u.page_of(per_entry ? (item + 1) * w.ratio - 1 : item) - t.first_page;
     const uint32_t block = t.blocks[static_cast<size_t>(q)];
     p.pages.push_back(static_cast<int32_t>(mgr_.layer_pages(w.unit, block)[static_cast<size_t>(w.layer_index)]));
