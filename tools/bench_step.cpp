@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -20,6 +21,7 @@
 #include "model/model.h"
 #include "model/model_loader.h"
 #include "model/paged_kv.h"
+#include "model/step_graphs.h"
 #include "tools/command.h"
 
 namespace dsv4::tools {
@@ -34,6 +36,8 @@ struct StepArgs {
   int threads = 0;
   bool json = false;
   bool profile = false;
+  bool enforce_eager = false;
+  bool compare_eager = false;
 };
 
 // Bytes of the checkpoint's main stack, split into routed experts (per expert of one layer) and the rest.
@@ -130,11 +134,38 @@ struct Row {
   int64_t batch = 0, context = 0;
   double ms = 0, tokens_per_s = 0, bytes = 0, flops = 0;
   double enqueue_ms = 0;  // decode: until the host had issued the whole stack (the rest is waiting)
+  // --compare-eager: the last step again, eagerly: normalised logit error and argmax agreement.
+  double eager_error = -1, eager_argmax = -1;
 };
+
+// The last decode step once more in the model's mode and once eagerly (the repeated step rewrites
+// the same KV entries, so both see the same cache): how far a recorded or padded step is from eager.
+void compare_with_eager(Model& model, const ForwardBatch& b, KvAccess& kv, Row& r) {
+  const std::vector<float> got = model.forward(b, kv);
+  const StepMode mode = model.step_mode();
+  model.set_step_mode(StepMode::kEager);
+  const std::vector<float> want = model.forward(b, kv);
+  model.set_step_mode(mode);
+  const auto V = static_cast<size_t>(model.config().vocab_size);
+  double d = 0, ref = 0;
+  int64_t agree = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    d += (double{got[i]} - want[i]) * (double{got[i]} - want[i]);
+    ref += double{want[i]} * want[i];
+  }
+  for (size_t row = 0; row * V < want.size(); ++row) {
+    const auto g = got.begin() + static_cast<std::ptrdiff_t>(row * V),
+               w = want.begin() + static_cast<std::ptrdiff_t>(row * V);
+    agree += std::max_element(g, g + static_cast<std::ptrdiff_t>(V)) - g ==
+             std::max_element(w, w + static_cast<std::ptrdiff_t>(V)) - w;
+  }
+  r.eager_error = ref > 0 ? std::sqrt(d / ref) : 0;
+  r.eager_argmax = static_cast<double>(agree) / static_cast<double>(std::max<size_t>(1, want.size() / V));
+}
 
 // One decode step of `batch` sequences at position `context` (their caches allocated to it).
 Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightBytes& w, int64_t batch, int64_t context,
-                int reps) {
+                int reps, bool compare) {
   // The context is allocated the way chunked prefill would (kChunk positions at a time), so the pools
   // need room for one chunk in flight, not the whole context's sliding state.
   constexpr int64_t kChunk = 8192;
@@ -153,23 +184,25 @@ Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightByt
   }
   std::vector<double> ms, enqueue;
   const int warm = reps > 0 ? 2 : 1;  // warm-up steps (reps 0: one untimed step, for --profile)
+  ForwardBatch b;
   for (int i = 0; i < reps + warm; ++i) {
     const int64_t pos = context + i;
-    ForwardBatch b;
+    b = ForwardBatch();
     for (int32_t s = 0; s < batch; ++s) {
       if (i > 0) cache.allocate(s, 1, std::span<const int32_t>(ids.data(), static_cast<size_t>(pos + 1)));
       b.add(s, pos, ids.data() + pos, 1);
     }
-    // forward() in its two parts: the stack's return says how long the host took to issue it.
+    // The step to its logits, then a wait: the step's return says how long the host took to issue it.
     const auto t0 = Clock::now();
-    const auto h = model.forward_stack(b, cache.access());
+    const StepLogits l = model.step(b, cache.access());
     const auto t1 = Clock::now();
-    model.logits(b, h.data());  // returns host logits: the step has finished
+    dev.synchronize();
     if (i < warm) continue;
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     enqueue.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
   Row r{"decode", batch, context};
+  if (compare) compare_with_eager(model, b, cache.access(), r);
   r.ms = median(ms);
   r.enqueue_ms = median(enqueue);
   r.tokens_per_s = static_cast<double>(batch) * 1e3 / r.ms;
@@ -219,25 +252,40 @@ void run(const StepArgs& a) {
   Model model(m.config, m.weights, prof, *backend.device);
   const WeightBytes w = weight_bytes(m);
   std::vector<Row> rows;
+  if (a.enforce_eager) model.set_step_mode(StepMode::kEager);
+  const StepMode mode = model.step_mode();
   auto profiled = [&](auto&& time_row) {
     rows.push_back(time_row(a.reps));
     if (!a.profile) return;
+    // Marks around every op: nothing can be recorded, and the side queue would blur each op's time.
+    model.set_step_mode(StepMode::kEager);
+    model.set_overlap(false);
     prof.enable(true);
     time_row(0);
     prof.enable(false);
+    model.set_step_mode(mode);
+    model.set_overlap(true);
     print_profile(rows.back(), prof);
   };
   for (const int64_t ctx : parse_list(a.contexts))
     for (const int64_t b : parse_list(a.batches)) {
       DSV4_CHECK(b > 0 && ctx > 0, "bench step: batch and context must be positive");
-      profiled([&](int reps) { return time_decode(model, *backend.device, m.config, w, b, ctx, reps); });
+      profiled([&](int reps) {
+        return time_decode(model, *backend.device, m.config, w, b, ctx, reps, a.compare_eager && reps > 0);
+      });
       spdlog::info("decode batch {} context {}: {:.3f} ms (the host issued the stack in {:.3f} ms)", b, ctx,
                    rows.back().ms, rows.back().enqueue_ms);
+      if (rows.back().eager_error >= 0)
+        spdlog::info("decode batch {} context {}: against eager: logits error {:.2e}, argmax agreement {:.3f}", b, ctx,
+                     rows.back().eager_error, rows.back().eager_argmax);
     }
   if (a.prefill > 0)
     profiled([&](int reps) {
       return time_prefill(model, *backend.device, m, a.prefill, reps > 0 ? std::max(1, reps / 2) : 0);
     });
+  const StepGraphStats g = model.graph_stats();
+  spdlog::info("bench step: decode steps {} eager, {} recorded, {} replayed ({} dropped, {} failed)", g.eager,
+               g.recorded, g.replayed, g.dropped, g.failed);
   if (a.json) {
     for (const Row& r : rows)
       fmt::print("{}\n", nlohmann::json{{"test", r.test},
@@ -248,7 +296,9 @@ void run(const StepArgs& a) {
                                         {"tokens_per_s", r.tokens_per_s},
                                         {"bytes", r.bytes},
                                         {"flops", r.flops},
-                                        {"enqueue_ms", r.enqueue_ms}}
+                                        {"enqueue_ms", r.enqueue_ms},
+                                        {"eager_error", r.eager_error},
+                                        {"eager_argmax", r.eager_argmax}}
                              .dump());
     return;
   }
@@ -271,6 +321,8 @@ void setup_bench_step(CLI::App& cmd) {
   cmd.add_option("-r,--repetitions", a.reps, "timed steps per row (median reported)")->capture_default_str();
   cmd.add_option("--threads", a.threads, "CPU backend threads (default: all cores)");
   cmd.add_flag("--json", a.json, "one JSON object per row");
+  cmd.add_flag("--enforce-eager", a.enforce_eager, "decode steps eagerly (no CUDA graphs)");
+  cmd.add_flag("--compare-eager", a.compare_eager, "per decode row, the last step again eagerly: logit error, argmax");
   cmd.add_flag("--profile", a.profile, "after each row, one more step with per-op times (each op waited for)");
   cmd.callback([] { run(a); });
 }

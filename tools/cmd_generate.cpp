@@ -249,6 +249,7 @@ void add_engine_options(CLI::App& cmd, Args& a) {
                  "KV cache bytes (suffixes KiB, MiB, GiB; default min(4 GiB, 25% of RAM))")
       ->transform(CLI::AsSizeValue(false));
   cmd.add_option("--block-size", e.block_size, "KV block size (only 256)")->capture_default_str();
+  cmd.add_flag("--enforce-eager", e.enforce_eager, "CUDA: run decode steps eagerly instead of replaying CUDA graphs");
   cmd.add_option("--kv-cache-dtype", a.cache_dtype, "attention entries")->check(CLI::IsMember({"auto", "fp8", "bf16"}));
   cmd.add_option("--indexer-dtype", a.indexer_dtype, "indexer keys")
       ->check(CLI::IsMember({"auto", "fp4", "fp8", "bf16"}));

@@ -14,7 +14,7 @@ namespace dsv4::tools {
 namespace {
 
 struct Args {
-  std::string model, expected, layers, backend = "cpu", compare_ops;
+  std::string model, expected, layers, backend = "cpu", compare_ops, step_mode = "auto";
   std::optional<double> max_rms_ratio, min_argmax_agreement, max_block_rms_rel;
   int threads = 0;
   bool no_blocks = false;
@@ -25,8 +25,10 @@ void compare_ops(const GoldenOptions& o, Backend& backend, const Args& a) {
   Backend other = make_backend(a.compare_ops, a.threads);
   spdlog::info("golden-check: comparing op by op with {}", other.description);
   OpTrace mine(*backend.ops, *backend.device), theirs(*other.ops, *other.device);
-  run_golden_check(o, mine, *backend.device);
-  run_golden_check(o, theirs, *other.device);
+  GoldenOptions eager = o;  // the trace reads every op's outputs back: nothing can be recorded
+  if (!eager.step_mode || *eager.step_mode == StepMode::kGraphs) eager.step_mode = StepMode::kPadded;
+  run_golden_check(eager, mine, *backend.device);
+  run_golden_check(eager, theirs, *other.device);
   fmt::print("{} calls traced\n", mine.records().size());
   for (const auto& line : compare_traces(mine.records(), theirs.records())) fmt::print("{}\n", line);
 }
@@ -37,6 +39,9 @@ void run(const Args& a) {
   o.expected = a.expected;
   o.layers = a.layers;
   o.blocks = !a.no_blocks;
+  if (a.step_mode == "eager") o.step_mode = StepMode::kEager;
+  if (a.step_mode == "padded") o.step_mode = StepMode::kPadded;
+  if (a.step_mode == "graphs") o.step_mode = StepMode::kGraphs;
   o.thresholds = load_thresholds(o.model / "tolerance.json");
   if (a.max_rms_ratio) o.thresholds.max_rms_ratio = a.max_rms_ratio;
   if (a.min_argmax_agreement) o.thresholds.min_argmax_agreement = a.min_argmax_agreement;
@@ -67,6 +72,10 @@ void setup(CLI::App& cmd) {
   cmd.add_option("--max-block-rms-rel", a.max_block_rms_rel, "per-block threshold (default tolerance.json)");
   cmd.add_option("--threads", a.threads, "CPU threads (default: all cores)");
   cmd.add_flag("--no-blocks", a.no_blocks, "skip the isolated-block checks");
+  cmd.add_option("--step-mode", a.step_mode,
+                 "decode steps: auto (as the engine runs them), eager, padded (to their recorded shape), graphs")
+      ->check(CLI::IsMember({"auto", "eager", "padded", "graphs"}))
+      ->capture_default_str();
   cmd.add_option("--compare-ops", a.compare_ops,
                  "instead of checking, run the pattern on this backend too and name the ops whose outputs differ");
   cmd.callback([] { run(a); });

@@ -236,13 +236,15 @@ void add_engine_options(CLI::App& cmd, Args& a) {
       ->check(CLI::IsMember({"auto", "fp4", "fp8", "bf16"}))
       ->capture_default_str();
   cmd.add_option("--kv-cache-memory", e.kv_cache_memory,
-                 "KV cache bytes (KiB, MiB, GiB suffixes; default: CPU min(4 GiB, 25% of RAM), GPU from --gpu-memory-utilization)")
+                 "KV cache bytes (KiB, MiB, GiB suffixes; default: CPU min(4 GiB, 25% of RAM), GPU from "
+                 "--gpu-memory-utilization)")
       ->transform(CLI::AsSizeValue(false));
   cmd.add_option("--gpu-memory-utilization", e.gpu_memory_utilization,
                  "CUDA backend: share of the GPU's memory for weights, activations and KV cache")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   cmd.add_option("--block-size", e.block_size, "KV block size in tokens (only 256)")->capture_default_str();
+  cmd.add_flag("--enforce-eager", e.enforce_eager, "CUDA: run decode steps eagerly instead of replaying CUDA graphs");
   cmd.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", a.prefix_caching, "reuse cached prompt prefixes")
       ->capture_default_str();
   cmd.add_option("--prefix-cache-retention-interval", e.prefix_cache_retention_interval,

@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
+#include <stdexcept>
 #include <vector>
 
 namespace dsv4 {
@@ -43,6 +45,29 @@ class Device {
     return std::chrono::duration<double, std::milli>(host_marks_.at(b) - host_marks_.at(a)).count();
   }
   virtual void clear_marks() { host_marks_.clear(); }
+
+  // Side queue: between begin_side() and end_side() the device's work goes to a second queue that
+  // starts after everything enqueued before begin_side(); the main queue goes on meanwhile, and
+  // join_side() makes its later work wait for the side queue's. Memory taken inside the branch is
+  // released inside it. A device with one queue simply runs everything in order.
+  virtual void begin_side() {}
+  virtual void end_side() {}
+  virtual void join_side() {}
+
+  // Recording (CUDA graphs): between begin_recording() and end_recording() work is recorded instead of
+  // run; replay() runs the recording again with the same pointers and sizes. Host copies, waits and
+  // marks are refused while recording (they would not be replayed). Devices that cannot record say so.
+  class Recording {
+   public:
+    virtual ~Recording() = default;
+  };
+  virtual bool can_record() const { return false; }
+  virtual void begin_recording() { throw std::logic_error("this device cannot record"); }
+  // Throws when something in the recorded work failed; the device is then back to running eagerly.
+  virtual std::unique_ptr<Recording> end_recording() { throw std::logic_error("this device cannot record"); }
+  // Ends a recording after a failure, discarding it (no-op when none is in progress).
+  virtual void abort_recording() noexcept {}
+  virtual void replay(const Recording&) { throw std::logic_error("this device cannot record"); }
 
  private:
   std::vector<std::chrono::steady_clock::time_point> host_marks_;

@@ -90,6 +90,7 @@ class OpProfile final : public Ops {
   void sample(const SampleParams& p) override {
     timed("sample", [&] { inner_.sample(p); });
   }
+  uint64_t scratch_epoch() const override { return inner_.scratch_epoch(); }
 
  private:
   void collect();  // waits for the recorded ops and adds their device times to the totals

@@ -48,6 +48,7 @@ class OpTrace final : public Ops {
   void paged_slots(const PagedSlotsParams& p) override;
   void argmax(const ArgmaxParams& p) override;
   void sample(const SampleParams& p) override;
+  uint64_t scratch_epoch() const override { return inner_.scratch_epoch(); }
 
  private:
   // Copies rows x cols elements (row stride `stride` elements) of a device array into a record.

@@ -199,8 +199,10 @@ struct CompressorStepParams {
 // The result is stored through the codec of the output table (exact for its grid).
 struct CompressorEmitParams {
   int64_t entries = 0;
-  const int32_t* block_index = nullptr;  // [entries] i: the entry covers tokens [i·ratio, (i+1)·ratio)
-  const int32_t* rows = nullptr;         // [entries, c·ratio] state slots (previous block first)
+  // [entries] i: the entry covers tokens [i·ratio, (i+1)·ratio); −1 = no entry (the item is skipped,
+  // its rows and slot are not read): fixed-size emission lists of padded decode steps.
+  const int32_t* block_index = nullptr;
+  const int32_t* rows = nullptr;  // [entries, c·ratio] state slots (previous block first)
   EntryTable state{};
   int ratio = 0;
   int head_dim = 0;  // d_c
@@ -427,6 +429,10 @@ class Ops {
   virtual void paged_slots(const PagedSlotsParams& p) = 0;
   virtual void argmax(const ArgmaxParams& p) = 0;
   virtual void sample(const SampleParams& p) = 0;
+
+  // Changes whenever scratch memory the ops keep between calls moves (grows, is rebuilt): a device
+  // recording (Device::begin_recording) that ran these ops is stale once it differs.
+  virtual uint64_t scratch_epoch() const { return 0; }
 };
 
 }  // namespace dsv4

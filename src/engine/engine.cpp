@@ -33,7 +33,9 @@ int64_t gpu_kv_budget(const EngineConfig& c, const ModelConfig& m, const Device&
   const double usable = c.gpu_memory_utilization * static_cast<double>(dev.memory_capacity());
   const double widest = static_cast<double>(
       std::max<int64_t>({m.hc_dim(), int64_t{m.n_heads} * m.head_dim, m.n_activated_experts * m.moe_inter_dim * 2}));
-  const double reserve = 2.0 * (1 << 30) + 16.0 * static_cast<double>(c.max_num_batched_tokens) * widest * 2 +
+  // Recorded decode steps (model/step_graphs.h) keep their graphs' memory and a shared logits buffer.
+  const double graphs = c.enforce_eager ? 0.0 : 1.0 * (1 << 30);
+  const double reserve = 2.0 * (1 << 30) + graphs + 16.0 * static_cast<double>(c.max_num_batched_tokens) * widest * 2 +
                          static_cast<double>(c.max_num_seqs) * static_cast<double>(m.vocab_size) * 8;
   const double budget = usable - static_cast<double>(c.weight_bytes) - reserve;
   DSV4_CHECK(budget > 0,
@@ -50,7 +52,10 @@ Engine::Engine(const ModelConfig& model, const ModelWeights& weights, EngineConf
     : Engine(
           model, with_weight_bytes(std::move(config), model, weights),
           [this, &weights](KvCacheManager& kv, Backend& backend) -> std::unique_ptr<Executor> {
-            return std::make_unique<ModelRunner>(model_, weights, kv, config_.kv_dtypes, backend, config_.vocab_limit);
+            auto runner =
+                std::make_unique<ModelRunner>(model_, weights, kv, config_.kv_dtypes, backend, config_.vocab_limit);
+            if (config_.enforce_eager) runner->model().set_step_mode(StepMode::kEager);
+            return runner;
           },
           true) {}
 

@@ -36,6 +36,9 @@ struct EngineConfig {
   // the 2x p99 goal (bench/engine_bench.cpp measures it).
   double itl_slack = 0.4;
 
+  // Decode steps run eagerly instead of being recorded once per batch shape and replayed (CUDA graphs).
+  bool enforce_eager = false;
+
   // Ids at or above this are never sampled: the tokenizer's vocabulary size (0 = the model's vocab_size).
   int64_t vocab_limit = 0;
 

@@ -35,6 +35,8 @@ class ModelRunner final : public Executor {
   // The forward batch of a schedule (binds the PagedKv sequences as a side effect).
   ForwardBatch build_batch(const Schedule& schedule);
 
+  Model& model() { return model_; }
+
  private:
   const ModelConfig& cfg_;
   Model model_;

@@ -13,6 +13,8 @@ struct SequenceSlice {
   int64_t count = 0;   // tokens in this forward
   int64_t offset = 0;  // its first row in the batch
   bool logits = true;  // compute logits for its last token
+  // A padded step's filler (model/step_shape.h): reads what slice `seq` reads at `start`, writes no KV.
+  bool shadow = false;
 };
 
 struct ForwardBatch {

@@ -13,6 +13,7 @@
 #include "model/model.h"
 #include "model/model_loader.h"
 #include "model/paged_kv.h"
+#include "model/step_graphs.h"
 
 namespace dsv4 {
 namespace fs = std::filesystem;
@@ -172,6 +173,7 @@ GoldenResult run_golden_check(const GoldenOptions& o, Ops& ops, Device& dev) {
              exp_path.string(), pat.N + 1, pat.B, V);
 
   Model model(m.config, m.weights, ops, dev);
+  if (o.step_mode) model.set_step_mode(*o.step_mode);
   GoldenResult r;
   {
     auto cache = pat.cache(m.config, dev);
@@ -190,6 +192,9 @@ GoldenResult run_golden_check(const GoldenOptions& o, Ops& ops, Device& dev) {
       agree += first_argmax(&got[static_cast<size_t>(i * V)], V) == first_argmax(&want[static_cast<size_t>(i * V)], V);
     r.argmax_agreement = static_cast<double>(agree) / static_cast<double>(rows);
     spdlog::info("golden: end to end rms_ratio {:.4f}, argmax agreement {}/{}", r.rms_ratio, agree, rows);
+    const StepGraphStats g = model.graph_stats();
+    spdlog::info("golden: decode steps {} eager, {} recorded, {} replayed, {} failed to record", g.eager, g.recorded,
+                 g.replayed, g.failed);
   }
   const fs::path layers_path = o.layers.empty() ? o.model / "expected_layers.safetensors" : o.layers;
   if (o.blocks && fs::exists(layers_path)) {

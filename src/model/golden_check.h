@@ -10,6 +10,7 @@
 
 #include "backend/device.h"
 #include "backend/ops.h"
+#include "model/step_shape.h"
 
 namespace dsv4 {
 
@@ -21,10 +22,11 @@ struct GoldenThresholds {
 
 struct GoldenOptions {
   std::filesystem::path model;
-  std::filesystem::path expected;  // default model/expected.safetensors
-  std::filesystem::path layers;    // default model/expected_layers.safetensors when it exists
-  GoldenThresholds thresholds;     // defaults from model/tolerance.json (missing key: not checked)
-  bool blocks = true;              // run the isolated-block checks when a layers file exists
+  std::filesystem::path expected;     // default model/expected.safetensors
+  std::filesystem::path layers;       // default model/expected_layers.safetensors when it exists
+  GoldenThresholds thresholds;        // defaults from model/tolerance.json (missing key: not checked)
+  bool blocks = true;                 // run the isolated-block checks when a layers file exists
+  std::optional<StepMode> step_mode;  // decode steps; default the model's (graphs where the device records)
 };
 
 struct GoldenBlockResult {

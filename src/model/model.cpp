@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/number_formats.h"
 #include "core/thread_pool.h"
+#include "model/step_graphs.h"
 #include "model/step_index.h"
 
 namespace dsv4 {
@@ -44,6 +45,27 @@ std::vector<uint16_t> dequant_bf16(const LinearWeight& w, ThreadPool& pool) {
   });
   return out;
 }
+
+// Work on the device's side queue for one scope (Device::begin_side), ended on every path.
+class SideBranch {
+ public:
+  SideBranch(Device& dev, bool on) : dev_(dev), on_(on) {
+    if (on_) dev_.begin_side();
+  }
+  ~SideBranch() {
+    if (!on_) return;
+    try {
+      dev_.end_side();
+    } catch (const std::exception&) {  // the step has failed already; the device is back on its main queue
+    }
+  }
+  SideBranch(const SideBranch&) = delete;
+  SideBranch& operator=(const SideBranch&) = delete;
+
+ private:
+  Device& dev_;
+  bool on_;
+};
 
 template <typename T>
 DeviceArray<T> scratch(Device& d, int64_t n) {
@@ -113,51 +135,79 @@ Model::Model(const ModelConfig& cfg, const ModelWeights& weights, Ops& ops, Devi
     L.s2 = to_weight(b.ffn.shared.w2);
     L.s3 = to_weight(b.ffn.shared.w3);
   }
+  set_step_mode(dev.can_record() ? StepMode::kGraphs : StepMode::kEager);
 }
 
 Model::~Model() = default;
 
+void Model::set_step_mode(StepMode mode) {
+  mode_ = mode;
+  if (mode_ != StepMode::kEager && !graphs_) graphs_ = std::make_unique<StepGraphs>(dev_, ops_, cfg_);
+}
+
+StepGraphStats Model::graph_stats() const { return graphs_ ? graphs_->stats() : StepGraphStats{}; }
+
 DeviceArray<uint16_t> Model::embed(const ForwardBatch& batch) {
-  const int64_t T = batch.tokens();
-  auto h = scratch<uint16_t>(dev_, T * cfg_.hc_mult * cfg_.dim);
   DeviceArray<int32_t> ids(dev_, batch.token_ids);
-  ops_.embed({ids.data(), T, w_.embed, cfg_.vocab_size, cfg_.dim, cfg_.hc_mult, h.data()});
+  return embed(ids.data(), batch.tokens());
+}
+
+DeviceArray<uint16_t> Model::embed(const int32_t* ids, int64_t tokens) {
+  auto h = scratch<uint16_t>(dev_, tokens * cfg_.hc_mult * cfg_.dim);
+  ops_.embed({ids, tokens, w_.embed, cfg_.vocab_size, cfg_.dim, cfg_.hc_mult, h.data()});
   return h;
 }
 
 void Model::run_block(int layer, const ForwardBatch& batch, KvAccess& kv, uint16_t* h) {
   DSV4_CHECK(layer >= 0 && layer < cfg_.n_layers, "run_block: layer {} out of range", layer);
-  const StepIndex s(dev_, ops_, cfg_, batch, kv);
+  StepIndex s(dev_, cfg_, batch, kv);
+  s.expand(ops_);
   run_block(layers_[static_cast<size_t>(layer)], s, kv, h);
 }
 
-DeviceArray<uint16_t> Model::run_stack(const ForwardBatch& batch, KvAccess& kv) {
-  const StepIndex s(dev_, ops_, cfg_, batch, kv);
-  auto h = embed(batch);
+void Model::run_step(const StepIndex& s, KvAccess& kv, float* logits) {
+  auto h = embed(s.token_ids.data(), s.tokens);
   for (const Layer& L : layers_) run_block(L, s, kv, h.data());
-  return h;
+  head(s.logit_rows, s.tokens, h.data(), logits);
+}
+
+StepLogits Model::step(const ForwardBatch& batch, KvAccess& kv) {
+  StepLogits out;
+  if (graphs_ && mode_ != StepMode::kEager)
+    if (const auto shape = decode_shape(cfg_, batch)) {
+      out.rows = static_cast<int64_t>(batch.seqs.size());  // the shadows' rows follow the real ones
+      out.data = graphs_->run(*shape, pad_batch(batch, *shape), kv,
+                              [&](const StepIndex& s, float* logits) { run_step(s, kv, logits); });
+      return out;
+    }
+  StepIndex s(dev_, cfg_, batch, kv);
+  out.rows = static_cast<int64_t>(s.logit_rows.size());
+  out.owned = scratch<float>(dev_, out.rows * cfg_.vocab_size);
+  out.data = out.owned.data();
+  s.expand(ops_);
+  run_step(s, kv, out.owned.data());
+  return out;
 }
 
 std::vector<float> Model::forward(const ForwardBatch& batch, KvAccess& kv) {
-  const auto h = run_stack(batch, kv);
-  return logits(batch, h.data());
+  const StepLogits l = step(batch, kv);
+  std::vector<float> out(static_cast<size_t>(l.rows * cfg_.vocab_size));
+  if (!out.empty()) dev_.to_host(out.data(), l.data, out.size() * sizeof(float));
+  return out;
 }
 
 std::vector<int32_t> Model::forward_greedy(const ForwardBatch& batch, KvAccess& kv, int64_t limit) {
-  const auto h = run_stack(batch, kv);
-  int64_t rows = 0;
-  const auto l = device_logits(batch, h.data(), rows);
-  if (rows == 0) return {};
-  DeviceArray<int32_t> ids(dev_, static_cast<size_t>(rows));
-  ops_.argmax({l.data(), rows, cfg_.vocab_size, limit, ids.data()});
+  const StepLogits l = step(batch, kv);
+  if (l.rows == 0) return {};
+  DeviceArray<int32_t> ids(dev_, static_cast<size_t>(l.rows));
+  ops_.argmax({l.data, l.rows, cfg_.vocab_size, limit, ids.data()});
   return ids.to_host();  // one id per row instead of a row of logits
 }
 
 SampleResult Model::forward_sample(const ForwardBatch& batch, KvAccess& kv, int64_t limit,
                                    std::span<const SampleRow> rows, std::span<const SampleEdit> edits) {
-  const auto h = run_stack(batch, kv);
-  int64_t n = 0;
-  const auto l = device_logits(batch, h.data(), n);
+  const StepLogits l = step(batch, kv);
+  const int64_t n = l.rows;
   DSV4_CHECK(n == static_cast<int64_t>(rows.size()), "forward_sample: {} sample rows for {} slices with logits",
              rows.size(), n);
   SampleResult out;
@@ -171,7 +221,7 @@ SampleResult Model::forward_sample(const ForwardBatch& batch, KvAccess& kv, int6
   DeviceArray<double> logprob = scratch<double>(dev_, logprobs ? n : 0),
                       top_logprob = scratch<double>(dev_, n * out.top_width);
   SampleParams p;
-  p.x = l.data();
+  p.x = l.data;
   p.rows = n;
   p.cols = cfg_.vocab_size;
   p.limit = limit;
@@ -222,6 +272,16 @@ void Model::attention(const Layer& L, const StepIndex& s, KvAccess& kv, const ui
   auto qr = scratch<uint16_t>(dev_, T * cfg_.q_lora_rank);
   ops_.linear({x, T, L.wq_a, qr.data()});
   ops_.rms_norm({qr.data(), qr.data(), a.q_norm.weight, T, cfg_.q_lora_rank, eps});
+
+  // The indexer needs only x and the query latent: on the side queue it runs beside wq_b, the window KV
+  // and the main compressor, and the queues meet before sparse attention reads its choice.
+  DeviceArray<int32_t> selected;
+  if (L.ratio == 4) {
+    selected = scratch<int32_t>(dev_, T * cfg_.index_topk);
+    const SideBranch side(dev_, overlap_);
+    indexer(L, s, kv, x, qr.data(), selected.data());
+  }
+
   auto q = scratch<uint16_t>(dev_, T * H * d);
   ops_.linear({qr.data(), T, L.wq_b, q.data()});
   ops_.head_rms_norm({q.data(), T, H, d, eps, s.positions.data(), L.rope});  // Q-norm + RoPE, fused
@@ -233,14 +293,10 @@ void Model::attention(const Layer& L, const StepIndex& s, KvAccess& kv, const ui
                   kv.table(L.index, KvKind::kWindow), s.layers[static_cast<size_t>(L.index)].window_write.data()});
 
   SparseAttentionParams p;
-  DeviceArray<int32_t> selected;
   if (L.ratio != 0) {
     const LayerIndex& ri = s.layers[static_cast<size_t>(L.index)];
-    if (L.ratio == 4) {
-      selected = scratch<int32_t>(dev_, T * cfg_.index_topk);
-      indexer(L, s, kv, x, qr.data(), selected.data());
-    }
     compress(L, s, kv, x, /*for_indexer=*/false);
+    if (L.ratio == 4 && overlap_) dev_.join_side();
     p.compressed = kv.table(L.index, KvKind::kCompressed);
     if (L.ratio == 4) {
       p.compressed_slots = selected.data();
@@ -394,33 +450,25 @@ void Model::moe(const Layer& L, const StepIndex& s, const uint16_t* x, uint16_t*
 }
 
 // hc_head -> final norm -> fp32 head GEMM, for the last token of every slice that wants logits.
-std::vector<float> Model::logits(const ForwardBatch& batch, const uint16_t* h) {
-  int64_t rows = 0;
-  const auto l = device_logits(batch, h, rows);
-  if (rows == 0) return {};
-  return l.to_host();
-}
-
-DeviceArray<float> Model::device_logits(const ForwardBatch& batch, const uint16_t* h, int64_t& n_rows) {
-  std::vector<int64_t> rows;
-  for (const auto& sl : batch.seqs)
-    if (sl.logits) rows.push_back(sl.offset + sl.count - 1);
+void Model::head(const std::vector<int64_t>& rows, int64_t tokens, const uint16_t* h, float* logits) {
   const int64_t R = static_cast<int64_t>(rows.size()), D = cfg_.dim, HD = cfg_.hc_mult * D;
-  n_rows = R;
-  if (R == 0) return {};
-  // Gather the rows' streams on the device.
-  auto hs = scratch<uint16_t>(dev_, R * HD);
-  for (int64_t i = 0; i < R; ++i)
-    dev_.copy(hs.data() + i * HD, h + rows[static_cast<size_t>(i)] * HD, static_cast<size_t>(HD) * 2);
+  if (R == 0) return;
+  // Gather the rows' streams on the device (not needed when every token is a row, as in decode).
+  bool all = R == tokens;
+  for (int64_t i = 0; all && i < R; ++i) all = rows[static_cast<size_t>(i)] == i;
+  DeviceArray<uint16_t> hs;
+  if (!all) {
+    hs = scratch<uint16_t>(dev_, R * HD);
+    for (int64_t i = 0; i < R; ++i)
+      dev_.copy(hs.data() + i * HD, h + rows[static_cast<size_t>(i)] * HD, static_cast<size_t>(HD) * 2);
+  }
   auto y = scratch<uint16_t>(dev_, R * D);
   const float eps = static_cast<float>(cfg_.norm_eps);
-  ops_.hc_head({hs.data(), R, cfg_.hc_mult, D, w_.hc_head.fn, w_.hc_head.scale, w_.hc_head.base, eps,
+  ops_.hc_head({all ? h : hs.data(), R, cfg_.hc_mult, D, w_.hc_head.fn, w_.hc_head.scale, w_.hc_head.base, eps,
                 static_cast<float>(cfg_.hc_eps), y.data()});
   ops_.rms_norm({y.data(), y.data(), w_.norm.weight, R, D, eps});
-  auto logits = scratch<float>(dev_, R * cfg_.vocab_size);
-  LinearParams head{y.data(), R, bf16_weight(w_.head, cfg_.vocab_size, D), logits.data(), ActType::kF32};
+  LinearParams head{y.data(), R, bf16_weight(w_.head, cfg_.vocab_size, D), logits, ActType::kF32};
   ops_.linear(head);
-  return logits;
 }
 
 }  // namespace dsv4

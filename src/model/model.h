@@ -13,11 +13,14 @@
 #include "model/forward_batch.h"
 #include "model/kv_access.h"
 #include "model/placed_weights.h"
+#include "model/step_shape.h"
 #include "model/weights.h"
 
 namespace dsv4 {
 
 struct StepIndex;  // per-forward index arrays (model/step_index.h)
+class StepGraphs;  // recorded decode steps (model/step_graphs.h)
+struct StepGraphStats;
 
 // What forward_sample copies back, per slice with logits (backend/ops.h SampleParams).
 struct SampleResult {
@@ -28,6 +31,13 @@ struct SampleResult {
   std::vector<double> top_logprob;  // [rows, top_width]
 };
 
+// The logits of one step on the device, [rows, vocab]: the slices with logits, in slice order.
+struct StepLogits {
+  const float* data = nullptr;
+  int64_t rows = 0;
+  DeviceArray<float> owned;  // eager steps own theirs; recorded steps share the StepGraphs buffer
+};
+
 class Model {
  public:
   Model(const ModelConfig& cfg, const ModelWeights& weights, Ops& ops, Device& dev);
@@ -36,6 +46,14 @@ class Model {
   Model& operator=(const Model&) = delete;
 
   const ModelConfig& config() const { return cfg_; }
+
+  // Decode-only steps: eager, padded, or recorded and replayed (the default where the device can
+  // record, else eager). See model/step_shape.h.
+  void set_step_mode(StepMode mode);
+  StepMode step_mode() const { return mode_; }
+  // The indexer pipeline on the device's side queue, beside the query and KV projections (default on).
+  void set_overlap(bool on) { overlap_ = on; }
+  StepGraphStats graph_stats() const;
 
   // `weights` are host views (mmapped checkpoint); the model places them on `dev` itself.
   // The whole main stack; returns fp32 logits [slices with logits, vocab] on the host, in slice order.
@@ -48,20 +66,21 @@ class Model {
   SampleResult forward_sample(const ForwardBatch& batch, KvAccess& kv, int64_t limit, std::span<const SampleRow> rows,
                               std::span<const SampleEdit> edits);
 
-  // Pieces, for isolated-block checks: embed -> hc streams [tokens, hc, dim] bf16; one block in
-  // place; final head over the last token of every slice with logits.
+  // One whole step up to its logits, left running on the device (nothing waits): the forwards above
+  // are this, then a copy back. Timing its return shows the host's share of a step (bench step).
+  StepLogits step(const ForwardBatch& batch, KvAccess& kv);
+
+  // Pieces, for isolated-block checks: embed -> hc streams [tokens, hc, dim] bf16; one block in place.
   DeviceArray<uint16_t> embed(const ForwardBatch& batch);
   void run_block(int layer, const ForwardBatch& batch, KvAccess& kv, uint16_t* h);
-  std::vector<float> logits(const ForwardBatch& batch, const uint16_t* h);
-  // The main stack alone, left running on the device (no synchronisation): forward() is this, then
-  // logits(). Timing its return shows the host's share of a step (bench step).
-  DeviceArray<uint16_t> forward_stack(const ForwardBatch& batch, KvAccess& kv) { return run_stack(batch, kv); }
 
  private:
   struct Layer;
-  DeviceArray<uint16_t> run_stack(const ForwardBatch& batch, KvAccess& kv);
-  // fp32 logits [rows, vocab] on the device for the last token of every slice with logits.
-  DeviceArray<float> device_logits(const ForwardBatch& batch, const uint16_t* h, int64_t& rows);
+  // The step's device work: embed, every block, the head into logits [s.logit_rows, vocab].
+  void run_step(const StepIndex& s, KvAccess& kv, float* logits);
+  DeviceArray<uint16_t> embed(const int32_t* ids, int64_t tokens);
+  // hc_head, final norm and head GEMM for the hc streams of `rows` of h.
+  void head(const std::vector<int64_t>& rows, int64_t tokens, const uint16_t* h, float* logits);
   void attention(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x, uint16_t* out);
   void indexer(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x, const uint16_t* qr,
                int32_t* out_slots);
@@ -75,6 +94,9 @@ class Model {
   Ops& ops_;
   Device& dev_;
   std::vector<Layer> layers_;
+  StepMode mode_ = StepMode::kEager;
+  bool overlap_ = true;
+  std::unique_ptr<StepGraphs> graphs_;
 };
 
 }  // namespace dsv4

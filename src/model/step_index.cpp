@@ -3,19 +3,23 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "model/step_shape.h"
 
 namespace dsv4 {
 
 // Collects the host-built arrays of one step and the page-list expansions that read them; finish()
-// uploads everything in one copy, points the arrays into it and runs the expansions.
+// uploads everything in one copy, points the arrays into it and resolves the expansions' pointers.
 class StepUploads {
  public:
+  explicit StepUploads(bool padded) : padded_(padded) {}
+
   void add(IndexArray& a, const std::vector<int32_t>& v) {
     a.offset_ = put(v);
     pending_.push_back(&a);
   }
 
-  // out = rows of items from page lists (see PagedSlotsParams), built on the device after the upload.
+  // out = rows of items from page lists (see PagedSlotsParams), built on the device by
+  // StepIndex::expand.
   void expand(IndexArray& out, const std::vector<ItemPages>& lists, const std::vector<int32_t>& list_of,
               const std::vector<int32_t>& first, const std::vector<int32_t>& count, int64_t width) {
     Expansion x;
@@ -33,6 +37,8 @@ class StepUploads {
       stride = std::max(stride, static_cast<int64_t>(l.pages.size()));
     }
     x.per_page = std::max(per_page, 1);
+    // A padded step: as many pages as `width` items can span, whatever the lists hold now.
+    if (padded_) stride = std::max(stride, (width + x.per_page - 1) / x.per_page + 1);
     x.stride = stride;
     std::vector<int32_t> pages(lists.size() * static_cast<size_t>(stride), -1), base;
     for (size_t i = 0; i < lists.size(); ++i) {
@@ -44,21 +50,31 @@ class StepUploads {
     x.list = put(list_of);
     x.count = put(count);
     x.first = first.empty() ? kNone : put(first);
+    layout_.insert(layout_.end(), {x.rows, x.width, x.lists, x.stride, x.per_page, x.first == kNone ? 0 : 1});
     expansions_.push_back(x);
   }
 
-  void finish(Device& dev, Ops& ops, DeviceArray<int32_t>& storage) {
-    storage = DeviceArray<int32_t>(dev, host_);
-    for (IndexArray* a : pending_) a->ptr_ = storage.data() + a->offset_;
+  std::vector<StepIndex::Expansion> finish(Device& dev, StepArena* arena, DeviceArray<int32_t>& own) {
+    const int32_t* d = upload(dev, arena, own);
+    for (IndexArray* a : pending_) a->ptr_ = d + a->offset_;
+    std::vector<StepIndex::Expansion> out;
     for (const Expansion& x : expansions_) {
-      x.out->owned_ = DeviceArray<int32_t>(dev, static_cast<size_t>(std::max<int64_t>(1, x.rows * x.width)));
-      x.out->ptr_ = x.out->owned_.data();
-      if (x.rows == 0 || x.width == 0) continue;
-      const int32_t* d = storage.data();
-      ops.paged_slots({x.rows, static_cast<int32_t>(x.width), d + x.list, x.first == kNone ? nullptr : d + x.first,
-                       d + x.count, d + x.pages, d + x.base, x.lists, static_cast<int32_t>(x.stride), x.per_page,
-                       x.out->owned_.data()});
+      StepIndex::Expansion e;
+      e.out = x.out;
+      e.p = {x.rows,
+             static_cast<int32_t>(x.width),
+             d + x.list,
+             x.first == kNone ? nullptr : d + x.first,
+             d + x.count,
+             d + x.pages,
+             d + x.base,
+             x.lists,
+             static_cast<int32_t>(x.stride),
+             x.per_page,
+             nullptr};
+      out.push_back(e);
     }
+    return out;
   }
 
  private:
@@ -72,34 +88,57 @@ class StepUploads {
 
   size_t put(const std::vector<int32_t>& v) {
     const size_t at = host_.size();
+    layout_.push_back(static_cast<int64_t>(v.size()));
     host_.insert(host_.end(), v.begin(), v.end());
     host_.resize((host_.size() + 63) / 64 * 64, -1);  // 256-byte aligned arrays
     return at;
   }
 
+  // The one copy, into the arena when its layout still fits (else the arena gets new storage).
+  const int32_t* upload(Device& dev, StepArena* arena, DeviceArray<int32_t>& own) {
+    if (!arena) {
+      own = DeviceArray<int32_t>(dev, host_);
+      return own.data();
+    }
+    if (arena->layout_ != layout_ || arena->storage_.size() != std::max<size_t>(host_.size(), 1)) {
+      arena->storage_ = DeviceArray<int32_t>(dev, std::max<size_t>(host_.size(), 1));
+      arena->layout_ = layout_;
+      ++arena->generation_;
+    }
+    if (!host_.empty()) dev.to_device(arena->storage_.data(), host_.data(), host_.size() * sizeof(int32_t));
+    return arena->storage_.data();
+  }
+
+  bool padded_;
   std::vector<int32_t> host_;
+  std::vector<int64_t> layout_;
   std::vector<IndexArray*> pending_;
   std::vector<Expansion> expansions_;
 };
 
 namespace {
 
+// The slot each token writes (−1 for shadow slices: they write nothing).
 std::vector<int32_t> per_token(const ForwardBatch& b, const KvAccess& kv, int layer, KvKind kind) {
-  std::vector<int32_t> out(static_cast<size_t>(b.tokens()));
-  for (const auto& s : b.seqs)
+  std::vector<int32_t> out(static_cast<size_t>(b.tokens()), -1);
+  for (const auto& s : b.seqs) {
+    if (s.shadow) continue;
     for (int64_t i = 0; i < s.count; ++i)
       out[static_cast<size_t>(s.offset + i)] = kv.slot(s.seq, layer, kind, s.start + i);
+  }
   return out;
 }
 
-// Blocks i completed in this forward: (i + 1) * ratio - 1 in [start, end).
+// Blocks i completed in this forward: (i + 1) * ratio - 1 in [start, end). Padded (one token a slice):
+// one item per token, block −1 (rows and slot −1) where the token completes none.
 void emit_list(StepUploads& up, EmitList& e, const ForwardBatch& b, const KvAccess& kv, int layer, int ratio,
-               KvKind state, KvKind out) {
+               KvKind state, KvKind out, bool padded) {
   const int c = ratio == 4 ? 2 : 1;
   std::vector<int32_t> block, rows, slots;
   for (const auto& s : b.seqs) {
     const int64_t end = s.start + s.count;
-    for (int64_t i = s.start / ratio; i < end / ratio; ++i) {
+    const size_t before = block.size();
+    for (int64_t i = s.start / ratio; !s.shadow && i < end / ratio; ++i) {
       block.push_back(static_cast<int32_t>(i));
       for (int64_t p = (i - (c - 1)) * ratio; p < (i + 1) * ratio; ++p) {
         const int32_t slot = p < 0 ? -1 : kv.slot(s.seq, layer, state, p);
@@ -108,7 +147,13 @@ void emit_list(StepUploads& up, EmitList& e, const ForwardBatch& b, const KvAcce
       }
       slots.push_back(kv.slot(s.seq, layer, out, i));
     }
+    if (padded && block.size() == before) {
+      block.push_back(-1);
+      rows.insert(rows.end(), static_cast<size_t>(c * ratio), -1);
+      slots.push_back(-1);
+    }
   }
+  DSV4_CHECK(!padded || block.size() == b.seqs.size(), "step index: a padded step with more than one token a slice");
   e.entries = static_cast<int64_t>(block.size());
   up.add(e.block_index, block);
   up.add(e.rows, rows);
@@ -121,7 +166,7 @@ void check_resident(const ItemPages& p, int32_t seq, const char* what) {
 }
 
 void build_layer(StepUploads& up, LayerIndex& r, const ModelConfig& cfg, const ForwardBatch& b, const KvAccess& kv,
-                 int l) {
+                 int l, bool padded) {
   const int64_t tokens = b.tokens();
   // Window: the same list layout whatever the chunking (positions t-W+1..t ascending, then -1),
   // which is what the reference lays out in prefill and in decode.
@@ -145,7 +190,7 @@ void build_layer(StepUploads& up, LayerIndex& r, const ModelConfig& cfg, const F
   const int ratio = cfg.compress_ratio(l);
   if (ratio == 0) return;
   up.add(r.state_slots, per_token(b, kv, l, KvKind::kCompressorState));
-  emit_list(up, r.emit, b, kv, l, ratio, KvKind::kCompressorState, KvKind::kCompressed);
+  emit_list(up, r.emit, b, kv, l, ratio, KvKind::kCompressorState, KvKind::kCompressed, padded);
   if (ratio != 4) {
     // Every entry visible to the query, ascending (entry j needs (j + 1) * ratio - 1 <= t).
     int64_t width = 0;
@@ -161,14 +206,16 @@ void build_layer(StepUploads& up, LayerIndex& r, const ModelConfig& cfg, const F
         visible[static_cast<size_t>(s.offset + i)] = static_cast<int32_t>((s.start + i + 1) / ratio);
       }
     }
+    if (padded) width = width_bucket(width);
     r.compressed_width = static_cast<int32_t>(width);
     up.expand(r.compressed_slots, lists, list_of, {}, visible, width);
     return;
   }
   up.add(r.index_state_slots, per_token(b, kv, l, KvKind::kIndexerState));
-  emit_list(up, r.index_emit, b, kv, l, ratio, KvKind::kIndexerState, KvKind::kIndexerKey);
+  emit_list(up, r.index_emit, b, kv, l, ratio, KvKind::kIndexerState, KvKind::kIndexerKey, padded);
   int64_t stride = 1;
   for (const auto& s : b.seqs) stride = std::max(stride, (s.start + s.count) / ratio);
+  if (padded) stride = std::max(1, width_bucket(stride));
   r.key_stride = static_cast<int32_t>(stride);
   std::vector<ItemPages> keys, map;
   std::vector<int32_t> rows, count;
@@ -188,24 +235,48 @@ void build_layer(StepUploads& up, LayerIndex& r, const ModelConfig& cfg, const F
 
 }  // namespace
 
-StepIndex::StepIndex(Device& dev, Ops& ops, const ModelConfig& cfg, const ForwardBatch& b, const KvAccess& kv) {
+StepIndex::StepIndex(Device& dev, const ModelConfig& cfg, const ForwardBatch& b, const KvAccess& kv,
+                     StepLayout layout) {
   tokens = b.tokens();
   slices = static_cast<int64_t>(b.seqs.size());
   std::vector<int32_t> slice_of(static_cast<size_t>(tokens));
   for (size_t k = 0; k < b.seqs.size(); ++k) {
     const auto& s = b.seqs[k];
     DSV4_CHECK(s.offset >= 0 && s.count > 0 && s.offset + s.count <= tokens, "forward batch: bad slice {}", k);
+    DSV4_CHECK(!s.shadow || (layout.padded && s.count == 1), "forward batch: shadow slice {} outside a padded step", k);
     std::fill_n(slice_of.begin() + s.offset, s.count, static_cast<int32_t>(k));
     if (s.logits) logit_rows.push_back(s.offset + s.count - 1);
   }
-  StepUploads up;
+  StepUploads up(layout.padded);
   up.add(token_ids, b.token_ids);
   up.add(positions, b.positions);
   up.add(token_slice, slice_of);
   window_width = cfg.window_size;
   layers.resize(static_cast<size_t>(cfg.n_layers));  // sized once: the uploads point into it
-  for (int l = 0; l < cfg.n_layers; ++l) build_layer(up, layers[static_cast<size_t>(l)], cfg, b, kv, l);
-  up.finish(dev, ops, uploads_);
+  for (int l = 0; l < cfg.n_layers; ++l) build_layer(up, layers[static_cast<size_t>(l)], cfg, b, kv, l, layout.padded);
+  expansions_ = up.finish(dev, layout.arena, uploads_);
+  dev_ = &dev;
+}
+
+StepIndex::~StepIndex() = default;
+
+void StepIndex::expand(Ops& ops) {
+  for (Expansion& x : expansions_) {
+    IndexArray& a = *x.out;
+    a.owned_ = DeviceArray<int32_t>(*dev_, static_cast<size_t>(std::max<int64_t>(1, x.p.rows * x.p.width)));
+    a.ptr_ = a.owned_.data();
+    if (x.p.rows == 0 || x.p.width == 0) continue;
+    PagedSlotsParams p = x.p;
+    p.out = a.owned_.data();
+    ops.paged_slots(p);
+  }
+}
+
+void StepIndex::release_expanded() {
+  for (Expansion& x : expansions_) {
+    x.out->owned_ = DeviceArray<int32_t>();
+    x.out->ptr_ = nullptr;
+  }
 }
 
 }  // namespace dsv4

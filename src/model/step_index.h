@@ -16,16 +16,40 @@
 namespace dsv4 {
 
 // One index array of a step: a host-built array inside the step's single upload, or an array the
-// device built (an expanded page list), which owns its memory.
+// device builds (an expanded page list, StepIndex::expand), which owns its memory.
 class IndexArray {
  public:
   const int32_t* data() const { return ptr_; }
 
  private:
   friend class StepUploads;
+  friend struct StepIndex;
   const int32_t* ptr_ = nullptr;
   size_t offset_ = 0;
   DeviceArray<int32_t> owned_;
+};
+
+// Where a padded step's upload lives from step to step: steps of one shape write the same layout into
+// the same memory, so a recording of one reads the next one's arrays (model/step_graphs.h).
+class StepArena {
+ public:
+  // Bumped whenever the storage was replaced (the layout changed): recordings of older ones are stale.
+  uint64_t generation() const { return generation_; }
+
+ private:
+  friend class StepUploads;
+  DeviceArray<int32_t> storage_;
+  std::vector<int64_t> layout_;  // the sizes of every array and expansion of the upload
+  uint64_t generation_ = 0;
+};
+
+// How a StepIndex lays a step out. padded: a decode-only step of a StepShape (one token a slice, shadow
+// slices allowed): one emission item per token (block −1 where none completes), context-long lists
+// widened to width_bucket() and page lists to the most pages such a width can span; arena: upload
+// there instead of into memory of its own.
+struct StepLayout {
+  bool padded = false;
+  StepArena* arena = nullptr;
 };
 
 // Compressed entries completed by this forward, for one compressor (attention or indexer).
@@ -64,14 +88,27 @@ struct StepIndex {
   std::vector<LayerIndex> layers;   // [main layers]
   std::vector<int64_t> logit_rows;  // host: the last token of every slice that wants logits
 
-  // Long slot lists (windows, indexer keys, ratio-128 entries) are expanded from page lists by
-  // ops.paged_slots; everything the host builds reaches the device in one copy.
-  StepIndex(Device& dev, Ops& ops, const ModelConfig& cfg, const ForwardBatch& batch, const KvAccess& kv);
+  // Everything the host builds reaches the device in one copy. Long slot lists (windows, indexer keys,
+  // ratio-128 entries) are page lists until expand() runs ops.paged_slots on them.
+  StepIndex(Device& dev, const ModelConfig& cfg, const ForwardBatch& batch, const KvAccess& kv, StepLayout layout = {});
+  ~StepIndex();
   StepIndex(const StepIndex&) = delete;  // arrays point into uploads_
   StepIndex& operator=(const StepIndex&) = delete;
 
+  // Builds the expanded lists on the device (part of the step's device work: recordable);
+  // release_expanded() frees them (a recorded step frees what it allocated).
+  void expand(Ops& ops);
+  void release_expanded();
+
+  struct Expansion {  // one paged_slots call, pointers into the upload
+    IndexArray* out = nullptr;
+    PagedSlotsParams p;
+  };
+
  private:
+  Device* dev_ = nullptr;
   DeviceArray<int32_t> uploads_;
+  std::vector<Expansion> expansions_;
 };
 
 }  // namespace dsv4

@@ -17,6 +17,12 @@ print(f"{name}: rms_ratio {j['rms_ratio']:.4f} argmax {j['argmax_agreement']:.3f
       + " ".join(f"{b['rms_rel']:.5f}" for b in j["blocks"]))
 PY
 done
+# Decode steps padded to their recorded shape (what CUDA graphs replay) give the eager steps' numbers.
+for set in tiny-a tiny-b; do
+  eager=$("$DSV4" golden-check "$SHARED/golden/$set" --no-blocks --step-mode eager 2>/dev/null) || fail "$set eager: $eager"
+  padded=$("$DSV4" golden-check "$SHARED/golden/$set" --no-blocks --step-mode padded 2>/dev/null) || fail "$set padded: $padded"
+  [ "$eager" = "$padded" ] || fail "$set: padded decode steps differ from eager ones: $padded vs $eager"
+done
 # A threshold that no implementation meets must fail, with exit code 3 and pass=false.
 set +e
 out=$("$DSV4" golden-check "$SHARED/golden/tiny-a" --no-blocks --max-rms-ratio 0.001 2>/dev/null)

@@ -107,6 +107,7 @@ void compressor_emit(ThreadPool& pool, const CompressorEmitParams& p) {
     float* e = work + (n_rows + 1) * dc;
     std::vector<const float*> rows(static_cast<size_t>(n_rows));
     for (int64_t i = e0; i < e1; ++i) {
+      if (p.block_index[i] < 0) continue;  // a padded step's empty emission item
       for (int64_t r = 0; r < n_rows; ++r) {
         const int32_t slot = p.rows[i * n_rows + r];
         const bool previous = c == 2 && r < p.ratio;

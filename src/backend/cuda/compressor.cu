@@ -249,6 +249,7 @@ __global__ void __launch_bounds__(kMaxThreads) emit_kernel(CompressorEmitArgs a,
   __shared__ float e[kMaxDim];
   __shared__ const float* rows[kMaxRows];
   const int64_t entry = blockIdx.x;
+  if (a.block_index[entry] < 0) return;  // a padded step's empty emission item (uniform per block)
   const int dc = a.head_dim;
   const int32_t out_slot = a.out_slots[entry];
   if (!gather_rows(a, c, entry, rows) || (out_slot >= 0 && !a.out.holds(out_slot))) {

@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemm_internal.h"
+#include "backend/cuda/scratch_epoch.h"
 #include "core/error.h"
 
 namespace dsv4::cuda {
@@ -181,6 +182,7 @@ struct GemmRunner::Impl {
   // Grow-only activation scratch; stream-ordered, so earlier work on the stream still sees the old one.
   void* act_scratch(size_t bytes) {
     if (bytes > act_bytes) {
+      scratch_moves(stream, "the GEMM activation scratch");
       if (act) DSV4_CUDA_CHECK(cudaFreeAsync(act, stream));
       act = nullptr;
       act_bytes = std::max(bytes, act_bytes + act_bytes / 2);
@@ -194,6 +196,7 @@ struct GemmRunner::Impl {
     const SplitNeed need = exact_block_split_need(p);
     if (need.floats == 0) return;
     if (need.floats > partial_floats) {
+      scratch_moves(stream, "the GEMM split-K scratch");
       if (partial) DSV4_CUDA_CHECK(cudaFreeAsync(partial, stream));
       partial = nullptr;
       partial_floats = std::max(need.floats, partial_floats + partial_floats / 2);
@@ -201,6 +204,7 @@ struct GemmRunner::Impl {
           cudaMallocAsync(reinterpret_cast<void**>(&partial), static_cast<size_t>(partial_floats) * 4, stream));
     }
     if (need.counters > counter_count) {
+      scratch_moves(stream, "the GEMM split-K counters");
       if (counters) DSV4_CUDA_CHECK(cudaFreeAsync(counters, stream));
       counters = nullptr;
       counter_count = std::max(need.counters, counter_count * 2);

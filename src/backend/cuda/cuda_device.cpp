@@ -65,6 +65,10 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
              device_count());
   DSV4_CUDA_CHECK(cudaSetDevice(ordinal));
   DSV4_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  DSV4_CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+  DSV4_CUDA_CHECK(cudaEventCreateWithFlags(&forked_, cudaEventDisableTiming));
+  DSV4_CUDA_CHECK(cudaEventCreateWithFlags(&joined_, cudaEventDisableTiming));
+  active_ = stream_;
   DSV4_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool_, ordinal));
   uint64_t keep = std::numeric_limits<uint64_t>::max();  // never hand freed blocks back to the driver
   DSV4_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep));
@@ -73,7 +77,12 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
 }
 
 CudaDevice::~CudaDevice() {
+  abort_recording();
+  cudaStreamSynchronize(side_);
   cudaStreamSynchronize(stream_);
+  cudaEventDestroy(forked_);
+  cudaEventDestroy(joined_);
+  cudaStreamDestroy(side_);
   for (const Pinned& b : staging_) cudaFreeHost(b.p);
   for (cudaEvent_t e : marks_) cudaEventDestroy(e);
   cudaFree(err_);
@@ -94,7 +103,7 @@ uint64_t CudaDevice::memory_capacity() const {
 
 void* CudaDevice::allocate(size_t bytes) {
   void* p = nullptr;
-  const cudaError_t e = cudaMallocAsync(&p, bytes ? bytes : 1, stream_);
+  const cudaError_t e = cudaMallocAsync(&p, bytes ? bytes : 1, active_);
   if (e == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();
     size_t free_b = 0, total = 0;
@@ -102,11 +111,26 @@ void* CudaDevice::allocate(size_t bytes) {
     fail("cuda: out of GPU memory allocating {} bytes ({} of {} bytes free)", bytes, free_b, total);
   }
   DSV4_CUDA_CHECK(e);
+  if (recording_) recorded_.insert(p);
   return p;
 }
 
 void CudaDevice::release(void* p) {
-  if (p) DSV4_CUDA_CHECK(cudaFreeAsync(p, stream_));
+  if (!p || discarded_.erase(p)) return;
+  if (recording_) {
+    if (recorded_.erase(p)) {
+      // A free node; after a failure inside the recording the capture may be invalidated already.
+      if (cudaFreeAsync(p, active_) != cudaSuccess) {
+        (void)cudaGetLastError();
+        broken_ = true;
+      }
+    } else {
+      deferred_frees_.push_back(p);
+      broken_ = true;
+    }
+    return;
+  }
+  DSV4_CUDA_CHECK(cudaFreeAsync(p, active_));
 }
 
 void* CudaDevice::stage(size_t bytes, bool after_sync) {
@@ -139,36 +163,122 @@ void* CudaDevice::stage(size_t bytes, bool after_sync) {
 
 void CudaDevice::to_device(void* dst, const void* src, size_t bytes) {
   if (!bytes) return;
-  constexpr size_t kStageMax = size_t{64} << 20;  // larger copies (weights) go straight from the source
+  refuse_while_recording("a host-to-device copy");  // a replay would copy whatever staging then holds
+  constexpr size_t kStageMax = size_t{64} << 20;    // larger copies (weights) go straight from the source
   if (bytes > kStageMax) {
-    DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+    DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, active_));
     return;
   }
   void* pinned = stage(bytes);
   std::memcpy(pinned, src, bytes);
-  DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, pinned, bytes, cudaMemcpyHostToDevice, stream_));
+  DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, pinned, bytes, cudaMemcpyHostToDevice, active_));
 }
 
 void CudaDevice::to_host(void* dst, const void* src, size_t bytes) {
-  if (bytes) DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  refuse_while_recording("a device-to-host copy");
+  if (bytes) DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, active_));
   synchronize();
 }
 
 void CudaDevice::copy(void* dst, const void* src, size_t bytes) {
-  if (bytes) DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+  if (bytes) DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, active_));
 }
 
 void CudaDevice::fill_zero(void* p, size_t bytes) {
-  if (bytes) DSV4_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
+  if (bytes) DSV4_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, active_));
+}
+
+void CudaDevice::refuse_while_recording(const char* what) const {
+  DSV4_CHECK(!recording_, "cuda: {} while a step is being recorded (it would not be replayed)", what);
+}
+
+void CudaDevice::begin_side() {
+  DSV4_CHECK(active_ == stream_, "cuda: begin_side() inside a side branch");
+  DSV4_CUDA_CHECK(cudaEventRecord(forked_, stream_));
+  DSV4_CUDA_CHECK(cudaStreamWaitEvent(side_, forked_, 0));
+  active_ = side_;
+}
+
+void CudaDevice::end_side() {
+  DSV4_CHECK(active_ == side_, "cuda: end_side() without begin_side()");
+  active_ = stream_;
+  DSV4_CUDA_CHECK(cudaEventRecord(joined_, side_));
+}
+
+void CudaDevice::join_side() {
+  DSV4_CHECK(active_ == stream_, "cuda: join_side() inside a side branch");
+  DSV4_CUDA_CHECK(cudaStreamWaitEvent(stream_, joined_, 0));
+}
+
+namespace {
+
+struct CudaRecording final : Device::Recording {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ~CudaRecording() override {
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+  }
+};
+
+}  // namespace
+
+void CudaDevice::begin_recording() {
+  DSV4_CHECK(!recording_ && active_ == stream_, "cuda: begin_recording() while recording or inside a side branch");
+  // Thread-local mode: a forbidden call from this thread (a synchronous copy, cudaMalloc) fails the
+  // capture instead of silently running.
+  DSV4_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  recording_ = true;
+}
+
+std::unique_ptr<Device::Recording> CudaDevice::end_recording() {
+  DSV4_CHECK(recording_ && active_ == stream_, "cuda: end_recording() without a recording, or inside a side branch");
+  auto r = std::make_unique<CudaRecording>();
+  recording_ = false;
+  const cudaError_t ended = cudaStreamEndCapture(stream_, &r->graph);
+  const bool leaked = !recorded_.empty(), broken = broken_;
+  finish_recording();
+  DSV4_CUDA_CHECK(ended);
+  DSV4_CHECK(!broken, "cuda: the recorded step freed memory it had not taken");
+  DSV4_CHECK(!leaked, "cuda: the recorded step kept memory it took");
+  DSV4_CUDA_CHECK(cudaGraphInstantiateWithFlags(&r->exec, r->graph, 0));
+  return r;
+}
+
+void CudaDevice::abort_recording() noexcept {
+  active_ = stream_;
+  if (!recording_) return;
+  recording_ = false;
+  cudaGraph_t g = nullptr;
+  (void)cudaStreamEndCapture(stream_, &g);  // invalidated or unjoined captures fail here: discard either way
+  if (g) cudaGraphDestroy(g);
+  (void)cudaGetLastError();
+  finish_recording();
+}
+
+void CudaDevice::finish_recording() noexcept {
+  discarded_.insert(recorded_.begin(), recorded_.end());  // graph memory: never free it ourselves
+  recorded_.clear();
+  for (void* p : deferred_frees_) (void)cudaFreeAsync(p, stream_);
+  deferred_frees_.clear();
+  broken_ = false;
+}
+
+void CudaDevice::replay(const Recording& r) {
+  DSV4_CHECK(!recording_ && active_ == stream_, "cuda: replay() while recording or inside a side branch");
+  const auto* rec = dynamic_cast<const CudaRecording*>(&r);
+  DSV4_CHECK(rec != nullptr, "cuda: replay() of a recording made elsewhere");
+  DSV4_CUDA_CHECK(cudaGraphLaunch(rec->exec, stream_));
 }
 
 size_t CudaDevice::mark() {
+  refuse_while_recording("a profiling mark");
   if (marks_used_ == marks_.size()) {
     cudaEvent_t e = nullptr;
     DSV4_CUDA_CHECK(cudaEventCreate(&e));
     marks_.push_back(e);
   }
-  DSV4_CUDA_CHECK(cudaEventRecord(marks_[marks_used_], stream_));
+  DSV4_CUDA_CHECK(cudaEventRecord(marks_[marks_used_], active_));
   return marks_used_++;
 }
 
@@ -180,6 +290,8 @@ double CudaDevice::elapsed_ms(size_t a, size_t b) const {
 }
 
 void CudaDevice::synchronize() {
+  refuse_while_recording("a synchronisation");
+  DSV4_CUDA_CHECK(cudaStreamSynchronize(side_));
   DSV4_CUDA_CHECK(cudaStreamSynchronize(stream_));
   // Every staged copy has landed: the blocks are free for reuse. Keep the largest ones within the cap
   // (pinning and unpinning cost milliseconds a block) and always at least the largest.

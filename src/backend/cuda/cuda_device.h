@@ -1,4 +1,5 @@
-// CudaDevice: GPU memory and the one stream every CUDA op of a model runs on. Host-to-device copies go
+// CudaDevice: GPU memory and the stream every CUDA op of a model runs on (plus a side stream for work
+// forked beside it, and stream capture into CUDA graphs). Host-to-device copies go
 // through pinned staging memory, so they are truly asynchronous (a pageable source would make the
 // driver wait for the stream) and legal to capture; staging is recycled at each synchronisation. Allocations come from
 // a stream-ordered pool (cudaMallocAsync) that keeps freed memory, so the model's per-step scratch costs no driver call
@@ -11,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "backend/device.h"
@@ -36,8 +38,19 @@ class CudaDevice final : public Device {
   size_t mark() override;  // a CUDA event recorded on the stream
   double elapsed_ms(size_t a, size_t b) const override;
   void clear_marks() override { marks_used_ = 0; }
+  void begin_side() override;  // the side stream waits for the main one and becomes current
+  void end_side() override;    // the main stream is current again (the side one runs on)
+  void join_side() override;   // the main stream waits for the side one
+  bool can_record() const override { return true; }
+  void begin_recording() override;  // stream capture of the main stream (and what it forks)
+  std::unique_ptr<Recording> end_recording() override;
+  void abort_recording() noexcept override;
+  void replay(const Recording& r) override;
 
-  cudaStream_t stream() const { return stream_; }
+  // The stream work goes to now: the main stream, or the side stream between begin_side() and end_side().
+  cudaStream_t stream() const { return active_; }
+  cudaStream_t main_stream() const { return stream_; }
+  bool recording() const { return recording_; }
   int32_t* error_flag() const { return err_; }
   int ordinal() const { return ordinal_; }
   std::string name() const;
@@ -55,8 +68,21 @@ class CudaDevice final : public Device {
   size_t current_ = 0;           // the block being filled
   size_t staged_ = 0;            // bytes used of it
 
+  void refuse_while_recording(const char* what) const;
+  void finish_recording() noexcept;
+
   int ordinal_ = 0;
-  cudaStream_t stream_ = nullptr;
+  cudaStream_t stream_ = nullptr;  // main
+  cudaStream_t side_ = nullptr;    // the side queue (begin_side)
+  cudaStream_t active_ = nullptr;  // stream_ or side_
+  cudaEvent_t forked_ = nullptr, joined_ = nullptr;
+  bool recording_ = false;
+  // Memory taken while recording lives in the graph: freed inside it, or never really there when the
+  // recording is discarded. Memory from outside freed inside a recording breaks it (a replay would
+  // free it again): that free waits for the recording's end, which then fails.
+  std::unordered_set<void*> recorded_, discarded_;
+  std::vector<void*> deferred_frees_;
+  bool broken_ = false;
   cudaMemPool_t pool_ = nullptr;
   int32_t* err_ = nullptr;
   std::vector<cudaEvent_t> marks_;  // created on first use, reused after clear_marks()

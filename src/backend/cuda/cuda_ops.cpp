@@ -11,6 +11,7 @@
 #include "backend/cuda/paged_slots.h"
 #include "backend/cuda/row_kernels.h"
 #include "backend/cuda/sampling.h"
+#include "backend/cuda/scratch_epoch.h"
 #include "backend/rope.h"
 #include "core/error.h"
 
@@ -44,15 +45,34 @@ DeviceTable device_table(const EntryTable& t) {
 
 CudaOps::CudaOps(CudaDevice& dev, GemmPrecision gemm)
     : dev_(dev),
-      gemm_(std::make_unique<GemmRunner>(dev.stream(), gemm)),
-      moe_(std::make_unique<MoeRunner>(*gemm_, dev.stream())) {}
+      gemm_precision_(gemm),
+      gemm_(std::make_unique<GemmRunner>(dev.main_stream(), gemm)),
+      moe_(std::make_unique<MoeRunner>(*gemm_, dev.main_stream())) {
+  DSV4_CHECK(dev.stream() == dev.main_stream(), "CudaOps: made inside a forked branch");
+}
 
 CudaOps::~CudaOps() = default;
+
+uint64_t CudaOps::scratch_epoch() const { return cuda::scratch_epoch(); }
+
+GemmRunner& CudaOps::gemm() {
+  if (dev_.stream() == dev_.main_stream()) return *gemm_;
+  if (!side_gemm_) {
+    scratch_moves(dev_.stream(), "a side-stream GEMM runner");
+    side_gemm_ = std::make_unique<GemmRunner>(dev_.stream(), gemm_precision_);
+  }
+  return *side_gemm_;
+}
 
 const float* CudaOps::frequencies(const RopeConfig& r) {
   const auto key = std::make_tuple(r.rope_dim, r.theta, r.original_seq_len, r.factor, r.beta_fast, r.beta_slow);
   auto it = freqs_.find(key);
-  if (it == freqs_.end()) it = freqs_.emplace(key, DeviceArray<float>(dev_, rope_frequencies(r))).first;
+  if (it == freqs_.end()) {
+    scratch_moves(dev_.stream(), "a RoPE frequency table");
+    it = freqs_.emplace(key, DeviceArray<float>(dev_, rope_frequencies(r))).first;
+    // Made on whichever stream asked first; the other stream may read it next.
+    if (dev_.stream() != dev_.main_stream()) dev_.synchronize();
+  }
   return it->second.data();
 }
 
@@ -67,7 +87,7 @@ void CudaOps::linear(const LinearParams& p) {
   a.groups = p.groups;
   a.x_stride = p.x_stride;
   a.y_stride = p.y_stride;
-  gemm_->run(a);
+  gemm().run(a);
 }
 
 void CudaOps::rms_norm(const RmsNormParams& p) {
@@ -163,7 +183,7 @@ void CudaOps::compressor_step(const CompressorStepParams& p) {
     a.y = ag.data() + i * p.tokens * cd;
     a.out = GemmOut::kF32;
     a.exact = true;
-    gemm_->run(a);
+    gemm().run(a);
   }
   compressor_store(ag.data(), ag.data() + p.tokens * cd, p.tokens, cd, p.positions, p.ape, p.ratio,
                    device_table(p.state), p.state_slots, dev_.error_flag(), dev_.stream());
@@ -220,6 +240,7 @@ void CudaOps::indexer_topk(const IndexerTopkParams& p) {
 
 void CudaOps::moe_gate(const MoeGateParams& p) {
   check_params(p);
+  DSV4_CHECK(dev_.stream() == dev_.main_stream(), "CudaOps: moe_gate runs on the main stream only");
   MoeGateArgs a;
   a.x = p.x;
   a.tokens = p.tokens;
@@ -250,6 +271,7 @@ const GemmWeight* CudaOps::gemm_weights(const Weight* w, int experts) {
 
 void CudaOps::moe_experts(const MoeExpertsParams& p) {
   check_params(p);
+  DSV4_CHECK(dev_.stream() == dev_.main_stream(), "CudaOps: moe_experts runs on the main stream only");
   MoeExpertsArgs a;
   a.x = p.x;
   a.tokens = p.tokens;

@@ -51,16 +51,21 @@ class CudaOps final : public Ops {
   void paged_slots(const PagedSlotsParams& p) override;
   void argmax(const ArgmaxParams& p) override;
   void sample(const SampleParams& p) override;
+  uint64_t scratch_epoch() const override;
 
  private:
+  // The GEMM runner of the stream work goes to now (their scratch is per stream).
+  GemmRunner& gemm();
   // The RoPE frequencies of a config, uploaded once.
   const float* frequencies(const RopeConfig& rope);
   // An expert weight array as GEMM views, converted once per array (the model's arrays never move).
   const GemmWeight* gemm_weights(const Weight* w, int experts);
 
   CudaDevice& dev_;
-  std::unique_ptr<GemmRunner> gemm_;
-  std::unique_ptr<MoeRunner> moe_;
+  GemmPrecision gemm_precision_;
+  std::unique_ptr<GemmRunner> gemm_;       // main stream
+  std::unique_ptr<GemmRunner> side_gemm_;  // side stream (Device::fork)
+  std::unique_ptr<MoeRunner> moe_;         // main stream only
   std::map<std::tuple<int, double, int64_t, double, double, double>, DeviceArray<float>> freqs_;
   std::map<const Weight*, std::vector<GemmWeight>> expert_views_;
 };

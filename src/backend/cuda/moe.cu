@@ -12,6 +12,7 @@
 #include "backend/cuda/glibc_expf.cuh"
 #include "backend/cuda/glibc_log1pf.cuh"
 #include "backend/cuda/moe.h"
+#include "backend/cuda/scratch_epoch.h"
 
 namespace dsv4::cuda {
 namespace {
@@ -353,6 +354,7 @@ struct Buffer {
   T* get(size_t n, cudaStream_t s) {
     const size_t need = std::max<size_t>(n, 1) * sizeof(T);
     if (need > bytes) {
+      scratch_moves(s, "the MoE scratch");
       const size_t grown = std::max(need, bytes + bytes / 2);
       if (p) DSV4_CUDA_CHECK(cudaFreeAsync(p, s));
       p = nullptr;
@@ -478,6 +480,7 @@ const PointerTable& MoeRunner::Impl::table(const GemmWeight* w, int experts) {
     t.data[e] = w[e].data;
     t.scale[e] = w[e].scale;
   }
+  scratch_moves(stream, "an expert pointer table");
   t.device.release(stream);
   const void** d = t.device.get<const void*>(2 * static_cast<size_t>(experts), stream);
   // Pageable sources are staged before these calls return, so the vectors may change afterwards.

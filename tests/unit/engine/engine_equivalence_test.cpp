@@ -144,6 +144,43 @@ TEST(EngineEquivalence, SeededSamplingIsReproducibleAloneOrBatched) {
   EXPECT_NE(drain(*e.add_request({job.prompt, s, {}})), want);
 }
 
+TEST(EngineEquivalence, PaddedDecodeStepsMatchEagerSteps) {
+  // The runner's model pads every decode-only step to its recorded shape (what CUDA graphs replay):
+  // tokens and logprobs must not change, greedy or sampled.
+  std::vector<Job> jobs = random_jobs(5, 21, 300, 24);
+  SamplingParams sampled = greedy(20);
+  sampled.temperature = 0.8;
+  sampled.seed = 99;
+  sampled.logprobs = 3;
+  jobs.push_back({random_ids(140, 22), sampled});
+  auto run = [&](StepMode mode) {
+    const LoadedModel& m = tiny_model();
+    const EngineConfig c = base_config();
+    Engine e(
+        m.config, c,
+        [&](KvCacheManager& mgr, Backend& backend) -> std::unique_ptr<Executor> {
+          auto r = std::make_unique<ModelRunner>(m.config, m.weights, mgr, c.kv_dtypes, backend, 0);
+          r->model().set_step_mode(mode);
+          return r;
+        },
+        true);
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (const Job& j : jobs) streams.push_back(e.add_request({j.prompt, j.params, {}}));
+    std::vector<std::pair<std::vector<int32_t>, std::vector<double>>> out;
+    for (auto& st : streams) {
+      RequestOutput o;
+      const auto ids = drain(*st, &o);
+      std::vector<double> lps;
+      for (const TokenLogprobs& lp : o.logprobs) lps.push_back(lp.logprob);
+      out.emplace_back(ids, lps);
+    }
+    return out;
+  };
+  const auto eager = run(StepMode::kEager), padded = run(StepMode::kPadded);
+  for (size_t i = 0; i < jobs.size(); ++i) EXPECT_EQ(padded[i], eager[i]) << "job " << i;
+  EXPECT_FALSE(eager.back().second.empty());
+}
+
 TEST(EngineEquivalence, AbortAtAnyPointReturnsEveryBlock) {
   const LoadedModel& m = tiny_model();
   EngineConfig c = base_config();

@@ -1,0 +1,124 @@
+// Decode steps through CUDA graphs on the H200: replayed steps give the padded eager steps' logits bit
+// for bit, the indexer on the side stream changes no bit, and the CUDA steps match the CPU backend's;
+// the device refuses host work while recording; the side stream is ordered as promised.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cuda/cuda_device.h"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/gemm.h"
+#include "core/error.h"
+#include "gpu/gpu_test_util.h"
+#include "model/model.h"
+#include "model/model_loader.h"
+#include "model/presets.h"
+#include "model/random_checkpoint.h"
+#include "model/step_graphs.h"
+#include "testing/decode_steps.h"
+#include "testing/paths.h"
+
+namespace dsv4 {
+namespace {
+
+const LoadedModel& tiny() {
+  static const LoadedModel m = [] {
+    const auto dir = testing::temp_dir("graphs_gpu");
+    write_random_checkpoint(find_preset("tiny").config, 17, dir);
+    return load_model(dir);
+  }();
+  return m;
+}
+
+// Five sequences around compression boundaries, batch 8 then 4 (see the CPU Equivalence test).
+const testing::DecodeRun kRun{{125, 3, 250, 60, 131}, 24, 5};
+
+struct CudaRun {
+  std::vector<std::vector<float>> logits;
+  StepGraphStats stats;
+};
+
+CudaRun cuda_steps(StepMode mode, bool overlap) {
+  cuda::CudaDevice dev;
+  cuda::CudaOps ops(dev, cuda::GemmPrecision::kExact);
+  Model m(tiny().config, tiny().weights, ops, dev);
+  m.set_step_mode(mode);
+  m.set_overlap(overlap);
+  CudaRun r;
+  r.logits = testing::decode_steps(m, &dev, kRun);
+  r.stats = m.graph_stats();
+  return r;
+}
+
+TEST(CudaStepGraphs, ReplayedDecodeStepsMatchEagerSteps) {
+  const CudaRun graphs = cuda_steps(StepMode::kGraphs, true);
+  ASSERT_GT(graphs.stats.replayed, 0) << "nothing was replayed";
+  EXPECT_EQ(graphs.stats.failed, 0);
+  const CudaRun padded = cuda_steps(StepMode::kPadded, true);
+  const CudaRun eager = cuda_steps(StepMode::kEager, true);
+  const CudaRun serial = cuda_steps(StepMode::kEager, false);
+  ASSERT_EQ(graphs.logits.size(), padded.logits.size());
+  for (size_t k = 0; k < padded.logits.size(); ++k) {
+    EXPECT_EQ(graphs.logits[k], padded.logits[k]) << "step " << k;
+    EXPECT_EQ(eager.logits[k], serial.logits[k]) << "step " << k << ": the side stream changed a bit";
+    EXPECT_LT(gputest::normalized_error(padded.logits[k], eager.logits[k]), 1e-3) << "step " << k;
+  }
+  // The CPU backend's padded steps (bit-identical to its eager ones).
+  CpuOps cpu_ops(0);
+  HostDevice host;
+  Model cpu(tiny().config, tiny().weights, cpu_ops, host);
+  cpu.set_step_mode(StepMode::kPadded);
+  const auto want = testing::decode_steps(cpu, nullptr, kRun);
+  for (size_t k = 0; k < want.size(); ++k)
+    EXPECT_LT(gputest::normalized_error(graphs.logits[k], want[k]), 1e-3) << "step " << k;
+}
+
+TEST(CudaStepGraphs, HostWorkIsRefusedWhileRecording) {
+  cuda::CudaDevice dev;
+  DeviceArray<float> a(dev, std::vector<float>(256, 1.5f));
+  std::vector<float> h(256);
+  dev.begin_recording();
+  EXPECT_THROW(dev.to_host(h.data(), a.data(), 1024), Error);
+  EXPECT_THROW(dev.to_device(a.data(), h.data(), 1024), Error);
+  EXPECT_THROW(dev.synchronize(), Error);
+  EXPECT_THROW(dev.mark(), Error);
+  {
+    DeviceArray<float> inside(dev, 256);  // taken and freed inside the recording
+    dev.copy(inside.data(), a.data(), 1024);
+  }
+  auto rec = dev.end_recording();
+  dev.replay(*rec);
+  dev.synchronize();
+  dev.begin_recording();
+  DeviceArray<float> kept(dev, 64);  // outlives the recording: refused at its end
+  EXPECT_THROW(dev.end_recording(), Error);
+  kept = DeviceArray<float>();
+  dev.to_host(h.data(), a.data(), 1024);  // the device runs eagerly again
+  EXPECT_EQ(h[17], 1.5f);
+}
+
+TEST(CudaSideQueue, SideWorkRunsAfterWhatCameBeforeAndJoinsBeforeWhatComesAfter) {
+  cuda::CudaDevice dev;
+  constexpr size_t n = size_t{64} << 20;  // 256 MiB: copies long enough to overlap if misordered
+  std::vector<float> x(n / 4, 3.0f), y(n / 4, 7.0f);
+  DeviceArray<float> a(dev, n / 4), b(dev, n / 4), c(dev, n / 4), src_x(dev, x), src_y(dev, y);
+  dev.synchronize();
+  for (int round = 0; round < 3; ++round) {
+    dev.copy(a.data(), src_x.data(), n);  // main: a = x
+    dev.begin_side();
+    dev.copy(b.data(), a.data(), n);  // side: b = a (must see x)
+    dev.end_side();
+    dev.join_side();
+    dev.copy(c.data(), b.data(), n);      // main, after the join: c = b
+    dev.copy(a.data(), src_y.data(), n);  // main: a = y, after the side copy read it
+    std::vector<float> got(n / 4);
+    dev.to_host(got.data(), c.data(), n);
+    EXPECT_EQ(got.front(), 3.0f);
+    EXPECT_EQ(got.back(), 3.0f);
+    EXPECT_EQ(got[n / 8], 3.0f);
+  }
+}
+
+}  // namespace
+}  // namespace dsv4

@@ -1,0 +1,207 @@
+// StepGraphs' life cycle on a host device that pretends to record: which steps run their work
+// eagerly, which are recorded, which replay, and what makes a recording stale.
+#include "model/step_graphs.h"
+
+#include <gtest/gtest.h>
+
+#include "backend/cpu/cpu_ops.h"
+#include "core/error.h"
+#include "model/dense_kv.h"
+#include "model/presets.h"
+
+namespace dsv4 {
+namespace {
+
+// Host memory, plus a pretend recorder: the work "recorded" runs at once, replay() only counts.
+class RecordingHost final : public Device {
+ public:
+  bool host_memory() const override { return true; }
+  uint64_t memory_capacity() const override { return host_.memory_capacity(); }
+  void* allocate(size_t bytes) override { return host_.allocate(bytes); }
+  void release(void* p) override { host_.release(p); }
+  void to_device(void* dst, const void* src, size_t bytes) override {
+    DSV4_CHECK(!recording, "host copy while recording");
+    host_.to_device(dst, src, bytes);
+  }
+  void to_host(void* dst, const void* src, size_t bytes) override {
+    DSV4_CHECK(!recording, "host copy while recording");
+    host_.to_host(dst, src, bytes);
+  }
+  void copy(void* dst, const void* src, size_t bytes) override { host_.copy(dst, src, bytes); }
+  void fill_zero(void* p, size_t bytes) override { host_.fill_zero(p, bytes); }
+  void synchronize() override {}
+
+  bool can_record() const override { return true; }
+  void begin_recording() override { recording = true; }
+  std::unique_ptr<Recording> end_recording() override {
+    recording = false;
+    DSV4_CHECK(!fail_end, "recording failed");
+    return std::make_unique<Recording>();
+  }
+  void abort_recording() noexcept override { recording = false; }
+  void replay(const Recording&) override {
+    DSV4_CHECK(!fail_replay, "replay failed");
+    ++replays;
+  }
+
+  bool recording = false, fail_end = false, fail_replay = false;
+  int replays = 0;
+
+ private:
+  HostDevice host_;
+};
+
+// CpuOps' paged_slots (the only op StepIndex::expand runs) with a settable scratch epoch.
+class EpochOps final : public Ops {
+ public:
+#define DSV4_UNUSED_OP(name, P) \
+  void name(const P&) override { fail("EpochOps: " #name " not expected"); }
+  DSV4_UNUSED_OP(linear, LinearParams)
+  DSV4_UNUSED_OP(rms_norm, RmsNormParams)
+  DSV4_UNUSED_OP(head_rms_norm, HeadRmsNormParams)
+  DSV4_UNUSED_OP(rope, RopeParams)
+  DSV4_UNUSED_OP(hadamard, HadamardParams)
+  DSV4_UNUSED_OP(quant_sim, QuantSimParams)
+  DSV4_UNUSED_OP(store_entries, StoreEntriesParams)
+  DSV4_UNUSED_OP(kv_insert, KvInsertParams)
+  DSV4_UNUSED_OP(sparse_attention, SparseAttentionParams)
+  DSV4_UNUSED_OP(compressor_step, CompressorStepParams)
+  DSV4_UNUSED_OP(compressor_emit, CompressorEmitParams)
+  DSV4_UNUSED_OP(indexer_topk, IndexerTopkParams)
+  DSV4_UNUSED_OP(hc_pre, HcPreParams)
+  DSV4_UNUSED_OP(hc_post, HcPostParams)
+  DSV4_UNUSED_OP(hc_head, HcHeadParams)
+  DSV4_UNUSED_OP(moe_gate, MoeGateParams)
+  DSV4_UNUSED_OP(moe_experts, MoeExpertsParams)
+  DSV4_UNUSED_OP(embed, EmbedParams)
+  DSV4_UNUSED_OP(argmax, ArgmaxParams)
+  DSV4_UNUSED_OP(sample, SampleParams)
+#undef DSV4_UNUSED_OP
+  void paged_slots(const PagedSlotsParams& p) override { cpu_.paged_slots(p); }
+  uint64_t scratch_epoch() const override { return epoch; }
+
+  uint64_t epoch = 1;
+
+ private:
+  CpuOps cpu_{1};
+};
+
+class StepGraphsTest : public ::testing::Test {
+ protected:
+  const ModelConfig& cfg = find_preset("tiny").config;
+  RecordingHost dev;
+  EpochOps ops;
+  DenseKv kv{dev, cfg, 24, 600};
+  int bodies = 0;
+
+  // One decode step of `n` sequences at position `pos` through `g`.
+  void step(StepGraphs& g, int n, int64_t pos, const KvAccess* other = nullptr) {
+    ForwardBatch b;
+    const int32_t id = 5;
+    for (int s = 0; s < n; ++s) b.add(s, pos, &id, 1);
+    const auto shape = decode_shape(cfg, b);
+    ASSERT_TRUE(shape);
+    g.run(*shape, pad_batch(b, *shape), other ? *other : kv, [&](const StepIndex& s, float*) {
+      ++bodies;
+      ASSERT_EQ(s.slices, shape->batch);
+      ASSERT_NE(s.layers[1].window_read.data(), nullptr);  // expanded before the body runs
+    });
+  }
+};
+
+TEST_F(StepGraphsTest, WarmsUpThenRecordsThenReplays) {
+  StepGraphs g(dev, ops, cfg);
+  for (int i = 0; i < 5; ++i) step(g, 3, 40 + i);
+  EXPECT_EQ(bodies, 2);  // the eager warm-up and the recording
+  EXPECT_EQ(g.stats().eager, 1);
+  EXPECT_EQ(g.stats().recorded, 1);
+  EXPECT_EQ(g.stats().replayed, 3);
+  EXPECT_EQ(dev.replays, 4);  // the recording's own launch too
+}
+
+TEST_F(StepGraphsTest, ShapesAreKeptApart) {
+  StepGraphs g(dev, ops, cfg);
+  for (int i = 0; i < 3; ++i) {
+    step(g, 3, 40 + i);  // batch 4
+    step(g, 6, 40 + i);  // batch 8
+  }
+  EXPECT_EQ(g.shapes(), 2u);
+  EXPECT_EQ(g.stats().recorded, 2);
+  EXPECT_EQ(g.stats().replayed, 2);
+}
+
+TEST_F(StepGraphsTest, MovedScratchMakesTheRecordingStale) {
+  StepGraphs g(dev, ops, cfg);
+  for (int i = 0; i < 3; ++i) step(g, 2, 40 + i);
+  ops.epoch = 2;
+  step(g, 2, 43);  // recorded again at once: the arena was already warm
+  step(g, 2, 44);
+  EXPECT_EQ(g.stats().dropped, 1);
+  EXPECT_EQ(g.stats().recorded, 2);
+  EXPECT_EQ(g.stats().replayed, 2);
+}
+
+TEST_F(StepGraphsTest, AnotherCacheMakesTheRecordingStale) {
+  StepGraphs g(dev, ops, cfg);
+  DenseKv other(dev, cfg, 24, 600);
+  for (int i = 0; i < 3; ++i) step(g, 2, 40 + i);
+  step(g, 2, 43, &other);
+  EXPECT_EQ(g.stats().dropped, 1);
+  EXPECT_EQ(g.stats().recorded, 2);
+}
+
+TEST_F(StepGraphsTest, GrowingTheSharedLogitsMakesOtherRecordingsStale) {
+  StepGraphs g(dev, ops, cfg);
+  for (int i = 0; i < 3; ++i) step(g, 2, 40 + i);
+  step(g, 20, 43);  // batch 24 > the 8 rows the buffer starts with
+  step(g, 2, 44);
+  EXPECT_EQ(g.stats().dropped, 1);
+  EXPECT_EQ(g.stats().recorded, 2);
+}
+
+TEST_F(StepGraphsTest, AFailedRecordingRunsEagerlyFromThenOn) {
+  StepGraphs g(dev, ops, cfg);
+  dev.fail_end = true;
+  for (int i = 0; i < 4; ++i) step(g, 2, 40 + i);
+  EXPECT_EQ(g.stats().failed, 1);
+  EXPECT_EQ(g.stats().recorded, 0);
+  EXPECT_EQ(g.stats().eager, 4);  // warm-up, the failed recording's rerun, then eager
+  EXPECT_EQ(bodies, 5);           // the failed recording ran its body too
+  EXPECT_FALSE(dev.recording);
+}
+
+TEST_F(StepGraphsTest, AFailedReplayRunsEagerly) {
+  StepGraphs g(dev, ops, cfg);
+  for (int i = 0; i < 3; ++i) step(g, 2, 40 + i);
+  dev.fail_replay = true;
+  const int before = bodies;
+  step(g, 2, 43);
+  EXPECT_EQ(bodies, before + 1);
+  EXPECT_EQ(g.stats().failed, 1);
+}
+
+TEST_F(StepGraphsTest, TheLeastRecentlyUsedShapeIsDropped) {
+  StepGraphs g(dev, ops, cfg, 2);
+  for (int i = 0; i < 2; ++i) {
+    step(g, 1, 40 + i);
+    step(g, 2, 40 + i);
+  }
+  step(g, 3, 42);  // a third shape evicts batch 1
+  EXPECT_EQ(g.shapes(), 2u);
+  EXPECT_EQ(g.stats().dropped, 1);
+  const int before = bodies;
+  step(g, 1, 43);  // warms up again
+  EXPECT_EQ(bodies, before + 1);
+  EXPECT_EQ(g.stats().eager, 4);
+}
+
+TEST_F(StepGraphsTest, AContextCrossingABucketIsANewShape) {
+  StepGraphs g(dev, ops, cfg);
+  step(g, 2, 60);
+  step(g, 2, 63);  // (63 + 1) / 4 = 16 keys: bucket 16
+  step(g, 2, 67);  // 17 keys: bucket 32
+  EXPECT_EQ(g.shapes(), 2u);
+}
+
+}  // namespace
+}  // namespace dsv4
