@@ -52,16 +52,21 @@ def main(paths):
     steps = [r for r in rows if r.get("test") in ("decode", "prefill")]
     if steps:
         print()
-        print("| model step | batch | context | ms | host issued stack ms | tok/s | GB must read | "
-              "roofline ms (copy BW) | x roofline | TFLOP | % of FP8 rate |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        # mode: graphs (replayed), padded or eager; "vs eager": the row's last step rerun eagerly
+        # (normalised logit error / argmax agreement), from `bench step --compare-eager`.
+        print("| model step | mode | batch | context | ms | host issued stack ms | tok/s | GB must read | "
+              "roofline ms (copy BW) | x roofline | TFLOP | % of FP8 rate | vs eager err / argmax |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
         for r in steps:
             roof = r["bytes"] / bw * 1e3 if bw and r["bytes"] else float("nan")
             fl = 100.0 * r["flops"] / (r["ms"] * 1e-3) / fp8 if fp8 and r["flops"] else float("nan")
             enq = r.get("enqueue_ms") or float("nan")
-            print(f"| {r['test']} | {r['batch']} | {r['context']} | {r['ms']:.2f} | {enq:.2f} | {r['tokens_per_s']:.1f} | "
-                  f"{r['bytes'] / 1e9:.2f} | {roof:.3f} | {r['ms'] / roof if roof == roof and roof else float('nan'):.1f} | "
-                  f"{r['flops'] / 1e12:.2f} | {fl:.1f} |")
+            err, agree = r.get("eager_error", -1), r.get("eager_argmax", -1)
+            vs = f"{err:.1e} / {agree:.3f}" if err is not None and err >= 0 else "-"
+            print(f"| {r['test']} | {r.get('mode', '?')} | {r['batch']} | {r['context']} | {r['ms']:.2f} | {enq:.2f} | "
+                  f"{r['tokens_per_s']:.1f} | {r['bytes'] / 1e9:.2f} | {roof:.3f} | "
+                  f"{r['ms'] / roof if roof == roof and roof else float('nan'):.1f} | "
+                  f"{r['flops'] / 1e12:.2f} | {fl:.1f} | {vs} |")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 // CPU forward of the tiny and serve presets: one 512-token prefill, and one decode step at
-// context 512 (the numbers of docs/perf.md). Checkpoints are generated into a temporary folder.
+// context 512 (the numbers of docs/perf.md); the host's StepIndex at V4-Flash dims. Checkpoints are
+// generated into a temporary folder.
 #include <benchmark/benchmark.h>
 
 #include <filesystem>
@@ -13,6 +14,8 @@
 #include "model/paged_kv.h"
 #include "model/presets.h"
 #include "model/random_checkpoint.h"
+#include "model/step_index.h"
+#include "model/step_shape.h"
 
 namespace dsv4 {
 namespace {
@@ -50,7 +53,8 @@ void BM_Prefill512(benchmark::State& state, const std::string& preset) {
     b.add(0, 0, ids.data(), 512);
     benchmark::DoNotOptimize(model.forward(b, cache.access()));
   }
-  state.counters["tok/s"] = benchmark::Counter(512.0 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["tok/s"] =
+      benchmark::Counter(512.0 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 
 void BM_DecodeStep(benchmark::State& state, const std::string& preset) {
@@ -77,6 +81,44 @@ void BM_DecodeStep(benchmark::State& state, const std::string& preset) {
   }
   state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
+
+// The host's share of a decode step at V4-Flash dims: the StepIndex of `batch` sequences at `context`
+// (eager, or padded into its shape's arena as a replayed CUDA graph step builds it), page-list
+// expansions excluded (they run on the device). With graphs, this and the upload are all the host
+// does before the replay.
+void BM_StepIndex(benchmark::State& state) {
+  const int64_t batch = state.range(0), context = state.range(1);
+  const bool padded = state.range(2) != 0;
+  const ModelConfig& c = find_preset("flash-attn").config;
+  HostDevice dev;
+  OwnedPagedCache cache(c, static_cast<int>(batch), context + 2, 8192);
+  const auto ids = random_ids(context + 2, c.vocab_size);
+  for (int32_t s = 0; s < batch; ++s) {
+    cache.add(s, context);
+    for (int64_t at = 0; at < context; at += 8192)
+      cache.allocate(s, std::min<int64_t>(8192, context - at),
+                     std::span<const int32_t>(ids.data(), static_cast<size_t>(std::min(context, at + 8192))));
+    cache.allocate(s, 1, std::span<const int32_t>(ids.data(), static_cast<size_t>(context + 1)));
+  }
+  ForwardBatch b;
+  for (int32_t s = 0; s < batch; ++s) b.add(s, context, ids.data() + context, 1);
+  const auto shape = decode_shape(c, b);
+  const ForwardBatch p = padded ? pad_batch(b, *shape) : b;
+  StepArena arena;
+  for (auto _ : state) {
+    const StepIndex index(dev, c, p, cache.access(), StepLayout{padded, padded ? &arena : nullptr});
+    benchmark::DoNotOptimize(index.tokens);
+  }
+}
+
+BENCHMARK(BM_StepIndex)
+    ->ArgNames({"batch", "context", "padded"})
+    ->Args({1, 8192, 0})
+    ->Args({1, 8192, 1})
+    ->Args({8, 131072, 0})
+    ->Args({8, 131072, 1})
+    ->Args({32, 131072, 1})
+    ->Unit(benchmark::kMillisecond);
 
 BENCHMARK_CAPTURE(BM_Prefill512, tiny, std::string("tiny"))->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Prefill512, serve, std::string("serve"))->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -22,6 +22,8 @@ deadline=$((SECONDS + ${DSV4_GPU_DEADLINE:-540}))
 # cuBLASLt comes from the machine's CUDA wheels (too large to carry); the binaries need its .so.13.
 cublas_dir=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null ||
   dirname "$(find / -name 'libcublasLt.so.13*' -print -quit 2>/dev/null)")
+# Recorded decode steps and the indexer's side stream (opt-in until their suites have passed on a GPU).
+export DSV4_CUDA_GRAPHS=${DSV4_CUDA_GRAPHS:-1}
 export DSV4_SHARED="$PWD/$STAGE/shared" LD_LIBRARY_PATH="$PWD/$STAGE/bin/lib:$cublas_dir:${LD_LIBRARY_PATH:-}"
 for z in "$STAGE"/bin/*.gz; do  # stage-gpu.sh packs the binaries to fit the carry
   [ -e "$z" ] && gunzip -f "$z" && chmod +x "${z%.gz}"
@@ -104,7 +106,8 @@ if [ "${DSV4_GPU_BENCH:-0}" = 1 ]; then
     [ "${DSV4_GPU_SERVE:-1}" = 1 ] && timeout $((deadline - SECONDS > 30 ? deadline - SECONDS : 30)) bash bench/serve-gpu.sh "$STAGE/bin/dsv4" "$flash" "$LOGS" >"$LOGS/serve-bench.log" 2>&1
     rows+=("$(printf '%-28s %-6s %8ss  %s' serve-bench "$([ $? -eq 0 ] && echo ok || echo FAIL)" - "$(tail -n 1 "$LOGS/serve-bench.log" | cut -c1-70)")")
   fi
-  python3 bench/gpu_table.py "$LOGS/gpu-kernels.log" "$LOGS/torch-peer.log" "$LOGS/bench-step.log" >"$OUT/table.md"
+  python3 bench/gpu_table.py "$LOGS/gpu-kernels.log" "$LOGS/torch-peer.log" "$LOGS/bench-step.log" \
+    "$LOGS/bench-step-eager.log" >"$OUT/table.md"
 fi
 for b in "$STAGE"/bin/*_bench; do
   case "$(basename "$b")" in gpu_*) continue ;; esac

@@ -136,7 +136,20 @@ struct Row {
   double enqueue_ms = 0;  // decode: until the host had issued the whole stack (the rest is waiting)
   // --compare-eager: the last step again, eagerly: normalised logit error and argmax agreement.
   double eager_error = -1, eager_argmax = -1;
+  std::string mode = "eager";  // decode: graphs, padded or eager (prefill always eager)
 };
+
+const char* mode_name(StepMode m) {
+  switch (m) {
+    case StepMode::kGraphs:
+      return "graphs";
+    case StepMode::kPadded:
+      return "padded";
+    case StepMode::kEager:
+      return "eager";
+  }
+  return "?";
+}
 
 // The last decode step once more in the model's mode and once eagerly (the repeated step rewrites
 // the same KV entries, so both see the same cache): how far a recorded or padded step is from eager.
@@ -202,6 +215,7 @@ Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightByt
     enqueue.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
   Row r{"decode", batch, context};
+  r.mode = mode_name(model.step_mode());
   if (compare) compare_with_eager(model, b, cache.access(), r);
   r.ms = median(ms);
   r.enqueue_ms = median(enqueue);
@@ -228,6 +242,7 @@ Row time_prefill(Model& model, Device& dev, const LoadedModel& m, int64_t p, int
     if (i >= 1) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
   Row r{"prefill", 1, p};
+  r.mode = "eager";
   r.ms = median(ms);
   r.tokens_per_s = static_cast<double>(p) * 1e3 / r.ms;
   r.flops = prefill_flops(c, m, p);
@@ -254,6 +269,7 @@ void run(const StepArgs& a) {
   std::vector<Row> rows;
   if (a.enforce_eager) model.set_step_mode(StepMode::kEager);
   const StepMode mode = model.step_mode();
+  const bool overlap = model.overlap();
   auto profiled = [&](auto&& time_row) {
     rows.push_back(time_row(a.reps));
     if (!a.profile) return;
@@ -264,7 +280,7 @@ void run(const StepArgs& a) {
     time_row(0);
     prof.enable(false);
     model.set_step_mode(mode);
-    model.set_overlap(true);
+    model.set_overlap(overlap);
     print_profile(rows.back(), prof);
   };
   for (const int64_t ctx : parse_list(a.contexts))
@@ -297,6 +313,7 @@ void run(const StepArgs& a) {
                                         {"bytes", r.bytes},
                                         {"flops", r.flops},
                                         {"enqueue_ms", r.enqueue_ms},
+                                        {"mode", r.mode},
                                         {"eager_error", r.eager_error},
                                         {"eager_argmax", r.eager_argmax}}
                              .dump());

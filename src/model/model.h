@@ -47,12 +47,13 @@ class Model {
 
   const ModelConfig& config() const { return cfg_; }
 
-  // Decode-only steps: eager, padded, or recorded and replayed (the default where the device can
-  // record, else eager). See model/step_shape.h.
+  // Decode-only steps: eager, padded, or recorded and replayed (model/step_shape.h). Default eager;
+  // recorded where the device can record and DSV4_CUDA_GRAPHS=1 (also turning the side queue on).
   void set_step_mode(StepMode mode);
   StepMode step_mode() const { return mode_; }
-  // The indexer pipeline on the device's side queue, beside the query and KV projections (default on).
+  // The indexer pipeline on the device's side queue, beside the query and KV projections.
   void set_overlap(bool on) { overlap_ = on; }
+  bool overlap() const { return overlap_; }
   StepGraphStats graph_stats() const;
 
   // `weights` are host views (mmapped checkpoint); the model places them on `dev` itself.
@@ -95,7 +96,7 @@ class Model {
   Device& dev_;
   std::vector<Layer> layers_;
   StepMode mode_ = StepMode::kEager;
-  bool overlap_ = true;
+  bool overlap_ = false;
   std::unique_ptr<StepGraphs> graphs_;
 };
 

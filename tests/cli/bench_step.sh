@@ -19,6 +19,12 @@ assert [r["test"] for r in rows] == ["decode", "prefill"], rows
 d, p = rows
 assert d["batch"] == 2 and d["context"] == 300 and d["ms"] > 0 and d["bytes"] > 0, d
 assert p["flops"] > 0 and p["tokens_per_s"] > 0, p'
+# --compare-eager: the row's last step again eagerly; on the CPU (eager steps) it must agree exactly.
+"$BIN" bench step "$MODEL" --backend cpu --batch 2 --context 300 --prefill 0 -r 1 --json --compare-eager 2>/dev/null |
+  python3 -c '
+import json, sys
+d = json.loads(sys.stdin.readline())
+assert d["mode"] == "eager" and d["eager_error"] == 0 and d["eager_argmax"] == 1.0, d'
 # --profile: one more step per row, op by op; the ops every model step runs must all be there.
 prof=$("$BIN" bench step "$MODEL" --backend cpu --batch 1 --context 260 --prefill 64 -r 1 --profile 2>/dev/null)
 echo "$prof" | grep -Eq '^profile decode batch 1 context 260: [0-9.]+ ms'

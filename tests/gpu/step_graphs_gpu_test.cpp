@@ -3,6 +3,7 @@
 // the device refuses host work while recording; the side stream is ordered as promised.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
@@ -96,6 +97,19 @@ TEST(CudaStepGraphs, HostWorkIsRefusedWhileRecording) {
   kept = DeviceArray<float>();
   dev.to_host(h.data(), a.data(), 1024);  // the device runs eagerly again
   EXPECT_EQ(h[17], 1.5f);
+  // A failure inside a side branch of a recording: aborting leaves both streams usable.
+  dev.begin_recording();
+  dev.begin_side();
+  EXPECT_THROW(dev.to_host(h.data(), a.data(), 1024), Error);
+  dev.abort_recording();
+  DeviceArray<float> b(dev, 256);
+  dev.begin_side();
+  dev.copy(b.data(), a.data(), 1024);
+  dev.end_side();
+  dev.join_side();
+  std::fill(h.begin(), h.end(), 0.0f);
+  dev.to_host(h.data(), b.data(), 1024);
+  EXPECT_EQ(h[200], 1.5f);
 }
 
 TEST(CudaSideQueue, SideWorkRunsAfterWhatCameBeforeAndJoinsBeforeWhatComesAfter) {

@@ -252,6 +252,13 @@ void CudaDevice::abort_recording() noexcept {
   cudaGraph_t g = nullptr;
   (void)cudaStreamEndCapture(stream_, &g);  // invalidated or unjoined captures fail here: discard either way
   if (g) cudaGraphDestroy(g);
+  // A failure inside a side branch can leave the side stream capturing: end that too.
+  cudaStreamCaptureStatus side = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(side_, &side) == cudaSuccess && side != cudaStreamCaptureStatusNone) {
+    cudaGraph_t sg = nullptr;
+    (void)cudaStreamEndCapture(side_, &sg);
+    if (sg) cudaGraphDestroy(sg);
+  }
   (void)cudaGetLastError();
   finish_recording();
 }
