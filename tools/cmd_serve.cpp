@@ -55,6 +55,7 @@ class FailingExecutor final : public Executor {
     inner_->add_request(id, p, prompt, seed);
   }
   void remove_request(RequestId id) override { inner_->remove_request(id); }
+  StepGraphStats graph_stats() const override { return inner_->graph_stats(); }
   std::vector<SampledToken> execute(const Schedule& s) override {
     DSV4_CHECK(++steps_ < fail_at_, "injected failure at step {} (--fail-after-steps)", steps_);
     return inner_->execute(s);

@@ -339,6 +339,7 @@ void Engine::publish_stats() {
   }
   s.prefix_query_tokens = k.query_tokens;
   s.prefix_hit_tokens = k.hit_tokens;
+  if (executor_) s.graphs = executor_->graph_stats();
   count_group_pages(s);
   std::lock_guard lock(stats_mu_);
   stats_ = std::move(s);

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "model/step_shape.h"
+
 namespace dsv4 {
 
 struct KvPoolUsage {
@@ -61,6 +63,7 @@ struct EngineStats {
   std::vector<KvPoolUsage> pools;
   std::vector<KvGroupUsage> groups;
   int64_t prefix_query_tokens = 0, prefix_hit_tokens = 0;  // all groups together
+  StepGraphStats graphs;                                   // decode steps recorded and replayed (CUDA graphs)
 
   double kv_usage() const;  // used / capacity over all pools, in bytes
   double prefix_hit_rate() const {

@@ -7,6 +7,7 @@
 
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
+#include "model/step_shape.h"
 #include "sched/schedule.h"
 
 namespace dsv4 {
@@ -21,6 +22,8 @@ class Executor {
   virtual void remove_request(RequestId id) = 0;
   // Runs the step; returns one token per chunk with sample = true, in chunk order. Throws on failure.
   virtual std::vector<SampledToken> execute(const Schedule& schedule) = 0;
+  // Decode steps recorded and replayed so far (CUDA graphs); none for executors without a model.
+  virtual StepGraphStats graph_stats() const { return {}; }
 };
 
 }  // namespace dsv4

@@ -31,6 +31,7 @@ class ModelRunner final : public Executor {
   void add_request(RequestId id, const SamplingParams& params, std::span<const int32_t> prompt, uint64_t seed) override;
   void remove_request(RequestId id) override;
   std::vector<SampledToken> execute(const Schedule& schedule) override;
+  StepGraphStats graph_stats() const override { return model_.graph_stats(); }
 
   // The forward batch of a schedule (binds the PagedKv sequences as a side effect).
   ForwardBatch build_batch(const Schedule& schedule);

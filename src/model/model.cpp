@@ -172,11 +172,10 @@ DeviceArray<uint16_t> Model::embed(const int32_t* ids, int64_t tokens) {
 void Model::run_block(int layer, const ForwardBatch& batch, KvAccess& kv, uint16_t* h) {
   DSV4_CHECK(layer >= 0 && layer < cfg_.n_layers, "run_block: layer {} out of range", layer);
   StepIndex s(dev_, cfg_, batch, kv);
-  s.expand(ops_);
   run_block(layers_[static_cast<size_t>(layer)], s, kv, h);
 }
 
-void Model::run_step(const StepIndex& s, KvAccess& kv, float* logits) {
+void Model::run_step(StepIndex& s, KvAccess& kv, float* logits) {
   auto h = embed(s.token_ids.data(), s.tokens);
   for (const Layer& L : layers_) run_block(L, s, kv, h.data());
   head(s.logit_rows, s.tokens, h.data(), logits);
@@ -188,14 +187,13 @@ StepLogits Model::step(const ForwardBatch& batch, KvAccess& kv) {
     if (const auto shape = decode_shape(cfg_, batch)) {
       out.rows = static_cast<int64_t>(batch.seqs.size());  // the shadows' rows follow the real ones
       out.data = graphs_->run(*shape, pad_batch(batch, *shape), kv,
-                              [&](const StepIndex& s, float* logits) { run_step(s, kv, logits); });
+                              [&](StepIndex& s, float* logits) { run_step(s, kv, logits); });
       return out;
     }
   StepIndex s(dev_, cfg_, batch, kv);
   out.rows = static_cast<int64_t>(s.logit_rows.size());
   out.owned = scratch<float>(dev_, out.rows * cfg_.vocab_size);
   out.data = out.owned.data();
-  s.expand(ops_);
   run_step(s, kv, out.owned.data());
   return out;
 }
@@ -255,7 +253,8 @@ SampleResult Model::forward_sample(const ForwardBatch& batch, KvAccess& kv, int6
 }
 
 // hc_pre -> norm -> sublayer -> hc_post, twice (MODEL.md §3).
-void Model::run_block(const Layer& L, const StepIndex& s, KvAccess& kv, uint16_t* h) {
+void Model::run_block(const Layer& L, StepIndex& s, KvAccess& kv, uint16_t* h) {
+  s.expand(ops_, L.index);  // the layer's long lists, for its attention
   const int64_t T = s.tokens, D = cfg_.dim;
   const int hc = cfg_.hc_mult;
   auto x = scratch<uint16_t>(dev_, T * D), y = scratch<uint16_t>(dev_, T * D);
@@ -269,6 +268,7 @@ void Model::run_block(const Layer& L, const StepIndex& s, KvAccess& kv, uint16_t
     ops_.hc_post({y.data(), h, post.data(), comb.data(), h, T, hc, D});
   };
   sublayer(L.w->hc_attn, L.w->attn_norm, [&](const uint16_t* in, uint16_t* out) { attention(L, s, kv, in, out); });
+  s.release_expanded(L.index);  // only attention reads them
   sublayer(L.w->hc_ffn, L.w->ffn_norm, [&](const uint16_t* in, uint16_t* out) { moe(L, s, in, out); });
 }
 

@@ -78,7 +78,7 @@ class Model {
  private:
   struct Layer;
   // The step's device work: embed, every block, the head into logits [s.logit_rows, vocab].
-  void run_step(const StepIndex& s, KvAccess& kv, float* logits);
+  void run_step(StepIndex& s, KvAccess& kv, float* logits);
   DeviceArray<uint16_t> embed(const int32_t* ids, int64_t tokens);
   // hc_head, final norm and head GEMM for the hc streams of `rows` of h.
   void head(const std::vector<int64_t>& rows, int64_t tokens, const uint16_t* h, float* logits);
@@ -87,7 +87,8 @@ class Model {
                int32_t* out_slots);
   void compress(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x, bool for_indexer);
   void moe(const Layer& L, const StepIndex& s, const uint16_t* x, uint16_t* out);
-  void run_block(const Layer& L, const StepIndex& s, KvAccess& kv, uint16_t* h);
+  // One block; expands the layer's lists first and frees them after.
+  void run_block(const Layer& L, StepIndex& s, KvAccess& kv, uint16_t* h);
 
   ModelConfig cfg_;
   PlacedWeights placed_;   // the weights where ops read them

@@ -81,7 +81,6 @@ const float* StepGraphs::run(const StepShape& shape, const ForwardBatch& padded,
   float* out = logits(shape.batch);
   StepIndex index(dev_, cfg_, padded, kv, StepLayout{true, &e.arena});
   auto eager = [&] {
-    index.expand(ops_);
     body(index, out);
     index.release_expanded();
     ++stats_.eager;
@@ -106,7 +105,6 @@ const float* StepGraphs::run(const StepShape& shape, const ForwardBatch& padded,
   try {
     if (!e.recording) {
       dev_.begin_recording();
-      index.expand(ops_);
       body(index, out);
       index.release_expanded();
       e.recording = dev_.end_recording();

@@ -23,18 +23,11 @@
 
 namespace dsv4 {
 
-struct StepGraphStats {
-  int64_t eager = 0;     // warm-up steps (and steps of shapes that failed)
-  int64_t recorded = 0;  // recordings made (each also ran its step)
-  int64_t replayed = 0;  // steps replayed from a recording
-  int64_t dropped = 0;   // recordings dropped as stale or evicted
-  int64_t failed = 0;    // shapes that failed to record or replay
-};
-
 class StepGraphs {
  public:
-  // The whole step's device work for one StepIndex: writes logits [index.logit_rows, vocab].
-  using Body = std::function<void(const StepIndex& index, float* logits)>;
+  // The whole step's device work for one StepIndex (its expansions included: StepIndex::expand):
+  // writes logits [index.logit_rows, vocab].
+  using Body = std::function<void(StepIndex& index, float* logits)>;
 
   StepGraphs(Device& dev, Ops& ops, const ModelConfig& cfg, size_t max_shapes = 48);
   ~StepGraphs();

@@ -12,6 +12,7 @@ namespace dsv4 {
 class StepUploads {
  public:
   explicit StepUploads(bool padded) : padded_(padded) {}
+  void set_layer(int layer) { layer_ = layer; }  // of the expansions that follow
 
   void add(IndexArray& a, const std::vector<int32_t>& v) {
     a.offset_ = put(v);
@@ -23,6 +24,7 @@ class StepUploads {
   void expand(IndexArray& out, const std::vector<ItemPages>& lists, const std::vector<int32_t>& list_of,
               const std::vector<int32_t>& first, const std::vector<int32_t>& count, int64_t width) {
     Expansion x;
+    x.layer = layer_;
     x.out = &out;
     x.rows = static_cast<int64_t>(list_of.size());
     x.width = width;
@@ -60,6 +62,7 @@ class StepUploads {
     std::vector<StepIndex::Expansion> out;
     for (const Expansion& x : expansions_) {
       StepIndex::Expansion e;
+      e.layer = x.layer;
       e.out = x.out;
       e.p = {x.rows,
              static_cast<int32_t>(x.width),
@@ -80,6 +83,7 @@ class StepUploads {
  private:
   static constexpr size_t kNone = SIZE_MAX;
   struct Expansion {
+    int layer = 0;
     IndexArray* out = nullptr;
     int64_t rows = 0, width = 0, lists = 0, stride = 1;
     int32_t per_page = 1;
@@ -110,6 +114,7 @@ class StepUploads {
   }
 
   bool padded_;
+  int layer_ = 0;
   std::vector<int32_t> host_;
   std::vector<int64_t> layout_;
   std::vector<IndexArray*> pending_;
@@ -253,15 +258,19 @@ StepIndex::StepIndex(Device& dev, const ModelConfig& cfg, const ForwardBatch& b,
   up.add(token_slice, slice_of);
   window_width = cfg.window_size;
   layers.resize(static_cast<size_t>(cfg.n_layers));  // sized once: the uploads point into it
-  for (int l = 0; l < cfg.n_layers; ++l) build_layer(up, layers[static_cast<size_t>(l)], cfg, b, kv, l, layout.padded);
+  for (int l = 0; l < cfg.n_layers; ++l) {
+    up.set_layer(l);
+    build_layer(up, layers[static_cast<size_t>(l)], cfg, b, kv, l, layout.padded);
+  }
   expansions_ = up.finish(dev, layout.arena, uploads_);
   dev_ = &dev;
 }
 
 StepIndex::~StepIndex() = default;
 
-void StepIndex::expand(Ops& ops) {
+void StepIndex::expand(Ops& ops, int layer) {
   for (Expansion& x : expansions_) {
+    if (x.layer != layer) continue;
     IndexArray& a = *x.out;
     a.owned_ = DeviceArray<int32_t>(*dev_, static_cast<size_t>(std::max<int64_t>(1, x.p.rows * x.p.width)));
     a.ptr_ = a.owned_.data();
@@ -269,6 +278,14 @@ void StepIndex::expand(Ops& ops) {
     PagedSlotsParams p = x.p;
     p.out = a.owned_.data();
     ops.paged_slots(p);
+  }
+}
+
+void StepIndex::release_expanded(int layer) {
+  for (Expansion& x : expansions_) {
+    if (x.layer != layer) continue;
+    x.out->owned_ = DeviceArray<int32_t>();
+    x.out->ptr_ = nullptr;
   }
 }
 

@@ -89,18 +89,21 @@ struct StepIndex {
   std::vector<int64_t> logit_rows;  // host: the last token of every slice that wants logits
 
   // Everything the host builds reaches the device in one copy. Long slot lists (windows, indexer keys,
-  // ratio-128 entries) are page lists until expand() runs ops.paged_slots on them.
+  // ratio-128 entries) are page lists until expand() runs ops.paged_slots on a layer's.
   StepIndex(Device& dev, const ModelConfig& cfg, const ForwardBatch& batch, const KvAccess& kv, StepLayout layout = {});
   ~StepIndex();
   StepIndex(const StepIndex&) = delete;  // arrays point into uploads_
   StepIndex& operator=(const StepIndex&) = delete;
 
-  // Builds the expanded lists on the device (part of the step's device work: recordable);
-  // release_expanded() frees them (a recorded step frees what it allocated).
-  void expand(Ops& ops);
+  // Builds one layer's expanded lists on the device, as the layer starts (part of the step's device
+  // work: recordable), so a step holds one layer's lists at a time; release_expanded() frees them (a
+  // recorded step frees what it allocated), without a layer every layer's.
+  void expand(Ops& ops, int layer);
+  void release_expanded(int layer);
   void release_expanded();
 
   struct Expansion {  // one paged_slots call, pointers into the upload
+    int layer = 0;
     IndexArray* out = nullptr;
     PagedSlotsParams p;
   };

@@ -20,6 +20,15 @@ namespace dsv4 {
 // cannot record runs them padded).
 enum class StepMode : uint8_t { kEager, kPadded, kGraphs };
 
+// What the model's recorded steps did so far (model/step_graphs.h).
+struct StepGraphStats {
+  int64_t eager = 0;     // warm-up steps (and steps of shapes that failed)
+  int64_t recorded = 0;  // recordings made (each also ran its step)
+  int64_t replayed = 0;  // steps replayed from a recording
+  int64_t dropped = 0;   // recordings dropped as stale or evicted
+  int64_t failed = 0;    // shapes that failed to record or replay
+};
+
 struct StepShape {
   int64_t batch = 0;            // slices after padding
   std::vector<int32_t> widths;  // per distinct compress ratio (ascending): its list width

@@ -97,6 +97,15 @@ void group_metrics(PrometheusText& p, const EngineStats& e, const Labels& l) {
 void engine_metrics(PrometheusText& p, const EngineStats& e, const RequestMetrics::Snapshot& r, const ServerGauges& s,
                     const Labels& l) {
   p.gauge("dsv4:engine_healthy", "1 while the engine serves, 0 after a failed step.", l, e.healthy ? 1 : 0);
+  const StepGraphStats& g = e.graphs;
+  p.counter("dsv4:cuda_graph_replays", "Decode steps replayed from a CUDA graph recorded for their batch shape.", l,
+            static_cast<double>(g.replayed));
+  p.counter("dsv4:cuda_graph_recordings", "CUDA graphs recorded (one per batch shape, again when one went stale).", l,
+            static_cast<double>(g.recorded));
+  p.counter("dsv4:cuda_graph_warmup_steps", "Padded decode steps run eagerly (a shape's warm-up, failed shapes).", l,
+            static_cast<double>(g.eager));
+  p.counter("dsv4:cuda_graph_failures", "Batch shapes whose recording or replay failed (eager from then on).", l,
+            static_cast<double>(g.failed));
   p.gauge("dsv4:num_requests_preempted_waiting", "Preempted requests waiting to resume.", l,
           static_cast<double>(e.preempted_waiting));
   p.gauge("dsv4:http_generation_requests", "Generation requests the HTTP server has admitted and not answered.", l,

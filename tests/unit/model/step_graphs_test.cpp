@@ -101,10 +101,12 @@ class StepGraphsTest : public ::testing::Test {
     for (int s = 0; s < n; ++s) b.add(s, pos, &id, 1);
     const auto shape = decode_shape(cfg, b);
     ASSERT_TRUE(shape);
-    g.run(*shape, pad_batch(b, *shape), other ? *other : kv, [&](const StepIndex& s, float*) {
+    g.run(*shape, pad_batch(b, *shape), other ? *other : kv, [&](StepIndex& s, float*) {
       ++bodies;
       ASSERT_EQ(s.slices, shape->batch);
-      ASSERT_NE(s.layers[1].window_read.data(), nullptr);  // expanded before the body runs
+      s.expand(ops, 1);  // a layer's lists, as the model expands them
+      ASSERT_NE(s.layers[1].window_read.data(), nullptr);
+      ASSERT_EQ(s.layers[2].window_read.data(), nullptr);
     });
   }
 };

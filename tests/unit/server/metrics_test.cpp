@@ -69,6 +69,10 @@ TEST(MetricsPage, VllmNamesAndKvGauges) {
   e.preemptions = 3;
   e.pools = {{1024, 100, 25, 10, 65}, {4096, 10, 0, 0, 10}};
   e.groups = {{"swa", 0, 20, 4, 2, 512, 256, 7}, {"c4.kv", 1, 0, 4, 0, 512, 0}};
+  e.graphs.replayed = 90;
+  e.graphs.recorded = 4;
+  e.graphs.eager = 5;
+  e.graphs.failed = 1;
   RequestMetrics r;
   r.count_finished("length");
   const std::string m = render_metrics(e, r.snapshot(), {"mod", 3, 4});
@@ -84,7 +88,9 @@ TEST(MetricsPage, VllmNamesAndKvGauges) {
         std::string("dsv4:kv_group_usage_perc{model_name=\"mod\",engine=\"0\",group=\"swa\",pool=\"0\"} 0.2"),
         std::string("dsv4:kv_group_prefix_hit_rate{model_name=\"mod\",engine=\"0\",group=\"swa\",pool=\"0\"} 0.5"),
         std::string("dsv4:kv_group_retained_blocks{model_name=\"mod\",engine=\"0\",group=\"swa\",pool=\"0\"} 7"),
-        "dsv4:http_generation_requests" + l + " 3"}) {
+        "dsv4:http_generation_requests" + l + " 3", "dsv4:cuda_graph_replays_total" + l + " 90",
+        "dsv4:cuda_graph_recordings_total" + l + " 4", "dsv4:cuda_graph_warmup_steps_total" + l + " 5",
+        "dsv4:cuda_graph_failures_total" + l + " 1"}) {
     EXPECT_NE(m.find(line + "\n"), std::string::npos) << line << "\n" << m;
   }
   EXPECT_NE(m.find("# TYPE vllm:time_to_first_token_seconds histogram"), std::string::npos);
