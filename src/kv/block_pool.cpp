@@ -49,14 +49,6 @@ uint32_t* BlockPool::pages_of(uint32_t block) {
              static_cast<size_t>(unit_layers_[static_cast<size_t>(u)]);
 }
 
-std::span<const uint32_t> BlockPool::layer_pages(uint32_t block) const {
-  const int u = unit_of_block_[block];
-  const size_t layers = static_cast<size_t>(unit_layers_[static_cast<size_t>(u)]);
-  const size_t at =
-      unit_page_offset_[static_cast<size_t>(u)] + (block - unit_first_block_[static_cast<size_t>(u)]) * layers;
-  return {page_lists_.data() + at, layers};
-}
-
 uint32_t BlockPool::allocate(int local_unit) {
   const auto u = static_cast<size_t>(local_unit);
   const auto layers = static_cast<size_t>(unit_layers_.at(u));

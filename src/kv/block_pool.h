@@ -49,7 +49,13 @@ class BlockPool {
   uint32_t refcount(uint32_t block) const { return refcount_[block]; }
   bool cached(uint32_t block) const { return state_[block] == kCached; }
   int local_unit(uint32_t block) const { return unit_of_block_[block]; }
-  std::span<const uint32_t> layer_pages(uint32_t block) const;
+  std::span<const uint32_t> layer_pages(uint32_t block) const {
+    const int u = unit_of_block_[block];
+    const size_t layers = static_cast<size_t>(unit_layers_[static_cast<size_t>(u)]);
+    const size_t at =
+        unit_page_offset_[static_cast<size_t>(u)] + (block - unit_first_block_[static_cast<size_t>(u)]) * layers;
+    return {page_lists_.data() + at, layers};
+  }
 
   // Full consistency check (tests): every page in one place, counts, LRU and key index agree.
   void check() const;

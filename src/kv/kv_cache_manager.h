@@ -142,6 +142,9 @@ class KvCacheManager {
   void append_slots(KvRequestId id, int64_t start, int64_t count, std::vector<std::vector<int64_t>>& out) const;
   KvBlockTable block_table(KvRequestId id, int unit) const;
   std::span<const uint32_t> layer_pages(int unit, uint32_t block) const;
+  // layer_pages(unit, b)[layer_index] of every block b, appended to `out` (a step's page lists: one
+  // call per list instead of one per page).
+  void layer_pages(int unit, std::span<const uint32_t> blocks, int layer_index, std::vector<int32_t>& out) const;
   std::byte* pool_memory(int bucket) const { return memory_.at(static_cast<size_t>(bucket)); }
   // Address of group g's entry for `slot` in the unit's layer number `layer_index` (0-based within the
   // group's layers). Requires pool memory.

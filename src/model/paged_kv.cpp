@@ -135,13 +135,17 @@ ItemPages PagedKv::item_pages(int32_t seq, int layer, KvKind kind, int64_t begin
   // of an 8 x 128K decode resolves ~10^5 pages).
   slot(seq, layer, kind, begin);
   slot(seq, layer, kind, end - 1);
+  // Tiled: consecutive pages of items are consecutive entries of the block table.
   const KvBlockTable t = mgr_.block_table(requests_.at(seq), w.unit);
-  for (int64_t i = p.base; i < end; i += epp) {
-    const int64_t item = std::max(i, begin);  // begin's page may start before begin
-    const int64_t q = u.page_of(per_entry ? (item + 1) * w.ratio - 1 : item) - t.first_page;
-    const uint32_t block = t.blocks[static_cast<size_t>(q)];
-    p.pages.push_back(static_cast<int32_t>(mgr_.layer_pages(w.unit, block)[static_cast<size_t>(w.layer_index)]));
-  }
+  auto table_index = [&](int64_t item) {
+    return u.page_of(per_entry ? (item + 1) * w.ratio - 1 : item) - t.first_page;
+  };
+  const int64_t q0 = table_index(begin), q1 = table_index(end - 1);
+  DSV4_CHECK(q0 >= 0 && q1 >= q0 && q1 < static_cast<int64_t>(t.blocks.size()) && q1 - q0 == (end - 1 - p.base) / epp,
+             "paged kv: items [{}, {}) of sequence {} do not map to consecutive pages", begin, end, seq);
+  p.pages.reserve(static_cast<size_t>(q1 - q0 + 1));
+  mgr_.layer_pages(w.unit, t.blocks.subspan(static_cast<size_t>(q0), static_cast<size_t>(q1 - q0 + 1)), w.layer_index,
+                   p.pages);
   return p;
 }
 
