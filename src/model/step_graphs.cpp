@@ -103,7 +103,8 @@ const float* StepGraphs::run(const StepShape& shape, const ForwardBatch& padded,
     return out;
   }
   try {
-    if (!e.recording) {
+    const bool fresh = !e.recording;
+    if (fresh) {
       dev_.begin_recording();
       body(index, out);
       index.release_expanded();
@@ -113,10 +114,9 @@ const float* StepGraphs::run(const StepShape& shape, const ForwardBatch& padded,
       e.logits_generation = logits_generation_;
       e.tables = std::move(now);
       ++stats_.recorded;
-    } else {
-      ++stats_.replayed;
     }
     dev_.replay(*e.recording);
+    if (!fresh) ++stats_.replayed;
   } catch (const std::exception& ex) {
     dev_.abort_recording();
     index.release_expanded();

@@ -236,10 +236,11 @@ std::unique_ptr<Device::Recording> CudaDevice::end_recording() {
   auto r = std::make_unique<CudaRecording>();
   recording_ = false;
   const cudaError_t ended = cudaStreamEndCapture(stream_, &r->graph);
+  if (ended != cudaSuccess) end_side_capture();
   const bool leaked = !recorded_.empty(), broken = broken_;
   finish_recording();
   DSV4_CUDA_CHECK(ended);
-  DSV4_CHECK(!broken, "cuda: the recorded step freed memory it had not taken");
+  DSV4_CHECK(!broken, "cuda: the recorded step freed memory it had not taken (or a free inside it failed)");
   DSV4_CHECK(!leaked, "cuda: the recorded step kept memory it took");
   DSV4_CUDA_CHECK(cudaGraphInstantiateWithFlags(&r->exec, r->graph, 0));
   return r;
@@ -252,15 +253,19 @@ void CudaDevice::abort_recording() noexcept {
   cudaGraph_t g = nullptr;
   (void)cudaStreamEndCapture(stream_, &g);  // invalidated or unjoined captures fail here: discard either way
   if (g) cudaGraphDestroy(g);
-  // A failure inside a side branch can leave the side stream capturing: end that too.
+  end_side_capture();
+  finish_recording();
+}
+
+// A failure inside a side branch can leave the side stream capturing after the main one ended.
+void CudaDevice::end_side_capture() noexcept {
   cudaStreamCaptureStatus side = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(side_, &side) == cudaSuccess && side != cudaStreamCaptureStatusNone) {
-    cudaGraph_t sg = nullptr;
-    (void)cudaStreamEndCapture(side_, &sg);
-    if (sg) cudaGraphDestroy(sg);
+    cudaGraph_t g = nullptr;
+    (void)cudaStreamEndCapture(side_, &g);
+    if (g) cudaGraphDestroy(g);
   }
   (void)cudaGetLastError();
-  finish_recording();
 }
 
 void CudaDevice::finish_recording() noexcept {

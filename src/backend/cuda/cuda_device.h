@@ -70,6 +70,7 @@ class CudaDevice final : public Device {
 
   void refuse_while_recording(const char* what) const;
   void finish_recording() noexcept;
+  void end_side_capture() noexcept;
 
   int ordinal_ = 0;
   cudaStream_t stream_ = nullptr;  // main
