@@ -1,0 +1,151 @@
+// The indexer on the device's side queue (Model::attention): which ops a CSA layer sends to the side
+// queue, and that the main queue joins it before sparse attention reads its choice. A host device
+// that logs the queue calls and an Ops that logs each op with the queue it ran on.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+#include "model/dense_kv.h"
+#include "model/model.h"
+#include "model/model_loader.h"
+#include "model/presets.h"
+#include "model/random_checkpoint.h"
+#include "testing/paths.h"
+
+namespace dsv4 {
+namespace {
+
+struct Log {
+  std::vector<std::string> events;  // op names, "side:" prefixed on the side queue; queue calls in []
+  bool side = false;
+};
+
+class QueueLogDevice final : public Device {
+ public:
+  explicit QueueLogDevice(Log& log) : log_(log) {}
+  bool host_memory() const override { return true; }
+  uint64_t memory_capacity() const override { return host_.memory_capacity(); }
+  void* allocate(size_t bytes) override { return host_.allocate(bytes); }
+  void release(void* p) override { host_.release(p); }
+  void to_device(void* dst, const void* src, size_t bytes) override { host_.to_device(dst, src, bytes); }
+  void to_host(void* dst, const void* src, size_t bytes) override { host_.to_host(dst, src, bytes); }
+  void copy(void* dst, const void* src, size_t bytes) override { host_.copy(dst, src, bytes); }
+  void fill_zero(void* p, size_t bytes) override { host_.fill_zero(p, bytes); }
+  void synchronize() override {}
+  void begin_side() override {
+    ASSERT_FALSE(log_.side);
+    log_.side = true;
+    log_.events.push_back("[begin_side]");
+  }
+  void end_side() override {
+    ASSERT_TRUE(log_.side);
+    log_.side = false;
+    log_.events.push_back("[end_side]");
+  }
+  void join_side() override {
+    ASSERT_FALSE(log_.side);
+    log_.events.push_back("[join_side]");
+  }
+
+ private:
+  Log& log_;
+  HostDevice host_;
+};
+
+class QueueLogOps final : public Ops {
+ public:
+  explicit QueueLogOps(Log& log) : log_(log) {}
+#define DSV4_LOGGED_OP(name, P)                                           \
+  void name(const P& p) override {                                        \
+    log_.events.push_back(std::string(log_.side ? "side:" : "") + #name); \
+    cpu_.name(p);                                                         \
+  }
+  DSV4_LOGGED_OP(linear, LinearParams)
+  DSV4_LOGGED_OP(rms_norm, RmsNormParams)
+  DSV4_LOGGED_OP(head_rms_norm, HeadRmsNormParams)
+  DSV4_LOGGED_OP(rope, RopeParams)
+  DSV4_LOGGED_OP(hadamard, HadamardParams)
+  DSV4_LOGGED_OP(quant_sim, QuantSimParams)
+  DSV4_LOGGED_OP(store_entries, StoreEntriesParams)
+  DSV4_LOGGED_OP(kv_insert, KvInsertParams)
+  DSV4_LOGGED_OP(sparse_attention, SparseAttentionParams)
+  DSV4_LOGGED_OP(compressor_step, CompressorStepParams)
+  DSV4_LOGGED_OP(compressor_emit, CompressorEmitParams)
+  DSV4_LOGGED_OP(indexer_topk, IndexerTopkParams)
+  DSV4_LOGGED_OP(hc_pre, HcPreParams)
+  DSV4_LOGGED_OP(hc_post, HcPostParams)
+  DSV4_LOGGED_OP(hc_head, HcHeadParams)
+  DSV4_LOGGED_OP(moe_gate, MoeGateParams)
+  DSV4_LOGGED_OP(moe_experts, MoeExpertsParams)
+  DSV4_LOGGED_OP(embed, EmbedParams)
+  DSV4_LOGGED_OP(paged_slots, PagedSlotsParams)
+  DSV4_LOGGED_OP(argmax, ArgmaxParams)
+  DSV4_LOGGED_OP(sample, SampleParams)
+#undef DSV4_LOGGED_OP
+
+ private:
+  Log& log_;
+  CpuOps cpu_{1};
+};
+
+const LoadedModel& tiny() {
+  static const LoadedModel m = [] {
+    const auto dir = testing::temp_dir("side_queue");
+    write_random_checkpoint(find_preset("tiny").config, 3, dir);
+    return load_model(dir);
+  }();
+  return m;
+}
+
+// The events of one step (prefill of 9 tokens, so ratio-4 blocks complete) with overlap on or off.
+std::vector<float> step(Log& log, bool overlap) {
+  QueueLogDevice dev(log);
+  QueueLogOps ops(log);
+  Model m(tiny().config, tiny().weights, ops, dev);
+  m.set_overlap(overlap);
+  DenseKv kv(dev, tiny().config, 1, 64);
+  const int32_t ids[9] = {3, 1, 4, 1, 5, 9, 2, 6, 5};
+  ForwardBatch b;
+  b.add(0, 0, ids, 9);
+  return m.forward(b, kv);
+}
+
+TEST(SideQueue, TheIndexerRunsBesideTheQueryAndJoinsBeforeSparseAttention) {
+  Log log;
+  const std::vector<float> with = step(log, true);
+  int csa = 0;
+  for (int l = 0; l < tiny().config.n_layers; ++l) csa += tiny().config.compress_ratio(l) == 4;
+  int begins = 0, attentions_after_join = 0;
+  bool joined = true;  // since the last branch ended
+  std::vector<std::string> side_ops;
+  for (const std::string& e : log.events) {
+    if (e == "[begin_side]") ++begins, joined = false;
+    if (e == "[join_side]") joined = true;
+    if (e.rfind("side:", 0) == 0) side_ops.push_back(e);
+    if (e == "sparse_attention") {
+      EXPECT_TRUE(joined) << "sparse attention before the side queue joined";
+      attentions_after_join += joined;
+    }
+    EXPECT_NE(e, "side:sparse_attention");
+    EXPECT_NE(e, "side:moe_experts");
+    EXPECT_NE(e, "side:moe_gate");
+  }
+  EXPECT_EQ(begins, csa);
+  EXPECT_EQ(attentions_after_join, tiny().config.n_layers);
+  // Per CSA layer: the indexer's projection, RoPE, Hadamard, FP4 simulation, its compressor (step and
+  // emission), its weights and the top-k.
+  const std::vector<std::string> per_layer = {
+      "side:linear",          "side:rope",   "side:hadamard",    "side:quant_sim", "side:compressor_step",
+      "side:compressor_emit", "side:linear", "side:indexer_topk"};
+  ASSERT_EQ(side_ops.size(), per_layer.size() * static_cast<size_t>(csa));
+  for (size_t i = 0; i < side_ops.size(); ++i) EXPECT_EQ(side_ops[i], per_layer[i % per_layer.size()]) << i;
+
+  Log serial;
+  EXPECT_EQ(step(serial, false), with);  // the same bits in order
+  for (const std::string& e : serial.events) EXPECT_EQ(e.find("side"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace dsv4
