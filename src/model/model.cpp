@@ -1,5 +1,7 @@
 #include "model/model.h"
 
+#include <spdlog/spdlog.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <string_view>
@@ -147,6 +149,10 @@ Model::Model(const ModelConfig& cfg, const ModelWeights& weights, Ops& ops, Devi
   const bool opted_in = env_flag("DSV4_CUDA_GRAPHS");
   overlap_ = opted_in;
   set_step_mode(dev.can_record() && opted_in ? StepMode::kGraphs : StepMode::kEager);
+  if (dev.can_record())
+    spdlog::info("model: decode steps {}", opted_in ? "recorded once per batch shape and replayed (CUDA graphs), the "
+                                                      "indexer on a side stream (DSV4_CUDA_GRAPHS=1)"
+                                                    : "run eagerly (CUDA graphs are opt-in: DSV4_CUDA_GRAPHS=1)");
 }
 
 Model::~Model() = default;
