@@ -192,7 +192,7 @@ StepLogits Model::step(const ForwardBatch& batch, KvAccess& kv) {
   if (graphs_ && mode_ != StepMode::kEager)
     if (const auto shape = decode_shape(cfg_, batch)) {
       out.rows = static_cast<int64_t>(batch.seqs.size());  // the shadows' rows follow the real ones
-      out.data = graphs_->run(*shape, pad_batch(batch, *shape), kv,
+      out.data = graphs_->run(*shape, pad_batch(batch, *shape), kv, mode_ == StepMode::kGraphs,
                               [&](StepIndex& s, float* logits) { run_step(s, kv, logits); });
       return out;
     }

@@ -74,7 +74,8 @@ std::vector<const void*> StepGraphs::tables(const KvAccess& kv) const {
   return t;
 }
 
-const float* StepGraphs::run(const StepShape& shape, const ForwardBatch& padded, const KvAccess& kv, const Body& body) {
+const float* StepGraphs::run(const StepShape& shape, const ForwardBatch& padded, const KvAccess& kv, bool record,
+                             const Body& body) {
   DSV4_CHECK(static_cast<int64_t>(padded.seqs.size()) == shape.batch, "step graphs: a batch of {} for shape {}",
              padded.seqs.size(), shape.batch);
   Entry& e = entry(shape);
@@ -85,7 +86,7 @@ const float* StepGraphs::run(const StepShape& shape, const ForwardBatch& padded,
     index.release_expanded();
     ++stats_.eager;
   };
-  if (e.failed || !dev_.can_record()) {
+  if (!record || e.failed || !dev_.can_record()) {
     eager();
     return out;
   }

@@ -34,9 +34,11 @@ class StepGraphs {
   StepGraphs(const StepGraphs&) = delete;
   StepGraphs& operator=(const StepGraphs&) = delete;
 
-  // Runs `padded` (pad_batch of `shape`); returns its logits [shape.batch, vocab] on the device, valid
-  // until the next run. Nothing waits for the device.
-  const float* run(const StepShape& shape, const ForwardBatch& padded, const KvAccess& kv, const Body& body);
+  // Runs `padded` (pad_batch of `shape`), recorded and replayed when `record` and the device can
+  // record, else eagerly in the shape's arena; returns its logits [shape.batch, vocab] on the device,
+  // valid until the next run. Nothing waits for the device.
+  const float* run(const StepShape& shape, const ForwardBatch& padded, const KvAccess& kv, bool record,
+                   const Body& body);
 
   const StepGraphStats& stats() const { return stats_; }
   size_t shapes() const { return entries_.size(); }

@@ -95,13 +95,13 @@ class StepGraphsTest : public ::testing::Test {
   int bodies = 0;
 
   // One decode step of `n` sequences at position `pos` through `g`.
-  void step(StepGraphs& g, int n, int64_t pos, const KvAccess* other = nullptr) {
+  void step(StepGraphs& g, int n, int64_t pos, const KvAccess* other = nullptr, bool record = true) {
     ForwardBatch b;
     const int32_t id = 5;
     for (int s = 0; s < n; ++s) b.add(s, pos, &id, 1);
     const auto shape = decode_shape(cfg, b);
     ASSERT_TRUE(shape);
-    g.run(*shape, pad_batch(b, *shape), other ? *other : kv, [&](StepIndex& s, float*) {
+    g.run(*shape, pad_batch(b, *shape), other ? *other : kv, record, [&](StepIndex& s, float*) {
       ++bodies;
       ASSERT_EQ(s.slices, shape->batch);
       s.expand(ops, 1);  // a layer's lists, as the model expands them
@@ -119,6 +119,15 @@ TEST_F(StepGraphsTest, WarmsUpThenRecordsThenReplays) {
   EXPECT_EQ(g.stats().recorded, 1);
   EXPECT_EQ(g.stats().replayed, 3);
   EXPECT_EQ(dev.replays, 4);  // the recording's own launch too
+}
+
+TEST_F(StepGraphsTest, PaddedStepsAreNeverRecorded) {
+  StepGraphs g(dev, ops, cfg);
+  for (int i = 0; i < 4; ++i) step(g, 3, 40 + i, nullptr, /*record=*/false);
+  EXPECT_EQ(bodies, 4);
+  EXPECT_EQ(g.stats().eager, 4);
+  EXPECT_EQ(g.stats().recorded, 0);
+  EXPECT_EQ(dev.replays, 0);
 }
 
 TEST_F(StepGraphsTest, ShapesAreKeptApart) {
