@@ -139,18 +139,6 @@ struct Row {
   std::string mode = "eager";  // decode: graphs, padded or eager (prefill always eager)
 };
 
-const char* mode_name(StepMode m) {
-  switch (m) {
-    case StepMode::kGraphs:
-      return "graphs";
-    case StepMode::kPadded:
-      return "padded";
-    case StepMode::kEager:
-      return "eager";
-  }
-  return "?";
-}
-
 // The last decode step once more in the model's mode and once eagerly (the repeated step rewrites
 // the same KV entries, so both see the same cache): how far a recorded or padded step is from eager.
 void compare_with_eager(Model& model, const ForwardBatch& b, KvAccess& kv, Row& r) {
@@ -215,7 +203,7 @@ Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightByt
     enqueue.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
   Row r{"decode", batch, context};
-  r.mode = mode_name(model.step_mode());
+  r.mode = step_mode_name(model.step_mode());
   if (compare) compare_with_eager(model, b, cache.access(), r);
   r.ms = median(ms);
   r.enqueue_ms = median(enqueue);

@@ -39,9 +39,7 @@ void run(const Args& a) {
   o.expected = a.expected;
   o.layers = a.layers;
   o.blocks = !a.no_blocks;
-  if (a.step_mode == "eager") o.step_mode = StepMode::kEager;
-  if (a.step_mode == "padded") o.step_mode = StepMode::kPadded;
-  if (a.step_mode == "graphs") o.step_mode = StepMode::kGraphs;
+  o.step_mode = parse_step_mode(a.step_mode);  // "auto": the model's own
   o.thresholds = load_thresholds(o.model / "tolerance.json");
   if (a.max_rms_ratio) o.thresholds.max_rms_ratio = a.max_rms_ratio;
   if (a.min_argmax_agreement) o.thresholds.min_argmax_agreement = a.min_argmax_agreement;

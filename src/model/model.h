@@ -20,7 +20,6 @@ namespace dsv4 {
 
 struct StepIndex;  // per-forward index arrays (model/step_index.h)
 class StepGraphs;  // recorded decode steps (model/step_graphs.h)
-struct StepGraphStats;
 
 // What forward_sample copies back, per slice with logits (backend/ops.h SampleParams).
 struct SampleResult {

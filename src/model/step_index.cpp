@@ -104,7 +104,7 @@ class StepUploads {
       own = DeviceArray<int32_t>(dev, host_);
       return own.data();
     }
-    if (arena->layout_ != layout_ || arena->storage_.size() != std::max<size_t>(host_.size(), 1)) {
+    if (arena->layout_ != layout_) {  // the sizes of every array: equal layouts, equal uploads
       arena->storage_ = DeviceArray<int32_t>(dev, std::max<size_t>(host_.size(), 1));
       arena->layout_ = layout_;
       ++arena->generation_;
@@ -283,14 +283,7 @@ void StepIndex::expand(Ops& ops, int layer) {
 
 void StepIndex::release_expanded(int layer) {
   for (Expansion& x : expansions_) {
-    if (x.layer != layer) continue;
-    x.out->owned_ = DeviceArray<int32_t>();
-    x.out->ptr_ = nullptr;
-  }
-}
-
-void StepIndex::release_expanded() {
-  for (Expansion& x : expansions_) {
+    if (layer != kEveryLayer && x.layer != layer) continue;
     x.out->owned_ = DeviceArray<int32_t>();
     x.out->ptr_ = nullptr;
   }

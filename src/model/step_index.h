@@ -97,10 +97,10 @@ struct StepIndex {
 
   // Builds one layer's expanded lists on the device, as the layer starts (part of the step's device
   // work: recordable), so a step holds one layer's lists at a time; release_expanded() frees them (a
-  // recorded step frees what it allocated), without a layer every layer's.
+  // recorded step frees what it allocated), by default every layer's.
   void expand(Ops& ops, int layer);
-  void release_expanded(int layer);
-  void release_expanded();
+  void release_expanded(int layer = kEveryLayer);
+  static constexpr int kEveryLayer = -1;
 
   struct Expansion {  // one paged_slots call, pointers into the upload
     int layer = 0;

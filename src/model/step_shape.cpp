@@ -8,6 +8,24 @@
 
 namespace dsv4 {
 
+const char* step_mode_name(StepMode mode) {
+  switch (mode) {
+    case StepMode::kEager:
+      return "eager";
+    case StepMode::kPadded:
+      return "padded";
+    case StepMode::kGraphs:
+      return "graphs";
+  }
+  return "?";
+}
+
+std::optional<StepMode> parse_step_mode(std::string_view name) {
+  for (const StepMode m : {StepMode::kEager, StepMode::kPadded, StepMode::kGraphs})
+    if (name == step_mode_name(m)) return m;
+  return std::nullopt;
+}
+
 int64_t batch_bucket(int64_t slices) {
   if (slices <= 0 || slices > kMaxPaddedBatch) return 0;
   if (slices <= 2) return slices;

@@ -8,6 +8,7 @@
 #include <compare>
 #include <cstdint>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "core/model_config.h"
@@ -19,6 +20,8 @@ namespace dsv4 {
 // recorded steps, on any device); or recorded once per shape and replayed (CUDA graphs; a device that
 // cannot record runs them padded).
 enum class StepMode : uint8_t { kEager, kPadded, kGraphs };
+const char* step_mode_name(StepMode mode);                       // "eager", "padded", "graphs"
+std::optional<StepMode> parse_step_mode(std::string_view name);  // nothing for another name
 
 // What the model's recorded steps did so far (model/step_graphs.h).
 struct StepGraphStats {

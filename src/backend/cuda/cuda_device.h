@@ -42,7 +42,7 @@ class CudaDevice final : public Device {
   void end_side() override;    // the main stream is current again (the side one runs on)
   void join_side() override;   // the main stream waits for the side one
   bool can_record() const override { return true; }
-  void begin_recording() override;  // stream capture of the main stream (and what it forks)
+  void begin_recording() override;  // stream capture of the main stream (and its side branches)
   std::unique_ptr<Recording> end_recording() override;
   void abort_recording() noexcept override;
   void replay(const Recording& r) override;

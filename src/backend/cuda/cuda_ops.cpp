@@ -48,7 +48,7 @@ CudaOps::CudaOps(CudaDevice& dev, GemmPrecision gemm)
       gemm_precision_(gemm),
       gemm_(std::make_unique<GemmRunner>(dev.main_stream(), gemm)),
       moe_(std::make_unique<MoeRunner>(*gemm_, dev.main_stream())) {
-  DSV4_CHECK(dev.stream() == dev.main_stream(), "CudaOps: made inside a forked branch");
+  DSV4_CHECK(dev.stream() == dev.main_stream(), "CudaOps: made inside a side branch");
 }
 
 CudaOps::~CudaOps() = default;

@@ -64,7 +64,7 @@ class CudaOps final : public Ops {
   CudaDevice& dev_;
   GemmPrecision gemm_precision_;
   std::unique_ptr<GemmRunner> gemm_;       // main stream
-  std::unique_ptr<GemmRunner> side_gemm_;  // side stream (Device::fork)
+  std::unique_ptr<GemmRunner> side_gemm_;  // side stream (Device::begin_side)
   std::unique_ptr<MoeRunner> moe_;         // main stream only
   std::map<std::tuple<int, double, int64_t, double, double, double>, DeviceArray<float>> freqs_;
   std::map<const Weight*, std::vector<GemmWeight>> expert_views_;
