@@ -22,8 +22,6 @@ deadline=$((SECONDS + ${DSV4_GPU_DEADLINE:-540}))
 # cuBLASLt comes from the machine's CUDA wheels (too large to carry); the binaries need its .so.13.
 cublas_dir=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null ||
   dirname "$(find / -name 'libcublasLt.so.13*' -print -quit 2>/dev/null)")
-# Recorded decode steps and the indexer's side stream (opt-in until their suites have passed on a GPU).
-export DSV4_CUDA_GRAPHS=${DSV4_CUDA_GRAPHS:-1}
 export DSV4_SHARED="$PWD/$STAGE/shared" LD_LIBRARY_PATH="$PWD/$STAGE/bin/lib:$cublas_dir:${LD_LIBRARY_PATH:-}"
 for z in "$STAGE"/bin/*.gz; do  # stage-gpu.sh packs the binaries to fit the carry
   [ -e "$z" ] && gunzip -f "$z" && chmod +x "${z%.gz}"

@@ -46,8 +46,8 @@ class Model {
 
   const ModelConfig& config() const { return cfg_; }
 
-  // Decode-only steps: eager, padded, or recorded and replayed (model/step_shape.h). Default eager;
-  // recorded where the device can record and DSV4_CUDA_GRAPHS=1 (also turning the side queue on).
+  // Decode-only steps: eager, padded, or recorded and replayed (model/step_shape.h). Recorded, with the
+  // side queue on, where the device can record, unless DSV4_CUDA_GRAPHS=0; eager elsewhere.
   void set_step_mode(StepMode mode);
   StepMode step_mode() const { return mode_; }
   // The indexer pipeline on the device's side queue, beside the query and KV projections.
