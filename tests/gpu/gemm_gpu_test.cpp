@@ -109,6 +109,90 @@ std::vector<uint16_t> random_acts(int64_t rows, int64_t cols, int64_t ld, uint32
   return x;
 }
 
+// Inputs whose block sums an fp32 chain in ascending k (the order before exact block sums) gets
+// wrong, as in the CPU's linear test (Linear.Fp8BlockSumsAreExactRoundedOnce): in every K-block (128
+// for FP8, 32 for FP4) a leading run of large products, then small ones of random sign, then the
+// large ones again negated (mirrored activations against equal weights). They cancel exactly, and at
+// the peak of its partial sums a chain rounds the small products away, so these inputs tell the two
+// orders apart in most outputs.
+struct Cancelling {
+  int block, large;  // K-block, and large products at [0, large) of it, mirrored at [block - large, block)
+  explicit Cancelling(GemmWeightKind kind)
+      : block(kind == GemmWeightKind::kFp4 ? 32 : 128), large(kind == GemmWeightKind::kFp4 ? 12 : 32) {}
+  // The source of position i of a block: i itself, or the large position it mirrors.
+  int source(int i) const { return i >= block - large ? i - (block - large) : i; }
+};
+
+int pick(std::mt19937& rng, int lo, int hi) {
+  return lo + static_cast<int>(rng() % static_cast<uint32_t>(hi - lo + 1));
+}
+
+HostWeight cancelling_weight(GemmWeightKind kind, int64_t n, int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const Cancelling cz(kind);
+  HostWeight w{kind, n, k, {}, {}};
+  if (kind == GemmWeightKind::kFp4) {
+    w.data.assign(static_cast<size_t>(n * k / 2), 0);
+    for (int64_t j = 0; j < n; ++j) {
+      uint8_t* row = w.data.data() + j * (k / 2);
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const int i = static_cast<int>(kk % cz.block), src = cz.source(i);
+        // Large: 4 or 6, positive; small: any code.
+        const uint8_t code = src != i ? fp4_at(row, kk - i + src)
+                                      : static_cast<uint8_t>(i < cz.large ? pick(rng, 6, 7) : pick(rng, 0, 15));
+        row[kk / 2] |= static_cast<uint8_t>(code << (kk % 2 * 4));
+      }
+    }
+    w.scale.resize(static_cast<size_t>(n * k / 32));
+  } else {
+    w.data.resize(static_cast<size_t>(n * k));
+    for (int64_t j = 0; j < n; ++j) {
+      uint8_t* row = w.data.data() + j * k;
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const int i = static_cast<int>(kk % cz.block), src = cz.source(i);
+        if (src != i) {
+          row[kk] = row[kk - i + src];
+          continue;
+        }
+        uint8_t c = 0x7f;  // large: magnitude >= 8; small: any; never NaN
+        while ((c & 0x7f) == 0x7f) {
+          c = static_cast<uint8_t>(i < cz.large ? pick(rng, 10, 15) << 3 | pick(rng, 0, 7) : rng());
+        }
+        row[kk] = static_cast<uint8_t>(c | (rng() % 2 ? 0x80 : 0));
+      }
+    }
+    w.scale.resize(static_cast<size_t>((n + 127) / 128 * ((k + 127) / 128)));
+  }
+  for (auto& e : w.scale) e = static_cast<uint8_t>(pick(rng, 124, 130));
+  return w;
+}
+
+// Activations for cancelling_weight's kind [rows, ld] (cols a multiple of 128): per (row, 128-block)
+// a scale 2^[-6, 6], the block's amax 400 (so the codes come out unscaled), large values in [256,
+// 384] (positive), small ones e4m3 subnormal to 2^-2, mirrored negatives; NaN past `cols`.
+std::vector<uint16_t> cancelling_acts(GemmWeightKind kind, int64_t rows, int64_t cols, int64_t ld, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const Cancelling cz(kind);
+  std::vector<uint16_t> x(static_cast<size_t>(rows * ld), kNanBf16);
+  for (int64_t r = 0; r < rows; ++r) {
+    uint16_t* row = x.data() + r * ld;
+    float s = 1.0f;
+    for (int64_t kk = 0; kk < cols; ++kk) {
+      if (kk % 128 == 0) s = std::ldexp(1.0f, pick(rng, -6, 6));
+      const int i = static_cast<int>(kk % cz.block), src = cz.source(i);
+      if (src != i) {
+        row[kk] = static_cast<uint16_t>(row[kk - i + src] ^ 0x8000);
+        continue;
+      }
+      const bool big = i < cz.large;
+      const auto code = static_cast<uint8_t>(big ? 15 << 3 | pick(rng, 0, 4) : pick(rng, 0, 4) << 3 | pick(rng, 0, 7));
+      const float v = kk % 128 == 0 ? 400.0f : e4m3_to_float(code) * (big || rng() % 2 ? 1.0f : -1.0f);
+      row[kk] = float_to_bf16(v * s);
+    }
+  }
+  return x;
+}
+
 struct DevWeight {
   explicit DevWeight(const HostWeight& h) : w(h), data(h.data), scale(h.scale) {}
   cuda::GemmWeight view() const { return {w.kind, data.p, w.scale.empty() ? nullptr : scale.p, w.rows, w.cols}; }
@@ -126,6 +210,7 @@ struct Case {
   int groups = 1;
   bool f32_out = false;
   int64_t x_pad = 0, y_pad = 0;
+  bool cancelling = false;  // cancelling_weight / cancelling_acts instead of random ones
   int64_t x_ld() const { return k * groups + x_pad; }
   int64_t y_ld() const { return n + y_pad; }
 };
@@ -218,7 +303,8 @@ std::string label(const Case& c, int64_t rows) { return c.name + " rows " + std:
 template <typename T>
 void check_exact_rows(cuda::GemmRunner& runner, const Case& c, const HostWeight& hw, const DevWeight& dw, int64_t rows,
                       uint32_t seed) {
-  const auto x = random_acts(rows, c.k * c.groups, c.x_ld(), seed);
+  const auto x = c.cancelling ? cancelling_acts(c.kind, rows, c.k * c.groups, c.x_ld(), seed)
+                              : random_acts(rows, c.k * c.groups, c.x_ld(), seed);
   const Dev<uint16_t> dx(x);
   const auto want = cpu_linear<T>(c, hw, x, rows);
   const auto got = gpu_linear<T>(runner, c, dw, dx, rows, true);
@@ -228,7 +314,8 @@ void check_exact_rows(cuda::GemmRunner& runner, const Case& c, const HostWeight&
 }
 
 void check_exact(const Case& c, std::initializer_list<int64_t> rows, uint32_t seed) {
-  const HostWeight hw = random_weight(c.kind, c.n, c.k, seed);
+  const HostWeight hw =
+      c.cancelling ? cancelling_weight(c.kind, c.n, c.k, seed) : random_weight(c.kind, c.n, c.k, seed);
   const DevWeight dw(hw);
   cuda::GemmRunner runner(nullptr);
   for (int64_t r : rows) {
@@ -351,6 +438,20 @@ TEST(CudaGemm, ExactFp4FlashShapes) {
   check_exact({"w2 fp4", GemmWeightKind::kFp4, 4096, 2048}, {1, 32, 300}, 51);
 }
 
+// Inputs on which exact block sums and an fp32 chain disagree in most outputs: every SIMT path of
+// the block-scaled GEMM (skinny from bf16 rows and from codes, split-K, tiled, grouped) still matches
+// the CPU bit for bit.
+TEST(CudaGemm, ExactBlockSumsOnCancellingInputs) {
+  for (auto kind : {GemmWeightKind::kFp8, GemmWeightKind::kFp4}) {
+    const std::string name = kind == GemmWeightKind::kFp8 ? "cancelling fp8" : "cancelling fp4";
+    check_exact({name + " f32-out", kind, 200, 384, 1, true, 0, 0, true}, {1, 3, 17}, 140);
+    check_exact({name + " odd stride", kind, 200, 256, 1, false, 6, 0, true}, {3, 100}, 141);
+    check_exact({name + " split-K f32-out", kind, 256, 4096, 1, true, 0, 0, true}, {1, 2}, 142);
+    check_exact({name + " tiled f32-out", kind, 2048, 1024, 1, true, 0, 0, true}, {300}, 143);
+    check_exact({name + " tiled groups 4", kind, 2048, 512, 4, false, 0, 0, true}, {300}, 144);
+  }
+}
+
 TEST(CudaGemm, ExactPlainFlashShapes) {
   check_exact({"gate bf16 f32-out", GemmWeightKind::kBf16, 256, 4096, 1, true}, {1, 32, 300}, 60);
   check_exact({"compressor bf16 f32-out", GemmWeightKind::kBf16, 1024, 4096, 1, true}, {1, 300, 1100}, 61);
@@ -400,19 +501,20 @@ TEST(CudaGemm, RejectsBadShapes) {
 // Experts with the given row counts (some zero); each row checked bit for bit against CpuOps linear
 // on its expert's weight; rows past offsets[experts] (bound - used) stay untouched.
 void check_grouped(GemmWeightKind kind, int64_t n, int64_t k, const std::vector<int>& counts, int64_t spare,
-                   uint32_t seed) {
+                   uint32_t seed, bool cancelling = false) {
   const int experts = static_cast<int>(counts.size());
   std::vector<int32_t> offsets(1, 0);
   for (int c : counts) offsets.push_back(offsets.back() + c);
   const int64_t used = offsets.back(), bound = used + spare;
   const int64_t sld = (bound + 3) / 4 * 4;
-  const auto x = random_acts(bound, k, k, seed);
+  const auto x = cancelling ? cancelling_acts(kind, bound, k, k, seed) : random_acts(bound, k, k, seed);
   std::vector<HostWeight> hw;
   std::vector<std::unique_ptr<DevWeight>> dw;
   std::vector<const void*> data;
   std::vector<const uint8_t*> scale;
   for (int e = 0; e < experts; ++e) {
-    hw.push_back(random_weight(kind, n, k, seed * 1000 + static_cast<uint32_t>(e)));
+    const uint32_t we = seed * 1000 + static_cast<uint32_t>(e);
+    hw.push_back(cancelling ? cancelling_weight(kind, n, k, we) : random_weight(kind, n, k, we));
   }
   for (int e = 0; e < experts; ++e) {
     dw.push_back(std::make_unique<DevWeight>(hw[static_cast<size_t>(e)]));
@@ -474,7 +576,9 @@ std::vector<int> random_counts(int experts, int max_rows, uint32_t seed) {
 TEST(CudaGemm, GroupedSmallShapes) {
   for (auto kind : {GemmWeightKind::kFp8, GemmWeightKind::kFp4}) {
     check_grouped(kind, 200, 256, {0, 1, 3, 0, 17, 2}, 5, 90);
-    check_grouped(kind, 128, 128, random_counts(40, 3, 91), 0, 92);  // more experts than a warp
+    check_grouped(kind, 128, 128, random_counts(40, 3, 91), 0, 92);            // more experts than a warp
+    check_grouped(kind, 200, 256, {0, 1, 3, 0, 17, 2}, 5, 93, true);           // cancelling inputs (skinny)
+    check_grouped(kind, 2048, 1024, random_counts(12, 120, 94), 3, 95, true);  // cancelling inputs (tiled)
   }
 }
 

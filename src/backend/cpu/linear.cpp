@@ -62,9 +62,18 @@ void prepare_row(const uint16_t* x, const Plan& pl, float* a, float* sa) {
   }
 }
 
-// Both values of a packed FP4 byte, low nibble first.
+// The block-scaled weights' decoded values as doubles (block products are summed exactly in fp64):
+// e4m3 codes, and both values of a packed FP4 byte, low nibble first.
+const double* e4m3_doubles() {
+  static const auto table = [] {
+    std::array<double, 256> t{};
+    for (int c = 0; c < 256; ++c) t[static_cast<size_t>(c)] = e4m3_to_float(static_cast<uint8_t>(c));
+    return t;
+  }();
+  return table.data();
+}
 struct Fp4Pair {
-  float lo, hi;
+  double lo, hi;
 };
 const Fp4Pair* fp4_pairs() {
   static const auto table = [] {
@@ -121,79 +130,109 @@ DSV4_INLINE void load_bf16_tile(const uint16_t* rows, int64_t stride, int len, f
   }
 }
 
-// wt[len][kTileN] = unscaled weight values of rows n0.. (zero past nvalid), sb = their block scales.
-DSV4_INLINE void load_tile(const Weight& w, int64_t n0, int nvalid, int64_t k0, int len, float* wt, float* sb) {
+// wt[len][kTileN] = bf16/f32 weight values of rows n0.. (zero past nvalid).
+DSV4_INLINE void load_plain_tile(const Weight& w, int64_t n0, int nvalid, int64_t k0, int len, float* wt) {
   if (w.type == WeightType::kBf16 && nvalid == kTileN && len % 8 == 0) {
     load_bf16_tile(static_cast<const uint16_t*>(w.data) + n0 * w.cols + k0, w.cols, len, wt);
     return;
   }
-  if (nvalid < kTileN) {
-    std::fill(wt, wt + int64_t{len} * kTileN, 0.0f);
-    std::fill(sb, sb + kTileN, 1.0f);
-  }
+  if (nvalid < kTileN) std::fill(wt, wt + int64_t{len} * kTileN, 0.0f);
   for (int j = 0; j < nvalid; ++j) {
     const int64_t n = n0 + j;
     float* col = wt + j;
-    switch (w.type) {
-      case WeightType::kFp8Block: {
-        const float* lut = e4m3_table();
-        const uint8_t* src = static_cast<const uint8_t*>(w.data) + n * w.cols + k0;
-        for (int k = 0; k < len; ++k) col[k * kTileN] = lut[src[k]];
-        sb[j] = ue8m0_to_float(w.scale[(n / 128) * ((w.cols + 127) / 128) + k0 / 128]);
-        break;
+    if (w.type == WeightType::kBf16) {
+      const uint16_t* src = static_cast<const uint16_t*>(w.data) + n * w.cols + k0;
+      for (int k = 0; k < len; ++k) col[k * kTileN] = bf16_to_float(src[k]);
+    } else {
+      const float* src = static_cast<const float*>(w.data) + n * w.cols + k0;
+      for (int k = 0; k < len; ++k) col[k * kTileN] = src[k];
+    }
+  }
+}
+
+// wt[len][kTileN] = unscaled FP8/FP4 weight values of rows n0.. as doubles (zero past nvalid), sb =
+// their block scales (1 past nvalid). Eight columns at a time, so that each k fills one cache line of
+// the tile (a 128 x 32 tile of doubles is an L1's worth).
+DSV4_INLINE void load_block_tile(const Weight& w, int64_t n0, int nvalid, int64_t k0, int len, double* wt, float* sb) {
+  constexpr int kCols = 8;
+  if (nvalid < kTileN) {
+    std::fill(wt, wt + int64_t{len} * kTileN, 0.0);
+    std::fill(sb, sb + kTileN, 1.0f);
+  }
+  const bool fp8 = w.type == WeightType::kFp8Block;
+  for (int j = 0; j < nvalid; ++j) {
+    const int64_t n = n0 + j;
+    sb[j] = ue8m0_to_float(fp8 ? w.scale[(n / 128) * ((w.cols + 127) / 128) + k0 / 128]
+                               : w.scale[n * (w.cols / 32) + k0 / 32]);
+  }
+  for (int j0 = 0; j0 < nvalid; j0 += kCols) {
+    const int cols = std::min(kCols, nvalid - j0);
+    double* tile = wt + j0;
+    if (fp8) {
+      const double* lut = e4m3_doubles();
+      const uint8_t* src = static_cast<const uint8_t*>(w.data) + (n0 + j0) * w.cols + k0;
+      for (int k = 0; k < len; ++k) {
+        for (int j = 0; j < cols; ++j) tile[k * kTileN + j] = lut[src[j * w.cols + k]];
       }
-      case WeightType::kFp4Block: {
-        const uint8_t* src = static_cast<const uint8_t*>(w.data) + n * (w.cols / 2) + k0 / 2;
-        const Fp4Pair* pairs = fp4_pairs();
-        for (int k = 0; k < len; k += 2) {
-          const Fp4Pair v = pairs[src[k / 2]];
-          col[k * kTileN] = v.lo;
-          col[(k + 1) * kTileN] = v.hi;
+    } else {
+      const Fp4Pair* pairs = fp4_pairs();
+      const int64_t stride = w.cols / 2;
+      const uint8_t* src = static_cast<const uint8_t*>(w.data) + (n0 + j0) * stride + k0 / 2;
+      for (int k = 0; k < len; k += 2) {
+        for (int j = 0; j < cols; ++j) {
+          const Fp4Pair v = pairs[src[j * stride + k / 2]];
+          tile[k * kTileN + j] = v.lo;
+          tile[(k + 1) * kTileN + j] = v.hi;
         }
-        sb[j] = ue8m0_to_float(w.scale[n * (w.cols / 32) + k0 / 32]);
-        break;
-      }
-      case WeightType::kBf16: {
-        const uint16_t* src = static_cast<const uint16_t*>(w.data) + n * w.cols + k0;
-        for (int k = 0; k < len; ++k) col[k * kTileN] = bf16_to_float(src[k]);
-        break;
-      }
-      case WeightType::kF32: {
-        const float* src = static_cast<const float*>(w.data) + n * w.cols + k0;
-        for (int k = 0; k < len; ++k) col[k * kTileN] = src[k];
-        break;
       }
     }
   }
 }
 
-// One row against one K-block of a tile: the block product in ascending k, then the reference's
-// scaling (FP8: P·(sa·sb); FP4: (P·sa)·sb) or, for plain weights, straight accumulation.
+// One row against one K-block of a tile of FP8/FP4 weights: the block product P, the exact sum of
+// the block's products (each exact in fp64, multiples of 2^-18 below 2^18 in magnitude, so up to 128
+// of them sum exactly in fp64 whatever the order) rounded once to fp32, then the reference's scaling:
+// FP8 C += P·(sa·sb), FP4 C += (P·sa)·sb.
 template <Mode M>
-DSV4_INLINE void row_block(const float* a, const float* wt, int len, float* c, const float* sb, float sa) {
+DSV4_INLINE void row_block(const float* a, const double* wt, int len, float* c, const float* sb, float sa) {
+  double acc[kTileN] = {};
+  for (int k = 0; k < len; ++k) {
+    const double av = a[k];
+    const double* w = wt + k * kTileN;
+    for (int j = 0; j < kTileN; ++j) acc[j] += av * w[j];
+  }
+  for (int j = 0; j < kTileN; ++j) {
+    const auto p = static_cast<float>(acc[j]);
+    if constexpr (M == Mode::kFp8) {
+      c[j] += p * (sa * sb[j]);
+    } else {
+      c[j] += p * sa * sb[j];
+    }
+  }
+}
+
+// Plain weights: one row's sum continued over a K-block of the tile, products in ascending k.
+DSV4_INLINE void row_block_plain(const float* a, const float* wt, int len, float* c) {
   float acc[kTileN];
-  for (int j = 0; j < kTileN; ++j) acc[j] = M == Mode::kPlain ? c[j] : 0.0f;
+  for (int j = 0; j < kTileN; ++j) acc[j] = c[j];
   for (int k = 0; k < len; ++k) {
     const float av = a[k];
     const float* w = wt + k * kTileN;
     for (int j = 0; j < kTileN; ++j) acc[j] += av * w[j];
   }
-  if constexpr (M == Mode::kFp8) {
-    for (int j = 0; j < kTileN; ++j) c[j] += acc[j] * (sa * sb[j]);
-  } else if constexpr (M == Mode::kFp4) {
-    for (int j = 0; j < kTileN; ++j) c[j] += acc[j] * sa * sb[j];
-  } else {
-    for (int j = 0; j < kTileN; ++j) c[j] = acc[j];
-  }
+  for (int j = 0; j < kTileN; ++j) c[j] = acc[j];
 }
 
-template <Mode M>
-DSV4_INLINE void run_rows(const float* a, const float* sa, const Plan& pl, int64_t rows, int64_t acol0, const float* wt,
+template <Mode M, typename T>
+DSV4_INLINE void run_rows(const float* a, const float* sa, const Plan& pl, int64_t rows, int64_t acol0, const T* wt,
                           int len, float* c, const float* sb) {
   const int64_t sblocks = pl.k / kActBlock;
   for (int64_t m = 0; m < rows; ++m) {
-    const float s = M == Mode::kPlain ? 1.0f : sa[m * sblocks + acol0 / kActBlock];
-    row_block<M>(a + m * pl.k + acol0, wt, len, c + m * kTileN, sb, s);
+    if constexpr (M == Mode::kPlain) {
+      row_block_plain(a + m * pl.k + acol0, wt, len, c + m * kTileN);
+    } else {
+      row_block<M>(a + m * pl.k + acol0, wt, len, c + m * kTileN, sb, sa[m * sblocks + acol0 / kActBlock]);
+    }
   }
 }
 
@@ -207,7 +246,10 @@ struct Item {
 DSV4_SIMD_CLONES void run_item(const LinearParams& p, const Plan& pl, const float* a, const float* sa, int64_t m_base,
                                const Item& it) {
   float* c = thread_scratch<float>(Scratch::kGemmAcc, static_cast<size_t>(it.rows * kTileN));
-  float* wt = thread_scratch<float>(Scratch::kGemmTile, static_cast<size_t>(pl.block * kTileN));
+  // The weight tile: doubles for FP8/FP4 (the exact block sums), floats for plain weights.
+  void* tile = thread_scratch<double>(Scratch::kGemmTile, static_cast<size_t>(pl.block * kTileN));
+  auto* wd = static_cast<double*>(tile);
+  auto* wf = static_cast<float*>(tile);
   float sb[kTileN];
   std::fill(c, c + it.rows * kTileN, 0.0f);
   const int64_t n_in_group = it.tile * kTileN;
@@ -217,17 +259,19 @@ DSV4_SIMD_CLONES void run_item(const LinearParams& p, const Plan& pl, const floa
   const float* sarows = sa + it.m_first * (pl.k / kActBlock);
   for (int64_t k0 = 0; k0 < pl.kg; k0 += pl.block) {
     const int len = static_cast<int>(std::min<int64_t>(pl.block, pl.kg - k0));
-    load_tile(p.w, n0, nvalid, k0, len, wt, sb);
     const int64_t acol0 = it.group * pl.kg + k0;
     switch (pl.mode) {
       case Mode::kFp8:
-        run_rows<Mode::kFp8>(arows, sarows, pl, it.rows, acol0, wt, len, c, sb);
+        load_block_tile(p.w, n0, nvalid, k0, len, wd, sb);
+        run_rows<Mode::kFp8>(arows, sarows, pl, it.rows, acol0, wd, len, c, sb);
         break;
       case Mode::kFp4:
-        run_rows<Mode::kFp4>(arows, sarows, pl, it.rows, acol0, wt, len, c, sb);
+        load_block_tile(p.w, n0, nvalid, k0, len, wd, sb);
+        run_rows<Mode::kFp4>(arows, sarows, pl, it.rows, acol0, wd, len, c, sb);
         break;
       case Mode::kPlain:
-        run_rows<Mode::kPlain>(arows, sarows, pl, it.rows, acol0, wt, len, c, sb);
+        load_plain_tile(p.w, n0, nvalid, k0, len, wf);
+        run_rows<Mode::kPlain>(arows, sarows, pl, it.rows, acol0, wf, len, c, sb);
         break;
     }
   }

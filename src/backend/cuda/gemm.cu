@@ -4,24 +4,27 @@
 // Three kernels, chosen by shape (pick_tiled):
 //  * skinny_block: FP8/FP4 with few rows per weight (decode). A CTA owns 32 output columns (one per
 //    lane) and TM <= 8 rows; its 8 warps take 8 consecutive 128-wide K-blocks at a time, each lane
-//    computing the block products of its column for all TM rows (weights read once per row tile,
+//    computing the block sums of its column for all TM rows (weights read once per row tile,
 //    16-byte loads, decoded in registers; activations quantized (or decoded from codes) once into
-//    shared memory and read as broadcasts). The scaled block contributions go to shared memory and are added in block
-//    order. When that makes too few CTAs (decode on a narrow weight), each CTA takes one 8-block K stage and stores its
-//    contributions; the last CTA of a tile adds them all in block order (split-K).
+//    shared memory as doubles and read as broadcasts). The scaled block contributions go to shared memory and are added
+//    in block order. When that makes too few CTAs (decode on a narrow weight), each CTA takes one 8-block K stage and
+//    stores its contributions; the last CTA of a tile adds them all in block order (split-K).
 //  * skinny_plain: bf16/f32 weights with few rows. Plain weights have one sequential sum over all
 //    of K, so only outputs run in parallel: a CTA owns 32 columns x TM <= 4 rows; a producer warp
 //    streams the weight rows through a cp.async ring and a consumer warp only runs the sums (their
 //    latency, K dependent FMAs, is the floor).
 //  * tiled: many rows (prefill, all kinds). 64x64 CTA tiles, 4x4 register micro-tiles, 32-wide K
-//    stages decoded to fp32 in shared memory (double-buffered, one register-prefetched stage); every
-//    thread walks K in order, so the block order of the sums is the natural loop order. From bf16
-//    input the tile finds its rows' scales at each K-block's start and quantizes as it stores.
-// Products of e4m3, e2m1 and bf16 values are exact in fp32, so an FMA there rounds exactly like the
-// CPU's separate multiply and add (bf16 x bf16 barring products below ~2^-120); f32 weights use
-// __fmul_rn/__fadd_rn. Every scaling and block combination uses explicit _rn intrinsics (nvcc would
-// otherwise contract them into FMAs). Sums never use atomics (split-K counts arrivals with one), so
-// results are reproducible run to run.
+//    stages decoded in shared memory (fp64 for FP8/FP4, fp32 for plain weights; double-buffered, one
+//    register-prefetched stage); every thread walks K in order, so the block order of the sums is
+//    the natural loop order. From bf16 input the tile finds its rows' scales at each K-block's start
+//    and quantizes as it stores.
+// FP8/FP4 block sums are exact: e4m3 x e4m3 and e2m1 x e4m3 products are multiples of 2^-18 below
+// 2^18 in magnitude, so a 128-block of them sums exactly in fp64 (DFMA on exactly decoded values) in
+// any order, and __double2float_rn rounds the sum once, as the CPU does. Products of bf16 values are
+// exact in fp32, so an FMA in the plain chains rounds exactly like the CPU's separate multiply and add
+// (barring products below ~2^-120); f32 weights use __fmul_rn/__fadd_rn. Every scaling and block
+// combination uses explicit _rn intrinsics (nvcc would otherwise contract them into FMAs). Sums never
+// use atomics (split-K counts arrivals with one), so results are reproducible run to run.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -64,6 +67,49 @@ __device__ __forceinline__ void e2m1x8(uint32_t v, float* out) {
   for (int i = 0; i < 8; ++i) {
     const uint32_t t = v >> (4 * i);
     out[i] = __uint_as_float(((t & 7u) << 22) | ((t & 8u) << 28)) * 0x1p126f;
+  }
+}
+
+// The skinny kernel's fp64 block sums run in a scaled range, so that weights decode with integer
+// instructions alone (no conversions): activations are staged as a·2^1000, and a weight code's
+// magnitude bits shifted to the bottom of the fp64 exponent field are exactly w·2^-1016 (e4m3) or
+// w·2^-1022 (e2m1), subnormal for the formats' own subnormals (fp64 keeps denormals, and products of
+// them are normal). A block's products are then exact multiples of 2^-34 (FP8) or 2^-32 (FP4), the
+// sum is exact, and rounding it to fp32 commutes with the power-of-two rescaling.
+constexpr double kSkActScale = 0x1p1000;
+constexpr float kSkFp8Unscale = 0x1p16f, kSkFp4Unscale = 0x1p22f;
+
+// prmt.b32 in its default mode (a selector nibble with bit 3 set replicates the selected byte's sign).
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+  return r;
+}
+
+// Four e4m3 codes (byte i of v) as fp64 w·2^-1016: the high word is the magnitude << 17 (from byte i
+// of v << 1) with the sign on top (byte i of v, sign-replicated, masked). The NaN codes (0x7f, 0xff)
+// would come out finite: any byte holding one sets bit 7 of that byte in `nan`.
+__device__ __forceinline__ void e4m3x4_scaled(uint32_t v, double* out, uint32_t& nan) {
+  nan |= ((v & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u;
+  const uint32_t v1 = v << 1;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t hi = prmt(v1, v, (i << 8) | ((12u + i) << 12)) & 0x80fe0000u;
+    out[i] = __hiloint2double(static_cast<int>(hi), 0);
+  }
+}
+
+// Eight e2m1 nibbles (nibble i of v) as fp64 w·2^-1022: the high word is the magnitude << 19 with the
+// sign on top. Byte j's high nibble: its magnitude from byte j of v >> 1, its sign from byte j of v;
+// the low nibble: from byte j of v << 3 and of v << 4.
+__device__ __forceinline__ void e2m1x8_scaled(uint32_t v, double* out) {
+  const uint32_t r1 = v >> 1, l3 = v << 3, l4 = v << 4;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const uint32_t lo = prmt(l3, l4, (j << 8) | ((12u + j) << 12)) & 0x80380000u;
+    const uint32_t hi = prmt(r1, v, (j << 8) | ((12u + j) << 12)) & 0x80380000u;
+    out[2 * j] = __hiloint2double(static_cast<int>(lo), 0);
+    out[2 * j + 1] = __hiloint2double(static_cast<int>(hi), 0);
   }
 }
 
@@ -212,8 +258,8 @@ constexpr int kSkStageK = kSkWarps * 128;
 
 template <int TM, int NSUB>
 struct SkinnySmem {
-  float a[TM][kSkStageK];  // unscaled activation codes of the stage
-  float sa[TM][kSkWarps];  // their block scales
+  double a[TM][kSkStageK];  // activation values of the stage times kSkActScale
+  float sa[TM][kSkWarps];   // their block scales
   float contrib[kSkWarps][NSUB][TM][kSkCols];
 };
 
@@ -246,40 +292,67 @@ struct WeightBlock<GemmWeightKind::kFp4> {
   }
 };
 
-// P[m] += a[m][k0 + i] * w[i] for i in [0, 8*Q) ascending (a read as shared-memory broadcasts).
-template <int TM, int W>
-__device__ __forceinline__ void accumulate(const float (*a)[kSkStageK], int k0, const float (&w)[W], float (&P)[TM]) {
+// Independent fp64 chains per row of the skinny block sums (fewer rows, more chains: the sums are
+// exact, so splitting them changes nothing but the DFMA latency exposed).
+template <int TM>
+constexpr int kSkChains = TM >= 4 ? 1 : 4 / TM;
+
+// P[m][c] += a[m][k0 + i] * w[i] for i in [0, W), i in chain c = i/2 mod C (a read as shared-memory
+// broadcasts): exact products, exact sums.
+template <int TM, int W, int C = kSkChains<TM>>
+__device__ __forceinline__ void accumulate(const double (*a)[kSkStageK], int k0, const double (&w)[W],
+                                           double (&P)[TM][C]) {
 #pragma unroll
   for (int m = 0; m < TM; ++m) {
 #pragma unroll
-    for (int i = 0; i < W; i += 4) {
-      const float4 av = *reinterpret_cast<const float4*>(&a[m][k0 + i]);
-      P[m] = __fmaf_rn(av.x, w[i], P[m]);
-      P[m] = __fmaf_rn(av.y, w[i + 1], P[m]);
-      P[m] = __fmaf_rn(av.z, w[i + 2], P[m]);
-      P[m] = __fmaf_rn(av.w, w[i + 3], P[m]);
+    for (int i = 0; i < W; i += 2) {
+      const double2 av = *reinterpret_cast<const double2*>(&a[m][k0 + i]);
+      double& p = P[m][(i / 2) % C];
+      p = __fma_rn(av.x, w[i], p);
+      p = __fma_rn(av.y, w[i + 1], p);
     }
   }
+}
+
+template <int TM, int C>
+__device__ __forceinline__ void zero_sums(double (&P)[TM][C]) {
+#pragma unroll
+  for (int m = 0; m < TM; ++m) {
+#pragma unroll
+    for (int c = 0; c < C; ++c) P[m][c] = 0.0;
+  }
+}
+
+// The block sum of row m (exact, scaled) rounded once to fp32 and unscaled.
+template <int TM, int C>
+__device__ __forceinline__ float block_sum(const double (&P)[TM][C], int m, float unscale) {
+  double v = P[m][0];
+#pragma unroll
+  for (int c = 1; c < C; ++c) v = __dadd_rn(v, P[m][c]);
+  return __fmul_rn(__double2float_rn(v), unscale);
 }
 
 // FP8: P over the 128-block, contribution P * (sa * sb).
 template <int TM>
 __device__ __forceinline__ void block_products(SkinnySmem<TM, 1>& s, const WeightBlock<GemmWeightKind::kFp8>& wb,
                                                int warp, int lane) {
-  float P[TM];
-#pragma unroll
-  for (int m = 0; m < TM; ++m) P[m] = 0.0f;
+  double P[TM][kSkChains<TM>];
+  zero_sums(P);
+  uint32_t nan = 0;
 #pragma unroll
   for (int ch = 0; ch < 8; ++ch) {
-    float w[16];
-    e4m3x4(wb.raw[ch].x, w);
-    e4m3x4(wb.raw[ch].y, w + 4);
-    e4m3x4(wb.raw[ch].z, w + 8);
-    e4m3x4(wb.raw[ch].w, w + 12);
+    double w[16];
+    e4m3x4_scaled(wb.raw[ch].x, w, nan);
+    e4m3x4_scaled(wb.raw[ch].y, w + 4, nan);
+    e4m3x4_scaled(wb.raw[ch].z, w + 8, nan);
+    e4m3x4_scaled(wb.raw[ch].w, w + 12, nan);
     accumulate<TM, 16>(s.a, warp * 128 + ch * 16, w, P);
   }
 #pragma unroll
-  for (int m = 0; m < TM; ++m) s.contrib[warp][0][m][lane] = __fmul_rn(P[m], __fmul_rn(s.sa[m][warp], wb.sb));
+  for (int m = 0; m < TM; ++m) {
+    const float b = nan ? __int_as_float(0x7fffffff) : block_sum(P, m, kSkFp8Unscale);
+    s.contrib[warp][0][m][lane] = __fmul_rn(b, __fmul_rn(s.sa[m][warp], wb.sb));
+  }
 }
 
 // FP4: per 32-block P, contribution (P * sa) * sb.
@@ -288,20 +361,30 @@ __device__ __forceinline__ void block_products(SkinnySmem<TM, 4>& s, const Weigh
                                                int warp, int lane) {
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
-    float P[TM];
-#pragma unroll
-    for (int m = 0; m < TM; ++m) P[m] = 0.0f;
+    double P[TM][kSkChains<TM>];
+    zero_sums(P);
     const uint32_t words[4] = {wb.raw[q].x, wb.raw[q].y, wb.raw[q].z, wb.raw[q].w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      float w[8];
-      e2m1x8(words[i], w);
+      double w[8];
+      e2m1x8_scaled(words[i], w);
       accumulate<TM, 8>(s.a, warp * 128 + q * 32 + i * 8, w, P);
     }
     const float sb = ue8m0_f(wb.sb[q]);
 #pragma unroll
-    for (int m = 0; m < TM; ++m) s.contrib[warp][q][m][lane] = __fmul_rn(__fmul_rn(P[m], s.sa[m][warp]), sb);
+    for (int m = 0; m < TM; ++m) {
+      s.contrib[warp][q][m][lane] = __fmul_rn(__fmul_rn(block_sum(P, m, kSkFp4Unscale), s.sa[m][warp]), sb);
+    }
   }
+}
+
+// Four activation values times kSkActScale (exact) at a 16-byte aligned double array.
+__device__ __forceinline__ void put4(double* dst, const float (&v)[4]) {
+  double d[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) d[i] = __dmul_rn(v[i], kSkActScale);
+  reinterpret_cast<double2*>(dst)[0] = make_double2(d[0], d[1]);
+  reinterpret_cast<double2*>(dst)[1] = make_double2(d[2], d[3]);
 }
 
 // Decodes the tile's activation codes of K-blocks [kb0, kb0 + nb) into shared memory (zeros past
@@ -317,7 +400,7 @@ __device__ __forceinline__ void stage_acts(SkinnySmem<TM, NSUB>& s, const uint8_
       const uint8_t* src = codes + (t.r0 + m) * codes_ld + int64_t{kb0} * 128 + q * 4;
       e4m3x4(__ldg(reinterpret_cast<const uint32_t*>(src)), v);
     }
-    *reinterpret_cast<float4*>(&s.a[m][q * 4]) = make_float4(v[0], v[1], v[2], v[3]);
+    put4(&s.a[m][q * 4], v);
   }
   if (threadIdx.x < TM * kSkWarps) {
     const int m = threadIdx.x / kSkWarps, j = threadIdx.x % kSkWarps;
@@ -340,7 +423,7 @@ __device__ __forceinline__ void stage_acts_bf16(SkinnySmem<TM, NSUB>& s, const u
       sa = quantize_lane4(v, packed);
       e4m3x4(packed, v);
     }
-    *reinterpret_cast<float4*>(&s.a[m][j * 128 + lane * 4]) = make_float4(v[0], v[1], v[2], v[3]);
+    put4(&s.a[m][j * 128 + lane * 4], v);
     if (lane == 0) s.sa[m][j] = sa;
   }
 }
@@ -435,17 +518,18 @@ constexpr int kTlCols = 64;
 constexpr int kTlK = 32;  // one FP4 sub-block; a quarter of an FP8 block
 constexpr int kTlThreads = 256;
 
+template <typename T>  // double: block-scaled weights (exact block sums); float: plain weights
 struct TiledSmem {
-  float a[2][kTlK][kTlRows];
-  float w[2][kTlK][kTlCols];
+  T a[2][kTlK][kTlRows];
+  T w[2][kTlK][kTlCols];
   float amax[kTlThreads / kTlRows][kTlRows];  // bf16 input: each loader's part of its row's block amax
   float sa[kTlRows];                          // bf16 input: the current K-block's row scales
 };
 
-// P (4x4 micro-tile of rows tm*4.., columns tn*4..) over one stage, k ascending.
+// Plain weights: P (4x4 micro-tile of rows tm*4.., columns tn*4..) continued over one stage, k ascending.
 template <bool kExactProducts>
-__device__ __forceinline__ void tile_stage(const float (*a)[kTlRows], const float (*w)[kTlCols], int tm, int tn,
-                                           float (&P)[4][4]) {
+__device__ __forceinline__ void tile_stage_plain(const float (*a)[kTlRows], const float (*w)[kTlCols], int tm, int tn,
+                                                 float (&P)[4][4]) {
 #pragma unroll 8
   for (int k = 0; k < kTlK; ++k) {
     const float4 av = *reinterpret_cast<const float4*>(&a[k][tm * 4]);
@@ -462,9 +546,32 @@ __device__ __forceinline__ void tile_stage(const float (*a)[kTlRows], const floa
   }
 }
 
+// Block sums of a 4x4 micro-tile over one stage: rows tm*4.., columns tcol(tn, 0..3); exact fp64
+// products and sums. The two column pairs sit 32 apart, so a quarter warp's 16-byte loads of w are
+// contiguous (no bank conflicts).
+__device__ __forceinline__ int tcol(int tn, int j) { return (j / 2) * (kTlCols / 2) + tn * 2 + j % 2; }
+
+__device__ __forceinline__ void tile_stage(const double (*a)[kTlRows], const double (*w)[kTlCols], int tm, int tn,
+                                           double (&P)[4][4]) {
+#pragma unroll 4
+  for (int k = 0; k < kTlK; ++k) {
+    const double2 a01 = *reinterpret_cast<const double2*>(&a[k][tm * 4]);
+    const double2 a23 = *reinterpret_cast<const double2*>(&a[k][tm * 4 + 2]);
+    const double2 w01 = *reinterpret_cast<const double2*>(&w[k][tcol(tn, 0)]);
+    const double2 w23 = *reinterpret_cast<const double2*>(&w[k][tcol(tn, 2)]);
+    const double ar[4] = {a01.x, a01.y, a23.x, a23.y};
+    const double wr[4] = {w01.x, w01.y, w23.x, w23.y};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) P[i][j] = __fma_rn(ar[i], wr[j], P[i][j]);
+    }
+  }
+}
+
 // Stores 8 values of row/column `idx` at k offsets q*8.. of a stage buffer ([k][idx] layout).
-template <int LD>
-__device__ __forceinline__ void put8(float (*buf)[LD], int q, int idx, const float* v) {
+template <typename T, int LD>
+__device__ __forceinline__ void put8(T (*buf)[LD], int q, int idx, const float* v) {
 #pragma unroll
   for (int i = 0; i < 8; ++i) buf[q * 8 + i][idx] = v[i];
 }
@@ -481,7 +588,8 @@ __device__ __forceinline__ void decode_w8(uint2 raw, float* v) {
 
 template <GemmWeightKind KIND>
 __global__ void __launch_bounds__(kTlThreads) tiled_block_kernel(const ExactBlockArgs p) {
-  __shared__ __align__(16) TiledSmem s;
+  extern __shared__ float4 smem_raw[];
+  auto& s = *reinterpret_cast<TiledSmem<double>*>(smem_raw);
   Tile t;
   if (!row_tile(p, kTlRows, t)) return;
   const int64_t col_tiles = (p.ng + kTlCols - 1) / kTlCols;
@@ -556,15 +664,16 @@ __global__ void __launch_bounds__(kTlThreads) tiled_block_kernel(const ExactBloc
   // Compute: micro-tile rows tm*4.., columns tn*4...
   const int tm = threadIdx.x / 16, tn = threadIdx.x % 16;
   const float* scales = p.scales ? p.scales + (g * p.kg / 128) * p.scale_ld : nullptr;
-  float P[4][4] = {}, C[4][4] = {};
-  auto fold = [&](int64_t k0) {  // C += scaled P of the (sub-)block holding stage k0
+  double P[4][4] = {};  // exact block sums
+  float C[4][4] = {};
+  auto fold = [&](int64_t k0) {  // C += scaled P (rounded once) of the (sub-)block holding stage k0
     float sa[4], sb[4];
     for (int i = 0; i < 4; ++i) {
       const int r = tm * 4 + i;
       sa[i] = from_x ? s.sa[r] : r < t.cnt ? __ldg(scales + (k0 / 128) * p.scale_ld + t.r0 + r) : 0.0f;
     }
     for (int j = 0; j < 4; ++j) {
-      const int64_t cl = c0 + tn * 4 + j, n = g * p.ng + cl;
+      const int64_t cl = c0 + tcol(tn, j), n = g * p.ng + cl;
       const uint8_t* e = kFp4 ? ws + n * (p.kg / 32) + k0 / 32 : ws + (n / 128) * (p.kg / 128) + k0 / 128;
       sb[j] = cl < p.ng ? ue8m0_f(__ldg(e)) : 0.0f;
     }
@@ -572,10 +681,10 @@ __global__ void __launch_bounds__(kTlThreads) tiled_block_kernel(const ExactBloc
     for (int i = 0; i < 4; ++i) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const float v =
-            kFp4 ? __fmul_rn(__fmul_rn(P[i][j], sa[i]), sb[j]) : __fmul_rn(P[i][j], __fmul_rn(sa[i], sb[j]));
+        const float b = __double2float_rn(P[i][j]);
+        const float v = kFp4 ? __fmul_rn(__fmul_rn(b, sa[i]), sb[j]) : __fmul_rn(b, __fmul_rn(sa[i], sb[j]));
         C[i][j] = __fadd_rn(C[i][j], v);
-        P[i][j] = 0.0f;
+        P[i][j] = 0.0;
       }
     }
   };
@@ -587,7 +696,7 @@ __global__ void __launch_bounds__(kTlThreads) tiled_block_kernel(const ExactBloc
   __syncthreads();
   for (int st = 0; st < stages; ++st) {
     if (st + 1 < stages) load(st + 1);
-    tile_stage<true>(s.a[st & 1], s.w[st & 1], tm, tn, P);
+    tile_stage(s.a[st & 1], s.w[st & 1], tm, tn, P);
     const int64_t k0 = int64_t{st} * kTlK;
     if (kFp4 || (k0 + kTlK) % 128 == 0) fold(k0);
     if (st + 1 < stages) {
@@ -599,7 +708,7 @@ __global__ void __launch_bounds__(kTlThreads) tiled_block_kernel(const ExactBloc
   for (int i = 0; i < 4; ++i) {
     for (int j = 0; j < 4; ++j) {
       const int r = tm * 4 + i;
-      const int64_t cl = c0 + tn * 4 + j;
+      const int64_t cl = c0 + tcol(tn, j);
       if (r < t.cnt && cl < p.ng) store_out(p.y, p.y_ld, p.y_f32, t.r0 + r, g * p.ng + cl, C[i][j]);
     }
   }
@@ -631,7 +740,7 @@ __device__ __forceinline__ void load_plain8(const void* row, int64_t k, int64_t 
 
 template <bool kWF32>
 __global__ void __launch_bounds__(kTlThreads) tiled_plain_kernel(const ExactPlainArgs p, bool vec) {
-  __shared__ __align__(16) TiledSmem s;
+  __shared__ __align__(16) TiledSmem<float> s;
   const int64_t r0 = int64_t{blockIdx.x} * kTlRows;
   const int cnt = static_cast<int>(imin(kTlRows, p.rows - r0));
   const int64_t col_tiles = (p.ng + kTlCols - 1) / kTlCols;
@@ -666,7 +775,7 @@ __global__ void __launch_bounds__(kTlThreads) tiled_plain_kernel(const ExactPlai
   __syncthreads();
   for (int st = 0; st < stages; ++st) {
     if (st + 1 < stages) load(st + 1);
-    tile_stage<!kWF32>(s.a[st & 1], s.w[st & 1], tm, tn, P);
+    tile_stage_plain<!kWF32>(s.a[st & 1], s.w[st & 1], tm, tn, P);
     if (st + 1 < stages) {
       put8(s.a[(st + 1) & 1], lq, lr, a_reg);
       put8(s.w[(st + 1) & 1], lq, lr, w_reg);
@@ -937,8 +1046,11 @@ template <GemmWeightKind KIND>
 void launch_block(const ExactBlockArgs& p, bool tiled, int tm, int64_t splits, cudaStream_t stream) {
   const int64_t extra = p.offsets ? p.experts : 0;  // each expert adds at most one partial tile
   if (tiled) {
+    constexpr size_t kSmem = sizeof(TiledSmem<double>);
+    static const bool attr = (allow_smem(tiled_block_kernel<KIND>, kSmem), true);
+    (void)attr;
     tiled_block_kernel<KIND>
-        <<<grid2(cdiv(p.rows, kTlRows) + extra, p.groups * cdiv(p.ng, kTlCols)), kTlThreads, 0, stream>>>(p);
+        <<<grid2(cdiv(p.rows, kTlRows) + extra, p.groups * cdiv(p.ng, kTlCols)), kTlThreads, kSmem, stream>>>(p);
     DSV4_CUDA_CHECK_LAUNCH();
     return;
   }

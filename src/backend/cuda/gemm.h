@@ -7,8 +7,9 @@
 //  * bf16 / f32 weights: true fp32 GEMMs (never TF32): the exact kernel, or (kCublasLt, bf16 only)
 //    cuBLASLt with fp32 accumulation.
 // The exact kernel computes the CPU backend's arithmetic bit for bit (backend/cpu/linear.cpp): per
-// K-block the fp32 product P of the codes summed in ascending k, then C += P·(sa·sb) (FP8) or
-// C += (P·sa)·sb (FP4); plain weights one ascending fp32 sum. The MoE gate and the compressor use it
+// K-block (128 for FP8, 32 for FP4) the exact sum P of the codes' products rounded once to fp32 (fp64
+// sums, exact in any order), then C += P·(sa·sb) (FP8) or C += (P·sa)·sb (FP4) in block order;
+// plain weights one ascending fp32 sum. The MoE gate and the compressor use it
 // so that discrete choices made from their outputs match the CPU backend exactly.
 #pragma once
 
