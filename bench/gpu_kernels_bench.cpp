@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -20,6 +21,7 @@
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/gemm_imma.h"
 #include "backend/cuda/indexer.h"
 #include "backend/rope.h"
 #include "core/kv_entry.h"
@@ -316,14 +318,14 @@ void compressor_rows(Ops& ops) {
 }
 
 // (d) FP8 GEMMs at the V4-Flash shapes.
-// suffix names the FP8 GEMM mode of ops ("" for the default exact kernel).
-void gemm_rows(Ops& ops, const std::string& suffix) {
+// suffix names the FP8 GEMM mode of ops ("" for the default exact kernel); ms the row counts.
+void gemm_rows(Ops& ops, const std::string& suffix, std::initializer_list<int64_t> ms = {1, 32, 256, 8192}) {
   const std::pair<const char*, std::pair<int64_t, int64_t>> shapes[] = {
       {"wq_a", {1024, 4096}}, {"wq_b", {32768, 1024}},     {"wkv", {512, 4096}},
       {"wo_b", {4096, 8192}}, {"shared_w1", {2048, 4096}}, {"shared_w2", {4096, 2048}}};
   for (const auto& [name, nk] : shapes) {
     const auto [n, k] = nk;
-    for (const int64_t m : {1, 32, 256, 8192}) {
+    for (const int64_t m : ms) {
       Buffers buf;
       const double wbytes = static_cast<double>(n * k + (n / 128) * (k / 128));
       std::vector<std::function<void()>> variants;
@@ -342,8 +344,8 @@ void gemm_rows(Ops& ops, const std::string& suffix) {
   }
 }
 
-// (e) the FP4 MoE (256 experts, top-6, shared expert) at batch 1/32/256.
-void moe_rows(Ops& ops) {
+// (e) the FP4 MoE (256 experts, top-6, shared expert) at batch 1/32/256 (and more, if given).
+void moe_rows(Ops& ops, const std::string& suffix, std::initializer_list<int64_t> batches = {1, 32, 256}) {
   const int experts = 256, topk = 6;
   const int64_t dim = 4096, inter = 2048;
   Buffers buf;
@@ -364,7 +366,7 @@ void moe_rows(Ops& ops) {
   const Weight s1 = fp8(inter, dim), s3 = fp8(inter, dim), s2 = fp8(dim, inter);
   const double per_expert = 3.0 * static_cast<double>(inter * dim / 2 + inter * dim / 32);
   std::mt19937 rng(5);
-  for (const int64_t b : {1, 32, 256}) {
+  for (const int64_t b : batches) {
     std::vector<int32_t> idx;
     for (int64_t t = 0; t < b; ++t) {
       std::vector<int32_t> all(experts);
@@ -390,7 +392,7 @@ void moe_rows(Ops& ops) {
     p.swiglu_limit = 10.0f;
     p.y = buf.make<uint16_t>(static_cast<size_t>(b * dim), Fill::kZero);
     const double touched = static_cast<double>(std::min<int64_t>(experts, b * topk));
-    emit("moe b" + std::to_string(b), time_ms({[&] { ops.moe_experts(p); }}, 10),
+    emit("moe" + suffix + " b" + std::to_string(b), time_ms({[&] { ops.moe_experts(p); }}, 10),
          touched * per_expert + 3.0 * static_cast<double>(inter * dim),
          2.0 * static_cast<double>(b * (topk + 1) * 3 * inter * dim));
   }
@@ -406,11 +408,23 @@ int main() {
   cuda::CudaOps ops(dev, cuda::GemmPrecision::kExact);
   cuda::CudaOps lt_ops(dev, cuda::GemmPrecision::kCublasLt);
   std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
-  gemm_rows(ops, "");
-  gemm_rows(lt_ops, " cublaslt");
-  attention_rows(ops);
-  indexer_rows(ops);
-  compressor_rows(ops);
-  moe_rows(ops);
+  // DSV4_KERNELS (comma list of gemm, cublaslt, attention, indexer, compressor, moe, simt): only those rows.
+  const char* only = std::getenv("DSV4_KERNELS");
+  auto want = [only](const char* family) {
+    return !only || ("," + std::string(only) + ",").find("," + std::string(family) + ",") != std::string::npos;
+  };
+  if (want("gemm")) gemm_rows(ops, "");
+  if (want("cublaslt")) gemm_rows(lt_ops, " cublaslt");
+  if (want("attention")) attention_rows(ops);
+  if (want("indexer")) indexer_rows(ops);
+  if (want("compressor")) compressor_rows(ops);
+  if (want("moe")) moe_rows(ops, "", {1, 32, 256, 8192});
+  if (want("simt")) {  // the SIMT exact kernels where the int8 tensor cores take the default rows
+    const bool was = cuda::gemm_imma_enabled();
+    cuda::set_gemm_imma(false);
+    gemm_rows(ops, " simt", {256, 8192});
+    moe_rows(ops, " simt", {8192});
+    cuda::set_gemm_imma(was);
+  }
   return 0;
 }

@@ -43,6 +43,11 @@ step() {  # step NAME COMMAND...: runs it, logs under $OUT, records pass/fail an
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader >"$LOGS/gpu.txt"
 # One process per test suite: a kernel fault (a sticky CUDA error) then costs only its own suite.
 suites=$("$STAGE/bin/test_gpu" --gtest_list_tests 2>/dev/null | grep -E '^[A-Za-z0-9_/]+\.$' | tr -d '.')
+# DSV4_GPU_FILTER (a gtest filter): those tests in one process instead of the suites, with the
+# variable assignments of DSV4_GPU_FILTER_ENV (e.g. DSV4_GEMM_IMMA=1).
+[ -n "${DSV4_GPU_FILTER:-}" ] && suites=
+[ -n "${DSV4_GPU_FILTER:-}" ] && step gpu-filtered env ${DSV4_GPU_FILTER_ENV:-} timeout "${DSV4_GPU_SUITE_TIMEOUT:-300}" "$STAGE/bin/test_gpu" \
+  --gtest_filter="$DSV4_GPU_FILTER" --gtest_output=json:"$LOGS/gpu-filtered.json"
 for suite in $suites; do
   case "$suite" in DISABLED_*) continue ;; esac
   [ -n "${DSV4_GPU_TESTS:-}" ] && ! echo "$suite" | grep -Eq "$DSV4_GPU_TESTS" && continue
@@ -53,6 +58,7 @@ done
 for set in tiny-a tiny-b; do
   step "golden-check-cuda-$set" "$STAGE/bin/dsv4" golden-check "$DSV4_SHARED/golden/$set" --backend cuda
   step "golden-cuda-eager-$set" "$STAGE/bin/dsv4" golden-check "$DSV4_SHARED/golden/$set" --backend cuda --step-mode eager
+  step "golden-simt-$set" env DSV4_GEMM_IMMA=0 "$STAGE/bin/dsv4" golden-check "$DSV4_SHARED/golden/$set" --backend cuda
 done
 # The opt-in cuBLASLt FP8 GEMMs against the same sets: measured, not required to pass.
 for set in tiny-a tiny-b; do
@@ -100,6 +106,13 @@ if [ "${DSV4_GPU_BENCH:-0}" = 1 ]; then
         --json --enforce-eager --batch "${DSV4_STEP_BATCH:-1,8,32}" --context "${DSV4_STEP_CONTEXT:-8192,131072}" --prefill 0
       step bench-profile "$STAGE/bin/dsv4" bench step "$flash" --backend cuda --batch 1,32 --context 8192 \
         --prefill 2048 -r 1 --profile
+      # DSV4_GPU_STEP_SIMT=1: prefill and a profile with every block sum on the SIMT kernels.
+      if [ "${DSV4_GPU_STEP_SIMT:-0}" = 1 ]; then
+        step bench-step-simt env DSV4_GEMM_IMMA=0 "$STAGE/bin/dsv4" bench step "$flash" --backend cuda --json \
+          --batch 1 --context 8192 --prefill "${DSV4_STEP_PREFILL:-8192}"
+        step bench-profile-simt env DSV4_GEMM_IMMA=0 "$STAGE/bin/dsv4" bench step "$flash" --backend cuda --batch 1 \
+          --context 8192 --prefill 2048 -r 1 --profile
+      fi
     fi
     [ "${DSV4_GPU_SERVE:-1}" = 1 ] && timeout $((deadline - SECONDS > 30 ? deadline - SECONDS : 30)) bash bench/serve-gpu.sh "$STAGE/bin/dsv4" "$flash" "$LOGS" >"$LOGS/serve-bench.log" 2>&1
     rows+=("$(printf '%-28s %-6s %8ss  %s' serve-bench "$([ $? -eq 0 ] && echo ok || echo FAIL)" - "$(tail -n 1 "$LOGS/serve-bench.log" | cut -c1-70)")")

@@ -16,6 +16,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/gemm_imma.h"
 #include "core/error.h"
 #include "core/number_formats.h"
 #include "core/quant.h"
@@ -388,9 +389,23 @@ TEST(CudaGemm, QuantizeActMatchesCpuBitForBit) {
   }
 }
 
+// Sets the integer tensor-core path (gemm_imma.h) for one test and restores the switch after it: the
+// SIMT tests below turn it off so that their row counts keep reaching the SIMT kernels.
+class ImmaSwitch {
+ public:
+  explicit ImmaSwitch(bool on) : was_(cuda::gemm_imma_enabled()) { cuda::set_gemm_imma(on); }
+  ~ImmaSwitch() { cuda::set_gemm_imma(was_); }
+  ImmaSwitch(const ImmaSwitch&) = delete;
+  ImmaSwitch& operator=(const ImmaSwitch&) = delete;
+
+ private:
+  bool was_;
+};
+
 // ---- exact kernels -----------------------------------------------------------------------------
 
 TEST(CudaGemm, ExactFp8SmallShapes) {
+  const ImmaSwitch simt(false);
   for (int64_t n : {128, 256, 200}) {
     for (int64_t k : {128, 256}) {
       check_exact({"fp8 n" + std::to_string(n) + " k" + std::to_string(k), GemmWeightKind::kFp8, n, k}, {1, 3, 17}, 10);
@@ -402,6 +417,7 @@ TEST(CudaGemm, ExactFp8SmallShapes) {
 }
 
 TEST(CudaGemm, ExactFp4SmallShapes) {
+  const ImmaSwitch simt(false);
   for (int64_t n : {128, 256, 200}) {
     for (int64_t k : {128, 256}) {
       check_exact({"fp4 n" + std::to_string(n) + " k" + std::to_string(k), GemmWeightKind::kFp4, n, k}, {1, 3, 17}, 20);
@@ -426,6 +442,7 @@ TEST(CudaGemm, ExactPlainSmallShapes) {
 }
 
 TEST(CudaGemm, ExactFp8FlashShapes) {
+  const ImmaSwitch simt(false);
   check_exact({"wq_a fp8", GemmWeightKind::kFp8, 1024, 4096}, {1, 32, 300}, 40);
   check_exact({"wq_b fp8", GemmWeightKind::kFp8, 32768, 1024}, {1, 32, 300}, 41);
   check_exact({"wkv fp8", GemmWeightKind::kFp8, 512, 4096}, {1, 32, 300}, 42);
@@ -434,6 +451,7 @@ TEST(CudaGemm, ExactFp8FlashShapes) {
 }
 
 TEST(CudaGemm, ExactFp4FlashShapes) {
+  const ImmaSwitch simt(false);
   check_exact({"w1 fp4", GemmWeightKind::kFp4, 2048, 4096}, {1, 32, 300}, 50);
   check_exact({"w2 fp4", GemmWeightKind::kFp4, 4096, 2048}, {1, 32, 300}, 51);
 }
@@ -442,6 +460,7 @@ TEST(CudaGemm, ExactFp4FlashShapes) {
 // the block-scaled GEMM (skinny from bf16 rows and from codes, split-K, tiled, grouped) still matches
 // the CPU bit for bit.
 TEST(CudaGemm, ExactBlockSumsOnCancellingInputs) {
+  const ImmaSwitch simt(false);
   for (auto kind : {GemmWeightKind::kFp8, GemmWeightKind::kFp4}) {
     const std::string name = kind == GemmWeightKind::kFp8 ? "cancelling fp8" : "cancelling fp4";
     check_exact({name + " f32-out", kind, 200, 384, 1, true, 0, 0, true}, {1, 3, 17}, 140);
@@ -574,6 +593,7 @@ std::vector<int> random_counts(int experts, int max_rows, uint32_t seed) {
 }
 
 TEST(CudaGemm, GroupedSmallShapes) {
+  const ImmaSwitch simt(false);
   for (auto kind : {GemmWeightKind::kFp8, GemmWeightKind::kFp4}) {
     check_grouped(kind, 200, 256, {0, 1, 3, 0, 17, 2}, 5, 90);
     check_grouped(kind, 128, 128, random_counts(40, 3, 91), 0, 92);            // more experts than a warp
@@ -583,11 +603,56 @@ TEST(CudaGemm, GroupedSmallShapes) {
 }
 
 TEST(CudaGemm, GroupedFlashShapes) {
+  const ImmaSwitch simt(false);
   // Decode-like (a row or two per expert) and prefill-like (tens of rows per expert: tiled kernel).
   check_grouped(GemmWeightKind::kFp4, 2048, 4096, random_counts(48, 3, 100), 7, 101);
   check_grouped(GemmWeightKind::kFp4, 4096, 2048, random_counts(48, 3, 102), 0, 103);
   check_grouped(GemmWeightKind::kFp4, 2048, 4096, random_counts(12, 120, 104), 3, 105);
   check_grouped(GemmWeightKind::kFp8, 2048, 4096, random_counts(12, 120, 106), 0, 107);
+}
+
+// ---- the tensor-core (int8 digit) kernel ---------------------------------------------------------
+
+// Every case here has enough rows per weight for the tensor-core kernel (asserted, so that a planner
+// change cannot silently send them back to the SIMT kernels); the CPU's exact block sums bit for bit.
+TEST(CudaGemm, ImmaDenseMatchesCpuBitForBit) {
+  const ImmaSwitch imma(true);
+  for (auto kind : {GemmWeightKind::kFp8, GemmWeightKind::kFp4}) {
+    ASSERT_TRUE(cuda::imma_wanted(kind, 64, 256));
+    ASSERT_FALSE(cuda::imma_wanted(kind, 63, 256));
+    const std::string name = kind == GemmWeightKind::kFp8 ? "imma fp8" : "imma fp4";
+    // Partial row and column tiles (n 200, 72), one K-block, strided f32 output, odd input stride.
+    check_exact({name + " n200 k256", kind, 200, 256}, {64, 100, 300}, 110);
+    check_exact({name + " n72 k128", kind, 72, 128}, {64, 129}, 111);
+    check_exact({name + " strided f32-out", kind, 200, 384, 1, true, 128, 5}, {64, 257}, 112);
+    check_exact({name + " odd stride", kind, 200, 256, 1, false, 6, 0}, {65, 300}, 113);
+  }
+  check_exact({"imma fp8 groups 4", GemmWeightKind::kFp8, 512, 256, 4}, {64, 200}, 114);
+  // Inputs on which the block sums need every digit (large and small products that cancel).
+  for (auto kind : {GemmWeightKind::kFp8, GemmWeightKind::kFp4}) {
+    const std::string name = kind == GemmWeightKind::kFp8 ? "imma cancelling fp8" : "imma cancelling fp4";
+    check_exact({name + " f32-out", kind, 200, 384, 1, true, 0, 0, true}, {64, 300}, 115);
+    check_exact({name + " weight planes", kind, 256, 1024, 1, true, 0, 0, true}, {600}, 116);
+    check_exact({name + " groups 4", kind, 2048, 512, 4, false, 0, 0, true}, {300}, 117);
+  }
+}
+
+TEST(CudaGemm, ImmaFlashShapesMatchCpuBitForBit) {
+  const ImmaSwitch imma(true);
+  check_exact({"imma wq_a fp8", GemmWeightKind::kFp8, 1024, 4096}, {64, 300, 1000}, 120);
+  check_exact({"imma wq_b fp8", GemmWeightKind::kFp8, 32768, 1024}, {300}, 121);
+  check_exact({"imma wo_b fp8", GemmWeightKind::kFp8, 4096, 8192}, {300}, 122);
+  check_exact({"imma w1 fp4", GemmWeightKind::kFp4, 2048, 4096}, {64, 300}, 123);
+  check_exact({"imma w2 fp4", GemmWeightKind::kFp4, 4096, 2048}, {300}, 124);
+}
+
+TEST(CudaGemm, ImmaGroupedMatchesCpuBitForBit) {
+  const ImmaSwitch imma(true);
+  for (auto kind : {GemmWeightKind::kFp8, GemmWeightKind::kFp4}) {
+    check_grouped(kind, 200, 256, {0, 64, 65, 0, 200, 130, 1}, 5, 130);  // rows per expert >= 64 on average
+    check_grouped(kind, 2048, 4096, {0, 300, 17, 128, 0, 400, 250, 0}, 3, 132);
+    check_grouped(kind, 512, 1024, {70, 0, 200, 9, 130}, 2, 133, true);
+  }
 }
 
 // ---- timings (run with --gtest_also_run_disabled_tests) -----------------------------------------

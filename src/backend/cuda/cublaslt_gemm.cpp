@@ -11,6 +11,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/gemm_imma.h"
 #include "backend/cuda/gemm_internal.h"
 #include "backend/cuda/scratch_epoch.h"
 #include "core/error.h"
@@ -306,7 +307,9 @@ struct GemmRunner::Impl {
     p.w = w.data, p.w_scale = w.scale;
     p.y = a.y, p.y_ld = y_ld, p.y_f32 = y_f32;
     const bool use_lt = w.kind == GemmWeightKind::kFp8 && !a.exact && precision == GemmPrecision::kCublasLt;
-    if (!use_lt && alignment_of(a.x) >= 16 && x_ld % 8 == 0) {  // the kernel quantizes as it reads
+    // The SIMT kernels quantize bf16 rows as they read them; the tensor-core kernel takes codes.
+    const bool codes_first = use_lt || imma_wanted(w.kind, a.rows, w.cols);
+    if (!codes_first && alignment_of(a.x) >= 16 && x_ld % 8 == 0) {
       p.x = a.x, p.x_ld = x_ld;
       split_scratch(p);
       exact_block_gemm(p, stream);
@@ -318,13 +321,29 @@ struct GemmRunner::Impl {
     const size_t code_bytes = (static_cast<size_t>(a.rows * k) + 255) / 256 * 256;
     const size_t act_scale_bytes = static_cast<size_t>(k / 128 * scale_ld) * 4;
     const size_t w_scale_bytes = use_lt ? static_cast<size_t>((w.rows + 127) / 128 * weight_scale_ld(w.cols)) * 4 : 0;
-    auto* codes = static_cast<uint8_t*>(act_scratch(code_bytes + act_scale_bytes + w_scale_bytes));
+    // The tensor-core kernel: digit planes of the codes and, for many rows, of an FP8 weight.
+    const bool imma = !use_lt && imma_wanted(w.kind, a.rows, w.cols);
+    const bool w_planes = imma && w.kind == GemmWeightKind::kFp8 && imma_weight_planes(a.rows);
+    const size_t a_digit_bytes = imma ? static_cast<size_t>(digit_plane_bytes(a.rows, k)) : 0;
+    const size_t w_digit_bytes = w_planes ? static_cast<size_t>(digit_plane_bytes(w.rows, w.cols)) : 0;
+    auto* codes = static_cast<uint8_t*>(
+        act_scratch(code_bytes + act_scale_bytes + w_scale_bytes + a_digit_bytes + w_digit_bytes));
     auto* act_scales = reinterpret_cast<float*>(codes + code_bytes);
     float* w_scales = use_lt ? act_scales + act_scale_bytes / 4 : nullptr;
+    auto* digits = reinterpret_cast<int8_t*>(codes + code_bytes + act_scale_bytes + w_scale_bytes);
     const WeightScaleJob job = use_lt ? WeightScaleJob{w.scale, w.rows, w.cols, w_scales} : WeightScaleJob{};
     quantize_act(a.x, a.rows, k, x_ld, codes, act_scales, scale_ld, stream, job);
     if (use_lt && lt_fp8(a, codes, act_scales, scale_ld, y_ld, w_scales)) return;
     p.codes = codes, p.codes_ld = k, p.scales = act_scales, p.scale_ld = scale_ld;
+    if (imma) {
+      digit_planes(codes, a.rows, k, k, digits, a.rows * k, stream);
+      p.a_digits = digits, p.a_digit_stride = a.rows * k;
+    }
+    if (w_planes) {
+      int8_t* wd = digits + a_digit_bytes;
+      digit_planes(static_cast<const uint8_t*>(w.data), w.rows, w.cols, w.cols, wd, w.rows * w.cols, stream);
+      p.w_digits = wd;
+    }
     split_scratch(p);
     exact_block_gemm(p, stream);
   }

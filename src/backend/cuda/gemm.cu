@@ -35,19 +35,16 @@
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/gemm_imma.h"
 #include "backend/cuda/gemm_internal.h"
+#include "backend/cuda/gemm_tiles.cuh"
 
 namespace dsv4::cuda {
 namespace {
 
-constexpr unsigned kFull = 0xffffffffu;
+using namespace gemm_tiles;
 
 // ---- number decoding -----------------------------------------------------------------------------
-
-// The CPU's ue8m0_to_float: 2^(e-127), with 0 -> 2^-127 and 255 -> NaN.
-__device__ __forceinline__ float ue8m0_f(uint32_t e) {
-  return e == 255u ? __uint_as_float(0x7fc00000u) : __uint_as_float(e == 0u ? 0x00400000u : e << 23);
-}
 
 // Four e4m3 codes (byte i of v is element i) to floats; e4m3 -> f16 -> f32 is exact.
 __device__ __forceinline__ void e4m3x4(uint32_t v, float* out) {
@@ -120,68 +117,6 @@ __device__ __forceinline__ void bf16x8(uint4 v, float* out) {
     out[2 * i] = __uint_as_float(w[i] << 16);
     out[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
   }
-}
-
-__device__ __forceinline__ void store_out(void* y, int64_t y_ld, bool f32, int64_t row, int64_t col, float v) {
-  if (f32) {
-    static_cast<float*>(y)[row * y_ld + col] = v;
-  } else {
-    static_cast<uint16_t*>(y)[row * y_ld + col] = f_to_bf16(v);
-  }
-}
-
-int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-__host__ __device__ __forceinline__ int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
-__host__ __device__ __forceinline__ int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
-
-// ---- row tiles -------------------------------------------------------------------------------------
-
-struct Tile {
-  int64_t r0 = 0;  // first row
-  int cnt = 0;     // rows in the tile (<= TM)
-  int e = 0;       // expert (grouped)
-};
-
-// Tile `tile` in the list of every expert's row tiles (whole warp; tile is warp-uniform).
-__device__ bool find_expert_tile(const int32_t* off, int experts, int tm, int64_t tile, Tile& t) {
-  const int lane = threadIdx.x % kWarp;
-  int64_t before = 0;
-  for (int e0 = 0; e0 < experts; e0 += kWarp) {
-    const int e = e0 + lane;
-    int lo = 0, cnt = 0;
-    if (e < experts) {
-      lo = off[e];
-      cnt = max(off[e + 1] - lo, 0);
-    }
-    const int tiles = (cnt + tm - 1) / tm;
-    int inc = tiles;
-    for (int o = 1; o < kWarp; o <<= 1) {
-      const int v = __shfl_up_sync(kFull, inc, o);
-      if (lane >= o) inc += v;
-    }
-    const int total = __shfl_sync(kFull, inc, kWarp - 1);
-    if (tile < before + total) {
-      const int src = __ffs(__ballot_sync(kFull, tile < before + inc)) - 1;
-      const int64_t first = before + __shfl_sync(kFull, inc - tiles, src);
-      const int lo_s = __shfl_sync(kFull, lo, src), cnt_s = __shfl_sync(kFull, cnt, src);
-      const int64_t j = tile - first;
-      t.r0 = lo_s + j * tm;
-      t.cnt = static_cast<int>(imin(tm, cnt_s - j * tm));
-      t.e = e0 + src;
-      return true;
-    }
-    before += total;
-  }
-  return false;
-}
-
-// Row tile blockIdx.x of a dense or grouped launch; false when the CTA has no work.
-__device__ __forceinline__ bool row_tile(const ExactBlockArgs& p, int tm, Tile& t) {
-  if (p.offsets) return find_expert_tile(p.offsets, p.experts, tm, blockIdx.x, t);
-  t.r0 = int64_t{blockIdx.x} * tm;
-  t.cnt = static_cast<int>(imin(tm, p.rows - t.r0));
-  t.e = 0;
-  return t.cnt > 0;
 }
 
 // ---- activation quantization (MODEL.md §2.2, block 128) --------------------------------------------
@@ -1178,6 +1113,10 @@ void exact_block_gemm(const ExactBlockArgs& a, cudaStream_t stream) {
     DSV4_CUDA_REQUIRE(a.w && a.w_scale && aligned(a.w, 16), "exact_block_gemm: weight must be 16-byte aligned");
   }
   if (a.rows <= 0) return;
+  if (!a.x && imma_wanted(a.kind, a.offsets ? cdiv(a.rows, a.experts) : a.rows, a.kg)) {
+    imma_block_gemm(a, stream);
+    return;
+  }
   const BlockPlan pl = plan_block(a);
   ExactBlockArgs p = a;
   if (pl.splits == 1) p.partial = nullptr;
@@ -1219,6 +1158,8 @@ void grouped_gemm(const GroupedGemmArgs& a, cudaStream_t stream) {
   p.experts = a.experts;
   p.y = a.y;
   p.y_ld = a.n;
+  p.a_digits = a.a_digits;
+  p.a_digit_stride = a.a_digit_stride;
   exact_block_gemm(p, stream);
 }
 

@@ -93,6 +93,10 @@ struct GroupedGemmArgs {
   const void* const* w_data = nullptr;      // device [experts]
   const uint8_t* const* w_scale = nullptr;  // device [experts]
   uint16_t* y = nullptr;
+  // Optional digit planes of a_codes (gemm_imma.h digit_planes, rows of k bytes): plane p at
+  // a_digits + p·a_digit_stride. They spare the tensor-core kernel converting codes per CTA.
+  const int8_t* a_digits = nullptr;
+  int64_t a_digit_stride = 0;
 };
 void grouped_gemm(const GroupedGemmArgs& a, cudaStream_t stream);
 

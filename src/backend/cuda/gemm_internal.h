@@ -53,6 +53,13 @@ struct ExactBlockArgs {
   int64_t partial_floats = 0;
   int32_t* counters = nullptr;
   int64_t counter_count = 0;
+  // Optional int8 digit planes for the tensor-core kernel (gemm_imma.h, digit_planes): of the
+  // activation codes (plane p at a_digits + p·a_digit_stride, rows of codes_ld bytes) and of a dense
+  // FP8 weight (plane p at w_digits + p·n·kg, rows of kg bytes). Without them it converts the codes
+  // itself, once per CTA that reads them.
+  const int8_t* a_digits = nullptr;
+  int64_t a_digit_stride = 0;
+  const int8_t* w_digits = nullptr;
 };
 void exact_block_gemm(const ExactBlockArgs& a, cudaStream_t stream);
 

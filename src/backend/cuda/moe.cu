@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/gemm_imma.h"
 #include "backend/cuda/glibc_expf.cuh"
 #include "backend/cuda/glibc_log1pf.cuh"
 #include "backend/cuda/moe.h"
@@ -398,6 +399,7 @@ enum Buf : int {
   kG,
   kU,
   kSharedY,
+  kDigits,
   kBufCount
 };
 
@@ -465,6 +467,15 @@ struct MoeRunner::Impl {
   void route(const MoeExpertsArgs& a, int n);
   void routed_expert(const MoeExpertsArgs& a, int n);
   void shared_expert(const MoeExpertsArgs& a);
+
+  // Digit planes of the sorted rows' codes [n][k] when the grouped GEMM runs on the tensor cores
+  // (gemm_imma.h), else null: converted once here instead of once per column tile there.
+  const int8_t* tensor_core_digits(GemmWeightKind kind, int64_t n, int64_t k, int experts, const uint8_t* codes) {
+    if (!imma_wanted(kind, (n + experts - 1) / experts, k)) return nullptr;
+    auto* d = get<int8_t>(kDigits, static_cast<size_t>(digit_plane_bytes(n, k)));
+    digit_planes(codes, n, k, k, d, n * k, stream);
+    return d;
+  }
 };
 
 // Cached per weight set, keyed by expert 0's data (so that a caller's temporary host arrays do not
@@ -529,6 +540,7 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsArgs& a, int n) {
   }
   DSV4_CUDA_CHECK_LAUNCH();
   quantize_act(rows, n, D, D, codes, scales, n, stream);
+  const int8_t* digits = tensor_core_digits(a.w1[0].kind, n, D, a.experts, codes);
 
   const PointerTable& t1 = table(a.w1, a.experts);
   const PointerTable& t3 = table(a.w3, a.experts);
@@ -544,7 +556,9 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsArgs& a, int n) {
                      .kind = a.w1[0].kind,
                      .w_data = t1.d_data(),
                      .w_scale = t1.d_scale(),
-                     .y = g};
+                     .y = g,
+                     .a_digits = digits,
+                     .a_digit_stride = n * D};
   grouped_gemm(gg, stream);
   gg.w_data = t3.d_data();
   gg.w_scale = t3.d_scale();
@@ -553,6 +567,8 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsArgs& a, int n) {
 
   swiglu(g, u, n, I, a.swiglu_limit, a.weights, pairs, routed, g, stream);
   quantize_act(g, n, I, I, codes, scales, n, stream);
+  gg.a_digits = tensor_core_digits(a.w2[0].kind, n, I, a.experts, codes);
+  gg.a_digit_stride = n * I;
   gg.n = D;
   gg.k = I;
   gg.w_data = t2.d_data();
