@@ -655,6 +655,25 @@ TEST(CudaGemm, ImmaGroupedMatchesCpuBitForBit) {
   }
 }
 
+// The opt-in four-stage ring (DSV4_GEMM_IMMA_STAGES=4): K shorter than the ring (k128: 2 stages,
+// k256: 4), digit planes of both operands, the table path, FP4, grouped.
+TEST(CudaGemm, ImmaFourStagesMatchCpuBitForBit) {
+  const ImmaSwitch imma(true);
+  const int was = cuda::gemm_imma_stages();
+  cuda::set_gemm_imma_stages(4);
+  for (auto kind : {GemmWeightKind::kFp8, GemmWeightKind::kFp4}) {
+    const std::string name = kind == GemmWeightKind::kFp8 ? "imma4 fp8" : "imma4 fp4";
+    check_exact({name + " n72 k128", kind, 72, 128}, {64, 129}, 150);
+    check_exact({name + " n200 k256", kind, 200, 256}, {100}, 151);
+    check_exact({name + " odd stride", kind, 200, 384, 1, false, 6, 0}, {300}, 152);
+    check_exact({name + " cancelling planes", kind, 256, 1024, 1, true, 0, 0, true}, {600}, 153);
+    check_grouped(kind, 512, 1024, {70, 0, 200, 9, 130}, 2, 154, true);
+  }
+  check_exact({"imma4 wq_a fp8", GemmWeightKind::kFp8, 1024, 4096}, {1000}, 155);
+  check_exact({"imma4 w1 fp4", GemmWeightKind::kFp4, 2048, 4096}, {300}, 156);
+  cuda::set_gemm_imma_stages(was);
+}
+
 // ---- timings (run with --gtest_also_run_disabled_tests) -----------------------------------------
 
 // GPU time of one call of f (enqueueing on `stream`), from a CUDA graph of `reps` calls: no host gaps.

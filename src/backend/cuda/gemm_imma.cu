@@ -42,12 +42,13 @@ struct ImmaShape {
   static constexpr int kSums = kActDigits + kWDigits - 1;  // digit weights 2^0, 2^7, ...
 };
 
-template <GemmWeightKind KIND>
+// kStages buffers of one K stage each (a ring).
+template <GemmWeightKind KIND, int kStages>
 struct ImmaSmem {
   using S = ImmaShape<KIND>;
   uint32_t lut[256];  // e4m3 code -> its three digits, bytes 0..2
-  alignas(16) int8_t a[2][kActDigits][kImRows][kImLd];
-  alignas(16) int8_t b[2][S::kWDigits][S::kCols][kImLd];
+  alignas(16) int8_t a[kStages][kActDigits][kImRows][kImLd];
+  alignas(16) int8_t b[kStages][S::kWDigits][S::kCols][kImLd];
 };
 
 // The digits of an e4m3 code: X = value·2^9 = m (subnormal) or (8 + m)·2^(e-1), in base 128, each
@@ -106,16 +107,24 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) 
   const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(ok ? 16 : 0));
 }
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Commits the copies issued since the last commit and waits for all of them.
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
 
 // kAPlanes / kBPlanes: the activations / the (dense FP8) weight come as digit planes, copied to
-// shared memory with cp.async; otherwise the loaders convert codes through the table.
-template <GemmWeightKind KIND, bool kAPlanes, bool kBPlanes>
+// shared memory with cp.async kStages - 1 stages ahead; otherwise the loaders convert codes through
+// the table, one stage ahead (loaded before a stage's products, stored after them).
+template <GemmWeightKind KIND, bool kAPlanes, bool kBPlanes, int kStages>
 __global__ void __launch_bounds__(kImThreads) imma_block_kernel(const ExactBlockArgs p) {
   using S = ImmaShape<KIND>;
   static_assert(!kBPlanes || !S::kFp4, "FP4 weights are converted as they are loaded");
+  static_assert(kStages >= 2, "a stage is copied while another is multiplied");
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  auto& s = *reinterpret_cast<ImmaSmem<KIND>*>(smem_raw);
+  auto& s = *reinterpret_cast<ImmaSmem<KIND, kStages>*>(smem_raw);
   Tile t;
   if (!row_tile(p, kImRows, t)) return;
   const int64_t col_tiles = cdiv(p.ng, S::kCols);
@@ -142,23 +151,35 @@ __global__ void __launch_bounds__(kImThreads) imma_block_kernel(const ExactBlock
   const int64_t b_off = (g * p.ng + (b_ok ? c0 + b_row : 0)) * (S::kFp4 ? p.kg / 2 : p.kg) + (tid % 4) * kWPieceBytes;
   const int64_t w_plane = p.n * p.kg;
   uint4 a_reg[2] = {}, b_reg = {0, 0, 0, 0};
-  auto load = [&](int st, int buf) {
-    for (int h = 0; h < 2; ++h) {
-      const int piece = tid + h * kImThreads, r = piece / 4, q = piece % 4;
-      const int64_t off = a_off[h] + int64_t{st} * kImK;
-      if constexpr (kAPlanes) {
+  auto load_async = [&](int st, int buf) {  // the digit-plane operands of stage st, into buffer buf
+    if constexpr (kAPlanes) {
+      for (int h = 0; h < 2; ++h) {
+        const int piece = tid + h * kImThreads, r = piece / 4, q = piece % 4;
+        const int64_t off = a_off[h] + int64_t{st} * kImK;
         for (int l = 0; l < kActDigits; ++l) {
           cp_async16(&s.a[buf][l][r][q * 16], p.a_digits + l * p.a_digit_stride + off, a_ok[h]);
         }
-      } else {
+      }
+    }
+    if constexpr (kBPlanes) {
+      if (b_live) {
+        const int64_t off = b_off + int64_t{st} * kImK;
+        for (int l = 0; l < 3; ++l) {
+          cp_async16(&s.b[buf][l][b_row][(tid % 4) * 16], p.w_digits + l * w_plane + off, b_ok);
+        }
+      }
+    }
+  };
+  auto load_regs = [&](int st) {  // the code operands of stage st, into registers
+    if constexpr (!kAPlanes) {
+      for (int h = 0; h < 2; ++h) {
+        const int64_t off = a_off[h] + int64_t{st} * kImK;
         a_reg[h] = a_ok[h] ? __ldg(reinterpret_cast<const uint4*>(p.codes + off)) : uint4{0, 0, 0, 0};
       }
     }
-    if (!b_live) return;
+    if (kBPlanes || !b_live) return;
     const int64_t off = b_off + int64_t{st} * kImK * kWPieceBytes / 16;
-    if constexpr (kBPlanes) {
-      for (int l = 0; l < 3; ++l) cp_async16(&s.b[buf][l][b_row][(tid % 4) * 16], p.w_digits + l * w_plane + off, b_ok);
-    } else if (b_ok) {
+    if (b_ok) {
       if constexpr (S::kFp4) {
         const uint2 v = __ldg(reinterpret_cast<const uint2*>(w + off));
         b_reg.x = v.x, b_reg.y = v.y;
@@ -269,25 +290,55 @@ __global__ void __launch_bounds__(kImThreads) imma_block_kernel(const ExactBlock
     }
   };
 
-  // Two buffers: stage st+1 is copied and converted while stage st is multiplied.
   const int stages = static_cast<int>(p.kg / kImK);
-  load(0, 0);
-  __syncthreads();  // the table is complete
-  store(0);
-  cp_async_wait_all();
-  __syncthreads();
-  for (int st = 0; st < stages; ++st) {
-    if (st + 1 < stages) load(st + 1, (st + 1) & 1);
-    const int buf = st & 1;
+  auto multiply = [&](int st, int buf) {  // stage st's products and the folds of the blocks it completes
     const int64_t k0 = int64_t{st} * kImK;
     for (int ks = 0; ks < 2; ++ks) {
       slice(buf, ks);
       if constexpr (S::kFp4) fold(k0 + ks * 32);
     }
     if (!S::kFp4 && (k0 + kImK) % 128 == 0) fold(k0 + kImK - 128);
-    if (st + 1 < stages) store((st + 1) & 1);
+  };
+  if constexpr (kStages == 2) {
+    // Two buffers: stage st+1 is copied and converted while stage st is multiplied.
+    load_async(0, 0);
+    load_regs(0);
+    __syncthreads();  // the table is complete
+    store(0);
     cp_async_wait_all();
     __syncthreads();
+    for (int st = 0; st < stages; ++st) {
+      if (st + 1 < stages) {
+        load_async(st + 1, (st + 1) & 1);
+        load_regs(st + 1);
+      }
+      multiply(st, st & 1);
+      if (st + 1 < stages) store((st + 1) & 1);
+      cp_async_wait_all();
+      __syncthreads();
+    }
+  } else {
+    // A ring: at stage st its copies are complete (wait) and visible, and every warp is done with
+    // stage st-1 (barrier); then the copies of stage st+kStages-1 go into st-1's buffer, the code
+    // operands of st+1 are read, st is multiplied, and st+1's codes are converted into its buffer
+    // (last read at stage st+1-kStages <= st-1). One commit group per stage.
+    for (int st = 0; st < kStages - 1; ++st) {
+      if (st < stages) load_async(st, st);
+      cp_async_commit();
+    }
+    load_regs(0);
+    __syncthreads();  // the table is complete
+    store(0);
+    for (int st = 0; st < stages; ++st) {
+      cp_async_wait<kStages - 2>();
+      __syncthreads();
+      const int ahead = st + kStages - 1;
+      if (ahead < stages) load_async(ahead, ahead % kStages);
+      cp_async_commit();
+      if (st + 1 < stages) load_regs(st + 1);
+      multiply(st, st % kStages);
+      if (st + 1 < stages) store((st + 1) % kStages);
+    }
   }
   for (int mf = 0; mf < 2; ++mf) {
     for (int nf = 0; nf < S::kNf; ++nf) {
@@ -300,11 +351,11 @@ __global__ void __launch_bounds__(kImThreads) imma_block_kernel(const ExactBlock
   }
 }
 
-template <GemmWeightKind KIND, bool kAPlanes, bool kBPlanes>
-void launch(const ExactBlockArgs& p, cudaStream_t stream) {
+template <GemmWeightKind KIND, bool kAPlanes, bool kBPlanes, int kStages>
+void launch_stages(const ExactBlockArgs& p, cudaStream_t stream) {
   using S = ImmaShape<KIND>;
-  constexpr size_t kSmem = sizeof(ImmaSmem<KIND>);
-  auto* kernel = imma_block_kernel<KIND, kAPlanes, kBPlanes>;
+  constexpr size_t kSmem = sizeof(ImmaSmem<KIND, kStages>);
+  auto* kernel = imma_block_kernel<KIND, kAPlanes, kBPlanes, kStages>;
   static const bool attr = [kernel] {
     DSV4_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
     return true;
@@ -315,6 +366,12 @@ void launch(const ExactBlockArgs& p, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(gx < (int64_t{1} << 31) && gy <= 65535, "imma gemm: grid out of range");
   kernel<<<dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy)), kImThreads, kSmem, stream>>>(p);
   DSV4_CUDA_CHECK_LAUNCH();
+}
+
+template <GemmWeightKind KIND, bool kAPlanes, bool kBPlanes>
+void launch(const ExactBlockArgs& p, cudaStream_t stream) {
+  if (gemm_imma_stages() == 4) return launch_stages<KIND, kAPlanes, kBPlanes, 4>(p, stream);
+  launch_stages<KIND, kAPlanes, kBPlanes, 2>(p, stream);
 }
 
 // One thread per 16 codes: three 16-byte digit pieces (the table in shared memory).
@@ -335,6 +392,14 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+std::atomic<int>& stage_switch() {
+  static std::atomic<int> n{[] {
+    const char* v = std::getenv("DSV4_GEMM_IMMA_STAGES");
+    return v && std::string_view(v) == "4" ? 4 : 2;
+  }()};
+  return n;
+}
+
 std::atomic<int>& imma_switch() {
   static std::atomic<int> on{[] {
     const char* v = std::getenv("DSV4_GEMM_IMMA");
@@ -346,6 +411,11 @@ std::atomic<int>& imma_switch() {
 }  // namespace
 
 bool gemm_imma_enabled() { return imma_switch().load() != 0; }
+int gemm_imma_stages() { return stage_switch().load(); }
+void set_gemm_imma_stages(int stages) {
+  DSV4_CUDA_REQUIRE(stages == 2 || stages == 4, "imma gemm: 2 or 4 stages");
+  stage_switch().store(stages);
+}
 void set_gemm_imma(bool on) { imma_switch().store(on ? 1 : 0); }
 
 bool imma_wanted(GemmWeightKind kind, int64_t rows_per_weight, int64_t kg) {

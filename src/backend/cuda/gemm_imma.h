@@ -21,6 +21,10 @@ namespace dsv4::cuda {
 // (or set_gemm_imma) turns it off, and the SIMT exact kernels take every shape.
 bool gemm_imma_enabled();
 void set_gemm_imma(bool on);
+// Its K stages in flight: 2 (the verified default) or 4 (DSV4_GEMM_IMMA_STAGES=4: the digit-plane
+// copies run three stages ahead; written without device time, opt-in until measured on the H200).
+int gemm_imma_stages();
+void set_gemm_imma_stages(int stages);
 
 // Whether a block-scaled GEMM of this weight kind with rows_per_weight rows per weight matrix and
 // K = kg goes to the tensor-core kernel (it needs activation codes, not bf16 rows).
