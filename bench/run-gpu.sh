@@ -66,6 +66,22 @@ for set in tiny-a tiny-b; do
   step "golden-cublaslt-$set" env DSV4_GEMM=cublaslt "$STAGE/bin/dsv4" golden-check "$DSV4_SHARED/golden/$set" --backend cuda
   status=$s0
 done
+# DSV4_GPU_SANITIZE (a gtest filter): compute-sanitizer's racecheck and memcheck over those tests.
+if [ -n "${DSV4_GPU_SANITIZE:-}" ]; then
+  for tool in racecheck memcheck; do
+    step "sanitize-$tool" compute-sanitizer --tool "$tool" --error-exitcode 3 "$STAGE/bin/test_gpu" \
+      --gtest_filter="$DSV4_GPU_SANITIZE"
+  done
+fi
+# DSV4_GPU_NCU=1: Nsight Compute over a few launches of the tensor-core GEMM (DSV4_GPU_NCU_KERNEL, a
+# regex) in the kernel bench's GEMM rows: speed of light, warp states, memory and occupancy.
+if [ "${DSV4_GPU_NCU:-0}" = 1 ] && [ -x "$STAGE/bin/gpu_kernels_bench" ]; then
+  ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+  step ncu env DSV4_KERNELS="${DSV4_GPU_NCU_ROWS:-gemm}" "$ncu_bin" --clock-control none \
+    -k "regex:${DSV4_GPU_NCU_KERNEL:-imma_block_kernel}" --launch-skip 2 --launch-count 4 \
+    --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis \
+    --section ComputeWorkloadAnalysis --section Occupancy --section LaunchStats "$STAGE/bin/gpu_kernels_bench"
+fi
 # DSV4_GPU_COMPARE=1: where the CUDA backend parts from the CPU backend on the golden patterns, op by op.
 if [ "${DSV4_GPU_COMPARE:-0}" = 1 ]; then
   for set in tiny-a tiny-b; do
