@@ -1,7 +1,8 @@
 // The exact GEMM kernels (bit-identical to backend/cpu/linear.cpp), the activation quantizer of the
 // block-scaled GEMMs and the grouped expert GEMM. See gemm.h for the arithmetic.
 //
-// Three kernels, chosen by shape (pick_tiled):
+// Three kernels, chosen by shape (pick_tiled), where the int8 tensor-core kernel (gemm_imma.cu,
+// exact_block_gemm's first choice from 64 rows per weight on activation codes) does not run:
 //  * skinny_block: FP8/FP4 with few rows per weight (decode). A CTA owns 32 output columns (one per
 //    lane) and TM <= 8 rows; its 8 warps take 8 consecutive 128-wide K-blocks at a time, each lane
 //    computing the block sums of its column for all TM rows (weights read once per row tile,

@@ -4,6 +4,8 @@
 //    grid), or (GemmPrecision::kCublasLt) quantize_act then cuBLASLt's block-scaled FP8 GEMM (VEC128 x
 //    BLK128x128 scale modes) where it supports the shape (cuBLASLt 13.1 on the H200: rows % 4 == 0).
 //  * FP4 weights (e2m1 + per-32 ue8m0 scales): the exact kernel.
+//  * FP8/FP4 with 64 or more rows per weight: the same exact block sums on the int8 tensor cores
+//    (gemm_imma.h), from activation codes; DSV4_GEMM_IMMA=0 keeps them on the exact SIMT kernels.
 //  * bf16 / f32 weights: true fp32 GEMMs (never TF32): the exact kernel, or (kCublasLt, bf16 only)
 //    cuBLASLt with fp32 accumulation.
 // The exact kernel computes the CPU backend's arithmetic bit for bit (backend/cpu/linear.cpp): per
@@ -50,8 +52,9 @@ struct GemmArgs {
 // per 128-wide K-block). The H200's FP8 tensor cores keep fewer bits while accumulating (about 1e-3
 // relative error per output), and any difference, even an fp32 summation order, is amplified by
 // the model's many re-quantizations (bf16, FP8, FP4) into index and routing flips. So the default
-// is the exact kernel for every weight kind, bit-identical to the CPU backend, and the tensor-core
-// libraries are opt-in (DSV4_GEMM=cublaslt) with their golden-set numbers in docs/perf.md.
+// is exact for every weight kind, bit-identical to the CPU backend (the int8 tensor cores compute
+// exact block sums too), and the FP8/bf16 tensor-core libraries are opt-in (DSV4_GEMM=cublaslt)
+// with their golden-set numbers in docs/perf.md.
 enum class GemmPrecision : uint8_t {
   kExact,     // the exact kernels: bit-identical to the CPU backend
   kCublasLt,  // cuBLASLt: block-scaled FP8 (where it takes the shape) and bf16 with fp32 accumulation
