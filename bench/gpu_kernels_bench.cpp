@@ -408,8 +408,8 @@ int main() {
   cuda::CudaOps ops(dev, cuda::GemmPrecision::kExact);
   cuda::CudaOps lt_ops(dev, cuda::GemmPrecision::kCublasLt);
   std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
-  // DSV4_KERNELS (comma list of gemm, cublaslt, attention, indexer, compressor, moe, imma4, simt): only
-  // those rows.
+  // DSV4_KERNELS (comma list of gemm, cublaslt, attention, indexer, compressor, moe, imma4, imma-decode,
+  // simt): only those rows.
   const char* only = std::getenv("DSV4_KERNELS");
   auto want = [only](const char* family) {
     return !only || ("," + std::string(only) + ",").find("," + std::string(family) + ",") != std::string::npos;
@@ -425,6 +425,12 @@ int main() {
     gemm_rows(ops, " imma4", {256, 8192});
     moe_rows(ops, " imma4", {8192});
     cuda::set_gemm_imma_stages(2);
+  }
+  if (want("imma-decode")) {  // decode-sized calls forced onto the tensor-core kernel (part-empty tiles)
+    cuda::set_gemm_imma_min_rows(1);
+    gemm_rows(ops, " imma", {8, 32});
+    moe_rows(ops, " imma", {32, 256});
+    cuda::set_gemm_imma_min_rows(64);
   }
   if (want("simt")) {  // the SIMT exact kernels where the int8 tensor cores take the default rows
     const bool was = cuda::gemm_imma_enabled();

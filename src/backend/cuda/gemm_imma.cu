@@ -400,6 +400,15 @@ std::atomic<int>& stage_switch() {
   return n;
 }
 
+std::atomic<int64_t>& min_rows_switch() {
+  static std::atomic<int64_t> n{[]() -> int64_t {
+    const char* v = std::getenv("DSV4_GEMM_IMMA_MIN_ROWS");
+    const int64_t r = v ? std::atoll(v) : 0;
+    return r >= 1 ? r : 64;
+  }()};
+  return n;
+}
+
 std::atomic<int>& imma_switch() {
   static std::atomic<int> on{[] {
     const char* v = std::getenv("DSV4_GEMM_IMMA");
@@ -412,6 +421,11 @@ std::atomic<int>& imma_switch() {
 
 bool gemm_imma_enabled() { return imma_switch().load() != 0; }
 int gemm_imma_stages() { return stage_switch().load(); }
+int64_t gemm_imma_min_rows() { return min_rows_switch().load(); }
+void set_gemm_imma_min_rows(int64_t rows) {
+  DSV4_CUDA_REQUIRE(rows >= 1, "imma gemm: at least one row per weight");
+  min_rows_switch().store(rows);
+}
 void set_gemm_imma_stages(int stages) {
   DSV4_CUDA_REQUIRE(stages == 2 || stages == 4, "imma gemm: 2 or 4 stages");
   stage_switch().store(stages);
@@ -420,7 +434,7 @@ void set_gemm_imma(bool on) { imma_switch().store(on ? 1 : 0); }
 
 bool imma_wanted(GemmWeightKind kind, int64_t rows_per_weight, int64_t kg) {
   const bool block = kind == GemmWeightKind::kFp8 || kind == GemmWeightKind::kFp4;
-  return gemm_imma_enabled() && block && rows_per_weight >= 64 && kg > 0 && kg % 128 == 0;
+  return gemm_imma_enabled() && block && rows_per_weight >= gemm_imma_min_rows() && kg > 0 && kg % 128 == 0;
 }
 
 void imma_block_gemm(const ExactBlockArgs& a, cudaStream_t stream) {

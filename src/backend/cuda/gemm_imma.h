@@ -25,6 +25,10 @@ void set_gemm_imma(bool on);
 // copies run three stages ahead; written without device time, opt-in until measured on the H200).
 int gemm_imma_stages();
 void set_gemm_imma_stages(int stages);
+// The fewest rows per weight it takes: 64 (measured to beat the SIMT kernels from there), or
+// DSV4_GEMM_IMMA_MIN_ROWS (for measuring decode-sized calls, where its 128-row tiles run part empty).
+int64_t gemm_imma_min_rows();
+void set_gemm_imma_min_rows(int64_t rows);
 
 // Whether a block-scaled GEMM of this weight kind with rows_per_weight rows per weight matrix and
 // K = kg goes to the tensor-core kernel (it needs activation codes, not bf16 rows).
