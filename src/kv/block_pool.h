@@ -57,6 +57,27 @@ class BlockPool {
     return {page_lists_.data() + at, layers};
   }
 
+  // layer_pages(b)[layer] of every block b, appended to out, for blocks of local unit u; false when
+  // a block is not one of the unit's (its entry is then unit block 0's). One read per block: the unit's
+  // blocks are a contiguous range, so membership is a range check, not a lookup.
+  bool unit_layer_pages(int u, std::span<const uint32_t> blocks, int layer, std::vector<int32_t>& out) const {
+    const uint32_t first = unit_first_block_[static_cast<size_t>(u)];
+    const uint32_t count = unit_first_block_[static_cast<size_t>(u) + 1] - first;
+    const size_t layers = static_cast<size_t>(unit_layers_[static_cast<size_t>(u)]);
+    const uint32_t* base = page_lists_.data() + unit_page_offset_[static_cast<size_t>(u)] + layer;
+    const size_t at = out.size();
+    out.resize(at + blocks.size());
+    int32_t* o = out.data() + at;
+    bool ok = true;
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      const uint32_t rel = blocks[i] - first;  // wraps below first
+      const bool in = rel < count;
+      ok &= in;
+      o[i] = static_cast<int32_t>(base[(in ? rel : 0) * layers]);
+    }
+    return ok;
+  }
+
   // Full consistency check (tests): every page in one place, counts, LRU and key index agree.
   void check() const;
 

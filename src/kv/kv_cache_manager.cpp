@@ -428,10 +428,10 @@ void KvCacheManager::layer_pages(int unit, std::span<const uint32_t> blocks, int
   const int local = local_unit_[static_cast<size_t>(unit)];
   DSV4_CHECK(layer_index >= 0 && layer_index < pool.unit_layers(local), "KV cache: unit {} has no layer index {}", unit,
              layer_index);
-  for (const uint32_t block : blocks) {
+  if (pool.unit_layer_pages(local, blocks, layer_index, out)) return;
+  for (const uint32_t block : blocks) {  // name the block that is not the unit's
     DSV4_CHECK(block < pool.num_blocks() && pool.local_unit(block) == local,
                "KV cache: block {} does not belong to unit {}", block, unit);
-    out.push_back(static_cast<int32_t>(pool.layer_pages(block)[static_cast<size_t>(layer_index)]));
   }
 }
 

@@ -11,7 +11,11 @@ namespace dsv4 {
 // uploads everything in one copy, points the arrays into it and resolves the expansions' pointers.
 class StepUploads {
  public:
-  explicit StepUploads(bool padded) : padded_(padded) {}
+  // The upload is reserved at the size of the last one built on this thread (or the arena's): a
+  // long-context step's lists are megabytes, and growing into them would copy them again and again.
+  StepUploads(bool padded, const StepArena* arena) : padded_(padded) {
+    host_.reserve(std::max(arena ? arena->storage_.size() : 0, last_size_));
+  }
   void set_layer(int layer) { layer_ = layer; }  // of the expansions that follow
 
   void add(IndexArray& a, const std::vector<int32_t>& v) {
@@ -42,12 +46,14 @@ class StepUploads {
     // A padded step: as many pages as `width` items can span, whatever the lists hold now.
     if (padded_) stride = std::max(stride, (width + x.per_page - 1) / x.per_page + 1);
     x.stride = stride;
-    std::vector<int32_t> pages(lists.size() * static_cast<size_t>(stride), -1), base;
+    // The page lists go straight into the upload, one row of `stride` a list (−1 past its pages).
+    x.pages = place(lists.size() * static_cast<size_t>(stride));
+    std::vector<int32_t> base;
     for (size_t i = 0; i < lists.size(); ++i) {
-      std::copy(lists[i].pages.begin(), lists[i].pages.end(), pages.begin() + static_cast<int64_t>(i) * stride);
+      std::copy(lists[i].pages.begin(), lists[i].pages.end(),
+                host_.begin() + static_cast<int64_t>(x.pages + i * stride));
       base.push_back(static_cast<int32_t>(lists[i].pages.empty() ? 0 : lists[i].base));
     }
-    x.pages = put(pages);
     x.base = put(base);
     x.list = put(list_of);
     x.count = put(count);
@@ -90,16 +96,22 @@ class StepUploads {
     size_t pages = 0, base = 0, list = 0, count = 0, first = kNone;
   };
 
-  size_t put(const std::vector<int32_t>& v) {
+  // An array of n values (−1 until written) at the end of the upload; 256-byte aligned arrays.
+  size_t place(size_t n) {
     const size_t at = host_.size();
-    layout_.push_back(static_cast<int64_t>(v.size()));
-    host_.insert(host_.end(), v.begin(), v.end());
-    host_.resize((host_.size() + 63) / 64 * 64, -1);  // 256-byte aligned arrays
+    layout_.push_back(static_cast<int64_t>(n));
+    host_.resize(at + (n + 63) / 64 * 64, -1);
+    return at;
+  }
+  size_t put(const std::vector<int32_t>& v) {
+    const size_t at = place(v.size());
+    std::copy(v.begin(), v.end(), host_.begin() + static_cast<int64_t>(at));
     return at;
   }
 
   // The one copy, into the arena when its layout still fits (else the arena gets new storage).
   const int32_t* upload(Device& dev, StepArena* arena, DeviceArray<int32_t>& own) {
+    last_size_ = host_.size();
     if (!arena) {
       own = DeviceArray<int32_t>(dev, host_);
       return own.data();
@@ -113,6 +125,7 @@ class StepUploads {
     return arena->storage_.data();
   }
 
+  static thread_local size_t last_size_;
   bool padded_;
   int layer_ = 0;
   std::vector<int32_t> host_;
@@ -120,6 +133,8 @@ class StepUploads {
   std::vector<IndexArray*> pending_;
   std::vector<Expansion> expansions_;
 };
+
+thread_local size_t StepUploads::last_size_ = 0;
 
 namespace {
 
@@ -252,7 +267,7 @@ StepIndex::StepIndex(Device& dev, const ModelConfig& cfg, const ForwardBatch& b,
     std::fill_n(slice_of.begin() + s.offset, s.count, static_cast<int32_t>(k));
     if (s.logits) logit_rows.push_back(s.offset + s.count - 1);
   }
-  StepUploads up(layout.padded);
+  StepUploads up(layout.padded, layout.arena);
   up.add(token_ids, b.token_ids);
   up.add(positions, b.positions);
   up.add(token_slice, slice_of);
