@@ -35,7 +35,12 @@ int64_t gpu_kv_budget(const EngineConfig& c, const ModelConfig& m, const Device&
       std::max<int64_t>({m.hc_dim(), int64_t{m.n_heads} * m.head_dim, m.n_activated_experts * m.moe_inter_dim * 2}));
   // Recorded decode steps (model/step_graphs.h) keep their graphs' memory and a shared logits buffer.
   const double graphs = c.enforce_eager ? 0.0 : 1.0 * (1 << 30);
-  const double reserve = 2.0 * (1 << 30) + graphs + 16.0 * static_cast<double>(c.max_num_batched_tokens) * widest * 2 +
+  // The tensor-core GEMMs' int8 digit planes (cuda/gemm_imma.h): three bytes per activation code of
+  // the MoE's routed rows, and of the largest FP8 weight (wq_b: heads·head_dim x q_lora_rank).
+  const double tokens = static_cast<double>(c.max_num_batched_tokens);
+  const double digits = 3.0 * (tokens * m.n_activated_experts * static_cast<double>(m.dim) +
+                               static_cast<double>(int64_t{m.n_heads} * m.head_dim * m.q_lora_rank));
+  const double reserve = 2.0 * (1 << 30) + graphs + 16.0 * tokens * widest * 2 + digits +
                          static_cast<double>(c.max_num_seqs) * static_cast<double>(m.vocab_size) * 8;
   const double budget = usable - static_cast<double>(c.weight_bytes) - reserve;
   DSV4_CHECK(budget > 0,
