@@ -384,6 +384,7 @@ TEST(KvCacheManager, BulkLayerPagesMatchOneByOneAndRefuseForeignBlocks) {
   f.prefill(1, a, sa);
   f.decode(1, a, sa, 40, rng);
   const int units = static_cast<int>(f.layout.units.size());
+  int foreign_checks = 0;
   for (int u = 0; u < units; ++u) {
     const KvBlockTable t = f.m->block_table(1, u);
     ASSERT_FALSE(t.blocks.empty()) << f.layout.units[static_cast<size_t>(u)].name;
@@ -409,8 +410,10 @@ TEST(KvCacheManager, BulkLayerPagesMatchOneByOneAndRefuseForeignBlocks) {
       EXPECT_NE(error_of([&] { f.m->layer_pages(u, foreign, 0, out); }).find("does not belong to unit"),
                 std::string::npos)
           << "unit " << u << " took unit " << v << "'s block";
+      ++foreign_checks;
     }
   }
+  EXPECT_GT(foreign_checks, 0) << "no two units share a pool here: the same-pool case went untested";
 }
 
 TEST(KvCacheManager, BadInputIsRefusedWithClearErrors) {
