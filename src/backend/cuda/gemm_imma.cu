@@ -1,9 +1,10 @@
 // Exact block-scaled GEMMs on the int8 tensor cores (gemm_imma.h has the arithmetic).
 //
-// A CTA owns 128 rows x BN columns (FP8: BN = 32, FP4: BN = 64) and walks K in 64-wide stages. The
-// loaders read e4m3 activation codes and weight codes from global memory into registers, turn them
-// into int8 digit planes as they store them to shared memory (e4m3 through a 256-entry table, e2m1
-// through byte permutes) and the 8 warps (4 x 2, 32 rows x BN/2 columns each) run mma.sync
+// A CTA owns 128 rows x BN columns (FP8: BN = 32, FP4: BN = 64) and walks K in 64-wide stages, two
+// (or, opt-in, four) in flight. Operands split into digit planes beforehand (digit_planes) are copied
+// to shared memory with cp.async; the others are read from global memory into registers and turned
+// into digit planes as they are stored (e4m3 through a 256-entry table, e2m1 through byte permutes).
+// The 8 warps (4 x 2, 32 rows x BN/2 columns each) run mma.sync
 // m16n8k32 over every digit pair into int32 accumulators, one per digit weight 2^(7s). At each
 // K-block's end (FP8: 128, FP4: 32) a thread folds its accumulators into the exact block sum (64-bit),
 // rounds it to fp32 once and adds the scaled block to its fp32 outputs in block order, exactly as
