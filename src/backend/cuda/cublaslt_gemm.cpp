@@ -307,9 +307,10 @@ struct GemmRunner::Impl {
     p.w = w.data, p.w_scale = w.scale;
     p.y = a.y, p.y_ld = y_ld, p.y_f32 = y_f32;
     const bool use_lt = w.kind == GemmWeightKind::kFp8 && !a.exact && precision == GemmPrecision::kCublasLt;
-    // The SIMT kernels quantize bf16 rows as they read them; the tensor-core kernel takes codes.
-    const bool codes_first = use_lt || imma_wanted(w.kind, a.rows, w.cols);
-    if (!codes_first && alignment_of(a.x) >= 16 && x_ld % 8 == 0) {
+    // The SIMT kernels quantize bf16 rows as they read them; cuBLASLt and the tensor-core kernel take
+    // codes (the latter split into digit planes, and for many rows the FP8 weight too).
+    const bool imma = !use_lt && imma_wanted(w.kind, a.rows, w.cols);
+    if (!use_lt && !imma && alignment_of(a.x) >= 16 && x_ld % 8 == 0) {
       p.x = a.x, p.x_ld = x_ld;
       split_scratch(p);
       exact_block_gemm(p, stream);
@@ -321,8 +322,6 @@ struct GemmRunner::Impl {
     const size_t code_bytes = (static_cast<size_t>(a.rows * k) + 255) / 256 * 256;
     const size_t act_scale_bytes = static_cast<size_t>(k / 128 * scale_ld) * 4;
     const size_t w_scale_bytes = use_lt ? static_cast<size_t>((w.rows + 127) / 128 * weight_scale_ld(w.cols)) * 4 : 0;
-    // The tensor-core kernel: digit planes of the codes and, for many rows, of an FP8 weight.
-    const bool imma = !use_lt && imma_wanted(w.kind, a.rows, w.cols);
     const bool w_planes = imma && w.kind == GemmWeightKind::kFp8 && imma_weight_planes(a.rows);
     const size_t a_digit_bytes = imma ? static_cast<size_t>(digit_plane_bytes(a.rows, k)) : 0;
     const size_t w_digit_bytes = w_planes ? static_cast<size_t>(digit_plane_bytes(w.rows, w.cols)) : 0;
@@ -344,7 +343,7 @@ struct GemmRunner::Impl {
       digit_planes(static_cast<const uint8_t*>(w.data), w.rows, w.cols, w.cols, wd, w.rows * w.cols, stream);
       p.w_digits = wd;
     }
-    split_scratch(p);
+    if (!imma) split_scratch(p);  // split-K is the SIMT kernels'
     exact_block_gemm(p, stream);
   }
 };
