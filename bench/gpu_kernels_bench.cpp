@@ -22,6 +22,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemm_imma.h"
+#include "backend/cuda/hyper_connection.h"
 #include "backend/cuda/indexer.h"
 #include "backend/rope.h"
 #include "core/kv_entry.h"
@@ -398,6 +399,34 @@ void moe_rows(Ops& ops, const std::string& suffix, std::initializer_list<int64_t
   }
 }
 
+// hc_pre at V4-Flash dims (hc 4, dim 4096: 24 mix outputs over 16,384 columns), decode to prefill
+// token counts. Judged by bytes (fn, h, x) and its true-fp32 mix FLOPs; few tokens are bound by the
+// reference's sequential chain (16,384 dependent adds per output), not by either.
+void hc_rows(Ops& ops, const std::string& suffix) {
+  const int hc = 4, mix = (2 + hc) * hc;
+  const int64_t dim = 4096, width = hc * dim;
+  Buffers buf;
+  for (const int64_t t : {1, 4, 32, 2048}) {
+    std::vector<std::function<void()>> variants;
+    const double bytes = 4.0 * mix * width + 2.0 * t * width + 2.0 * t * dim;
+    for (int c = 0; c < copies_for(bytes); ++c) {
+      HcPreParams p;
+      p.h = buf.make<uint16_t>(static_cast<size_t>(t * width), Fill::kBf16);
+      p.tokens = t;
+      p.hc = hc;
+      p.dim = dim;
+      p.fn = buf.make<float>(static_cast<size_t>(mix * width), Fill::kF32);
+      p.scale = buf.make<float>(3, Fill::kF32);
+      p.base = buf.make<float>(static_cast<size_t>(mix), Fill::kF32);
+      p.x = buf.make<uint16_t>(static_cast<size_t>(t * dim), Fill::kZero);
+      p.post = buf.make<float>(static_cast<size_t>(t * hc), Fill::kZero);
+      p.comb = buf.make<float>(static_cast<size_t>(t * hc * hc), Fill::kZero);
+      variants.push_back([&ops, p] { ops.hc_pre(p); });
+    }
+    emit("hc_pre" + suffix + " t" + std::to_string(t), time_ms(variants), bytes, 2.0 * t * mix * width);
+  }
+}
+
 }  // namespace
 }  // namespace dsv4
 
@@ -408,8 +437,8 @@ int main() {
   cuda::CudaOps ops(dev, cuda::GemmPrecision::kExact);
   cuda::CudaOps lt_ops(dev, cuda::GemmPrecision::kCublasLt);
   std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
-  // DSV4_KERNELS (comma list of gemm, cublaslt, attention, indexer, compressor, moe, imma4, imma-decode,
-  // simt): only those rows.
+  // DSV4_KERNELS (comma list of gemm, cublaslt, attention, indexer, compressor, moe, hc, hc-products,
+  // imma4, imma-decode, simt): only those rows.
   const char* only = std::getenv("DSV4_KERNELS");
   auto want = [only](const char* family) {
     return !only || ("," + std::string(only) + ",").find("," + std::string(family) + ",") != std::string::npos;
@@ -420,6 +449,16 @@ int main() {
   if (want("indexer")) indexer_rows(ops);
   if (want("compressor")) compressor_rows(ops);
   if (want("moe")) moe_rows(ops, "", {1, 32, 256, 8192});
+  const bool products = cuda::hc_products();
+  if (want("hc")) {  // the chain as it runs without DSV4_HC_PRODUCTS
+    cuda::set_hc_products(false);
+    hc_rows(ops, "");
+  }
+  if (want("hc-products")) {  // decode's products-first chain
+    cuda::set_hc_products(true);
+    hc_rows(ops, " products");
+  }
+  cuda::set_hc_products(products);
   if (want("imma4")) {  // the opt-in four-stage ring of the tensor-core kernel
     cuda::set_gemm_imma_stages(4);
     gemm_rows(ops, " imma4", {256, 8192});

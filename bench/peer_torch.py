@@ -209,6 +209,36 @@ def moe_rows(batches):
     del w1, w2, w3
 
 
+def hc_pre_rows(tokens_list):
+    """hc_pre (MODEL.md 4.1-4.2): fp32 mix GEMM with the RMS factor, sigmoids, Sinkhorn (20 iterations),
+    the weighted stream sum; eager, as the reference writes it."""
+    hc, dim, iters, eps = 4, 4096, 20, 1e-6
+    mix, width = (2 + hc) * hc, hc * dim
+    fn = torch.randn(mix, width, device=DEV) / 128
+    scale = torch.rand(3, device=DEV) + 0.5
+    base = torch.randn(mix, device=DEV) * 0.3
+    for t in tokens_list:
+        h = torch.randn(t, hc, dim, device=DEV).to(torch.bfloat16)
+
+        def step():
+            x = h.flatten(1).float()
+            rs = torch.rsqrt(x.square().mean(-1, keepdim=True) + eps)
+            m = (x @ fn.t()) * rs
+            pre = torch.sigmoid(m[:, :hc] * scale[0] + base[:hc]) + eps
+            post = 2 * torch.sigmoid(m[:, hc:2 * hc] * scale[1] + base[hc:2 * hc])
+            c = (m[:, 2 * hc:] * scale[2] + base[2 * hc:]).view(t, hc, hc).softmax(-1) + eps
+            c = c / (c.sum(-2, keepdim=True) + eps)
+            for _ in range(iters - 1):
+                c = c / (c.sum(-1, keepdim=True) + eps)
+                c = c / (c.sum(-2, keepdim=True) + eps)
+            y = (pre.unsqueeze(-1) * h.float()).sum(1).to(torch.bfloat16)
+            return y, post, c
+
+        ms = median_ms(step)
+        emit(f"hc_pre t{t}", ms, bytes_=4.0 * mix * width + 2.0 * t * width + 2.0 * t * dim,
+             flops=2.0 * t * mix * width)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="fewer rows")
@@ -222,6 +252,7 @@ def main():
     compressor_rows([1, 32])
     gemm_rows([1, 32, 256, 8192])
     moe_rows([1, 32, 256])
+    hc_pre_rows([1, 4, 32, 2048])
 
 
 if __name__ == "__main__":

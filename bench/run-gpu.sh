@@ -73,14 +73,17 @@ if [ -n "${DSV4_GPU_SANITIZE:-}" ]; then
       --gtest_filter="$DSV4_GPU_SANITIZE"
   done
 fi
-# DSV4_GPU_NCU=1: Nsight Compute over a few launches of the tensor-core GEMM (DSV4_GPU_NCU_KERNEL, a
-# regex) in the kernel bench's GEMM rows: speed of light, warp states, memory and occupancy.
+# DSV4_GPU_NCU=1: Nsight Compute over a few launches of one kernel in some kernel-bench rows: speed of
+# light, warp states, memory and occupancy. DSV4_GPU_NCU_SPECS: space-separated ROWS:KERNEL pairs (a
+# DSV4_KERNELS list and a kernel regex), default the tensor-core GEMM in the GEMM rows.
 if [ "${DSV4_GPU_NCU:-0}" = 1 ] && [ -x "$STAGE/bin/gpu_kernels_bench" ]; then
   ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
-  step ncu env DSV4_KERNELS="${DSV4_GPU_NCU_ROWS:-gemm}" "$ncu_bin" --clock-control none \
-    -k "regex:${DSV4_GPU_NCU_KERNEL:-imma_block_kernel}" --launch-skip 2 --launch-count 4 \
-    --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis \
-    --section ComputeWorkloadAnalysis --section Occupancy --section LaunchStats "$STAGE/bin/gpu_kernels_bench"
+  for spec in ${DSV4_GPU_NCU_SPECS:-gemm:imma_block_kernel}; do
+    step "ncu-${spec%%:*}" env DSV4_KERNELS="${spec%%:*}" "$ncu_bin" --clock-control none \
+      -k "regex:${spec#*:}" --launch-skip 2 --launch-count 4 \
+      --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis \
+      --section ComputeWorkloadAnalysis --section Occupancy --section LaunchStats "$STAGE/bin/gpu_kernels_bench"
+  done
 fi
 # DSV4_GPU_COMPARE=1: where the CUDA backend parts from the CPU backend on the golden patterns, op by op.
 if [ "${DSV4_GPU_COMPARE:-0}" = 1 ]; then

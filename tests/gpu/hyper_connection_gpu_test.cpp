@@ -1,7 +1,8 @@
 // Hyper-connection kernels against the CPU ops, bit for bit (pre, post, head), at V4-Flash and golden
 // dims and at odd shapes (every hc in range, widths that leave a partial chunk, token counts that
-// leave a partial block). pre and head run both paths: the wide kernel (no scratch, any token count)
-// and the few-token chain path (with scratch, up to its token limit).
+// leave a partial block). pre and head run every path: the wide kernel (no scratch, any token count),
+// the few-token chain path (with scratch, up to its token limit) and its products-first variant (a
+// token a CTA while those fit one wave).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -100,7 +101,28 @@ const HcCase kPreCases[] = {
     {7, 4096, 4},     // a partial chain group
     {64, 256, 4},     // the chain path's last token count
     {65, 256, 4},     // past the chain path: the wide kernel
+    {5, 4096, 4},     // the most V4-Flash tokens whose products-first CTAs fit one wave
+    {2, 40, 6},       // products first at a width that leaves a partial ring of loads
+    {3, 256, 4},      // products first at golden dims
 };
+
+// The paths of a case: the wide kernel, the chain, and the products-first chain where it applies.
+enum class HcPath { kWide, kChain, kProducts };
+const char* name(HcPath p) { return p == HcPath::kWide ? "wide kernel" : p == HcPath::kChain ? "chain" : "products"; }
+
+// Sets the products switch for one path and restores it after.
+struct PathSwitch {
+  explicit PathSwitch(HcPath p) : was(cuda::hc_products()) { cuda::set_hc_products(p == HcPath::kProducts); }
+  ~PathSwitch() { cuda::set_hc_products(was); }
+  bool was;
+};
+
+std::vector<HcPath> paths(const HcCase& c, int mix) {
+  const PathSwitch on(HcPath::kProducts);
+  std::vector<HcPath> p{HcPath::kWide, HcPath::kChain};
+  if (cuda::hc_uses_products(c.tokens, mix, c.hc * c.dim)) p.push_back(HcPath::kProducts);
+  return p;
+}
 
 // Scratch for the chain path (null where the wide kernel serves).
 struct Scratch {
@@ -111,6 +133,7 @@ struct Scratch {
 
 TEST(CudaHyperConnection, PreIsBitExact) {
   uint32_t seed = 1;
+  int products = 0;
   for (const HcCase& c : kPreCases) {
     SCOPED_TRACE(testing::Message() << "tokens " << c.tokens << " dim " << c.dim << " hc " << c.hc);
     const int mix = (2 + c.hc) * c.hc;
@@ -123,8 +146,11 @@ TEST(CudaHyperConnection, PreIsBitExact) {
     CpuOps cpu(2);
     cpu.hc_pre({in.h.data(), c.tokens, c.hc, c.dim, in.fn.data(), in.scale.data(), in.base.data(), 1e-6f, 1e-6f,
                 c.iters, x.data(), post.data(), comb.data()});
-    for (const bool chain : {false, true}) {
-      SCOPED_TRACE(chain ? "chain path" : "wide kernel");
+    for (const HcPath path : paths(c, mix)) {
+      SCOPED_TRACE(name(path));
+      products += path == HcPath::kProducts;
+      const PathSwitch sw(path);
+      const bool chain = path != HcPath::kWide;
       Dev<uint16_t> dh(in.h), dx(poisoned<uint16_t>(x.size()));
       Dev<float> dfn(in.fn), ds(in.scale), db(in.base), dpost(poisoned<float>(post.size())),
           dcomb(poisoned<float>(comb.size()));
@@ -136,6 +162,7 @@ TEST(CudaHyperConnection, PreIsBitExact) {
       EXPECT_EQ(dx.get(), x);
     }
   }
+  EXPECT_EQ(products, 4);  // {1, 4096, 4}, {5, 4096, 4}, {2, 40, 6}, {3, 256, 4} (on 132 SMs)
 }
 
 TEST(CudaHyperConnection, PostIsBitExact) {
@@ -167,8 +194,10 @@ TEST(CudaHyperConnection, HeadIsBitExact) {
     CpuOps cpu(2);
     cpu.hc_head(
         {in.h.data(), c.tokens, c.hc, c.dim, in.fn.data(), in.scale.data(), in.base.data(), 1e-6f, 1e-6f, y.data()});
-    for (const bool chain : {false, true}) {
-      SCOPED_TRACE(chain ? "chain path" : "wide kernel");
+    for (const HcPath path : paths(c, c.hc)) {
+      SCOPED_TRACE(name(path));
+      const PathSwitch sw(path);
+      const bool chain = path != HcPath::kWide;
       Dev<uint16_t> dh(in.h), dy(poisoned<uint16_t>(y.size()));
       Dev<float> dfn(in.fn), ds(in.scale), db(in.base);
       Scratch scratch(chain ? c.tokens : 0, c.hc);

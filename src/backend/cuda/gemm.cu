@@ -980,17 +980,17 @@ void launch_skinny_block(const ExactBlockArgs& p, int64_t tiles, int64_t splits,
 
 template <GemmWeightKind KIND>
 void launch_block(const ExactBlockArgs& p, bool tiled, int tm, int64_t splits, cudaStream_t stream) {
-  const int64_t extra = p.offsets ? p.experts : 0;  // each expert adds at most one partial tile
+  const int64_t experts = p.offsets ? p.experts : 0;
   if (tiled) {
     constexpr size_t kSmem = sizeof(TiledSmem<double>);
     static const bool attr = (allow_smem(tiled_block_kernel<KIND>, kSmem), true);
     (void)attr;
     tiled_block_kernel<KIND>
-        <<<grid2(cdiv(p.rows, kTlRows) + extra, p.groups * cdiv(p.ng, kTlCols)), kTlThreads, kSmem, stream>>>(p);
+        <<<grid2(row_tiles(p.rows, kTlRows, experts), p.groups * cdiv(p.ng, kTlCols)), kTlThreads, kSmem, stream>>>(p);
     DSV4_CUDA_CHECK_LAUNCH();
     return;
   }
-  const int64_t tiles = cdiv(p.rows, tm) + extra;
+  const int64_t tiles = row_tiles(p.rows, tm, experts);
   switch (tm) {
     case 1:
       return launch_skinny_block<KIND, 1>(p, tiles, splits, stream);

@@ -362,8 +362,7 @@ void launch_stages(const ExactBlockArgs& p, cudaStream_t stream) {
     return true;
   }();
   (void)attr;
-  const int64_t extra = p.offsets ? p.experts : 0;  // each expert adds at most one partial tile
-  const int64_t gx = cdiv(p.rows, kImRows) + extra, gy = p.groups * cdiv(p.ng, S::kCols);
+  const int64_t gx = row_tiles(p.rows, kImRows, p.offsets ? p.experts : 0), gy = p.groups * cdiv(p.ng, S::kCols);
   DSV4_CUDA_REQUIRE(gx < (int64_t{1} << 31) && gy <= 65535, "imma gemm: grid out of range");
   kernel<<<dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy)), kImThreads, kSmem, stream>>>(p);
   DSV4_CUDA_CHECK_LAUNCH();

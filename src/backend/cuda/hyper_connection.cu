@@ -1,8 +1,12 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <string_view>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_device.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/glibc_expf.cuh"
 #include "backend/cuda/hyper_connection.h"
@@ -347,9 +351,46 @@ __device__ float chain_dot(const float* w, const uint16_t* x, int64_t n) {
   return acc;
 }
 
+// A single token's chain with its products made first (kProducts): the whole CTA rounds w[k] = x[k]·w[k]
+// in place over the staged fn row, and the chain lane then only adds, four products per shared-memory
+// load, kRing loads ahead: one dependent add per column, nothing else on its path.
+constexpr int kRing = 8;
+
+__device__ void products_in_place(float* w, const uint16_t* x, int64_t n) {
+  for (int64_t k = threadIdx.x; k < n; k += blockDim.x) w[k] = __fmul_rn(bf16_to_f(x[k]), w[k]);
+}
+
+__device__ __forceinline__ float add4(float acc, float4 v) {
+  return __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(acc, v.x), v.y), v.z), v.w);
+}
+
+// acc = sum_k p[k], k ascending from 0, every add rounded (p 16-byte aligned).
+__device__ float chain_sum(const float* p, int64_t n) {
+  const auto* p4 = reinterpret_cast<const float4*>(p);
+  const int groups = static_cast<int>(n / 4);  // a staged row: far below 2^31
+  float4 ring[kRing];
+#pragma unroll
+  for (int j = 0; j < kRing; ++j)
+    if (j < groups) ring[j] = p4[j];
+  float acc = 0;
+  int g0 = 0;
+  for (; g0 + kRing <= groups; g0 += kRing) {
+#pragma unroll
+    for (int j = 0; j < kRing; ++j) {
+      acc = add4(acc, ring[j]);
+      if (g0 + j + kRing < groups) ring[j] = p4[g0 + j + kRing];
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kRing; ++j)  // the last groups, loaded by the final refills
+    if (g0 + j < groups) acc = add4(acc, ring[j]);
+  for (int64_t k = int64_t{groups} * 4; k < n; ++k) acc = __fadd_rn(acc, p[k]);
+  return acc;
+}
+
 // CTA (o, g): output o < mix of the tokens of group g (o == mix: their eight sum-of-squares lanes) into
 // raw[t][mix + 8]. Shared memory: fn row o (fp32, absent for o == mix), then the group's rows (bf16, padded).
-template <bool kVec>
+template <bool kVec, bool kProducts>
 __global__ void __launch_bounds__(kThreads) hc_chain_kernel(HcArgs a, int group, float* raw) {
   extern __shared__ float4 smem4[];
   const int o = static_cast<int>(blockIdx.x);
@@ -364,7 +405,11 @@ __global__ void __launch_bounds__(kThreads) hc_chain_kernel(HcArgs a, int group,
   __syncthreads();
   const int lane = static_cast<int>(threadIdx.x);
   const int64_t row = a.mix + kSqLanes;
-  if (!squares) {
+  if (kProducts && !squares) {
+    products_in_place(w, xs, width);
+    __syncthreads();
+    if (lane == 0) raw[t0 * row + o] = chain_sum(w, width);
+  } else if (!squares) {
     if (lane < n) raw[(t0 + lane) * row + o] = chain_dot<kVec>(w, xs + lane * stride, width);
   } else if (lane < n * kSqLanes) {
     const uint16_t* x = xs + lane / kSqLanes * stride;
@@ -417,15 +462,23 @@ int chain_group(const HcArgs& a) {
   return static_cast<int>(std::clamp<int64_t>(fit, 0, std::min<int64_t>(kChainMaxGroup, a.tokens)));
 }
 
-template <bool kVec>
+template <bool kVec, bool kProducts>
 void launch_chain(const HcArgs& a, int group, float* raw, cudaStream_t stream) {
   const int64_t width = a.hc * a.dim;
   const size_t bytes = static_cast<size_t>((width + 3) / 4 * 16 + 2 * (width + kRowPad) * group);
-  DSV4_CUDA_CHECK(cudaFuncSetAttribute(hc_chain_kernel<kVec>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  DSV4_CUDA_CHECK(cudaFuncSetAttribute(hc_chain_kernel<kVec, kProducts>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(bytes)));
   const dim3 grid(static_cast<unsigned>(a.mix + 1), static_cast<unsigned>((a.tokens + group - 1) / group));
-  hc_chain_kernel<kVec><<<grid, kThreads, bytes, stream>>>(a, group, raw);
+  hc_chain_kernel<kVec, kProducts><<<grid, kThreads, bytes, stream>>>(a, group, raw);
   DSV4_CUDA_CHECK_LAUNCH();
+}
+
+std::atomic<int>& products_switch() {
+  static std::atomic<int> on{[] {
+    const char* v = std::getenv("DSV4_HC_PRODUCTS");
+    return v && std::string_view(v) == "1" ? 1 : 0;
+  }()};
+  return on;
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -433,13 +486,16 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 template <bool kPre>
 void run(const HcArgs& a, float* scratch, cudaStream_t stream) {
   if (a.tokens == 0) return;
-  const int group = scratch ? chain_group(a) : 0;
+  int group = scratch ? chain_group(a) : 0;
   if (group == 0) return run_wide<kPre>(a, stream);
   const bool vec = (a.hc * a.dim) % 8 == 0 && aligned16(a.fn) && aligned16(a.h);
-  if (vec) {
-    launch_chain<true>(a, group, scratch, stream);
+  // A token a CTA while those CTAs fit one wave: each chain then runs on its products alone.
+  if (vec && hc_uses_products(a.tokens, a.mix, a.hc * a.dim)) {
+    launch_chain<true, true>(a, 1, scratch, stream);
+  } else if (vec) {
+    launch_chain<true, false>(a, group, scratch, stream);
   } else {
-    launch_chain<false>(a, group, scratch, stream);
+    launch_chain<false, false>(a, group, scratch, stream);
   }
   const dim3 grid(static_cast<unsigned>((a.dim + kFinishCols - 1) / kFinishCols), static_cast<unsigned>(a.tokens));
   hc_finish_kernel<kPre><<<grid, kThreads, 0, stream>>>(a, scratch);
@@ -464,6 +520,12 @@ __global__ void hc_post_kernel(const uint16_t* x, const uint16_t* res, const flo
 }
 
 }  // namespace
+
+bool hc_products() { return products_switch().load() != 0; }
+void set_hc_products(bool on) { products_switch().store(on ? 1 : 0); }
+bool hc_uses_products(int64_t tokens, int mix, int64_t width) {
+  return hc_products() && tokens <= kChainMaxTokens && width % 8 == 0 && tokens * (mix + 1) <= sm_count();
+}
 
 int64_t hc_scratch_floats(int64_t tokens, int mix) { return tokens <= kChainMaxTokens ? tokens * (mix + kSqLanes) : 0; }
 

@@ -12,6 +12,13 @@ namespace dsv4::cuda {
 // chain path; 0 where the wide kernel serves (scratch may then be null). Both paths give the same bits.
 int64_t hc_scratch_floats(int64_t tokens, int mix);
 
+// Decode's chain with its products made first by the whole CTA, so that the chain lane only adds
+// (same bits). Off by default until measured on the H200; DSV4_HC_PRODUCTS=1 or set_hc_products(true).
+bool hc_products();
+void set_hc_products(bool on);
+// Whether a call of `tokens` with scratch and 16-byte aligned h and fn takes that path (width = hc*dim).
+bool hc_uses_products(int64_t tokens, int mix, int64_t width);
+
 // h [tokens, hc, dim] bf16; fn [(2+hc)*hc, hc*dim], scale [3], base [(2+hc)*hc] fp32.
 // x [tokens, dim] bf16, post [tokens, hc], comb [tokens, hc, hc] fp32. hc <= 8.
 void hc_pre(const uint16_t* h, int64_t tokens, int hc, int64_t dim, const float* fn, const float* scale,
