@@ -450,13 +450,13 @@ int main() {
   if (want("compressor")) compressor_rows(ops);
   if (want("moe")) moe_rows(ops, "", {1, 32, 256, 8192});
   const bool products = cuda::hc_products();
-  if (want("hc")) {  // the chain as it runs without DSV4_HC_PRODUCTS
+  if (want("hc")) {  // the chain as it runs with DSV4_HC_PRODUCTS=0
     cuda::set_hc_products(false);
-    hc_rows(ops, "");
+    hc_rows(ops, " chain");
   }
-  if (want("hc-products")) {  // decode's products-first chain
+  if (want("hc-products")) {  // the default: decode's products-first chain
     cuda::set_hc_products(true);
-    hc_rows(ops, " products");
+    hc_rows(ops, "");
   }
   cuda::set_hc_products(products);
   if (want("imma4")) {  // the opt-in four-stage ring of the tensor-core kernel

@@ -74,15 +74,19 @@ if [ -n "${DSV4_GPU_SANITIZE:-}" ]; then
   done
 fi
 # DSV4_GPU_NCU=1: Nsight Compute over a few launches of one kernel in some kernel-bench rows: speed of
-# light, warp states, memory and occupancy. DSV4_GPU_NCU_SPECS: space-separated ROWS:KERNEL pairs (a
-# DSV4_KERNELS list and a kernel regex), default the tensor-core GEMM in the GEMM rows.
+# light, warp states, memory and occupancy. DSV4_GPU_NCU_SPECS: space-separated ROWS:KERNEL[:SKIP:COUNT]
+# (a DSV4_KERNELS list, a kernel regex, launches to skip and to profile: default 2 and 4; more than 4
+# launches profile only speed of light and launch statistics, e.g. every kernel of one call:
+# moe:.:0:24), default the tensor-core GEMM in the GEMM rows.
 if [ "${DSV4_GPU_NCU:-0}" = 1 ] && [ -x "$STAGE/bin/gpu_kernels_bench" ]; then
   ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
   for spec in ${DSV4_GPU_NCU_SPECS:-gemm:imma_block_kernel}; do
-    step "ncu-${spec%%:*}" env DSV4_KERNELS="${spec%%:*}" "$ncu_bin" --clock-control none \
-      -k "regex:${spec#*:}" --launch-skip 2 --launch-count 4 \
-      --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis \
-      --section ComputeWorkloadAnalysis --section Occupancy --section LaunchStats "$STAGE/bin/gpu_kernels_bench"
+    IFS=: read -r ncu_rows ncu_kernel ncu_skip ncu_count <<<"$spec"
+    ncu_sections="--section SpeedOfLight --section LaunchStats"
+    [ "${ncu_count:-4}" -le 4 ] && ncu_sections="$ncu_sections --section WarpStateStats --section MemoryWorkloadAnalysis \
+      --section ComputeWorkloadAnalysis --section Occupancy"
+    step "ncu-$ncu_rows" env DSV4_KERNELS="$ncu_rows" "$ncu_bin" --clock-control none -k "regex:$ncu_kernel" \
+      --launch-skip "${ncu_skip:-2}" --launch-count "${ncu_count:-4}" $ncu_sections "$STAGE/bin/gpu_kernels_bench"
   done
 fi
 # DSV4_GPU_COMPARE=1: where the CUDA backend parts from the CPU backend on the golden patterns, op by op.

@@ -644,6 +644,14 @@ TEST(CudaGemm, ImmaFlashShapesMatchCpuBitForBit) {
   check_exact({"imma wo_b fp8", GemmWeightKind::kFp8, 4096, 8192}, {300}, 122);
   check_exact({"imma w1 fp4", GemmWeightKind::kFp4, 2048, 4096}, {64, 300}, 123);
   check_exact({"imma w2 fp4", GemmWeightKind::kFp4, 4096, 2048}, {300}, 124);
+  // Decode batches on the wide dense weights: from kImmaDecodeRows rows, one part-empty row tile.
+  ASSERT_TRUE(cuda::imma_wanted(GemmWeightKind::kFp8, 24, 1024, 32768));
+  ASSERT_TRUE(cuda::imma_wanted(GemmWeightKind::kFp8, 32, 8192, 4096));
+  ASSERT_FALSE(cuda::imma_wanted(GemmWeightKind::kFp8, 23, 1024, 32768));
+  ASSERT_FALSE(cuda::imma_wanted(GemmWeightKind::kFp8, 32, 4096, 2048));  // too few column tiles
+  ASSERT_FALSE(cuda::imma_wanted(GemmWeightKind::kFp4, 32, 4096));        // grouped experts
+  check_exact({"imma wq_b decode", GemmWeightKind::kFp8, 32768, 1024}, {24, 32, 63}, 125);
+  check_exact({"imma wo_b decode", GemmWeightKind::kFp8, 4096, 8192}, {32}, 126);
 }
 
 TEST(CudaGemm, ImmaGroupedMatchesCpuBitForBit) {

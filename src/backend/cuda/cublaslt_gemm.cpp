@@ -309,7 +309,7 @@ struct GemmRunner::Impl {
     const bool use_lt = w.kind == GemmWeightKind::kFp8 && !a.exact && precision == GemmPrecision::kCublasLt;
     // The SIMT kernels quantize bf16 rows as they read them; cuBLASLt and the tensor-core kernel take
     // codes (the latter split into digit planes, and for many rows the FP8 weight too).
-    const bool imma = !use_lt && imma_wanted(w.kind, a.rows, w.cols);
+    const bool imma = !use_lt && imma_wanted(w.kind, a.rows, w.cols, w.rows);
     if (!use_lt && !imma && alignment_of(a.x) >= 16 && x_ld % 8 == 0) {
       p.x = a.x, p.x_ld = x_ld;
       split_scratch(p);

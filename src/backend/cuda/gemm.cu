@@ -1114,7 +1114,7 @@ void exact_block_gemm(const ExactBlockArgs& a, cudaStream_t stream) {
     DSV4_CUDA_REQUIRE(a.w && a.w_scale && aligned(a.w, 16), "exact_block_gemm: weight must be 16-byte aligned");
   }
   if (a.rows <= 0) return;
-  if (!a.x && imma_wanted(a.kind, a.offsets ? cdiv(a.rows, a.experts) : a.rows, a.kg)) {
+  if (!a.x && imma_wanted(a.kind, a.offsets ? cdiv(a.rows, a.experts) : a.rows, a.kg, a.offsets ? 0 : a.n)) {
     imma_block_gemm(a, stream);
     return;
   }

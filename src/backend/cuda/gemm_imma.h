@@ -31,8 +31,11 @@ int64_t gemm_imma_min_rows();
 void set_gemm_imma_min_rows(int64_t rows);
 
 // Whether a block-scaled GEMM of this weight kind with rows_per_weight rows per weight matrix and
-// K = kg goes to the tensor-core kernel (it needs activation codes, not bf16 rows).
-bool imma_wanted(GemmWeightKind kind, int64_t rows_per_weight, int64_t kg);
+// K = kg goes to the tensor-core kernel (it needs activation codes, not bf16 rows): from
+// gemm_imma_min_rows() rows, and for a dense weight of dense_n output columns (0: grouped) from
+// kImmaDecodeRows rows where it spans kImmaDecodeTiles column tiles.
+constexpr int64_t kImmaDecodeRows = 24, kImmaDecodeTiles = 96;
+bool imma_wanted(GemmWeightKind kind, int64_t rows_per_weight, int64_t kg, int64_t dense_n = 0);
 
 // The GEMM of exact_block_gemm (codes input only, dense or grouped), on the tensor cores.
 void imma_block_gemm(const ExactBlockArgs& a, cudaStream_t stream);

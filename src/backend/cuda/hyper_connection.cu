@@ -476,7 +476,7 @@ void launch_chain(const HcArgs& a, int group, float* raw, cudaStream_t stream) {
 std::atomic<int>& products_switch() {
   static std::atomic<int> on{[] {
     const char* v = std::getenv("DSV4_HC_PRODUCTS");
-    return v && std::string_view(v) == "1" ? 1 : 0;
+    return v && std::string_view(v) == "0" ? 0 : 1;
   }()};
   return on;
 }

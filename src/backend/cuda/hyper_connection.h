@@ -13,7 +13,8 @@ namespace dsv4::cuda {
 int64_t hc_scratch_floats(int64_t tokens, int mix);
 
 // Decode's chain with its products made first by the whole CTA, so that the chain lane only adds
-// (same bits). Off by default until measured on the H200; DSV4_HC_PRODUCTS=1 or set_hc_products(true).
+// (same bits): on by default (H200: 67.6 against 90.8 µs a call at one token, the chain kernel at
+// 87.7K cycles against the 65.5K of 16,384 dependent adds); DSV4_HC_PRODUCTS=0 turns it off.
 bool hc_products();
 void set_hc_products(bool on);
 // Whether a call of `tokens` with scratch and 16-byte aligned h and fn takes that path (width = hc*dim).
