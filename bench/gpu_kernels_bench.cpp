@@ -438,7 +438,7 @@ int main() {
   cuda::CudaOps lt_ops(dev, cuda::GemmPrecision::kCublasLt);
   std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
   // DSV4_KERNELS (comma list of gemm, cublaslt, attention, indexer, compressor, moe, hc, hc-products,
-  // ahead, imma4, imma-decode, simt): only those rows.
+  // imma4, imma-decode, simt): only those rows.
   const char* only = std::getenv("DSV4_KERNELS");
   auto want = [only](const char* family) {
     return !only || ("," + std::string(only) + ",").find("," + std::string(family) + ",") != std::string::npos;
@@ -464,15 +464,6 @@ int main() {
     gemm_rows(ops, " imma4", {256, 8192});
     moe_rows(ops, " imma4", {8192});
     cuda::set_gemm_imma_stages(2);
-  }
-  if (want("ahead")) {  // one-row SIMT tiles loading the next stage's weights early, off then on
-    const bool was = cuda::gemm_skinny_ahead();
-    for (const bool on : {false, true}) {
-      cuda::set_gemm_skinny_ahead(on);
-      gemm_rows(ops, on ? " ahead" : " no-ahead", {1});
-      moe_rows(ops, on ? " ahead" : " no-ahead", {1, 32});
-    }
-    cuda::set_gemm_skinny_ahead(was);
   }
   if (want("imma-decode")) {  // decode-sized calls forced onto the tensor-core kernel (part-empty tiles)
     cuda::set_gemm_imma_min_rows(1);

@@ -611,26 +611,6 @@ TEST(CudaGemm, GroupedFlashShapes) {
   check_grouped(GemmWeightKind::kFp8, 2048, 4096, random_counts(12, 120, 106), 0, 107);
 }
 
-// One-row tiles loading the next stage's weights while summing (DSV4_GEMM_AHEAD): one and many
-// stages, split-K, bf16 rows and codes, cancelling inputs, one row per expert.
-TEST(CudaGemm, SkinnyAheadMatchesCpuBitForBit) {
-  const ImmaSwitch simt(false);
-  const bool was = cuda::gemm_skinny_ahead();
-  cuda::set_gemm_skinny_ahead(true);
-  for (auto kind : {GemmWeightKind::kFp8, GemmWeightKind::kFp4}) {
-    const std::string name = kind == GemmWeightKind::kFp8 ? "ahead fp8" : "ahead fp4";
-    check_exact({name + " n200 k256", kind, 200, 256}, {1}, 160);
-    check_exact({name + " odd stride", kind, 200, 3072, 1, false, 6, 0}, {1}, 161);
-    check_exact({name + " cancelling split-K", kind, 256, 4096, 1, true, 0, 0, true}, {1}, 162);
-    check_exact({name + " cancelling stages", kind, 4096, 2560, 1, true, 0, 0, true}, {1}, 163);  // 2.5 stages
-    check_grouped(kind, 512, 3072, {1, 0, 1, 1, 0, 1}, 2, 164, true);
-  }
-  check_exact({"ahead wo_b fp8", GemmWeightKind::kFp8, 4096, 8192}, {1}, 165);
-  check_exact({"ahead w1 fp4", GemmWeightKind::kFp4, 2048, 4096}, {1}, 166);
-  check_grouped(GemmWeightKind::kFp4, 2048, 4096, random_counts(48, 1, 167), 7, 168);
-  cuda::set_gemm_skinny_ahead(was);
-}
-
 // ---- the tensor-core (int8 digit) kernel ---------------------------------------------------------
 
 // Every case here has enough rows per weight for the tensor-core kernel (asserted, so that a planner

@@ -31,9 +31,6 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cstdlib>
-#include <string_view>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.h"
@@ -391,11 +388,8 @@ __device__ void split_finish(const ExactBlockArgs& p, const Tile& t, int64_t n, 
   if (threadIdx.x == 0) p.counters[tile] = 0;
 }
 
-// kAhead (one-row tiles only, where a second weight block's registers still leave two CTAs an SM):
-// the next stage's weights load while the current one is summed.
-template <GemmWeightKind KIND, int TM, bool kAhead>
+template <GemmWeightKind KIND, int TM>
 __global__ void __launch_bounds__(kSkThreads) skinny_block_kernel(const ExactBlockArgs p) {
-  static_assert(!kAhead || TM == 1);
   constexpr int kSub = KIND == GemmWeightKind::kFp4 ? 4 : 1;
   extern __shared__ float4 smem_raw[];
   auto& s = *reinterpret_cast<SkinnySmem<TM, kSub>*>(smem_raw);
@@ -417,31 +411,18 @@ __global__ void __launch_bounds__(kSkThreads) skinny_block_kernel(const ExactBlo
   const int kb_end = p.partial ? min(nkb, kb_begin + kSkWarps) : nkb;
   const bool combiner = warp < TM;  // thread (warp, lane) sums output (row warp, column lane)
   float c = 0.0f;
-  // Weight blocks in flight while the activations are staged, and with kAhead while the previous stage
-  // is summed too: a decode step's GEMM has little else to hide the load latency with.
-  WeightBlock<KIND> wb;
-  if constexpr (kAhead) {
-    if (kb_begin + warp < kb_end && col_ok) wb.load(w, ws, n, kb_begin + warp, p.kg);
-  }
   for (int kb0 = kb_begin; kb0 < kb_end; kb0 += kSkWarps) {
     const int nb = min(kSkWarps, kb_end - kb0);
     const bool active = kb0 + warp < kb_end && col_ok;
-    if (!kAhead && active) wb.load(w, ws, n, kb0 + warp, p.kg);
+    WeightBlock<KIND> wb;
+    if (active) wb.load(w, ws, n, kb0 + warp, p.kg);  // in flight while the activations are staged
     if (p.x) {
       stage_acts_bf16(s, p.x + g * p.kg, p.x_ld, t, kb0, nb);
     } else {
       stage_acts(s, codes, p.codes_ld, scales, p.scale_ld, t, kb0, nb);
     }
     __syncthreads();
-    if constexpr (kAhead) {
-      WeightBlock<KIND> next;
-      const int kn = kb0 + kSkWarps;
-      if (kn + warp < kb_end && col_ok) next.load(w, ws, n, kn + warp, p.kg);
-      if (active) block_products(s, wb, warp, lane);
-      wb = next;
-    } else if (active) {
-      block_products(s, wb, warp, lane);
-    }
+    if (active) block_products(s, wb, warp, lane);
     __syncthreads();
     if (!combiner || !col_ok) continue;
     if (p.partial) {
@@ -971,14 +952,6 @@ __global__ void __launch_bounds__(2 * kWarp) skinny_plain_kernel(const ExactPlai
 
 // ---- launchers -----------------------------------------------------------------------------------
 
-std::atomic<int>& skinny_ahead_switch() {
-  static std::atomic<int> on{[] {
-    const char* v = std::getenv("DSV4_GEMM_AHEAD");
-    return v && std::string_view(v) == "1" ? 1 : 0;
-  }()};
-  return on;
-}
-
 bool aligned(const void* p, uintptr_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
 
 // Dynamic shared memory above the default 48 KiB needs an opt-in once per kernel.
@@ -994,17 +967,14 @@ dim3 grid2(int64_t x, int64_t y) {
   return dim3(static_cast<unsigned>(x), static_cast<unsigned>(y));
 }
 
-template <GemmWeightKind KIND, int TM, bool kAhead = false>
+template <GemmWeightKind KIND, int TM>
 void launch_skinny_block(const ExactBlockArgs& p, int64_t tiles, int64_t splits, cudaStream_t stream) {
-  if constexpr (TM == 1 && !kAhead) {
-    if (gemm_skinny_ahead()) return launch_skinny_block<KIND, 1, true>(p, tiles, splits, stream);
-  }
   constexpr size_t kSmem = sizeof(SkinnySmem < TM, KIND == GemmWeightKind::kFp4 ? 4 : 1 >);
-  static const bool attr = (allow_smem(skinny_block_kernel<KIND, TM, kAhead>, kSmem), true);
+  static const bool attr = (allow_smem(skinny_block_kernel<KIND, TM>, kSmem), true);
   (void)attr;
   dim3 grid = grid2(tiles, p.groups * cdiv(p.ng, kSkCols));
   grid.z = static_cast<unsigned>(splits);
-  skinny_block_kernel<KIND, TM, kAhead><<<grid, kSkThreads, kSmem, stream>>>(p);
+  skinny_block_kernel<KIND, TM><<<grid, kSkThreads, kSmem, stream>>>(p);
   DSV4_CUDA_CHECK_LAUNCH();
 }
 
@@ -1098,9 +1068,6 @@ BlockPlan plan_block(const ExactBlockArgs& a) {
 }
 
 }  // namespace
-
-bool gemm_skinny_ahead() { return skinny_ahead_switch().load() != 0; }
-void set_gemm_skinny_ahead(bool on) { skinny_ahead_switch().store(on ? 1 : 0); }
 
 void quantize_act(const uint16_t* x, int64_t rows, int64_t k, int64_t x_stride, uint8_t* codes, float* scales,
                   int64_t scale_ld, cudaStream_t stream, const WeightScaleJob& ws) {

@@ -103,12 +103,6 @@ struct GroupedGemmArgs {
 };
 void grouped_gemm(const GroupedGemmArgs& a, cudaStream_t stream);
 
-// One-row tiles of the SIMT block-scaled kernel load the next stage's weights while summing the
-// current one (decode and the experts' single routed rows): same bits. Opt-in until measured on the
-// H200: DSV4_GEMM_AHEAD=1 or set_gemm_skinny_ahead(true).
-bool gemm_skinny_ahead();
-void set_gemm_skinny_ahead(bool on);
-
 // Activation quantization of the FP8/FP4 GEMMs (MODEL.md §2.2 with block 128): per row and 128-block,
 // e4m3 codes [rows, K] and the fp32 power-of-two scale at scales[kb·scale_ld + row] (K-block major,
 // scale_ld >= rows; cuBLASLt's VEC128 layout). Bit-identical to core/quant.h.
