@@ -4,8 +4,9 @@
 //    grid), or (GemmPrecision::kCublasLt) quantize_act then cuBLASLt's block-scaled FP8 GEMM (VEC128 x
 //    BLK128x128 scale modes) where it supports the shape (cuBLASLt 13.1 on the H200: rows % 4 == 0).
 //  * FP4 weights (e2m1 + per-32 ue8m0 scales): the exact kernel.
-//  * FP8/FP4 with 64 or more rows per weight: the same exact block sums on the int8 tensor cores
-//    (gemm_imma.h), from activation codes; DSV4_GEMM_IMMA=0 keeps them on the exact SIMT kernels.
+//  * FP8/FP4 with 64 or more rows per weight (dense weights with many columns: 24, imma_wanted): the
+//    same exact block sums on the int8 tensor cores (gemm_imma.h), from activation codes;
+//    DSV4_GEMM_IMMA=0 keeps them on the exact SIMT kernels.
 //  * bf16 / f32 weights: true fp32 GEMMs (never TF32): the exact kernel, or (kCublasLt, bf16 only)
 //    cuBLASLt with fp32 accumulation.
 // The exact kernel computes the CPU backend's arithmetic bit for bit (backend/cpu/linear.cpp): per
