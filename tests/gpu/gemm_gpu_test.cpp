@@ -471,6 +471,36 @@ TEST(CudaGemm, ExactBlockSumsOnCancellingInputs) {
   }
 }
 
+// run_pair (the compressor's wkv and wgate in one launch): each output the CPU's bit for bit, for
+// the skinny and the tiled plain kernels, and the fallback to two runs for block-scaled weights.
+TEST(CudaGemm, PlainPairMatchesCpuBitForBit) {
+  const ImmaSwitch simt(false);
+  for (auto kind : {GemmWeightKind::kBf16, GemmWeightKind::kF32, GemmWeightKind::kFp8}) {
+    const Case c{kind == GemmWeightKind::kFp8    ? "pair fp8"
+                 : kind == GemmWeightKind::kBf16 ? "pair bf16"
+                                                 : "pair f32",
+                 kind,
+                 1024,
+                 4096,
+                 1,
+                 true};
+    const HostWeight ha = random_weight(kind, c.n, c.k, 170), hb = random_weight(kind, c.n, c.k, 171);
+    const DevWeight da(ha), db(hb);
+    cuda::GemmRunner runner(nullptr);
+    for (const int64_t rows : {1, 3, 300, 1100}) {
+      const auto x = random_acts(rows, c.k, c.x_ld(), 172 + static_cast<uint32_t>(rows));
+      const Dev<uint16_t> dx(x);
+      Dev<uint32_t> ya(std::vector<uint32_t>(static_cast<size_t>(rows * c.y_ld()), kPoison<uint32_t>));
+      Dev<uint32_t> yb(std::vector<uint32_t>(static_cast<size_t>(rows * c.y_ld()), kPoison<uint32_t>));
+      cuda::GemmArgs a;
+      a.x = dx.p, a.rows = rows, a.w = da.view(), a.y = ya.p, a.out = cuda::GemmOut::kF32, a.exact = true;
+      runner.run_pair(a, db.view(), yb.p);
+      expect_identical(ya.get(), cpu_linear<uint32_t>(c, ha, x, rows), rows, c.n, c.y_ld(), label(c, rows) + " first");
+      expect_identical(yb.get(), cpu_linear<uint32_t>(c, hb, x, rows), rows, c.n, c.y_ld(), label(c, rows) + " second");
+    }
+  }
+}
+
 TEST(CudaGemm, ExactPlainFlashShapes) {
   check_exact({"gate bf16 f32-out", GemmWeightKind::kBf16, 256, 4096, 1, true}, {1, 32, 300}, 60);
   check_exact({"compressor bf16 f32-out", GemmWeightKind::kBf16, 1024, 4096, 1, true}, {1, 300, 1100}, 61);

@@ -280,11 +280,47 @@ struct GemmRunner::Impl {
     return matmul(s, w.data, a.x, a.y, nullptr, nullptr);
   }
 
-  void run(const GemmArgs& a) {
+  static ExactPlainArgs plain_args(const GemmArgs& a, int64_t x_ld, int64_t y_ld) {
+    const GemmWeight& w = a.w;
+    ExactPlainArgs p;
+    p.x = a.x, p.x_ld = x_ld, p.rows = a.rows;
+    p.n = w.rows, p.ng = w.rows / a.groups, p.kg = w.cols, p.groups = a.groups;
+    p.w = w.data, p.w_f32 = w.kind == GemmWeightKind::kF32;
+    p.y = a.y, p.y_ld = y_ld, p.y_f32 = a.out == GemmOut::kF32;
+    return p;
+  }
+
+  void run_pair(const GemmArgs& a, const GemmWeight& w_b, void* y_b) {
+    const GemmWeight& w = a.w;
+    const bool plain = w.kind == GemmWeightKind::kBf16 || w.kind == GemmWeightKind::kF32;
+    const bool on_lt = w.kind == GemmWeightKind::kBf16 && !a.exact && precision == GemmPrecision::kCublasLt;
+    const bool same = w_b.kind == w.kind && w_b.rows == w.rows && w_b.cols == w.cols;
+    DSV4_CHECK(w_b.data && y_b, "gemm: a pair needs its second weight and output");
+    if (!plain || on_lt || !same || a.rows == 0) {
+      run(a);
+      GemmArgs b = a;
+      b.w = w_b;
+      b.y = y_b;
+      run(b);
+      return;
+    }
+    run_checks(a);
+    const int64_t k = w.cols * a.groups;
+    ExactPlainArgs p = plain_args(a, a.x_stride ? a.x_stride : k, a.y_stride ? a.y_stride : w.rows);
+    p.w_b = w_b.data, p.y_b = y_b;
+    exact_plain_gemm(p, stream);
+  }
+
+  void run_checks(const GemmArgs& a) {
     const GemmWeight& w = a.w;
     DSV4_CHECK(a.groups >= 1 && w.rows > 0 && w.cols > 0 && w.rows % a.groups == 0,
                "gemm: {} weight rows do not split into {} groups", w.rows, a.groups);
     DSV4_CHECK(a.rows >= 0 && a.x && a.y && w.data, "gemm: missing operands");
+  }
+
+  void run(const GemmArgs& a) {
+    const GemmWeight& w = a.w;
+    run_checks(a);
     const int64_t k = w.cols * a.groups;
     const int64_t x_ld = a.x_stride ? a.x_stride : k, y_ld = a.y_stride ? a.y_stride : w.rows;
     if (a.rows == 0) return;
@@ -292,12 +328,7 @@ struct GemmRunner::Impl {
     if (w.kind == GemmWeightKind::kBf16 || w.kind == GemmWeightKind::kF32) {
       const bool use_lt = w.kind == GemmWeightKind::kBf16 && !a.exact && precision == GemmPrecision::kCublasLt;
       if (use_lt && lt_bf16(a, x_ld, y_ld)) return;
-      ExactPlainArgs p;
-      p.x = a.x, p.x_ld = x_ld, p.rows = a.rows;
-      p.n = w.rows, p.ng = w.rows / a.groups, p.kg = w.cols, p.groups = a.groups;
-      p.w = w.data, p.w_f32 = w.kind == GemmWeightKind::kF32;
-      p.y = a.y, p.y_ld = y_ld, p.y_f32 = y_f32;
-      exact_plain_gemm(p, stream);
+      exact_plain_gemm(plain_args(a, x_ld, y_ld), stream);
       return;
     }
     DSV4_CHECK(w.scale && w.cols % 128 == 0, "gemm: a block-scaled weight needs scales and K % 128 == 0");
@@ -353,5 +384,6 @@ GemmRunner::GemmRunner(cudaStream_t stream, GemmPrecision precision)
 GemmRunner::~GemmRunner() = default;
 
 void GemmRunner::run(const GemmArgs& a) { impl_->run(a); }
+void GemmRunner::run_pair(const GemmArgs& a, const GemmWeight& w_b, void* y_b) { impl_->run_pair(a, w_b, y_b); }
 
 }  // namespace dsv4::cuda

@@ -172,19 +172,17 @@ void CudaOps::compressor_step(const CompressorStepParams& p) {
   check_params(p);
   if (p.tokens == 0) return;
   // a and g as true fp32 GEMMs through the exact kernel (the CPU's sums, so the pooled entries and the
-  // indexer's choices made from them match the CPU backend).
+  // indexer's choices made from them match the CPU backend), in one launch.
   const int64_t cd = p.wkv.rows;
   DeviceArray<float> ag(dev_, static_cast<size_t>(2 * p.tokens * cd));
-  for (int i = 0; i < 2; ++i) {
-    GemmArgs a;
-    a.x = p.x;
-    a.rows = p.tokens;
-    a.w = gemm_weight(i == 0 ? p.wkv : p.wgate);
-    a.y = ag.data() + i * p.tokens * cd;
-    a.out = GemmOut::kF32;
-    a.exact = true;
-    gemm().run(a);
-  }
+  GemmArgs a;
+  a.x = p.x;
+  a.rows = p.tokens;
+  a.w = gemm_weight(p.wkv);
+  a.y = ag.data();
+  a.out = GemmOut::kF32;
+  a.exact = true;
+  gemm().run_pair(a, gemm_weight(p.wgate), ag.data() + p.tokens * cd);
   compressor_store(ag.data(), ag.data() + p.tokens * cd, p.tokens, cd, p.positions, p.ape, p.ratio,
                    device_table(p.state), p.state_slots, dev_.error_flag(), dev_.stream());
 }

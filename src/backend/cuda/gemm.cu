@@ -674,20 +674,35 @@ __device__ __forceinline__ void load_plain8(const void* row, int64_t k, int64_t 
   }
 }
 
+// The weight and output of this CTA: grid rows past the first weight's tiles take the pair's second.
+struct PlainPairHalf {
+  __device__ PlainPairHalf(const ExactPlainArgs& p, int64_t col_tiles) {
+    const int64_t tiles = p.groups * col_tiles;
+    const bool second = p.w_b && blockIdx.y >= tiles;
+    by = blockIdx.y - (second ? tiles : 0);
+    w = second ? p.w_b : p.w;
+    y = second ? p.y_b : p.y;
+  }
+  int64_t by;  // the CTA's column tile within its weight
+  const void* w;
+  void* y;
+};
+
 template <bool kWF32>
 __global__ void __launch_bounds__(kTlThreads) tiled_plain_kernel(const ExactPlainArgs p, bool vec) {
   __shared__ __align__(16) TiledSmem<float> s;
   const int64_t r0 = int64_t{blockIdx.x} * kTlRows;
   const int cnt = static_cast<int>(imin(kTlRows, p.rows - r0));
   const int64_t col_tiles = (p.ng + kTlCols - 1) / kTlCols;
-  const int64_t g = blockIdx.y / col_tiles;
-  const int64_t c0 = (blockIdx.y % col_tiles) * kTlCols;
+  const PlainPairHalf half(p, col_tiles);
+  const int64_t g = half.by / col_tiles;
+  const int64_t c0 = (half.by % col_tiles) * kTlCols;
   const int lr = threadIdx.x % kTlRows, lq = threadIdx.x / kTlRows;
   const bool a_ok = lr < cnt, w_ok = c0 + lr < p.ng;
   const uint16_t* a_row = p.x + (r0 + (a_ok ? lr : 0)) * p.x_ld + g * p.kg;
   const int64_t wn = g * p.ng + (w_ok ? c0 + lr : 0);
-  const void* w_row = kWF32 ? static_cast<const void*>(static_cast<const float*>(p.w) + wn * p.kg)
-                            : static_cast<const void*>(static_cast<const uint16_t*>(p.w) + wn * p.kg);
+  const void* w_row = kWF32 ? static_cast<const void*>(static_cast<const float*>(half.w) + wn * p.kg)
+                            : static_cast<const void*>(static_cast<const uint16_t*>(half.w) + wn * p.kg);
   float a_reg[8], w_reg[8];
   auto load = [&](int st) {
     const int64_t k = int64_t{st} * kTlK + lq * 8;
@@ -722,7 +737,7 @@ __global__ void __launch_bounds__(kTlThreads) tiled_plain_kernel(const ExactPlai
     for (int j = 0; j < 4; ++j) {
       const int r = tm * 4 + i;
       const int64_t cl = c0 + tn * 4 + j;
-      if (r < cnt && cl < p.ng) store_out(p.y, p.y_ld, p.y_f32, r0 + r, g * p.ng + cl, P[i][j]);
+      if (r < cnt && cl < p.ng) store_out(half.y, p.y_ld, p.y_f32, r0 + r, g * p.ng + cl, P[i][j]);
     }
   }
 }
@@ -909,10 +924,11 @@ __global__ void __launch_bounds__(2 * kWarp) skinny_plain_kernel(const ExactPlai
   constexpr int kAhead = kPsSlots - 1;  // stages in flight behind the one being published
   const int lane = threadIdx.x % kWarp;
   const int64_t col_tiles = (p.ng + kSkCols - 1) / kSkCols;
-  const int64_t g = blockIdx.y / col_tiles, c0 = (blockIdx.y % col_tiles) * kSkCols, r0 = int64_t{blockIdx.x} * TM;
+  const PlainPairHalf half(p, col_tiles);
+  const int64_t g = half.by / col_tiles, c0 = (half.by % col_tiles) * kSkCols, r0 = int64_t{blockIdx.x} * TM;
   PlainTile c;
   c.w_row = p.kg * kEsz;
-  c.w_lane = static_cast<const uint8_t*>(p.w) + (g * p.ng + c0) * c.w_row + lane * 16;
+  c.w_lane = static_cast<const uint8_t*>(half.w) + (g * p.ng + c0) * c.w_row + lane * 16;
   c.x = p.x + r0 * p.x_ld + g * p.kg;
   c.x_ld = p.x_ld;
   c.kg = p.kg;
@@ -944,7 +960,7 @@ __global__ void __launch_bounds__(2 * kWarp) skinny_plain_kernel(const ExactPlai
   if (lane >= c.wrows) return;
 #pragma unroll
   for (int m = 0; m < TM; ++m) {
-    if (m < c.cnt) store_out(p.y, p.y_ld, p.y_f32, r0 + m, g * p.ng + c0 + lane, acc[m]);
+    if (m < c.cnt) store_out(half.y, p.y_ld, p.y_f32, r0 + m, g * p.ng + c0 + lane, acc[m]);
   }
 }
 
@@ -1008,7 +1024,7 @@ void launch_skinny_plain_as(const ExactPlainArgs& p, cudaStream_t stream) {
   constexpr size_t kSmem = sizeof(PlainSmem<kWF32, TM>);
   static const bool attr = (allow_smem(skinny_plain_kernel<kAsync, kWF32, TM>, kSmem), true);
   (void)attr;
-  const dim3 grid = grid2(cdiv(p.rows, TM), p.groups * cdiv(p.ng, kSkCols));
+  const dim3 grid = grid2(cdiv(p.rows, TM), (p.w_b ? 2 : 1) * p.groups * cdiv(p.ng, kSkCols));
   skinny_plain_kernel<kAsync, kWF32, TM><<<grid, 2 * kWarp, kSmem, stream>>>(p);
   DSV4_CUDA_CHECK_LAUNCH();
 }
@@ -1026,7 +1042,8 @@ template <bool kWF32>
 void launch_plain(const ExactPlainArgs& p, bool tiled, bool vec, cudaStream_t stream) {
   if (tiled) {
     tiled_plain_kernel<kWF32>
-        <<<grid2(cdiv(p.rows, kTlRows), p.groups * cdiv(p.ng, kTlCols)), kTlThreads, 0, stream>>>(p, vec);
+        <<<grid2(cdiv(p.rows, kTlRows), (p.w_b ? 2 : 1) * p.groups * cdiv(p.ng, kTlCols)), kTlThreads, 0, stream>>>(
+            p, vec);
     DSV4_CUDA_CHECK_LAUNCH();
   } else if (p.rows == 1) {
     launch_skinny_plain<kWF32, 1>(p, vec, stream);
@@ -1131,8 +1148,9 @@ void exact_block_gemm(const ExactBlockArgs& a, cudaStream_t stream) {
 void exact_plain_gemm(const ExactPlainArgs& a, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(a.kg > 0 && a.groups >= 1 && a.ng > 0 && a.ng * a.groups == a.n, "exact_plain_gemm: bad shape");
   DSV4_CUDA_REQUIRE(a.x_ld >= a.groups * a.kg && a.y_ld >= a.n, "exact_plain_gemm: bad strides");
+  DSV4_CUDA_REQUIRE(!a.w_b == !a.y_b, "exact_plain_gemm: a pair needs both its weight and its output");
   if (a.rows <= 0) return;
-  const bool vec = aligned(a.x, 16) && aligned(a.w, 16) && a.x_ld % 8 == 0 && a.kg % 8 == 0;
+  const bool vec = aligned(a.x, 16) && aligned(a.w, 16) && aligned(a.w_b, 16) && a.x_ld % 8 == 0 && a.kg % 8 == 0;
   const bool tiled = pick_tiled(a.rows, cdiv(a.rows, kTlRows) * a.groups * cdiv(a.ng, kTlCols));
   if (a.w_f32) {
     launch_plain<true>(a, tiled, vec, stream);

@@ -72,6 +72,9 @@ class GemmRunner {
   GemmRunner& operator=(const GemmRunner&) = delete;
 
   void run(const GemmArgs& a);
+  // run(a) and the same with the weight w_b (a's kind and shape) into y_b: one launch where the exact
+  // plain kernels take both (the compressor's wkv and wgate), else two runs.
+  void run_pair(const GemmArgs& a, const GemmWeight& w_b, void* y_b);
 
  private:
   struct Impl;

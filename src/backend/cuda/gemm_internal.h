@@ -84,6 +84,10 @@ struct ExactPlainArgs {
   void* y = nullptr;
   int64_t y_ld = 0;
   bool y_f32 = false;
+  // Optional pair: a second weight of w's shape and kind read with the same input, its output at y_b
+  // (same strides). Both run in one launch: a decode step's chains of the two run side by side.
+  const void* w_b = nullptr;
+  void* y_b = nullptr;
 };
 void exact_plain_gemm(const ExactPlainArgs& a, cudaStream_t stream);
 
