@@ -438,7 +438,7 @@ int main() {
   cuda::CudaOps lt_ops(dev, cuda::GemmPrecision::kCublasLt);
   std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
   // DSV4_KERNELS (comma list of gemm, cublaslt, attention, indexer, compressor, moe, hc, hc-products,
-  // imma4, imma-decode, simt): only those rows.
+  // fp4-int, imma4, imma-decode, simt): only those rows.
   const char* only = std::getenv("DSV4_KERNELS");
   auto want = [only](const char* family) {
     return !only || ("," + std::string(only) + ",").find("," + std::string(family) + ",") != std::string::npos;
@@ -464,6 +464,12 @@ int main() {
     gemm_rows(ops, " imma4", {256, 8192});
     moe_rows(ops, " imma4", {8192});
     cuda::set_gemm_imma_stages(2);
+  }
+  if (want("fp4-int")) {  // the SIMT kernel's FP4 block sums in int32 (DSV4_GEMM_FP4_INT)
+    const bool was = cuda::gemm_fp4_int();
+    cuda::set_gemm_fp4_int(true);
+    moe_rows(ops, " fp4-int", {1, 32, 256});
+    cuda::set_gemm_fp4_int(was);
   }
   if (want("imma-decode")) {  // decode-sized calls forced onto the tensor-core kernel (part-empty tiles)
     cuda::set_gemm_imma_min_rows(1);

@@ -641,6 +641,26 @@ TEST(CudaGemm, GroupedFlashShapes) {
   check_grouped(GemmWeightKind::kFp8, 2048, 4096, random_counts(12, 120, 106), 0, 107);
 }
 
+// The SIMT kernel's FP4 block sums in int32 (dp4a over activation digits, DSV4_GEMM_FP4_INT): every
+// one-to-eight-row tile, bf16 rows and codes, split-K, cancelling inputs (which need every digit),
+// grouped decode-like rows; the CPU's bits.
+TEST(CudaGemm, Fp4IntegerSumsMatchCpuBitForBit) {
+  const ImmaSwitch simt(false);
+  const bool was = cuda::gemm_fp4_int();
+  cuda::set_gemm_fp4_int(true);
+  const auto kind = GemmWeightKind::kFp4;
+  for (int64_t n : {128, 200}) check_exact({"fp4 int n" + std::to_string(n), kind, n, 256}, {1, 2, 3, 5, 17}, 180);
+  check_exact({"fp4 int strided f32-out", kind, 200, 256, 1, true, 128, 5}, {3, 17}, 181);
+  check_exact({"fp4 int odd stride", kind, 200, 256, 1, false, 6, 0}, {1, 3, 17}, 182);
+  check_exact({"fp4 int cancelling f32-out", kind, 200, 384, 1, true, 0, 0, true}, {1, 3, 17}, 183);
+  check_exact({"fp4 int cancelling split-K", kind, 256, 4096, 1, true, 0, 0, true}, {1, 2}, 184);
+  check_exact({"fp4 int w1", kind, 2048, 4096}, {1, 8, 32}, 185);
+  check_exact({"fp4 int w2", kind, 4096, 2048}, {1, 32}, 186);
+  check_grouped(kind, 2048, 4096, random_counts(48, 3, 187), 7, 188);
+  check_grouped(kind, 200, 256, {0, 1, 3, 0, 17, 2}, 5, 189, true);
+  cuda::set_gemm_fp4_int(was);
+}
+
 // ---- the tensor-core (int8 digit) kernel ---------------------------------------------------------
 
 // Every case here has enough rows per weight for the tensor-core kernel (asserted, so that a planner

@@ -31,6 +31,10 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <string_view>
+#include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.h"
@@ -194,6 +198,7 @@ constexpr int kSkStageK = kSkWarps * 128;
 
 template <int TM, int NSUB>
 struct SkinnySmem {
+  static constexpr int kTM = TM;
   double a[TM][kSkStageK];  // activation values of the stage times kSkActScale
   float sa[TM][kSkWarps];   // their block scales
   float contrib[kSkWarps][NSUB][TM][kSkCols];
@@ -344,23 +349,164 @@ __device__ __forceinline__ void stage_acts(SkinnySmem<TM, NSUB>& s, const uint8_
   }
 }
 
-// The same from bf16 rows, quantized here (the reference's activation quantization, fused where
-// the GEMM reads its input): one warp per (row, K-block), four values a lane.
+// A lane's four values of row m in K-block kb quantized to e4m3 and decoded (exact floats), zeros
+// where !live (warp-uniform); returns the block's scale (0 where !live).
+__device__ __forceinline__ float quantized_lane4(const uint16_t* x, int64_t x_ld, const Tile& t, int m, int kb,
+                                                 bool live, int lane, float (&v)[4]) {
+  v[0] = v[1] = v[2] = v[3] = 0.0f;
+  if (!live) return 0.0f;
+  bf16x4(x + (t.r0 + m) * x_ld + int64_t{kb} * 128 + lane * 4, v);
+  uint32_t packed = 0;
+  const float sa = quantize_lane4(v, packed);
+  e4m3x4(packed, v);
+  return sa;
+}
+
+// A lane's four decoded activation values of row m in K-block j into the stage, the block's scale
+// from lane 0 (the integer sums' overload is below).
 template <int TM, int NSUB>
-__device__ __forceinline__ void stage_acts_bf16(SkinnySmem<TM, NSUB>& s, const uint16_t* x, int64_t x_ld, const Tile& t,
-                                                int kb0, int nb) {
+__device__ __forceinline__ void store_lane4(SkinnySmem<TM, NSUB>& s, int m, int j, int lane, const float (&v)[4],
+                                            float sa) {
+  put4(&s.a[m][j * 128 + lane * 4], v);
+  if (lane == 0) s.sa[m][j] = sa;
+}
+
+// One warp per (row, K-block) of the stage, four values a lane: load(m, kb, live, lane, v) fills v
+// (zeros where !live, warp-uniform) and returns the block's scale.
+template <typename Smem, typename Load>
+__device__ __forceinline__ void stage_rows(Smem& s, const Tile& t, int kb0, int nb, Load load) {
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  for (int i = warp; i < TM * kSkWarps; i += kSkWarps) {
+  for (int i = warp; i < Smem::kTM * kSkWarps; i += kSkWarps) {
     const int m = i / kSkWarps, j = i % kSkWarps;
-    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sa = 0.0f;
-    if (m < t.cnt && j < nb) {  // warp-uniform
-      bf16x4(x + (t.r0 + m) * x_ld + int64_t{kb0 + j} * 128 + lane * 4, v);
-      uint32_t packed = 0;
-      sa = quantize_lane4(v, packed);
-      e4m3x4(packed, v);
+    float v[4];
+    const float sa = load(m, kb0 + j, m < t.cnt && j < nb, lane, v);
+    store_lane4(s, m, j, lane, v, sa);
+  }
+}
+
+// The same from bf16 rows, quantized here (the reference's activation quantization, fused where
+// the GEMM reads its input).
+template <typename Smem>
+__device__ __forceinline__ void stage_acts_bf16(Smem& s, const uint16_t* x, int64_t x_ld, const Tile& t, int kb0,
+                                                int nb) {
+  stage_rows(s, t, kb0, nb, [&](int m, int kb, bool live, int lane, float(&v)[4]) {
+    return quantized_lane4(x, x_ld, t, m, kb, live, lane, v);
+  });
+}
+
+// ---- integer block sums for FP4 (opt-in: DSV4_GEMM_FP4_INT=1) -------------------------------------
+//
+// An e4m3 value times 2^9 and an e2m1 value times 2 are integers (below 2^18 and 12 in magnitude), so
+// a 32-product block sum times 2^10 is an integer below 2^27: exact in int32, and its conversion to
+// fp32 is the reference's one rounding. The activations are staged as three signed base-128 int8
+// digits (v·2^9 = d0 + 128·d1 + 16384·d2, each in [-64, 63]) and the weights become int8 bytes through
+// a 256-entry table (one code byte -> two values), so that dp4a sums four products an instruction.
+// NaN activation codes have no integer: the block they sit in is flagged and gives NaN, as the fp64
+// sums do.
+constexpr float kSkFp4IntUnscale = 0x1p-10f;
+
+template <int TM>
+struct SkinnyIntSmem {
+  static constexpr int kTM = TM;
+  int8_t dig[3][TM][kSkStageK];  // the stage's activation digits
+  float sa[TM][kSkWarps];        // their block scales
+  uint8_t nan[TM][kSkWarps];     // a NaN code in the row's K-block
+  uint16_t table[256];           // code byte -> the two e2m1 values times 2 as int8 (low nibble first)
+  float contrib[kSkWarps][4][TM][kSkCols];
+};
+
+// The int8 of an e2m1 code times 2.
+__device__ __forceinline__ int e2m1_times2(uint32_t code) {
+  constexpr int kMag[8] = {0, 1, 2, 3, 4, 6, 8, 12};
+  const int m = kMag[code & 7u];
+  return code & 8u ? -m : m;
+}
+
+template <int TM>
+__device__ __forceinline__ void fill_table(SkinnyIntSmem<TM>& s) {
+  for (int b = threadIdx.x; b < 256; b += kSkThreads) {
+    const auto lo = static_cast<uint8_t>(e2m1_times2(b & 15u)), hi = static_cast<uint8_t>(e2m1_times2(b >> 4));
+    s.table[b] = static_cast<uint16_t>(lo | (hi << 8));
+  }
+}
+
+// Four e4m3 values (exact floats) as digits at k.. of row m; true if one is NaN.
+template <int TM>
+__device__ __forceinline__ bool put_digits(SkinnyIntSmem<TM>& s, int m, int k, const float (&v)[4]) {
+  uint32_t d[3] = {0, 0, 0};
+  bool nan = false;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    nan |= v[i] != v[i];
+    int r = nan ? 0 : __float2int_rn(__fmul_rn(v[i], 512.0f));
+#pragma unroll
+    for (int p = 0; p < 3; ++p) {
+      const int dp = p < 2 ? ((r + 64) & 127) - 64 : r;
+      r = (r - dp) >> 7;
+      d[p] |= (static_cast<uint32_t>(dp) & 0xffu) << (8 * i);
     }
-    put4(&s.a[m][j * 128 + lane * 4], v);
-    if (lane == 0) s.sa[m][j] = sa;
+  }
+#pragma unroll
+  for (int p = 0; p < 3; ++p) *reinterpret_cast<uint32_t*>(&s.dig[p][m][k]) = d[p];
+  return nan;
+}
+
+// The integer sums' stage: digits instead of fp64 values, and NaN flags.
+template <int TM>
+__device__ __forceinline__ void store_lane4(SkinnyIntSmem<TM>& s, int m, int j, int lane, const float (&v)[4],
+                                            float sa) {
+  const bool nan = __any_sync(0xffffffffu, put_digits(s, m, j * 128 + lane * 4, v));
+  if (lane == 0) {
+    s.nan[m][j] = nan;
+    s.sa[m][j] = sa;
+  }
+}
+
+template <int TM>
+__device__ __forceinline__ void stage_acts(SkinnyIntSmem<TM>& s, const uint8_t* codes, int64_t codes_ld,
+                                           const float* scales, int64_t scale_ld, const Tile& t, int kb0, int nb) {
+  stage_rows(s, t, kb0, nb, [&](int m, int kb, bool live, int lane, float(&v)[4]) {
+    v[0] = v[1] = v[2] = v[3] = 0.0f;
+    if (!live) return 0.0f;
+    e4m3x4(__ldg(reinterpret_cast<const uint32_t*>(codes + (t.r0 + m) * codes_ld + int64_t{kb} * 128 + lane * 4)), v);
+    return __ldg(scales + kb * scale_ld + t.r0 + m);
+  });
+}
+
+// FP4 with integer block sums: per 32-block S = Σ d0·w + 128·Σ d1·w + 16384·Σ d2·w, contribution
+// (fp32(S)·2^-10 · sa) · sb.
+template <int TM>
+__device__ __forceinline__ void block_products(SkinnyIntSmem<TM>& s, const WeightBlock<GemmWeightKind::kFp4>& wb,
+                                               int warp, int lane) {
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    int acc[TM][3];
+#pragma unroll
+    for (int m = 0; m < TM; ++m) acc[m][0] = acc[m][1] = acc[m][2] = 0;
+    const uint32_t words[4] = {wb.raw[q].x, wb.raw[q].y, wb.raw[q].z, wb.raw[q].w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t w = words[i];
+      const uint32_t lo = s.table[w & 0xffu] | (static_cast<uint32_t>(s.table[(w >> 8) & 0xffu]) << 16);
+      const uint32_t hi = s.table[(w >> 16) & 0xffu] | (static_cast<uint32_t>(s.table[w >> 24]) << 16);
+      const int k = warp * 128 + q * 32 + i * 8;
+#pragma unroll
+      for (int m = 0; m < TM; ++m) {
+#pragma unroll
+        for (int p = 0; p < 3; ++p) {
+          const uint2 d = *reinterpret_cast<const uint2*>(&s.dig[p][m][k]);
+          acc[m][p] = __dp4a(static_cast<int>(d.x), static_cast<int>(lo), acc[m][p]);
+          acc[m][p] = __dp4a(static_cast<int>(d.y), static_cast<int>(hi), acc[m][p]);
+        }
+      }
+    }
+    const float sb = ue8m0_f(wb.sb[q]);
+#pragma unroll
+    for (int m = 0; m < TM; ++m) {
+      const int sum = acc[m][0] + acc[m][1] * 128 + acc[m][2] * 16384;
+      const float b = s.nan[m][warp] ? __int_as_float(0x7fffffff) : __fmul_rn(__int2float_rn(sum), kSkFp4IntUnscale);
+      s.contrib[warp][q][m][lane] = __fmul_rn(__fmul_rn(b, s.sa[m][warp]), sb);
+    }
   }
 }
 
@@ -388,11 +534,17 @@ __device__ void split_finish(const ExactBlockArgs& p, const Tile& t, int64_t n, 
   if (threadIdx.x == 0) p.counters[tile] = 0;
 }
 
-template <GemmWeightKind KIND, int TM>
+template <GemmWeightKind KIND, int TM, bool kInt>
+using SkinnySmemOf = std::conditional_t<kInt, SkinnyIntSmem<TM>, SkinnySmem<TM, KIND == GemmWeightKind::kFp4 ? 4 : 1>>;
+
+// kInt (FP4 only): the integer block sums above instead of fp64 ones; the same bits.
+template <GemmWeightKind KIND, int TM, bool kInt = false>
 __global__ void __launch_bounds__(kSkThreads) skinny_block_kernel(const ExactBlockArgs p) {
+  static_assert(!kInt || KIND == GemmWeightKind::kFp4);
   constexpr int kSub = KIND == GemmWeightKind::kFp4 ? 4 : 1;
   extern __shared__ float4 smem_raw[];
-  auto& s = *reinterpret_cast<SkinnySmem<TM, kSub>*>(smem_raw);
+  auto& s = *reinterpret_cast<SkinnySmemOf<KIND, TM, kInt>*>(smem_raw);
+  if constexpr (kInt) fill_table(s);  // read after the first stage's barrier
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   Tile t;
   if (!row_tile(p, TM, t)) return;
@@ -968,6 +1120,14 @@ __global__ void __launch_bounds__(2 * kWarp) skinny_plain_kernel(const ExactPlai
 
 // ---- launchers -----------------------------------------------------------------------------------
 
+std::atomic<int>& fp4_int_switch() {
+  static std::atomic<int> on{[] {
+    const char* v = std::getenv("DSV4_GEMM_FP4_INT");
+    return v && std::string_view(v) == "1" ? 1 : 0;
+  }()};
+  return on;
+}
+
 bool aligned(const void* p, uintptr_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
 
 // Dynamic shared memory above the default 48 KiB needs an opt-in once per kernel.
@@ -983,14 +1143,17 @@ dim3 grid2(int64_t x, int64_t y) {
   return dim3(static_cast<unsigned>(x), static_cast<unsigned>(y));
 }
 
-template <GemmWeightKind KIND, int TM>
+template <GemmWeightKind KIND, int TM, bool kInt = false>
 void launch_skinny_block(const ExactBlockArgs& p, int64_t tiles, int64_t splits, cudaStream_t stream) {
-  constexpr size_t kSmem = sizeof(SkinnySmem < TM, KIND == GemmWeightKind::kFp4 ? 4 : 1 >);
-  static const bool attr = (allow_smem(skinny_block_kernel<KIND, TM>, kSmem), true);
+  if constexpr (KIND == GemmWeightKind::kFp4 && !kInt) {
+    if (gemm_fp4_int()) return launch_skinny_block<KIND, TM, true>(p, tiles, splits, stream);
+  }
+  constexpr size_t kSmem = sizeof(SkinnySmemOf<KIND, TM, kInt>);
+  static const bool attr = (allow_smem(skinny_block_kernel<KIND, TM, kInt>, kSmem), true);
   (void)attr;
   dim3 grid = grid2(tiles, p.groups * cdiv(p.ng, kSkCols));
   grid.z = static_cast<unsigned>(splits);
-  skinny_block_kernel<KIND, TM><<<grid, kSkThreads, kSmem, stream>>>(p);
+  skinny_block_kernel<KIND, TM, kInt><<<grid, kSkThreads, kSmem, stream>>>(p);
   DSV4_CUDA_CHECK_LAUNCH();
 }
 
@@ -1085,6 +1248,9 @@ BlockPlan plan_block(const ExactBlockArgs& a) {
 }
 
 }  // namespace
+
+bool gemm_fp4_int() { return fp4_int_switch().load() != 0; }
+void set_gemm_fp4_int(bool on) { fp4_int_switch().store(on ? 1 : 0); }
 
 void quantize_act(const uint16_t* x, int64_t rows, int64_t k, int64_t x_stride, uint8_t* codes, float* scales,
                   int64_t scale_ld, cudaStream_t stream, const WeightScaleJob& ws) {

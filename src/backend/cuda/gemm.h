@@ -107,6 +107,12 @@ struct GroupedGemmArgs {
 };
 void grouped_gemm(const GroupedGemmArgs& a, cudaStream_t stream);
 
+// The SIMT kernel's FP4 block sums in int32 with dp4a instead of fp64 (same bits: both are the exact
+// sum rounded once). Written in session 10 without device time: opt-in until it has run on the H200,
+// DSV4_GEMM_FP4_INT=1 or set_gemm_fp4_int(true).
+bool gemm_fp4_int();
+void set_gemm_fp4_int(bool on);
+
 // Activation quantization of the FP8/FP4 GEMMs (MODEL.md §2.2 with block 128): per row and 128-block,
 // e4m3 codes [rows, K] and the fp32 power-of-two scale at scales[kb·scale_ld + row] (K-block major,
 // scale_ld >= rows; cuBLASLt's VEC128 layout). Bit-identical to core/quant.h.
