@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <set>
+#include <span>
 #include <unordered_set>
 
 #include "core/error.h"
@@ -38,7 +40,9 @@ class Binder {
                                    dtype_name(t->dtype), t->shape));
       return nullptr;
     }
-    return ckpt_->bytes(*t).data();
+    const auto bytes = ckpt_->bytes(*t);
+    if (dtype == DType::kF8E4M3 || dtype == DType::kF8E8M0) check_codes(name, dtype, bytes);
+    return bytes.data();
   }
   const uint16_t* bf16(const std::string& name, const Shape& shape) {
     return reinterpret_cast<const uint16_t*>(tensor(name, DType::kBF16, shape));
@@ -60,7 +64,8 @@ class Binder {
   }
   LinearWeight linear(const std::string& prefix, WeightFormat f, int64_t out, int64_t in) {
     if (f == WeightFormat::kFp4) return fp4(prefix, out, in);
-    if (f == WeightFormat::kBf16) return {WeightFormat::kBf16, tensor(prefix + ".weight", DType::kBF16, {out, in}), nullptr, out, in};
+    if (f == WeightFormat::kBf16)
+      return {WeightFormat::kBf16, tensor(prefix + ".weight", DType::kBF16, {out, in}), nullptr, out, in};
     return fp8(prefix, out, in);
   }
   // wo_a: FP8 with scales in the HF release, bf16 without scales after the reference's convert.py.
@@ -80,11 +85,12 @@ class Binder {
     for (const auto& n : ckpt_->names()) {
       if (!expected_.count(n)) unexpected.push_back(n);
     }
-    if (missing_.empty() && wrong_.empty() && unexpected.empty()) return;
+    if (missing_.empty() && wrong_.empty() && unexpected.empty() && nan_.empty()) return;
     std::string msg = fmt::format("checkpoint {} does not match its config:", ckpt_->path().string());
     append(msg, "missing", missing_);
     append(msg, "wrong dtype or shape", wrong_);
     append(msg, "unexpected", unexpected);
+    append(msg, "corrupt (NaN codes)", nan_);
     throw Error(msg);
   }
 
@@ -97,11 +103,25 @@ class Binder {
     if (items.size() > kShow) msg += fmt::format("\n    ... and {} more", items.size() - kShow);
   }
 
+  // FP8 weights and scales hold no NaN codes in a real checkpoint (e4m3 0x7f/0xff, e8m0 0xff). They
+  // are refused here, so that no backend sees one (the kernels would not agree on what it yields).
+  void check_codes(const std::string& name, DType dtype, std::span<const uint8_t> bytes) {
+    const bool e4m3 = dtype == DType::kF8E4M3;
+    const uint8_t mask = e4m3 ? 0x7f : 0xff;
+    const auto is_nan = [mask](uint8_t b) { return (b & mask) == mask; };
+    size_t count = 0;
+    for (const uint8_t b : bytes) count += is_nan(b);  // vectorizes; the first is looked up only when needed
+    if (count == 0) return;
+    const auto first = std::find_if(bytes.begin(), bytes.end(), is_nan) - bytes.begin();
+    nan_.push_back(
+        fmt::format("{}: {} NaN {} code(s), the first at element {}", name, count, e4m3 ? "e4m3" : "e8m0", first));
+  }
+
   const Checkpoint* ckpt_;
   const ModelConfig& cfg_;
   std::vector<TensorSpec>* specs_;
   std::unordered_set<std::string> expected_;
-  std::vector<std::string> missing_, wrong_;
+  std::vector<std::string> missing_, wrong_, nan_;
 };
 
 CompressorWeights bind_compressor(Binder& b, const std::string& p, const ModelConfig& c, int ratio, int64_t head_dim) {
@@ -144,8 +164,7 @@ void check_tid2eid(const int64_t* t, const std::string& name, const ModelConfig&
     for (int k = 0; k < c.n_activated_experts; ++k) {
       DSV4_CHECK(row[k] >= 0 && row[k] < c.n_routed_experts, "{}: row {} names expert {} (experts are 0..{})", name, v,
                  row[k], c.n_routed_experts - 1);
-      for (int j = 0; j < k; ++j)
-        DSV4_CHECK(row[j] != row[k], "{}: row {} names expert {} twice", name, v, row[k]);
+      for (int j = 0; j < k; ++j) DSV4_CHECK(row[j] != row[k], "{}: row {} names expert {} twice", name, v, row[k]);
     }
   }
 }
@@ -202,9 +221,12 @@ WeightFormat infer_expert_format(const Checkpoint& ckpt, const ModelConfig& cfg,
     fail("checkpoint {}: {} is {} {}; expected I8 [{}, {}] (FP4) or F8_E4M3 [{}, {}] (FP8)", ckpt.path().string(), name,
          dtype_name(w->dtype), w->shape, cfg.moe_inter_dim, cfg.dim / 2, cfg.moe_inter_dim, cfg.dim);
   }
-  auto fmt_name = [](WeightFormat x) { return x == WeightFormat::kFp4 ? "fp4" : x == WeightFormat::kFp8 ? "fp8" : "bf16"; };
-  DSV4_CHECK(!declared || *declared == f, "checkpoint {}: inference/config.json says expert_dtype \"{}\" but {} holds {}",
-             ckpt.path().string(), fmt_name(*declared), name, fmt_name(f));
+  auto fmt_name = [](WeightFormat x) {
+    return x == WeightFormat::kFp4 ? "fp4" : x == WeightFormat::kFp8 ? "fp8" : "bf16";
+  };
+  DSV4_CHECK(!declared || *declared == f,
+             "checkpoint {}: inference/config.json says expert_dtype \"{}\" but {} holds {}", ckpt.path().string(),
+             fmt_name(*declared), name, fmt_name(f));
   return f;
 }
 

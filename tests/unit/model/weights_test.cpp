@@ -56,8 +56,15 @@ TEST(Weights, KnownTensorsOfTinyA) {
   EXPECT_TRUE(std::isfinite(emb));
 }
 
-// Rewrites tiny-a with some tensors dropped, renamed or reshaped.
-fs::path broken_copy(const std::string& drop, const std::string& extra, const std::string& reshape) {
+// Rewrites tiny-a with some tensors dropped, renamed or reshaped, and (poke) bytes overwritten:
+// {tensor, byte index, value}.
+struct Poke {
+  std::string tensor;
+  size_t index;
+  uint8_t value;
+};
+fs::path broken_copy(const std::string& drop, const std::string& extra, const std::string& reshape,
+                     const std::vector<Poke>& pokes = {}) {
   const fs::path src = testing::golden_dir("tiny-a");
   const fs::path dir = testing::temp_dir("broken");
   fs::copy_file(src / "config.json", dir / "config.json");
@@ -68,7 +75,11 @@ fs::path broken_copy(const std::string& drop, const std::string& extra, const st
     const TensorRef t = ck.tensor(n);
     auto shape = t.info->shape;
     if (n == reshape) std::swap(shape[0], shape[1]);
-    out.add(n, t.info->dtype, shape, t.data);
+    std::vector<uint8_t> bytes(t.data.begin(), t.data.end());
+    for (const Poke& p : pokes) {
+      if (p.tensor == n) bytes.at(p.index) = p.value;
+    }
+    out.add(n, t.info->dtype, shape, bytes);
   }
   out.add(extra, DType::kF32, {2}, std::vector<uint8_t>(8, 0));
   out.write(dir / "model.safetensors");
@@ -89,6 +100,30 @@ TEST(Weights, ReportsAllMissingUnexpectedAndMistypedTensorsTogether) {
               std::string::npos)
         << msg;
     EXPECT_NE(msg.find("1 unexpected tensor(s):\n    layers.9.attn.bogus"), std::string::npos) << msg;
+  }
+}
+
+// NaN codes in FP8 weights or their scales are refused by name, with the count and the first one;
+// a finite code next to them (0x7e, the largest e4m3; 0xfe, the largest e8m0) is not.
+TEST(Weights, RefusesNanCodesInFp8WeightsAndScales) {
+  DSV4_REQUIRE_SHARED();
+  const fs::path dir = broken_copy("", "extra.unused", "",
+                                   {{"layers.1.attn.wq_b.weight", 17, 0x7f},
+                                    {"layers.1.attn.wq_b.weight", 40, 0xff},
+                                    {"layers.1.attn.wq_b.weight", 41, 0x7e},
+                                    {"layers.2.attn.wo_b.scale", 0, 0xff},
+                                    {"layers.2.attn.wkv.scale", 0, 0xfe}});
+  try {
+    load_model(dir);
+    FAIL() << "loaded a checkpoint with NaN codes";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("2 corrupt (NaN codes) tensor(s):"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("layers.1.attn.wq_b.weight: 2 NaN e4m3 code(s), the first at element 17"), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("layers.2.attn.wo_b.scale: 1 NaN e8m0 code(s), the first at element 0"), std::string::npos)
+        << msg;
+    EXPECT_EQ(msg.find("wkv.scale"), std::string::npos) << msg;
   }
 }
 
