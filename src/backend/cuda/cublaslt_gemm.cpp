@@ -280,13 +280,13 @@ struct GemmRunner::Impl {
     return matmul(s, w.data, a.x, a.y, nullptr, nullptr);
   }
 
-  static ExactPlainArgs plain_args(const GemmArgs& a, int64_t x_ld, int64_t y_ld) {
+  static ExactPlainArgs plain_args(const GemmArgs& a) {
     const GemmWeight& w = a.w;
     ExactPlainArgs p;
-    p.x = a.x, p.x_ld = x_ld, p.rows = a.rows;
+    p.x = a.x, p.x_ld = a.x_stride ? a.x_stride : w.cols * a.groups, p.rows = a.rows;
     p.n = w.rows, p.ng = w.rows / a.groups, p.kg = w.cols, p.groups = a.groups;
     p.w = w.data, p.w_f32 = w.kind == GemmWeightKind::kF32;
-    p.y = a.y, p.y_ld = y_ld, p.y_f32 = a.out == GemmOut::kF32;
+    p.y = a.y, p.y_ld = a.y_stride ? a.y_stride : w.rows, p.y_f32 = a.out == GemmOut::kF32;
     return p;
   }
 
@@ -305,8 +305,7 @@ struct GemmRunner::Impl {
       return;
     }
     run_checks(a);
-    const int64_t k = w.cols * a.groups;
-    ExactPlainArgs p = plain_args(a, a.x_stride ? a.x_stride : k, a.y_stride ? a.y_stride : w.rows);
+    ExactPlainArgs p = plain_args(a);
     p.w_b = w_b.data, p.y_b = y_b;
     exact_plain_gemm(p, stream);
   }
@@ -328,7 +327,7 @@ struct GemmRunner::Impl {
     if (w.kind == GemmWeightKind::kBf16 || w.kind == GemmWeightKind::kF32) {
       const bool use_lt = w.kind == GemmWeightKind::kBf16 && !a.exact && precision == GemmPrecision::kCublasLt;
       if (use_lt && lt_bf16(a, x_ld, y_ld)) return;
-      exact_plain_gemm(plain_args(a, x_ld, y_ld), stream);
+      exact_plain_gemm(plain_args(a), stream);
       return;
     }
     DSV4_CHECK(w.scale && w.cols % 128 == 0, "gemm: a block-scaled weight needs scales and K % 128 == 0");

@@ -20,6 +20,7 @@
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/gemm_imma.h"
 #include "backend/cuda/gemm_tiles.cuh"
+#include "backend/cuda/ptx.cuh"
 
 namespace dsv4::cuda {
 namespace {
@@ -86,13 +87,6 @@ __device__ __forceinline__ uint2 e2m1x8_int8(uint32_t v) {
   return r;
 }
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
-  const auto a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-
 __device__ __forceinline__ void mma_s8(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};\n"
@@ -105,8 +99,7 @@ __device__ __forceinline__ void st_shared4(void* p, uint32_t x, uint32_t y, uint
 }
 
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) {
-  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(ok ? 16 : 0));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(ok ? 16 : 0));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Commits the copies issued since the last commit and waits for all of them.
@@ -267,7 +260,7 @@ __global__ void __launch_bounds__(kImThreads) imma_block_kernel(const ExactBlock
     uint32_t af[kActDigits][2][4];
     for (int l = 0; l < kActDigits; ++l) {
       for (int mf = 0; mf < 2; ++mf) {
-        ldmatrix_x4(af[l][mf], &s.a[buf][l][wm * 32 + mf * 16 + (lane & 15)][ks * 32 + (lane >> 4) * 16]);
+        ldsm_x4(smem_addr(&s.a[buf][l][wm * 32 + mf * 16 + (lane & 15)][ks * 32 + (lane >> 4) * 16]), af[l][mf]);
       }
     }
 #pragma unroll
@@ -277,7 +270,7 @@ __global__ void __launch_bounds__(kImThreads) imma_block_kernel(const ExactBlock
       for (int np = 0; np < S::kNf / 2; ++np) {
         uint32_t r[4];
         const int n = wn * S::kNf * 8 + np * 16 + (lane & 7) + (lane >> 4) * 8;
-        ldmatrix_x4(r, &s.b[buf][j][n][ks * 32 + ((lane >> 3) & 1) * 16]);
+        ldsm_x4(smem_addr(&s.b[buf][j][n][ks * 32 + ((lane >> 3) & 1) * 16]), r);
         bf[2 * np][0] = r[0], bf[2 * np][1] = r[1], bf[2 * np + 1][0] = r[2], bf[2 * np + 1][1] = r[3];
       }
 #pragma unroll

@@ -486,7 +486,7 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 template <bool kPre>
 void run(const HcArgs& a, float* scratch, cudaStream_t stream) {
   if (a.tokens == 0) return;
-  int group = scratch ? chain_group(a) : 0;
+  const int group = scratch ? chain_group(a) : 0;
   if (group == 0) return run_wide<kPre>(a, stream);
   const bool vec = (a.hc * a.dim) % 8 == 0 && aligned16(a.fn) && aligned16(a.h);
   // A token a CTA while those CTAs fit one wave: each chain then runs on its products alone.
