@@ -438,7 +438,7 @@ int main() {
   cuda::CudaOps lt_ops(dev, cuda::GemmPrecision::kCublasLt);
   std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
   // DSV4_KERNELS (comma list of gemm, cublaslt, attention, indexer, compressor, moe, hc, hc-chain,
-  // fp4-int, imma4, imma-decode, simt): only those rows.
+  // fp4-sums, ring, imma4, imma-decode, simt): only those rows.
   // Unset: the M1.8 table's families (the defaults' rows); the experiments' families only when named.
   const char* set = std::getenv("DSV4_KERNELS");
   const std::string only = "," + std::string(set ? set : "gemm,cublaslt,attention,indexer,compressor,moe,hc") + ",";
@@ -465,11 +465,21 @@ int main() {
     moe_rows(ops, " imma4", {8192});
     cuda::set_gemm_imma_stages(2);
   }
-  if (want("fp4-int")) {  // the SIMT kernel's FP4 block sums in int32 (DSV4_GEMM_FP4_INT)
-    const bool was = cuda::gemm_fp4_int();
-    cuda::set_gemm_fp4_int(true);
+  if (want("fp4-sums")) {  // the SIMT kernel's FP4 block sums forced to int32, then fp64 (DSV4_GEMM_FP4_INT)
+    const cuda::Fp4Sums was = cuda::gemm_fp4_sums();
+    cuda::set_gemm_fp4_sums(cuda::Fp4Sums::kInteger);
     moe_rows(ops, " fp4-int", {1, 32, 256});
-    cuda::set_gemm_fp4_int(was);
+    cuda::set_gemm_fp4_sums(cuda::Fp4Sums::kFloat);
+    moe_rows(ops, " fp4-f64", {1, 32, 256});
+    cuda::set_gemm_fp4_sums(was);
+  }
+  if (want("ring")) {  // one- and two-row tiles without the stage ring (DSV4_GEMM_RING=0), then with it
+    const bool was = cuda::gemm_ring();
+    cuda::set_gemm_ring(false);
+    gemm_rows(ops, " no-ring", {1, 2});
+    moe_rows(ops, " no-ring", {1, 32});
+    cuda::set_gemm_ring(was);
+    gemm_rows(ops, "", {2});
   }
   if (want("imma-decode")) {  // decode-sized calls forced onto the tensor-core kernel (part-empty tiles)
     cuda::set_gemm_imma_min_rows(1);

@@ -60,6 +60,12 @@ for set in tiny-a tiny-b; do
   step "golden-cuda-eager-$set" "$STAGE/bin/dsv4" golden-check "$DSV4_SHARED/golden/$set" --backend cuda --step-mode eager
   step "golden-simt-$set" env DSV4_GEMM_IMMA=0 "$STAGE/bin/dsv4" golden-check "$DSV4_SHARED/golden/$set" --backend cuda
 done
+# DSV4_GPU_GOLDEN_ENV (variable assignments, e.g. DSV4_GEMM_RING=1): both sets again under them (must pass).
+if [ -n "${DSV4_GPU_GOLDEN_ENV:-}" ]; then
+  for set in tiny-a tiny-b; do
+    step "golden-env-$set" env $DSV4_GPU_GOLDEN_ENV "$STAGE/bin/dsv4" golden-check "$DSV4_SHARED/golden/$set" --backend cuda
+  done
+fi
 # The opt-in cuBLASLt FP8 GEMMs against the same sets: measured, not required to pass.
 for set in tiny-a tiny-b; do
   s0=$status
@@ -69,7 +75,7 @@ done
 # DSV4_GPU_SANITIZE (a gtest filter): compute-sanitizer's racecheck and memcheck over those tests.
 if [ -n "${DSV4_GPU_SANITIZE:-}" ]; then
   for tool in racecheck memcheck; do
-    step "sanitize-$tool" compute-sanitizer --tool "$tool" --error-exitcode 3 "$STAGE/bin/test_gpu" \
+    step "sanitize-$tool" timeout "${DSV4_GPU_SUITE_TIMEOUT:-300}" compute-sanitizer --tool "$tool" --error-exitcode 3 "$STAGE/bin/test_gpu" \
       --gtest_filter="$DSV4_GPU_SANITIZE"
   done
 fi
@@ -127,6 +133,9 @@ if [ "${DSV4_GPU_BENCH:-0}" = 1 ]; then
       # DSV4_GPU_STEP_EAGER=1: the same decode rows without graphs.
       [ "${DSV4_GPU_STEP_EAGER:-0}" = 1 ] && step bench-step-eager "$STAGE/bin/dsv4" bench step "$flash" --backend cuda \
         --json --enforce-eager --batch "${DSV4_STEP_BATCH:-1,8,32}" --context "${DSV4_STEP_CONTEXT:-8192,131072}" --prefill 0
+      # DSV4_GPU_STEP_ENV (variable assignments, e.g. DSV4_GEMM_FP4_INT=1): the 8K decode rows again under them.
+      [ -n "${DSV4_GPU_STEP_ENV:-}" ] && step bench-step-env env $DSV4_GPU_STEP_ENV "$STAGE/bin/dsv4" bench step "$flash" \
+        --backend cuda --json --batch "${DSV4_STEP_BATCH:-1,8,32}" --context 8192 --prefill 0
       step bench-profile "$STAGE/bin/dsv4" bench step "$flash" --backend cuda --batch 1,32 --context 8192 \
         --prefill 2048 -r 1 --profile
       # DSV4_GPU_STEP_SIMT=1: prefill and a profile with every block sum on the SIMT kernels.

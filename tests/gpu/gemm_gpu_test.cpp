@@ -641,24 +641,64 @@ TEST(CudaGemm, GroupedFlashShapes) {
   check_grouped(GemmWeightKind::kFp8, 2048, 4096, random_counts(12, 120, 106), 0, 107);
 }
 
-// The SIMT kernel's FP4 block sums in int32 (dp4a over activation digits, DSV4_GEMM_FP4_INT): every
-// one-to-eight-row tile, bf16 rows and codes, split-K, cancelling inputs (which need every digit),
-// grouped decode-like rows; the CPU's bits.
-TEST(CudaGemm, Fp4IntegerSumsMatchCpuBitForBit) {
+// The SIMT kernel's FP4 block sums, forced to int32 (dp4a over activation digits) and to fp64 in
+// turn (DSV4_GEMM_FP4_INT; the default picks by tile rows): every one-to-eight-row tile, bf16 rows
+// and codes, split-K, cancelling inputs (which need every digit), grouped decode-like rows; the
+// CPU's bits.
+TEST(CudaGemm, Fp4IntegerAndFloatSumsMatchCpuBitForBit) {
   const ImmaSwitch simt(false);
-  const bool was = cuda::gemm_fp4_int();
-  cuda::set_gemm_fp4_int(true);
+  const cuda::Fp4Sums was = cuda::gemm_fp4_sums();
   const auto kind = GemmWeightKind::kFp4;
-  for (int64_t n : {128, 200}) check_exact({"fp4 int n" + std::to_string(n), kind, n, 256}, {1, 2, 3, 5, 17}, 180);
-  check_exact({"fp4 int strided f32-out", kind, 200, 256, 1, true, 128, 5}, {3, 17}, 181);
-  check_exact({"fp4 int odd stride", kind, 200, 256, 1, false, 6, 0}, {1, 3, 17}, 182);
-  check_exact({"fp4 int cancelling f32-out", kind, 200, 384, 1, true, 0, 0, true}, {1, 3, 17}, 183);
-  check_exact({"fp4 int cancelling split-K", kind, 256, 4096, 1, true, 0, 0, true}, {1, 2}, 184);
-  check_exact({"fp4 int w1", kind, 2048, 4096}, {1, 8, 32}, 185);
-  check_exact({"fp4 int w2", kind, 4096, 2048}, {1, 32}, 186);
-  check_grouped(kind, 2048, 4096, random_counts(48, 3, 187), 7, 188);
-  check_grouped(kind, 200, 256, {0, 1, 3, 0, 17, 2}, 5, 189, true);
-  cuda::set_gemm_fp4_int(was);
+  for (const auto mode : {cuda::Fp4Sums::kInteger, cuda::Fp4Sums::kFloat}) {
+    cuda::set_gemm_fp4_sums(mode);
+    const std::string tag = mode == cuda::Fp4Sums::kInteger ? "fp4 int " : "fp4 f64 ";
+    const uint64_t seed = mode == cuda::Fp4Sums::kInteger ? 180 : 280;
+    for (int64_t n : {128, 200}) check_exact({tag + "n" + std::to_string(n), kind, n, 256}, {1, 2, 3, 5, 17}, seed);
+    check_exact({tag + "strided f32-out", kind, 200, 256, 1, true, 128, 5}, {3, 17}, seed + 1);
+    check_exact({tag + "odd stride", kind, 200, 256, 1, false, 6, 0}, {1, 3, 17}, seed + 2);
+    check_exact({tag + "cancelling f32-out", kind, 200, 384, 1, true, 0, 0, true}, {1, 3, 17}, seed + 3);
+    check_exact({tag + "cancelling split-K", kind, 256, 4096, 1, true, 0, 0, true}, {1, 2}, seed + 4);
+    check_exact({tag + "w1", kind, 2048, 4096}, {1, 8, 32}, seed + 5);
+    check_exact({tag + "w2", kind, 4096, 2048}, {1, 32}, seed + 6);
+    check_grouped(kind, 2048, 4096, random_counts(48, 3, seed + 7), 7, seed + 8);
+    check_grouped(kind, 200, 256, {0, 1, 3, 0, 17, 2}, 5, seed + 9, true);
+  }
+  cuda::set_gemm_fp4_sums(was);
+}
+
+// One- and two-row tiles with the stage ring (DSV4_GEMM_RING: cp.async copies of the next K stage,
+// the default) and without: FP8 and FP4 (both sums), bf16 rows and codes (odd stride), partial and
+// many stages, split-K, groups, cancelling inputs, grouped decode-like rows; the CPU's bits. Three
+// rows take the ringless four-row tile in the same runs.
+TEST(CudaGemm, StageRingOnAndOffMatchCpuBitForBit) {
+  const ImmaSwitch simt(false);
+  const bool ring_was = cuda::gemm_ring();
+  const cuda::Fp4Sums sums_was = cuda::gemm_fp4_sums();
+  uint32_t seed = 300;
+  for (const bool ring : {true, false}) {
+    cuda::set_gemm_ring(ring);
+    for (const auto kind : {GemmWeightKind::kFp8, GemmWeightKind::kFp4}) {
+      for (const auto mode : {cuda::Fp4Sums::kInteger, cuda::Fp4Sums::kFloat}) {
+        if (kind == GemmWeightKind::kFp8 && mode == cuda::Fp4Sums::kInteger) continue;  // FP8 sums in fp64 only
+        cuda::set_gemm_fp4_sums(mode);
+        const std::string tag = std::string(ring ? "ring " : "no ring ") +
+                                (kind == GemmWeightKind::kFp8 ? "fp8 " : "fp4 ") +
+                                (mode == cuda::Fp4Sums::kInteger ? "int " : "");
+        check_exact({tag + "n200 k256", kind, 200, 256}, {1, 2, 3}, seed++);
+        check_exact({tag + "k384 strided f32-out", kind, 200, 384, 1, true, 128, 5}, {1, 2}, seed++);
+        check_exact({tag + "odd stride", kind, 200, 256, 1, false, 6, 0}, {1, 2, 3}, seed++);
+        check_exact({tag + "cancelling split-K", kind, 256, 4096, 1, true, 0, 0, true}, {1, 2}, seed++);
+        check_exact({tag + "cancelling odd stride", kind, 200, 384, 1, false, 6, 0, true}, {1, 2}, seed++);
+        check_exact({tag + "wo_b", kind, 4096, 8192}, {1, 2}, seed++);
+        check_exact({tag + "groups 4", kind, 512, 1024, 4}, {1, 2}, seed++);
+        check_grouped(kind, 2048, 4096, random_counts(48, 3, seed), 7, seed + 1);
+        check_grouped(kind, 200, 256, {0, 1, 3, 0, 17, 2}, 5, seed + 2, true);
+        seed += 3;
+      }
+    }
+  }
+  cuda::set_gemm_fp4_sums(sums_was);
+  cuda::set_gemm_ring(ring_was);
 }
 
 // ---- the tensor-core (int8 digit) kernel ---------------------------------------------------------

@@ -7,7 +7,9 @@
 //    lane) and TM <= 8 rows; its 8 warps take 8 consecutive 128-wide K-blocks at a time, each lane
 //    computing the block sums of its column for all TM rows (weights read once per row tile,
 //    16-byte loads, decoded in registers; activations quantized (or decoded from codes) once into
-//    shared memory as doubles and read as broadcasts). The scaled block contributions go to shared memory and are added
+//    shared memory as doubles and read as broadcasts). One- and two-row tiles copy the next stage's
+//    weights as whole rows into shared memory (cp.async, the stage ring below) instead of loading
+//    them lane by lane. The scaled block contributions go to shared memory and are added
 //    in block order. When that makes too few CTAs (decode on a narrow weight), each CTA takes one 8-block K stage and
 //    stores its contributions; the last CTA of a tile adds them all in block order (split-K).
 //  * skinny_plain: bf16/f32 weights with few rows. Plain weights have one sequential sum over all
@@ -43,6 +45,7 @@
 #include "backend/cuda/gemm_imma.h"
 #include "backend/cuda/gemm_internal.h"
 #include "backend/cuda/gemm_tiles.cuh"
+#include "backend/cuda/ptx.cuh"
 
 namespace dsv4::cuda {
 namespace {
@@ -148,13 +151,17 @@ __device__ __forceinline__ float quantize_lane4(const float (&v)[4], uint32_t& p
   return s;
 }
 
-// Four consecutive bf16 values (8-byte aligned) as floats.
-__device__ __forceinline__ void bf16x4(const uint16_t* src, float (&v)[4]) {
-  const uint2 u = __ldg(reinterpret_cast<const uint2*>(src));
+// Four bf16 values (the first in u.x's low half) as floats.
+__device__ __forceinline__ void bf16x4(uint2 u, float (&v)[4]) {
   v[0] = __uint_as_float(u.x << 16);
   v[1] = __uint_as_float(u.x & 0xffff0000u);
   v[2] = __uint_as_float(u.y << 16);
   v[3] = __uint_as_float(u.y & 0xffff0000u);
+}
+
+// Four consecutive bf16 values (8-byte aligned) as floats.
+__device__ __forceinline__ void bf16x4(const uint16_t* src, float (&v)[4]) {
+  bf16x4(__ldg(reinterpret_cast<const uint2*>(src)), v);
 }
 
 // ---- quantize_act ----------------------------------------------------------------------------------
@@ -210,28 +217,45 @@ struct WeightBlock;
 
 template <>
 struct WeightBlock<GemmWeightKind::kFp8> {
-  uint4 raw[8];
-  float sb;
-  __device__ __forceinline__ void load(const void* w, const uint8_t* ws, int64_t n, int b, int64_t kg) {
-    const auto* src = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(w) + n * kg + b * 128);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) raw[i] = __ldg(src + i);
-    sb = ue8m0_f(__ldg(ws + (n / 128) * (kg / 128) + b));
+  static constexpr int kChunks = 8;  // 16-byte chunks
+  using Scale = float;
+  uint4 raw[kChunks];
+  Scale sb;
+  __device__ static const uint4* chunks(const void* w, int64_t n, int b, int64_t kg) {
+    return reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(w) + n * kg + b * 128);
+  }
+  __device__ static Scale scale(const uint8_t* ws, int64_t n, int b, int64_t kg) {
+    return ue8m0_f(__ldg(ws + (n / 128) * (kg / 128) + b));
   }
 };
 
 template <>
 struct WeightBlock<GemmWeightKind::kFp4> {
-  uint4 raw[4];
-  uint8_t sb[4];  // one scale per 32-element sub-block
-  __device__ __forceinline__ void load(const void* w, const uint8_t* ws, int64_t n, int b, int64_t kg) {
-    const auto* src = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(w) + n * (kg / 2) + b * 64);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) raw[i] = __ldg(src + i);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) sb[i] = __ldg(ws + n * (kg / 32) + b * 4 + i);
+  static constexpr int kChunks = 4;
+  using Scale = uint32_t;  // the four 32-element sub-blocks' ue8m0 bytes, first in the low byte
+  uint4 raw[kChunks];
+  Scale sb;
+  __device__ static const uint4* chunks(const void* w, int64_t n, int b, int64_t kg) {
+    return reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(w) + n * (kg / 2) + b * 64);
   }
+  __device__ static Scale scale(const uint8_t* ws, int64_t n, int b, int64_t kg) {
+    const uint8_t* src = ws + n * (kg / 32) + b * 4;  // byte loads: scale tensors need no alignment
+    Scale v = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v |= static_cast<Scale>(__ldg(src + i)) << (8 * i);
+    return v;
+  }
+  __device__ __forceinline__ float sub_scale(int q) const { return ue8m0_f(static_cast<uint8_t>(sb >> (8 * q))); }
 };
+
+template <GemmWeightKind KIND>
+__device__ __forceinline__ void load_block(WeightBlock<KIND>& wb, const void* w, const uint8_t* ws, int64_t n, int b,
+                                           int64_t kg) {
+  const uint4* src = WeightBlock<KIND>::chunks(w, n, b, kg);
+#pragma unroll
+  for (int i = 0; i < WeightBlock<KIND>::kChunks; ++i) wb.raw[i] = __ldg(src + i);
+  wb.sb = WeightBlock<KIND>::scale(ws, n, b, kg);
+}
 
 // Independent fp64 chains per row of the skinny block sums (fewer rows, more chains: the sums are
 // exact, so splitting them changes nothing but the DFMA latency exposed).
@@ -311,7 +335,7 @@ __device__ __forceinline__ void block_products(SkinnySmem<TM, 4>& s, const Weigh
       e2m1x8_scaled(words[i], w);
       accumulate<TM, 8>(s.a, warp * 128 + q * 32 + i * 8, w, P);
     }
-    const float sb = ue8m0_f(wb.sb[q]);
+    const float sb = wb.sub_scale(q);
 #pragma unroll
     for (int m = 0; m < TM; ++m) {
       s.contrib[warp][q][m][lane] = __fmul_rn(__fmul_rn(block_sum(P, m, kSkFp4Unscale), s.sa[m][warp]), sb);
@@ -328,25 +352,13 @@ __device__ __forceinline__ void put4(double* dst, const float (&v)[4]) {
   reinterpret_cast<double2*>(dst)[1] = make_double2(d[2], d[3]);
 }
 
-// Decodes the tile's activation codes of K-blocks [kb0, kb0 + nb) into shared memory (zeros past
-// the tile's rows and the blocks), with their scales.
-template <int TM, int NSUB>
-__device__ __forceinline__ void stage_acts(SkinnySmem<TM, NSUB>& s, const uint8_t* codes, int64_t codes_ld,
-                                           const float* scales, int64_t scale_ld, const Tile& t, int kb0, int nb) {
-  constexpr int kQuads = kSkStageK / 4;
-  for (int i = threadIdx.x; i < TM * kQuads; i += kSkThreads) {
-    const int m = i / kQuads, q = i % kQuads;
-    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (m < t.cnt && q * 4 < nb * 128) {
-      const uint8_t* src = codes + (t.r0 + m) * codes_ld + int64_t{kb0} * 128 + q * 4;
-      e4m3x4(__ldg(reinterpret_cast<const uint32_t*>(src)), v);
-    }
-    put4(&s.a[m][q * 4], v);
-  }
-  if (threadIdx.x < TM * kSkWarps) {
-    const int m = threadIdx.x / kSkWarps, j = threadIdx.x % kSkWarps;
-    s.sa[m][j] = (m < t.cnt && j < nb) ? __ldg(scales + (kb0 + j) * scale_ld + t.r0 + m) : 0.0f;
-  }
+// A warp's 128-block of values, four a lane, quantized to e4m3 and decoded in place (exact floats);
+// returns the block's scale.
+__device__ __forceinline__ float quantize_decode4(float (&v)[4]) {
+  uint32_t packed = 0;
+  const float sa = quantize_lane4(v, packed);
+  e4m3x4(packed, v);
+  return sa;
 }
 
 // A lane's four values of row m in K-block kb quantized to e4m3 and decoded (exact floats), zeros
@@ -356,10 +368,18 @@ __device__ __forceinline__ float quantized_lane4(const uint16_t* x, int64_t x_ld
   v[0] = v[1] = v[2] = v[3] = 0.0f;
   if (!live) return 0.0f;
   bf16x4(x + (t.r0 + m) * x_ld + int64_t{kb} * 128 + lane * 4, v);
-  uint32_t packed = 0;
-  const float sa = quantize_lane4(v, packed);
-  e4m3x4(packed, v);
-  return sa;
+  return quantize_decode4(v);
+}
+
+// A lane's four activation codes of row m in K-block kb decoded, zeros where !live; returns the
+// block's scale (0 where !live).
+__device__ __forceinline__ float code_lane4(const uint8_t* codes, int64_t codes_ld, const float* scales,
+                                            int64_t scale_ld, const Tile& t, int m, int kb, bool live, int lane,
+                                            float (&v)[4]) {
+  v[0] = v[1] = v[2] = v[3] = 0.0f;
+  if (!live) return 0.0f;
+  e4m3x4(__ldg(reinterpret_cast<const uint32_t*>(codes + (t.r0 + m) * codes_ld + int64_t{kb} * 128 + lane * 4)), v);
+  return __ldg(scales + kb * scale_ld + t.r0 + m);
 }
 
 // A lane's four decoded activation values of row m in K-block j into the stage, the block's scale
@@ -382,6 +402,16 @@ __device__ __forceinline__ void stage_rows(Smem& s, const Tile& t, int kb0, int 
     const float sa = load(m, kb0 + j, m < t.cnt && j < nb, lane, v);
     store_lane4(s, m, j, lane, v, sa);
   }
+}
+
+// Decodes the tile's activation codes of K-blocks [kb0, kb0 + nb) into the stage (zeros past the
+// tile's rows and the blocks), with their scales.
+template <typename Smem>
+__device__ __forceinline__ void stage_acts(Smem& s, const uint8_t* codes, int64_t codes_ld, const float* scales,
+                                           int64_t scale_ld, const Tile& t, int kb0, int nb) {
+  stage_rows(s, t, kb0, nb, [&](int m, int kb, bool live, int lane, float(&v)[4]) {
+    return code_lane4(codes, codes_ld, scales, scale_ld, t, m, kb, live, lane, v);
+  });
 }
 
 // The same from bf16 rows, quantized here (the reference's activation quantization, fused where
@@ -462,17 +492,6 @@ __device__ __forceinline__ void store_lane4(SkinnyIntSmem<TM>& s, int m, int j, 
   }
 }
 
-template <int TM>
-__device__ __forceinline__ void stage_acts(SkinnyIntSmem<TM>& s, const uint8_t* codes, int64_t codes_ld,
-                                           const float* scales, int64_t scale_ld, const Tile& t, int kb0, int nb) {
-  stage_rows(s, t, kb0, nb, [&](int m, int kb, bool live, int lane, float(&v)[4]) {
-    v[0] = v[1] = v[2] = v[3] = 0.0f;
-    if (!live) return 0.0f;
-    e4m3x4(__ldg(reinterpret_cast<const uint32_t*>(codes + (t.r0 + m) * codes_ld + int64_t{kb} * 128 + lane * 4)), v);
-    return __ldg(scales + kb * scale_ld + t.r0 + m);
-  });
-}
-
 // FP4 with integer block sums: per 32-block S = Σ d0·w + 128·Σ d1·w + 16384·Σ d2·w, contribution
 // (fp32(S)·2^-10 · sa) · sb.
 template <int TM>
@@ -500,7 +519,7 @@ __device__ __forceinline__ void block_products(SkinnyIntSmem<TM>& s, const Weigh
         }
       }
     }
-    const float sb = ue8m0_f(wb.sb[q]);
+    const float sb = wb.sub_scale(q);
 #pragma unroll
     for (int m = 0; m < TM; ++m) {
       const int sum = acc[m][0] + acc[m][1] * 128 + acc[m][2] * 16384;
@@ -508,6 +527,97 @@ __device__ __forceinline__ void block_products(SkinnyIntSmem<TM>& s, const Weigh
       s.contrib[warp][q][m][lane] = __fmul_rn(__fmul_rn(b, s.sa[m][warp]), sb);
     }
   }
+}
+
+// ---- the stage ring (tiles of one or two rows; DSV4_GEMM_RING=0 turns it off) ----------------------
+//
+// A lane reads its own column's weights, so each 16-byte load of the plain kernel touches 32 weight
+// rows: Nsight Compute (moe b1, one-row FP4 tiles) finds L1 the busiest unit (75%) at 0.85 TB/s. With
+// the ring, each warp copies whole rows instead (32 lanes x 16 contiguous bytes) with cp.async into a
+// swizzled slot (chunk c of row r at c ^ (r % 8): a lane's column reads hit eight distinct bank groups
+// per quarter-warp), one stage ahead, while the current stage sums; the kernel's barrier after staging
+// makes them visible. The activation quads and row scales are copied by the thread that stages them
+// (no barrier needed), the weight scales one stage ahead in a register. A slot is refilled only after
+// the kernel's two barriers have passed its last reads.
+template <GemmWeightKind KIND>
+constexpr int row_chunks() {  // 16-byte chunks of a stage's weight row
+  return kSkWarps * WeightBlock<KIND>::kChunks;
+}
+
+template <GemmWeightKind KIND, int TM>
+struct SkinnyRing {
+  uint4 w[2][kSkCols * row_chunks<KIND>()];  // [column][chunk], swizzled
+  uint2 act[2][TM][kSkThreads];              // four bf16 values, or four e4m3 codes in .x
+  float sa[2][TM][kSkWarps];                 // activation codes: their block scales
+};
+
+__device__ __forceinline__ int ring_chunk(int row, int c, int per_row) { return row * per_row + (c ^ (row & 7)); }
+
+// Stage st's copies into slot st % 2 (one cp.async group, empty past the last stage). n0: the CTA's
+// first column, cols: its valid columns.
+template <GemmWeightKind KIND, int TM>
+__device__ __forceinline__ void ring_issue(SkinnyRing<KIND, TM>& r, const ExactBlockArgs& p, const Tile& t,
+                                           const void* w, const uint8_t* ws, int64_t g, int64_t n0, int cols,
+                                           int kb_begin, int kb_end, int st, typename WeightBlock<KIND>::Scale& sb) {
+  constexpr int kRow = row_chunks<KIND>(), kPerLane = kRow / kWarp;
+  const int kb0 = kb_begin + st * kSkWarps;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, slot = st & 1;
+  const int kb = kb0 + warp;
+  if (kb0 < kb_end) {
+    for (int row = warp; row < cols; row += kSkWarps) {  // warp w copies rows w, w + 8, ...
+      const uint4* src = WeightBlock<KIND>::chunks(w, n0 + row, kb0, p.kg);
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        const int c = lane + i * kWarp;
+        if (kb0 + c / WeightBlock<KIND>::kChunks < kb_end) {
+          cp_async<16>(&r.w[slot][ring_chunk(row, c, kRow)], src + c);
+        }
+      }
+    }
+    if (kb < kb_end && lane < cols) sb = WeightBlock<KIND>::scale(ws, n0 + lane, kb, p.kg);
+#pragma unroll
+    for (int m = 0; m < TM; ++m) {
+      const bool live = m < t.cnt && kb < kb_end;
+      const int64_t row = t.r0 + (live ? m : 0), k = g * p.kg + int64_t{live ? kb : 0} * 128 + lane * 4;
+      if (p.x) {
+        cp_async<8>(&r.act[slot][m][threadIdx.x], p.x + row * p.x_ld + k, live ? 8 : 0);
+      } else {
+        cp_async<4>(&r.act[slot][m][threadIdx.x], p.codes + row * p.codes_ld + k, live ? 4 : 0);
+        const float* sc = p.scales + (g * p.kg / 128 + (live ? kb : 0)) * p.scale_ld + row;
+        if (lane == 0) cp_async<4>(&r.sa[slot][m][warp], sc, live ? 4 : 0);
+      }
+    }
+  }
+  cp_async_commit();
+}
+
+// This lane's column of its warp's K-block of stage st (after the barrier that follows staging).
+template <GemmWeightKind KIND, int TM>
+__device__ __forceinline__ void ring_weights(WeightBlock<KIND>& wb, const SkinnyRing<KIND, TM>& r, int st) {
+  constexpr int kRow = row_chunks<KIND>();
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+#pragma unroll
+  for (int i = 0; i < WeightBlock<KIND>::kChunks; ++i) {
+    wb.raw[i] = r.w[st & 1][ring_chunk(lane, warp * WeightBlock<KIND>::kChunks + i, kRow)];
+  }
+}
+
+// Stage st from its slot into the kernel's stage (as stage_acts / stage_acts_bf16 do from global).
+template <GemmWeightKind KIND, int TM, typename Smem>
+__device__ __forceinline__ void ring_stage(Smem& s, const SkinnyRing<KIND, TM>& r, const ExactBlockArgs& p,
+                                           const Tile& t, int kb0, int nb, int st) {
+  const int slot = st & 1;
+  stage_rows(s, t, kb0, nb, [&](int m, int, bool live, int lane, float(&v)[4]) {
+    v[0] = v[1] = v[2] = v[3] = 0.0f;
+    if (!live) return 0.0f;
+    const uint2 u = r.act[slot][m][threadIdx.x];
+    if (p.x) {
+      bf16x4(u, v);
+      return quantize_decode4(v);
+    }
+    e4m3x4(u.x, v);
+    return lane == 0 ? r.sa[slot][m][threadIdx.x / kWarp] : 0.0f;  // only lane 0's is stored
+  });
 }
 
 // Split-K epilogue: publish this CTA's contributions; the tile's last CTA sums all of them in
@@ -537,13 +647,21 @@ __device__ void split_finish(const ExactBlockArgs& p, const Tile& t, int64_t n, 
 template <GemmWeightKind KIND, int TM, bool kInt>
 using SkinnySmemOf = std::conditional_t<kInt, SkinnyIntSmem<TM>, SkinnySmem<TM, KIND == GemmWeightKind::kFp4 ? 4 : 1>>;
 
-// kInt (FP4 only): the integer block sums above instead of fp64 ones; the same bits.
-template <GemmWeightKind KIND, int TM, bool kInt = false>
+template <GemmWeightKind KIND, int TM, bool kInt>
+constexpr size_t kSkRingAt = (sizeof(SkinnySmemOf<KIND, TM, kInt>) + 15) / 16 * 16;
+
+template <GemmWeightKind KIND, int TM, bool kInt, bool kRing>
+constexpr size_t kSkSmem = kSkRingAt<KIND, TM, kInt> + (kRing ? sizeof(SkinnyRing<KIND, TM>) : 0);
+
+// kInt (FP4 only): the integer block sums above instead of fp64 ones; the same bits. kRing: the
+// stage ring above.
+template <GemmWeightKind KIND, int TM, bool kInt, bool kRing>
 __global__ void __launch_bounds__(kSkThreads) skinny_block_kernel(const ExactBlockArgs p) {
   static_assert(!kInt || KIND == GemmWeightKind::kFp4);
   constexpr int kSub = KIND == GemmWeightKind::kFp4 ? 4 : 1;
   extern __shared__ float4 smem_raw[];
   auto& s = *reinterpret_cast<SkinnySmemOf<KIND, TM, kInt>*>(smem_raw);
+  auto& ring = *reinterpret_cast<SkinnyRing<KIND, TM>*>(reinterpret_cast<char*>(smem_raw) + kSkRingAt<KIND, TM, kInt>);
   if constexpr (kInt) fill_table(s);  // read after the first stage's barrier
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   Tile t;
@@ -563,17 +681,31 @@ __global__ void __launch_bounds__(kSkThreads) skinny_block_kernel(const ExactBlo
   const int kb_end = p.partial ? min(nkb, kb_begin + kSkWarps) : nkb;
   const bool combiner = warp < TM;  // thread (warp, lane) sums output (row warp, column lane)
   float c = 0.0f;
-  for (int kb0 = kb_begin; kb0 < kb_end; kb0 += kSkWarps) {
+  typename WeightBlock<KIND>::Scale sb_next{};   // the ring: the next stage's weight scales
+  [[maybe_unused]] const int64_t n0 = n - lane;  // the CTA's first column
+  [[maybe_unused]] const int cols = static_cast<int>(min(int64_t{kSkCols}, p.ng - (nl - lane)));
+  if constexpr (kRing) ring_issue(ring, p, t, w, ws, g, n0, cols, kb_begin, kb_end, 0, sb_next);
+  for (int kb0 = kb_begin, st = 0; kb0 < kb_end; kb0 += kSkWarps, ++st) {
     const int nb = min(kSkWarps, kb_end - kb0);
     const bool active = kb0 + warp < kb_end && col_ok;
     WeightBlock<KIND> wb;
-    if (active) wb.load(w, ws, n, kb0 + warp, p.kg);  // in flight while the activations are staged
-    if (p.x) {
-      stage_acts_bf16(s, p.x + g * p.kg, p.x_ld, t, kb0, nb);
+    if constexpr (kRing) {
+      wb.sb = sb_next;
+      ring_issue(ring, p, t, w, ws, g, n0, cols, kb_begin, kb_end, st + 1, sb_next);
+      cp_async_wait<1>();  // this thread's copies of stage st have landed
+      ring_stage(s, ring, p, t, kb0, nb, st);
     } else {
-      stage_acts(s, codes, p.codes_ld, scales, p.scale_ld, t, kb0, nb);
+      if (active) load_block(wb, w, ws, n, kb0 + warp, p.kg);  // in flight while the activations are staged
+      if (p.x) {
+        stage_acts_bf16(s, p.x + g * p.kg, p.x_ld, t, kb0, nb);
+      } else {
+        stage_acts(s, codes, p.codes_ld, scales, p.scale_ld, t, kb0, nb);
+      }
     }
     __syncthreads();
+    if constexpr (kRing) {
+      if (active) ring_weights(wb, ring, st);
+    }
     if (active) block_products(s, wb, warp, lane);
     __syncthreads();
     if (!combiner || !col_ok) continue;
@@ -916,22 +1048,12 @@ struct PlainTile {
   int wrows, cnt;  // valid weight rows (columns of y) and activation rows of the tile
 };
 
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
-  const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
 // 16 bytes to shared memory, the first `bytes` from src and zeros after them; cp.async when the
 // operands are 16-byte aligned, else plain copies.
 template <bool kAsync>
 __device__ __forceinline__ void copy16(void* dst, const void* src, int bytes) {
   if constexpr (kAsync) {
-    cp_async16(dst, src, bytes);
+    cp_async<16>(dst, src, bytes);
     return;
   }
   auto* d = static_cast<uint8_t*>(dst);
@@ -1120,12 +1242,21 @@ __global__ void __launch_bounds__(2 * kWarp) skinny_plain_kernel(const ExactPlai
 
 // ---- launchers -----------------------------------------------------------------------------------
 
-std::atomic<int>& fp4_int_switch() {
-  static std::atomic<int> on{[] {
-    const char* v = std::getenv("DSV4_GEMM_FP4_INT");
-    return v && std::string_view(v) == "1" ? 1 : 0;
+std::atomic<bool>& ring_switch() {
+  static std::atomic<bool> on{[] {
+    const char* v = std::getenv("DSV4_GEMM_RING");
+    return !(v && std::string_view(v) == "0");
   }()};
   return on;
+}
+
+std::atomic<Fp4Sums>& fp4_sums_switch() {
+  static std::atomic<Fp4Sums> mode{[] {
+    const char* v = std::getenv("DSV4_GEMM_FP4_INT");
+    const std::string_view s = v ? v : "";
+    return s == "1" ? Fp4Sums::kInteger : s == "0" ? Fp4Sums::kFloat : Fp4Sums::kAuto;
+  }()};
+  return mode;
 }
 
 bool aligned(const void* p, uintptr_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
@@ -1143,18 +1274,34 @@ dim3 grid2(int64_t x, int64_t y) {
   return dim3(static_cast<unsigned>(x), static_cast<unsigned>(y));
 }
 
-template <GemmWeightKind KIND, int TM, bool kInt = false>
-void launch_skinny_block(const ExactBlockArgs& p, int64_t tiles, int64_t splits, cudaStream_t stream) {
-  if constexpr (KIND == GemmWeightKind::kFp4 && !kInt) {
-    if (gemm_fp4_int()) return launch_skinny_block<KIND, TM, true>(p, tiles, splits, stream);
-  }
-  constexpr size_t kSmem = sizeof(SkinnySmemOf<KIND, TM, kInt>);
-  static const bool attr = (allow_smem(skinny_block_kernel<KIND, TM, kInt>, kSmem), true);
+template <GemmWeightKind KIND, int TM, bool kInt, bool kRing>
+void launch_skinny_as(const ExactBlockArgs& p, int64_t tiles, int64_t splits, cudaStream_t stream) {
+  constexpr size_t kSmem = kSkSmem<KIND, TM, kInt, kRing>;
+  static const bool attr = (allow_smem(skinny_block_kernel<KIND, TM, kInt, kRing>, kSmem), true);
   (void)attr;
   dim3 grid = grid2(tiles, p.groups * cdiv(p.ng, kSkCols));
   grid.z = static_cast<unsigned>(splits);
-  skinny_block_kernel<KIND, TM, kInt><<<grid, kSkThreads, kSmem, stream>>>(p);
+  skinny_block_kernel<KIND, TM, kInt, kRing><<<grid, kSkThreads, kSmem, stream>>>(p);
   DSV4_CUDA_CHECK_LAUNCH();
+}
+
+template <GemmWeightKind KIND, int TM, bool kInt>
+void launch_skinny_sums(const ExactBlockArgs& p, int64_t tiles, int64_t splits, cudaStream_t stream) {
+  if constexpr (TM <= 2) {
+    if (gemm_ring()) return launch_skinny_as<KIND, TM, kInt, true>(p, tiles, splits, stream);
+  }
+  launch_skinny_as<KIND, TM, kInt, false>(p, tiles, splits, stream);
+}
+
+template <GemmWeightKind KIND, int TM>
+void launch_skinny_block(const ExactBlockArgs& p, int64_t tiles, int64_t splits, cudaStream_t stream) {
+  if constexpr (KIND == GemmWeightKind::kFp4) {
+    const Fp4Sums mode = gemm_fp4_sums();
+    if (mode == Fp4Sums::kInteger || (mode == Fp4Sums::kAuto && TM > 1)) {
+      return launch_skinny_sums<KIND, TM, true>(p, tiles, splits, stream);
+    }
+  }
+  launch_skinny_sums<KIND, TM, false>(p, tiles, splits, stream);
 }
 
 template <GemmWeightKind KIND>
@@ -1249,8 +1396,10 @@ BlockPlan plan_block(const ExactBlockArgs& a) {
 
 }  // namespace
 
-bool gemm_fp4_int() { return fp4_int_switch().load() != 0; }
-void set_gemm_fp4_int(bool on) { fp4_int_switch().store(on ? 1 : 0); }
+Fp4Sums gemm_fp4_sums() { return fp4_sums_switch().load(); }
+bool gemm_ring() { return ring_switch().load(); }
+void set_gemm_ring(bool on) { ring_switch().store(on); }
+void set_gemm_fp4_sums(Fp4Sums mode) { fp4_sums_switch().store(mode); }
 
 void quantize_act(const uint16_t* x, int64_t rows, int64_t k, int64_t x_stride, uint8_t* codes, float* scales,
                   int64_t scale_ld, cudaStream_t stream, const WeightScaleJob& ws) {

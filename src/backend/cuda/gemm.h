@@ -107,11 +107,20 @@ struct GroupedGemmArgs {
 };
 void grouped_gemm(const GroupedGemmArgs& a, cudaStream_t stream);
 
-// The SIMT kernel's FP4 block sums in int32 with dp4a instead of fp64 (same bits: both are the exact
-// sum rounded once). Written in session 10 without device time: opt-in until it has run on the H200,
-// DSV4_GEMM_FP4_INT=1 or set_gemm_fp4_int(true).
-bool gemm_fp4_int();
-void set_gemm_fp4_int(bool on);
+// How the SIMT kernel sums FP4 blocks: int32 dp4a over activation digits, or fp64 (the same bits:
+// both are the exact sum rounded once). kAuto takes the integers for tiles of two or more rows (H200:
+// moe b256 11.90 -> 10.29 ms, decode b32 116.2 -> 110.8 ms) and fp64 for one-row tiles, which are
+// latency-bound and measured equal (moe b1 0.1945 vs 0.1947 ms). DSV4_GEMM_FP4_INT=1 / 0 forces one.
+enum class Fp4Sums { kAuto, kInteger, kFloat };
+Fp4Sums gemm_fp4_sums();
+void set_gemm_fp4_sums(Fp4Sums mode);
+
+// The SIMT kernel's stage ring for one- and two-row tiles (decode): the next K stage's weights, read
+// as whole rows, and activations copied to shared memory (cp.async) while the current one sums; the
+// same bits. On by default (H200: moe b1 0.179 -> 0.162 ms, wo_b m1 0.036 -> 0.027 ms, decode b1
+// 21.4 -> 20.7 ms); DSV4_GEMM_RING=0 or set_gemm_ring(false) turns it off.
+bool gemm_ring();
+void set_gemm_ring(bool on);
 
 // Activation quantization of the FP8/FP4 GEMMs (MODEL.md §2.2 with block 128): per row and 128-block,
 // e4m3 codes [rows, K] and the fp32 power-of-two scale at scales[kb·scale_ld + row] (K-block major,

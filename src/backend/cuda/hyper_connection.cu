@@ -190,44 +190,74 @@ __device__ void token_mix(const HcArgs& a, float* smem, float* res) {
 __device__ __forceinline__ float sigmoid(float v) { return __fdiv_rn(1.0f, __fadd_rn(1.0f, host_expf(-v))); }
 __device__ __forceinline__ float affine(float m, float s, float b) { return __fadd_rn(__fmul_rn(m, s), b); }
 
-// c[e] = f(e) for the hc*hc elements, all read before any is written (one lane per element, two past 32).
-template <typename F>
-__device__ void update(float* c, int n, F f) {
-  const int lane = threadIdx.x % kWarp;
-  float v[2];
-  for (int i = 0; i < 2; ++i)
-    if (lane + i * kWarp < n) v[i] = f(lane + i * kWarp);
+// Element j of a warp's hc*hc matrix held S per lane (element e in lane e % 32, slot e / 32); every
+// lane of the warp takes part.
+template <int S>
+__device__ __forceinline__ float element(const float (&v)[S], int j) {
+  const float a = __shfl_sync(0xffffffffu, v[0], j % kWarp);
+  if constexpr (S == 1) {
+    return a;
+  } else {
+    const float b = __shfl_sync(0xffffffffu, v[1], j % kWarp);
+    return j < kWarp ? a : b;
+  }
+}
+
+// The CPU's sinkhorn on c[hc*hc] with the matrix in registers (one warp): every sum in the CPU's order
+// from shuffled elements, divisions per element. Lanes past the matrix shadow element 0 and store
+// nothing.
+template <int S>
+__device__ void sinkhorn_lanes(float* c, int hc, int iters, float eps) {
+  const int n = hc * hc, lane = threadIdx.x % kWarp;
+  int row[S], col[S];
+  float v[S];
+#pragma unroll
+  for (int i = 0; i < S; ++i) {
+    const int e = lane + i * kWarp < n ? lane + i * kWarp : 0;
+    row[i] = e / hc * hc, col[i] = e % hc, v[i] = c[e];
+  }
   __syncwarp();
-  for (int i = 0; i < 2; ++i)
+  const auto row_sum = [&](int i) {
+    float s = 0;
+    for (int k = 0; k < hc; ++k) s = __fadd_rn(s, element(v, row[i] + k));
+    return s;
+  };
+  const auto col_sum = [&](int i) {
+    float s = 0;
+    for (int j = 0; j < hc; ++j) s = __fadd_rn(s, element(v, j * hc + col[i]));
+    return s;
+  };
+  // Each step reads all elements (shuffles) before any lane replaces its own.
+  const auto step = [&](auto f) {
+    float next[S];
+#pragma unroll
+    for (int i = 0; i < S; ++i) next[i] = f(i);
+#pragma unroll
+    for (int i = 0; i < S; ++i) v[i] = next[i];
+  };
+  step([&](int i) {
+    float mx = element(v, row[i]);
+    for (int k = 1; k < hc; ++k) {
+      const float y = element(v, row[i] + k);
+      mx = mx < y ? y : mx;  // std::max_element
+    }
+    return host_expf(__fsub_rn(v[i], mx));
+  });
+  step([&](int i) { return __fadd_rn(__fdiv_rn(v[i], row_sum(i)), eps); });
+  step([&](int i) { return __fdiv_rn(v[i], __fadd_rn(col_sum(i), eps)); });
+  for (int it = 1; it < iters; ++it) {
+    step([&](int i) { return __fdiv_rn(v[i], __fadd_rn(row_sum(i), eps)); });
+    step([&](int i) { return __fdiv_rn(v[i], __fadd_rn(col_sum(i), eps)); });
+  }
+#pragma unroll
+  for (int i = 0; i < S; ++i)
     if (lane + i * kWarp < n) c[lane + i * kWarp] = v[i];
   __syncwarp();
 }
 
-// The CPU's sinkhorn: every sum in its order (recomputed by each lane that needs it), divisions per element.
 __device__ void sinkhorn(float* c, int hc, int iters, float eps) {
-  const int n = hc * hc;
-  const auto row_sum = [=](int e) {
-    float s = 0;
-    for (int k = 0; k < hc; ++k) s = __fadd_rn(s, c[e / hc * hc + k]);
-    return s;
-  };
-  const auto col_sum = [=](int e) {
-    float s = 0;
-    for (int j = 0; j < hc; ++j) s = __fadd_rn(s, c[j * hc + e % hc]);
-    return s;
-  };
-  update(c, n, [=](int e) {
-    const float* row = c + e / hc * hc;
-    float mx = row[0];
-    for (int k = 1; k < hc; ++k) mx = mx < row[k] ? row[k] : mx;  // std::max_element
-    return host_expf(__fsub_rn(c[e], mx));
-  });
-  update(c, n, [=](int e) { return __fadd_rn(__fdiv_rn(c[e], row_sum(e)), eps); });
-  update(c, n, [=](int e) { return __fdiv_rn(c[e], __fadd_rn(col_sum(e), eps)); });
-  for (int it = 1; it < iters; ++it) {
-    update(c, n, [=](int e) { return __fdiv_rn(c[e], __fadd_rn(row_sum(e), eps)); });
-    update(c, n, [=](int e) { return __fdiv_rn(c[e], __fadd_rn(col_sum(e), eps)); });
-  }
+  if (hc * hc <= kWarp) return sinkhorn_lanes<1>(c, hc, iters, eps);
+  sinkhorn_lanes<2>(c, hc, iters, eps);
 }
 
 // y[c] = bf16(sum_j pre_j * X_j[c]), j ascending.

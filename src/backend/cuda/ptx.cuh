@@ -1,4 +1,4 @@
-// PTX wrappers shared by the tensor-core kernels: shared-memory addresses and ldmatrix.
+// PTX wrappers shared by the CUDA kernels: shared-memory addresses, ldmatrix and cp.async.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +19,27 @@ __device__ __forceinline__ void ldsm_x4_trans(uint32_t addr, uint32_t (&r)[4]) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
+}
+
+// cp.async of N (4, 8 or 16) bytes to shared memory, the first src_bytes from src and zeros after
+// them (src_bytes 0: zeros, src not read). 16-byte copies bypass L1 (.cg); smaller ones cannot.
+template <int N>
+__device__ __forceinline__ void cp_async(void* dst, const void* src, int src_bytes = N) {
+  static_assert(N == 4 || N == 8 || N == 16);
+  if constexpr (N == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes)
+                 : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(smem_addr(dst)), "l"(src), "n"(N),
+                 "r"(src_bytes)
+                 : "memory");
+  }
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 }  // namespace dsv4::cuda
