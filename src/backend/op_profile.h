@@ -78,6 +78,9 @@ class OpProfile final : public Ops {
   void moe_experts(const MoeExpertsParams& p) override {
     timed("moe_experts", [&] { inner_.moe_experts(p); });
   }
+  void shared_expert(const SharedExpertParams& p) override {
+    timed("shared_expert", [&] { inner_.shared_expert(p); });
+  }
   void embed(const EmbedParams& p) override {
     timed("embed", [&] { inner_.embed(p); });
   }

@@ -136,6 +136,10 @@ void OpTrace::moe_experts(const MoeExpertsParams& p) {
   inner_.moe_experts(p);
   keep("moe_experts", TraceElem::kBf16, p.y, p.tokens, p.dim);
 }
+void OpTrace::shared_expert(const SharedExpertParams& p) {
+  inner_.shared_expert(p);
+  keep("shared_expert", TraceElem::kBf16, p.y, p.tokens, p.dim);
+}
 void OpTrace::embed(const EmbedParams& p) {
   inner_.embed(p);
   keep("embed", TraceElem::kBf16, p.out, p.tokens, p.copies * p.dim);

@@ -44,6 +44,7 @@ class OpTrace final : public Ops {
   void hc_head(const HcHeadParams& p) override;
   void moe_gate(const MoeGateParams& p) override;
   void moe_experts(const MoeExpertsParams& p) override;
+  void shared_expert(const SharedExpertParams& p) override;
   void embed(const EmbedParams& p) override;
   void paged_slots(const PagedSlotsParams& p) override;
   void argmax(const ArgmaxParams& p) override;

@@ -332,6 +332,24 @@ struct MoeExpertsParams {
   Weight shared_w2{};
   float swiglu_limit = 0;  // routed experts only; 0 = no clamp
   uint16_t* y = nullptr;   // [tokens, dim] bf16
+  // The shared expert's output [tokens, dim] from shared_expert (same weights and x), or null: the
+  // op computes it. shared_on_side: it was made on the device's side queue, which the op joins only
+  // right before adding it, so the routed experts run beside it.
+  const uint16_t* shared_y = nullptr;
+  bool shared_on_side = false;
+};
+
+// The shared expert alone (the unrouted half of MoeExpertsParams): y = w2(bf16(silu(g)·u)) with
+// g = fp32(w1(x)), u = fp32(w3(x)), bf16 out; bit for bit what moe_experts adds.
+struct SharedExpertParams {
+  const uint16_t* x = nullptr;  // [tokens, dim] bf16
+  int64_t tokens = 0;
+  int64_t dim = 0;
+  int64_t inter_dim = 0;
+  Weight w1{};            // [inter_dim, dim]
+  Weight w3{};            // [inter_dim, dim]
+  Weight w2{};            // [dim, inter_dim]
+  uint16_t* y = nullptr;  // [tokens, dim] bf16
 };
 
 // out[t, c, :] = table[ids[t], :] for each of `copies` streams (the hc broadcast).
@@ -425,6 +443,7 @@ class Ops {
   virtual void hc_head(const HcHeadParams& p) = 0;
   virtual void moe_gate(const MoeGateParams& p) = 0;
   virtual void moe_experts(const MoeExpertsParams& p) = 0;
+  virtual void shared_expert(const SharedExpertParams& p) = 0;
   virtual void embed(const EmbedParams& p) = 0;
   virtual void paged_slots(const PagedSlotsParams& p) = 0;
   virtual void argmax(const ArgmaxParams& p) = 0;

@@ -76,6 +76,11 @@ bool env_off(const char* name) {
   return v && std::string_view(v) == "0";
 }
 
+bool env_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v && std::string_view(v) == "1";
+}
+
 template <typename T>
 DeviceArray<T> scratch(Device& d, int64_t n) {
   return DeviceArray<T>(d, static_cast<size_t>(std::max<int64_t>(n, 1)));
@@ -148,6 +153,7 @@ Model::Model(const ModelConfig& cfg, const ModelWeights& weights, Ops& ops, Devi
   // suites passed on the H200, docs/perf.md); DSV4_CUDA_GRAPHS=0 (or --enforce-eager) runs eagerly.
   const bool graphs = dev.can_record() && !env_off("DSV4_CUDA_GRAPHS");
   overlap_ = graphs;
+  shared_overlap_ = env_on("DSV4_MOE_SIDE");
   set_step_mode(graphs ? StepMode::kGraphs : StepMode::kEager);
   if (dev.can_record())
     spdlog::info("model: decode steps {}", graphs ? "recorded once per batch shape and replayed (CUDA graphs), the "
@@ -427,6 +433,15 @@ void Model::indexer(const Layer& L, const StepIndex& s, KvAccess& kv, const uint
 // MODEL.md §6: gate (hash routing in the first n_hash_layers), routed experts, shared expert.
 void Model::moe(const Layer& L, const StepIndex& s, const uint16_t* x, uint16_t* out) {
   const int64_t T = s.tokens;
+  // The shared expert needs only x: on the side queue it runs beside the gate and the routed experts,
+  // and moe_experts joins it right before adding its output.
+  const bool side_shared = overlap_ && shared_overlap_;
+  DeviceArray<uint16_t> shared_y;
+  if (side_shared) {
+    shared_y = scratch<uint16_t>(dev_, T * cfg_.dim);
+    const SideBranch side(dev_, true);
+    ops_.shared_expert({x, T, cfg_.dim, cfg_.moe_inter_dim, L.s1, L.s3, L.s2, shared_y.data()});
+  }
   const int k = cfg_.n_activated_experts;
   auto idx = scratch<int32_t>(dev_, T * k);
   auto wts = scratch<float>(dev_, T * k);
@@ -463,6 +478,8 @@ void Model::moe(const Layer& L, const StepIndex& s, const uint16_t* x, uint16_t*
   e.shared_w2 = L.s2;
   e.swiglu_limit = static_cast<float>(cfg_.swiglu_limit);
   e.y = out;
+  e.shared_y = side_shared ? shared_y.data() : nullptr;
+  e.shared_on_side = side_shared;
   ops_.moe_experts(e);
 }
 

@@ -53,6 +53,9 @@ class Model {
   // The indexer pipeline on the device's side queue, beside the query and KV projections.
   void set_overlap(bool on) { overlap_ = on; }
   bool overlap() const { return overlap_; }
+  // With overlap on, also the MoE's shared expert on the side queue, beside the gate and the routed
+  // experts (opt-in until measured on the H200: DSV4_MOE_SIDE=1).
+  void set_shared_overlap(bool on) { shared_overlap_ = on; }
   StepGraphStats graph_stats() const;
 
   // `weights` are host views (mmapped checkpoint); the model places them on `dev` itself.
@@ -97,6 +100,7 @@ class Model {
   std::vector<Layer> layers_;
   StepMode mode_ = StepMode::kEager;
   bool overlap_ = false;
+  bool shared_overlap_ = false;
   std::unique_ptr<StepGraphs> graphs_;
 };
 

@@ -4,8 +4,10 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <atomic>
 #include <set>
 #include <span>
+#include <thread>
 #include <unordered_set>
 
 #include "core/error.h"
@@ -41,7 +43,7 @@ class Binder {
       return nullptr;
     }
     const auto bytes = ckpt_->bytes(*t);
-    if (dtype == DType::kF8E4M3 || dtype == DType::kF8E8M0) check_codes(name, dtype, bytes);
+    if (dtype == DType::kF8E4M3 || dtype == DType::kF8E8M0) scans_.push_back({name, dtype, bytes});
     return bytes.data();
   }
   const uint16_t* bf16(const std::string& name, const Shape& shape) {
@@ -81,6 +83,7 @@ class Binder {
 
   void finish() {
     if (!ckpt_) return;
+    check_codes();
     std::vector<std::string> unexpected;
     for (const auto& n : ckpt_->names()) {
       if (!expected_.count(n)) unexpected.push_back(n);
@@ -105,22 +108,46 @@ class Binder {
 
   // FP8 weights and scales hold no NaN codes in a real checkpoint (e4m3 0x7f/0xff, e8m0 0xff). They
   // are refused here, so that no backend sees one (the kernels would not agree on what it yields).
-  void check_codes(const std::string& name, DType dtype, std::span<const uint8_t> bytes) {
-    const bool e4m3 = dtype == DType::kF8E4M3;
+  // The tensors are scanned on several threads (the scan also pages a mapped checkpoint in), and
+  // reported in binding order.
+  struct Scan {
+    std::string name;
+    DType dtype;
+    std::span<const uint8_t> bytes;
+  };
+
+  static std::string scan(const Scan& t) {
+    const bool e4m3 = t.dtype == DType::kF8E4M3;
     const uint8_t mask = e4m3 ? 0x7f : 0xff;
     const auto is_nan = [mask](uint8_t b) { return (b & mask) == mask; };
     size_t count = 0;
-    for (const uint8_t b : bytes) count += is_nan(b);  // vectorizes; the first is looked up only when needed
-    if (count == 0) return;
-    const auto first = std::find_if(bytes.begin(), bytes.end(), is_nan) - bytes.begin();
-    nan_.push_back(
-        fmt::format("{}: {} NaN {} code(s), the first at element {}", name, count, e4m3 ? "e4m3" : "e8m0", first));
+    for (const uint8_t b : t.bytes) count += is_nan(b);  // vectorizes; the first is looked up only when needed
+    if (count == 0) return {};
+    const auto first = std::find_if(t.bytes.begin(), t.bytes.end(), is_nan) - t.bytes.begin();
+    return fmt::format("{}: {} NaN {} code(s), the first at element {}", t.name, count, e4m3 ? "e4m3" : "e8m0", first);
+  }
+
+  void check_codes() {
+    std::vector<std::string> found(scans_.size());
+    std::atomic<size_t> next{0};
+    const auto work = [&] {
+      for (size_t i; (i = next.fetch_add(1)) < scans_.size();) found[i] = scan(scans_[i]);
+    };
+    const size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 16);
+    std::vector<std::jthread> pool;
+    for (size_t i = 1; i < std::min(threads, scans_.size()); ++i) pool.emplace_back(work);
+    work();
+    pool.clear();  // joins
+    for (auto& f : found) {
+      if (!f.empty()) nan_.push_back(std::move(f));
+    }
   }
 
   const Checkpoint* ckpt_;
   const ModelConfig& cfg_;
   std::vector<TensorSpec>* specs_;
   std::unordered_set<std::string> expected_;
+  std::vector<Scan> scans_;
   std::vector<std::string> missing_, wrong_, nan_;
 };
 

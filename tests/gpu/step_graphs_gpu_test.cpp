@@ -40,12 +40,13 @@ struct CudaRun {
   StepGraphStats stats;
 };
 
-CudaRun cuda_steps(StepMode mode, bool overlap) {
+CudaRun cuda_steps(StepMode mode, bool overlap, bool shared_overlap = false) {
   cuda::CudaDevice dev;
   cuda::CudaOps ops(dev, cuda::GemmPrecision::kExact);
   Model m(tiny().config, tiny().weights, ops, dev);
   m.set_step_mode(mode);
   m.set_overlap(overlap);
+  m.set_shared_overlap(shared_overlap);
   CudaRun r;
   r.logits = testing::decode_steps(m, &dev, kRun);
   r.stats = m.graph_stats();
@@ -73,6 +74,22 @@ TEST(CudaStepGraphs, ReplayedDecodeStepsMatchEagerSteps) {
   const auto want = testing::decode_steps(cpu, nullptr, kRun);
   for (size_t k = 0; k < want.size(); ++k)
     EXPECT_LT(gputest::normalized_error(graphs.logits[k], want[k]), 1e-3) << "step " << k;
+}
+
+// The MoE's shared expert on the side stream (DSV4_MOE_SIDE), recorded and eager: the same bits as
+// with it inside moe_experts.
+TEST(CudaStepGraphs, TheSharedExpertOnTheSideStreamChangesNoBit) {
+  const CudaRun graphs = cuda_steps(StepMode::kGraphs, true, true);
+  ASSERT_GT(graphs.stats.replayed, 0) << "nothing was replayed";
+  EXPECT_EQ(graphs.stats.failed, 0);
+  const CudaRun eager = cuda_steps(StepMode::kEager, true, true);
+  const CudaRun inside_graphs = cuda_steps(StepMode::kGraphs, true, false);
+  const CudaRun inside = cuda_steps(StepMode::kEager, true, false);
+  ASSERT_EQ(graphs.logits.size(), inside_graphs.logits.size());
+  for (size_t k = 0; k < graphs.logits.size(); ++k) {
+    EXPECT_EQ(graphs.logits[k], inside_graphs.logits[k]) << "step " << k << " (recorded)";
+    EXPECT_EQ(eager.logits[k], inside.logits[k]) << "step " << k << " (eager)";
+  }
 }
 
 TEST(CudaStepGraphs, HostWorkIsRefusedWhileRecording) {

@@ -153,11 +153,17 @@ void moe_experts(ThreadPool& pool, const MoeExpertsParams& p) {
       for (int64_t c = 0; c < D; ++c) a[c] += bf16_to_float(ys[static_cast<size_t>(i * D + c)]);
     }
   }
-  ys.resize(static_cast<size_t>(T * D));
-  run_expert(pool, p.x, T, p.inter_dim, p.shared_w1, p.shared_w3, p.shared_w2, nullptr, 0.0f, ys.data());
-  for (int64_t i = 0; i < T * D; ++i) {
-    p.y[i] = float_to_bf16(acc[static_cast<size_t>(i)] + bf16_to_float(ys[static_cast<size_t>(i)]));
+  const uint16_t* shared = p.shared_y;
+  if (!shared) {
+    ys.resize(static_cast<size_t>(T * D));
+    shared_expert(pool, {p.x, T, D, p.inter_dim, p.shared_w1, p.shared_w3, p.shared_w2, ys.data()});
+    shared = ys.data();
   }
+  for (int64_t i = 0; i < T * D; ++i) p.y[i] = float_to_bf16(acc[static_cast<size_t>(i)] + bf16_to_float(shared[i]));
+}
+
+void shared_expert(ThreadPool& pool, const SharedExpertParams& p) {
+  run_expert(pool, p.x, p.tokens, p.inter_dim, p.w1, p.w3, p.w2, nullptr, 0.0f, p.y);
 }
 
 }  // namespace dsv4::cpu

@@ -10,5 +10,6 @@ namespace dsv4::cpu {
 
 void moe_gate(ThreadPool& pool, const MoeGateParams& p);
 void moe_experts(ThreadPool& pool, const MoeExpertsParams& p);
+void shared_expert(ThreadPool& pool, const SharedExpertParams& p);
 
 }  // namespace dsv4::cpu

@@ -319,11 +319,25 @@ void check_params(const MoeExpertsParams& p) {
   check_weight(p.shared_w1, p.inter_dim, p.dim, op, "shared w1");
   check_weight(p.shared_w3, p.inter_dim, p.dim, op, "shared w3");
   check_weight(p.shared_w2, p.dim, p.inter_dim, op, "shared w2");
+  DSV4_CHECK(p.shared_y || !p.shared_on_side, "moe_experts: shared_on_side without shared_y");
   if (p.tokens == 0) return;
   need(p.x, op, "x");
   need(p.y, op, "y");
   need(p.indices, op, "indices");
   need(p.weights, op, "weights");
+}
+
+void check_params(const SharedExpertParams& p) {
+  const char* op = "shared_expert";
+  non_negative(p.tokens, op, "tokens");
+  positive(p.dim, op, "dim");
+  positive(p.inter_dim, op, "inter_dim");
+  check_weight(p.w1, p.inter_dim, p.dim, op, "w1");
+  check_weight(p.w3, p.inter_dim, p.dim, op, "w3");
+  check_weight(p.w2, p.dim, p.inter_dim, op, "w2");
+  if (p.tokens == 0) return;
+  need(p.x, op, "x");
+  need(p.y, op, "y");
 }
 
 void check_params(const EmbedParams& p) {

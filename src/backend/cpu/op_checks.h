@@ -24,6 +24,7 @@ void check_params(const HcPostParams& p);
 void check_params(const HcHeadParams& p);
 void check_params(const MoeGateParams& p);
 void check_params(const MoeExpertsParams& p);
+void check_params(const SharedExpertParams& p);
 void check_params(const EmbedParams& p);
 void check_params(const PagedSlotsParams& p);
 void check_params(const ArgmaxParams& p);

@@ -288,7 +288,23 @@ void CudaOps::moe_experts(const MoeExpertsParams& p) {
   a.swiglu_limit = p.swiglu_limit;
   a.y = p.y;
   a.err = dev_.error_flag();
-  moe_->experts(a);
+  a.shared_y = p.shared_y;
+  if (p.shared_on_side) {
+    moe_->experts(a, [this] { dev_.join_side(); });
+  } else {
+    moe_->experts(a);
+  }
+}
+
+// On whichever stream is current (the model runs it on the side one, beside the routed experts).
+void CudaOps::shared_expert(const SharedExpertParams& p) {
+  check_params(p);
+  if (p.tokens == 0) return;
+  const auto n = static_cast<size_t>(p.tokens * p.inter_dim);
+  DeviceArray<uint16_t> g(dev_, n), u(dev_, n);
+  cuda::shared_expert(
+      gemm(), {p.x, p.tokens, p.dim, p.inter_dim, gemm_weight(p.w1), gemm_weight(p.w3), gemm_weight(p.w2), false, p.y},
+      g.data(), u.data(), dev_.stream());
 }
 
 void CudaOps::hc_pre(const HcPreParams& p) {

@@ -429,6 +429,8 @@ void check_args(const MoeExpertsArgs& a) {
                         a.shared_w3.cols == a.dim && a.shared_w2.rows == a.dim && a.shared_w2.cols == a.inter_dim,
                     "moe experts: shared expert shape");
   DSV4_CUDA_REQUIRE(a.swiglu_limit >= 0, "moe experts: swiglu_limit must be >= 0");
+  DSV4_CUDA_REQUIRE(reinterpret_cast<uintptr_t>(a.shared_y) % sizeof(uint4) == 0,
+                    "moe experts: shared_y must be 16-byte aligned");
   if (a.tokens > 0)
     DSV4_CUDA_REQUIRE(a.x && a.y && a.indices && a.weights, "moe experts: missing x, y, indices or weights");
 }
@@ -577,16 +579,21 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsArgs& a, int n) {
   grouped_gemm(gg, stream);
 }
 
-// ys [tokens, dim] (kSharedY) = w2(bf16(swiglu(w1(x), w3(x)))), reusing kG / kU after the routed pass.
+// ys [tokens, dim] (kSharedY), reusing kG / kU after the routed pass.
 void MoeRunner::Impl::shared_expert(const MoeExpertsArgs& a) {
-  const int64_t T = a.tokens, D = a.dim, I = a.inter_dim;
-  auto* g = get<uint16_t>(kG, T * I);
-  auto* u = get<uint16_t>(kU, T * I);
-  auto* ys = get<uint16_t>(kSharedY, T * D);
-  gemm.run({.x = a.x, .rows = T, .w = a.shared_w1, .y = g, .out = GemmOut::kBf16, .exact = a.exact_shared});
-  gemm.run({.x = a.x, .rows = T, .w = a.shared_w3, .y = u, .out = GemmOut::kBf16, .exact = a.exact_shared});
+  const int64_t T = a.tokens, I = a.inter_dim;
+  cuda::shared_expert(
+      gemm,
+      {a.x, T, a.dim, I, a.shared_w1, a.shared_w3, a.shared_w2, a.exact_shared, get<uint16_t>(kSharedY, T * a.dim)},
+      get<uint16_t>(kG, T * I), get<uint16_t>(kU, T * I), stream);
+}
+
+void shared_expert(GemmRunner& gemm, const SharedExpertArgs& a, uint16_t* g, uint16_t* u, cudaStream_t stream) {
+  const int64_t T = a.tokens, I = a.inter_dim;
+  gemm.run({.x = a.x, .rows = T, .w = a.w1, .y = g, .out = GemmOut::kBf16, .exact = a.exact});
+  gemm.run({.x = a.x, .rows = T, .w = a.w3, .y = u, .out = GemmOut::kBf16, .exact = a.exact});
   swiglu(g, u, T, I, 0.0f, nullptr, nullptr, nullptr, g, stream);
-  gemm.run({.x = g, .rows = T, .w = a.shared_w2, .y = ys, .out = GemmOut::kBf16, .exact = a.exact_shared});
+  gemm.run({.x = g, .rows = T, .w = a.w2, .y = a.y, .out = GemmOut::kBf16, .exact = a.exact});
 }
 
 MoeRunner::MoeRunner(GemmRunner& gemm, cudaStream_t stream) : impl_(std::make_unique<Impl>(gemm, stream)) {}
@@ -605,18 +612,20 @@ void MoeRunner::gate(const MoeGateArgs& a) {
   DSV4_CUDA_CHECK_LAUNCH();
 }
 
-void MoeRunner::experts(const MoeExpertsArgs& a) {
+void MoeRunner::experts(const MoeExpertsArgs& a, const std::function<void()>& before_combine) {
   check_args(a);
   if (a.tokens == 0) return;
   Impl& m = *impl_;
   const int n = static_cast<int>(a.tokens * a.topk);
   m.route(a, n);
   m.routed_expert(a, n);
-  m.shared_expert(a);
+  if (!a.shared_y) m.shared_expert(a);
+  if (before_combine) before_combine();
+  const void* shared = a.shared_y ? a.shared_y : m.buf[kSharedY].p;
   const int threads = static_cast<int>(std::min<int64_t>(a.dim / 8, 512));
   const bool y_vec = reinterpret_cast<uintptr_t>(a.y) % sizeof(uint4) == 0;
   combine_kernel<<<static_cast<unsigned>(a.tokens), threads, 0, m.stream>>>(
-      static_cast<const uint4*>(m.buf[kRows].p), static_cast<const uint4*>(m.buf[kSharedY].p),
+      static_cast<const uint4*>(m.buf[kRows].p), static_cast<const uint4*>(shared),
       static_cast<const int32_t*>(m.buf[kPos].p), a.topk, a.dim, a.y, y_vec);
   DSV4_CUDA_CHECK_LAUNCH();
 }

@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "backend/cuda/gemm.h"
@@ -72,7 +73,23 @@ struct MoeExpertsArgs {
   bool exact_shared = false;  // shared expert through the exact GEMM (bit-identical to the CPU)
   uint16_t* y = nullptr;      // [tokens, dim] bf16
   int32_t* err = nullptr;     // device error flag, or null
+  // The shared expert's output [tokens, dim] (16-byte aligned) made beforehand by shared_expert,
+  // or null: experts() computes it.
+  const uint16_t* shared_y = nullptr;
 };
+
+// The shared expert alone: y = w2(bf16(silu(g)·u)), g, u = w1(x), w3(x) as bf16 in the scratch g, u
+// [tokens, inter_dim]; the same kernels, hence bits, as inside MoeRunner::experts. On gemm's stream.
+struct SharedExpertArgs {
+  const uint16_t* x = nullptr;  // [tokens, dim] bf16
+  int64_t tokens = 0;
+  int64_t dim = 0;
+  int64_t inter_dim = 0;
+  GemmWeight w1, w3, w2;
+  bool exact = false;
+  uint16_t* y = nullptr;  // [tokens, dim] bf16
+};
+void shared_expert(GemmRunner& gemm, const SharedExpertArgs& a, uint16_t* g, uint16_t* u, cudaStream_t stream);
 
 // Owns the MoE scratch (grow-only, stream-ordered allocations) and the cached expert pointer
 // tables. `stream` must be the stream `gemm` was created with; one call at a time.
@@ -84,7 +101,9 @@ class MoeRunner {
   MoeRunner& operator=(const MoeRunner&) = delete;
 
   void gate(const MoeGateArgs& a);
-  void experts(const MoeExpertsArgs& a);
+  // before_combine (optional) runs on the host right before the kernel that adds the shared output
+  // is enqueued: the caller's join of a side stream that made a.shared_y.
+  void experts(const MoeExpertsArgs& a, const std::function<void()>& before_combine = {});
 
  private:
   struct Impl;

@@ -79,6 +79,7 @@ class QueueLogOps final : public Ops {
   DSV4_LOGGED_OP(hc_head, HcHeadParams)
   DSV4_LOGGED_OP(moe_gate, MoeGateParams)
   DSV4_LOGGED_OP(moe_experts, MoeExpertsParams)
+  DSV4_LOGGED_OP(shared_expert, SharedExpertParams)
   DSV4_LOGGED_OP(embed, EmbedParams)
   DSV4_LOGGED_OP(paged_slots, PagedSlotsParams)
   DSV4_LOGGED_OP(argmax, ArgmaxParams)
@@ -99,12 +100,14 @@ const LoadedModel& tiny() {
   return m;
 }
 
-// The events of one step (prefill of 9 tokens, so ratio-4 blocks complete) with overlap on or off.
-std::vector<float> step(Log& log, bool overlap) {
+// The events of one step (prefill of 9 tokens, so ratio-4 blocks complete) with overlap on or off,
+// and the shared expert on the side queue or not.
+std::vector<float> step(Log& log, bool overlap, bool shared = false) {
   QueueLogDevice dev(log);
   QueueLogOps ops(log);
   Model m(tiny().config, tiny().weights, ops, dev);
   m.set_overlap(overlap);
+  m.set_shared_overlap(shared);
   DenseKv kv(dev, tiny().config, 1, 64);
   const int32_t ids[9] = {3, 1, 4, 1, 5, 9, 2, 6, 5};
   ForwardBatch b;
@@ -145,6 +148,37 @@ TEST(SideQueue, TheIndexerRunsBesideTheQueryAndJoinsBeforeSparseAttention) {
   Log serial;
   EXPECT_EQ(step(serial, false), with);  // the same bits in order
   for (const std::string& e : serial.events) EXPECT_EQ(e.find("side"), std::string::npos) << e;
+}
+
+// DSV4_MOE_SIDE: each layer's shared expert alone on the side queue, started before the gate, and the
+// routed experts (which add its output) on the main one; the same logits as the shared expert inside
+// moe_experts.
+TEST(SideQueue, TheSharedExpertRunsBesideTheRoutedOnes) {
+  Log log;
+  const std::vector<float> with = step(log, true, true);
+  int shared = 0, branches = 0;
+  bool in_branch = false, pending = false;  // a shared expert made and not yet added
+  for (const std::string& e : log.events) {
+    if (e == "[begin_side]") in_branch = true, ++branches;
+    if (e == "[end_side]") in_branch = false;
+    if (e == "side:shared_expert") ++shared, pending = true;
+    if (e == "moe_gate") {
+      EXPECT_TRUE(pending) << "the gate before its layer's shared expert";
+    }
+    if (e == "moe_experts") {
+      EXPECT_TRUE(pending) << "moe_experts without a shared expert";
+      pending = false;
+    }
+    EXPECT_NE(e, "shared_expert") << "the shared expert on the main queue";
+    EXPECT_NE(e, "side:moe_experts");
+  }
+  EXPECT_FALSE(in_branch);
+  EXPECT_EQ(shared, tiny().config.n_layers);
+  int csa = 0;
+  for (int l = 0; l < tiny().config.n_layers; ++l) csa += tiny().config.compress_ratio(l) == 4;
+  EXPECT_EQ(branches, csa + tiny().config.n_layers);
+  Log inside;
+  EXPECT_EQ(step(inside, true, false), with);
 }
 
 }  // namespace

@@ -73,6 +73,7 @@ class EpochOps final : public Ops {
   DSV4_UNUSED_OP(hc_head, HcHeadParams)
   DSV4_UNUSED_OP(moe_gate, MoeGateParams)
   DSV4_UNUSED_OP(moe_experts, MoeExpertsParams)
+  DSV4_UNUSED_OP(shared_expert, SharedExpertParams)
   DSV4_UNUSED_OP(embed, EmbedParams)
   DSV4_UNUSED_OP(argmax, ArgmaxParams)
   DSV4_UNUSED_OP(sample, SampleParams)
