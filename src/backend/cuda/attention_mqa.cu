@@ -64,18 +64,6 @@ __device__ __forceinline__ uint32_t pack(float lo, float hi) {
   return static_cast<uint32_t>(f_to_bf16(lo)) | (static_cast<uint32_t>(f_to_bf16(hi)) << 16);
 }
 
-__device__ __forceinline__ void cp_async4(void* dst, const void* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(dst)), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async8(void* dst, const void* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(smem_addr(dst)), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
-
 // d += a·b for a 16x16 bf16 A fragment and a 16x8 B fragment (b0, b1), fp32 accumulators.
 __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
@@ -118,7 +106,7 @@ __device__ void load_block(int64_t b, Smem& sm) {
   for (int i = threadIdx.x; i < kEntries * kRawUnits; i += kThreads) {
     const int e = i / kRawUnits, u = i % kRawUnits;
     const uint8_t* src = sm.entry[b & 1][e];
-    if (src) cp_async8(&sm.raw[e][8 * u], src + 8 * u);
+    if (src) cp_async<8>(&sm.raw[e][8 * u], src + 8 * u);
   }
   cp_async_commit();
 }
@@ -135,9 +123,9 @@ __device__ void load_q(const AttentionArgs& a, int64_t t, int h0, Smem& sm) {
     if (r >= rows) {
       *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
     } else if (wide) {
-      cp_async16(dst, src + r * 2 * kDim + c);
+      cp_async<16>(dst, src + r * 2 * kDim + c);
     } else {
-      for (int k = 0; k < 16; k += 4) cp_async4(dst + k, src + r * 2 * kDim + c + k);
+      for (int k = 0; k < 16; k += 4) cp_async<4>(dst + k, src + r * 2 * kDim + c + k);
     }
   }
 }

@@ -98,17 +98,6 @@ __device__ __forceinline__ void st_shared4(void* p, uint32_t x, uint32_t y, uint
   *reinterpret_cast<uint4*>(p) = make_uint4(x, y, z, w);
 }
 
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(ok ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-// Commits the copies issued since the last commit and waits for all of them.
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
 // kAPlanes / kBPlanes: the activations / the (dense FP8) weight come as digit planes, copied to
 // shared memory with cp.async kStages - 1 stages ahead; otherwise the loaders convert codes through
 // the table, one stage ahead (loaded before a stage's products, stored after them).
@@ -151,7 +140,7 @@ __global__ void __launch_bounds__(kImThreads) imma_block_kernel(const ExactBlock
         const int piece = tid + h * kImThreads, r = piece / 4, q = piece % 4;
         const int64_t off = a_off[h] + int64_t{st} * kImK;
         for (int l = 0; l < kActDigits; ++l) {
-          cp_async16(&s.a[buf][l][r][q * 16], p.a_digits + l * p.a_digit_stride + off, a_ok[h]);
+          cp_async<16>(&s.a[buf][l][r][q * 16], p.a_digits + l * p.a_digit_stride + off, a_ok[h] ? 16 : 0);
         }
       }
     }
@@ -159,7 +148,7 @@ __global__ void __launch_bounds__(kImThreads) imma_block_kernel(const ExactBlock
       if (b_live) {
         const int64_t off = b_off + int64_t{st} * kImK;
         for (int l = 0; l < 3; ++l) {
-          cp_async16(&s.b[buf][l][b_row][(tid % 4) * 16], p.w_digits + l * w_plane + off, b_ok);
+          cp_async<16>(&s.b[buf][l][b_row][(tid % 4) * 16], p.w_digits + l * w_plane + off, b_ok ? 16 : 0);
         }
       }
     }

@@ -10,6 +10,7 @@
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/glibc_expf.cuh"
 #include "backend/cuda/hyper_connection.h"
+#include "backend/cuda/ptx.cuh"
 
 // Bit-exact with backend/cpu/hyper_connection.cpp: the mix is the CPU's plain fp32 GEMM (one sequential
 // sum over k per output), rs its 8-lane sum of squares, exp is glibc's expf, and no product is fused
@@ -329,18 +330,13 @@ constexpr int64_t kChainMaxTokens = 64;  // beyond this the wide kernel's warps 
 constexpr int kChainMaxGroup = 4;        // tokens per chain CTA (one lane each)
 constexpr int kRowPad = 8;               // bf16 per staged row: the group's lanes read different banks
 
-__device__ __forceinline__ void stage16(void* dst, const void* src) {
-  const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
-}
-
 // Copies `n` elements of src to dst with the whole CTA; kVec: 16-byte aligned and n*sizeof(T) % 16 == 0.
 template <bool kVec, typename T>
 __device__ void stage_row(T* dst, const T* src, int64_t n) {
   if constexpr (kVec) {
     const int64_t chunks = n * static_cast<int64_t>(sizeof(T)) / 16;
     for (int64_t i = threadIdx.x; i < chunks; i += blockDim.x)
-      stage16(reinterpret_cast<uint4*>(dst) + i, reinterpret_cast<const uint4*>(src) + i);
+      cp_async<16>(reinterpret_cast<uint4*>(dst) + i, reinterpret_cast<const uint4*>(src) + i);
   } else {
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
   }
@@ -431,7 +427,7 @@ __global__ void __launch_bounds__(kThreads) hc_chain_kernel(HcArgs a, int group,
   auto* xs = reinterpret_cast<uint16_t*>(w + (squares ? 0 : (width + 3) / 4 * 4));
   if (!squares) stage_row<kVec>(w, a.fn + o * width, width);
   for (int g = 0; g < n; ++g) stage_row<kVec>(xs + g * stride, a.h + (t0 + g) * width, width);
-  if constexpr (kVec) asm volatile("cp.async.wait_all;\n" ::: "memory");
+  if constexpr (kVec) cp_async_wait_all();
   __syncthreads();
   const int lane = static_cast<int>(threadIdx.x);
   const int64_t row = a.mix + kSqLanes;

@@ -21,10 +21,20 @@ __device__ __forceinline__ void ldsm_x4_trans(uint32_t addr, uint32_t (&r)[4]) {
                : "r"(addr));
 }
 
-// cp.async of N (4, 8 or 16) bytes to shared memory, the first src_bytes from src and zeros after
-// them (src_bytes 0: zeros, src not read). 16-byte copies bypass L1 (.cg); smaller ones cannot.
+// cp.async of N (4, 8 or 16) bytes to shared memory. 16-byte copies bypass L1 (.cg); smaller ones
+// cannot.
 template <int N>
-__device__ __forceinline__ void cp_async(void* dst, const void* src, int src_bytes = N) {
+__device__ __forceinline__ void cp_async(void* dst, const void* src) {
+  static_assert(N == 4 || N == 8 || N == 16);
+  if constexpr (N == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src) : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(smem_addr(dst)), "l"(src), "n"(N) : "memory");
+  }
+}
+// The same with the first src_bytes from src and zeros after them (src_bytes 0: zeros, src not read).
+template <int N>
+__device__ __forceinline__ void cp_async(void* dst, const void* src, int src_bytes) {
   static_assert(N == 4 || N == 8 || N == 16);
   if constexpr (N == 16) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes)
@@ -41,5 +51,7 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
+// Commits the copies issued since the last commit and waits for all of them.
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
 }  // namespace dsv4::cuda
