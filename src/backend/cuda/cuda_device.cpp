@@ -50,13 +50,24 @@ int device_count() {
   return n;
 }
 
+namespace {
+
+int current_attribute(cudaDeviceAttr attr) {
+  int dev = 0, v = 0;
+  DSV4_CUDA_CHECK(cudaGetDevice(&dev));
+  DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&v, attr, dev));
+  return v;
+}
+
+}  // namespace
+
 int sm_count() {
-  static const int n = [] {
-    int dev = 0, count = 0;
-    DSV4_CUDA_CHECK(cudaGetDevice(&dev));
-    DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev));
-    return count;
-  }();
+  static const int n = current_attribute(cudaDevAttrMultiProcessorCount);
+  return n;
+}
+
+int smem_optin() {
+  static const int n = current_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin);
   return n;
 }
 

@@ -95,5 +95,7 @@ int device_count();
 
 // Streaming multiprocessors of the current device (read once): kernels size their grids by it.
 int sm_count();
+// The most shared memory a block may opt in to on the current device (read once).
+int smem_optin();
 
 }  // namespace dsv4::cuda

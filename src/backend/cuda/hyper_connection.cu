@@ -480,9 +480,7 @@ __global__ void __launch_bounds__(kThreads) hc_finish_kernel(HcArgs a, const flo
 // Tokens per chain CTA so that fn's row and the rows fit in shared memory; 0: the chain path does not apply.
 int chain_group(const HcArgs& a) {
   if (a.tokens > kChainMaxTokens) return 0;
-  int dev = 0, optin = 0;
-  DSV4_CUDA_CHECK(cudaGetDevice(&dev));
-  DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  const int64_t optin = smem_optin();
   const int64_t width = a.hc * a.dim, fn_bytes = (width + 3) / 4 * 16, row_bytes = 2 * (width + kRowPad);
   const int64_t fit = (optin - fn_bytes) / row_bytes;
   return static_cast<int>(std::clamp<int64_t>(fit, 0, std::min<int64_t>(kChainMaxGroup, a.tokens)));
