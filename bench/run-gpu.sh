@@ -60,7 +60,7 @@ for set in tiny-a tiny-b; do
   step "golden-cuda-eager-$set" "$STAGE/bin/dsv4" golden-check "$DSV4_SHARED/golden/$set" --backend cuda --step-mode eager
   step "golden-simt-$set" env DSV4_GEMM_IMMA=0 "$STAGE/bin/dsv4" golden-check "$DSV4_SHARED/golden/$set" --backend cuda
 done
-# DSV4_GPU_GOLDEN_ENV (variable assignments, e.g. DSV4_GEMM_RING=1): both sets again under them (must pass).
+# DSV4_GPU_GOLDEN_ENV (variable assignments, e.g. DSV4_MOE_SIDE=1): both sets again under them (must pass).
 if [ -n "${DSV4_GPU_GOLDEN_ENV:-}" ]; then
   for set in tiny-a tiny-b; do
     step "golden-env-$set" env $DSV4_GPU_GOLDEN_ENV "$STAGE/bin/dsv4" golden-check "$DSV4_SHARED/golden/$set" --backend cuda

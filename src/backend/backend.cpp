@@ -2,9 +2,10 @@
 
 #include <fmt/format.h>
 
-#include <cstdlib>
+#include <string_view>
 
 #include "backend/cpu/cpu_ops.h"
+#include "core/env.h"
 #include "core/error.h"
 #ifdef DSV4_HAVE_CUDA
 #include "backend/cuda/cuda_device.h"
@@ -29,9 +30,8 @@ Backend cpu_backend(int threads) {
 // DSV4_GEMM=cublaslt opts into cuBLASLt's tensor-core GEMMs (much faster prefill, but not faithful to
 // the reference's rounding: see cuda/gemm.h); the default is the exact kernels.
 cuda::GemmPrecision gemm_precision() {
-  const char* v = std::getenv("DSV4_GEMM");
-  const std::string_view mode = v ? v : "exact";
-  if (mode == "exact") return cuda::GemmPrecision::kExact;
+  const std::string_view mode = env_value("DSV4_GEMM");
+  if (mode.empty() || mode == "exact") return cuda::GemmPrecision::kExact;
   if (mode == "cublaslt") return cuda::GemmPrecision::kCublasLt;
   fail("DSV4_GEMM={}: expected exact or cublaslt", mode);
 }

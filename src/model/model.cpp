@@ -3,10 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
-#include <cstdlib>
-#include <string_view>
 
 #include "backend/rope.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "core/number_formats.h"
 #include "core/thread_pool.h"
@@ -70,16 +69,6 @@ class SideBranch {
   Device& dev_;
   bool on_;
 };
-
-bool env_off(const char* name) {
-  const char* v = std::getenv(name);
-  return v && std::string_view(v) == "0";
-}
-
-bool env_on(const char* name) {
-  const char* v = std::getenv(name);
-  return v && std::string_view(v) == "1";
-}
 
 template <typename T>
 DeviceArray<T> scratch(Device& d, int64_t n) {
@@ -151,9 +140,9 @@ Model::Model(const ModelConfig& cfg, const ModelWeights& weights, Ops& ops, Devi
   }
   // Recorded steps and the indexer's side queue are the default where the device can record (their GPU
   // suites passed on the H200, docs/perf.md); DSV4_CUDA_GRAPHS=0 (or --enforce-eager) runs eagerly.
-  const bool graphs = dev.can_record() && !env_off("DSV4_CUDA_GRAPHS");
+  const bool graphs = dev.can_record() && env_value("DSV4_CUDA_GRAPHS") != "0";
   overlap_ = graphs;
-  shared_overlap_ = env_on("DSV4_MOE_SIDE");
+  shared_overlap_ = env_value("DSV4_MOE_SIDE") == "1";
   set_step_mode(graphs ? StepMode::kGraphs : StepMode::kEager);
   if (dev.can_record())
     spdlog::info("model: decode steps {}", graphs ? "recorded once per batch shape and replayed (CUDA graphs), the "

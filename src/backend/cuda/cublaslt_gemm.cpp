@@ -293,10 +293,9 @@ struct GemmRunner::Impl {
   void run_pair(const GemmArgs& a, const GemmWeight& w_b, void* y_b) {
     const GemmWeight& w = a.w;
     const bool plain = w.kind == GemmWeightKind::kBf16 || w.kind == GemmWeightKind::kF32;
-    const bool on_lt = w.kind == GemmWeightKind::kBf16 && !a.exact && precision == GemmPrecision::kCublasLt;
     const bool same = w_b.kind == w.kind && w_b.rows == w.rows && w_b.cols == w.cols;
     DSV4_CHECK(w_b.data && y_b, "gemm: a pair needs its second weight and output");
-    if (!plain || on_lt || !same || a.rows == 0) {
+    if (!plain || on_lt(a, GemmWeightKind::kBf16) || !same || a.rows == 0) {
       run(a);
       GemmArgs b = a;
       b.w = w_b;
@@ -308,6 +307,11 @@ struct GemmRunner::Impl {
     ExactPlainArgs p = plain_args(a);
     p.w_b = w_b.data, p.y_b = y_b;
     exact_plain_gemm(p, stream);
+  }
+
+  // Whether a weight of `kind` goes to cuBLASLt (kCublasLt precision, the call not asking for exact).
+  bool on_lt(const GemmArgs& a, GemmWeightKind kind) const {
+    return a.w.kind == kind && !a.exact && precision == GemmPrecision::kCublasLt;
   }
 
   void run_checks(const GemmArgs& a) {
@@ -325,8 +329,7 @@ struct GemmRunner::Impl {
     if (a.rows == 0) return;
     const bool y_f32 = a.out == GemmOut::kF32;
     if (w.kind == GemmWeightKind::kBf16 || w.kind == GemmWeightKind::kF32) {
-      const bool use_lt = w.kind == GemmWeightKind::kBf16 && !a.exact && precision == GemmPrecision::kCublasLt;
-      if (use_lt && lt_bf16(a, x_ld, y_ld)) return;
+      if (on_lt(a, GemmWeightKind::kBf16) && lt_bf16(a, x_ld, y_ld)) return;
       exact_plain_gemm(plain_args(a), stream);
       return;
     }
@@ -336,7 +339,7 @@ struct GemmRunner::Impl {
     p.rows = a.rows, p.n = w.rows, p.ng = w.rows / a.groups, p.kg = w.cols, p.groups = a.groups;
     p.w = w.data, p.w_scale = w.scale;
     p.y = a.y, p.y_ld = y_ld, p.y_f32 = y_f32;
-    const bool use_lt = w.kind == GemmWeightKind::kFp8 && !a.exact && precision == GemmPrecision::kCublasLt;
+    const bool use_lt = on_lt(a, GemmWeightKind::kFp8);
     // The SIMT kernels quantize bf16 rows as they read them; cuBLASLt and the tensor-core kernel take
     // codes (the latter split into digit planes, and for many rows the FP8 weight too).
     const bool imma = !use_lt && imma_wanted(w.kind, a.rows, w.cols, w.rows);

@@ -46,6 +46,7 @@
 #include "backend/cuda/gemm_internal.h"
 #include "backend/cuda/gemm_tiles.cuh"
 #include "backend/cuda/ptx.cuh"
+#include "core/env.h"
 
 namespace dsv4::cuda {
 namespace {
@@ -424,7 +425,7 @@ __device__ __forceinline__ void stage_acts_bf16(Smem& s, const uint16_t* x, int6
   });
 }
 
-// ---- integer block sums for FP4 (opt-in: DSV4_GEMM_FP4_INT=1) -------------------------------------
+// ---- integer block sums for FP4 (tiles of two or more rows; gemm.h Fp4Sums) ----------------------
 //
 // An e4m3 value times 2^9 and an e2m1 value times 2 are integers (below 2^18 and 12 in magnitude), so
 // a 32-product block sum times 2^10 is an integer below 2^27: exact in int32, and its conversion to
@@ -1243,17 +1244,13 @@ __global__ void __launch_bounds__(2 * kWarp) skinny_plain_kernel(const ExactPlai
 // ---- launchers -----------------------------------------------------------------------------------
 
 std::atomic<bool>& ring_switch() {
-  static std::atomic<bool> on{[] {
-    const char* v = std::getenv("DSV4_GEMM_RING");
-    return !(v && std::string_view(v) == "0");
-  }()};
+  static std::atomic<bool> on{env_value("DSV4_GEMM_RING") != "0"};
   return on;
 }
 
 std::atomic<Fp4Sums>& fp4_sums_switch() {
   static std::atomic<Fp4Sums> mode{[] {
-    const char* v = std::getenv("DSV4_GEMM_FP4_INT");
-    const std::string_view s = v ? v : "";
+    const std::string_view s = env_value("DSV4_GEMM_FP4_INT");
     return s == "1" ? Fp4Sums::kInteger : s == "0" ? Fp4Sums::kFloat : Fp4Sums::kAuto;
   }()};
   return mode;

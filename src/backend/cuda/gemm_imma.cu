@@ -21,6 +21,7 @@
 #include "backend/cuda/gemm_imma.h"
 #include "backend/cuda/gemm_tiles.cuh"
 #include "backend/cuda/ptx.cuh"
+#include "core/env.h"
 
 namespace dsv4::cuda {
 namespace {
@@ -375,10 +376,7 @@ __global__ void __launch_bounds__(256)
 }
 
 std::atomic<int>& stage_switch() {
-  static std::atomic<int> n{[] {
-    const char* v = std::getenv("DSV4_GEMM_IMMA_STAGES");
-    return v && std::string_view(v) == "4" ? 4 : 2;
-  }()};
+  static std::atomic<int> n{env_value("DSV4_GEMM_IMMA_STAGES") == "4" ? 4 : 2};
   return n;
 }
 
@@ -392,10 +390,7 @@ std::atomic<int64_t>& min_rows_switch() {
 }
 
 std::atomic<int>& imma_switch() {
-  static std::atomic<int> on{[] {
-    const char* v = std::getenv("DSV4_GEMM_IMMA");
-    return v && std::string_view(v) == "0" ? 0 : 1;
-  }()};
+  static std::atomic<int> on{env_value("DSV4_GEMM_IMMA") == "0" ? 0 : 1};
   return on;
 }
 

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
-#include <string_view>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.h"
@@ -11,6 +9,7 @@
 #include "backend/cuda/glibc_expf.cuh"
 #include "backend/cuda/hyper_connection.h"
 #include "backend/cuda/ptx.cuh"
+#include "core/env.h"
 
 // Bit-exact with backend/cpu/hyper_connection.cpp: the mix is the CPU's plain fp32 GEMM (one sequential
 // sum over k per output), rs its 8-lane sum of squares, exp is glibc's expf, and no product is fused
@@ -497,11 +496,8 @@ void launch_chain(const HcArgs& a, int group, float* raw, cudaStream_t stream) {
   DSV4_CUDA_CHECK_LAUNCH();
 }
 
-std::atomic<int>& products_switch() {
-  static std::atomic<int> on{[] {
-    const char* v = std::getenv("DSV4_HC_PRODUCTS");
-    return v && std::string_view(v) == "0" ? 0 : 1;
-  }()};
+std::atomic<bool>& products_switch() {
+  static std::atomic<bool> on{env_value("DSV4_HC_PRODUCTS") != "0"};
   return on;
 }
 
@@ -545,8 +541,8 @@ __global__ void hc_post_kernel(const uint16_t* x, const uint16_t* res, const flo
 
 }  // namespace
 
-bool hc_products() { return products_switch().load() != 0; }
-void set_hc_products(bool on) { products_switch().store(on ? 1 : 0); }
+bool hc_products() { return products_switch().load(); }
+void set_hc_products(bool on) { products_switch().store(on); }
 bool hc_uses_products(int64_t tokens, int mix, int64_t width) {
   return hc_products() && tokens <= kChainMaxTokens && width % 8 == 0 && tokens * (mix + 1) <= sm_count();
 }

@@ -86,47 +86,46 @@ fs::path broken_copy(const std::string& drop, const std::string& extra, const st
   return dir;
 }
 
-TEST(Weights, ReportsAllMissingUnexpectedAndMistypedTensorsTogether) {
-  DSV4_REQUIRE_SHARED();
-  const fs::path dir = broken_copy("layers.2.attn.compressor.ape", "layers.9.attn.bogus", "layers.1.attn.wq_b.weight");
+// The error load_model(dir) raises; a test failure (and "") when it loads.
+std::string load_error(const fs::path& dir) {
   try {
     load_model(dir);
-    FAIL() << "loaded a broken checkpoint";
   } catch (const Error& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find("1 missing tensor(s):\n    layers.2.attn.compressor.ape"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("1 wrong dtype or shape tensor(s):\n    layers.1.attn.wq_b.weight: expected F8_E4M3 [512, "
-                       "128], found F8_E4M3 [128, 512]"),
-              std::string::npos)
-        << msg;
-    EXPECT_NE(msg.find("1 unexpected tensor(s):\n    layers.9.attn.bogus"), std::string::npos) << msg;
+    return e.what();
   }
+  ADD_FAILURE() << "loaded the broken checkpoint " << dir;
+  return {};
+}
+
+TEST(Weights, ReportsAllMissingUnexpectedAndMistypedTensorsTogether) {
+  DSV4_REQUIRE_SHARED();
+  const std::string msg =
+      load_error(broken_copy("layers.2.attn.compressor.ape", "layers.9.attn.bogus", "layers.1.attn.wq_b.weight"));
+  EXPECT_NE(msg.find("1 missing tensor(s):\n    layers.2.attn.compressor.ape"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("1 wrong dtype or shape tensor(s):\n    layers.1.attn.wq_b.weight: expected F8_E4M3 [512, "
+                     "128], found F8_E4M3 [128, 512]"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("1 unexpected tensor(s):\n    layers.9.attn.bogus"), std::string::npos) << msg;
 }
 
 // NaN codes in FP8 weights or their scales are refused by name, with the count and the first one;
 // a finite code next to them (0x7e, the largest e4m3; 0xfe, the largest e8m0) is not.
 TEST(Weights, RefusesNanCodesInFp8WeightsAndScales) {
   DSV4_REQUIRE_SHARED();
-  const fs::path dir = broken_copy("", "extra.unused", "",
-                                   {{"layers.1.attn.wq_b.weight", 17, 0x7f},
-                                    {"layers.1.attn.wq_b.weight", 40, 0xff},
-                                    {"layers.1.attn.wq_b.weight", 41, 0x7e},
-                                    {"layers.2.attn.wo_b.scale", 0, 0xff},
-                                    {"layers.2.attn.wkv.scale", 0, 0xfe}});
-  try {
-    load_model(dir);
-    FAIL() << "loaded a checkpoint with NaN codes";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find("2 corrupt (NaN codes) tensor(s):"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("layers.1.attn.wq_b.weight: 2 NaN e4m3 code(s), the first at element 17"), std::string::npos)
-        << msg;
-    EXPECT_NE(msg.find("layers.2.attn.wo_b.scale: 1 NaN e8m0 code(s), the first at element 0"), std::string::npos)
-        << msg;
-    EXPECT_EQ(msg.find("wkv.scale"), std::string::npos) << msg;
-    // Scanned on several threads, reported in binding order.
-    EXPECT_LT(msg.find("layers.1.attn.wq_b.weight"), msg.find("layers.2.attn.wo_b.scale")) << msg;
-  }
+  const std::string msg = load_error(broken_copy("", "extra.unused", "",
+                                                 {{"layers.1.attn.wq_b.weight", 17, 0x7f},
+                                                  {"layers.1.attn.wq_b.weight", 40, 0xff},
+                                                  {"layers.1.attn.wq_b.weight", 41, 0x7e},
+                                                  {"layers.2.attn.wo_b.scale", 0, 0xff},
+                                                  {"layers.2.attn.wkv.scale", 0, 0xfe}}));
+  EXPECT_NE(msg.find("2 corrupt (NaN codes) tensor(s):"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("layers.1.attn.wq_b.weight: 2 NaN e4m3 code(s), the first at element 17"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("layers.2.attn.wo_b.scale: 1 NaN e8m0 code(s), the first at element 0"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("wkv.scale"), std::string::npos) << msg;
+  // Scanned on several threads, reported in binding order.
+  EXPECT_LT(msg.find("layers.1.attn.wq_b.weight"), msg.find("layers.2.attn.wo_b.scale")) << msg;
 }
 
 TEST(Weights, RefusesACheckpointForAnotherConfig) {
