@@ -90,7 +90,7 @@ if [ "${DSV4_GPU_NCU:-0}" = 1 ] && [ -x "$STAGE/bin/gpu_kernels_bench" ]; then
     IFS=: read -r ncu_rows ncu_kernel ncu_skip ncu_count <<<"$spec"
     ncu_sections="--section SpeedOfLight --section LaunchStats"
     [ "${ncu_count:-4}" -le 4 ] && ncu_sections="$ncu_sections --section WarpStateStats --section MemoryWorkloadAnalysis \
-      --section ComputeWorkloadAnalysis --section Occupancy"
+      --section ComputeWorkloadAnalysis --section Occupancy --section SchedulerStats --section SourceCounters"
     step "ncu-$ncu_rows" env DSV4_KERNELS="$ncu_rows" "$ncu_bin" --clock-control none -k "regex:$ncu_kernel" \
       --launch-skip "${ncu_skip:-2}" --launch-count "${ncu_count:-4}" $ncu_sections "$STAGE/bin/gpu_kernels_bench"
   done
@@ -146,8 +146,10 @@ if [ "${DSV4_GPU_BENCH:-0}" = 1 ]; then
           --context 8192 --prefill 2048 -r 1 --profile
       fi
     fi
-    [ "${DSV4_GPU_SERVE:-1}" = 1 ] && timeout $((deadline - SECONDS > 30 ? deadline - SECONDS : 30)) bash bench/serve-gpu.sh "$STAGE/bin/dsv4" "$flash" "$LOGS" >"$LOGS/serve-bench.log" 2>&1
-    rows+=("$(printf '%-28s %-6s %8ss  %s' serve-bench "$([ $? -eq 0 ] && echo ok || echo FAIL)" - "$(tail -n 1 "$LOGS/serve-bench.log" | cut -c1-70)")")
+    if [ "${DSV4_GPU_SERVE:-1}" = 1 ]; then
+      timeout $((deadline - SECONDS > 30 ? deadline - SECONDS : 30)) bash bench/serve-gpu.sh "$STAGE/bin/dsv4" "$flash" "$LOGS" >"$LOGS/serve-bench.log" 2>&1
+      rows+=("$(printf '%-28s %-6s %8ss  %s' serve-bench "$([ $? -eq 0 ] && echo ok || echo FAIL)" - "$(tail -n 1 "$LOGS/serve-bench.log" | cut -c1-70)")")
+    fi
   fi
   python3 bench/gpu_table.py "$LOGS/gpu-kernels.log" "$LOGS/torch-peer.log" "$LOGS/bench-step.log" \
     "$LOGS/bench-step-eager.log" >"$OUT/table.md"

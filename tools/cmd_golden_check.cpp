@@ -27,6 +27,7 @@ void compare_ops(const GoldenOptions& o, Backend& backend, const Args& a) {
   OpTrace mine(*backend.ops, *backend.device), theirs(*other.ops, *other.device);
   GoldenOptions eager = o;  // the trace reads every op's outputs back: nothing can be recorded
   if (!eager.step_mode || *eager.step_mode == StepMode::kGraphs) eager.step_mode = StepMode::kPadded;
+  eager.side_queues = false;  // both backends then issue the same ops in the same order
   run_golden_check(eager, mine, *backend.device);
   run_golden_check(eager, theirs, *other.device);
   fmt::print("{} calls traced\n", mine.records().size());

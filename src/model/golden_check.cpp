@@ -174,6 +174,7 @@ GoldenResult run_golden_check(const GoldenOptions& o, Ops& ops, Device& dev) {
 
   Model model(m.config, m.weights, ops, dev);
   if (o.step_mode) model.set_step_mode(*o.step_mode);
+  if (!o.side_queues) model.set_overlap(false);
   GoldenResult r;
   {
     auto cache = pat.cache(m.config, dev);

@@ -27,6 +27,7 @@ struct GoldenOptions {
   GoldenThresholds thresholds;        // defaults from model/tolerance.json (missing key: not checked)
   bool blocks = true;                 // run the isolated-block checks when a layers file exists
   std::optional<StepMode> step_mode;  // decode steps; default the model's (graphs where the device records)
+  bool side_queues = true;            // the model's side queues where the device has them (false: one queue)
 };
 
 struct GoldenBlockResult {

@@ -54,7 +54,7 @@ class Model {
   void set_overlap(bool on) { overlap_ = on; }
   bool overlap() const { return overlap_; }
   // With overlap on, also the MoE's shared expert on the side queue, beside the gate and the routed
-  // experts (opt-in until measured on the H200: DSV4_MOE_SIDE=1).
+  // experts (the default; DSV4_MOE_SIDE=0 keeps it on the main queue).
   void set_shared_overlap(bool on) { shared_overlap_ = on; }
   StepGraphStats graph_stats() const;
 
@@ -100,7 +100,7 @@ class Model {
   std::vector<Layer> layers_;
   StepMode mode_ = StepMode::kEager;
   bool overlap_ = false;
-  bool shared_overlap_ = false;
+  bool shared_overlap_ = true;
   std::unique_ptr<StepGraphs> graphs_;
 };
 

@@ -15,6 +15,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/fp4_gemv.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemm_imma.h"
 #include "core/error.h"
@@ -699,6 +700,36 @@ TEST(CudaGemm, StageRingOnAndOffMatchCpuBitForBit) {
   }
   cuda::set_gemm_fp4_sums(sums_was);
   cuda::set_gemm_ring(ring_was);
+}
+
+// One-row FP4 tiles on their own kernel (fp4_gemv.h, the default) and on the skinny kernel: decode-like
+// grouped rows (empty experts, more experts than a warp, an expert with two one-row tiles, partial
+// column tiles, the V4-Flash w1 and w2 shapes), cancelling inputs, dense rows from codes (odd stride),
+// groups; the CPU's bits either way, and the "on" runs really launch it.
+TEST(CudaGemm, Fp4GemvOnAndOffMatchCpuBitForBit) {
+  const ImmaSwitch simt(false);
+  const bool was = cuda::fp4_gemv_on();
+  const auto kind = GemmWeightKind::kFp4;
+  uint32_t seed = 900;
+  for (const bool on : {true, false}) {
+    cuda::set_fp4_gemv(on);
+    const int64_t launches = cuda::fp4_gemv_launches();
+    check_grouped(kind, 2048, 4096, random_counts(48, 1, seed), 3, seed + 1);
+    check_grouped(kind, 4096, 2048, random_counts(40, 1, seed + 2), 0, seed + 3);
+    check_grouped(kind, 200, 256, {0, 2, 0, 1, 0, 0, 1, 0}, 3, seed + 4);
+    check_grouped(kind, 200, 384, {1, 0, 1, 1, 0, 0, 0, 0}, 2, seed + 5, true);
+    check_exact({"gemv odd stride", kind, 200, 256, 1, false, 6, 0}, {1}, seed + 6);
+    check_exact({"gemv cancelling odd stride", kind, 200, 384, 1, false, 6, 0, true}, {1}, seed + 7);
+    check_exact({"gemv groups 4 odd stride", kind, 512, 1024, 4, false, 6, 0}, {1}, seed + 8);
+    const int64_t ran = cuda::fp4_gemv_launches() - launches;
+    if (on) {
+      EXPECT_GE(ran, 4) << "the grouped one-row cases did not take the one-row kernel";
+    } else {
+      EXPECT_EQ(ran, 0);
+    }
+    seed += 10;
+  }
+  cuda::set_fp4_gemv(was);
 }
 
 // ---- the tensor-core (int8 digit) kernel ---------------------------------------------------------

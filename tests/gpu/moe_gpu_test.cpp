@@ -511,9 +511,10 @@ void check_experts(const ExpertBank& bank, int64_t tokens, int topk, uint32_t se
   EXPECT_TRUE(fast[1] == fast[0]) << "run to run: " << bf16_diff(fast[1], fast[0]);
 }
 
+// 512 tokens route 1024 pairs, the most one CTA sorts; 513 go through the radix sort.
 TEST(CudaMoeExperts, Fp4TinyMatchesCpu) {
   const ExpertBank bank(256, 128, 8, 8, cuda::GemmWeightKind::kFp4, 100);
-  for (int64_t tokens : {1, 5, 64}) check_experts(bank, tokens, 2, 200 + static_cast<uint32_t>(tokens));
+  for (int64_t tokens : {1, 5, 64, 512, 513}) check_experts(bank, tokens, 2, 200 + static_cast<uint32_t>(tokens));
 }
 
 // x and y off 16-byte alignment take the scalar gather and store paths.

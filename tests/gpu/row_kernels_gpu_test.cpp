@@ -64,7 +64,7 @@ int rows_that_differ(const std::vector<uint16_t>& want, const std::vector<uint16
 
 TEST(CudaRowKernels, RmsNormBitExact) {
   std::mt19937 rng(1);
-  for (int64_t dim : {256, 1024, 4096, 7168, 100, 5000}) {
+  for (int64_t dim : {256, 1024, 4096, 7168, 100, 5000, 12000}) {           // every row-kernel size and the chunked one
     const int64_t rows = std::max<int64_t>(300, (int64_t{1} << 20) / dim);  // enough outputs to show the order
     const auto x = mixed_bf16(static_cast<size_t>(rows * dim), rng, 6);
     const auto w = mixed_bf16(static_cast<size_t>(dim), rng, 1);

@@ -75,6 +75,31 @@ __device__ __forceinline__ float e2m1_to_f(uint8_t nibble) {
   return (nibble & 8) ? -v : v;
 }
 
+// Activation quantization (MODEL.md §2.2, block 128), shared by the GEMM kernels and the MoE's fused
+// gather and SwiGLU quantizers.
+
+// The power-of-two scale of a 128-block from its amax: 2^ceil(log2(max(amax, 1e-4) · fp32(1/448))).
+__device__ __forceinline__ float act_scale(float amax) {
+  return e8_value(ceil_pow2_e8(fmaxf(amax, 1e-4f) * (1.0f / 448.0f)));
+}
+
+// The e4m3 code of v under scale s (core/quant.h's quantize_e4m3).
+__device__ __forceinline__ uint32_t act_code(float v, float s) {
+  return f_to_e4m3(fminf(fmaxf(v / s, -448.0f), 448.0f));
+}
+
+// A warp quantizes one 128-block, four values a lane: returns the block's scale, codes packed in lane order.
+__device__ __forceinline__ float quantize_lane4(const float (&v)[4], uint32_t& packed) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) amax = fmaxf(amax, fabsf(v[i]));
+  const float s = act_scale(warp_max(amax));
+  packed = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) packed |= act_code(v[i], s) << (8 * i);
+  return s;
+}
+
 // RoPE of one interleaved pair (re, im) by `angle`, forward or inverse, in fp32 without contraction;
 // cos/sin bit for bit as the CPU's glibc cosf/sinf (glibc_sincosf.cuh: the correctly rounded values
 // differ from them on ~1% of angles). Callers round the results to bf16.

@@ -41,6 +41,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/fp4_gemv.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemm_imma.h"
 #include "backend/cuda/gemm_internal.h"
@@ -85,13 +86,6 @@ __device__ __forceinline__ void e2m1x8(uint32_t v, float* out) {
 constexpr double kSkActScale = 0x1p1000;
 constexpr float kSkFp8Unscale = 0x1p16f, kSkFp4Unscale = 0x1p22f;
 
-// prmt.b32 in its default mode (a selector nibble with bit 3 set replicates the selected byte's sign).
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
-  uint32_t r;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
-  return r;
-}
-
 // Four e4m3 codes (byte i of v) as fp64 w·2^-1016: the high word is the magnitude << 17 (from byte i
 // of v << 1) with the sign on top (byte i of v, sign-replicated, masked). The NaN codes (0x7f, 0xff)
 // would come out finite: any byte holding one sets bit 7 of that byte in `nan`.
@@ -126,30 +120,6 @@ __device__ __forceinline__ void bf16x8(uint4 v, float* out) {
     out[2 * i] = __uint_as_float(w[i] << 16);
     out[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
   }
-}
-
-// ---- activation quantization (MODEL.md §2.2, block 128) --------------------------------------------
-
-// The power-of-two scale of a 128-block from its amax: 2^ceil(log2(max(amax, 1e-4) · fp32(1/448))).
-__device__ __forceinline__ float act_scale(float amax) {
-  return e8_value(ceil_pow2_e8(fmaxf(amax, 1e-4f) * (1.0f / 448.0f)));
-}
-
-// The e4m3 code of v under scale s (core/quant.h's quantize_e4m3).
-__device__ __forceinline__ uint32_t act_code(float v, float s) {
-  return f_to_e4m3(fminf(fmaxf(v / s, -448.0f), 448.0f));
-}
-
-// A warp quantizes one 128-block, four values a lane: returns the block's scale, codes packed in lane order.
-__device__ __forceinline__ float quantize_lane4(const float (&v)[4], uint32_t& packed) {
-  float amax = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) amax = fmaxf(amax, fabsf(v[i]));
-  const float s = act_scale(warp_max(amax));
-  packed = 0;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) packed |= act_code(v[i], s) << (8 * i);
-  return s;
 }
 
 // Four bf16 values (the first in u.x's low half) as floats.
@@ -469,13 +439,7 @@ __device__ __forceinline__ bool put_digits(SkinnyIntSmem<TM>& s, int m, int k, c
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     nan |= v[i] != v[i];
-    int r = nan ? 0 : __float2int_rn(__fmul_rn(v[i], 512.0f));
-#pragma unroll
-    for (int p = 0; p < 3; ++p) {
-      const int dp = p < 2 ? ((r + 64) & 127) - 64 : r;
-      r = (r - dp) >> 7;
-      d[p] |= (static_cast<uint32_t>(dp) & 0xffu) << (8 * i);
-    }
+    add_digits(nan ? 0 : __float2int_rn(__fmul_rn(v[i], 512.0f)), i, d);
   }
 #pragma unroll
   for (int p = 0; p < 3; ++p) *reinterpret_cast<uint32_t*>(&s.dig[p][m][k]) = d[p];
@@ -1450,6 +1414,7 @@ void exact_block_gemm(const ExactBlockArgs& a, cudaStream_t stream) {
   const BlockPlan pl = plan_block(a);
   ExactBlockArgs p = a;
   if (pl.splits == 1) p.partial = nullptr;
+  if (!pl.tiled && pl.tm == 1 && pl.splits == 1 && fp4_gemv(p, stream)) return;
   if (a.kind == GemmWeightKind::kFp8) {
     launch_block<GemmWeightKind::kFp8>(p, pl.tiled, pl.tm, pl.splits, stream);
   } else {

@@ -28,6 +28,18 @@ __device__ __forceinline__ void store_out(void* y, int64_t y_ld, bool f32, int64
   }
 }
 
+// An integer r = v·2^9 of an e4m3 value v (|r| < 2^18) as three signed base-128 int8 digits
+// (r = d0 + 128·d1 + 16384·d2, d0 and d1 in [-64, 63]), into byte i of d[0..2]: the activations of the
+// integer block sums (dp4a).
+__device__ __forceinline__ void add_digits(int r, int i, uint32_t (&d)[3]) {
+#pragma unroll
+  for (int p = 0; p < 3; ++p) {
+    const int dp = p < 2 ? ((r + 64) & 127) - 64 : r;
+    r = (r - dp) >> 7;
+    d[p] |= (static_cast<uint32_t>(dp) & 0xffu) << (8 * i);
+  }
+}
+
 struct Tile {
   int64_t r0 = 0;  // first row
   int cnt = 0;     // rows in the tile (<= the kernel's row tile)

@@ -205,9 +205,11 @@ __device__ __forceinline__ float element(const float (&v)[S], int j) {
 
 // The CPU's sinkhorn on c[hc*hc] with the matrix in registers (one warp): every sum in the CPU's order
 // from shuffled elements, divisions per element. Lanes past the matrix shadow element 0 and store
-// nothing.
-template <int S>
-__device__ void sinkhorn_lanes(float* c, int hc, int iters, float eps) {
+// nothing. kHc > 0 fixes hc at compile time, so that a sum's shuffles are issued together ahead of its
+// dependent adds (the Sinkhorn is one warp's latency chain on hc_pre's path).
+template <int S, int kHc = 0>
+__device__ void sinkhorn_lanes(float* c, int hc_arg, int iters, float eps) {
+  const int hc = kHc > 0 ? kHc : hc_arg;
   const int n = hc * hc, lane = threadIdx.x % kWarp;
   int row[S], col[S];
   float v[S];
@@ -219,11 +221,13 @@ __device__ void sinkhorn_lanes(float* c, int hc, int iters, float eps) {
   __syncwarp();
   const auto row_sum = [&](int i) {
     float s = 0;
+#pragma unroll
     for (int k = 0; k < hc; ++k) s = __fadd_rn(s, element(v, row[i] + k));
     return s;
   };
   const auto col_sum = [&](int i) {
     float s = 0;
+#pragma unroll
     for (int j = 0; j < hc; ++j) s = __fadd_rn(s, element(v, j * hc + col[i]));
     return s;
   };
@@ -237,6 +241,7 @@ __device__ void sinkhorn_lanes(float* c, int hc, int iters, float eps) {
   };
   step([&](int i) {
     float mx = element(v, row[i]);
+#pragma unroll
     for (int k = 1; k < hc; ++k) {
       const float y = element(v, row[i] + k);
       mx = mx < y ? y : mx;  // std::max_element
@@ -256,6 +261,7 @@ __device__ void sinkhorn_lanes(float* c, int hc, int iters, float eps) {
 }
 
 __device__ void sinkhorn(float* c, int hc, int iters, float eps) {
+  if (hc == 4) return sinkhorn_lanes<1, 4>(c, hc, iters, eps);  // every V4 checkpoint (hc_mult 4)
   if (hc * hc <= kWarp) return sinkhorn_lanes<1>(c, hc, iters, eps);
   sinkhorn_lanes<2>(c, hc, iters, eps);
 }

@@ -206,22 +206,79 @@ __global__ void route_offsets_kernel(const uint32_t* keys, const int32_t* pairs,
   }
 }
 
+// Pairs one CTA routes (a decode step's tokens x topk): route_keys, the radix sort and route_offsets
+// in one launch instead of four or more.
+constexpr int kRouteSmall = 1024;
+
+// The same pairs_sorted, offsets and pos for n <= kRouteSmall: a stable counting sort by key (expert,
+// `experts` for an invalid id), which leaves pairs in ascending order within a key as the stable radix
+// sort does. One thread per pair; blockDim.x >= max(n, 32).
+__global__ void __launch_bounds__(kRouteSmall)
+    route_small_kernel(const int32_t* indices, int n, int experts, int32_t* pairs_sorted, int32_t* offsets,
+                       int32_t* pos, int32_t* err) {
+  __shared__ int32_t key[kRouteSmall];
+  __shared__ int32_t start[kMoeMaxExperts + 1];
+  const int i = static_cast<int>(threadIdx.x), bins = experts + 1;
+  for (int b = i; b < bins; b += blockDim.x) start[b] = 0;
+  int k = experts;
+  if (i < n) {
+    const int32_t e = indices[i];
+    const bool ok = e >= 0 && e < experts;
+    if (!ok) report(err, DeviceError::kMoeExpert);
+    k = ok ? e : experts;
+    key[i] = k;
+  }
+  __syncthreads();
+  if (i < n) atomicAdd(&start[k], 1);
+  __syncthreads();
+  if (i < kWarp) {  // counts -> exclusive prefix sums: lane l scans its run of bins, a warp scan joins them
+    const int per = (bins + kWarp - 1) / kWarp, b0 = min(bins, i * per), b1 = min(bins, b0 + per);
+    int run = 0;
+    for (int b = b0; b < b1; ++b) run += start[b];
+    int inc = run;
+    for (int o = 1; o < kWarp; o <<= 1) {
+      const int v = __shfl_up_sync(kFull, inc, o);
+      if (i >= o) inc += v;
+    }
+    run = inc - run;
+    for (int b = b0; b < b1; ++b) {
+      const int c = start[b];
+      start[b] = run;
+      run += c;
+    }
+  }
+  __syncthreads();
+  if (i < n) {
+    int rank = 0;  // earlier pairs with the same key
+    for (int j = 0; j < i; ++j) rank += key[j] == k;
+    const int at = start[k] + rank;
+    pairs_sorted[at] = i;
+    pos[i] = k < experts ? at : -1;
+  }
+  for (int b = i; b < bins; b += blockDim.x) offsets[b] = start[b];
+}
+
 // ---- experts ----------------------------------------------------------------------------------
 
-// Sorted row j = x[token of pair j]; rows past the routed ones are zeroed (the quantizer reads them,
-// the grouped GEMM does not). V: the copy unit (uint4 when x is 16-byte aligned).
-template <typename V>
-__global__ void gather_kernel(const uint16_t* x, int64_t dim, const int32_t* pairs, int topk, const int32_t* routed,
-                              uint16_t* xs) {
-  const int64_t j = blockIdx.x;
-  const int64_t units = dim * int64_t{sizeof(uint16_t)} / int64_t{sizeof(V)};
-  V* dst = reinterpret_cast<V*>(xs + j * dim);
-  if (j >= *routed) {
-    for (int64_t c = threadIdx.x; c < units; c += blockDim.x) dst[c] = V{};
-    return;
+// The sorted rows' activation codes: row j = x[token of pair j] quantized per 128-block (quantize_act's
+// arithmetic, without the gathered bf16 copy); rows past the routed ones are quantized zeros. One warp
+// per (row, block); codes [rows][dim], scales [dim/128][rows].
+__global__ void gather_quantize_kernel(const uint16_t* x, int64_t rows, int64_t dim, const int32_t* pairs, int topk,
+                                       const int32_t* routed, uint8_t* codes, float* scales) {
+  const int64_t nblk = dim / 128, warp = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (warp >= rows * nblk) return;
+  const int64_t j = warp / nblk, kb = warp % nblk;
+  float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  if (j < *routed) {
+    const uint16_t* src = x + int64_t{pairs[j] / topk} * dim + kb * 128 + lane * 4;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[i] = bf16_to_f(src[i]);
   }
-  const V* src = reinterpret_cast<const V*>(x + int64_t{pairs[j] / topk} * dim);
-  for (int64_t c = threadIdx.x; c < units; c += blockDim.x) dst[c] = src[c];
+  uint32_t packed = 0;
+  const float sc = quantize_lane4(v, packed);
+  *reinterpret_cast<uint32_t*>(codes + j * dim + kb * 128 + lane * 4) = packed;
+  if (lane == 0) scales[kb * rows + j] = sc;
 }
 
 // Eight bf16 values <-> fp32 (one 16-byte vector).
@@ -283,6 +340,31 @@ void swiglu(const uint16_t* g, const uint16_t* u, int64_t rows, int64_t inter, f
                                               rows, inter, limit, weights, pairs, routed, reinterpret_cast<uint4*>(a));
   DSV4_CUDA_CHECK_LAUNCH();
 }
+
+// swiglu_kernel's routed rows and quantize_act over them in one pass: each (row, 128-block) warp rounds
+// its SwiGLU outputs to bf16 and quantizes them, so the bf16 hidden row is never stored. Codes
+// [rows][inter], scales [inter/128][rows].
+__global__ void swiglu_quantize_kernel(const uint16_t* g, const uint16_t* u, int64_t rows, int64_t inter, float limit,
+                                       const float* weights, const int32_t* pairs, const int32_t* routed,
+                                       uint8_t* codes, float* scales) {
+  const int64_t nblk = inter / 128, warp = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (warp >= rows * nblk) return;
+  const int64_t r = warp / nblk, kb = warp % nblk, at = r * inter + kb * 128 + lane * 4;
+  float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  if (r < *routed) {
+    const float w = weights[pairs[r]];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      v[i] = bf16_to_f(swiglu_one(bf16_to_f(g[at + i]), bf16_to_f(u[at + i]), limit, w, true));
+  }
+  uint32_t packed = 0;
+  const float sc = quantize_lane4(v, packed);
+  *reinterpret_cast<uint32_t*>(codes + at) = packed;
+  if (lane == 0) scales[kb * rows + r] = sc;
+}
+
+unsigned warp_blocks(int64_t warps) { return static_cast<unsigned>((warps * kWarp + kThreads - 1) / kThreads); }
 
 // Rows of one token's routed slots in ascending order (= ascending expert), into shared `rows`.
 __device__ int sorted_rows(const int32_t* pos, int topk, int32_t* rows) {
@@ -505,6 +587,13 @@ const PointerTable& MoeRunner::Impl::table(const GemmWeight* w, int experts) {
 
 // Pairs sorted by expert (stable: ascending pair, hence token, within an expert), offsets, pos.
 void MoeRunner::Impl::route(const MoeExpertsArgs& a, int n) {
+  if (n <= kRouteSmall) {
+    const unsigned threads = static_cast<unsigned>(std::max(kWarp, (n + kWarp - 1) / kWarp * kWarp));
+    route_small_kernel<<<1, threads, 0, stream>>>(a.indices, n, a.experts, get<int32_t>(kPairsSorted, n),
+                                                  get<int32_t>(kOffsets, a.experts + 1), get<int32_t>(kPos, n), a.err);
+    DSV4_CUDA_CHECK_LAUNCH();
+    return;
+  }
   auto* keys = get<uint32_t>(kKeys, n);
   auto* keys_sorted = get<uint32_t>(kKeysSorted, n);
   auto* pairs = get<int32_t>(kPairs, n);
@@ -534,14 +623,9 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsArgs& a, int n) {
   auto* scales = get<float>(kScales, n * (wide / 128));
   auto* g = get<uint16_t>(kG, n * I);
   auto* u = get<uint16_t>(kU, n * I);
-  const bool aligned = reinterpret_cast<uintptr_t>(a.x) % sizeof(uint4) == 0;
-  if (aligned) {
-    gather_kernel<uint4><<<n, kThreads, 0, stream>>>(a.x, D, pairs, a.topk, routed, rows);
-  } else {
-    gather_kernel<uint16_t><<<n, kThreads, 0, stream>>>(a.x, D, pairs, a.topk, routed, rows);
-  }
+  gather_quantize_kernel<<<warp_blocks(n * (D / 128)), kThreads, 0, stream>>>(a.x, n, D, pairs, a.topk, routed, codes,
+                                                                              scales);
   DSV4_CUDA_CHECK_LAUNCH();
-  quantize_act(rows, n, D, D, codes, scales, n, stream);
   const int8_t* digits = tensor_core_digits(a.w1[0].kind, n, D, a.experts, codes);
 
   const PointerTable& t1 = table(a.w1, a.experts);
@@ -567,8 +651,9 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsArgs& a, int n) {
   gg.y = u;
   grouped_gemm(gg, stream);
 
-  swiglu(g, u, n, I, a.swiglu_limit, a.weights, pairs, routed, g, stream);
-  quantize_act(g, n, I, I, codes, scales, n, stream);
+  swiglu_quantize_kernel<<<warp_blocks(n * (I / 128)), kThreads, 0, stream>>>(g, u, n, I, a.swiglu_limit, a.weights,
+                                                                              pairs, routed, codes, scales);
+  DSV4_CUDA_CHECK_LAUNCH();
   gg.a_digits = tensor_core_digits(a.w2[0].kind, n, I, a.experts, codes);
   gg.a_digit_stride = n * I;
   gg.n = D;

@@ -1,9 +1,18 @@
-// PTX wrappers shared by the CUDA kernels: shared-memory addresses, ldmatrix and cp.async.
+// PTX wrappers shared by the CUDA kernels: shared-memory addresses, ldmatrix, cp.async and prmt.
 #pragma once
 
 #include <cstdint>
 
 namespace dsv4::cuda {
+
+// prmt.b32 in its default mode: output byte i is byte (selector nibble i & 7) of a (bytes 0-3) and b
+// (bytes 4-7), or that byte's sign replicated when the nibble's bit 3 is set; only the selector's low
+// 16 bits count.
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+  return r;
+}
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));

@@ -62,6 +62,46 @@ __global__ void rms_norm_kernel(const uint16_t* x, uint16_t* y, const uint16_t* 
   }
 }
 
+// The same for rows of at most kPer * kRmsThreads elements, in one pass: every load (x and w) is
+// issued at the start and x stays in registers, so a row waits out one load latency instead of one per
+// staged chunk plus another for the output pass.
+template <int kPer>
+__global__ void __launch_bounds__(kRmsThreads)
+    rms_norm_regs_kernel(const uint16_t* x, uint16_t* y, const uint16_t* __restrict__ w, int dim, float eps) {
+  __shared__ float sq[kPer * kRmsThreads];
+  __shared__ float r_shared;
+  const uint16_t* xr = x + int64_t{blockIdx.x} * dim;
+  float xv[kPer], wv[kPer];
+#pragma unroll
+  for (int u = 0; u < kPer; ++u) {
+    const int i = threadIdx.x + u * kRmsThreads;
+    xv[u] = i < dim ? load_bf16(xr + i) : 0.0f;
+    wv[u] = i < dim ? load_bf16(w + i) : 0.0f;
+  }
+#pragma unroll
+  for (int u = 0; u < kPer; ++u) {
+    const int i = threadIdx.x + u * kRmsThreads;
+    if (i < dim) sq[i] = __fmul_rn(xv[u], xv[u]);
+  }
+  __syncthreads();
+  if (threadIdx.x < kWarp) {
+    float chain = 0.0f;
+#pragma unroll 8
+    for (int i = threadIdx.x % 8; i < dim; i += 8) chain = __fadd_rn(chain, sq[i]);
+    const float ss = lane8_combine(chain);
+    if (threadIdx.x == 0)
+      r_shared = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, static_cast<float>(dim)), eps)));
+  }
+  __syncthreads();
+  const float r = r_shared;
+  uint16_t* yr = y + int64_t{blockIdx.x} * dim;
+#pragma unroll
+  for (int u = 0; u < kPer; ++u) {
+    const int i = threadIdx.x + u * kRmsThreads;
+    if (i < dim) yr[i] = f_to_bf16(__fmul_rn(wv[u], __fmul_rn(xv[u], r)));
+  }
+}
+
 // RoPE of the bf16 pair at v, in place.
 __device__ __forceinline__ void rotate_pair(uint16_t* v, float angle, bool inverse) {
   float re = load_bf16(v), im = load_bf16(v + 1);
@@ -178,7 +218,17 @@ unsigned blocks_for(int64_t threads, int per_block) {
 void rms_norm(const uint16_t* x, uint16_t* y, const uint16_t* w, int64_t rows, int64_t dim, float eps,
               cudaStream_t stream) {
   if (rows == 0) return;
-  rms_norm_kernel<<<static_cast<unsigned>(rows), kRmsThreads, 0, stream>>>(x, y, w, dim, eps);
+  const auto grid = static_cast<unsigned>(rows);
+  const int d = static_cast<int>(dim);
+  if (dim <= 4 * kRmsThreads) {
+    rms_norm_regs_kernel<4><<<grid, kRmsThreads, 0, stream>>>(x, y, w, d, eps);
+  } else if (dim <= 16 * kRmsThreads) {
+    rms_norm_regs_kernel<16><<<grid, kRmsThreads, 0, stream>>>(x, y, w, d, eps);
+  } else if (dim <= 32 * kRmsThreads) {
+    rms_norm_regs_kernel<32><<<grid, kRmsThreads, 0, stream>>>(x, y, w, d, eps);
+  } else {
+    rms_norm_kernel<<<grid, kRmsThreads, 0, stream>>>(x, y, w, dim, eps);
+  }
   DSV4_CUDA_CHECK_LAUNCH();
 }
 

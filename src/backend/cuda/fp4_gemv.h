@@ -1,0 +1,27 @@
+// The one-row FP4 GEMV of a decode step's routed experts (one activation row per expert), with the
+// exact integer block sums of the skinny kernel (gemm.cu) and the same bits.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "backend/cuda/gemm_internal.h"
+
+namespace dsv4::cuda {
+
+// Runs `a` in row tiles of one row (each CTA one row of the dense or grouped launch, as the skinny
+// kernel's one-row tiles) when the kernel applies: FP4 weights, activation codes (not bf16 rows), K of
+// a group at most kFp4GemvMaxK, no split-K. Returns false, having launched nothing, otherwise. The
+// caller decides that one-row tiles are wanted.
+bool fp4_gemv(const ExactBlockArgs& a, cudaStream_t stream);
+
+constexpr int64_t kFp4GemvMaxK = 16384;
+
+// On by default; DSV4_GEMM_GEMV=0 (or set_fp4_gemv(false)) leaves one-row FP4 tiles to the skinny kernel.
+bool fp4_gemv_on();
+void set_fp4_gemv(bool on);
+// Launches so far in this process (tests check that a shape took this kernel).
+int64_t fp4_gemv_launches();
+
+}  // namespace dsv4::cuda
