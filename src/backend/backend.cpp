@@ -68,6 +68,7 @@ std::vector<std::string> built_backends() {
 }
 
 Backend make_backend(std::string_view name, int cpu_threads) {
+  check_env_switches();
   if (name == "auto") name = have_gpu() ? "cuda" : "cpu";
   if (name == "cpu") return cpu_backend(cpu_threads);
   if (name == "cuda") {

@@ -1,8 +1,11 @@
 // Choosing a backend by name: cpu always, auto falls back to cpu without a GPU, unknown names and
 // unavailable backends are refused with a message that says what to use instead.
+#include "backend/backend.h"
+
 #include <gtest/gtest.h>
 
-#include "backend/backend.h"
+#include <cstdlib>
+
 #include "core/error.h"
 
 namespace dsv4 {
@@ -31,6 +34,19 @@ TEST(Backend, UnknownNamesAreRefused) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("expected cpu, cuda or auto"), std::string::npos) << e.what();
   }
+}
+
+// A mistyped switch fails the backend's creation instead of quietly meaning the default.
+TEST(Backend, BadSwitchValuesAreRefused) {
+  setenv("DSV4_GEMM_RING", "yes", 1);
+  try {
+    make_backend("cpu", 1);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("DSV4_GEMM_RING=yes"), std::string::npos) << e.what();
+  }
+  unsetenv("DSV4_GEMM_RING");
+  EXPECT_EQ(make_backend("cpu", 1).name, "cpu");
 }
 
 TEST(Backend, CudaWithoutAGpuSaysSo) {

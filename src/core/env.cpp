@@ -1,0 +1,44 @@
+#include "core/env.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <initializer_list>
+
+#include "core/error.h"
+
+namespace dsv4 {
+namespace {
+
+struct Switch {
+  const char* name;
+  std::initializer_list<std::string_view> values;  // besides unset or empty (the default)
+};
+
+// Every on/off or named-mode switch the engine reads with env_value, and what each takes (numbers
+// such as DSV4_GEMM_IMMA_MIN_ROWS are parsed where they are read).
+const std::array<Switch, 9> kSwitches{{
+    {"DSV4_CUDA_GRAPHS", {"0", "1"}},
+    {"DSV4_MOE_SIDE", {"0", "1"}},
+    {"DSV4_HC_PRODUCTS", {"0", "1"}},
+    {"DSV4_GEMM", {"exact", "cublaslt"}},
+    {"DSV4_GEMM_IMMA", {"0", "1"}},
+    {"DSV4_GEMM_IMMA_STAGES", {"2", "4"}},
+    {"DSV4_GEMM_RING", {"0", "1"}},
+    {"DSV4_GEMM_FP4_INT", {"0", "1"}},
+    {"DSV4_GEMM_GEMV", {"0", "1"}},
+}};
+
+}  // namespace
+
+void check_env_switches() {
+  for (const Switch& s : kSwitches) {
+    const std::string_view v = env_value(s.name);
+    if (v.empty()) continue;
+    bool ok = false;
+    for (std::string_view allowed : s.values) ok |= v == allowed;
+    DSV4_CHECK(ok, "{}={}: expected {} (or unset)", s.name, v, fmt::join(s.values, " or "));
+  }
+}
+
+}  // namespace dsv4

@@ -1,0 +1,65 @@
+#include "core/env.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "core/error.h"
+
+namespace dsv4 {
+namespace {
+
+// Sets a variable for one scope and restores what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      setenv(name_, old_.c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+std::string switch_error() {
+  try {
+    check_env_switches();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return {};
+}
+
+TEST(EnvSwitches, KnownValuesAndEmptyPass) {
+  const ScopedEnv a("DSV4_GEMM_RING", "0"), b("DSV4_GEMM", "cublaslt"), c("DSV4_GEMM_IMMA_STAGES", "4"),
+      d("DSV4_MOE_SIDE", "");
+  EXPECT_EQ(switch_error(), "");
+}
+
+TEST(EnvSwitches, AnUnknownValueNamesTheSwitchAndWhatItTakes) {
+  const ScopedEnv a("DSV4_GEMM_GEMV", "off");
+  EXPECT_EQ(switch_error(), "DSV4_GEMM_GEMV=off: expected 0 or 1 (or unset)");
+}
+
+TEST(EnvSwitches, ModeSwitchesListTheirModes) {
+  const ScopedEnv a("DSV4_GEMM", "fast");
+  EXPECT_EQ(switch_error(), "DSV4_GEMM=fast: expected exact or cublaslt (or unset)");
+}
+
+TEST(EnvSwitches, OtherVariablesAreNotChecked) {
+  const ScopedEnv a("DSV4_HOME", "/tmp/anything"), b("DSV4_GEMM_IMMA_MIN_ROWS", "12");
+  EXPECT_EQ(switch_error(), "");
+}
+
+}  // namespace
+}  // namespace dsv4
