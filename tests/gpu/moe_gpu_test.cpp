@@ -517,7 +517,8 @@ TEST(CudaMoeExperts, Fp4TinyMatchesCpu) {
   for (int64_t tokens : {1, 5, 64, 512, 513}) check_experts(bank, tokens, 2, 200 + static_cast<uint32_t>(tokens));
 }
 
-// x and y off 16-byte alignment take the scalar gather and store paths.
+// x and y off 16-byte alignment: the gathering quantizer reads x element by element, the combine takes
+// its scalar store path.
 TEST(CudaMoeExperts, UnalignedActivationsMatchCpu) {
   const ExpertBank bank(256, 128, 8, 8, cuda::GemmWeightKind::kFp4, 800);
   Runners run;
