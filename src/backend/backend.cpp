@@ -30,10 +30,7 @@ Backend cpu_backend(int threads) {
 // DSV4_GEMM=cublaslt opts into cuBLASLt's tensor-core GEMMs (much faster prefill, but not faithful to
 // the reference's rounding: see cuda/gemm.h); the default is the exact kernels.
 cuda::GemmPrecision gemm_precision() {
-  const std::string_view mode = env_value("DSV4_GEMM");
-  if (mode.empty() || mode == "exact") return cuda::GemmPrecision::kExact;
-  if (mode == "cublaslt") return cuda::GemmPrecision::kCublasLt;
-  fail("DSV4_GEMM={}: expected exact or cublaslt", mode);
+  return env_switch("DSV4_GEMM") == "cublaslt" ? cuda::GemmPrecision::kCublasLt : cuda::GemmPrecision::kExact;
 }
 
 Backend cuda_backend() {

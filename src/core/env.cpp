@@ -15,8 +15,8 @@ struct Switch {
   std::initializer_list<std::string_view> values;  // besides unset or empty (the default)
 };
 
-// Every on/off or named-mode switch the engine reads with env_value, and what each takes (numbers
-// such as DSV4_GEMM_IMMA_MIN_ROWS are parsed where they are read).
+// Every on/off or named-mode switch the engine reads (env_switch), and what each takes; numbers such
+// as DSV4_GEMM_IMMA_MIN_ROWS are parsed where they are read.
 const std::array<Switch, 9> kSwitches{{
     {"DSV4_CUDA_GRAPHS", {"0", "1"}},
     {"DSV4_MOE_SIDE", {"0", "1"}},
@@ -29,16 +29,26 @@ const std::array<Switch, 9> kSwitches{{
     {"DSV4_GEMM_GEMV", {"0", "1"}},
 }};
 
+std::string_view checked(const Switch& s) {
+  const std::string_view v = env_value(s.name);
+  if (v.empty()) return v;
+  bool ok = false;
+  for (std::string_view allowed : s.values) ok |= v == allowed;
+  DSV4_CHECK(ok, "{}={}: expected {} (or unset)", s.name, v, fmt::join(s.values, " or "));
+  return v;
+}
+
 }  // namespace
 
-void check_env_switches() {
+std::string_view env_switch(const char* name) {
   for (const Switch& s : kSwitches) {
-    const std::string_view v = env_value(s.name);
-    if (v.empty()) continue;
-    bool ok = false;
-    for (std::string_view allowed : s.values) ok |= v == allowed;
-    DSV4_CHECK(ok, "{}={}: expected {} (or unset)", s.name, v, fmt::join(s.values, " or "));
+    if (std::string_view(s.name) == name) return checked(s);
   }
+  fail("env_switch: {} is not a known switch (add it to core/env.cpp)", name);
+}
+
+void check_env_switches() {
+  for (const Switch& s : kSwitches) checked(s);
 }
 
 }  // namespace dsv4

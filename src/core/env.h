@@ -11,8 +11,12 @@ inline std::string_view env_value(const char* name) {
   return v ? std::string_view(v) : std::string_view();
 }
 
-// Throws dsv4::Error naming the first DSV4_* switch set to a value it does not take (the kernels read
-// them once, where an unknown value would silently mean the default). Backends call it on creation.
+// A DSV4_* switch of core/env.cpp's table (empty when unset or empty): throws dsv4::Error for a value it
+// does not take, where the default would otherwise be taken silently, and for a name not in the table.
+std::string_view env_switch(const char* name);
+
+// env_switch's check of every switch at once (backends call it on creation, before any kernel reads
+// its switch).
 void check_env_switches();
 
 }  // namespace dsv4

@@ -140,9 +140,9 @@ Model::Model(const ModelConfig& cfg, const ModelWeights& weights, Ops& ops, Devi
   }
   // Recorded steps and the indexer's side queue are the default where the device can record (their GPU
   // suites passed on the H200, docs/perf.md); DSV4_CUDA_GRAPHS=0 (or --enforce-eager) runs eagerly.
-  const bool graphs = dev.can_record() && env_value("DSV4_CUDA_GRAPHS") != "0";
+  const bool graphs = dev.can_record() && env_switch("DSV4_CUDA_GRAPHS") != "0";
   overlap_ = graphs;
-  shared_overlap_ = env_value("DSV4_MOE_SIDE") != "0";
+  shared_overlap_ = env_switch("DSV4_MOE_SIDE") != "0";
   set_step_mode(graphs ? StepMode::kGraphs : StepMode::kEager);
   if (dev.can_record())
     spdlog::info("model: decode steps {}", graphs ? "recorded once per batch shape and replayed (CUDA graphs), the "

@@ -179,7 +179,7 @@ __global__ void __launch_bounds__(kThreads, 4) fp4_gemv_kernel(const ExactBlockA
 std::atomic<int64_t> g_launches{0};
 
 std::atomic<bool>& gemv_switch() {
-  static std::atomic<bool> on{env_value("DSV4_GEMM_GEMV") != "0"};
+  static std::atomic<bool> on{env_switch("DSV4_GEMM_GEMV") != "0"};
   return on;
 }
 

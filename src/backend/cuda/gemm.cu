@@ -1208,13 +1208,13 @@ __global__ void __launch_bounds__(2 * kWarp) skinny_plain_kernel(const ExactPlai
 // ---- launchers -----------------------------------------------------------------------------------
 
 std::atomic<bool>& ring_switch() {
-  static std::atomic<bool> on{env_value("DSV4_GEMM_RING") != "0"};
+  static std::atomic<bool> on{env_switch("DSV4_GEMM_RING") != "0"};
   return on;
 }
 
 std::atomic<Fp4Sums>& fp4_sums_switch() {
   static std::atomic<Fp4Sums> mode{[] {
-    const std::string_view s = env_value("DSV4_GEMM_FP4_INT");
+    const std::string_view s = env_switch("DSV4_GEMM_FP4_INT");
     return s == "1" ? Fp4Sums::kInteger : s == "0" ? Fp4Sums::kFloat : Fp4Sums::kAuto;
   }()};
   return mode;

@@ -376,7 +376,7 @@ __global__ void __launch_bounds__(256)
 }
 
 std::atomic<int>& stage_switch() {
-  static std::atomic<int> n{env_value("DSV4_GEMM_IMMA_STAGES") == "4" ? 4 : 2};
+  static std::atomic<int> n{env_switch("DSV4_GEMM_IMMA_STAGES") == "4" ? 4 : 2};
   return n;
 }
 
@@ -390,7 +390,7 @@ std::atomic<int64_t>& min_rows_switch() {
 }
 
 std::atomic<int>& imma_switch() {
-  static std::atomic<int> on{env_value("DSV4_GEMM_IMMA") == "0" ? 0 : 1};
+  static std::atomic<int> on{env_switch("DSV4_GEMM_IMMA") == "0" ? 0 : 1};
   return on;
 }
 

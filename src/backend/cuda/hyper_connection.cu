@@ -503,7 +503,7 @@ void launch_chain(const HcArgs& a, int group, float* raw, cudaStream_t stream) {
 }
 
 std::atomic<bool>& products_switch() {
-  static std::atomic<bool> on{env_value("DSV4_HC_PRODUCTS") != "0"};
+  static std::atomic<bool> on{env_switch("DSV4_HC_PRODUCTS") != "0"};
   return on;
 }
 

@@ -56,6 +56,17 @@ TEST(EnvSwitches, ModeSwitchesListTheirModes) {
   EXPECT_EQ(switch_error(), "DSV4_GEMM=fast: expected exact or cublaslt (or unset)");
 }
 
+TEST(EnvSwitches, ReadingOneChecksItsValue) {
+  {
+    const ScopedEnv a("DSV4_GEMM_IMMA_STAGES", "4");
+    EXPECT_EQ(env_switch("DSV4_GEMM_IMMA_STAGES"), "4");
+  }
+  const ScopedEnv b("DSV4_GEMM_IMMA_STAGES", "3");
+  EXPECT_THROW(env_switch("DSV4_GEMM_IMMA_STAGES"), Error);
+}
+
+TEST(EnvSwitches, ReadingAnUnlistedNameIsAnError) { EXPECT_THROW(env_switch("DSV4_NOT_A_SWITCH"), Error); }
+
 TEST(EnvSwitches, OtherVariablesAreNotChecked) {
   const ScopedEnv a("DSV4_HOME", "/tmp/anything"), b("DSV4_GEMM_IMMA_MIN_ROWS", "12");
   EXPECT_EQ(switch_error(), "");
