@@ -437,7 +437,7 @@ int main() {
   cuda::CudaOps ops(dev, cuda::GemmPrecision::kExact);
   cuda::CudaOps lt_ops(dev, cuda::GemmPrecision::kCublasLt);
   std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
-  // DSV4_KERNELS (comma list of gemm, cublaslt, attention, indexer, compressor, moe, hc, hc-chain,
+  // DSV4_KERNELS (comma list of gemm, cublaslt, attention, indexer, compressor, moe, hc, hc-chain, hc-ring,
   // fp4-sums, ring, imma4, imma-decode, simt): only those rows.
   // Unset: the M1.8 table's families (the defaults' rows); the experiments' families only when named.
   const char* set = std::getenv("DSV4_KERNELS");
@@ -449,16 +449,17 @@ int main() {
   if (want("indexer")) indexer_rows(ops);
   if (want("compressor")) compressor_rows(ops);
   if (want("moe")) moe_rows(ops, "", {1, 32, 256, 8192});
-  const bool products = cuda::hc_products();
-  if (want("hc")) {  // the default: decode's products-first chain
-    cuda::set_hc_products(true);
-    hc_rows(ops, "");
-  }
-  if (want("hc-chain")) {  // the chain as it runs with DSV4_HC_PRODUCTS=0
-    cuda::set_hc_products(false);
-    hc_rows(ops, " chain");
-  }
+  const bool products = cuda::hc_products(), ring = cuda::hc_ring();
+  const auto hc_paths = [&](bool first, bool chunks, const std::string& suffix) {
+    cuda::set_hc_products(first);
+    cuda::set_hc_ring(chunks);
+    hc_rows(ops, suffix);
+  };
+  if (want("hc")) hc_paths(true, true, "");                // the default: products first, else the ring
+  if (want("hc-chain")) hc_paths(false, false, " chain");  // DSV4_HC_PRODUCTS=0 DSV4_HC_RING=0
+  if (want("hc-ring")) hc_paths(false, true, " ring");     // the ring at every token count
   cuda::set_hc_products(products);
+  cuda::set_hc_ring(ring);
   if (want("imma4")) {  // the opt-in four-stage ring of the tensor-core kernel
     cuda::set_gemm_imma_stages(4);
     gemm_rows(ops, " imma4", {256, 8192});

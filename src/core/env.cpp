@@ -17,16 +17,18 @@ struct Switch {
 
 // Every on/off or named-mode switch the engine reads (env_switch), and what each takes; numbers such
 // as DSV4_GEMM_IMMA_MIN_ROWS are parsed where they are read.
-const std::array<Switch, 9> kSwitches{{
+const std::array<Switch, 11> kSwitches{{
     {"DSV4_CUDA_GRAPHS", {"0", "1"}},
     {"DSV4_MOE_SIDE", {"0", "1"}},
     {"DSV4_HC_PRODUCTS", {"0", "1"}},
+    {"DSV4_HC_RING", {"0", "1"}},
     {"DSV4_GEMM", {"exact", "cublaslt"}},
     {"DSV4_GEMM_IMMA", {"0", "1"}},
     {"DSV4_GEMM_IMMA_STAGES", {"2", "4"}},
     {"DSV4_GEMM_RING", {"0", "1"}},
     {"DSV4_GEMM_FP4_INT", {"0", "1"}},
     {"DSV4_GEMM_GEMV", {"0", "1"}},
+    {"DSV4_GEMM_PLAIN_WIDE", {"0", "1"}},
 }};
 
 std::string_view checked(const Switch& s) {

@@ -488,7 +488,12 @@ TEST(CudaGemm, PlainPairMatchesCpuBitForBit) {
     const HostWeight ha = random_weight(kind, c.n, c.k, 170), hb = random_weight(kind, c.n, c.k, 171);
     const DevWeight da(ha), db(hb);
     cuda::GemmRunner runner(nullptr);
-    for (const int64_t rows : {1, 3, 300, 1100}) {
+    const bool was = cuda::gemm_plain_wide();
+    for (const int64_t rows : {1, 3, 17, 32, 300, 1100}) {
+      // Wide tiles at 17 rows (one of 32 rows: the minimum lowered) and 32 (four of eight rows, which
+      // cover 132 SMs with the pair's 64 column tiles); tiles of four at 3.
+      cuda::set_gemm_plain_wide(rows == 17 || rows == 32);
+      cuda::set_gemm_plain_wide_min_tiles(rows == 17 ? 1 : 0);
       const auto x = random_acts(rows, c.k, c.x_ld(), 172 + static_cast<uint32_t>(rows));
       const Dev<uint16_t> dx(x);
       Dev<uint32_t> ya(std::vector<uint32_t>(static_cast<size_t>(rows * c.y_ld()), kPoison<uint32_t>));
@@ -499,6 +504,8 @@ TEST(CudaGemm, PlainPairMatchesCpuBitForBit) {
       expect_identical(ya.get(), cpu_linear<uint32_t>(c, ha, x, rows), rows, c.n, c.y_ld(), label(c, rows) + " first");
       expect_identical(yb.get(), cpu_linear<uint32_t>(c, hb, x, rows), rows, c.n, c.y_ld(), label(c, rows) + " second");
     }
+    cuda::set_gemm_plain_wide(was);
+    cuda::set_gemm_plain_wide_min_tiles(0);
   }
 }
 
@@ -507,6 +514,29 @@ TEST(CudaGemm, ExactPlainFlashShapes) {
   check_exact({"compressor bf16 f32-out", GemmWeightKind::kBf16, 1024, 4096, 1, true}, {1, 300, 1100}, 61);
   check_exact({"wo_a bf16 groups 8", GemmWeightKind::kBf16, 8192, 4096, 8}, {1, 32, 300}, 62);
   check_exact({"hc f32 f32-out", GemmWeightKind::kF32, 24, 16384, 1, true}, {1, 32, 300}, 63);
+}
+
+// Plain GEMMs of 5-32 rows in one tile of 8, 16 or 32 rows (DSV4_GEMM_PLAIN_WIDE) and in tiles of
+// four: partial tiles, K off the 8-element grid with strided rows, groups, f32 weights, the wo_a and
+// gate shapes, the pair; the CPU's bits either way.
+TEST(CudaGemm, PlainWideTilesMatchCpuBitForBit) {
+  const bool was = cuda::gemm_plain_wide();
+  cuda::set_gemm_plain_wide_min_tiles(1);  // the wide tiles even where they would leave SMs idle
+  for (const bool wide : {true, false}) {
+    cuda::set_gemm_plain_wide(wide);
+    const std::string on = wide ? " wide" : " fours";
+    for (auto kind : {GemmWeightKind::kBf16, GemmWeightKind::kF32}) {
+      const std::string name = (kind == GemmWeightKind::kBf16 ? "bf16" : "f32") + on;
+      check_exact({name + " n200 k256", kind, 200, 256}, {5, 8, 9, 16, 17, 31, 32}, 190);
+      check_exact({name + " k100 strided", kind, 200, 100, 1, true, 3, 7}, {5, 8, 9, 16, 17, 31, 32}, 191);
+      check_exact({name + " groups 4", kind, 256, 128, 4, false, 8, 0}, {5, 8, 9, 16, 17, 31, 32}, 192);
+    }
+    check_exact({"wo_a bf16 groups 8" + on, GemmWeightKind::kBf16, 8192, 4096, 8}, {8, 24, 32}, 193);
+    check_exact({"gate bf16 f32-out" + on, GemmWeightKind::kBf16, 256, 4096, 1, true}, {13, 32}, 194);
+    check_exact({"hc f32 f32-out" + on, GemmWeightKind::kF32, 24, 16384, 1, true}, {32}, 195);
+  }
+  cuda::set_gemm_plain_wide(was);
+  cuda::set_gemm_plain_wide_min_tiles(0);
 }
 
 // ---- cuBLASLt paths ----------------------------------------------------------------------------
@@ -550,8 +580,9 @@ TEST(CudaGemm, RejectsBadShapes) {
 
 // Experts with the given row counts (some zero); each row checked bit for bit against CpuOps linear
 // on its expert's weight; rows past offsets[experts] (bound - used) stay untouched.
+// planes: the activations' digit planes made beforehand (digit_planes), as the MoE passes them.
 void check_grouped(GemmWeightKind kind, int64_t n, int64_t k, const std::vector<int>& counts, int64_t spare,
-                   uint32_t seed, bool cancelling = false) {
+                   uint32_t seed, bool cancelling = false, bool planes = false) {
   const int experts = static_cast<int>(counts.size());
   std::vector<int32_t> offsets(1, 0);
   for (int c : counts) offsets.push_back(offsets.back() + c);
@@ -578,6 +609,8 @@ void check_grouped(GemmWeightKind kind, int64_t n, int64_t k, const std::vector<
   Dev<uint8_t> codes(std::vector<uint8_t>(static_cast<size_t>(bound * k)));
   Dev<float> scales(std::vector<float>(static_cast<size_t>(k / 128 * sld)));
   cuda::quantize_act(dx.p, bound, k, k, codes.p, scales.p, sld, nullptr);
+  Dev<int8_t> digits(std::vector<int8_t>(planes ? static_cast<size_t>(cuda::digit_plane_bytes(bound, k)) : 0));
+  if (planes) cuda::digit_planes(codes.p, bound, k, k, digits.p, bound * k, nullptr);
   auto run = [&] {
     Dev<uint16_t> y(std::vector<uint16_t>(static_cast<size_t>(bound * n), 0xffff));
     cuda::GroupedGemmArgs a;
@@ -593,6 +626,10 @@ void check_grouped(GemmWeightKind kind, int64_t n, int64_t k, const std::vector<
     a.w_data = ddata.p;
     a.w_scale = dscale.p;
     a.y = y.p;
+    if (planes) {
+      a.a_digits = digits.p;
+      a.a_digit_stride = bound * k;
+    }
     cuda::grouped_gemm(a, nullptr);
     return y.get();
   };
@@ -721,9 +758,13 @@ TEST(CudaGemm, Fp4GemvOnAndOffMatchCpuBitForBit) {
     check_exact({"gemv odd stride", kind, 200, 256, 1, false, 6, 0}, {1}, seed + 6);
     check_exact({"gemv cancelling odd stride", kind, 200, 384, 1, false, 6, 0, true}, {1}, seed + 7);
     check_exact({"gemv groups 4 odd stride", kind, 512, 1024, 4, false, 6, 0}, {1}, seed + 8);
+    // With digit planes made beforehand (the MoE's decode calls): copied instead of converted per CTA.
+    check_grouped(kind, 2048, 4096, random_counts(48, 1, seed + 9), 3, seed + 10, false, true);
+    check_grouped(kind, 4096, 2048, random_counts(40, 1, seed + 11), 0, seed + 12, false, true);
+    check_grouped(kind, 200, 384, {1, 0, 1, 1, 0, 0, 0, 0}, 2, seed + 13, true, true);
     const int64_t ran = cuda::fp4_gemv_launches() - launches;
     if (on) {
-      EXPECT_GE(ran, 4) << "the grouped one-row cases did not take the one-row kernel";
+      EXPECT_GE(ran, 7) << "the grouped one-row cases did not take the one-row kernel";
     } else {
       EXPECT_EQ(ran, 0);
     }

@@ -104,22 +104,44 @@ const HcCase kPreCases[] = {
     {5, 4096, 4},     // the most V4-Flash tokens whose products-first CTAs fit one wave
     {2, 40, 6},       // products first at a width that leaves a partial ring of loads
     {3, 256, 4},      // products first at golden dims
+    {8, 4096, 4},     // ring: a decode batch of 8 in groups of two
+    {40, 4096, 4},    // ring: groups of eight, a partial last group, two waves
+    {13, 1000, 4},    // ring: a width of 4000 (a last chunk of 928 columns)
+    {2, 24, 4},       // ring: one chunk of 96 columns
 };
 
-// The paths of a case: the wide kernel, the chain, and the products-first chain where it applies.
-enum class HcPath { kWide, kChain, kProducts };
-const char* name(HcPath p) { return p == HcPath::kWide ? "wide kernel" : p == HcPath::kChain ? "chain" : "products"; }
+// The paths of a case: the wide kernel, the chain, the products-first chain where it applies, and the
+// ring (every chain case: the inputs are aligned and these widths are multiples of 8 or not).
+enum class HcPath { kWide, kChain, kProducts, kRing };
+const char* name(HcPath p) {
+  switch (p) {
+    case HcPath::kWide:
+      return "wide kernel";
+    case HcPath::kChain:
+      return "chain";
+    case HcPath::kProducts:
+      return "products";
+    default:
+      return "ring";
+  }
+}
 
-// Sets the products switch for one path and restores it after.
+// Sets the products and ring switches for one path and restores them after.
 struct PathSwitch {
-  explicit PathSwitch(HcPath p) : was(cuda::hc_products()) { cuda::set_hc_products(p == HcPath::kProducts); }
-  ~PathSwitch() { cuda::set_hc_products(was); }
-  bool was;
+  explicit PathSwitch(HcPath p) : products(cuda::hc_products()), ring(cuda::hc_ring()) {
+    cuda::set_hc_products(p == HcPath::kProducts);
+    cuda::set_hc_ring(p == HcPath::kRing);
+  }
+  ~PathSwitch() {
+    cuda::set_hc_products(products);
+    cuda::set_hc_ring(ring);
+  }
+  bool products, ring;
 };
 
 std::vector<HcPath> paths(const HcCase& c, int mix) {
   const PathSwitch on(HcPath::kProducts);
-  std::vector<HcPath> p{HcPath::kWide, HcPath::kChain};
+  std::vector<HcPath> p{HcPath::kWide, HcPath::kChain, HcPath::kRing};
   if (cuda::hc_uses_products(c.tokens, mix, c.hc * c.dim)) p.push_back(HcPath::kProducts);
   return p;
 }
@@ -133,7 +155,7 @@ struct Scratch {
 
 TEST(CudaHyperConnection, PreIsBitExact) {
   uint32_t seed = 1;
-  int products = 0;
+  int products = 0, rings = 0;
   for (const HcCase& c : kPreCases) {
     SCOPED_TRACE(testing::Message() << "tokens " << c.tokens << " dim " << c.dim << " hc " << c.hc);
     const int mix = (2 + c.hc) * c.hc;
@@ -151,6 +173,7 @@ TEST(CudaHyperConnection, PreIsBitExact) {
       products += path == HcPath::kProducts;
       const PathSwitch sw(path);
       const bool chain = path != HcPath::kWide;
+      const int64_t launched = cuda::hc_ring_launches();
       Dev<uint16_t> dh(in.h), dx(poisoned<uint16_t>(x.size()));
       Dev<float> dfn(in.fn), ds(in.scale), db(in.base), dpost(poisoned<float>(post.size())),
           dcomb(poisoned<float>(comb.size()));
@@ -160,9 +183,13 @@ TEST(CudaHyperConnection, PreIsBitExact) {
       EXPECT_EQ(bits(dpost.get()), bits(post));
       EXPECT_EQ(bits(dcomb.get()), bits(comb));
       EXPECT_EQ(dx.get(), x);
+      const bool ring_applies = c.tokens <= 64 && (c.hc * c.dim) % 8 == 0;
+      EXPECT_EQ(cuda::hc_ring_launches() - launched, path == HcPath::kRing && ring_applies ? 1 : 0);
+      rings += path == HcPath::kRing && ring_applies;
     }
   }
-  EXPECT_EQ(products, 4);  // {1, 4096, 4}, {5, 4096, 4}, {2, 40, 6}, {3, 256, 4} (on 132 SMs)
+  EXPECT_EQ(rings, 16);    // every case of up to 64 tokens whose width is a multiple of 8
+  EXPECT_EQ(products, 5);  // {1, 4096, 4}, {5, 4096, 4}, {2, 40, 6}, {3, 256, 4}, {2, 24, 4} (on 132 SMs)
 }
 
 TEST(CudaHyperConnection, PostIsBitExact) {

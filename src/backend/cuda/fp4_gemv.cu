@@ -73,6 +73,35 @@ __device__ void stage_row(const ExactBlockArgs& p, int64_t row, int64_t g, const
   __syncthreads();
 }
 
+// Whether any of the four e4m3 codes in w is a NaN (low seven bits all set).
+__device__ __forceinline__ bool any_nan4(uint32_t w) { return (((w & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u) != 0; }
+
+// stage_row from digit planes made beforehand for the whole call (p.a_digits, gemm_imma.h
+// digit_planes: a magnitude-and-sign split of the same integers e4m3·2^9, hence the same block sums):
+// the CTA copies them and only scans the codes for NaN.
+__device__ void stage_planes(const ExactBlockArgs& p, int64_t row, int64_t g, const Layout& L, uint8_t* smem) {
+  auto* sa = reinterpret_cast<float*>(smem + L.sa_at());
+  uint8_t* nan = smem + L.nan_at();
+  const int64_t at = row * p.codes_ld + g * p.kg, pieces = p.kg / 16;
+  for (int64_t q = threadIdx.x; q < 3 * pieces; q += blockDim.x) {
+    const int64_t pl = q / pieces, i = q % pieces;
+    cp_async<16>(smem + pl * p.kg + i * 16, p.a_digits + pl * p.a_digit_stride + at + i * 16);
+  }
+  cp_async_commit();
+  const int64_t nkb = p.kg / 128;
+  for (int64_t kb = threadIdx.x; kb < nkb; kb += blockDim.x) {
+    sa[kb] = p.scales[(g * p.kg / 128 + kb) * p.scale_ld + row];
+    nan[kb] = 0;
+  }
+  __syncthreads();
+  for (int64_t q = threadIdx.x; q < pieces; q += blockDim.x) {
+    const uint4 c = *reinterpret_cast<const uint4*>(p.codes + at + q * 16);
+    if (any_nan4(c.x) || any_nan4(c.y) || any_nan4(c.z) || any_nan4(c.w)) nan[q / 8] = 1;  // benign race
+  }
+  cp_async_wait_all();
+  __syncthreads();
+}
+
 // Σ d·w over eight products: w = eight e2m1 codes (element 2j in byte j's low nibble), d = the
 // elements' digits of one plane in two words. Positive and negative weights sum apart (a code's bit 3
 // is its sign, which prmt turns into a zero from the other table half).
@@ -109,6 +138,7 @@ __device__ __forceinline__ float sub_block(uint4 w, const uint4 (&dg)[3][2], flo
   return __fmul_rn(__fmul_rn(b, sa), ue8m0_f(sb));
 }
 
+template <bool kPlanes>
 __global__ void __launch_bounds__(kThreads, 4) fp4_gemv_kernel(const ExactBlockArgs p) {
   extern __shared__ uint4 smem4[];
   auto* smem = reinterpret_cast<uint8_t*>(smem4);
@@ -120,7 +150,6 @@ __global__ void __launch_bounds__(kThreads, 4) fp4_gemv_kernel(const ExactBlockA
   const int64_t nl0 = (blockIdx.y % col_tiles) * kCtaCols + warp * kCols;  // the warp's first column
   const auto* w = static_cast<const uint8_t*>(p.offsets ? p.w_list[t.e] : p.w);
   const uint8_t* ws = p.offsets ? p.w_scale_list[t.e] : p.w_scale;
-  stage_row(p, t.r0, g, L, smem);
   const auto* dig = reinterpret_cast<const int8_t*>(smem);
   const auto* sa = reinterpret_cast<const float*>(smem + L.sa_at());
   const uint8_t* nan = smem + L.nan_at();
@@ -143,7 +172,12 @@ __global__ void __launch_bounds__(kThreads, 4) fp4_gemv_kernel(const ExactBlockA
       sc[c] = ok ? __ldg(s0 + c * static_cast<int>(scale_row) + at) : 0;
     }
   };
-  load(lane, wv, sv);
+  load(lane, wv, sv);  // in flight while the row is staged
+  if constexpr (kPlanes) {
+    stage_planes(p, t.r0, g, L, smem);
+  } else {
+    stage_row(p, t.r0, g, L, smem);
+  }
   for (int64_t b = lane; b - lane < nsb; b += kWarp) {
     uint4 wn[kCols];
     uint8_t sn[kCols];
@@ -186,6 +220,9 @@ std::atomic<bool>& gemv_switch() {
 }  // namespace
 
 bool fp4_gemv_on() { return gemv_switch().load(); }
+bool fp4_gemv_takes(GemmWeightKind kind, int64_t rows_per_weight, int64_t kg) {
+  return fp4_gemv_on() && kind == GemmWeightKind::kFp4 && rows_per_weight <= 1 && kg <= kFp4GemvMaxK;
+}
 int64_t fp4_gemv_launches() { return g_launches.load(); }
 void set_fp4_gemv(bool on) { gemv_switch().store(on); }
 
@@ -197,15 +234,21 @@ bool fp4_gemv(const ExactBlockArgs& a, cudaStream_t stream) {
   if (!a.offsets && reinterpret_cast<uintptr_t>(a.w) % 16 != 0) return false;
   const Layout L{a.kg};
   static const bool attr = [] {
-    DSV4_CUDA_CHECK(cudaFuncSetAttribute(fp4_gemv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(Layout{kFp4GemvMaxK}.bytes())));
+    for (const auto kernel : {fp4_gemv_kernel<false>, fp4_gemv_kernel<true>}) {
+      DSV4_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(Layout{kFp4GemvMaxK}.bytes())));
+    }
     return true;
   }();
   (void)attr;
   const int64_t tiles = row_tiles(a.rows, 1, a.offsets ? a.experts : 0), cols = a.groups * cdiv(a.ng, kCtaCols);
   DSV4_CUDA_REQUIRE(tiles < (int64_t{1} << 31) && cols <= 65535, "fp4_gemv: grid out of range");
-  fp4_gemv_kernel<<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(cols)), kThreads,
-                    static_cast<size_t>(L.bytes()), stream>>>(a);
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(cols));
+  if (a.a_digits) {
+    fp4_gemv_kernel<true><<<grid, kThreads, static_cast<size_t>(L.bytes()), stream>>>(a);
+  } else {
+    fp4_gemv_kernel<false><<<grid, kThreads, static_cast<size_t>(L.bytes()), stream>>>(a);
+  }
   DSV4_CUDA_CHECK_LAUNCH();
   g_launches.fetch_add(1, std::memory_order_relaxed);
   return true;

@@ -994,15 +994,23 @@ __global__ void __launch_bounds__(kTlThreads) tiled_plain_kernel(const ExactPlai
 // ---- skinny plain kernel -------------------------------------------------------------------------
 
 constexpr int kPsBytes = 512;  // weight bytes of one column per stage
-constexpr int kPsSlots = 4;    // ring depth: ~1.5 KB of each weight row in flight (DRAM latency)
 constexpr int kPsRowPad = 16;  // puts the lanes' 16-byte reads of their own rows on distinct banks
+
+// Ring depth: ~1.5 KB of each weight row in flight (DRAM latency); tiles of 8+ rows keep two stages
+// (their sums take longer than a load, and the smaller ring lets two or three CTAs share an SM).
+constexpr int plain_slots(int tm) { return tm >= 8 ? 2 : 4; }
+// Rows a consumer warp sums (its lanes' independent chains) and consumer warps of a TM-row tile.
+constexpr int plain_rows_per_warp(int tm) { return tm < 4 ? tm : 4; }
+constexpr int plain_consumers(int tm) { return tm / plain_rows_per_warp(tm); }
+constexpr int plain_threads(int tm) { return (plain_consumers(tm) + 1) * kWarp; }
 
 template <bool kWF32, int TM>
 struct PlainSmem {
   static constexpr int kK = kPsBytes / (kWF32 ? 4 : 2);  // k per stage
-  uint8_t w[kPsSlots][kSkCols][kPsBytes + kPsRowPad];
-  uint16_t x[kPsSlots][TM][kK];
-  float a[kPsSlots][TM][kK];
+  static constexpr int kSlots = plain_slots(TM);
+  uint8_t w[kSlots][kSkCols][kPsBytes + kPsRowPad];
+  uint16_t x[kSlots][TM][kK];
+  float a[kSlots][TM][kK];
 };
 
 struct PlainTile {
@@ -1033,7 +1041,7 @@ __device__ __forceinline__ int clamp16(int64_t bytes) { return static_cast<int>(
 template <bool kWF32, int TM>
 __device__ void plain_zero_tails(PlainSmem<kWF32, TM>& s, const PlainTile& c) {
   const int lane = threadIdx.x % kWarp;
-  for (int slot = 0; slot < kPsSlots; ++slot) {
+  for (int slot = 0; slot < PlainSmem<kWF32, TM>::kSlots; ++slot) {
     for (int r = c.wrows; r < kSkCols; ++r)
       *reinterpret_cast<uint4*>(&s.w[slot][r][lane * 16]) = make_uint4(0, 0, 0, 0);
     for (int m = c.cnt; m < TM; ++m) {
@@ -1088,22 +1096,23 @@ __device__ __forceinline__ void plain_decode(PlainSmem<kWF32, TM>& s, int slot) 
   }
 }
 
-// acc[m] += the stage's products of this lane's column, k ascending. The next chunk's weights and
-// activations are read before the current chunk's sums, so only the FMA chain's own latency remains.
-template <bool kWF32, int TM>
-__device__ __forceinline__ void plain_dot(const PlainSmem<kWF32, TM>& s, int slot, float (&acc)[TM]) {
+// acc[m] += the stage's products of this lane's column for rows m0 + m, k ascending. The next chunk's
+// weights and activations are read before the current chunk's sums, so only the FMA chain's own
+// latency remains.
+template <bool kWF32, int TM, int R>
+__device__ __forceinline__ void plain_dot(const PlainSmem<kWF32, TM>& s, int slot, int m0, float (&acc)[R]) {
   constexpr int kK = PlainSmem<kWF32, TM>::kK;
   constexpr int kPer = kWF32 ? 4 : 8;  // elements of a 16-byte chunk
   constexpr int kQ = kPer / 4;         // float4s of activations per row and chunk
   const uint8_t* row = s.w[slot][threadIdx.x % kWarp];
   float w[8], wn[8];
-  float4 a[TM][kQ], an[TM][kQ];
-  auto load = [&](int k, float(&wv)[8], float4(&av)[TM][kQ]) {
+  float4 a[R][kQ], an[R][kQ];
+  auto load = [&](int k, float(&wv)[8], float4(&av)[R][kQ]) {
     plain_w<kWF32>(row + k * (16 / kPer), wv);
 #pragma unroll
-    for (int m = 0; m < TM; ++m) {
+    for (int m = 0; m < R; ++m) {
 #pragma unroll
-      for (int q = 0; q < kQ; ++q) av[m][q] = *reinterpret_cast<const float4*>(&s.a[slot][m][k + 4 * q]);
+      for (int q = 0; q < kQ; ++q) av[m][q] = *reinterpret_cast<const float4*>(&s.a[slot][m0 + m][k + 4 * q]);
     }
   };
   load(0, w, a);
@@ -1111,7 +1120,7 @@ __device__ __forceinline__ void plain_dot(const PlainSmem<kWF32, TM>& s, int slo
   for (int k = 0; k < kK; k += kPer) {
     if (k + kPer < kK) load(k + kPer, wn, an);
 #pragma unroll
-    for (int m = 0; m < TM; ++m) {
+    for (int m = 0; m < R; ++m) {
 #pragma unroll
       for (int q = 0; q < kQ; ++q) {
         const float ar[4] = {a[m][q].x, a[m][q].y, a[m][q].z, a[m][q].w};
@@ -1125,42 +1134,40 @@ __device__ __forceinline__ void plain_dot(const PlainSmem<kWF32, TM>& s, int slo
 #pragma unroll
     for (int i = 0; i < kPer; ++i) w[i] = wn[i];
 #pragma unroll
-    for (int m = 0; m < TM; ++m) {
+    for (int m = 0; m < R; ++m) {
 #pragma unroll
       for (int q = 0; q < kQ; ++q) a[m][q] = an[m][q];
     }
   }
 }
 
-// Named barriers of the ring: slot i is full (producer -> consumer) / empty (consumer -> producer).
-constexpr int kFullBar = 1, kEmptyBar = 1 + kPsSlots;
-__device__ __forceinline__ void bar_sync(int id) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(2 * kWarp) : "memory");
-}
-__device__ __forceinline__ void bar_arrive(int id) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(2 * kWarp) : "memory");
-}
+// Named barriers of the ring: slot i is full (producer -> consumers) / empty (consumers -> producer).
+constexpr int kFullBar = 1, kEmptyBar = 1 + plain_slots(1);
 
 // Producer warp: stage j has landed (its cp.async group and older ones are complete): decode its
-// activations and hand the slot to the consumer.
+// activations and hand the slot to the consumers.
 template <bool kWF32, int TM>
 __device__ __forceinline__ void plain_publish(PlainSmem<kWF32, TM>& s, int j) {
+  constexpr int kSlots = PlainSmem<kWF32, TM>::kSlots;
   __syncwarp();  // every producer lane's copies are visible
-  plain_decode(s, j % kPsSlots);
+  plain_decode(s, j % kSlots);
   __syncwarp();
   __threadfence_block();
-  bar_arrive(kFullBar + j % kPsSlots);
+  bar_arrive(kFullBar + j % kSlots, plain_threads(TM));
 }
 
-// Two warps: warp 1 streams weight and activation stages through the ring (cp.async), warp 0 only
-// runs the sums, whose latency is the floor of this kernel.
+// The last warp streams weight and activation stages through the ring (cp.async); the consumer warps
+// before it only run the sums, four rows (chains) a lane at most, whose latency or FMA rate is the
+// floor of this kernel. Tiles of up to 32 rows (eight consumers) read each weight row once for all.
 template <bool kAsync, bool kWF32, int TM>
-__global__ void __launch_bounds__(2 * kWarp) skinny_plain_kernel(const ExactPlainArgs p) {
+__global__ void __launch_bounds__(plain_threads(TM)) skinny_plain_kernel(const ExactPlainArgs p) {
   extern __shared__ float4 smem_raw[];
   auto& s = *reinterpret_cast<PlainSmem<kWF32, TM>*>(smem_raw);
   constexpr int kK = PlainSmem<kWF32, TM>::kK;
   constexpr int kEsz = kWF32 ? 4 : 2;
-  constexpr int kAhead = kPsSlots - 1;  // stages in flight behind the one being published
+  constexpr int kSlots = PlainSmem<kWF32, TM>::kSlots;
+  constexpr int kAhead = kSlots - 1;  // stages in flight behind the one being published
+  constexpr int kCons = plain_consumers(TM), kRows = plain_rows_per_warp(TM), kAll = plain_threads(TM);
   const int lane = threadIdx.x % kWarp;
   const int64_t col_tiles = (p.ng + kSkCols - 1) / kSkCols;
   const PlainPairHalf half(p, col_tiles);
@@ -1174,11 +1181,11 @@ __global__ void __launch_bounds__(2 * kWarp) skinny_plain_kernel(const ExactPlai
   c.wrows = static_cast<int>(imin(kSkCols, p.ng - c0));
   c.cnt = static_cast<int>(imin(TM, p.rows - r0));
   const int stages = static_cast<int>((p.kg + kK - 1) / kK);
-  if (threadIdx.x >= kWarp) {  // producer
+  if (threadIdx.x >= kCons * kWarp) {  // producer
     plain_zero_tails(s, c);
     for (int st = 0; st < stages; ++st) {
-      if (st >= kPsSlots) bar_sync(kEmptyBar + st % kPsSlots);  // the consumer is done with stage st - slots
-      plain_issue<kAsync>(s, st % kPsSlots, int64_t{st} * kK, c);
+      if (st >= kSlots) bar_sync(kEmptyBar + st % kSlots, kAll);  // the consumers are done with stage st - slots
+      plain_issue<kAsync>(s, st % kSlots, int64_t{st} * kK, c);
       cp_async_commit();
       if (st >= kAhead) {
         cp_async_wait<kAhead>();
@@ -1189,23 +1196,34 @@ __global__ void __launch_bounds__(2 * kWarp) skinny_plain_kernel(const ExactPlai
     for (int j = max(0, stages - kAhead); j < stages; ++j) plain_publish(s, j);
     return;
   }
-  float acc[TM];
+  const int m0 = static_cast<int>(threadIdx.x / kWarp) * kRows;  // the consumer warp's first row
+  float acc[kRows];
   for (float& v : acc) v = 0.0f;
   for (int st = 0; st < stages; ++st) {
-    bar_sync(kFullBar + st % kPsSlots);
-    plain_dot(s, st % kPsSlots, acc);
-    if (st + kPsSlots < stages) bar_arrive(kEmptyBar + st % kPsSlots);
+    bar_sync(kFullBar + st % kSlots, kAll);
+    plain_dot(s, st % kSlots, m0, acc);
+    if (st + kSlots < stages) bar_arrive(kEmptyBar + st % kSlots, kAll);
   }
   if (lane >= c.wrows) return;
 #pragma unroll
-  for (int m = 0; m < TM; ++m) {
-    if (m < c.cnt) store_out(half.y, p.y_ld, p.y_f32, r0 + m, g * p.ng + c0 + lane, acc[m]);
+  for (int m = 0; m < kRows; ++m) {
+    if (m0 + m < c.cnt) store_out(half.y, p.y_ld, p.y_f32, r0 + m0 + m, g * p.ng + c0 + lane, acc[m]);
   }
 }
 
 // ---- FP8 scale conversion ------------------------------------------------------------------------
 
 // ---- launchers -----------------------------------------------------------------------------------
+
+std::atomic<bool>& plain_wide_switch() {
+  static std::atomic<bool> on{env_switch("DSV4_GEMM_PLAIN_WIDE") != "0"};
+  return on;
+}
+
+std::atomic<int64_t>& plain_wide_min_tiles_switch() {
+  static std::atomic<int64_t> n{0};  // 0: the SM count
+  return n;
+}
 
 std::atomic<bool>& ring_switch() {
   static std::atomic<bool> on{env_switch("DSV4_GEMM_RING") != "0"};
@@ -1296,7 +1314,7 @@ void launch_skinny_plain_as(const ExactPlainArgs& p, cudaStream_t stream) {
   static const bool attr = (allow_smem(skinny_plain_kernel<kAsync, kWF32, TM>, kSmem), true);
   (void)attr;
   const dim3 grid = grid2(cdiv(p.rows, TM), (p.w_b ? 2 : 1) * p.groups * cdiv(p.ng, kSkCols));
-  skinny_plain_kernel<kAsync, kWF32, TM><<<grid, 2 * kWarp, kSmem, stream>>>(p);
+  skinny_plain_kernel<kAsync, kWF32, TM><<<grid, plain_threads(TM), kSmem, stream>>>(p);
   DSV4_CUDA_CHECK_LAUNCH();
 }
 
@@ -1307,6 +1325,17 @@ void launch_skinny_plain(const ExactPlainArgs& p, bool async, cudaStream_t strea
   } else {
     launch_skinny_plain_as<false, kWF32, TM>(p, stream);
   }
+}
+
+// Rows of a skinny plain tile past four: one tile for all rows (each weight row read once) while the
+// tiles still cover the SMs, else tiles of four.
+int plain_tile_rows(const ExactPlainArgs& p) {
+  if (p.rows <= 4 || !gemm_plain_wide()) return 4;
+  const int64_t cols = (p.w_b ? 2 : 1) * p.groups * cdiv(p.ng, kSkCols);
+  int tm = p.rows <= 8 ? 8 : p.rows <= 16 ? 16 : 32;
+  const int64_t want = plain_wide_min_tiles_switch().load() > 0 ? plain_wide_min_tiles_switch().load() : sm_count();
+  while (tm >= 8 && cdiv(p.rows, tm) * cols < want) tm /= 2;
+  return tm < 8 ? 4 : tm;
 }
 
 template <bool kWF32>
@@ -1321,7 +1350,16 @@ void launch_plain(const ExactPlainArgs& p, bool tiled, bool vec, cudaStream_t st
   } else if (p.rows == 2) {
     launch_skinny_plain<kWF32, 2>(p, vec, stream);
   } else {
-    launch_skinny_plain<kWF32, 4>(p, vec, stream);
+    switch (plain_tile_rows(p)) {
+      case 8:
+        return launch_skinny_plain<kWF32, 8>(p, vec, stream);
+      case 16:
+        return launch_skinny_plain<kWF32, 16>(p, vec, stream);
+      case 32:
+        return launch_skinny_plain<kWF32, 32>(p, vec, stream);
+      default:
+        return launch_skinny_plain<kWF32, 4>(p, vec, stream);
+    }
   }
 }
 
@@ -1359,6 +1397,9 @@ BlockPlan plan_block(const ExactBlockArgs& a) {
 
 Fp4Sums gemm_fp4_sums() { return fp4_sums_switch().load(); }
 bool gemm_ring() { return ring_switch().load(); }
+bool gemm_plain_wide() { return plain_wide_switch().load(); }
+void set_gemm_plain_wide(bool on) { plain_wide_switch().store(on); }
+void set_gemm_plain_wide_min_tiles(int64_t tiles) { plain_wide_min_tiles_switch().store(tiles); }
 void set_gemm_ring(bool on) { ring_switch().store(on); }
 void set_gemm_fp4_sums(Fp4Sums mode) { fp4_sums_switch().store(mode); }
 

@@ -395,15 +395,14 @@ __device__ __forceinline__ float add4(float acc, float4 v) {
   return __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(acc, v.x), v.y), v.z), v.w);
 }
 
-// acc = sum_k p[k], k ascending from 0, every add rounded (p 16-byte aligned).
-__device__ float chain_sum(const float* p, int64_t n) {
+// acc + sum_k p[k], k ascending, every add rounded (p 16-byte aligned).
+__device__ float chain_sum(const float* p, int64_t n, float acc = 0.0f) {
   const auto* p4 = reinterpret_cast<const float4*>(p);
   const int groups = static_cast<int>(n / 4);  // a staged row: far below 2^31
   float4 ring[kRing];
 #pragma unroll
   for (int j = 0; j < kRing; ++j)
     if (j < groups) ring[j] = p4[j];
-  float acc = 0;
   int g0 = 0;
   for (; g0 + kRing <= groups; g0 += kRing) {
 #pragma unroll
@@ -453,6 +452,145 @@ __global__ void __launch_bounds__(kThreads) hc_chain_kernel(HcArgs a, int group,
   }
 }
 
+// ---- The ring path (few tokens): producer warps make the products a chunk ahead of the chains ----
+//
+// The products-first CTA above stages the whole row and makes every product before its chain starts, and
+// serves one token a CTA. Here CTA (o, g) streams fn row o and its group's rows through shared memory in
+// chunks: six producer warps copy chunk c+1 while they round chunk c's products into a ring of slots, and
+// the two consumer warps' chain lanes (a token each; eight a token for the sum of squares, o == mix) add
+// slot after slot as named barriers release them. The chains start after one chunk, and a CTA serves up
+// to eight tokens, so a decode batch of 32 fits one wave. Same products, same order, same bits.
+constexpr int kRingChunk = 1024;  // columns a chunk
+constexpr int kRingSlots = 4;     // chunks of products in flight
+constexpr int kRingMaxGroup = 8;  // tokens a CTA: 64 sum-of-squares lanes, the consumer warps
+constexpr int kConsumers = 2 * kWarp;
+constexpr int kProducers = kThreads - kConsumers;
+constexpr int kSlotPad = 4;  // floats after a token's chunk of products: its chain lane reads other banks
+// Named barriers: slot s full (1 + s) and free (1 + slots + s), and the producers' own.
+constexpr int kBarFull = 1, kBarFree = kBarFull + kRingSlots, kBarProducers = kBarFree + kRingSlots;
+
+struct RingLayout {
+  int group;
+  __host__ __device__ int64_t token_floats() const { return kRingChunk + kSlotPad; }
+  __host__ __device__ int64_t slot_floats() const { return group * token_floats(); }
+  // Staging after the ring: two buffers of [fn chunk (fp32), group rows' chunks (bf16)].
+  __host__ __device__ int64_t stage_at() const { return kRingSlots * slot_floats() * 4; }
+  __host__ __device__ int64_t stage_bytes() const { return kRingChunk * 4 + int64_t{group} * kRingChunk * 2; }
+  __host__ __device__ int64_t bytes() const { return stage_at() + 2 * stage_bytes(); }
+};
+
+// Producer thread p's cp.async copies of chunk c (columns [k0, k0 + len)) into staging buffer `st`.
+__device__ void ring_stage(const HcArgs& a, int o, int64_t t0, int n, int64_t k0, int len, uint8_t* st, int p) {
+  const int64_t width = a.hc * a.dim;
+  if (o < a.mix) {
+    const float* src = a.fn + o * width + k0;
+    for (int u = p; u < len / 4; u += kProducers) cp_async<16>(st + u * 16, src + u * 4);
+  }
+  auto* xs = st + kRingChunk * 4;
+  for (int g = 0; g < n; ++g) {
+    const uint16_t* src = a.h + (t0 + g) * width + k0;
+    for (int u = p; u < len / 8; u += kProducers) cp_async<16>(xs + g * kRingChunk * 2 + u * 16, src + u * 8);
+  }
+}
+
+// Rounds the staged chunk's products x·w (x·x for the sum of squares) into a slot, four columns a step.
+__device__ void ring_products(bool squares, int n, int len, const uint8_t* st, float* slot, int64_t token_floats,
+                              int p) {
+  const auto* w4 = reinterpret_cast<const float4*>(st);
+  for (int g = 0; g < n; ++g) {
+    const auto* x2 = reinterpret_cast<const uint2*>(st + kRingChunk * 4 + g * kRingChunk * 2);
+    auto* out = reinterpret_cast<float4*>(slot + g * token_floats);
+    for (int q = p; q < len / 4; q += kProducers) {
+      const uint2 xv = x2[q];
+      const float4 x = {lo_bf16(xv.x), hi_bf16(xv.x), lo_bf16(xv.y), hi_bf16(xv.y)};
+      const float4 w = squares ? x : w4[q];
+      out[q] = {__fmul_rn(x.x, w.x), __fmul_rn(x.y, w.y), __fmul_rn(x.z, w.z), __fmul_rn(x.w, w.w)};
+    }
+  }
+}
+
+__device__ void ring_produce(const HcArgs& a, int o, int64_t t0, int n, const RingLayout& L, float* ring,
+                             uint8_t* stage) {
+  const int64_t width = a.hc * a.dim;
+  const int chunks = static_cast<int>((width + kRingChunk - 1) / kRingChunk), p = threadIdx.x - kConsumers;
+  const auto len = [&](int c) { return static_cast<int>(min(int64_t{kRingChunk}, width - int64_t{c} * kRingChunk)); };
+  ring_stage(a, o, t0, n, 0, len(0), stage, p);
+  cp_async_commit();
+  for (int c = 0; c < chunks; ++c) {
+    cp_async_wait_all();
+    bar_sync(kBarProducers, kProducers);  // chunk c staged; chunk c-1's buffer read by every producer
+    if (c + 1 < chunks)
+      ring_stage(a, o, t0, n, int64_t{c + 1} * kRingChunk, len(c + 1), stage + (c + 1) % 2 * L.stage_bytes(), p);
+    cp_async_commit();
+    const int s = c % kRingSlots;
+    if (c >= kRingSlots) bar_sync(kBarFree + s, kThreads);
+    ring_products(o == a.mix, n, len(c), stage + c % 2 * L.stage_bytes(), ring + s * L.slot_floats(), L.token_floats(),
+                  p);
+    bar_arrive(kBarFull + s, kThreads);
+  }
+}
+
+// Chain lanes: token t's mix output (lane t), or its sum-of-squares lane j (lane 8t + j: elements j, j+8, ...).
+__device__ void ring_consume(const HcArgs& a, int o, int64_t t0, int n, const RingLayout& L, const float* ring,
+                             float* raw) {
+  const int64_t width = a.hc * a.dim, row = a.mix + kSqLanes;
+  const int chunks = static_cast<int>((width + kRingChunk - 1) / kRingChunk), lane = threadIdx.x;
+  const bool squares = o == a.mix;
+  const int t = squares ? lane / kSqLanes : lane, j = lane % kSqLanes;
+  const bool active = t < n;
+  float acc = 0;
+  for (int c = 0; c < chunks; ++c) {
+    const int s = c % kRingSlots;
+    const int len = static_cast<int>(min(int64_t{kRingChunk}, width - int64_t{c} * kRingChunk));
+    bar_sync(kBarFull + s, kThreads);
+    const float* mine = ring + s * L.slot_floats() + t * L.token_floats();
+    if (active && !squares) acc = chain_sum(mine, len, acc);
+    if (active && squares)
+      for (int k = j; k < len; k += kSqLanes) acc = __fadd_rn(acc, mine[k]);
+    if (c + kRingSlots < chunks) bar_arrive(kBarFree + s, kThreads);
+  }
+  if (active) raw[(t0 + t) * row + (squares ? a.mix + j : o)] = acc;
+}
+
+// CTA (o, g): as hc_chain_kernel's, the chunks streamed (h, fn and width 16-byte multiples of 8 columns).
+__global__ void __launch_bounds__(kThreads) hc_ring_kernel(HcArgs a, int group, float* raw) {
+  extern __shared__ float4 smem4[];
+  const RingLayout L{group};
+  const int o = static_cast<int>(blockIdx.x);
+  const int64_t t0 = int64_t{blockIdx.y} * group;
+  const int n = static_cast<int>(min(int64_t{group}, a.tokens - t0));
+  float* ring = reinterpret_cast<float*>(smem4);
+  uint8_t* stage = reinterpret_cast<uint8_t*>(smem4) + L.stage_at();
+  if (threadIdx.x < kConsumers) {
+    ring_consume(a, o, t0, n, L, ring, raw);
+  } else {
+    ring_produce(a, o, t0, n, L, ring, stage);
+  }
+}
+
+std::atomic<int64_t> g_ring_launches{0};
+
+// Tokens a ring CTA: as few as fill one wave of (mix + 1)-CTA groups, at most kRingMaxGroup.
+int ring_group(const HcArgs& a) {
+  const int64_t per_wave = std::max(1, sm_count() / (a.mix + 1));
+  return static_cast<int>(std::clamp<int64_t>((a.tokens + per_wave - 1) / per_wave, 1, kRingMaxGroup));
+}
+
+void launch_ring(const HcArgs& a, float* raw, cudaStream_t stream) {
+  const int group = ring_group(a);
+  const RingLayout L{group};
+  static const bool attr = [] {
+    DSV4_CUDA_CHECK(cudaFuncSetAttribute(hc_ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(RingLayout{kRingMaxGroup}.bytes())));
+    return true;
+  }();
+  (void)attr;
+  const dim3 grid(static_cast<unsigned>(a.mix + 1), static_cast<unsigned>((a.tokens + group - 1) / group));
+  hc_ring_kernel<<<grid, kThreads, static_cast<size_t>(L.bytes()), stream>>>(a, group, raw);
+  DSV4_CUDA_CHECK_LAUNCH();
+  g_ring_launches.fetch_add(1);
+}
+
 constexpr int kFinishCols = kThreads * 4;  // columns of x per finishing CTA
 
 // CTA (c, t): token t's epilogue from raw (post and comb by the c == 0 CTA), then columns
@@ -495,8 +633,12 @@ template <bool kVec, bool kProducts>
 void launch_chain(const HcArgs& a, int group, float* raw, cudaStream_t stream) {
   const int64_t width = a.hc * a.dim;
   const size_t bytes = static_cast<size_t>((width + 3) / 4 * 16 + 2 * (width + kRowPad) * group);
-  DSV4_CUDA_CHECK(cudaFuncSetAttribute(hc_chain_kernel<kVec, kProducts>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(bytes)));
+  static const bool attr = [] {  // once: chain_group keeps every launch within the opt-in limit
+    DSV4_CUDA_CHECK(cudaFuncSetAttribute(hc_chain_kernel<kVec, kProducts>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         smem_optin()));
+    return true;
+  }();
+  (void)attr;
   const dim3 grid(static_cast<unsigned>(a.mix + 1), static_cast<unsigned>((a.tokens + group - 1) / group));
   hc_chain_kernel<kVec, kProducts><<<grid, kThreads, bytes, stream>>>(a, group, raw);
   DSV4_CUDA_CHECK_LAUNCH();
@@ -504,6 +646,11 @@ void launch_chain(const HcArgs& a, int group, float* raw, cudaStream_t stream) {
 
 std::atomic<bool>& products_switch() {
   static std::atomic<bool> on{env_switch("DSV4_HC_PRODUCTS") != "0"};
+  return on;
+}
+
+std::atomic<bool>& ring_switch() {
+  static std::atomic<bool> on{env_switch("DSV4_HC_RING") != "0"};
   return on;
 }
 
@@ -515,9 +662,13 @@ void run(const HcArgs& a, float* scratch, cudaStream_t stream) {
   const int group = scratch ? chain_group(a) : 0;
   if (group == 0) return run_wide<kPre>(a, stream);
   const bool vec = (a.hc * a.dim) % 8 == 0 && aligned16(a.fn) && aligned16(a.h);
-  // A token a CTA while those CTAs fit one wave: each chain then runs on its products alone.
+  // A token a CTA while those CTAs fit one wave: each chain then runs on its products alone (the ring's
+  // producers, issuing beside the chain lane, slow it: 61.6 against 57.8 µs at one token). More tokens
+  // share the ring's CTAs.
   if (vec && hc_uses_products(a.tokens, a.mix, a.hc * a.dim)) {
     launch_chain<true, true>(a, 1, scratch, stream);
+  } else if (vec && hc_ring()) {
+    launch_ring(a, scratch, stream);
   } else if (vec) {
     launch_chain<true, false>(a, group, scratch, stream);
   } else {
@@ -548,6 +699,9 @@ __global__ void hc_post_kernel(const uint16_t* x, const uint16_t* res, const flo
 }  // namespace
 
 bool hc_products() { return products_switch().load(); }
+bool hc_ring() { return ring_switch().load(); }
+void set_hc_ring(bool on) { ring_switch().store(on); }
+int64_t hc_ring_launches() { return g_ring_launches.load(); }
 void set_hc_products(bool on) { products_switch().store(on); }
 bool hc_uses_products(int64_t tokens, int mix, int64_t width) {
   return hc_products() && tokens <= kChainMaxTokens && width % 8 == 0 && tokens * (mix + 1) <= sm_count();

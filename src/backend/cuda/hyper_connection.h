@@ -17,6 +17,13 @@ int64_t hc_scratch_floats(int64_t tokens, int mix);
 // 87.7K cycles against the 65.5K of 16,384 dependent adds); DSV4_HC_PRODUCTS=0 turns it off.
 bool hc_products();
 void set_hc_products(bool on);
+// Decode's chain fed by a ring of product chunks (producer warps a chunk ahead, up to eight tokens a
+// CTA; same bits): on by default (H200, hc_pre at 32 tokens 66 against 153 µs; decode b32 107.2 ->
+// 98.9 ms), DSV4_HC_RING=0 turns it off. It takes the chain calls (scratch, 16-byte aligned h and fn,
+// width % 8 == 0) that the products-first path does not.
+bool hc_ring();
+void set_hc_ring(bool on);
+int64_t hc_ring_launches();  // ring kernels launched so far (tests)
 // Whether a call of `tokens` with scratch and 16-byte aligned h and fn takes that path (width = hc*dim).
 bool hc_uses_products(int64_t tokens, int mix, int64_t width);
 

@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/fp4_gemv.h"
 #include "backend/cuda/gemm_imma.h"
 #include "backend/cuda/glibc_expf.cuh"
 #include "backend/cuda/glibc_log1pf.cuh"
@@ -553,9 +554,11 @@ struct MoeRunner::Impl {
   void shared_expert(const MoeExpertsArgs& a);
 
   // Digit planes of the sorted rows' codes [n][k] when the grouped GEMM runs on the tensor cores
-  // (gemm_imma.h), else null: converted once here instead of once per column tile there.
-  const int8_t* tensor_core_digits(GemmWeightKind kind, int64_t n, int64_t k, int experts, const uint8_t* codes) {
-    if (!imma_wanted(kind, (n + experts - 1) / experts, k)) return nullptr;
+  // (gemm_imma.h) or on the one-row GEMV (fp4_gemv.h), else null: converted once here instead of once
+  // per column tile there.
+  const int8_t* digit_planes_for(GemmWeightKind kind, int64_t n, int64_t k, int experts, const uint8_t* codes) {
+    const int64_t per_weight = (n + experts - 1) / experts;
+    if (!imma_wanted(kind, per_weight, k) && !fp4_gemv_takes(kind, per_weight, k)) return nullptr;
     auto* d = get<int8_t>(kDigits, static_cast<size_t>(digit_plane_bytes(n, k)));
     digit_planes(codes, n, k, k, d, n * k, stream);
     return d;
@@ -626,7 +629,7 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsArgs& a, int n) {
   gather_quantize_kernel<<<warp_blocks(n * (D / 128)), kThreads, 0, stream>>>(a.x, n, D, pairs, a.topk, routed, codes,
                                                                               scales);
   DSV4_CUDA_CHECK_LAUNCH();
-  const int8_t* digits = tensor_core_digits(a.w1[0].kind, n, D, a.experts, codes);
+  const int8_t* digits = digit_planes_for(a.w1[0].kind, n, D, a.experts, codes);
 
   const PointerTable& t1 = table(a.w1, a.experts);
   const PointerTable& t3 = table(a.w3, a.experts);
@@ -654,7 +657,7 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsArgs& a, int n) {
   swiglu_quantize_kernel<<<warp_blocks(n * (I / 128)), kThreads, 0, stream>>>(g, u, n, I, a.swiglu_limit, a.weights,
                                                                               pairs, routed, codes, scales);
   DSV4_CUDA_CHECK_LAUNCH();
-  gg.a_digits = tensor_core_digits(a.w2[0].kind, n, I, a.experts, codes);
+  gg.a_digits = digit_planes_for(a.w2[0].kind, n, I, a.experts, codes);
   gg.a_digit_stride = n * I;
   gg.n = D;
   gg.k = I;

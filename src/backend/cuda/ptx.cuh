@@ -63,4 +63,13 @@ __device__ __forceinline__ void cp_async_wait() {
 // Commits the copies issued since the last commit and waits for all of them.
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
+// Named CTA barrier `id` (1-15; 0 is __syncthreads) over `count` threads, a multiple of 32: sync waits
+// for the count, arrive only adds to it. Writes before either are visible to the threads that sync.
+__device__ __forceinline__ void bar_sync(int id, int count) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
 }  // namespace dsv4::cuda
