@@ -582,7 +582,7 @@ TEST(CudaGemm, RejectsBadShapes) {
 // on its expert's weight; rows past offsets[experts] (bound - used) stay untouched.
 // planes: the activations' digit planes made beforehand (digit_planes), as the MoE passes them.
 void check_grouped(GemmWeightKind kind, int64_t n, int64_t k, const std::vector<int>& counts, int64_t spare,
-                   uint32_t seed, bool cancelling = false, bool planes = false) {
+                   uint32_t seed, bool cancelling = false, bool planes = false, bool pair = false) {
   const int experts = static_cast<int>(counts.size());
   std::vector<int32_t> offsets(1, 0);
   for (int c : counts) offsets.push_back(offsets.back() + c);
@@ -593,11 +593,13 @@ void check_grouped(GemmWeightKind kind, int64_t n, int64_t k, const std::vector<
   std::vector<std::unique_ptr<DevWeight>> dw;
   std::vector<const void*> data;
   std::vector<const uint8_t*> scale;
-  for (int e = 0; e < experts; ++e) {
+  // Experts [0, experts) are the weights, [experts, 2·experts) the pair's second weights.
+  const int lists = pair ? 2 : 1;
+  for (int e = 0; e < lists * experts; ++e) {
     const uint32_t we = seed * 1000 + static_cast<uint32_t>(e);
     hw.push_back(cancelling ? cancelling_weight(kind, n, k, we) : random_weight(kind, n, k, we));
   }
-  for (int e = 0; e < experts; ++e) {
+  for (int e = 0; e < lists * experts; ++e) {
     dw.push_back(std::make_unique<DevWeight>(hw[static_cast<size_t>(e)]));
     data.push_back(dw.back()->data.p);
     scale.push_back(dw.back()->scale.p);
@@ -612,7 +614,7 @@ void check_grouped(GemmWeightKind kind, int64_t n, int64_t k, const std::vector<
   Dev<int8_t> digits(std::vector<int8_t>(planes ? static_cast<size_t>(cuda::digit_plane_bytes(bound, k)) : 0));
   if (planes) cuda::digit_planes(codes.p, bound, k, k, digits.p, bound * k, nullptr);
   auto run = [&] {
-    Dev<uint16_t> y(std::vector<uint16_t>(static_cast<size_t>(bound * n), 0xffff));
+    Dev<uint16_t> y(std::vector<uint16_t>(static_cast<size_t>(lists * bound * n), 0xffff));
     cuda::GroupedGemmArgs a;
     a.a_codes = codes.p;
     a.a_scales = scales.p;
@@ -630,24 +632,33 @@ void check_grouped(GemmWeightKind kind, int64_t n, int64_t k, const std::vector<
       a.a_digits = digits.p;
       a.a_digit_stride = bound * k;
     }
+    if (pair) {
+      a.w_data_b = ddata.p + experts;
+      a.w_scale_b = dscale.p + experts;
+      a.y_b = y.p + bound * n;
+    }
     cuda::grouped_gemm(a, nullptr);
     return y.get();
   };
   const auto got = run();
   const std::string what = std::string(kind == GemmWeightKind::kFp8 ? "fp8" : "fp4") + " grouped n" +
-                           std::to_string(n) + " k" + std::to_string(k) + " experts " + std::to_string(experts);
+                           std::to_string(n) + " k" + std::to_string(k) + " experts " + std::to_string(experts) +
+                           (pair ? " pair" : "");
   const Case c{what, kind, n, k};
-  for (int e = 0; e < experts; ++e) {
-    const int64_t r0 = offsets[static_cast<size_t>(e)], cnt = counts[static_cast<size_t>(e)];
-    if (cnt == 0) continue;
-    const std::vector<uint16_t> xe(x.begin() + r0 * k, x.begin() + (r0 + cnt) * k);
-    const auto want = cpu_linear<uint16_t>(c, hw[static_cast<size_t>(e)], xe, cnt);
-    const std::vector<uint16_t> ge(got.begin() + r0 * n, got.begin() + (r0 + cnt) * n);
-    expect_identical(ge, want, cnt, n, n, what + " expert " + std::to_string(e));
+  for (int l = 0; l < lists; ++l) {
+    const int64_t y0 = l * bound * n;
+    for (int e = 0; e < experts; ++e) {
+      const int64_t r0 = offsets[static_cast<size_t>(e)], cnt = counts[static_cast<size_t>(e)];
+      if (cnt == 0) continue;
+      const std::vector<uint16_t> xe(x.begin() + r0 * k, x.begin() + (r0 + cnt) * k);
+      const auto want = cpu_linear<uint16_t>(c, hw[static_cast<size_t>(l * experts + e)], xe, cnt);
+      const std::vector<uint16_t> ge(got.begin() + y0 + r0 * n, got.begin() + y0 + (r0 + cnt) * n);
+      expect_identical(ge, want, cnt, n, n, what + " weight " + std::to_string(l) + " expert " + std::to_string(e));
+    }
+    int64_t touched = 0;
+    for (int64_t i = used * n; i < bound * n; ++i) touched += got[static_cast<size_t>(y0 + i)] != 0xffff;
+    EXPECT_EQ(touched, 0) << what << ": wrote rows past offsets[experts]";
   }
-  int64_t touched = 0;
-  for (int64_t i = used * n; i < bound * n; ++i) touched += got[static_cast<size_t>(i)] != 0xffff;
-  EXPECT_EQ(touched, 0) << what << ": wrote rows past offsets[experts]";
   EXPECT_TRUE(run() == got) << what << ": not reproducible run to run";
 }
 
@@ -768,7 +779,22 @@ TEST(CudaGemm, Fp4GemvOnAndOffMatchCpuBitForBit) {
     } else {
       EXPECT_EQ(ran, 0);
     }
-    seed += 10;
+    // Pairs (the MoE's w1 and w3): in one launch each (a run and its repeat), and in turn with the
+    // pair switch off; the last case has an expert of two one-row tiles.
+    for (const bool together : {true, false}) {
+      const bool pair_was = cuda::fp4_gemv_pair();
+      cuda::set_fp4_gemv_pair(together);
+      const int64_t before = cuda::fp4_gemv_launches();
+      check_grouped(kind, 2048, 4096, random_counts(48, 1, seed + 14), 3, seed + 15, false, true, true);
+      check_grouped(kind, 200, 384, {1, 0, 1, 1, 0, 0, 0, 0}, 2, seed + 16, true, false, true);
+      const int64_t pairs = cuda::fp4_gemv_launches() - before;
+      check_grouped(kind, 200, 256, {0, 2, 0, 1}, 1, seed + 17, false, false, true);
+      cuda::set_fp4_gemv_pair(pair_was);
+      if (on) {
+        EXPECT_EQ(pairs, together ? 4 : 8) << "pairs: launches of the one-row kernel";
+      }
+    }
+    seed += 20;
   }
   cuda::set_fp4_gemv(was);
 }

@@ -10,6 +10,7 @@
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/launch.cuh"
 #include "core/error.h"
 #include "gpu/gpu_test_util.h"
 #include "model/model.h"
@@ -89,6 +90,29 @@ TEST(CudaStepGraphs, TheSharedExpertOnTheSideStreamChangesNoBit) {
   for (size_t k = 0; k < graphs.logits.size(); ++k) {
     EXPECT_EQ(graphs.logits[k], inside_graphs.logits[k]) << "step " << k << " (recorded)";
     EXPECT_EQ(eager.logits[k], inside.logits[k]) << "step " << k << " (eager)";
+  }
+}
+
+// Programmatic dependent launch (DSV4_PDL) lets each kernel launch while the one before finishes; every
+// kernel waits for its predecessor before touching memory, so steps recorded and eager, with the side
+// streams, give the same bits with it and without it.
+TEST(CudaStepGraphs, DependentLaunchChangesNoBit) {
+  struct Restore {
+    bool was = cuda::pdl_on();
+    ~Restore() { cuda::set_pdl(was); }
+  } restore;
+  cuda::set_pdl(true);
+  const CudaRun graphs = cuda_steps(StepMode::kGraphs, true, true);
+  ASSERT_GT(graphs.stats.replayed, 0) << "nothing was replayed";
+  EXPECT_EQ(graphs.stats.failed, 0);
+  const CudaRun eager = cuda_steps(StepMode::kEager, true, true);
+  cuda::set_pdl(false);
+  const CudaRun plain_graphs = cuda_steps(StepMode::kGraphs, true, true);
+  const CudaRun plain = cuda_steps(StepMode::kEager, true, true);
+  ASSERT_EQ(graphs.logits.size(), plain_graphs.logits.size());
+  for (size_t k = 0; k < graphs.logits.size(); ++k) {
+    EXPECT_EQ(graphs.logits[k], plain_graphs.logits[k]) << "step " << k << " (recorded)";
+    EXPECT_EQ(eager.logits[k], plain.logits[k]) << "step " << k << " (eager)";
   }
 }
 

@@ -3,6 +3,7 @@
 #include "backend/cuda/argmax.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace dsv4::cuda {
 namespace {
@@ -28,6 +29,7 @@ __device__ __forceinline__ void fold(float v, int64_t i, int64_t none, float& bv
 
 // One CTA per row: strided scan, then a warp and block reduction.
 __global__ void argmax_kernel(const float* x, int64_t cols, int64_t limit, int32_t* out) {
+  pdl_enter();
   __shared__ float sv[kThreads / kWarp];
   __shared__ int64_t si[kThreads / kWarp];
   const float* row = x + int64_t{blockIdx.x} * cols;
@@ -55,8 +57,7 @@ __global__ void argmax_kernel(const float* x, int64_t cols, int64_t limit, int32
 void argmax_rows(const float* x, int64_t rows, int64_t cols, int64_t limit, int32_t* out, cudaStream_t stream) {
   if (rows == 0) return;
   DSV4_CUDA_REQUIRE(rows <= 2147483647, "argmax: too many rows");
-  argmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, cols, limit, out);
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(argmax_kernel, static_cast<unsigned>(rows), kThreads, 0, stream, x, cols, limit, out);
 }
 
 }  // namespace dsv4::cuda

@@ -4,6 +4,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/glibc_expf.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/row_kernels.h"
 
 namespace dsv4::cuda {
@@ -14,6 +15,7 @@ constexpr int kBlock = 64;  // index block of the reference kernel
 // One warp per 64-element nope block (and the warp of block 0 also copies the rope part).
 __global__ void store_fp8_kernel(const uint16_t* x, int64_t rows, int d, int r, DeviceTable t, const int32_t* slots,
                                  int32_t* err) {
+  pdl_enter();
   const int n = d - r, blocks = n / 64;
   const int64_t w = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
   const int lane = threadIdx.x % kWarp;
@@ -47,6 +49,7 @@ __global__ void store_fp8_kernel(const uint16_t* x, int64_t rows, int d, int r, 
 // Plain formats: bf16 copies, fp32 widens.
 __global__ void store_plain_kernel(const uint16_t* x, int64_t rows, int d, DeviceTable t, const int32_t* slots,
                                    int32_t* err) {
+  pdl_enter();
   const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (i >= rows * d) return;
   const int32_t slot = slots[i / d];
@@ -83,6 +86,7 @@ __device__ float kv_rms_factor(float x0, float x1, int d, float eps) {
 // the rope pairs), Q8 per 64-dim block (one warp each: nope blocks start on warp boundaries), then
 // the entry bytes.
 __global__ void kv_insert_kernel(KvInsertArgs a) {
+  pdl_enter();
   const int64_t row = blockIdx.x;
   const int t = threadIdx.x, d = a.dim, n = a.dim - a.rope_dim;
   const int32_t slot = a.slots[row];
@@ -268,6 +272,7 @@ __device__ void block_pv(const AttentionArgs& a, const float* kv, bool staged, i
 }
 
 __global__ void __launch_bounds__(kAttnThreads) sparse_attention_kernel(AttentionArgs a, int groups, int per) {
+  pdl_enter();
   extern __shared__ float4 dyn4[];
   __shared__ AttnShared sh;
   const int d = a.head_dim, stride = d + kPad;
@@ -325,14 +330,13 @@ void store_entries(const uint16_t* x, int64_t rows, int head_dim, int rope_dim, 
     const int n = head_dim - rope_dim;
     DSV4_CUDA_REQUIRE(n > 0 && n % 64 == 0, "store_entries: nope dims must be a positive multiple of 64");
     const int64_t warps = rows * (n / 64);
-    store_fp8_kernel<<<static_cast<unsigned>((warps * kWarp + 255) / 256), 256, 0, stream>>>(
-        x, rows, head_dim, rope_dim, table, slots, err);
+    launch_kernel(store_fp8_kernel, static_cast<unsigned>((warps * kWarp + 255) / 256), 256, 0, stream, x, rows,
+                  head_dim, rope_dim, table, slots, err);
   } else {
     const int64_t n = rows * head_dim;
-    store_plain_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(x, rows, head_dim, table, slots,
-                                                                                   err);
+    launch_kernel(store_plain_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, stream, x, rows, head_dim, table,
+                  slots, err);
   }
-  DSV4_CUDA_CHECK_LAUNCH();
 }
 
 void kv_insert(const KvInsertArgs& a, cudaStream_t stream) {
@@ -342,8 +346,7 @@ void kv_insert(const KvInsertArgs& a, cudaStream_t stream) {
                     "kv_insert: dim - rope_dim must be a positive multiple of 64 and dim at most 2048");
   DSV4_CUDA_REQUIRE(a.table.format == EntryFormat::kAttnFp8 || a.table.format == EntryFormat::kBf16,
                     "kv_insert: the window holds attn-fp8 or bf16 entries");
-  kv_insert_kernel<<<static_cast<unsigned>(a.rows), a.dim / 2, 0, stream>>>(a);
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(kv_insert_kernel, static_cast<unsigned>(a.rows), a.dim / 2, 0, stream, a);
 }
 
 void sparse_attention(const AttentionArgs& a, cudaStream_t stream) {
@@ -368,8 +371,8 @@ void sparse_attention_generic(const AttentionArgs& a, cudaStream_t stream) {
     configured = true;
   }
   const int groups = (a.heads + kHeadGroup - 1) / kHeadGroup;
-  sparse_attention_kernel<<<static_cast<unsigned>(a.tokens * groups), kAttnThreads, bytes, stream>>>(a, groups, per);
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(sparse_attention_kernel, static_cast<unsigned>(a.tokens * groups), kAttnThreads, bytes, stream, a,
+                groups, per);
 }
 
 }  // namespace dsv4::cuda

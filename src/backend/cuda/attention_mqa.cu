@@ -18,6 +18,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/ptx.cuh"
 
 namespace dsv4::cuda {
@@ -319,6 +320,7 @@ __device__ void store_result(const MqaArgs& ma, int64_t t, int split, int h0, in
 // grid: token x group x split, 512 threads; blocks [split·blocks_per, ..) of the list. Per block:
 // decode (raw -> kv) | next block's copy starts; scores and row maxima | softmax, P | P·V.
 __global__ void __launch_bounds__(kThreads, 1) mqa_partial_kernel(MqaArgs ma) {
+  pdl_enter();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
   const AttentionArgs& a = ma.a;
@@ -365,6 +367,7 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_partial_kernel(MqaArgs ma) {
 
 // One CTA per (token, head): merges the splits' (m, l, acc) and applies the sink.
 __global__ void __launch_bounds__(kCombineThreads) mqa_combine_kernel(MqaArgs ma) {
+  pdl_enter();
   const AttentionArgs& a = ma.a;
   const int64_t th = blockIdx.x;  // token * heads + head
   const int h = static_cast<int>(th % a.heads);
@@ -441,11 +444,9 @@ void sparse_attention_mqa(const AttentionArgs& a, cudaStream_t stream) {
                                          static_cast<int>(sizeof(Smem))));
     configured = true;
   }
-  mqa_partial_kernel<<<static_cast<unsigned>(base * ma.splits), kThreads, sizeof(Smem), stream>>>(ma);
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(mqa_partial_kernel, static_cast<unsigned>(base * ma.splits), kThreads, sizeof(Smem), stream, ma);
   if (ma.splits > 1) {
-    mqa_combine_kernel<<<static_cast<unsigned>(a.tokens * a.heads), kCombineThreads, 0, stream>>>(ma);
-    DSV4_CUDA_CHECK_LAUNCH();
+    launch_kernel(mqa_combine_kernel, static_cast<unsigned>(a.tokens * a.heads), kCombineThreads, 0, stream, ma);
     DSV4_CUDA_CHECK(cudaFreeAsync(scratch, stream));
   }
 }

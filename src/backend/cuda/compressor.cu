@@ -6,6 +6,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/glibc_expf.cuh"
+#include "backend/cuda/launch.cuh"
 
 namespace dsv4::cuda {
 namespace {
@@ -148,6 +149,7 @@ __device__ void encode_entry(const DeviceTable& t, const float* v, int d, int r,
 
 __global__ void store_kernel(const float* a, const float* g, int64_t tokens, int64_t cd, const int32_t* positions,
                              const float* ape, int ratio, DeviceTable state, const int32_t* slots, int32_t* err) {
+  pdl_enter();
   const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (i >= tokens * 2 * cd) return;
   const int64_t t = i / (2 * cd), k = i % (2 * cd);
@@ -246,6 +248,7 @@ __device__ bool gather_rows(const CompressorEmitArgs& a, int c, int64_t entry, c
 }
 
 __global__ void __launch_bounds__(kMaxThreads) emit_kernel(CompressorEmitArgs a, int c, float had_scale) {
+  pdl_enter();
   __shared__ float e[kMaxDim];
   __shared__ const float* rows[kMaxRows];
   const int64_t entry = blockIdx.x;
@@ -298,9 +301,8 @@ void compressor_store(const float* a, const float* g, int64_t tokens, int64_t cd
                     "compressor_store: the state table must hold f32 rows of 2·cd");
   const int64_t n = tokens * 2 * cd;
   if (n == 0) return;
-  store_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(a, g, tokens, cd, positions, ape, ratio,
-                                                                           state, slots, err);
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(store_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, stream, a, g, tokens, cd, positions, ape,
+                ratio, state, slots, err);
 }
 
 void compressor_emit(const CompressorEmitArgs& a, cudaStream_t stream) {
@@ -324,8 +326,7 @@ void compressor_emit(const CompressorEmitArgs& a, cudaStream_t stream) {
   if (a.entries == 0) return;
   const int threads = dc < 128 ? 128 : dc;
   const float had_scale = static_cast<float>(std::pow(static_cast<double>(dc), -0.5));  // as hadamard_row
-  emit_kernel<<<static_cast<unsigned>(a.entries), threads, 0, stream>>>(a, c, had_scale);
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(emit_kernel, static_cast<unsigned>(a.entries), threads, 0, stream, a, c, had_scale);
 }
 
 }  // namespace dsv4::cuda

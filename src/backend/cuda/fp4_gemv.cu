@@ -4,6 +4,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/fp4_gemv.h"
 #include "backend/cuda/gemm_tiles.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/ptx.cuh"
 #include "core/env.h"
 
@@ -140,16 +141,22 @@ __device__ __forceinline__ float sub_block(uint4 w, const uint4 (&dg)[3][2], flo
 
 template <bool kPlanes>
 __global__ void __launch_bounds__(kThreads, 4) fp4_gemv_kernel(const ExactBlockArgs p) {
+  pdl_enter();
   extern __shared__ uint4 smem4[];
   auto* smem = reinterpret_cast<uint8_t*>(smem4);
   const Layout L{p.kg};
   Tile t;
   if (!row_tile(p, 1, t)) return;
-  const int64_t col_tiles = cdiv(p.ng, kCtaCols), g = blockIdx.y / col_tiles;
+  // The column tiles of every group, then (a pair) those of the second weight.
+  const int64_t col_tiles = cdiv(p.ng, kCtaCols), half = p.groups * col_tiles;
+  const bool second = blockIdx.y >= half;
+  const int64_t tile = blockIdx.y - (second ? half : 0), g = tile / col_tiles;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int64_t nl0 = (blockIdx.y % col_tiles) * kCtaCols + warp * kCols;  // the warp's first column
-  const auto* w = static_cast<const uint8_t*>(p.offsets ? p.w_list[t.e] : p.w);
-  const uint8_t* ws = p.offsets ? p.w_scale_list[t.e] : p.w_scale;
+  const int64_t nl0 = (tile % col_tiles) * kCtaCols + warp * kCols;  // the warp's first column
+  const void* wv0 = p.offsets ? (second ? p.w_list_b : p.w_list)[t.e] : (second ? p.w_b : p.w);
+  const auto* w = static_cast<const uint8_t*>(wv0);
+  const uint8_t* ws =
+      p.offsets ? (second ? p.w_scale_list_b : p.w_scale_list)[t.e] : (second ? p.w_scale_b : p.w_scale);
   const auto* dig = reinterpret_cast<const int8_t*>(smem);
   const auto* sa = reinterpret_cast<const float*>(smem + L.sa_at());
   const uint8_t* nan = smem + L.nan_at();
@@ -207,7 +214,7 @@ __global__ void __launch_bounds__(kThreads, 4) fp4_gemv_kernel(const ExactBlockA
   float acc = 0.0f;
 #pragma unroll 8
   for (int64_t b = 0; b < nsb; ++b) acc = __fadd_rn(acc, mine[b]);
-  store_out(p.y, p.y_ld, p.y_f32, t.r0, g * p.ng + nl0 + lane, acc);
+  store_out(second ? p.y_b : p.y, p.y_ld, p.y_f32, t.r0, g * p.ng + nl0 + lane, acc);
 }
 
 std::atomic<int64_t> g_launches{0};
@@ -217,8 +224,15 @@ std::atomic<bool>& gemv_switch() {
   return on;
 }
 
+std::atomic<bool>& pair_switch() {
+  static std::atomic<bool> on{env_switch("DSV4_GEMM_GEMV_PAIR") == "1"};
+  return on;
+}
+
 }  // namespace
 
+bool fp4_gemv_pair() { return pair_switch().load(); }
+void set_fp4_gemv_pair(bool on) { pair_switch().store(on); }
 bool fp4_gemv_on() { return gemv_switch().load(); }
 bool fp4_gemv_takes(GemmWeightKind kind, int64_t rows_per_weight, int64_t kg) {
   return fp4_gemv_on() && kind == GemmWeightKind::kFp4 && rows_per_weight <= 1 && kg <= kFp4GemvMaxK;
@@ -226,12 +240,17 @@ bool fp4_gemv_takes(GemmWeightKind kind, int64_t rows_per_weight, int64_t kg) {
 int64_t fp4_gemv_launches() { return g_launches.load(); }
 void set_fp4_gemv(bool on) { gemv_switch().store(on); }
 
-bool fp4_gemv(const ExactBlockArgs& a, cudaStream_t stream) {
+bool fp4_gemv_applies(const ExactBlockArgs& a) {
   if (!fp4_gemv_on() || a.kind != GemmWeightKind::kFp4 || a.x || !a.codes || a.partial || a.kg > kFp4GemvMaxK) {
     return false;
   }
   if (a.codes_ld % 4 != 0 || reinterpret_cast<uintptr_t>(a.codes) % 4 != 0) return false;
-  if (!a.offsets && reinterpret_cast<uintptr_t>(a.w) % 16 != 0) return false;
+  const auto misaligned = [](const void* w) { return reinterpret_cast<uintptr_t>(w) % 16 != 0; };
+  return a.offsets || (!misaligned(a.w) && !misaligned(a.w_b));
+}
+
+bool fp4_gemv(const ExactBlockArgs& a, cudaStream_t stream) {
+  if (!fp4_gemv_applies(a)) return false;
   const Layout L{a.kg};
   static const bool attr = [] {
     for (const auto kernel : {fp4_gemv_kernel<false>, fp4_gemv_kernel<true>}) {
@@ -241,15 +260,15 @@ bool fp4_gemv(const ExactBlockArgs& a, cudaStream_t stream) {
     return true;
   }();
   (void)attr;
-  const int64_t tiles = row_tiles(a.rows, 1, a.offsets ? a.experts : 0), cols = a.groups * cdiv(a.ng, kCtaCols);
+  const int64_t tiles = row_tiles(a.rows, 1, a.offsets ? a.experts : 0);
+  const int64_t cols = (a.y_b ? 2 : 1) * a.groups * cdiv(a.ng, kCtaCols);
   DSV4_CUDA_REQUIRE(tiles < (int64_t{1} << 31) && cols <= 65535, "fp4_gemv: grid out of range");
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(cols));
   if (a.a_digits) {
-    fp4_gemv_kernel<true><<<grid, kThreads, static_cast<size_t>(L.bytes()), stream>>>(a);
+    launch_kernel(fp4_gemv_kernel<true>, grid, kThreads, static_cast<size_t>(L.bytes()), stream, a);
   } else {
-    fp4_gemv_kernel<false><<<grid, kThreads, static_cast<size_t>(L.bytes()), stream>>>(a);
+    launch_kernel(fp4_gemv_kernel<false>, grid, kThreads, static_cast<size_t>(L.bytes()), stream, a);
   }
-  DSV4_CUDA_CHECK_LAUNCH();
   g_launches.fetch_add(1, std::memory_order_relaxed);
   return true;
 }

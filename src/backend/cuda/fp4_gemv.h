@@ -14,7 +14,10 @@ namespace dsv4::cuda {
 // kernel's one-row tiles) when the kernel applies: FP4 weights, activation codes (not bf16 rows), K of
 // a group at most kFp4GemvMaxK, no split-K. Returns false, having launched nothing, otherwise. The
 // caller decides that one-row tiles are wanted.
+// A pair (a.y_b) runs in the same launch: the second weight's column tiles follow the first's.
 bool fp4_gemv(const ExactBlockArgs& a, cudaStream_t stream);
+// Whether fp4_gemv would take `a` (then it launches exactly once).
+bool fp4_gemv_applies(const ExactBlockArgs& a);
 
 constexpr int64_t kFp4GemvMaxK = 16384;
 
@@ -24,6 +27,10 @@ void set_fp4_gemv(bool on);
 // Whether a grouped call of FP4 experts with about rows_per_weight rows each comes here (one-row
 // tiles): its caller then makes the activations' digit planes once for all CTAs (a_digits).
 bool fp4_gemv_takes(GemmWeightKind kind, int64_t rows_per_weight, int64_t kg);
+// A pair in one launch: opt-in (DSV4_GEMM_GEMV_PAIR=1 or set_fp4_gemv_pair(true)) until timed on the
+// H200; otherwise its halves run in turn.
+bool fp4_gemv_pair();
+void set_fp4_gemv_pair(bool on);
 // Launches so far in this process (tests check that a shape took this kernel).
 int64_t fp4_gemv_launches();
 

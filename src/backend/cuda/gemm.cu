@@ -46,6 +46,7 @@
 #include "backend/cuda/gemm_imma.h"
 #include "backend/cuda/gemm_internal.h"
 #include "backend/cuda/gemm_tiles.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/ptx.cuh"
 #include "core/env.h"
 
@@ -143,6 +144,7 @@ template <bool kVec>
 __global__ void __launch_bounds__(256)
     quantize_act_kernel(const uint16_t* __restrict__ x, int64_t rows, int64_t k, int64_t x_ld,
                         uint8_t* __restrict__ codes, float* __restrict__ scales, int64_t scale_ld, WeightScaleJob ws) {
+  pdl_enter();
   const int64_t nblk = k / 128;
   const int64_t thread = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   const int64_t warp = thread / kWarp;
@@ -624,6 +626,13 @@ template <GemmWeightKind KIND, int TM, bool kInt, bool kRing>
 __global__ void __launch_bounds__(kSkThreads) skinny_block_kernel(const ExactBlockArgs p) {
   static_assert(!kInt || KIND == GemmWeightKind::kFp4);
   constexpr int kSub = KIND == GemmWeightKind::kFp4 ? 4 : 1;
+  if (!p.offsets && !p.partial) {  // a dense weight: this CTA's rows, while the previous kernel finishes
+    const int64_t row_bytes = KIND == GemmWeightKind::kFp4 ? p.kg / 2 : p.kg, col_tiles = cdiv(p.ng, kSkCols);
+    const int64_t c0 = (blockIdx.y % col_tiles) * kSkCols, n0 = blockIdx.y / col_tiles * p.ng + c0;
+    prefetch_rows_l2(static_cast<const uint8_t*>(p.w) + n0 * row_bytes, row_bytes, imin(kSkCols, p.ng - c0), 0,
+                     row_bytes);
+  }
+  pdl_enter();
   extern __shared__ float4 smem_raw[];
   auto& s = *reinterpret_cast<SkinnySmemOf<KIND, TM, kInt>*>(smem_raw);
   auto& ring = *reinterpret_cast<SkinnyRing<KIND, TM>*>(reinterpret_cast<char*>(smem_raw) + kSkRingAt<KIND, TM, kInt>);
@@ -773,6 +782,7 @@ __device__ __forceinline__ void decode_w8(uint2 raw, float* v) {
 
 template <GemmWeightKind KIND>
 __global__ void __launch_bounds__(kTlThreads) tiled_block_kernel(const ExactBlockArgs p) {
+  pdl_enter();
   extern __shared__ float4 smem_raw[];
   auto& s = *reinterpret_cast<TiledSmem<double>*>(smem_raw);
   Tile t;
@@ -939,6 +949,7 @@ struct PlainPairHalf {
 
 template <bool kWF32>
 __global__ void __launch_bounds__(kTlThreads) tiled_plain_kernel(const ExactPlainArgs p, bool vec) {
+  pdl_enter();
   __shared__ __align__(16) TiledSmem<float> s;
   const int64_t r0 = int64_t{blockIdx.x} * kTlRows;
   const int cnt = static_cast<int>(imin(kTlRows, p.rows - r0));
@@ -1174,11 +1185,13 @@ __global__ void __launch_bounds__(plain_threads(TM)) skinny_plain_kernel(const E
   const int64_t g = half.by / col_tiles, c0 = (half.by % col_tiles) * kSkCols, r0 = int64_t{blockIdx.x} * TM;
   PlainTile c;
   c.w_row = p.kg * kEsz;
+  c.wrows = static_cast<int>(imin(kSkCols, p.ng - c0));
+  prefetch_rows_l2(static_cast<const uint8_t*>(half.w) + (g * p.ng + c0) * c.w_row, c.w_row, c.wrows, 0, c.w_row);
+  pdl_enter();
   c.w_lane = static_cast<const uint8_t*>(half.w) + (g * p.ng + c0) * c.w_row + lane * 16;
   c.x = p.x + r0 * p.x_ld + g * p.kg;
   c.x_ld = p.x_ld;
   c.kg = p.kg;
-  c.wrows = static_cast<int>(imin(kSkCols, p.ng - c0));
   c.cnt = static_cast<int>(imin(TM, p.rows - r0));
   const int stages = static_cast<int>((p.kg + kK - 1) / kK);
   if (threadIdx.x >= kCons * kWarp) {  // producer
@@ -1260,8 +1273,7 @@ void launch_skinny_as(const ExactBlockArgs& p, int64_t tiles, int64_t splits, cu
   (void)attr;
   dim3 grid = grid2(tiles, p.groups * cdiv(p.ng, kSkCols));
   grid.z = static_cast<unsigned>(splits);
-  skinny_block_kernel<KIND, TM, kInt, kRing><<<grid, kSkThreads, kSmem, stream>>>(p);
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(skinny_block_kernel<KIND, TM, kInt, kRing>, grid, kSkThreads, kSmem, stream, p);
 }
 
 template <GemmWeightKind KIND, int TM, bool kInt>
@@ -1290,9 +1302,8 @@ void launch_block(const ExactBlockArgs& p, bool tiled, int tm, int64_t splits, c
     constexpr size_t kSmem = sizeof(TiledSmem<double>);
     static const bool attr = (allow_smem(tiled_block_kernel<KIND>, kSmem), true);
     (void)attr;
-    tiled_block_kernel<KIND>
-        <<<grid2(row_tiles(p.rows, kTlRows, experts), p.groups * cdiv(p.ng, kTlCols)), kTlThreads, kSmem, stream>>>(p);
-    DSV4_CUDA_CHECK_LAUNCH();
+    launch_kernel(tiled_block_kernel<KIND>, grid2(row_tiles(p.rows, kTlRows, experts), p.groups * cdiv(p.ng, kTlCols)),
+                  kTlThreads, kSmem, stream, p);
     return;
   }
   const int64_t tiles = row_tiles(p.rows, tm, experts);
@@ -1314,8 +1325,7 @@ void launch_skinny_plain_as(const ExactPlainArgs& p, cudaStream_t stream) {
   static const bool attr = (allow_smem(skinny_plain_kernel<kAsync, kWF32, TM>, kSmem), true);
   (void)attr;
   const dim3 grid = grid2(cdiv(p.rows, TM), (p.w_b ? 2 : 1) * p.groups * cdiv(p.ng, kSkCols));
-  skinny_plain_kernel<kAsync, kWF32, TM><<<grid, plain_threads(TM), kSmem, stream>>>(p);
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(skinny_plain_kernel<kAsync, kWF32, TM>, grid, plain_threads(TM), kSmem, stream, p);
 }
 
 template <bool kWF32, int TM>
@@ -1341,10 +1351,9 @@ int plain_tile_rows(const ExactPlainArgs& p) {
 template <bool kWF32>
 void launch_plain(const ExactPlainArgs& p, bool tiled, bool vec, cudaStream_t stream) {
   if (tiled) {
-    tiled_plain_kernel<kWF32>
-        <<<grid2(cdiv(p.rows, kTlRows), (p.w_b ? 2 : 1) * p.groups * cdiv(p.ng, kTlCols)), kTlThreads, 0, stream>>>(
-            p, vec);
-    DSV4_CUDA_CHECK_LAUNCH();
+    launch_kernel(tiled_plain_kernel<kWF32>,
+                  grid2(cdiv(p.rows, kTlRows), (p.w_b ? 2 : 1) * p.groups * cdiv(p.ng, kTlCols)), kTlThreads, 0, stream,
+                  p, vec);
   } else if (p.rows == 1) {
     launch_skinny_plain<kWF32, 1>(p, vec, stream);
   } else if (p.rows == 2) {
@@ -1416,17 +1425,33 @@ void quantize_act(const uint16_t* x, int64_t rows, int64_t k, int64_t x_stride, 
   const int64_t threads = rows * (k / 128) * kWarp + ws_count;
   const auto grid = static_cast<unsigned>(cdiv(threads, kThreads));
   if (aligned(x, 8) && x_stride % 4 == 0) {
-    quantize_act_kernel<true><<<grid, kThreads, 0, stream>>>(x, rows, k, x_stride, codes, scales, scale_ld, ws);
+    launch_kernel(quantize_act_kernel<true>, grid, kThreads, 0, stream, x, rows, k, x_stride, codes, scales, scale_ld,
+                  ws);
   } else {
-    quantize_act_kernel<false><<<grid, kThreads, 0, stream>>>(x, rows, k, x_stride, codes, scales, scale_ld, ws);
+    launch_kernel(quantize_act_kernel<false>, grid, kThreads, 0, stream, x, rows, k, x_stride, codes, scales, scale_ld,
+                  ws);
   }
-  DSV4_CUDA_CHECK_LAUNCH();
 }
 
 SplitNeed exact_block_split_need(const ExactBlockArgs& a) {
   if (a.rows <= 0 || a.kg % 128 != 0 || a.ng <= 0) return {};
   return plan_block(a).need;
 }
+
+namespace {
+
+// Whether exact_block_gemm would run `a` on the one-row GEMV, which takes a pair in one launch.
+bool pair_on_gemv(const ExactBlockArgs& a) {
+  if (!a.x && imma_wanted(a.kind, a.offsets ? cdiv(a.rows, a.experts) : a.rows, a.kg, a.offsets ? 0 : a.n)) {
+    return false;
+  }
+  const BlockPlan pl = plan_block(a);
+  ExactBlockArgs p = a;
+  if (pl.splits == 1) p.partial = nullptr;
+  return !pl.tiled && pl.tm == 1 && pl.splits == 1 && fp4_gemv_applies(p);
+}
+
+}  // namespace
 
 void exact_block_gemm(const ExactBlockArgs& a, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(a.kind == GemmWeightKind::kFp8 || a.kind == GemmWeightKind::kFp4,
@@ -1447,7 +1472,25 @@ void exact_block_gemm(const ExactBlockArgs& a, cudaStream_t stream) {
   } else {
     DSV4_CUDA_REQUIRE(a.w && a.w_scale && aligned(a.w, 16), "exact_block_gemm: weight must be 16-byte aligned");
   }
+  DSV4_CUDA_REQUIRE(!a.y_b == (a.offsets ? !a.w_list_b || !a.w_scale_list_b : !a.w_b || !a.w_scale_b),
+                    "exact_block_gemm: a pair needs its weights and its output");
   if (a.rows <= 0) return;
+  if (a.y_b && !(fp4_gemv_pair() && pair_on_gemv(a))) {  // the two halves in turn
+    ExactBlockArgs first = a, second = a;
+    first.w_b = second.w_b = nullptr;
+    first.w_scale_b = second.w_scale_b = nullptr;
+    first.w_list_b = second.w_list_b = nullptr;
+    first.w_scale_list_b = second.w_scale_list_b = nullptr;
+    first.y_b = second.y_b = nullptr;
+    second.w = a.w_b;
+    second.w_scale = a.w_scale_b;
+    second.w_list = a.w_list_b;
+    second.w_scale_list = a.w_scale_list_b;
+    second.y = a.y_b;
+    exact_block_gemm(first, stream);
+    exact_block_gemm(second, stream);
+    return;
+  }
   if (!a.x && imma_wanted(a.kind, a.offsets ? cdiv(a.rows, a.experts) : a.rows, a.kg, a.offsets ? 0 : a.n)) {
     imma_block_gemm(a, stream);
     return;
@@ -1497,6 +1540,9 @@ void grouped_gemm(const GroupedGemmArgs& a, cudaStream_t stream) {
   p.y_ld = a.n;
   p.a_digits = a.a_digits;
   p.a_digit_stride = a.a_digit_stride;
+  p.w_list_b = a.w_data_b;
+  p.w_scale_list_b = a.w_scale_b;
+  p.y_b = a.y_b;
   exact_block_gemm(p, stream);
 }
 

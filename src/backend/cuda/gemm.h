@@ -104,6 +104,12 @@ struct GroupedGemmArgs {
   // a_digits + p·a_digit_stride. They spare the tensor-core kernel converting codes per CTA.
   const int8_t* a_digits = nullptr;
   int64_t a_digit_stride = 0;
+  // Optional pair (the MoE's w1 and w3): a second weight of every expert, same shape and kind, read
+  // with the same rows, its output at y_b. The one-row GEMV (decode) can run both in one launch, so
+  // that their CTAs share its waves (fp4_gemv_pair, opt-in); otherwise they run one after the other.
+  const void* const* w_data_b = nullptr;
+  const uint8_t* const* w_scale_b = nullptr;
+  uint16_t* y_b = nullptr;
 };
 void grouped_gemm(const GroupedGemmArgs& a, cudaStream_t stream);
 

@@ -20,6 +20,7 @@
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/gemm_imma.h"
 #include "backend/cuda/gemm_tiles.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/ptx.cuh"
 #include "core/env.h"
 
@@ -104,6 +105,7 @@ __device__ __forceinline__ void st_shared4(void* p, uint32_t x, uint32_t y, uint
 // the table, one stage ahead (loaded before a stage's products, stored after them).
 template <GemmWeightKind KIND, bool kAPlanes, bool kBPlanes, int kStages>
 __global__ void __launch_bounds__(kImThreads) imma_block_kernel(const ExactBlockArgs p) {
+  pdl_enter();
   using S = ImmaShape<KIND>;
   static_assert(!kBPlanes || !S::kFp4, "FP4 weights are converted as they are loaded");
   static_assert(kStages >= 2, "a stage is copied while another is multiplied");
@@ -347,8 +349,7 @@ void launch_stages(const ExactBlockArgs& p, cudaStream_t stream) {
   (void)attr;
   const int64_t gx = row_tiles(p.rows, kImRows, p.offsets ? p.experts : 0), gy = p.groups * cdiv(p.ng, S::kCols);
   DSV4_CUDA_REQUIRE(gx < (int64_t{1} << 31) && gy <= 65535, "imma gemm: grid out of range");
-  kernel<<<dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy)), kImThreads, kSmem, stream>>>(p);
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(kernel, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy)), kImThreads, kSmem, stream, p);
 }
 
 template <GemmWeightKind KIND, bool kAPlanes, bool kBPlanes>
@@ -360,6 +361,7 @@ void launch(const ExactBlockArgs& p, cudaStream_t stream) {
 // One thread per 16 codes: three 16-byte digit pieces (the table in shared memory).
 __global__ void __launch_bounds__(256)
     digit_planes_kernel(const uint8_t* codes, int64_t rows, int64_t k, int64_t ld, int8_t* out, int64_t plane_stride) {
+  pdl_enter();
   __shared__ uint32_t lut[256];
   lut[threadIdx.x] = e4m3_digits(threadIdx.x);
   __syncthreads();
@@ -451,9 +453,8 @@ void digit_planes(const uint8_t* codes, int64_t rows, int64_t k, int64_t ld, int
   const int64_t pieces = rows * (k / 16);
   if (pieces == 0) return;
   DSV4_CUDA_REQUIRE(pieces / 256 < (int64_t{1} << 31), "digit_planes: too many codes");
-  digit_planes_kernel<<<static_cast<unsigned>(cdiv(pieces, 256)), 256, 0, stream>>>(codes, rows, k, ld, out,
-                                                                                    plane_stride);
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(digit_planes_kernel, static_cast<unsigned>(cdiv(pieces, 256)), 256, 0, stream, codes, rows, k, ld, out,
+                plane_stride);
 }
 
 }  // namespace dsv4::cuda

@@ -60,6 +60,14 @@ struct ExactBlockArgs {
   const int8_t* a_digits = nullptr;
   int64_t a_digit_stride = 0;
   const int8_t* w_digits = nullptr;
+  // Optional pair: second weights (w_b / w_scale_b dense, w_list_b / w_scale_list_b grouped) of w's
+  // shape and kind, read with the same activations, output at y_b (same strides). The one-row GEMV
+  // takes both in one launch (fp4_gemv_pair); otherwise the two run in turn.
+  const void* w_b = nullptr;
+  const uint8_t* w_scale_b = nullptr;
+  const void* const* w_list_b = nullptr;
+  const uint8_t* const* w_scale_list_b = nullptr;
+  void* y_b = nullptr;
 };
 void exact_block_gemm(const ExactBlockArgs& a, cudaStream_t stream);
 

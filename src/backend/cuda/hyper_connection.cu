@@ -8,6 +8,7 @@
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/glibc_expf.cuh"
 #include "backend/cuda/hyper_connection.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/ptx.cuh"
 #include "core/env.h"
 
@@ -293,6 +294,7 @@ __device__ void mix_outputs(const HcArgs& a, const float* m, float* pre, float* 
 
 template <int kSlots, bool kPre>
 __global__ void __launch_bounds__(kThreads, 2) hc_kernel(HcArgs a) {
+  pdl_enter();
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
   const int warp = threadIdx.x / kWarp;
@@ -313,8 +315,7 @@ void launch(const HcArgs& a, cudaStream_t stream) {
   const int stage = 2 * a.mix * G::kStride + 2 * kTokens * G::kChunk;
   const size_t bytes = sizeof(float) * static_cast<size_t>(std::max(stage, kTokens * G::kEpi));
   const auto blocks = static_cast<unsigned>((a.tokens + kTokens - 1) / kTokens);
-  hc_kernel<kSlots, kPre><<<blocks, kThreads, bytes, stream>>>(a);
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(hc_kernel<kSlots, kPre>, blocks, kThreads, bytes, stream, a);
 }
 
 template <bool kPre>
@@ -429,7 +430,9 @@ __global__ void __launch_bounds__(kThreads) hc_chain_kernel(HcArgs a, int group,
   const int n = static_cast<int>(min(int64_t{group}, a.tokens - t0));
   float* w = reinterpret_cast<float*>(smem4);
   auto* xs = reinterpret_cast<uint16_t*>(w + (squares ? 0 : (width + 3) / 4 * 4));
+  // fn is a weight (no kernel writes it): its row is staged while the previous kernel finishes.
   if (!squares) stage_row<kVec>(w, a.fn + o * width, width);
+  pdl_enter();
   for (int g = 0; g < n; ++g) stage_row<kVec>(xs + g * stride, a.h + (t0 + g) * width, width);
   if constexpr (kVec) cp_async_wait_all();
   __syncthreads();
@@ -554,6 +557,7 @@ __device__ void ring_consume(const HcArgs& a, int o, int64_t t0, int n, const Ri
 
 // CTA (o, g): as hc_chain_kernel's, the chunks streamed (h, fn and width 16-byte multiples of 8 columns).
 __global__ void __launch_bounds__(kThreads) hc_ring_kernel(HcArgs a, int group, float* raw) {
+  pdl_enter();
   extern __shared__ float4 smem4[];
   const RingLayout L{group};
   const int o = static_cast<int>(blockIdx.x);
@@ -586,8 +590,7 @@ void launch_ring(const HcArgs& a, float* raw, cudaStream_t stream) {
   }();
   (void)attr;
   const dim3 grid(static_cast<unsigned>(a.mix + 1), static_cast<unsigned>((a.tokens + group - 1) / group));
-  hc_ring_kernel<<<grid, kThreads, static_cast<size_t>(L.bytes()), stream>>>(a, group, raw);
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(hc_ring_kernel, grid, kThreads, static_cast<size_t>(L.bytes()), stream, a, group, raw);
   g_ring_launches.fetch_add(1);
 }
 
@@ -597,6 +600,7 @@ constexpr int kFinishCols = kThreads * 4;  // columns of x per finishing CTA
 // [c * kFinishCols, +kFinishCols) of its weighted streams.
 template <bool kPre>
 __global__ void __launch_bounds__(kThreads) hc_finish_kernel(HcArgs a, const float* raw) {
+  pdl_enter();
   __shared__ float m[3 * kWarp + kSqLanes];
   __shared__ float pre[kMaxHc], cm[kMaxHc * kMaxHc];
   const int64_t t = blockIdx.y, row = a.mix + kSqLanes;
@@ -640,8 +644,7 @@ void launch_chain(const HcArgs& a, int group, float* raw, cudaStream_t stream) {
   }();
   (void)attr;
   const dim3 grid(static_cast<unsigned>(a.mix + 1), static_cast<unsigned>((a.tokens + group - 1) / group));
-  hc_chain_kernel<kVec, kProducts><<<grid, kThreads, bytes, stream>>>(a, group, raw);
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(hc_chain_kernel<kVec, kProducts>, grid, kThreads, bytes, stream, a, group, raw);
 }
 
 std::atomic<bool>& products_switch() {
@@ -675,13 +678,13 @@ void run(const HcArgs& a, float* scratch, cudaStream_t stream) {
     launch_chain<false, false>(a, group, scratch, stream);
   }
   const dim3 grid(static_cast<unsigned>((a.dim + kFinishCols - 1) / kFinishCols), static_cast<unsigned>(a.tokens));
-  hc_finish_kernel<kPre><<<grid, kThreads, 0, stream>>>(a, scratch);
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(hc_finish_kernel<kPre>, grid, kThreads, 0, stream, a, scratch);
 }
 
 // One thread per (token, channel): all hc outputs of that channel (reads precede writes: out may alias).
 __global__ void hc_post_kernel(const uint16_t* x, const uint16_t* res, const float* post, const float* comb,
                                uint16_t* out, int64_t tokens, int hc, int64_t dim) {
+  pdl_enter();
   const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (i >= tokens * dim) return;
   const int64_t t = i / dim, c = i % dim;
@@ -722,9 +725,8 @@ void hc_post(const uint16_t* x, const uint16_t* residual, const float* post, con
   DSV4_CUDA_REQUIRE(hc >= 1 && hc <= kMaxHc, "hc_post: hc must lie in [1, 8]");
   const int64_t n = tokens * dim;
   if (n == 0) return;
-  hc_post_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(x, residual, post, comb,
-                                                                                                out, tokens, hc, dim);
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(hc_post_kernel, static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream, x, residual,
+                post, comb, out, tokens, hc, dim);
 }
 
 void hc_head(const uint16_t* h, int64_t tokens, int hc, int64_t dim, const float* fn, const float* scale,

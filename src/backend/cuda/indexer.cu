@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/indexer.h"
+#include "backend/cuda/launch.cuh"
 
 namespace dsv4::cuda {
 namespace {
@@ -322,6 +323,7 @@ __device__ void count_score(bool live, float score, uint32_t* coarse, uint32_t* 
 // whole tile, it takes the fma path (half the instructions), else mul + add.
 template <EntryFormat F>
 __global__ void __launch_bounds__(kScoreThreads, 2) score_kernel(IndexerArgs a, Scratch s) {
+  pdl_enter();
   extern __shared__ float4 smem[];
   __shared__ uint32_t coarse[kBins];
   __shared__ bool bad[kTileKeys];
@@ -462,6 +464,7 @@ __device__ Cut row_cut(const float* row, int64_t n, int want, const uint32_t* co
 
 // One CTA per token of the group (groups that take no wide histogram): the cut, for select_kernel.
 __global__ void __launch_bounds__(kCutThreads) cut_kernel(IndexerArgs a, Scratch s) {
+  pdl_enter();
   const int64_t t = s.t0 + blockIdx.x;
   int64_t seq;
   const int64_t n = eligible_keys(a, t, s.cap, &seq);
@@ -623,6 +626,7 @@ __device__ void finish_token(const IndexerArgs& a, const Scratch& s, int64_t t, 
 // Grid (chunks of the longest row, tokens of the group): the compaction of one chunk against the token's
 // cut (from the histograms when wide, else from cut_kernel), then the output row by the last CTA.
 __global__ void __launch_bounds__(kSelectThreads) select_kernel(IndexerArgs a, Scratch s) {
+  pdl_enter();
   const int64_t t = s.t0 + blockIdx.y;
   int64_t seq;
   const int64_t n = eligible_keys(a, t, s.cap, &seq);
@@ -691,8 +695,7 @@ void launch_scores(const IndexerArgs& a, const Scratch& s, int64_t group, cudaSt
   const int64_t tiles = (s.cap + kTileKeys - 1) / kTileKeys;
   const int64_t ctas = std::clamp<int64_t>((int64_t{sms} * std::max(per_sm, 1) + group - 1) / group, 1, tiles);
   const dim3 grid(static_cast<unsigned>(ctas), static_cast<unsigned>(group));
-  score_kernel<F><<<grid, kScoreThreads, smem, stream>>>(a, s);
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(score_kernel<F>, grid, kScoreThreads, smem, stream, a, s);
 }
 
 // A call's token group size and scratch layout (scratch.t0 = 0; pointers set by carve on the allocation).
@@ -752,11 +755,10 @@ void score_group(const IndexerArgs& a, const Scratch& s, int64_t g, char* base, 
 // The output rows of the group from its scores and histograms (done and gt_count must be zero).
 void select_group(const IndexerArgs& a, const Scratch& s, int64_t g, cudaStream_t stream) {
   if (!s.wide) {
-    cut_kernel<<<static_cast<unsigned>(g), kCutThreads, 0, stream>>>(a, s);
-    DSV4_CUDA_CHECK_LAUNCH();
+    launch_kernel(cut_kernel, static_cast<unsigned>(g), kCutThreads, 0, stream, a, s);
   }
-  select_kernel<<<dim3(static_cast<unsigned>(s.chunks), static_cast<unsigned>(g)), kSelectThreads, 0, stream>>>(a, s);
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(select_kernel, dim3(static_cast<unsigned>(s.chunks), static_cast<unsigned>(g)), kSelectThreads, 0,
+                stream, a, s);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "backend/cuda/gemm_imma.h"
 #include "backend/cuda/glibc_expf.cuh"
 #include "backend/cuda/glibc_log1pf.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/scratch_epoch.h"
 
@@ -157,6 +158,7 @@ __device__ void write_route(const GateKernelArgs& a, int64_t t, const float* s, 
 // One block per token: all threads score, warp 0 selects, its lane 0 writes. Dynamic shared
 // memory: scores [experts], selection values [experts].
 __global__ void __launch_bounds__(kGateThreads) gate_kernel(GateKernelArgs a) {
+  pdl_enter();
   extern __shared__ float smem[];
   __shared__ int32_t idx[kMoeMaxTopk];
   __shared__ float w[kMoeMaxTopk];
@@ -186,6 +188,7 @@ __global__ void __launch_bounds__(kGateThreads) gate_kernel(GateKernelArgs a) {
 // nowhere) for an invalid id.
 __global__ void route_keys_kernel(const int32_t* indices, int n, int experts, uint32_t* keys, int32_t* pairs,
                                   int32_t* err) {
+  pdl_enter();
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
     const int32_t e = indices[i];
     const bool ok = e >= 0 && e < experts;
@@ -199,6 +202,7 @@ __global__ void route_keys_kernel(const int32_t* indices, int n, int experts, ui
 // and pos[pair] = its sorted row (−1: not routed). Boundary j writes the experts in (key[j−1], key[j]].
 __global__ void route_offsets_kernel(const uint32_t* keys, const int32_t* pairs, int n, int experts, int32_t* offsets,
                                      int32_t* pos) {
+  pdl_enter();
   for (int64_t j = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; j <= n; j += int64_t{gridDim.x} * blockDim.x) {
     const int prev = j == 0 ? -1 : static_cast<int>(keys[j - 1]);
     const int cur = j == n ? experts : static_cast<int>(keys[j]);
@@ -217,6 +221,7 @@ constexpr int kRouteSmall = 1024;
 __global__ void __launch_bounds__(kRouteSmall)
     route_small_kernel(const int32_t* indices, int n, int experts, int32_t* pairs_sorted, int32_t* offsets,
                        int32_t* pos, int32_t* err) {
+  pdl_enter();
   __shared__ int32_t key[kRouteSmall];
   __shared__ int32_t start[kMoeMaxExperts + 1];
   const int i = static_cast<int>(threadIdx.x), bins = experts + 1;
@@ -266,6 +271,7 @@ __global__ void __launch_bounds__(kRouteSmall)
 // per (row, block); codes [rows][dim], scales [dim/128][rows].
 __global__ void gather_quantize_kernel(const uint16_t* x, int64_t rows, int64_t dim, const int32_t* pairs, int topk,
                                        const int32_t* routed, uint8_t* codes, float* scales) {
+  pdl_enter();
   const int64_t nblk = dim / 128, warp = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (warp >= rows * nblk) return;
@@ -313,6 +319,7 @@ __device__ __forceinline__ uint16_t swiglu_one(float gv, float uv, float limit, 
 // and rows at or past *routed are zeroed; shared: weights == null. a may equal g.
 __global__ void swiglu_kernel(const uint4* g, const uint4* u, int64_t rows, int64_t inter, float limit,
                               const float* weights, const int32_t* pairs, const int32_t* routed, uint4* a) {
+  pdl_enter();
   const int64_t live = routed ? *routed : rows;
   const int64_t units = inter / 8;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -337,9 +344,9 @@ void swiglu(const uint16_t* g, const uint16_t* u, int64_t rows, int64_t inter, f
             const int32_t* pairs, const int32_t* routed, uint16_t* a, cudaStream_t stream) {
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(rows, int64_t{1} << 20));
   const int threads = static_cast<int>(std::min<int64_t>(inter / 8, kThreads));
-  swiglu_kernel<<<grid, threads, 0, stream>>>(reinterpret_cast<const uint4*>(g), reinterpret_cast<const uint4*>(u),
-                                              rows, inter, limit, weights, pairs, routed, reinterpret_cast<uint4*>(a));
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(swiglu_kernel, grid, threads, 0, stream, reinterpret_cast<const uint4*>(g),
+                reinterpret_cast<const uint4*>(u), rows, inter, limit, weights, pairs, routed,
+                reinterpret_cast<uint4*>(a));
 }
 
 // swiglu_kernel's routed rows and quantize_act over them in one pass: each (row, 128-block) warp rounds
@@ -348,6 +355,7 @@ void swiglu(const uint16_t* g, const uint16_t* u, int64_t rows, int64_t inter, f
 __global__ void swiglu_quantize_kernel(const uint16_t* g, const uint16_t* u, int64_t rows, int64_t inter, float limit,
                                        const float* weights, const int32_t* pairs, const int32_t* routed,
                                        uint8_t* codes, float* scales) {
+  pdl_enter();
   const int64_t nblk = inter / 128, warp = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (warp >= rows * nblk) return;
@@ -390,6 +398,7 @@ __device__ int sorted_rows(const int32_t* pos, int topk, int32_t* rows) {
 // kBatch so that they overlap. y_vec: y is 16-byte aligned.
 __global__ void combine_kernel(const uint4* ye, const uint4* ys, const int32_t* pos, int topk, int64_t dim, uint16_t* y,
                                bool y_vec) {
+  pdl_enter();
   constexpr int kBatch = 8;
   __shared__ int32_t rows[kMoeMaxTopk];
   const int64_t t = blockIdx.x, units = dim / 8;
@@ -592,17 +601,15 @@ const PointerTable& MoeRunner::Impl::table(const GemmWeight* w, int experts) {
 void MoeRunner::Impl::route(const MoeExpertsArgs& a, int n) {
   if (n <= kRouteSmall) {
     const unsigned threads = static_cast<unsigned>(std::max(kWarp, (n + kWarp - 1) / kWarp * kWarp));
-    route_small_kernel<<<1, threads, 0, stream>>>(a.indices, n, a.experts, get<int32_t>(kPairsSorted, n),
-                                                  get<int32_t>(kOffsets, a.experts + 1), get<int32_t>(kPos, n), a.err);
-    DSV4_CUDA_CHECK_LAUNCH();
+    launch_kernel(route_small_kernel, 1, threads, 0, stream, a.indices, n, a.experts, get<int32_t>(kPairsSorted, n),
+                  get<int32_t>(kOffsets, a.experts + 1), get<int32_t>(kPos, n), a.err);
     return;
   }
   auto* keys = get<uint32_t>(kKeys, n);
   auto* keys_sorted = get<uint32_t>(kKeysSorted, n);
   auto* pairs = get<int32_t>(kPairs, n);
   auto* pairs_sorted = get<int32_t>(kPairsSorted, n);
-  route_keys_kernel<<<blocks_for(n), kThreads, 0, stream>>>(a.indices, n, a.experts, keys, pairs, a.err);
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(route_keys_kernel, blocks_for(n), kThreads, 0, stream, a.indices, n, a.experts, keys, pairs, a.err);
   const int end_bit = 32 - __builtin_clz(static_cast<unsigned>(a.experts));  // keys lie in [0, experts]
   size_t temp_bytes = 0;
   DSV4_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys, keys_sorted, pairs, pairs_sorted, n, 0,
@@ -610,9 +617,8 @@ void MoeRunner::Impl::route(const MoeExpertsArgs& a, int n) {
   void* temp = get<uint8_t>(kSortTemp, temp_bytes);
   DSV4_CUDA_CHECK(
       cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, keys_sorted, pairs, pairs_sorted, n, 0, end_bit, stream));
-  route_offsets_kernel<<<blocks_for(int64_t{n} + 1), kThreads, 0, stream>>>(
-      keys_sorted, pairs_sorted, n, a.experts, get<int32_t>(kOffsets, a.experts + 1), get<int32_t>(kPos, n));
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(route_offsets_kernel, blocks_for(int64_t{n} + 1), kThreads, 0, stream, keys_sorted, pairs_sorted, n,
+                a.experts, get<int32_t>(kOffsets, a.experts + 1), get<int32_t>(kPos, n));
 }
 
 // ye [n, dim] (in kRows) = w2(swiglu(w1(xs), w3(xs)) · weight) over the sorted rows.
@@ -626,9 +632,8 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsArgs& a, int n) {
   auto* scales = get<float>(kScales, n * (wide / 128));
   auto* g = get<uint16_t>(kG, n * I);
   auto* u = get<uint16_t>(kU, n * I);
-  gather_quantize_kernel<<<warp_blocks(n * (D / 128)), kThreads, 0, stream>>>(a.x, n, D, pairs, a.topk, routed, codes,
-                                                                              scales);
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(gather_quantize_kernel, warp_blocks(n * (D / 128)), kThreads, 0, stream, a.x, n, D, pairs, a.topk,
+                routed, codes, scales);
   const int8_t* digits = digit_planes_for(a.w1[0].kind, n, D, a.experts, codes);
 
   const PointerTable& t1 = table(a.w1, a.experts);
@@ -647,16 +652,17 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsArgs& a, int n) {
                      .w_scale = t1.d_scale(),
                      .y = g,
                      .a_digits = digits,
-                     .a_digit_stride = n * D};
-  grouped_gemm(gg, stream);
-  gg.w_data = t3.d_data();
-  gg.w_scale = t3.d_scale();
-  gg.y = u;
-  grouped_gemm(gg, stream);
+                     .a_digit_stride = n * D,
+                     .w_data_b = t3.d_data(),
+                     .w_scale_b = t3.d_scale(),
+                     .y_b = u};
+  grouped_gemm(gg, stream);  // w1 and w3 together
+  gg.w_data_b = nullptr;
+  gg.w_scale_b = nullptr;
+  gg.y_b = nullptr;
 
-  swiglu_quantize_kernel<<<warp_blocks(n * (I / 128)), kThreads, 0, stream>>>(g, u, n, I, a.swiglu_limit, a.weights,
-                                                                              pairs, routed, codes, scales);
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(swiglu_quantize_kernel, warp_blocks(n * (I / 128)), kThreads, 0, stream, g, u, n, I, a.swiglu_limit,
+                a.weights, pairs, routed, codes, scales);
   gg.a_digits = digit_planes_for(a.w2[0].kind, n, I, a.experts, codes);
   gg.a_digit_stride = n * I;
   gg.n = D;
@@ -696,8 +702,7 @@ void MoeRunner::gate(const MoeGateArgs& a) {
   const GateKernelArgs k{z,      a.bias,  a.tid2eid,     a.token_ids, a.vocab,   a.experts,
                          a.topk, a.score, a.route_scale, a.indices,   a.weights, a.err};
   const size_t smem = 2 * static_cast<size_t>(a.experts) * sizeof(float);
-  gate_kernel<<<static_cast<unsigned>(a.tokens), kGateThreads, smem, m.stream>>>(k);
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(gate_kernel, static_cast<unsigned>(a.tokens), kGateThreads, smem, m.stream, k);
 }
 
 void MoeRunner::experts(const MoeExpertsArgs& a, const std::function<void()>& before_combine) {
@@ -712,10 +717,9 @@ void MoeRunner::experts(const MoeExpertsArgs& a, const std::function<void()>& be
   const void* shared = a.shared_y ? a.shared_y : m.buf[kSharedY].p;
   const int threads = static_cast<int>(std::min<int64_t>(a.dim / 8, 512));
   const bool y_vec = reinterpret_cast<uintptr_t>(a.y) % sizeof(uint4) == 0;
-  combine_kernel<<<static_cast<unsigned>(a.tokens), threads, 0, m.stream>>>(
-      static_cast<const uint4*>(m.buf[kRows].p), static_cast<const uint4*>(shared),
-      static_cast<const int32_t*>(m.buf[kPos].p), a.topk, a.dim, a.y, y_vec);
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(combine_kernel, static_cast<unsigned>(a.tokens), threads, 0, m.stream,
+                static_cast<const uint4*>(m.buf[kRows].p), static_cast<const uint4*>(shared),
+                static_cast<const int32_t*>(m.buf[kPos].p), a.topk, a.dim, a.y, y_vec);
 }
 
 }  // namespace dsv4::cuda

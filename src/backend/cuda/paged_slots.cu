@@ -2,6 +2,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/paged_slots.h"
 
 namespace dsv4::cuda {
@@ -9,6 +10,7 @@ namespace {
 
 // grid: (ceil(width / 256), rows of this slab); one thread per output slot.
 __global__ void paged_slots_kernel(PagedSlotsArgs a, int64_t r0) {
+  pdl_enter();
   const int64_t r = r0 + blockIdx.y;
   const int32_t j = static_cast<int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
   if (j >= a.width) return;
@@ -29,8 +31,7 @@ void paged_slots(const PagedSlotsArgs& a, cudaStream_t stream) {
   for (int64_t r0 = 0; r0 < a.rows && a.width > 0; r0 += kMaxRows) {
     const dim3 grid(static_cast<unsigned>((a.width + 255) / 256),
                     static_cast<unsigned>(std::min(kMaxRows, a.rows - r0)));
-    paged_slots_kernel<<<grid, 256, 0, stream>>>(a, r0);
-    DSV4_CUDA_CHECK_LAUNCH();
+    launch_kernel(paged_slots_kernel, grid, 256, 0, stream, a, r0);
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/quant.h"
 
 namespace dsv4::cuda {
@@ -13,6 +14,7 @@ namespace {
 template <int kPerLane>
 __global__ void quantize_e4m3_kernel(const __nv_bfloat16* __restrict__ x, int64_t rows, int64_t cols,
                                      uint8_t* __restrict__ codes, uint8_t* __restrict__ scales) {
+  pdl_enter();
   constexpr int blk = kPerLane * kWarp;
   const int64_t nblk = cols / blk;
   const int64_t warp = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
@@ -40,6 +42,7 @@ __global__ void quantize_e4m3_kernel(const __nv_bfloat16* __restrict__ x, int64_
 // One warp per 32-element block, one element per lane; lanes pair up to pack nibbles.
 __global__ void quantize_e2m1_kernel(const __nv_bfloat16* __restrict__ x, int64_t n, uint8_t* __restrict__ packed,
                                      uint8_t* __restrict__ scales) {
+  pdl_enter();
   const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   const float v = i < n ? __bfloat162float(x[i]) : 0.0f;
   const float amax = fmaxf(warp_max(fabsf(v)), 6.0f * 0x1p-126f);
@@ -66,24 +69,23 @@ void quantize_e4m3(const uint16_t* x, int64_t rows, int64_t cols, int blk, uint8
   const auto* xb = reinterpret_cast<const __nv_bfloat16*>(x);
   switch (blk / kWarp) {
     case 1:
-      quantize_e4m3_kernel<1><<<grid, kThreads, 0, stream>>>(xb, rows, cols, codes, scales);
+      launch_kernel(quantize_e4m3_kernel<1>, grid, kThreads, 0, stream, xb, rows, cols, codes, scales);
       break;
     case 2:
-      quantize_e4m3_kernel<2><<<grid, kThreads, 0, stream>>>(xb, rows, cols, codes, scales);
+      launch_kernel(quantize_e4m3_kernel<2>, grid, kThreads, 0, stream, xb, rows, cols, codes, scales);
       break;
     case 4:
-      quantize_e4m3_kernel<4><<<grid, kThreads, 0, stream>>>(xb, rows, cols, codes, scales);
+      launch_kernel(quantize_e4m3_kernel<4>, grid, kThreads, 0, stream, xb, rows, cols, codes, scales);
       break;
     case 8:
-      quantize_e4m3_kernel<8><<<grid, kThreads, 0, stream>>>(xb, rows, cols, codes, scales);
+      launch_kernel(quantize_e4m3_kernel<8>, grid, kThreads, 0, stream, xb, rows, cols, codes, scales);
       break;
     case 16:
-      quantize_e4m3_kernel<16><<<grid, kThreads, 0, stream>>>(xb, rows, cols, codes, scales);
+      launch_kernel(quantize_e4m3_kernel<16>, grid, kThreads, 0, stream, xb, rows, cols, codes, scales);
       break;
     default:
       throw_error("quantize_e4m3: block must be 32, 64, 128, 256 or 512");
   }
-  DSV4_CUDA_CHECK_LAUNCH();
 }
 
 void quantize_e2m1(const uint16_t* x, int64_t rows, int64_t cols, uint8_t* packed, uint8_t* scales,
@@ -92,9 +94,8 @@ void quantize_e2m1(const uint16_t* x, int64_t rows, int64_t cols, uint8_t* packe
   const int64_t n = rows * cols;
   if (n == 0) return;
   constexpr int kThreads = 256;
-  quantize_e2m1_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-      reinterpret_cast<const __nv_bfloat16*>(x), n, packed, scales);
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(quantize_e2m1_kernel, static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream,
+                reinterpret_cast<const __nv_bfloat16*>(x), n, packed, scales);
 }
 
 }  // namespace dsv4::cuda

@@ -6,6 +6,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/row_kernels.h"
 
 namespace dsv4::cuda {
@@ -25,6 +26,7 @@ __device__ __forceinline__ void publish_rms(float chain, float n, float eps, flo
 // r = 1/sqrt(ss/n + eps), y = bf16(w * (x * r)), every step rounded apart.
 __global__ void rms_norm_kernel(const uint16_t* x, uint16_t* y, const uint16_t* __restrict__ w, int64_t dim,
                                 float eps) {
+  pdl_enter();
   __shared__ float sq[kRmsChunk];
   __shared__ float r_shared;
   const uint16_t* xr = x + blockIdx.x * dim;
@@ -71,6 +73,7 @@ __global__ void rms_norm_kernel(const uint16_t* x, uint16_t* y, const uint16_t* 
 template <int kPer>
 __global__ void __launch_bounds__(kRmsThreads)
     rms_norm_regs_kernel(const uint16_t* x, uint16_t* y, const uint16_t* __restrict__ w, int dim, float eps) {
+  pdl_enter();
   __shared__ float sq[kPer * kRmsThreads];
   __shared__ float r_shared;
   const uint16_t* xr = x + int64_t{blockIdx.x} * dim;
@@ -115,6 +118,7 @@ __device__ __forceinline__ void rotate_pair(uint16_t* v, float angle, bool inver
 // with positions, the head's RoPE follows in the same warp.
 __global__ void head_rms_norm_kernel(uint16_t* x, int64_t heads, int d, float eps, int heads_per_row,
                                      const int32_t* positions, const float* freqs, int half) {
+  pdl_enter();
   const int64_t h = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (h >= heads) return;  // uniform over the warp
@@ -137,6 +141,7 @@ __global__ void head_rms_norm_kernel(uint16_t* x, int64_t heads, int d, float ep
 // One thread per (row, head, pair); cos/sin as the CPU's glibc (rope_rotate).
 __global__ void rope_kernel(uint16_t* x, int64_t rows, int heads, int head_dim, int half, const int32_t* positions,
                             const float* freqs, bool inverse) {
+  pdl_enter();
   const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (i >= rows * heads * half) return;
   const int pair = static_cast<int>(i % half);
@@ -147,6 +152,7 @@ __global__ void rope_kernel(uint16_t* x, int64_t rows, int heads, int head_dim, 
 
 // One block per row, dim/2 threads; the butterflies in the CPU's order with exact fp32 adds.
 __global__ void hadamard_kernel(uint16_t* x, int dim, float scale) {
+  pdl_enter();
   extern __shared__ float buf[];
   uint16_t* row = x + int64_t{blockIdx.x} * dim;
   for (int i = threadIdx.x; i < dim; i += blockDim.x) buf[i] = load_bf16(row + i);
@@ -168,6 +174,7 @@ __device__ __forceinline__ float ceil_pow2(float v) { return e8_value(ceil_pow2_
 // One warp per block of `block` elements (32..512); each lane holds block/32 of them.
 template <int kPerLane>
 __global__ void quant_sim_e4m3_kernel(uint16_t* x, int64_t rows, int64_t cols, int64_t stride) {
+  pdl_enter();
   const int64_t nblk = cols / (kPerLane * kWarp);
   const int64_t warp = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
   const int lane = threadIdx.x % kWarp;
@@ -186,6 +193,7 @@ __global__ void quant_sim_e4m3_kernel(uint16_t* x, int64_t rows, int64_t cols, i
 }
 
 __global__ void quant_sim_e2m1_kernel(uint16_t* x, int64_t rows, int64_t cols, int64_t stride) {
+  pdl_enter();
   const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;  // cols % 32 == 0: warps align to blocks
   const bool live = i < rows * cols;
   uint16_t* p = x + (live ? (i / cols) * stride + i % cols : 0);
@@ -199,6 +207,7 @@ __global__ void quant_sim_e2m1_kernel(uint16_t* x, int64_t rows, int64_t cols, i
 // An id outside the vocabulary gives a zero row and is reported.
 __global__ void embed_kernel(const int32_t* ids, int64_t tokens, const uint16_t* table, int64_t vocab, int64_t dim,
                              int copies, uint16_t* out, int32_t* err) {
+  pdl_enter();
   const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (i >= tokens * copies * dim) return;
   const int64_t t = i / (copies * dim), k = i % dim;
@@ -222,15 +231,14 @@ void rms_norm(const uint16_t* x, uint16_t* y, const uint16_t* w, int64_t rows, i
   const auto grid = static_cast<unsigned>(rows);
   const int d = static_cast<int>(dim);
   if (dim <= 4 * kRmsThreads) {
-    rms_norm_regs_kernel<4><<<grid, kRmsThreads, 0, stream>>>(x, y, w, d, eps);
+    launch_kernel(rms_norm_regs_kernel<4>, grid, kRmsThreads, 0, stream, x, y, w, d, eps);
   } else if (dim <= 16 * kRmsThreads) {
-    rms_norm_regs_kernel<16><<<grid, kRmsThreads, 0, stream>>>(x, y, w, d, eps);
+    launch_kernel(rms_norm_regs_kernel<16>, grid, kRmsThreads, 0, stream, x, y, w, d, eps);
   } else if (dim <= 32 * kRmsThreads) {
-    rms_norm_regs_kernel<32><<<grid, kRmsThreads, 0, stream>>>(x, y, w, d, eps);
+    launch_kernel(rms_norm_regs_kernel<32>, grid, kRmsThreads, 0, stream, x, y, w, d, eps);
   } else {
-    rms_norm_kernel<<<grid, kRmsThreads, 0, stream>>>(x, y, w, dim, eps);
+    launch_kernel(rms_norm_kernel, grid, kRmsThreads, 0, stream, x, y, w, dim, eps);
   }
-  DSV4_CUDA_CHECK_LAUNCH();
 }
 
 void head_rms_norm(uint16_t* x, int64_t heads, int head_dim, float eps, cudaStream_t stream) {
@@ -240,9 +248,8 @@ void head_rms_norm(uint16_t* x, int64_t heads, int head_dim, float eps, cudaStre
 void head_rms_norm_rope(uint16_t* x, int64_t heads, int heads_per_row, int head_dim, float eps,
                         const int32_t* positions, const float* freqs, int rope_dim, cudaStream_t stream) {
   if (heads == 0) return;
-  head_rms_norm_kernel<<<blocks_for(heads * kWarp, 256), 256, 0, stream>>>(x, heads, head_dim, eps, heads_per_row,
-                                                                           positions, freqs, rope_dim / 2);
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(head_rms_norm_kernel, blocks_for(heads * kWarp, 256), 256, 0, stream, x, heads, head_dim, eps,
+                heads_per_row, positions, freqs, rope_dim / 2);
 }
 
 void rope(uint16_t* x, int64_t rows, int heads, int head_dim, int rope_dim, const int32_t* positions,
@@ -250,16 +257,15 @@ void rope(uint16_t* x, int64_t rows, int heads, int head_dim, int rope_dim, cons
   const int half = rope_dim / 2;
   const int64_t n = rows * heads * half;
   if (n == 0) return;
-  rope_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(x, rows, heads, head_dim, half, positions, freqs, inverse);
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(rope_kernel, blocks_for(n, 256), 256, 0, stream, x, rows, heads, head_dim, half, positions, freqs,
+                inverse);
 }
 
 void hadamard(uint16_t* x, int64_t rows, int dim, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(dim >= 2 && dim <= 1024 && (dim & (dim - 1)) == 0, "hadamard: dim must be a power of two <= 1024");
   if (rows == 0) return;
   const float scale = static_cast<float>(std::pow(static_cast<double>(dim), -0.5));
-  hadamard_kernel<<<static_cast<unsigned>(rows), dim / 2, dim * sizeof(float), stream>>>(x, dim, scale);
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(hadamard_kernel, static_cast<unsigned>(rows), dim / 2, dim * sizeof(float), stream, x, dim, scale);
 }
 
 void quant_sim_e4m3(uint16_t* x, int64_t rows, int64_t cols, int64_t stride, int block, cudaStream_t stream) {
@@ -270,39 +276,36 @@ void quant_sim_e4m3(uint16_t* x, int64_t rows, int64_t cols, int64_t stride, int
   const unsigned grid = blocks_for(warps * kWarp, 256);
   switch (block / kWarp) {
     case 1:
-      quant_sim_e4m3_kernel<1><<<grid, 256, 0, stream>>>(x, rows, cols, stride);
+      launch_kernel(quant_sim_e4m3_kernel<1>, grid, 256, 0, stream, x, rows, cols, stride);
       break;
     case 2:
-      quant_sim_e4m3_kernel<2><<<grid, 256, 0, stream>>>(x, rows, cols, stride);
+      launch_kernel(quant_sim_e4m3_kernel<2>, grid, 256, 0, stream, x, rows, cols, stride);
       break;
     case 4:
-      quant_sim_e4m3_kernel<4><<<grid, 256, 0, stream>>>(x, rows, cols, stride);
+      launch_kernel(quant_sim_e4m3_kernel<4>, grid, 256, 0, stream, x, rows, cols, stride);
       break;
     case 8:
-      quant_sim_e4m3_kernel<8><<<grid, 256, 0, stream>>>(x, rows, cols, stride);
+      launch_kernel(quant_sim_e4m3_kernel<8>, grid, 256, 0, stream, x, rows, cols, stride);
       break;
     case 16:
-      quant_sim_e4m3_kernel<16><<<grid, 256, 0, stream>>>(x, rows, cols, stride);
+      launch_kernel(quant_sim_e4m3_kernel<16>, grid, 256, 0, stream, x, rows, cols, stride);
       break;
     default:
       throw_error("quant_sim_e4m3: block must be 32, 64, 128, 256 or 512");
   }
-  DSV4_CUDA_CHECK_LAUNCH();
 }
 
 void quant_sim_e2m1(uint16_t* x, int64_t rows, int64_t cols, int64_t stride, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(cols % 32 == 0, "quant_sim_e2m1: the columns must be a multiple of 32");
   if (rows * cols == 0) return;
-  quant_sim_e2m1_kernel<<<blocks_for(rows * cols, 256), 256, 0, stream>>>(x, rows, cols, stride);
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(quant_sim_e2m1_kernel, blocks_for(rows * cols, 256), 256, 0, stream, x, rows, cols, stride);
 }
 
 void embed(const int32_t* ids, int64_t tokens, const uint16_t* table, int64_t vocab, int64_t dim, int copies,
            uint16_t* out, int32_t* err, cudaStream_t stream) {
   const int64_t n = tokens * copies * dim;
   if (n == 0) return;
-  embed_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(ids, tokens, table, vocab, dim, copies, out, err);
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(embed_kernel, blocks_for(n, 256), 256, 0, stream, ids, tokens, table, vocab, dim, copies, out, err);
 }
 
 }  // namespace dsv4::cuda

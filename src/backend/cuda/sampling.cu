@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/sampling.h"
 
 namespace dsv4::cuda {
@@ -345,6 +346,7 @@ __device__ void raw_logprobs(const RowView& v, int64_t limit, uint32_t* S, uint3
 }
 
 __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a, int nwords) {
+  pdl_enter();
   extern __shared__ uint32_t bitmaps[];  // edited ids, the surviving set S, the live set L
   __shared__ Shared sh;
   uint32_t *E = bitmaps, *S = bitmaps + nwords, *L = bitmaps + 2 * nwords;
@@ -440,8 +442,7 @@ void sample(const SampleArgs& a, cudaStream_t stream) {
   if (smem + sizeof(Shared) > 48 * 1024)  // the default limit covers static and dynamic together
     DSV4_CUDA_CHECK(
         cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  sample_kernel<<<static_cast<unsigned>(a.rows), kThreads, smem, stream>>>(a, nwords);
-  DSV4_CUDA_CHECK_LAUNCH();
+  launch_kernel(sample_kernel, static_cast<unsigned>(a.rows), kThreads, smem, stream, a, nwords);
 }
 
 }  // namespace dsv4::cuda

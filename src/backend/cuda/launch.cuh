@@ -1,0 +1,63 @@
+// Kernel launches with programmatic dependent launch (PDL, sm_90): a kernel may be scheduled while
+// the kernel before it on the stream is still running, so its launch latency hides behind that
+// kernel instead of adding to every step (a decode step is ~2,000 dependent launches).
+//
+// The contract: every kernel started through launch_kernel calls pdl_enter() before it touches global
+// memory. pdl_enter waits until the previous grid has completed and its writes are visible, so each
+// kernel still completes after all earlier work on its stream (the order is transitive), and only
+// then lets the next kernel begin launching: one kernel of lookahead, never a pile of waiting grids.
+// Launched without the attribute (the default, or a plain <<<>>> launch), pdl_enter costs nothing.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+#include "backend/cuda/cuda_check.h"
+
+namespace dsv4::cuda {
+
+#ifdef __CUDACC__
+__device__ __forceinline__ void pdl_enter() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// Before pdl_enter: pulls bytes [begin, begin + len) of `rows` rows, `stride` bytes apart, toward L2
+// (whole CTA), so a weight's DRAM latency overlaps the previous kernel's tail. Only for data no kernel
+// writes during a step (weights); a prefetch is a hint and cannot return stale data either way.
+__device__ __forceinline__ void prefetch_rows_l2(const void* base, int64_t stride, int64_t rows, int64_t begin,
+                                                 int64_t len) {
+  const int64_t lines = (len + 127) / 128;
+  const char* b = static_cast<const char*>(base) + begin;
+  for (int64_t i = threadIdx.x; i < rows * lines; i += blockDim.x) {
+    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(b + i / lines * stride + i % lines * 128));
+  }
+}
+#endif  // __CUDACC__
+
+// Whether launches carry the PDL attribute: off unless DSV4_PDL=1 (opt-in until it has been timed
+// and checked on the H200; core/env.cpp).
+bool pdl_on();
+void set_pdl(bool on);
+
+// kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute while pdl_on(); launch
+// errors throw at once.
+template <typename... Params, typename... Args>
+void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = pdl_on() ? 1 : 0;
+  DSV4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+
+}  // namespace dsv4::cuda
