@@ -225,7 +225,7 @@ std::atomic<bool>& gemv_switch() {
 }
 
 std::atomic<bool>& pair_switch() {
-  static std::atomic<bool> on{env_switch("DSV4_GEMM_GEMV_PAIR") == "1"};
+  static std::atomic<bool> on{env_switch("DSV4_GEMM_GEMV_PAIR") != "0"};
   return on;
 }
 

@@ -27,8 +27,8 @@ void set_fp4_gemv(bool on);
 // Whether a grouped call of FP4 experts with about rows_per_weight rows each comes here (one-row
 // tiles): its caller then makes the activations' digit planes once for all CTAs (a_digits).
 bool fp4_gemv_takes(GemmWeightKind kind, int64_t rows_per_weight, int64_t kg);
-// A pair in one launch: opt-in (DSV4_GEMM_GEMV_PAIR=1 or set_fp4_gemv_pair(true)) until timed on the
-// H200; otherwise its halves run in turn.
+// A pair in one launch: on by default; DSV4_GEMM_GEMV_PAIR=0 (or set_fp4_gemv_pair(false)) runs its
+// halves in turn.
 bool fp4_gemv_pair();
 void set_fp4_gemv_pair(bool on);
 // Launches so far in this process (tests check that a shape took this kernel).

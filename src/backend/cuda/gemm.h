@@ -106,7 +106,7 @@ struct GroupedGemmArgs {
   int64_t a_digit_stride = 0;
   // Optional pair (the MoE's w1 and w3): a second weight of every expert, same shape and kind, read
   // with the same rows, its output at y_b. The one-row GEMV (decode) can run both in one launch, so
-  // that their CTAs share its waves (fp4_gemv_pair, opt-in); otherwise they run one after the other.
+  // that their CTAs share its waves (fp4_gemv_pair, the default); otherwise they run one after the other.
   const void* const* w_data_b = nullptr;
   const uint8_t* const* w_scale_b = nullptr;
   uint16_t* y_b = nullptr;

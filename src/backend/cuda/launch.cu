@@ -7,7 +7,7 @@ namespace dsv4::cuda {
 namespace {
 
 std::atomic<bool>& pdl_switch() {
-  static std::atomic<bool> on{env_switch("DSV4_PDL") == "1"};
+  static std::atomic<bool> on{env_switch("DSV4_PDL") != "0"};
   return on;
 }
 
