@@ -20,6 +20,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/fp8_gemv.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemm_imma.h"
 #include "backend/cuda/hyper_connection.h"
@@ -438,7 +439,7 @@ int main() {
   cuda::CudaOps lt_ops(dev, cuda::GemmPrecision::kCublasLt);
   std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
   // DSV4_KERNELS (comma list of gemm, cublaslt, attention, indexer, compressor, moe, hc, hc-chain, hc-ring,
-  // fp4-sums, ring, imma4, imma-decode, simt): only those rows.
+  // fp4-sums, ring, imma4, imma-decode, simt, fp8-gemv): only those rows.
   // Unset: the M1.8 table's families (the defaults' rows); the experiments' families only when named.
   const char* set = std::getenv("DSV4_KERNELS");
   const std::string only = "," + std::string(set ? set : "gemm,cublaslt,attention,indexer,compressor,moe,hc") + ",";
@@ -487,6 +488,14 @@ int main() {
     gemm_rows(ops, " imma", {8, 32});
     moe_rows(ops, " imma", {32, 256});
     cuda::set_gemm_imma_min_rows(64);
+  }
+  if (want("fp8-gemv")) {  // one-row FP8 GEMMs on the FP8 GEMV (DSV4_GEMM_FP8_GEMV), then on the skinny kernel
+    const bool was = cuda::fp8_gemv_on();
+    cuda::set_fp8_gemv(true);
+    gemm_rows(ops, " fp8-gemv", {1});
+    cuda::set_fp8_gemv(false);
+    gemm_rows(ops, " skinny", {1});
+    cuda::set_fp8_gemv(was);
   }
   if (want("simt")) {  // the SIMT exact kernels where the int8 tensor cores take the default rows
     const bool was = cuda::gemm_imma_enabled();

@@ -17,7 +17,7 @@ struct Switch {
 
 // Every on/off or named-mode switch the engine reads (env_switch), and what each takes; numbers such
 // as DSV4_GEMM_IMMA_MIN_ROWS are parsed where they are read.
-const std::array<Switch, 13> kSwitches{{
+const std::array<Switch, 14> kSwitches{{
     {"DSV4_CUDA_GRAPHS", {"0", "1"}},
     {"DSV4_PDL", {"0", "1"}},
     {"DSV4_MOE_SIDE", {"0", "1"}},
@@ -30,6 +30,7 @@ const std::array<Switch, 13> kSwitches{{
     {"DSV4_GEMM_FP4_INT", {"0", "1"}},
     {"DSV4_GEMM_GEMV", {"0", "1"}},
     {"DSV4_GEMM_GEMV_PAIR", {"0", "1"}},
+    {"DSV4_GEMM_FP8_GEMV", {"0", "1"}},
     {"DSV4_GEMM_PLAIN_WIDE", {"0", "1"}},
 }};
 

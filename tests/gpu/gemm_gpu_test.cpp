@@ -16,6 +16,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/fp4_gemv.h"
+#include "backend/cuda/fp8_gemv.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemm_imma.h"
 #include "core/error.h"
@@ -797,6 +798,47 @@ TEST(CudaGemm, Fp4GemvOnAndOffMatchCpuBitForBit) {
     seed += 20;
   }
   cuda::set_fp4_gemv(was);
+}
+
+// One-row dense FP8 GEMMs on their own kernel (fp8_gemv.h) and on the skinny kernel: rows from bf16
+// (quantized as staged) and from codes (odd stride), K below one stage and off its grid, partial
+// column tiles, f32 out, groups (CTAs whose tiles cross a group), every tile shape the planner picks
+// (the V4-Flash wq_b, wo_b, wq_a, wkv, shared-expert shapes: several tiles a CTA, K split across
+// warps), cancelling inputs; the CPU's bits either way, and the "on" runs really launch it, once per
+// call. Grouped one-row tiles, pairs and K past kFp8GemvMaxK stay on the skinny kernel.
+TEST(CudaGemm, Fp8GemvOnAndOffMatchCpuBitForBit) {
+  const ImmaSwitch simt(false);
+  const bool was = cuda::fp8_gemv_on();
+  const auto kind = GemmWeightKind::kFp8;
+  uint32_t seed = 1300;
+  for (const bool on : {true, false}) {
+    cuda::set_fp8_gemv(on);
+    const int64_t launches = cuda::fp8_gemv_launches();
+    check_exact({"fp8 gemv n200 k256", kind, 200, 256}, {1}, seed);
+    check_exact({"fp8 gemv n130 k640 f32-out strided", kind, 130, 640, 1, true, 128, 5}, {1}, seed + 1);
+    check_exact({"fp8 gemv odd stride", kind, 200, 384, 1, false, 6, 0}, {1}, seed + 2);
+    check_exact({"fp8 gemv cancelling", kind, 200, 384, 1, true, 0, 0, true}, {1}, seed + 3);
+    check_exact({"fp8 gemv cancelling odd stride", kind, 256, 1152, 1, false, 6, 0, true}, {1}, seed + 4);
+    check_exact({"fp8 gemv groups 4", kind, 512, 1024, 4}, {1}, seed + 5);
+    check_exact({"fp8 gemv wq_b", kind, 32768, 1024}, {1}, seed + 6);
+    check_exact({"fp8 gemv wo_b", kind, 4096, 8192}, {1}, seed + 7);
+    check_exact({"fp8 gemv wq_a", kind, 1024, 4096}, {1}, seed + 8);
+    check_exact({"fp8 gemv wkv", kind, 512, 4096}, {1}, seed + 9);
+    check_exact({"fp8 gemv shared_w2", kind, 4096, 2048}, {1}, seed + 10);
+    check_exact({"fp8 gemv groups 8 f32-out", kind, 8192, 4096, 8, true}, {1}, seed + 11);
+    const int64_t dense = cuda::fp8_gemv_launches() - launches;
+    check_exact({"fp8 gemv k16384 (skinny)", kind, 256, 16384}, {1}, seed + 12);
+    check_grouped(kind, 2048, 4096, random_counts(48, 1, seed + 13), 3, seed + 14);
+    check_grouped(kind, 200, 256, {0, 1, 0, 1, 0, 0, 1, 0}, 1, seed + 15, false, false, true);
+    if (on) {
+      EXPECT_EQ(dense, 12 * 2) << "a dense one-row case did not take the FP8 GEMV (each runs twice)";
+      EXPECT_EQ(cuda::fp8_gemv_launches() - launches, dense) << "the FP8 GEMV took a case it should leave";
+    } else {
+      EXPECT_EQ(cuda::fp8_gemv_launches(), launches);
+    }
+    seed += 20;
+  }
+  cuda::set_fp8_gemv(was);
 }
 
 // ---- the tensor-core (int8 digit) kernel ---------------------------------------------------------

@@ -42,6 +42,7 @@
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/fp4_gemv.h"
+#include "backend/cuda/fp8_gemv.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemm_imma.h"
 #include "backend/cuda/gemm_internal.h"
@@ -57,17 +58,6 @@ using namespace gemm_tiles;
 
 // ---- number decoding -----------------------------------------------------------------------------
 
-// Four e4m3 codes (byte i of v is element i) to floats; e4m3 -> f16 -> f32 is exact.
-__device__ __forceinline__ void e4m3x4(uint32_t v, float* out) {
-  const __half2 lo(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v & 0xffffu), __NV_E4M3));
-  const __half2 hi(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v >> 16), __NV_E4M3));
-  const float2 a = __half22float2(lo), b = __half22float2(hi);
-  out[0] = a.x;
-  out[1] = a.y;
-  out[2] = b.x;
-  out[3] = b.y;
-}
-
 // Eight e2m1 nibbles (nibble i of v is element i). The magnitude bits shifted into an fp32 pattern
 // are exactly value * 2^-126 (a subnormal for 0.5), rescaled exactly: needs denormals (no -ftz).
 __device__ __forceinline__ void e2m1x8(uint32_t v, float* out) {
@@ -75,28 +65,6 @@ __device__ __forceinline__ void e2m1x8(uint32_t v, float* out) {
   for (int i = 0; i < 8; ++i) {
     const uint32_t t = v >> (4 * i);
     out[i] = __uint_as_float(((t & 7u) << 22) | ((t & 8u) << 28)) * 0x1p126f;
-  }
-}
-
-// The skinny kernel's fp64 block sums run in a scaled range, so that weights decode with integer
-// instructions alone (no conversions): activations are staged as a·2^1000, and a weight code's
-// magnitude bits shifted to the bottom of the fp64 exponent field are exactly w·2^-1016 (e4m3) or
-// w·2^-1022 (e2m1), subnormal for the formats' own subnormals (fp64 keeps denormals, and products of
-// them are normal). A block's products are then exact multiples of 2^-34 (FP8) or 2^-32 (FP4), the
-// sum is exact, and rounding it to fp32 commutes with the power-of-two rescaling.
-constexpr double kSkActScale = 0x1p1000;
-constexpr float kSkFp8Unscale = 0x1p16f, kSkFp4Unscale = 0x1p22f;
-
-// Four e4m3 codes (byte i of v) as fp64 w·2^-1016: the high word is the magnitude << 17 (from byte i
-// of v << 1) with the sign on top (byte i of v, sign-replicated, masked). The NaN codes (0x7f, 0xff)
-// would come out finite: any byte holding one sets bit 7 of that byte in `nan`.
-__device__ __forceinline__ void e4m3x4_scaled(uint32_t v, double* out, uint32_t& nan) {
-  nan |= ((v & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u;
-  const uint32_t v1 = v << 1;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t hi = prmt(v1, v, (i << 8) | ((12u + i) << 12)) & 0x80fe0000u;
-    out[i] = __hiloint2double(static_cast<int>(hi), 0);
   }
 }
 
@@ -121,19 +89,6 @@ __device__ __forceinline__ void bf16x8(uint4 v, float* out) {
     out[2 * i] = __uint_as_float(w[i] << 16);
     out[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
   }
-}
-
-// Four bf16 values (the first in u.x's low half) as floats.
-__device__ __forceinline__ void bf16x4(uint2 u, float (&v)[4]) {
-  v[0] = __uint_as_float(u.x << 16);
-  v[1] = __uint_as_float(u.x & 0xffff0000u);
-  v[2] = __uint_as_float(u.y << 16);
-  v[3] = __uint_as_float(u.y & 0xffff0000u);
-}
-
-// Four consecutive bf16 values (8-byte aligned) as floats.
-__device__ __forceinline__ void bf16x4(const uint16_t* src, float (&v)[4]) {
-  bf16x4(__ldg(reinterpret_cast<const uint2*>(src)), v);
 }
 
 // ---- quantize_act ----------------------------------------------------------------------------------
@@ -314,15 +269,6 @@ __device__ __forceinline__ void block_products(SkinnySmem<TM, 4>& s, const Weigh
       s.contrib[warp][q][m][lane] = __fmul_rn(__fmul_rn(block_sum(P, m, kSkFp4Unscale), s.sa[m][warp]), sb);
     }
   }
-}
-
-// Four activation values times kSkActScale (exact) at a 16-byte aligned double array.
-__device__ __forceinline__ void put4(double* dst, const float (&v)[4]) {
-  double d[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) d[i] = __dmul_rn(v[i], kSkActScale);
-  reinterpret_cast<double2*>(dst)[0] = make_double2(d[0], d[1]);
-  reinterpret_cast<double2*>(dst)[1] = make_double2(d[2], d[3]);
 }
 
 // A warp's 128-block of values, four a lane, quantized to e4m3 and decoded in place (exact floats);
@@ -1440,15 +1386,49 @@ SplitNeed exact_block_split_need(const ExactBlockArgs& a) {
 
 namespace {
 
-// Whether exact_block_gemm would run `a` on the one-row GEMV, which takes a pair in one launch.
-bool pair_on_gemv(const ExactBlockArgs& a) {
+// Where a block-scaled GEMM runs, decided once: exact_block_gemm dispatches on it, and only the
+// GEMVs take a pair in one launch.
+enum class Route { kImma, kFp8Gemv, kFp4Gemv, kSimt };
+struct Routing {
+  Route route = Route::kSimt;
+  BlockPlan plan;
+  ExactBlockArgs args;  // a, without split-K scratch where the plan does not split
+};
+
+Routing route_block(const ExactBlockArgs& a) {
+  Routing r;
+  r.args = a;
   if (!a.x && imma_wanted(a.kind, a.offsets ? cdiv(a.rows, a.experts) : a.rows, a.kg, a.offsets ? 0 : a.n)) {
-    return false;
+    r.route = Route::kImma;
+    return r;
   }
-  const BlockPlan pl = plan_block(a);
-  ExactBlockArgs p = a;
-  if (pl.splits == 1) p.partial = nullptr;
-  return !pl.tiled && pl.tm == 1 && pl.splits == 1 && fp4_gemv_applies(p);
+  r.plan = plan_block(a);
+  const bool one_row = !r.plan.tiled && r.plan.tm == 1;
+  if (one_row && fp8_gemv_applies(a)) {
+    r.route = Route::kFp8Gemv;  // before split-K: the GEMV splits K across its warps instead
+    r.args.partial = nullptr;
+    return r;
+  }
+  if (r.plan.splits == 1) r.args.partial = nullptr;
+  if (one_row && r.plan.splits == 1 && fp4_gemv_applies(r.args)) r.route = Route::kFp4Gemv;
+  return r;
+}
+
+// The two halves of a pair as calls of their own.
+void run_halves(const ExactBlockArgs& a, cudaStream_t stream) {
+  ExactBlockArgs first = a, second = a;
+  first.w_b = second.w_b = nullptr;
+  first.w_scale_b = second.w_scale_b = nullptr;
+  first.w_list_b = second.w_list_b = nullptr;
+  first.w_scale_list_b = second.w_scale_list_b = nullptr;
+  first.y_b = second.y_b = nullptr;
+  second.w = a.w_b;
+  second.w_scale = a.w_scale_b;
+  second.w_list = a.w_list_b;
+  second.w_scale_list = a.w_scale_list_b;
+  second.y = a.y_b;
+  exact_block_gemm(first, stream);
+  exact_block_gemm(second, stream);
 }
 
 }  // namespace
@@ -1475,34 +1455,30 @@ void exact_block_gemm(const ExactBlockArgs& a, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(!a.y_b == (a.offsets ? !a.w_list_b || !a.w_scale_list_b : !a.w_b || !a.w_scale_b),
                     "exact_block_gemm: a pair needs its weights and its output");
   if (a.rows <= 0) return;
-  if (a.y_b && !(fp4_gemv_pair() && pair_on_gemv(a))) {  // the two halves in turn
-    ExactBlockArgs first = a, second = a;
-    first.w_b = second.w_b = nullptr;
-    first.w_scale_b = second.w_scale_b = nullptr;
-    first.w_list_b = second.w_list_b = nullptr;
-    first.w_scale_list_b = second.w_scale_list_b = nullptr;
-    first.y_b = second.y_b = nullptr;
-    second.w = a.w_b;
-    second.w_scale = a.w_scale_b;
-    second.w_list = a.w_list_b;
-    second.w_scale_list = a.w_scale_list_b;
-    second.y = a.y_b;
-    exact_block_gemm(first, stream);
-    exact_block_gemm(second, stream);
+  const Routing r = route_block(a);
+  const bool gemv = r.route == Route::kFp8Gemv || r.route == Route::kFp4Gemv;
+  if (a.y_b && !(gemv && fp4_gemv_pair())) {
+    run_halves(a, stream);
     return;
   }
-  if (!a.x && imma_wanted(a.kind, a.offsets ? cdiv(a.rows, a.experts) : a.rows, a.kg, a.offsets ? 0 : a.n)) {
-    imma_block_gemm(a, stream);
-    return;
+  const ExactBlockArgs& p = r.args;
+  switch (r.route) {
+    case Route::kImma:
+      imma_block_gemm(p, stream);
+      return;
+    case Route::kFp8Gemv:
+      DSV4_CUDA_REQUIRE(fp8_gemv(p, stream), "exact_block_gemm: the FP8 GEMV refused its route");
+      return;
+    case Route::kFp4Gemv:
+      DSV4_CUDA_REQUIRE(fp4_gemv(p, stream), "exact_block_gemm: the FP4 GEMV refused its route");
+      return;
+    case Route::kSimt:
+      break;
   }
-  const BlockPlan pl = plan_block(a);
-  ExactBlockArgs p = a;
-  if (pl.splits == 1) p.partial = nullptr;
-  if (!pl.tiled && pl.tm == 1 && pl.splits == 1 && fp4_gemv(p, stream)) return;
   if (a.kind == GemmWeightKind::kFp8) {
-    launch_block<GemmWeightKind::kFp8>(p, pl.tiled, pl.tm, pl.splits, stream);
+    launch_block<GemmWeightKind::kFp8>(p, r.plan.tiled, r.plan.tm, r.plan.splits, stream);
   } else {
-    launch_block<GemmWeightKind::kFp4>(p, pl.tiled, pl.tm, pl.splits, stream);
+    launch_block<GemmWeightKind::kFp4>(p, r.plan.tiled, r.plan.tm, r.plan.splits, stream);
   }
 }
 

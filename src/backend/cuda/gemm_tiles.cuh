@@ -1,11 +1,15 @@
-// Device helpers shared by the block-scaled GEMM kernels (gemm.cu, gemm_imma.cu): number decoding,
+// Device helpers shared by the block-scaled GEMM kernels (gemm.cu, gemm_imma.cu, the GEMVs): number decoding,
 // output stores, and which rows a CTA owns in a dense or grouped (per-expert) launch.
 #pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/gemm_internal.h"
+#include "backend/cuda/ptx.cuh"
 
 namespace dsv4::cuda::gemm_tiles {
 
@@ -38,6 +42,61 @@ __device__ __forceinline__ void add_digits(int r, int i, uint32_t (&d)[3]) {
     r = (r - dp) >> 7;
     d[p] |= (static_cast<uint32_t>(dp) & 0xffu) << (8 * i);
   }
+}
+
+// Four e4m3 codes (byte i of v is element i) to floats; e4m3 -> f16 -> f32 is exact.
+__device__ __forceinline__ void e4m3x4(uint32_t v, float* out) {
+  const __half2 lo(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v & 0xffffu), __NV_E4M3));
+  const __half2 hi(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v >> 16), __NV_E4M3));
+  const float2 a = __half22float2(lo), b = __half22float2(hi);
+  out[0] = a.x;
+  out[1] = a.y;
+  out[2] = b.x;
+  out[3] = b.y;
+}
+
+// The fp64 block sums (the skinny kernel, the FP8 GEMV) run in a scaled range, so that weights decode with integer
+// instructions alone (no conversions): activations are staged as a·2^1000, and a weight code's
+// magnitude bits shifted to the bottom of the fp64 exponent field are exactly w·2^-1016 (e4m3) or
+// w·2^-1022 (e2m1), subnormal for the formats' own subnormals (fp64 keeps denormals, and products of
+// them are normal). A block's products are then exact multiples of 2^-34 (FP8) or 2^-32 (FP4), the
+// sum is exact, and rounding it to fp32 commutes with the power-of-two rescaling.
+constexpr double kSkActScale = 0x1p1000;
+constexpr float kSkFp8Unscale = 0x1p16f, kSkFp4Unscale = 0x1p22f;
+
+// Four e4m3 codes (byte i of v) as fp64 w·2^-1016: the high word is the magnitude << 17 (from byte i
+// of v << 1) with the sign on top (byte i of v, sign-replicated, masked). The NaN codes (0x7f, 0xff)
+// would come out finite: any byte holding one sets bit 7 of that byte in `nan`.
+__device__ __forceinline__ void e4m3x4_scaled(uint32_t v, double* out, uint32_t& nan) {
+  nan |= ((v & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u;
+  const uint32_t v1 = v << 1;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t hi = prmt(v1, v, (i << 8) | ((12u + i) << 12)) & 0x80fe0000u;
+    out[i] = __hiloint2double(static_cast<int>(hi), 0);
+  }
+}
+
+// Four activation values times kSkActScale (exact) at a 16-byte aligned double array.
+__device__ __forceinline__ void put4(double* dst, const float (&v)[4]) {
+  double d[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) d[i] = __dmul_rn(v[i], kSkActScale);
+  reinterpret_cast<double2*>(dst)[0] = make_double2(d[0], d[1]);
+  reinterpret_cast<double2*>(dst)[1] = make_double2(d[2], d[3]);
+}
+
+// Four bf16 values (the first in u.x's low half) as floats.
+__device__ __forceinline__ void bf16x4(uint2 u, float (&v)[4]) {
+  v[0] = __uint_as_float(u.x << 16);
+  v[1] = __uint_as_float(u.x & 0xffff0000u);
+  v[2] = __uint_as_float(u.y << 16);
+  v[3] = __uint_as_float(u.y & 0xffff0000u);
+}
+
+// Four consecutive bf16 values (8-byte aligned) as floats.
+__device__ __forceinline__ void bf16x4(const uint16_t* src, float (&v)[4]) {
+  bf16x4(__ldg(reinterpret_cast<const uint2*>(src)), v);
 }
 
 struct Tile {
