@@ -23,6 +23,7 @@
 #include "backend/cuda/fp8_gemv.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemm_imma.h"
+#include "backend/cuda/gemm_imma_skinny.h"
 #include "backend/cuda/hyper_connection.h"
 #include "backend/cuda/indexer.h"
 #include "backend/rope.h"
@@ -346,9 +347,11 @@ void gemm_rows(Ops& ops, const std::string& suffix, std::initializer_list<int64_
   }
 }
 
-// (e) the FP4 MoE (256 experts, top-6, shared expert) at batch 1/32/256 (and more, if given).
-void moe_rows(Ops& ops, const std::string& suffix, std::initializer_list<int64_t> batches = {1, 32, 256}) {
-  const int experts = 256, topk = 6;
+// (e) the FP4 MoE (256 experts, top-6, shared expert) at batch 1/32/256 (and more, if given); fewer
+// experts as in the flash-attn preset (32) put more rows on each.
+void moe_rows(Ops& ops, const std::string& suffix, std::initializer_list<int64_t> batches = {1, 32, 256},
+              int experts = 256) {
+  const int topk = 6;
   const int64_t dim = 4096, inter = 2048;
   Buffers buf;
   auto fp4 = [&](int64_t rows, int64_t cols) {
@@ -439,7 +442,7 @@ int main() {
   cuda::CudaOps lt_ops(dev, cuda::GemmPrecision::kCublasLt);
   std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
   // DSV4_KERNELS (comma list of gemm, cublaslt, attention, indexer, compressor, moe, hc, hc-chain, hc-ring,
-  // fp4-sums, ring, imma4, imma-decode, simt, fp8-gemv): only those rows.
+  // fp4-sums, ring, imma4, imma-decode, simt, fp8-gemv, imma-skinny): only those rows.
   // Unset: the M1.8 table's families (the defaults' rows); the experiments' families only when named.
   const char* set = std::getenv("DSV4_KERNELS");
   const std::string only = "," + std::string(set ? set : "gemm,cublaslt,attention,indexer,compressor,moe,hc") + ",";
@@ -496,6 +499,16 @@ int main() {
     cuda::set_fp8_gemv(false);
     gemm_rows(ops, " skinny", {1});
     cuda::set_fp8_gemv(was);
+  }
+  if (want("imma-skinny")) {  // 2-63 routed rows an expert on the few-row tensor-core kernel, then without it
+    const bool was = cuda::imma_skinny_on();
+    for (const bool on : {true, false}) {
+      cuda::set_imma_skinny(on);
+      const std::string tag = on ? " skinny-imma" : " skinny-off";
+      moe_rows(ops, tag, {256, 1024});
+      moe_rows(ops, " e32" + tag, {8, 32, 64}, 32);
+    }
+    cuda::set_imma_skinny(was);
   }
   if (want("simt")) {  // the SIMT exact kernels where the int8 tensor cores take the default rows
     const bool was = cuda::gemm_imma_enabled();

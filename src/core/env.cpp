@@ -17,7 +17,7 @@ struct Switch {
 
 // Every on/off or named-mode switch the engine reads (env_switch), and what each takes; numbers such
 // as DSV4_GEMM_IMMA_MIN_ROWS are parsed where they are read.
-const std::array<Switch, 14> kSwitches{{
+const std::array<Switch, 15> kSwitches{{
     {"DSV4_CUDA_GRAPHS", {"0", "1"}},
     {"DSV4_PDL", {"0", "1"}},
     {"DSV4_MOE_SIDE", {"0", "1"}},
@@ -26,6 +26,7 @@ const std::array<Switch, 14> kSwitches{{
     {"DSV4_GEMM", {"exact", "cublaslt"}},
     {"DSV4_GEMM_IMMA", {"0", "1"}},
     {"DSV4_GEMM_IMMA_STAGES", {"2", "4"}},
+    {"DSV4_GEMM_IMMA_SKINNY", {"0", "1"}},
     {"DSV4_GEMM_RING", {"0", "1"}},
     {"DSV4_GEMM_FP4_INT", {"0", "1"}},
     {"DSV4_GEMM_GEMV", {"0", "1"}},

@@ -19,6 +19,7 @@
 #include "backend/cuda/fp8_gemv.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemm_imma.h"
+#include "backend/cuda/gemm_imma_skinny.h"
 #include "core/error.h"
 #include "core/number_formats.h"
 #include "core/quant.h"
@@ -839,6 +840,60 @@ TEST(CudaGemm, Fp8GemvOnAndOffMatchCpuBitForBit) {
     seed += 20;
   }
   cuda::set_fp8_gemv(was);
+}
+
+// Grouped FP4 calls of 2-63 rows per expert on the few-row tensor-core kernel (gemm_imma_skinny.h)
+// and without it, the CPU's bits either way; the "on" runs really launch it (each case runs twice).
+// Small shapes (also the sanitizers' cases): experts of one to 17 rows (tiles of eight and a partial
+// one), empty experts, partial and idle column warps (n 200, 72), K of one 128-block and at the
+// kernel's maximum, cancelling inputs (every digit plane counts), a pair in one launch. It must leave
+// one-row calls to the GEMV, 64 rows an expert to the 128-row kernel, FP8 and calls without planes.
+TEST(CudaGemm, ImmaSkinnySmallShapesMatchCpuBitForBit) {
+  const ImmaSwitch imma(true);
+  const bool was = cuda::imma_skinny_on();
+  const auto kind = GemmWeightKind::kFp4;
+  uint32_t seed = 1500;
+  for (const bool on : {true, false}) {
+    cuda::set_imma_skinny(on);
+    ASSERT_EQ(cuda::imma_skinny_takes(kind, 2, 4096), on);
+    ASSERT_FALSE(cuda::imma_skinny_takes(kind, 1, 4096));
+    ASSERT_FALSE(cuda::imma_skinny_takes(kind, 64, 4096));
+    ASSERT_FALSE(cuda::imma_skinny_takes(GemmWeightKind::kFp8, 8, 4096));
+    const int64_t launches = cuda::imma_skinny_launches();
+    check_grouped(kind, 200, 384, {0, 2, 9, 3, 0, 17, 8, 1}, 3, seed + 1, true, true);
+    check_grouped(kind, 72, 128, {3, 5, 0, 2}, 1, seed + 2, false, true);
+    check_grouped(kind, 256, 16384, {2, 0, 7, 1}, 0, seed + 3, true, true);
+    check_grouped(kind, 200, 256, {0, 3, 8, 0, 2, 9}, 0, seed + 4, false, true, true);  // pair
+    const int64_t ran = cuda::imma_skinny_launches() - launches;
+    check_grouped(kind, 200, 256, {0, 1, 0, 1, 1, 0}, 3, seed + 5, false, true);
+    check_grouped(kind, 256, 1024, {64, 70, 66, 80}, 0, seed + 6, false, true);
+    check_grouped(GemmWeightKind::kFp8, 200, 256, {0, 3, 8, 0, 2, 9}, 0, seed + 7, false, true);
+    check_grouped(kind, 200, 256, {0, 3, 8, 0, 2, 9}, 0, seed + 8);
+    EXPECT_EQ(ran, on ? 4 * 2 : 0) << "launches of the few-row tensor-core kernel";
+    EXPECT_EQ(cuda::imma_skinny_launches() - launches, ran) << "it took a case it should leave";
+    seed += 20;
+  }
+  cuda::set_imma_skinny(was);
+}
+
+// The same at the V4-Flash expert shapes (w1 / w2, 16-32 experts of up to 20 rows), plain and
+// cancelling inputs, and the w1 / w3 pair.
+TEST(CudaGemm, ImmaSkinnyFlashShapesMatchCpuBitForBit) {
+  const ImmaSwitch imma(true);
+  const bool was = cuda::imma_skinny_on();
+  const auto kind = GemmWeightKind::kFp4;
+  uint32_t seed = 1600;
+  for (const bool on : {true, false}) {
+    cuda::set_imma_skinny(on);
+    const int64_t launches = cuda::imma_skinny_launches();
+    check_grouped(kind, 2048, 4096, random_counts(32, 12, seed), 5, seed + 1, false, true);
+    check_grouped(kind, 4096, 2048, random_counts(32, 20, seed + 2), 0, seed + 3, false, true);
+    check_grouped(kind, 2048, 4096, random_counts(16, 9, seed + 4), 2, seed + 5, true, true);
+    check_grouped(kind, 2048, 4096, random_counts(32, 12, seed + 6), 3, seed + 7, false, true, true);  // pair
+    EXPECT_EQ(cuda::imma_skinny_launches() - launches, on ? 4 * 2 : 0);
+    seed += 20;
+  }
+  cuda::set_imma_skinny(was);
 }
 
 // ---- the tensor-core (int8 digit) kernel ---------------------------------------------------------

@@ -74,9 +74,6 @@ __device__ void stage_row(const ExactBlockArgs& p, int64_t row, int64_t g, const
   __syncthreads();
 }
 
-// Whether any of the four e4m3 codes in w is a NaN (low seven bits all set).
-__device__ __forceinline__ bool any_nan4(uint32_t w) { return (((w & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u) != 0; }
-
 // stage_row from digit planes made beforehand for the whole call (p.a_digits, gemm_imma.h
 // digit_planes: a magnitude-and-sign split of the same integers e4m3·2^9, hence the same block sums):
 // the CTA copies them and only scans the codes for NaN.

@@ -45,6 +45,7 @@
 #include "backend/cuda/fp8_gemv.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemm_imma.h"
+#include "backend/cuda/gemm_imma_skinny.h"
 #include "backend/cuda/gemm_internal.h"
 #include "backend/cuda/gemm_tiles.cuh"
 #include "backend/cuda/launch.cuh"
@@ -1379,16 +1380,11 @@ void quantize_act(const uint16_t* x, int64_t rows, int64_t k, int64_t x_stride, 
   }
 }
 
-SplitNeed exact_block_split_need(const ExactBlockArgs& a) {
-  if (a.rows <= 0 || a.kg % 128 != 0 || a.ng <= 0) return {};
-  return plan_block(a).need;
-}
-
 namespace {
 
 // Where a block-scaled GEMM runs, decided once: exact_block_gemm dispatches on it, and only the
 // GEMVs take a pair in one launch.
-enum class Route { kImma, kFp8Gemv, kFp4Gemv, kSimt };
+enum class Route { kImma, kImmaSkinny, kFp8Gemv, kFp4Gemv, kSimt };
 struct Routing {
   Route route = Route::kSimt;
   BlockPlan plan;
@@ -1400,6 +1396,11 @@ Routing route_block(const ExactBlockArgs& a) {
   r.args = a;
   if (!a.x && imma_wanted(a.kind, a.offsets ? cdiv(a.rows, a.experts) : a.rows, a.kg, a.offsets ? 0 : a.n)) {
     r.route = Route::kImma;
+    return r;
+  }
+  if (imma_skinny_applies(a)) {
+    r.route = Route::kImmaSkinny;
+    r.args.partial = nullptr;
     return r;
   }
   r.plan = plan_block(a);
@@ -1433,6 +1434,14 @@ void run_halves(const ExactBlockArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
+// Only the SIMT kernels split K, and the FP4 GEMV takes a one-row call only when its plan does not:
+// the plan's scratch, unless another kernel takes the call.
+SplitNeed exact_block_split_need(const ExactBlockArgs& a) {
+  if (a.rows <= 0 || a.kg % 128 != 0 || a.ng <= 0) return {};
+  const Routing r = route_block(a);
+  return r.route == Route::kSimt || r.route == Route::kFp4Gemv ? r.plan.need : SplitNeed{};
+}
+
 void exact_block_gemm(const ExactBlockArgs& a, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(a.kind == GemmWeightKind::kFp8 || a.kind == GemmWeightKind::kFp4,
                     "exact_block_gemm: the weight must be FP8 or FP4");
@@ -1457,7 +1466,7 @@ void exact_block_gemm(const ExactBlockArgs& a, cudaStream_t stream) {
   if (a.rows <= 0) return;
   const Routing r = route_block(a);
   const bool gemv = r.route == Route::kFp8Gemv || r.route == Route::kFp4Gemv;
-  if (a.y_b && !(gemv && fp4_gemv_pair())) {
+  if (a.y_b && !(gemv && fp4_gemv_pair()) && r.route != Route::kImmaSkinny) {
     run_halves(a, stream);
     return;
   }
@@ -1465,6 +1474,10 @@ void exact_block_gemm(const ExactBlockArgs& a, cudaStream_t stream) {
   switch (r.route) {
     case Route::kImma:
       imma_block_gemm(p, stream);
+      return;
+    case Route::kImmaSkinny:
+      DSV4_CUDA_REQUIRE(imma_skinny_gemm(p, stream),
+                        "exact_block_gemm: the few-row tensor-core kernel refused its route");
       return;
     case Route::kFp8Gemv:
       DSV4_CUDA_REQUIRE(fp8_gemv(p, stream), "exact_block_gemm: the FP8 GEMV refused its route");

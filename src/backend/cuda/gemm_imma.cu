@@ -77,25 +77,6 @@ __device__ __forceinline__ void digits4(const uint32_t* lut, uint32_t w, uint32_
   p2 = __byte_perm(hi01, hi23, 0x5410);
 }
 
-// Eight e2m1 nibbles (nibble i = element i) -> int8 of value·2 in [-12, 12], bytes in element order.
-__device__ __forceinline__ uint2 e2m1x8_int8(uint32_t v) {
-  constexpr uint32_t kPosLo = 0x03020100u, kPosHi = 0x0c080604u;        // 2·{0, .5, 1, 1.5, 2, 3, 4, 6}
-  constexpr uint32_t kNegLo = 0xfdfeff00u, kNegHi = 0xf4f8fafcu;        // their negations
-  const uint32_t mag = v & 0x77777777u, sign = (v & 0x88888888u) >> 1;  // sign: selector 4 -> 0xff
-  uint2 r;
-  const uint32_t m0 = __byte_perm(0u, 0xffffffffu, sign), m1 = __byte_perm(0u, 0xffffffffu, sign >> 16);
-  r.x = (__byte_perm(kPosLo, kPosHi, mag) & ~m0) | (__byte_perm(kNegLo, kNegHi, mag) & m0);
-  r.y = (__byte_perm(kPosLo, kPosHi, mag >> 16) & ~m1) | (__byte_perm(kNegLo, kNegHi, mag >> 16) & m1);
-  return r;
-}
-
-__device__ __forceinline__ void mma_s8(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 __device__ __forceinline__ void st_shared4(void* p, uint32_t x, uint32_t y, uint32_t z, uint32_t w) {
   *reinterpret_cast<uint4*>(p) = make_uint4(x, y, z, w);
 }

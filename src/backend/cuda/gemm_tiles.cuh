@@ -99,6 +99,37 @@ __device__ __forceinline__ void bf16x4(const uint16_t* src, float (&v)[4]) {
   bf16x4(__ldg(reinterpret_cast<const uint2*>(src)), v);
 }
 
+// Eight e2m1 nibbles (nibble i = element i) -> int8 of value·2 in [-12, 12], bytes in element order.
+__device__ __forceinline__ uint2 e2m1x8_int8(uint32_t v) {
+  constexpr uint32_t kPosLo = 0x03020100u, kPosHi = 0x0c080604u;        // 2·{0, .5, 1, 1.5, 2, 3, 4, 6}
+  constexpr uint32_t kNegLo = 0xfdfeff00u, kNegHi = 0xf4f8fafcu;        // their negations
+  const uint32_t mag = v & 0x77777777u, sign = (v & 0x88888888u) >> 1;  // sign: selector 4 -> 0xff
+  uint2 r;
+  const uint32_t m0 = __byte_perm(0u, 0xffffffffu, sign), m1 = __byte_perm(0u, 0xffffffffu, sign >> 16);
+  r.x = (__byte_perm(kPosLo, kPosHi, mag) & ~m0) | (__byte_perm(kNegLo, kNegHi, mag) & m0);
+  r.y = (__byte_perm(kPosLo, kPosHi, mag >> 16) & ~m1) | (__byte_perm(kNegLo, kNegHi, mag >> 16) & m1);
+  return r;
+}
+
+// d += a·b on the int8 tensor cores (m16n8k32: a the 16x32 row operand, b the 32x8 column operand).
+__device__ __forceinline__ void mma_s8(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// d = a·b on the int8 tensor cores, from a zero accumulator.
+__device__ __forceinline__ void mma_s8_zero(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%10, %10, %10, %10};\n"
+      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0));
+}
+
+// Whether any of the four e4m3 codes in w is a NaN (low seven bits all set).
+__device__ __forceinline__ bool any_nan4(uint32_t w) { return (((w & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u) != 0; }
+
 struct Tile {
   int64_t r0 = 0;  // first row
   int cnt = 0;     // rows in the tile (<= the kernel's row tile)

@@ -11,6 +11,7 @@
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/fp4_gemv.h"
 #include "backend/cuda/gemm_imma.h"
+#include "backend/cuda/gemm_imma_skinny.h"
 #include "backend/cuda/glibc_expf.cuh"
 #include "backend/cuda/glibc_log1pf.cuh"
 #include "backend/cuda/launch.cuh"
@@ -563,11 +564,14 @@ struct MoeRunner::Impl {
   void shared_expert(const MoeExpertsArgs& a);
 
   // Digit planes of the sorted rows' codes [n][k] when the grouped GEMM runs on the tensor cores
-  // (gemm_imma.h) or on the one-row GEMV (fp4_gemv.h), else null: converted once here instead of once
-  // per column tile there.
+  // (gemm_imma.h, gemm_imma_skinny.h) or on the one-row GEMV (fp4_gemv.h), else null: converted once
+  // here instead of once per column tile there.
   const int8_t* digit_planes_for(GemmWeightKind kind, int64_t n, int64_t k, int experts, const uint8_t* codes) {
     const int64_t per_weight = (n + experts - 1) / experts;
-    if (!imma_wanted(kind, per_weight, k) && !fp4_gemv_takes(kind, per_weight, k)) return nullptr;
+    if (!imma_wanted(kind, per_weight, k) && !fp4_gemv_takes(kind, per_weight, k) &&
+        !imma_skinny_takes(kind, per_weight, k)) {
+      return nullptr;
+    }
     auto* d = get<int8_t>(kDigits, static_cast<size_t>(digit_plane_bytes(n, k)));
     digit_planes(codes, n, k, k, d, n * k, stream);
     return d;
