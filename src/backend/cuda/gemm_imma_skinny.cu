@@ -1,12 +1,13 @@
 // Few-row FP4 GEMMs on the int8 tensor cores, weights as the MMA's row operand (gemm_imma_skinny.h).
 //
 // A CTA owns one tile of up to eight activation rows (of one expert, grouped) and 4 x 64 output
-// columns; each warp streams its 64 weight rows through a private ring of 128-wide K stages (cp.async,
-// two stages ahead) together with the tile's digit planes and the rows' block scales, so no CTA barrier
-// runs inside the K loop. Per 32-wide K block a warp converts its weight fragments to int8 (byte
-// permutes), multiplies each against the three digit planes (m16n8k32, int32: exact), and every lane
-// folds its four outputs: the exact block sum, rounded to fp32 once, times the activation's and the
-// weight's scales, added to its chain in ascending K from +0, as gemm_imma.cu does.
+// columns; each warp streams its 64 weight rows through a private ring of 128-wide K stages
+// (cp.async, the next stage copied while one is multiplied) together with the tile's digit planes
+// and the rows' block scales, so no CTA barrier runs inside the K loop. Per 32-wide K block a warp
+// converts its weight fragments to int8 (byte permutes), multiplies each against the three digit
+// planes (m16n8k32, int32: exact), and every lane folds its four outputs: the exact block sum,
+// rounded to fp32 once, times the activation's and the weight's scales, added to its chain in
+// ascending K from +0, as gemm_imma.cu does.
 //
 // The K order inside an MMA is free as long as both operands agree, and it stays inside one 32-wide
 // block: lane (g, t) feeds k slots 4t..4t+3 and 16+4t..16+4t+3 with elements 8t..8t+7, which is one

@@ -20,8 +20,8 @@ namespace dsv4::cuda {
 constexpr int64_t kImmaSkinnyMaxK = 16384;
 
 // On by default; DSV4_GEMM_IMMA_SKINNY=0 (or set_imma_skinny(false)) leaves these calls to the SIMT
-// kernels. H200, flash-attn preset (32 experts), one call: decode 8K b8 41.95 -> 34.50 ms, b32 91.82 ->
-// 66.01 ms; the MoE alone at 256 experts b256 10.58 -> 3.16 ms.
+// kernels. H200, flash-attn preset (32 experts), one call: decode 8K b8 42.14 -> 35.23 ms, b32 91.56 ->
+// 63.45 ms; the MoE alone at 256 experts b256 10.58 -> 2.72 ms.
 bool imma_skinny_on();
 void set_imma_skinny(bool on);
 
