@@ -855,10 +855,11 @@ TEST(CudaGemm, ImmaSkinnySmallShapesMatchCpuBitForBit) {
   uint32_t seed = 1500;
   for (const bool on : {true, false}) {
     cuda::set_imma_skinny(on);
-    ASSERT_EQ(cuda::imma_skinny_takes(kind, 2, 4096), on);
-    ASSERT_FALSE(cuda::imma_skinny_takes(kind, 1, 4096));
-    ASSERT_FALSE(cuda::imma_skinny_takes(kind, 64, 4096));
-    ASSERT_FALSE(cuda::imma_skinny_takes(GemmWeightKind::kFp8, 8, 4096));
+    // EXPECT, not ASSERT: an early return would leave the switch changed for the later tests.
+    EXPECT_EQ(cuda::imma_skinny_takes(kind, 2, 4096), on);
+    EXPECT_FALSE(cuda::imma_skinny_takes(kind, 1, 4096));
+    EXPECT_FALSE(cuda::imma_skinny_takes(kind, 64, 4096));
+    EXPECT_FALSE(cuda::imma_skinny_takes(GemmWeightKind::kFp8, 8, 4096));
     const int64_t launches = cuda::imma_skinny_launches();
     check_grouped(kind, 200, 384, {0, 2, 9, 3, 0, 17, 8, 1}, 3, seed + 1, true, true);
     check_grouped(kind, 72, 128, {3, 5, 0, 2}, 1, seed + 2, false, true);

@@ -1382,9 +1382,14 @@ void quantize_act(const uint16_t* x, int64_t rows, int64_t k, int64_t x_stride, 
 
 namespace {
 
-// Where a block-scaled GEMM runs, decided once: exact_block_gemm dispatches on it, and only the
-// GEMVs take a pair in one launch.
+// Where a block-scaled GEMM runs, decided once: exact_block_gemm dispatches on it.
 enum class Route { kImma, kImmaSkinny, kFp8Gemv, kFp4Gemv, kSimt };
+
+// Whether the route's kernel takes a pair (w1 / w3) in one launch; the others run its halves in turn.
+// The FP8 GEMV never sees one (fp8_gemv_applies refuses pairs).
+bool pair_in_one_launch(Route route) {
+  return route == Route::kImmaSkinny || (route == Route::kFp4Gemv && fp4_gemv_pair());
+}
 struct Routing {
   Route route = Route::kSimt;
   BlockPlan plan;
@@ -1465,8 +1470,7 @@ void exact_block_gemm(const ExactBlockArgs& a, cudaStream_t stream) {
                     "exact_block_gemm: a pair needs its weights and its output");
   if (a.rows <= 0) return;
   const Routing r = route_block(a);
-  const bool gemv = r.route == Route::kFp8Gemv || r.route == Route::kFp4Gemv;
-  if (a.y_b && !(gemv && fp4_gemv_pair()) && r.route != Route::kImmaSkinny) {
+  if (a.y_b && !pair_in_one_launch(r.route)) {
     run_halves(a, stream);
     return;
   }
