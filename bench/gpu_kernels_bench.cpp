@@ -438,17 +438,23 @@ int main() {
   using namespace dsv4;
   cuda::CudaDevice dev(0);
   g_dev = &dev;
-  cuda::CudaOps ops(dev, cuda::GemmPrecision::kExact);
-  cuda::CudaOps lt_ops(dev, cuda::GemmPrecision::kCublasLt);
+  cuda::CudaOps ops(dev, cuda::GemmPolicy{Numerics::kExact});
+  cuda::CudaOps fast_ops(dev, cuda::GemmPolicy::from_env(Numerics::kFast));
   std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
-  // DSV4_KERNELS (comma list of gemm, cublaslt, attention, indexer, compressor, moe, hc, hc-chain, hc-ring,
-  // fp4-sums, ring, imma4, imma-decode, simt, fp8-gemv, imma-skinny): only those rows.
+  // DSV4_KERNELS (comma list of gemm, fast, attention, indexer, compressor, moe, hc, hc-chain, hc-ring,
+  // fp4-sums, ring, imma4, imma-decode, simt, fp8-gemv, imma-skinny): only those rows. "fast": the GEMM,
+  // MoE and hc_pre rows on the fast tier (suffix " fast"); the others are the exact tier's.
   // Unset: the M1.8 table's families (the defaults' rows); the experiments' families only when named.
   const char* set = std::getenv("DSV4_KERNELS");
-  const std::string only = "," + std::string(set ? set : "gemm,cublaslt,attention,indexer,compressor,moe,hc") + ",";
+  const std::string only = "," + std::string(set ? set : "gemm,fast,attention,indexer,compressor,moe,hc") + ",";
   auto want = [&only](const char* family) { return only.find("," + std::string(family) + ",") != std::string::npos; };
   if (want("gemm")) gemm_rows(ops, "");
-  if (want("cublaslt")) gemm_rows(lt_ops, " cublaslt");
+  if (want("fast")) {
+    gemm_rows(fast_ops, " fast");
+    moe_rows(fast_ops, " fast", {1, 8, 32, 256, 8192});
+    moe_rows(fast_ops, " e32 fast", {8, 32, 8192}, 32);
+    hc_rows(fast_ops, " fast");
+  }
   if (want("attention")) attention_rows(ops);
   if (want("indexer")) indexer_rows(ops);
   if (want("compressor")) compressor_rows(ops);

@@ -36,12 +36,16 @@ def main(paths):
           f"bf16 {bf16 / 1e12 if bf16 else float('nan'):.0f} TFLOP/s, fp8 {fp8 / 1e12 if fp8 else float('nan'):.0f} TFLOP/s")
     ours = {r["row"]: r for r in rows if r.get("side") == "dsv4" and "ms" in r}
     torch = {r["row"]: r for r in rows if r.get("side") == "torch" and "ms" in r and not r["row"].startswith("ceiling")}
-    # GEMM rows have two peers: bf16 cuBLAS on bf16 weights, and the reference's math ("same-math").
+    # GEMM rows have two peers: bf16 cuBLAS on bf16 weights, and the tier's own math: for the exact
+    # tier the reference's ("same-math": quantization, block scales, fp32 products), for the fast tier's
+    # rows (" fast") PyTorch's blockwise-scaled FP8 _scaled_mm ("scaled-mm").
     print("| row | dsv4 ms | MB moved | GFLOP | % of copy BW | % of FP8 rate | torch ms | torch/dsv4 | "
-          "torch same-math ms | same-math/dsv4 |")
+          "torch same-math / scaled-mm ms | that/dsv4 |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, r in ours.items():
-        t, same = torch.get(name), torch.get(name + " same-math")
+        base = name.replace(" fast", "")
+        t = torch.get(base)
+        same = torch.get(base + " scaled-mm") if name.endswith(" fast") or " fast " in name else torch.get(name + " same-math")
         ms = r["ms"]
         bw_frac = 100.0 * r["bytes"] / (ms * 1e-3) / bw if bw and r.get("bytes") else float("nan")
         fl_frac = 100.0 * r["flops"] / (ms * 1e-3) / fp8 if fp8 and r.get("flops") else float("nan")

@@ -159,18 +159,46 @@ def fp8_gemm_same_math(x, codes, scale):
     return (quant_sim(x, 128) @ w.t()).to(torch.bfloat16)
 
 
+def blockwise_scaled_mm(m, n, k):
+    """PyTorch's blockwise-scaled FP8 GEMM (1x128 activation scales, 128x128 weight scales: the fast
+    tier's arithmetic), as a closure, or None where this torch or shape lacks it. Scale layouts are
+    tried in the forms torch's versions have asked for."""
+    a = (torch.randn(m, k, device=DEV) * 8).to(torch.float8_e4m3fn)
+    b = (torch.randn(n, k, device=DEV) * 8).to(torch.float8_e4m3fn).t()  # (k, n), column-major
+    sa_rows = torch.rand(k // 128, m, device=DEV) + 0.5
+    sb_blocks = torch.rand(n // 128, k // 128, device=DEV) + 0.5
+    errors = []
+    for sa, sb in ((sa_rows.t(), sb_blocks.t()), (sa_rows.t().contiguous(), sb_blocks.t().contiguous()),
+                   (sa_rows.t(), sb_blocks)):
+        fn = lambda sa=sa, sb=sb: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+        try:
+            fn()
+            torch.cuda.synchronize()
+            return fn
+        except Exception as e:  # noqa: BLE001 (any refusal: try the next layout)
+            errors.append(str(e).splitlines()[0][:160])
+    print(json.dumps({"row": f"note scaled-mm m{m} n{n} k{k}", "side": "torch", "text": " | ".join(errors)}), flush=True)
+    return None
+
+
 def gemm_rows(ms_list):
-    """Two peers per shape: `x @ w.t()` on bf16 weights (cuBLAS; skips the FP8 arithmetic) and the
-    same math as the reference ("same-math": quantization, block scales, fp32 products)."""
+    """Three peers per shape: `x @ w.t()` on bf16 weights (cuBLAS; skips the FP8 arithmetic), the same
+    math as the exact tier ("same-math": quantization, block scales, fp32 products), and PyTorch's
+    blockwise-scaled FP8 `_scaled_mm` ("scaled-mm", the fast tier's arithmetic, codes given)."""
     for name, (n, k) in FP8_SHAPES.items():
         w = torch.randn(n, k, dtype=torch.bfloat16, device=DEV)
         codes, scale = fp8_block_weight(n, k)
         for m in ms_list:
             x = torch.randn(m, k, dtype=torch.bfloat16, device=DEV)
+            bytes_ = n * k + m * k * 2 + m * n * 2
             ms = median_ms(lambda: x @ w.t())
-            emit(f"gemm {name} m{m}", ms, bytes_=n * k + m * k * 2 + m * n * 2, flops=2.0 * m * n * k)
+            emit(f"gemm {name} m{m}", ms, bytes_=bytes_, flops=2.0 * m * n * k)
             ms = median_ms(lambda: fp8_gemm_same_math(x, codes, scale))
-            emit(f"gemm {name} m{m} same-math", ms, bytes_=n * k + m * k * 2 + m * n * 2, flops=2.0 * m * n * k)
+            emit(f"gemm {name} m{m} same-math", ms, bytes_=bytes_, flops=2.0 * m * n * k)
+            fn = blockwise_scaled_mm(m, n, k)
+            if fn is not None:
+                emit(f"gemm {name} m{m} scaled-mm", median_ms(fn), bytes_=n * k + m * k + m * n * 2,
+                     flops=2.0 * m * n * k)
         del w, codes, scale
 
 

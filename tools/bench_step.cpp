@@ -30,7 +30,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct StepArgs {
-  std::string model, backend = "auto", batches = "1,8,32", contexts = "8192,131072";
+  std::string model, backend = "auto", batches = "1,8,32", contexts = "8192,131072", numerics;
   int64_t prefill = 8192;
   int reps = 5;
   int threads = 0;
@@ -249,7 +249,7 @@ void print_profile(const Row& r, OpProfile& prof) {
 
 void run(const StepArgs& a) {
   const LoadedModel m = load_model(a.model);
-  Backend backend = make_backend(a.backend, a.threads);
+  Backend backend = make_backend(a.backend, a.threads, parse_numerics(a.numerics));
   spdlog::info("bench step: {} on {}", a.model, backend.description);
   OpProfile prof(*backend.ops, *backend.device);  // off unless --profile: forwards without waiting
   Model model(m.config, m.weights, prof, *backend.device);
@@ -294,6 +294,7 @@ void run(const StepArgs& a) {
     for (const Row& r : rows)
       fmt::print("{}\n", nlohmann::json{{"test", r.test},
                                         {"backend", backend.name},
+                                        {"numerics", numerics_name(backend.numerics)},
                                         {"batch", r.batch},
                                         {"context", r.context},
                                         {"ms", r.ms},
@@ -320,6 +321,8 @@ void setup_bench_step(CLI::App& cmd) {
   static StepArgs a;
   add_model_option(cmd, a.model);
   cmd.add_option("--backend", a.backend, "cpu | cuda | auto")->capture_default_str();
+  cmd.add_option("--numerics", a.numerics, "exact | fast (default: fast on cuda, exact on cpu)")
+      ->check(CLI::IsMember({"exact", "fast"}));
   cmd.add_option("--batch", a.batches, "decode batch sizes (comma list)")->capture_default_str();
   cmd.add_option("--context", a.contexts, "decode contexts (comma list)")->capture_default_str();
   cmd.add_option("--prefill", a.prefill, "prefill tokens to time (0 = none)")->capture_default_str();

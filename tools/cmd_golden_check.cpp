@@ -14,7 +14,7 @@ namespace dsv4::tools {
 namespace {
 
 struct Args {
-  std::string model, expected, layers, backend = "cpu", compare_ops, step_mode = "auto";
+  std::string model, expected, layers, backend = "cpu", compare_ops, step_mode = "auto", numerics;
   std::optional<double> max_rms_ratio, min_argmax_agreement, max_block_rms_rel;
   int threads = 0;
   bool no_blocks = false;
@@ -41,15 +41,16 @@ void run(const Args& a) {
   o.layers = a.layers;
   o.blocks = !a.no_blocks;
   o.step_mode = parse_step_mode(a.step_mode);  // "auto": the model's own
-  o.thresholds = load_thresholds(o.model / "tolerance.json");
+  Backend backend = make_backend(a.backend, a.threads, parse_numerics(a.numerics));
+  spdlog::info("golden-check: backend {}", backend.description);
+  o.thresholds = load_thresholds(o.model / "tolerance.json", backend.numerics);
   if (a.max_rms_ratio) o.thresholds.max_rms_ratio = a.max_rms_ratio;
   if (a.min_argmax_agreement) o.thresholds.min_argmax_agreement = a.min_argmax_agreement;
   if (a.max_block_rms_rel) o.thresholds.max_block_rms_rel = a.max_block_rms_rel;
-  Backend backend = make_backend(a.backend, a.threads);
-  spdlog::info("golden-check: backend {}", backend.description);
   if (!a.compare_ops.empty()) return compare_ops(o, backend, a);
   const GoldenResult r = run_golden_check(o, *backend.ops, *backend.device);
   nlohmann::ordered_json j;
+  j["numerics"] = numerics_name(backend.numerics);
   j["rms_ratio"] = r.rms_ratio;
   j["argmax_agreement"] = r.argmax_agreement;
   j["blocks"] = nlohmann::ordered_json::array();
@@ -66,6 +67,10 @@ void setup(CLI::App& cmd) {
   cmd.add_option("--expected", a.expected, "expected logits (default MODEL/expected.safetensors)");
   cmd.add_option("--layers", a.layers, "per-block outputs (default MODEL/expected_layers.safetensors)");
   cmd.add_option("--backend", a.backend, "cpu | cuda | auto")->capture_default_str();
+  cmd.add_option("--numerics", a.numerics,
+                 "exact | fast (spec/NUMERICS.md; default: the backend's, fast on cuda, exact on cpu); the "
+                 "thresholds come from that tier's part of tolerance.json")
+      ->check(CLI::IsMember({"exact", "fast"}));
   cmd.add_option("--max-rms-ratio", a.max_rms_ratio, "end-to-end threshold (default tolerance.json)");
   cmd.add_option("--min-argmax-agreement", a.min_argmax_agreement, "end-to-end threshold (default tolerance.json)");
   cmd.add_option("--max-block-rms-rel", a.max_block_rms_rel, "per-block threshold (default tolerance.json)");

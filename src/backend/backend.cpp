@@ -16,9 +16,13 @@
 namespace dsv4 {
 namespace {
 
-Backend cpu_backend(int threads) {
+Backend cpu_backend(int threads, std::optional<Numerics> numerics) {
+  DSV4_CHECK(numerics.value_or(Numerics::kExact) == Numerics::kExact,
+             "backend cpu: --numerics fast is not implemented on the CPU, which computes the exact tier only "
+             "(use --numerics exact, or --backend cuda for the fast tier)");
   Backend b;
   b.name = "cpu";
+  b.numerics = Numerics::kExact;
   b.device = std::make_unique<HostDevice>();
   auto ops = std::make_unique<CpuOps>(threads);
   b.description = fmt::format("cpu: {} threads", ops->threads());
@@ -27,19 +31,13 @@ Backend cpu_backend(int threads) {
 }
 
 #ifdef DSV4_HAVE_CUDA
-// DSV4_GEMM=cublaslt opts into cuBLASLt's tensor-core GEMMs (much faster prefill, but not faithful to
-// the reference's rounding: see cuda/gemm.h); the default is the exact kernels.
-cuda::GemmPrecision gemm_precision() {
-  return env_switch("DSV4_GEMM") == "cublaslt" ? cuda::GemmPrecision::kCublasLt : cuda::GemmPrecision::kExact;
-}
-
-Backend cuda_backend() {
+Backend cuda_backend(std::optional<Numerics> numerics) {
   Backend b;
   b.name = "cuda";
+  b.numerics = numerics.value_or(Numerics::kFast);
   auto dev = std::make_unique<cuda::CudaDevice>(0);
-  const cuda::GemmPrecision gemm = gemm_precision();
-  b.description = fmt::format("cuda: {} (ordinal {}), GEMMs {}", dev->name(), dev->ordinal(),
-                              gemm == cuda::GemmPrecision::kExact ? "exact" : "cuBLASLt (DSV4_GEMM)");
+  const cuda::GemmPolicy gemm = cuda::GemmPolicy::from_env(b.numerics);
+  b.description = fmt::format("cuda: {} (ordinal {}), numerics {}", dev->name(), dev->ordinal(), gemm.describe());
   b.ops = std::make_unique<cuda::CudaOps>(*dev, gemm);
   b.device = std::move(dev);
   return b;
@@ -64,14 +62,14 @@ std::vector<std::string> built_backends() {
 #endif
 }
 
-Backend make_backend(std::string_view name, int cpu_threads) {
+Backend make_backend(std::string_view name, int cpu_threads, std::optional<Numerics> numerics) {
   check_env_switches();
   if (name == "auto") name = have_gpu() ? "cuda" : "cpu";
-  if (name == "cpu") return cpu_backend(cpu_threads);
+  if (name == "cpu") return cpu_backend(cpu_threads, numerics);
   if (name == "cuda") {
 #ifdef DSV4_HAVE_CUDA
     DSV4_CHECK(have_gpu(), "backend cuda: no CUDA GPU is visible on this machine (use --backend cpu)");
-    return cuda_backend();
+    return cuda_backend(numerics);
 #else
     fail("backend cuda: this build has no CUDA backend (nvcc was not found when it was configured)");
 #endif

@@ -4,11 +4,13 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "backend/device.h"
+#include "backend/numerics.h"
 #include "backend/ops.h"
 
 namespace dsv4 {
@@ -16,6 +18,7 @@ namespace dsv4 {
 struct Backend {
   std::string name;         // "cpu" | "cuda"
   std::string description;  // one line for logs, e.g. "cuda: NVIDIA H200"
+  Numerics numerics = Numerics::kExact;
   std::unique_ptr<Device> device;
   std::unique_ptr<Ops> ops;  // declared after device: destroyed first
 
@@ -30,7 +33,9 @@ struct Backend {
 // Backends compiled into this build ("cpu" always; "cuda" when built with nvcc).
 std::vector<std::string> built_backends();
 
-// Throws dsv4::Error for an unknown name or one this build or machine cannot run.
-Backend make_backend(std::string_view name, int cpu_threads = 0);
+// Throws dsv4::Error for an unknown name or one this build or machine cannot run, and for a tier the
+// backend does not implement (the CPU backend is exact only). Without a tier: fast on CUDA, exact on
+// the CPU.
+Backend make_backend(std::string_view name, int cpu_threads = 0, std::optional<Numerics> numerics = std::nullopt);
 
 }  // namespace dsv4

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <initializer_list>
+#include <utility>
 
 #include "core/error.h"
 
@@ -23,7 +24,7 @@ const std::array<Switch, 15> kSwitches{{
     {"DSV4_MOE_SIDE", {"0", "1"}},
     {"DSV4_HC_PRODUCTS", {"0", "1"}},
     {"DSV4_HC_RING", {"0", "1"}},
-    {"DSV4_GEMM", {"exact", "cublaslt"}},
+    {"DSV4_GEMM_CUBLASLT", {"0", "1"}},
     {"DSV4_GEMM_IMMA", {"0", "1"}},
     {"DSV4_GEMM_IMMA_STAGES", {"2", "4"}},
     {"DSV4_GEMM_IMMA_SKINNY", {"0", "1"}},
@@ -33,6 +34,11 @@ const std::array<Switch, 15> kSwitches{{
     {"DSV4_GEMM_GEMV_PAIR", {"0", "1"}},
     {"DSV4_GEMM_FP8_GEMV", {"0", "1"}},
     {"DSV4_GEMM_PLAIN_WIDE", {"0", "1"}},
+}};
+
+// Switches that were replaced, and by what: set, they fail the check instead of being ignored.
+const std::array<std::pair<const char*, const char*>, 1> kRetired{{
+    {"DSV4_GEMM", "--numerics fast or exact (DSV4_NUMERICS)"},
 }};
 
 std::string_view checked(const Switch& s) {
@@ -54,6 +60,9 @@ std::string_view env_switch(const char* name) {
 }
 
 void check_env_switches() {
+  for (const auto& [name, instead] : kRetired) {
+    DSV4_CHECK(env_value(name).empty(), "{} is no longer read: use {}", name, instead);
+  }
   for (const Switch& s : kSwitches) checked(s);
 }
 

@@ -136,12 +136,16 @@ double check_block(Model& model, const LoadedModel& m, const Pattern& pat, const
 
 }  // namespace
 
-GoldenThresholds load_thresholds(const fs::path& file) {
+GoldenThresholds load_thresholds(const fs::path& file, Numerics tier) {
   GoldenThresholds t;
   if (!fs::exists(file)) return t;
   std::ifstream in(file);
-  const auto j = nlohmann::json::parse(in, nullptr, false);
-  DSV4_CHECK(j.is_object(), "{}: not a JSON object", file.string());
+  const auto top = nlohmann::json::parse(in, nullptr, false);
+  DSV4_CHECK(top.is_object(), "{}: not a JSON object", file.string());
+  const bool fast = tier == Numerics::kFast;
+  DSV4_CHECK(!fast || (top.contains("fast") && top["fast"].is_object()),
+             "{}: no \"fast\" object with the fast tier's thresholds", file.string());
+  const nlohmann::json& j = fast ? top["fast"] : top;
   auto get = [&](const char* k) -> std::optional<double> {
     if (!j.contains(k)) return std::nullopt;
     DSV4_CHECK(j[k].is_number(), "{}: {} must be a number", file.string(), k);

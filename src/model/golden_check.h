@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/device.h"
+#include "backend/numerics.h"
 #include "backend/ops.h"
 #include "model/step_shape.h"
 
@@ -44,8 +45,9 @@ struct GoldenResult {
   std::vector<std::string> failures;  // one line per missed threshold
 };
 
-// Loads tolerance.json of a golden folder (absent file: nothing checked).
-GoldenThresholds load_thresholds(const std::filesystem::path& file);
+// Loads tolerance.json of a golden folder (absent file: nothing checked): the top-level keys for the
+// exact tier, the `fast` object's for the fast tier (spec/NUMERICS.md; a file without one fails).
+GoldenThresholds load_thresholds(const std::filesystem::path& file, Numerics tier = Numerics::kExact);
 
 GoldenResult run_golden_check(const GoldenOptions& opts, Ops& ops, Device& dev);
 

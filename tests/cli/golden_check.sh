@@ -11,7 +11,8 @@ for set in tiny-a tiny-b; do
 import json, sys
 name, out = sys.argv[1], sys.argv[2]
 j = json.loads(out)
-assert list(j) == ["rms_ratio", "argmax_agreement", "blocks", "pass"], j
+assert list(j) == ["numerics", "rms_ratio", "argmax_agreement", "blocks", "pass"], j
+assert j["numerics"] == "exact", j
 assert j["pass"] is True and len(j["blocks"]) == 4, j
 print(f"{name}: rms_ratio {j['rms_ratio']:.4f} argmax {j['argmax_agreement']:.3f} blocks "
       + " ".join(f"{b['rms_rel']:.5f}" for b in j["blocks"]))
@@ -23,6 +24,13 @@ for set in tiny-a tiny-b; do
   padded=$("$DSV4" golden-check "$SHARED/golden/$set" --no-blocks --step-mode padded 2>/dev/null) || fail "$set padded: $padded"
   [ "$eager" = "$padded" ] || fail "$set: padded decode steps differ from eager ones: $padded vs $eager"
 done
+# The CPU backend is exact only: asked for the fast tier it refuses, naming the exact tier.
+set +e
+err=$("$DSV4" golden-check "$SHARED/golden/tiny-a" --no-blocks --numerics fast 2>&1 >/dev/null)
+rc=$?
+set -e
+[ $rc -ne 0 ] || fail "--numerics fast on the CPU backend must fail"
+grep -q "exact tier only" <<<"$err" || fail "the refusal must name the exact tier: $err"
 # A threshold that no implementation meets must fail, with exit code 3 and pass=false.
 set +e
 out=$("$DSV4" golden-check "$SHARED/golden/tiny-a" --no-blocks --max-rms-ratio 0.001 2>/dev/null)

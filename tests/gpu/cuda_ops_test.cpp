@@ -108,8 +108,8 @@ class CudaOpsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dev_ = new cuda::CudaDevice(0);
-    ops_ = new cuda::CudaOps(*dev_, cuda::GemmPrecision::kExact);
-    lt_ops_ = new cuda::CudaOps(*dev_, cuda::GemmPrecision::kCublasLt);
+    ops_ = new cuda::CudaOps(*dev_, cuda::GemmPolicy{Numerics::kExact});
+    lt_ops_ = new cuda::CudaOps(*dev_, cuda::GemmPolicy{Numerics::kFast});
   }
   static void TearDownTestSuite() {
     delete lt_ops_;

@@ -355,7 +355,7 @@ void check_fast_rows(cuda::GemmRunner& runner, const Case& c, const HostWeight& 
 void check_fast(const Case& c, std::initializer_list<int64_t> rows, double tol, uint32_t seed) {
   const HostWeight hw = random_weight(c.kind, c.n, c.k, seed);
   const DevWeight dw(hw);
-  cuda::GemmRunner runner(nullptr, cuda::GemmPrecision::kCublasLt);
+  cuda::GemmRunner runner(nullptr, cuda::GemmPolicy{Numerics::kFast});
   for (int64_t r : rows) {
     if (c.f32_out) {
       check_fast_rows<uint32_t>(runner, c, hw, dw, r, tol, seed + static_cast<uint32_t>(r));
@@ -1017,7 +1017,7 @@ TEST(CudaGemm, DISABLED_Timings) {
   cudaStream_t stream;
   DSV4_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   {
-    cuda::GemmRunner runner(stream, cuda::GemmPrecision::kCublasLt);
+    cuda::GemmRunner runner(stream, cuda::GemmPolicy{Numerics::kFast});
     for (const Case& c : cases) {
       const HostWeight hw = random_weight(c.kind, c.n, c.k, 1);
       const DevWeight dw(hw);

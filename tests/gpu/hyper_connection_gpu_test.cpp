@@ -6,9 +6,12 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdio>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
@@ -146,9 +149,10 @@ std::vector<HcPath> paths(const HcCase& c, int mix) {
   return p;
 }
 
-// Scratch for the chain path (null where the wide kernel serves).
+// Scratch for the chain path or the fast mix (null where the wide kernel serves).
 struct Scratch {
-  Scratch(int64_t tokens, int mix) : d(poisoned<float>(static_cast<size_t>(cuda::hc_scratch_floats(tokens, mix)))) {}
+  Scratch(const HcCase& c, int64_t tokens, int mix, bool fast = false)
+      : d(poisoned<float>(static_cast<size_t>(cuda::hc_scratch_floats(tokens, c.hc, c.dim, mix, fast)))) {}
   float* get() { return d.n ? d.p : nullptr; }
   Dev<float> d;
 };
@@ -177,9 +181,9 @@ TEST(CudaHyperConnection, PreIsBitExact) {
       Dev<uint16_t> dh(in.h), dx(poisoned<uint16_t>(x.size()));
       Dev<float> dfn(in.fn), ds(in.scale), db(in.base), dpost(poisoned<float>(post.size())),
           dcomb(poisoned<float>(comb.size()));
-      Scratch scratch(chain ? c.tokens : 0, mix);
+      Scratch scratch(c, chain ? c.tokens : 0, mix);
       cuda::hc_pre(dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, c.iters, dx.p, dpost.p, dcomb.p,
-                   chain ? scratch.get() : nullptr, nullptr);
+                   chain ? scratch.get() : nullptr, false, nullptr);
       EXPECT_EQ(bits(dpost.get()), bits(post));
       EXPECT_EQ(bits(dcomb.get()), bits(comb));
       EXPECT_EQ(dx.get(), x);
@@ -227,9 +231,73 @@ TEST(CudaHyperConnection, HeadIsBitExact) {
       const bool chain = path != HcPath::kWide;
       Dev<uint16_t> dh(in.h), dy(poisoned<uint16_t>(y.size()));
       Dev<float> dfn(in.fn), ds(in.scale), db(in.base);
-      Scratch scratch(chain ? c.tokens : 0, c.hc);
-      cuda::hc_head(dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, dy.p, scratch.get(), nullptr);
+      Scratch scratch(c, chain ? c.tokens : 0, c.hc);
+      cuda::hc_head(dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, dy.p, scratch.get(), false, nullptr);
       EXPECT_EQ(dy.get(), y);
+    }
+  }
+}
+
+// calc_diff(x, y) = 1 − 2·Σxy / Σ(x² + y²) (spec/NUMERICS.md).
+double calc_diff(const std::vector<float>& x, const std::vector<float>& y) {
+  double xy = 0, xx = 0;
+  for (size_t i = 0; i < x.size(); ++i) xy += double{x[i]} * y[i], xx += double{x[i]} * x[i] + double{y[i]} * y[i];
+  return xx > 0 ? 1.0 - 2.0 * xy / xx : 0.0;
+}
+
+// Outputs of bf16 x within one bf16 ulp of the exact ones (a rounding can flip; nothing more).
+int64_t beyond_one_ulp(const std::vector<uint16_t>& got, const std::vector<uint16_t>& want) {
+  int64_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double w = bf16_to_float(want[i]), g = bf16_to_float(got[i]);
+    const double ulp = std::exp2(std::floor(std::log2(std::max(std::fabs(w), 0x1p-126))) - 7);
+    bad += !(std::fabs(g - w) <= ulp);
+  }
+  return bad;
+}
+
+// The fast tier's hc_pre (the mix's fp32 sums over column chunks in a fixed order) against the exact
+// op: post and comb (fp32) at calc_diff <= 1e-10, x within a bf16 ulp, the same bits run to run; a
+// dropped column chunk (what a chunk-indexing bug computes) fails that bound.
+TEST(CudaHyperConnection, FastPrePassesTheGate) {
+  uint32_t seed = 500;
+  for (const HcCase& c : {HcCase{1, 4096, 4, 20}, HcCase{7, 4096, 4, 20}, HcCase{64, 4096, 4, 20},
+                          HcCase{3, 1000, 4, 20}, HcCase{2, 24, 4, 20}}) {
+    SCOPED_TRACE(testing::Message() << "tokens " << c.tokens << " dim " << c.dim);
+    const int mix = (2 + c.hc) * c.hc;
+    const HcInputs in(c, mix, seed += 10);
+    std::vector<uint16_t> x(static_cast<size_t>(c.tokens * c.dim));
+    std::vector<float> post(static_cast<size_t>(c.tokens * c.hc)), comb(static_cast<size_t>(c.tokens * c.hc * c.hc));
+    CpuOps cpu(2);
+    cpu.hc_pre({in.h.data(), c.tokens, c.hc, c.dim, in.fn.data(), in.scale.data(), in.base.data(), 1e-6f, 1e-6f,
+                c.iters, x.data(), post.data(), comb.data()});
+    auto run = [&](const std::vector<float>& fn) {
+      Dev<uint16_t> dh(in.h), dx(poisoned<uint16_t>(x.size()));
+      Dev<float> dfn(fn), ds(in.scale), db(in.base), dpost(poisoned<float>(post.size())),
+          dcomb(poisoned<float>(comb.size()));
+      Scratch scratch(c, c.tokens, mix, true);
+      cuda::hc_pre(dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, c.iters, dx.p, dpost.p, dcomb.p,
+                   scratch.get(), true, nullptr);
+      return std::tuple{dx.get(), dpost.get(), dcomb.get()};
+    };
+    const auto [fx, fpost, fcomb] = run(in.fn);
+    const double d_post = calc_diff(post, fpost), d_comb = calc_diff(comb, fcomb);
+    std::printf("[ fast hc_pre ] tokens %3lld dim %4lld: calc_diff post %.2e comb %.2e, x beyond 1 ulp %lld\n",
+                static_cast<long long>(c.tokens), static_cast<long long>(c.dim), d_post, d_comb,
+                static_cast<long long>(beyond_one_ulp(fx, x)));
+    EXPECT_LE(d_post, 1e-10);
+    EXPECT_LE(d_comb, 1e-10);
+    EXPECT_EQ(beyond_one_ulp(fx, x), 0);
+    const auto [fx2, fpost2, fcomb2] = run(in.fn);
+    EXPECT_EQ(fx2, fx);
+    EXPECT_EQ(bits(fpost2), bits(fpost));
+    EXPECT_EQ(bits(fcomb2), bits(fcomb));
+    if (c.hc * c.dim >= 512) {  // the mutation: columns 256..511 of every fn row lost
+      std::vector<float> dropped = in.fn;
+      const int64_t width = c.hc * c.dim;
+      for (int o = 0; o < mix; ++o) std::fill_n(dropped.begin() + o * width + 256, 256, 0.0f);
+      const auto [mx, mpost, mcomb] = run(dropped);
+      EXPECT_GT(calc_diff(post, mpost) + calc_diff(comb, mcomb), 1e-10) << "a dropped chunk passed the gate";
     }
   }
 }

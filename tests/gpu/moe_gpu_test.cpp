@@ -117,7 +117,7 @@ struct Stream {
 
 struct Runners {
   Stream stream;
-  cuda::GemmRunner gemm{stream.s, cuda::GemmPrecision::kCublasLt};  // exact_shared picks per call
+  cuda::GemmRunner gemm{stream.s, cuda::GemmPolicy{Numerics::kFast}};  // exact_shared picks per call
   cuda::MoeRunner moe{gemm, stream.s};
 };
 

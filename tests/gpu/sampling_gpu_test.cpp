@@ -43,7 +43,7 @@ class CudaSampling : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dev_ = new cuda::CudaDevice(0);
-    ops_ = new cuda::CudaOps(*dev_, cuda::GemmPrecision::kExact);
+    ops_ = new cuda::CudaOps(*dev_, cuda::GemmPolicy{Numerics::kExact});
   }
   static void TearDownTestSuite() {
     delete ops_;

@@ -43,7 +43,7 @@ struct CudaRun {
 
 CudaRun cuda_steps(StepMode mode, bool overlap, bool shared_overlap = false) {
   cuda::CudaDevice dev;
-  cuda::CudaOps ops(dev, cuda::GemmPrecision::kExact);
+  cuda::CudaOps ops(dev, cuda::GemmPolicy{Numerics::kExact});
   Model m(tiny().config, tiny().weights, ops, dev);
   m.set_step_mode(mode);
   m.set_overlap(overlap);

@@ -1,5 +1,6 @@
-// GemmRunner: dispatch of one GEMM to cuBLASLt (FP8 block-scaled, bf16) or the exact kernels
-// (gemm.cu), with the scratch it needs. Row-major y = x·Wᵀ is column-major yᵀ = W·xᵀ, so cuBLASLt
+// GemmRunner: runs each GEMM on the route its plan names (gemm/gemm_plan.h): cuBLASLt (FP8
+// block-scaled, bf16), the fast tensor-core kernel (gemm/fast_mma.h) or the exact kernels (gemm.cu),
+// with the scratch each needs. Row-major y = x·Wᵀ is column-major yᵀ = W·xᵀ, so cuBLASLt
 // sees A = W (op T, lda = K), B = x (op N, ldb = x row stride), D = y (ldd = y row stride),
 // m = N, n = rows, k = K: the "TN" form FP8 requires. Everything runs on the runner's stream;
 // nothing waits on the host.
@@ -10,8 +11,12 @@
 #include <map>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_device.h"
+#include "backend/cuda/fp4_gemv.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/gemm/fast_mma.h"
 #include "backend/cuda/gemm_imma.h"
+#include "backend/cuda/gemm_imma_skinny.h"
 #include "backend/cuda/gemm_internal.h"
 #include "backend/cuda/scratch_epoch.h"
 #include "core/error.h"
@@ -163,10 +168,13 @@ struct GemmRunner::Impl {
   int64_t partial_floats = 0;
   int32_t* counters = nullptr;  // its per-tile arrival counters (zero between GEMMs)
   int64_t counter_count = 0;
+  float* fast_partial = nullptr;  // the fast kernel's split partial sums
+  int64_t fast_partial_floats = 0;
   std::map<std::array<int64_t, 15>, LtPlan> plans;
-  GemmPrecision precision;
+  GemmPolicy policy;
+  DeviceCaps caps;
 
-  Impl(cudaStream_t s, GemmPrecision mode) : stream(s), precision(mode) {
+  Impl(cudaStream_t s, const GemmPolicy& p) : stream(s), policy(p), caps{sm_count()} {
     DSV4_LT_CHECK(cublasLtCreate(&lt));
     DSV4_CUDA_CHECK(cudaMallocAsync(&workspace, kWorkspaceBytes, stream));
   }
@@ -176,6 +184,7 @@ struct GemmRunner::Impl {
     if (act) cudaFreeAsync(act, stream);
     if (partial) cudaFreeAsync(partial, stream);
     if (counters) cudaFreeAsync(counters, stream);
+    if (fast_partial) cudaFreeAsync(fast_partial, stream);
     if (workspace) cudaFreeAsync(workspace, stream);
     if (lt) cublasLtDestroy(lt);
   }
@@ -215,6 +224,24 @@ struct GemmRunner::Impl {
     }
     p.partial = partial, p.partial_floats = partial_floats;
     p.counters = counters, p.counter_count = counter_count;
+  }
+
+  // Grow-only scratch of the fast kernel's split partial sums.
+  float* fast_scratch(int64_t floats) {
+    if (floats == 0) return nullptr;
+    if (floats > fast_partial_floats) {
+      scratch_moves(stream, "the fast GEMM split scratch");
+      if (fast_partial) DSV4_CUDA_CHECK(cudaFreeAsync(fast_partial, stream));
+      fast_partial = nullptr;
+      fast_partial_floats = std::max(floats, fast_partial_floats + fast_partial_floats / 2);
+      DSV4_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&fast_partial),
+                                      static_cast<size_t>(fast_partial_floats) * 4, stream));
+    }
+    return fast_partial;
+  }
+
+  void fast_mma(const ExactBlockArgs& p, const GemmPlan& plan) {
+    fast_mma_gemm(p, {plan.tile_rows, plan.splits}, fast_scratch(plan.workspace_floats), stream);
   }
 
   const LtPlan& plan(const LtShape& s, const float* scale_a, const float* scale_b) {
@@ -295,7 +322,7 @@ struct GemmRunner::Impl {
     const bool plain = w.kind == GemmWeightKind::kBf16 || w.kind == GemmWeightKind::kF32;
     const bool same = w_b.kind == w.kind && w_b.rows == w.rows && w_b.cols == w.cols;
     DSV4_CHECK(w_b.data && y_b, "gemm: a pair needs its second weight and output");
-    if (!plain || on_lt(a, GemmWeightKind::kBf16) || !same || a.rows == 0) {
+    if (!plain || !same || a.rows == 0 || plan_of(a, true).route != GemmRoute::kExactPlain) {
       run(a);
       GemmArgs b = a;
       b.w = w_b;
@@ -309,9 +336,16 @@ struct GemmRunner::Impl {
     exact_plain_gemm(p, stream);
   }
 
-  // Whether a weight of `kind` goes to cuBLASLt (kCublasLt precision, the call not asking for exact).
-  bool on_lt(const GemmArgs& a, GemmWeightKind kind) const {
-    return a.w.kind == kind && !a.exact && precision == GemmPrecision::kCublasLt;
+  GemmPlan plan_of(const GemmArgs& a, bool pair) const {
+    GemmProblem p;
+    p.weight = a.w.kind;
+    p.rows = a.rows;
+    p.n = a.w.rows;
+    p.kg = a.w.cols;
+    p.groups = a.groups;
+    p.pair = pair;
+    p.exact = a.exact;
+    return plan_gemm(p, policy, caps);
   }
 
   void run_checks(const GemmArgs& a) {
@@ -327,9 +361,9 @@ struct GemmRunner::Impl {
     const int64_t k = w.cols * a.groups;
     const int64_t x_ld = a.x_stride ? a.x_stride : k, y_ld = a.y_stride ? a.y_stride : w.rows;
     if (a.rows == 0) return;
-    const bool y_f32 = a.out == GemmOut::kF32;
-    if (w.kind == GemmWeightKind::kBf16 || w.kind == GemmWeightKind::kF32) {
-      if (on_lt(a, GemmWeightKind::kBf16) && lt_bf16(a, x_ld, y_ld)) return;
+    const GemmPlan plan = plan_of(a, false);
+    if (plan.route == GemmRoute::kExactPlain || plan.fallback == GemmRoute::kExactPlain) {
+      if (plan.route == GemmRoute::kCublasLt && lt_bf16(a, x_ld, y_ld)) return;
       exact_plain_gemm(plain_args(a), stream);
       return;
     }
@@ -338,34 +372,50 @@ struct GemmRunner::Impl {
     p.kind = w.kind;
     p.rows = a.rows, p.n = w.rows, p.ng = w.rows / a.groups, p.kg = w.cols, p.groups = a.groups;
     p.w = w.data, p.w_scale = w.scale;
-    p.y = a.y, p.y_ld = y_ld, p.y_f32 = y_f32;
-    const bool use_lt = on_lt(a, GemmWeightKind::kFp8);
-    // The SIMT kernels quantize bf16 rows as they read them; cuBLASLt and the tensor-core kernel take
-    // codes (the latter split into digit planes, and for many rows the FP8 weight too).
-    const bool imma = !use_lt && imma_wanted(w.kind, a.rows, w.cols, w.rows);
-    if (!use_lt && !imma && alignment_of(a.x) >= 16 && x_ld % 8 == 0) {
+    p.y = a.y, p.y_ld = y_ld, p.y_f32 = a.out == GemmOut::kF32;
+    if (plan.route == GemmRoute::kExactBlock) {
+      run_exact_block(a, p, x_ld);
+      return;
+    }
+    // cuBLASLt and the fast kernel take codes; cuBLASLt also the weight's scales as fp32, converted in
+    // the quantizing launch every call (a cached copy would go stale when weights are freed).
+    const bool on_lt = plan.route == GemmRoute::kCublasLt;
+    const int64_t scale_ld = act_scale_ld(a.rows);
+    const size_t code_bytes = (static_cast<size_t>(a.rows * k) + 255) / 256 * 256;
+    const size_t act_scale_bytes = static_cast<size_t>(k / 128 * scale_ld) * 4;
+    const size_t w_scale_bytes = on_lt ? static_cast<size_t>((w.rows + 127) / 128 * weight_scale_ld(w.cols)) * 4 : 0;
+    auto* codes = static_cast<uint8_t*>(act_scratch(code_bytes + act_scale_bytes + w_scale_bytes));
+    auto* act_scales = reinterpret_cast<float*>(codes + code_bytes);
+    float* w_scales = on_lt ? act_scales + act_scale_bytes / 4 : nullptr;
+    const WeightScaleJob job = on_lt ? WeightScaleJob{w.scale, w.rows, w.cols, w_scales} : WeightScaleJob{};
+    quantize_act(a.x, a.rows, k, x_ld, codes, act_scales, scale_ld, stream, job);
+    if (on_lt && lt_fp8(a, codes, act_scales, scale_ld, y_ld, w_scales)) return;
+    p.codes = codes, p.codes_ld = k, p.scales = act_scales, p.scale_ld = scale_ld;
+    fast_mma(p, plan);
+  }
+
+  // The exact block kernels: the SIMT kernels quantize bf16 rows as they read them; the int8
+  // tensor-core kernel takes codes split into digit planes (for many rows the FP8 weight's too).
+  void run_exact_block(const GemmArgs& a, ExactBlockArgs& p, int64_t x_ld) {
+    const GemmWeight& w = a.w;
+    const int64_t k = w.cols * a.groups;
+    const bool imma = imma_wanted(w.kind, a.rows, w.cols, w.rows);
+    if (!imma && alignment_of(a.x) >= 16 && x_ld % 8 == 0) {
       p.x = a.x, p.x_ld = x_ld;
       split_scratch(p);
       exact_block_gemm(p, stream);
       return;
     }
-    // Scratch: activation codes, their scales, and (cuBLASLt) the weight's scales as fp32, converted
-    // in the quantizing launch every call: a cached copy would go stale when weights are freed.
     const int64_t scale_ld = act_scale_ld(a.rows);
     const size_t code_bytes = (static_cast<size_t>(a.rows * k) + 255) / 256 * 256;
     const size_t act_scale_bytes = static_cast<size_t>(k / 128 * scale_ld) * 4;
-    const size_t w_scale_bytes = use_lt ? static_cast<size_t>((w.rows + 127) / 128 * weight_scale_ld(w.cols)) * 4 : 0;
     const bool w_planes = imma && w.kind == GemmWeightKind::kFp8 && imma_weight_planes(a.rows);
     const size_t a_digit_bytes = imma ? static_cast<size_t>(digit_plane_bytes(a.rows, k)) : 0;
     const size_t w_digit_bytes = w_planes ? static_cast<size_t>(digit_plane_bytes(w.rows, w.cols)) : 0;
-    auto* codes = static_cast<uint8_t*>(
-        act_scratch(code_bytes + act_scale_bytes + w_scale_bytes + a_digit_bytes + w_digit_bytes));
+    auto* codes = static_cast<uint8_t*>(act_scratch(code_bytes + act_scale_bytes + a_digit_bytes + w_digit_bytes));
     auto* act_scales = reinterpret_cast<float*>(codes + code_bytes);
-    float* w_scales = use_lt ? act_scales + act_scale_bytes / 4 : nullptr;
-    auto* digits = reinterpret_cast<int8_t*>(codes + code_bytes + act_scale_bytes + w_scale_bytes);
-    const WeightScaleJob job = use_lt ? WeightScaleJob{w.scale, w.rows, w.cols, w_scales} : WeightScaleJob{};
-    quantize_act(a.x, a.rows, k, x_ld, codes, act_scales, scale_ld, stream, job);
-    if (use_lt && lt_fp8(a, codes, act_scales, scale_ld, y_ld, w_scales)) return;
+    auto* digits = reinterpret_cast<int8_t*>(codes + code_bytes + act_scale_bytes);
+    quantize_act(a.x, a.rows, k, x_ld, codes, act_scales, scale_ld, stream);
     p.codes = codes, p.codes_ld = k, p.scales = act_scales, p.scale_ld = scale_ld;
     if (imma) {
       digit_planes(codes, a.rows, k, k, digits, a.rows * k, stream);
@@ -379,13 +429,49 @@ struct GemmRunner::Impl {
     if (!imma) split_scratch(p);  // split-K is the SIMT kernels'
     exact_block_gemm(p, stream);
   }
+
+  GemmPlan plan_grouped(GemmWeightKind kind, int64_t rows, int experts, int64_t n, int64_t k, bool pair) const {
+    GemmProblem p;
+    p.weight = kind;
+    p.rows = rows;
+    p.experts = experts;
+    p.n = n;
+    p.kg = k;
+    p.pair = pair;
+    return plan_gemm(p, policy, caps);
+  }
+
+  void grouped(const GroupedGemmArgs& a) {
+    const GemmPlan plan = plan_grouped(a.kind, a.rows, a.experts, a.n, a.k, a.y_b != nullptr);
+    if (plan.route != GemmRoute::kFastMma) {
+      grouped_gemm(a, stream);
+      return;
+    }
+    DSV4_CHECK(a.experts > 0 && a.offsets && a.w_data && a.w_scale && a.y, "grouped gemm: missing arguments");
+    ExactBlockArgs p;
+    p.kind = a.kind;
+    p.codes = a.a_codes, p.codes_ld = a.k, p.scales = a.a_scales, p.scale_ld = a.scale_ld;
+    p.rows = a.rows, p.n = a.n, p.ng = a.n, p.kg = a.k;
+    p.w_list = a.w_data, p.w_scale_list = a.w_scale, p.offsets = a.offsets, p.experts = a.experts;
+    p.y = a.y, p.y_ld = a.n;
+    p.w_list_b = a.w_data_b, p.w_scale_list_b = a.w_scale_b, p.y_b = a.y_b;
+    fast_mma(p, plan);
+  }
 };
 
-GemmRunner::GemmRunner(cudaStream_t stream, GemmPrecision precision)
-    : impl_(std::make_unique<Impl>(stream, precision)) {}
+GemmRunner::GemmRunner(cudaStream_t stream, const GemmPolicy& policy) : impl_(std::make_unique<Impl>(stream, policy)) {}
 GemmRunner::~GemmRunner() = default;
 
 void GemmRunner::run(const GemmArgs& a) { impl_->run(a); }
 void GemmRunner::run_pair(const GemmArgs& a, const GemmWeight& w_b, void* y_b) { impl_->run_pair(a, w_b, y_b); }
+void GemmRunner::grouped(const GroupedGemmArgs& a) { impl_->grouped(a); }
+const GemmPolicy& GemmRunner::policy() const { return impl_->policy; }
+
+bool GemmRunner::wants_digit_planes(GemmWeightKind kind, int64_t rows, int experts, int64_t k) const {
+  if (impl_->plan_grouped(kind, rows, experts, k, k, false).route != GemmRoute::kExactBlock) return false;
+  const int64_t per_weight = experts > 0 ? (rows + experts - 1) / experts : rows;
+  return imma_wanted(kind, per_weight, k) || fp4_gemv_takes(kind, per_weight, k) ||
+         imma_skinny_takes(kind, per_weight, k);
+}
 
 }  // namespace dsv4::cuda

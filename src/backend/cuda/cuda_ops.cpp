@@ -43,9 +43,8 @@ DeviceTable device_table(const EntryTable& t) {
 
 }  // namespace
 
-CudaOps::CudaOps(CudaDevice& dev, GemmPrecision gemm)
+CudaOps::CudaOps(CudaDevice& dev, const GemmPolicy& gemm)
     : dev_(dev),
-      gemm_precision_(gemm),
       gemm_(std::make_unique<GemmRunner>(dev.main_stream(), gemm)),
       moe_(std::make_unique<MoeRunner>(*gemm_, dev.main_stream())) {
   DSV4_CHECK(dev.stream() == dev.main_stream(), "CudaOps: made inside a side branch");
@@ -59,7 +58,7 @@ GemmRunner& CudaOps::gemm() {
   if (dev_.stream() == dev_.main_stream()) return *gemm_;
   if (!side_gemm_) {
     scratch_moves(dev_.stream(), "a side-stream GEMM runner");
-    side_gemm_ = std::make_unique<GemmRunner>(dev_.stream(), gemm_precision_);
+    side_gemm_ = std::make_unique<GemmRunner>(dev_.stream(), gemm_->policy());
   }
   return *side_gemm_;
 }
@@ -309,9 +308,11 @@ void CudaOps::shared_expert(const SharedExpertParams& p) {
 
 void CudaOps::hc_pre(const HcPreParams& p) {
   check_params(p);
-  DeviceArray<float> scratch(dev_, static_cast<size_t>(hc_scratch_floats(p.tokens, (2 + p.hc) * p.hc)));
+  const bool fast = gemm_->policy().numerics == Numerics::kFast;
+  DeviceArray<float> scratch(dev_,
+                             static_cast<size_t>(hc_scratch_floats(p.tokens, p.hc, p.dim, (2 + p.hc) * p.hc, fast)));
   cuda::hc_pre(p.h, p.tokens, p.hc, p.dim, p.fn, p.scale, p.base, p.norm_eps, p.hc_eps, p.sinkhorn_iters, p.x, p.post,
-               p.comb, scratch.data(), dev_.stream());
+               p.comb, scratch.data(), fast, dev_.stream());
 }
 
 void CudaOps::hc_post(const HcPostParams& p) {
@@ -321,8 +322,9 @@ void CudaOps::hc_post(const HcPostParams& p) {
 
 void CudaOps::hc_head(const HcHeadParams& p) {
   check_params(p);
-  DeviceArray<float> scratch(dev_, static_cast<size_t>(hc_scratch_floats(p.tokens, p.hc)));
-  cuda::hc_head(p.h, p.tokens, p.hc, p.dim, p.fn, p.scale, p.base, p.norm_eps, p.hc_eps, p.y, scratch.data(),
+  const bool fast = gemm_->policy().numerics == Numerics::kFast;
+  DeviceArray<float> scratch(dev_, static_cast<size_t>(hc_scratch_floats(p.tokens, p.hc, p.dim, p.hc, fast)));
+  cuda::hc_head(p.h, p.tokens, p.hc, p.dim, p.fn, p.scale, p.base, p.norm_eps, p.hc_eps, p.y, scratch.data(), fast,
                 dev_.stream());
 }
 

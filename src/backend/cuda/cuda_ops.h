@@ -19,7 +19,7 @@ class GemmRunner;
 class MoeRunner;
 struct GemmWeight;
 struct IndexerArgs;
-enum class GemmPrecision : uint8_t;
+struct GemmPolicy;
 
 // The indexer kernel's arguments for an op's parameters (`err`: the device's error flag); shared with
 // the benchmark, which times the kernel's halves apart.
@@ -27,7 +27,7 @@ IndexerArgs indexer_args(const IndexerTopkParams& p, int32_t* err);
 
 class CudaOps final : public Ops {
  public:
-  explicit CudaOps(CudaDevice& dev, GemmPrecision gemm);
+  CudaOps(CudaDevice& dev, const GemmPolicy& gemm);
   ~CudaOps() override;
 
   void linear(const LinearParams& p) override;
@@ -63,7 +63,6 @@ class CudaOps final : public Ops {
   const GemmWeight* gemm_weights(const Weight* w, int experts);
 
   CudaDevice& dev_;
-  GemmPrecision gemm_precision_;
   std::unique_ptr<GemmRunner> gemm_;       // main stream
   std::unique_ptr<GemmRunner> side_gemm_;  // side stream (Device::begin_side)
   std::unique_ptr<MoeRunner> moe_;         // main stream only

@@ -1,19 +1,17 @@
 // GEMMs of the CUDA backend (MODEL.md §9.3, backend/ops.h LinearParams): y[m, n] = Σ_k x[m, k]·W[n, k].
-//  * FP8 weights (e4m3 + 128x128 ue8m0 scales): activations quantized per row in 1x128 blocks by the
-//    exact kernel as it reads its input (a separate quantize_act launch only for rows off the 16-byte
-//    grid), or (GemmPrecision::kCublasLt) quantize_act then cuBLASLt's block-scaled FP8 GEMM (VEC128 x
-//    BLK128x128 scale modes) where it supports the shape (cuBLASLt 13.1 on the H200: rows % 4 == 0).
-//  * FP4 weights (e2m1 + per-32 ue8m0 scales): the exact kernel.
-//  * FP8/FP4 with 64 or more rows per weight (dense weights with many columns: 24, imma_wanted): the
-//    same exact block sums on the int8 tensor cores (gemm_imma.h), from activation codes;
-//    DSV4_GEMM_IMMA=0 keeps them on the exact SIMT kernels.
-//  * bf16 / f32 weights: true fp32 GEMMs (never TF32): the exact kernel, or (kCublasLt, bf16 only)
-//    cuBLASLt with fp32 accumulation.
-// The exact kernel computes the CPU backend's arithmetic bit for bit (backend/cpu/linear.cpp): per
-// K-block (128 for FP8, 32 for FP4) the exact sum P of the codes' products rounded once to fp32 (fp64
-// sums, exact in any order), then C += P·(sa·sb) (FP8) or C += (P·sa)·sb (FP4) in block order;
-// plain weights one ascending fp32 sum. The MoE gate and the compressor use it
-// so that discrete choices made from their outputs match the CPU backend exactly.
+// GemmRunner plans each call (gemm/gemm_plan.h) under the backend's GemmPolicy and runs that route.
+//  * Exact tier: the exact kernels compute the CPU backend's arithmetic bit for bit
+//    (backend/cpu/linear.cpp): per K-block (128 for FP8, 32 for FP4) the exact sum P of the codes'
+//    products rounded once to fp32, then C += P·(sa·sb) (FP8) or C += (P·sa)·sb (FP4) in block
+//    order; plain weights one ascending fp32 sum. Among them: SIMT kernels that quantize bf16 rows as
+//    they read them, the int8 tensor cores for 64 or more rows a weight (gemm_imma.h) and few rows
+//    of FP4 experts (gemm_imma_skinny.h), one-row GEMVs (fp8_gemv.h, fp4_gemv.h).
+//  * Fast tier (spec/NUMERICS.md): FP8/FP4 on the FP8 tensor cores with per-block promotion
+//    (gemm/fast_mma.h), dense FP8 of many rows on cuBLASLt's block-scaled GEMM (VEC128 activations x
+//    BLK128x128 weights; cuBLASLt 13.1 takes rows % 4 == 0, else the tensor-core kernel), bf16 on
+//    cuBLASLt with fp32 accumulation; fp32 weights on the exact plain kernel.
+// Calls that set GemmArgs::exact (the MoE gate and the compressor, whose outputs make discrete
+// choices) take the exact kernels on either tier.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -21,9 +19,9 @@
 #include <cstdint>
 #include <memory>
 
-namespace dsv4::cuda {
+#include "backend/cuda/gemm/gemm_plan.h"
 
-enum class GemmWeightKind : uint8_t { kFp8, kFp4, kBf16, kF32 };
+namespace dsv4::cuda {
 
 // One weight matrix [rows = N, cols = K] in device memory, scales as stored in the checkpoint:
 // FP8 ue8m0 [ceil(N/128), ceil(K/128)], FP4 ue8m0 [N, K/32]; FP4 data packed [N, K/2].
@@ -46,27 +44,17 @@ struct GemmArgs {
   int groups = 1;  // grouped (wo_a): output column n uses x slice n / (N/groups)
   int64_t x_stride = 0;
   int64_t y_stride = 0;
-  bool exact = false;  // the exact kernel whatever the runner's precision
-};
-
-// Which GEMMs run where. The reference sums each output in fp32 with every product exact (FP8
-// per 128-wide K-block). The H200's FP8 tensor cores keep fewer bits while accumulating (about 1e-3
-// relative error per output), and any difference, even an fp32 summation order, is amplified by
-// the model's many re-quantizations (bf16, FP8, FP4) into index and routing flips. So the default
-// is exact for every weight kind, bit-identical to the CPU backend (the int8 tensor cores compute
-// exact block sums too), and the FP8/bf16 tensor-core libraries are opt-in (DSV4_GEMM=cublaslt)
-// with their golden-set numbers in docs/perf.md.
-enum class GemmPrecision : uint8_t {
-  kExact,     // the exact kernels: bit-identical to the CPU backend
-  kCublasLt,  // cuBLASLt: block-scaled FP8 (where it takes the shape) and bf16 with fp32 accumulation
+  bool exact = false;  // the exact kernels whatever the runner's tier
 };
 
 // Owns the cuBLASLt handle, its workspace and scratch for quantized activations and split-K
 // partials. run() only enqueues on the stream (scratch grows with stream-ordered allocations); it
 // is not thread-safe. Weights and x must be 16-byte aligned for the fast paths.
+struct GroupedGemmArgs;
+
 class GemmRunner {
  public:
-  explicit GemmRunner(cudaStream_t stream, GemmPrecision precision = GemmPrecision::kExact);
+  explicit GemmRunner(cudaStream_t stream, const GemmPolicy& policy = {});
   ~GemmRunner();
   GemmRunner(const GemmRunner&) = delete;
   GemmRunner& operator=(const GemmRunner&) = delete;
@@ -75,6 +63,12 @@ class GemmRunner {
   // run(a) and the same with the weight w_b (a's kind and shape) into y_b: one launch where the exact
   // plain kernels take both (the compressor's wkv and wgate), else two runs.
   void run_pair(const GemmArgs& a, const GemmWeight& w_b, void* y_b);
+  // The routed experts' grouped GEMM (a pair in one launch where the route takes it), planned as run().
+  void grouped(const GroupedGemmArgs& a);
+  // Whether grouped() of `kind` weights over `rows` rows (experts > 0) or a dense call would use
+  // activation digit planes (GroupedGemmArgs::a_digits), which the caller then makes.
+  bool wants_digit_planes(GemmWeightKind kind, int64_t rows, int experts, int64_t k) const;
+  const GemmPolicy& policy() const;
 
  private:
   struct Impl;

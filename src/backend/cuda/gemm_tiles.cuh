@@ -8,10 +8,12 @@
 #include <cstdint>
 
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/gemm/gemm_plan.h"
 #include "backend/cuda/gemm_internal.h"
 #include "backend/cuda/ptx.cuh"
 
 namespace dsv4::cuda::gemm_tiles {
+
 
 constexpr unsigned kFull = 0xffffffffu;
 
@@ -135,14 +137,6 @@ struct Tile {
   int cnt = 0;     // rows in the tile (<= the kernel's row tile)
   int e = 0;       // expert (grouped)
 };
-
-// Row tiles of tm rows a launch needs: dense, cdiv(rows, tm); grouped (experts > 0), every expert's
-// tiles, at most rows/tm plus one partial tile per non-empty expert, of which there are at most
-// min(experts, rows). A decode step's few routed rows then launch a few tiles, not one per expert.
-__host__ __forceinline__ int64_t row_tiles(int64_t rows, int64_t tm, int64_t experts) {
-  const int64_t partial = experts > 0 ? (experts < rows ? experts : rows) : 0;
-  return cdiv(rows + partial * (tm - 1), tm);
-}
 
 // Tile `tile` in the list of every expert's row tiles (whole warp; tile is warp-uniform).
 __device__ __forceinline__ bool find_expert_tile(const int32_t* off, int experts, int tm, int64_t tile, Tile& t) {

@@ -597,15 +597,20 @@ void launch_ring(const HcArgs& a, float* raw, cudaStream_t stream) {
 constexpr int kFinishCols = kThreads * 4;  // columns of x per finishing CTA
 
 // CTA (c, t): token t's epilogue from raw (post and comb by the c == 0 CTA), then columns
-// [c * kFinishCols, +kFinishCols) of its weighted streams.
+// [c * kFinishCols, +kFinishCols) of its weighted streams. raw holds `parts` partial rows per token
+// (the fast mix's column chunks, [part][token][row]), added in part order; the exact paths give one.
 template <bool kPre>
-__global__ void __launch_bounds__(kThreads) hc_finish_kernel(HcArgs a, const float* raw) {
+__global__ void __launch_bounds__(kThreads) hc_finish_kernel(HcArgs a, const float* raw, int parts) {
   pdl_enter();
   __shared__ float m[3 * kWarp + kSqLanes];
   __shared__ float pre[kMaxHc], cm[kMaxHc * kMaxHc];
-  const int64_t t = blockIdx.y, row = a.mix + kSqLanes;
+  const int64_t t = blockIdx.y, row = a.mix + kSqLanes, part_stride = a.tokens * row;
   if (threadIdx.x < kWarp) {
-    for (int64_t i = threadIdx.x; i < row; i += kWarp) m[i] = raw[t * row + i];
+    for (int64_t i = threadIdx.x; i < row; i += kWarp) {
+      float v = raw[t * row + i];
+      for (int c = 1; c < parts; ++c) v += raw[c * part_stride + t * row + i];
+      m[i] = v;
+    }
     __syncwarp();
     scale_by_rms(a, m);
     mix_outputs<kPre>(a, m, pre, cm, t, blockIdx.x == 0);
@@ -622,6 +627,77 @@ __global__ void __launch_bounds__(kThreads) hc_finish_kernel(HcArgs a, const flo
 #pragma unroll
   for (int u = 0; u < kPer; ++u)
     if (c0 + u * kThreads < a.dim) a.x[t * a.dim + c0 + u * kThreads] = v[u];
+}
+
+template <bool kPre>
+void finish(const HcArgs& a, const float* raw, int parts, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((a.dim + kFinishCols - 1) / kFinishCols), static_cast<unsigned>(a.tokens));
+  launch_kernel(hc_finish_kernel<kPre>, grid, kThreads, 0, stream, a, raw, parts);
+}
+
+// ---- The fast tier's mix (spec/NUMERICS.md: fp32 sums in any fixed order) ----
+// A CTA per (chunk of kFastCols columns, group of kFastTokens tokens): each thread one column, every
+// mix output's product and the sum of squares accumulated in registers, reduced over the warp and the
+// CTA in a fixed order into the chunk's partial row; hc_finish adds the chunks in order.
+constexpr int kFastCols = kThreads;
+constexpr int kFastTokens = 4;
+constexpr int kFastMaxMix = 24;  // hc <= 4
+constexpr int64_t kFastMaxTokens = kChainMaxTokens;
+
+__global__ void __launch_bounds__(kThreads) hc_mix_fast_kernel(HcArgs a, float* raw) {
+  pdl_enter();
+  constexpr int kOut = kFastMaxMix + 1;  // the mix outputs, then the sum of squares
+  __shared__ float part[kThreads / kWarp][kFastTokens * kOut];
+  const int64_t width = a.hc * a.dim, col = int64_t{blockIdx.x} * kFastCols + threadIdx.x;
+  const int64_t t0 = int64_t{blockIdx.y} * kFastTokens, row = a.mix + kSqLanes;
+  const int nt = static_cast<int>(min(int64_t{kFastTokens}, a.tokens - t0));
+  const bool in = col < width;
+  float x[kFastTokens];
+#pragma unroll
+  for (int t = 0; t < kFastTokens; ++t) x[t] = in && t < nt ? load_bf16(a.h + (t0 + t) * width + col) : 0.0f;
+  float acc[kFastTokens][kOut];
+#pragma unroll
+  for (int o = 0; o < kFastMaxMix; ++o) {
+    const float w = in && o < a.mix ? __ldg(a.fn + o * width + col) : 0.0f;
+#pragma unroll
+    for (int t = 0; t < kFastTokens; ++t) acc[t][o] = x[t] * w;
+  }
+#pragma unroll
+  for (int t = 0; t < kFastTokens; ++t) acc[t][kFastMaxMix] = x[t] * x[t];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+#pragma unroll
+  for (int t = 0; t < kFastTokens; ++t) {
+#pragma unroll
+    for (int o = 0; o < kOut; ++o) {
+      float v = acc[t][o];
+#pragma unroll
+      for (int s = kWarp / 2; s > 0; s /= 2) v += __shfl_xor_sync(0xffffffffu, v, s);
+      if (lane == 0) part[warp][t * kOut + o] = v;
+    }
+  }
+  __syncthreads();
+  float* out = raw + int64_t{blockIdx.x} * a.tokens * row;
+  for (int i = threadIdx.x; i < nt * row; i += kThreads) {
+    const int t = i / static_cast<int>(row), o = i % static_cast<int>(row);
+    const int src = o < a.mix ? o : o == a.mix ? kFastMaxMix : -1;  // lanes past the first sq lane: 0
+    float v = 0.0f;
+    if (src >= 0) {
+      for (int w = 0; w < kThreads / kWarp; ++w) v += part[w][t * kOut + src];
+    }
+    out[(t0 + t) * row + o] = v;
+  }
+}
+
+bool fast_mix_applies(int64_t tokens, int mix) { return tokens <= kFastMaxTokens && mix <= kFastMaxMix; }
+
+int64_t fast_chunks(int64_t width) { return (width + kFastCols - 1) / kFastCols; }
+
+template <bool kPre>
+void run_fast(const HcArgs& a, float* scratch, cudaStream_t stream) {
+  const int64_t width = a.hc * a.dim, chunks = fast_chunks(width);
+  const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>((a.tokens + kFastTokens - 1) / kFastTokens));
+  launch_kernel(hc_mix_fast_kernel, grid, kThreads, 0, stream, a, scratch);
+  finish<kPre>(a, scratch, static_cast<int>(chunks), stream);
 }
 
 // Tokens per chain CTA so that fn's row and the rows fit in shared memory; 0: the chain path does not apply.
@@ -660,8 +736,9 @@ std::atomic<bool>& ring_switch() {
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 template <bool kPre>
-void run(const HcArgs& a, float* scratch, cudaStream_t stream) {
+void run(const HcArgs& a, float* scratch, bool fast, cudaStream_t stream) {
   if (a.tokens == 0) return;
+  if (fast && scratch && fast_mix_applies(a.tokens, a.mix)) return run_fast<kPre>(a, scratch, stream);
   const int group = scratch ? chain_group(a) : 0;
   if (group == 0) return run_wide<kPre>(a, stream);
   const bool vec = (a.hc * a.dim) % 8 == 0 && aligned16(a.fn) && aligned16(a.h);
@@ -677,8 +754,7 @@ void run(const HcArgs& a, float* scratch, cudaStream_t stream) {
   } else {
     launch_chain<false, false>(a, group, scratch, stream);
   }
-  const dim3 grid(static_cast<unsigned>((a.dim + kFinishCols - 1) / kFinishCols), static_cast<unsigned>(a.tokens));
-  launch_kernel(hc_finish_kernel<kPre>, grid, kThreads, 0, stream, a, scratch);
+  finish<kPre>(a, scratch, 1, stream);
 }
 
 // One thread per (token, channel): all hc outputs of that channel (reads precede writes: out may alias).
@@ -710,14 +786,17 @@ bool hc_uses_products(int64_t tokens, int mix, int64_t width) {
   return hc_products() && tokens <= kChainMaxTokens && width % 8 == 0 && tokens * (mix + 1) <= sm_count();
 }
 
-int64_t hc_scratch_floats(int64_t tokens, int mix) { return tokens <= kChainMaxTokens ? tokens * (mix + kSqLanes) : 0; }
+int64_t hc_scratch_floats(int64_t tokens, int hc, int64_t dim, int mix, bool fast) {
+  if (fast && fast_mix_applies(tokens, mix)) return fast_chunks(hc * dim) * tokens * (mix + kSqLanes);
+  return tokens <= kChainMaxTokens ? tokens * (mix + kSqLanes) : 0;
+}
 
 void hc_pre(const uint16_t* h, int64_t tokens, int hc, int64_t dim, const float* fn, const float* scale,
             const float* base, float norm_eps, float hc_eps, int sinkhorn_iters, uint16_t* x, float* post, float* comb,
-            float* scratch, cudaStream_t stream) {
+            float* scratch, bool fast, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(hc >= 1 && hc <= kMaxHc, "hc_pre: hc must lie in [1, 8]");
   run<true>({h, tokens, hc, dim, fn, (2 + hc) * hc, scale, base, norm_eps, hc_eps, sinkhorn_iters, x, post, comb},
-            scratch, stream);
+            scratch, fast, stream);
 }
 
 void hc_post(const uint16_t* x, const uint16_t* residual, const float* post, const float* comb, uint16_t* out,
@@ -730,9 +809,11 @@ void hc_post(const uint16_t* x, const uint16_t* residual, const float* post, con
 }
 
 void hc_head(const uint16_t* h, int64_t tokens, int hc, int64_t dim, const float* fn, const float* scale,
-             const float* base, float norm_eps, float hc_eps, uint16_t* y, float* scratch, cudaStream_t stream) {
+             const float* base, float norm_eps, float hc_eps, uint16_t* y, float* scratch, bool fast,
+             cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(hc >= 1 && hc <= kMaxHc, "hc_head: hc must lie in [1, 8]");
-  run<false>({h, tokens, hc, dim, fn, hc, scale, base, norm_eps, hc_eps, 0, y, nullptr, nullptr}, scratch, stream);
+  run<false>({h, tokens, hc, dim, fn, hc, scale, base, norm_eps, hc_eps, 0, y, nullptr, nullptr}, scratch, fast,
+             stream);
 }
 
 }  // namespace dsv4::cuda

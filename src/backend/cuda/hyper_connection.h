@@ -9,8 +9,9 @@
 namespace dsv4::cuda {
 
 // Device floats of `scratch` that lets hc_pre / hc_head (mix = (2+hc)*hc resp. hc) take the few-token
-// chain path; 0 where the wide kernel serves (scratch may then be null). Both paths give the same bits.
-int64_t hc_scratch_floats(int64_t tokens, int mix);
+// paths: the exact chain (the wide kernel's bits) or, fast, the column-split mix; 0 where the wide
+// kernel serves (scratch may then be null).
+int64_t hc_scratch_floats(int64_t tokens, int hc, int64_t dim, int mix, bool fast);
 
 // Decode's chain with its products made first by the whole CTA, so that the chain lane only adds
 // (same bits): on by default (H200: 67.6 against 90.8 µs a call at one token, the chain kernel at
@@ -29,9 +30,11 @@ bool hc_uses_products(int64_t tokens, int mix, int64_t width);
 
 // h [tokens, hc, dim] bf16; fn [(2+hc)*hc, hc*dim], scale [3], base [(2+hc)*hc] fp32.
 // x [tokens, dim] bf16, post [tokens, hc], comb [tokens, hc, hc] fp32. hc <= 8.
+// fast (the fast tier, spec/NUMERICS.md): the mix's fp32 sums over column chunks added in a fixed
+// order, no sequential chain (few tokens, hc <= 4); otherwise the exact paths, the CPU's bits.
 void hc_pre(const uint16_t* h, int64_t tokens, int hc, int64_t dim, const float* fn, const float* scale,
             const float* base, float norm_eps, float hc_eps, int sinkhorn_iters, uint16_t* x, float* post, float* comb,
-            float* scratch, cudaStream_t stream);
+            float* scratch, bool fast, cudaStream_t stream);
 
 // out[k] = bf16(post_k * x + sum_j comb[j][k] * res_j); out may equal residual.
 void hc_post(const uint16_t* x, const uint16_t* residual, const float* post, const float* comb, uint16_t* out,
@@ -39,6 +42,7 @@ void hc_post(const uint16_t* x, const uint16_t* residual, const float* post, con
 
 // y = bf16(sum_j pre_j X_j) with pre from fn [hc, hc*dim], scale [1], base [hc].
 void hc_head(const uint16_t* h, int64_t tokens, int hc, int64_t dim, const float* fn, const float* scale,
-             const float* base, float norm_eps, float hc_eps, uint16_t* y, float* scratch, cudaStream_t stream);
+             const float* base, float norm_eps, float hc_eps, uint16_t* y, float* scratch, bool fast,
+             cudaStream_t stream);
 
 }  // namespace dsv4::cuda

@@ -563,15 +563,10 @@ struct MoeRunner::Impl {
   void routed_expert(const MoeExpertsArgs& a, int n);
   void shared_expert(const MoeExpertsArgs& a);
 
-  // Digit planes of the sorted rows' codes [n][k] when the grouped GEMM runs on the tensor cores
-  // (gemm_imma.h, gemm_imma_skinny.h) or on the one-row GEMV (fp4_gemv.h), else null: converted once
-  // here instead of once per column tile there.
+  // Digit planes of the sorted rows' codes [n][k] when the grouped GEMM's exact route takes them
+  // (GemmRunner::wants_digit_planes), else null: converted once here instead of once per column tile.
   const int8_t* digit_planes_for(GemmWeightKind kind, int64_t n, int64_t k, int experts, const uint8_t* codes) {
-    const int64_t per_weight = (n + experts - 1) / experts;
-    if (!imma_wanted(kind, per_weight, k) && !fp4_gemv_takes(kind, per_weight, k) &&
-        !imma_skinny_takes(kind, per_weight, k)) {
-      return nullptr;
-    }
+    if (!gemm.wants_digit_planes(kind, n, experts, k)) return nullptr;
     auto* d = get<int8_t>(kDigits, static_cast<size_t>(digit_plane_bytes(n, k)));
     digit_planes(codes, n, k, k, d, n * k, stream);
     return d;
@@ -660,7 +655,7 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsArgs& a, int n) {
                      .w_data_b = t3.d_data(),
                      .w_scale_b = t3.d_scale(),
                      .y_b = u};
-  grouped_gemm(gg, stream);  // w1 and w3 together
+  gemm.grouped(gg);  // w1 and w3 together
   gg.w_data_b = nullptr;
   gg.w_scale_b = nullptr;
   gg.y_b = nullptr;
@@ -674,7 +669,7 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsArgs& a, int n) {
   gg.w_data = t2.d_data();
   gg.w_scale = t2.d_scale();
   gg.y = rows;
-  grouped_gemm(gg, stream);
+  gemm.grouped(gg);
 }
 
 // ys [tokens, dim] (kSharedY), reusing kG / kU after the routed pass.

@@ -49,6 +49,29 @@ TEST(Backend, BadSwitchValuesAreRefused) {
   EXPECT_EQ(make_backend("cpu", 1).name, "cpu");
 }
 
+// The CPU backend computes the exact tier only (spec/NUMERICS.md): asked for fast it refuses, naming
+// the exact tier.
+TEST(Backend, CpuIsExactOnly) {
+  EXPECT_EQ(make_backend("cpu", 1).numerics, Numerics::kExact);
+  EXPECT_EQ(make_backend("cpu", 1, Numerics::kExact).numerics, Numerics::kExact);
+  try {
+    make_backend("cpu", 1, Numerics::kFast);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("exact tier only"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--numerics exact"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Backend, NumericsNamesParse) {
+  EXPECT_EQ(parse_numerics("exact"), Numerics::kExact);
+  EXPECT_EQ(parse_numerics("fast"), Numerics::kFast);
+  EXPECT_EQ(parse_numerics("FAST"), std::nullopt);
+  EXPECT_EQ(parse_numerics(""), std::nullopt);
+  EXPECT_EQ(numerics_name(Numerics::kFast), "fast");
+  EXPECT_EQ(numerics_name(Numerics::kExact), "exact");
+}
+
 TEST(Backend, CudaWithoutAGpuSaysSo) {
   try {
     const Backend b = make_backend("cuda");

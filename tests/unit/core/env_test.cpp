@@ -41,7 +41,7 @@ std::string switch_error() {
 }
 
 TEST(EnvSwitches, KnownValuesAndEmptyPass) {
-  const ScopedEnv a("DSV4_GEMM_RING", "0"), b("DSV4_GEMM", "cublaslt"), c("DSV4_GEMM_IMMA_STAGES", "4"),
+  const ScopedEnv a("DSV4_GEMM_RING", "0"), b("DSV4_GEMM_CUBLASLT", "0"), c("DSV4_GEMM_IMMA_STAGES", "4"),
       d("DSV4_MOE_SIDE", "");
   EXPECT_EQ(switch_error(), "");
 }
@@ -52,8 +52,14 @@ TEST(EnvSwitches, AnUnknownValueNamesTheSwitchAndWhatItTakes) {
 }
 
 TEST(EnvSwitches, ModeSwitchesListTheirModes) {
-  const ScopedEnv a("DSV4_GEMM", "fast");
-  EXPECT_EQ(switch_error(), "DSV4_GEMM=fast: expected exact or cublaslt (or unset)");
+  const ScopedEnv a("DSV4_GEMM_IMMA_STAGES", "3");
+  EXPECT_EQ(switch_error(), "DSV4_GEMM_IMMA_STAGES=3: expected 2 or 4 (or unset)");
+}
+
+// A switch that was replaced says by what, instead of being ignored.
+TEST(EnvSwitches, RetiredSwitchesNameTheirReplacement) {
+  const ScopedEnv a("DSV4_GEMM", "cublaslt");
+  EXPECT_EQ(switch_error(), "DSV4_GEMM is no longer read: use --numerics fast or exact (DSV4_NUMERICS)");
 }
 
 TEST(EnvSwitches, ReadingOneChecksItsValue) {

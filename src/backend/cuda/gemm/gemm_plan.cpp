@@ -1,0 +1,113 @@
+#include "backend/cuda/gemm/gemm_plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <string_view>
+
+#include "core/env.h"
+#include "core/error.h"
+
+namespace dsv4::cuda {
+namespace {
+
+int64_t env_count(const char* name, int64_t fallback) {
+  const std::string_view v = env_value(name);
+  if (v.empty()) return fallback;
+  int64_t out = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  DSV4_CHECK(ec == std::errc() && end == v.data() + v.size() && out >= 0, "{}={}: expected a count", name, v);
+  return out;
+}
+
+bool block_scaled(GemmWeightKind k) { return k == GemmWeightKind::kFp8 || k == GemmWeightKind::kFp4; }
+
+// The exact tier's plan: the exact kernels, which route block-scaled calls among themselves.
+GemmPlan exact_plan(const GemmProblem& p) {
+  GemmPlan plan;
+  plan.route = plan.fallback = block_scaled(p.weight) ? GemmRoute::kExactBlock : GemmRoute::kExactPlain;
+  return plan;
+}
+
+int fast_tile_rows(const GemmProblem& p) {
+  const int64_t per_weight = p.experts > 0 ? ceil_div(p.rows, p.experts) : p.rows;
+  return per_weight <= 8 ? 8 : per_weight <= 16 ? 16 : 32;
+}
+
+}  // namespace
+
+GemmPolicy GemmPolicy::from_env(Numerics numerics) {
+  GemmPolicy p;
+  p.numerics = numerics;
+  p.cublaslt = env_switch("DSV4_GEMM_CUBLASLT") != "0";
+  p.fast_mma_max_rows = env_count("DSV4_GEMM_FAST_MMA_MAX_ROWS", p.fast_mma_max_rows);
+  p.ctas_per_sm = static_cast<int>(std::max<int64_t>(1, env_count("DSV4_GEMM_CTAS_PER_SM", p.ctas_per_sm)));
+  return p;
+}
+
+std::string GemmPolicy::describe() const {
+  if (numerics == Numerics::kExact) return "exact (block sums exact, the CPU's bits)";
+  return fmt::format("fast (FP8 tensor cores with per-block promotion; cuBLASLt {} above {} rows; {} CTAs an SM)",
+                     cublaslt ? "on" : "off", fast_mma_max_rows, ctas_per_sm);
+}
+
+const char* route_name(GemmRoute r) {
+  switch (r) {
+    case GemmRoute::kExactBlock:
+      return "exact-block";
+    case GemmRoute::kExactPlain:
+      return "exact-plain";
+    case GemmRoute::kCublasLt:
+      return "cublaslt";
+    case GemmRoute::kFastMma:
+      return "fast-mma";
+  }
+  return "?";
+}
+
+bool fast_mma_takes(GemmWeightKind kind, int64_t kg, int64_t ng, int groups) {
+  if (!block_scaled(kind) || kg <= 0 || kg % 128 != 0 || kg > kFastMmaMaxK || ng <= 0) return false;
+  return groups == 1 || kind == GemmWeightKind::kFp4 || ng % 128 == 0;
+}
+
+GemmPlan plan_fast_mma(const GemmProblem& p, const GemmPolicy& policy, const DeviceCaps& caps) {
+  GemmPlan plan;
+  plan.route = plan.fallback = GemmRoute::kFastMma;
+  plan.codes = true;
+  plan.tile_rows = fast_tile_rows(p);
+  const int64_t ng = p.n / p.groups, blocks = p.kg / 128;
+  const int64_t ctas = row_tiles(p.rows, plan.tile_rows, p.experts) * p.groups *
+                       ceil_div(ng, fast_mma_cta_cols(plan.tile_rows)) * (p.pair ? 2 : 1);
+  const int64_t want = int64_t{caps.sm_count} * policy.ctas_per_sm;
+  if (ctas < want) {
+    plan.splits =
+        static_cast<int>(std::clamp<int64_t>(ceil_div(want, ctas), 1, std::max<int64_t>(1, blocks / kMinSplitBlocks)));
+  }
+  if (plan.splits > 1) plan.workspace_floats = (p.pair ? 2 : 1) * int64_t{plan.splits} * p.rows * p.n;
+  return plan;
+}
+
+GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceCaps& caps) {
+  DSV4_CHECK(p.groups >= 1 && p.n > 0 && p.n % p.groups == 0 && p.kg > 0 && p.rows >= 0 && p.experts >= 0,
+             "plan_gemm: bad problem (n {}, groups {}, kg {}, rows {}, experts {})", p.n, p.groups, p.kg, p.rows,
+             p.experts);
+  if (policy.numerics == Numerics::kExact || p.exact) return exact_plan(p);
+  const int64_t ng = p.n / p.groups;
+  if (!block_scaled(p.weight)) {
+    GemmPlan plan = exact_plan(p);
+    // bf16 on the tensor cores with fp32 accumulation; fp32 weights keep their fp32 sums.
+    if (p.weight == GemmWeightKind::kBf16 && policy.cublaslt && !p.pair && p.experts == 0) {
+      plan.route = GemmRoute::kCublasLt;
+    }
+    return plan;
+  }
+  if (!fast_mma_takes(p.weight, p.kg, ng, p.groups)) return exact_plan(p);
+  GemmPlan plan = plan_fast_mma(p, policy, caps);
+  const bool lt_shape =
+      p.weight == GemmWeightKind::kFp8 && p.experts == 0 && !p.pair && (p.groups == 1 || ng % 128 == 0);
+  if (policy.cublaslt && lt_shape && p.rows > policy.fast_mma_max_rows) plan.route = GemmRoute::kCublasLt;
+  return plan;
+}
+
+}  // namespace dsv4::cuda

@@ -1,0 +1,99 @@
+// The GEMM plan: which kernel runs a GEMM, on what input form, with how many K splits and how much
+// scratch, decided once per call from plain values (pure host code, tested on the CPU).
+//
+//   GemmProblem  the call: weight format, rows (dense, or grouped by expert), shape, pair
+//   GemmPolicy   the tier and the tuning values, filled once when the backend is made and printed
+//   DeviceCaps   what the plan needs to know of the GPU
+//   plan_gemm    -> GemmPlan (route, tile rows, splits, workspace)
+//
+// Exact tier: block-scaled weights go to the exact kernels, which keep their own sub-routes (int8
+// tensor cores, GEMVs, SIMT; gemm.cu); plain weights to the exact plain kernels. Fast tier: FP8 and
+// FP4 weights on the FP8 tensor cores (fast_mma.h), dense FP8 GEMMs of many rows on cuBLASLt's
+// block-scaled GEMM, bf16 weights on cuBLASLt with fp32 accumulation; fp32 weights stay on the exact
+// plain kernels (fp32 sums in a fixed order, as the fast tier asks).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "backend/numerics.h"
+
+namespace dsv4::cuda {
+
+enum class GemmWeightKind : uint8_t { kFp8, kFp4, kBf16, kF32 };
+
+struct GemmProblem {
+  GemmWeightKind weight = GemmWeightKind::kFp8;
+  int64_t rows = 0;  // dense: the rows; grouped: the bound of the experts' rows
+  int experts = 0;   // > 0: grouped, rows sorted by expert
+  int64_t n = 0;     // output columns, every group
+  int64_t kg = 0;    // K of one group
+  int groups = 1;
+  bool pair = false;   // a second weight of the same shape on the same rows
+  bool exact = false;  // the caller needs the exact tier's bits whatever the policy
+};
+
+struct DeviceCaps {
+  int sm_count = 132;
+};
+
+struct GemmPolicy {
+  Numerics numerics = Numerics::kExact;
+  // Fast tier: dense FP8 GEMMs of more rows than this go to cuBLASLt (where it takes the shape).
+  int64_t fast_mma_max_rows = 64;
+  // Fast tier: cuBLASLt's block-scaled FP8 and bf16 GEMMs on (DSV4_GEMM_CUBLASLT=0: off).
+  bool cublaslt = true;
+  // Fast tier: K splits until a call has this many CTAs per SM (each split at least kMinSplitBlocks).
+  int ctas_per_sm = 2;
+
+  // The defaults of a tier, with the DSV4_GEMM_* values of core/env.cpp applied.
+  static GemmPolicy from_env(Numerics numerics);
+  // One line for the startup summary.
+  std::string describe() const;
+};
+
+// K blocks (128 wide) a split keeps at least: fewer would cost more in partial sums than they save.
+constexpr int kMinSplitBlocks = 4;
+
+// The fast kernel's limits: K of one group at most kFastMmaMaxK (its activation scales sit in shared
+// memory); output columns a CTA for a row tile (tall tiles hold fewer columns in registers).
+constexpr int64_t kFastMmaMaxK = 16384;
+constexpr int64_t fast_mma_cta_cols(int tile_rows) { return tile_rows >= 32 ? 128 : 256; }
+
+// Whether the fast kernel takes weights of this kind and shape: FP8 or FP4, K % 128 == 0 and at most
+// kFastMmaMaxK, FP8 groups of whole 128-row scale blocks.
+bool fast_mma_takes(GemmWeightKind kind, int64_t kg, int64_t ng, int groups);
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Row tiles of tm rows a launch needs: dense, ceil(rows / tm); grouped (experts > 0), every expert's
+// tiles, at most rows/tm plus one partial tile per non-empty expert, of which there are at most
+// min(experts, rows). A decode step's few routed rows then launch a few tiles, not one per expert.
+inline int64_t row_tiles(int64_t rows, int64_t tm, int64_t experts) {
+  const int64_t partial = experts > 0 ? (experts < rows ? experts : rows) : 0;
+  return ceil_div(rows + partial * (tm - 1), tm);
+}
+
+enum class GemmRoute : uint8_t {
+  kExactBlock,  // the exact block-scaled kernels (their own sub-routes)
+  kExactPlain,  // the exact plain (bf16 / fp32 weight) kernels
+  kCublasLt,    // cuBLASLt: block-scaled FP8 or bf16 with fp32 accumulation
+  kFastMma,     // fast_mma.h
+};
+const char* route_name(GemmRoute r);
+
+struct GemmPlan {
+  GemmRoute route = GemmRoute::kExactBlock;
+  GemmRoute fallback = GemmRoute::kExactBlock;  // where cuBLASLt refuses a shape at run time
+  bool codes = false;                           // the input is quantized first (quantize_act)
+  int tile_rows = 0;                            // kFastMma: 8, 16 or 32
+  int splits = 1;                               // kFastMma: K splits
+  int64_t workspace_floats = 0;                 // kFastMma: fp32 scratch of the splits
+};
+
+// The fast kernel's tile and split choice for a problem (route kFastMma).
+GemmPlan plan_fast_mma(const GemmProblem& p, const GemmPolicy& policy, const DeviceCaps& caps);
+
+GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceCaps& caps);
+
+}  // namespace dsv4::cuda

@@ -1,0 +1,418 @@
+// The fast tier's block-scaled GEMMs against the exact ones on identical inputs: spec/NUMERICS.md's
+// op gate. Per output, |y − x| <= ulp_bf16(x) + 2^-10·A, where x is the exact sum (fp32 out of the
+// exact kernel) and A the same sum over absolute values (the exact kernel on |codes|, |weights|); per
+// 128x128 output tile, calc_diff(x, y) <= 3e-5. Inputs are fresh and heavy-tailed (row magnitudes
+// over 2^±6, outlier channels, mirrored blocks that cancel). Every tile and split variant of the fast
+// kernel runs, and five mutations of its inputs (each what a known kernel bug computes) must fail the
+// gate, so the gate is shown to have the power to fail.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/gemm/fast_mma.h"
+#include "backend/cuda/gemm_internal.h"
+#include "core/number_formats.h"
+#include "gpu/gpu_test_util.h"
+
+namespace dsv4 {
+namespace {
+
+using cuda::ExactBlockArgs;
+using cuda::GemmWeightKind;
+using gputest::Dev;
+
+constexpr double kTileCalcDiff = 3e-5;
+constexpr uint16_t kPoison = 0x7fc1;  // a NaN no kernel writes
+
+struct Case {
+  std::string name;
+  GemmWeightKind kind = GemmWeightKind::kFp8;
+  int64_t rows = 0, n = 0, k = 0;
+  int groups = 1;
+  std::vector<int32_t> offsets;  // grouped: experts + 1 entries
+  bool pair = false;
+  bool cancel = false;  // the second half of K mirrors the first, negated: exact sums of 0
+  int experts() const { return offsets.empty() ? 0 : static_cast<int>(offsets.size()) - 1; }
+  int weights() const { return std::max(1, experts()); }
+  int64_t ng() const { return n / groups; }
+  int64_t kg() const { return k / groups; }
+  // One weight [n, kg] (per expert when grouped; groups share one).
+  int64_t weight_bytes() const { return kind == GemmWeightKind::kFp8 ? n * kg() : n * kg() / 2; }
+  int64_t scale_bytes() const { return kind == GemmWeightKind::kFp8 ? (n + 127) / 128 * (kg() / 128) : n * kg() / 32; }
+};
+
+Case dense(std::string name, GemmWeightKind kind, int64_t rows, int64_t n, int64_t k, int groups = 1,
+           bool cancel = false) {
+  Case c;
+  c.name = std::move(name), c.kind = kind, c.rows = rows, c.n = n, c.k = k, c.groups = groups, c.cancel = cancel;
+  return c;
+}
+
+// Experts with these row counts; `extra` rows past theirs, which must stay untouched.
+Case experts(std::string name, GemmWeightKind kind, const std::vector<int32_t>& counts, int64_t n, int64_t k, bool pair,
+             int64_t extra = 0) {
+  Case c = dense(std::move(name), kind, 0, n, k);
+  c.offsets = {0};
+  for (int32_t r : counts) c.offsets.push_back(c.offsets.back() + r);
+  c.rows = c.offsets.back() + extra;
+  c.pair = pair;
+  return c;
+}
+
+enum class Mutation { kNone, kDropBlock, kScaleIndex, kRowScale, kGroupStride, kKTail };
+
+// Host copies of one case's inputs: activation codes and scales, and every weight (pair: twice).
+struct HostInputs {
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;
+  int64_t scale_ld = 0;
+  std::vector<uint8_t> w, ws;  // weights() (x2 for a pair) copies back to back
+};
+
+uint8_t random_fp8(std::mt19937& rng) {
+  uint8_t b = static_cast<uint8_t>(rng());
+  return (b & 0x7f) == 0x7f ? b ^ 1 : b;
+}
+
+HostInputs make_inputs(const Case& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  HostInputs h;
+  // bf16 rows with per-row magnitudes over 2^±6 and outlier channels, quantized by quantize_act.
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_real_distribution<float> mag(-6.0f, 6.0f);
+  std::vector<uint16_t> x(static_cast<size_t>(c.rows * c.k));
+  for (int64_t r = 0; r < c.rows; ++r) {
+    const float s = std::exp2(mag(rng));
+    for (int64_t j = 0; j < c.k; ++j) {
+      const float outlier = j % 97 == 5 ? 128.0f : 1.0f;
+      x[static_cast<size_t>(r * c.k + j)] = float_to_bf16(nd(rng) * s * outlier);
+    }
+  }
+  if (c.cancel) {  // block kb + half mirrors block kb, negated (weights below mirror unnegated)
+    const int64_t half = c.k / 2;
+    for (int64_t r = 0; r < c.rows; ++r) {
+      for (int64_t j = 0; j < half; ++j)
+        x[static_cast<size_t>(r * c.k + half + j)] = x[static_cast<size_t>(r * c.k + j)] ^ 0x8000;
+    }
+  }
+  h.scale_ld = cuda::act_scale_ld(c.rows);
+  const Dev<uint16_t> dx(x);
+  Dev<uint8_t> codes(std::vector<uint8_t>(static_cast<size_t>(c.rows * c.k)));
+  Dev<float> scales(std::vector<float>(static_cast<size_t>(c.k / 128 * h.scale_ld), 0.0f));
+  cuda::quantize_act(dx.p, c.rows, c.k, c.k, codes.p, scales.p, h.scale_ld, nullptr);
+  h.codes = codes.get();
+  h.scales = scales.get();
+  const int copies = c.weights() * (c.pair ? 2 : 1);
+  h.w.resize(static_cast<size_t>(copies * c.weight_bytes()));
+  h.ws.resize(static_cast<size_t>(copies * c.scale_bytes()));
+  for (auto& b : h.w) b = c.kind == GemmWeightKind::kFp8 ? random_fp8(rng) : static_cast<uint8_t>(rng());
+  for (auto& s : h.ws) s = static_cast<uint8_t>(120 + rng() % 15);
+  if (c.cancel) {  // each weight row's second half repeats its first
+    const int64_t row_bytes = c.weight_bytes() / c.n, half = row_bytes / 2;
+    for (int64_t r = 0; r < static_cast<int64_t>(h.w.size()) / row_bytes; ++r) {
+      std::copy_n(h.w.begin() + r * row_bytes, half, h.w.begin() + r * row_bytes + half);
+    }
+    const int64_t srow = c.kind == GemmWeightKind::kFp8 ? c.kg() / 128 : c.kg() / 32, shalf = srow / 2;
+    for (int64_t r = 0; r < static_cast<int64_t>(h.ws.size()) / srow; ++r) {
+      std::copy_n(h.ws.begin() + r * srow, shalf, h.ws.begin() + r * srow + shalf);
+    }
+  }
+  return h;
+}
+
+// |codes|: the sign bits cleared (e4m3 bytes; packed e2m1 nibbles).
+std::vector<uint8_t> abs_codes(const std::vector<uint8_t>& v, bool fp4) {
+  std::vector<uint8_t> out(v);
+  for (auto& b : out) b &= fp4 ? 0x77 : 0x7f;
+  return out;
+}
+
+// The inputs as a fast kernel with the mutation's bug would see them.
+HostInputs mutate(const Case& c, HostInputs h, Mutation m) {
+  const int64_t nkb = c.k / 128;
+  switch (m) {
+    case Mutation::kNone:
+    case Mutation::kGroupStride:
+      break;
+    case Mutation::kDropBlock:  // K block 1 skipped
+      for (int64_t r = 0; r < c.rows; ++r) std::fill_n(h.codes.begin() + r * c.k + 128, 128, uint8_t{0});
+      break;
+    case Mutation::kScaleIndex: {  // weight scales read one block off
+      const int64_t srow = c.kind == GemmWeightKind::kFp8 ? c.kg() / 128 : c.kg() / 32;
+      for (int64_t r = 0; r < static_cast<int64_t>(h.ws.size()) / srow; ++r) {
+        std::rotate(h.ws.begin() + r * srow, h.ws.begin() + r * srow + 1, h.ws.begin() + (r + 1) * srow);
+      }
+      break;
+    }
+    case Mutation::kRowScale:  // each row takes its neighbour's activation scales
+      for (int64_t kb = 0; kb < nkb; ++kb) {
+        for (int64_t r = 0; r + 1 < c.rows; r += 2)
+          std::swap(h.scales[kb * h.scale_ld + r], h.scales[kb * h.scale_ld + r + 1]);
+      }
+      break;
+    case Mutation::kKTail:  // the last K block's contribution lost
+      for (int64_t r = 0; r < c.rows; ++r) h.scales[(nkb - 1) * h.scale_ld + r] = 0.0f;
+      break;
+  }
+  return h;
+}
+
+// Device copies of inputs and the block-GEMM arguments that read them.
+struct DevInputs {
+  Dev<uint8_t> codes, w, ws;
+  Dev<float> scales;
+  Dev<int32_t> offsets;
+  std::vector<const void*> wp, wpb;
+  std::vector<const uint8_t*> sp, spb;
+  Dev<const void*> dwp, dwpb;
+  Dev<const uint8_t*> dsp, dspb;
+
+  static std::vector<const void*> ptrs(const Case& c, const uint8_t* base, int half) {
+    std::vector<const void*> p;
+    for (int e = 0; e < c.weights(); ++e) p.push_back(base + (half * c.weights() + e) * c.weight_bytes());
+    return p;
+  }
+  static std::vector<const uint8_t*> sptrs(const Case& c, const uint8_t* base, int half) {
+    std::vector<const uint8_t*> p;
+    for (int e = 0; e < c.weights(); ++e) p.push_back(base + (half * c.weights() + e) * c.scale_bytes());
+    return p;
+  }
+  DevInputs(const Case& c, const HostInputs& h, const std::vector<int32_t>& offs)
+      : codes(h.codes),
+        w(h.w),
+        ws(h.ws),
+        scales(h.scales),
+        offsets(offs.empty() ? std::vector<int32_t>{0} : offs),
+        wp(ptrs(c, w.p, 0)),
+        wpb(ptrs(c, w.p, c.pair ? 1 : 0)),
+        sp(sptrs(c, ws.p, 0)),
+        spb(sptrs(c, ws.p, c.pair ? 1 : 0)),
+        dwp(wp),
+        dwpb(wpb),
+        dsp(sp),
+        dspb(spb) {}
+
+  ExactBlockArgs args(const Case& c, int64_t scale_ld, void* y, void* y_b, bool f32) const {
+    ExactBlockArgs p;
+    p.kind = c.kind;
+    p.codes = codes.p, p.codes_ld = c.k, p.scales = scales.p, p.scale_ld = scale_ld;
+    p.rows = c.rows, p.n = c.n, p.ng = c.ng(), p.kg = c.kg(), p.groups = c.groups;
+    if (c.experts() > 0) {
+      p.offsets = offsets.p, p.experts = c.experts();
+      p.w_list = dwp.p, p.w_scale_list = dsp.p;
+      p.w_list_b = c.pair ? dwpb.p : nullptr, p.w_scale_list_b = c.pair ? dspb.p : nullptr;
+    } else {
+      p.w = wp[0], p.w_scale = sp[0];
+      p.w_b = c.pair ? wpb[0] : nullptr, p.w_scale_b = c.pair ? spb[0] : nullptr;
+    }
+    p.y = y, p.y_b = c.pair ? y_b : nullptr, p.y_ld = c.n, p.y_f32 = f32;
+    return p;
+  }
+};
+
+// The exact kernel's fp32 outputs (both halves of a pair, back to back).
+std::vector<float> exact_f32(const Case& c, const DevInputs& d, int64_t scale_ld) {
+  const size_t per = static_cast<size_t>(c.rows * c.n);
+  Dev<float> y(std::vector<float>(2 * per, 0.0f));
+  ExactBlockArgs p = d.args(c, scale_ld, y.p, y.p + per, true);
+  const cuda::SplitNeed need = cuda::exact_block_split_need(p);
+  Dev<float> partial(std::vector<float>(static_cast<size_t>(std::max<int64_t>(need.floats, 1))));
+  Dev<int32_t> counters(std::vector<int32_t>(static_cast<size_t>(std::max<int64_t>(need.counters, 1)), 0));
+  p.partial = partial.p, p.partial_floats = need.floats, p.counters = counters.p, p.counter_count = need.counters;
+  cuda::exact_block_gemm(p, nullptr);
+  return y.get();
+}
+
+std::vector<uint16_t> fast_bf16(const Case& c, const DevInputs& d, int64_t scale_ld, const cuda::FastMmaShape& s) {
+  const size_t per = static_cast<size_t>(c.rows * c.n);
+  Dev<uint16_t> y(std::vector<uint16_t>(2 * per, kPoison));
+  const ExactBlockArgs p = d.args(c, scale_ld, y.p, y.p + per, false);
+  Dev<float> partial(
+      std::vector<float>(static_cast<size_t>(std::max<int64_t>(cuda::fast_mma_scratch_floats(p, s), 1))));
+  cuda::fast_mma_gemm(p, s, partial.p, nullptr);
+  DSV4_CUDA_CHECK(cudaGetLastError());
+  return y.get();
+}
+
+double ulp_bf16(double x) {
+  const double a = std::fabs(x);
+  return a < 0x1p-126 ? 0x1p-133 : std::exp2(std::floor(std::log2(a)) - 7);
+}
+
+struct Verdict {
+  int64_t outside = 0;     // outputs past the element bound
+  int64_t untouched = 0;   // outputs the kernel should have written and did not
+  int64_t stray = 0;       // rows past the experts' that it wrote
+  double worst_ratio = 0;  // largest |y - x| / A
+  double worst_tile = 0;   // largest tile calc_diff
+  bool passes() const { return outside == 0 && untouched == 0 && stray == 0 && worst_tile <= kTileCalcDiff; }
+};
+
+Verdict judge(const Case& c, const std::vector<float>& x, const std::vector<float>& a, const std::vector<uint16_t>& y) {
+  Verdict v;
+  const int64_t halves = c.pair ? 2 : 1, lo = c.offsets.empty() ? 0 : c.offsets.front();
+  const int64_t hi = c.offsets.empty() ? c.rows : c.offsets.back();
+  for (int64_t h = 0; h < halves; ++h) {
+    for (int64_t rt = 0; rt < c.rows; rt += 128) {
+      for (int64_t ct = 0; ct < c.n; ct += 128) {
+        double sxy = 0, sxx = 0;
+        for (int64_t r = rt; r < std::min(rt + 128, c.rows); ++r) {
+          for (int64_t col = ct; col < std::min(ct + 128, c.n); ++col) {
+            const size_t i = static_cast<size_t>((h * c.rows + r) * c.n + col);
+            if (r < lo || r >= hi) {
+              v.stray += y[i] != kPoison;
+              continue;
+            }
+            if (y[i] == kPoison) {
+              ++v.untouched;
+              continue;
+            }
+            const double yv = bf16_to_float(y[i]), xv = x[i], av = a[i];
+            const double err = std::fabs(yv - xv);
+            if (!(err <= ulp_bf16(xv) + 0x1p-10 * av)) ++v.outside;
+            if (av > 0) v.worst_ratio = std::max(v.worst_ratio, err / av);
+            sxy += xv * yv;
+            sxx += xv * xv + yv * yv;
+          }
+        }
+        if (sxx > 0) v.worst_tile = std::max(v.worst_tile, 1.0 - 2.0 * sxy / sxx);
+      }
+    }
+  }
+  return v;
+}
+
+// A case's inputs and the exact kernel's x and A for them, made once for every fast run.
+struct Oracle {
+  HostInputs h;
+  std::vector<float> x, a;
+  Oracle(const Case& c, uint32_t seed) : h(make_inputs(c, seed)) {
+    const DevInputs exact(c, h, c.offsets);
+    HostInputs habs = h;
+    habs.codes = abs_codes(h.codes, false);
+    habs.w = abs_codes(h.w, c.kind == GemmWeightKind::kFp4);
+    const DevInputs absd(c, habs, c.offsets);
+    x = exact_f32(c, exact, h.scale_ld);
+    a = exact_f32(c, absd, h.scale_ld);
+  }
+};
+
+// The fast kernel on a case under one mutation and shape, judged against the exact kernel.
+Verdict run_fast(const Case& c, const Oracle& o, Mutation m, const cuda::FastMmaShape& s, bool twice = false) {
+  std::vector<int32_t> offs = c.offsets;
+  if (m == Mutation::kGroupStride) offs[offs.size() / 2] += 1;  // one expert boundary a row off
+  const DevInputs fast(c, mutate(c, o.h, m), offs);
+  const std::vector<uint16_t> y = fast_bf16(c, fast, o.h.scale_ld, s);
+  if (twice) {
+    EXPECT_TRUE(fast_bf16(c, fast, o.h.scale_ld, s) == y) << c.name << ": not the same bits run to run";
+  }
+  return judge(c, o.x, o.a, y);
+}
+
+std::vector<Case> cases() {
+  const auto fp8 = GemmWeightKind::kFp8, fp4 = GemmWeightKind::kFp4;
+  return {
+      dense("fp8 wo_b b1", fp8, 1, 4096, 8192),
+      dense("fp8 8x2048x1024", fp8, 8, 2048, 1024),
+      dense("fp8 13x1100x1024 (N off the grid)", fp8, 13, 1100, 1024),
+      dense("fp8 33x4096x4096", fp8, 33, 4096, 4096),
+      dense("fp8 100x1536x2048", fp8, 100, 1536, 2048),
+      dense("fp8 300x2048x1024", fp8, 300, 2048, 1024),
+      dense("fp8 groups 2x256", fp8, 5, 512, 2048, 2),
+      dense("fp8 cancelling 16x1024x2048", fp8, 16, 1024, 2048, 1, true),
+      dense("fp4 1x4096x2048", fp4, 1, 4096, 2048),
+      dense("fp4 21x2000x4096", fp4, 21, 2000, 4096),
+      dense("fp4 cancelling 9x512x1024", fp4, 9, 512, 1024, 1, true),
+      experts("fp4 experts decode pair", fp4, {1, 0, 0, 1, 1, 0, 2, 1, 0, 1, 0, 1}, 2048, 4096, true),
+      experts("fp4 experts 0..40 rows", fp4, {0, 40, 3, 0, 17, 8, 1, 33}, 1024, 2048, false, 5),
+      experts("fp4 experts prefill pair", fp4, {700, 0, 1100, 250}, 2048, 4096, true),
+      experts("fp8 experts", fp8, {5, 20, 0, 9}, 1024, 2048, true),
+  };
+}
+
+TEST(CudaGemmFast, EveryTileAndSplitPassesTheOpGate) {
+  uint32_t seed = 100;
+  for (const Case& c : cases()) {
+    cuda::GemmProblem prob{c.kind, c.rows, c.experts(), c.n, c.kg(), c.groups, c.pair};
+    const cuda::GemmPlan plan = cuda::plan_fast_mma(prob, cuda::GemmPolicy{Numerics::kFast}, cuda::DeviceCaps{});
+    std::vector<cuda::FastMmaShape> shapes = {{plan.tile_rows, plan.splits}};
+    for (int tile : {8, 16, 32}) {
+      for (int splits : {1, static_cast<int>(std::min<int64_t>(3, c.kg() / 128))}) shapes.push_back({tile, splits});
+    }
+    const Oracle o(c, ++seed);
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const cuda::FastMmaShape& s = shapes[i];
+      const Verdict v = run_fast(c, o, Mutation::kNone, s, i == 0);
+      std::printf("[ fast-mma ] %-36s tile %2d split %2d: max |y-x|/A %.3e, worst tile calc_diff %.3e\n",
+                  c.name.c_str(), s.tile_rows, s.splits, v.worst_ratio, v.worst_tile);
+      EXPECT_TRUE(v.passes()) << c.name << " tile " << s.tile_rows << " split " << s.splits << ": " << v.outside
+                              << " outside the bound, " << v.untouched << " unwritten, " << v.stray
+                              << " stray writes, tile calc_diff " << v.worst_tile;
+    }
+  }
+}
+
+TEST(CudaGemmFast, TheGateFailsEachMutation) {
+  const auto fp8 = GemmWeightKind::kFp8, fp4 = GemmWeightKind::kFp4;
+  const Case dense8 = dense("fp8 mutations", fp8, 16, 512, 1024);
+  const Case dense4 = dense("fp4 mutations", fp4, 16, 512, 1024);
+  const Case grouped = experts("fp4 experts mutations", fp4, {16, 16, 16}, 512, 1024, false);
+  uint32_t seed = 900;
+  for (const Case* c : {&dense8, &dense4, &grouped}) {
+    const Oracle o(*c, ++seed);
+    EXPECT_TRUE(run_fast(*c, o, Mutation::kNone, {16, 1}).passes()) << c->name << ": the unmutated run";
+    for (Mutation m : {Mutation::kDropBlock, Mutation::kScaleIndex, Mutation::kRowScale, Mutation::kKTail}) {
+      const Verdict v = run_fast(*c, o, m, {16, 1});
+      EXPECT_FALSE(v.passes()) << c->name << ": mutation " << static_cast<int>(m) << " passed the gate";
+    }
+    if (c == &grouped) {
+      EXPECT_FALSE(run_fast(*c, o, Mutation::kGroupStride, {16, 1}).passes()) << "a wrong group stride passed";
+    }
+  }
+}
+
+// The runner on the fast tier (cuBLASLt for many FP8 rows, the tensor-core kernel below and where
+// cuBLASLt refuses the shape) against the runner on the exact tier, from the same bf16 inputs.
+TEST(CudaGemmFast, RunnerRoutesPassTheOpGate) {
+  cuda::GemmRunner exact(nullptr, cuda::GemmPolicy{Numerics::kExact});
+  cuda::GemmRunner fast(nullptr, cuda::GemmPolicy{Numerics::kFast});
+  uint32_t seed = 7000;
+  for (auto kind : {GemmWeightKind::kFp8, GemmWeightKind::kFp4}) {
+    for (int64_t rows : {1, 5, 64, 65, 1001, 4096}) {
+      const int64_t n = 1536, k = 2048;
+      const Case c = dense("runner", kind, rows, n, k);
+      const HostInputs h = make_inputs(c, ++seed);
+      std::vector<uint16_t> x(static_cast<size_t>(rows * k)), xa(x.size());
+      std::mt19937 rng(seed);
+      std::normal_distribution<float> nd(0.0f, 1.0f);
+      for (size_t i = 0; i < x.size(); ++i) {
+        x[i] = float_to_bf16(nd(rng) * (i % 97 == 5 ? 64.0f : 1.0f));
+        xa[i] = x[i] & 0x7fff;
+      }
+      const Dev<uint16_t> dx(x), dxa(xa);
+      const Dev<uint8_t> w(h.w), wa(abs_codes(h.w, kind == GemmWeightKind::kFp4)), ws(h.ws);
+      const cuda::GemmWeight gw{kind, w.p, ws.p, n, k}, gwa{kind, wa.p, ws.p, n, k};
+      Dev<float> yx(std::vector<float>(static_cast<size_t>(rows * n))), ya(yx.get());
+      Dev<uint16_t> y(std::vector<uint16_t>(static_cast<size_t>(rows * n), kPoison));
+      exact.run({.x = dx.p, .rows = rows, .w = gw, .y = yx.p, .out = cuda::GemmOut::kF32});
+      exact.run({.x = dxa.p, .rows = rows, .w = gwa, .y = ya.p, .out = cuda::GemmOut::kF32});
+      fast.run({.x = dx.p, .rows = rows, .w = gw, .y = y.p, .out = cuda::GemmOut::kBf16});
+      const Verdict v = judge(c, yx.get(), ya.get(), y.get());
+      std::printf("[ fast runner ] %s rows %5lld: max |y-x|/A %.3e, worst tile calc_diff %.3e\n",
+                  kind == GemmWeightKind::kFp8 ? "fp8" : "fp4", static_cast<long long>(rows), v.worst_ratio,
+                  v.worst_tile);
+      EXPECT_TRUE(v.passes()) << "rows " << rows << ": " << v.outside << " outside, " << v.untouched << " unwritten";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dsv4

@@ -1,0 +1,161 @@
+// The GEMM plan (backend/cuda/gemm/gemm_plan.h): pure host decisions, checked without a GPU.
+#include "backend/cuda/gemm/gemm_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "core/error.h"
+
+namespace dsv4::cuda {
+namespace {
+
+constexpr DeviceCaps kH200{132};
+
+GemmPolicy policy(Numerics n) {
+  GemmPolicy p;
+  p.numerics = n;
+  return p;
+}
+
+GemmProblem dense(GemmWeightKind w, int64_t rows, int64_t n, int64_t k) {
+  GemmProblem p;
+  p.weight = w;
+  p.rows = rows;
+  p.n = n;
+  p.kg = k;
+  return p;
+}
+
+GemmProblem grouped(GemmWeightKind w, int64_t rows, int experts, int64_t n, int64_t k) {
+  GemmProblem p = dense(w, rows, n, k);
+  p.experts = experts;
+  p.pair = true;
+  return p;
+}
+
+TEST(GemmPlan, ExactTierKeepsEveryCallOnTheExactKernels) {
+  for (auto w : {GemmWeightKind::kFp8, GemmWeightKind::kFp4}) {
+    const GemmPlan plan = plan_gemm(dense(w, 4096, 4096, 4096), policy(Numerics::kExact), kH200);
+    EXPECT_EQ(plan.route, GemmRoute::kExactBlock);
+    EXPECT_EQ(plan.workspace_floats, 0);
+  }
+  for (auto w : {GemmWeightKind::kBf16, GemmWeightKind::kF32}) {
+    EXPECT_EQ(plan_gemm(dense(w, 32, 4096, 4096), policy(Numerics::kExact), kH200).route, GemmRoute::kExactPlain);
+  }
+}
+
+TEST(GemmPlan, ACallThatAsksExactStaysExactOnTheFastTier) {
+  GemmProblem p = dense(GemmWeightKind::kFp8, 1, 32768, 1024);
+  p.exact = true;
+  EXPECT_EQ(plan_gemm(p, policy(Numerics::kFast), kH200).route, GemmRoute::kExactBlock);
+}
+
+TEST(GemmPlan, FastDenseFp8OfManyRowsGoesToCublasLtWithTheTensorCoreKernelBehind) {
+  for (int64_t rows : {65, 256, 8192}) {
+    const GemmPlan plan = plan_gemm(dense(GemmWeightKind::kFp8, rows, 32768, 1024), policy(Numerics::kFast), kH200);
+    EXPECT_EQ(plan.route, GemmRoute::kCublasLt) << rows;
+    EXPECT_EQ(plan.fallback, GemmRoute::kFastMma) << rows;
+    EXPECT_TRUE(plan.codes);
+    EXPECT_EQ(plan.tile_rows, 32);
+  }
+  GemmPolicy no_lt = policy(Numerics::kFast);
+  no_lt.cublaslt = false;
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 8192, 4096, 4096), no_lt, kH200).route, GemmRoute::kFastMma);
+}
+
+TEST(GemmPlan, FastFewRowsTakeTheSmallestRowTile) {
+  const GemmPolicy fast = policy(Numerics::kFast);
+  const int64_t expect[][2] = {{1, 8}, {8, 8}, {9, 16}, {16, 16}, {17, 32}, {64, 32}};
+  for (const auto& [rows, tile] : expect) {
+    const GemmPlan plan = plan_gemm(dense(GemmWeightKind::kFp8, rows, 32768, 1024), fast, kH200);
+    EXPECT_EQ(plan.route, GemmRoute::kFastMma) << rows;
+    EXPECT_EQ(plan.tile_rows, tile) << rows;
+  }
+}
+
+TEST(GemmPlan, FastSplitsKUntilTheGpuIsFull) {
+  const GemmPolicy fast = policy(Numerics::kFast);
+  // wo_b at one row: 16 column tiles, 64 K blocks: 17 splits would fill 2 CTAs an SM, 16 keep 4 blocks each.
+  GemmPlan plan = plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 8192), fast, kH200);
+  EXPECT_EQ(plan.splits, 16);
+  EXPECT_EQ(plan.workspace_floats, 16 * 4096);
+  // wq_b: 128 column tiles of 8 blocks: two splits of four.
+  plan = plan_gemm(dense(GemmWeightKind::kFp8, 1, 32768, 1024), fast, kH200);
+  EXPECT_EQ(plan.splits, 2);
+  // Two K blocks cannot split; a full GPU does not.
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 1024, 256), fast, kH200).splits, 1);
+  EXPECT_EQ(plan_fast_mma(dense(GemmWeightKind::kFp8, 96, 32768, 4096), fast, kH200).splits, 1);
+  // More CTAs an SM asked for: more splits.
+  GemmPolicy deep = fast;
+  deep.ctas_per_sm = 4;
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 32768, 4096), deep, kH200).splits, 5);
+}
+
+TEST(GemmPlan, FastGroupedExpertsTileByRowsPerExpert) {
+  const GemmPolicy fast = policy(Numerics::kFast);
+  // Decode: one row per expert; the pair doubles the CTAs, the workspace holds both halves.
+  GemmPlan plan = plan_gemm(grouped(GemmWeightKind::kFp4, 8, 256, 2048, 4096), fast, kH200);
+  EXPECT_EQ(plan.route, GemmRoute::kFastMma);
+  EXPECT_EQ(plan.tile_rows, 8);
+  EXPECT_EQ(plan.splits, 3);  // 8 tiles x 8 column tiles x 2 = 128 CTAs of 264 wanted
+  EXPECT_EQ(plan.workspace_floats, 2 * 3 * 8 * 2048);
+  // Prefill: many rows per expert, the GPU full without splits.
+  plan = plan_gemm(grouped(GemmWeightKind::kFp4, 49152, 32, 2048, 4096), fast, kH200);
+  EXPECT_EQ(plan.tile_rows, 32);
+  EXPECT_EQ(plan.splits, 1);
+  EXPECT_EQ(plan.workspace_floats, 0);
+  // Grouped calls never go to cuBLASLt.
+  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp8, 49152, 32, 2048, 4096), fast, kH200).route, GemmRoute::kFastMma);
+}
+
+TEST(GemmPlan, FastPlainWeights) {
+  const GemmPolicy fast = policy(Numerics::kFast);
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kBf16, 32, 8192, 4096), fast, kH200).route, GemmRoute::kCublasLt);
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kBf16, 32, 8192, 4096), fast, kH200).fallback, GemmRoute::kExactPlain);
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kF32, 32, 512, 4096), fast, kH200).route, GemmRoute::kExactPlain);
+  GemmProblem pair = dense(GemmWeightKind::kBf16, 1, 512, 4096);
+  pair.pair = true;  // the exact plain kernel takes a pair in one launch
+  EXPECT_EQ(plan_gemm(pair, fast, kH200).route, GemmRoute::kExactPlain);
+}
+
+TEST(GemmPlan, ShapesTheFastKernelRefusesStayExact) {
+  const GemmPolicy fast = policy(Numerics::kFast);
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 32768), fast, kH200).route, GemmRoute::kExactBlock);
+  GemmProblem g = dense(GemmWeightKind::kFp8, 1, 2 * 192, 1024);
+  g.groups = 2;  // 192-column groups split a 128-row scale block
+  EXPECT_EQ(plan_gemm(g, fast, kH200).route, GemmRoute::kExactBlock);
+  g.weight = GemmWeightKind::kFp4;  // FP4 scales are per row
+  EXPECT_EQ(plan_gemm(g, fast, kH200).route, GemmRoute::kFastMma);
+}
+
+TEST(GemmPlan, BadProblemsThrow) {
+  const GemmPolicy fast = policy(Numerics::kFast);
+  EXPECT_THROW(plan_gemm(dense(GemmWeightKind::kFp8, 1, 0, 1024), fast, kH200), Error);
+  GemmProblem g = dense(GemmWeightKind::kFp8, 1, 1000, 1024);
+  g.groups = 3;
+  EXPECT_THROW(plan_gemm(g, fast, kH200), Error);
+  EXPECT_THROW(plan_gemm(dense(GemmWeightKind::kFp8, -1, 128, 1024), fast, kH200), Error);
+}
+
+TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
+  ::setenv("DSV4_GEMM_CUBLASLT", "0", 1);
+  ::setenv("DSV4_GEMM_FAST_MMA_MAX_ROWS", "128", 1);
+  GemmPolicy p = GemmPolicy::from_env(Numerics::kFast);
+  EXPECT_FALSE(p.cublaslt);
+  EXPECT_EQ(p.fast_mma_max_rows, 128);
+  EXPECT_NE(p.describe().find("fast"), std::string::npos);
+  EXPECT_NE(p.describe().find("cuBLASLt off"), std::string::npos);
+  ::setenv("DSV4_GEMM_CUBLASLT", "2", 1);
+  EXPECT_THROW(GemmPolicy::from_env(Numerics::kFast), Error);
+  ::setenv("DSV4_GEMM_FAST_MMA_MAX_ROWS", "x", 1);
+  ::unsetenv("DSV4_GEMM_CUBLASLT");
+  EXPECT_THROW(GemmPolicy::from_env(Numerics::kFast), Error);
+  ::unsetenv("DSV4_GEMM_FAST_MMA_MAX_ROWS");
+  p = GemmPolicy::from_env(Numerics::kExact);
+  EXPECT_TRUE(p.cublaslt);
+  EXPECT_NE(p.describe().find("exact"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dsv4::cuda
