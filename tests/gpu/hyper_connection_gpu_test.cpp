@@ -245,20 +245,28 @@ double calc_diff(const std::vector<float>& x, const std::vector<float>& y) {
   return xx > 0 ? 1.0 - 2.0 * xy / xx : 0.0;
 }
 
-// Outputs of bf16 x within one bf16 ulp of the exact ones (a rounding can flip; nothing more).
-int64_t beyond_one_ulp(const std::vector<uint16_t>& got, const std::vector<uint16_t>& want) {
+// Outputs x = bf16(Σ_j pre_j·X_j) past ulp_bf16(x) + 2^-18·Σ_j |X_j| from the exact ones: pre_j differ by
+// fp32 reassociation (~2^-22 relative) and a cancelling sum magnifies that; a bf16 rounding can flip.
+int64_t beyond_bound(const std::vector<uint16_t>& got, const std::vector<uint16_t>& want,
+                     const std::vector<uint16_t>& h, const HcCase& c) {
   int64_t bad = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double w = bf16_to_float(want[i]), g = bf16_to_float(got[i]);
-    const double ulp = std::exp2(std::floor(std::log2(std::max(std::fabs(w), 0x1p-126))) - 7);
-    bad += !(std::fabs(g - w) <= ulp);
+  for (int64_t t = 0; t < c.tokens; ++t) {
+    for (int64_t d = 0; d < c.dim; ++d) {
+      const size_t i = static_cast<size_t>(t * c.dim + d);
+      double mag = 0;
+      for (int j = 0; j < c.hc; ++j)
+        mag += std::fabs(bf16_to_float(h[static_cast<size_t>((t * c.hc + j) * c.dim + d)]));
+      const double w = bf16_to_float(want[i]), g = bf16_to_float(got[i]);
+      const double ulp = std::exp2(std::floor(std::log2(std::max(std::fabs(w), 0x1p-126))) - 7);
+      bad += !(std::fabs(g - w) <= ulp + 0x1p-18 * mag);
+    }
   }
   return bad;
 }
 
 // The fast tier's hc_pre (the mix's fp32 sums over column chunks in a fixed order) against the exact
-// op: post and comb (fp32) at calc_diff <= 1e-10, x within a bf16 ulp, the same bits run to run; a
-// dropped column chunk (what a chunk-indexing bug computes) fails that bound.
+// op: post and comb (fp32) at calc_diff <= 1e-10, x within a bf16 ulp plus what reassociation can move, the same bits
+// run to run; a dropped column chunk (what a chunk-indexing bug computes) fails that bound.
 TEST(CudaHyperConnection, FastPrePassesTheGate) {
   uint32_t seed = 500;
   for (const HcCase& c : {HcCase{1, 4096, 4, 20}, HcCase{7, 4096, 4, 20}, HcCase{64, 4096, 4, 20},
@@ -282,12 +290,14 @@ TEST(CudaHyperConnection, FastPrePassesTheGate) {
     };
     const auto [fx, fpost, fcomb] = run(in.fn);
     const double d_post = calc_diff(post, fpost), d_comb = calc_diff(comb, fcomb);
-    std::printf("[ fast hc_pre ] tokens %3lld dim %4lld: calc_diff post %.2e comb %.2e, x beyond 1 ulp %lld\n",
+    int64_t differ = 0;
+    for (size_t i = 0; i < x.size(); ++i) differ += fx[i] != x[i];
+    std::printf("[ fast hc_pre ] tokens %3lld dim %4lld: calc_diff post %.2e comb %.2e, x differing %lld of %zu\n",
                 static_cast<long long>(c.tokens), static_cast<long long>(c.dim), d_post, d_comb,
-                static_cast<long long>(beyond_one_ulp(fx, x)));
+                static_cast<long long>(differ), x.size());
     EXPECT_LE(d_post, 1e-10);
     EXPECT_LE(d_comb, 1e-10);
-    EXPECT_EQ(beyond_one_ulp(fx, x), 0);
+    EXPECT_EQ(beyond_bound(fx, x, in.h, c), 0);
     const auto [fx2, fpost2, fcomb2] = run(in.fn);
     EXPECT_EQ(fx2, fx);
     EXPECT_EQ(bits(fpost2), bits(fpost));

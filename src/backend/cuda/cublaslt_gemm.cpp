@@ -170,6 +170,8 @@ struct GemmRunner::Impl {
   int64_t counter_count = 0;
   float* fast_partial = nullptr;  // the fast kernel's split partial sums
   int64_t fast_partial_floats = 0;
+  int32_t* fast_counters = nullptr;  // and its per-tile arrival counters (zero between GEMMs)
+  int64_t fast_counter_count = 0;
   std::map<std::array<int64_t, 15>, LtPlan> plans;
   GemmPolicy policy;
   DeviceCaps caps;
@@ -185,6 +187,7 @@ struct GemmRunner::Impl {
     if (partial) cudaFreeAsync(partial, stream);
     if (counters) cudaFreeAsync(counters, stream);
     if (fast_partial) cudaFreeAsync(fast_partial, stream);
+    if (fast_counters) cudaFreeAsync(fast_counters, stream);
     if (workspace) cudaFreeAsync(workspace, stream);
     if (lt) cublasLtDestroy(lt);
   }
@@ -226,22 +229,30 @@ struct GemmRunner::Impl {
     p.counters = counters, p.counter_count = counter_count;
   }
 
-  // Grow-only scratch of the fast kernel's split partial sums.
-  float* fast_scratch(int64_t floats) {
-    if (floats == 0) return nullptr;
-    if (floats > fast_partial_floats) {
+  // Grow-only scratch of the fast kernel's split partial sums and counters (new counters start zeroed).
+  void fast_scratch(const GemmPlan& plan) {
+    if (plan.workspace_floats > fast_partial_floats) {
       scratch_moves(stream, "the fast GEMM split scratch");
       if (fast_partial) DSV4_CUDA_CHECK(cudaFreeAsync(fast_partial, stream));
       fast_partial = nullptr;
-      fast_partial_floats = std::max(floats, fast_partial_floats + fast_partial_floats / 2);
+      fast_partial_floats = std::max(plan.workspace_floats, fast_partial_floats + fast_partial_floats / 2);
       DSV4_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&fast_partial),
                                       static_cast<size_t>(fast_partial_floats) * 4, stream));
     }
-    return fast_partial;
+    if (plan.workspace_counters > fast_counter_count) {
+      scratch_moves(stream, "the fast GEMM split counters");
+      if (fast_counters) DSV4_CUDA_CHECK(cudaFreeAsync(fast_counters, stream));
+      fast_counters = nullptr;
+      fast_counter_count = std::max(plan.workspace_counters, fast_counter_count * 2);
+      const size_t bytes = static_cast<size_t>(fast_counter_count) * sizeof(int32_t);
+      DSV4_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&fast_counters), bytes, stream));
+      DSV4_CUDA_CHECK(cudaMemsetAsync(fast_counters, 0, bytes, stream));
+    }
   }
 
   void fast_mma(const ExactBlockArgs& p, const GemmPlan& plan) {
-    fast_mma_gemm(p, {plan.tile_rows, plan.splits}, fast_scratch(plan.workspace_floats), stream);
+    fast_scratch(plan);
+    fast_mma_gemm(p, {plan.tile_rows, plan.splits, plan.resident}, fast_partial, fast_counters, stream);
   }
 
   const LtPlan& plan(const LtShape& s, const float* scale_a, const float* scale_b) {
@@ -376,6 +387,14 @@ struct GemmRunner::Impl {
     if (plan.route == GemmRoute::kExactBlock) {
       run_exact_block(a, p, x_ld);
       return;
+    }
+    if (plan.route == GemmRoute::kFastMma) {  // bf16 rows straight in where the kernel quantizes them
+      p.x = a.x, p.x_ld = x_ld;
+      if (fast_mma_takes_bf16(p, {plan.tile_rows, plan.splits, plan.resident})) {
+        fast_mma(p, plan);
+        return;
+      }
+      p.x = nullptr, p.x_ld = 0;
     }
     // cuBLASLt and the fast kernel take codes; cuBLASLt also the weight's scales as fp32, converted in
     // the quantizing launch every call (a cached copy would go stale when weights are freed).

@@ -599,17 +599,38 @@ constexpr int kFinishCols = kThreads * 4;  // columns of x per finishing CTA
 // CTA (c, t): token t's epilogue from raw (post and comb by the c == 0 CTA), then columns
 // [c * kFinishCols, +kFinishCols) of its weighted streams. raw holds `parts` partial rows per token
 // (the fast mix's column chunks, [part][token][row]), added in part order; the exact paths give one.
+// m[i] = the sum over parts of src[part * stride + i] for i < row (the mix and the square lanes):
+// each warp adds every eighth part in order, then warp 0 adds the warps' sums in order (fixed order;
+// loads of a warp's parts independent of each other). The whole CTA calls.
+__device__ void add_parts(const float* src, int64_t stride, int row, int parts, float* m) {
+  __shared__ float by_warp[kThreads / kWarp][3 * kWarp + kSqLanes];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  for (int i = lane; i < row; i += kWarp) {
+    float v = 0.0f;
+    for (int c = warp; c < parts; c += kThreads / kWarp) v += src[c * stride + i];
+    by_warp[warp][i] = v;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    for (int i = lane; i < row; i += kWarp) {
+      float v = by_warp[0][i];
+      for (int w = 1; w < kThreads / kWarp; ++w) v += by_warp[w][i];
+      m[i] = v;
+    }
+  }
+  __syncwarp();
+}
+
 template <bool kPre>
 __global__ void __launch_bounds__(kThreads) hc_finish_kernel(HcArgs a, const float* raw, int parts) {
   pdl_enter();
   __shared__ float m[3 * kWarp + kSqLanes];
   __shared__ float pre[kMaxHc], cm[kMaxHc * kMaxHc];
-  const int64_t t = blockIdx.y, row = a.mix + kSqLanes, part_stride = a.tokens * row;
+  const int64_t t = blockIdx.y, row = a.mix + kSqLanes;
+  if (parts > 1) add_parts(raw + t * row, a.tokens * row, static_cast<int>(row), parts, m);
   if (threadIdx.x < kWarp) {
-    for (int64_t i = threadIdx.x; i < row; i += kWarp) {
-      float v = raw[t * row + i];
-      for (int c = 1; c < parts; ++c) v += raw[c * part_stride + t * row + i];
-      m[i] = v;
+    if (parts == 1) {
+      for (int64_t i = threadIdx.x; i < row; i += kWarp) m[i] = raw[t * row + i];
     }
     __syncwarp();
     scale_by_rms(a, m);

@@ -80,16 +80,39 @@ TEST(GemmPlan, FastSplitsKUntilTheGpuIsFull) {
   GemmPlan plan = plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 8192), fast, kH200);
   EXPECT_EQ(plan.splits, 16);
   EXPECT_EQ(plan.workspace_floats, 16 * 4096);
+  EXPECT_EQ(plan.workspace_counters, 16);  // one per CTA tile
+  EXPECT_TRUE(plan.resident);
   // wq_b: 128 column tiles of 8 blocks: two splits of four.
   plan = plan_gemm(dense(GemmWeightKind::kFp8, 1, 32768, 1024), fast, kH200);
   EXPECT_EQ(plan.splits, 2);
   // Two K blocks cannot split; a full GPU does not.
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 1024, 256), fast, kH200).splits, 1);
-  EXPECT_EQ(plan_fast_mma(dense(GemmWeightKind::kFp8, 96, 32768, 4096), fast, kH200).splits, 1);
+  plan = plan_fast_mma(dense(GemmWeightKind::kFp8, 96, 32768, 4096), fast, kH200);
+  EXPECT_EQ(plan.splits, 1);
+  EXPECT_FALSE(plan.resident);  // 32 rows of 4096 codes: staged, not kept
+  EXPECT_EQ(plan.workspace_counters, 0);
   // More CTAs an SM asked for: more splits.
   GemmPolicy deep = fast;
   deep.ctas_per_sm = 4;
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 32768, 4096), deep, kH200).splits, 5);
+}
+
+// Activations stay resident when the tile's codes for a split fit; a long K is split further for it
+// while the CTAs still fit one wave.
+TEST(GemmPlan, FastSplitsFurtherToKeepActivationsResident) {
+  const GemmPolicy fast = policy(Numerics::kFast);
+  // 8 rows of K 16384: 128 blocks; 64 column tiles ask for 5 splits, 26 blocks keep 8 x 3344 B resident.
+  GemmPlan plan = plan_gemm(dense(GemmWeightKind::kFp8, 8, 16384, 16384), fast, kH200);
+  EXPECT_EQ(plan.splits, 5);
+  EXPECT_TRUE(plan.resident);
+  // 16 rows over 2 column tiles: 132 splits wanted, 32 at most (4 blocks each, resident).
+  plan = plan_gemm(dense(GemmWeightKind::kFp8, 16, 512, 16384), fast, kH200);
+  EXPECT_TRUE(plan.resident);
+  EXPECT_EQ(plan.splits, 32);
+  // 32 rows, a full wave already: no split for residency.
+  plan = plan_fast_mma(dense(GemmWeightKind::kFp4, 32, 65536, 4096), fast, kH200);
+  EXPECT_EQ(plan.splits, 1);
+  EXPECT_FALSE(plan.resident);
 }
 
 TEST(GemmPlan, FastGroupedExpertsTileByRowsPerExpert) {
@@ -100,6 +123,8 @@ TEST(GemmPlan, FastGroupedExpertsTileByRowsPerExpert) {
   EXPECT_EQ(plan.tile_rows, 8);
   EXPECT_EQ(plan.splits, 3);  // 8 tiles x 8 column tiles x 2 = 128 CTAs of 264 wanted
   EXPECT_EQ(plan.workspace_floats, 2 * 3 * 8 * 2048);
+  EXPECT_EQ(plan.workspace_counters, 128);
+  EXPECT_TRUE(plan.resident);
   // Prefill: many rows per expert, the GPU full without splits.
   plan = plan_gemm(grouped(GemmWeightKind::kFp4, 49152, 32, 2048, 4096), fast, kH200);
   EXPECT_EQ(plan.tile_rows, 32);

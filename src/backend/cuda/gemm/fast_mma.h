@@ -22,17 +22,26 @@
 
 namespace dsv4::cuda {
 
-// How a call runs: rows per tile (8, 16 or 32) and K splits (>= 1; each split a run of 128-blocks).
+// How a call runs: rows per tile (8, 16 or 32), K splits (>= 1; each split a run of 128-blocks), and
+// whether the tile's activation codes for a split stay in shared memory (gemm_plan.h).
 struct FastMmaShape {
   int tile_rows = 8;
   int splits = 1;
+  bool resident = false;
 };
 
-// fp32 scratch floats a call needs for its splits (0 when splits == 1).
+// fp32 scratch floats and zeroed int32 counters a call needs for its splits (0 when splits == 1).
 int64_t fast_mma_scratch_floats(const ExactBlockArgs& a, const FastMmaShape& s);
+int64_t fast_mma_counters(const ExactBlockArgs& a, const FastMmaShape& s);
 
-// Runs `a` (activation codes and scales from quantize_act; a pair in the same launch) with the
-// shape's tiles and splits; `partial` holds fast_mma_scratch_floats floats when splits > 1.
-void fast_mma_gemm(const ExactBlockArgs& a, const FastMmaShape& s, float* partial, cudaStream_t stream);
+// Whether the kernel quantizes a.x (bf16 rows) itself: a dense call with a resident shape and
+// 16-byte aligned rows. Otherwise it takes codes and scales from quantize_act (or the MoE's gather).
+bool fast_mma_takes_bf16(const ExactBlockArgs& a, const FastMmaShape& s);
+
+// Runs `a` (a pair in the same launch) with the shape's tiles and splits, from bf16 rows (a.x) or
+// activation codes; with splits, `partial` and `counters` hold what the two functions above ask for
+// (the counters zeroed before the first call; the kernel leaves them zeroed).
+void fast_mma_gemm(const ExactBlockArgs& a, const FastMmaShape& s, float* partial, int32_t* counters,
+                   cudaStream_t stream);
 
 }  // namespace dsv4::cuda

@@ -76,15 +76,23 @@ GemmPlan plan_fast_mma(const GemmProblem& p, const GemmPolicy& policy, const Dev
   plan.route = plan.fallback = GemmRoute::kFastMma;
   plan.codes = true;
   plan.tile_rows = fast_tile_rows(p);
-  const int64_t ng = p.n / p.groups, blocks = p.kg / 128;
+  const int64_t ng = p.n / p.groups, blocks = p.kg / 128, max_splits = std::max<int64_t>(1, blocks / kMinSplitBlocks);
   const int64_t ctas = row_tiles(p.rows, plan.tile_rows, p.experts) * p.groups *
                        ceil_div(ng, fast_mma_cta_cols(plan.tile_rows)) * (p.pair ? 2 : 1);
   const int64_t want = int64_t{caps.sm_count} * policy.ctas_per_sm;
-  if (ctas < want) {
-    plan.splits =
-        static_cast<int>(std::clamp<int64_t>(ceil_div(want, ctas), 1, std::max<int64_t>(1, blocks / kMinSplitBlocks)));
+  int64_t splits = ctas < want ? std::clamp<int64_t>(ceil_div(want, ctas), 1, max_splits) : 1;
+  // More splits where that lets the activations stay resident, while the CTAs still fit one wave and
+  // each split keeps its blocks.
+  auto resident = [&](int64_t s) {
+    return plan.tile_rows * fast_mma_resident_pitch(p.weight, ceil_div(blocks, s)) <= kFastMmaResidentBytes;
+  };
+  while (!resident(splits) && splits < max_splits && ctas * (splits + 1) <= want) ++splits;
+  plan.splits = static_cast<int>(splits);
+  plan.resident = resident(splits);
+  if (plan.splits > 1) {
+    plan.workspace_floats = (p.pair ? 2 : 1) * int64_t{plan.splits} * p.rows * p.n;
+    plan.workspace_counters = ctas;
   }
-  if (plan.splits > 1) plan.workspace_floats = (p.pair ? 2 : 1) * int64_t{plan.splits} * p.rows * p.n;
   return plan;
 }
 

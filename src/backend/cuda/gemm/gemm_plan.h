@@ -59,6 +59,13 @@ constexpr int kMinSplitBlocks = 4;
 // memory); output columns a CTA for a row tile (tall tiles hold fewer columns in registers).
 constexpr int64_t kFastMmaMaxK = 16384;
 constexpr int64_t fast_mma_cta_cols(int tile_rows) { return tile_rows >= 32 ? 128 : 256; }
+// Bytes of one row of activation codes over nk K blocks kept in shared memory (padded so that a
+// fragment load's eight rows fall in distinct banks: 32-bit loads for FP8, 64-bit for FP4), and the
+// most a CTA keeps: the tile's codes for its split stay resident when they fit.
+constexpr int64_t fast_mma_resident_pitch(GemmWeightKind k, int64_t nk) {
+  return nk * 128 + (k == GemmWeightKind::kFp8 ? 16 : 32);
+}
+constexpr int64_t kFastMmaResidentBytes = 48 << 10;
 
 // Whether the fast kernel takes weights of this kind and shape: FP8 or FP4, K % 128 == 0 and at most
 // kFastMmaMaxK, FP8 groups of whole 128-row scale blocks.
@@ -88,7 +95,9 @@ struct GemmPlan {
   bool codes = false;                           // the input is quantized first (quantize_act)
   int tile_rows = 0;                            // kFastMma: 8, 16 or 32
   int splits = 1;                               // kFastMma: K splits
+  bool resident = false;                        // kFastMma: the tile's activation codes stay in shared memory
   int64_t workspace_floats = 0;                 // kFastMma: fp32 scratch of the splits
+  int64_t workspace_counters = 0;               // kFastMma: the splits' arrival counters (zeroed once)
 };
 
 // The fast kernel's tile and split choice for a problem (route kFastMma).
