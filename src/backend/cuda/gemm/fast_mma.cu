@@ -177,19 +177,37 @@ __device__ __forceinline__ void multiply_fp4(const St& st, const uint32_t (&b)[4
 }
 
 // The tile's bf16 rows over this split, quantized here (the exact quantizer, bit for bit: a warp per
-// 128-block) into resident codes and their scales; rows past the tile zero.
+// 128-block) into resident codes and their scales; rows past the tile zero. A warp takes four blocks
+// at a time, their loads issued together, so the loads' latency is paid once per four.
 __device__ void quantize_resident(const ExactBlockArgs& p, const Tile& t, int64_t k0, int nk, int tn, uint8_t* res,
                                   int64_t pitch, float* sa) {
+  constexpr int kIlp = 4;
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
-  for (int i = warp; i < tn * nk; i += kWarps) {
-    const int r = i / nk, j = i % nk;
-    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (r < t.cnt) bf16x4(p.x + (t.r0 + r) * p.x_ld + k0 + j * 128 + lane * 4, v);
-    uint32_t packed = 0;
-    const float s = quantize_lane4(v, packed);
-    *reinterpret_cast<uint32_t*>(res + r * pitch + j * 128 + lane * 4) = packed;
-    if (lane == 0) sa[i] = r < t.cnt ? s : 0.0f;
+  const int live = t.cnt * nk;
+  for (int i0 = warp * kIlp; i0 < live; i0 += kWarps * kIlp) {
+    float v[kIlp][4];
+#pragma unroll
+    for (int u = 0; u < kIlp; ++u) {
+      const int i = i0 + u;
+      v[u][0] = v[u][1] = v[u][2] = v[u][3] = 0.0f;
+      if (i < live) bf16x4(p.x + (t.r0 + i / nk) * p.x_ld + k0 + (i % nk) * 128 + lane * 4, v[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kIlp; ++u) {
+      const int i = i0 + u;
+      if (i >= live) break;  // warp-uniform
+      uint32_t packed = 0;
+      const float s = quantize_lane4(v[u], packed);
+      *reinterpret_cast<uint32_t*>(res + (i / nk) * pitch + (i % nk) * 128 + lane * 4) = packed;
+      if (lane == 0) sa[i] = s;
+    }
   }
+  // Rows past the tile: zero codes and scales.
+  const int words = static_cast<int>(pitch / 4);
+  for (int i = static_cast<int>(threadIdx.x); i < (tn - t.cnt) * words; i += kThreads) {
+    reinterpret_cast<uint32_t*>(res + (t.cnt + i / words) * pitch)[i % words] = 0u;
+  }
+  for (int i = live + static_cast<int>(threadIdx.x); i < tn * nk; i += kThreads) sa[i] = 0.0f;
 }
 
 template <GemmWeightKind KIND, int TN, bool kResident>
@@ -200,6 +218,7 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kRowBytes = row_bytes_of(KIND), kUnits = kRowBytes / 16;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ int last_split;
+  __shared__ float wscale[is_fp8(KIND) ? kWarps : 1][is_fp8(KIND) ? kMaxKb : 1];  // FP8: the warp's block scales
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
   const int gid = lane / 4, tig = lane % 4;
   St* ring = reinterpret_cast<St*>(smem_raw) + warp * kR;
@@ -287,6 +306,9 @@ __global__ void __launch_bounds__(kThreads)
       sa[i] = r < t.cnt ? __ldg(p.scales + (g * nkb + kb0 + j) * p.scale_ld + t.r0 + r) : 0.0f;
     }
   }
+  if constexpr (is_fp8(KIND)) {  // the warp's weight block scales of the split, off the K loop's path
+    for (int i = lane; cols > 0 && i < nk; i += kWarp) wscale[warp][i] = ue8m0_f(__ldg(s0 + kb0 + i));
+  }
   if (kResident && !p.x) cp_async_wait<kR - 2>();  // the resident codes (group 0) before the barrier
   __syncthreads();
 
@@ -309,7 +331,7 @@ __global__ void __launch_bounds__(kThreads)
       load_b<KIND, TN>(&st.a[0][0], pitch, gid, tig, b);
     }
     float s[TN / 8][2];
-    const float sw = is_fp8(KIND) ? ue8m0_f(__ldg(s0 + kb0 + i)) : 1.0f;
+    const float sw = is_fp8(KIND) ? wscale[is_fp8(KIND) ? warp : 0][is_fp8(KIND) ? i : 0] : 1.0f;
 #pragma unroll
     for (int j = 0; j < TN / 8; ++j) {
 #pragma unroll
@@ -419,7 +441,10 @@ int64_t fast_mma_counters(const ExactBlockArgs& a, const FastMmaShape& s) {
 }
 
 bool fast_mma_takes_bf16(const ExactBlockArgs& a, const FastMmaShape& s) {
-  return s.resident && !a.offsets && a.x && aligned_to(a.x, 16) && a.x_ld % 8 == 0;
+  // Each warp quantizes at most 16 of its tile's blocks: beyond that quantize_act's launch costs less.
+  const int64_t rows = a.rows < s.tile_rows ? a.rows : s.tile_rows;
+  const bool short_work = rows * cdiv(a.kg / 128, s.splits) <= 16 * kWarps;
+  return s.resident && short_work && !a.offsets && a.x && aligned_to(a.x, 16) && a.x_ld % 8 == 0;
 }
 
 void fast_mma_gemm(const ExactBlockArgs& a, const FastMmaShape& s, float* partial, int32_t* counters,
