@@ -76,15 +76,15 @@ TEST(GemmPlan, FastFewRowsTakeTheSmallestRowTile) {
 
 TEST(GemmPlan, FastSplitsKUntilTheGpuIsFull) {
   const GemmPolicy fast = policy(Numerics::kFast);
-  // wo_b at one row: 16 column tiles, 64 K blocks: 17 splits would fill 2 CTAs an SM, 16 keep 4 blocks each.
+  // wo_b at one row: 16 column tiles, 64 K blocks: 17 splits fill 2 CTAs an SM.
   GemmPlan plan = plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 8192), fast, kH200);
-  EXPECT_EQ(plan.splits, 16);
-  EXPECT_EQ(plan.workspace_floats, 16 * 4096);
+  EXPECT_EQ(plan.splits, 17);
+  EXPECT_EQ(plan.workspace_floats, 17 * 4096);
   EXPECT_EQ(plan.workspace_counters, 16);  // one per CTA tile
   EXPECT_TRUE(plan.resident);
-  // wq_b: 128 column tiles of 8 blocks: two splits of four.
+  // wq_b: 128 column tiles of 8 blocks: three splits.
   plan = plan_gemm(dense(GemmWeightKind::kFp8, 1, 32768, 1024), fast, kH200);
-  EXPECT_EQ(plan.splits, 2);
+  EXPECT_EQ(plan.splits, 3);
   // Two K blocks cannot split; a full GPU does not.
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 1024, 256), fast, kH200).splits, 1);
   plan = plan_fast_mma(dense(GemmWeightKind::kFp8, 96, 32768, 4096), fast, kH200);
@@ -105,10 +105,10 @@ TEST(GemmPlan, FastSplitsFurtherToKeepActivationsResident) {
   GemmPlan plan = plan_gemm(dense(GemmWeightKind::kFp8, 8, 16384, 16384), fast, kH200);
   EXPECT_EQ(plan.splits, 5);
   EXPECT_TRUE(plan.resident);
-  // 16 rows over 2 column tiles: 132 splits wanted, 32 at most (4 blocks each, resident).
+  // 16 rows over 2 column tiles: 132 splits wanted, 64 at most (kMinSplitBlocks each, resident).
   plan = plan_gemm(dense(GemmWeightKind::kFp8, 16, 512, 16384), fast, kH200);
   EXPECT_TRUE(plan.resident);
-  EXPECT_EQ(plan.splits, 32);
+  EXPECT_EQ(plan.splits, 64);
   // 32 rows, a full wave already: no split for residency.
   plan = plan_fast_mma(dense(GemmWeightKind::kFp4, 32, 65536, 4096), fast, kH200);
   EXPECT_EQ(plan.splits, 1);

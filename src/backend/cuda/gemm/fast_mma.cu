@@ -233,24 +233,39 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t row_bytes = is_fp8(KIND) ? p.kg : p.kg / 2, n0 = g * p.ng + c0;
   const uint8_t* w0 = nullptr;
   const uint8_t* s0 = nullptr;
+  // Each lane copies one 16-byte unit column (u) of every kPass-th weight row: its source walks by a
+  // fixed step, so a stage costs a few instructions a copy. Rows past the warp's columns are zero-filled
+  // (their source stays at the first row, which exists).
+  constexpr int kPass = kWarp / kUnits;
+  const int lane_u = lane % kUnits, lane_r = lane / kUnits;
+  const uint8_t* w_lane = nullptr;  // the lane's first row and unit
+  const uint8_t* s_lane = nullptr;  // FP4: the lane's first scale row
+  int64_t w_step = 0, s_step = 0;
   auto bind_weight = [&](int e) {
     const void* wv = p.offsets ? (second ? p.w_list_b : p.w_list)[e] : (second ? p.w_b : p.w);
     const uint8_t* ws =
         p.offsets ? (second ? p.w_scale_list_b : p.w_scale_list)[e] : (second ? p.w_scale_b : p.w_scale);
     w0 = static_cast<const uint8_t*>(wv) + n0 * row_bytes;
     s0 = is_fp8(KIND) ? ws + (n0 / 128) * nkb : ws + n0 * (p.kg / 32);
+    w_lane = w0 + (lane_r < cols ? lane_r : 0) * row_bytes + lane_u * 16;
+    w_step = kPass * row_bytes;
+    s_lane = s0 + (lane < cols ? lane : 0) * (p.kg / 32);
+    s_step = int64_t{kWarp} * (p.kg / 32);
   };
   auto issue_w = [&](int kb, St& st) {
-    for (int piece = lane; piece < kCols * kUnits; piece += kWarp) {
-      const int r = piece / kUnits, u = piece % kUnits, rs = r < cols ? r : cols - 1;
-      cp_async<16>(&st.w[r][unit_at<KIND>(r, u) * 16], w0 + rs * row_bytes + kb * kRowBytes + u * 16,
-                   r < cols ? 16 : 0);
+    const uint8_t* src = w_lane + kb * kRowBytes;
+    const uint8_t* first = src;
+#pragma unroll 4
+    for (int i = 0; i < kCols / kPass; ++i, src += w_step) {
+      const int r = lane_r + kPass * i;
+      cp_async<16>(&st.w[r][unit_at<KIND>(r, lane_u) * 16], r < cols ? src : first, r < cols ? 16 : 0);
     }
     if constexpr (!is_fp8(KIND)) {
+      const uint8_t* ssrc = s_lane + kb * 4;
 #pragma unroll
-      for (int i = 0; i < kCols / kWarp; ++i) {
-        const int r = lane + kWarp * i, rs = r < cols ? r : cols - 1;
-        cp_async<4>(&st.s[r], s0 + rs * (p.kg / 32) + kb * 4, r < cols ? 4 : 0);
+      for (int i = 0; i < kCols / kWarp; ++i, ssrc += s_step) {
+        const int r = lane + kWarp * i;
+        cp_async<4>(&st.s[r], r < cols ? ssrc : s_lane + kb * 4, r < cols ? 4 : 0);
       }
     }
   };

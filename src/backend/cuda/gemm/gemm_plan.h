@@ -52,8 +52,9 @@ struct GemmPolicy {
   std::string describe() const;
 };
 
-// K blocks (128 wide) a split keeps at least: fewer would cost more in partial sums than they save.
-constexpr int kMinSplitBlocks = 4;
+// K blocks (128 wide) a split keeps at least: a few-row call is latency-bound, so splits are cheap
+// (their partial sums are rows x N floats each) and more warps in flight pay.
+constexpr int kMinSplitBlocks = 2;
 
 // The fast kernel's limits: K of one group at most kFastMmaMaxK (its activation scales sit in shared
 // memory); output columns a CTA for a row tile (tall tiles hold fewer columns in registers).
