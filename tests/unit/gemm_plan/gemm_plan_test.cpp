@@ -105,10 +105,15 @@ TEST(GemmPlan, FastSplitsFurtherToKeepActivationsResident) {
   GemmPlan plan = plan_gemm(dense(GemmWeightKind::kFp8, 8, 16384, 16384), fast, kH200);
   EXPECT_EQ(plan.splits, 5);
   EXPECT_TRUE(plan.resident);
-  // 16 rows over 2 column tiles: 132 splits wanted, 64 at most (kMinSplitBlocks each, resident).
+  // 16 rows over 2 column tiles: 132 splits wanted, but the last CTA adds 16 x 256 outputs a split:
+  // three at most (kMaxSplitReduce), too long to stay resident.
   plan = plan_gemm(dense(GemmWeightKind::kFp8, 16, 512, 16384), fast, kH200);
+  EXPECT_FALSE(plan.resident);
+  EXPECT_EQ(plan.splits, 3);
+  // One row over the same: the reduction is short, 33 splits.
+  plan = plan_gemm(dense(GemmWeightKind::kFp8, 1, 512, 16384), fast, kH200);
   EXPECT_TRUE(plan.resident);
-  EXPECT_EQ(plan.splits, 64);
+  EXPECT_EQ(plan.splits, 33);
   // 32 rows, a full wave already: no split for residency.
   plan = plan_fast_mma(dense(GemmWeightKind::kFp4, 32, 65536, 4096), fast, kH200);
   EXPECT_EQ(plan.splits, 1);

@@ -389,9 +389,18 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t cta_c0 = g * p.ng + (tile % col_tiles) * (kWarps * kCols);
   const int cta_cols = static_cast<int>(imin(kWarps * kCols, g * p.ng + p.ng - cta_c0));
   for (int i = static_cast<int>(threadIdx.x); i < t.cnt * cta_cols; i += kThreads) {
-    const int64_t r = t.r0 + i / cta_cols, c = cta_c0 + i % cta_cols, at = r * p.n + c;
+    const int64_t r = t.r0 + i / cta_cols, c = cta_c0 + i % cta_cols, at = r * p.n + c, stride = p.rows * p.n;
     float v = __ldcg(base + at);
-    for (int s = 1; s < splits; ++s) v += __ldcg(base + s * p.rows * p.n + at);
+    int s = 1;
+    for (; s + 3 < splits; s += 4) {  // four loads in flight, added in split order
+      const float v1 = __ldcg(base + s * stride + at), v2 = __ldcg(base + (s + 1) * stride + at);
+      const float v3 = __ldcg(base + (s + 2) * stride + at), v4 = __ldcg(base + (s + 3) * stride + at);
+      v += v1;
+      v += v2;
+      v += v3;
+      v += v4;
+    }
+    for (; s < splits; ++s) v += __ldcg(base + s * stride + at);
     store_out(y, p.y_ld, p.y_f32, r, c, v);
   }
   if (threadIdx.x == 0) *counter = 0;  // ready for the next call

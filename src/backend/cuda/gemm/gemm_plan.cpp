@@ -80,13 +80,16 @@ GemmPlan plan_fast_mma(const GemmProblem& p, const GemmPolicy& policy, const Dev
   const int64_t ctas = row_tiles(p.rows, plan.tile_rows, p.experts) * p.groups *
                        ceil_div(ng, fast_mma_cta_cols(plan.tile_rows)) * (p.pair ? 2 : 1);
   const int64_t want = int64_t{caps.sm_count} * policy.ctas_per_sm;
-  int64_t splits = ctas < want ? std::clamp<int64_t>(ceil_div(want, ctas), 1, max_splits) : 1;
+  const int64_t per_weight = p.experts > 0 ? ceil_div(p.rows, p.experts) : p.rows;
+  const int64_t reduce_rows = std::min<int64_t>(per_weight, plan.tile_rows) * fast_mma_cta_cols(plan.tile_rows);
+  const int64_t reduce_cap = std::max<int64_t>(1, std::min(max_splits, 1 + kMaxSplitReduce / reduce_rows));
+  int64_t splits = ctas < want ? std::clamp<int64_t>(ceil_div(want, ctas), 1, reduce_cap) : 1;
   // More splits where that lets the activations stay resident, while the CTAs still fit one wave and
   // each split keeps its blocks.
   auto resident = [&](int64_t s) {
     return plan.tile_rows * fast_mma_resident_pitch(p.weight, ceil_div(blocks, s)) <= kFastMmaResidentBytes;
   };
-  while (!resident(splits) && splits < max_splits && ctas * (splits + 1) <= want) ++splits;
+  while (!resident(splits) && splits < reduce_cap && ctas * (splits + 1) <= want) ++splits;
   plan.splits = static_cast<int>(splits);
   plan.resident = resident(splits);
   if (plan.splits > 1) {

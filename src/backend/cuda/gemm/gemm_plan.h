@@ -55,6 +55,9 @@ struct GemmPolicy {
 // K blocks (128 wide) a split keeps at least: a few-row call is latency-bound, so splits are cheap
 // (their partial sums are rows x N floats each) and more warps in flight pay.
 constexpr int kMinSplitBlocks = 2;
+// Partial sums the last CTA of a tile adds (tile rows x CTA columns x further splits), at most: beyond
+// that, its serial loads cost more than the splits gain.
+constexpr int64_t kMaxSplitReduce = 8192;
 
 // The fast kernel's limits: K of one group at most kFastMmaMaxK (its activation scales sit in shared
 // memory); output columns a CTA for a row tile (tall tiles hold fewer columns in registers).
