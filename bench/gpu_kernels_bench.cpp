@@ -438,11 +438,11 @@ int main() {
   using namespace dsv4;
   cuda::CudaDevice dev(0);
   g_dev = &dev;
-  cuda::CudaOps ops(dev, cuda::GemmPolicy{Numerics::kExact});
+  cuda::CudaOps ops(dev, cuda::GemmPolicy::from_env(Numerics::kExact));
   cuda::CudaOps fast_ops(dev, cuda::GemmPolicy::from_env(Numerics::kFast));
   std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
   // DSV4_KERNELS (comma list of gemm, fast, attention, indexer, compressor, moe, hc, hc-chain, hc-ring,
-  // fp4-sums, ring, imma4, imma-decode, simt, fp8-gemv, imma-skinny): only those rows. "fast": the GEMM,
+  // imma4, imma-decode, simt): only those rows. "fast": the GEMM,
   // MoE and hc_pre rows on the fast tier (suffix " fast"); the others are the exact tier's.
   // Unset: the M1.8 table's families (the defaults' rows); the experiments' families only when named.
   const char* set = std::getenv("DSV4_KERNELS");
@@ -470,58 +470,26 @@ int main() {
   if (want("hc-ring")) hc_paths(false, true, " ring");     // the ring at every token count
   cuda::set_hc_products(products);
   cuda::set_hc_ring(ring);
+  // Exact-tier variants, each on its own ops made with the policy's field changed.
+  const auto exact_with = [&](auto&& change) {
+    cuda::GemmPolicy p = cuda::GemmPolicy::from_env(Numerics::kExact);
+    change(p);
+    return std::make_unique<cuda::CudaOps>(dev, p);
+  };
   if (want("imma4")) {  // the opt-in four-stage ring of the tensor-core kernel
-    cuda::set_gemm_imma_stages(4);
-    gemm_rows(ops, " imma4", {256, 8192});
-    moe_rows(ops, " imma4", {8192});
-    cuda::set_gemm_imma_stages(2);
-  }
-  if (want("fp4-sums")) {  // the SIMT kernel's FP4 block sums forced to int32, then fp64 (DSV4_GEMM_FP4_INT)
-    const cuda::Fp4Sums was = cuda::gemm_fp4_sums();
-    cuda::set_gemm_fp4_sums(cuda::Fp4Sums::kInteger);
-    moe_rows(ops, " fp4-int", {1, 32, 256});
-    cuda::set_gemm_fp4_sums(cuda::Fp4Sums::kFloat);
-    moe_rows(ops, " fp4-f64", {1, 32, 256});
-    cuda::set_gemm_fp4_sums(was);
-  }
-  if (want("ring")) {  // one- and two-row tiles without the stage ring (DSV4_GEMM_RING=0), then with it
-    const bool was = cuda::gemm_ring();
-    cuda::set_gemm_ring(false);
-    gemm_rows(ops, " no-ring", {1, 2});
-    moe_rows(ops, " no-ring", {1, 32});
-    cuda::set_gemm_ring(was);
-    gemm_rows(ops, "", {2});
+    const auto four = exact_with([](cuda::GemmPolicy& p) { p.imma_stages = 4; });
+    gemm_rows(*four, " imma4", {256, 8192});
+    moe_rows(*four, " imma4", {8192});
   }
   if (want("imma-decode")) {  // decode-sized calls forced onto the tensor-core kernel (part-empty tiles)
-    cuda::set_gemm_imma_min_rows(1);
-    gemm_rows(ops, " imma", {8, 32});
-    moe_rows(ops, " imma", {32, 256});
-    cuda::set_gemm_imma_min_rows(64);
-  }
-  if (want("fp8-gemv")) {  // one-row FP8 GEMMs on the FP8 GEMV (DSV4_GEMM_FP8_GEMV), then on the skinny kernel
-    const bool was = cuda::fp8_gemv_on();
-    cuda::set_fp8_gemv(true);
-    gemm_rows(ops, " fp8-gemv", {1});
-    cuda::set_fp8_gemv(false);
-    gemm_rows(ops, " skinny", {1});
-    cuda::set_fp8_gemv(was);
-  }
-  if (want("imma-skinny")) {  // 2-63 routed rows an expert on the few-row tensor-core kernel, then without it
-    const bool was = cuda::imma_skinny_on();
-    for (const bool on : {true, false}) {
-      cuda::set_imma_skinny(on);
-      const std::string tag = on ? " skinny-imma" : " skinny-off";
-      moe_rows(ops, tag, {256, 1024});
-      moe_rows(ops, " e32" + tag, {8, 32, 64}, 32);
-    }
-    cuda::set_imma_skinny(was);
+    const auto decode = exact_with([](cuda::GemmPolicy& p) { p.imma_min_rows = 1; });
+    gemm_rows(*decode, " imma", {8, 32});
+    moe_rows(*decode, " imma", {32, 256});
   }
   if (want("simt")) {  // the SIMT exact kernels where the int8 tensor cores take the default rows
-    const bool was = cuda::gemm_imma_enabled();
-    cuda::set_gemm_imma(false);
-    gemm_rows(ops, " simt", {256, 8192});
-    moe_rows(ops, " simt", {8192});
-    cuda::set_gemm_imma(was);
+    const auto simt = exact_with([](cuda::GemmPolicy& p) { p.exact_imma = false; });
+    gemm_rows(*simt, " simt", {256, 8192});
+    moe_rows(*simt, " simt", {8192});
   }
   return 0;
 }

@@ -145,7 +145,7 @@ if [ "${DSV4_GPU_BENCH:-0}" = 1 ]; then
       # DSV4_GPU_STEP_EAGER=1: the same decode rows without graphs.
       [ "${DSV4_GPU_STEP_EAGER:-0}" = 1 ] && step bench-step-eager "$STAGE/bin/dsv4" bench step "$flash" --backend cuda \
         --json --enforce-eager --batch "${DSV4_STEP_BATCH:-1,8,32}" --context "${DSV4_STEP_CONTEXT:-8192,131072}" --prefill 0
-      # DSV4_GPU_STEP_ENV (variable assignments, e.g. DSV4_GEMM_FP4_INT=1): the 8K decode rows again under them.
+      # DSV4_GPU_STEP_ENV (variable assignments, e.g. DSV4_GEMM_IMMA=0): the 8K decode rows again under them.
       [ -n "${DSV4_GPU_STEP_ENV:-}" ] && step bench-step-env env $DSV4_GPU_STEP_ENV "$STAGE/bin/dsv4" bench step "$flash" \
         --backend cuda --json --batch "${DSV4_STEP_BATCH:-1,8,32}" --context 8192 --prefill 0
       step bench-profile "$STAGE/bin/dsv4" bench step "$flash" --backend cuda --batch 1,32 --context 8192 \

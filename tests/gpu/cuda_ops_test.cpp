@@ -131,8 +131,8 @@ class CudaOpsTest : public ::testing::Test {
   }
 
   static cuda::CudaDevice* dev_;
-  static cuda::CudaOps* ops_;     // the default: exact FP8 GEMMs
-  static cuda::CudaOps* lt_ops_;  // DSV4_GEMM=cublaslt
+  static cuda::CudaOps* ops_;     // the exact tier
+  static cuda::CudaOps* lt_ops_;  // the fast tier
   CpuOps cpu_{2};
 };
 
@@ -204,17 +204,17 @@ TEST_F(CudaOpsTest, LinearMatchesCpu) {
       return p;
     };
     cpu_.linear(params(Host{}));
-    // The default backend is bit-identical to the CPU; DSV4_GEMM=cublaslt within tol.
+    // The exact tier is bit-identical to the CPU; the fast tier within tol.
     if (c.out == ActType::kBF16) {
       EXPECT_EQ(run_twice(m, yb, [&] { ops_->linear(params(Dev{&m})); }), yb) << "exact GEMM differs from the CPU";
       const auto lt = run_twice(m, yb, [&] { lt_ops_->linear(params(Dev{&m})); });
       const double e = normalized_error(lt, yb);
-      EXPECT_LE(e, c.tol) << "cuBLASLt: normalised error " << e;
+      EXPECT_LE(e, c.tol) << "fast tier: normalised error " << e;
     } else {
       EXPECT_EQ(run_twice(m, yf, [&] { ops_->linear(params(Dev{&m})); }), yf) << "exact GEMM differs from the CPU";
       const auto lt = run_twice(m, yf, [&] { lt_ops_->linear(params(Dev{&m})); });
       const double e = normalized_error(lt, yf);
-      EXPECT_LE(e, c.tol) << "cuBLASLt: normalised error " << e;
+      EXPECT_LE(e, c.tol) << "fast tier: normalised error " << e;
     }
   }
 }

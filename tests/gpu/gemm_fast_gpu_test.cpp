@@ -225,11 +225,12 @@ std::vector<float> exact_f32(const Case& c, const DevInputs& d, int64_t scale_ld
   const size_t per = static_cast<size_t>(c.rows * c.n);
   Dev<float> y(std::vector<float>(2 * per, 0.0f));
   ExactBlockArgs p = d.args(c, scale_ld, y.p, y.p + per, true);
-  const cuda::SplitNeed need = cuda::exact_block_split_need(p);
+  const cuda::GemmPolicy exact;
+  const cuda::SplitNeed need = cuda::exact_block_split_need(p, exact);
   Dev<float> partial(std::vector<float>(static_cast<size_t>(std::max<int64_t>(need.floats, 1))));
   Dev<int32_t> counters(std::vector<int32_t>(static_cast<size_t>(std::max<int64_t>(need.counters, 1)), 0));
   p.partial = partial.p, p.partial_floats = need.floats, p.counters = counters.p, p.counter_count = need.counters;
-  cuda::exact_block_gemm(p, nullptr);
+  cuda::exact_block_gemm(p, exact, nullptr);
   return y.get();
 }
 

@@ -38,6 +38,28 @@ CpuOps& cpu() {
   return ops;
 }
 
+// The exact-tier policy the helpers below make their runners and grouped calls with. A test sets the
+// fields it needs for its scope (PolicyScope): the SIMT tests turn the int8 tensor cores off so that
+// their row counts keep reaching the SIMT kernels.
+cuda::GemmPolicy& test_policy() {
+  static cuda::GemmPolicy p;
+  return p;
+}
+
+class PolicyScope {
+ public:
+  template <typename F>
+  explicit PolicyScope(F&& set) : was_(test_policy()) {
+    set(test_policy());
+  }
+  ~PolicyScope() { test_policy() = was_; }
+  PolicyScope(const PolicyScope&) = delete;
+  PolicyScope& operator=(const PolicyScope&) = delete;
+
+ private:
+  cuda::GemmPolicy was_;
+};
+
 // ---- inputs ------------------------------------------------------------------------------------
 
 struct HostWeight {
@@ -321,7 +343,7 @@ void check_exact(const Case& c, std::initializer_list<int64_t> rows, uint32_t se
   const HostWeight hw =
       c.cancelling ? cancelling_weight(c.kind, c.n, c.k, seed) : random_weight(c.kind, c.n, c.k, seed);
   const DevWeight dw(hw);
-  cuda::GemmRunner runner(nullptr);
+  cuda::GemmRunner runner(nullptr, test_policy());
   for (int64_t r : rows) {
     if (c.f32_out) {
       check_exact_rows<uint32_t>(runner, c, hw, dw, r, seed + static_cast<uint32_t>(r));
@@ -392,17 +414,10 @@ TEST(CudaGemm, QuantizeActMatchesCpuBitForBit) {
   }
 }
 
-// Sets the integer tensor-core path (gemm_imma.h) for one test and restores the switch after it: the
-// SIMT tests below turn it off so that their row counts keep reaching the SIMT kernels.
-class ImmaSwitch {
+// The integer tensor-core path (gemm_imma.h) on or off for one test's scope.
+class ImmaSwitch : public PolicyScope {
  public:
-  explicit ImmaSwitch(bool on) : was_(cuda::gemm_imma_enabled()) { cuda::set_gemm_imma(on); }
-  ~ImmaSwitch() { cuda::set_gemm_imma(was_); }
-  ImmaSwitch(const ImmaSwitch&) = delete;
-  ImmaSwitch& operator=(const ImmaSwitch&) = delete;
-
- private:
-  bool was_;
+  explicit ImmaSwitch(bool on) : PolicyScope([on](cuda::GemmPolicy& p) { p.exact_imma = on; }) {}
 };
 
 // ---- exact kernels -----------------------------------------------------------------------------
@@ -489,13 +504,12 @@ TEST(CudaGemm, PlainPairMatchesCpuBitForBit) {
                  true};
     const HostWeight ha = random_weight(kind, c.n, c.k, 170), hb = random_weight(kind, c.n, c.k, 171);
     const DevWeight da(ha), db(hb);
-    cuda::GemmRunner runner(nullptr);
-    const bool was = cuda::gemm_plain_wide();
     for (const int64_t rows : {1, 3, 17, 32, 300, 1100}) {
       // Wide tiles at 17 rows (one of 32 rows: the minimum lowered) and 32 (four of eight rows, which
       // cover 132 SMs with the pair's 64 column tiles); tiles of four at 3.
-      cuda::set_gemm_plain_wide(rows == 17 || rows == 32);
-      cuda::set_gemm_plain_wide_min_tiles(rows == 17 ? 1 : 0);
+      cuda::GemmPolicy policy = test_policy();
+      policy.plain_wide_min_tiles = rows == 17 ? 1 : 0;
+      cuda::GemmRunner runner(nullptr, policy);
       const auto x = random_acts(rows, c.k, c.x_ld(), 172 + static_cast<uint32_t>(rows));
       const Dev<uint16_t> dx(x);
       Dev<uint32_t> ya(std::vector<uint32_t>(static_cast<size_t>(rows * c.y_ld()), kPoison<uint32_t>));
@@ -506,8 +520,6 @@ TEST(CudaGemm, PlainPairMatchesCpuBitForBit) {
       expect_identical(ya.get(), cpu_linear<uint32_t>(c, ha, x, rows), rows, c.n, c.y_ld(), label(c, rows) + " first");
       expect_identical(yb.get(), cpu_linear<uint32_t>(c, hb, x, rows), rows, c.n, c.y_ld(), label(c, rows) + " second");
     }
-    cuda::set_gemm_plain_wide(was);
-    cuda::set_gemm_plain_wide_min_tiles(0);
   }
 }
 
@@ -518,14 +530,13 @@ TEST(CudaGemm, ExactPlainFlashShapes) {
   check_exact({"hc f32 f32-out", GemmWeightKind::kF32, 24, 16384, 1, true}, {1, 32, 300}, 63);
 }
 
-// Plain GEMMs of 5-32 rows in one tile of 8, 16 or 32 rows (DSV4_GEMM_PLAIN_WIDE) and in tiles of
-// four: partial tiles, K off the 8-element grid with strided rows, groups, f32 weights, the wo_a and
-// gate shapes, the pair; the CPU's bits either way.
+// Plain GEMMs of 5-32 rows in one tile of 8, 16 or 32 rows and in tiles of four (where the wide tiles
+// would not keep plain_wide_min_tiles CTAs): partial tiles, K off the 8-element grid with strided
+// rows, groups, f32 weights, the wo_a and gate shapes, the pair; the CPU's bits either way.
 TEST(CudaGemm, PlainWideTilesMatchCpuBitForBit) {
-  const bool was = cuda::gemm_plain_wide();
-  cuda::set_gemm_plain_wide_min_tiles(1);  // the wide tiles even where they would leave SMs idle
   for (const bool wide : {true, false}) {
-    cuda::set_gemm_plain_wide(wide);
+    // The wide tiles even where they would leave SMs idle, or never.
+    const PolicyScope tiles([wide](cuda::GemmPolicy& p) { p.plain_wide_min_tiles = wide ? 1 : int64_t{1} << 40; });
     const std::string on = wide ? " wide" : " fours";
     for (auto kind : {GemmWeightKind::kBf16, GemmWeightKind::kF32}) {
       const std::string name = (kind == GemmWeightKind::kBf16 ? "bf16" : "f32") + on;
@@ -537,8 +548,6 @@ TEST(CudaGemm, PlainWideTilesMatchCpuBitForBit) {
     check_exact({"gate bf16 f32-out" + on, GemmWeightKind::kBf16, 256, 4096, 1, true}, {13, 32}, 194);
     check_exact({"hc f32 f32-out" + on, GemmWeightKind::kF32, 24, 16384, 1, true}, {32}, 195);
   }
-  cuda::set_gemm_plain_wide(was);
-  cuda::set_gemm_plain_wide_min_tiles(0);
 }
 
 // ---- cuBLASLt paths ----------------------------------------------------------------------------
@@ -566,7 +575,7 @@ TEST(CudaGemm, RejectsBadShapes) {
   const DevWeight dw(hw);
   const Dev<uint16_t> dx(random_acts(1, 100, 100, 2));
   Dev<uint16_t> dy(std::vector<uint16_t>(128));
-  cuda::GemmRunner runner(nullptr);
+  cuda::GemmRunner runner(nullptr, test_policy());
   cuda::GemmArgs a;
   a.x = dx.p;
   a.rows = 1;
@@ -639,7 +648,7 @@ void check_grouped(GemmWeightKind kind, int64_t n, int64_t k, const std::vector<
       a.w_scale_b = dscale.p + experts;
       a.y_b = y.p + bound * n;
     }
-    cuda::grouped_gemm(a, nullptr);
+    cuda::grouped_gemm(a, test_policy(), nullptr);
     return y.get();
   };
   const auto got = run();
@@ -692,128 +701,72 @@ TEST(CudaGemm, GroupedFlashShapes) {
   check_grouped(GemmWeightKind::kFp8, 2048, 4096, random_counts(12, 120, 106), 0, 107);
 }
 
-// The SIMT kernel's FP4 block sums, forced to int32 (dp4a over activation digits) and to fp64 in
-// turn (DSV4_GEMM_FP4_INT; the default picks by tile rows): every one-to-eight-row tile, bf16 rows
-// and codes, split-K, cancelling inputs (which need every digit), grouped decode-like rows; the
-// CPU's bits.
-TEST(CudaGemm, Fp4IntegerAndFloatSumsMatchCpuBitForBit) {
+// The SIMT kernel's FP4 block sums by tile rows: fp64 in one-row tiles (the GEMV and the ringed
+// skinny tile), int32 dp4a over activation digits from two rows: every one-to-eight-row tile, bf16
+// rows and codes, split-K, cancelling inputs (which need every digit), grouped decode-like rows, with
+// one- and two-row tiles on the stage ring; the CPU's bits.
+TEST(CudaGemm, Fp4SumsAndStageRingMatchCpuBitForBit) {
   const ImmaSwitch simt(false);
-  const cuda::Fp4Sums was = cuda::gemm_fp4_sums();
+  uint32_t seed = 180;
+  for (const auto kind : {GemmWeightKind::kFp8, GemmWeightKind::kFp4}) {
+    const std::string tag = kind == GemmWeightKind::kFp8 ? "fp8 " : "fp4 ";
+    for (int64_t n : {128, 200}) check_exact({tag + "n" + std::to_string(n), kind, n, 256}, {1, 2, 3, 5, 17}, seed++);
+    check_exact({tag + "strided f32-out", kind, 200, 256, 1, true, 128, 5}, {1, 2, 3, 17}, seed++);
+    check_exact({tag + "k384 strided f32-out", kind, 200, 384, 1, true, 128, 5}, {1, 2}, seed++);
+    check_exact({tag + "odd stride", kind, 200, 256, 1, false, 6, 0}, {1, 2, 3, 17}, seed++);
+    check_exact({tag + "cancelling f32-out", kind, 200, 384, 1, true, 0, 0, true}, {1, 3, 17}, seed++);
+    check_exact({tag + "cancelling split-K", kind, 256, 4096, 1, true, 0, 0, true}, {1, 2}, seed++);
+    check_exact({tag + "cancelling odd stride", kind, 200, 384, 1, false, 6, 0, true}, {1, 2}, seed++);
+    check_exact({tag + "w1", kind, 2048, 4096}, {1, 8, 32}, seed++);
+    check_exact({tag + "w2", kind, 4096, 2048}, {1, 32}, seed++);
+    check_exact({tag + "wo_b", kind, 4096, 8192}, {1, 2}, seed++);
+    check_exact({tag + "groups 4", kind, 512, 1024, 4}, {1, 2}, seed++);
+    check_grouped(kind, 2048, 4096, random_counts(48, 3, seed), 7, seed + 1);
+    check_grouped(kind, 200, 256, {0, 1, 3, 0, 17, 2}, 5, seed + 2, true);
+    seed += 3;
+  }
+}
+
+// One-row FP4 tiles on their own kernel (fp4_gemv.h): decode-like grouped rows (empty experts, more
+// experts than a warp, an expert with two one-row tiles, partial column tiles, the V4-Flash w1 and w2
+// shapes), cancelling inputs, dense rows from codes (odd stride), groups; the CPU's bits, and the
+// grouped cases really launch it; pairs (the MoE's w1 and w3) in one launch each.
+TEST(CudaGemm, Fp4GemvMatchesCpuBitForBit) {
+  const ImmaSwitch simt(false);
   const auto kind = GemmWeightKind::kFp4;
-  for (const auto mode : {cuda::Fp4Sums::kInteger, cuda::Fp4Sums::kFloat}) {
-    cuda::set_gemm_fp4_sums(mode);
-    const std::string tag = mode == cuda::Fp4Sums::kInteger ? "fp4 int " : "fp4 f64 ";
-    const uint64_t seed = mode == cuda::Fp4Sums::kInteger ? 180 : 280;
-    for (int64_t n : {128, 200}) check_exact({tag + "n" + std::to_string(n), kind, n, 256}, {1, 2, 3, 5, 17}, seed);
-    check_exact({tag + "strided f32-out", kind, 200, 256, 1, true, 128, 5}, {3, 17}, seed + 1);
-    check_exact({tag + "odd stride", kind, 200, 256, 1, false, 6, 0}, {1, 3, 17}, seed + 2);
-    check_exact({tag + "cancelling f32-out", kind, 200, 384, 1, true, 0, 0, true}, {1, 3, 17}, seed + 3);
-    check_exact({tag + "cancelling split-K", kind, 256, 4096, 1, true, 0, 0, true}, {1, 2}, seed + 4);
-    check_exact({tag + "w1", kind, 2048, 4096}, {1, 8, 32}, seed + 5);
-    check_exact({tag + "w2", kind, 4096, 2048}, {1, 32}, seed + 6);
-    check_grouped(kind, 2048, 4096, random_counts(48, 3, seed + 7), 7, seed + 8);
-    check_grouped(kind, 200, 256, {0, 1, 3, 0, 17, 2}, 5, seed + 9, true);
-  }
-  cuda::set_gemm_fp4_sums(was);
+  const uint32_t seed = 900;
+  const int64_t launches = cuda::fp4_gemv_launches();
+  check_grouped(kind, 2048, 4096, random_counts(48, 1, seed), 3, seed + 1);
+  check_grouped(kind, 4096, 2048, random_counts(40, 1, seed + 2), 0, seed + 3);
+  check_grouped(kind, 200, 256, {0, 2, 0, 1, 0, 0, 1, 0}, 3, seed + 4);
+  check_grouped(kind, 200, 384, {1, 0, 1, 1, 0, 0, 0, 0}, 2, seed + 5, true);
+  check_exact({"gemv odd stride", kind, 200, 256, 1, false, 6, 0}, {1}, seed + 6);
+  check_exact({"gemv cancelling odd stride", kind, 200, 384, 1, false, 6, 0, true}, {1}, seed + 7);
+  check_exact({"gemv groups 4 odd stride", kind, 512, 1024, 4, false, 6, 0}, {1}, seed + 8);
+  // With digit planes made beforehand (the MoE's decode calls): copied instead of converted per CTA.
+  check_grouped(kind, 2048, 4096, random_counts(48, 1, seed + 9), 3, seed + 10, false, true);
+  check_grouped(kind, 4096, 2048, random_counts(40, 1, seed + 11), 0, seed + 12, false, true);
+  check_grouped(kind, 200, 384, {1, 0, 1, 1, 0, 0, 0, 0}, 2, seed + 13, true, true);
+  EXPECT_GE(cuda::fp4_gemv_launches() - launches, 7) << "the grouped one-row cases did not take the one-row kernel";
+  // Pairs: one launch each (a run and its repeat); the last case has an expert of two one-row tiles.
+  const int64_t before = cuda::fp4_gemv_launches();
+  check_grouped(kind, 2048, 4096, random_counts(48, 1, seed + 14), 3, seed + 15, false, true, true);
+  check_grouped(kind, 200, 384, {1, 0, 1, 1, 0, 0, 0, 0}, 2, seed + 16, true, false, true);
+  EXPECT_EQ(cuda::fp4_gemv_launches() - before, 4) << "pairs: launches of the one-row kernel";
+  check_grouped(kind, 200, 256, {0, 2, 0, 1}, 1, seed + 17, false, false, true);
 }
 
-// One- and two-row tiles with the stage ring (DSV4_GEMM_RING: cp.async copies of the next K stage,
-// the default) and without: FP8 and FP4 (both sums), bf16 rows and codes (odd stride), partial and
-// many stages, split-K, groups, cancelling inputs, grouped decode-like rows; the CPU's bits. Three
-// rows take the ringless four-row tile in the same runs.
-TEST(CudaGemm, StageRingOnAndOffMatchCpuBitForBit) {
-  const ImmaSwitch simt(false);
-  const bool ring_was = cuda::gemm_ring();
-  const cuda::Fp4Sums sums_was = cuda::gemm_fp4_sums();
-  uint32_t seed = 300;
-  for (const bool ring : {true, false}) {
-    cuda::set_gemm_ring(ring);
-    for (const auto kind : {GemmWeightKind::kFp8, GemmWeightKind::kFp4}) {
-      for (const auto mode : {cuda::Fp4Sums::kInteger, cuda::Fp4Sums::kFloat}) {
-        if (kind == GemmWeightKind::kFp8 && mode == cuda::Fp4Sums::kInteger) continue;  // FP8 sums in fp64 only
-        cuda::set_gemm_fp4_sums(mode);
-        const std::string tag = std::string(ring ? "ring " : "no ring ") +
-                                (kind == GemmWeightKind::kFp8 ? "fp8 " : "fp4 ") +
-                                (mode == cuda::Fp4Sums::kInteger ? "int " : "");
-        check_exact({tag + "n200 k256", kind, 200, 256}, {1, 2, 3}, seed++);
-        check_exact({tag + "k384 strided f32-out", kind, 200, 384, 1, true, 128, 5}, {1, 2}, seed++);
-        check_exact({tag + "odd stride", kind, 200, 256, 1, false, 6, 0}, {1, 2, 3}, seed++);
-        check_exact({tag + "cancelling split-K", kind, 256, 4096, 1, true, 0, 0, true}, {1, 2}, seed++);
-        check_exact({tag + "cancelling odd stride", kind, 200, 384, 1, false, 6, 0, true}, {1, 2}, seed++);
-        check_exact({tag + "wo_b", kind, 4096, 8192}, {1, 2}, seed++);
-        check_exact({tag + "groups 4", kind, 512, 1024, 4}, {1, 2}, seed++);
-        check_grouped(kind, 2048, 4096, random_counts(48, 3, seed), 7, seed + 1);
-        check_grouped(kind, 200, 256, {0, 1, 3, 0, 17, 2}, 5, seed + 2, true);
-        seed += 3;
-      }
-    }
-  }
-  cuda::set_gemm_fp4_sums(sums_was);
-  cuda::set_gemm_ring(ring_was);
-}
-
-// One-row FP4 tiles on their own kernel (fp4_gemv.h, the default) and on the skinny kernel: decode-like
-// grouped rows (empty experts, more experts than a warp, an expert with two one-row tiles, partial
-// column tiles, the V4-Flash w1 and w2 shapes), cancelling inputs, dense rows from codes (odd stride),
-// groups; the CPU's bits either way, and the "on" runs really launch it.
-TEST(CudaGemm, Fp4GemvOnAndOffMatchCpuBitForBit) {
-  const ImmaSwitch simt(false);
-  const bool was = cuda::fp4_gemv_on();
-  const auto kind = GemmWeightKind::kFp4;
-  uint32_t seed = 900;
-  for (const bool on : {true, false}) {
-    cuda::set_fp4_gemv(on);
-    const int64_t launches = cuda::fp4_gemv_launches();
-    check_grouped(kind, 2048, 4096, random_counts(48, 1, seed), 3, seed + 1);
-    check_grouped(kind, 4096, 2048, random_counts(40, 1, seed + 2), 0, seed + 3);
-    check_grouped(kind, 200, 256, {0, 2, 0, 1, 0, 0, 1, 0}, 3, seed + 4);
-    check_grouped(kind, 200, 384, {1, 0, 1, 1, 0, 0, 0, 0}, 2, seed + 5, true);
-    check_exact({"gemv odd stride", kind, 200, 256, 1, false, 6, 0}, {1}, seed + 6);
-    check_exact({"gemv cancelling odd stride", kind, 200, 384, 1, false, 6, 0, true}, {1}, seed + 7);
-    check_exact({"gemv groups 4 odd stride", kind, 512, 1024, 4, false, 6, 0}, {1}, seed + 8);
-    // With digit planes made beforehand (the MoE's decode calls): copied instead of converted per CTA.
-    check_grouped(kind, 2048, 4096, random_counts(48, 1, seed + 9), 3, seed + 10, false, true);
-    check_grouped(kind, 4096, 2048, random_counts(40, 1, seed + 11), 0, seed + 12, false, true);
-    check_grouped(kind, 200, 384, {1, 0, 1, 1, 0, 0, 0, 0}, 2, seed + 13, true, true);
-    const int64_t ran = cuda::fp4_gemv_launches() - launches;
-    if (on) {
-      EXPECT_GE(ran, 7) << "the grouped one-row cases did not take the one-row kernel";
-    } else {
-      EXPECT_EQ(ran, 0);
-    }
-    // Pairs (the MoE's w1 and w3): in one launch each (a run and its repeat), and in turn with the
-    // pair switch off; the last case has an expert of two one-row tiles.
-    for (const bool together : {true, false}) {
-      const bool pair_was = cuda::fp4_gemv_pair();
-      cuda::set_fp4_gemv_pair(together);
-      const int64_t before = cuda::fp4_gemv_launches();
-      check_grouped(kind, 2048, 4096, random_counts(48, 1, seed + 14), 3, seed + 15, false, true, true);
-      check_grouped(kind, 200, 384, {1, 0, 1, 1, 0, 0, 0, 0}, 2, seed + 16, true, false, true);
-      const int64_t pairs = cuda::fp4_gemv_launches() - before;
-      check_grouped(kind, 200, 256, {0, 2, 0, 1}, 1, seed + 17, false, false, true);
-      cuda::set_fp4_gemv_pair(pair_was);
-      if (on) {
-        EXPECT_EQ(pairs, together ? 4 : 8) << "pairs: launches of the one-row kernel";
-      }
-    }
-    seed += 20;
-  }
-  cuda::set_fp4_gemv(was);
-}
-
-// One-row dense FP8 GEMMs on their own kernel (fp8_gemv.h) and on the skinny kernel: rows from bf16
+// One-row dense FP8 GEMMs on their own kernel (fp8_gemv.h): rows from bf16
 // (quantized as staged) and from codes (odd stride), K below one stage and off its grid, partial
 // column tiles, f32 out, groups (CTAs whose tiles cross a group), every tile shape the planner picks
 // (the V4-Flash wq_b, wo_b, wq_a, wkv, shared-expert shapes: several tiles a CTA, K split across
-// warps), cancelling inputs; the CPU's bits either way, and the "on" runs really launch it, once per
-// call. Grouped one-row tiles, pairs and K past kFp8GemvMaxK stay on the skinny kernel.
-TEST(CudaGemm, Fp8GemvOnAndOffMatchCpuBitForBit) {
+// warps), cancelling inputs; the CPU's bits, and they really launch it, once per call. Grouped one-row tiles, pairs and
+// K past kFp8GemvMaxK stay on the skinny kernel.
+TEST(CudaGemm, Fp8GemvMatchesCpuBitForBit) {
   const ImmaSwitch simt(false);
-  const bool was = cuda::fp8_gemv_on();
   const auto kind = GemmWeightKind::kFp8;
-  uint32_t seed = 1300;
-  for (const bool on : {true, false}) {
-    cuda::set_fp8_gemv(on);
+  const uint32_t seed = 1300;
+  {
     const int64_t launches = cuda::fp8_gemv_launches();
     check_exact({"fp8 gemv n200 k256", kind, 200, 256}, {1}, seed);
     check_exact({"fp8 gemv n130 k640 f32-out strided", kind, 130, 640, 1, true, 128, 5}, {1}, seed + 1);
@@ -831,35 +784,27 @@ TEST(CudaGemm, Fp8GemvOnAndOffMatchCpuBitForBit) {
     check_exact({"fp8 gemv k16384 (skinny)", kind, 256, 16384}, {1}, seed + 12);
     check_grouped(kind, 2048, 4096, random_counts(48, 1, seed + 13), 3, seed + 14);
     check_grouped(kind, 200, 256, {0, 1, 0, 1, 0, 0, 1, 0}, 1, seed + 15, false, false, true);
-    if (on) {
-      EXPECT_EQ(dense, 12 * 2) << "a dense one-row case did not take the FP8 GEMV (each runs twice)";
-      EXPECT_EQ(cuda::fp8_gemv_launches() - launches, dense) << "the FP8 GEMV took a case it should leave";
-    } else {
-      EXPECT_EQ(cuda::fp8_gemv_launches(), launches);
-    }
-    seed += 20;
+    EXPECT_EQ(dense, 12 * 2) << "a dense one-row case did not take the FP8 GEMV (each runs twice)";
+    EXPECT_EQ(cuda::fp8_gemv_launches() - launches, dense) << "the FP8 GEMV took a case it should leave";
   }
-  cuda::set_fp8_gemv(was);
 }
 
-// Grouped FP4 calls of 2-63 rows per expert on the few-row tensor-core kernel (gemm_imma_skinny.h)
-// and without it, the CPU's bits either way; the "on" runs really launch it (each case runs twice).
+// Grouped FP4 calls of 2-63 rows per expert on the few-row tensor-core kernel (gemm_imma_skinny.h),
+// the CPU's bits; the runs really launch it (each case runs twice).
 // Small shapes (also the sanitizers' cases): experts of one to 17 rows (tiles of eight and a partial
 // one), empty experts, partial and idle column warps (n 200, 72), K of one 128-block and at the
 // kernel's maximum, cancelling inputs (every digit plane counts), a pair in one launch. It must leave
 // one-row calls to the GEMV, 64 rows an expert to the 128-row kernel, FP8 and calls without planes.
 TEST(CudaGemm, ImmaSkinnySmallShapesMatchCpuBitForBit) {
   const ImmaSwitch imma(true);
-  const bool was = cuda::imma_skinny_on();
   const auto kind = GemmWeightKind::kFp4;
-  uint32_t seed = 1500;
-  for (const bool on : {true, false}) {
-    cuda::set_imma_skinny(on);
-    // EXPECT, not ASSERT: an early return would leave the switch changed for the later tests.
-    EXPECT_EQ(cuda::imma_skinny_takes(kind, 2, 4096), on);
-    EXPECT_FALSE(cuda::imma_skinny_takes(kind, 1, 4096));
-    EXPECT_FALSE(cuda::imma_skinny_takes(kind, 64, 4096));
-    EXPECT_FALSE(cuda::imma_skinny_takes(GemmWeightKind::kFp8, 8, 4096));
+  const uint32_t seed = 1500;
+  const cuda::GemmPolicy& pol = test_policy();
+  {
+    EXPECT_TRUE(cuda::imma_skinny_takes(kind, 2, 4096, pol));
+    EXPECT_FALSE(cuda::imma_skinny_takes(kind, 1, 4096, pol));
+    EXPECT_FALSE(cuda::imma_skinny_takes(kind, 64, 4096, pol));
+    EXPECT_FALSE(cuda::imma_skinny_takes(GemmWeightKind::kFp8, 8, 4096, pol));
     const int64_t launches = cuda::imma_skinny_launches();
     check_grouped(kind, 200, 384, {0, 2, 9, 3, 0, 17, 8, 1}, 3, seed + 1, true, true);
     check_grouped(kind, 72, 128, {3, 5, 0, 2}, 1, seed + 2, false, true);
@@ -870,31 +815,25 @@ TEST(CudaGemm, ImmaSkinnySmallShapesMatchCpuBitForBit) {
     check_grouped(kind, 256, 1024, {64, 70, 66, 80}, 0, seed + 6, false, true);
     check_grouped(GemmWeightKind::kFp8, 200, 256, {0, 3, 8, 0, 2, 9}, 0, seed + 7, false, true);
     check_grouped(kind, 200, 256, {0, 3, 8, 0, 2, 9}, 0, seed + 8);
-    EXPECT_EQ(ran, on ? 4 * 2 : 0) << "launches of the few-row tensor-core kernel";
+    EXPECT_EQ(ran, 4 * 2) << "launches of the few-row tensor-core kernel";
     EXPECT_EQ(cuda::imma_skinny_launches() - launches, ran) << "it took a case it should leave";
-    seed += 20;
   }
-  cuda::set_imma_skinny(was);
 }
 
 // The same at the V4-Flash expert shapes (w1 / w2, 16-32 experts of up to 20 rows), plain and
 // cancelling inputs, and the w1 / w3 pair.
 TEST(CudaGemm, ImmaSkinnyFlashShapesMatchCpuBitForBit) {
   const ImmaSwitch imma(true);
-  const bool was = cuda::imma_skinny_on();
   const auto kind = GemmWeightKind::kFp4;
-  uint32_t seed = 1600;
-  for (const bool on : {true, false}) {
-    cuda::set_imma_skinny(on);
+  const uint32_t seed = 1600;
+  {
     const int64_t launches = cuda::imma_skinny_launches();
     check_grouped(kind, 2048, 4096, random_counts(32, 12, seed), 5, seed + 1, false, true);
     check_grouped(kind, 4096, 2048, random_counts(32, 20, seed + 2), 0, seed + 3, false, true);
     check_grouped(kind, 2048, 4096, random_counts(16, 9, seed + 4), 2, seed + 5, true, true);
     check_grouped(kind, 2048, 4096, random_counts(32, 12, seed + 6), 3, seed + 7, false, true, true);  // pair
-    EXPECT_EQ(cuda::imma_skinny_launches() - launches, on ? 4 * 2 : 0);
-    seed += 20;
+    EXPECT_EQ(cuda::imma_skinny_launches() - launches, 4 * 2);
   }
-  cuda::set_imma_skinny(was);
 }
 
 // ---- the tensor-core (int8 digit) kernel ---------------------------------------------------------
@@ -904,8 +843,8 @@ TEST(CudaGemm, ImmaSkinnyFlashShapesMatchCpuBitForBit) {
 TEST(CudaGemm, ImmaDenseMatchesCpuBitForBit) {
   const ImmaSwitch imma(true);
   for (auto kind : {GemmWeightKind::kFp8, GemmWeightKind::kFp4}) {
-    ASSERT_TRUE(cuda::imma_wanted(kind, 64, 256));
-    ASSERT_FALSE(cuda::imma_wanted(kind, 63, 256));
+    ASSERT_TRUE(cuda::imma_wanted(kind, 64, 256, 0, test_policy()));
+    ASSERT_FALSE(cuda::imma_wanted(kind, 63, 256, 0, test_policy()));
     const std::string name = kind == GemmWeightKind::kFp8 ? "imma fp8" : "imma fp4";
     // Partial row and column tiles (n 200, 72), one K-block, strided f32 output, odd input stride.
     check_exact({name + " n200 k256", kind, 200, 256}, {64, 100, 300}, 110);
@@ -931,11 +870,11 @@ TEST(CudaGemm, ImmaFlashShapesMatchCpuBitForBit) {
   check_exact({"imma w1 fp4", GemmWeightKind::kFp4, 2048, 4096}, {64, 300}, 123);
   check_exact({"imma w2 fp4", GemmWeightKind::kFp4, 4096, 2048}, {300}, 124);
   // Decode batches on the wide dense weights: from kImmaDecodeRows rows, one part-empty row tile.
-  ASSERT_TRUE(cuda::imma_wanted(GemmWeightKind::kFp8, 24, 1024, 32768));
-  ASSERT_TRUE(cuda::imma_wanted(GemmWeightKind::kFp8, 32, 8192, 4096));
-  ASSERT_FALSE(cuda::imma_wanted(GemmWeightKind::kFp8, 23, 1024, 32768));
-  ASSERT_FALSE(cuda::imma_wanted(GemmWeightKind::kFp8, 32, 4096, 2048));  // too few column tiles
-  ASSERT_FALSE(cuda::imma_wanted(GemmWeightKind::kFp4, 32, 4096));        // grouped experts
+  ASSERT_TRUE(cuda::imma_wanted(GemmWeightKind::kFp8, 24, 1024, 32768, test_policy()));
+  ASSERT_TRUE(cuda::imma_wanted(GemmWeightKind::kFp8, 32, 8192, 4096, test_policy()));
+  ASSERT_FALSE(cuda::imma_wanted(GemmWeightKind::kFp8, 23, 1024, 32768, test_policy()));
+  ASSERT_FALSE(cuda::imma_wanted(GemmWeightKind::kFp8, 32, 4096, 2048, test_policy()));  // too few column tiles
+  ASSERT_FALSE(cuda::imma_wanted(GemmWeightKind::kFp4, 32, 4096, 0, test_policy()));     // grouped experts
   check_exact({"imma wq_b decode", GemmWeightKind::kFp8, 32768, 1024}, {24, 32, 63}, 125);
   check_exact({"imma wo_b decode", GemmWeightKind::kFp8, 4096, 8192}, {32}, 126);
 }
@@ -952,9 +891,10 @@ TEST(CudaGemm, ImmaGroupedMatchesCpuBitForBit) {
 // The opt-in four-stage ring (DSV4_GEMM_IMMA_STAGES=4): K shorter than the ring (k128: 2 stages,
 // k256: 4), digit planes of both operands, the table path, FP4, grouped.
 TEST(CudaGemm, ImmaFourStagesMatchCpuBitForBit) {
-  const ImmaSwitch imma(true);
-  const int was = cuda::gemm_imma_stages();
-  cuda::set_gemm_imma_stages(4);
+  const PolicyScope four([](cuda::GemmPolicy& p) {
+    p.exact_imma = true;
+    p.imma_stages = 4;
+  });
   for (auto kind : {GemmWeightKind::kFp8, GemmWeightKind::kFp4}) {
     const std::string name = kind == GemmWeightKind::kFp8 ? "imma4 fp8" : "imma4 fp4";
     check_exact({name + " n72 k128", kind, 72, 128}, {64, 129}, 150);
@@ -965,7 +905,6 @@ TEST(CudaGemm, ImmaFourStagesMatchCpuBitForBit) {
   }
   check_exact({"imma4 wq_a fp8", GemmWeightKind::kFp8, 1024, 4096}, {1000}, 155);
   check_exact({"imma4 w1 fp4", GemmWeightKind::kFp4, 2048, 4096}, {300}, 156);
-  cuda::set_gemm_imma_stages(was);
 }
 
 // ---- timings (run with --gtest_also_run_disabled_tests) -----------------------------------------
@@ -1077,7 +1016,7 @@ TEST(CudaGemm, DISABLED_Timings) {
       a.w_data = ddata.p;
       a.w_scale = dscale.p;
       a.y = y.p;
-      const float us = graph_us(stream, [&] { cuda::grouped_gemm(a, stream); });
+      const float us = graph_us(stream, [&] { cuda::grouped_gemm(a, test_policy(), stream); });
       print_timing("grouped w1 x256", rows, "exact", us, static_cast<double>(wbytes) * experts,
                    2.0 * static_cast<double>(rows) * static_cast<double>(n * k));
     }

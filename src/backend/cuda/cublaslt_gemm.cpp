@@ -206,7 +206,7 @@ struct GemmRunner::Impl {
 
   // Grow-only split-K scratch of the exact block kernel; new counters start zeroed.
   void split_scratch(ExactBlockArgs& p) {
-    const SplitNeed need = exact_block_split_need(p);
+    const SplitNeed need = exact_block_split_need(p, policy);
     if (need.floats == 0) return;
     if (need.floats > partial_floats) {
       scratch_moves(stream, "the GEMM split-K scratch");
@@ -318,13 +318,14 @@ struct GemmRunner::Impl {
     return matmul(s, w.data, a.x, a.y, nullptr, nullptr);
   }
 
-  static ExactPlainArgs plain_args(const GemmArgs& a) {
+  static ExactPlainArgs plain_args(const GemmArgs& a, int64_t min_wide_tiles) {
     const GemmWeight& w = a.w;
     ExactPlainArgs p;
     p.x = a.x, p.x_ld = a.x_stride ? a.x_stride : w.cols * a.groups, p.rows = a.rows;
     p.n = w.rows, p.ng = w.rows / a.groups, p.kg = w.cols, p.groups = a.groups;
     p.w = w.data, p.w_f32 = w.kind == GemmWeightKind::kF32;
     p.y = a.y, p.y_ld = a.y_stride ? a.y_stride : w.rows, p.y_f32 = a.out == GemmOut::kF32;
+    p.min_wide_tiles = min_wide_tiles;
     return p;
   }
 
@@ -342,7 +343,7 @@ struct GemmRunner::Impl {
       return;
     }
     run_checks(a);
-    ExactPlainArgs p = plain_args(a);
+    ExactPlainArgs p = plain_args(a, policy.plain_wide_min_tiles);
     p.w_b = w_b.data, p.y_b = y_b;
     exact_plain_gemm(p, stream);
   }
@@ -375,7 +376,7 @@ struct GemmRunner::Impl {
     const GemmPlan plan = plan_of(a, false);
     if (plan.route == GemmRoute::kExactPlain || plan.fallback == GemmRoute::kExactPlain) {
       if (plan.route == GemmRoute::kCublasLt && lt_bf16(a, x_ld, y_ld)) return;
-      exact_plain_gemm(plain_args(a), stream);
+      exact_plain_gemm(plain_args(a, policy.plain_wide_min_tiles), stream);
       return;
     }
     DSV4_CHECK(w.scale && w.cols % 128 == 0, "gemm: a block-scaled weight needs scales and K % 128 == 0");
@@ -418,11 +419,11 @@ struct GemmRunner::Impl {
   void run_exact_block(const GemmArgs& a, ExactBlockArgs& p, int64_t x_ld) {
     const GemmWeight& w = a.w;
     const int64_t k = w.cols * a.groups;
-    const bool imma = imma_wanted(w.kind, a.rows, w.cols, w.rows);
+    const bool imma = imma_wanted(w.kind, a.rows, w.cols, w.rows, policy);
     if (!imma && alignment_of(a.x) >= 16 && x_ld % 8 == 0) {
       p.x = a.x, p.x_ld = x_ld;
       split_scratch(p);
-      exact_block_gemm(p, stream);
+      exact_block_gemm(p, policy, stream);
       return;
     }
     const int64_t scale_ld = act_scale_ld(a.rows);
@@ -446,7 +447,7 @@ struct GemmRunner::Impl {
       p.w_digits = wd;
     }
     if (!imma) split_scratch(p);  // split-K is the SIMT kernels'
-    exact_block_gemm(p, stream);
+    exact_block_gemm(p, policy, stream);
   }
 
   GemmPlan plan_grouped(GemmWeightKind kind, int64_t rows, int experts, int64_t n, int64_t k, bool pair) const {
@@ -463,7 +464,7 @@ struct GemmRunner::Impl {
   void grouped(const GroupedGemmArgs& a) {
     const GemmPlan plan = plan_grouped(a.kind, a.rows, a.experts, a.n, a.k, a.y_b != nullptr);
     if (plan.route != GemmRoute::kFastMma) {
-      grouped_gemm(a, stream);
+      grouped_gemm(a, policy, stream);
       return;
     }
     DSV4_CHECK(a.experts > 0 && a.offsets && a.w_data && a.w_scale && a.y, "grouped gemm: missing arguments");
@@ -489,8 +490,9 @@ const GemmPolicy& GemmRunner::policy() const { return impl_->policy; }
 bool GemmRunner::wants_digit_planes(GemmWeightKind kind, int64_t rows, int experts, int64_t k) const {
   if (impl_->plan_grouped(kind, rows, experts, k, k, false).route != GemmRoute::kExactBlock) return false;
   const int64_t per_weight = experts > 0 ? (rows + experts - 1) / experts : rows;
-  return imma_wanted(kind, per_weight, k) || fp4_gemv_takes(kind, per_weight, k) ||
-         imma_skinny_takes(kind, per_weight, k);
+  const GemmPolicy& policy = impl_->policy;
+  return imma_wanted(kind, per_weight, k, 0, policy) || fp4_gemv_takes(kind, per_weight, k) ||
+         imma_skinny_takes(kind, per_weight, k, policy);
 }
 
 }  // namespace dsv4::cuda

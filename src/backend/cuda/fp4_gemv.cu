@@ -6,7 +6,6 @@
 #include "backend/cuda/gemm_tiles.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/ptx.cuh"
-#include "core/env.h"
 
 namespace dsv4::cuda {
 namespace {
@@ -216,29 +215,15 @@ __global__ void __launch_bounds__(kThreads, 4) fp4_gemv_kernel(const ExactBlockA
 
 std::atomic<int64_t> g_launches{0};
 
-std::atomic<bool>& gemv_switch() {
-  static std::atomic<bool> on{env_switch("DSV4_GEMM_GEMV") != "0"};
-  return on;
-}
-
-std::atomic<bool>& pair_switch() {
-  static std::atomic<bool> on{env_switch("DSV4_GEMM_GEMV_PAIR") != "0"};
-  return on;
-}
-
 }  // namespace
 
-bool fp4_gemv_pair() { return pair_switch().load(); }
-void set_fp4_gemv_pair(bool on) { pair_switch().store(on); }
-bool fp4_gemv_on() { return gemv_switch().load(); }
 bool fp4_gemv_takes(GemmWeightKind kind, int64_t rows_per_weight, int64_t kg) {
-  return fp4_gemv_on() && kind == GemmWeightKind::kFp4 && rows_per_weight <= 1 && kg <= kFp4GemvMaxK;
+  return kind == GemmWeightKind::kFp4 && rows_per_weight <= 1 && kg <= kFp4GemvMaxK;
 }
 int64_t fp4_gemv_launches() { return g_launches.load(); }
-void set_fp4_gemv(bool on) { gemv_switch().store(on); }
 
 bool fp4_gemv_applies(const ExactBlockArgs& a) {
-  if (!fp4_gemv_on() || a.kind != GemmWeightKind::kFp4 || a.x || !a.codes || a.partial || a.kg > kFp4GemvMaxK) {
+  if (a.kind != GemmWeightKind::kFp4 || a.x || !a.codes || a.partial || a.kg > kFp4GemvMaxK) {
     return false;
   }
   if (a.codes_ld % 4 != 0 || reinterpret_cast<uintptr_t>(a.codes) % 4 != 0) return false;

@@ -21,16 +21,9 @@ bool fp4_gemv_applies(const ExactBlockArgs& a);
 
 constexpr int64_t kFp4GemvMaxK = 16384;
 
-// On by default; DSV4_GEMM_GEMV=0 (or set_fp4_gemv(false)) leaves one-row FP4 tiles to the skinny kernel.
-bool fp4_gemv_on();
-void set_fp4_gemv(bool on);
 // Whether a grouped call of FP4 experts with about rows_per_weight rows each comes here (one-row
 // tiles): its caller then makes the activations' digit planes once for all CTAs (a_digits).
 bool fp4_gemv_takes(GemmWeightKind kind, int64_t rows_per_weight, int64_t kg);
-// A pair in one launch: on by default; DSV4_GEMM_GEMV_PAIR=0 (or set_fp4_gemv_pair(false)) runs its
-// halves in turn.
-bool fp4_gemv_pair();
-void set_fp4_gemv_pair(bool on);
 // Launches so far in this process (tests check that a shape took this kernel).
 int64_t fp4_gemv_launches();
 

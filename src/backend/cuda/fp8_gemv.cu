@@ -6,7 +6,6 @@
 #include "backend/cuda/fp8_gemv.h"
 #include "backend/cuda/gemm_tiles.cuh"
 #include "backend/cuda/launch.cuh"
-#include "core/env.h"
 
 namespace dsv4::cuda {
 namespace {
@@ -256,11 +255,6 @@ __global__ void __launch_bounds__(kThreads, 1) fp8_gemv_kernel(const ExactBlockA
 
 std::atomic<int64_t> g_launches{0};
 
-std::atomic<bool>& gemv_switch() {
-  static std::atomic<bool> on{env_switch("DSV4_GEMM_FP8_GEMV") != "0"};
-  return on;
-}
-
 // The widest tile (least re-reading of activations, fewest chains) that still gives every SM a
 // tile, without K slices past the group's K.
 Shape pick_shape(const ExactBlockArgs& a) {
@@ -276,12 +270,10 @@ Shape pick_shape(const ExactBlockArgs& a) {
 
 }  // namespace
 
-bool fp8_gemv_on() { return gemv_switch().load(); }
-void set_fp8_gemv(bool on) { gemv_switch().store(on); }
 int64_t fp8_gemv_launches() { return g_launches.load(); }
 
 bool fp8_gemv_applies(const ExactBlockArgs& a) {
-  if (!fp8_gemv_on() || a.kind != GemmWeightKind::kFp8 || a.offsets || a.y_b || a.rows != 1) return false;
+  if (a.kind != GemmWeightKind::kFp8 || a.offsets || a.y_b || a.rows != 1) return false;
   if (a.kg > kFp8GemvMaxK || a.kg % 128 != 0 || reinterpret_cast<uintptr_t>(a.w) % 16 != 0) return false;
   if (a.x ? reinterpret_cast<uintptr_t>(a.x) % 8 != 0 : !a.codes || reinterpret_cast<uintptr_t>(a.codes) % 4 != 0) {
     return false;

@@ -17,15 +17,11 @@ namespace dsv4::cuda {
 bool fp8_gemv(const ExactBlockArgs& a, cudaStream_t stream);
 // Whether fp8_gemv would take `a` (then it launches exactly once).
 bool fp8_gemv_applies(const ExactBlockArgs& a);
+// Taken wherever it applies: a decode step measured faster with it than on the skinny kernel, its gain
+// being the weight stages it loads before the PDL wait (docs/perf-history.md, session 15).
 
 constexpr int64_t kFp8GemvMaxK = 8192;
 
-// On by default; DSV4_GEMM_FP8_GEMV=0 (or set_fp8_gemv(false)) leaves one-row dense FP8 GEMMs to the
-// skinny kernel. H200, one call: decode b1 8K 19.49 -> 19.06 ms; the kernel alone about the skinny
-// kernel's time (Nsight Compute, wq_b: 26.6 against 25.7 us), its gain in a step being the weight
-// stages it loads before the PDL wait.
-bool fp8_gemv_on();
-void set_fp8_gemv(bool on);
 // Launches so far in this process (tests check that a shape took this kernel).
 int64_t fp8_gemv_launches();
 

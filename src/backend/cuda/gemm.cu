@@ -33,9 +33,7 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
-#include <string_view>
 #include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
@@ -50,7 +48,6 @@
 #include "backend/cuda/gemm_tiles.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/ptx.cuh"
-#include "core/env.h"
 
 namespace dsv4::cuda {
 namespace {
@@ -443,7 +440,7 @@ __device__ __forceinline__ void block_products(SkinnyIntSmem<TM>& s, const Weigh
   }
 }
 
-// ---- the stage ring (tiles of one or two rows; DSV4_GEMM_RING=0 turns it off) ----------------------
+// ---- the stage ring (tiles of one or two rows) ------------------------------------------------------
 //
 // A lane reads its own column's weights, so each 16-byte load of the plain kernel touches 32 weight
 // rows: Nsight Compute (moe b1, one-row FP4 tiles) finds L1 the busiest unit (75%) at 0.85 TB/s. With
@@ -1171,32 +1168,7 @@ __global__ void __launch_bounds__(plain_threads(TM)) skinny_plain_kernel(const E
   }
 }
 
-// ---- FP8 scale conversion ------------------------------------------------------------------------
-
 // ---- launchers -----------------------------------------------------------------------------------
-
-std::atomic<bool>& plain_wide_switch() {
-  static std::atomic<bool> on{env_switch("DSV4_GEMM_PLAIN_WIDE") != "0"};
-  return on;
-}
-
-std::atomic<int64_t>& plain_wide_min_tiles_switch() {
-  static std::atomic<int64_t> n{0};  // 0: the SM count
-  return n;
-}
-
-std::atomic<bool>& ring_switch() {
-  static std::atomic<bool> on{env_switch("DSV4_GEMM_RING") != "0"};
-  return on;
-}
-
-std::atomic<Fp4Sums>& fp4_sums_switch() {
-  static std::atomic<Fp4Sums> mode{[] {
-    const std::string_view s = env_switch("DSV4_GEMM_FP4_INT");
-    return s == "1" ? Fp4Sums::kInteger : s == "0" ? Fp4Sums::kFloat : Fp4Sums::kAuto;
-  }()};
-  return mode;
-}
 
 bool aligned(const void* p, uintptr_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
 
@@ -1223,23 +1195,14 @@ void launch_skinny_as(const ExactBlockArgs& p, int64_t tiles, int64_t splits, cu
   launch_kernel(skinny_block_kernel<KIND, TM, kInt, kRing>, grid, kSkThreads, kSmem, stream, p);
 }
 
-template <GemmWeightKind KIND, int TM, bool kInt>
-void launch_skinny_sums(const ExactBlockArgs& p, int64_t tiles, int64_t splits, cudaStream_t stream) {
-  if constexpr (TM <= 2) {
-    if (gemm_ring()) return launch_skinny_as<KIND, TM, kInt, true>(p, tiles, splits, stream);
-  }
-  launch_skinny_as<KIND, TM, kInt, false>(p, tiles, splits, stream);
-}
-
+// One- and two-row tiles (decode) copy the next K stage's weights and activations through a cp.async
+// ring while the current one sums (measured faster in decode steps; the same bits). FP4 tiles of two or
+// more rows sum with int32 dp4a over activation digits, one-row tiles in fp64, where the two measured
+// equal (both the exact sum rounded once: docs/perf-history.md, sessions 10-11).
 template <GemmWeightKind KIND, int TM>
 void launch_skinny_block(const ExactBlockArgs& p, int64_t tiles, int64_t splits, cudaStream_t stream) {
-  if constexpr (KIND == GemmWeightKind::kFp4) {
-    const Fp4Sums mode = gemm_fp4_sums();
-    if (mode == Fp4Sums::kInteger || (mode == Fp4Sums::kAuto && TM > 1)) {
-      return launch_skinny_sums<KIND, TM, true>(p, tiles, splits, stream);
-    }
-  }
-  launch_skinny_sums<KIND, TM, false>(p, tiles, splits, stream);
+  constexpr bool kInt = KIND == GemmWeightKind::kFp4 && TM > 1;
+  launch_skinny_as<KIND, TM, kInt, (TM <= 2)>(p, tiles, splits, stream);
 }
 
 template <GemmWeightKind KIND>
@@ -1284,13 +1247,13 @@ void launch_skinny_plain(const ExactPlainArgs& p, bool async, cudaStream_t strea
   }
 }
 
-// Rows of a skinny plain tile past four: one tile for all rows (each weight row read once) while the
-// tiles still cover the SMs, else tiles of four.
+// Rows of a skinny plain tile past four: one tile for all rows (each weight row read once; measured
+// faster for decode batches) while the tiles still cover the SMs (or p.min_wide_tiles), else tiles of four.
 int plain_tile_rows(const ExactPlainArgs& p) {
-  if (p.rows <= 4 || !gemm_plain_wide()) return 4;
+  if (p.rows <= 4) return 4;
   const int64_t cols = (p.w_b ? 2 : 1) * p.groups * cdiv(p.ng, kSkCols);
   int tm = p.rows <= 8 ? 8 : p.rows <= 16 ? 16 : 32;
-  const int64_t want = plain_wide_min_tiles_switch().load() > 0 ? plain_wide_min_tiles_switch().load() : sm_count();
+  const int64_t want = p.min_wide_tiles > 0 ? p.min_wide_tiles : sm_count();
   while (tm >= 8 && cdiv(p.rows, tm) * cols < want) tm /= 2;
   return tm < 8 ? 4 : tm;
 }
@@ -1351,14 +1314,6 @@ BlockPlan plan_block(const ExactBlockArgs& a) {
 
 }  // namespace
 
-Fp4Sums gemm_fp4_sums() { return fp4_sums_switch().load(); }
-bool gemm_ring() { return ring_switch().load(); }
-bool gemm_plain_wide() { return plain_wide_switch().load(); }
-void set_gemm_plain_wide(bool on) { plain_wide_switch().store(on); }
-void set_gemm_plain_wide_min_tiles(int64_t tiles) { plain_wide_min_tiles_switch().store(tiles); }
-void set_gemm_ring(bool on) { ring_switch().store(on); }
-void set_gemm_fp4_sums(Fp4Sums mode) { fp4_sums_switch().store(mode); }
-
 void quantize_act(const uint16_t* x, int64_t rows, int64_t k, int64_t x_stride, uint8_t* codes, float* scales,
                   int64_t scale_ld, cudaStream_t stream, const WeightScaleJob& ws) {
   if (x_stride == 0) x_stride = k;
@@ -1387,23 +1342,21 @@ enum class Route { kImma, kImmaSkinny, kFp8Gemv, kFp4Gemv, kSimt };
 
 // Whether the route's kernel takes a pair (w1 / w3) in one launch; the others run its halves in turn.
 // The FP8 GEMV never sees one (fp8_gemv_applies refuses pairs).
-bool pair_in_one_launch(Route route) {
-  return route == Route::kImmaSkinny || (route == Route::kFp4Gemv && fp4_gemv_pair());
-}
+bool pair_in_one_launch(Route route) { return route == Route::kImmaSkinny || route == Route::kFp4Gemv; }
 struct Routing {
   Route route = Route::kSimt;
   BlockPlan plan;
   ExactBlockArgs args;  // a, without split-K scratch where the plan does not split
 };
 
-Routing route_block(const ExactBlockArgs& a) {
+Routing route_block(const ExactBlockArgs& a, const GemmPolicy& policy) {
   Routing r;
   r.args = a;
-  if (!a.x && imma_wanted(a.kind, a.offsets ? cdiv(a.rows, a.experts) : a.rows, a.kg, a.offsets ? 0 : a.n)) {
+  if (!a.x && imma_wanted(a.kind, a.offsets ? cdiv(a.rows, a.experts) : a.rows, a.kg, a.offsets ? 0 : a.n, policy)) {
     r.route = Route::kImma;
     return r;
   }
-  if (imma_skinny_applies(a)) {
+  if (imma_skinny_applies(a, policy)) {
     r.route = Route::kImmaSkinny;
     r.args.partial = nullptr;
     return r;
@@ -1421,7 +1374,7 @@ Routing route_block(const ExactBlockArgs& a) {
 }
 
 // The two halves of a pair as calls of their own.
-void run_halves(const ExactBlockArgs& a, cudaStream_t stream) {
+void run_halves(const ExactBlockArgs& a, const GemmPolicy& policy, cudaStream_t stream) {
   ExactBlockArgs first = a, second = a;
   first.w_b = second.w_b = nullptr;
   first.w_scale_b = second.w_scale_b = nullptr;
@@ -1433,21 +1386,21 @@ void run_halves(const ExactBlockArgs& a, cudaStream_t stream) {
   second.w_list = a.w_list_b;
   second.w_scale_list = a.w_scale_list_b;
   second.y = a.y_b;
-  exact_block_gemm(first, stream);
-  exact_block_gemm(second, stream);
+  exact_block_gemm(first, policy, stream);
+  exact_block_gemm(second, policy, stream);
 }
 
 }  // namespace
 
 // Only the SIMT kernels split K, and the FP4 GEMV takes a one-row call only when its plan does not:
 // the plan's scratch, unless another kernel takes the call.
-SplitNeed exact_block_split_need(const ExactBlockArgs& a) {
+SplitNeed exact_block_split_need(const ExactBlockArgs& a, const GemmPolicy& policy) {
   if (a.rows <= 0 || a.kg % 128 != 0 || a.ng <= 0) return {};
-  const Routing r = route_block(a);
+  const Routing r = route_block(a, policy);
   return r.route == Route::kSimt || r.route == Route::kFp4Gemv ? r.plan.need : SplitNeed{};
 }
 
-void exact_block_gemm(const ExactBlockArgs& a, cudaStream_t stream) {
+void exact_block_gemm(const ExactBlockArgs& a, const GemmPolicy& policy, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(a.kind == GemmWeightKind::kFp8 || a.kind == GemmWeightKind::kFp4,
                     "exact_block_gemm: the weight must be FP8 or FP4");
   DSV4_CUDA_REQUIRE(a.kg > 0 && a.kg % 128 == 0, "exact_block_gemm: K must be a positive multiple of 128");
@@ -1469,18 +1422,18 @@ void exact_block_gemm(const ExactBlockArgs& a, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(!a.y_b == (a.offsets ? !a.w_list_b || !a.w_scale_list_b : !a.w_b || !a.w_scale_b),
                     "exact_block_gemm: a pair needs its weights and its output");
   if (a.rows <= 0) return;
-  const Routing r = route_block(a);
+  const Routing r = route_block(a, policy);
   if (a.y_b && !pair_in_one_launch(r.route)) {
-    run_halves(a, stream);
+    run_halves(a, policy, stream);
     return;
   }
   const ExactBlockArgs& p = r.args;
   switch (r.route) {
     case Route::kImma:
-      imma_block_gemm(p, stream);
+      imma_block_gemm(p, policy.imma_stages, stream);
       return;
     case Route::kImmaSkinny:
-      DSV4_CUDA_REQUIRE(imma_skinny_gemm(p, stream),
+      DSV4_CUDA_REQUIRE(imma_skinny_gemm(p, policy, stream),
                         "exact_block_gemm: the few-row tensor-core kernel refused its route");
       return;
     case Route::kFp8Gemv:
@@ -1513,7 +1466,7 @@ void exact_plain_gemm(const ExactPlainArgs& a, cudaStream_t stream) {
   }
 }
 
-void grouped_gemm(const GroupedGemmArgs& a, cudaStream_t stream) {
+void grouped_gemm(const GroupedGemmArgs& a, const GemmPolicy& policy, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(a.experts > 0 && a.offsets && a.w_data && a.w_scale && a.y, "grouped_gemm: missing arguments");
   ExactBlockArgs p;
   p.kind = a.kind;
@@ -1536,7 +1489,7 @@ void grouped_gemm(const GroupedGemmArgs& a, cudaStream_t stream) {
   p.w_list_b = a.w_data_b;
   p.w_scale_list_b = a.w_scale_b;
   p.y_b = a.y_b;
-  exact_block_gemm(p, stream);
+  exact_block_gemm(p, policy, stream);
 }
 
 }  // namespace dsv4::cuda

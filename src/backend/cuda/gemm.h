@@ -99,38 +99,13 @@ struct GroupedGemmArgs {
   const int8_t* a_digits = nullptr;
   int64_t a_digit_stride = 0;
   // Optional pair (the MoE's w1 and w3): a second weight of every expert, same shape and kind, read
-  // with the same rows, its output at y_b. The one-row GEMV (decode) can run both in one launch, so
-  // that their CTAs share its waves (fp4_gemv_pair, the default); otherwise they run one after the other.
+  // with the same rows, its output at y_b. The one-row GEMV and the tensor-core kernels run both in one
+  // launch, so that their CTAs share the waves; the other kernels run one after the other.
   const void* const* w_data_b = nullptr;
   const uint8_t* const* w_scale_b = nullptr;
   uint16_t* y_b = nullptr;
 };
-void grouped_gemm(const GroupedGemmArgs& a, cudaStream_t stream);
-
-// How the SIMT kernel sums FP4 blocks: int32 dp4a over activation digits, or fp64 (the same bits:
-// both are the exact sum rounded once). kAuto takes the integers for tiles of two or more rows (H200:
-// moe b256 11.90 -> 10.29 ms, decode b32 116.2 -> 110.8 ms) and fp64 for one-row tiles, which are
-// latency-bound and measured equal (moe b1 0.1945 vs 0.1947 ms). DSV4_GEMM_FP4_INT=1 / 0 forces one.
-enum class Fp4Sums { kAuto, kInteger, kFloat };
-Fp4Sums gemm_fp4_sums();
-void set_gemm_fp4_sums(Fp4Sums mode);
-
-// The SIMT kernel's stage ring for one- and two-row tiles (decode): the next K stage's weights, read
-// as whole rows, and activations copied to shared memory (cp.async) while the current one sums; the
-// same bits. On by default (H200: moe b1 0.179 -> 0.162 ms, wo_b m1 0.036 -> 0.027 ms, decode b1
-// 21.4 -> 20.7 ms); DSV4_GEMM_RING=0 or set_gemm_ring(false) turns it off.
-bool gemm_ring();
-void set_gemm_ring(bool on);
-
-// Plain (bf16 / f32 weight) GEMMs of 5-32 rows in one row tile of 8, 16 or 32 rows, summed by two to
-// eight consumer warps (four chains a lane), so each weight row is read once instead of once per four
-// rows (decode b32: wo_a, the head), where those tiles still cover the SMs. On by default (H200,
-// decode b32 96.3 -> 89.0 ms, wo_a 14.0 -> 7.7 ms a step); DSV4_GEMM_PLAIN_WIDE=0 turns it off.
-bool gemm_plain_wide();
-void set_gemm_plain_wide(bool on);
-// The tiles a wide tile choice must keep (0, the default: the SM count; tests lower it to 1 so that
-// small shapes take the wide tiles too).
-void set_gemm_plain_wide_min_tiles(int64_t tiles);
+void grouped_gemm(const GroupedGemmArgs& a, const GemmPolicy& policy, cudaStream_t stream);
 
 // Activation quantization of the FP8/FP4 GEMMs (MODEL.md §2.2 with block 128): per row and 128-block,
 // e4m3 codes [rows, K] and the fp32 power-of-two scale at scales[kb·scale_ld + row] (K-block major,

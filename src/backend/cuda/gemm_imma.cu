@@ -12,17 +12,12 @@
 // bank groups.
 #include <cuda_runtime.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <string_view>
-
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/gemm_imma.h"
 #include "backend/cuda/gemm_tiles.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/ptx.cuh"
-#include "core/env.h"
 
 namespace dsv4::cuda {
 namespace {
@@ -334,8 +329,8 @@ void launch_stages(const ExactBlockArgs& p, cudaStream_t stream) {
 }
 
 template <GemmWeightKind KIND, bool kAPlanes, bool kBPlanes>
-void launch(const ExactBlockArgs& p, cudaStream_t stream) {
-  if (gemm_imma_stages() == 4) return launch_stages<KIND, kAPlanes, kBPlanes, 4>(p, stream);
+void launch(const ExactBlockArgs& p, int stages, cudaStream_t stream) {
+  if (stages == 4) return launch_stages<KIND, kAPlanes, kBPlanes, 4>(p, stream);
   launch_stages<KIND, kAPlanes, kBPlanes, 2>(p, stream);
 }
 
@@ -358,44 +353,12 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-std::atomic<int>& stage_switch() {
-  static std::atomic<int> n{env_switch("DSV4_GEMM_IMMA_STAGES") == "4" ? 4 : 2};
-  return n;
-}
-
-std::atomic<int64_t>& min_rows_switch() {
-  static std::atomic<int64_t> n{[]() -> int64_t {
-    const char* v = std::getenv("DSV4_GEMM_IMMA_MIN_ROWS");
-    const int64_t r = v ? std::atoll(v) : 0;
-    return r >= 1 ? r : 64;
-  }()};
-  return n;
-}
-
-std::atomic<int>& imma_switch() {
-  static std::atomic<int> on{env_switch("DSV4_GEMM_IMMA") == "0" ? 0 : 1};
-  return on;
-}
-
 }  // namespace
 
-bool gemm_imma_enabled() { return imma_switch().load() != 0; }
-int gemm_imma_stages() { return stage_switch().load(); }
-int64_t gemm_imma_min_rows() { return min_rows_switch().load(); }
-void set_gemm_imma_min_rows(int64_t rows) {
-  DSV4_CUDA_REQUIRE(rows >= 1, "imma gemm: at least one row per weight");
-  min_rows_switch().store(rows);
-}
-void set_gemm_imma_stages(int stages) {
-  DSV4_CUDA_REQUIRE(stages == 2 || stages == 4, "imma gemm: 2 or 4 stages");
-  stage_switch().store(stages);
-}
-void set_gemm_imma(bool on) { imma_switch().store(on ? 1 : 0); }
-
-bool imma_wanted(GemmWeightKind kind, int64_t rows_per_weight, int64_t kg, int64_t dense_n) {
+bool imma_wanted(GemmWeightKind kind, int64_t rows_per_weight, int64_t kg, int64_t dense_n, const GemmPolicy& policy) {
   const bool block = kind == GemmWeightKind::kFp8 || kind == GemmWeightKind::kFp4;
-  if (!gemm_imma_enabled() || !block || kg <= 0 || kg % 128 != 0) return false;
-  if (rows_per_weight >= gemm_imma_min_rows()) return true;
+  if (!policy.exact_imma || !block || kg <= 0 || kg % 128 != 0) return false;
+  if (rows_per_weight >= policy.imma_min_rows) return true;
   // Decode batches: one part-empty row tile, worth it where the weight spans enough column tiles to
   // fill the GPU (H200, 32 rows: wq_b 0.19 against 0.26 ms, wo_b 0.18 / 0.27, shared_w2 0.059 / 0.073
   // at 128+ column tiles; shared_w1's 64 and wq_a's 32 lose). The SIMT kernel scales with the rows,
@@ -405,7 +368,7 @@ bool imma_wanted(GemmWeightKind kind, int64_t rows_per_weight, int64_t kg, int64
   return dense_n > 0 && rows_per_weight >= kImmaDecodeRows && cdiv(dense_n, cols) >= kImmaDecodeTiles;
 }
 
-void imma_block_gemm(const ExactBlockArgs& a, cudaStream_t stream) {
+void imma_block_gemm(const ExactBlockArgs& a, int stages, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(!a.x && a.codes && a.scales, "imma gemm: needs activation codes and scales");
   DSV4_CUDA_REQUIRE(a.codes_ld % 16 == 0 && reinterpret_cast<uintptr_t>(a.codes) % 16 == 0,
                     "imma gemm: activation codes must be 16-byte aligned rows");
@@ -415,13 +378,13 @@ void imma_block_gemm(const ExactBlockArgs& a, cudaStream_t stream) {
   if (a.rows <= 0) return;
   const bool ap = a.a_digits != nullptr, bp = a.w_digits != nullptr;
   if (a.kind == GemmWeightKind::kFp4) {
-    return ap ? launch<GemmWeightKind::kFp4, true, false>(a, stream)
-              : launch<GemmWeightKind::kFp4, false, false>(a, stream);
+    return ap ? launch<GemmWeightKind::kFp4, true, false>(a, stages, stream)
+              : launch<GemmWeightKind::kFp4, false, false>(a, stages, stream);
   }
-  if (ap && bp) return launch<GemmWeightKind::kFp8, true, true>(a, stream);
-  if (ap) return launch<GemmWeightKind::kFp8, true, false>(a, stream);
-  if (bp) return launch<GemmWeightKind::kFp8, false, true>(a, stream);
-  launch<GemmWeightKind::kFp8, false, false>(a, stream);
+  if (ap && bp) return launch<GemmWeightKind::kFp8, true, true>(a, stages, stream);
+  if (ap) return launch<GemmWeightKind::kFp8, true, false>(a, stages, stream);
+  if (bp) return launch<GemmWeightKind::kFp8, false, true>(a, stages, stream);
+  launch<GemmWeightKind::kFp8, false, false>(a, stages, stream);
 }
 
 void digit_planes(const uint8_t* codes, int64_t rows, int64_t k, int64_t ld, int8_t* out, int64_t plane_stride,

@@ -17,28 +17,17 @@
 
 namespace dsv4::cuda {
 
-// On by default (its GPU suite and the golden sets pass bit for bit on the H200); DSV4_GEMM_IMMA=0
-// (or set_gemm_imma) turns it off, and the SIMT exact kernels take every shape.
-bool gemm_imma_enabled();
-void set_gemm_imma(bool on);
-// Its K stages in flight: 2 (the verified default) or 4 (DSV4_GEMM_IMMA_STAGES=4: the digit-plane
-// copies run three stages ahead; written without device time, opt-in until measured on the H200).
-int gemm_imma_stages();
-void set_gemm_imma_stages(int stages);
-// The fewest rows per weight it takes: 64 (measured to beat the SIMT kernels from there), or
-// DSV4_GEMM_IMMA_MIN_ROWS (for measuring decode-sized calls, where its 128-row tiles run part empty).
-int64_t gemm_imma_min_rows();
-void set_gemm_imma_min_rows(int64_t rows);
-
 // Whether a block-scaled GEMM of this weight kind with rows_per_weight rows per weight matrix and
-// K = kg goes to the tensor-core kernel (it needs activation codes, not bf16 rows): from
-// gemm_imma_min_rows() rows, and for a dense weight of dense_n output columns (0: grouped) from
-// kImmaDecodeRows rows where it spans kImmaDecodeTiles column tiles.
+// K = kg goes to the tensor-core kernel (it needs activation codes, not bf16 rows), with the policy's
+// exact_imma on: from policy.imma_min_rows rows (64 measured to beat the SIMT kernels from there), and
+// for a dense weight of dense_n output columns (0: grouped) from kImmaDecodeRows rows where it spans
+// kImmaDecodeTiles column tiles.
 constexpr int64_t kImmaDecodeRows = 24, kImmaDecodeTiles = 96;
-bool imma_wanted(GemmWeightKind kind, int64_t rows_per_weight, int64_t kg, int64_t dense_n = 0);
+bool imma_wanted(GemmWeightKind kind, int64_t rows_per_weight, int64_t kg, int64_t dense_n, const GemmPolicy& policy);
 
-// The GEMM of exact_block_gemm (codes input only, dense or grouped), on the tensor cores.
-void imma_block_gemm(const ExactBlockArgs& a, cudaStream_t stream);
+// The GEMM of exact_block_gemm (codes input only, dense or grouped), on the tensor cores, with 2 or 4
+// K stages in flight.
+void imma_block_gemm(const ExactBlockArgs& a, int stages, cudaStream_t stream);
 
 // The three digit planes of e4m3 codes [rows][ld] (the first k of each row, k % 16 == 0, 16-byte
 // aligned rows): digit p of code (r, c) at out[p·plane_stride + r·ld + c].

@@ -24,7 +24,6 @@
 #include "backend/cuda/gemm_tiles.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/ptx.cuh"
-#include "core/env.h"
 
 namespace dsv4::cuda {
 namespace {
@@ -223,27 +222,22 @@ __global__ void __launch_bounds__(kThreads, 3) imma_skinny_kernel(const ExactBlo
 
 std::atomic<int64_t> g_launches{0};
 
-std::atomic<bool>& skinny_switch() {
-  static std::atomic<bool> on{env_switch("DSV4_GEMM_IMMA_SKINNY") != "0"};
-  return on;
-}
-
 bool aligned_to(const void* q, uintptr_t n) { return reinterpret_cast<uintptr_t>(q) % n == 0; }
 
 }  // namespace
 
-bool imma_skinny_on() { return skinny_switch().load(); }
-void set_imma_skinny(bool on) { skinny_switch().store(on); }
 int64_t imma_skinny_launches() { return g_launches.load(); }
 
-bool imma_skinny_takes(GemmWeightKind kind, int64_t rows_per_weight, int64_t kg) {
-  return imma_skinny_on() && gemm_imma_enabled() && kind == GemmWeightKind::kFp4 && rows_per_weight >= 2 &&
-         rows_per_weight < gemm_imma_min_rows() && kg > 0 && kg % 128 == 0 && kg <= kImmaSkinnyMaxK;
+bool imma_skinny_takes(GemmWeightKind kind, int64_t rows_per_weight, int64_t kg, const GemmPolicy& policy) {
+  return policy.exact_imma && kind == GemmWeightKind::kFp4 && rows_per_weight >= 2 &&
+         rows_per_weight < policy.imma_min_rows && kg > 0 && kg % 128 == 0 && kg <= kImmaSkinnyMaxK;
 }
 
-bool imma_skinny_applies(const ExactBlockArgs& a) {
+bool imma_skinny_applies(const ExactBlockArgs& a, const GemmPolicy& policy) {
   const int64_t per_weight = a.offsets ? cdiv(a.rows, a.experts) : a.rows;
-  if (!imma_skinny_takes(a.kind, per_weight, a.kg) || a.x || !a.codes || !a.scales || !a.a_digits) return false;
+  if (!imma_skinny_takes(a.kind, per_weight, a.kg, policy) || a.x || !a.codes || !a.scales || !a.a_digits) {
+    return false;
+  }
   if (!aligned_to(a.codes, 16) || a.codes_ld % 16 != 0 || !aligned_to(a.a_digits, 16) || a.a_digit_stride % 16 != 0) {
     return false;
   }
@@ -252,8 +246,8 @@ bool imma_skinny_applies(const ExactBlockArgs& a) {
   return a.offsets != nullptr;
 }
 
-bool imma_skinny_gemm(const ExactBlockArgs& a, cudaStream_t stream) {
-  if (!imma_skinny_applies(a)) return false;
+bool imma_skinny_gemm(const ExactBlockArgs& a, const GemmPolicy& policy, cudaStream_t stream) {
+  if (!imma_skinny_applies(a, policy)) return false;
   constexpr size_t kSmem = sizeof(Smem);
   static const bool attr = [] {
     DSV4_CUDA_CHECK(

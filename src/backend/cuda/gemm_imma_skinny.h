@@ -19,23 +19,17 @@ namespace dsv4::cuda {
 
 constexpr int64_t kImmaSkinnyMaxK = 16384;
 
-// On by default; DSV4_GEMM_IMMA_SKINNY=0 (or set_imma_skinny(false)) leaves these calls to the SIMT
-// kernels. H200, flash-attn preset (32 experts), one call: decode 8K b8 42.14 -> 35.23 ms, b32 91.56 ->
-// 63.45 ms; the MoE alone at 256 experts b256 10.58 -> 2.72 ms.
-bool imma_skinny_on();
-void set_imma_skinny(bool on);
-
-// Whether a call of FP4 weights with about rows_per_weight rows each comes here (with the int8 tensor
-// cores on: DSV4_GEMM_IMMA=0 leaves every shape to the SIMT kernels): two rows or more and
-// fewer than gemm_imma_min_rows() (the 128-row kernel's), K of a group at most kImmaSkinnyMaxK. Its
-// caller then makes the activations' digit planes (a_digits), which the kernel needs.
-bool imma_skinny_takes(GemmWeightKind kind, int64_t rows_per_weight, int64_t kg);
+// Whether a call of FP4 weights with about rows_per_weight rows each comes here (with the policy's int8
+// tensor cores on: exact_imma false leaves every shape to the SIMT kernels): two rows or more and
+// fewer than policy.imma_min_rows (the 128-row kernel's), K of a group at most kImmaSkinnyMaxK. Its
+// caller then makes the activations' digit planes (a_digits), which the kernel needs. Taken wherever it
+// applies: decode steps measured faster with it than on the SIMT kernels (docs/perf-history.md, session 16).
+bool imma_skinny_takes(GemmWeightKind kind, int64_t rows_per_weight, int64_t kg, const GemmPolicy& policy);
 // Whether imma_skinny_gemm takes `a` (then it launches exactly once, a pair included): a grouped call
 // of activation codes with their digit planes.
-bool imma_skinny_applies(const ExactBlockArgs& a);
-// Runs `a` (a pair in the same launch); false, having launched nothing, when it
-// does not apply.
-bool imma_skinny_gemm(const ExactBlockArgs& a, cudaStream_t stream);
+bool imma_skinny_applies(const ExactBlockArgs& a, const GemmPolicy& policy);
+// Runs `a` (a pair in the same launch); false, having launched nothing, when it does not apply.
+bool imma_skinny_gemm(const ExactBlockArgs& a, const GemmPolicy& policy, cudaStream_t stream);
 // Launches so far in this process (tests check that a shape took this kernel).
 int64_t imma_skinny_launches();
 

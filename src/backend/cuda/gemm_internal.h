@@ -61,22 +61,22 @@ struct ExactBlockArgs {
   int64_t a_digit_stride = 0;
   const int8_t* w_digits = nullptr;
   // Optional pair: second weights (w_b / w_scale_b dense, w_list_b / w_scale_list_b grouped) of w's
-  // shape and kind, read with the same activations, output at y_b (same strides). The one-row GEMV
-  // takes both in one launch (fp4_gemv_pair); otherwise the two run in turn.
+  // shape and kind, read with the same activations, output at y_b (same strides). The one-row FP4
+  // GEMV and the few-row tensor-core kernel take both in one launch; otherwise the two run in turn.
   const void* w_b = nullptr;
   const uint8_t* w_scale_b = nullptr;
   const void* const* w_list_b = nullptr;
   const uint8_t* const* w_scale_list_b = nullptr;
   void* y_b = nullptr;
 };
-void exact_block_gemm(const ExactBlockArgs& a, cudaStream_t stream);
+void exact_block_gemm(const ExactBlockArgs& a, const GemmPolicy& policy, cudaStream_t stream);
 
 // The split-K scratch exact_block_gemm would use for these arguments (zeros: it would not split).
 struct SplitNeed {
   int64_t floats = 0;
   int64_t counters = 0;
 };
-SplitNeed exact_block_split_need(const ExactBlockArgs& a);
+SplitNeed exact_block_split_need(const ExactBlockArgs& a, const GemmPolicy& policy);
 
 // Plain exact GEMM (bf16 or f32 weight, bf16 x): one ascending fp32 sum per output.
 struct ExactPlainArgs {
@@ -96,6 +96,8 @@ struct ExactPlainArgs {
   // (same strides). Both run in one launch: a decode step's chains of the two run side by side.
   const void* w_b = nullptr;
   void* y_b = nullptr;
+  // Wide row tiles (8-32 rows) keep at least this many CTAs (0: the SM count): GemmPolicy's value.
+  int64_t min_wide_tiles = 0;
 };
 void exact_plain_gemm(const ExactPlainArgs& a, cudaStream_t stream);
 

@@ -38,14 +38,14 @@ TEST(Backend, UnknownNamesAreRefused) {
 
 // A mistyped switch fails the backend's creation instead of quietly meaning the default.
 TEST(Backend, BadSwitchValuesAreRefused) {
-  setenv("DSV4_GEMM_RING", "yes", 1);
+  setenv("DSV4_GEMM_IMMA", "yes", 1);
   try {
     make_backend("cpu", 1);
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("DSV4_GEMM_RING=yes"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("DSV4_GEMM_IMMA=yes"), std::string::npos) << e.what();
   }
-  unsetenv("DSV4_GEMM_RING");
+  unsetenv("DSV4_GEMM_IMMA");
   EXPECT_EQ(make_backend("cpu", 1).name, "cpu");
 }
 

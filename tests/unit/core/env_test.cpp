@@ -41,14 +41,14 @@ std::string switch_error() {
 }
 
 TEST(EnvSwitches, KnownValuesAndEmptyPass) {
-  const ScopedEnv a("DSV4_GEMM_RING", "0"), b("DSV4_GEMM_CUBLASLT", "0"), c("DSV4_GEMM_IMMA_STAGES", "4"),
+  const ScopedEnv a("DSV4_GEMM_IMMA", "0"), b("DSV4_GEMM_CUBLASLT", "0"), c("DSV4_GEMM_IMMA_STAGES", "4"),
       d("DSV4_MOE_SIDE", "");
   EXPECT_EQ(switch_error(), "");
 }
 
 TEST(EnvSwitches, AnUnknownValueNamesTheSwitchAndWhatItTakes) {
-  const ScopedEnv a("DSV4_GEMM_GEMV", "off");
-  EXPECT_EQ(switch_error(), "DSV4_GEMM_GEMV=off: expected 0 or 1 (or unset)");
+  const ScopedEnv a("DSV4_GEMM_CUBLASLT", "off");
+  EXPECT_EQ(switch_error(), "DSV4_GEMM_CUBLASLT=off: expected 0 or 1 (or unset)");
 }
 
 TEST(EnvSwitches, ModeSwitchesListTheirModes) {
@@ -58,8 +58,13 @@ TEST(EnvSwitches, ModeSwitchesListTheirModes) {
 
 // A switch that was replaced says by what, instead of being ignored.
 TEST(EnvSwitches, RetiredSwitchesNameTheirReplacement) {
-  const ScopedEnv a("DSV4_GEMM", "cublaslt");
-  EXPECT_EQ(switch_error(), "DSV4_GEMM is no longer read: use --numerics fast or exact (DSV4_NUMERICS)");
+  {
+    const ScopedEnv a("DSV4_GEMM", "cublaslt");
+    EXPECT_EQ(switch_error(), "DSV4_GEMM is no longer read: use --numerics fast or exact (DSV4_NUMERICS)");
+  }
+  const ScopedEnv b("DSV4_GEMM_RING", "0");
+  EXPECT_NE(switch_error().find("DSV4_GEMM_RING is no longer read: the kernel it switched is always taken"),
+            std::string::npos);
 }
 
 TEST(EnvSwitches, ReadingOneChecksItsValue) {

@@ -43,11 +43,19 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.cublaslt = env_switch("DSV4_GEMM_CUBLASLT") != "0";
   p.fast_mma_max_rows = env_count("DSV4_GEMM_FAST_MMA_MAX_ROWS", p.fast_mma_max_rows);
   p.ctas_per_sm = static_cast<int>(std::max<int64_t>(1, env_count("DSV4_GEMM_CTAS_PER_SM", p.ctas_per_sm)));
+  p.exact_imma = env_switch("DSV4_GEMM_IMMA") != "0";
+  p.imma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_IMMA_MIN_ROWS", p.imma_min_rows));
+  p.imma_stages = env_switch("DSV4_GEMM_IMMA_STAGES") == "4" ? 4 : 2;
   return p;
 }
 
 std::string GemmPolicy::describe() const {
-  if (numerics == Numerics::kExact) return "exact (block sums exact, the CPU's bits)";
+  if (numerics == Numerics::kExact) {
+    return exact_imma
+               ? fmt::format("exact (block sums exact, the CPU's bits; int8 tensor cores from {} rows, {} stages)",
+                             imma_min_rows, imma_stages)
+               : "exact (block sums exact, the CPU's bits; SIMT kernels only)";
+  }
   return fmt::format("fast (FP8 tensor cores with per-block promotion; cuBLASLt {} above {} rows; {} CTAs an SM)",
                      cublaslt ? "on" : "off", fast_mma_max_rows, ctas_per_sm);
 }
