@@ -1,10 +1,14 @@
-# One static library per folder of src/ (dsv4_<name>), from every .cpp (and .cu) in it.
+# One static library per folder of src/ (dsv4_<name>), from every .cpp (and .cu) in it, less EXCLUDE (file
+# names of that folder that another library builds).
 function(dsv4_module name)
-  cmake_parse_arguments(M "" "DIR" "DEPS;EXTERNAL" ${ARGN})
+  cmake_parse_arguments(M "" "DIR" "DEPS;EXTERNAL;EXCLUDE" ${ARGN})
   if(NOT M_DIR)
     set(M_DIR ${CMAKE_CURRENT_SOURCE_DIR}/${name})
   endif()
   file(GLOB srcs CONFIGURE_DEPENDS ${M_DIR}/*.cpp)
+  foreach(x ${M_EXCLUDE})
+    list(REMOVE_ITEM srcs ${M_DIR}/${x})
+  endforeach()
   if(NOT srcs)  # a room with headers only so far
     add_library(dsv4_${name} INTERFACE)
     target_include_directories(dsv4_${name} INTERFACE ${PROJECT_SOURCE_DIR}/src)

@@ -28,7 +28,7 @@ void OpProfile::collect() {
   dev_.clear_marks();
 }
 
-std::string OpProfile::linear_label(const LinearParams& p) {
+std::string OpProfile::label(const char*, const LinearParams& p) {
   std::string s = "linear " + std::string(weight_type_name(p.w.type)) + " " + std::to_string(p.w.rows) + "x" +
                   std::to_string(p.w.cols);
   return p.groups > 1 ? s + " x" + std::to_string(p.groups) : s;

@@ -26,80 +26,29 @@ class OpProfile final : public Ops {
   void enable(bool on);          // on: clears the totals; off: waits and adds up the recorded ops
   std::vector<OpTime> totals();  // waits for the ops recorded so far; largest total first
 
-  void linear(const LinearParams& p) override {
-    timed(linear_label(p), [&] { inner_.linear(p); });
-  }
-  void rms_norm(const RmsNormParams& p) override {
-    timed("rms_norm", [&] { inner_.rms_norm(p); });
-  }
-  void head_rms_norm(const HeadRmsNormParams& p) override {
-    timed("head_rms_norm", [&] { inner_.head_rms_norm(p); });
-  }
-  void rope(const RopeParams& p) override {
-    timed("rope", [&] { inner_.rope(p); });
-  }
-  void hadamard(const HadamardParams& p) override {
-    timed("hadamard", [&] { inner_.hadamard(p); });
-  }
-  void quant_sim(const QuantSimParams& p) override {
-    timed("quant_sim", [&] { inner_.quant_sim(p); });
-  }
-  void store_entries(const StoreEntriesParams& p) override {
-    timed("store_entries", [&] { inner_.store_entries(p); });
-  }
-  void kv_insert(const KvInsertParams& p) override {
-    timed("kv_insert", [&] { inner_.kv_insert(p); });
-  }
-  void sparse_attention(const SparseAttentionParams& p) override {
-    timed(p.compressed_width > 0 ? "sparse_attention" : "sparse_attention (window)",
-          [&] { inner_.sparse_attention(p); });
-  }
-  void compressor_step(const CompressorStepParams& p) override {
-    timed("compressor_step", [&] { inner_.compressor_step(p); });
-  }
-  void compressor_emit(const CompressorEmitParams& p) override {
-    timed("compressor_emit", [&] { inner_.compressor_emit(p); });
-  }
-  void indexer_topk(const IndexerTopkParams& p) override {
-    timed("indexer_topk", [&] { inner_.indexer_topk(p); });
-  }
-  void hc_pre(const HcPreParams& p) override {
-    timed("hc_pre", [&] { inner_.hc_pre(p); });
-  }
-  void hc_post(const HcPostParams& p) override {
-    timed("hc_post", [&] { inner_.hc_post(p); });
-  }
-  void hc_head(const HcHeadParams& p) override {
-    timed("hc_head", [&] { inner_.hc_head(p); });
-  }
-  void moe_gate(const MoeGateParams& p) override {
-    timed("moe_gate", [&] { inner_.moe_gate(p); });
-  }
-  void moe_experts(const MoeExpertsParams& p) override {
-    timed("moe_experts", [&] { inner_.moe_experts(p); });
-  }
-  void shared_expert(const SharedExpertParams& p) override {
-    timed("shared_expert", [&] { inner_.shared_expert(p); });
-  }
-  void embed(const EmbedParams& p) override {
-    timed("embed", [&] { inner_.embed(p); });
-  }
-  void paged_slots(const PagedSlotsParams& p) override {
-    timed("paged_slots", [&] { inner_.paged_slots(p); });
-  }
-  void argmax(const ArgmaxParams& p) override {
-    timed("argmax", [&] { inner_.argmax(p); });
-  }
-  void sample(const SampleParams& p) override {
-    timed("sample", [&] { inner_.sample(p); });
-  }
   uint64_t scratch_epoch() const override { return inner_.scratch_epoch(); }
+
+ protected:
+#define DSV4_PROFILE_OP(name, P)                     \
+  void do_##name(const P##Params& p) override {      \
+    timed(label(#name, p), [&] { inner_.name(p); }); \
+  }
+  DSV4_FOR_EACH_OP(DSV4_PROFILE_OP)
+#undef DSV4_PROFILE_OP
 
  private:
   void collect();  // waits for the recorded ops and adds their device times to the totals
 
-  // "linear fp8 NxK" (xG for grouped): which GEMM shapes a step's linear time goes to.
-  static std::string linear_label(const LinearParams& p);
+  // An op's name, but "linear fp8 NxK" (xG for grouped): which GEMM shapes a step's linear time goes
+  // to, and window-only attention apart.
+  static std::string label(const char*, const LinearParams& p);
+  static std::string label(const char* name, const SparseAttentionParams& p) {
+    return p.compressed_width > 0 ? name : std::string(name) + " (window)";
+  }
+  template <typename P>
+  static std::string label(const char* name, const P&) {
+    return name;
+  }
 
   template <typename F>
   void timed(const std::string& op, F&& run) {

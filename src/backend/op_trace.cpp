@@ -77,82 +77,82 @@ void OpTrace::keep(std::string op, TraceElem e, const void* p, int64_t rows, int
   records_.push_back(std::move(r));
 }
 
-void OpTrace::linear(const LinearParams& p) {
+void OpTrace::do_linear(const LinearParams& p) {
   inner_.linear(p);
   keep("linear", p.y_type == ActType::kF32 ? TraceElem::kF32 : TraceElem::kBf16, p.y, p.rows, p.w.rows, p.y_stride);
 }
-void OpTrace::rms_norm(const RmsNormParams& p) {
+void OpTrace::do_rms_norm(const RmsNormParams& p) {
   inner_.rms_norm(p);
   keep("rms_norm", TraceElem::kBf16, p.y, p.rows, p.dim);
 }
-void OpTrace::head_rms_norm(const HeadRmsNormParams& p) {
+void OpTrace::do_head_rms_norm(const HeadRmsNormParams& p) {
   inner_.head_rms_norm(p);
   keep("head_rms_norm", TraceElem::kBf16, p.x, p.rows, int64_t{p.heads} * p.head_dim);
 }
-void OpTrace::rope(const RopeParams& p) {
+void OpTrace::do_rope(const RopeParams& p) {
   inner_.rope(p);
   keep("rope", TraceElem::kBf16, p.x, p.rows, int64_t{p.heads} * p.head_dim);
 }
-void OpTrace::hadamard(const HadamardParams& p) {
+void OpTrace::do_hadamard(const HadamardParams& p) {
   inner_.hadamard(p);
   keep("hadamard", TraceElem::kBf16, p.x, p.rows, p.dim);
 }
-void OpTrace::quant_sim(const QuantSimParams& p) {
+void OpTrace::do_quant_sim(const QuantSimParams& p) {
   inner_.quant_sim(p);
   keep("quant_sim", TraceElem::kBf16, p.x, p.rows, p.cols, p.row_stride);
 }
-void OpTrace::store_entries(const StoreEntriesParams& p) { inner_.store_entries(p); }
-void OpTrace::kv_insert(const KvInsertParams& p) { inner_.kv_insert(p); }
-void OpTrace::sparse_attention(const SparseAttentionParams& p) {
+void OpTrace::do_store_entries(const StoreEntriesParams& p) { inner_.store_entries(p); }
+void OpTrace::do_kv_insert(const KvInsertParams& p) { inner_.kv_insert(p); }
+void OpTrace::do_sparse_attention(const SparseAttentionParams& p) {
   inner_.sparse_attention(p);
   keep("sparse_attention", TraceElem::kBf16, p.out, p.tokens, int64_t{p.heads} * p.head_dim);
 }
-void OpTrace::compressor_step(const CompressorStepParams& p) { inner_.compressor_step(p); }
-void OpTrace::compressor_emit(const CompressorEmitParams& p) { inner_.compressor_emit(p); }
-void OpTrace::indexer_topk(const IndexerTopkParams& p) {
+void OpTrace::do_compressor_step(const CompressorStepParams& p) { inner_.compressor_step(p); }
+void OpTrace::do_compressor_emit(const CompressorEmitParams& p) { inner_.compressor_emit(p); }
+void OpTrace::do_indexer_topk(const IndexerTopkParams& p) {
   inner_.indexer_topk(p);
   keep("indexer_topk", TraceElem::kI32, p.out_index, p.tokens, p.topk);
 }
-void OpTrace::hc_pre(const HcPreParams& p) {
+void OpTrace::do_hc_pre(const HcPreParams& p) {
   inner_.hc_pre(p);
   keep("hc_pre.x", TraceElem::kBf16, p.x, p.tokens, p.dim);
   keep("hc_pre.post", TraceElem::kF32, p.post, p.tokens, p.hc);
   keep("hc_pre.comb", TraceElem::kF32, p.comb, p.tokens, int64_t{p.hc} * p.hc);
 }
-void OpTrace::hc_post(const HcPostParams& p) {
+void OpTrace::do_hc_post(const HcPostParams& p) {
   inner_.hc_post(p);
   keep("hc_post", TraceElem::kBf16, p.out, p.tokens, p.hc * p.dim);
 }
-void OpTrace::hc_head(const HcHeadParams& p) {
+void OpTrace::do_hc_head(const HcHeadParams& p) {
   inner_.hc_head(p);
   keep("hc_head", TraceElem::kBf16, p.y, p.tokens, p.dim);
 }
-void OpTrace::moe_gate(const MoeGateParams& p) {
+void OpTrace::do_moe_gate(const MoeGateParams& p) {
   inner_.moe_gate(p);
   keep("moe_gate.indices", TraceElem::kI32, p.indices, p.tokens, p.topk);
   keep("moe_gate.weights", TraceElem::kF32, p.weights, p.tokens, p.topk);
 }
-void OpTrace::moe_experts(const MoeExpertsParams& p) {
+void OpTrace::do_moe_experts(const MoeExpertsParams& p) {
   inner_.moe_experts(p);
   keep("moe_experts", TraceElem::kBf16, p.y, p.tokens, p.dim);
 }
-void OpTrace::shared_expert(const SharedExpertParams& p) {
+void OpTrace::do_shared_expert(const SharedExpertParams& p) {
   inner_.shared_expert(p);
   keep("shared_expert", TraceElem::kBf16, p.y, p.tokens, p.dim);
 }
-void OpTrace::embed(const EmbedParams& p) {
+void OpTrace::do_embed(const EmbedParams& p) {
   inner_.embed(p);
   keep("embed", TraceElem::kBf16, p.out, p.tokens, p.copies * p.dim);
 }
-void OpTrace::paged_slots(const PagedSlotsParams& p) {
+void OpTrace::do_paged_slots(const PagedSlotsParams& p) {
   inner_.paged_slots(p);
   keep("paged_slots", TraceElem::kI32, p.out, p.rows, p.width);
 }
-void OpTrace::argmax(const ArgmaxParams& p) {
+void OpTrace::do_argmax(const ArgmaxParams& p) {
   inner_.argmax(p);
   keep("argmax", TraceElem::kI32, p.out, p.rows, 1);
 }
-void OpTrace::sample(const SampleParams& p) {
+void OpTrace::do_sample(const SampleParams& p) {
   inner_.sample(p);
   keep("sample", TraceElem::kI32, p.token, p.rows, 1);
   if (p.top_width > 0) keep("sample.top_id", TraceElem::kI32, p.top_id, p.rows, p.top_width);

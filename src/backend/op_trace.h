@@ -27,30 +27,10 @@ class OpTrace final : public Ops {
   OpTrace(Ops& inner, Device& dev) : inner_(inner), dev_(dev) {}
   const std::vector<OpRecord>& records() const { return records_; }
 
-  void linear(const LinearParams& p) override;
-  void rms_norm(const RmsNormParams& p) override;
-  void head_rms_norm(const HeadRmsNormParams& p) override;
-  void rope(const RopeParams& p) override;
-  void hadamard(const HadamardParams& p) override;
-  void quant_sim(const QuantSimParams& p) override;
-  void store_entries(const StoreEntriesParams& p) override;
-  void kv_insert(const KvInsertParams& p) override;
-  void sparse_attention(const SparseAttentionParams& p) override;
-  void compressor_step(const CompressorStepParams& p) override;
-  void compressor_emit(const CompressorEmitParams& p) override;
-  void indexer_topk(const IndexerTopkParams& p) override;
-  void hc_pre(const HcPreParams& p) override;
-  void hc_post(const HcPostParams& p) override;
-  void hc_head(const HcHeadParams& p) override;
-  void moe_gate(const MoeGateParams& p) override;
-  void moe_experts(const MoeExpertsParams& p) override;
-  void shared_expert(const SharedExpertParams& p) override;
-  void embed(const EmbedParams& p) override;
-  void paged_slots(const PagedSlotsParams& p) override;
-  void argmax(const ArgmaxParams& p) override;
-  void sample(const SampleParams& p) override;
   uint64_t scratch_epoch() const override { return inner_.scratch_epoch(); }
 
+ protected:
+  DSV4_OPS_OVERRIDE
  private:
   // Copies rows x cols elements (row stride `stride` elements) of a device array into a record.
   void keep(std::string op, TraceElem e, const void* p, int64_t rows, int64_t cols, int64_t stride = 0);

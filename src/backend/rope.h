@@ -9,19 +9,11 @@
 #include <numbers>
 #include <vector>
 
+#include "backend/rope_config.h"
 #include "core/error.h"
 #include "core/model_config.h"
 
 namespace dsv4 {
-
-struct RopeConfig {
-  int rope_dim = 64;             // r: the last r dims of a head, as r/2 interleaved pairs
-  double theta = 10000;          // base
-  int64_t original_seq_len = 0;  // > 0 turns YaRN on (compressed layers); 0 = plain RoPE
-  double factor = 1;             // YaRN frequency divisor for slow pairs
-  double beta_fast = 32;
-  double beta_slow = 1;
-};
 
 // Ratio-0 layers: rope_theta without YaRN; ratio-4/128 layers: compress_rope_theta with YaRN.
 inline RopeConfig rope_config(const ModelConfig& c, int compress_ratio) {

@@ -37,8 +37,8 @@ SampledToken Sampler::sample(std::span<const float> logits, SamplerState& s) {
   top_id_.resize(width);
   top_logprob_.resize(width);
   double logprob = 0;
-  const int32_t token = cpu::sample_row(logits.data(), limit_, row, edits_, scratch_, &logprob, top_id_.data(),
-                                        top_logprob_.data(), static_cast<int32_t>(width));
+  const int32_t token = sample_row(logits.data(), limit_, row, edits_, scratch_, &logprob, top_id_.data(),
+                                   top_logprob_.data(), static_cast<int32_t>(width));
   return finish(s, row, token, logprob, top_id_, top_logprob_);
 }
 

@@ -14,7 +14,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "backend/cpu/sampling.h"
+#include "backend/sample_row.h"
 #include "engine/sampling_params.h"
 
 namespace dsv4 {
@@ -71,7 +71,7 @@ class Sampler {
 
   int64_t vocab_, limit_;
   int32_t eos_;
-  cpu::SampleScratch scratch_;
+  SampleScratch scratch_;
   std::vector<SampleEdit> edits_;
   std::vector<int32_t> top_id_;
   std::vector<double> top_logprob_;

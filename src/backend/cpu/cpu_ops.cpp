@@ -9,7 +9,6 @@
 #include "backend/cpu/linear.h"
 #include "backend/cpu/moe.h"
 #include "backend/cpu/norms.h"
-#include "backend/cpu/op_checks.h"
 #include "backend/cpu/rotary.h"
 #include "backend/cpu/row_ops.h"
 #include "backend/cpu/sampling.h"
@@ -18,12 +17,9 @@ namespace dsv4 {
 
 CpuOps::CpuOps(int threads) : pool_(threads) {}
 
-// Each op: validate, then run the CPU kernel of the same name.
-#define DSV4_CPU_OP(name, Params)      \
-  void CpuOps::name(const Params& p) { \
-    check_params(p);                   \
-    cpu::name(pool_, p);               \
-  }
+// Each op: the CPU kernel of the same name (the Ops front has checked p).
+#define DSV4_CPU_OP(name, Params) \
+  void CpuOps::do_##name(const Params& p) { cpu::name(pool_, p); }
 
 DSV4_CPU_OP(linear, LinearParams)
 DSV4_CPU_OP(rms_norm, RmsNormParams)
@@ -47,21 +43,18 @@ DSV4_CPU_OP(sample, SampleParams)
 
 #undef DSV4_CPU_OP
 
-void CpuOps::sparse_attention(const SparseAttentionParams& p) {
-  check_params(p);
+void CpuOps::do_sparse_attention(const SparseAttentionParams& p) {
   cpu::sparse_attention(pool_, p);
   if (p.positions) cpu::rope(pool_, {p.out, p.tokens, p.heads, p.head_dim, p.positions, p.rope, true});
 }
 
-void CpuOps::head_rms_norm(const HeadRmsNormParams& p) {
-  check_params(p);
+void CpuOps::do_head_rms_norm(const HeadRmsNormParams& p) {
   cpu::head_rms_norm(pool_, p);
   if (p.positions) cpu::rope(pool_, {p.x, p.rows, p.heads, p.head_dim, p.positions, p.rope, false});
 }
 
 // The reference's four steps in turn, on a copy of x.
-void CpuOps::kv_insert(const KvInsertParams& p) {
-  check_params(p);
+void CpuOps::do_kv_insert(const KvInsertParams& p) {
   const int64_t d = p.dims.dim;
   std::vector<uint16_t> kv(static_cast<size_t>(p.rows * d));
   cpu::rms_norm(pool_, {p.x, kv.data(), p.norm_weight, p.rows, d, p.eps});

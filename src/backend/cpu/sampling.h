@@ -1,28 +1,11 @@
-// The sample op on the CPU (backend/ops.h SampleParams): the reference of its math, one row at a time.
-// The engine's host sampler (engine/sampler.cpp) runs sample_row too, so the math exists once.
+// The sample op on the CPU (backend/op_params.h SampleParams): backend/sample_row.h row by row, on the
+// pool's threads.
 #pragma once
 
-#include <cstdint>
-#include <span>
-#include <vector>
-
-#include "backend/ops.h"
+#include "backend/op_params.h"
 #include "core/thread_pool.h"
 
 namespace dsv4::cpu {
-
-// Buffers reused from row to row.
-struct SampleScratch {
-  std::vector<double> z;        // edited logits of the ids below the limit
-  std::vector<double> w;        // their weights
-  std::vector<int32_t> ids;     // surviving candidates
-  std::vector<uint32_t> order;  // raw-logit keys, for the top logprobs
-};
-
-// One row: x holds at least `limit` logits, `edits` are the row's own. Returns the token; writes
-// *logprob (when not null) and top_id/top_logprob[0..top_width) as SampleParams describes.
-int32_t sample_row(const float* x, int64_t limit, const SampleRow& row, std::span<const SampleEdit> edits,
-                   SampleScratch& s, double* logprob, int32_t* top_id, double* top_logprob, int32_t top_width);
 
 void sample(ThreadPool& pool, const SampleParams& p);
 

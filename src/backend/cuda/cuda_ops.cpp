@@ -1,6 +1,5 @@
 #include "backend/cuda/cuda_ops.h"
 
-#include "backend/cpu/op_checks.h"
 #include "backend/cuda/argmax.h"
 #include "backend/cuda/attention.h"
 #include "backend/cuda/compressor.h"
@@ -75,8 +74,7 @@ const float* CudaOps::frequencies(const RopeConfig& r) {
   return it->second.data();
 }
 
-void CudaOps::linear(const LinearParams& p) {
-  check_params(p);
+void CudaOps::do_linear(const LinearParams& p) {
   GemmArgs a;
   a.x = p.x;
   a.rows = p.rows;
@@ -89,30 +87,23 @@ void CudaOps::linear(const LinearParams& p) {
   gemm().run(a);
 }
 
-void CudaOps::rms_norm(const RmsNormParams& p) {
-  check_params(p);
+void CudaOps::do_rms_norm(const RmsNormParams& p) {
   cuda::rms_norm(p.x, p.y, p.weight, p.rows, p.dim, p.eps, dev_.stream());
 }
 
-void CudaOps::head_rms_norm(const HeadRmsNormParams& p) {
-  check_params(p);
+void CudaOps::do_head_rms_norm(const HeadRmsNormParams& p) {
   head_rms_norm_rope(p.x, p.rows * p.heads, p.heads, p.head_dim, p.eps, p.positions,
                      p.positions ? frequencies(p.rope) : nullptr, p.rope.rope_dim, dev_.stream());
 }
 
-void CudaOps::rope(const RopeParams& p) {
-  check_params(p);
+void CudaOps::do_rope(const RopeParams& p) {
   cuda::rope(p.x, p.rows, p.heads, p.head_dim, p.rope.rope_dim, p.positions, frequencies(p.rope), p.inverse,
              dev_.stream());
 }
 
-void CudaOps::hadamard(const HadamardParams& p) {
-  check_params(p);
-  cuda::hadamard(p.x, p.rows, p.dim, dev_.stream());
-}
+void CudaOps::do_hadamard(const HadamardParams& p) { cuda::hadamard(p.x, p.rows, p.dim, dev_.stream()); }
 
-void CudaOps::quant_sim(const QuantSimParams& p) {
-  check_params(p);
+void CudaOps::do_quant_sim(const QuantSimParams& p) {
   const int64_t stride = p.row_stride ? p.row_stride : p.cols;
   if (p.kind == QuantSim::kFp8) {
     quant_sim_e4m3(p.x, p.rows, p.cols, stride, p.block, dev_.stream());
@@ -121,14 +112,12 @@ void CudaOps::quant_sim(const QuantSimParams& p) {
   }
 }
 
-void CudaOps::store_entries(const StoreEntriesParams& p) {
-  check_params(p);
+void CudaOps::do_store_entries(const StoreEntriesParams& p) {
   cuda::store_entries(p.x, p.rows, p.dims.dim, p.dims.rope_dim, device_table(p.table), p.slots, dev_.error_flag(),
                       dev_.stream());
 }
 
-void CudaOps::kv_insert(const KvInsertParams& p) {
-  check_params(p);
+void CudaOps::do_kv_insert(const KvInsertParams& p) {
   KvInsertArgs a;
   a.x = p.x;
   a.rows = p.rows;
@@ -144,8 +133,7 @@ void CudaOps::kv_insert(const KvInsertParams& p) {
   cuda::kv_insert(a, dev_.stream());
 }
 
-void CudaOps::sparse_attention(const SparseAttentionParams& p) {
-  check_params(p);
+void CudaOps::do_sparse_attention(const SparseAttentionParams& p) {
   AttentionArgs a;
   a.q = p.q;
   a.out = p.out;
@@ -167,8 +155,7 @@ void CudaOps::sparse_attention(const SparseAttentionParams& p) {
   cuda::sparse_attention(a, dev_.stream());
 }
 
-void CudaOps::compressor_step(const CompressorStepParams& p) {
-  check_params(p);
+void CudaOps::do_compressor_step(const CompressorStepParams& p) {
   if (p.tokens == 0) return;
   // a and g as true fp32 GEMMs through the exact kernel (the CPU's sums, so the pooled entries and the
   // indexer's choices made from them match the CPU backend), in one launch.
@@ -186,8 +173,7 @@ void CudaOps::compressor_step(const CompressorStepParams& p) {
                    device_table(p.state), p.state_slots, dev_.error_flag(), dev_.stream());
 }
 
-void CudaOps::compressor_emit(const CompressorEmitParams& p) {
-  check_params(p);
+void CudaOps::do_compressor_emit(const CompressorEmitParams& p) {
   CompressorEmitArgs a;
   a.entries = p.entries;
   a.block_index = p.block_index;
@@ -230,13 +216,11 @@ IndexerArgs indexer_args(const IndexerTopkParams& p, int32_t* err) {
   return a;
 }
 
-void CudaOps::indexer_topk(const IndexerTopkParams& p) {
-  check_params(p);
+void CudaOps::do_indexer_topk(const IndexerTopkParams& p) {
   cuda::indexer_topk(indexer_args(p, dev_.error_flag()), dev_.stream());
 }
 
-void CudaOps::moe_gate(const MoeGateParams& p) {
-  check_params(p);
+void CudaOps::do_moe_gate(const MoeGateParams& p) {
   DSV4_CHECK(dev_.stream() == dev_.main_stream(), "CudaOps: moe_gate runs on the main stream only");
   MoeGateArgs a;
   a.x = p.x;
@@ -266,8 +250,7 @@ const GemmWeight* CudaOps::gemm_weights(const Weight* w, int experts) {
   return views.data();
 }
 
-void CudaOps::moe_experts(const MoeExpertsParams& p) {
-  check_params(p);
+void CudaOps::do_moe_experts(const MoeExpertsParams& p) {
   DSV4_CHECK(dev_.stream() == dev_.main_stream(), "CudaOps: moe_experts runs on the main stream only");
   MoeExpertsArgs a;
   a.x = p.x;
@@ -296,8 +279,7 @@ void CudaOps::moe_experts(const MoeExpertsParams& p) {
 }
 
 // On whichever stream is current (the model runs it on the side one, beside the routed experts).
-void CudaOps::shared_expert(const SharedExpertParams& p) {
-  check_params(p);
+void CudaOps::do_shared_expert(const SharedExpertParams& p) {
   if (p.tokens == 0) return;
   const auto n = static_cast<size_t>(p.tokens * p.inter_dim);
   DeviceArray<uint16_t> g(dev_, n), u(dev_, n);
@@ -306,8 +288,7 @@ void CudaOps::shared_expert(const SharedExpertParams& p) {
       g.data(), u.data(), dev_.stream());
 }
 
-void CudaOps::hc_pre(const HcPreParams& p) {
-  check_params(p);
+void CudaOps::do_hc_pre(const HcPreParams& p) {
   const bool fast = gemm_->policy().numerics == Numerics::kFast;
   DeviceArray<float> scratch(dev_,
                              static_cast<size_t>(hc_scratch_floats(p.tokens, p.hc, p.dim, (2 + p.hc) * p.hc, fast)));
@@ -315,26 +296,22 @@ void CudaOps::hc_pre(const HcPreParams& p) {
                p.comb, scratch.data(), fast, dev_.stream());
 }
 
-void CudaOps::hc_post(const HcPostParams& p) {
-  check_params(p);
+void CudaOps::do_hc_post(const HcPostParams& p) {
   cuda::hc_post(p.x, p.residual, p.post, p.comb, p.out, p.tokens, p.hc, p.dim, dev_.stream());
 }
 
-void CudaOps::hc_head(const HcHeadParams& p) {
-  check_params(p);
+void CudaOps::do_hc_head(const HcHeadParams& p) {
   const bool fast = gemm_->policy().numerics == Numerics::kFast;
   DeviceArray<float> scratch(dev_, static_cast<size_t>(hc_scratch_floats(p.tokens, p.hc, p.dim, p.hc, fast)));
   cuda::hc_head(p.h, p.tokens, p.hc, p.dim, p.fn, p.scale, p.base, p.norm_eps, p.hc_eps, p.y, scratch.data(), fast,
                 dev_.stream());
 }
 
-void CudaOps::embed(const EmbedParams& p) {
-  check_params(p);
+void CudaOps::do_embed(const EmbedParams& p) {
   cuda::embed(p.ids, p.tokens, p.table, p.vocab, p.dim, p.copies, p.out, dev_.error_flag(), dev_.stream());
 }
 
-void CudaOps::paged_slots(const PagedSlotsParams& p) {
-  check_params(p);
+void CudaOps::do_paged_slots(const PagedSlotsParams& p) {
   PagedSlotsArgs a;
   a.rows = p.rows;
   a.width = p.width;
@@ -351,13 +328,9 @@ void CudaOps::paged_slots(const PagedSlotsParams& p) {
   cuda::paged_slots(a, dev_.stream());
 }
 
-void CudaOps::argmax(const ArgmaxParams& p) {
-  check_params(p);
-  argmax_rows(p.x, p.rows, p.cols, p.limit, p.out, dev_.stream());
-}
+void CudaOps::do_argmax(const ArgmaxParams& p) { argmax_rows(p.x, p.rows, p.cols, p.limit, p.out, dev_.stream()); }
 
-void CudaOps::sample(const SampleParams& p) {
-  check_params(p);
+void CudaOps::do_sample(const SampleParams& p) {
   if (p.rows == 0) return;
   // The rows and edits come from the host (checked there); they and the kernel's scratch live until
   // the kernel has run (the pool frees in stream order).

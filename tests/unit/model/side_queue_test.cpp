@@ -57,33 +57,14 @@ class QueueLogDevice final : public Device {
 class QueueLogOps final : public Ops {
  public:
   explicit QueueLogOps(Log& log) : log_(log) {}
+
+ protected:
 #define DSV4_LOGGED_OP(name, P)                                           \
-  void name(const P& p) override {                                        \
+  void do_##name(const P##Params& p) override {                           \
     log_.events.push_back(std::string(log_.side ? "side:" : "") + #name); \
     cpu_.name(p);                                                         \
   }
-  DSV4_LOGGED_OP(linear, LinearParams)
-  DSV4_LOGGED_OP(rms_norm, RmsNormParams)
-  DSV4_LOGGED_OP(head_rms_norm, HeadRmsNormParams)
-  DSV4_LOGGED_OP(rope, RopeParams)
-  DSV4_LOGGED_OP(hadamard, HadamardParams)
-  DSV4_LOGGED_OP(quant_sim, QuantSimParams)
-  DSV4_LOGGED_OP(store_entries, StoreEntriesParams)
-  DSV4_LOGGED_OP(kv_insert, KvInsertParams)
-  DSV4_LOGGED_OP(sparse_attention, SparseAttentionParams)
-  DSV4_LOGGED_OP(compressor_step, CompressorStepParams)
-  DSV4_LOGGED_OP(compressor_emit, CompressorEmitParams)
-  DSV4_LOGGED_OP(indexer_topk, IndexerTopkParams)
-  DSV4_LOGGED_OP(hc_pre, HcPreParams)
-  DSV4_LOGGED_OP(hc_post, HcPostParams)
-  DSV4_LOGGED_OP(hc_head, HcHeadParams)
-  DSV4_LOGGED_OP(moe_gate, MoeGateParams)
-  DSV4_LOGGED_OP(moe_experts, MoeExpertsParams)
-  DSV4_LOGGED_OP(shared_expert, SharedExpertParams)
-  DSV4_LOGGED_OP(embed, EmbedParams)
-  DSV4_LOGGED_OP(paged_slots, PagedSlotsParams)
-  DSV4_LOGGED_OP(argmax, ArgmaxParams)
-  DSV4_LOGGED_OP(sample, SampleParams)
+  DSV4_FOR_EACH_OP(DSV4_LOGGED_OP)
 #undef DSV4_LOGGED_OP
 
  private:

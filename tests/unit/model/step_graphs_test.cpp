@@ -54,34 +54,36 @@ class RecordingHost final : public Device {
 // CpuOps' paged_slots (the only op StepIndex::expand runs) with a settable scratch epoch.
 class EpochOps final : public Ops {
  public:
-#define DSV4_UNUSED_OP(name, P) \
-  void name(const P&) override { fail("EpochOps: " #name " not expected"); }
-  DSV4_UNUSED_OP(linear, LinearParams)
-  DSV4_UNUSED_OP(rms_norm, RmsNormParams)
-  DSV4_UNUSED_OP(head_rms_norm, HeadRmsNormParams)
-  DSV4_UNUSED_OP(rope, RopeParams)
-  DSV4_UNUSED_OP(hadamard, HadamardParams)
-  DSV4_UNUSED_OP(quant_sim, QuantSimParams)
-  DSV4_UNUSED_OP(store_entries, StoreEntriesParams)
-  DSV4_UNUSED_OP(kv_insert, KvInsertParams)
-  DSV4_UNUSED_OP(sparse_attention, SparseAttentionParams)
-  DSV4_UNUSED_OP(compressor_step, CompressorStepParams)
-  DSV4_UNUSED_OP(compressor_emit, CompressorEmitParams)
-  DSV4_UNUSED_OP(indexer_topk, IndexerTopkParams)
-  DSV4_UNUSED_OP(hc_pre, HcPreParams)
-  DSV4_UNUSED_OP(hc_post, HcPostParams)
-  DSV4_UNUSED_OP(hc_head, HcHeadParams)
-  DSV4_UNUSED_OP(moe_gate, MoeGateParams)
-  DSV4_UNUSED_OP(moe_experts, MoeExpertsParams)
-  DSV4_UNUSED_OP(shared_expert, SharedExpertParams)
-  DSV4_UNUSED_OP(embed, EmbedParams)
-  DSV4_UNUSED_OP(argmax, ArgmaxParams)
-  DSV4_UNUSED_OP(sample, SampleParams)
-#undef DSV4_UNUSED_OP
-  void paged_slots(const PagedSlotsParams& p) override { cpu_.paged_slots(p); }
   uint64_t scratch_epoch() const override { return epoch; }
 
   uint64_t epoch = 1;
+
+ protected:
+#define DSV4_UNUSED_OP(name, P) \
+  void do_##name(const P##Params&) override { fail("EpochOps: " #name " not expected"); }
+  DSV4_UNUSED_OP(linear, Linear)
+  DSV4_UNUSED_OP(rms_norm, RmsNorm)
+  DSV4_UNUSED_OP(head_rms_norm, HeadRmsNorm)
+  DSV4_UNUSED_OP(rope, Rope)
+  DSV4_UNUSED_OP(hadamard, Hadamard)
+  DSV4_UNUSED_OP(quant_sim, QuantSim)
+  DSV4_UNUSED_OP(store_entries, StoreEntries)
+  DSV4_UNUSED_OP(kv_insert, KvInsert)
+  DSV4_UNUSED_OP(sparse_attention, SparseAttention)
+  DSV4_UNUSED_OP(compressor_step, CompressorStep)
+  DSV4_UNUSED_OP(compressor_emit, CompressorEmit)
+  DSV4_UNUSED_OP(indexer_topk, IndexerTopk)
+  DSV4_UNUSED_OP(hc_pre, HcPre)
+  DSV4_UNUSED_OP(hc_post, HcPost)
+  DSV4_UNUSED_OP(hc_head, HcHead)
+  DSV4_UNUSED_OP(moe_gate, MoeGate)
+  DSV4_UNUSED_OP(moe_experts, MoeExperts)
+  DSV4_UNUSED_OP(shared_expert, SharedExpert)
+  DSV4_UNUSED_OP(embed, Embed)
+  DSV4_UNUSED_OP(argmax, Argmax)
+  DSV4_UNUSED_OP(sample, Sample)
+#undef DSV4_UNUSED_OP
+  void do_paged_slots(const PagedSlotsParams& p) override { cpu_.paged_slots(p); }
 
  private:
   CpuOps cpu_{1};

@@ -1,4 +1,4 @@
-#include "backend/cpu/op_checks.h"
+#include "backend/op_checks.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,0 +1,27 @@
+// One row of the sample op's math (backend/op_params.h SampleParams): the reference of that math, run
+// by the CPU backend's sample op and by the engine's host sampler (engine/sampler.cpp), so it exists
+// once, outside any backend.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "backend/op_params.h"
+
+namespace dsv4 {
+
+// Buffers reused from row to row.
+struct SampleScratch {
+  std::vector<double> z;        // edited logits of the ids below the limit
+  std::vector<double> w;        // their weights
+  std::vector<int32_t> ids;     // surviving candidates
+  std::vector<uint32_t> order;  // raw-logit keys, for the top logprobs
+};
+
+// One row: x holds at least `limit` logits, `edits` are the row's own. Returns the token; writes
+// *logprob (when not null) and top_id/top_logprob[0..top_width) as SampleParams describes.
+int32_t sample_row(const float* x, int64_t limit, const SampleRow& row, std::span<const SampleEdit> edits,
+                   SampleScratch& s, double* logprob, int32_t* top_id, double* top_logprob, int32_t top_width);
+
+}  // namespace dsv4
