@@ -321,8 +321,7 @@ void setup_bench_step(CLI::App& cmd) {
   static StepArgs a;
   add_model_option(cmd, a.model);
   cmd.add_option("--backend", a.backend, "cpu | cuda | auto")->capture_default_str();
-  cmd.add_option("--numerics", a.numerics, "exact | fast (default: fast on cuda, exact on cpu)")
-      ->check(CLI::IsMember({"exact", "fast"}));
+  add_numerics_option(cmd, a.numerics);
   cmd.add_option("--batch", a.batches, "decode batch sizes (comma list)")->capture_default_str();
   cmd.add_option("--context", a.contexts, "decode contexts (comma list)")->capture_default_str();
   cmd.add_option("--prefill", a.prefill, "prefill tokens to time (0 = none)")->capture_default_str();

@@ -229,6 +229,7 @@ void run_latency(LatencyArgs& a) {
     for (const Row& r : rows) {
       j.push_back({{"model", model},
                    {"backend", a.engine.backend},
+                   {"numerics", engine.config().numerics},
                    {"threads", threads},
                    {"n_batch", a.batch},
                    {"test", r.test},
@@ -258,6 +259,7 @@ void setup_latency(CLI::App& cmd, LatencyArgs& a) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd.add_option("--backend", a.engine.backend, "cpu | cuda | auto")->capture_default_str();
+  add_numerics_option(cmd, a.engine.numerics);
   cmd.add_option("--threads", a.engine.threads, "CPU threads (default: all cores)");
   a.engine.kv_cache_memory = int64_t{1} << 30;
   cmd.add_option("--kv-cache-memory", a.engine.kv_cache_memory, "KV cache bytes")
@@ -274,8 +276,9 @@ void setup(CLI::App& cmd) {
   setup_serve(*cmd.add_subcommand("serve", "benchmark an OpenAI-compatible server (vLLM's bench serve)"), serve);
   setup_latency(*cmd.add_subcommand("latency", "prompt and generation rates of one request (llama-bench style)"),
                 latency);
-  setup_bench_step(*cmd.add_subcommand("step", "decode steps (batch x context) and a prefill, timed alone, with bytes "
-                                               "and FLOPs for the roofline"));
+  setup_bench_step(*cmd.add_subcommand("step",
+                                       "decode steps (batch x context) and a prefill, timed alone, with bytes "
+                                       "and FLOPs for the roofline"));
 }
 
 }  // namespace

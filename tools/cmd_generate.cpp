@@ -266,6 +266,7 @@ void add_engine_options(CLI::App& cmd, Args& a) {
   cmd.add_option("--itl-slack", e.itl_slack, "latency policy: a step with prefill may take (1 + slack) decode steps")
       ->capture_default_str();
   cmd.add_option("--backend", e.backend, "cpu | cuda | auto")->capture_default_str();
+  add_numerics_option(cmd, e.numerics);
   cmd.add_option("--threads", e.threads, "CPU threads (default: all cores)");
 }
 

@@ -67,10 +67,7 @@ void setup(CLI::App& cmd) {
   cmd.add_option("--expected", a.expected, "expected logits (default MODEL/expected.safetensors)");
   cmd.add_option("--layers", a.layers, "per-block outputs (default MODEL/expected_layers.safetensors)");
   cmd.add_option("--backend", a.backend, "cpu | cuda | auto")->capture_default_str();
-  cmd.add_option("--numerics", a.numerics,
-                 "exact | fast (spec/NUMERICS.md; default: the backend's, fast on cuda, exact on cpu); the "
-                 "thresholds come from that tier's part of tolerance.json")
-      ->check(CLI::IsMember({"exact", "fast"}));
+  add_numerics_option(cmd, a.numerics);  // the thresholds come from that tier's part of tolerance.json
   cmd.add_option("--max-rms-ratio", a.max_rms_ratio, "end-to-end threshold (default tolerance.json)");
   cmd.add_option("--min-argmax-agreement", a.min_argmax_agreement, "end-to-end threshold (default tolerance.json)");
   cmd.add_option("--max-block-rms-rel", a.max_block_rms_rel, "per-block threshold (default tolerance.json)");

@@ -118,7 +118,7 @@ server::StartupFacts startup_facts(const Args& a, const Engine& engine, const se
   f.model_name = info.name;
   f.model_path = info.path;
   f.tokenizer_path = tokenizer.string();
-  f.backend = engine.config().backend;
+  f.backend = engine.config().backend + " (numerics " + engine.config().numerics + ")";
   f.kv_dtypes = fmt::format("attention {}, indexer {}", kv_cache_dtype_name(engine.config().kv_dtypes.cache),
                             indexer_dtype_name(engine.config().kv_dtypes.indexer));
   f.max_model_len = engine.max_model_len();
@@ -225,6 +225,7 @@ void run(Args& a) {
 void add_engine_options(CLI::App& cmd, Args& a) {
   EngineConfig& e = a.engine;
   cmd.add_option("--backend", e.backend, "cpu | cuda | auto (cuda when a GPU is present)")->capture_default_str();
+  add_numerics_option(cmd, e.numerics);
   cmd.add_option("--threads", e.threads, "CPU backend threads (default: all cores)");
   cmd.add_option("--max-model-len", e.max_model_len, "positions per request (default: the model's, or what fits)");
   cmd.add_option("--max-num-seqs", e.max_num_seqs, "running requests at most")->capture_default_str();

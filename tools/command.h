@@ -18,6 +18,8 @@ void set_exit_code(int code);
 
 // Adds MODEL as a positional argument that --model may also give.
 CLI::Option* add_model_option(CLI::App& cmd, std::string& model, bool required = true);
+// --numerics exact|fast (spec/NUMERICS.md); empty: the backend's default (fast on CUDA, exact on CPU).
+CLI::Option* add_numerics_option(CLI::App& cmd, std::string& numerics);
 
 }  // namespace dsv4::tools
 

@@ -54,6 +54,14 @@ CLI::Option* add_model_option(CLI::App& cmd, std::string& model, bool required) 
   return opt;
 }
 
+CLI::Option* add_numerics_option(CLI::App& cmd, std::string& numerics) {
+  return cmd
+      .add_option("--numerics", numerics,
+                  "exact | fast: how sums are formed (spec/NUMERICS.md); default fast on cuda, exact on cpu (the "
+                  "CPU backend has the exact tier only)")
+      ->check(CLI::IsMember({"exact", "fast"}));
+}
+
 }  // namespace dsv4::tools
 
 int main(int argc, char** argv) {

@@ -69,8 +69,13 @@ Engine::Engine(const ModelConfig& model, EngineConfig config, ExecutorFactory fa
   DSV4_CHECK(config_.vocab_limit >= 0, "engine: vocab_limit must not be negative");
   config_.vocab_limit = config_.vocab_limit > 0 ? std::min(config_.vocab_limit, model_.vocab_size) : model_.vocab_size;
   if (kv_memory) {  // a real model: its backend, and KV pools in that backend's memory
-    backend_ = make_backend(config_.backend, config_.threads);
+    if (!config_.numerics.empty()) {
+      DSV4_CHECK(parse_numerics(config_.numerics), "engine: numerics \"{}\" is neither exact nor fast",
+                 config_.numerics);
+    }
+    backend_ = make_backend(config_.backend, config_.threads, parse_numerics(config_.numerics));
     config_.backend = backend_.name;
+    config_.numerics = numerics_name(backend_.numerics);
     memory_ = kv_memory_for(*backend_.device);
     if (!backend_.device->host_memory() && config_.kv_cache_memory == 0)
       config_.kv_cache_memory = gpu_kv_budget(config_, model_, *backend_.device);

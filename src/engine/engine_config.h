@@ -13,6 +13,8 @@ namespace dsv4 {
 struct EngineConfig {
   std::string backend = "cpu";
   int threads = 0;  // CPU backend threads (0 = all cores)
+  // "exact" | "fast" (spec/NUMERICS.md); empty: the backend's default. Set to the tier in use by the engine.
+  std::string numerics;
 
   int64_t max_num_seqs = 256;
   int64_t max_num_batched_tokens = 2048;
