@@ -3,7 +3,7 @@
 #include <array>
 
 #include "chat/special_tokens.h"
-#include "chat/utf8.h"
+#include "core/utf8.h"
 
 namespace dsv4::chat {
 namespace {
@@ -363,7 +363,7 @@ void CompletionParser::emit_text(std::string_view s) {
 void CompletionParser::emit_tool_call() {
   ParseEvent e;
   e.kind = ParseEvent::Kind::kToolCall;
-  e.tool_call = ToolCall{next_tool_call_id(), to_valid_utf8(invoke_.name), dsml_arguments_json(invoke_.params)};
+  e.tool_call = ToolCall{next_tool_call_id(), utf8::lossy(invoke_.name), dsml_arguments_json(invoke_.params)};
   e.tool_index = n_tool_calls_;
   out_.push_back(std::move(e));
   ++n_tool_calls_;

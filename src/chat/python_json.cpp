@@ -6,8 +6,8 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "chat/utf8.h"
 #include "core/error.h"
+#include "core/utf8.h"
 
 namespace dsv4::chat {
 namespace {
@@ -15,13 +15,12 @@ namespace {
 using ordered_json = nlohmann::ordered_json;
 
 void append_quoted(std::string& out, std::string_view s) {
+  std::string repaired;  // broken bytes become U+FFFD (core/utf8.h), characters are kept whole
+  if (!utf8::is_valid(s)) s = repaired = utf8::lossy(s);
   out += '"';
-  for (size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    if (static_cast<unsigned char>(c) >= 0x80) {  // keep whole characters; broken bytes become U+FFFD
-      const size_t n = utf8_char_length(s.substr(i));
-      out.append(n ? s.substr(i, n) : std::string_view("\xEF\xBF\xBD"));
-      i += n ? n - 1 : 0;
+  for (const char c : s) {
+    if (static_cast<unsigned char>(c) >= 0x80) {
+      out += c;
       continue;
     }
     switch (c) {

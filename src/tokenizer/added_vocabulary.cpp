@@ -4,7 +4,7 @@
 #include <map>
 
 #include "tokenizer/split_regex.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace dsv4 {
 namespace {

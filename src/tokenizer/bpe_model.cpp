@@ -5,7 +5,7 @@
 #include "core/error.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/json_fields.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace dsv4 {
 namespace {

@@ -1,6 +1,6 @@
 #include "tokenizer/detokenizer.h"
 
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace dsv4 {
 

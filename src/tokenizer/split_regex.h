@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 struct pcre2_real_code_8;
 

@@ -8,7 +8,7 @@
 #include "tokenizer/byte_level.h"
 #include "tokenizer/json_fields.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace dsv4 {
 namespace {

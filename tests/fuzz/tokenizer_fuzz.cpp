@@ -12,7 +12,7 @@
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_locator.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace {
 

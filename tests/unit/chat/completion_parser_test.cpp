@@ -55,6 +55,19 @@ TEST(CompletionParser, ReasoningThenContent) {
   EXPECT_TRUE(p.tool_calls.empty());
 }
 
+// Broken bytes in a tool's name and string argument become U+FFFD, one per maximal subpart (core/utf8.h,
+// Python's errors="replace"): a truncated character one, an overlong sequence three.
+TEST(CompletionParser, ToolCallsRepairBrokenUtf8AsPython) {
+  const std::string calls = cat({"\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_\xE4\xB8\">\n",
+                                 "<｜DSML｜parameter name=\"city\" string=\"true\">a\xE0\x80\xAF"
+                                 "b</｜DSML｜parameter>\n",
+                                 "</｜DSML｜invoke>\n", "</｜DSML｜tool_calls>"});
+  const ParsedCompletion p = parse_completion(cat({"think", kThinkEnd, calls, kEos}), thinking());
+  ASSERT_EQ(p.tool_calls.size(), 1u);
+  EXPECT_EQ(p.tool_calls[0].name, "get_\uFFFD");
+  EXPECT_EQ(p.tool_calls[0].arguments, "{\"city\": \"a\uFFFD\uFFFD\uFFFDb\"}");
+}
+
 TEST(CompletionParser, ChatModeIsContentOnly) {
   const ParsedCompletion p = parse_completion("Hi <b>there</b>\n\nbye", chat());
   EXPECT_EQ(p.content, "Hi <b>there</b>\n\nbye");

@@ -1,49 +1,41 @@
-#include "chat/utf8.h"
+// The chat room's UTF-8 repair is core/utf8.h's (maximal subparts, as Python's errors="replace"): the
+// JSON it writes for clients (tool-call arguments) and tool-call names carry U+FFFD where the model's
+// bytes are broken, one per maximal subpart.
+#include "core/utf8.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
 
+#include "chat/completion_parser.h"
 #include "chat/python_json.h"
 
 namespace dsv4::chat {
 namespace {
 
-TEST(Utf8, CharLength) {
-  EXPECT_EQ(utf8_char_length("a"), 1u);
-  EXPECT_EQ(utf8_char_length("é"), 2u);
-  EXPECT_EQ(utf8_char_length("中"), 3u);
-  EXPECT_EQ(utf8_char_length("😀"), 4u);
-  EXPECT_EQ(utf8_char_length(""), 0u);
-  EXPECT_EQ(utf8_char_length("\x80"), 0u);              // lone continuation
-  EXPECT_EQ(utf8_char_length("\xC0\xAF"), 0u);          // overlong '/'
-  EXPECT_EQ(utf8_char_length("\xE0\x80\xAF"), 0u);      // overlong
-  EXPECT_EQ(utf8_char_length("\xED\xA0\x80"), 0u);      // surrogate U+D800
-  EXPECT_EQ(utf8_char_length("\xF4\x90\x80\x80"), 0u);  // beyond U+10FFFF
-  EXPECT_EQ(utf8_char_length("\xE4\xB8"), 0u);          // truncated
-}
-
-TEST(Utf8, ToValidReplacesBrokenBytes) {
-  EXPECT_EQ(to_valid_utf8("a\xE4\xB8"
-                          "b中"),
-            "a\uFFFD\uFFFDb中");
+// python_json_quote's repair, case by case as Python: b.decode("utf-8", errors="replace").
+TEST(ChatUtf8, JsonQuotingRepairsMaximalSubparts) {
   EXPECT_EQ(python_json_quote("x\xFFy"), "\"x\uFFFDy\"");
+  EXPECT_EQ(python_json_quote("a\xE4\xB8"
+                              "b\xE4\xB8\xAD"),
+            "\"a\uFFFDb中\"");                                             // a truncated character: one
+  EXPECT_EQ(python_json_quote("\xE0\x80\xAF"), "\"\uFFFD\uFFFD\uFFFD\"");  // overlong: three
+  EXPECT_EQ(python_json_quote("\xED\xA0\x80"), "\"\uFFFD\uFFFD\uFFFD\"");  // a surrogate: three
+  EXPECT_EQ(python_json_quote("\xF0\x9F\x98"), "\"\uFFFD\"");              // truncated emoji: one
+  EXPECT_EQ(python_json_quote("\xE2\x82\xAC\xE2\x82"), "\"€\uFFFD\"");
+  EXPECT_EQ(python_json_quote("tab\there"), "\"tab\\there\"");  // escapes unchanged
 }
 
-// Random bytes: the result is valid, and valid input is unchanged.
-TEST(Utf8, RandomBytes) {
+// Random bytes: the quoted text is valid UTF-8 and equals quoting the repaired text.
+TEST(ChatUtf8, JsonQuotingOfRandomBytesIsValid) {
   std::mt19937 rng(5);
   for (int i = 0; i < 2000; ++i) {
     std::string s;
     const size_t n = rng() % 24;
     for (size_t j = 0; j < n; ++j) s += static_cast<char>(rng() % 256);
-    const std::string v = to_valid_utf8(s);
-    for (size_t at = 0; at < v.size();) {
-      const size_t len = utf8_char_length(std::string_view(v).substr(at));
-      ASSERT_GT(len, 0u);
-      at += len;
-    }
-    ASSERT_EQ(to_valid_utf8(v), v);
+    const std::string q = python_json_quote(s);
+    ASSERT_TRUE(utf8::is_valid(q));
+    ASSERT_EQ(q, python_json_quote(utf8::lossy(s)));
   }
 }
 

@@ -1,4 +1,4 @@
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 #include <cstdint>
 #include <cstring>
@@ -104,6 +104,12 @@ std::string lossy(std::string_view s) {
 }
 
 size_t append_complete(std::string_view s, std::string& out) { return scan(s, out, false); }
+
+size_t valid_length(std::string_view s) {
+  if (s.empty()) return 0;
+  const Sequence seq = classify(reinterpret_cast<const unsigned char*>(s.data()), s.size());
+  return seq.kind == Kind::kValid ? seq.length : 0;
+}
 
 char32_t next_codepoint(std::string_view s, size_t& i) {
   const auto b = static_cast<unsigned char>(s[i]);

@@ -1,5 +1,9 @@
-// UTF-8 checks and repair. Invalid input is repaired the way Python's errors="replace" and Rust's
-// String::from_utf8_lossy do it: each maximal invalid subsequence becomes one U+FFFD.
+// UTF-8 checks and repair, the one repair of the project (tokenizer, detokenizer, chat and tool-call
+// JSON): invalid input is repaired the way Python's bytes.decode(errors="replace"), Hugging Face
+// tokenizers and Rust's String::from_utf8_lossy do it, Unicode's "substitution of maximal subparts":
+// each maximal subpart of an ill-formed sequence (a lead byte with the continuation bytes that still
+// fit it, or a byte that cannot start a character) becomes one U+FFFD. So "\xE4\xB8" (a truncated
+// character) gives one U+FFFD, "\xE0\x80\xAF" (overlong) and "\xED\xA0\x80" (a surrogate) three.
 #pragma once
 
 #include <cstddef>
@@ -11,6 +15,10 @@ namespace dsv4::utf8 {
 inline constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
 
 bool is_valid(std::string_view s);
+
+// Length of the well-formed character at s[0] (1-4), or 0 when none starts there (an invalid or
+// truncated sequence, or s empty).
+size_t valid_length(std::string_view s);
 
 // Appends s to out with invalid subsequences replaced (a truncated sequence at the end included).
 void append_lossy(std::string_view s, std::string& out);
