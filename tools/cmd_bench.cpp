@@ -16,13 +16,13 @@
 #include <sstream>
 #include <thread>
 
+#include "bench_client/bench_dataset.h"
+#include "bench_client/bench_report.h"
+#include "bench_client/bench_runner.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "model/default_model.h"
 #include "model/model_loader.h"
-#include "server/bench_dataset.h"
-#include "server/bench_report.h"
-#include "server/bench_runner.h"
 #include "tools/bench_step.h"
 #include "tools/command.h"
 
@@ -36,7 +36,7 @@ using Clock = std::chrono::steady_clock;
 struct ServeArgs {
   std::string base_url = "http://127.0.0.1:8000", endpoint = "/v1/completions", model, dataset = "random";
   std::string request_rate = "inf", percentiles = "50,90,95,99", api_key, result_file;
-  server::RandomDatasetOptions data;
+  bench::RandomDatasetOptions data;
   double burstiness = 1, temperature = 0;
   int64_t max_concurrency = 0;
   bool json = false, ignore_eos = false, no_progress = false;
@@ -70,7 +70,7 @@ double parse_rate(const std::string& s) {
 void run_serve(ServeArgs& a) {
   DSV4_CHECK(a.dataset == "random", "--dataset-name {}: only random is supported", a.dataset);
   while (!a.base_url.empty() && a.base_url.back() == '/') a.base_url.pop_back();
-  server::BenchRunOptions o;
+  bench::BenchRunOptions o;
   o.settings.base_url = a.base_url;
   o.settings.endpoint = a.endpoint;
   o.settings.request_rate = parse_rate(a.request_rate);
@@ -84,35 +84,35 @@ void run_serve(ServeArgs& a) {
   o.seed = a.data.seed;
   o.progress = !a.no_progress;
 
-  const server::ServerModel m = server::discover_model(a.base_url, a.api_key);
+  const bench::ServerModel m = bench::discover_model(a.base_url, a.api_key);
   o.settings.model = a.model.empty() ? m.id : a.model;
   if (m.vocab_size > 0) a.data.vocab_size = m.vocab_size;
-  const auto requests = server::random_dataset(a.data);
+  const auto requests = bench::random_dataset(a.data);
   spdlog::info(
       "bench: {} prompts of {} input / {} output tokens to {}{} (model {}), request rate {}, max concurrency {}",
       a.data.num_prompts, a.data.input_len, a.data.output_len, a.base_url, a.endpoint, o.settings.model, a.request_rate,
       a.max_concurrency > 0 ? std::to_string(a.max_concurrency) : "unlimited");
   // The test request checks the endpoint with the first prompt and one output token: the whole
   // output of an 8K/1K request would cost a minute of the GPU call before measuring starts.
-  server::BenchRequest test = requests.front();
+  bench::BenchRequest test = requests.front();
   test.output_len = 1;
-  const server::RequestRecord probe = server::send_request(a.base_url, o, test);
+  const bench::RequestRecord probe = bench::send_request(a.base_url, o, test);
   DSV4_CHECK(probe.success, "bench: the initial test request failed: {}", probe.error);
 
-  const server::BenchRun run = server::run_benchmark(requests, o);
-  const server::BenchSummary s =
-      server::summarize(run.records, run.duration, run.peak_concurrency, o.settings.percentiles);
+  const bench::BenchRun run = bench::run_benchmark(requests, o);
+  const bench::BenchSummary s =
+      bench::summarize(run.records, run.duration, run.peak_concurrency, o.settings.percentiles);
   for (const auto& r : run.records) {
     if (!r.success) spdlog::warn("bench: a request failed: {}", r.error);
   }
-  const nlohmann::ordered_json j = server::report_json(s, o.settings, run.records);
+  const nlohmann::ordered_json j = bench::report_json(s, o.settings, run.records);
   if (!a.result_file.empty()) {
     std::ofstream(a.result_file) << j.dump(2) << "\n";
   }
   if (a.json) {
     fmt::print("{}\n", j.dump());
   } else {
-    fmt::print("{}", server::format_report(s, o.settings));
+    fmt::print("{}", bench::format_report(s, o.settings));
   }
   set_exit_code(s.failed > 0 ? 3 : 0);
 }

@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "core/progress_bar.h"
 #include "engine/cache_sizing.h"
 #include "engine/engine.h"
 #include "engine/model_runner.h"
@@ -22,7 +23,6 @@
 #include "model/model_loader.h"
 #include "server/generation_config.h"
 #include "server/http_server.h"
-#include "server/progress_bar.h"
 #include "server/startup_summary.h"
 #include "server/stats_logger.h"
 #include "tokenizer/tokenizer_locator.h"
@@ -85,7 +85,7 @@ void prefetch_weights(const fs::path& dir) {
   std::sort(files.begin(), files.end());
   const int64_t ram = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
   if (files.empty() || total > ram / 2) return;
-  server::ProgressBar bar("Loading weights", total, "MiB", 1 << 20);
+  ProgressBar bar("Loading weights", total, "MiB", 1 << 20);
   std::vector<char> buf(size_t{8} << 20);
   int64_t done = 0;
   for (const fs::path& f : files) {

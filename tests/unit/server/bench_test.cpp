@@ -1,13 +1,13 @@
 // The serving benchmark: the random dataset, vLLM's statistics and result block, and a whole run of the
-// load generator against an in-process server speaking the OpenAI SSE format.
+// load generator (bench_client/) against an in-process server speaking the OpenAI SSE format.
 #include <gtest/gtest.h>
 
-#include "server/bench_dataset.h"
-#include "server/bench_report.h"
-#include "server/bench_runner.h"
+#include "bench_client/bench_dataset.h"
+#include "bench_client/bench_report.h"
+#include "bench_client/bench_runner.h"
 #include "server_test_support.h"
 
-namespace dsv4::server {
+namespace dsv4::bench {
 namespace {
 
 TEST(BenchDataset, LengthsIdsAndSeed) {
@@ -114,4 +114,4 @@ TEST(BenchRunner, RunsAgainstAnOpenAiServer) {
 }
 
 }  // namespace
-}  // namespace dsv4::server
+}  // namespace dsv4::bench

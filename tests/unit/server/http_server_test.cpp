@@ -5,7 +5,7 @@
 
 #include <future>
 
-#include "server/sse_client.h"
+#include "bench_client/sse_client.h"
 #include "server_test_support.h"
 
 namespace dsv4::server {
@@ -13,6 +13,7 @@ namespace {
 
 using servertest::TestServer;
 using servertest::TestServerOptions;
+using namespace bench;  // the streaming client the tests read the server with
 using namespace std::chrono_literals;
 
 Json post(TestServer& s, const std::string& path, const std::string& body, int* status = nullptr,

@@ -1,5 +1,5 @@
-// The smaller parts of the server: the error envelope, admission counts, the SSE parser, the connection
-// probe, the elastic thread pool, the progress bar, the startup summary and the stats line.
+// The smaller parts of the server: the error envelope, admission counts, the connection probe, the
+// elastic thread pool, the progress bar, the startup summary and the stats line.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -8,13 +8,12 @@
 
 #include <atomic>
 
+#include "core/progress_bar.h"
 #include "server/admission.h"
 #include "server/api_error.h"
 #include "server/connection_probe.h"
 #include "server/elastic_thread_pool.h"
-#include "server/progress_bar.h"
 #include "server/request_fields.h"
-#include "server/sse_client.h"
 #include "server/startup_summary.h"
 #include "server/stats_logger.h"
 
@@ -46,22 +45,6 @@ TEST(Admission, BoundsRunningPlusWaiting) {
   }
   EXPECT_EQ(a.engine_requests(), 2);
   EXPECT_TRUE(a.try_acquire(1));
-}
-
-TEST(SseParser, EventsCommentsAndSplits) {
-  const std::string wire = "data: {\"a\":1}\n\n: ping\n\ndata: x\r\ndata: y\r\n\r\ndata: [DONE]\n\n";
-  for (size_t step = 1; step <= wire.size(); ++step) {
-    SseParser p;
-    std::vector<SseParser::Event> all;
-    for (size_t i = 0; i < wire.size(); i += step) {
-      for (auto& e : p.feed(std::string_view(wire).substr(i, step))) all.push_back(e);
-    }
-    ASSERT_EQ(all.size(), 4u) << step;
-    EXPECT_EQ(all[0].data, "{\"a\":1}");
-    EXPECT_TRUE(all[1].comment);
-    EXPECT_EQ(all[2].data, "x\ny");
-    EXPECT_EQ(all[3].data, "[DONE]");
-  }
 }
 
 TEST(ConnectionProbe, SeesThePeerClose) {

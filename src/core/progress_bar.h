@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-namespace dsv4::server {
+namespace dsv4 {
 
 class ProgressBar {
  public:
@@ -36,4 +36,4 @@ class ProgressBar {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_draw_{};
 };
 
-}  // namespace dsv4::server
+}  // namespace dsv4

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace dsv4::server {
+namespace dsv4::bench {
 
 struct BenchRequest {
   std::vector<int32_t> prompt;
@@ -24,4 +24,4 @@ struct RandomDatasetOptions {
 
 std::vector<BenchRequest> random_dataset(const RandomDatasetOptions& o);
 
-}  // namespace dsv4::server
+}  // namespace dsv4::bench

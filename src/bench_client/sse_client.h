@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-namespace dsv4::server {
+namespace dsv4::bench {
 
 class SseParser {
  public:
@@ -36,4 +36,4 @@ struct StreamResult {
 StreamResult post_stream(httplib::Client& client, const std::string& path, const std::string& body,
                          const httplib::Headers& headers, const std::function<bool(const SseParser::Event&)>& on_event);
 
-}  // namespace dsv4::server
+}  // namespace dsv4::bench

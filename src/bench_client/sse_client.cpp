@@ -1,6 +1,6 @@
-#include "server/sse_client.h"
+#include "bench_client/sse_client.h"
 
-namespace dsv4::server {
+namespace dsv4::bench {
 
 std::vector<SseParser::Event> SseParser::feed(std::string_view bytes) {
   std::vector<Event> out;
@@ -63,4 +63,4 @@ StreamResult post_stream(httplib::Client& client, const std::string& path, const
   return result;
 }
 
-}  // namespace dsv4::server
+}  // namespace dsv4::bench

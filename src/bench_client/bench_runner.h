@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "server/bench_dataset.h"
-#include "server/bench_report.h"
+#include "bench_client/bench_dataset.h"
+#include "bench_client/bench_report.h"
 
-namespace dsv4::server {
+namespace dsv4::bench {
 
 struct BenchRunOptions {
   BenchSettings settings;
@@ -41,4 +41,4 @@ RequestRecord send_request(const std::string& base_url, const BenchRunOptions& o
 
 BenchRun run_benchmark(const std::vector<BenchRequest>& requests, const BenchRunOptions& o);
 
-}  // namespace dsv4::server
+}  // namespace dsv4::bench

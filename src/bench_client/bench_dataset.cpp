@@ -1,4 +1,4 @@
-#include "server/bench_dataset.h"
+#include "bench_client/bench_dataset.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 
-namespace dsv4::server {
+namespace dsv4::bench {
 
 std::vector<BenchRequest> random_dataset(const RandomDatasetOptions& o) {
   DSV4_CHECK(o.num_prompts > 0, "--num-prompts must be positive");
@@ -32,4 +32,4 @@ std::vector<BenchRequest> random_dataset(const RandomDatasetOptions& o) {
   return out;
 }
 
-}  // namespace dsv4::server
+}  // namespace dsv4::bench

@@ -1,4 +1,4 @@
-#include "server/progress_bar.h"
+#include "core/progress_bar.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 
-namespace dsv4::server {
+namespace dsv4 {
 namespace {
 
 std::string clock_text(double s) {
@@ -75,4 +75,4 @@ void ProgressBar::finish() {
   finished_ = true;
 }
 
-}  // namespace dsv4::server
+}  // namespace dsv4

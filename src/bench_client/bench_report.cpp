@@ -1,4 +1,4 @@
-#include "server/bench_report.h"
+#include "bench_client/bench_report.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <numeric>
 
-namespace dsv4::server {
+namespace dsv4::bench {
 namespace {
 
 using OJson = nlohmann::ordered_json;
@@ -160,4 +160,4 @@ OJson report_json(const BenchSummary& s, const BenchSettings& settings, const st
   return j;
 }
 
-}  // namespace dsv4::server
+}  // namespace dsv4::bench

@@ -1,4 +1,4 @@
-#include "server/bench_runner.h"
+#include "bench_client/bench_runner.h"
 
 #include <algorithm>
 #include <atomic>
@@ -7,11 +7,11 @@
 #include <random>
 #include <thread>
 
+#include "bench_client/sse_client.h"
 #include "core/error.h"
-#include "server/progress_bar.h"
-#include "server/sse_client.h"
+#include "core/progress_bar.h"
 
-namespace dsv4::server {
+namespace dsv4::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -168,4 +168,4 @@ BenchRun run_benchmark(const std::vector<BenchRequest>& requests, const BenchRun
   return run;
 }
 
-}  // namespace dsv4::server
+}  // namespace dsv4::bench

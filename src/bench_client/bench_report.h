@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace dsv4::server {
+namespace dsv4::bench {
 
 struct RequestRecord {
   bool success = false;
@@ -57,4 +57,4 @@ std::string format_report(const BenchSummary& s, const BenchSettings& settings);
 nlohmann::ordered_json report_json(const BenchSummary& s, const BenchSettings& settings,
                                    const std::vector<RequestRecord>& records);
 
-}  // namespace dsv4::server
+}  // namespace dsv4::bench
