@@ -21,8 +21,8 @@
 #include "engine/engine.h"
 #include "engine/model_runner.h"
 #include "model/model_loader.h"
-#include "model/presets.h"
-#include "model/random_checkpoint.h"
+#include "model_tools/presets.h"
+#include "model_tools/random_checkpoint.h"
 
 namespace dsv4 {
 namespace {

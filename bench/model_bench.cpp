@@ -12,10 +12,10 @@
 #include "model/model.h"
 #include "model/model_loader.h"
 #include "model/paged_kv.h"
-#include "model/presets.h"
-#include "model/random_checkpoint.h"
 #include "model/step_index.h"
 #include "model/step_shape.h"
+#include "model_tools/presets.h"
+#include "model_tools/random_checkpoint.h"
 
 namespace dsv4 {
 namespace {

@@ -21,8 +21,8 @@
 #include "bench_client/bench_runner.h"
 #include "core/error.h"
 #include "engine/engine.h"
-#include "model/default_model.h"
 #include "model/model_loader.h"
+#include "model_tools/default_model.h"
 #include "tools/bench_step.h"
 #include "tools/command.h"
 

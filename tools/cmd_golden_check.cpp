@@ -7,7 +7,7 @@
 #include "backend/backend.h"
 #include "backend/op_trace.h"
 #include "core/error.h"
-#include "model/golden_check.h"
+#include "model_tools/golden_check.h"
 #include "tools/command.h"
 
 namespace dsv4::tools {

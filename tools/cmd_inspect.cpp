@@ -8,8 +8,8 @@
 #include "core/kv_entry.h"
 #include "io/model_config_json.h"
 #include "kv/kv_plan.h"
-#include "model/default_model.h"
 #include "model/model_loader.h"
+#include "model_tools/default_model.h"
 #include "tools/command.h"
 
 namespace dsv4::tools {

@@ -6,8 +6,8 @@
 
 #include "core/error.h"
 #include "model/model_loader.h"
-#include "model/presets.h"
-#include "model/random_checkpoint.h"
+#include "model_tools/presets.h"
+#include "model_tools/random_checkpoint.h"
 #include "tools/command.h"
 
 namespace dsv4::tools {

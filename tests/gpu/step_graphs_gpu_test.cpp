@@ -15,9 +15,9 @@
 #include "gpu/gpu_test_util.h"
 #include "model/model.h"
 #include "model/model_loader.h"
-#include "model/presets.h"
-#include "model/random_checkpoint.h"
 #include "model/step_graphs.h"
+#include "model_tools/presets.h"
+#include "model_tools/random_checkpoint.h"
 #include "testing/decode_steps.h"
 #include "testing/paths.h"
 

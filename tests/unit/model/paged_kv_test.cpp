@@ -1,12 +1,13 @@
 // PagedKv: the page lists it gives for long runs of compressed entries expand to exactly the slots
 // slot() names one by one, for every layer and kind, in a cache whose pages were handed out
 // interleaved between sequences.
+#include "model/paged_kv.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "model/paged_kv.h"
-#include "model/presets.h"
+#include "model_tools/presets.h"
 
 namespace dsv4 {
 namespace {

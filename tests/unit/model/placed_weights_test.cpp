@@ -2,6 +2,8 @@
 // the model copies its weights, its KV pools come from the device, its logits rows are gathered with
 // device copies) must give bit-identical logits to the plain host path, and every weight view the
 // ops read must point into the copies, never back into the checkpoint.
+#include "model/placed_weights.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
@@ -11,9 +13,8 @@
 #include "model/model.h"
 #include "model/model_loader.h"
 #include "model/paged_kv.h"
-#include "model/placed_weights.h"
-#include "model/presets.h"
-#include "model/random_checkpoint.h"
+#include "model_tools/presets.h"
+#include "model_tools/random_checkpoint.h"
 #include "testing/paths.h"
 
 namespace dsv4 {
@@ -118,11 +119,14 @@ TEST_F(PlacedWeightsTest, EveryViewPointsIntoTheCopies) {
   const ModelConfig& c = model_->config;
   const PlacedWeights placed(model_->weights, c, dev);
   const ModelWeights& w = placed.get();
-  EXPECT_EQ(placed.device_bytes() + [&] {
-    uint64_t wo_a = 0;
-    for (const auto& b : w.layers) wo_a += static_cast<uint64_t>(b.attn.wo_a.out * b.attn.wo_a.in) * 2;
-    return wo_a;
-  }(), PlacedWeights::bytes_needed(model_->weights, c));
+  EXPECT_EQ(
+      placed.device_bytes() +
+          [&] {
+            uint64_t wo_a = 0;
+            for (const auto& b : w.layers) wo_a += static_cast<uint64_t>(b.attn.wo_a.out * b.attn.wo_a.in) * 2;
+            return wo_a;
+          }(),
+      PlacedWeights::bytes_needed(model_->weights, c));
   std::vector<const void*> views = {w.embed, w.head, w.norm.weight, w.hc_head.fn, w.hc_head.base, w.hc_head.scale};
   for (const auto& b : w.layers) {
     const auto& a = b.attn;

@@ -10,8 +10,8 @@
 #include "model/dense_kv.h"
 #include "model/model.h"
 #include "model/model_loader.h"
-#include "model/presets.h"
-#include "model/random_checkpoint.h"
+#include "model_tools/presets.h"
+#include "model_tools/random_checkpoint.h"
 #include "testing/paths.h"
 
 namespace dsv4 {

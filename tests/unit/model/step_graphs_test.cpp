@@ -7,7 +7,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "core/error.h"
 #include "model/dense_kv.h"
-#include "model/presets.h"
+#include "model_tools/presets.h"
 
 namespace dsv4 {
 namespace {

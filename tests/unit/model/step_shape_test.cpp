@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "model/presets.h"
+#include "model_tools/presets.h"
 
 namespace dsv4 {
 namespace {

@@ -18,7 +18,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/executor.h"
-#include "model/presets.h"
+#include "model_tools/presets.h"
 #include "server/http_server.h"
 #include "testing/paths.h"
 #include "tokenizer/tokenizer.h"

@@ -1,4 +1,4 @@
-#include "model/golden_check.h"
+#include "model_tools/golden_check.h"
 
 #include <spdlog/spdlog.h>
 

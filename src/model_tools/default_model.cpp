@@ -1,4 +1,4 @@
-#include "model/default_model.h"
+#include "model_tools/default_model.h"
 
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
@@ -9,8 +9,8 @@
 #include <fstream>
 
 #include "core/error.h"
-#include "model/presets.h"
-#include "model/random_checkpoint.h"
+#include "model_tools/presets.h"
+#include "model_tools/random_checkpoint.h"
 
 namespace dsv4 {
 namespace fs = std::filesystem;

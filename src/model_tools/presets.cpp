@@ -1,4 +1,4 @@
-#include "model/presets.h"
+#include "model_tools/presets.h"
 
 #include <fmt/ranges.h>
 

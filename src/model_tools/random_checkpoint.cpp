@@ -1,4 +1,4 @@
-#include "model/random_checkpoint.h"
+#include "model_tools/random_checkpoint.h"
 
 #include <algorithm>
 #include <cmath>
@@ -86,14 +86,16 @@ Init init_for(const std::string& name, int64_t in, const ModelConfig& c) {
 
 void fill_float(uint64_t key, Init init, std::span<float> out) {
   parallel_rows(static_cast<int64_t>(out.size()), [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) out[static_cast<size_t>(i)] = init.mean + init.std * normal_at(key, static_cast<uint64_t>(i));
+    for (int64_t i = b; i < e; ++i)
+      out[static_cast<size_t>(i)] = init.mean + init.std * normal_at(key, static_cast<uint64_t>(i));
   });
 }
 
 void fill_bf16(uint64_t key, Init init, std::span<uint8_t> out) {
   auto* p = reinterpret_cast<uint16_t*>(out.data());
   parallel_rows(static_cast<int64_t>(out.size() / 2), [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) p[i] = float_to_bf16(init.mean + init.std * normal_at(key, static_cast<uint64_t>(i)));
+    for (int64_t i = b; i < e; ++i)
+      p[i] = float_to_bf16(init.mean + init.std * normal_at(key, static_cast<uint64_t>(i)));
   });
 }
 
@@ -129,15 +131,20 @@ void quantize_pair(QuantizedPair& q, uint64_t key, Init init, DType dtype, int64
   q.data.resize(static_cast<size_t>(rows * data_cols));
   q.scale.resize(static_cast<size_t>((rows + step - 1) / step * scols));
   const int64_t nblocks = (rows + step - 1) / step;
-  parallel_rows(nblocks, [&](int64_t b0, int64_t b1) {
-    const int64_t r0 = b0 * step, r1 = std::min(rows, b1 * step);
-    const auto sz = [](int64_t n) { return static_cast<size_t>(n); };
-    std::span<const float> wi(w.data() + r0 * cols, sz((r1 - r0) * cols));
-    std::span<uint8_t> di(q.data.data() + r0 * data_cols, sz((r1 - r0) * data_cols));
-    std::span<uint8_t> si(q.scale.data() + b0 * scols, sz((b1 - b0) * scols));
-    if (dtype == DType::kF8E4M3) quantize_weight_fp8(wi, r1 - r0, cols, di, si);
-    else quantize_weight_fp4(wi, r1 - r0, cols, di, si);
-  }, /*serial_below=*/nblocks * cols < (1 << 16) ? nblocks + 1 : 2);
+  parallel_rows(
+      nblocks,
+      [&](int64_t b0, int64_t b1) {
+        const int64_t r0 = b0 * step, r1 = std::min(rows, b1 * step);
+        const auto sz = [](int64_t n) { return static_cast<size_t>(n); };
+        std::span<const float> wi(w.data() + r0 * cols, sz((r1 - r0) * cols));
+        std::span<uint8_t> di(q.data.data() + r0 * data_cols, sz((r1 - r0) * data_cols));
+        std::span<uint8_t> si(q.scale.data() + b0 * scols, sz((b1 - b0) * scols));
+        if (dtype == DType::kF8E4M3)
+          quantize_weight_fp8(wi, r1 - r0, cols, di, si);
+        else
+          quantize_weight_fp4(wi, r1 - r0, cols, di, si);
+      },
+      /*serial_below=*/nblocks * cols < (1 << 16) ? nblocks + 1 : 2);
   q.ready = true;
 }
 

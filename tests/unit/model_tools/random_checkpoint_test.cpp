@@ -1,5 +1,5 @@
 // make-tiny: official layout, deterministic from the seed, loads back bit-exactly, healthy scales.
-#include "model/random_checkpoint.h"
+#include "model_tools/random_checkpoint.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include "core/number_formats.h"
 #include "core/quant.h"
 #include "model/model_loader.h"
-#include "model/presets.h"
+#include "model_tools/presets.h"
 #include "testing/paths.h"
 
 namespace dsv4 {
