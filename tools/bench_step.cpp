@@ -23,6 +23,7 @@
 #include "model/paged_kv.h"
 #include "model/step_graphs.h"
 #include "tools/command.h"
+#include "tools/engine_flags.h"
 
 namespace dsv4::tools {
 namespace {
@@ -30,7 +31,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct StepArgs {
-  std::string model, backend = "auto", batches = "1,8,32", contexts = "8192,131072", numerics;
+  std::string model, backend, batches = "1,8,32", contexts = "8192,131072", numerics;
   int64_t prefill = 8192;
   int reps = 5;
   int threads = 0;
@@ -320,13 +321,12 @@ void run(const StepArgs& a) {
 void setup_bench_step(CLI::App& cmd) {
   static StepArgs a;
   add_model_option(cmd, a.model);
-  cmd.add_option("--backend", a.backend, "cpu | cuda | auto")->capture_default_str();
-  add_numerics_option(cmd, a.numerics);
+  add_backend_flags(cmd, a.backend, a.threads);
+  add_numerics_option(cmd, a.numerics)->group(kEngineFlagGroup);
   cmd.add_option("--batch", a.batches, "decode batch sizes (comma list)")->capture_default_str();
   cmd.add_option("--context", a.contexts, "decode contexts (comma list)")->capture_default_str();
   cmd.add_option("--prefill", a.prefill, "prefill tokens to time (0 = none)")->capture_default_str();
   cmd.add_option("-r,--repetitions", a.reps, "timed steps per row (median reported)")->capture_default_str();
-  cmd.add_option("--threads", a.threads, "CPU backend threads (default: all cores)");
   cmd.add_flag("--json", a.json, "one JSON object per row");
   cmd.add_flag("--enforce-eager", a.enforce_eager, "decode steps eagerly (no CUDA graphs)");
   cmd.add_flag("--compare-eager", a.compare_eager, "per decode row, the last step again eagerly: logit error, argmax");

@@ -25,6 +25,7 @@
 #include "model_tools/default_model.h"
 #include "tools/bench_step.h"
 #include "tools/command.h"
+#include "tools/engine_flags.h"
 
 namespace dsv4::tools {
 namespace {
@@ -147,9 +148,11 @@ void setup_serve(CLI::App& cmd, ServeArgs& a) {
 
 struct LatencyArgs {
   std::string model, prompts = "512", gens = "128";
-  int64_t batch = 2048, reps = 3;
+  std::optional<int64_t> batch;                         // -b: --max-num-batched-tokens under llama-bench's name
+  const CLI::Option* max_num_batched_tokens = nullptr;  // to refuse both
+  int64_t reps = 3;
   bool json = false;
-  EngineConfig engine;
+  EngineFlags flags;
 };
 
 std::vector<int64_t> parse_sizes(const std::string& s, const char* flag) {
@@ -210,13 +213,19 @@ Row measure(Engine& engine, const std::string& test, int64_t tokens, int64_t rep
 }
 
 void run_latency(LatencyArgs& a) {
+  if (a.batch) {
+    DSV4_CHECK(a.max_num_batched_tokens->count() == 0, "bench latency: -b is --max-num-batched-tokens: give one");
+    a.flags.config.max_num_batched_tokens = *a.batch;
+  }
+  if (print_engine_config_if_asked(a.flags)) return;
+  EngineConfig config = a.flags.engine_config();
+  config.max_num_seqs = 1;  // one request at a time (kLatencyEngineNote)
   const std::filesystem::path dir = a.model.empty() ? ensure_default_model() : std::filesystem::path(a.model);
   const LoadedModel m = load_model(dir);
-  a.engine.max_num_seqs = 1;
-  a.engine.max_num_batched_tokens = a.batch;
-  Engine engine(m.config, m.weights, a.engine);
+  Engine engine(m.config, m.weights, config);
   const std::string model = a.model.empty() ? "dsv4-serve" : dir.filename().string();
-  const int threads = a.engine.threads > 0 ? a.engine.threads : static_cast<int>(std::thread::hardware_concurrency());
+  const int threads = config.threads > 0 ? config.threads : static_cast<int>(std::thread::hardware_concurrency());
+  const int64_t n_batch = config.max_num_batched_tokens;
   std::vector<Row> rows;
   for (const int64_t p : parse_sizes(a.prompts, "-p")) {
     if (p > 0) rows.push_back(measure(engine, fmt::format("pp{}", p), p, a.reps, true, p));
@@ -228,10 +237,10 @@ void run_latency(LatencyArgs& a) {
     nlohmann::ordered_json j = nlohmann::ordered_json::array();
     for (const Row& r : rows) {
       j.push_back({{"model", model},
-                   {"backend", a.engine.backend},
+                   {"backend", config.backend},
                    {"numerics", engine.config().numerics},
                    {"threads", threads},
-                   {"n_batch", a.batch},
+                   {"n_batch", n_batch},
                    {"test", r.test},
                    {"avg_ts", r.mean},
                    {"stddev_ts", r.sd},
@@ -244,28 +253,29 @@ void run_latency(LatencyArgs& a) {
              "t/s");
   fmt::print("| {:-<12} | {:->6}: | {:->6}: | {:->6}: | {:->11}: | {:->19}: |\n", "", "", "", "", "", "");
   for (const Row& r : rows) {
-    fmt::print("| {:<12} | {:>7} | {:>7} | {:>7} | {:>12} | {:>20} |\n", model, a.engine.backend, threads, a.batch,
+    fmt::print("| {:<12} | {:>7} | {:>7} | {:>7} | {:>12} | {:>20} |\n", model, config.backend, threads, n_batch,
                r.test, fmt::format("{:.2f} ± {:.2f}", r.mean, r.sd));
   }
 }
 
+// What bench latency sets whatever the engine flags say (its help footer).
+constexpr const char* kLatencyEngineNote =
+    "The engine flags are serve's and generate's, with their defaults; bench latency times one request at a "
+    "time, so it runs the engine with --max-num-seqs 1 (the KV cache is sized for one request) whatever that "
+    "flag says. -b is --max-num-batched-tokens under llama-bench's name.";
+
 void setup_latency(CLI::App& cmd, LatencyArgs& a) {
   add_model_option(cmd, a.model, false)->description("model folder (default: the embedded model)");
+  add_engine_flags(cmd, a.flags);
   cmd.add_option("-p,--n-prompt", a.prompts, "prompt lengths to time (comma list; 0 = none)")->capture_default_str();
   cmd.add_option("-n,--n-gen", a.gens, "generation lengths to time (comma list; 0 = none)")->capture_default_str();
-  cmd.add_option("-b,--batch-size", a.batch, "prompt tokens per engine step (--max-num-batched-tokens)")
-      ->capture_default_str();
+  cmd.add_option("-b,--batch-size", a.batch, "prompt tokens per engine step: --max-num-batched-tokens");
+  a.max_num_batched_tokens = cmd.get_option("--max-num-batched-tokens");
   cmd.add_option("-r,--repetitions", a.reps, "repetitions of each test")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd.add_option("--backend", a.engine.backend, "cpu | cuda | auto")->capture_default_str();
-  add_numerics_option(cmd, a.engine.numerics);
-  cmd.add_option("--threads", a.engine.threads, "CPU threads (default: all cores)");
-  a.engine.kv_cache_memory = int64_t{1} << 30;
-  cmd.add_option("--kv-cache-memory", a.engine.kv_cache_memory, "KV cache bytes")
-      ->transform(CLI::AsSizeValue(false))
-      ->capture_default_str();
   cmd.add_flag("--json", a.json, "one JSON object on stdout");
+  cmd.footer(kLatencyEngineNote);
   cmd.callback([&a] { run_latency(a); });
 }
 

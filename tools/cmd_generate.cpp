@@ -22,6 +22,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_locator.h"
 #include "tools/command.h"
+#include "tools/engine_flags.h"
 
 namespace dsv4::tools {
 namespace {
@@ -34,9 +35,8 @@ struct Args {
   SamplingParams sampling;
   std::optional<uint64_t> seed;
   std::string logit_bias, stop_token_ids;
-  std::string cache_dtype = "auto", indexer_dtype = "auto", policy = "latency";
-  bool prefix_caching = true;
-  EngineConfig engine;
+  EngineFlags flags;
+  EngineConfig engine;  // flags.engine_config(), then what the tokenizer sets
 };
 
 int32_t parse_id(const std::string& item, const char* what) {
@@ -178,6 +178,8 @@ void report(const std::vector<Result>& results, Clock::time_point t0, Clock::tim
 }
 
 void run(Args& a) {
+  if (print_engine_config_if_asked(a.flags)) return;
+  a.engine = a.flags.engine_config();
   std::vector<Prompt> prompts = gather_prompts(a);
   const std::filesystem::path dir = a.model.empty() ? ensure_default_model() : std::filesystem::path(a.model);
   const LoadedModel m = load_model(dir);
@@ -191,10 +193,6 @@ void run(Args& a) {
   a.sampling.seed = a.seed;
   if (!a.logit_bias.empty()) a.sampling.logit_bias = parse_logit_bias(a.logit_bias);
   if (!a.stop_token_ids.empty()) a.sampling.stop_token_ids = parse_ids(a.stop_token_ids, "--stop-token-ids");
-  a.engine.kv_dtypes =
-      parse_kv_dtypes(a.cache_dtype == "auto" ? "" : a.cache_dtype, a.indexer_dtype == "auto" ? "" : a.indexer_dtype);
-  a.engine.enable_prefix_caching = a.prefix_caching;
-  a.engine.chunked_prefill_policy = parse_chunk_policy(a.policy);
   if (tok) a.engine.vocab_limit = tok->vocab_size();
   Engine engine(m.config, m.weights, a.engine);
 
@@ -239,37 +237,6 @@ void add_sampling_options(CLI::App& cmd, Args& a) {
   cmd.add_option("--stop-token-ids", a.stop_token_ids, "ids that end generation, comma-separated");
 }
 
-void add_engine_options(CLI::App& cmd, Args& a) {
-  EngineConfig& e = a.engine;
-  cmd.add_option("--max-num-seqs", e.max_num_seqs, "running requests at most")->capture_default_str();
-  cmd.add_option("--max-num-batched-tokens", e.max_num_batched_tokens, "tokens per step at most")
-      ->capture_default_str();
-  cmd.add_option("--max-model-len", e.max_model_len, "positions per request (default: the model's, or what fits)");
-  cmd.add_option("--kv-cache-memory", e.kv_cache_memory,
-                 "KV cache bytes (suffixes KiB, MiB, GiB; default min(4 GiB, 25% of RAM))")
-      ->transform(CLI::AsSizeValue(false));
-  cmd.add_option("--block-size", e.block_size, "KV block size (only 256)")->capture_default_str();
-  cmd.add_flag("--enforce-eager", e.enforce_eager, "CUDA: run decode steps eagerly instead of replaying CUDA graphs");
-  cmd.add_option("--kv-cache-dtype", a.cache_dtype, "attention entries")->check(CLI::IsMember({"auto", "fp8", "bf16"}));
-  cmd.add_option("--indexer-dtype", a.indexer_dtype, "indexer keys")
-      ->check(CLI::IsMember({"auto", "fp4", "fp8", "bf16"}));
-  cmd.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", a.prefix_caching, "reuse cached prompt prefixes")
-      ->capture_default_str();
-  cmd.add_option("--prefix-cache-retention-interval", e.prefix_cache_retention_interval,
-                 "sliding-window checkpoints kept: 0 = last prompt block, N = every N tokens, -1 = every block")
-      ->capture_default_str();
-  cmd.add_option("--chunked-prefill-policy", a.policy, "latency (decodes keep their pace) or budget (vLLM's)")
-      ->check(CLI::IsMember({"latency", "budget"}))
-      ->capture_default_str();
-  cmd.add_option("--max-prefill-chunk", e.max_prefill_chunk, "prefill tokens per request per step (0 = no cap)")
-      ->capture_default_str();
-  cmd.add_option("--itl-slack", e.itl_slack, "latency policy: a step with prefill may take (1 + slack) decode steps")
-      ->capture_default_str();
-  cmd.add_option("--backend", e.backend, "cpu | cuda | auto")->capture_default_str();
-  add_numerics_option(cmd, e.numerics);
-  cmd.add_option("--threads", e.threads, "CPU threads (default: all cores)");
-}
-
 void setup(CLI::App& cmd) {
   static Args a;
   add_model_option(cmd, a.model, false)->description("model folder (default: the embedded model)");
@@ -280,7 +247,7 @@ void setup(CLI::App& cmd) {
   cmd.add_flag("--chat", a.chat, "wrap text prompts as one user message in the V4 chat encoding");
   cmd.add_option("--tokenizer", a.tokenizer, "tokenizer.json (default: the model's, then the embedded one)");
   add_sampling_options(cmd, a);
-  add_engine_options(cmd, a);
+  add_engine_flags(cmd, a.flags);
   cmd.callback([] { run(a); });
 }
 

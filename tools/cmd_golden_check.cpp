@@ -9,12 +9,13 @@
 #include "core/error.h"
 #include "model_tools/golden_check.h"
 #include "tools/command.h"
+#include "tools/engine_flags.h"
 
 namespace dsv4::tools {
 namespace {
 
 struct Args {
-  std::string model, expected, layers, backend = "cpu", compare_ops, step_mode = "auto", numerics;
+  std::string model, expected, layers, backend, compare_ops, step_mode = "auto", numerics;
   std::optional<double> max_rms_ratio, min_argmax_agreement, max_block_rms_rel;
   int threads = 0;
   bool no_blocks = false;
@@ -66,12 +67,12 @@ void setup(CLI::App& cmd) {
   add_model_option(cmd, a.model);
   cmd.add_option("--expected", a.expected, "expected logits (default MODEL/expected.safetensors)");
   cmd.add_option("--layers", a.layers, "per-block outputs (default MODEL/expected_layers.safetensors)");
-  cmd.add_option("--backend", a.backend, "cpu | cuda | auto")->capture_default_str();
-  add_numerics_option(cmd, a.numerics);  // the thresholds come from that tier's part of tolerance.json
+  add_backend_flags(cmd, a.backend, a.threads);
+  // The thresholds come from that tier's part of tolerance.json.
+  add_numerics_option(cmd, a.numerics)->group(kEngineFlagGroup);
   cmd.add_option("--max-rms-ratio", a.max_rms_ratio, "end-to-end threshold (default tolerance.json)");
   cmd.add_option("--min-argmax-agreement", a.min_argmax_agreement, "end-to-end threshold (default tolerance.json)");
   cmd.add_option("--max-block-rms-rel", a.max_block_rms_rel, "per-block threshold (default tolerance.json)");
-  cmd.add_option("--threads", a.threads, "CPU threads (default: all cores)");
   cmd.add_flag("--no-blocks", a.no_blocks, "skip the isolated-block checks");
   cmd.add_option("--step-mode", a.step_mode,
                  "decode steps: auto (as the engine runs them), eager, padded (to their recorded shape), graphs")

@@ -9,15 +9,15 @@
 #include "io/model_config_json.h"
 #include "kv/kv_plan.h"
 #include "tools/command.h"
+#include "tools/engine_flags.h"
 
 namespace dsv4::tools {
 namespace {
 
 struct Args {
   std::string model;
-  std::optional<int64_t> context;  // unset: the model's max_position_embeddings
-  std::string cache_dtype = "auto";
-  std::string indexer_dtype = "auto";
+  std::optional<int64_t> context;          // unset: the model's max_position_embeddings
+  std::string cache_dtype, indexer_dtype;  // add_kv_dtype_flags
   int64_t kv_memory = kDefaultKvMemory;
   bool json = false;
 };
@@ -94,8 +94,7 @@ void print_text(const std::string& model, const KvPlan& p) {
 
 void run(const Args& a) {
   const ModelConfig c = load_model_config(a.model);
-  const KvDTypes dtypes =
-      parse_kv_dtypes(a.cache_dtype == "auto" ? "" : a.cache_dtype, a.indexer_dtype == "auto" ? "" : a.indexer_dtype);
+  const KvDTypes dtypes = parse_kv_dtypes(a.cache_dtype, a.indexer_dtype);
   const KvPlan p = make_kv_plan(c, dtypes, a.context.value_or(c.max_position_embeddings), a.kv_memory);
   DSV4_CHECK(p.max_sequences > 0, "kv-plan: --kv-memory {} B cannot hold one request of {} tokens ({} B allocated)",
              p.kv_memory, p.context, p.allocated_bytes);
@@ -110,9 +109,7 @@ void setup(CLI::App& cmd) {
   static Args a;
   add_model_option(cmd, a.model);
   cmd.add_option("--context", a.context, "tokens per request (default: max_position_embeddings)");
-  cmd.add_option("--kv-cache-dtype", a.cache_dtype, "attention entries")->check(CLI::IsMember({"auto", "fp8", "bf16"}));
-  cmd.add_option("--indexer-dtype", a.indexer_dtype, "indexer keys (a bf16 cache implies bf16)")
-      ->check(CLI::IsMember({"auto", "fp4", "fp8", "bf16"}));
+  add_kv_dtype_flags(cmd, a.cache_dtype, a.indexer_dtype);
   cmd.add_option("--kv-memory", a.kv_memory, "KV memory budget in bytes (suffixes KiB, MiB, GiB allowed)")
       ->transform(CLI::AsSizeValue(false));
   cmd.add_flag("--json", a.json, "print one JSON object");

@@ -27,6 +27,7 @@
 #include "server/stats_logger.h"
 #include "tokenizer/tokenizer_locator.h"
 #include "tools/command.h"
+#include "tools/engine_flags.h"
 
 namespace dsv4::tools {
 namespace {
@@ -40,10 +41,10 @@ constexpr const char* kDefaultModelName = "dsv4-serve";
 
 struct Args {
   std::string model, tokenizer;
-  std::string cache_dtype = "auto", indexer_dtype = "auto", policy = "latency";
-  bool prefix_caching = true, chunked_prefill = true, log_stats = true;
+  bool log_stats = true;
   int64_t fail_after_steps = 0;  // testing: the engine fails at this step
-  EngineConfig engine;
+  EngineFlags flags;
+  EngineConfig engine;  // flags.engine_config(), then what the model and tokenizer set
   ServerConfig server;
 };
 
@@ -170,7 +171,8 @@ int serve_until_stopped(HttpServer& server, const Engine& engine, const sigset_t
 }
 
 void run(Args& a) {
-  DSV4_CHECK(a.chunked_prefill, "serve: chunked prefill is always on (vLLM v1 semantics)");
+  if (print_engine_config_if_asked(a.flags)) return;
+  a.engine = a.flags.engine_config();
   a.server.max_num_seqs = a.engine.max_num_seqs;
   if (!a.log_stats) a.server.stats_interval = 0;
 
@@ -194,10 +196,6 @@ void run(Args& a) {
   const fs::path tok_path = locate_tokenizer(TokenizerSearch::from_environment(a.tokenizer, dir.string()));
   const Tokenizer tokenizer = Tokenizer::load(tok_path);
 
-  a.engine.kv_dtypes =
-      parse_kv_dtypes(a.cache_dtype == "auto" ? "" : a.cache_dtype, a.indexer_dtype == "auto" ? "" : a.indexer_dtype);
-  a.engine.enable_prefix_caching = a.prefix_caching;
-  a.engine.chunked_prefill_policy = parse_chunk_policy(a.policy);
   a.engine.vocab_limit = tokenizer.vocab_size();
   std::unique_ptr<Engine> engine = make_engine(m, a.engine, a.fail_after_steps);
   // Declared after the engine, so destroyed before it: no handler may run on a destroyed engine, even when
@@ -220,46 +218,6 @@ void run(Args& a) {
   fmt::print(stderr, "\n{}\n", server::startup_summary(facts));
 
   set_exit_code(serve_until_stopped(server, *engine, signals, a.server.stats_interval));
-}
-
-void add_engine_options(CLI::App& cmd, Args& a) {
-  EngineConfig& e = a.engine;
-  cmd.add_option("--backend", e.backend, "cpu | cuda | auto (cuda when a GPU is present)")->capture_default_str();
-  add_numerics_option(cmd, e.numerics);
-  cmd.add_option("--threads", e.threads, "CPU backend threads (default: all cores)");
-  cmd.add_option("--max-model-len", e.max_model_len, "positions per request (default: the model's, or what fits)");
-  cmd.add_option("--max-num-seqs", e.max_num_seqs, "running requests at most")->capture_default_str();
-  cmd.add_option("--max-num-batched-tokens", e.max_num_batched_tokens, "tokens per engine step at most")
-      ->capture_default_str();
-  cmd.add_option("--kv-cache-dtype", a.cache_dtype, "attention entries")
-      ->check(CLI::IsMember({"auto", "fp8", "bf16"}))
-      ->capture_default_str();
-  cmd.add_option("--indexer-dtype", a.indexer_dtype, "indexer keys")
-      ->check(CLI::IsMember({"auto", "fp4", "fp8", "bf16"}))
-      ->capture_default_str();
-  cmd.add_option("--kv-cache-memory", e.kv_cache_memory,
-                 "KV cache bytes (KiB, MiB, GiB suffixes; default: CPU min(4 GiB, 25% of RAM), GPU from "
-                 "--gpu-memory-utilization)")
-      ->transform(CLI::AsSizeValue(false));
-  cmd.add_option("--gpu-memory-utilization", e.gpu_memory_utilization,
-                 "CUDA backend: share of the GPU's memory for weights, activations and KV cache")
-      ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
-  cmd.add_option("--block-size", e.block_size, "KV block size in tokens (only 256)")->capture_default_str();
-  cmd.add_flag("--enforce-eager", e.enforce_eager, "CUDA: run decode steps eagerly instead of replaying CUDA graphs");
-  cmd.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", a.prefix_caching, "reuse cached prompt prefixes")
-      ->capture_default_str();
-  cmd.add_option("--prefix-cache-retention-interval", e.prefix_cache_retention_interval,
-                 "sliding-window checkpoints kept: 0 = last prompt block, N = every N tokens, -1 = every block")
-      ->capture_default_str();
-  cmd.add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", a.chunked_prefill,
-               "split long prompts across steps (always on)")
-      ->capture_default_str();
-  cmd.add_option("--chunked-prefill-policy", a.policy, "latency (decodes keep their pace) or budget (vLLM's)")
-      ->check(CLI::IsMember({"latency", "budget"}))
-      ->capture_default_str();
-  cmd.add_option("--max-prefill-chunk", e.max_prefill_chunk, "prefill tokens per request per step (0 = no cap)")
-      ->capture_default_str();
 }
 
 void add_server_options(CLI::App& cmd, Args& a) {
@@ -298,7 +256,7 @@ void setup(CLI::App& cmd) {
   static Args a;
   add_model_option(cmd, a.model, false)->description("model folder (default: the embedded model)");
   add_server_options(cmd, a);
-  add_engine_options(cmd, a);
+  add_engine_flags(cmd, a.flags);
   cmd.callback([] { run(a); });
 }
 

@@ -1,10 +1,14 @@
-// EngineConfig: every option of the engine in one struct; `dsv4 serve` and `dsv4 generate` fill it from
-// flags (same names with dashes: --max-num-seqs, --kv-cache-memory, ...). Zero means "the default".
+// EngineConfig: every option of the engine in one struct; `dsv4 serve`, `dsv4 generate` and `dsv4 bench
+// latency` fill it from the engine flags (tools/engine_flags.h: same names with dashes, --max-num-seqs,
+// --kv-cache-memory, ...), whose defaults are this struct's default-constructed values. Zero means "the
+// default". Each default is stated once: the scheduling ones are SchedulerConfig's and the prefix-caching
+// ones KvCacheOptions' (the layers that use them), the rest here; the server takes max_num_seqs from here.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include "kv/kv_cache_manager.h"
 #include "kv/kv_dtype.h"
 #include "sched/scheduler_config.h"
 
@@ -16,8 +20,8 @@ struct EngineConfig {
   // "exact" | "fast" (spec/NUMERICS.md); empty: the backend's default. Set to the tier in use by the engine.
   std::string numerics;
 
-  int64_t max_num_seqs = 256;
-  int64_t max_num_batched_tokens = 2048;
+  int64_t max_num_seqs = SchedulerConfig{}.max_num_seqs;
+  int64_t max_num_batched_tokens = SchedulerConfig{}.max_num_batched_tokens;
   // 0 = min(the model's max_position_embeddings, the largest one request the KV cache holds), with a
   // warning when the cache is the limit; an explicit value the cache cannot hold is refused.
   int64_t max_model_len = 0;
@@ -29,14 +33,15 @@ struct EngineConfig {
   int64_t block_size = 256;  // only 256 (the cache's logical block)
   KvDTypes kv_dtypes;
 
-  bool enable_prefix_caching = true;
-  int64_t prefix_cache_retention_interval = 0;  // vLLM's semantics (kv_cache_manager.h)
+  bool enable_prefix_caching = KvCacheOptions{}.enable_prefix_caching;
+  // vLLM's semantics (kv_cache_manager.h)
+  int64_t prefix_cache_retention_interval = KvCacheOptions{}.retention_interval;
 
-  ChunkPolicy chunked_prefill_policy = ChunkPolicy::kLatency;
-  int64_t max_prefill_chunk = 0;  // one request's prefill tokens per step at most (0 = no cap)
-  // kLatency: a step with prefill may take (1 + slack) x a decode step. 0.4 leaves room for noise under
-  // the 2x p99 goal (bench/engine_bench.cpp measures it).
-  double itl_slack = 0.4;
+  ChunkPolicy chunked_prefill_policy = SchedulerConfig{}.policy;
+  // One request's prefill tokens per step at most (0 = no cap).
+  int64_t max_prefill_chunk = SchedulerConfig{}.max_prefill_chunk;
+  // kLatency: a step with prefill may take (1 + slack) x a decode step (scheduler_config.h says why 0.4).
+  double itl_slack = SchedulerConfig{}.itl_slack;
 
   // Decode steps run eagerly instead of being recorded once per batch shape and replayed (CUDA graphs).
   bool enforce_eager = false;

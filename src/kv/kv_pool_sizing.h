@@ -14,6 +14,8 @@
 
 namespace dsv4 {
 
+// The engine always sets both limits from EngineConfig (engine/cache_sizing.cpp); these defaults are only
+// a V4-Flash serving reference for planning and tests, not the engine's defaults.
 struct KvPoolSizing {
   int64_t max_num_seqs = 256;
   int64_t max_num_batched_tokens = 8192;

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/engine_config.h"
+
 namespace dsv4::server {
 
 struct ServerConfig {
@@ -18,8 +20,8 @@ struct ServerConfig {
   double sse_ping_interval = 10;  // seconds without an event before a keep-alive comment
   double shutdown_timeout = 10;   // seconds SIGTERM waits for in-flight requests before aborting them
   double stats_interval = 5;      // seconds between stats log lines (0 = none)
-  int64_t max_num_seqs = 256;     // the engine's, for admission and thread sizing
-  size_t http_threads = 0;        // connection threads at most (0 = max_num_seqs + max_waiting + 64)
+  int64_t max_num_seqs = EngineConfig{}.max_num_seqs;  // the engine's (serve copies it), for admission and threads
+  size_t http_threads = 0;  // connection threads at most (0 = max_num_seqs + max_waiting + 64)
 };
 
 }  // namespace dsv4::server

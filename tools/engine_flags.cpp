@@ -1,0 +1,156 @@
+#include "tools/engine_flags.h"
+
+#include <fmt/core.h>
+
+#include "core/error.h"
+#include "tools/command.h"
+
+namespace dsv4::tools {
+namespace {
+
+// CLI11 prints no default for a flag: the help names it.
+std::string with_default(const char* what, bool on) { return fmt::format("{} (default: {})", what, on ? "on" : "off"); }
+
+}  // namespace
+
+EngineConfig EngineFlags::engine_config() const {
+  DSV4_CHECK(enable_chunked_prefill, "--no-enable-chunked-prefill: chunked prefill is always on (vLLM v1 semantics)");
+  EngineConfig c = config;
+  c.kv_dtypes = parse_kv_dtypes(kv_cache_dtype, indexer_dtype);
+  c.chunked_prefill_policy = parse_chunk_policy(chunked_prefill_policy);
+  return c;
+}
+
+void add_backend_flags(CLI::App& cmd, std::string& backend, int& threads) {
+  backend = EngineConfig{}.backend;
+  threads = EngineConfig{}.threads;
+  // Unknown names are refused by make_backend, which lists what this build has.
+  cmd.add_option("--backend", backend, "cpu | cuda | auto (cuda when a GPU is visible)")
+      ->capture_default_str()
+      ->group(kEngineFlagGroup);
+  cmd.add_option("--threads", threads, "CPU backend threads (0 = all cores)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str()
+      ->group(kEngineFlagGroup);
+}
+
+void add_kv_dtype_flags(CLI::App& cmd, std::string& kv_cache_dtype, std::string& indexer_dtype) {
+  kv_cache_dtype = indexer_dtype = "auto";
+  cmd.add_option("--kv-cache-dtype", kv_cache_dtype, "attention entries (auto: fp8)")
+      ->check(CLI::IsMember({"auto", "fp8", "bf16"}))
+      ->capture_default_str()
+      ->group(kEngineFlagGroup);
+  cmd.add_option("--indexer-dtype", indexer_dtype, "indexer keys (auto: fp4, or bf16 with a bf16 cache)")
+      ->check(CLI::IsMember({"auto", "fp4", "fp8", "bf16"}))
+      ->capture_default_str()
+      ->group(kEngineFlagGroup);
+}
+
+namespace {
+
+// --max-model-len, --max-num-seqs, --max-num-batched-tokens, --kv-cache-memory, --gpu-memory-utilization,
+// --block-size: what bounds requests and sizes the KV cache.
+void add_limit_flags(CLI::App& cmd, EngineConfig& c) {
+  cmd.add_option("--max-model-len", c.max_model_len,
+                 "positions per request (0 = the model's, or what the KV cache holds)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str()
+      ->group(kEngineFlagGroup);
+  cmd.add_option("--max-num-seqs", c.max_num_seqs, "running requests at most")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str()
+      ->group(kEngineFlagGroup);
+  cmd.add_option("--max-num-batched-tokens", c.max_num_batched_tokens, "tokens per engine step at most")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str()
+      ->group(kEngineFlagGroup);
+  cmd.add_option("--kv-cache-memory", c.kv_cache_memory,
+                 "KV cache bytes (KiB, MiB, GiB suffixes; 0 = CPU min(4 GiB, 25% of RAM), GPU from "
+                 "--gpu-memory-utilization)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str()
+      ->group(kEngineFlagGroup);
+  cmd.add_option("--gpu-memory-utilization", c.gpu_memory_utilization,
+                 "CUDA backend: share of the GPU's memory for weights, activations and KV cache")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str()
+      ->group(kEngineFlagGroup);
+  cmd.add_option("--block-size", c.block_size, "KV block size in tokens (only 256)")
+      ->capture_default_str()
+      ->group(kEngineFlagGroup);
+}
+
+// Prefix caching and how prefills share steps with decodes.
+void add_scheduling_flags(CLI::App& cmd, EngineFlags& f) {
+  EngineConfig& c = f.config;
+  cmd.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", c.enable_prefix_caching,
+               with_default("reuse cached prompt prefixes", c.enable_prefix_caching))
+      ->capture_default_str()
+      ->group(kEngineFlagGroup);
+  cmd.add_option("--prefix-cache-retention-interval", c.prefix_cache_retention_interval,
+                 "sliding-window checkpoints kept: 0 = last prompt block, N = every N tokens, -1 = every block")
+      ->capture_default_str()
+      ->group(kEngineFlagGroup);
+  cmd.add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", f.enable_chunked_prefill,
+               "split long prompts across steps (always on)")
+      ->capture_default_str()
+      ->group(kEngineFlagGroup);
+  cmd.add_option("--chunked-prefill-policy", f.chunked_prefill_policy,
+                 "latency (decodes keep their pace) or budget (vLLM's)")
+      ->check(CLI::IsMember({"latency", "budget"}))
+      ->capture_default_str()
+      ->group(kEngineFlagGroup);
+  cmd.add_option("--max-prefill-chunk", c.max_prefill_chunk, "prefill tokens per request per step (0 = no cap)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str()
+      ->group(kEngineFlagGroup);
+  cmd.add_option("--itl-slack", c.itl_slack,
+                 "latency policy: a step with prefill may take (1 + slack) x a decode-only step")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str()
+      ->group(kEngineFlagGroup);
+}
+
+}  // namespace
+
+void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
+  add_backend_flags(cmd, f.config.backend, f.config.threads);
+  add_numerics_option(cmd, f.config.numerics)->group(kEngineFlagGroup);
+  add_limit_flags(cmd, f.config);
+  add_kv_dtype_flags(cmd, f.kv_cache_dtype, f.indexer_dtype);
+  cmd.add_flag("--enforce-eager", f.config.enforce_eager,
+               with_default("CUDA: run decode steps eagerly instead of replaying CUDA graphs", f.config.enforce_eager))
+      ->capture_default_str()
+      ->group(kEngineFlagGroup);
+  add_scheduling_flags(cmd, f);
+  cmd.add_flag("--print-engine-config", f.print_config, "print the resolved engine flags as JSON and exit")
+      ->group("");  // hidden: for tests
+}
+
+nlohmann::ordered_json engine_config_json(const EngineConfig& c) {
+  return {{"backend", c.backend},
+          {"threads", c.threads},
+          {"numerics", c.numerics},
+          {"max-model-len", c.max_model_len},
+          {"max-num-seqs", c.max_num_seqs},
+          {"max-num-batched-tokens", c.max_num_batched_tokens},
+          {"kv-cache-memory", c.kv_cache_memory},
+          {"gpu-memory-utilization", c.gpu_memory_utilization},
+          {"block-size", c.block_size},
+          {"kv-cache-dtype", kv_cache_dtype_name(c.kv_dtypes.cache)},
+          {"indexer-dtype", indexer_dtype_name(c.kv_dtypes.indexer)},
+          {"enforce-eager", c.enforce_eager},
+          {"enable-prefix-caching", c.enable_prefix_caching},
+          {"prefix-cache-retention-interval", c.prefix_cache_retention_interval},
+          {"chunked-prefill-policy", chunk_policy_name(c.chunked_prefill_policy)},
+          {"max-prefill-chunk", c.max_prefill_chunk},
+          {"itl-slack", c.itl_slack}};
+}
+
+bool print_engine_config_if_asked(const EngineFlags& f) {
+  if (!f.print_config) return false;
+  fmt::print("{}\n", engine_config_json(f.engine_config()).dump());
+  return true;
+}
+
+}  // namespace dsv4::tools
