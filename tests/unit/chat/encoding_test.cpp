@@ -10,6 +10,7 @@
 
 #include "chat/special_tokens.h"
 #include "core/error.h"
+#include "testing/error_of.h"
 
 namespace dsv4::chat {
 namespace {
@@ -22,15 +23,7 @@ std::string cat(std::initializer_list<std::string_view> parts) {
   return s;
 }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using ::dsv4::testing::error_of;
 
 std::string random_text(std::mt19937& rng) {
   static const char* pieces[] = {"a", "b", " ", "\n", "中", "😀", "\"", "\\", "<", ">", "{", "x1"};

@@ -5,20 +5,14 @@
 
 #include "core/error.h"
 #include "engine_test_support.h"
+#include "testing/error_of.h"
 
 namespace dsv4 {
 namespace {
 
 using enginetest::tiny_config;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using ::dsv4::testing::error_of;
 
 TEST(CacheSizing, DefaultMemoryIsAtMostFourGiBAndAQuarterOfRam) {
   const int64_t m = default_kv_cache_memory();

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "io/safetensors_writer.h"
+#include "testing/error_of.h"
 #include "testing/paths.h"
 
 namespace dsv4 {
@@ -15,15 +16,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using ::dsv4::testing::error_of;
 
 std::vector<uint8_t> read_bytes(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "io/safetensors_writer.h"
+#include "testing/error_of.h"
 #include "testing/paths.h"
 
 namespace dsv4 {
@@ -48,15 +49,7 @@ std::vector<uint8_t> read_bytes(const fs::path& p) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using ::dsv4::testing::error_of;
 
 // ---- header parser ----------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "testing/error_of.h"
 #include "unit/kv/kv_test_support.h"
 
 namespace dsv4 {
@@ -364,15 +365,7 @@ TEST(KvCacheManager, RefusedAllocationChangesNothing) {
   m.check_consistency();
 }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using ::dsv4::testing::error_of;
 
 // A step's page lists come from the bulk lookup: the same pages as one block at a time, for every
 // unit and layer; a block outside the unit (another unit of the same pool, or past the pool) is refused.

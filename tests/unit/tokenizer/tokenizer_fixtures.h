@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "testing/error_of.h"
 #include "testing/paths.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer.h"
@@ -87,16 +88,7 @@ inline Tokenizer tiny_tokenizer(const std::vector<std::pair<std::string, std::st
   return Tokenizer::from_json_text(tiny_tokenizer_json(merges, added).dump());
 }
 
-// The message of the dsv4::Error that f throws ("" when it throws none).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using ::dsv4::testing::error_of;
 
 // The real V4 tokenizer, loaded once per test binary.
 inline const Tokenizer* real_tokenizer() {
