@@ -139,7 +139,7 @@ Model::Model(const ModelConfig& cfg, const ModelWeights& weights, Ops& ops, Devi
     L.s3 = to_weight(b.ffn.shared.w3);
   }
   // Recorded steps and the indexer's side queue are the default where the device can record (their GPU
-  // suites passed on the H200, docs/perf.md); DSV4_CUDA_GRAPHS=0 (or --enforce-eager) runs eagerly.
+  // suites pass; docs/perf.md); DSV4_CUDA_GRAPHS=0 (or --enforce-eager) runs eagerly.
   const bool graphs = dev.can_record() && env_switch("DSV4_CUDA_GRAPHS") != "0";
   overlap_ = graphs;
   shared_overlap_ = env_switch("DSV4_MOE_SIDE") != "0";

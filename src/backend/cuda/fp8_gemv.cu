@@ -14,8 +14,8 @@ using namespace gemm_tiles;
 
 // Why a kernel of its own: the skinny kernel gives each lane an output column and reads the row's
 // activations as shared-memory broadcasts, one 16-byte load per two products; its one-row tiles
-// launch ~4 waves of short CTAs that each wait on DRAM about twice (Nsight Compute, wq_b: 25.7 us,
-// 28% of DRAM bandwidth, 43% issue slots, 2 CTAs an SM). Here:
+// launch ~4 waves of short CTAs that each wait on DRAM about twice (Nsight Compute: latency-bound,
+// well under the DRAM bandwidth; docs/perf-history.md, session 15). Here:
 //  * the grid is persistent (one CTA an SM, 16 warps); a CTA stages the row's activations once and
 //    then streams its contiguous range of column tiles through a ring of 32 KB stages (cp.async,
 //    kStages deep, the first ones issued before the PDL wait: weights are never written);
@@ -26,8 +26,8 @@ using namespace gemm_tiles;
 // w·2^-1016 in fp64, so every product and the block sum are exact in any order; the sum is rounded
 // once to fp32, unscaled, times (sa·sb), and each column adds its blocks' contributions in ascending
 // K from +0 (shared memory, one ordered chain a column): the CPU's bits.
-// Measured alone it is no faster (wq_b 26.6 us: issue-bound on ~0.43 warp instructions a weight, half
-// of them not the sums; docs/perf.md, session 15); a step gains from the stages issued before the wait.
+// Measured alone it is no faster (issue-bound: about 0.43 warp instructions a weight, half of them not
+// the sums; docs/perf-history.md, session 15); a step gains from the stages issued before the wait.
 constexpr int kWarps = 16;
 constexpr int kThreads = kWarps * kWarp;
 constexpr int kCols = 4;                              // columns of a warp in a stage

@@ -360,9 +360,9 @@ bool imma_wanted(GemmWeightKind kind, int64_t rows_per_weight, int64_t kg, int64
   if (!policy.exact_imma || !block || kg <= 0 || kg % 128 != 0) return false;
   if (rows_per_weight >= policy.imma_min_rows) return true;
   // Decode batches: one part-empty row tile, worth it where the weight spans enough column tiles to
-  // fill the GPU (H200, 32 rows: wq_b 0.19 against 0.26 ms, wo_b 0.18 / 0.27, shared_w2 0.059 / 0.073
-  // at 128+ column tiles; shared_w1's 64 and wq_a's 32 lose). The SIMT kernel scales with the rows,
-  // this one does not: at 8 rows the SIMT kernel wins everywhere.
+  // fill the GPU (measured at 32 rows: it wins on the wide weights, wq_b, wo_b, shared_w2, and loses on
+  // shared_w1 and wq_a; docs/perf-history.md). The SIMT kernel scales with the rows, this one does not:
+  // at 8 rows the SIMT kernel wins everywhere.
   const int64_t cols =
       kind == GemmWeightKind::kFp8 ? ImmaShape<GemmWeightKind::kFp8>::kCols : ImmaShape<GemmWeightKind::kFp4>::kCols;
   return dense_n > 0 && rows_per_weight >= kImmaDecodeRows && cdiv(dense_n, cols) >= kImmaDecodeTiles;

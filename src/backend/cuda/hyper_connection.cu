@@ -764,8 +764,7 @@ void run(const HcArgs& a, float* scratch, bool fast, cudaStream_t stream) {
   if (group == 0) return run_wide<kPre>(a, stream);
   const bool vec = (a.hc * a.dim) % 8 == 0 && aligned16(a.fn) && aligned16(a.h);
   // A token a CTA while those CTAs fit one wave: each chain then runs on its products alone (the ring's
-  // producers, issuing beside the chain lane, slow it: 61.6 against 57.8 µs at one token). More tokens
-  // share the ring's CTAs.
+  // producers, issuing beside the chain lane, slow it at one token). More tokens share the ring's CTAs.
   if (vec && hc_uses_products(a.tokens, a.mix, a.hc * a.dim)) {
     launch_chain<true, true>(a, 1, scratch, stream);
   } else if (vec && hc_ring()) {

@@ -14,13 +14,13 @@ namespace dsv4::cuda {
 int64_t hc_scratch_floats(int64_t tokens, int hc, int64_t dim, int mix, bool fast);
 
 // Decode's chain with its products made first by the whole CTA, so that the chain lane only adds
-// (same bits): on by default (H200: 67.6 against 90.8 µs a call at one token, the chain kernel at
-// 87.7K cycles against the 65.5K of 16,384 dependent adds); DSV4_HC_PRODUCTS=0 turns it off.
+// (same bits; the chain then runs near the pace of its 16,384 dependent adds): on by default,
+// DSV4_HC_PRODUCTS=0 turns it off.
 bool hc_products();
 void set_hc_products(bool on);
 // Decode's chain fed by a ring of product chunks (producer warps a chunk ahead, up to eight tokens a
-// CTA; same bits): on by default (H200, hc_pre at 32 tokens 66 against 153 µs; decode b32 107.2 ->
-// 98.9 ms), DSV4_HC_RING=0 turns it off. It takes the chain calls (scratch, 16-byte aligned h and fn,
+// CTA; same bits; measured faster for a few tokens, docs/perf-history.md): on by default,
+// DSV4_HC_RING=0 turns it off. It takes the chain calls (scratch, 16-byte aligned h and fn,
 // width % 8 == 0) that the products-first path does not.
 bool hc_ring();
 void set_hc_ring(bool on);

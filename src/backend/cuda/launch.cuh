@@ -38,8 +38,8 @@ __device__ __forceinline__ void prefetch_rows_l2(const void* base, int64_t strid
 }
 #endif  // __CUDACC__
 
-// Whether launches carry the PDL attribute: on unless DSV4_PDL=0 (core/env.cpp). H200, flash-attn
-// preset, one call: decode b1 8K 20.08 -> 19.49 ms with the GEMV pair; b8 and b32 unchanged.
+// Whether launches carry the PDL attribute: on unless DSV4_PDL=0 (core/env.cpp); measured faster at
+// batch 1 and no slower at 8 and 32 (docs/perf-history.md, session 14).
 bool pdl_on();
 void set_pdl(bool on);
 
