@@ -164,14 +164,10 @@ struct GemmRunner::Impl {
   void* workspace = nullptr;
   void* act = nullptr;  // quantized activations: codes, then fp32 scales
   size_t act_bytes = 0;
-  float* partial = nullptr;  // split-K block contributions of the exact kernel
+  float* partial = nullptr;  // split-K partial sums (the exact SIMT kernels and the fast kernel)
   int64_t partial_floats = 0;
   int32_t* counters = nullptr;  // its per-tile arrival counters (zero between GEMMs)
   int64_t counter_count = 0;
-  float* fast_partial = nullptr;  // the fast kernel's split partial sums
-  int64_t fast_partial_floats = 0;
-  int32_t* fast_counters = nullptr;  // and its per-tile arrival counters (zero between GEMMs)
-  int64_t fast_counter_count = 0;
   std::map<std::array<int64_t, 15>, LtPlan> plans;
   GemmPolicy policy;
   DeviceCaps caps;
@@ -186,8 +182,6 @@ struct GemmRunner::Impl {
     if (act) cudaFreeAsync(act, stream);
     if (partial) cudaFreeAsync(partial, stream);
     if (counters) cudaFreeAsync(counters, stream);
-    if (fast_partial) cudaFreeAsync(fast_partial, stream);
-    if (fast_counters) cudaFreeAsync(fast_counters, stream);
     if (workspace) cudaFreeAsync(workspace, stream);
     if (lt) cublasLtDestroy(lt);
   }
@@ -204,55 +198,41 @@ struct GemmRunner::Impl {
     return act;
   }
 
-  // Grow-only split-K scratch of the exact block kernel; new counters start zeroed.
-  void split_scratch(ExactBlockArgs& p) {
-    const SplitNeed need = exact_block_split_need(p, policy);
-    if (need.floats == 0) return;
-    if (need.floats > partial_floats) {
+  // Grow-only split-K scratch: partial sums and per-tile arrival counters (new counters start zeroed;
+  // the kernels leave them zeroed). The exact SIMT kernels and the fast kernel take turns on the
+  // runner's stream, so they share it.
+  void split_scratch(int64_t floats, int64_t count) {
+    if (floats > partial_floats) {
       scratch_moves(stream, "the GEMM split-K scratch");
       if (partial) DSV4_CUDA_CHECK(cudaFreeAsync(partial, stream));
       partial = nullptr;
-      partial_floats = std::max(need.floats, partial_floats + partial_floats / 2);
+      partial_floats = std::max(floats, partial_floats + partial_floats / 2);
       DSV4_CUDA_CHECK(
           cudaMallocAsync(reinterpret_cast<void**>(&partial), static_cast<size_t>(partial_floats) * 4, stream));
     }
-    if (need.counters > counter_count) {
+    if (count > counter_count) {
       scratch_moves(stream, "the GEMM split-K counters");
       if (counters) DSV4_CUDA_CHECK(cudaFreeAsync(counters, stream));
       counters = nullptr;
-      counter_count = std::max(need.counters, counter_count * 2);
+      counter_count = std::max(count, counter_count * 2);
       const size_t bytes = static_cast<size_t>(counter_count) * sizeof(int32_t);
       DSV4_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&counters), bytes, stream));
       DSV4_CUDA_CHECK(cudaMemsetAsync(counters, 0, bytes, stream));
     }
+  }
+
+  // The exact block kernel's split scratch, where its route splits.
+  void split_scratch(ExactBlockArgs& p) {
+    const SplitNeed need = exact_block_split_need(p, policy);
+    if (need.floats == 0) return;
+    split_scratch(need.floats, need.counters);
     p.partial = partial, p.partial_floats = partial_floats;
     p.counters = counters, p.counter_count = counter_count;
   }
 
-  // Grow-only scratch of the fast kernel's split partial sums and counters (new counters start zeroed).
-  void fast_scratch(const GemmPlan& plan) {
-    if (plan.workspace_floats > fast_partial_floats) {
-      scratch_moves(stream, "the fast GEMM split scratch");
-      if (fast_partial) DSV4_CUDA_CHECK(cudaFreeAsync(fast_partial, stream));
-      fast_partial = nullptr;
-      fast_partial_floats = std::max(plan.workspace_floats, fast_partial_floats + fast_partial_floats / 2);
-      DSV4_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&fast_partial),
-                                      static_cast<size_t>(fast_partial_floats) * 4, stream));
-    }
-    if (plan.workspace_counters > fast_counter_count) {
-      scratch_moves(stream, "the fast GEMM split counters");
-      if (fast_counters) DSV4_CUDA_CHECK(cudaFreeAsync(fast_counters, stream));
-      fast_counters = nullptr;
-      fast_counter_count = std::max(plan.workspace_counters, fast_counter_count * 2);
-      const size_t bytes = static_cast<size_t>(fast_counter_count) * sizeof(int32_t);
-      DSV4_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&fast_counters), bytes, stream));
-      DSV4_CUDA_CHECK(cudaMemsetAsync(fast_counters, 0, bytes, stream));
-    }
-  }
-
   void fast_mma(const ExactBlockArgs& p, const GemmPlan& plan) {
-    fast_scratch(plan);
-    fast_mma_gemm(p, {plan.tile_rows, plan.splits, plan.resident}, fast_partial, fast_counters, stream);
+    split_scratch(plan.workspace_floats, plan.workspace_counters);
+    fast_mma_gemm(p, {plan.tile_rows, plan.splits, plan.resident}, partial, counters, stream);
   }
 
   const LtPlan& plan(const LtShape& s, const float* scale_a, const float* scale_b) {
@@ -488,7 +468,8 @@ void GemmRunner::grouped(const GroupedGemmArgs& a) { impl_->grouped(a); }
 const GemmPolicy& GemmRunner::policy() const { return impl_->policy; }
 
 bool GemmRunner::wants_digit_planes(GemmWeightKind kind, int64_t rows, int experts, int64_t k) const {
-  if (impl_->plan_grouped(kind, rows, experts, k, k, false).route != GemmRoute::kExactBlock) return false;
+  // A grouped call's route does not depend on its column count: any positive one plans it.
+  if (impl_->plan_grouped(kind, rows, experts, /*n=*/k, k, false).route != GemmRoute::kExactBlock) return false;
   const int64_t per_weight = experts > 0 ? (rows + experts - 1) / experts : rows;
   const GemmPolicy& policy = impl_->policy;
   return imma_wanted(kind, per_weight, k, 0, policy) || fp4_gemv_takes(kind, per_weight, k) ||
