@@ -6,6 +6,7 @@ DSV4=$1
 SHARED=${DSV4_SHARED:-../shared}
 CFG="$SHARED/configs/deepseek-v4-flash"
 fail() { echo "FAIL: $*"; exit 1; }
+[ -f "$CFG/config.json" ] || { echo "SKIP: no V4-Flash config at $CFG (a clone without ../shared)"; exit 77; }
 
 check() {  # dtype flags..., then expected bytes_per_token fixed per_sequence
   local bpt=${*: -3:1} fixed=${*: -2:1} per=${*: -1}
