@@ -20,6 +20,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemm/fast_mma.h"
+#include "backend/cuda/gemm/wgmma_gemm.h"
 #include "backend/cuda/gemm_internal.h"
 #include "core/number_formats.h"
 #include "gpu/gpu_test_util.h"
@@ -42,6 +43,7 @@ struct Case {
   std::vector<int32_t> offsets;  // grouped: experts + 1 entries
   bool pair = false;
   bool cancel = false;  // the second half of K mirrors the first, negated: exact sums of 0
+  int scale_span = 15;  // weight scale exponents drawn from scale_span values around 2^0
   int experts() const { return offsets.empty() ? 0 : static_cast<int>(offsets.size()) - 1; }
   int weights() const { return std::max(1, experts()); }
   int64_t ng() const { return n / groups; }
@@ -116,7 +118,7 @@ HostInputs make_inputs(const Case& c, uint32_t seed) {
   h.w.resize(static_cast<size_t>(copies * c.weight_bytes()));
   h.ws.resize(static_cast<size_t>(copies * c.scale_bytes()));
   for (auto& b : h.w) b = c.kind == GemmWeightKind::kFp8 ? random_fp8(rng) : static_cast<uint8_t>(rng());
-  for (auto& s : h.ws) s = static_cast<uint8_t>(120 + rng() % 15);
+  for (auto& s : h.ws) s = static_cast<uint8_t>(127 - c.scale_span / 2 + static_cast<int>(rng() % c.scale_span));
   if (c.cancel) {  // each weight row's second half repeats its first
     const int64_t row_bytes = c.weight_bytes() / c.n, half = row_bytes / 2;
     for (int64_t r = 0; r < static_cast<int64_t>(h.w.size()) / row_bytes; ++r) {
@@ -234,19 +236,42 @@ std::vector<float> exact_f32(const Case& c, const DevInputs& d, int64_t scale_ld
   return y.get();
 }
 
-// The fast kernel's outputs (bf16, or fp32 where T is float), poisoned before the run.
+// Output buffers for both halves of a case, poisoned (bf16 kPoison, or fp32 NaN where T is float).
 template <typename T>
-std::vector<T> fast_run(const Case& c, const DevInputs& d, int64_t scale_ld, const cuda::FastMmaShape& s) {
-  const size_t per = static_cast<size_t>(c.rows * c.n);
-  constexpr bool f32 = std::is_same_v<T, float>;
+Dev<T> poisoned(const Case& c) {
   T poison;
-  if constexpr (f32) {
+  if constexpr (std::is_same_v<T, float>) {
     poison = std::numeric_limits<float>::quiet_NaN();
   } else {
     poison = kPoison;
   }
-  Dev<T> y(std::vector<T>(2 * per, poison));
-  const ExactBlockArgs p = d.args(c, scale_ld, y.p, y.p + per, f32);
+  return Dev<T>(std::vector<T>(static_cast<size_t>(2 * c.rows * c.n), poison));
+}
+
+// The wgmma kernel's outputs, poisoned before the run; its error bits in *err (else expected 0).
+template <typename T>
+std::vector<T> wgmma_run(const Case& c, const DevInputs& d, int64_t scale_ld, int32_t* err = nullptr) {
+  Dev<T> y = poisoned<T>(c);
+  const ExactBlockArgs p = d.args(c, scale_ld, y.p, y.p + c.rows * c.n, std::is_same_v<T, float>);
+  Dev<int32_t> bits(std::vector<int32_t>{0});
+  EXPECT_TRUE(cuda::wgmma_takes(p)) << c.name;
+  cuda::wgmma_gemm(p, bits.p, nullptr);
+  DSV4_CUDA_CHECK(cudaGetLastError());
+  const int32_t got = bits.get()[0];
+  if (err) {
+    *err = got;
+  } else {
+    EXPECT_EQ(got, 0) << c.name << ": error bits";
+  }
+  return y.get();
+}
+
+// The fast kernel's outputs (bf16, or fp32 where T is float), poisoned before the run.
+template <typename T>
+std::vector<T> fast_run(const Case& c, const DevInputs& d, int64_t scale_ld, const cuda::FastMmaShape& s) {
+  constexpr bool f32 = std::is_same_v<T, float>;
+  Dev<T> y = poisoned<T>(c);
+  const ExactBlockArgs p = d.args(c, scale_ld, y.p, y.p + c.rows * c.n, f32);
   Dev<float> partial(
       std::vector<float>(static_cast<size_t>(std::max<int64_t>(cuda::fast_mma_scratch_floats(p, s), 1))));
   Dev<int32_t> counters(
@@ -327,16 +352,22 @@ struct Oracle {
   }
 };
 
-// The fast kernel on a case under one mutation and shape, judged against the exact kernel.
-Verdict run_fast(const Case& c, const Oracle& o, Mutation m, const cuda::FastMmaShape& s, bool twice = false) {
+// The mma.sync kernel (with shape s) or the wgmma kernel (s ignored) on a case under one mutation,
+// judged against the exact kernel.
+enum class Kernel { kMma, kWgmma };
+Verdict run_fast(const Case& c, const Oracle& o, Mutation m, const cuda::FastMmaShape& s, bool twice = false,
+                 Kernel kernel = Kernel::kMma) {
   std::vector<int32_t> offs = c.offsets;
   if (m == Mutation::kGroupStride) offs[offs.size() / 2] += 1;  // one expert boundary a row off
   const DevInputs fast(c, mutate(c, o.h, m), offs);
-  const std::vector<uint16_t> y = fast_run<uint16_t>(c, fast, o.h.scale_ld, s);
+  auto run = [&]<typename T>(T) {
+    return kernel == Kernel::kWgmma ? wgmma_run<T>(c, fast, o.h.scale_ld) : fast_run<T>(c, fast, o.h.scale_ld, s);
+  };
+  const std::vector<uint16_t> y = run(uint16_t{});
   if (twice) {
-    EXPECT_TRUE(fast_run<uint16_t>(c, fast, o.h.scale_ld, s) == y) << c.name << ": not the same bits run to run";
+    EXPECT_TRUE(run(uint16_t{}) == y) << c.name << ": not the same bits run to run";
   }
-  return judge(c, o.x, o.a, y, fast_run<float>(c, fast, o.h.scale_ld, s));
+  return judge(c, o.x, o.a, y, run(0.0f));
 }
 
 std::vector<Case> cases() {
@@ -408,6 +439,67 @@ TEST(CudaGemmFast, TheGateFailsEachMutation) {
       }
     }
   }
+}
+
+// The wgmma kernel (many rows a weight) on dense and grouped calls, FP8 and FP4, with weight scales
+// spread up to the 26 octaves its FP4 re-encoding keeps exact; run twice for the same bits.
+TEST(CudaGemmFast, WgmmaPassesTheOpGate) {
+  const auto fp8 = GemmWeightKind::kFp8, fp4 = GemmWeightKind::kFp4;
+  Case wide = experts("fp4 experts, scales over 26 octaves", fp4, {130, 0, 300, 77}, 1024, 2048, false, 3);
+  wide.scale_span = 27;
+  const std::vector<Case> list = {
+      experts("fp4 experts prefill pair", fp4, {700, 0, 1100, 250}, 2048, 4096, true),
+      experts("fp4 experts 0..300 rows", fp4, {0, 40, 3, 0, 300, 8, 129, 128}, 1024, 2048, false, 5),
+      experts("fp8 experts pair", fp8, {300, 5, 0, 129}, 1024, 2048, true),
+      wide,
+      dense("fp8 300x2048x1024", fp8, 300, 2048, 1024),
+      dense("fp8 13x1100x1024 (N off the grid)", fp8, 13, 1100, 1024),
+      dense("fp8 cancelling 200x1024x2048", fp8, 200, 1024, 2048, 1, true),
+      dense("fp4 1001x1536x2048", fp4, 1001, 1536, 2048),
+      dense("fp4 cancelling 129x512x1024", fp4, 129, 512, 1024, 1, true),
+  };
+  uint32_t seed = 3000;
+  for (const Case& c : list) {
+    const Oracle o(c, ++seed);
+    const Verdict v = run_fast(c, o, Mutation::kNone, {}, true, Kernel::kWgmma);
+    std::printf("[ wgmma ] %-40s max |y-x|/A %.3e, worst tile calc_diff %.3e\n", c.name.c_str(), v.worst_ratio,
+                v.worst_tile);
+    EXPECT_TRUE(v.passes()) << c.name << ": " << v.outside << " outside the bound, " << v.untouched << " unwritten, "
+                            << v.stray << " stray writes, tile calc_diff " << v.worst_tile;
+  }
+}
+
+TEST(CudaGemmFast, WgmmaGateFailsEachMutation) {
+  const auto fp8 = GemmWeightKind::kFp8, fp4 = GemmWeightKind::kFp4;
+  const Case dense8 = dense("fp8 mutations", fp8, 160, 512, 1024);
+  const Case dense4 = dense("fp4 mutations", fp4, 160, 512, 1024);
+  const Case grouped = experts("fp4 experts mutations", fp4, {130, 16, 140}, 512, 1024, false);
+  uint32_t seed = 4000;
+  for (const Case* c : {&dense8, &dense4, &grouped}) {
+    const Oracle o(*c, ++seed);
+    EXPECT_TRUE(run_fast(*c, o, Mutation::kNone, {}, false, Kernel::kWgmma).passes()) << c->name << ": unmutated";
+    for (Mutation m : {Mutation::kDropBlock, Mutation::kScaleIndex, Mutation::kRowScale, Mutation::kKTail}) {
+      EXPECT_FALSE(run_fast(*c, o, m, {}, false, Kernel::kWgmma).passes())
+          << c->name << ": mutation " << static_cast<int>(m) << " passed the gate";
+    }
+    if (c == &grouped) {
+      EXPECT_FALSE(run_fast(*c, o, Mutation::kGroupStride, {}, false, Kernel::kWgmma).passes())
+          << "a wrong group stride passed";
+    }
+  }
+}
+
+// FP4 row blocks whose four scales span more than 26 octaves cannot be re-encoded exactly: the kernel
+// says so in its error bits (and only then).
+TEST(CudaGemmFast, WgmmaReportsFp4ScalesBeyondItsSpan) {
+  Case c = dense("fp4 span", GemmWeightKind::kFp4, 130, 256, 1024);
+  HostInputs h = make_inputs(c, 77);
+  int32_t err = -1;
+  (void)wgmma_run<uint16_t>(c, DevInputs(c, h, c.offsets), h.scale_ld, &err);
+  EXPECT_EQ(err, 0);
+  h.ws[5 * (c.k / 32) + 4] = 100, h.ws[5 * (c.k / 32) + 5] = 127;  // row 5, block 1: 27 octaves
+  (void)wgmma_run<uint16_t>(c, DevInputs(c, h, c.offsets), h.scale_ld, &err);
+  EXPECT_EQ(err, cuda::kWgmmaFp4Span);
 }
 
 // The runner on the fast tier (cuBLASLt for many FP8 rows, the tensor-core kernel below and where

@@ -69,6 +69,9 @@ class GemmRunner {
   // activation digit planes (GroupedGemmArgs::a_digits), which the caller then makes.
   bool wants_digit_planes(GemmWeightKind kind, int64_t rows, int experts, int64_t k) const;
   const GemmPolicy& policy() const;
+  // Error bits the wgmma kernel has reported on this runner (wgmma_gemm.h kWgmmaFp4Span), sticky;
+  // synchronizes the stream.
+  int32_t wgmma_errors() const;
 
  private:
   struct Impl;
