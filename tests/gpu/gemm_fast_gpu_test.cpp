@@ -428,14 +428,18 @@ TEST(CudaGemmFast, TheGateFailsEachMutation) {
   uint32_t seed = 900;
   for (const Case* c : {&dense8, &dense4, &grouped}) {
     const Oracle o(*c, ++seed);
-    for (const cuda::FastMmaShape s : {cuda::FastMmaShape{16, 1, false}, cuda::FastMmaShape{16, 2, true}}) {
-      EXPECT_TRUE(run_fast(*c, o, Mutation::kNone, s).passes()) << c->name << ": the unmutated run";
+    // Two shapes of the mma.sync kernel, then the wgmma kernel (which takes no shape).
+    const std::pair<cuda::FastMmaShape, Kernel> runs[] = {
+        {{16, 1, false}, Kernel::kMma}, {{16, 2, true}, Kernel::kMma}, {{}, Kernel::kWgmma}};
+    for (const auto& [s, kernel] : runs) {
+      EXPECT_TRUE(run_fast(*c, o, Mutation::kNone, s, false, kernel).passes()) << c->name << ": the unmutated run";
       for (Mutation m : {Mutation::kDropBlock, Mutation::kScaleIndex, Mutation::kRowScale, Mutation::kKTail}) {
-        const Verdict v = run_fast(*c, o, m, s);
+        const Verdict v = run_fast(*c, o, m, s, false, kernel);
         EXPECT_FALSE(v.passes()) << c->name << ": mutation " << static_cast<int>(m) << " passed the gate";
       }
       if (c == &grouped) {
-        EXPECT_FALSE(run_fast(*c, o, Mutation::kGroupStride, s).passes()) << "a wrong group stride passed";
+        EXPECT_FALSE(run_fast(*c, o, Mutation::kGroupStride, s, false, kernel).passes())
+            << "a wrong group stride passed";
       }
     }
   }
@@ -466,26 +470,6 @@ TEST(CudaGemmFast, WgmmaPassesTheOpGate) {
                 v.worst_tile);
     EXPECT_TRUE(v.passes()) << c.name << ": " << v.outside << " outside the bound, " << v.untouched << " unwritten, "
                             << v.stray << " stray writes, tile calc_diff " << v.worst_tile;
-  }
-}
-
-TEST(CudaGemmFast, WgmmaGateFailsEachMutation) {
-  const auto fp8 = GemmWeightKind::kFp8, fp4 = GemmWeightKind::kFp4;
-  const Case dense8 = dense("fp8 mutations", fp8, 160, 512, 1024);
-  const Case dense4 = dense("fp4 mutations", fp4, 160, 512, 1024);
-  const Case grouped = experts("fp4 experts mutations", fp4, {130, 16, 140}, 512, 1024, false);
-  uint32_t seed = 4000;
-  for (const Case* c : {&dense8, &dense4, &grouped}) {
-    const Oracle o(*c, ++seed);
-    EXPECT_TRUE(run_fast(*c, o, Mutation::kNone, {}, false, Kernel::kWgmma).passes()) << c->name << ": unmutated";
-    for (Mutation m : {Mutation::kDropBlock, Mutation::kScaleIndex, Mutation::kRowScale, Mutation::kKTail}) {
-      EXPECT_FALSE(run_fast(*c, o, m, {}, false, Kernel::kWgmma).passes())
-          << c->name << ": mutation " << static_cast<int>(m) << " passed the gate";
-    }
-    if (c == &grouped) {
-      EXPECT_FALSE(run_fast(*c, o, Mutation::kGroupStride, {}, false, Kernel::kWgmma).passes())
-          << "a wrong group stride passed";
-    }
   }
 }
 

@@ -71,24 +71,22 @@ __device__ __forceinline__ void pin(float (&d)[64]) {
   "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
 
 // d (+)= A[64 x 32] · B[32 x 128]: A e4m3, B e4m3 (FP8 weights) or e5m2 (widened FP4), fp32 out.
+#define DSV4_WGMMA_K32(btype)                                                                                         \
+  asm volatile(                                                                                                       \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                                    \
+      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3." btype " " DSV4_WG_REGS ", %64, %65, p, 1, 1;\n}\n"          \
+      : DSV4_WG_D8(0), DSV4_WG_D8(8), DSV4_WG_D8(16), DSV4_WG_D8(24), DSV4_WG_D8(32), DSV4_WG_D8(40), DSV4_WG_D8(48), \
+        DSV4_WG_D8(56)                                                                                                \
+      : "l"(da), "l"(db), "r"(accumulate))
 template <bool kE5m2>
 __device__ __forceinline__ void wgmma_k32(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
   if constexpr (kE5m2) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e5m2 " DSV4_WG_REGS ", %64, %65, p, 1, 1;\n}\n"
-        : DSV4_WG_D8(0), DSV4_WG_D8(8), DSV4_WG_D8(16), DSV4_WG_D8(24), DSV4_WG_D8(32), DSV4_WG_D8(40), DSV4_WG_D8(48),
-          DSV4_WG_D8(56)
-        : "l"(da), "l"(db), "r"(accumulate));
+    DSV4_WGMMA_K32("e5m2");
   } else {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " DSV4_WG_REGS ", %64, %65, p, 1, 1;\n}\n"
-        : DSV4_WG_D8(0), DSV4_WG_D8(8), DSV4_WG_D8(16), DSV4_WG_D8(24), DSV4_WG_D8(32), DSV4_WG_D8(40), DSV4_WG_D8(48),
-          DSV4_WG_D8(56)
-        : "l"(da), "l"(db), "r"(accumulate));
+    DSV4_WGMMA_K32("e4m3");
   }
 }
+#undef DSV4_WGMMA_K32
 #undef DSV4_WG_D8
 #undef DSV4_WG_REGS
 
