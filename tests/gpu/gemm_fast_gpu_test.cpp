@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -30,6 +32,7 @@ namespace {
 
 using cuda::ExactBlockArgs;
 using cuda::GemmWeightKind;
+using gputest::calc_diff;
 using gputest::Dev;
 
 constexpr double kTileCalcDiff = 3e-5;
@@ -484,6 +487,97 @@ TEST(CudaGemmFast, WgmmaReportsFp4ScalesBeyondItsSpan) {
   h.ws[5 * (c.k / 32) + 4] = 100, h.ws[5 * (c.k / 32) + 5] = 127;  // row 5, block 1: 27 octaves
   (void)wgmma_run<uint16_t>(c, DevInputs(c, h, c.offsets), h.scale_ld, &err);
   EXPECT_EQ(err, cuda::kWgmmaFp4Span);
+}
+
+// Plain weights on the fast tier against the exact plain kernel, fp32 outputs, a pair (the
+// compressor's wkv and wgate): fp32 weights on the fused multiply-add kernel, bf16 ones on cuBLASLt
+// (two calls) and, with it off, on the same CUDA-core kernel. Each tile of 128x128 outputs within
+// calc_diff 1e-10 (spec/NUMERICS.md's fp32 bound), the same bits twice; zeroing one 16-wide K tile
+// of the weight (what a tile-indexing bug computes) must fail the bound.
+struct PlainRun {
+  GemmWeightKind kind;
+  bool cublaslt;
+};
+
+TEST(CudaGemmFast, PlainWeightsPassTheFp32Gate) {
+  cuda::GemmRunner exact(nullptr, cuda::GemmPolicy{Numerics::kExact});
+  cuda::GemmPolicy no_lt{Numerics::kFast};
+  no_lt.cublaslt = false;
+  cuda::GemmRunner fast(nullptr, cuda::GemmPolicy{Numerics::kFast}), fast_no_lt(nullptr, no_lt);
+  struct Shape {
+    int64_t rows, n, k;
+  };
+  uint32_t seed = 9000;
+  for (const PlainRun run_kind : {PlainRun{GemmWeightKind::kF32, true}, PlainRun{GemmWeightKind::kBf16, true},
+                                  PlainRun{GemmWeightKind::kBf16, false}}) {
+    const bool f32 = run_kind.kind == GemmWeightKind::kF32;
+    cuda::GemmRunner& runner = run_kind.cublaslt ? fast : fast_no_lt;
+    for (const auto& [rows, n, k] : {Shape{64, 1024, 4096}, Shape{200, 100, 48}, Shape{2048, 1024, 4096},
+                                     Shape{129, 515, 2048}, Shape{63, 256, 256}}) {
+      std::mt19937 rng(++seed);
+      std::normal_distribution<float> nd(0.0f, 1.0f);
+      std::vector<uint16_t> x(static_cast<size_t>(rows * k));
+      for (size_t i = 0; i < x.size(); ++i) x[i] = float_to_bf16(nd(rng) * (i % 97 == 5 ? 64.0f : 1.0f));
+      // Weights as fp32 values (bf16-exact for bf16 weights); their device form below.
+      std::vector<float> wa(static_cast<size_t>(n * k)), wb(wa.size());
+      for (auto* w : {&wa, &wb})
+        for (auto& v : *w) v = f32 ? nd(rng) * 0.02f : bf16_to_float(float_to_bf16(nd(rng) * 0.02f));
+      auto upload = [&](const std::vector<float>& w) {
+        std::vector<uint8_t> bytes(w.size() * (f32 ? 4 : 2));
+        for (size_t i = 0; i < w.size(); ++i) {
+          if (f32) {
+            std::memcpy(bytes.data() + 4 * i, &w[i], 4);
+          } else {
+            const uint16_t b = float_to_bf16(w[i]);
+            std::memcpy(bytes.data() + 2 * i, &b, 2);
+          }
+        }
+        return std::make_unique<Dev<uint8_t>>(bytes);
+      };
+      const Dev<uint16_t> dx(x);
+      const auto dwa = upload(wa), dwb = upload(wb);
+      const cuda::GemmWeight ga{run_kind.kind, dwa->p, nullptr, n, k}, gb{run_kind.kind, dwb->p, nullptr, n, k};
+      const size_t per = static_cast<size_t>(rows * n);
+      auto run = [&](cuda::GemmRunner& r, const cuda::GemmWeight& w0) {
+        Dev<float> y(std::vector<float>(2 * per, std::numeric_limits<float>::quiet_NaN()));
+        r.run_pair({.x = dx.p, .rows = rows, .w = w0, .y = y.p, .out = cuda::GemmOut::kF32}, gb, y.p + per);
+        return y.get();
+      };
+      const std::vector<float> want = run(exact, ga), got = run(runner, ga), again = run(runner, ga);
+      EXPECT_EQ(std::memcmp(again.data(), got.data(), got.size() * sizeof(float)), 0)
+          << "rows " << rows << ": not the same bits run to run";
+      double worst = 0;
+      for (size_t h = 0; h < 2; ++h) {
+        for (int64_t rt = 0; rt < rows; rt += 128) {
+          for (int64_t ct = 0; ct < n; ct += 128) {
+            std::vector<float> tx, ty;
+            for (int64_t r = rt; r < std::min(rt + 128, rows); ++r) {
+              for (int64_t c = ct; c < std::min(ct + 128, n); ++c) {
+                tx.push_back(want[h * per + static_cast<size_t>(r * n + c)]);
+                ty.push_back(got[h * per + static_cast<size_t>(r * n + c)]);
+              }
+            }
+            const double d = calc_diff(tx, ty);
+            worst = std::max(worst, std::isnan(d) ? 1.0 : d);
+          }
+        }
+      }
+      std::printf("[ fast plain ] %s%s rows %5lld n %5lld k %5lld: worst tile calc_diff %.3e\n", f32 ? "fp32" : "bf16",
+                  run_kind.cublaslt ? "" : " (cuBLASLt off)", static_cast<long long>(rows), static_cast<long long>(n),
+                  static_cast<long long>(k), worst);
+      EXPECT_LE(worst, 1e-10) << "rows " << rows << " n " << n << " k " << k;
+      if (k >= 32) {  // the mutation: K tile [16, 32) of the first weight lost
+        std::vector<float> cut = wa;
+        for (int64_t r = 0; r < n; ++r) std::fill_n(cut.begin() + r * k + 16, 16, 0.0f);
+        const auto dcut = upload(cut);
+        const std::vector<float> bad = run(runner, {run_kind.kind, dcut->p, nullptr, n, k});
+        EXPECT_GT(calc_diff(std::vector<float>(want.begin(), want.begin() + static_cast<int64_t>(per)),
+                            std::vector<float>(bad.begin(), bad.begin() + static_cast<int64_t>(per))),
+                  1e-10)
+            << "a lost K tile passed the gate";
+      }
+    }
+  }
 }
 
 // The runner on the fast tier (cuBLASLt for many FP8 rows, the tensor-core kernel below and where

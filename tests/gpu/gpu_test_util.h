@@ -51,6 +51,13 @@ double normalized_error(const std::vector<T>& got, const std::vector<T>& want) {
   return r > 0 ? std::sqrt(d / r) : std::sqrt(d);
 }
 
+// calc_diff(x, y) = 1 − 2·Σxy / Σ(x² + y²) (spec/NUMERICS.md).
+inline double calc_diff(const std::vector<float>& x, const std::vector<float>& y) {
+  double xy = 0, xx = 0;
+  for (size_t i = 0; i < x.size(); ++i) xy += double{x[i]} * y[i], xx += double{x[i]} * x[i] + double{y[i]} * y[i];
+  return xx > 0 ? 1.0 - 2.0 * xy / xx : 0.0;
+}
+
 inline std::vector<uint16_t> random_bf16(size_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> d(0.0f, scale);

@@ -23,6 +23,7 @@
 namespace dsv4 {
 namespace {
 
+using gputest::calc_diff;
 using gputest::Dev;
 
 // Normal values times 2^U(-spread, spread): mixed magnitudes, so that the summation order shows.
@@ -238,13 +239,6 @@ TEST(CudaHyperConnection, HeadIsBitExact) {
   }
 }
 
-// calc_diff(x, y) = 1 − 2·Σxy / Σ(x² + y²) (spec/NUMERICS.md).
-double calc_diff(const std::vector<float>& x, const std::vector<float>& y) {
-  double xy = 0, xx = 0;
-  for (size_t i = 0; i < x.size(); ++i) xy += double{x[i]} * y[i], xx += double{x[i]} * x[i] + double{y[i]} * y[i];
-  return xx > 0 ? 1.0 - 2.0 * xy / xx : 0.0;
-}
-
 // Outputs x = bf16(Σ_j pre_j·X_j) past ulp_bf16(x) + 2^-18·Σ_j |X_j| from the exact ones: pre_j differ by
 // fp32 reassociation (~2^-22 relative) and a cancelling sum magnifies that; a bf16 rounding can flip.
 int64_t beyond_bound(const std::vector<uint16_t>& got, const std::vector<uint16_t>& want,
@@ -269,8 +263,10 @@ int64_t beyond_bound(const std::vector<uint16_t>& got, const std::vector<uint16_
 // run to run; a dropped column chunk (what a chunk-indexing bug computes) fails that bound.
 TEST(CudaHyperConnection, FastPrePassesTheGate) {
   uint32_t seed = 500;
-  for (const HcCase& c : {HcCase{1, 4096, 4, 20}, HcCase{7, 4096, 4, 20}, HcCase{64, 4096, 4, 20},
-                          HcCase{3, 1000, 4, 20}, HcCase{2, 24, 4, 20}}) {
+  // 1-64 tokens: the column-chunk mix; more: the tiled mix (partial tiles, a part past the width).
+  for (const HcCase& c :
+       {HcCase{1, 4096, 4, 20}, HcCase{7, 4096, 4, 20}, HcCase{64, 4096, 4, 20}, HcCase{3, 1000, 4, 20},
+        HcCase{2, 24, 4, 20}, HcCase{65, 4096, 4, 20}, HcCase{301, 1000, 4, 20}, HcCase{2048, 4096, 4, 20}}) {
     SCOPED_TRACE(testing::Message() << "tokens " << c.tokens << " dim " << c.dim);
     const int mix = (2 + c.hc) * c.hc;
     const HcInputs in(c, mix, seed += 10);

@@ -15,6 +15,7 @@
 #include "backend/cuda/fp4_gemv.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemm/fast_mma.h"
+#include "backend/cuda/gemm/fast_sgemm.h"
 #include "backend/cuda/gemm/wgmma_gemm.h"
 #include "backend/cuda/gemm_imma.h"
 #include "backend/cuda/gemm_imma_skinny.h"
@@ -329,7 +330,17 @@ struct GemmRunner::Impl {
     const bool plain = w.kind == GemmWeightKind::kBf16 || w.kind == GemmWeightKind::kF32;
     const bool same = w_b.kind == w.kind && w_b.rows == w.rows && w_b.cols == w.cols;
     DSV4_CHECK(w_b.data && y_b, "gemm: a pair needs its second weight and output");
-    if (!plain || !same || a.rows == 0 || plan_of(a, true).route != GemmRoute::kExactPlain) {
+    const GemmRoute route = plain && same && a.rows > 0 ? plan_of(a, true).route : GemmRoute::kExactBlock;
+    if (route == GemmRoute::kFastSgemm) {
+      run_checks(a);
+      ExactPlainArgs p = plain_args(a, policy.plain_wide_min_tiles);
+      p.w_b = w_b.data, p.y_b = y_b;
+      if (fast_sgemm_takes(p)) {
+        fast_sgemm(p, stream);
+        return;
+      }
+    }
+    if (route != GemmRoute::kExactPlain) {
       run(a);
       GemmArgs b = a;
       b.w = w_b;
@@ -369,9 +380,15 @@ struct GemmRunner::Impl {
     const int64_t x_ld = a.x_stride ? a.x_stride : k, y_ld = a.y_stride ? a.y_stride : w.rows;
     if (a.rows == 0) return;
     const GemmPlan plan = plan_of(a, false);
-    if (plan.route == GemmRoute::kExactPlain || plan.fallback == GemmRoute::kExactPlain) {
+    if (w.kind == GemmWeightKind::kBf16 || w.kind == GemmWeightKind::kF32) {
       if (plan.route == GemmRoute::kCublasLt && lt_bf16(a, x_ld, y_ld)) return;
-      exact_plain_gemm(plain_args(a, policy.plain_wide_min_tiles), stream);
+      const ExactPlainArgs p = plain_args(a, policy.plain_wide_min_tiles);
+      const bool sgemm = plan.route == GemmRoute::kFastSgemm || plan.fallback == GemmRoute::kFastSgemm;
+      if (sgemm && fast_sgemm_takes(p)) {
+        fast_sgemm(p, stream);
+        return;
+      }
+      exact_plain_gemm(p, stream);
       return;
     }
     DSV4_CHECK(w.scale && w.cols % 128 == 0, "gemm: a block-scaled weight needs scales and K % 128 == 0");

@@ -157,8 +157,9 @@ void CudaOps::do_sparse_attention(const SparseAttentionParams& p) {
 
 void CudaOps::do_compressor_step(const CompressorStepParams& p) {
   if (p.tokens == 0) return;
-  // a and g as true fp32 GEMMs through the exact kernel (the CPU's sums, so the pooled entries and the
-  // indexer's choices made from them match the CPU backend), in one launch.
+  // a and g as true fp32 GEMMs in one launch: on the exact tier the CPU's sums (so the pooled entries
+  // and the indexer's choices made from them match the CPU backend), on the fast tier fp32 sums in a
+  // fixed order (spec/NUMERICS.md; the fused multiply-add kernel for many rows).
   const int64_t cd = p.wkv.rows;
   DeviceArray<float> ag(dev_, static_cast<size_t>(2 * p.tokens * cd));
   GemmArgs a;
@@ -167,7 +168,6 @@ void CudaOps::do_compressor_step(const CompressorStepParams& p) {
   a.w = gemm_weight(p.wkv);
   a.y = ag.data();
   a.out = GemmOut::kF32;
-  a.exact = true;
   gemm().run_pair(a, gemm_weight(p.wgate), ag.data() + p.tokens * cd);
   compressor_store(ag.data(), ag.data() + p.tokens * cd, p.tokens, cd, p.positions, p.ape, p.ratio,
                    device_table(p.state), p.state_slots, dev_.error_flag(), dev_.stream());

@@ -709,7 +709,97 @@ __global__ void __launch_bounds__(kThreads) hc_mix_fast_kernel(HcArgs a, float* 
   }
 }
 
+// ---- The fast tier's mix for many tokens ----
+// A CTA per (part of kTileChunk columns, kTileTokens tokens), four tokens a warp: each step stages the
+// fn columns [c0, c0 + 128) of every mix row in shared memory once for the CTA's tokens, each lane
+// multiplies four columns of its warp's tokens into registers; at the end each warp adds its lanes
+// in a fixed butterfly and writes the part's rows. fn is read once a token group, not once a token.
+constexpr int kTileTokens = 32;
+constexpr int kTileWarpTokens = kTileTokens / (kThreads / kWarp);
+constexpr int kTileStep = 4 * kWarp;
+constexpr int64_t kTileChunk = 2048;
+
+__device__ __forceinline__ void bf16x4_to(const uint16_t* src, float (&v)[4]) {
+  const uint2 u = *reinterpret_cast<const uint2*>(src);
+  v[0] = __uint_as_float(u.x << 16), v[1] = __uint_as_float(u.x & 0xffff0000u);
+  v[2] = __uint_as_float(u.y << 16), v[3] = __uint_as_float(u.y & 0xffff0000u);
+}
+
+__global__ void __launch_bounds__(kThreads, 2) hc_mix_tiles_kernel(HcArgs a, float* raw) {
+  pdl_enter();
+  constexpr int kOut = kFastMaxMix + 1;  // the mix outputs, then the sum of squares
+  constexpr int kT = kTileWarpTokens;
+  __shared__ float4 ws[kFastMaxMix][kTileStep / 4];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int64_t width = a.hc * a.dim, row = a.mix + kSqLanes;
+  const int64_t c_begin = int64_t{blockIdx.x} * kTileChunk, c_end = min(width, c_begin + kTileChunk);
+  const int64_t t0 = int64_t{blockIdx.y} * kTileTokens + warp * kT;
+  float acc[kT][kOut];
+#pragma unroll
+  for (int t = 0; t < kT; ++t) {
+#pragma unroll
+    for (int o = 0; o < kOut; ++o) acc[t][o] = 0.0f;
+  }
+  for (int64_t c0 = c_begin; c0 < c_end; c0 += kTileStep) {  // width % 4 == 0: whole float4s
+    __syncthreads();                                         // the last step's reads of ws are done
+    for (int i = threadIdx.x; i < a.mix * (kTileStep / 4); i += kThreads) {
+      const int o = i / (kTileStep / 4), q = i % (kTileStep / 4);
+      const int64_t c = c0 + 4 * q;
+      ws[o][q] = c < c_end ? __ldg(reinterpret_cast<const float4*>(a.fn + o * width + c)) : make_float4(0, 0, 0, 0);
+    }
+    __syncthreads();
+    const int64_t c = c0 + 4 * lane;
+    float x[kT][4];
+#pragma unroll
+    for (int t = 0; t < kT; ++t) {
+      x[t][0] = x[t][1] = x[t][2] = x[t][3] = 0.0f;
+      if (c < c_end && t0 + t < a.tokens) bf16x4_to(a.h + (t0 + t) * width + c, x[t]);
+    }
+#pragma unroll
+    for (int o = 0; o < kFastMaxMix; ++o) {
+      if (o >= a.mix) break;  // uniform
+      const float4 w = ws[o][lane];
+#pragma unroll
+      for (int t = 0; t < kT; ++t) {
+        float v = acc[t][o];
+        v = fmaf(x[t][0], w.x, v);
+        v = fmaf(x[t][1], w.y, v);
+        v = fmaf(x[t][2], w.z, v);
+        acc[t][o] = fmaf(x[t][3], w.w, v);
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < kT; ++t) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) acc[t][kFastMaxMix] = fmaf(x[t][j], x[t][j], acc[t][kFastMaxMix]);
+    }
+  }
+  // Lane l writes element l of each token's partial row: mix sums, the sum of squares in the first
+  // square lane, zeros in the others.
+  float* out = raw + int64_t{blockIdx.x} * a.tokens * row;
+#pragma unroll
+  for (int t = 0; t < kT; ++t) {
+    float mine = 0.0f;
+#pragma unroll
+    for (int o = 0; o < kOut; ++o) {
+      float v = acc[t][o];
+#pragma unroll
+      for (int s = kWarp / 2; s > 0; s /= 2) v += __shfl_xor_sync(0xffffffffu, v, s);
+      const int at = o < kFastMaxMix ? o : a.mix;
+      if (lane == at && (o < a.mix || o == kFastMaxMix)) mine = v;
+    }
+    if (t0 + t < a.tokens && lane < row) out[(t0 + t) * row + lane] = mine;
+  }
+}
+
 bool fast_mix_applies(int64_t tokens, int mix) { return tokens <= kFastMaxTokens && mix <= kFastMaxMix; }
+// The tiled mix: more tokens, whole float4s of fn and h (16-byte fn rows, 8-byte h rows).
+bool tiles_apply(const HcArgs& a) {
+  const int64_t width = a.hc * a.dim;
+  return a.tokens > kFastMaxTokens && a.mix <= kFastMaxMix && a.mix + kSqLanes <= kWarp && width % 4 == 0 &&
+         reinterpret_cast<uintptr_t>(a.fn) % 16 == 0 && reinterpret_cast<uintptr_t>(a.h) % 8 == 0;
+}
+int64_t tile_parts(int64_t width) { return (width + kTileChunk - 1) / kTileChunk; }
 
 int64_t fast_chunks(int64_t width) { return (width + kFastCols - 1) / kFastCols; }
 
@@ -757,9 +847,18 @@ std::atomic<bool>& ring_switch() {
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 template <bool kPre>
+void run_tiles(const HcArgs& a, float* scratch, cudaStream_t stream) {
+  const int64_t parts = tile_parts(a.hc * a.dim);
+  const dim3 grid(static_cast<unsigned>(parts), static_cast<unsigned>((a.tokens + kTileTokens - 1) / kTileTokens));
+  launch_kernel(hc_mix_tiles_kernel, grid, kThreads, 0, stream, a, scratch);
+  finish<kPre>(a, scratch, static_cast<int>(parts), stream);
+}
+
+template <bool kPre>
 void run(const HcArgs& a, float* scratch, bool fast, cudaStream_t stream) {
   if (a.tokens == 0) return;
   if (fast && scratch && fast_mix_applies(a.tokens, a.mix)) return run_fast<kPre>(a, scratch, stream);
+  if (fast && scratch && tiles_apply(a)) return run_tiles<kPre>(a, scratch, stream);
   const int group = scratch ? chain_group(a) : 0;
   if (group == 0) return run_wide<kPre>(a, stream);
   const bool vec = (a.hc * a.dim) % 8 == 0 && aligned16(a.fn) && aligned16(a.h);
@@ -808,6 +907,7 @@ bool hc_uses_products(int64_t tokens, int mix, int64_t width) {
 
 int64_t hc_scratch_floats(int64_t tokens, int hc, int64_t dim, int mix, bool fast) {
   if (fast && fast_mix_applies(tokens, mix)) return fast_chunks(hc * dim) * tokens * (mix + kSqLanes);
+  if (fast && mix <= kFastMaxMix) return tile_parts(hc * dim) * tokens * (mix + kSqLanes);  // the tiled mix
   return tokens <= kChainMaxTokens ? tokens * (mix + kSqLanes) : 0;
 }
 

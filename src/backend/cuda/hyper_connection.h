@@ -30,8 +30,9 @@ bool hc_uses_products(int64_t tokens, int mix, int64_t width);
 
 // h [tokens, hc, dim] bf16; fn [(2+hc)*hc, hc*dim], scale [3], base [(2+hc)*hc] fp32.
 // x [tokens, dim] bf16, post [tokens, hc], comb [tokens, hc, hc] fp32. hc <= 8.
-// fast (the fast tier, spec/NUMERICS.md): the mix's fp32 sums over column chunks added in a fixed
-// order, no sequential chain (few tokens, hc <= 4); otherwise the exact paths, the CPU's bits.
+// fast (the fast tier, spec/NUMERICS.md): the mix's fp32 sums in a fixed order without the sequential
+// chain (hc <= 4): over column chunks for a few tokens, in tiles of 32 tokens for more; otherwise the
+// exact paths, the CPU's bits.
 void hc_pre(const uint16_t* h, int64_t tokens, int hc, int64_t dim, const float* fn, const float* scale,
             const float* base, float norm_eps, float hc_eps, int sinkhorn_iters, uint16_t* x, float* post, float* comb,
             float* scratch, bool fast, cudaStream_t stream);

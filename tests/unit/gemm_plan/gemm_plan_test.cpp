@@ -168,6 +168,27 @@ TEST(GemmPlan, FastPlainWeights) {
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kBf16, 32, 8192, 4096), fast, kH200).route, GemmRoute::kCublasLt);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kBf16, 32, 8192, 4096), fast, kH200).fallback, GemmRoute::kExactPlain);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kF32, 32, 512, 4096), fast, kH200).route, GemmRoute::kExactPlain);
+  // fp32 weights of many rows: fused multiply-add chains, the exact plain kernel behind them.
+  GemmPlan f32 = plan_gemm(dense(GemmWeightKind::kF32, 64, 1024, 4096), fast, kH200);
+  EXPECT_EQ(f32.route, GemmRoute::kFastSgemm);
+  EXPECT_EQ(f32.fallback, GemmRoute::kExactPlain);
+  GemmProblem f32_pair = dense(GemmWeightKind::kF32, 2048, 1024, 4096);
+  f32_pair.pair = true;
+  EXPECT_EQ(plan_gemm(f32_pair, fast, kH200).route, GemmRoute::kFastSgemm);
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kF32, 2048, 1024, 4104), fast, kH200).route, GemmRoute::kExactPlain);
+  GemmProblem bf16_pair = f32_pair;  // the compressor's: two cuBLASLt calls, else the CUDA-core kernel
+  bf16_pair.weight = GemmWeightKind::kBf16;
+  EXPECT_EQ(plan_gemm(bf16_pair, fast, kH200).route, GemmRoute::kCublasLt);
+  EXPECT_EQ(plan_gemm(bf16_pair, fast, kH200).fallback, GemmRoute::kFastSgemm);
+  GemmPolicy no_lt = fast;
+  no_lt.cublaslt = false;
+  EXPECT_EQ(plan_gemm(bf16_pair, no_lt, kH200).route, GemmRoute::kFastSgemm);
+  bf16_pair.rows = 8;  // decode: the exact plain kernel's one launch
+  EXPECT_EQ(plan_gemm(bf16_pair, fast, kH200).route, GemmRoute::kExactPlain);
+  f32_pair.exact = true;
+  EXPECT_EQ(plan_gemm(f32_pair, fast, kH200).route, GemmRoute::kExactPlain);
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kF32, 2048, 1024, 4096), policy(Numerics::kExact), kH200).route,
+            GemmRoute::kExactPlain);
   GemmProblem pair = dense(GemmWeightKind::kBf16, 1, 512, 4096);
   pair.pair = true;  // the exact plain kernel takes a pair in one launch
   EXPECT_EQ(plan_gemm(pair, fast, kH200).route, GemmRoute::kExactPlain);

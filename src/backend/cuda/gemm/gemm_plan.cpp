@@ -76,6 +76,8 @@ const char* route_name(GemmRoute r) {
       return "fast-mma";
     case GemmRoute::kWgmma:
       return "wgmma";
+    case GemmRoute::kFastSgemm:
+      return "fast-sgemm";
   }
   return "?";
 }
@@ -122,7 +124,14 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
   if (!block_scaled(p.weight)) {
     GemmPlan plan = exact_plan(p);
     // bf16 on the tensor cores with fp32 accumulation; fp32 weights keep their fp32 sums.
-    if (p.weight == GemmWeightKind::kBf16 && policy.cublaslt && !p.pair && p.experts == 0) {
+    // Many rows, one group: fused multiply-add chains on the CUDA cores (fp32 weights; bf16 where
+    // cuBLASLt is off or refuses).
+    const bool many = p.experts == 0 && p.groups == 1 && p.rows >= policy.sgemm_min_rows && p.kg % 16 == 0;
+    if (many) plan.route = GemmRoute::kFastSgemm;
+    // bf16 on cuBLASLt: single calls, and pairs (the compressor's, run as two) of many rows; a few-row
+    // pair stays in the exact plain kernel's one launch.
+    if (p.weight == GemmWeightKind::kBf16 && policy.cublaslt && p.experts == 0 && (!p.pair || many)) {
+      if (plan.route == GemmRoute::kFastSgemm) plan.fallback = GemmRoute::kFastSgemm;
       plan.route = GemmRoute::kCublasLt;
     }
     return plan;

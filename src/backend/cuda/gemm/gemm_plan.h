@@ -48,6 +48,9 @@ struct GemmPolicy {
   // refuses (DSV4_GEMM_WGMMA=0: off; DSV4_GEMM_WGMMA_MIN_ROWS).
   bool wgmma = true;
   int64_t wgmma_min_rows = 64;
+  // Fast tier: fp32 weights of at least this many rows on the fused multiply-add kernel (fast_sgemm.h);
+  // fewer rows are latency-bound and stay on the exact plain kernels.
+  int64_t sgemm_min_rows = 64;
   // Fast tier: K splits until a call has this many CTAs per SM (each split at least kMinSplitBlocks).
   int ctas_per_sm = 2;
   // Exact tier: block sums on the int8 tensor cores (DSV4_GEMM_IMMA=0: every shape on the SIMT
@@ -105,6 +108,7 @@ enum class GemmRoute : uint8_t {
   kCublasLt,    // cuBLASLt: block-scaled FP8 or bf16 with fp32 accumulation
   kFastMma,     // fast_mma.h
   kWgmma,       // wgmma_gemm.h
+  kFastSgemm,   // fast_sgemm.h (fp32 weights)
 };
 const char* route_name(GemmRoute r);
 
