@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/device_table.h"
+#include "backend/cuda/device_error.h"
 #include "core/kv_entry.h"
 #include "core/number_formats.h"
 
@@ -60,8 +60,10 @@ inline std::vector<uint16_t> random_bf16(size_t n, uint32_t seed, float scale = 
 }
 
 // The device twin of a host table whose bytes were copied to `base`.
-inline cuda::DeviceTable device_table(const EntryTable& t, uint8_t* base) {
-  return {base, t.page_bytes, t.entries_per_page, t.entry_bytes, static_cast<cuda::EntryFormat>(t.format), t.capacity};
+inline EntryTable device_table(const EntryTable& t, uint8_t* base) {
+  EntryTable d = t;
+  d.base = base;
+  return d;
 }
 
 }  // namespace dsv4::gputest

@@ -18,7 +18,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/device_table.h"
+#include "backend/cuda/device_error.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/moe.h"
 #include "core/number_formats.h"
@@ -101,11 +101,9 @@ struct TestWeight {
   void fill_scales(Bits& bits, int base) {
     for (auto& s : scale) s = static_cast<uint8_t>(base - 1 + static_cast<int>(bits.next() % 3));
   }
-  Weight cpu() const {
-    const auto t = kind == cuda::GemmWeightKind::kFp4 ? WeightType::kFp4Block : WeightType::kFp8Block;
-    return {t, data.data(), scale.data(), rows, cols};
-  }
-  cuda::GemmWeight gpu() const { return {kind, d_data->p, d_scale->p, rows, cols}; }
+  WeightType type() const { return kind == cuda::GemmWeightKind::kFp4 ? WeightType::kFp4Block : WeightType::kFp8Block; }
+  Weight cpu() const { return {type(), data.data(), scale.data(), rows, cols}; }
+  Weight gpu() const { return {type(), d_data->p, d_scale->p, rows, cols}; }
 };
 
 // A blocking stream: it waits for the uploads and memsets the helpers issue on the legacy stream.
@@ -222,10 +220,7 @@ struct GateCase {
         dids(token_ids.empty() ? std::vector<int32_t>(1) : token_ids);
     Dev<int32_t> di(poisoned<int32_t>(n)), derr(std::vector<int32_t>{0});
     Dev<float> dw(poisoned<float>(n));
-    cuda::GemmWeight w{.kind = f32_weight ? cuda::GemmWeightKind::kF32 : cuda::GemmWeightKind::kBf16,
-                       .data = f32_weight ? static_cast<const void*>(dwf.p) : dwb.p,
-                       .rows = experts,
-                       .cols = dim};
+    const Weight w = f32_weight ? Weight::f32(dwf.p, experts, dim) : Weight::bf16(dwb.p, experts, dim);
     run.moe.gate({.x = dx.p,
                   .tokens = tokens,
                   .dim = dim,
@@ -236,11 +231,11 @@ struct GateCase {
                   .vocab = vocab,
                   .experts = experts,
                   .topk = topk,
-                  .score = static_cast<cuda::MoeScore>(score),
+                  .score_func = score,
                   .route_scale = 2.5f,
                   .indices = di.p,
-                  .weights = dw.p,
-                  .err = derr.p});
+                  .weights = dw.p},
+                 derr.p);
     return {di.get(), dw.get(), read_err(derr)};
   }
 };
@@ -373,7 +368,7 @@ struct ExpertBank {
   std::vector<std::unique_ptr<TestWeight>> w1, w3, w2;
   std::unique_ptr<TestWeight> s1, s3, s2;
   std::vector<Weight> c1, c3, c2;
-  std::vector<cuda::GemmWeight> g1, g3, g2;
+  std::vector<Weight> g1, g3, g2;
 
   ExpertBank(int64_t d, int64_t i, int n, int distinct, cuda::GemmWeightKind kind, uint64_t seed)
       : dim(d), inter(i), experts(n) {
@@ -476,9 +471,8 @@ struct ExpertsRun {
                        .shared_w3 = bank.s3->gpu(),
                        .shared_w2 = bank.s2->gpu(),
                        .swiglu_limit = kLimit,
-                       .exact_shared = exact_shared,
-                       .y = dy.p + shift,
-                       .err = derr.p});
+                       .y = dy.p + shift},
+                      derr.p, exact_shared);
       const auto y = dy.get();
       out.emplace_back(y.begin() + shift, y.end());
     }
