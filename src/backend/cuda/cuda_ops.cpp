@@ -131,6 +131,8 @@ void CudaOps::do_shared_expert(const SharedExpertParams& p) {
   cuda::shared_expert(gemm(), p, false, g.data(), u.data(), dev_.stream());
 }
 
+void CudaOps::do_swiglu(const SwigluParams& p) { cuda::swiglu(p, dev_.stream()); }
+
 void CudaOps::do_hc_pre(const HcPreParams& p) {
   const bool fast = gemm_->policy().numerics == Numerics::kFast;
   DeviceArray<float> scratch(dev_,

@@ -308,38 +308,34 @@ __device__ __forceinline__ uint16_t swiglu_one(float gv, float uv, float limit, 
   return f_to_bf16(v);
 }
 
-// One block per row (grid-stride), eight elements per thread step. Routed: w = weights[pairs[row]]
-// and rows at or past *routed are zeroed; shared: weights == null. a may equal g.
-__global__ void swiglu_kernel(const uint4* g, const uint4* u, int64_t rows, int64_t inter, float limit,
-                              const float* weights, const int32_t* pairs, const int32_t* routed, uint4* a) {
+// One block per row (grid-stride), eight elements per thread step: g, u and out 16-byte aligned and
+// dim % 8 == 0 (every buffer of this file). Reads precede writes per vector, so out may equal g or u.
+__global__ void swiglu_kernel(SwigluParams p) {
   pdl_enter();
-  const int64_t live = routed ? *routed : rows;
-  const int64_t units = inter / 8;
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    uint4* ar = a + r * units;
-    if (r >= live) {
-      for (int64_t c = threadIdx.x; c < units; c += blockDim.x) ar[c] = uint4{};
-      continue;
-    }
-    const float w = weights ? weights[pairs[r]] : 1.0f;
+  const int64_t units = p.dim / 8;
+  const auto* g = reinterpret_cast<const uint4*>(p.g);
+  const auto* u = reinterpret_cast<const uint4*>(p.u);
+  for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
+    uint4* out = reinterpret_cast<uint4*>(p.out) + r * units;
+    const float w = p.weights ? p.weights[r] : 1.0f;
     for (int64_t c = threadIdx.x; c < units; c += blockDim.x) {
       const Bf16x8 gv{g[r * units + c]}, uv{u[r * units + c]};
-      Bf16x8 out{};
+      Bf16x8 a{};
 #pragma unroll
-      for (int j = 0; j < 8; ++j) out.set(j, swiglu_one(gv.get(j), uv.get(j), limit, w, weights != nullptr));
-      ar[c] = out.v;
+      for (int j = 0; j < 8; ++j) a.set(j, swiglu_one(gv.get(j), uv.get(j), p.limit, w, p.weights != nullptr));
+      out[c] = a.v;
     }
   }
 }
 
-// Launch of swiglu_kernel on bf16 [rows, inter] buffers of this file (16-byte aligned, inter % 8 == 0).
-void swiglu(const uint16_t* g, const uint16_t* u, int64_t rows, int64_t inter, float limit, const float* weights,
-            const int32_t* pairs, const int32_t* routed, uint16_t* a, cudaStream_t stream) {
-  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(rows, int64_t{1} << 20));
-  const int threads = static_cast<int>(std::min<int64_t>(inter / 8, kThreads));
-  launch_kernel(swiglu_kernel, grid, threads, 0, stream, reinterpret_cast<const uint4*>(g),
-                reinterpret_cast<const uint4*>(u), rows, inter, limit, weights, pairs, routed,
-                reinterpret_cast<uint4*>(a));
+// Any other layout: element by element (grid-stride).
+__global__ void swiglu_elementwise_kernel(SwigluParams p) {
+  pdl_enter();
+  const int64_t n = p.rows * p.dim, step = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += step) {
+    const float w = p.weights ? p.weights[i / p.dim] : 1.0f;
+    p.out[i] = swiglu_one(bf16_to_f(p.g[i]), bf16_to_f(p.u[i]), p.limit, w, p.weights != nullptr);
+  }
 }
 
 // swiglu_kernel's routed rows and quantize_act over them in one pass: each (row, 128-block) warp rounds
@@ -430,6 +426,8 @@ unsigned blocks_for(int64_t n) {
   return static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, 1 << 20));
 }
 
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % sizeof(uint4) == 0; }
+
 // Grow-only device buffer with stream-ordered allocation: a replaced block is freed after the work
 // already enqueued on the stream has run.
 struct Buffer {
@@ -514,8 +512,7 @@ void check_args(const MoeExpertsParams& a) {
                         a.shared_w3.cols == a.dim && a.shared_w2.rows == a.dim && a.shared_w2.cols == a.inter_dim,
                     "moe experts: shared expert shape");
   DSV4_CUDA_REQUIRE(a.swiglu_limit >= 0, "moe experts: swiglu_limit must be >= 0");
-  DSV4_CUDA_REQUIRE(reinterpret_cast<uintptr_t>(a.shared_y) % sizeof(uint4) == 0,
-                    "moe experts: shared_y must be 16-byte aligned");
+  DSV4_CUDA_REQUIRE(aligned16(a.shared_y), "moe experts: shared_y must be 16-byte aligned");
   if (a.tokens > 0)
     DSV4_CUDA_REQUIRE(a.x && a.y && a.indices && a.weights, "moe experts: missing x, y, indices or weights");
 }
@@ -678,12 +675,24 @@ void MoeRunner::Impl::shared_expert(const MoeExpertsParams& a, bool exact) {
   cuda::shared_expert(gemm, p, exact, get<uint16_t>(kG, T * I), get<uint16_t>(kU, T * I), stream);
 }
 
+void swiglu(const SwigluParams& p, cudaStream_t stream) {
+  if (p.rows == 0) return;
+  const bool vec = p.dim % 8 == 0 && aligned16(p.g) && aligned16(p.u) && aligned16(p.out);
+  if (!vec) {
+    launch_kernel(swiglu_elementwise_kernel, blocks_for(p.rows * p.dim), kThreads, 0, stream, p);
+    return;
+  }
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(p.rows, int64_t{1} << 20));
+  const int threads = static_cast<int>(std::min<int64_t>(p.dim / 8, kThreads));
+  launch_kernel(swiglu_kernel, grid, threads, 0, stream, p);
+}
+
 void shared_expert(GemmRunner& gemm, const SharedExpertParams& p, bool exact, uint16_t* g, uint16_t* u,
                    cudaStream_t stream) {
   const int64_t T = p.tokens, I = p.inter_dim;
   gemm.run({.x = p.x, .rows = T, .w = gemm_weight(p.w1), .y = g, .out = GemmOut::kBf16, .exact = exact});
   gemm.run({.x = p.x, .rows = T, .w = gemm_weight(p.w3), .y = u, .out = GemmOut::kBf16, .exact = exact});
-  swiglu(g, u, T, I, 0.0f, nullptr, nullptr, nullptr, g, stream);
+  swiglu({.g = g, .u = u, .rows = T, .dim = I, .out = g}, stream);
   gemm.run({.x = g, .rows = T, .w = gemm_weight(p.w2), .y = p.y, .out = GemmOut::kBf16, .exact = exact});
 }
 
@@ -713,7 +722,7 @@ void MoeRunner::experts(const MoeExpertsParams& a, int32_t* err, bool exact_shar
   if (before_combine) before_combine();
   const void* shared = a.shared_y ? a.shared_y : m.buf[kSharedY].p;
   const int threads = static_cast<int>(std::min<int64_t>(a.dim / 8, 512));
-  const bool y_vec = reinterpret_cast<uintptr_t>(a.y) % sizeof(uint4) == 0;
+  const bool y_vec = aligned16(a.y);
   launch_kernel(combine_kernel, static_cast<unsigned>(a.tokens), threads, 0, m.stream,
                 static_cast<const uint4*>(m.buf[kRows].p), static_cast<const uint4*>(shared),
                 static_cast<const int32_t*>(m.buf[kPos].p), a.topk, a.dim, a.y, y_vec);

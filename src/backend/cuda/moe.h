@@ -3,8 +3,8 @@
 // Arithmetic as in backend/cpu/moe.cpp, so that with exact GEMMs the output is bit-identical to the
 // CPU backend. Everything is enqueued on one stream without host synchronisation; index errors
 // (unknown token or expert ids) are skipped and recorded in the device error flag `err` (DeviceError,
-// may be null). The contracts are backend/op_params.h's MoeGateParams, MoeExpertsParams and
-// SharedExpertParams, taken with device pointers (weight views of device memory).
+// may be null). The contracts are backend/op_params.h's MoeGateParams, MoeExpertsParams,
+// SharedExpertParams and SwigluParams, taken with device pointers (weight views of device memory).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -27,6 +27,10 @@ constexpr int kMoeMaxTopk = 32;
 // precision. On gemm's stream.
 void shared_expert(GemmRunner& gemm, const SharedExpertParams& p, bool exact, uint16_t* g, uint16_t* u,
                    cudaStream_t stream);
+
+// The swiglu op (16-byte vectors where g, u and out allow, element by element otherwise); the experts
+// run the same arithmetic inside (swiglu_one), so their bits agree with it.
+void swiglu(const SwigluParams& p, cudaStream_t stream);
 
 // Owns the MoE scratch (grow-only, stream-ordered allocations) and the cached expert pointer
 // tables. `stream` must be the stream `gemm` was created with; one call at a time.
