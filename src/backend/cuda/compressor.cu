@@ -220,15 +220,7 @@ __device__ void rope_entry(float* x, int half, int32_t position, const float* fr
 
 // e = bf16(scale · H e), the butterflies in the CPU's order.
 __device__ void hadamard_entry(float* e, int dc, float scale) {
-  for (int h = 1; h < dc; h *= 2) {
-    for (int k = threadIdx.x; k < dc / 2; k += blockDim.x) {
-      const int j = (k / h) * 2 * h + k % h;
-      const float a = e[j], b = e[j + h];
-      e[j] = __fadd_rn(a, b);
-      e[j + h] = __fsub_rn(a, b);
-    }
-    __syncthreads();
-  }
+  hadamard_butterflies(e, dc);
   for (int i = threadIdx.x; i < dc; i += blockDim.x) e[i] = round_bf16(__fmul_rn(e[i], scale));
   __syncthreads();
 }
@@ -280,23 +272,6 @@ __global__ void __launch_bounds__(kMaxThreads) emit_kernel(EmitLaunch a, int c, 
   if (out_slot >= 0) encode_entry(a.out, e, dc, a.rope_dim, a.out.entry(out_slot));
 }
 
-// Bytes of one entry (core/kv_entry.cpp's kv_entry_bytes); 0 for dims the format cannot hold.
-int64_t entry_bytes(KvEntryFormat f, int64_t d, int64_t r) {
-  switch (f) {
-    case KvEntryFormat::kBf16:
-      return 2 * d;
-    case KvEntryFormat::kF32:
-      return 4 * d;
-    case KvEntryFormat::kAttnFp8:
-      return r >= 0 && r < d && (d - r) % 64 == 0 ? (d - r + 2 * r + (d - r) / 64 + 7) / 8 * 8 : 0;
-    case KvEntryFormat::kIndexFp4:
-      return d % 32 == 0 ? d / 2 + d / 32 : 0;
-    case KvEntryFormat::kIndexFp8:
-      return d + 4;
-  }
-  return 0;
-}
-
 }  // namespace
 
 void compressor_store(const CompressorStepParams& p, const float* a, const float* g, int32_t* err,
@@ -325,8 +300,8 @@ void compressor_emit(const CompressorEmitParams& p, const float* freqs, int32_t*
   }
   DSV4_CUDA_REQUIRE(a.state.format == KvEntryFormat::kF32 && a.state.entry_bytes == 8LL * c * dc,
                     "compressor_emit: the state table must hold f32 rows of 2·c·head_dim");
-  const int64_t out_bytes = entry_bytes(a.out.format, dc, r);
-  DSV4_CUDA_REQUIRE(out_bytes > 0 && a.out.entry_bytes == out_bytes,
+  // kv_entry_bytes throws (dsv4::Error) for dims the format cannot hold.
+  DSV4_CUDA_REQUIRE(a.out.entry_bytes == kv_entry_bytes(a.out.format, {dc, r}),
                     "compressor_emit: the output table's entry size does not match its format and dims");
   DSV4_CUDA_REQUIRE(reinterpret_cast<uintptr_t>(a.out.base) % 2 == 0 && a.out.page_bytes % 2 == 0,
                     "compressor_emit: the output table must be 2-byte aligned");

@@ -113,6 +113,20 @@ __device__ __forceinline__ void rope_rotate(float& re, float& im, float angle, b
   im = __fadd_rn(__fmul_rn(r, s), __fmul_rn(i, c));
 }
 
+// The butterflies of H_n (Sylvester order) over v[0, n) in shared memory, in the CPU's order with exact
+// fp32 adds; every thread of the CTA calls it, and it returns synchronised.
+__device__ __forceinline__ void hadamard_butterflies(float* v, int n) {
+  for (int h = 1; h < n; h *= 2) {
+    for (int k = threadIdx.x; k < n / 2; k += blockDim.x) {
+      const int j = (k / h) * 2 * h + k % h;
+      const float a = v[j], b = v[j + h];
+      v[j] = __fadd_rn(a, b);
+      v[j + h] = __fsub_rn(a, b);
+    }
+    __syncthreads();
+  }
+}
+
 // Element k of an entry in table t (exact decode); d = entry dim, r = rope dim (kAttnFp8).
 __device__ __forceinline__ float entry_value(const EntryTable& t, const uint8_t* e, int k, int d, int r) {
   switch (t.format) {

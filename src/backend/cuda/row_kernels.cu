@@ -157,15 +157,7 @@ __global__ void hadamard_kernel(uint16_t* x, int dim, float scale) {
   uint16_t* row = x + int64_t{blockIdx.x} * dim;
   for (int i = threadIdx.x; i < dim; i += blockDim.x) buf[i] = load_bf16(row + i);
   __syncthreads();
-  for (int h = 1; h < dim; h *= 2) {
-    for (int k = threadIdx.x; k < dim / 2; k += blockDim.x) {
-      const int j = (k / h) * 2 * h + k % h;
-      const float a = buf[j], b = buf[j + h];
-      buf[j] = __fadd_rn(a, b);
-      buf[j + h] = __fsub_rn(a, b);
-    }
-    __syncthreads();
-  }
+  hadamard_butterflies(buf, dim);
   for (int i = threadIdx.x; i < dim; i += blockDim.x) row[i] = f_to_bf16(__fmul_rn(buf[i], scale));
 }
 
