@@ -25,6 +25,7 @@ namespace {
 using gputest::Dev;
 using gputest::device_table;
 using gputest::random_bf16;
+using gputest::random_f32;
 
 // A paged host table (16 entries a page, a 40-byte gap between pages), every byte poisoned.
 struct HostTable {
@@ -37,14 +38,6 @@ struct HostTable {
     t = {mem.data(), page, 16, eb, format, pages * 16};
   }
 };
-
-std::vector<float> random_f32(size_t n, uint32_t seed, float scale) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 
 // Index of the first differing byte, or -1.
 int64_t first_diff(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {

@@ -1,4 +1,4 @@
-// Helpers of the GPU parity tests: device copies of host vectors and random bf16 inputs.
+// Helpers of the GPU parity tests: device copies of host vectors, random inputs.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -51,11 +51,18 @@ double normalized_error(const std::vector<T>& got, const std::vector<T>& want) {
   return r > 0 ? std::sqrt(d / r) : std::sqrt(d);
 }
 
-inline std::vector<uint16_t> random_bf16(size_t n, uint32_t seed, float scale = 1.0f) {
+// Normal(0, scale²) values of a seeded generator, as fp32 or rounded to bf16.
+inline std::vector<float> random_f32(size_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+inline std::vector<uint16_t> random_bf16(size_t n, uint32_t seed, float scale = 1.0f) {
+  const std::vector<float> f = random_f32(n, seed, scale);
   std::vector<uint16_t> v(n);
-  for (auto& x : v) x = float_to_bf16(d(rng));
+  std::transform(f.begin(), f.end(), v.begin(), float_to_bf16);
   return v;
 }
 
