@@ -248,8 +248,7 @@ void indexer_rows(Ops& ops) {
       p.out_index = buf.make<int32_t>(static_cast<size_t>(b * topk), Fill::kZero);
       variants.push_back([&ops, p] { ops.indexer_topk(p); });
       if (cs.wild) continue;
-      const cuda::IndexerArgs a = cuda::indexer_args(p, g_dev->error_flag());  // as CudaOps passes p
-      splits.push_back(std::make_unique<cuda::IndexerSplit>(a, g_dev->stream()));
+      splits.push_back(std::make_unique<cuda::IndexerSplit>(p, g_dev->error_flag(), g_dev->stream()));  // as CudaOps
       cuda::IndexerSplit* split = splits.back().get();
       split->score();  // select() reads these scores
       score_variants.push_back([split] { split->score(); });

@@ -358,6 +358,20 @@ struct SharedExpertParams {
   uint16_t* y = nullptr;  // [tokens, dim] bf16
 };
 
+// SwiGLU, the experts' activation between their w1/w3 and w2 GEMMs (§6.2), per element of row r in
+// fp32 and in this order: with limit > 0, g = min(g, limit) and u = clamp(u, ±limit); a = (g / (1 +
+// exp(−g))) · u; with weights, a = weights[r] · a; out = bf16(a). moe_experts and shared_expert run
+// this step inside; as an op it serves a caller that makes g and u itself. out may equal g or u.
+struct SwigluParams {
+  const uint16_t* g = nullptr;  // [rows, dim] bf16, the w1 output
+  const uint16_t* u = nullptr;  // [rows, dim] bf16, the w3 output
+  int64_t rows = 0;
+  int64_t dim = 0;
+  float limit = 0;                 // the routed experts' swiglu_limit; 0 = no clamp
+  const float* weights = nullptr;  // [rows] routing weights, or null: none (the shared expert)
+  uint16_t* out = nullptr;         // [rows, dim] bf16
+};
+
 // out[t, c, :] = table[ids[t], :] for each of `copies` streams (the hc broadcast).
 struct EmbedParams {
   const int32_t* ids = nullptr;  // [tokens], each in [0, vocab)
@@ -449,6 +463,7 @@ struct SampleParams {
   X(moe_gate, MoeGate)                 \
   X(moe_experts, MoeExperts)           \
   X(shared_expert, SharedExpert)       \
+  X(swiglu, Swiglu)                    \
   X(embed, Embed)                      \
   X(paged_slots, PagedSlots)           \
   X(argmax, Argmax)                    \

@@ -183,7 +183,7 @@ TEST(CudaHyperConnection, PreIsBitExact) {
       Dev<float> dfn(in.fn), ds(in.scale), db(in.base), dpost(poisoned<float>(post.size())),
           dcomb(poisoned<float>(comb.size()));
       Scratch scratch(c, chain ? c.tokens : 0, mix);
-      cuda::hc_pre(dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, c.iters, dx.p, dpost.p, dcomb.p,
+      cuda::hc_pre({dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, c.iters, dx.p, dpost.p, dcomb.p},
                    chain ? scratch.get() : nullptr, false, nullptr);
       EXPECT_EQ(bits(dpost.get()), bits(post));
       EXPECT_EQ(bits(dcomb.get()), bits(comb));
@@ -208,7 +208,7 @@ TEST(CudaHyperConnection, PostIsBitExact) {
     cpu.hc_post({x.data(), h.data(), post.data(), comb.data(), want.data(), c.tokens, c.hc, c.dim});
     Dev<uint16_t> dx(x), dh(h);
     Dev<float> dp(post), dc(comb);
-    cuda::hc_post(dx.p, dh.p, dp.p, dc.p, dh.p, c.tokens, c.hc, c.dim, nullptr);  // in place, as the model runs it
+    cuda::hc_post({dx.p, dh.p, dp.p, dc.p, dh.p, c.tokens, c.hc, c.dim}, nullptr);  // in place, as the model runs it
     EXPECT_EQ(dh.get(), want) << "dim " << c.dim;
   }
 }
@@ -233,7 +233,8 @@ TEST(CudaHyperConnection, HeadIsBitExact) {
       Dev<uint16_t> dh(in.h), dy(poisoned<uint16_t>(y.size()));
       Dev<float> dfn(in.fn), ds(in.scale), db(in.base);
       Scratch scratch(c, chain ? c.tokens : 0, c.hc);
-      cuda::hc_head(dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, dy.p, scratch.get(), false, nullptr);
+      cuda::hc_head({dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, dy.p}, scratch.get(), false,
+                    nullptr);
       EXPECT_EQ(dy.get(), y);
     }
   }
@@ -280,7 +281,7 @@ TEST(CudaHyperConnection, FastPrePassesTheGate) {
       Dev<float> dfn(fn), ds(in.scale), db(in.base), dpost(poisoned<float>(post.size())),
           dcomb(poisoned<float>(comb.size()));
       Scratch scratch(c, c.tokens, mix, true);
-      cuda::hc_pre(dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, c.iters, dx.p, dpost.p, dcomb.p,
+      cuda::hc_pre({dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, c.iters, dx.p, dpost.p, dcomb.p},
                    scratch.get(), true, nullptr);
       return std::tuple{dx.get(), dpost.get(), dcomb.get()};
     };

@@ -13,14 +13,7 @@ namespace dsv4::testing {
 
 inline SampleRow sample_row(double temperature, int64_t top_k, double top_p, double min_p, double u,
                             int32_t logprobs = -1) {
-  SampleRow r;
-  r.temperature = temperature;
-  r.top_k = top_k;
-  r.top_p = top_p;
-  r.min_p = min_p;
-  r.u = u;
-  r.logprobs = logprobs;
-  return r;
+  return {.temperature = temperature, .top_k = top_k, .top_p = top_p, .min_p = min_p, .u = u, .logprobs = logprobs};
 }
 
 // What the op writes; params() fills it with −7 first, so unwritten entries show.
