@@ -252,9 +252,11 @@ void Engine::step() {
 }
 
 // The first step of a request ends its queue phase (a preempted one keeps its first time, as in vLLM).
+// A decode chunk follows a computed context, so its request was scheduled before: only prefills look.
 void Engine::mark_scheduled(const Schedule& s) {
   const auto now = Clock::now();
   for (const ScheduledChunk& c : s.chunks) {
+    if (c.decode) continue;
     const auto it = active_.find(c.id);
     if (it != active_.end() && !it->second.phases.scheduled) it->second.phases.scheduled = now;
   }
