@@ -107,6 +107,19 @@ void GenerationJob::record(size_t i, const ChoiceUpdate& u, Clock::time_point no
   if (u.finished) {
     ctx_.metrics.observe_e2e(seconds(now - arrival_));
     ctx_.metrics.count_finished(choices_[i].finish_reason());
+    if (finished()) record_params();
+  }
+}
+
+// vLLM's request_params_n and request_max_num_generation_tokens: once per prompt, over its n choices.
+void GenerationJob::record_params() {
+  const auto n = static_cast<size_t>(n_);
+  for (size_t first = 0; first < choices_.size(); first += n) {
+    int64_t longest = 0;
+    for (size_t j = first; j < first + n && j < choices_.size(); ++j) {
+      longest = std::max(longest, choices_[j].usage().completion_tokens);
+    }
+    ctx_.metrics.observe_request(n_, longest, ctx_.model.max_model_len);
   }
 }
 

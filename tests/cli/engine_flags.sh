@@ -47,14 +47,14 @@ j = json.loads(sys.argv[1])
 want = {"backend": "cpu", "threads": 0, "max-model-len": 0, "max-num-seqs": 256, "max-num-batched-tokens": 2048,
         "kv-cache-memory": 0, "gpu-memory-utilization": 0.9, "block-size": 256, "kv-cache-dtype": "fp8",
         "indexer-dtype": "fp4", "enforce-eager": False, "enable-prefix-caching": True,
-        "prefix-cache-retention-interval": 0, "chunked-prefill-policy": "latency", "max-prefill-chunk": 0,
+        "prefix-cache-retention-interval": -1, "chunked-prefill-policy": "latency", "max-prefill-chunk": 0,
         "itl-slack": 0.4}
 for k, v in want.items():
     assert j[k] == v, (k, j[k], v)
 ' "$defaults" || fail "serve's defaults: $defaults"
 set_flags=(--backend auto --threads 3 --numerics exact --max-model-len 4096 --max-num-seqs 7 --max-num-batched-tokens 512
   --kv-cache-memory 96MiB --gpu-memory-utilization 0.5 --kv-cache-dtype bf16 --no-enable-prefix-caching
-  --prefix-cache-retention-interval -1 --chunked-prefill-policy budget --max-prefill-chunk 256 --itl-slack 0.25
+  --prefix-cache-retention-interval 512 --chunked-prefill-policy budget --max-prefill-chunk 256 --itl-slack 0.25
   --enforce-eager)
 given=$(resolved serve "${set_flags[@]}")
 [ "$given" != "$defaults" ] || fail "the flags changed nothing"
