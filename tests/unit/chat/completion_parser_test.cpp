@@ -238,7 +238,6 @@ std::string generated_text(const ordered_json& assistant) {
 }
 
 TEST(CompletionParser, GoldenAssistantTurnsRoundTrip) {
-  DSV4_REQUIRE_SHARED();
   const auto assistants = golden_assistants();
   ASSERT_GE(assistants.size(), 8u);
   for (const auto& m : assistants) {
@@ -271,9 +270,7 @@ std::vector<std::pair<std::string, ParserOptions>> transcripts() {
       {cat({"<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"k\" string=\"true\">v"}),
        chat()},
   };
-  if (std::filesystem::exists(dsv4::testing::golden_dir("encoding"))) {
-    for (const auto& m : golden_assistants()) t.emplace_back(generated_text(m), thinking());
-  }
+  for (const auto& m : golden_assistants()) t.emplace_back(generated_text(m), thinking());
   return t;
 }
 
