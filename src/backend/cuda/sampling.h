@@ -19,6 +19,7 @@ struct SampleArgs {
   const SampleRow* row = nullptr;     // [rows], device memory
   const SampleEdit* edits = nullptr;  // device memory, each row's ids ascending
   double* edited = nullptr;           // [edits] scratch: an id's edited logit, at its first edit
+  const uint32_t* allow = nullptr;    // [allow rows, ceil(limit / 32)] device memory: the rows' allow-sets
   uint64_t* word_mass = nullptr;      // [rows, ceil(limit / 32)] scratch
   int32_t* token = nullptr;           // [rows]
   double* logprob = nullptr;          // [rows] or null
