@@ -389,6 +389,8 @@ void check_params(const SampleParams& p) {
   need(p.row, op, "row");
   need(p.token, op, "token");
   if (p.edit_count > 0) need(p.edits, op, "edits");
+  non_negative(p.allow_rows, op, "allow_rows");
+  if (p.allow_rows > 0) need(p.allow, op, "allow");
   if (p.top_width > 0) {
     need(p.top_id, op, "top_id");
     need(p.top_logprob, op, "top_logprob");
@@ -409,6 +411,8 @@ void check_params(const SampleParams& p) {
                "sample: row {} edits [{}, {}) overlap the previous row's or leave [0, {})", r, s.edit_begin, s.edit_end,
                p.edit_count);
     prev_end = s.edit_end;
+    DSV4_CHECK(s.allow_row >= -1 && s.allow_row < p.allow_rows, "sample: row {} allow_row {} outside [-1, {})", r,
+               s.allow_row, p.allow_rows);
     for (int32_t e = s.edit_begin; e < s.edit_end; ++e) {
       const SampleEdit& d = p.edits[e];
       DSV4_CHECK(d.id >= 0 && d.id < p.limit, "sample: edit {} id {} outside [0, limit {})", e, d.id, p.limit);

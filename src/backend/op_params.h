@@ -414,7 +414,8 @@ struct ArgmaxParams {
 
 // Sampling where the logits are, so a step copies back a few numbers per row instead of a row of
 // logits. Per row r (SampleRow, backend/sampling_math.h), over the ids i < limit, in fp64:
-//   z = x[r], then the row's edits in list order (SampleEdit), then NaN -> −inf;
+//   z = x[r], then the row's edits in list order (SampleEdit), then NaN -> −inf, then −inf for the ids
+//   outside the row's allow-set (SampleRow::allow_row);
 //   greedy (temperature 0) or every z −inf: the first maximum of z (ties to the lower id);
 //   else w_i = exp((z_i − zmax)/T) (1 at the maximum, exp of sampling_math.h); candidates w > 0 and
 //   w >= min_p; top_k (> 0): the k heaviest (ties to the lower id); top_p (< 1): the shortest
@@ -435,6 +436,8 @@ struct SampleParams {
   const SampleRow* row = nullptr;     // [rows], host memory
   const SampleEdit* edits = nullptr;  // [edit_count], host memory
   int64_t edit_count = 0;
+  const uint32_t* allow = nullptr;  // [allow_rows, ceil(limit / 32)] allow-sets (sampling_math.h), host memory
+  int64_t allow_rows = 0;
   int32_t* token = nullptr;       // [rows]
   double* logprob = nullptr;      // [rows]; may be null when no row asks for logprobs
   int32_t top_width = 0;          // 0..kSampleMaxLogprobs, >= every row's logprobs

@@ -25,7 +25,13 @@ struct SampleRow {
   int32_t edit_begin = 0;  // the row's edits: [edit_begin, edit_end) of SampleParams::edits
   int32_t edit_end = 0;
   int32_t logprobs = -1;  // -1: none; n >= 0: the chosen id's raw logprob and the n most likely raw ids
+  // The row's allow-set: row allow_row of SampleParams::allow (-1: every id). Ids outside it are −inf
+  // after the edits, so a request's constraints (allowed_token_ids, later a grammar) need no edit per id.
+  int32_t allow_row = -1;
 };
+
+// Bit i of an allow-set (ceil(limit / 32) words, id i in word i / 32, bit i % 32): id i may be sampled.
+DSV4_SAMPLING_FN bool allows(const uint32_t* words, int64_t i) { return ((words[i >> 5] >> (i & 31)) & 1u) != 0; }
 
 // One change to one logit z (fp64): z = −inf when mask, else (z > 0 ? z / pos_div : z · neg_mul) + add.
 // A division (not a multiplication by the inverse) because the repetition penalty divides.

@@ -125,6 +125,8 @@ void Engine::validate(const GenerateRequest& r) const {
                model_.vocab_size);
   }
   r.sampling.validate(model_.vocab_size);
+  DSV4_CHECK(r.priority == 0 || config_.scheduling_policy == SchedulingPolicy::kPriority,
+             "priority {} needs the priority scheduling policy (--scheduling-policy priority)", r.priority);
   const int64_t total = static_cast<int64_t>(r.prompt.size()) + r.sampling.max_tokens;
   DSV4_CHECK(total <= cache_.max_model_len,
              "the prompt ({} tokens) plus max_tokens ({}) is {} tokens, more than max_model_len {}", r.prompt.size(),
@@ -207,7 +209,7 @@ void Engine::start(Pending& p) {
   const auto prompt_len = static_cast<int64_t>(p.request.prompt.size());
   try {
     executor_->add_request(p.id, p.request.sampling, p.request.prompt, seed_base_ + p.id);
-    sched_->add(p.id, std::move(p.request.prompt), std::move(p.request.cache_salt));
+    sched_->add(p.id, std::move(p.request.prompt), std::move(p.request.cache_salt), p.request.priority);
   } catch (const std::exception& e) {
     executor_->remove_request(p.id);
     p.stream->finish(FinishReason::kError, {prompt_len, 0, 0}, -1, e.what());

@@ -45,6 +45,7 @@ struct GenerateRequest {
   std::vector<int32_t> prompt;
   SamplingParams sampling;
   std::string cache_salt;  // requests with different salts never share prefix-cache blocks
+  int64_t priority = 0;    // lower runs earlier; only under the priority scheduling policy
 };
 
 class Engine {

@@ -49,6 +49,7 @@ class GenerationJob {
 
  private:
   void check_lengths(const std::vector<std::vector<int32_t>>& prompts, const GenerationOptions& o) const;
+  void check_priority(const GenerationOptions& o) const;
   void submit(const std::vector<std::vector<int32_t>>& prompts, const GenerationOptions& o, bool skip_special);
   void record(size_t i, const ChoiceUpdate& u, Clock::time_point now);
   void record_params();

@@ -162,10 +162,14 @@ void CudaOps::do_sample(const SampleParams& p) {
   DeviceArray<SampleRow> rows(dev_, n);
   DeviceArray<SampleEdit> edits(dev_, std::max<size_t>(e, 1));
   DeviceArray<double> edited(dev_, std::max<size_t>(e, 1));
+  const auto allow_words = static_cast<size_t>(p.allow_rows) * static_cast<size_t>((p.limit + 31) / 32);
+  DeviceArray<uint32_t> allow(dev_, std::max<size_t>(allow_words, 1));
   dev_.to_device(rows.data(), p.row, n * sizeof(SampleRow));
   if (e) dev_.to_device(edits.data(), p.edits, e * sizeof(SampleEdit));
+  if (allow_words) dev_.to_device(allow.data(), p.allow, allow_words * sizeof(uint32_t));
   DeviceArray<uint64_t> word_mass(dev_, n * static_cast<size_t>((p.limit + 31) / 32));
-  cuda::sample(p, {rows.data(), edits.data(), edited.data(), word_mass.data()}, dev_.stream());
+  cuda::sample(p, {rows.data(), edits.data(), edited.data(), allow_words ? allow.data() : nullptr, word_mass.data()},
+               dev_.stream());
 }
 
 }  // namespace dsv4::cuda

@@ -51,15 +51,17 @@ struct Shared {
 };
 
 // The row: edited logits on demand. Edited ids are flagged in a bitmap; their values sit at the first
-// edit of their run (ids ascend), found by binary search.
+// edit of their run (ids ascend), found by binary search. Ids outside the row's allow-set are −inf.
 struct RowView {
   const float* x;
   const SampleEdit* edits;
   const double* edited;
   const uint32_t* edit_bits;
   int32_t edit_begin, edit_end;
+  const uint32_t* allow;  // null: every id
 
   __device__ double z(int64_t i) const {
+    if (allow != nullptr && !allows(allow, i)) return -sm::infinity();
     if (!((edit_bits[i >> 5] >> (i & 31)) & 1u)) return sm::no_nan(x[i]);
     int32_t lo = edit_begin, hi = edit_end;
     while (lo < hi) {
@@ -359,7 +361,8 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleLaunch a, int nw
   const int64_t r = blockIdx.x;
   const SampleRow row = a.row[r];
   const int64_t limit = a.limit;
-  const RowView v{a.x + r * a.cols, a.edits, a.edited, E, row.edit_begin, row.edit_end};
+  const uint32_t* allow = row.allow_row >= 0 ? a.allow + static_cast<int64_t>(row.allow_row) * nwords : nullptr;
+  const RowView v{a.x + r * a.cols, a.edits, a.edited, E, row.edit_begin, row.edit_end, allow};
 
   // Each id's edits in list order, once, by the thread that meets its first edit.
   for (int w = static_cast<int>(threadIdx.x); w < nwords; w += kThreads) E[w] = 0;
@@ -443,6 +446,7 @@ void sample(const SampleParams& p, const SampleDeviceArrays& d, cudaStream_t str
   SampleLaunch a{p, d.edited, d.word_mass};
   a.row = d.row;  // the host arrays' device copies in their place
   a.edits = d.edits;
+  a.allow = d.allow;
   DSV4_CUDA_REQUIRE(a.limit >= 1 && a.limit <= a.cols && a.limit <= kSampleMaxLimit, "sample: limit out of range");
   DSV4_CUDA_REQUIRE(a.rows <= INT_MAX, "sample: too many rows");
   DSV4_CUDA_REQUIRE(a.top_width >= 0 && a.top_width <= kSampleMaxLogprobs, "sample: top_width out of range");
