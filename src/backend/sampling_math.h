@@ -31,7 +31,7 @@ struct SampleRow {
 };
 
 // Bit i of an allow-set (ceil(limit / 32) words, id i in word i / 32, bit i % 32): id i may be sampled.
-DSV4_SAMPLING_FN bool allows(const uint32_t* words, int64_t i) { return ((words[i >> 5] >> (i & 31)) & 1u) != 0; }
+DSV4_HOST_DEVICE bool allows(const uint32_t* words, int64_t i) { return ((words[i >> 5] >> (i & 31)) & 1u) != 0; }
 
 // One change to one logit z (fp64): z = −inf when mask, else (z > 0 ? z / pos_div : z · neg_mul) + add.
 // A division (not a multiplication by the inverse) because the repetition penalty divides.
