@@ -35,19 +35,25 @@ void check_model(const ServerContext& ctx, const std::string& model) {
   if (!model.empty() && model != ctx.model.name) throw model_not_found(model);
 }
 
-// Waits for every choice; a client that left aborts the job (nobody reads the answer).
+// The moment the client leaves, the job's engine requests are aborted from the reader's thread, so a long
+// prefill stops at the engine's next step instead of when this thread next looks.
+void abort_when_client_leaves(const ServerContext& ctx, const GenerationJob& job, const ConnectionProbe& probe) {
+  std::vector<RequestId> ids;
+  for (const Choice& c : job.choices()) ids.push_back(c.id());
+  probe.on_close([engine = ctx.engine, ids = std::move(ids)] {
+    for (const RequestId id : ids) engine->abort(id);
+  });
+}
+
+// Waits for every choice; false when the client left (the job is aborted: nobody reads the answer).
 bool run_to_completion(ServerContext& ctx, GenerationJob& job, ResponseFormat& format, const ConnectionProbe& probe) {
-  auto last_probe = Clock::now();
-  while (!job.finished()) {
+  while (!job.finished() && !probe.closed()) {
     for (auto& [i, u] : job.poll(std::chrono::milliseconds(50))) format.collect(job.choices()[i], u);
-    if (Clock::now() - last_probe >= std::chrono::milliseconds(100)) {
-      last_probe = Clock::now();
-      if (probe.closed()) {
-        spdlog::info("http: {}: the client closed the connection; aborting", format.id());
-        job.abort();
-        return false;
-      }
-    }
+  }
+  if (probe.closed()) {  // before the aborted checks below: the abort was the client's, not the server's
+    spdlog::info("http: {}: the client closed the connection; aborted", format.id());
+    job.abort();
+    return false;
   }
   if (const auto err = job.error()) throw internal_error(*err);
   if (job.any_aborted()) {
@@ -57,9 +63,10 @@ bool run_to_completion(ServerContext& ctx, GenerationJob& job, ResponseFormat& f
   return true;
 }
 
-void respond(ServerContext& ctx, const httplib::Request& req, httplib::Response& res, const GenerationOptions& o,
-             std::unique_ptr<GenerationJob> job, std::unique_ptr<ResponseFormat> format) {
-  ConnectionProbe probe(req.remote_addr, req.remote_port);
+void respond(ServerContext& ctx, httplib::Response& res, const GenerationOptions& o, std::unique_ptr<GenerationJob> job,
+             std::unique_ptr<ResponseFormat> format) {
+  const ConnectionProbe probe = ConnectionProbe::current();
+  abort_when_client_leaves(ctx, *job, probe);
   if (o.stream) {
     start_event_stream(res, std::make_shared<StreamSession>(ctx, std::move(job), std::move(format), o, probe));
     return;
@@ -82,7 +89,7 @@ void completions(ServerContext& ctx, const httplib::Request& req, httplib::Respo
                                              r.options.skip_special_tokens.value_or(true), arrival);
   auto format = std::make_unique<CompletionFormat>(ctx.model.name, job->created(), *ctx.tokenizer, r.options.logprobs,
                                                    job->choices().size());
-  respond(ctx, req, res, r.options, std::move(job), std::move(format));
+  respond(ctx, res, r.options, std::move(job), std::move(format));
 }
 
 void chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
@@ -102,7 +109,7 @@ void chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::
   auto job = std::make_unique<GenerationJob>(ctx, std::move(prompts), r.options, false, arrival);
   ChatFormatOptions fo{r.encode.thinking_mode, r.logprobs, r.top_logprobs};
   auto format = std::make_unique<ChatFormat>(ctx.model.name, job->created(), *ctx.tokenizer, fo, job->choices().size());
-  respond(ctx, req, res, r.options, std::move(job), std::move(format));
+  respond(ctx, res, r.options, std::move(job), std::move(format));
 }
 
 }  // namespace
