@@ -18,6 +18,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// vLLM's (and OpenAI's legacy API's) default for /v1/completions; chat has none, so it runs to
+// --default-max-tokens or the end of the context.
+constexpr int64_t kCompletionsDefaultMaxTokens = 16;
+
 void check_serving(const ServerContext& ctx) {
   switch (ctx.state()) {
     case ServerState::kReady:
@@ -85,8 +89,9 @@ void completions(ServerContext& ctx, const httplib::Request& req, httplib::Respo
   check_model(ctx, r.options.model);
   std::vector<std::vector<int32_t>> prompts;
   for (PromptInput& p : r.prompts) prompts.push_back(p.text ? ctx.tokenizer->encode(*p.text) : std::move(p.ids));
-  auto job = std::make_unique<GenerationJob>(ctx, std::move(prompts), r.options,
-                                             r.options.skip_special_tokens.value_or(true), arrival);
+  auto job =
+      std::make_unique<GenerationJob>(ctx, std::move(prompts), r.options, r.options.skip_special_tokens.value_or(true),
+                                      arrival, std::min(kCompletionsDefaultMaxTokens, ctx.config.default_max_tokens));
   auto format = std::make_unique<CompletionFormat>(ctx.model.name, job->created(), *ctx.tokenizer, r.options.logprobs,
                                                    job->choices().size());
   respond(ctx, res, r.options, std::move(job), std::move(format));
@@ -106,7 +111,8 @@ void chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::
   // Special tokens stay in the text: the completion parser needs </think> and DSML, and drops the rest.
   std::vector<std::vector<int32_t>> prompts;
   prompts.push_back(ctx.tokenizer->encode(prompt));
-  auto job = std::make_unique<GenerationJob>(ctx, std::move(prompts), r.options, false, arrival);
+  auto job = std::make_unique<GenerationJob>(ctx, std::move(prompts), r.options, false, arrival,
+                                             ctx.config.default_max_tokens);
   ChatFormatOptions fo{r.encode.thinking_mode, r.logprobs, r.top_logprobs};
   auto format = std::make_unique<ChatFormat>(ctx.model.name, job->created(), *ctx.tokenizer, fo, job->choices().size());
   respond(ctx, res, r.options, std::move(job), std::move(format));
@@ -114,7 +120,7 @@ void chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::
 
 }  // namespace
 
-void add_generation_routes(httplib::Server& svr, ServerContext& ctx) {
+void add_generation_routes(RoutedServer& svr, ServerContext& ctx) {
   const auto rejected = [&ctx](const ApiError& e) {
     if (e.status() < 500 || e.status() == 503) ctx.metrics.count_rejected();
   };

@@ -7,10 +7,11 @@
 
 #include <httplib.h>
 
+#include "server/routed_server.h"
 #include "server/server_context.h"
 
 namespace dsv4::server {
 
-void add_generation_routes(httplib::Server& svr, ServerContext& ctx);
+void add_generation_routes(RoutedServer& svr, ServerContext& ctx);
 
 }  // namespace dsv4::server

@@ -73,7 +73,11 @@ void HttpServer::install_middleware() {
   svr_.set_error_handler(
       httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
         if (!res.body.empty() || res.content_provider_) return httplib::Server::HandlerResponse::Unhandled;
-        if (res.status == 404) {
+        const std::string allowed = res.status == 404 ? svr_.allowed_methods(req.path) : std::string();
+        if (!allowed.empty()) {
+          send_error(res, method_not_allowed(req.method, req.path, allowed));
+          res.set_header("Allow", allowed);
+        } else if (res.status == 404) {
           send_error(res, route_not_found(req.method, req.path));
         } else {
           send_error(res, ApiError(res.status, res.status < 500 ? "invalid_request_error" : "server_error",

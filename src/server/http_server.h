@@ -14,7 +14,7 @@
 // thread is busy or stalled on a slow client.
 //
 // Middleware: bearer-token auth (--api-key) on /v1/* and the tokenizer endpoints, JSON envelopes for
-// cpp-httplib's own errors (404).
+// cpp-httplib's own errors (404, and 405 with Allow for a known path asked with another method).
 #pragma once
 
 #include <memory>

@@ -1,5 +1,6 @@
 #include "server/logprobs_json.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace dsv4::server {
@@ -13,6 +14,11 @@ Json token_bytes(const Tokenizer& tok, int32_t id) {
   Json bytes = Json::array();
   for (const unsigned char c : tok.token_bytes(id)) bytes.push_back(static_cast<int>(c));
   return bytes;
+}
+
+// Characters (code points) of valid UTF-8, as OpenAI's and vLLM's text_offset count them (Python's len()).
+int64_t characters(std::string_view text) {
+  return std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
 }
 
 Json chat_entry(const Tokenizer& tok, int32_t id, double logprob) {
@@ -55,7 +61,7 @@ void append_completion_logprobs(Json& obj, const Tokenizer& tok, std::span<const
     if (!top.contains(text)) top[text] = finite(lps[i].logprob);  // the sampled token is always listed
     obj["top_logprobs"].push_back(std::move(top));
     obj["text_offset"].push_back(text_offset);
-    text_offset += static_cast<int64_t>(text.size());
+    text_offset += characters(text);  // the decoded text is valid UTF-8 (partial characters are U+FFFD)
   }
 }
 

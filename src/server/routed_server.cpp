@@ -2,6 +2,27 @@
 
 namespace dsv4::server {
 
+RoutedServer& RoutedServer::Get(const std::string& pattern, Handler handler) {
+  routes_.push_back({std::regex(pattern), "GET, HEAD"});  // cpp-httplib answers HEAD with the GET handler
+  httplib::Server::Get(pattern, std::move(handler));
+  return *this;
+}
+
+RoutedServer& RoutedServer::Post(const std::string& pattern, Handler handler) {
+  routes_.push_back({std::regex(pattern), "POST"});
+  httplib::Server::Post(pattern, std::move(handler));
+  return *this;
+}
+
+std::string RoutedServer::allowed_methods(const std::string& path) const {
+  std::string allowed;
+  for (const Route& r : routes_) {
+    if (!std::regex_match(path, r.pattern) || allowed.find(r.methods) != std::string::npos) continue;
+    allowed += allowed.empty() ? r.methods : std::string(", ") + r.methods;
+  }
+  return allowed;
+}
+
 bool RoutedServer::serve(httplib::Stream& stream, bool last) {
   bool client_closes = false;
   // The reader has answered "Expect: 100-continue" already, before reading the body.
