@@ -21,7 +21,6 @@ using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 constexpr uint64_t kListenerId = 0, kWakeId = 1;
-constexpr size_t kReadChunk = 64 << 10;
 constexpr size_t kReadPerEvent = 1 << 20;  // then the other connections get their turn
 constexpr auto kLinger = 2s;               // after a refusal: how long what the client still sends is dropped
 constexpr size_t kMaxDiscard = 16 << 20;   // ... and how much of it
@@ -245,13 +244,13 @@ void RequestReader::on_event(uint64_t id, uint32_t events) {
 void RequestReader::read_some(Connection& c) {
   size_t total = 0;
   while (total < kReadPerEvent && !c.peer_done_) {
-    const size_t old = c.buffer_.size();
-    c.buffer_.resize(old + kReadChunk);
-    const ssize_t n = ::recv(c.fd_, c.buffer_.data() + old, kReadChunk, 0);
-    c.buffer_.resize(old + static_cast<size_t>(std::max<ssize_t>(n, 0)));
+    // Through a scratch buffer, so that a connection holds only what it sent (a thousand half-open sockets
+    // must not hold a read-sized buffer each).
+    const ssize_t n = ::recv(c.fd_, scratch_.data(), scratch_.size(), 0);
     if (n > 0) {
+      c.buffer_.append(scratch_.data(), static_cast<size_t>(n));
       total += static_cast<size_t>(n);
-      if (static_cast<size_t>(n) < kReadChunk) return;  // drained
+      if (static_cast<size_t>(n) < scratch_.size()) return;  // drained
     } else if (n == 0) {
       c.peer_done_ = true;
     } else if (errno != EINTR) {

@@ -26,6 +26,7 @@
 #include <thread>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "server/connection.h"
 
@@ -87,6 +88,7 @@ class RequestReader {
 
   // Loop thread only.
   std::unordered_map<uint64_t, std::shared_ptr<Connection>> conns_;
+  std::vector<char> scratch_ = std::vector<char>(64 << 10);  // one read
   uint64_t next_id_ = 2;  // 0 and 1 name the listener and the wake-up descriptor in epoll
   Clock::time_point accept_paused_until_{};
   bool accept_failing_ = false;

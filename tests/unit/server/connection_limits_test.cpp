@@ -74,6 +74,8 @@ TEST_F(ConnectionLimitsTest, TwoThousandHalfOpenSocketsStarveNothing) {
   o.config.http_threads = 16;  // with a thread per connection, 16 stalled POSTs starved the old server
   o.config.keep_alive_timeout = o.config.header_timeout = o.config.body_timeout = 120;  // none times out here
   TestServer s(o);
+  ASSERT_EQ(timed(s, "GET", "/health").first, 200);  // threads and buffers of a first request exist now
+  const int64_t before = servertest::resident_bytes();
   std::mt19937_64 rng(std::random_device{}());
   std::vector<int> socks;
   for (int i = 0; i < kSockets; ++i) {
@@ -94,6 +96,8 @@ TEST_F(ConnectionLimitsTest, TwoThousandHalfOpenSocketsStarveNothing) {
   EXPECT_EQ(metrics, 200);
   EXPECT_LT(metrics_s, 1.0);
   EXPECT_LE(s.server().request_threads(), 16u + 8u);  // the sockets hold none; the pools' own sizes bound it
+  const int64_t grown = servertest::resident_bytes() - before;
+  EXPECT_LT(grown, int64_t{32} << 20) << "2,000 half-open sockets took " << grown << " bytes";  // not 64 KiB each
 
   for (const int fd : socks) ::close(fd);
   EXPECT_TRUE(wait_for([&] { return s.server().connections() < 10; }, 10s)) << s.server().connections();
