@@ -92,6 +92,13 @@ void RequestFramer::scan_head(std::string_view data) {
 }
 
 void RequestFramer::parse_head(std::string_view head) {
+  // A bare CR or LF would end a line for a lenient parser and not for this one: cpp-httplib, which parses
+  // the request next, must never see other headers than the ones the framing was decided on.
+  for (size_t i = 0; i < head.size(); ++i) {
+    if ((head[i] == '\n' && (i == 0 || head[i - 1] != '\r')) || (head[i] == '\r' && head.substr(i, 2) != kCrlf)) {
+      return fail(framing_error(400, "Malformed request head: a line ends without CRLF"));
+    }
+  }
   size_t eol = head.find(kCrlf);
   parse_request_line(head.substr(0, eol));
   while (eol != std::string_view::npos && state_ != State::kFailed) {

@@ -108,6 +108,9 @@ TEST(RequestFramer, RefusesWhatItCannotFrameWithTheStatusThatSaysWhy) {
   EXPECT_EQ(refusal(post + "Expect: something\r\n\r\n"), 417);
   EXPECT_EQ(refusal(post + " folded: line\r\n\r\n"), 400);
   EXPECT_EQ(refusal(post + "No colon here\r\n\r\n"), 400);
+  // Bare LF or CR: a lenient parser would see a Content-Length this one does not.
+  EXPECT_EQ(refusal(post + "X-A: b\nContent-Length: 5\r\n\r\nhello"), 400);
+  EXPECT_EQ(refusal(post + "X-A: b\rContent-Length: 5\r\n\r\nhello"), 400);
   EXPECT_EQ(refusal("GET /health HTTP/2.0\r\n\r\n"), 505);
   EXPECT_EQ(refusal("GET /health\r\n\r\n"), 400);
   EXPECT_EQ(refusal("GET  /health HTTP/1.1\r\n\r\n"), 400);
