@@ -41,7 +41,9 @@ std::chrono::milliseconds millis(double seconds) {
 }
 
 ReaderOptions reader_options(const ServerConfig& c) {
-  return {c.max_request_bytes, c.keep_alive_timeout, c.header_timeout, c.body_timeout};
+  const size_t buffered = c.max_buffered_request_bytes > 0 ? c.max_buffered_request_bytes
+                                                           : std::max(size_t{1} << 30, 4 * c.max_request_bytes);
+  return {c.max_request_bytes, buffered, c.keep_alive_timeout, c.header_timeout, c.body_timeout};
 }
 
 }  // namespace

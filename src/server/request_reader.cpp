@@ -48,6 +48,8 @@ const char* reason(int status) {
       return "Request Header Fields Too Large";
     case 501:
       return "Not Implemented";
+    case 503:
+      return "Service Unavailable";
     case 505:
       return "HTTP Version Not Supported";
     default:
@@ -58,8 +60,8 @@ const char* reason(int status) {
 std::string error_response(const ApiError& e) {
   const std::string body = error_body(e);
   return fmt::format(
-      "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
-      e.status(), reason(e.status()), body.size(), body);
+      "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{}Connection: close\r\n\r\n{}",
+      e.status(), reason(e.status()), body.size(), e.status() == 503 ? "Retry-After: 1\r\n" : "", body);
 }
 
 // Writes what the socket takes now; a reply that does not fit (never seen: they are small) is cut.
@@ -249,6 +251,7 @@ void RequestReader::read_some(Connection& c) {
     const ssize_t n = ::recv(c.fd_, scratch_.data(), scratch_.size(), 0);
     if (n > 0) {
       c.buffer_.append(scratch_.data(), static_cast<size_t>(n));
+      buffered_ += static_cast<size_t>(n);
       total += static_cast<size_t>(n);
       if (static_cast<size_t>(n) < scratch_.size()) return;  // drained
     } else if (n == 0) {
@@ -289,6 +292,11 @@ void RequestReader::advance(const std::shared_ptr<Connection>& c) {
       if (before == RequestFramer::State::kIdle) c->deadline_ = Clock::now() + after(options_.header_timeout);
       break;
     case RequestFramer::State::kBody:
+      if (buffered_ > options_.max_buffered_bytes) {
+        return refuse(*c, unavailable(fmt::format("The server holds {} bytes of request bodies in flight, its limit; "
+                                                  "retry later",
+                                                  options_.max_buffered_bytes)));
+      }
       c->deadline_ = Clock::now() + after(options_.body_timeout);
       if (c->framer_.head().expect_continue && !c->continue_sent_) {
         c->continue_sent_ = true;
@@ -310,6 +318,7 @@ void RequestReader::take_back(const std::shared_ptr<Connection>& c, bool keep_al
   if (!conns_.count(c->id_)) return;
   c->phase_ = Connection::Phase::kReading;
   if (!keep_alive || c->watch_->closed() || c->peer_done_) return close(c->id_);
+  buffered_ -= c->framer_.end();
   c->buffer_.erase(0, c->framer_.end());
   if (c->buffer_.capacity() > kReadPerEvent) c->buffer_.shrink_to_fit();  // an idle connection keeps little
   c->framer_.reset();
@@ -325,6 +334,7 @@ void RequestReader::refuse(Connection& c, const ApiError& e) {
   send_now(c.fd_, error_response(e));
   if (c.peer_done_) return close(c.id_);
   ::shutdown(c.fd_, SHUT_WR);
+  buffered_ -= c.buffer_.size();
   std::string().swap(c.buffer_);  // the request's bytes are not needed any more
   c.phase_ = Connection::Phase::kLingering;
   c.deadline_ = Clock::now() + kLinger;
@@ -365,6 +375,7 @@ void RequestReader::watch(const Connection& c, uint32_t events, int op) {
 void RequestReader::close(uint64_t id) {
   const auto it = conns_.find(id);
   if (it == conns_.end()) return;
+  buffered_ -= it->second->buffer_.size();
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, it->second->fd_, nullptr);
   ::close(it->second->fd_);
   conns_.erase(it);

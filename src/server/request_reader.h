@@ -10,6 +10,9 @@
 //   header_timeout      the request line and headers must be complete this long after their first byte
 //                       (however slowly they trickle in);
 //   body_timeout        a body that sends nothing for this long is dropped.
+// Request bytes held at once over all connections are bounded too (max_buffered_bytes): a body whose bytes
+// would pass it gets 503 (with Retry-After), so many slow uploads cannot take the memory the engine needs;
+// requests without a body (/health) are never refused for it.
 // A request that breaks a limit or the framing gets its error (JSON envelope) and "Connection: close"; the
 // reader then stops sending, drops what the client still sends for a moment (so the client reads the
 // answer instead of a reset), and closes. While a request is handled the reader watches its connection for
@@ -34,6 +37,7 @@ namespace dsv4::server {
 
 struct ReaderOptions {
   size_t max_body_bytes = size_t{64} << 20;
+  size_t max_buffered_bytes = size_t{1} << 30;  // over all connections; a body read past it gets 503
   double keep_alive_timeout = 5;
   double header_timeout = 20;
   double body_timeout = 60;
@@ -89,6 +93,7 @@ class RequestReader {
   // Loop thread only.
   std::unordered_map<uint64_t, std::shared_ptr<Connection>> conns_;
   std::vector<char> scratch_ = std::vector<char>(64 << 10);  // one read
+  size_t buffered_ = 0;                                      // bytes in the connections' buffers
   uint64_t next_id_ = 2;  // 0 and 1 name the listener and the wake-up descriptor in epoll
   Clock::time_point accept_paused_until_{};
   bool accept_failing_ = false;

@@ -31,6 +31,8 @@ struct ServerConfig {
   double body_timeout = 60;
   double write_timeout = 30;
   double thread_idle_timeout = 10;
+  // Request bytes the server holds at once over all connections (0 = max(1 GiB, 4 x max_request_bytes)).
+  size_t max_buffered_request_bytes = 0;
 };
 
 }  // namespace dsv4::server

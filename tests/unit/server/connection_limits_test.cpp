@@ -135,6 +135,38 @@ TEST_F(ConnectionLimitsTest, ChunkedBodyOverTheLimitIs413WithoutTheMemory) {
   EXPECT_EQ(timed(s, "GET", "/health").first, 200);
 }
 
+TEST_F(ConnectionLimitsTest, BodiesInFlightAreBoundedInAll) {
+  TestServerOptions o;
+  o.config.max_request_bytes = 256 << 10;
+  o.config.max_buffered_request_bytes = 1 << 20;
+  TestServer s(o);
+  std::mt19937_64 rng(std::random_device{}());
+  std::string part(200 << 10, '\0');  // of a 256 KiB body that never ends
+  for (char& c : part) c = static_cast<char>('a' + rng() % 26);
+  int refused = 0;
+  std::vector<int> held;
+  for (int i = 0; i < 8; ++i) {  // 8 x 200 KiB > 1 MiB
+    const int fd = connect_loopback(s.port());
+    ASSERT_TRUE(send_all(fd, fmt::format("POST /tokenize HTTP/1.1\r\nContent-Length: {}\r\n\r\n", 256 << 10)));
+    send_all(fd, part);  // may fail once the server refused
+    const std::string answer = read_until(fd, 300ms, [](const std::string& a) { return has_responses(a, 1); });
+    if (status_at(answer) == 503) {
+      ++refused;
+      EXPECT_NE(answer.find("Retry-After: 1"), std::string::npos) << answer;
+      ::close(fd);
+    } else {
+      EXPECT_EQ(answer, "");
+      held.push_back(fd);
+    }
+  }
+  EXPECT_GE(refused, 2);  // at most 1 MiB of the 1.6 MiB is held
+  EXPECT_GE(held.size(), 4u);
+  EXPECT_EQ(timed(s, "GET", "/health").first, 200);  // a request without a body is never refused for it
+  for (const int fd : held) ::close(fd);
+  EXPECT_TRUE(wait_for([&] { return timed(s, "POST", "/tokenize", R"({"prompt": "x"})").first == 200; }, 5s))
+      << "the budget was not given back";
+}
+
 TEST_F(ConnectionLimitsTest, ContentLengthOverTheLimitIs413BeforeTheBodyAndExpectContinueWorks) {
   TestServerOptions o;
   o.config.max_request_bytes = 1000;
