@@ -110,6 +110,10 @@ void RequestReader::release(std::shared_ptr<Connection> c, bool keep_alive) {
       return;
     }
   }
+  wake();
+}
+
+void RequestReader::wake() {
   const uint64_t one = 1;
   [[maybe_unused]] const ssize_t n = ::write(wake_fd_, &one, sizeof(one));
 }
@@ -122,8 +126,7 @@ void RequestReader::close_listener() {
     return;
   }
   close_listener_ = true;
-  const uint64_t one = 1;
-  [[maybe_unused]] const ssize_t n = ::write(wake_fd_, &one, sizeof(one));
+  wake();
   cv_.wait(lock, [&] { return listener_closed_; });
 }
 
@@ -133,8 +136,7 @@ void RequestReader::stop() {
     if (stopping_) return;
     stopping_ = true;
   }
-  const uint64_t one = 1;
-  [[maybe_unused]] const ssize_t n = ::write(wake_fd_, &one, sizeof(one));
+  wake();
   if (thread_.joinable()) thread_.join();
   std::deque<std::pair<std::shared_ptr<Connection>, bool>> released;
   {

@@ -68,6 +68,7 @@ class RequestReader {
  private:
   using Clock = Connection::Clock;
 
+  void wake();  // any thread: the loop takes the commands now
   void loop();
   bool take_commands();
   void accept_all();
