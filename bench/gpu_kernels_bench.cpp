@@ -248,8 +248,7 @@ void indexer_rows(Ops& ops) {
       p.out_index = buf.make<int32_t>(static_cast<size_t>(b * topk), Fill::kZero);
       variants.push_back([&ops, p] { ops.indexer_topk(p); });
       if (cs.wild) continue;
-      const cuda::IndexerArgs a = cuda::indexer_args(p, g_dev->error_flag());  // as CudaOps passes p
-      splits.push_back(std::make_unique<cuda::IndexerSplit>(a, g_dev->stream()));
+      splits.push_back(std::make_unique<cuda::IndexerSplit>(p, g_dev->error_flag(), g_dev->stream()));  // as CudaOps
       cuda::IndexerSplit* split = splits.back().get();
       split->score();  // select() reads these scores
       score_variants.push_back([split] { split->score(); });
@@ -442,7 +441,7 @@ int main() {
   cuda::CudaOps fast_ops(dev, cuda::GemmPolicy::from_env(Numerics::kFast));
   std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
   // DSV4_KERNELS (comma list of gemm, fast, attention, indexer, compressor, moe, hc, hc-chain, hc-ring,
-  // imma4, imma-decode, simt): only those rows. "fast": the GEMM,
+  // imma4, imma-decode, simt, wgmma): only those rows. "fast": the GEMM,
   // MoE and hc_pre rows on the fast tier (suffix " fast"); the others are the exact tier's.
   // Unset: the M1.8 table's families (the defaults' rows); the experiments' families only when named.
   const char* set = std::getenv("DSV4_KERNELS");
@@ -485,6 +484,19 @@ int main() {
     const auto decode = exact_with([](cuda::GemmPolicy& p) { p.imma_min_rows = 1; });
     gemm_rows(*decode, " imma", {8, 32});
     moe_rows(*decode, " imma", {32, 256});
+  }
+  // Fast-tier variants, each on its own ops made with the policy's field changed.
+  const auto fast_with = [&](auto&& change) {
+    cuda::GemmPolicy p = cuda::GemmPolicy::from_env(Numerics::kFast);
+    change(p);
+    return std::make_unique<cuda::CudaOps>(dev, p);
+  };
+  if (want("wgmma")) {  // the wgmma kernel against its alternatives: cuBLASLt (dense), mma.sync (grouped)
+    const auto no_lt = fast_with([](cuda::GemmPolicy& p) { p.cublaslt = false; });
+    gemm_rows(*no_lt, " wgmma", {256, 1024, 8192});
+    const auto mma = fast_with([](cuda::GemmPolicy& p) { p.wgmma = false; });
+    moe_rows(*mma, " mma fast", {8192});
+    moe_rows(*mma, " e32 mma fast", {8192}, 32);
   }
   if (want("simt")) {  // the SIMT exact kernels where the int8 tensor cores take the default rows
     const auto simt = exact_with([](cuda::GemmPolicy& p) { p.exact_imma = false; });

@@ -22,7 +22,8 @@ deadline=$((SECONDS + ${DSV4_GPU_DEADLINE:-540}))
 # cuBLASLt comes from the machine's CUDA wheels (too large to carry); the binaries need its .so.13.
 cublas_dir=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null ||
   dirname "$(find / -name 'libcublasLt.so.13*' -print -quit 2>/dev/null)")
-export DSV4_SHARED="$PWD/$STAGE/shared" LD_LIBRARY_PATH="$PWD/$STAGE/bin/lib:$cublas_dir:${LD_LIBRARY_PATH:-}"
+# The golden sets: the repository's (tests/data, in the working tree) and any extra ones staged.
+export DSV4_DATA="$PWD/tests/data" DSV4_SHARED="$PWD/$STAGE/shared" LD_LIBRARY_PATH="$PWD/$STAGE/bin/lib:$cublas_dir:${LD_LIBRARY_PATH:-}"
 for z in "$STAGE"/bin/*.gz; do  # stage-gpu.sh packs the binaries to fit the carry
   [ -e "$z" ] && gunzip -f "$z" && chmod +x "${z%.gz}"
 done
@@ -57,8 +58,12 @@ done
 # The golden sets on both tiers (spec/NUMERICS.md), decode steps through CUDA graphs (the engine's
 # default) and eagerly; each must pass its tier's thresholds. The exact tier gives the CPU's numbers
 # (also with every block sum on the SIMT kernels); the fast tier is run twice and must repeat its bits.
-for set in tiny-a tiny-b; do
-  g="$DSV4_SHARED/golden/$set"
+golden_sets=()
+for g in "$DSV4_DATA"/golden/*/ "$DSV4_SHARED"/golden/*/; do
+  [ -f "$g/tolerance.json" ] && golden_sets+=("${g%/}")
+done
+for g in "${golden_sets[@]}"; do
+  set=$(basename "$g")
   step "golden-fast-$set" "$STAGE/bin/dsv4" golden-check "$g" --backend cuda --numerics fast
   step "golden-fast-again-$set" "$STAGE/bin/dsv4" golden-check "$g" --backend cuda --numerics fast
   if [ -f "$LOGS/golden-fast-$set.log" ] && ! cmp -s <(grep '^{' "$LOGS/golden-fast-$set.log") \
@@ -73,9 +78,9 @@ for set in tiny-a tiny-b; do
 done
 # DSV4_GPU_GOLDEN_ENV (variable assignments, e.g. DSV4_MOE_SIDE=1): both sets on both tiers under them.
 if [ -n "${DSV4_GPU_GOLDEN_ENV:-}" ]; then
-  for set in tiny-a tiny-b; do
+  for g in "${golden_sets[@]}"; do
     for tier in fast exact; do
-      step "golden-env-$tier-$set" env $DSV4_GPU_GOLDEN_ENV "$STAGE/bin/dsv4" golden-check "$DSV4_SHARED/golden/$set" \
+      step "golden-env-$tier-$(basename "$g")" env $DSV4_GPU_GOLDEN_ENV "$STAGE/bin/dsv4" golden-check "$g" \
         --backend cuda --numerics $tier
     done
   done
@@ -105,8 +110,8 @@ if [ "${DSV4_GPU_NCU:-0}" = 1 ] && [ -x "$STAGE/bin/gpu_kernels_bench" ]; then
 fi
 # DSV4_GPU_COMPARE=1: where the CUDA backend parts from the CPU backend on the golden patterns, op by op.
 if [ "${DSV4_GPU_COMPARE:-0}" = 1 ]; then
-  for set in tiny-a tiny-b; do
-    step "compare-ops-$set" "$STAGE/bin/dsv4" golden-check "$DSV4_SHARED/golden/$set" --backend cuda --compare-ops cpu
+  for g in "${golden_sets[@]}"; do
+    step "compare-ops-$(basename "$g")" "$STAGE/bin/dsv4" golden-check "$g" --backend cuda --compare-ops cpu
   done
 fi
 # DSV4_GPU_FLASH=1: generate the flash-attn preset on the GPU machine (never carried) and inspect it.

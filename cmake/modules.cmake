@@ -66,6 +66,6 @@ function(dsv4_unit_tests name)
   target_include_directories(test_${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   target_link_libraries(test_${name} PRIVATE ${T_DEPS} dsv4_testing GTest::gtest GTest::gtest_main)
   gtest_discover_tests(test_${name} DISCOVERY_MODE PRE_TEST
-    PROPERTIES ENVIRONMENT "DSV4_SHARED=${DSV4_SHARED_DIR};DSV4_BUILD=${PROJECT_BINARY_DIR}"
+    PROPERTIES ENVIRONMENT "${DSV4_TEST_ENV};DSV4_BUILD=${PROJECT_BINARY_DIR}"
                LABELS "${T_LABELS}")
 endfunction()

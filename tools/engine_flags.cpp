@@ -18,6 +18,7 @@ EngineConfig EngineFlags::engine_config() const {
   EngineConfig c = config;
   c.kv_dtypes = parse_kv_dtypes(kv_cache_dtype, indexer_dtype);
   c.chunked_prefill_policy = parse_chunk_policy(chunked_prefill_policy);
+  c.scheduling_policy = parse_scheduling_policy(scheduling_policy);
   return c;
 }
 
@@ -102,6 +103,11 @@ void add_scheduling_flags(CLI::App& cmd, EngineFlags& f) {
       ->check(CLI::IsMember({"latency", "budget"}))
       ->capture_default_str()
       ->group(kEngineFlagGroup);
+  cmd.add_option("--scheduling-policy", f.scheduling_policy,
+                 "fcfs (arrival order) or priority (requests' priority field, lower first; vLLM's)")
+      ->check(CLI::IsMember({"fcfs", "priority"}))
+      ->capture_default_str()
+      ->group(kEngineFlagGroup);
   cmd.add_option("--max-prefill-chunk", c.max_prefill_chunk, "prefill tokens per request per step (0 = no cap)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str()
@@ -145,6 +151,7 @@ nlohmann::ordered_json engine_config_json(const EngineConfig& c) {
           {"enable-prefix-caching", c.enable_prefix_caching},
           {"prefix-cache-retention-interval", c.prefix_cache_retention_interval},
           {"chunked-prefill-policy", chunk_policy_name(c.chunked_prefill_policy)},
+          {"scheduling-policy", scheduling_policy_name(c.scheduling_policy)},
           {"max-prefill-chunk", c.max_prefill_chunk},
           {"itl-slack", c.itl_slack}};
 }

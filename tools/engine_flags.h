@@ -21,6 +21,7 @@ struct EngineFlags {
   EngineConfig config;
   std::string kv_cache_dtype = "auto", indexer_dtype = "auto";  // auto: KvDTypes' defaults
   std::string chunked_prefill_policy{chunk_policy_name(EngineConfig{}.chunked_prefill_policy)};
+  std::string scheduling_policy{scheduling_policy_name(EngineConfig{}.scheduling_policy)};
   bool enable_chunked_prefill = true;  // always on (vLLM v1); off is refused
   bool print_config = false;           // --print-engine-config
 

@@ -48,8 +48,9 @@ void check_rope(const RopeConfig& r, int head_dim, const char* op) {
   DSV4_CHECK(r.theta > 0 && r.factor > 0, "{}: rope theta {} and factor {} must be positive", op, r.theta, r.factor);
 }
 
-void check_eps(float eps, const char* op, const char* field) {
-  DSV4_CHECK(std::isfinite(eps) && eps >= 0, "{}: {} must be finite and >= 0, got {}", op, field, eps);
+// eps values and the SwiGLU clamp limit.
+void finite_non_negative(float v, const char* op, const char* field) {
+  DSV4_CHECK(std::isfinite(v) && v >= 0, "{}: {} must be finite and >= 0, got {}", op, field, v);
 }
 
 void check_hc(int hc, int64_t dim, const char* op) {
@@ -79,7 +80,7 @@ void check_params(const RmsNormParams& p) {
   const char* op = "rms_norm";
   non_negative(p.rows, op, "rows");
   positive(p.dim, op, "dim");
-  check_eps(p.eps, op, "eps");
+  finite_non_negative(p.eps, op, "eps");
   need(p.weight, op, "weight");
   if (p.rows == 0) return;
   need(p.x, op, "x");
@@ -91,7 +92,7 @@ void check_params(const HeadRmsNormParams& p) {
   non_negative(p.rows, op, "rows");
   positive(p.heads, op, "heads");
   positive(p.head_dim, op, "head_dim");
-  check_eps(p.eps, op, "eps");
+  finite_non_negative(p.eps, op, "eps");
   if (p.positions) check_rope(p.rope, p.head_dim, op);
   if (p.rows > 0) need(p.x, op, "x");
 }
@@ -144,7 +145,7 @@ void check_params(const KvInsertParams& p) {
   check_rope(p.rope, p.dims.dim, op);
   DSV4_CHECK(p.dims.dim > p.dims.rope_dim && (p.dims.dim - p.dims.rope_dim) % 64 == 0,
              "kv_insert: dim {} - rope_dim {} must be a positive multiple of 64", p.dims.dim, p.dims.rope_dim);
-  check_eps(p.eps, op, "eps");
+  finite_non_negative(p.eps, op, "eps");
   need(p.norm_weight, op, "norm_weight");
   if (p.rows == 0) return;
   need(p.x, op, "x");
@@ -201,7 +202,7 @@ void check_params(const CompressorEmitParams& p) {
   DSV4_CHECK(p.rope.rope_dim == p.rope_dim, "compressor_emit: rope config has rope_dim {}, params {}", p.rope.rope_dim,
              p.rope_dim);
   check_rope(p.rope, p.head_dim, op);
-  check_eps(p.norm_eps, op, "norm_eps");
+  finite_non_negative(p.norm_eps, op, "norm_eps");
   need(p.norm_weight, op, "norm_weight");
   if (p.indexer) {
     DSV4_CHECK(is_pow2(p.head_dim) && p.head_dim % 32 == 0,
@@ -246,8 +247,8 @@ void check_params(const HcPreParams& p) {
   non_negative(p.tokens, op, "tokens");
   check_hc(p.hc, p.dim, op);
   DSV4_CHECK(p.sinkhorn_iters >= 1, "hc_pre: sinkhorn_iters must be >= 1, got {}", p.sinkhorn_iters);
-  check_eps(p.norm_eps, op, "norm_eps");
-  check_eps(p.hc_eps, op, "hc_eps");
+  finite_non_negative(p.norm_eps, op, "norm_eps");
+  finite_non_negative(p.hc_eps, op, "hc_eps");
   need(p.fn, op, "fn");
   need(p.scale, op, "scale");
   need(p.base, op, "base");
@@ -274,8 +275,8 @@ void check_params(const HcHeadParams& p) {
   const char* op = "hc_head";
   non_negative(p.tokens, op, "tokens");
   check_hc(p.hc, p.dim, op);
-  check_eps(p.norm_eps, op, "norm_eps");
-  check_eps(p.hc_eps, op, "hc_eps");
+  finite_non_negative(p.norm_eps, op, "norm_eps");
+  finite_non_negative(p.hc_eps, op, "hc_eps");
   need(p.fn, op, "fn");
   need(p.scale, op, "scale");
   need(p.base, op, "base");
@@ -307,7 +308,7 @@ void check_params(const MoeExpertsParams& p) {
   positive(p.inter_dim, op, "inter_dim");
   positive(p.experts, op, "experts");
   DSV4_CHECK(p.topk > 0 && p.topk <= p.experts, "moe_experts: topk {} must lie in [1, experts {}]", p.topk, p.experts);
-  DSV4_CHECK(std::isfinite(p.swiglu_limit) && p.swiglu_limit >= 0, "moe_experts: swiglu_limit must be >= 0");
+  finite_non_negative(p.swiglu_limit, op, "swiglu_limit");
   need(p.w1, op, "w1");
   need(p.w3, op, "w3");
   need(p.w2, op, "w2");
@@ -338,6 +339,17 @@ void check_params(const SharedExpertParams& p) {
   if (p.tokens == 0) return;
   need(p.x, op, "x");
   need(p.y, op, "y");
+}
+
+void check_params(const SwigluParams& p) {
+  const char* op = "swiglu";
+  non_negative(p.rows, op, "rows");
+  positive(p.dim, op, "dim");
+  finite_non_negative(p.limit, op, "limit");
+  if (p.rows == 0) return;
+  need(p.g, op, "g");
+  need(p.u, op, "u");
+  need(p.out, op, "out");
 }
 
 void check_params(const EmbedParams& p) {
@@ -377,6 +389,8 @@ void check_params(const SampleParams& p) {
   need(p.row, op, "row");
   need(p.token, op, "token");
   if (p.edit_count > 0) need(p.edits, op, "edits");
+  non_negative(p.allow_rows, op, "allow_rows");
+  if (p.allow_rows > 0) need(p.allow, op, "allow");
   if (p.top_width > 0) {
     need(p.top_id, op, "top_id");
     need(p.top_logprob, op, "top_logprob");
@@ -397,6 +411,8 @@ void check_params(const SampleParams& p) {
                "sample: row {} edits [{}, {}) overlap the previous row's or leave [0, {})", r, s.edit_begin, s.edit_end,
                p.edit_count);
     prev_end = s.edit_end;
+    DSV4_CHECK(s.allow_row >= -1 && s.allow_row < p.allow_rows, "sample: row {} allow_row {} outside [-1, {})", r,
+               s.allow_row, p.allow_rows);
     for (int32_t e = s.edit_begin; e < s.edit_end; ++e) {
       const SampleEdit& d = p.edits[e];
       DSV4_CHECK(d.id >= 0 && d.id < p.limit, "sample: edit {} id {} outside [0, limit {})", e, d.id, p.limit);

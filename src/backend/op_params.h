@@ -358,6 +358,20 @@ struct SharedExpertParams {
   uint16_t* y = nullptr;  // [tokens, dim] bf16
 };
 
+// SwiGLU, the experts' activation between their w1/w3 and w2 GEMMs (§6.2), per element of row r in
+// fp32 and in this order: with limit > 0, g = min(g, limit) and u = clamp(u, ±limit); a = (g / (1 +
+// exp(−g))) · u; with weights, a = weights[r] · a; out = bf16(a). moe_experts and shared_expert run
+// this step inside; as an op it serves a caller that makes g and u itself. out may equal g or u.
+struct SwigluParams {
+  const uint16_t* g = nullptr;  // [rows, dim] bf16, the w1 output
+  const uint16_t* u = nullptr;  // [rows, dim] bf16, the w3 output
+  int64_t rows = 0;
+  int64_t dim = 0;
+  float limit = 0;                 // the routed experts' swiglu_limit; 0 = no clamp
+  const float* weights = nullptr;  // [rows] routing weights, or null: none (the shared expert)
+  uint16_t* out = nullptr;         // [rows, dim] bf16
+};
+
 // out[t, c, :] = table[ids[t], :] for each of `copies` streams (the hc broadcast).
 struct EmbedParams {
   const int32_t* ids = nullptr;  // [tokens], each in [0, vocab)
@@ -400,7 +414,8 @@ struct ArgmaxParams {
 
 // Sampling where the logits are, so a step copies back a few numbers per row instead of a row of
 // logits. Per row r (SampleRow, backend/sampling_math.h), over the ids i < limit, in fp64:
-//   z = x[r], then the row's edits in list order (SampleEdit), then NaN -> −inf;
+//   z = x[r], then the row's edits in list order (SampleEdit), then NaN -> −inf, then −inf for the ids
+//   outside the row's allow-set (SampleRow::allow_row);
 //   greedy (temperature 0) or every z −inf: the first maximum of z (ties to the lower id);
 //   else w_i = exp((z_i − zmax)/T) (1 at the maximum, exp of sampling_math.h); candidates w > 0 and
 //   w >= min_p; top_k (> 0): the k heaviest (ties to the lower id); top_p (< 1): the shortest
@@ -421,6 +436,8 @@ struct SampleParams {
   const SampleRow* row = nullptr;     // [rows], host memory
   const SampleEdit* edits = nullptr;  // [edit_count], host memory
   int64_t edit_count = 0;
+  const uint32_t* allow = nullptr;  // [allow_rows, ceil(limit / 32)] allow-sets (sampling_math.h), host memory
+  int64_t allow_rows = 0;
   int32_t* token = nullptr;       // [rows]
   double* logprob = nullptr;      // [rows]; may be null when no row asks for logprobs
   int32_t top_width = 0;          // 0..kSampleMaxLogprobs, >= every row's logprobs
@@ -449,6 +466,7 @@ struct SampleParams {
   X(moe_gate, MoeGate)                 \
   X(moe_experts, MoeExperts)           \
   X(shared_expert, SharedExpert)       \
+  X(swiglu, Swiglu)                    \
   X(embed, Embed)                      \
   X(paged_slots, PagedSlots)           \
   X(argmax, Argmax)                    \

@@ -140,6 +140,10 @@ void OpTrace::do_shared_expert(const SharedExpertParams& p) {
   inner_.shared_expert(p);
   keep("shared_expert", TraceElem::kBf16, p.y, p.tokens, p.dim);
 }
+void OpTrace::do_swiglu(const SwigluParams& p) {
+  inner_.swiglu(p);
+  keep("swiglu", TraceElem::kBf16, p.out, p.rows, p.dim);
+}
 void OpTrace::do_embed(const EmbedParams& p) {
   inner_.embed(p);
   keep("embed", TraceElem::kBf16, p.out, p.tokens, p.copies * p.dim);

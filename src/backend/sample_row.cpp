@@ -112,13 +112,18 @@ void raw_logprobs(const float* x, int64_t limit, int32_t token, int32_t n, Sampl
 }  // namespace
 
 int32_t sample_row(const float* x, int64_t limit, const SampleRow& row, std::span<const SampleEdit> edits,
-                   SampleScratch& s, double* logprob, int32_t* top_id, double* top_logprob, int32_t top_width) {
+                   const uint32_t* allow, SampleScratch& s, double* logprob, int32_t* top_id, double* top_logprob,
+                   int32_t top_width) {
   s.z.assign(x, x + limit);
   for (const SampleEdit& e : edits) {
     double& z = s.z[static_cast<size_t>(e.id)];
     z = sampling::apply_edit(z, e);
   }
   for (double& z : s.z) z = sampling::no_nan(z);
+  if (allow != nullptr) {
+    for (int64_t i = 0; i < limit; ++i)
+      if (!allows(allow, i)) s.z[static_cast<size_t>(i)] = -sampling::infinity();
+  }
   const int32_t best = first_max(s.z);
   const bool drawn = row.temperature > 0 && s.z[static_cast<size_t>(best)] != -sampling::infinity();
   const int32_t token = drawn ? draw(row, s, best) : best;

@@ -11,6 +11,19 @@
 
 namespace dsv4 {
 
+// The host side of one sample op call (SampleParams): a row per request with its edits and allow-set.
+struct SampleInputs {
+  std::vector<SampleRow> rows;
+  std::vector<SampleEdit> edits;
+  std::vector<uint32_t> allow;  // the rows' allow-sets, ceil(limit / 32) words each
+
+  void clear() {
+    rows.clear();
+    edits.clear();
+    allow.clear();
+  }
+};
+
 // Buffers reused from row to row.
 struct SampleScratch {
   std::vector<double> z;        // edited logits of the ids below the limit
@@ -19,9 +32,11 @@ struct SampleScratch {
   std::vector<uint32_t> order;  // raw-logit keys, for the top logprobs
 };
 
-// One row: x holds at least `limit` logits, `edits` are the row's own. Returns the token; writes
-// *logprob (when not null) and top_id/top_logprob[0..top_width) as SampleParams describes.
+// One row: x holds at least `limit` logits, `edits` are the row's own, `allow` its allow-set (null: every
+// id). Returns the token; writes *logprob (when not null) and top_id/top_logprob[0..top_width) as
+// SampleParams describes.
 int32_t sample_row(const float* x, int64_t limit, const SampleRow& row, std::span<const SampleEdit> edits,
-                   SampleScratch& s, double* logprob, int32_t* top_id, double* top_logprob, int32_t top_width);
+                   const uint32_t* allow, SampleScratch& s, double* logprob, int32_t* top_id, double* top_logprob,
+                   int32_t top_width);
 
 }  // namespace dsv4

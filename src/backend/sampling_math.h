@@ -1,6 +1,6 @@
 // The sample op's per-row and per-edit parameters (backend/ops.h SampleParams) and the pieces of its
 // math that must give the same bits on the host and on the device. Written once for both (nvcc
-// compiles these as __host__ __device__; no fmt, no libm): the CPU backend and the CUDA kernels
+// compiles these as __host__ __device__, core/host_device.h; no fmt, no libm): the CPU backend and the CUDA kernels
 // call the same functions, so their tokens agree exactly.
 //  * exp: a portable exp (Cody-Waite reduction, degree-13 Taylor, no fused multiply-add), not libm's
 //    or CUDA's, which differ from each other in the last bit on some inputs.
@@ -11,11 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__)
-#define DSV4_SAMPLING_FN __host__ __device__ __forceinline__
-#else
-#define DSV4_SAMPLING_FN inline
-#endif
+#include "core/host_device.h"
 
 namespace dsv4 {
 
@@ -29,7 +25,13 @@ struct SampleRow {
   int32_t edit_begin = 0;  // the row's edits: [edit_begin, edit_end) of SampleParams::edits
   int32_t edit_end = 0;
   int32_t logprobs = -1;  // -1: none; n >= 0: the chosen id's raw logprob and the n most likely raw ids
+  // The row's allow-set: row allow_row of SampleParams::allow (-1: every id). Ids outside it are −inf
+  // after the edits, so a request's constraints (allowed_token_ids, later a grammar) need no edit per id.
+  int32_t allow_row = -1;
 };
+
+// Bit i of an allow-set (ceil(limit / 32) words, id i in word i / 32, bit i % 32): id i may be sampled.
+DSV4_HOST_DEVICE bool allows(const uint32_t* words, int64_t i) { return ((words[i >> 5] >> (i & 31)) & 1u) != 0; }
 
 // One change to one logit z (fp64): z = −inf when mask, else (z > 0 ? z / pos_div : z · neg_mul) + add.
 // A division (not a multiplication by the inverse) because the repetition penalty divides.
@@ -51,35 +53,35 @@ namespace sampling {
 __extension__ typedef unsigned __int128 u128;
 
 // Plain IEEE operations, never contracted into FMAs (the CPU backend builds with -ffp-contract=off).
-DSV4_SAMPLING_FN double add(double a, double b) {
+DSV4_HOST_DEVICE double add(double a, double b) {
 #ifdef __CUDA_ARCH__
   return __dadd_rn(a, b);
 #else
   return a + b;
 #endif
 }
-DSV4_SAMPLING_FN double sub(double a, double b) {
+DSV4_HOST_DEVICE double sub(double a, double b) {
 #ifdef __CUDA_ARCH__
   return __dsub_rn(a, b);
 #else
   return a - b;
 #endif
 }
-DSV4_SAMPLING_FN double mul(double a, double b) {
+DSV4_HOST_DEVICE double mul(double a, double b) {
 #ifdef __CUDA_ARCH__
   return __dmul_rn(a, b);
 #else
   return a * b;
 #endif
 }
-DSV4_SAMPLING_FN double div(double a, double b) {
+DSV4_HOST_DEVICE double div(double a, double b) {
 #ifdef __CUDA_ARCH__
   return __ddiv_rn(a, b);
 #else
   return a / b;
 #endif
 }
-DSV4_SAMPLING_FN uint64_t bits_of(double v) {
+DSV4_HOST_DEVICE uint64_t bits_of(double v) {
 #ifdef __CUDA_ARCH__
   return static_cast<uint64_t>(__double_as_longlong(v));
 #else
@@ -88,7 +90,7 @@ DSV4_SAMPLING_FN uint64_t bits_of(double v) {
   return b;
 #endif
 }
-DSV4_SAMPLING_FN double from_bits(uint64_t b) {
+DSV4_HOST_DEVICE double from_bits(uint64_t b) {
 #ifdef __CUDA_ARCH__
   return __longlong_as_double(static_cast<long long>(b));
 #else
@@ -98,14 +100,14 @@ DSV4_SAMPLING_FN double from_bits(uint64_t b) {
 #endif
 }
 
-DSV4_SAMPLING_FN double infinity() { return from_bits(0x7ff0000000000000ull); }
+DSV4_HOST_DEVICE double infinity() { return from_bits(0x7ff0000000000000ull); }
 // 2^e for -1022 <= e <= 1023.
-DSV4_SAMPLING_FN double pow2(int e) { return from_bits(static_cast<uint64_t>(e + 1023) << 52); }
+DSV4_HOST_DEVICE double pow2(int e) { return from_bits(static_cast<uint64_t>(e + 1023) << 52); }
 
 // e^x within a few ulp, identical wherever IEEE doubles are: x = k·ln2 + r (|r| <= ln2/2, ln2 split
 // so that k·hi is exact), e^r by Taylor to r^13 (truncation < 0.1 ulp), then · 2^k in at most two exact
 // steps and one rounding. NaN stays NaN.
-DSV4_SAMPLING_FN double exp(double x) {
+DSV4_HOST_DEVICE double exp(double x) {
   if (x != x) return x;
   if (x < -746.0) return 0.0;  // below half the smallest subnormal
   if (x > 709.8) return infinity();
@@ -136,26 +138,26 @@ DSV4_SAMPLING_FN double exp(double x) {
 }
 
 // One edit applied to z.
-DSV4_SAMPLING_FN double apply_edit(double z, const SampleEdit& e) {
+DSV4_HOST_DEVICE double apply_edit(double z, const SampleEdit& e) {
   if (e.mask) return -infinity();
   return add(z > 0 ? div(z, e.pos_div) : mul(z, e.neg_mul), e.add);
 }
 
 // NaN logits count as −inf everywhere.
-DSV4_SAMPLING_FN double no_nan(double z) { return z != z ? -infinity() : z; }
+DSV4_HOST_DEVICE double no_nan(double z) { return z != z ? -infinity() : z; }
 
 // exp((z − zmax)/T), exactly 1 at the maximum (also when zmax is +inf).
-DSV4_SAMPLING_FN double weight(double z, double zmax, double temperature) {
+DSV4_HOST_DEVICE double weight(double z, double zmax, double temperature) {
   return z == zmax ? 1.0 : exp(div(sub(z, zmax), temperature));
 }
 
 // The integer mass of a weight w in [0, 1]: floor(w · 2^44).
-DSV4_SAMPLING_FN uint64_t mass(double w) {
+DSV4_HOST_DEVICE uint64_t mass(double w) {
   return static_cast<uint64_t>(mul(w, static_cast<double>(uint64_t{1} << kSampleMassBits)));
 }
 
 // ceil(p · total) exactly, for p in (0, 1].
-DSV4_SAMPLING_FN uint64_t top_p_need(double p, uint64_t total) {
+DSV4_HOST_DEVICE uint64_t top_p_need(double p, uint64_t total) {
   const uint64_t b = bits_of(p);
   const int e = static_cast<int>((b >> 52) & 0x7ff);
   const uint64_t m = b & ((uint64_t{1} << 52) - 1);
@@ -169,13 +171,13 @@ DSV4_SAMPLING_FN uint64_t top_p_need(double p, uint64_t total) {
 }
 
 // floor(U · total / 2^53) with U = floor(u · 2^53): the first id whose running mass exceeds it is drawn.
-DSV4_SAMPLING_FN uint64_t draw_target(double u, uint64_t total) {
+DSV4_HOST_DEVICE uint64_t draw_target(double u, uint64_t total) {
   const uint64_t uu = static_cast<uint64_t>(mul(u, 0x1p+53));
   return static_cast<uint64_t>((static_cast<u128>(uu) * total) >> 53);
 }
 
 // A total order on raw logits as unsigned keys: larger value, larger key; −0 = +0; NaN = −inf.
-DSV4_SAMPLING_FN uint32_t raw_key(float v) {
+DSV4_HOST_DEVICE uint32_t raw_key(float v) {
   uint32_t b;
 #ifdef __CUDA_ARCH__
   b = __float_as_uint(v);

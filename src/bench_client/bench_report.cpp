@@ -79,6 +79,7 @@ BenchSummary summarize(const std::vector<RequestRecord>& records, double duratio
     ++s.completed;
     s.total_input += r.prompt_len;
     s.total_output += r.output_tokens;
+    s.total_cached += r.cached_tokens;
     ttft.push_back(r.ttft);
     e2el.push_back(r.latency);
     if (r.output_tokens > 1) tpot.push_back((r.latency - r.ttft) / static_cast<double>(r.output_tokens - 1));
@@ -88,9 +89,20 @@ BenchSummary summarize(const std::vector<RequestRecord>& records, double duratio
   s.request_throughput = static_cast<double>(s.completed) / d;
   s.output_throughput = static_cast<double>(s.total_output) / d;
   s.total_token_throughput = static_cast<double>(s.total_input + s.total_output) / d;
+  s.hit_rate = s.total_input > 0 ? static_cast<double>(s.total_cached) / static_cast<double>(s.total_input) : 0;
   s.stats = {stat("ttft", "TTFT", ttft, percentiles), stat("tpot", "TPOT", tpot, percentiles),
              stat("itl", "ITL", itl, percentiles), stat("e2el", "E2EL", e2el, percentiles)};
   return s;
+}
+
+void add_ideal_hit_rate(BenchSummary& s, const std::vector<RequestRecord>& records, const std::vector<int64_t>& ideal) {
+  int64_t cached = 0, input = 0;
+  for (size_t i = 0; i < records.size() && i < ideal.size(); ++i) {
+    if (!records[i].success) continue;
+    cached += ideal[i];
+    input += records[i].prompt_len;
+  }
+  s.ideal_hit_rate = input > 0 ? static_cast<double>(cached) / static_cast<double>(input) : 0;
 }
 
 std::string format_report(const BenchSummary& s, const BenchSettings& settings) {
@@ -108,6 +120,11 @@ std::string format_report(const BenchSummary& s, const BenchSettings& settings) 
   out += line("Output token throughput (tok/s):", s.output_throughput);
   out += line("Peak concurrent requests:", std::to_string(s.peak_concurrency));
   out += line("Total Token throughput (tok/s):", s.total_token_throughput);
+  out += line("Prefix cache hit rate (%):", s.hit_rate * 100);
+  if (s.ideal_hit_rate >= 0) {
+    out += line("Ideal prefix cache hit rate (%):", s.ideal_hit_rate * 100);
+    if (s.ideal_hit_rate > 0) out += line("Hit rate / ideal (%):", s.hit_rate / s.ideal_hit_rate * 100);
+  }
   for (const auto& st : s.stats) {
     out += banner(section_title(st.key), '-');
     out += line(fmt::format("Mean {} (ms):", st.name), st.mean);
@@ -137,6 +154,10 @@ OJson report_json(const BenchSummary& s, const BenchSettings& settings, const st
   j["output_throughput"] = s.output_throughput;
   j["total_token_throughput"] = s.total_token_throughput;
   j["max_concurrent_requests"] = s.peak_concurrency;
+  j["dataset_name"] = settings.dataset;
+  j["total_cached_tokens"] = s.total_cached;
+  j["prefix_cache_hit_rate"] = s.hit_rate;
+  j["ideal_prefix_cache_hit_rate"] = s.ideal_hit_rate >= 0 ? OJson(s.ideal_hit_rate) : OJson();
   for (const auto& st : s.stats) {
     j[fmt::format("mean_{}_ms", st.key)] = st.mean;
     j[fmt::format("median_{}_ms", st.key)] = st.median;
@@ -144,19 +165,25 @@ OJson report_json(const BenchSummary& s, const BenchSettings& settings, const st
     for (const auto& [p, v] : st.percentiles) j[fmt::format("p{}_{}_ms", p_word(p), st.key)] = v;
   }
   OJson in = OJson::array(), out = OJson::array(), ttfts = OJson::array(), itls = OJson::array(),
-        errors = OJson::array();
+        errors = OJson::array(), cached = OJson::array(), starts = OJson::array(), latencies = OJson::array();
   for (const RequestRecord& r : records) {
     in.push_back(r.prompt_len);
     out.push_back(r.output_tokens);
     ttfts.push_back(r.ttft);
     itls.push_back(r.itl);
     errors.push_back(r.error);
+    cached.push_back(r.cached_tokens);
+    starts.push_back(r.start);
+    latencies.push_back(r.latency);
   }
   j["input_lens"] = std::move(in);
   j["output_lens"] = std::move(out);
   j["ttfts"] = std::move(ttfts);
   j["itls"] = std::move(itls);
   j["errors"] = std::move(errors);
+  j["cached_tokens"] = std::move(cached);
+  j["start_times"] = std::move(starts);
+  j["e2els"] = std::move(latencies);
   return j;
 }
 

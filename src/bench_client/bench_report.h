@@ -16,9 +16,11 @@ struct RequestRecord {
   std::string error;
   int64_t prompt_len = 0;
   int64_t output_tokens = 0;
-  double ttft = 0;          // seconds
-  double latency = 0;       // seconds, end to end
-  std::vector<double> itl;  // seconds between chunks
+  double ttft = 0;            // seconds
+  double latency = 0;         // seconds, end to end
+  std::vector<double> itl;    // seconds between chunks
+  int64_t cached_tokens = 0;  // usage.prompt_tokens_details.cached_tokens (prefix-cache hits)
+  double start = 0;           // seconds from the start of the run to the request's send
 };
 
 struct BenchSettings {
@@ -28,12 +30,18 @@ struct BenchSettings {
   int64_t max_concurrency = 0;  // 0 = unlimited
   int64_t num_prompts = 0;
   std::vector<double> percentiles = {50, 90, 95, 99};
+  std::string dataset = "random";
+  // The hits an ideal prefix cache allows (ideal_prefix_hits.h), in tokens; < 0 when unknown (text prompts).
+  int64_t ideal_cached_tokens = -1;
 };
 
 struct BenchSummary {
   double duration = 0;
   int64_t completed = 0, failed = 0;
   int64_t total_input = 0, total_output = 0;
+  int64_t total_cached = 0;    // prompt tokens the server's prefix cache served
+  double hit_rate = 0;         // total_cached / total_input
+  double ideal_hit_rate = -1;  // the dataset's best, over the same completed requests; < 0 when unknown
   double request_throughput = 0, output_throughput = 0, total_token_throughput = 0;
   int64_t peak_concurrency = 0;
   struct Stat {
@@ -50,6 +58,8 @@ double percentile(std::vector<double> values, double p);
 
 BenchSummary summarize(const std::vector<RequestRecord>& records, double duration, int64_t peak_concurrency,
                        const std::vector<double>& percentiles);
+// The dataset's ideal hit rate over the completed requests (`ideal` per request, in dataset order).
+void add_ideal_hit_rate(BenchSummary& s, const std::vector<RequestRecord>& records, const std::vector<int64_t>& ideal);
 
 // vLLM's "Serving Benchmark Result" block.
 std::string format_report(const BenchSummary& s, const BenchSettings& settings);

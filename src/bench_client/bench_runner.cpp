@@ -54,6 +54,19 @@ std::string error_message(const std::string& body, int status) {
   return fmt::format("HTTP {}: {}", status, body.substr(0, 200));
 }
 
+// Counts as the server reports them (text prompts are tokenized there; cached tokens are its prefix hits).
+void read_usage(const OJson& u, RequestRecord& rec) {
+  rec.output_tokens = u.value("completion_tokens", rec.output_tokens);
+  if (u.contains("prompt_tokens") && u["prompt_tokens"].is_number_integer()) {
+    rec.prompt_len = u["prompt_tokens"].get<int64_t>();
+  }
+  const OJson* details = u.contains("prompt_tokens_details") ? &u["prompt_tokens_details"] : nullptr;
+  if (details != nullptr && details->is_object() && details->contains("cached_tokens") &&
+      (*details)["cached_tokens"].is_number_integer()) {
+    rec.cached_tokens = (*details)["cached_tokens"].get<int64_t>();
+  }
+}
+
 // Applies one streamed chunk to the record; false to stop reading (an error event).
 bool on_chunk(const OJson& chunk, RequestRecord& rec, Clock::time_point t0, Clock::time_point& last, int64_t& chunks) {
   if (chunk.contains("error")) {
@@ -75,10 +88,26 @@ bool on_chunk(const OJson& chunk, RequestRecord& rec, Clock::time_point t0, Cloc
       last = now;
     }
   }
-  if (chunk.contains("usage") && chunk["usage"].is_object()) {
-    rec.output_tokens = chunk["usage"].value("completion_tokens", rec.output_tokens);
-  }
+  if (chunk.contains("usage") && chunk["usage"].is_object()) read_usage(chunk["usage"], rec);
   return true;
+}
+
+// The request body vLLM's client sends: a prompt on /v1/completions, one user message on chat.
+OJson request_body(const BenchRunOptions& o, const BenchRequest& r) {
+  OJson body = {{"model", o.settings.model},
+                {"temperature", o.temperature},
+                {"stream", true},
+                {"stream_options", {{"include_usage", true}}}};
+  if (is_chat_endpoint(o.settings.endpoint)) {
+    DSV4_CHECK(!r.text.empty(), "bench: the chat endpoint needs text prompts (detokenize_prompts)");
+    body["messages"] = OJson::array({{{"role", "user"}, {"content", r.text}}});
+    body["max_completion_tokens"] = r.output_len;
+  } else {
+    body["prompt"] = r.text.empty() ? OJson(r.prompt) : OJson(r.text);
+    body["max_tokens"] = r.output_len;
+  }
+  if (o.ignore_eos) body["ignore_eos"] = true;
+  return body;
 }
 
 }  // namespace
@@ -101,12 +130,31 @@ ServerModel discover_model(const std::string& base_url, const std::string& api_k
   return m;
 }
 
+bool is_chat_endpoint(const std::string& endpoint) {
+  return endpoint.size() >= 17 && endpoint.compare(endpoint.size() - 17, 17, "/chat/completions") == 0;
+}
+
+void detokenize_prompts(const std::string& base_url, const std::string& api_key, const std::string& model,
+                        std::vector<BenchRequest>& requests) {
+  auto client = make_client(base_url, 60);
+  for (BenchRequest& r : requests) {
+    if (!r.text.empty()) continue;
+    const OJson body = {{"model", model}, {"tokens", r.prompt}};
+    const auto res = client.Post("/detokenize", auth_headers(api_key), body.dump(), "application/json");
+    DSV4_CHECK(res, "bench: POST {}/detokenize failed: {}", base_url, httplib::to_string(res.error()));
+    DSV4_CHECK(res->status == 200, "bench: the chat endpoint needs text: POST {}/detokenize answered {}", base_url,
+               error_message(res->body, res->status));
+    const OJson j = OJson::parse(res->body, nullptr, false);
+    DSV4_CHECK(j.is_object() && j.contains("prompt") && j["prompt"].is_string(),
+               "bench: POST {}/detokenize returned no prompt", base_url);
+    r.text = j["prompt"].get<std::string>();
+  }
+}
+
 RequestRecord send_request(const std::string& base_url, const BenchRunOptions& o, const BenchRequest& r) {
   RequestRecord rec;
   rec.prompt_len = static_cast<int64_t>(r.prompt.size());
-  OJson body = {{"model", o.settings.model},    {"prompt", r.prompt}, {"max_tokens", r.output_len},
-                {"temperature", o.temperature}, {"stream", true},     {"stream_options", {{"include_usage", true}}}};
-  if (o.ignore_eos) body["ignore_eos"] = true;
+  const OJson body = request_body(o, r);
   auto client = make_client(base_url, o.timeout_seconds);
   const auto t0 = Clock::now();
   auto last = t0;
@@ -152,7 +200,9 @@ BenchRun run_benchmark(const std::vector<BenchRequest>& requests, const BenchRun
       const int64_t now_in_flight = ++in_flight;
       for (int64_t p = peak.load(); now_in_flight > p && !peak.compare_exchange_weak(p, now_in_flight);) {
       }
+      const double sent = since(start);
       run.records[i] = send_request(o.settings.base_url, o, requests[i]);
+      run.records[i].start = sent;
       --in_flight;
       std::lock_guard lock(progress_mu);
       if (bar) bar->update(++finished);

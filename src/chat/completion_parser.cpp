@@ -190,6 +190,7 @@ CompletionParser::Step CompletionParser::step_text(bool final) {
     consume(1);
     return Step::kAgain;
   }
+  if (m.marker == Marker::kSpecial && options_.keep_special_tokens) emit_text(rest().substr(0, m.length));
   consume(m.length);
   switch (m.marker) {
     case Marker::kEos:
@@ -202,7 +203,7 @@ CompletionParser::Step CompletionParser::step_text(bool final) {
       if (state_ == State::kReasoning) state_ = State::kContent;
       break;
     default:
-      break;  // a stray special token: dropped
+      break;  // a stray special token: dropped, or kept just above
   }
   return Step::kAgain;
 }

@@ -7,7 +7,8 @@
 // Unlike the official parse_message_from_completion_text, which asserts on anything but
 // well-formed output, this parser never fails:
 //   - a tool-call block may also start inside the reasoning (reasoning ends there, as in vLLM);
-//   - stray <think>, </think> and special tokens "<｜...｜>" are dropped from visible text;
+//   - stray <think>, </think> and special tokens "<｜...｜>" are dropped from visible text (special
+//     tokens are kept with keep_special_tokens, the request's skip_special_tokens false);
 //   - an invoke that does not parse is given back as plain content, raw, from its first byte;
 //   - text after "</｜DSML｜tool_calls>" is content again; everything after EOS is ignored.
 // Streaming holds back only what could still become a marker (a partial tag straddling chunk
@@ -48,6 +49,7 @@ struct ParserOptions {
   // Tool-call ids are this prefix + the call's index; when empty, each id is "call_" + 24 random
   // alphanumerics.
   std::string tool_call_id_prefix;
+  bool keep_special_tokens = false;
 };
 
 // A whole completion, gathered from events.

@@ -193,6 +193,7 @@ struct RenderFlags {
   ThinkingMode mode;
   bool drop_thinking;
   ReasoningEffort effort;
+  bool add_generation_prompt;
 };
 
 std::string render_assistant(int index, const Messages& messages, int last_user_idx, const RenderFlags& flags) {
@@ -242,6 +243,7 @@ std::string render_transition(int index, const Messages& messages, int last_user
   }
   const std::string role = role_of(msg);
   if (role != "user" && role != "developer") return "";
+  if (next == messages.size() && !flags.add_generation_prompt) return "";
   const bool open_thinking = thinking && (!flags.drop_thinking || index >= last_user_idx);
   return std::string(kAssistant) + std::string(open_thinking ? kThinkStart : kThinkEnd);
 }
@@ -372,7 +374,7 @@ std::string encode_messages(const ordered_json& messages_in, const EncodeOptions
   const bool any_tools =
       std::any_of(full.begin(), full.end(), [](const ordered_json& m) { return truthy(get(m, "tools")); });
   const bool drop = options.drop_thinking && !any_tools;
-  const RenderFlags flags{options.thinking_mode, drop, options.reasoning_effort};
+  const RenderFlags flags{options.thinking_mode, drop, options.reasoning_effort, options.add_generation_prompt};
 
   int num_to_render = static_cast<int>(merged.size());
   int context_len = static_cast<int>(context.size());

@@ -32,6 +32,10 @@ struct EncodeOptions {
   // messages). Forced off when any message carries tools, as in the official encoder.
   bool drop_thinking = true;
   bool add_default_bos_token = true;  // only when there is no context
+  // The generation prompt (<｜Assistant｜> and the thinking token) after a final user or developer
+  // message. Not an option of the official encoder, which always adds it: false is Hugging Face's
+  // add_generation_prompt=False (the prompt ends with the user's turn).
+  bool add_generation_prompt = true;
   // Messages already encoded earlier (a prefix): they shape the rendering but are not rendered.
   nlohmann::ordered_json context = nlohmann::ordered_json::array();
 };

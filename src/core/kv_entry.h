@@ -20,6 +20,8 @@
 #include <span>
 #include <string_view>
 
+#include "core/host_device.h"
+
 namespace dsv4 {
 
 enum class KvEntryFormat : uint8_t { kBf16, kF32, kAttnFp8, kIndexFp4, kIndexFp8 };
@@ -43,7 +45,8 @@ void decode_kv_entry(KvEntryFormat format, KvEntryDims dims, std::span<const uin
 
 // A paged table of entries: slot s lives at base + (s / entries_per_page)·page_bytes +
 // (s % entries_per_page)·entry_bytes, for 0 <= s < capacity. Pointers are host memory for the CPU
-// backend, device memory for CUDA. Slot −1 means "no entry" wherever slots are passed to ops.
+// backend, device memory for CUDA, whose kernels take the table as it is. Slot −1 means "no entry"
+// wherever slots are passed to ops.
 struct EntryTable {
   uint8_t* base = nullptr;
   int64_t page_bytes = 0;
@@ -52,9 +55,11 @@ struct EntryTable {
   KvEntryFormat format = KvEntryFormat::kBf16;
   int64_t capacity = 0;  // addressable slots (pages · entries_per_page)
 
-  uint8_t* entry(int64_t slot) const {
+  DSV4_HOST_DEVICE uint8_t* entry(int64_t slot) const {
     return base + (slot / entries_per_page) * page_bytes + (slot % entries_per_page) * int64_t{entry_bytes};
   }
+  // Whether slot addresses an entry (kernels skip and report a slot outside the table).
+  DSV4_HOST_DEVICE bool holds(int64_t slot) const { return slot >= 0 && slot < capacity; }
 };
 
 // A table of `entries` consecutive entries in one page (tests, scratch state).

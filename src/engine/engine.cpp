@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "engine/cache_config_info.h"
 #include "engine/model_runner.h"
 #include "engine/stop_check.h"
 #include "model/device_kv_memory.h"
@@ -91,6 +92,8 @@ Engine::Engine(const ModelConfig& model, EngineConfig config, ExecutorFactory fa
   o.memory = memory_.get();
   kv_ = std::make_unique<KvCacheManager>(cache_.layout, cache_.pool_pages, o);
   sched_ = std::make_unique<Scheduler>(config_.scheduler(), *kv_);
+  counters_.requests = RequestHistograms(cache_.max_model_len);
+  counters_.cache_config = std::make_shared<const InfoLabels>(cache_config_info(config_, cache_, model_));
   executor_ = factory(*kv_, backend_);
   seed_base_ = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
   spdlog::info(
@@ -122,6 +125,8 @@ void Engine::validate(const GenerateRequest& r) const {
                model_.vocab_size);
   }
   r.sampling.validate(model_.vocab_size);
+  DSV4_CHECK(r.priority == 0 || config_.scheduling_policy == SchedulingPolicy::kPriority,
+             "priority {} needs the priority scheduling policy (--scheduling-policy priority)", r.priority);
   const int64_t total = static_cast<int64_t>(r.prompt.size()) + r.sampling.max_tokens;
   DSV4_CHECK(total <= cache_.max_model_len,
              "the prompt ({} tokens) plus max_tokens ({}) is {} tokens, more than max_model_len {}", r.prompt.size(),
@@ -142,7 +147,7 @@ std::shared_ptr<RequestStream> Engine::add_request(GenerateRequest request) {
     const RequestId id = next_id_++;
     stream = std::make_shared<RequestStream>(id);
     live_.emplace(id, stream);
-    inbox_.push_back({id, std::move(request), stream});
+    inbox_.push_back({id, std::move(request), stream, Clock::now()});
   }
   cv_.notify_all();
   return stream;
@@ -204,7 +209,7 @@ void Engine::start(Pending& p) {
   const auto prompt_len = static_cast<int64_t>(p.request.prompt.size());
   try {
     executor_->add_request(p.id, p.request.sampling, p.request.prompt, seed_base_ + p.id);
-    sched_->add(p.id, std::move(p.request.prompt), std::move(p.request.cache_salt));
+    sched_->add(p.id, std::move(p.request.prompt), std::move(p.request.cache_salt), p.request.priority);
   } catch (const std::exception& e) {
     executor_->remove_request(p.id);
     p.stream->finish(FinishReason::kError, {prompt_len, 0, 0}, -1, e.what());
@@ -212,7 +217,7 @@ void Engine::start(Pending& p) {
     live_.erase(p.id);
     return;
   }
-  active_.emplace(p.id, Live{p.stream, p.request.sampling, prompt_len, 0});
+  active_.emplace(p.id, Live{p.stream, p.request.sampling, prompt_len, 0, {p.queued, {}, {}, {}}});
   ++counters_.requests_added;
   counters_.prompt_tokens += prompt_len;
 }
@@ -230,6 +235,7 @@ void Engine::step() {
     if (sched_->num_running() == 0 && s.preempted.empty()) fail_unschedulable();
     return;
   }
+  mark_scheduled(s);
   try {
     const std::vector<SampledToken> sampled = executor_->execute(s);
     const auto want = std::count_if(s.chunks.begin(), s.chunks.end(), [](const ScheduledChunk& c) { return c.sample; });
@@ -244,9 +250,22 @@ void Engine::step() {
   sched_->observe_step(s, dt);
   counters_.steps.add(dt);
   counters_.computed_tokens += s.num_tokens();
+  counters_.iteration_tokens.observe(static_cast<double>(s.num_tokens()));
+}
+
+// The first step of a request ends its queue phase (a preempted one keeps its first time, as in vLLM).
+// A decode chunk follows a computed context, so its request was scheduled before: only prefills look.
+void Engine::mark_scheduled(const Schedule& s) {
+  const auto now = Clock::now();
+  for (const ScheduledChunk& c : s.chunks) {
+    if (c.decode) continue;
+    const auto it = active_.find(c.id);
+    if (it != active_.end() && !it->second.phases.scheduled) it->second.phases.scheduled = now;
+  }
 }
 
 void Engine::apply(const Schedule& s, const std::vector<SampledToken>& sampled) {
+  const auto now = Clock::now();
   size_t k = 0;
   for (const ScheduledChunk& c : s.chunks) {
     if (!c.sample) continue;
@@ -257,6 +276,8 @@ void Engine::apply(const Schedule& s, const std::vector<SampledToken>& sampled) 
     sched_->append_token(c.id, t.token);
     ++l.generated;
     ++counters_.generation_tokens;
+    if (!l.phases.first_token) l.phases.first_token = now;
+    l.phases.last_token = now;
     const Usage u = usage(c.id, l);
     if (l.generated == 1) counters_.cached_prompt_tokens += u.cached_tokens;
     const auto stop = check_stop(l.params, t.token, l.generated, u.prompt_tokens + l.generated, cache_.max_model_len,
@@ -311,6 +332,9 @@ void Engine::end(RequestId id, FinishReason reason, int32_t stop_token_id, std::
     healthy_ = false;
   }
   it->second.stream->finish(reason, u, stop_token_id, std::move(error), last);
+  if (reason != FinishReason::kError) {
+    counters_.requests.observe(it->second.phases, u.prompt_tokens, u.completion_tokens, it->second.params.max_tokens);
+  }
   active_.erase(it);
   {
     std::lock_guard lock(mu_);

@@ -45,6 +45,7 @@ struct GenerateRequest {
   std::vector<int32_t> prompt;
   SamplingParams sampling;
   std::string cache_salt;  // requests with different salts never share prefix-cache blocks
+  int64_t priority = 0;    // lower runs earlier; only under the priority scheduling policy
 };
 
 class Engine {
@@ -80,12 +81,14 @@ class Engine {
     RequestId id;
     GenerateRequest request;
     std::shared_ptr<RequestStream> stream;
+    RequestPhases::Clock::time_point queued;
   };
   struct Live {
     std::shared_ptr<RequestStream> stream;
     SamplingParams params;
     int64_t prompt_len = 0;
     int64_t generated = 0;
+    RequestPhases phases;
   };
 
   void validate(const GenerateRequest& r) const;
@@ -93,6 +96,7 @@ class Engine {
   bool take_inbox(std::vector<Pending>& adds, std::vector<RequestId>& aborts);
   void start(Pending& p);
   void step();
+  void mark_scheduled(const Schedule& s);
   void apply(const Schedule& s, const std::vector<SampledToken>& sampled);
   void fail_step(const Schedule& s, const std::string& error);
   void fail_all(const std::string& error);

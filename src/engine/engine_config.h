@@ -48,6 +48,8 @@ struct EngineConfig {
   int64_t max_prefill_chunk = SchedulerConfig{}.max_prefill_chunk;
   // kLatency: a step with prefill may take (1 + slack) x a decode step (scheduler_config.h says why 0.4).
   double itl_slack = SchedulerConfig{}.itl_slack;
+  // Which waiting request starts first: arrival order, or the requests' priorities (vLLM's flag).
+  SchedulingPolicy scheduling_policy = SchedulerConfig{}.scheduling;
 
   // Decode steps run eagerly instead of being recorded once per batch shape and replayed (CUDA graphs).
   bool enforce_eager = false;
@@ -56,7 +58,8 @@ struct EngineConfig {
   int64_t vocab_limit = 0;
 
   SchedulerConfig scheduler() const {
-    return {max_num_seqs, max_num_batched_tokens, chunked_prefill_policy, max_prefill_chunk, itl_slack};
+    return {max_num_seqs, max_num_batched_tokens, chunked_prefill_policy, max_prefill_chunk,
+            itl_slack,    scheduling_policy};
   }
 };
 

@@ -4,9 +4,14 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "core/histogram.h"
+#include "core/vllm_buckets.h"
+#include "engine/request_phases.h"
 #include "model/step_shape.h"
 
 namespace dsv4 {
@@ -62,8 +67,13 @@ struct EngineStats {
   StepTimes steps;
   std::vector<KvPoolUsage> pools;
   std::vector<KvGroupUsage> groups;
-  int64_t prefix_query_tokens = 0, prefix_hit_tokens = 0;  // all groups together
-  StepGraphStats graphs;                                   // decode steps recorded and replayed (CUDA graphs)
+  int64_t prefix_query_tokens = 0, prefix_hit_tokens = 0;        // all groups together
+  StepGraphStats graphs;                                         // decode steps recorded and replayed (CUDA graphs)
+  RequestHistograms requests;                                    // per ended request: phases and token counts
+  Histogram iteration_tokens{vllm_buckets::iteration_tokens()};  // tokens computed per step
+  // vLLM's CacheConfig as `vllm:cache_config_info` labels (engine/cache_config_info.h); set once, shared
+  // by every snapshot.
+  std::shared_ptr<const std::vector<std::pair<std::string, std::string>>> cache_config;
 
   double kv_usage() const;  // used / capacity over all pools, in bytes
   double prefix_hit_rate() const {

@@ -53,18 +53,17 @@ std::vector<SampledToken> ModelRunner::execute(const Schedule& schedule) {
   }
   // Anything else runs the sample op where the logits are: the host turns each request's history into a
   // row and edits, and a token, a logprob and the top ids per request come back.
-  std::vector<SampleRow> rows;
-  std::vector<SampleEdit> edits;
-  for (SamplerState* s : states) rows.push_back(sampler_.prepare(*s, edits));
-  const SampleResult r = model_.forward_sample(batch, kv_, sampler_.limit(), rows, edits);
+  SampleInputs in;
+  for (SamplerState* s : states) sampler_.prepare(*s, in);
+  const SampleResult r = model_.forward_sample(batch, kv_, sampler_.limit(), in);
   DSV4_CHECK(r.token.size() == states.size(), "model runner: the model returned {} tokens for {} requests",
              r.token.size(), states.size());
   const auto w = static_cast<size_t>(r.top_width);
   for (size_t i = 0; i < states.size(); ++i) {
     const auto top_id = std::span<const int32_t>(r.top_id).subspan(i * w, w);
     const auto top_logprob = std::span<const double>(r.top_logprob).subspan(i * w, w);
-    out.push_back(
-        sampler_.finish(*states[i], rows[i], r.token[i], r.logprob.empty() ? 0.0 : r.logprob[i], top_id, top_logprob));
+    out.push_back(sampler_.finish(*states[i], in.rows[i], r.token[i], r.logprob.empty() ? 0.0 : r.logprob[i], top_id,
+                                  top_logprob));
   }
   return out;
 }

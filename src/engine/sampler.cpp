@@ -13,6 +13,13 @@ namespace {
 // A uniform double in [0, 1) from the top 53 bits: the same on every standard library.
 double uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
 
+// Whether the output so far ends with every id of `word` but its last (vLLM's bad-words rule: the
+// output only, never the prompt).
+bool completes(const std::vector<int32_t>& tail, const std::vector<int32_t>& word) {
+  const size_t prefix = word.size() - 1;
+  return prefix <= tail.size() && std::equal(word.begin(), word.end() - 1, tail.end() - static_cast<ptrdiff_t>(prefix));
+}
+
 }  // namespace
 
 Sampler::Sampler(int64_t vocab, int64_t limit, int32_t eos)
@@ -25,29 +32,43 @@ SamplerState Sampler::start(const SamplingParams& params, std::span<const int32_
   s.params = params;
   s.rng.seed(params.seed.value_or(seed));
   if (params.repetition_penalty != 1.0) s.seen.insert(prompt.begin(), prompt.end());
+  if (!params.allowed_token_ids.empty()) s.allowed = TokenMask::allow_set_of(params.allowed_token_ids, limit_);
+  for (const auto& word : params.bad_words) s.tail_len = std::max(s.tail_len, word.size() - 1);
   return s;
 }
 
 SampledToken Sampler::sample(std::span<const float> logits, SamplerState& s) {
   DSV4_CHECK(static_cast<int64_t>(logits.size()) == vocab_, "sampler: {} logits for a vocabulary of {}", logits.size(),
              vocab_);
-  edits_.clear();
-  const SampleRow row = prepare(s, edits_);
+  inputs_.clear();
+  const SampleRow row = prepare(s, inputs_);
   const auto width = static_cast<size_t>(std::max(row.logprobs, 0));
   top_id_.resize(width);
   top_logprob_.resize(width);
   double logprob = 0;
-  const int32_t token = sample_row(logits.data(), limit_, row, edits_, scratch_, &logprob, top_id_.data(),
-                                   top_logprob_.data(), static_cast<int32_t>(width));
+  const int32_t token =
+      sample_row(logits.data(), limit_, row, inputs_.edits, row.allow_row < 0 ? nullptr : inputs_.allow.data(),
+                 scratch_, &logprob, top_id_.data(), top_logprob_.data(), static_cast<int32_t>(width));
   return finish(s, row, token, logprob, top_id_, top_logprob_);
 }
 
 bool Sampler::plain_greedy(const SamplerState& s) const {
   const SamplingParams& p = s.params;
-  const bool masked =
-      s.num_output < p.min_tokens && (!p.stop_token_ids.empty() || (!p.ignore_eos && eos_ >= 0 && eos_ < limit_));
-  return p.greedy() && p.logprobs < 0 && p.logit_bias.empty() && !masked && p.repetition_penalty == 1.0 &&
-         p.presence_penalty == 0 && p.frequency_penalty == 0;
+  return p.greedy() && p.logprobs < 0 && p.logit_bias.empty() && p.repetition_penalty == 1.0 &&
+         p.presence_penalty == 0 && p.frequency_penalty == 0 && !token_mask(s).restricts();
+}
+
+TokenMask Sampler::token_mask(const SamplerState& s) const {
+  const SamplingParams& p = s.params;
+  TokenMask mask(limit_);
+  if (s.num_output < p.min_tokens) {
+    for (int32_t id : p.stop_token_ids) mask.ban(id);
+    if (!p.ignore_eos && eos_ >= 0) mask.ban(eos_);
+  }
+  for (const auto& word : p.bad_words)
+    if (completes(s.tail, word)) mask.ban(word.back());
+  if (!s.allowed.empty()) mask.allow_only(s.allowed);
+  return mask;
 }
 
 void Sampler::record(int32_t token, SamplerState& s) const {
@@ -55,6 +76,10 @@ void Sampler::record(int32_t token, SamplerState& s) const {
   ++s.num_output;
   ++s.counts[token];
   if (s.params.repetition_penalty != 1.0) s.seen.insert(token);
+  if (s.tail_len > 0) {
+    s.tail.push_back(token);
+    if (s.tail.size() > s.tail_len) s.tail.erase(s.tail.begin());
+  }
 }
 
 SampledToken Sampler::accept(int32_t token, SamplerState& s) const {
@@ -64,21 +89,18 @@ SampledToken Sampler::accept(int32_t token, SamplerState& s) const {
   return out;
 }
 
-// The edits reproduce the old in-place adjustment exactly when applied in order: bias adds; a masked
+// The edits reproduce the old in-place adjustment exactly when applied in order: bias adds; a banned
 // id is −inf whatever came before or after; the repetition penalty (on seen ids) and then the
-// presence/frequency penalty (on output ids) share one edit, applied after the bias.
-SampleRow Sampler::prepare(SamplerState& s, std::vector<SampleEdit>& edits) const {
+// presence/frequency penalty (on output ids) share one edit, applied after the bias. The mask's
+// allow-set goes to the op whole: the op makes every id outside it −inf after the edits.
+const SampleRow& Sampler::prepare(SamplerState& s, SampleInputs& in) const {
   const SamplingParams& p = s.params;
+  std::vector<SampleEdit>& edits = in.edits;
   SampleRow row;
   row.edit_begin = static_cast<int32_t>(edits.size());
-  std::vector<int32_t> masked;
-  if (s.num_output < p.min_tokens) {
-    for (int32_t id : p.stop_token_ids)
-      if (id < limit_) masked.push_back(id);
-    if (!p.ignore_eos && eos_ >= 0 && eos_ < limit_) masked.push_back(eos_);
-  }
-  const auto is_masked = [&](int32_t id) { return std::find(masked.begin(), masked.end(), id) != masked.end(); };
-  for (int32_t id : masked) edits.push_back({.id = id, .mask = true});
+  const TokenMask mask = token_mask(s);
+  const auto is_masked = [&](int32_t id) { return mask.banned(id); };
+  for (int32_t id : mask.banned_ids()) edits.push_back({.id = id, .mask = true});
   for (const auto& [id, bias] : p.logit_bias) {
     if (id < limit_ && !is_masked(id)) edits.push_back({.id = id, .add = double{bias}});
   }
@@ -104,6 +126,10 @@ SampleRow Sampler::prepare(SamplerState& s, std::vector<SampleEdit>& edits) cons
   std::stable_sort(edits.begin() + row.edit_begin, edits.end(),
                    [](const SampleEdit& a, const SampleEdit& b) { return a.id < b.id; });
   row.edit_end = static_cast<int32_t>(edits.size());
+  if (!mask.allow_set().empty()) {
+    row.allow_row = static_cast<int32_t>(in.allow.size() / static_cast<size_t>(TokenMask::words(limit_)));
+    in.allow.insert(in.allow.end(), mask.allow_set().begin(), mask.allow_set().end());
+  }
   if (!p.greedy()) {
     row.temperature = p.temperature;
     row.top_k = std::max<int64_t>(p.top_k, 0);
@@ -112,7 +138,8 @@ SampleRow Sampler::prepare(SamplerState& s, std::vector<SampleEdit>& edits) cons
     row.u = uniform(s.rng);
   }
   row.logprobs = p.logprobs;
-  return row;
+  in.rows.push_back(row);
+  return in.rows.back();
 }
 
 SampledToken Sampler::finish(SamplerState& s, const SampleRow& row, int32_t token, double logprob,

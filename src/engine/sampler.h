@@ -1,7 +1,8 @@
-// Sampler: one token from one row of logits, following vLLM's order: logit_bias and min_tokens masks,
-// repetition then frequency/presence penalties, then greedy argmax, or temperature, min-p, top-k, top-p
-// and a draw from the request's own generator (so a seeded request samples the same tokens alone or
-// batched). Ids at or above the sampler's limit (the tokenizer's size) are never chosen.
+// Sampler: one token from one row of logits, following vLLM's order: logit_bias and the token mask
+// (min_tokens, bad_words, allowed_token_ids: token_mask()), repetition then frequency/presence penalties,
+// then greedy argmax, or temperature, min-p, top-k, top-p and a draw from the request's own generator (so
+// a seeded request samples the same tokens alone or batched). Ids at or above the sampler's limit (the
+// tokenizer's size) are never chosen.
 // Log probabilities are those of the raw logits (vLLM's default), over the ids below the limit.
 // The history (generator, seen ids, counts) stays here; the math on the logits is the backend's sample
 // op (backend/ops.h), fed by prepare() and read back by finish(), or run on the host by sample().
@@ -16,6 +17,7 @@
 
 #include "backend/sample_row.h"
 #include "engine/sampling_params.h"
+#include "engine/token_mask.h"
 
 namespace dsv4 {
 
@@ -38,6 +40,9 @@ struct SamplerState {
   std::unordered_set<int32_t> seen;             // prompt and output ids (repetition penalty)
   std::unordered_map<int32_t, int32_t> counts;  // output ids (presence and frequency penalties)
   int64_t num_output = 0;
+  std::vector<uint32_t> allowed;  // the allow-set of params.allowed_token_ids (empty: none given)
+  std::vector<int32_t> tail;      // the last output ids, as many as the longest bad word needs
+  size_t tail_len = 0;
 };
 
 class Sampler {
@@ -53,15 +58,17 @@ class Sampler {
   // records it in the state.
   SampledToken sample(std::span<const float> logits, SamplerState& state);
   // True when the next token is just the first maximum of the raw logits below the limit (greedy, no
-  // bias, penalty, active min_tokens mask or logprobs): the argmax can then run where the logits are.
+  // bias, penalty, token mask or logprobs): the argmax can then run where the logits are.
   bool plain_greedy(const SamplerState& state) const;
+  // Every constraint on the request's next token (see TokenMask): the one place masks are decided.
+  TokenMask token_mask(const SamplerState& state) const;
   // Records a token chosen that way, as sample() would have.
   SampledToken accept(int32_t token, SamplerState& state) const;
 
-  // The sample op's inputs for a request's next token (backend/ops.h SampleParams): the row, with the
-  // uniform drawn from the state's generator whenever the row samples (so the generator's stream
-  // does not depend on the logits), and the state's edits appended to `edits` (ids ascending).
-  SampleRow prepare(SamplerState& state, std::vector<SampleEdit>& edits) const;
+  // The sample op's inputs for a request's next token (backend/ops.h SampleParams), appended to `in`:
+  // the row, with the uniform drawn from the state's generator whenever the row samples (so the
+  // generator's stream does not depend on the logits), its edits (ids ascending) and its allow-set.
+  const SampleRow& prepare(SamplerState& state, SampleInputs& in) const;
   // Records the op's choice for a row made by prepare(); top_id/top_logprob hold the row's top entries.
   SampledToken finish(SamplerState& state, const SampleRow& row, int32_t token, double logprob,
                       std::span<const int32_t> top_id, std::span<const double> top_logprob) const;
@@ -72,7 +79,7 @@ class Sampler {
   int64_t vocab_, limit_;
   int32_t eos_;
   SampleScratch scratch_;
-  std::vector<SampleEdit> edits_;
+  SampleInputs inputs_;
   std::vector<int32_t> top_id_;
   std::vector<double> top_logprob_;
 };

@@ -29,6 +29,15 @@ void SamplingParams::validate(int64_t vocab) const {
   for (int32_t id : stop_token_ids) {
     DSV4_CHECK(id >= 0 && id < vocab, "stop_token_ids: token id {} is outside the vocabulary [0, {})", id, vocab);
   }
+  for (int32_t id : allowed_token_ids) {
+    DSV4_CHECK(id >= 0 && id < vocab, "allowed_token_ids: token id {} is outside the vocabulary [0, {})", id, vocab);
+  }
+  for (const auto& word : bad_words) {
+    DSV4_CHECK(!word.empty(), "bad_words: a word has no tokens");
+    for (int32_t id : word) {
+      DSV4_CHECK(id >= 0 && id < vocab, "bad_words: token id {} is outside the vocabulary [0, {})", id, vocab);
+    }
+  }
 }
 
 }  // namespace dsv4

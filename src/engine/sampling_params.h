@@ -21,13 +21,18 @@ struct SamplingParams {
   bool ignore_eos = false;
   int64_t min_tokens = 0;  // EOS and stop ids cannot be sampled before this many tokens
   std::vector<int32_t> stop_token_ids;
+  // Only these ids may be sampled (vLLM's allowed_token_ids); empty: every id.
+  std::vector<int32_t> allowed_token_ids;
+  // Token sequences never to generate (vLLM's bad_words, tokenized): the last id of each is masked
+  // whenever the output so far ends with the ids before it (a one-id word always).
+  std::vector<std::vector<int32_t>> bad_words;
   int64_t max_tokens = 16;
   // Log probabilities of the model's raw distribution (before penalties, bias and temperature):
   // -1 = none, 0 = the chosen token's, n > 0 = also the n most likely.
   int32_t logprobs = -1;
 
   bool greedy() const { return temperature < 1e-5; }
-  // Throws dsv4::Error naming the first bad field. `vocab` bounds logit_bias and stop ids.
+  // Throws dsv4::Error naming the first bad field. `vocab` bounds logit_bias, stop, allowed and bad-word ids.
   void validate(int64_t vocab) const;
 };
 

@@ -28,6 +28,7 @@ BlockPool::BlockPool(int64_t page_bytes, int64_t num_pages, std::vector<int> uni
   refcount_.assign(blocks, 0);
   key_.assign(blocks, 0);
   keyed_.assign(blocks, 0);
+  extra_.assign(blocks, 0);
   lru_prev_.assign(blocks, kNone);
   lru_next_.assign(blocks, kNone);
   free_blocks_.resize(unit_layers_.size());
@@ -63,8 +64,9 @@ uint32_t BlockPool::allocate(int local_unit) {
   }
   while (free_pages_.size() < layers) {
     if (dissolve_spare(u)) continue;
-    DSV4_CHECK(lru_head_ != kNone, "KV pool ({} B pages): out of pages ({} free, {} needed, nothing evictable)",
-               page_bytes_, free_pages(), layers);
+    DSV4_CHECK(lru_[0].head != kNone || lru_[1].head != kNone,
+               "KV pool ({} B pages): out of pages ({} free, {} needed, nothing evictable)", page_bytes_, free_pages(),
+               layers);
     evict_oldest();
   }
   DSV4_CHECK(!free_blocks_[u].empty(), "KV pool: no free block id for unit {}", local_unit);
@@ -124,12 +126,13 @@ void BlockPool::release(uint32_t block) {
   }
 }
 
-bool BlockPool::set_key(uint32_t block, uint64_t key) {
+bool BlockPool::set_key(uint32_t block, uint64_t key, bool extra) {
   DSV4_CHECK(block < state_.size() && state_[block] == kUsed, "KV pool: set_key on block {} not in use", block);
   if (keyed_[block]) return key_[block] == key;
   if (!index_.emplace(key, block).second) return false;
   key_[block] = key;
   keyed_[block] = 1;
+  extra_[block] = extra ? 1 : 0;
   return true;
 }
 
@@ -139,7 +142,7 @@ int32_t BlockPool::find(uint64_t key) const {
 }
 
 void BlockPool::evict_oldest() {
-  const auto b = static_cast<uint32_t>(lru_head_);
+  const auto b = static_cast<uint32_t>(lru_[1].head != kNone ? lru_[1].head : lru_[0].head);
   lru_remove(b);
   cached_pages_ -= unit_layers_[unit_of_block_[b]];
   --cached_blocks_[static_cast<size_t>(unit_of_block_[b])];
@@ -151,6 +154,7 @@ void BlockPool::dissolve(uint32_t block) {
   if (keyed_[block]) {
     index_.erase(key_[block]);
     keyed_[block] = 0;
+    extra_[block] = 0;
   }
   const auto layers = static_cast<size_t>(unit_layers_[unit_of_block_[block]]);
   const uint32_t* pages = pages_of(block);
@@ -161,20 +165,22 @@ void BlockPool::dissolve(uint32_t block) {
 }
 
 void BlockPool::lru_push_back(uint32_t block) {
-  lru_prev_[block] = lru_tail_;
+  Lru& l = lru_[extra_[block]];
+  lru_prev_[block] = l.tail;
   lru_next_[block] = kNone;
-  if (lru_tail_ != kNone) {
-    lru_next_[static_cast<size_t>(lru_tail_)] = static_cast<int32_t>(block);
+  if (l.tail != kNone) {
+    lru_next_[static_cast<size_t>(l.tail)] = static_cast<int32_t>(block);
   } else {
-    lru_head_ = static_cast<int32_t>(block);
+    l.head = static_cast<int32_t>(block);
   }
-  lru_tail_ = static_cast<int32_t>(block);
+  l.tail = static_cast<int32_t>(block);
 }
 
 void BlockPool::lru_remove(uint32_t block) {
+  Lru& l = lru_[extra_[block]];
   const int32_t prev = lru_prev_[block], next = lru_next_[block];
-  (prev != kNone ? lru_next_[static_cast<size_t>(prev)] : lru_head_) = next;
-  (next != kNone ? lru_prev_[static_cast<size_t>(next)] : lru_tail_) = prev;
+  (prev != kNone ? lru_next_[static_cast<size_t>(prev)] : l.head) = next;
+  (next != kNone ? lru_prev_[static_cast<size_t>(next)] : l.tail) = prev;
   lru_prev_[block] = lru_next_[block] = kNone;
 }
 
@@ -188,7 +194,7 @@ void BlockPool::check() const {
   int64_t used = 0, cached = 0, spare = 0, lru_count = 0;
   for (uint32_t b = 0; b < state_.size(); ++b) {
     if (state_[b] == kFree) {
-      DSV4_CHECK(!keyed_[b] && refcount_[b] == 0, "KV pool: free block {} is keyed or referenced", b);
+      DSV4_CHECK(!keyed_[b] && !extra_[b] && refcount_[b] == 0, "KV pool: free block {} is keyed or referenced", b);
       continue;
     }
     for (uint32_t p : layer_pages(b)) mark(p, "block page list");
@@ -208,9 +214,12 @@ void BlockPool::check() const {
       DSV4_CHECK(it != index_.end() && it->second == b, "KV pool: key of block {} is not indexed", b);
     }
   }
-  for (int32_t b = lru_head_; b != kNone; b = lru_next_[static_cast<size_t>(b)]) {
-    DSV4_CHECK(state_[static_cast<size_t>(b)] == kCached, "KV pool: LRU holds block {} which is not cached", b);
-    DSV4_CHECK(++lru_count <= static_cast<int64_t>(state_.size()), "KV pool: LRU list has a cycle");
+  for (int t = 0; t < 2; ++t) {
+    for (int32_t b = lru_[t].head; b != kNone; b = lru_next_[static_cast<size_t>(b)]) {
+      DSV4_CHECK(state_[static_cast<size_t>(b)] == kCached, "KV pool: LRU holds block {} which is not cached", b);
+      DSV4_CHECK(extra_[static_cast<size_t>(b)] == t, "KV pool: block {} is in the wrong LRU list", b);
+      DSV4_CHECK(++lru_count <= static_cast<int64_t>(state_.size()), "KV pool: LRU list has a cycle");
+    }
   }
   const auto n_cached = std::count(state_.begin(), state_.end(), kCached);
   std::vector<int64_t> per_unit(cached_blocks_.size(), 0);

@@ -6,6 +6,10 @@
 // unit can reuse it without touching its page list), used (reference count > 0), cached (count 0 but keyed
 // for the prefix cache; evictable). Allocation takes, in order: a spare block of the unit, pages from the
 // free stack, pages of other units' spare blocks, and only then evicts cached blocks, oldest first (LRU).
+// Cached blocks keyed as `extra` (sliding checkpoints kept between a prompt's blocks) are all evicted
+// before any other: under memory pressure dense retention falls back to keeping each prompt's full
+// blocks and last window, instead of letting a new prompt's many checkpoints push out an older prompt's
+// only one.
 // Free pages = the free stack plus the pages of spare blocks. Every page is in exactly one place.
 #pragma once
 
@@ -41,8 +45,9 @@ class BlockPool {
   void retain(uint32_t block);
   // Reference count −1; at 0 a keyed block becomes cached (LRU tail), an unkeyed one spare (reused first).
   void release(uint32_t block);
-  // Names a used block for the prefix cache; false when the key already names a block.
-  bool set_key(uint32_t block, uint64_t key);
+  // Names a used block for the prefix cache; false when the key already names a block. `extra` blocks are
+  // evicted before all others (see above).
+  bool set_key(uint32_t block, uint64_t key, bool extra = false);
   // The block the key names, or kNone.
   int32_t find(uint64_t key) const;
 
@@ -91,6 +96,11 @@ class BlockPool {
   void lru_push_back(uint32_t block);
   void lru_remove(uint32_t block);
 
+  // Two LRU lists over the same links: [0] blocks kept first, [1] extra ones, evicted first.
+  struct Lru {
+    int32_t head = kNone, tail = kNone;
+  };
+
   int64_t page_bytes_;
   int64_t num_pages_;
   std::vector<int> unit_layers_;
@@ -102,8 +112,9 @@ class BlockPool {
   std::vector<uint32_t> refcount_;
   std::vector<uint64_t> key_;
   std::vector<uint8_t> keyed_;
+  std::vector<uint8_t> extra_;
   std::vector<int32_t> lru_prev_, lru_next_;
-  int32_t lru_head_ = kNone, lru_tail_ = kNone;
+  Lru lru_[2];
   std::vector<uint32_t> free_pages_;
   std::vector<std::vector<uint32_t>> free_blocks_;   // per unit: ids without pages
   std::vector<std::vector<uint32_t>> spare_blocks_;  // per unit: ids with pages, no content

@@ -303,6 +303,11 @@ bool KvCacheManager::retained(const Request& r, int64_t boundary) const {
   const int64_t interval = options_.retention_interval;
   if (interval == -1) return true;
   if (interval > 0 && boundary % interval == 0) return true;
+  return last_prompt_boundary(r, boundary);
+}
+
+// The one window interval 0 keeps: where the next turn of a conversation resumes. Others are `extra`.
+bool KvCacheManager::last_prompt_boundary(const Request& r, int64_t boundary) {
   return r.prompt_len > 0 && boundary == (r.prompt_len - 1) / kKvBlockTokens * kKvBlockTokens;
 }
 
@@ -318,6 +323,7 @@ void KvCacheManager::register_blocks(Request& r, int64_t start, int64_t end, std
     for (int64_t m = start / kKvBlockTokens + 1; m <= done; ++m) {
       const int64_t boundary = m * kKvBlockTokens;
       int64_t first = 0, last = m - 1;  // full units: block m-1 just completed
+      const bool extra = u.sliding() && !last_prompt_boundary(r, boundary);
       if (u.sliding()) {
         if (!retained(r, boundary) || u.first_needed(boundary) >= boundary) continue;
         first = u.page_of(u.first_needed(boundary));
@@ -329,7 +335,7 @@ void KvCacheManager::register_blocks(Request& r, int64_t start, int64_t end, std
         const int64_t block = u.page_begin(q) / kKvBlockTokens;
         const uint64_t key =
             page_key(r.hashes[static_cast<size_t>(block)], static_cast<int>(ui), q - u.page_of(block * kKvBlockTokens));
-        pool.set_key(t.blocks[t.head + static_cast<size_t>(q - t.first_page)], key);
+        pool.set_key(t.blocks[t.head + static_cast<size_t>(q - t.first_page)], key, extra);
       }
     }
   }

@@ -59,7 +59,11 @@ struct KvCacheOptions {
   bool enable_prefix_caching = true;
   // Which sliding windows outlive their request for prefix caching (vLLM's semantics): 0 = only the last
   // prompt boundary of each request; N > 0 (a multiple of 256) = also every N positions; -1 = every block.
-  int64_t retention_interval = 0;
+  // Every block by default: a prompt that shares any whole block with a recent one resumes there on every
+  // group (with 0, a prompt that diverges before the other's last block recomputes everything). Windows
+  // kept only for the interval are evicted before anything else (block_pool.h), so under memory pressure
+  // this falls back to what 0 keeps: each prompt's full blocks and last window.
+  int64_t retention_interval = -1;
   // When > 0 the pools must hold one request of this many positions, else the constructor throws.
   int64_t max_model_len = 0;
   // Backing bytes for the pools; null = bookkeeping only (planning, scheduling tests).
@@ -192,6 +196,7 @@ class KvCacheManager {
   void grow(Request& r, int unit, int64_t end);
   void register_blocks(Request& r, int64_t start, int64_t end, std::span<const int32_t> tokens);
   bool retained(const Request& r, int64_t boundary) const;
+  static bool last_prompt_boundary(const Request& r, int64_t boundary);
   int32_t find_page(const Request& r, int unit, int64_t page) const;
   bool window_cached(const Request& r, int unit, int64_t boundary, std::vector<uint32_t>* out) const;
   void check_fits_max_len() const;

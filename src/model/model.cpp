@@ -214,8 +214,8 @@ std::vector<int32_t> Model::forward_greedy(const ForwardBatch& batch, KvAccess& 
   return ids.to_host();  // one id per row instead of a row of logits
 }
 
-SampleResult Model::forward_sample(const ForwardBatch& batch, KvAccess& kv, int64_t limit,
-                                   std::span<const SampleRow> rows, std::span<const SampleEdit> edits) {
+SampleResult Model::forward_sample(const ForwardBatch& batch, KvAccess& kv, int64_t limit, const SampleInputs& in) {
+  const std::vector<SampleRow>& rows = in.rows;
   const StepLogits l = step(batch, kv);
   const int64_t n = l.rows;
   DSV4_CHECK(n == static_cast<int64_t>(rows.size()), "forward_sample: {} sample rows for {} slices with logits",
@@ -236,8 +236,10 @@ SampleResult Model::forward_sample(const ForwardBatch& batch, KvAccess& kv, int6
   p.cols = cfg_.vocab_size;
   p.limit = limit;
   p.row = rows.data();
-  p.edits = edits.data();
-  p.edit_count = static_cast<int64_t>(edits.size());
+  p.edits = in.edits.data();
+  p.edit_count = static_cast<int64_t>(in.edits.size());
+  p.allow = in.allow.data();
+  p.allow_rows = static_cast<int64_t>(in.allow.size()) / ((limit + 31) / 32);
   p.token = token.data();
   p.logprob = logprobs ? logprob.data() : nullptr;
   p.top_width = out.top_width;

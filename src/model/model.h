@@ -9,6 +9,7 @@
 
 #include "backend/device.h"
 #include "backend/ops.h"
+#include "backend/sample_row.h"
 #include "core/model_config.h"
 #include "model/forward_batch.h"
 #include "model/kv_access.h"
@@ -64,10 +65,9 @@ class Model {
   // The same forward, then greedy ids where the logits are (ties to the lower id, ids < limit):
   // one id per slice with logits comes back instead of a row of vocab_size logits.
   std::vector<int32_t> forward_greedy(const ForwardBatch& batch, KvAccess& kv, int64_t limit);
-  // The same forward, then the sample op where the logits are: one SampleRow per slice with logits
-  // (their edits index `edits`); a few numbers per row come back instead of a row of logits.
-  SampleResult forward_sample(const ForwardBatch& batch, KvAccess& kv, int64_t limit, std::span<const SampleRow> rows,
-                              std::span<const SampleEdit> edits);
+  // The same forward, then the sample op where the logits are: one row of `in` per slice with logits
+  // (with its edits and allow-set); a few numbers per row come back instead of a row of logits.
+  SampleResult forward_sample(const ForwardBatch& batch, KvAccess& kv, int64_t limit, const SampleInputs& in);
 
   // One whole step up to its logits, left running on the device (nothing waits): the forwards above
   // are this, then a copy back. Timing its return shows the host's share of a step (bench step).

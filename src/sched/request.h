@@ -27,6 +27,7 @@ struct SchedRequest {
   int64_t num_cached_prompt = -1;  // prompt tokens the prefix cache served at first admission; -1 before
   int64_t num_preemptions = 0;
   uint64_t arrival = 0;  // FCFS order: lower runs first and is preempted last
+  int64_t priority = 0;  // the priority policy: lower runs first; equal priorities go by arrival
   RequestStatus status = RequestStatus::kWaiting;
   bool registered = false;  // known to the KV cache manager (add_request done, not freed since)
   std::string cache_salt;
@@ -38,5 +39,10 @@ struct SchedRequest {
   // Decoding: the prompt and every generated token but the newest are computed.
   bool decoding() const { return pending() == 1 && num_computed >= prompt_len; }
 };
+
+// The scheduling order: lower priority first, then earlier arrival (FCFS when every priority is 0).
+inline bool runs_before(const SchedRequest& a, const SchedRequest& b) {
+  return a.priority != b.priority ? a.priority < b.priority : a.arrival < b.arrival;
+}
 
 }  // namespace dsv4

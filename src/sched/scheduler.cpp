@@ -5,6 +5,17 @@
 #include "core/error.h"
 
 namespace dsv4 {
+namespace {
+
+// Inserts r after every queued request that runs before it.
+template <typename Queue>
+void insert_in_order(Queue& q, SchedRequest* r) {
+  q.insert(std::upper_bound(q.begin(), q.end(), r,
+                            [](const SchedRequest* a, const SchedRequest* b) { return runs_before(*a, *b); }),
+           r);
+}
+
+}  // namespace
 
 // What one schedule() call has left to give out.
 struct Scheduler::Step {
@@ -23,16 +34,19 @@ Scheduler::Scheduler(SchedulerConfig config, KvCacheManager& kv) : cfg_(config),
   DSV4_CHECK(cfg_.itl_slack > 0, "scheduler: itl_slack must be positive, got {}", cfg_.itl_slack);
 }
 
-void Scheduler::add(RequestId id, std::vector<int32_t> prompt, std::string cache_salt) {
+void Scheduler::add(RequestId id, std::vector<int32_t> prompt, std::string cache_salt, int64_t priority) {
   DSV4_CHECK(!prompt.empty(), "scheduler: request {} has an empty prompt", id);
   DSV4_CHECK(!requests_.count(id), "scheduler: request {} already exists", id);
+  DSV4_CHECK(priority == 0 || cfg_.scheduling == SchedulingPolicy::kPriority,
+             "scheduler: request {} has priority {}, but the scheduling policy is fcfs", id, priority);
   auto r = std::make_unique<SchedRequest>();
   r->id = id;
   r->prompt_len = static_cast<int64_t>(prompt.size());
   r->tokens = std::move(prompt);
   r->arrival = next_arrival_++;
   r->cache_salt = std::move(cache_salt);
-  waiting_.push_back(r.get());
+  r->priority = priority;
+  insert_in_order(waiting_, r.get());
   requests_.emplace(id, std::move(r));
 }
 
@@ -84,14 +98,17 @@ void Scheduler::schedule_running(Step& st) {
   }
 }
 
+bool Scheduler::preempted_next() const {
+  return !preempted_.empty() && (waiting_.empty() || !runs_before(*waiting_.front(), *preempted_.front()));
+}
+
 void Scheduler::admit_waiting(Step& st) {
-  for (auto* queue : {&preempted_, &waiting_}) {
-    while (!queue->empty()) {
-      if (num_running() >= cfg_.max_num_seqs || chunk_limit(st) <= 0) return;
-      // FCFS: a request that does not fit now blocks the ones behind it.
-      if (!admit(st, *queue->front())) return;
-      queue->pop_front();
-    }
+  while (num_waiting() > 0) {
+    std::deque<SchedRequest*>& queue = preempted_next() ? preempted_ : waiting_;
+    if (num_running() >= cfg_.max_num_seqs || chunk_limit(st) <= 0) return;
+    // In order: a request that does not fit now blocks the ones behind it.
+    if (!admit(st, *queue.front())) return;
+    queue.pop_front();
   }
 }
 
@@ -120,7 +137,7 @@ bool Scheduler::admit(Step& st, SchedRequest& r) {
   if (r.num_cached_prompt < 0) r.num_cached_prompt = std::min(hit.tokens, r.prompt_len);
   r.status = RequestStatus::kRunning;
   add_chunk(st, r, fit, false);
-  insert_running(&r);
+  insert_in_order(running_, &r);
   return true;
 }
 
@@ -181,16 +198,8 @@ void Scheduler::preempt(Step& st, SchedRequest& r) {
   ++r.num_preemptions;
   ++preemptions_;
   running_.erase(std::find(running_.begin(), running_.end(), &r));
-  const auto at = std::upper_bound(preempted_.begin(), preempted_.end(), r.arrival,
-                                   [](uint64_t a, const SchedRequest* q) { return a < q->arrival; });
-  preempted_.insert(at, &r);
+  insert_in_order(preempted_, &r);
   st.out.preempted.push_back(r.id);
-}
-
-void Scheduler::insert_running(SchedRequest* r) {
-  const auto at = std::upper_bound(running_.begin(), running_.end(), r->arrival,
-                                   [](uint64_t a, const SchedRequest* q) { return a < q->arrival; });
-  running_.insert(at, r);
 }
 
 void Scheduler::append_token(RequestId id, int32_t token) {
@@ -218,8 +227,8 @@ bool Scheduler::finish(RequestId id) {
 }
 
 RequestId Scheduler::next_waiting() const {
-  if (!preempted_.empty()) return preempted_.front()->id;
-  return waiting_.empty() ? 0 : waiting_.front()->id;
+  if (num_waiting() == 0) return 0;
+  return (preempted_next() ? preempted_ : waiting_).front()->id;
 }
 
 const SchedRequest* Scheduler::find(RequestId id) const {

@@ -2,12 +2,15 @@
 // running request that is decoding and prefill chunks for the others, under a token budget
 // (max_num_batched_tokens) and a sequence cap (max_num_seqs), and allocates their positions in the cache.
 //
-// Order (FCFS): running requests in arrival order, then waiting ones, preempted requests first. A waiting
+// Order (FCFS, or the priority policy: runs_before): running requests in that order, then waiting ones,
+// preempted and new ones merged in that order (under FCFS preempted requests come first: they arrived
+// before every waiting one). A waiting
 // request is admitted with its longest prefix-cache hit (those positions are not computed again). Long
 // prompts are chunked: a request's chunk is limited by the budget left after the decodes of the step, by
 // max_prefill_chunk, and by the chunk policy (scheduler_config.h). When blocks run out, a running
-// request's prefill chunk shrinks to what fits; when nothing fits, the newest running request is preempted
-// (its blocks freed, recomputed later) until the request fits or is itself the newest. While others run, a
+// request's prefill chunk shrinks to what fits; when nothing fits, the last running request in that order
+// (the newest, or the lowest priority) is preempted (its blocks freed, recomputed later) until the request
+// fits or is itself the last. While others run, a
 // waiting request is admitted only when its first chunk fits whole and the full units have the blocks for
 // its whole prefill (no recompute thrash); nothing is admitted in a step that preempted, so preempted
 // requests resume before new ones start.
@@ -35,8 +38,9 @@ class Scheduler {
  public:
   Scheduler(SchedulerConfig config, KvCacheManager& kv);
 
-  // Queues a new request. Throws dsv4::Error for a duplicate id or an empty prompt.
-  void add(RequestId id, std::vector<int32_t> prompt, std::string cache_salt = {});
+  // Queues a new request. Throws dsv4::Error for a duplicate id, an empty prompt, or a priority other than 0
+  // under FCFS.
+  void add(RequestId id, std::vector<int32_t> prompt, std::string cache_salt = {}, int64_t priority = 0);
   Schedule schedule();
   // The token sampled after a chunk with sample = true.
   void append_token(RequestId id, int32_t token);
@@ -70,16 +74,18 @@ class Scheduler {
   int64_t largest_fit(const SchedRequest& r, int64_t n, const PrefixHit* hit) const;
   void add_chunk(Step& st, SchedRequest& r, int64_t n, bool decode);
   void preempt(Step& st, SchedRequest& r);
-  void insert_running(SchedRequest* r);
+  // Whether the request admission tries next is preempted_'s front rather than waiting_'s.
+  bool preempted_next() const;
   void remove_from_queues(SchedRequest* r);
 
   SchedulerConfig cfg_;
   KvCacheManager& kv_;
   PrefillPacer pacer_;
   std::unordered_map<RequestId, std::unique_ptr<SchedRequest>> requests_;
-  std::vector<SchedRequest*> running_;   // arrival order
-  std::deque<SchedRequest*> preempted_;  // arrival order; resumed before waiting_
-  std::deque<SchedRequest*> waiting_;    // arrival order
+  // Each in runs_before order.
+  std::vector<SchedRequest*> running_;
+  std::deque<SchedRequest*> preempted_;
+  std::deque<SchedRequest*> waiting_;
   uint64_t next_arrival_ = 0;
   uint64_t preemptions_ = 0;
 };

@@ -12,4 +12,14 @@ ChunkPolicy parse_chunk_policy(std::string_view name) {
   fail("unknown chunked prefill policy \"{}\" (known: latency, budget)", name);
 }
 
+std::string_view scheduling_policy_name(SchedulingPolicy p) {
+  return p == SchedulingPolicy::kFcfs ? "fcfs" : "priority";
+}
+
+SchedulingPolicy parse_scheduling_policy(std::string_view name) {
+  if (name == "fcfs") return SchedulingPolicy::kFcfs;
+  if (name == "priority") return SchedulingPolicy::kPriority;
+  fail("unknown scheduling policy \"{}\" (known: fcfs, priority)", name);
+}
+
 }  // namespace dsv4

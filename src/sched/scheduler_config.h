@@ -20,6 +20,13 @@ enum class ChunkPolicy : uint8_t {
 std::string_view chunk_policy_name(ChunkPolicy p);
 ChunkPolicy parse_chunk_policy(std::string_view name);  // "latency" | "budget"; throws listing them
 
+// Which request goes first (vLLM's --scheduling-policy): arrival order, or each request's priority (lower
+// first; equal priorities in arrival order) for admission, resumption and, in reverse, preemption.
+enum class SchedulingPolicy : uint8_t { kFcfs, kPriority };
+
+std::string_view scheduling_policy_name(SchedulingPolicy p);
+SchedulingPolicy parse_scheduling_policy(std::string_view name);  // "fcfs" | "priority"; throws listing them
+
 struct SchedulerConfig {
   int64_t max_num_seqs = 256;             // running requests at most
   int64_t max_num_batched_tokens = 2048;  // tokens of one step at most
@@ -28,6 +35,7 @@ struct SchedulerConfig {
   // kLatency: allowed extra step time over a decode-only step. 0.4 leaves room for noise under the 2x p99
   // goal (bench/engine_bench.cpp measures it).
   double itl_slack = 0.4;
+  SchedulingPolicy scheduling = SchedulingPolicy::kFcfs;
 };
 
 }  // namespace dsv4

@@ -48,16 +48,22 @@ ChatFormat::ChatFormat(std::string model, int64_t created, const Tokenizer& tok,
   for (size_t i = 0; i < num_choices; ++i) {
     chat::ParserOptions po;
     po.thinking_mode = options_.thinking_mode;
+    po.keep_special_tokens = options_.keep_special_tokens;
     states_.push_back(State{chat::CompletionParser(po), {}, Json::array(), 0});
   }
 }
 
+// The parser's events, less those the request asked to leave out.
 std::vector<chat::ParseEvent> ChatFormat::parse(State& s, const ChoiceUpdate& u) {
   std::vector<chat::ParseEvent> events = s.parser.feed(u.text);
   if (u.finished) {
     auto tail = s.parser.finish();
     events.insert(events.end(), std::make_move_iterator(tail.begin()), std::make_move_iterator(tail.end()));
   }
+  std::erase_if(events, [this](const chat::ParseEvent& e) {
+    return (e.kind == Kind::kReasoning && !options_.include_reasoning) ||
+           (e.kind == Kind::kToolCall && e.tool_index > 0 && !options_.parallel_tool_calls);
+  });
   for (const auto& e : events) {
     s.parsed.add(e);
     if (e.kind == Kind::kToolCall) ++s.tool_calls;
@@ -90,7 +96,8 @@ void ChatFormat::stream(const Choice& c, const ChoiceUpdate& u, std::vector<Json
     Json ch = chunk(c, std::move(ds[i]));
     if (i == 0 && has_logprobs) {
       ch["choices"][0]["logprobs"] =
-          Json{{"content", chat_logprobs_content(tok_, u.token_ids, u.logprobs, options_.top_logprobs)}};
+          Json{{"content",
+                chat_logprobs_content(tok_, u.token_ids, u.logprobs, options_.top_logprobs, options_.tokens_as_ids)}};
     }
     chunks.push_back(std::move(ch));
   }
@@ -106,7 +113,8 @@ void ChatFormat::collect(const Choice& c, const ChoiceUpdate& u) {
   State& s = states_[static_cast<size_t>(c.index())];
   parse(s, u);
   if (options_.logprobs) {
-    for (Json& e : chat_logprobs_content(tok_, u.token_ids, u.logprobs, options_.top_logprobs)) {
+    for (Json& e :
+         chat_logprobs_content(tok_, u.token_ids, u.logprobs, options_.top_logprobs, options_.tokens_as_ids)) {
       s.logprobs.push_back(std::move(e));
     }
   }

@@ -2,6 +2,7 @@
 // into reasoning, content and DSML tool calls: reasoning is returned as both `reasoning_content`
 // (DeepSeek, llama.cpp, SGLang) and `reasoning` (vLLM), tool calls in OpenAI's shape with finish_reason
 // "tool_calls". Streams open with the assistant role and send each tool call whole once it is parsed.
+// include_reasoning false leaves the reasoning out; parallel_tool_calls false keeps the first tool call.
 #pragma once
 
 #include <vector>
@@ -13,9 +14,14 @@
 namespace dsv4::server {
 
 struct ChatFormatOptions {
+  // How the generated text starts: kThinking inside the reasoning (chat/assistant_prefill.h).
   chat::ThinkingMode thinking_mode = chat::ThinkingMode::kChat;
   bool logprobs = false;
   int top_logprobs = 0;
+  bool tokens_as_ids = false;  // return_tokens_as_token_ids
+  bool include_reasoning = true;
+  bool parallel_tool_calls = true;
+  bool keep_special_tokens = false;  // skip_special_tokens false
 };
 
 class ChatFormat final : public ResponseFormat {

@@ -77,6 +77,46 @@ void attach_tools(Json& messages, Json tools) {
   messages.insert(messages.begin(), Json{{"role", "system"}, {"content", ""}, {"tools", std::move(tools)}});
 }
 
+// DeepSeek's prefix completion: {"role": "assistant", "prefix": true} as the last message is continued.
+// Returns whether the last message asks for it; `prefix` anywhere else is refused. The key is removed.
+bool take_prefix(Json& messages) {
+  bool last_is_prefix = false;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    Json& m = messages[i];
+    if (!m.is_object() || !m.contains("prefix")) continue;
+    const std::string param = fmt::format("messages[{}].prefix", i);
+    const auto prefix = RequestFields(m, fmt::format("messages[{}].", i)).boolean("prefix").value_or(false);
+    const bool last_assistant = i + 1 == messages.size() && m.value("role", Json()) == "assistant";
+    if (prefix && !last_assistant)
+      bad_request(param, "'{}' is only allowed on the last message, an assistant one", param);
+    last_is_prefix = prefix;
+    m.erase("prefix");
+  }
+  return last_is_prefix;
+}
+
+// Whether the last message is continued (see the header), checking the combinations vLLM refuses.
+bool continues_final_message(const RequestFields& f, Json& messages) {
+  const bool prefix = take_prefix(messages);
+  const auto continue_final = f.boolean("continue_final_message");
+  const auto add_prompt = f.boolean("add_generation_prompt");
+  if (continue_final.value_or(false) && add_prompt.value_or(false)) {
+    bad_request("add_generation_prompt",
+                "Cannot set both 'continue_final_message' and 'add_generation_prompt' to true");
+  }
+  const bool last_assistant = messages.back().is_object() && messages.back().value("role", Json()) == "assistant";
+  const bool continued = prefix || continue_final.value_or(false);
+  if (continued && !last_assistant) {
+    bad_request("continue_final_message", "'continue_final_message' needs the last message to be an assistant one");
+  }
+  if (!continued && last_assistant) {
+    bad_request("messages",
+                "'messages' ends with an assistant message: set 'continue_final_message': true (or \"prefix\": true "
+                "on that message) to continue it");
+  }
+  return continued;
+}
+
 Json checked_messages(const RequestFields& f) {
   const Json* m = f.array("messages");
   if (m == nullptr) bad_request("messages", "'messages' is required");
@@ -111,15 +151,16 @@ chat::EncodeOptions thinking_options(const RequestFields& f) {
 
 ChatRequest parse_chat_request(const Json& body) {
   const RequestFields f(body);
-  refuse_unsupported(f);
-  if (f.has("functions") || f.has("function_call")) {
-    not_supported("functions", "The deprecated 'functions' / 'function_call' (use 'tools')");
-  }
+  refuse_unsupported(f, Endpoint::kChat);
   ChatRequest r;
   r.messages = checked_messages(f);
+  r.continue_final = continues_final_message(f, r.messages);
   Json tools = checked_tools(f);
   if (tools_enabled(f) && !tools.empty()) attach_tools(r.messages, std::move(tools));
   r.encode = thinking_options(f);
+  r.encode.add_generation_prompt = !r.continue_final && f.boolean("add_generation_prompt").value_or(true);
+  r.include_reasoning = f.boolean("include_reasoning").value_or(true);
+  r.parallel_tool_calls = f.boolean("parallel_tool_calls").value_or(true);
   r.options = parse_generation_options(f, {"max_completion_tokens", "max_tokens"});
   r.logprobs = f.boolean("logprobs").value_or(false);
   r.top_logprobs = static_cast<int>(f.integer_in("top_logprobs", 0, kMaxLogprobs).value_or(0));

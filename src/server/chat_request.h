@@ -8,11 +8,18 @@
 //    put first, as the official encoder expects; tool_choice "none" leaves them out of the prompt.
 //    tool_choice "required" or a named function would need constrained decoding: refused.
 //  - Assistant messages may carry `reasoning` (vLLM's name) instead of `reasoning_content`.
-//  - `response_format` other than text, `functions` and `function_call` are refused.
+//  - A chat ending with an assistant turn continues it (chat/assistant_prefill.h) when asked to, by
+//    continue_final_message or DeepSeek's `"prefix": true` on that message; otherwise it is refused (the
+//    V4 encoding has no way to start another assistant turn after a closed one). add_generation_prompt
+//    false ends the prompt with the user's turn. Both true at once is refused, as in vLLM.
+//  - include_reasoning false leaves the reasoning out of the answer; parallel_tool_calls false keeps
+//    only the first tool call.
+//  - The fields refused or accepted without effect are server/unsupported_fields.h's.
 #pragma once
 
 #include "chat/encoding.h"
 #include "server/generation_options.h"
+#include "server/unsupported_fields.h"
 
 namespace dsv4::server {
 
@@ -20,8 +27,11 @@ struct ChatRequest {
   GenerationOptions options;
   Json messages;  // with the request's tools attached
   chat::EncodeOptions encode;
+  bool continue_final = false;  // the last (assistant) message is continued
   bool logprobs = false;
   int top_logprobs = 0;
+  bool include_reasoning = true;
+  bool parallel_tool_calls = true;
 };
 
 ChatRequest parse_chat_request(const Json& body);

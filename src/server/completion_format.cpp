@@ -16,7 +16,8 @@ CompletionFormat::CompletionFormat(std::string model, int64_t created, const Tok
 Json CompletionFormat::logprobs_of(const Choice& c, const ChoiceUpdate& u) {
   if (logprobs_ < 0) return nullptr;
   Json obj;
-  append_completion_logprobs(obj, tok_, u.token_ids, u.logprobs, logprobs_, offset_[static_cast<size_t>(c.index())]);
+  append_completion_logprobs(obj, tok_, u.token_ids, u.logprobs, logprobs_, offset_[static_cast<size_t>(c.index())],
+                             tokens_as_ids_);
   return obj;
 }
 
@@ -32,7 +33,8 @@ void CompletionFormat::stream(const Choice& c, const ChoiceUpdate& u, std::vecto
 void CompletionFormat::collect(const Choice& c, const ChoiceUpdate& u) {
   const auto i = static_cast<size_t>(c.index());
   text_[i] += u.text;
-  if (logprobs_ >= 0) append_completion_logprobs(lps_[i], tok_, u.token_ids, u.logprobs, logprobs_, offset_[i]);
+  if (logprobs_ >= 0)
+    append_completion_logprobs(lps_[i], tok_, u.token_ids, u.logprobs, logprobs_, offset_[i], tokens_as_ids_);
 }
 
 Json CompletionFormat::response(const GenerationJob& job) {

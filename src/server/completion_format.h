@@ -17,12 +17,15 @@ class CompletionFormat final : public ResponseFormat {
   void stream(const Choice& c, const ChoiceUpdate& u, std::vector<Json>& chunks) override;
   void collect(const Choice& c, const ChoiceUpdate& u) override;
   Json response(const GenerationJob& job) override;
+  // return_tokens_as_token_ids: logprob tokens named "token_id:N".
+  void name_tokens_by_id(bool on) { tokens_as_ids_ = on; }
 
  private:
   Json logprobs_of(const Choice& c, const ChoiceUpdate& u);
 
   const Tokenizer& tok_;
   int logprobs_;
+  bool tokens_as_ids_ = false;
   std::vector<std::string> text_;
   std::vector<Json> lps_;
   std::vector<int64_t> offset_;

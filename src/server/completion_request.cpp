@@ -1,6 +1,7 @@
 #include "server/completion_request.h"
 
 #include "server/api_error.h"
+#include "server/unsupported_fields.h"
 
 namespace dsv4::server {
 namespace {
@@ -48,9 +49,7 @@ std::vector<PromptInput> parse_prompts(const RequestFields& f) {
 
 CompletionRequest parse_completion_request(const Json& body) {
   const RequestFields f(body);
-  refuse_unsupported(f);
-  if (f.boolean("echo").value_or(false)) not_supported("echo", "'echo'");
-  if (!f.string("suffix").value_or("").empty()) not_supported("suffix", "'suffix'");
+  refuse_unsupported(f, Endpoint::kCompletions);
   CompletionRequest r;
   r.prompts = parse_prompts(f);
   r.options = parse_generation_options(f, {"max_tokens"});

@@ -12,6 +12,19 @@ namespace {
 
 double seconds(GenerationJob::Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+// The request field an engine refusal is about: SamplingParams::validate and Engine::add_request start
+// their messages with the field's name ("allowed_token_ids: token id 9 is outside ...").
+std::string engine_error_param(std::string_view message) {
+  static constexpr std::string_view kFields[] = {
+      "temperature",       "top_k",      "top_p",      "min_p",    "repetition_penalty", "presence_penalty",
+      "frequency_penalty", "max_tokens", "min_tokens", "logprobs", "logit_bias",         "stop_token_ids",
+      "allowed_token_ids", "bad_words",  "priority",   "prompt"};
+  const std::string_view first = message.substr(0, message.find_first_of(": "));
+  for (std::string_view f : kFields)
+    if (first == f) return std::string(f);
+  return {};
+}
+
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -26,6 +39,7 @@ GenerationJob::GenerationJob(ServerContext& ctx, std::vector<std::vector<int32_t
     throw unavailable(ctx_.state() == ServerState::kLoading ? "The model is loading" : "The server is shutting down");
   }
   check_lengths(prompts, options);
+  check_priority(options);
   const auto total = static_cast<int64_t>(prompts.size()) * n_;
   if (total > ctx_.admission.capacity()) {  // retrying cannot help: a 400, not a 503
     bad_request("n",
@@ -54,6 +68,14 @@ void GenerationJob::check_lengths(const std::vector<std::vector<int32_t>>& promp
   }
 }
 
+// vLLM's rule: a priority other than 0 is an error unless the server schedules by priority.
+void GenerationJob::check_priority(const GenerationOptions& o) const {
+  if (o.priority != 0 && ctx_.engine->config().scheduling_policy != SchedulingPolicy::kPriority) {
+    bad_request("priority", "'priority' {} needs the priority scheduling policy (serve --scheduling-policy priority)",
+                o.priority);
+  }
+}
+
 void GenerationJob::submit(const std::vector<std::vector<int32_t>>& prompts, const GenerationOptions& o,
                            bool skip_special) {
   const int64_t max_len = ctx_.model.max_model_len;
@@ -63,7 +85,7 @@ void GenerationJob::submit(const std::vector<std::vector<int32_t>>& prompts, con
     prompt_lengths_.push_back(len);
     const int64_t max_tokens = o.max_tokens.value_or(std::min(default_max_tokens_, max_len - len));
     for (int64_t j = 0; j < n_; ++j) {
-      GenerateRequest r{p, o.sampling(ctx_.defaults, max_tokens, j), o.cache_salt};
+      GenerateRequest r{p, o.sampling(ctx_.defaults, max_tokens, j), o.cache_salt, o.priority};
       if (r.sampling.min_tokens > r.sampling.max_tokens) r.sampling.min_tokens = r.sampling.max_tokens;
       std::shared_ptr<RequestStream> stream;
       try {
@@ -71,7 +93,7 @@ void GenerationJob::submit(const std::vector<std::vector<int32_t>>& prompts, con
       } catch (const Error& e) {
         abort();  // the choices already submitted (a throwing constructor runs no destructor)
         if (!ctx_.accepting()) throw unavailable("The server is shutting down");
-        bad_request("", "{}", e.what());
+        bad_request(engine_error_param(e.what()), "{}", e.what());
       }
       choices_.emplace_back(static_cast<int64_t>(choices_.size()), std::move(stream),
                             OutputText(*ctx_.tokenizer, skip_special, o.stop, o.include_stop_str_in_output),
@@ -114,6 +136,19 @@ void GenerationJob::record(size_t i, const ChoiceUpdate& u, Clock::time_point no
   if (u.finished) {
     ctx_.metrics.observe_e2e(seconds(now - arrival_));
     ctx_.metrics.count_finished(choices_[i].finish_reason());
+    if (finished()) record_params();
+  }
+}
+
+// vLLM's request_params_n and request_max_num_generation_tokens: once per prompt, over its n choices.
+void GenerationJob::record_params() {
+  const auto n = static_cast<size_t>(n_);
+  for (size_t first = 0; first < choices_.size(); first += n) {
+    int64_t longest = 0;
+    for (size_t j = first; j < first + n && j < choices_.size(); ++j) {
+      longest = std::max(longest, choices_[j].usage().completion_tokens);
+    }
+    ctx_.metrics.observe_request(n_, longest, ctx_.model.max_model_len);
   }
 }
 

@@ -51,8 +51,10 @@ class GenerationJob {
 
  private:
   void check_lengths(const std::vector<std::vector<int32_t>>& prompts, const GenerationOptions& o) const;
+  void check_priority(const GenerationOptions& o) const;
   void submit(const std::vector<std::vector<int32_t>>& prompts, const GenerationOptions& o, bool skip_special);
   void record(size_t i, const ChoiceUpdate& u, Clock::time_point now);
+  void record_params();
 
   ServerContext& ctx_;
   Clock::time_point arrival_;

@@ -63,6 +63,35 @@ std::unordered_map<int32_t, float> parse_logit_bias(const RequestFields& f) {
   return bias;
 }
 
+std::vector<std::string> parse_bad_words(const RequestFields& f) {
+  const Json* v = f.array("bad_words");
+  std::vector<std::string> words;
+  if (v == nullptr) return words;
+  if (v->size() > kMaxBadWords)
+    bad_request("bad_words", "'bad_words' holds {} words, at most {}", v->size(), kMaxBadWords);
+  for (const Json& w : *v) {
+    if (!w.is_string()) bad_request("bad_words", "'bad_words' must be an array of strings, got {}", json_excerpt(w));
+    words.push_back(w.get<std::string>());
+  }
+  return words;
+}
+
+// vLLM's: an empty list is refused (it would allow nothing).
+std::vector<int32_t> parse_allowed_token_ids(const RequestFields& f) {
+  std::vector<int32_t> ids = parse_token_ids(f, "allowed_token_ids");
+  if (f.has("allowed_token_ids") && ids.empty()) bad_request("allowed_token_ids", "'allowed_token_ids' is empty");
+  return ids;
+}
+
+void parse_truncation(const RequestFields& f, GenerationOptions& o) {
+  o.truncate_prompt_tokens = f.integer_in("truncate_prompt_tokens", -1, INT64_MAX);
+  const auto side = f.string("truncation_side");
+  if (side && *side != "left" && *side != "right") {
+    bad_request("truncation_side", "'truncation_side' must be \"left\" or \"right\", got \"{}\"", *side);
+  }
+  o.truncate_left = side.value_or("left") == "left";
+}
+
 void parse_stream_options(const RequestFields& f, GenerationOptions& o) {
   const Json* so = f.object("stream_options");
   if (so == nullptr) return;
@@ -94,6 +123,12 @@ GenerationOptions parse_generation_options(const RequestFields& f,
   o.ignore_eos = f.boolean("ignore_eos").value_or(false);
   o.min_tokens = f.integer_in("min_tokens", 0, INT32_MAX).value_or(0);
   o.stop_token_ids = parse_token_ids(f, "stop_token_ids");
+  o.allowed_token_ids = parse_allowed_token_ids(f);
+  o.bad_words = parse_bad_words(f);
+  parse_truncation(f, o);
+  o.priority = f.integer("priority").value_or(0);
+  o.request_id = f.string("request_id").value_or("");
+  o.tokens_as_ids = f.boolean("return_tokens_as_token_ids").value_or(false);
   for (std::string_view key : max_tokens_keys) {
     if (const auto m = f.integer(key)) {
       if (*m < 1) bad_request(std::string(key), "'{}' must be at least 1, got {}", key, *m);
@@ -114,23 +149,6 @@ GenerationOptions parse_generation_options(const RequestFields& f,
   return o;
 }
 
-void refuse_unsupported(const RequestFields& f) {
-  if (f.boolean("use_beam_search").value_or(false)) not_supported("use_beam_search", "Beam search");
-  if (const auto best_of = f.integer("best_of"); best_of && *best_of != f.integer("n").value_or(1)) {
-    not_supported("best_of", "'best_of' other than 'n'");
-  }
-  if (f.has("prompt_logprobs")) not_supported("prompt_logprobs", "'prompt_logprobs'");
-  for (const char* key : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"}) {
-    if (f.has(key)) not_supported(key, fmt::format("Guided decoding ('{}')", key));
-  }
-  if (const Json* rf = f.object("response_format")) {
-    const RequestFields r(*rf, "response_format.");
-    if (r.string("type").value_or("") != "text") {
-      not_supported("response_format", "'response_format' (structured output) other than {\"type\": \"text\"}");
-    }
-  }
-}
-
 SamplingParams GenerationOptions::sampling(const SamplingDefaults& d, int64_t max_tokens_value, int64_t index) const {
   SamplingParams p;
   p.temperature = temperature.value_or(d.temperature.value_or(p.temperature));
@@ -145,6 +163,8 @@ SamplingParams GenerationOptions::sampling(const SamplingDefaults& d, int64_t ma
   p.ignore_eos = ignore_eos;
   p.min_tokens = min_tokens;
   p.stop_token_ids = stop_token_ids;
+  p.allowed_token_ids = allowed_token_ids;
+  p.bad_words = bad_words_ids;
   p.max_tokens = max_tokens_value;
   p.logprobs = logprobs;
   return p;

@@ -22,6 +22,7 @@ struct SamplingDefaults {
 
 inline constexpr int64_t kMaxChoices = 128;  // n
 inline constexpr size_t kMaxStopStrings = 64;
+inline constexpr size_t kMaxBadWords = 128;  // bad_words strings (each may give two token sequences)
 
 struct GenerationOptions {
   std::string model;  // empty when not given
@@ -34,6 +35,15 @@ struct GenerationOptions {
   bool ignore_eos = false;
   int64_t min_tokens = 0;
   std::vector<int32_t> stop_token_ids;
+  std::vector<int32_t> allowed_token_ids;           // empty: every id
+  std::vector<std::string> bad_words;               // as given; bad_words_ids once tokenized
+  std::vector<std::vector<int32_t>> bad_words_ids;  // server/bad_words.h
+  // Prompt: truncate_prompt_tokens (-1: max_model_len) keeps the last N tokens, or the first N with
+  // truncation_side "right".
+  std::optional<int64_t> truncate_prompt_tokens;
+  bool truncate_left = true;
+  int64_t priority = 0;    // --scheduling-policy priority: lower runs earlier
+  std::string request_id;  // the response id's suffix when given (vLLM)
   // Length and stops.
   std::optional<int64_t> max_tokens;  // >= 1 when given
   std::vector<std::string> stop;      // non-empty strings
@@ -45,6 +55,7 @@ struct GenerationOptions {
   bool include_usage = false;           // stream_options.include_usage
   bool continuous_usage_stats = false;  // stream_options.continuous_usage_stats (vLLM)
   int32_t logprobs = -1;                // -1 none, 0 the chosen token's, k > 0 also the top k
+  bool tokens_as_ids = false;           // return_tokens_as_token_ids: logprob tokens as "token_id:N"
   std::string cache_salt;
 
   // The engine's parameters for choice `index` of `max_tokens` tokens (seed + index, as vLLM's n > 1).
@@ -55,10 +66,5 @@ struct GenerationOptions {
 // length may come under, first given wins (chat: max_completion_tokens, max_tokens).
 GenerationOptions parse_generation_options(const RequestFields& f,
                                            std::initializer_list<std::string_view> max_tokens_keys);
-
-// Refuses (400 "not supported") the fields this server understands but does not implement, so that none is
-// silently ignored: beam search, best_of != n, prompt_logprobs, guided decoding, response_format other than
-// text, and `extra` (endpoint-specific names).
-void refuse_unsupported(const RequestFields& f);
 
 }  // namespace dsv4::server

@@ -2,14 +2,17 @@
 
 #include <spdlog/spdlog.h>
 
+#include "chat/assistant_prefill.h"
 #include "chat/encoding.h"
 #include "core/error.h"
+#include "server/bad_words.h"
 #include "server/chat_format.h"
 #include "server/chat_request.h"
 #include "server/completion_format.h"
 #include "server/completion_request.h"
 #include "server/connection_probe.h"
 #include "server/handler_guard.h"
+#include "server/prompt_truncation.h"
 #include "server/sse.h"
 #include "server/stream_session.h"
 
@@ -67,8 +70,16 @@ bool run_to_completion(ServerContext& ctx, GenerationJob& job, ResponseFormat& f
   return true;
 }
 
+// What the options and prompts need from the tokenizer and the model before they become a job: the bad
+// words as token ids, the prompts truncated as asked.
+void prepare(const ServerContext& ctx, GenerationOptions& o, std::vector<std::vector<int32_t>>& prompts) {
+  o.bad_words_ids = tokenize_bad_words(o.bad_words, *ctx.tokenizer);
+  truncate_prompts(prompts, o, ctx.model.max_model_len);
+}
+
 void respond(ServerContext& ctx, httplib::Response& res, const GenerationOptions& o, std::unique_ptr<GenerationJob> job,
              std::unique_ptr<ResponseFormat> format) {
+  if (!o.request_id.empty()) format->use_request_id(o.request_id);
   const ConnectionProbe probe = ConnectionProbe::current();
   abort_when_client_leaves(ctx, *job, probe);
   if (o.stream) {
@@ -89,11 +100,13 @@ void completions(ServerContext& ctx, const httplib::Request& req, httplib::Respo
   check_model(ctx, r.options.model);
   std::vector<std::vector<int32_t>> prompts;
   for (PromptInput& p : r.prompts) prompts.push_back(p.text ? ctx.tokenizer->encode(*p.text) : std::move(p.ids));
+  prepare(ctx, r.options, prompts);
   auto job =
       std::make_unique<GenerationJob>(ctx, std::move(prompts), r.options, r.options.skip_special_tokens.value_or(true),
                                       arrival, std::min(kCompletionsDefaultMaxTokens, ctx.config.default_max_tokens));
   auto format = std::make_unique<CompletionFormat>(ctx.model.name, job->created(), *ctx.tokenizer, r.options.logprobs,
                                                    job->choices().size());
+  format->name_tokens_by_id(r.options.tokens_as_ids);
   respond(ctx, res, r.options, std::move(job), std::move(format));
 }
 
@@ -102,18 +115,25 @@ void chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::
   check_serving(ctx);
   ChatRequest r = parse_chat_request(parse_request_body(req.body));
   check_model(ctx, r.options.model);
-  std::string prompt;
+  chat::ChatPrompt prompt;
   try {
-    prompt = chat::encode_messages(r.messages, r.encode);
+    prompt = chat::encode_chat_prompt(std::move(r.messages), r.encode, r.continue_final);
   } catch (const Error& e) {
     bad_request("messages", "{}", e.what());
   }
   // Special tokens stay in the text: the completion parser needs </think> and DSML, and drops the rest.
   std::vector<std::vector<int32_t>> prompts;
-  prompts.push_back(ctx.tokenizer->encode(prompt));
+  prompts.push_back(ctx.tokenizer->encode(prompt.text));
+  prepare(ctx, r.options, prompts);
   auto job = std::make_unique<GenerationJob>(ctx, std::move(prompts), r.options, false, arrival,
                                              ctx.config.default_max_tokens);
-  ChatFormatOptions fo{r.encode.thinking_mode, r.logprobs, r.top_logprobs};
+  ChatFormatOptions fo{prompt.parse_mode,
+                       r.logprobs,
+                       r.top_logprobs,
+                       r.options.tokens_as_ids,
+                       r.include_reasoning,
+                       r.parallel_tool_calls,
+                       !r.options.skip_special_tokens.value_or(true)};
   auto format = std::make_unique<ChatFormat>(ctx.model.name, job->created(), *ctx.tokenizer, fo, job->choices().size());
   respond(ctx, res, r.options, std::move(job), std::move(format));
 }

@@ -1,7 +1,9 @@
 // Log probabilities in the two OpenAI shapes. Chat: {"content": [{"token", "logprob", "bytes",
 // "top_logprobs": [...]}]}. Completions (legacy): {"tokens", "token_logprobs", "top_logprobs": [{token:
 // logprob}], "text_offset"}. Token strings are the token's own decoded text (a partial UTF-8 character
-// shows as U+FFFD; `bytes` has the exact bytes). -inf is written as -9999.0, as vLLM does.
+// shows as U+FFFD; `bytes` has the exact bytes), or "token_id:N" with return_tokens_as_token_ids (vLLM's
+// way to name tokens whose text is not valid UTF-8; `bytes` and text offsets stay the text's). -inf is
+// written as -9999.0, as vLLM does.
 #pragma once
 
 #include <cstdint>
@@ -15,11 +17,12 @@ namespace dsv4::server {
 
 // The entries of "content" for `ids` (top_n alternatives each).
 Json chat_logprobs_content(const Tokenizer& tok, std::span<const int32_t> ids, std::span<const TokenLogprobs> lps,
-                           int top_n);
+                           int top_n, bool tokens_as_ids = false);
 
 // Appends `ids` to a completions logprobs object (created on first use); `text_offset` is the running
 // character offset of the choice's text and advances by each token's text.
 void append_completion_logprobs(Json& obj, const Tokenizer& tok, std::span<const int32_t> ids,
-                                std::span<const TokenLogprobs> lps, int top_n, int64_t& text_offset);
+                                std::span<const TokenLogprobs> lps, int top_n, int64_t& text_offset,
+                                bool tokens_as_ids = false);
 
 }  // namespace dsv4::server

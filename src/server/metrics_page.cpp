@@ -1,5 +1,7 @@
 #include "server/metrics_page.h"
 
+#include <utility>
+
 #include "server/prometheus_text.h"
 
 namespace dsv4::server {
@@ -13,18 +15,40 @@ Histogram step_histogram(const StepTimes& t) {
   return h;
 }
 
-void vllm_metrics(PrometheusText& p, const EngineStats& e, const RequestMetrics::Snapshot& r, const Labels& l) {
+void scheduler_metrics(PrometheusText& p, const EngineStats& e, const Labels& l) {
   p.gauge("vllm:num_requests_running", "Number of requests in model execution batches.", l,
           static_cast<double>(e.running));
   p.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", l,
           static_cast<double>(e.waiting));
+  // dsv4 never sleeps; the family is there because vLLM's dashboards read it.
+  p.family("vllm:engine_sleep_state", "gauge", "Engine sleep state; awake = 1 means the engine is awake.");
+  for (const auto& [state, value] : {std::pair{"awake", 1}, {"weights_offloaded", 0}, {"discard_all", 0}}) {
+    Labels with = l;
+    with.emplace_back("sleep_state", state);
+    p.sample(with, value);
+  }
   p.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", l, e.kv_usage());
+  p.counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", l,
+            static_cast<double>(e.preemptions));
+}
+
+void cache_metrics(PrometheusText& p, const EngineStats& e, const Labels& l) {
   p.counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.", l,
             static_cast<double>(e.prefix_query_tokens));
   p.counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", l,
             static_cast<double>(e.prefix_hit_tokens));
-  p.counter("vllm:num_preemptions", "Cumulative number of preemption from the engine.", l,
-            static_cast<double>(e.preemptions));
+  // No KV connector and no multi-modal inputs: vLLM's families, always zero.
+  p.counter("vllm:external_prefix_cache_queries", "External prefix cache queries (no KV connector: 0).", l, 0);
+  p.counter("vllm:external_prefix_cache_hits", "External prefix cache hits (no KV connector: 0).", l, 0);
+  p.counter("vllm:mm_cache_queries", "Multi-modal cache queries (text only: 0).", l, 0);
+  p.counter("vllm:mm_cache_hits", "Multi-modal cache hits (text only: 0).", l, 0);
+  // An info gauge: vLLM labels it with the cache config and the engine, not the model.
+  Labels info = e.cache_config ? *e.cache_config : Labels{};
+  info.emplace_back("engine", "0");
+  p.gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", info, 1);
+}
+
+void token_metrics(PrometheusText& p, const EngineStats& e, const RequestMetrics::Snapshot& r, const Labels& l) {
   p.counter("vllm:prompt_tokens", "Number of prefill tokens processed.", l, static_cast<double>(e.prompt_tokens));
   p.counter("vllm:generation_tokens", "Number of generation tokens processed.", l,
             static_cast<double>(e.generation_tokens));
@@ -34,12 +58,35 @@ void vllm_metrics(PrometheusText& p, const EngineStats& e, const RequestMetrics:
     with.emplace_back("finished_reason", reason);
     p.sample(with, static_cast<double>(n));
   }
-  p.family("vllm:time_to_first_token_seconds", "histogram", "Histogram of time to first token in seconds.");
-  p.histogram(l, r.ttft);
-  p.family("vllm:inter_token_latency_seconds", "histogram", "Histogram of inter-token latency in seconds.");
-  p.histogram(l, r.itl);
-  p.family("vllm:e2e_request_latency_seconds", "histogram", "Histogram of e2e request latency in seconds.");
-  p.histogram(l, r.e2e);
+}
+
+// vLLM's request-level histograms: what the engine saw (phases, token counts) and what the server saw
+// (latencies from the request's arrival, n and the longest choice of each HTTP request).
+void request_histograms(PrometheusText& p, const EngineStats& e, const RequestMetrics::Snapshot& r, const Labels& l) {
+  const RequestHistograms& q = e.requests;
+  const struct {
+    const char* name;
+    const char* help;
+    const Histogram& h;
+  } families[] = {
+      {"vllm:request_prompt_tokens", "Number of prefill tokens processed.", q.prompt_tokens},
+      {"vllm:request_generation_tokens", "Number of generation tokens processed.", q.generation_tokens},
+      {"vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", e.iteration_tokens},
+      {"vllm:request_max_num_generation_tokens", "Histogram of maximum number of requested generation tokens.",
+       r.max_num_generation_tokens},
+      {"vllm:request_params_n", "Histogram of the n request parameter.", r.params_n},
+      {"vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", q.max_tokens},
+      {"vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", r.ttft},
+      {"vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", r.itl},
+      {"vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.",
+       q.time_per_output_token},
+      {"vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", r.e2e},
+      {"vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", q.queue},
+      {"vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", q.inference},
+      {"vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", q.prefill},
+      {"vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", q.decode},
+  };
+  for (const auto& f : families) p.histogram(f.name, f.help, l, f.h);
 }
 
 void pool_metrics(PrometheusText& p, const EngineStats& e, const Labels& l) {
@@ -131,7 +178,10 @@ std::string render_metrics(const EngineStats& engine, const RequestMetrics::Snap
                            const ServerGauges& server) {
   PrometheusText p;
   const Labels l = {{"model_name", server.model_name}, {"engine", "0"}};
-  vllm_metrics(p, engine, requests, l);
+  scheduler_metrics(p, engine, l);
+  cache_metrics(p, engine, l);
+  token_metrics(p, engine, requests, l);
+  request_histograms(p, engine, requests, l);
   pool_metrics(p, engine, l);
   group_metrics(p, engine, l);
   engine_metrics(p, engine, requests, server, l);

@@ -1,4 +1,4 @@
-// The /metrics page: vLLM's metric set under its own `vllm:` names (so existing dashboards and
+// The /metrics page: vLLM's metric families under their `vllm:` names (so existing dashboards and
 // `vllm bench serve` work), then `dsv4:` gauges per KV pool and per KV group.
 #pragma once
 

@@ -42,7 +42,10 @@ void PrometheusText::family(std::string_view name, std::string_view type, std::s
   type_ = std::string(type);
   std::string escaped_help;
   for (const char c : help) escaped_help += c == '\n' ? std::string("\\n") : std::string(1, c);
-  out_ += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name_, escaped_help, name_, type_);
+  // A counter's HELP and TYPE name its samples (`x_total`), as client_python writes them: a TYPE line for
+  // `x` over `x_total` samples makes prometheus_client's parser split the family in two.
+  const std::string header = type_ == "counter" ? name_ + "_total" : name_;
+  out_ += fmt::format("# HELP {} {}\n# TYPE {} {}\n", header, escaped_help, header, type_);
 }
 
 void PrometheusText::line(std::string_view name, const Labels& labels, double value,
@@ -88,6 +91,11 @@ void PrometheusText::gauge(std::string_view name, std::string_view help, const L
 void PrometheusText::counter(std::string_view name, std::string_view help, const Labels& labels, double value) {
   family(name, "counter", help);
   sample(labels, value);
+}
+
+void PrometheusText::histogram(std::string_view name, std::string_view help, const Labels& labels, const Histogram& h) {
+  family(name, "histogram", help);
+  histogram(labels, h);
 }
 
 }  // namespace dsv4::server

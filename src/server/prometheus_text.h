@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "server/histogram.h"
+#include "core/histogram.h"
 
 namespace dsv4::server {
 
@@ -15,8 +15,8 @@ using Labels = std::vector<std::pair<std::string, std::string>>;
 
 class PrometheusText {
  public:
-  // Starts a family; type is "gauge", "counter" or "histogram". Counters are named without "_total": the
-  // samples get it (the client_python convention vLLM follows).
+  // Starts a family; type is "gauge", "counter" or "histogram". Counters are named without "_total": their
+  // HELP, TYPE and samples get it (what client_python writes for vLLM).
   void family(std::string_view name, std::string_view type, std::string_view help);
   // One sample of the current family (gauge or counter).
   void sample(const Labels& labels, double value);
@@ -26,6 +26,7 @@ class PrometheusText {
   // A whole one-sample family.
   void gauge(std::string_view name, std::string_view help, const Labels& labels, double value);
   void counter(std::string_view name, std::string_view help, const Labels& labels, double value);
+  void histogram(std::string_view name, std::string_view help, const Labels& labels, const Histogram& h);
 
   const std::string& text() const { return out_; }
 

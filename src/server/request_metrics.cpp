@@ -1,25 +1,23 @@
 #include "server/request_metrics.h"
 
-#include <array>
+#include "core/vllm_buckets.h"
 
 namespace dsv4::server {
-namespace {
-
-// vLLM's buckets (vllm/v1/metrics/loggers.py), so its dashboards' quantiles read the same.
-constexpr std::array<double, 22> kTtftBuckets = {0.001, 0.005, 0.01, 0.02,  0.04,  0.06,  0.08, 0.1,
-                                                 0.25,  0.5,   0.75, 1.0,   2.5,   5.0,   7.5,  10.0,
-                                                 20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
-constexpr std::array<double, 19> kItlBuckets = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4, 0.5,
-                                                0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
-constexpr std::array<double, 21> kE2eBuckets = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
-                                                30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
-
-}  // namespace
-
 RequestMetrics::RequestMetrics() {
-  s_.ttft = Histogram(kTtftBuckets);
-  s_.itl = Histogram(kItlBuckets);
-  s_.e2e = Histogram(kE2eBuckets);
+  s_.ttft = Histogram(vllm_buckets::ttft());
+  s_.itl = Histogram(vllm_buckets::inter_token());
+  s_.e2e = Histogram(vllm_buckets::request_latency());
+  s_.params_n = Histogram(vllm_buckets::params_n());
+}
+
+void RequestMetrics::observe_request(int64_t n, int64_t max_generation_tokens, int64_t max_model_len) {
+  std::lock_guard lock(mu_);
+  s_.params_n.observe(static_cast<double>(n));
+  // vLLM's bounds run up to max_model_len, which is known only once the model has loaded.
+  if (s_.max_num_generation_tokens.bounds.empty()) {
+    s_.max_num_generation_tokens = Histogram(vllm_buckets::one_two_five(max_model_len));
+  }
+  s_.max_num_generation_tokens.observe(static_cast<double>(max_generation_tokens));
 }
 
 void RequestMetrics::observe_ttft(double seconds) {

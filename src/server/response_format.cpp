@@ -17,7 +17,8 @@ std::string random_hex(size_t n) {
 }  // namespace
 
 ResponseFormat::ResponseFormat(std::string id_prefix, std::string chunk_object, std::string model, int64_t created)
-    : id_(std::move(id_prefix) + random_hex(32)),
+    : id_prefix_(std::move(id_prefix)),
+      id_(id_prefix_ + random_hex(32)),
       chunk_object_(std::move(chunk_object)),
       model_(std::move(model)),
       created_(created) {}

@@ -29,13 +29,15 @@ class ResponseFormat {
   Json usage_chunk(const GenerationJob& job) const;
 
   const std::string& id() const { return id_; }
+  // The client's request_id in place of the random part (vLLM's "chatcmpl-{request_id}").
+  void use_request_id(const std::string& request_id) { id_ = id_prefix_ + request_id; }
 
  protected:
   // {"id", "object", "created", "model"} then `choices`.
   Json envelope(std::string_view object, Json choices) const;
 
  private:
-  std::string id_, chunk_object_, model_;
+  std::string id_prefix_, id_, chunk_object_, model_;
   int64_t created_;
 };
 

@@ -3,11 +3,8 @@
 # decode step must read and the FLOPs of the prefill; --json gives one object per row.
 set -euo pipefail
 BIN=$1
-MODEL=${DSV4_SHARED:-../shared}/golden/tiny-a
-if [ ! -d "$MODEL" ]; then
-  echo "skip: $MODEL not found"
-  exit 0
-fi
+source "$(dirname "$0")/../testing/test_data.sh"
+MODEL=$DATA/golden/tiny-a
 table=$("$BIN" bench step "$MODEL" --backend cpu --batch 1,3 --context 260 --prefill 128 -r 2 2>/dev/null)
 echo "$table"
 echo "$table" | grep -Eq '\| +decode \| +3 \| +260 \| +[0-9.]+ \|'

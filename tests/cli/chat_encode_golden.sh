@@ -1,13 +1,10 @@
 #!/usr/bin/env bash
 # dsv4 chat-encode reproduces the official DeepSeek-V4 encoder's prompts byte for byte
-# (shared/golden/encoding), and rejects malformed input with a clear message and exit code 1.
+# (tests/data/golden/encoding), and rejects malformed input with a clear message and exit code 1.
 set -euo pipefail
 DSV4=$1
-GOLDEN=${DSV4_SHARED:-../shared}/golden/encoding
-if [ ! -d "$GOLDEN" ]; then
-  echo "skip: $GOLDEN not found"
-  exit 0
-fi
+source "$(dirname "$0")/../testing/test_data.sh"
+GOLDEN=$DATA/golden/encoding
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0

@@ -17,7 +17,7 @@ section() { awk -v h="$1:" '$0 == h { on = 1; next } on && /^$/ { exit } on'; }
 engine_help() { $DSV4 $1 --help | section Engine; }
 
 ref=$(engine_help serve)
-[ "$(grep -c '^  --' <<<"$ref")" -eq 18 ] || fail "serve's Engine help section is short: $ref"
+[ "$(grep -c '^  --' <<<"$ref")" -eq 19 ] || fail "serve's Engine help section is short: $ref"
 for c in "${cmds[@]:1}"; do
   diff <(echo "$ref") <(engine_help "$c") || fail "$c: engine flags differ from serve's (diff above)"
 done
@@ -47,15 +47,15 @@ j = json.loads(sys.argv[1])
 want = {"backend": "cpu", "threads": 0, "max-model-len": 0, "max-num-seqs": 256, "max-num-batched-tokens": 2048,
         "kv-cache-memory": 0, "gpu-memory-utilization": 0.9, "block-size": 256, "kv-cache-dtype": "fp8",
         "indexer-dtype": "fp4", "enforce-eager": False, "enable-prefix-caching": True,
-        "prefix-cache-retention-interval": 0, "chunked-prefill-policy": "latency", "max-prefill-chunk": 0,
-        "itl-slack": 0.4}
+        "prefix-cache-retention-interval": -1, "chunked-prefill-policy": "latency", "max-prefill-chunk": 0,
+        "itl-slack": 0.4, "scheduling-policy": "fcfs"}
 for k, v in want.items():
     assert j[k] == v, (k, j[k], v)
 ' "$defaults" || fail "serve's defaults: $defaults"
 set_flags=(--backend auto --threads 3 --numerics exact --max-model-len 4096 --max-num-seqs 7 --max-num-batched-tokens 512
   --kv-cache-memory 96MiB --gpu-memory-utilization 0.5 --kv-cache-dtype bf16 --no-enable-prefix-caching
-  --prefix-cache-retention-interval -1 --chunked-prefill-policy budget --max-prefill-chunk 256 --itl-slack 0.25
-  --enforce-eager)
+  --prefix-cache-retention-interval 512 --chunked-prefill-policy budget --max-prefill-chunk 256 --itl-slack 0.25
+  --enforce-eager --scheduling-policy priority)
 given=$(resolved serve "${set_flags[@]}")
 [ "$given" != "$defaults" ] || fail "the flags changed nothing"
 from_env=$(DSV4_MAX_NUM_SEQS=9 DSV4_ITL_SLACK=0.7 resolved serve)

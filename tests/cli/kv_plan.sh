@@ -3,10 +3,9 @@
 # fields, the readable table, the environment mirror of --kv-memory, and refusals of bad input.
 set -euo pipefail
 DSV4=$1
-SHARED=${DSV4_SHARED:-../shared}
-CFG="$SHARED/configs/deepseek-v4-flash"
 fail() { echo "FAIL: $*"; exit 1; }
-[ -f "$CFG/config.json" ] || { echo "SKIP: no V4-Flash config at $CFG (a clone without ../shared)"; exit 77; }
+source "$(dirname "$0")/../testing/test_data.sh"
+CFG="$DATA/configs/deepseek-v4-flash"
 
 check() {  # dtype flags..., then expected bytes_per_token fixed per_sequence
   local bpt=${*: -3:1} fixed=${*: -2:1} per=${*: -1}

@@ -3,26 +3,19 @@
 # for a truncated file, refusals of bad presets.
 set -euo pipefail
 DSV4=$1
-SHARED=${DSV4_SHARED:-../shared}
+source "$(dirname "$0")/../testing/test_data.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
-# The golden tiny-a checkpoint (../shared): inspect's tables and the truncated-shard refusal need it.
-have_golden=0
-[ -d "$SHARED/golden/tiny-a" ] && have_golden=1
-[ $have_golden = 1 ] || echo "note: no golden tiny-a at $SHARED/golden: its inspect and truncation checks are left out"
-
 # inspect prints the configuration tiny-a's README tables.
-if [ $have_golden = 1 ]; then
-  out=$("$DSV4" inspect "$SHARED/golden/tiny-a")
-  for want in "dim              256" "layers           4 + 1 MTP" "compress_ratios  [0, 4, 128, 4, 0]" \
-    "heads            4 x 128, rope dims 64" "q_lora_rank      128" "o_groups x rank  2 x 128" \
-    "indexer          4 x 128, index_topk 8" "experts          8 routed, top-2, moe_inter_dim 128 (+1 shared)" \
-    "hash layers      1" "vocab_size       1024" "dtypes           weights fp8, experts fp4, scales ue8m0"; do
-    grep -qF "$want" <<<"$out" || fail "inspect tiny-a lacks '$want'"
-  done
-fi
+out=$("$DSV4" inspect "$DATA/golden/tiny-a")
+for want in "dim              256" "layers           4 + 1 MTP" "compress_ratios  [0, 4, 128, 4, 0]" \
+  "heads            4 x 128, rope dims 64" "q_lora_rank      128" "o_groups x rank  2 x 128" \
+  "indexer          4 x 128, index_topk 8" "experts          8 routed, top-2, moe_inter_dim 128 (+1 shared)" \
+  "hash layers      1" "vocab_size       1024" "dtypes           weights fp8, experts fp4, scales ue8m0"; do
+  grep -qF "$want" <<<"$out" || fail "inspect tiny-a lacks '$want'"
+done
 
 # make-tiny writes a folder that inspect --json reads back, deterministic from the seed.
 "$DSV4" make-tiny --preset tiny --out "$tmp/a" --seed 9 >/dev/null 2>&1
@@ -41,13 +34,11 @@ assert kv["total"] == 2 * 67.0 + 1.5625, kv
 PY
 
 # A truncated shard is refused, naming the file and the first tensor that runs past its end.
-if [ $have_golden = 1 ]; then
-  cp -r "$SHARED/golden/tiny-a" "$tmp/trunc" && chmod -R u+w "$tmp/trunc"
-  truncate -s 5000000 "$tmp/trunc/model-00001-of-00001.safetensors"
-  if err=$("$DSV4" inspect "$tmp/trunc" 2>&1); then fail "truncated checkpoint accepted"; fi
-  grep -qF "trunc/model-00001-of-00001.safetensors: tensor 'layers.0.ffn.experts.0.w1.weight': data_offsets [5566638, 5583022] run past the data section (4957880 bytes)" <<<"$err" ||
-    fail "unexpected error for a truncated file: $err"
-fi
+cp -r "$DATA/golden/tiny-a" "$tmp/trunc" && chmod -R u+w "$tmp/trunc"
+truncate -s 5000000 "$tmp/trunc/model-00001-of-00001.safetensors"
+if err=$("$DSV4" inspect "$tmp/trunc" 2>&1); then fail "truncated checkpoint accepted"; fi
+grep -qF "trunc/model-00001-of-00001.safetensors: tensor 'layers.0.ffn.experts.0.w1.weight': data_offsets [5566638, 5583022] run past the data section (4957880 bytes)" <<<"$err" ||
+  fail "unexpected error for a truncated file: $err"
 
 if err=$("$DSV4" make-tiny --preset nope --out "$tmp/x" 2>&1); then fail "unknown preset accepted"; fi
 grep -qF 'unknown preset "nope" (known: tiny, serve, flash-attn)' <<<"$err" || fail "bad preset error: $err"

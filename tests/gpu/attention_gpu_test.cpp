@@ -60,11 +60,11 @@ bool order_shows(const Case& c, const std::vector<uint16_t>& q, const std::vecto
 void run_case(const Case& c, uint32_t seed, bool generic = false) {
   CpuOps cpu(2);
   const KvEntryDims dims{c.d, c.r};
-  cuda::AttentionArgs shape;  // what the dispatch looks at
+  SparseAttentionParams shape;  // what the dispatch looks at
   shape.heads = c.heads;
   shape.head_dim = c.d;
   shape.rope_dim = c.r;
-  shape.window.format = shape.compressed.format = static_cast<cuda::EntryFormat>(c.format);
+  shape.window.format = shape.compressed.format = c.format;
   shape.window.entry_bytes = shape.compressed.entry_bytes = static_cast<int32_t>(kv_entry_bytes(c.format, dims));
   shape.compressed_width = c.compressed;
   const bool exact = generic || !cuda::mqa_fast_path(shape);
@@ -88,7 +88,7 @@ void run_case(const Case& c, uint32_t seed, bool generic = false) {
   Dev<uint8_t> dmem(dmem_init);
   Dev<uint16_t> dvals(vals);
   Dev<int32_t> dstore(store_slots);
-  cuda::store_entries(dvals.p, c.entries, c.d, c.r, device_table(table, dmem.p), dstore.p, nullptr, nullptr);
+  cuda::store_entries({dvals.p, c.entries, dims, device_table(table, dmem.p), dstore.p}, nullptr, nullptr);
   ASSERT_EQ(dmem.get(), mem) << "stored bytes differ";
 
   // Queries and index lists with holes (for the generic kernel also a whole masked block and a fully
@@ -152,7 +152,7 @@ void run_case(const Case& c, uint32_t seed, bool generic = false) {
   Dev<uint16_t> dq(q_at), dout(std::vector<uint16_t>(q.size(), 0x7fc0));
   Dev<float> dsink(sink), dfreqs(rope_frequencies(rope));
   Dev<int32_t> dwin(win), dcomp(comp), dpos(pos);
-  cuda::AttentionArgs a;
+  cuda::AttentionLaunch a;
   a.q = dq.p + c.q_offset;
   a.out = dout.p;
   a.tokens = c.tokens;
@@ -169,13 +169,14 @@ void run_case(const Case& c, uint32_t seed, bool generic = false) {
   a.compressed_width = c.compressed;
   if (c.rope) {
     a.positions = dpos.p;
+    a.rope = rope;
     a.freqs = dfreqs.p;
   }
   if (generic) {
     ASSERT_FALSE(c.rope) << "sparse_attention_generic leaves the inverse RoPE to its caller";
     cuda::sparse_attention_generic(a, nullptr);
   } else {
-    cuda::sparse_attention(a, nullptr);
+    cuda::sparse_attention(a, a.freqs, a.err, nullptr);
   }
   const auto got = dout.get();
   if (exact) {
@@ -226,17 +227,17 @@ TEST(CudaAttention, FastPathPartialHeadGroups) {
   run_case({32, 512, 64, 64, 1000, 7, 3000}, 24);
 }
 TEST(CudaAttention, FastPathAppliesOnlyToFlashShapes) {
-  cuda::AttentionArgs a;
+  SparseAttentionParams a;
   a.head_dim = 512;
   a.rope_dim = 64;
   a.heads = 64;
-  a.window.format = cuda::EntryFormat::kAttnFp8;
+  a.window.format = KvEntryFormat::kAttnFp8;
   a.window.entry_bytes = 584;
   EXPECT_TRUE(cuda::mqa_fast_path(a));
   a.heads = 8;
   EXPECT_FALSE(cuda::mqa_fast_path(a));
   a.heads = 64;
-  a.window.format = cuda::EntryFormat::kBf16;
+  a.window.format = KvEntryFormat::kBf16;
   EXPECT_FALSE(cuda::mqa_fast_path(a));
 }
 // Shapes the fast path declines run the generic kernel: bit-exact.

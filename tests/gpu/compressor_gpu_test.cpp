@@ -25,6 +25,7 @@ namespace {
 using gputest::Dev;
 using gputest::device_table;
 using gputest::random_bf16;
+using gputest::random_f32;
 
 // A paged host table (16 entries a page, a 40-byte gap between pages), every byte poisoned.
 struct HostTable {
@@ -37,14 +38,6 @@ struct HostTable {
     t = {mem.data(), page, 16, eb, format, pages * 16};
   }
 };
-
-std::vector<float> random_f32(size_t n, uint32_t seed, float scale) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 
 // Index of the first differing byte, or -1.
 int64_t first_diff(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
@@ -95,17 +88,18 @@ void store_case(int ratio, int dc, uint32_t seed) {
   for (size_t i = 0; i < slots.size(); i += 5) slots[i] = -1;
   HostTable state(tokens + 3, KvEntryFormat::kF32, {static_cast<int>(2 * cd), 0});
   Dev<uint8_t> dstate(state.mem);
-  cpu.compressor_step({.x = x.data(),
-                       .tokens = tokens,
-                       .dim = dim,
-                       .positions = pos.data(),
-                       .wkv = Weight::bf16(wkv.data(), cd, dim),
-                       .wgate = Weight::bf16(wgate.data(), cd, dim),
-                       .ape = ape.data(),
-                       .ratio = ratio,
-                       .head_dim = dc,
-                       .state = state.t,
-                       .state_slots = slots.data()});
+  const CompressorStepParams p{.x = x.data(),
+                               .tokens = tokens,
+                               .dim = dim,
+                               .positions = pos.data(),
+                               .wkv = Weight::bf16(wkv.data(), cd, dim),
+                               .wgate = Weight::bf16(wgate.data(), cd, dim),
+                               .ape = ape.data(),
+                               .ratio = ratio,
+                               .head_dim = dc,
+                               .state = state.t,
+                               .state_slots = slots.data()};
+  cpu.compressor_step(p);
   // The exact GEMMs are the caller's: take them from the CPU (what compressor_step computes inside).
   std::vector<float> a(static_cast<size_t>(tokens * cd)), g(a.size());
   cpu.linear(
@@ -117,8 +111,12 @@ void store_case(int ratio, int dc, uint32_t seed) {
               .y_type = ActType::kF32});
   Dev<float> da(a), dg(g), dape(ape);
   Dev<int32_t> dpos(pos), dslots(slots), derr(std::vector<int32_t>{0});
-  cuda::compressor_store(da.p, dg.p, tokens, cd, dpos.p, dape.p, ratio, device_table(state.t, dstate.p), dslots.p,
-                         derr.p, nullptr);
+  CompressorStepParams dp = p;  // the store reads no x or weights, only wkv's rows (cd)
+  dp.positions = dpos.p;
+  dp.ape = dape.p;
+  dp.state = device_table(state.t, dstate.p);
+  dp.state_slots = dslots.p;
+  cuda::compressor_store(dp, da.p, dg.p, derr.p, nullptr);
   EXPECT_EQ(first_diff(dstate.get(), state.mem), -1) << "ratio " << ratio << " dc " << dc;
   EXPECT_EQ(derr.get()[0], 0);
 }
@@ -135,8 +133,14 @@ TEST(CudaCompressor, StoreReportsSlotOutsideTable) {
   Dev<uint8_t> dstate(state.mem);
   Dev<float> da(random_f32(tokens * cd, 5, 1)), dg(random_f32(tokens * cd, 6, 1)), dape(random_f32(4 * cd, 7, 1));
   Dev<int32_t> dpos(std::vector<int32_t>{0, 1}), dslots(std::vector<int32_t>{-1, 16}), derr(std::vector<int32_t>{0});
-  cuda::compressor_store(da.p, dg.p, tokens, cd, dpos.p, dape.p, 4, device_table(state.t, dstate.p), dslots.p, derr.p,
-                         nullptr);
+  const CompressorStepParams p{.tokens = tokens,
+                               .positions = dpos.p,
+                               .wkv = Weight{.rows = cd},  // the store reads its rows (cd) alone
+                               .ape = dape.p,
+                               .ratio = 4,
+                               .state = device_table(state.t, dstate.p),
+                               .state_slots = dslots.p};
+  cuda::compressor_store(p, da.p, dg.p, derr.p, nullptr);
   EXPECT_EQ(derr.get()[0], static_cast<int32_t>(cuda::DeviceError::kCompressorSlot));
   EXPECT_EQ(dstate.get(), state.mem);
 }
@@ -236,7 +240,7 @@ struct DeviceEmit {
 
   std::vector<uint8_t> run(const HostTable& poisoned) {
     Dev<uint8_t> out(poisoned.mem);
-    cuda::CompressorEmitArgs a;
+    CompressorEmitParams a;
     a.entries = in.c.entries;
     a.block_index = block.p;
     a.rows = rows.p;
@@ -246,12 +250,11 @@ struct DeviceEmit {
     a.rope_dim = 64;
     a.norm_weight = norm.p;
     a.norm_eps = 1e-6f;
-    a.freqs = freqs.p;
+    a.rope = in.rope;
     a.indexer = in.c.indexer;
     a.out = device_table(poisoned.t, out.p);
     a.out_slots = out_slots.p;
-    a.err = err.p;
-    cuda::compressor_emit(a, nullptr);
+    cuda::compressor_emit(a, freqs.p, err.p, nullptr);
     return out.get();
   }
 };

@@ -660,6 +660,53 @@ TEST_F(CudaOpsTest, CompressorAndIndexerMatchCpu) {
   }
 }
 
+// The swiglu op on both CUDA paths (16-byte vectors; other widths and offsets element by element),
+// with and without the clamp and routing weights, in place as the shared expert runs it: the CPU's bits.
+TEST_F(CudaOpsTest, SwigluMatchesCpu) {
+  struct Case {
+    int64_t rows, dim;
+    float limit;
+    bool weighted, in_place;
+    int64_t shift;  // elements every buffer starts into its allocation (1: not 16-byte aligned)
+  };
+  const Case cases[] = {{37, 2048, 0.0f, false, true, 0},
+                        {5, 512, 10.0f, true, false, 0},
+                        {9, 100, 3.0f, true, true, 0},
+                        {3, 1024, 3.0f, false, false, 1}};
+  std::mt19937 rng(110);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "rows " << c.rows << " dim " << c.dim << " shift " << c.shift);
+    Mirror m(*dev_);
+    const size_t n = static_cast<size_t>(c.rows * c.dim + c.shift);
+    const auto g = random_bf16(n, rng, 8.0f);  // beyond the limits
+    auto u = random_bf16(n, rng, 8.0f), work = g, out = std::vector<uint16_t>(n);
+    auto w = random_f32(static_cast<size_t>(c.rows), rng, 0.5f);
+    for (auto* v : {&u, &work, &out}) m.add(*v);
+    m.add(w);
+    auto params = [&](auto P) {
+      uint16_t* dst = P(c.in_place ? work.data() : out.data()) + c.shift;
+      return SwigluParams{P(work.data()) + c.shift,
+                          P(u.data()) + c.shift,
+                          c.rows,
+                          c.dim,
+                          c.limit,
+                          c.weighted ? P(w.data()) : nullptr,
+                          dst};
+    };
+    auto want = c.in_place ? work : out;
+    SwigluParams host = params(Host{});
+    host.out = want.data() + c.shift;
+    cpu_.swiglu(host);
+    auto& result = c.in_place ? work : out;
+    const auto got = run_twice(m, result, [&] {
+      m.upload(work);  // g again (in place the op overwrote it)
+      ops_->swiglu(params(Dev{&m}));
+    });
+    EXPECT_EQ(std::vector<uint16_t>(got.begin() + c.shift, got.end()),
+              std::vector<uint16_t>(want.begin() + c.shift, want.end()));
+  }
+}
+
 TEST_F(CudaOpsTest, MoeMatchesCpu) {
   struct Case {
     int64_t dim, inter, tokens;

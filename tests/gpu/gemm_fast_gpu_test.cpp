@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -20,6 +22,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemm/fast_mma.h"
+#include "backend/cuda/gemm/wgmma_gemm.h"
 #include "backend/cuda/gemm_internal.h"
 #include "core/number_formats.h"
 #include "gpu/gpu_test_util.h"
@@ -29,6 +32,7 @@ namespace {
 
 using cuda::ExactBlockArgs;
 using cuda::GemmWeightKind;
+using gputest::calc_diff;
 using gputest::Dev;
 
 constexpr double kTileCalcDiff = 3e-5;
@@ -42,6 +46,7 @@ struct Case {
   std::vector<int32_t> offsets;  // grouped: experts + 1 entries
   bool pair = false;
   bool cancel = false;  // the second half of K mirrors the first, negated: exact sums of 0
+  int scale_span = 15;  // weight scale exponents drawn from scale_span values around 2^0
   int experts() const { return offsets.empty() ? 0 : static_cast<int>(offsets.size()) - 1; }
   int weights() const { return std::max(1, experts()); }
   int64_t ng() const { return n / groups; }
@@ -116,7 +121,7 @@ HostInputs make_inputs(const Case& c, uint32_t seed) {
   h.w.resize(static_cast<size_t>(copies * c.weight_bytes()));
   h.ws.resize(static_cast<size_t>(copies * c.scale_bytes()));
   for (auto& b : h.w) b = c.kind == GemmWeightKind::kFp8 ? random_fp8(rng) : static_cast<uint8_t>(rng());
-  for (auto& s : h.ws) s = static_cast<uint8_t>(120 + rng() % 15);
+  for (auto& s : h.ws) s = static_cast<uint8_t>(127 - c.scale_span / 2 + static_cast<int>(rng() % c.scale_span));
   if (c.cancel) {  // each weight row's second half repeats its first
     const int64_t row_bytes = c.weight_bytes() / c.n, half = row_bytes / 2;
     for (int64_t r = 0; r < static_cast<int64_t>(h.w.size()) / row_bytes; ++r) {
@@ -234,19 +239,42 @@ std::vector<float> exact_f32(const Case& c, const DevInputs& d, int64_t scale_ld
   return y.get();
 }
 
-// The fast kernel's outputs (bf16, or fp32 where T is float), poisoned before the run.
+// Output buffers for both halves of a case, poisoned (bf16 kPoison, or fp32 NaN where T is float).
 template <typename T>
-std::vector<T> fast_run(const Case& c, const DevInputs& d, int64_t scale_ld, const cuda::FastMmaShape& s) {
-  const size_t per = static_cast<size_t>(c.rows * c.n);
-  constexpr bool f32 = std::is_same_v<T, float>;
+Dev<T> poisoned(const Case& c) {
   T poison;
-  if constexpr (f32) {
+  if constexpr (std::is_same_v<T, float>) {
     poison = std::numeric_limits<float>::quiet_NaN();
   } else {
     poison = kPoison;
   }
-  Dev<T> y(std::vector<T>(2 * per, poison));
-  const ExactBlockArgs p = d.args(c, scale_ld, y.p, y.p + per, f32);
+  return Dev<T>(std::vector<T>(static_cast<size_t>(2 * c.rows * c.n), poison));
+}
+
+// The wgmma kernel's outputs, poisoned before the run; its error bits in *err (else expected 0).
+template <typename T>
+std::vector<T> wgmma_run(const Case& c, const DevInputs& d, int64_t scale_ld, int32_t* err = nullptr) {
+  Dev<T> y = poisoned<T>(c);
+  const ExactBlockArgs p = d.args(c, scale_ld, y.p, y.p + c.rows * c.n, std::is_same_v<T, float>);
+  Dev<int32_t> bits(std::vector<int32_t>{0});
+  EXPECT_TRUE(cuda::wgmma_takes(p)) << c.name;
+  cuda::wgmma_gemm(p, bits.p, nullptr);
+  DSV4_CUDA_CHECK(cudaGetLastError());
+  const int32_t got = bits.get()[0];
+  if (err) {
+    *err = got;
+  } else {
+    EXPECT_EQ(got, 0) << c.name << ": error bits";
+  }
+  return y.get();
+}
+
+// The fast kernel's outputs (bf16, or fp32 where T is float), poisoned before the run.
+template <typename T>
+std::vector<T> fast_run(const Case& c, const DevInputs& d, int64_t scale_ld, const cuda::FastMmaShape& s) {
+  constexpr bool f32 = std::is_same_v<T, float>;
+  Dev<T> y = poisoned<T>(c);
+  const ExactBlockArgs p = d.args(c, scale_ld, y.p, y.p + c.rows * c.n, f32);
   Dev<float> partial(
       std::vector<float>(static_cast<size_t>(std::max<int64_t>(cuda::fast_mma_scratch_floats(p, s), 1))));
   Dev<int32_t> counters(
@@ -327,16 +355,22 @@ struct Oracle {
   }
 };
 
-// The fast kernel on a case under one mutation and shape, judged against the exact kernel.
-Verdict run_fast(const Case& c, const Oracle& o, Mutation m, const cuda::FastMmaShape& s, bool twice = false) {
+// The mma.sync kernel (with shape s) or the wgmma kernel (s ignored) on a case under one mutation,
+// judged against the exact kernel.
+enum class Kernel { kMma, kWgmma };
+Verdict run_fast(const Case& c, const Oracle& o, Mutation m, const cuda::FastMmaShape& s, bool twice = false,
+                 Kernel kernel = Kernel::kMma) {
   std::vector<int32_t> offs = c.offsets;
   if (m == Mutation::kGroupStride) offs[offs.size() / 2] += 1;  // one expert boundary a row off
   const DevInputs fast(c, mutate(c, o.h, m), offs);
-  const std::vector<uint16_t> y = fast_run<uint16_t>(c, fast, o.h.scale_ld, s);
+  auto run = [&]<typename T>(T) {
+    return kernel == Kernel::kWgmma ? wgmma_run<T>(c, fast, o.h.scale_ld) : fast_run<T>(c, fast, o.h.scale_ld, s);
+  };
+  const std::vector<uint16_t> y = run(uint16_t{});
   if (twice) {
-    EXPECT_TRUE(fast_run<uint16_t>(c, fast, o.h.scale_ld, s) == y) << c.name << ": not the same bits run to run";
+    EXPECT_TRUE(run(uint16_t{}) == y) << c.name << ": not the same bits run to run";
   }
-  return judge(c, o.x, o.a, y, fast_run<float>(c, fast, o.h.scale_ld, s));
+  return judge(c, o.x, o.a, y, run(0.0f));
 }
 
 std::vector<Case> cases() {
@@ -397,14 +431,150 @@ TEST(CudaGemmFast, TheGateFailsEachMutation) {
   uint32_t seed = 900;
   for (const Case* c : {&dense8, &dense4, &grouped}) {
     const Oracle o(*c, ++seed);
-    for (const cuda::FastMmaShape s : {cuda::FastMmaShape{16, 1, false}, cuda::FastMmaShape{16, 2, true}}) {
-      EXPECT_TRUE(run_fast(*c, o, Mutation::kNone, s).passes()) << c->name << ": the unmutated run";
+    // Two shapes of the mma.sync kernel, then the wgmma kernel (which takes no shape).
+    const std::pair<cuda::FastMmaShape, Kernel> runs[] = {
+        {{16, 1, false}, Kernel::kMma}, {{16, 2, true}, Kernel::kMma}, {{}, Kernel::kWgmma}};
+    for (const auto& [s, kernel] : runs) {
+      EXPECT_TRUE(run_fast(*c, o, Mutation::kNone, s, false, kernel).passes()) << c->name << ": the unmutated run";
       for (Mutation m : {Mutation::kDropBlock, Mutation::kScaleIndex, Mutation::kRowScale, Mutation::kKTail}) {
-        const Verdict v = run_fast(*c, o, m, s);
+        const Verdict v = run_fast(*c, o, m, s, false, kernel);
         EXPECT_FALSE(v.passes()) << c->name << ": mutation " << static_cast<int>(m) << " passed the gate";
       }
       if (c == &grouped) {
-        EXPECT_FALSE(run_fast(*c, o, Mutation::kGroupStride, s).passes()) << "a wrong group stride passed";
+        EXPECT_FALSE(run_fast(*c, o, Mutation::kGroupStride, s, false, kernel).passes())
+            << "a wrong group stride passed";
+      }
+    }
+  }
+}
+
+// The wgmma kernel (many rows a weight) on dense and grouped calls, FP8 and FP4, with weight scales
+// spread up to the 26 octaves its FP4 re-encoding keeps exact; run twice for the same bits.
+TEST(CudaGemmFast, WgmmaPassesTheOpGate) {
+  const auto fp8 = GemmWeightKind::kFp8, fp4 = GemmWeightKind::kFp4;
+  Case wide = experts("fp4 experts, scales over 26 octaves", fp4, {130, 0, 300, 77}, 1024, 2048, false, 3);
+  wide.scale_span = 27;
+  const std::vector<Case> list = {
+      experts("fp4 experts prefill pair", fp4, {700, 0, 1100, 250}, 2048, 4096, true),
+      experts("fp4 experts 0..300 rows", fp4, {0, 40, 3, 0, 300, 8, 129, 128}, 1024, 2048, false, 5),
+      experts("fp8 experts pair", fp8, {300, 5, 0, 129}, 1024, 2048, true),
+      wide,
+      dense("fp8 300x2048x1024", fp8, 300, 2048, 1024),
+      dense("fp8 13x1100x1024 (N off the grid)", fp8, 13, 1100, 1024),
+      dense("fp8 cancelling 200x1024x2048", fp8, 200, 1024, 2048, 1, true),
+      dense("fp4 1001x1536x2048", fp4, 1001, 1536, 2048),
+      dense("fp4 cancelling 129x512x1024", fp4, 129, 512, 1024, 1, true),
+  };
+  uint32_t seed = 3000;
+  for (const Case& c : list) {
+    const Oracle o(c, ++seed);
+    const Verdict v = run_fast(c, o, Mutation::kNone, {}, true, Kernel::kWgmma);
+    std::printf("[ wgmma ] %-40s max |y-x|/A %.3e, worst tile calc_diff %.3e\n", c.name.c_str(), v.worst_ratio,
+                v.worst_tile);
+    EXPECT_TRUE(v.passes()) << c.name << ": " << v.outside << " outside the bound, " << v.untouched << " unwritten, "
+                            << v.stray << " stray writes, tile calc_diff " << v.worst_tile;
+  }
+}
+
+// FP4 row blocks whose four scales span more than 26 octaves cannot be re-encoded exactly: the kernel
+// says so in its error bits (and only then).
+TEST(CudaGemmFast, WgmmaReportsFp4ScalesBeyondItsSpan) {
+  Case c = dense("fp4 span", GemmWeightKind::kFp4, 130, 256, 1024);
+  HostInputs h = make_inputs(c, 77);
+  int32_t err = -1;
+  (void)wgmma_run<uint16_t>(c, DevInputs(c, h, c.offsets), h.scale_ld, &err);
+  EXPECT_EQ(err, 0);
+  h.ws[5 * (c.k / 32) + 4] = 100, h.ws[5 * (c.k / 32) + 5] = 127;  // row 5, block 1: 27 octaves
+  (void)wgmma_run<uint16_t>(c, DevInputs(c, h, c.offsets), h.scale_ld, &err);
+  EXPECT_EQ(err, cuda::kWgmmaFp4Span);
+}
+
+// Plain weights on the fast tier against the exact plain kernel, fp32 outputs, a pair (the
+// compressor's wkv and wgate): fp32 weights on the fused multiply-add kernel, bf16 ones on cuBLASLt
+// (two calls) and, with it off, on the same CUDA-core kernel. Each tile of 128x128 outputs within
+// calc_diff 1e-10 (spec/NUMERICS.md's fp32 bound), the same bits twice; zeroing one 16-wide K tile
+// of the weight (what a tile-indexing bug computes) must fail the bound.
+struct PlainRun {
+  GemmWeightKind kind;
+  bool cublaslt;
+};
+
+TEST(CudaGemmFast, PlainWeightsPassTheFp32Gate) {
+  cuda::GemmRunner exact(nullptr, cuda::GemmPolicy{Numerics::kExact});
+  cuda::GemmPolicy no_lt{Numerics::kFast};
+  no_lt.cublaslt = false;
+  cuda::GemmRunner fast(nullptr, cuda::GemmPolicy{Numerics::kFast}), fast_no_lt(nullptr, no_lt);
+  struct Shape {
+    int64_t rows, n, k;
+  };
+  uint32_t seed = 9000;
+  for (const PlainRun run_kind : {PlainRun{GemmWeightKind::kF32, true}, PlainRun{GemmWeightKind::kBf16, true},
+                                  PlainRun{GemmWeightKind::kBf16, false}}) {
+    const bool f32 = run_kind.kind == GemmWeightKind::kF32;
+    cuda::GemmRunner& runner = run_kind.cublaslt ? fast : fast_no_lt;
+    for (const auto& [rows, n, k] : {Shape{64, 1024, 4096}, Shape{200, 100, 48}, Shape{2048, 1024, 4096},
+                                     Shape{129, 515, 2048}, Shape{63, 256, 256}}) {
+      std::mt19937 rng(++seed);
+      std::normal_distribution<float> nd(0.0f, 1.0f);
+      std::vector<uint16_t> x(static_cast<size_t>(rows * k));
+      for (size_t i = 0; i < x.size(); ++i) x[i] = float_to_bf16(nd(rng) * (i % 97 == 5 ? 64.0f : 1.0f));
+      // Weights as fp32 values (bf16-exact for bf16 weights); their device form below.
+      std::vector<float> wa(static_cast<size_t>(n * k)), wb(wa.size());
+      for (auto* w : {&wa, &wb})
+        for (auto& v : *w) v = f32 ? nd(rng) * 0.02f : bf16_to_float(float_to_bf16(nd(rng) * 0.02f));
+      auto upload = [&](const std::vector<float>& w) {
+        std::vector<uint8_t> bytes(w.size() * (f32 ? 4 : 2));
+        for (size_t i = 0; i < w.size(); ++i) {
+          if (f32) {
+            std::memcpy(bytes.data() + 4 * i, &w[i], 4);
+          } else {
+            const uint16_t b = float_to_bf16(w[i]);
+            std::memcpy(bytes.data() + 2 * i, &b, 2);
+          }
+        }
+        return std::make_unique<Dev<uint8_t>>(bytes);
+      };
+      const Dev<uint16_t> dx(x);
+      const auto dwa = upload(wa), dwb = upload(wb);
+      const cuda::GemmWeight ga{run_kind.kind, dwa->p, nullptr, n, k}, gb{run_kind.kind, dwb->p, nullptr, n, k};
+      const size_t per = static_cast<size_t>(rows * n);
+      auto run = [&](cuda::GemmRunner& r, const cuda::GemmWeight& w0) {
+        Dev<float> y(std::vector<float>(2 * per, std::numeric_limits<float>::quiet_NaN()));
+        r.run_pair({.x = dx.p, .rows = rows, .w = w0, .y = y.p, .out = cuda::GemmOut::kF32}, gb, y.p + per);
+        return y.get();
+      };
+      const std::vector<float> want = run(exact, ga), got = run(runner, ga), again = run(runner, ga);
+      EXPECT_EQ(std::memcmp(again.data(), got.data(), got.size() * sizeof(float)), 0)
+          << "rows " << rows << ": not the same bits run to run";
+      double worst = 0;
+      for (size_t h = 0; h < 2; ++h) {
+        for (int64_t rt = 0; rt < rows; rt += 128) {
+          for (int64_t ct = 0; ct < n; ct += 128) {
+            std::vector<float> tx, ty;
+            for (int64_t r = rt; r < std::min(rt + 128, rows); ++r) {
+              for (int64_t c = ct; c < std::min(ct + 128, n); ++c) {
+                tx.push_back(want[h * per + static_cast<size_t>(r * n + c)]);
+                ty.push_back(got[h * per + static_cast<size_t>(r * n + c)]);
+              }
+            }
+            const double d = calc_diff(tx, ty);
+            worst = std::max(worst, std::isnan(d) ? 1.0 : d);
+          }
+        }
+      }
+      std::printf("[ fast plain ] %s%s rows %5lld n %5lld k %5lld: worst tile calc_diff %.3e\n", f32 ? "fp32" : "bf16",
+                  run_kind.cublaslt ? "" : " (cuBLASLt off)", static_cast<long long>(rows), static_cast<long long>(n),
+                  static_cast<long long>(k), worst);
+      EXPECT_LE(worst, 1e-10) << "rows " << rows << " n " << n << " k " << k;
+      if (k >= 32) {  // the mutation: K tile [16, 32) of the first weight lost
+        std::vector<float> cut = wa;
+        for (int64_t r = 0; r < n; ++r) std::fill_n(cut.begin() + r * k + 16, 16, 0.0f);
+        const auto dcut = upload(cut);
+        const std::vector<float> bad = run(runner, {run_kind.kind, dcut->p, nullptr, n, k});
+        EXPECT_GT(calc_diff(std::vector<float>(want.begin(), want.begin() + static_cast<int64_t>(per)),
+                            std::vector<float>(bad.begin(), bad.begin() + static_cast<int64_t>(per))),
+                  1e-10)
+            << "a lost K tile passed the gate";
       }
     }
   }

@@ -14,9 +14,12 @@
 #include "backend/cuda/glibc_expf.cuh"
 #include "backend/cuda/glibc_log1pf.cuh"
 #include "backend/cuda/glibc_sincosf.cuh"
+#include "gpu/gpu_test_util.h"
 
 namespace dsv4 {
 namespace {
+
+using gputest::Dev;
 
 __global__ void eval_kernel(const float* x, int64_t n, float* s, float* c, float* e) {
   const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
@@ -74,26 +77,11 @@ std::vector<float> log1p_arguments() {
   return x;
 }
 
-template <typename T>
-struct DevBuf {
-  explicit DevBuf(size_t n) : n(n) { DSV4_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(T))); }
-  ~DevBuf() { cudaFree(p); }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-  std::vector<T> get() const {
-    std::vector<T> h(n);
-    DSV4_CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-  T* p = nullptr;
-  size_t n;
-};
-
 TEST(GlibcMath, DevicePortsMatchHostLibm) {
   const std::vector<float> x = arguments();
   const auto n = static_cast<int64_t>(x.size());
-  DevBuf<float> dx(x.size()), ds(x.size()), dc(x.size()), de(x.size());
-  DSV4_CUDA_CHECK(cudaMemcpy(dx.p, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice));
+  const std::vector<float> zeros(x.size());
+  Dev<float> dx(x), ds(zeros), dc(zeros), de(zeros);
   eval_kernel<<<static_cast<unsigned>((n + 255) / 256), 256>>>(dx.p, n, ds.p, dc.p, de.p);
   DSV4_CUDA_CHECK(cudaGetLastError());
   const auto s = ds.get(), c = dc.get(), e = de.get();
@@ -124,8 +112,7 @@ TEST(GlibcMath, DevicePortsMatchHostLibm) {
 TEST(GlibcMath, DeviceLog1pfMatchesHostLibm) {
   const std::vector<float> x = log1p_arguments();
   const auto n = static_cast<int64_t>(x.size());
-  DevBuf<float> dx(x.size()), dl(x.size());
-  DSV4_CUDA_CHECK(cudaMemcpy(dx.p, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice));
+  Dev<float> dx(x), dl(std::vector<float>(x.size()));
   log1p_kernel<<<static_cast<unsigned>((n + 255) / 256), 256>>>(dx.p, n, dl.p);
   DSV4_CUDA_CHECK(cudaGetLastError());
   const auto l = dl.get();

@@ -1,4 +1,4 @@
-// Helpers of the GPU parity tests: device copies of host vectors and random bf16 inputs.
+// Helpers of the GPU parity tests: device copies of host vectors, random inputs.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/device_table.h"
+#include "backend/cuda/device_error.h"
 #include "core/kv_entry.h"
 #include "core/number_formats.h"
 
@@ -51,17 +51,33 @@ double normalized_error(const std::vector<T>& got, const std::vector<T>& want) {
   return r > 0 ? std::sqrt(d / r) : std::sqrt(d);
 }
 
-inline std::vector<uint16_t> random_bf16(size_t n, uint32_t seed, float scale = 1.0f) {
+// calc_diff(x, y) = 1 − 2·Σxy / Σ(x² + y²) (spec/NUMERICS.md).
+inline double calc_diff(const std::vector<float>& x, const std::vector<float>& y) {
+  double xy = 0, xx = 0;
+  for (size_t i = 0; i < x.size(); ++i) xy += double{x[i]} * y[i], xx += double{x[i]} * x[i] + double{y[i]} * y[i];
+  return xx > 0 ? 1.0 - 2.0 * xy / xx : 0.0;
+}
+
+// Normal(0, scale²) values of a seeded generator, as fp32 or rounded to bf16.
+inline std::vector<float> random_f32(size_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+inline std::vector<uint16_t> random_bf16(size_t n, uint32_t seed, float scale = 1.0f) {
+  const std::vector<float> f = random_f32(n, seed, scale);
   std::vector<uint16_t> v(n);
-  for (auto& x : v) x = float_to_bf16(d(rng));
+  std::transform(f.begin(), f.end(), v.begin(), float_to_bf16);
   return v;
 }
 
 // The device twin of a host table whose bytes were copied to `base`.
-inline cuda::DeviceTable device_table(const EntryTable& t, uint8_t* base) {
-  return {base, t.page_bytes, t.entries_per_page, t.entry_bytes, static_cast<cuda::EntryFormat>(t.format), t.capacity};
+inline EntryTable device_table(const EntryTable& t, uint8_t* base) {
+  EntryTable d = t;
+  d.base = base;
+  return d;
 }
 
 }  // namespace dsv4::gputest

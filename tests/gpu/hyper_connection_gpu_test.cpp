@@ -23,6 +23,7 @@
 namespace dsv4 {
 namespace {
 
+using gputest::calc_diff;
 using gputest::Dev;
 
 // Normal values times 2^U(-spread, spread): mixed magnitudes, so that the summation order shows.
@@ -182,7 +183,7 @@ TEST(CudaHyperConnection, PreIsBitExact) {
       Dev<float> dfn(in.fn), ds(in.scale), db(in.base), dpost(poisoned<float>(post.size())),
           dcomb(poisoned<float>(comb.size()));
       Scratch scratch(c, chain ? c.tokens : 0, mix);
-      cuda::hc_pre(dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, c.iters, dx.p, dpost.p, dcomb.p,
+      cuda::hc_pre({dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, c.iters, dx.p, dpost.p, dcomb.p},
                    chain ? scratch.get() : nullptr, false, nullptr);
       EXPECT_EQ(bits(dpost.get()), bits(post));
       EXPECT_EQ(bits(dcomb.get()), bits(comb));
@@ -207,7 +208,7 @@ TEST(CudaHyperConnection, PostIsBitExact) {
     cpu.hc_post({x.data(), h.data(), post.data(), comb.data(), want.data(), c.tokens, c.hc, c.dim});
     Dev<uint16_t> dx(x), dh(h);
     Dev<float> dp(post), dc(comb);
-    cuda::hc_post(dx.p, dh.p, dp.p, dc.p, dh.p, c.tokens, c.hc, c.dim, nullptr);  // in place, as the model runs it
+    cuda::hc_post({dx.p, dh.p, dp.p, dc.p, dh.p, c.tokens, c.hc, c.dim}, nullptr);  // in place, as the model runs it
     EXPECT_EQ(dh.get(), want) << "dim " << c.dim;
   }
 }
@@ -232,17 +233,11 @@ TEST(CudaHyperConnection, HeadIsBitExact) {
       Dev<uint16_t> dh(in.h), dy(poisoned<uint16_t>(y.size()));
       Dev<float> dfn(in.fn), ds(in.scale), db(in.base);
       Scratch scratch(c, chain ? c.tokens : 0, c.hc);
-      cuda::hc_head(dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, dy.p, scratch.get(), false, nullptr);
+      cuda::hc_head({dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, dy.p}, scratch.get(), false,
+                    nullptr);
       EXPECT_EQ(dy.get(), y);
     }
   }
-}
-
-// calc_diff(x, y) = 1 − 2·Σxy / Σ(x² + y²) (spec/NUMERICS.md).
-double calc_diff(const std::vector<float>& x, const std::vector<float>& y) {
-  double xy = 0, xx = 0;
-  for (size_t i = 0; i < x.size(); ++i) xy += double{x[i]} * y[i], xx += double{x[i]} * x[i] + double{y[i]} * y[i];
-  return xx > 0 ? 1.0 - 2.0 * xy / xx : 0.0;
 }
 
 // Outputs x = bf16(Σ_j pre_j·X_j) past ulp_bf16(x) + 2^-18·Σ_j |X_j| from the exact ones: pre_j differ by
@@ -269,8 +264,10 @@ int64_t beyond_bound(const std::vector<uint16_t>& got, const std::vector<uint16_
 // run to run; a dropped column chunk (what a chunk-indexing bug computes) fails that bound.
 TEST(CudaHyperConnection, FastPrePassesTheGate) {
   uint32_t seed = 500;
-  for (const HcCase& c : {HcCase{1, 4096, 4, 20}, HcCase{7, 4096, 4, 20}, HcCase{64, 4096, 4, 20},
-                          HcCase{3, 1000, 4, 20}, HcCase{2, 24, 4, 20}}) {
+  // 1-64 tokens: the column-chunk mix; more: the tiled mix (partial tiles, a part past the width).
+  for (const HcCase& c :
+       {HcCase{1, 4096, 4, 20}, HcCase{7, 4096, 4, 20}, HcCase{64, 4096, 4, 20}, HcCase{3, 1000, 4, 20},
+        HcCase{2, 24, 4, 20}, HcCase{65, 4096, 4, 20}, HcCase{301, 1000, 4, 20}, HcCase{2048, 4096, 4, 20}}) {
     SCOPED_TRACE(testing::Message() << "tokens " << c.tokens << " dim " << c.dim);
     const int mix = (2 + c.hc) * c.hc;
     const HcInputs in(c, mix, seed += 10);
@@ -284,7 +281,7 @@ TEST(CudaHyperConnection, FastPrePassesTheGate) {
       Dev<float> dfn(fn), ds(in.scale), db(in.base), dpost(poisoned<float>(post.size())),
           dcomb(poisoned<float>(comb.size()));
       Scratch scratch(c, c.tokens, mix, true);
-      cuda::hc_pre(dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, c.iters, dx.p, dpost.p, dcomb.p,
+      cuda::hc_pre({dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, c.iters, dx.p, dpost.p, dcomb.p},
                    scratch.get(), true, nullptr);
       return std::tuple{dx.get(), dpost.get(), dcomb.get()};
     };

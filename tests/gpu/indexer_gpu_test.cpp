@@ -149,8 +149,8 @@ struct DeviceRun {
     double ms;
   };
 
-  cuda::IndexerArgs args(int32_t* out, int32_t* out_slots, int32_t* err, int32_t max_keys) const {
-    cuda::IndexerArgs a;
+  IndexerTopkParams params(int32_t* out, int32_t* out_slots) const {
+    IndexerTopkParams a;
     a.q = q.p;
     a.weights = w.p;
     a.weight_scale = in.weight_scale;
@@ -169,8 +169,6 @@ struct DeviceRun {
     a.out_index = out;
     a.slot_map = slot_map.p;
     a.out_slots = out_slots;
-    a.max_keys = max_keys;
-    a.err = err;
     return a;
   }
 
@@ -179,11 +177,11 @@ struct DeviceRun {
     const size_t n = static_cast<size_t>(in.tokens() * in.spec.topk);
     Dev<int32_t> out(std::vector<int32_t>(n, 0x7eadbeef)), out_slots(std::vector<int32_t>(n, 0x7eadbeef));
     Dev<int32_t> err(std::vector<int32_t>{0});
-    const cuda::IndexerArgs a = args(out.p, out_slots.p, err.p, max_keys);
+    const IndexerTopkParams a = params(out.p, out_slots.p);
     DSV4_CUDA_CHECK(cudaDeviceSynchronize());
     const auto t0 = std::chrono::steady_clock::now();
     if (split) {
-      cuda::IndexerSplit phases(a, nullptr);
+      cuda::IndexerSplit phases(a, err.p, nullptr, max_keys);
       phases.score();
       phases.select();
       // Poisoned again: the second select() must write every output itself (its counters cleared).
@@ -191,7 +189,7 @@ struct DeviceRun {
       DSV4_CUDA_CHECK(cudaMemset(out_slots.p, 0x7e, n * sizeof(int32_t)));
       phases.select();
     } else {
-      cuda::indexer_topk(a, nullptr);
+      cuda::indexer_topk(a, err.p, nullptr, max_keys);
     }
     DSV4_CUDA_CHECK(cudaDeviceSynchronize());
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

@@ -18,7 +18,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/device_table.h"
+#include "backend/cuda/device_error.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/moe.h"
 #include "core/number_formats.h"
@@ -30,6 +30,7 @@ namespace {
 using gputest::Dev;
 using gputest::normalized_error;
 using gputest::random_bf16;
+using gputest::random_f32;
 
 // ---- helpers ----------------------------------------------------------------------------------
 
@@ -46,14 +47,6 @@ std::vector<T> poisoned(size_t n) {
 }
 
 int32_t read_err(const Dev<int32_t>& err) { return err.get()[0]; }
-
-std::vector<float> randn(size_t n, uint32_t seed, float std) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, std);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 
 // Fast bytes for the large weights (splitmix64).
 struct Bits {
@@ -101,11 +94,9 @@ struct TestWeight {
   void fill_scales(Bits& bits, int base) {
     for (auto& s : scale) s = static_cast<uint8_t>(base - 1 + static_cast<int>(bits.next() % 3));
   }
-  Weight cpu() const {
-    const auto t = kind == cuda::GemmWeightKind::kFp4 ? WeightType::kFp4Block : WeightType::kFp8Block;
-    return {t, data.data(), scale.data(), rows, cols};
-  }
-  cuda::GemmWeight gpu() const { return {kind, d_data->p, d_scale->p, rows, cols}; }
+  WeightType type() const { return kind == cuda::GemmWeightKind::kFp4 ? WeightType::kFp4Block : WeightType::kFp8Block; }
+  Weight cpu() const { return {type(), data.data(), scale.data(), rows, cols}; }
+  Weight gpu() const { return {type(), d_data->p, d_scale->p, rows, cols}; }
 };
 
 // A blocking stream: it waits for the uploads and memsets the helpers issue on the legacy stream.
@@ -116,8 +107,9 @@ struct Stream {
 };
 
 struct Runners {
+  explicit Runners(Numerics numerics = Numerics::kFast) : gemm(stream.s, cuda::GemmPolicy{numerics}) {}
   Stream stream;
-  cuda::GemmRunner gemm{stream.s, cuda::GemmPolicy{Numerics::kFast}};  // exact_shared picks per call
+  cuda::GemmRunner gemm;  // fast: exact_shared picks the shared expert's tier per call
   cuda::MoeRunner moe{gemm, stream.s};
 };
 
@@ -159,20 +151,20 @@ struct GateCase {
   int experts = 256, topk = 6;
   ScoreFunc score = ScoreFunc::kSqrtSoftplus;
   bool f32_weight = false;
-  std::vector<uint16_t> x, w_bf16;
-  std::vector<float> w_f32, bias;
-  std::vector<int32_t> tid2eid, token_ids;
+  std::vector<uint16_t> x{}, w_bf16{};  // {}: cases name only the sizes they change
+  std::vector<float> w_f32{}, bias{};
+  std::vector<int32_t> tid2eid{}, token_ids{};
 
   void randomize(uint32_t seed) {
     x = random_bf16(static_cast<size_t>(tokens * dim), seed);
     const size_t nw = static_cast<size_t>(experts * dim);
     if (f32_weight) {
-      w_f32 = randn(nw, seed + 1, 0.02f);
+      w_f32 = random_f32(nw, seed + 1, 0.02f);
     } else {
       w_bf16 = random_bf16(nw, seed + 1, 0.02f);
     }
   }
-  void add_bias(uint32_t seed) { bias = randn(static_cast<size_t>(experts), seed, 0.05f); }
+  void add_bias(uint32_t seed) { bias = random_f32(static_cast<size_t>(experts), seed, 0.05f); }
   void add_hash(uint32_t seed) {
     std::mt19937 rng(seed);
     std::vector<int32_t> perm(static_cast<size_t>(experts));
@@ -192,25 +184,31 @@ struct GateCase {
     int32_t err = 0;
   };
 
+  // The op's parameters over the inputs where they are (host or device): the weight as bf16 or f32
+  // data, the bias and hash tables where this case has them.
+  MoeGateParams params(const uint16_t* xp, const uint16_t* w16, const float* w32, const float* b, const int32_t* table,
+                       const int32_t* ids, int32_t* indices, float* weights) const {
+    return {.x = xp,
+            .tokens = tokens,
+            .dim = dim,
+            .weight = f32_weight ? Weight::f32(w32, experts, dim) : Weight::bf16(w16, experts, dim),
+            .bias = bias.empty() ? nullptr : b,
+            .tid2eid = tid2eid.empty() ? nullptr : table,
+            .token_ids = tid2eid.empty() ? nullptr : ids,
+            .vocab = vocab,
+            .experts = experts,
+            .topk = topk,
+            .score_func = score,
+            .route_scale = 2.5f,
+            .indices = indices,
+            .weights = weights};
+  }
+
   Result cpu() const {
     const size_t n = static_cast<size_t>(tokens * topk);
     Result r{std::vector<int32_t>(n), std::vector<float>(n), 0};
-    MoeGateParams p{
-        .x = x.data(),
-        .tokens = tokens,
-        .dim = dim,
-        .weight = f32_weight ? Weight::f32(w_f32.data(), experts, dim) : Weight::bf16(w_bf16.data(), experts, dim),
-        .bias = bias.empty() ? nullptr : bias.data(),
-        .tid2eid = tid2eid.empty() ? nullptr : tid2eid.data(),
-        .token_ids = tid2eid.empty() ? nullptr : token_ids.data(),
-        .vocab = vocab,
-        .experts = experts,
-        .topk = topk,
-        .score_func = score,
-        .route_scale = 2.5f,
-        .indices = r.indices.data(),
-        .weights = r.weights.data()};
-    CpuOps(2).moe_gate(p);
+    CpuOps(2).moe_gate(params(x.data(), w_bf16.data(), w_f32.data(), bias.data(), tid2eid.data(), token_ids.data(),
+                              r.indices.data(), r.weights.data()));
     return r;
   }
 
@@ -222,25 +220,7 @@ struct GateCase {
         dids(token_ids.empty() ? std::vector<int32_t>(1) : token_ids);
     Dev<int32_t> di(poisoned<int32_t>(n)), derr(std::vector<int32_t>{0});
     Dev<float> dw(poisoned<float>(n));
-    cuda::GemmWeight w{.kind = f32_weight ? cuda::GemmWeightKind::kF32 : cuda::GemmWeightKind::kBf16,
-                       .data = f32_weight ? static_cast<const void*>(dwf.p) : dwb.p,
-                       .rows = experts,
-                       .cols = dim};
-    run.moe.gate({.x = dx.p,
-                  .tokens = tokens,
-                  .dim = dim,
-                  .weight = w,
-                  .bias = bias.empty() ? nullptr : db.p,
-                  .tid2eid = tid2eid.empty() ? nullptr : dt.p,
-                  .token_ids = tid2eid.empty() ? nullptr : dids.p,
-                  .vocab = vocab,
-                  .experts = experts,
-                  .topk = topk,
-                  .score = static_cast<cuda::MoeScore>(score),
-                  .route_scale = 2.5f,
-                  .indices = di.p,
-                  .weights = dw.p,
-                  .err = derr.p});
+    run.moe.gate(params(dx.p, dwb.p, dwf.p, db.p, dt.p, dids.p, di.p, dw.p), derr.p);
     return {di.get(), dw.get(), read_err(derr)};
   }
 };
@@ -265,29 +245,21 @@ TEST(CudaMoeGate, SqrtSoftplusWithBiasMatchesCpu) {
 
 TEST(CudaMoeGate, SigmoidWithF32WeightMatchesCpu) {
   Runners run;
-  GateCase c;
-  c.score = ScoreFunc::kSigmoid;
-  c.f32_weight = true;
-  c.tokens = 64;
+  GateCase c{.tokens = 64, .score = ScoreFunc::kSigmoid, .f32_weight = true};
   c.randomize(21);
   expect_same_route(c.gpu(run), c.cpu());
 }
 
 TEST(CudaMoeGate, SoftmaxMatchesCpu) {
   Runners run;
-  GateCase c;
-  c.score = ScoreFunc::kSoftmax;
-  c.experts = 64;
-  c.topk = 8;
-  c.dim = 1024;
+  GateCase c{.dim = 1024, .experts = 64, .topk = 8, .score = ScoreFunc::kSoftmax};
   c.randomize(31);
   expect_same_route(c.gpu(run), c.cpu());
 }
 
 TEST(CudaMoeGate, HashRoutingMatchesCpu) {
   Runners run;
-  GateCase c;
-  c.tokens = 50;
+  GateCase c{.tokens = 50};
   c.randomize(41);
   c.add_bias(42);  // ignored by hash routing
   c.add_hash(43);
@@ -297,16 +269,12 @@ TEST(CudaMoeGate, HashRoutingMatchesCpu) {
 // Identical gate rows give bit-equal scores: the lower experts must win every tie.
 TEST(CudaMoeGate, TiesGoToTheLowerExpert) {
   Runners run;
-  GateCase c;
-  c.experts = 16;
-  c.topk = 3;
-  c.dim = 256;
-  c.tokens = 20;
+  GateCase c{.tokens = 20, .dim = 256, .experts = 16, .topk = 3};
   c.x = random_bf16(static_cast<size_t>(c.tokens * c.dim), 51);
   c.w_bf16 = random_bf16(static_cast<size_t>(c.experts * c.dim), 52, 0.001f);
   const auto tie = random_bf16(static_cast<size_t>(c.dim), 53, 0.2f);
   for (int e : {9, 2, 7, 5}) std::copy(tie.begin(), tie.end(), c.w_bf16.begin() + e * c.dim);
-  c.bias = randn(static_cast<size_t>(c.experts), 54, 0.001f);
+  c.bias = random_f32(static_cast<size_t>(c.experts), 54, 0.001f);
   for (int e : {9, 2, 7, 5}) c.bias[static_cast<size_t>(e)] = 0.01f;
   for (int64_t t = 0; t < c.tokens; ++t) {  // x_t · tie = Σ |x|·|tie| > 20: the tied experts win clearly
     uint16_t* xt = &c.x[static_cast<size_t>(t * c.dim)];
@@ -330,12 +298,7 @@ TEST(CudaMoeGate, TiesGoToTheLowerExpert) {
 // Invalid ids are reported and give expert 0 with weight 0; the other tokens are unaffected.
 TEST(CudaMoeGate, ReportsBadTokenIdsAndTableEntries) {
   Runners run;
-  GateCase c;
-  c.tokens = 8;
-  c.dim = 512;
-  c.experts = 32;
-  c.topk = 2;
-  c.vocab = 16;
+  GateCase c{.tokens = 8, .dim = 512, .vocab = 16, .experts = 32, .topk = 2};
   c.randomize(61);
   c.add_hash(62);
   c.token_ids = {3, 1, 4, 15, 9, 2, 6, 5};  // distinct: a bad table row hits one token only
@@ -366,6 +329,8 @@ TEST(CudaMoeGate, ReportsBadTokenIdsAndTableEntries) {
 
 // ---- experts ----------------------------------------------------------------------------------
 
+constexpr float kLimit = 2.0f;  // with |x| ~ 2 a good part of the routed g and u get clamped
+
 // Routed experts (`distinct` weight sets shared round-robin by `experts` views) and the FP8 shared one.
 struct ExpertBank {
   int64_t dim, inter;
@@ -373,7 +338,7 @@ struct ExpertBank {
   std::vector<std::unique_ptr<TestWeight>> w1, w3, w2;
   std::unique_ptr<TestWeight> s1, s3, s2;
   std::vector<Weight> c1, c3, c2;
-  std::vector<cuda::GemmWeight> g1, g3, g2;
+  std::vector<Weight> g1, g3, g2;
 
   ExpertBank(int64_t d, int64_t i, int n, int distinct, cuda::GemmWeightKind kind, uint64_t seed)
       : dim(d), inter(i), experts(n) {
@@ -394,6 +359,28 @@ struct ExpertBank {
     s1 = std::make_unique<TestWeight>(cuda::GemmWeightKind::kFp8, i, d, seed + 1001);
     s3 = std::make_unique<TestWeight>(cuda::GemmWeightKind::kFp8, i, d, seed + 1002);
     s2 = std::make_unique<TestWeight>(cuda::GemmWeightKind::kFp8, d, i, seed + 1003);
+  }
+
+  // moe_experts over the bank's host (device false) or device weights and the given activations.
+  MoeExpertsParams params(bool device, const uint16_t* x, int64_t tokens, const int32_t* idx, const float* w, int topk,
+                          uint16_t* y) const {
+    const auto view = [device](const TestWeight& t) { return device ? t.gpu() : t.cpu(); };
+    return {.x = x,
+            .tokens = tokens,
+            .dim = dim,
+            .inter_dim = inter,
+            .indices = idx,
+            .weights = w,
+            .topk = topk,
+            .experts = experts,
+            .w1 = (device ? g1 : c1).data(),
+            .w3 = (device ? g3 : c3).data(),
+            .w2 = (device ? g2 : c2).data(),
+            .shared_w1 = view(*s1),
+            .shared_w3 = view(*s3),
+            .shared_w2 = view(*s2),
+            .swiglu_limit = kLimit,
+            .y = y};
   }
 };
 
@@ -416,8 +403,6 @@ void random_routing(int64_t tokens, int experts, int topk, uint32_t seed, std::v
   }
 }
 
-constexpr float kLimit = 2.0f;  // with |x| ~ 2 a good part of the routed g and u get clamped
-
 struct ExpertsRun {
   const ExpertBank& bank;
   int64_t tokens;
@@ -428,23 +413,7 @@ struct ExpertsRun {
 
   std::vector<uint16_t> cpu(const std::vector<int32_t>& indices, const std::vector<float>& weights) const {
     std::vector<uint16_t> y(static_cast<size_t>(tokens * bank.dim));
-    MoeExpertsParams p{.x = x.data(),
-                       .tokens = tokens,
-                       .dim = bank.dim,
-                       .inter_dim = bank.inter,
-                       .indices = indices.data(),
-                       .weights = weights.data(),
-                       .topk = topk,
-                       .experts = bank.experts,
-                       .w1 = bank.c1.data(),
-                       .w3 = bank.c3.data(),
-                       .w2 = bank.c2.data(),
-                       .shared_w1 = bank.s1->cpu(),
-                       .shared_w3 = bank.s3->cpu(),
-                       .shared_w2 = bank.s2->cpu(),
-                       .swiglu_limit = kLimit,
-                       .y = y.data()};
-    CpuOps(0).moe_experts(p);
+    CpuOps(0).moe_experts(bank.params(false, x.data(), tokens, indices.data(), weights.data(), topk, y.data()));
     return y;
   }
 
@@ -461,24 +430,7 @@ struct ExpertsRun {
     std::vector<std::vector<uint16_t>> out;
     for (int i = 0; i < repeats; ++i) {
       poison(dy);
-      run.moe.experts({.x = dx.p + shift,
-                       .tokens = tokens,
-                       .dim = bank.dim,
-                       .inter_dim = bank.inter,
-                       .indices = di.p,
-                       .weights = dw.p,
-                       .topk = topk,
-                       .experts = bank.experts,
-                       .w1 = bank.g1.data(),
-                       .w3 = bank.g3.data(),
-                       .w2 = bank.g2.data(),
-                       .shared_w1 = bank.s1->gpu(),
-                       .shared_w3 = bank.s3->gpu(),
-                       .shared_w2 = bank.s2->gpu(),
-                       .swiglu_limit = kLimit,
-                       .exact_shared = exact_shared,
-                       .y = dy.p + shift,
-                       .err = derr.p});
+      run.moe.experts(bank.params(true, dx.p + shift, tokens, di.p, dw.p, topk, dy.p + shift), derr.p, exact_shared);
       const auto y = dy.get();
       out.emplace_back(y.begin() + shift, y.end());
     }
@@ -487,16 +439,22 @@ struct ExpertsRun {
   }
 };
 
-// Exact shared expert: bit-identical to the CPU, twice; library shared expert: within bf16
-// rounding of it and reproducible.
-void check_experts(const ExpertBank& bank, int64_t tokens, int topk, uint32_t seed) {
-  SCOPED_TRACE(::testing::Message() << "tokens " << tokens << ", dim " << bank.dim << ", experts " << bank.experts);
-  Runners run;
+// A run of `tokens` activations (~N(0, 2²), so the limit clamps) routed at random (seed + 1).
+ExpertsRun routed_run(const ExpertBank& bank, int64_t tokens, int topk, uint32_t seed) {
   ExpertsRun r{bank, tokens, topk, random_bf16(static_cast<size_t>(tokens * bank.dim), seed, 2.0f), {}, {}};
   random_routing(tokens, bank.experts, topk, seed + 1, r.idx, r.w);
+  return r;
+}
+
+// The exact tier: bit-identical to the CPU, twice; the fast tier (routed experts on the fast
+// kernels, shared expert on cuBLASLt): within a normalised error of it and reproducible.
+void check_experts(const ExpertBank& bank, int64_t tokens, int topk, uint32_t seed) {
+  SCOPED_TRACE(::testing::Message() << "tokens " << tokens << ", dim " << bank.dim << ", experts " << bank.experts);
+  Runners run, exact_run(Numerics::kExact);
+  const ExpertsRun r = routed_run(bank, tokens, topk, seed);
   const auto want = r.cpu(r.idx, r.w);
   int32_t err = -1;
-  const auto exact = r.gpu(run, true, 2, &err);
+  const auto exact = r.gpu(exact_run, true, 2, &err);
   EXPECT_EQ(err, 0);
   EXPECT_TRUE(exact[0] == want) << "exact shared expert vs CPU: " << bf16_diff(exact[0], want);
   EXPECT_TRUE(exact[1] == exact[0]) << "run to run: " << bf16_diff(exact[1], exact[0]);
@@ -505,8 +463,7 @@ void check_experts(const ExpertBank& bank, int64_t tokens, int topk, uint32_t se
   // cuBLASLt's FP8 accumulation differs from exact fp32 by ~1e-3, and the shared expert re-quantizes
   // its hidden layer to FP8, where that flips some codes: a normalised error, not a few ulps.
   const double e = normalized_error(fast[0], want);
-  std::printf("cuBLASLt shared expert: normalised error %.2e, %.1f ulps at scale\n", e,
-              max_ulps_at_scale(fast[0], want));
+  std::printf("fast tier: normalised error %.2e, %.1f ulps at scale\n", e, max_ulps_at_scale(fast[0], want));
   EXPECT_LE(e, 1e-2) << bf16_diff(fast[0], want);
   EXPECT_TRUE(fast[1] == fast[0]) << "run to run: " << bf16_diff(fast[1], fast[0]);
 }
@@ -522,9 +479,7 @@ TEST(CudaMoeExperts, Fp4TinyMatchesCpu) {
 TEST(CudaMoeExperts, UnalignedActivationsMatchCpu) {
   const ExpertBank bank(256, 128, 8, 8, cuda::GemmWeightKind::kFp4, 800);
   Runners run;
-  const int64_t tokens = 7;
-  ExpertsRun r{bank, tokens, 2, random_bf16(static_cast<size_t>(tokens * 256), 801, 2.0f), {}, {}};
-  random_routing(tokens, 8, 2, 802, r.idx, r.w);
+  const ExpertsRun r = routed_run(bank, 7, 2, 801);
   const auto want = r.cpu(r.idx, r.w);
   int32_t err = -1;
   const auto got = r.gpu(run, true, 1, &err, 1);
@@ -548,9 +503,7 @@ TEST(CudaMoeExperts, Fp4FlashShapesMatchCpu) {
 TEST(CudaMoeExperts, InvalidExpertIdsAreSkippedAndReported) {
   const ExpertBank bank(256, 128, 8, 8, cuda::GemmWeightKind::kFp4, 700);
   Runners run;
-  const int64_t tokens = 6;
-  ExpertsRun r{bank, tokens, 2, random_bf16(static_cast<size_t>(tokens * 256), 701, 2.0f), {}, {}};
-  random_routing(tokens, 8, 2, 702, r.idx, r.w);
+  ExpertsRun r = routed_run(bank, 6, 2, 701);
   std::vector<int32_t> cpu_idx = r.idx;
   std::vector<float> cpu_w = r.w;
   for (size_t i : {size_t{1}, size_t{6}}) {

@@ -10,25 +10,15 @@
 #include "core/error.h"
 #include "core/number_formats.h"
 #include "core/quant.h"
+#include "gpu/gpu_test_util.h"
 
 namespace dsv4 {
 namespace {
 
-template <typename T>
-struct DeviceBuffer {
-  explicit DeviceBuffer(size_t n) : size(n) {
-    DSV4_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ptr), n * sizeof(T)));
-  }
-  ~DeviceBuffer() { cudaFree(ptr); }
-  void poison() { DSV4_CUDA_CHECK(cudaMemset(ptr, 0xAB, size * sizeof(T))); }
-  std::vector<T> get() const {
-    std::vector<T> h(size);
-    DSV4_CUDA_CHECK(cudaMemcpy(h.data(), ptr, size * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-  T* ptr = nullptr;
-  size_t size;
-};
+using gputest::Dev;
+
+// Outputs start as 0xAB bytes, so a code or scale no thread wrote shows.
+std::vector<uint8_t> poisoned(size_t n) { return std::vector<uint8_t>(n, 0xAB); }
 
 // bf16 inputs over many magnitudes (per-row scale), never all zero, with a few exact ties.
 std::vector<uint16_t> random_rows(int64_t rows, int64_t cols, uint32_t seed) {
@@ -47,13 +37,9 @@ TEST(CudaQuant, E4M3MatchesCpuBitForBit) {
   for (int blk : {64, 128}) {
     const int64_t rows = 257, cols = 1024;
     const auto x = random_rows(rows, cols, 17 + static_cast<uint32_t>(blk));
-    DeviceBuffer<uint16_t> dx(x.size());
-    DSV4_CUDA_CHECK(cudaMemcpy(dx.ptr, x.data(), x.size() * 2, cudaMemcpyHostToDevice));
-    DeviceBuffer<uint8_t> codes(x.size()), scales(x.size() / static_cast<size_t>(blk));
-    codes.poison();
-    scales.poison();
-    cuda::quantize_e4m3(dx.ptr, rows, cols, blk, codes.ptr, scales.ptr, nullptr);
-    DSV4_CUDA_CHECK(cudaDeviceSynchronize());
+    Dev<uint16_t> dx(x);
+    Dev<uint8_t> codes(poisoned(x.size())), scales(poisoned(x.size() / static_cast<size_t>(blk)));
+    cuda::quantize_e4m3(dx.p, rows, cols, blk, codes.p, scales.p, nullptr);
     const auto gc = codes.get(), gs = scales.get();
     std::vector<float> block(static_cast<size_t>(blk));
     std::vector<uint8_t> want(static_cast<size_t>(blk));
@@ -71,13 +57,9 @@ TEST(CudaQuant, E4M3MatchesCpuBitForBit) {
 TEST(CudaQuant, E2M1MatchesCpuBitForBit) {
   const int64_t rows = 129, cols = 512;
   const auto x = random_rows(rows, cols, 5);
-  DeviceBuffer<uint16_t> dx(x.size());
-  DSV4_CUDA_CHECK(cudaMemcpy(dx.ptr, x.data(), x.size() * 2, cudaMemcpyHostToDevice));
-  DeviceBuffer<uint8_t> packed(x.size() / 2), scales(x.size() / 32);
-  packed.poison();
-  scales.poison();
-  cuda::quantize_e2m1(dx.ptr, rows, cols, packed.ptr, scales.ptr, nullptr);
-  DSV4_CUDA_CHECK(cudaDeviceSynchronize());
+  Dev<uint16_t> dx(x);
+  Dev<uint8_t> packed(poisoned(x.size() / 2)), scales(poisoned(x.size() / 32));
+  cuda::quantize_e2m1(dx.p, rows, cols, packed.p, scales.p, nullptr);
   const auto gp = packed.get(), gs = scales.get();
   std::vector<float> block(32);
   std::vector<uint8_t> want(32);

@@ -77,9 +77,9 @@ TEST(CudaRowKernels, RmsNormBitExact) {
     }
     ASSERT_GT(rows_that_differ(want, alt, dim), 0) << "inputs blind to the summation order, dim " << dim;
     Dev<uint16_t> dx(x), dw(w), dy(std::vector<uint16_t>(x.size(), 0xffff));  // poisoned: NaN
-    cuda::rms_norm(dx.p, dy.p, dw.p, rows, dim, 1e-6f, nullptr);
+    cuda::rms_norm({dx.p, dy.p, dw.p, rows, dim, 1e-6f}, nullptr);
     EXPECT_EQ(dy.get(), want) << dim;
-    cuda::rms_norm(dx.p, dx.p, dw.p, rows, dim, 1e-6f, nullptr);  // in place
+    cuda::rms_norm({dx.p, dx.p, dw.p, rows, dim, 1e-6f}, nullptr);  // in place
     EXPECT_EQ(dx.get(), want) << dim;
   }
 }
@@ -139,7 +139,7 @@ TEST(CudaRowKernels, HeadRmsNormBitExact) {
     CpuOps cpu(2);
     cpu.head_rms_norm({want.data(), c.rows, c.heads, c.d, 1e-6f});
     Dev<uint16_t> dx(x);
-    cuda::head_rms_norm(dx.p, c.rows * c.heads, c.d, 1e-6f, nullptr);
+    cuda::head_rms_norm({dx.p, c.rows, c.heads, c.d, 1e-6f}, nullptr, nullptr);
     EXPECT_EQ(dx.get(), want) << "d " << c.d << ", " << planted << " order-sensitive heads";
   }
 }
@@ -167,7 +167,7 @@ TEST(CudaRowKernels, HeadRmsNormRopeBitExact) {
       Dev<uint16_t> dx(x);
       Dev<int32_t> dp(pos);
       Dev<float> df(rope_frequencies(rc));
-      cuda::head_rms_norm_rope(dx.p, hc.rows * hc.heads, hc.heads, hc.d, 1e-6f, dp.p, df.p, rc.rope_dim, nullptr);
+      cuda::head_rms_norm({dx.p, hc.rows, hc.heads, hc.d, 1e-6f, dp.p, rc}, df.p, nullptr);
       EXPECT_EQ(dx.get(), want) << "d " << hc.d << " ratio " << ratio;
     }
   }
@@ -226,7 +226,7 @@ TEST(CudaRowKernels, RopeBitExactAtLargePositions) {
         Dev<uint16_t> dx(x);
         Dev<int32_t> dp(pos);
         Dev<float> df(freqs);
-        cuda::rope(dx.p, hc.rows, hc.heads, hc.d, rc.rope_dim, dp.p, df.p, inverse, nullptr);
+        cuda::rope({dx.p, hc.rows, hc.heads, hc.d, dp.p, rc, inverse}, df.p, nullptr);
         EXPECT_EQ(dx.get(), want) << "d " << hc.d << " ratio " << ratio << " inverse " << inverse;
       }
     }
@@ -240,7 +240,7 @@ TEST(CudaRowKernels, HadamardBitExact) {
   CpuOps cpu(2);
   cpu.hadamard({want.data(), rows, 128});
   Dev<uint16_t> dx(x);
-  cuda::hadamard(dx.p, rows, 128, nullptr);
+  cuda::hadamard({dx.p, rows, 128}, nullptr);
   EXPECT_EQ(dx.get(), want);
 }
 
@@ -251,13 +251,13 @@ TEST(CudaRowKernels, QuantSimBitExact) {
   CpuOps cpu(2);
   cpu.quant_sim({want.data(), rows, cols, stride, QuantSim::kFp8, 64});
   Dev<uint16_t> dx(x);
-  cuda::quant_sim_e4m3(dx.p, rows, cols, stride, 64, nullptr);
+  cuda::quant_sim({dx.p, rows, cols, stride, QuantSim::kFp8, 64}, nullptr);
   EXPECT_EQ(dx.get(), want);
   const auto y = random_bf16(static_cast<size_t>(rows * 4 * 128), 8);
   auto want4 = y;
   cpu.quant_sim({want4.data(), rows * 4, 128, 128, QuantSim::kFp4, 32});
   Dev<uint16_t> dy(y);
-  cuda::quant_sim_e2m1(dy.p, rows * 4, 128, 128, nullptr);
+  cuda::quant_sim({dy.p, rows * 4, 128, 128, QuantSim::kFp4, 32}, nullptr);
   EXPECT_EQ(dy.get(), want4);
 }
 
@@ -272,7 +272,7 @@ TEST(CudaRowKernels, EmbedCopiesRows) {
   cpu.embed({ids.data(), tokens, table.data(), vocab, dim, 4, want.data()});
   Dev<uint16_t> dt(table), dout(std::vector<uint16_t>(want.size(), 0xffff));
   Dev<int32_t> di(ids);
-  cuda::embed(di.p, tokens, dt.p, vocab, dim, 4, dout.p, nullptr, nullptr);
+  cuda::embed({di.p, tokens, dt.p, vocab, dim, 4, dout.p}, nullptr, nullptr);
   EXPECT_EQ(dout.get(), want);
 }
 
@@ -281,7 +281,7 @@ TEST(CudaRowKernels, EmbedReportsBadIds) {
   const auto table = random_bf16(static_cast<size_t>(vocab * dim), 11);
   Dev<uint16_t> dt(table), dout(std::vector<uint16_t>(2 * dim, 0xffff));
   Dev<int32_t> di(std::vector<int32_t>{3, 10}), derr(std::vector<int32_t>{0});
-  cuda::embed(di.p, 2, dt.p, vocab, dim, 1, dout.p, derr.p, nullptr);
+  cuda::embed({di.p, 2, dt.p, vocab, dim, 1, dout.p}, derr.p, nullptr);
   EXPECT_EQ(derr.get()[0], static_cast<int32_t>(cuda::DeviceError::kEmbedId));
   const auto out = dout.get();
   EXPECT_EQ(out[static_cast<size_t>(dim)], 0);  // the bad row is zeroed, not read out of bounds

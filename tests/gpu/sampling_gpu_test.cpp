@@ -1,6 +1,7 @@
 // The sample op on the device against the CPU backend on fresh random logits: the V4 vocabulary and a
 // small one full of exact ties, batches of 1, 8 and 64 rows, every combination of temperature, top-k,
-// top-p, min-p and logprobs, with greedy rows mixed in and random edits (bias, masks, penalties).
+// top-p, min-p and logprobs, with greedy rows mixed in, random edits (bias, masks, penalties) and, on
+// every fifth row, a random allow-set (allowed_token_ids).
 // Tokens and top ids must be identical, logprobs within ~1e-12 relative; outputs are poisoned before
 // every run and each run is repeated: the second must give the same bits.
 #include <gtest/gtest.h>
@@ -98,9 +99,9 @@ class CudaSampling : public ::testing::Test {
       if (!ok) {
         ++bad;
         ADD_FAILURE() << "row " << r << " (T " << row.temperature << ", k " << row.top_k << ", p " << row.top_p
-                      << ", min_p " << row.min_p << ", u " << row.u << ", logprobs " << row.logprobs << ", edits "
-                      << row.edit_end - row.edit_begin << "): token " << got.token[r] << " vs cpu " << want.token[r]
-                      << ", logprob " << got.logprob[r] << " vs " << want.logprob[r];
+                      << ", min_p " << row.min_p << ", u " << row.u << ", logprobs " << row.logprobs << ", allow-set "
+                      << row.allow_row << ", edits " << row.edit_end - row.edit_begin << "): token " << got.token[r]
+                      << " vs cpu " << want.token[r] << ", logprob " << got.logprob[r] << " vs " << want.logprob[r];
       }
     }
   }
@@ -117,6 +118,7 @@ class CudaSampling : public ::testing::Test {
       SampleRow row = combo((first + r) % kCombos, u(rng));
       const int edits = rng() % 4 == 0 ? 0 : static_cast<int>(rng() % 300);
       b.add_random_edits(row, rng, edits);
+      if (r % 5 == 2) b.add_random_allow(row, rng, r % 2 ? 0.002 : 0.5);
       b.rows.push_back(row);
     }
     b.x.resize(b.rows.size() * static_cast<size_t>(cols));

@@ -14,24 +14,14 @@
 #include "core/error.h"
 #include "gpu/gpu_test_util.h"
 #include "model/model.h"
-#include "model/model_loader.h"
 #include "model/step_graphs.h"
-#include "model_tools/presets.h"
-#include "model_tools/random_checkpoint.h"
 #include "testing/decode_steps.h"
-#include "testing/paths.h"
+#include "testing/tiny_model.h"
 
 namespace dsv4 {
 namespace {
 
-const LoadedModel& tiny() {
-  static const LoadedModel m = [] {
-    const auto dir = testing::temp_dir("graphs_gpu");
-    write_random_checkpoint(find_preset("tiny").config, 17, dir);
-    return load_model(dir);
-  }();
-  return m;
-}
+const LoadedModel& tiny() { return testing::tiny_model(17); }
 
 // Five sequences around compression boundaries, batch 8 then 4 (see the CPU Equivalence test).
 const testing::DecodeRun kRun{{125, 3, 250, 60, 131}, 24, 5};
@@ -54,10 +44,22 @@ CudaRun cuda_steps(StepMode mode, bool overlap, bool shared_overlap = false) {
   return r;
 }
 
+// Decode steps were recorded and replayed, none failed.
+void expect_replayed(const CudaRun& graphs) {
+  EXPECT_GT(graphs.stats.replayed, 0) << "nothing was replayed";
+  EXPECT_EQ(graphs.stats.failed, 0);
+}
+
+// Every step's logits of two runs, bit for bit.
+void expect_same_logits(const CudaRun& a, const CudaRun& b, const char* what) {
+  ASSERT_EQ(a.logits.size(), b.logits.size()) << what;
+  for (size_t k = 0; k < a.logits.size(); ++k)
+    EXPECT_EQ(a.logits[k], b.logits[k]) << "step " << k << " (" << what << ")";
+}
+
 TEST(CudaStepGraphs, ReplayedDecodeStepsMatchEagerSteps) {
   const CudaRun graphs = cuda_steps(StepMode::kGraphs, true);
-  ASSERT_GT(graphs.stats.replayed, 0) << "nothing was replayed";
-  EXPECT_EQ(graphs.stats.failed, 0);
+  expect_replayed(graphs);
   const CudaRun padded = cuda_steps(StepMode::kPadded, true);
   const CudaRun eager = cuda_steps(StepMode::kEager, true);
   const CudaRun serial = cuda_steps(StepMode::kEager, false);
@@ -81,16 +83,9 @@ TEST(CudaStepGraphs, ReplayedDecodeStepsMatchEagerSteps) {
 // with it inside moe_experts.
 TEST(CudaStepGraphs, TheSharedExpertOnTheSideStreamChangesNoBit) {
   const CudaRun graphs = cuda_steps(StepMode::kGraphs, true, true);
-  ASSERT_GT(graphs.stats.replayed, 0) << "nothing was replayed";
-  EXPECT_EQ(graphs.stats.failed, 0);
-  const CudaRun eager = cuda_steps(StepMode::kEager, true, true);
-  const CudaRun inside_graphs = cuda_steps(StepMode::kGraphs, true, false);
-  const CudaRun inside = cuda_steps(StepMode::kEager, true, false);
-  ASSERT_EQ(graphs.logits.size(), inside_graphs.logits.size());
-  for (size_t k = 0; k < graphs.logits.size(); ++k) {
-    EXPECT_EQ(graphs.logits[k], inside_graphs.logits[k]) << "step " << k << " (recorded)";
-    EXPECT_EQ(eager.logits[k], inside.logits[k]) << "step " << k << " (eager)";
-  }
+  expect_replayed(graphs);
+  expect_same_logits(graphs, cuda_steps(StepMode::kGraphs, true, false), "recorded");
+  expect_same_logits(cuda_steps(StepMode::kEager, true, true), cuda_steps(StepMode::kEager, true, false), "eager");
 }
 
 // Programmatic dependent launch (DSV4_PDL) lets each kernel launch while the one before finishes; every
@@ -103,17 +98,11 @@ TEST(CudaStepGraphs, DependentLaunchChangesNoBit) {
   } restore;
   cuda::set_pdl(true);
   const CudaRun graphs = cuda_steps(StepMode::kGraphs, true, true);
-  ASSERT_GT(graphs.stats.replayed, 0) << "nothing was replayed";
-  EXPECT_EQ(graphs.stats.failed, 0);
+  expect_replayed(graphs);
   const CudaRun eager = cuda_steps(StepMode::kEager, true, true);
   cuda::set_pdl(false);
-  const CudaRun plain_graphs = cuda_steps(StepMode::kGraphs, true, true);
-  const CudaRun plain = cuda_steps(StepMode::kEager, true, true);
-  ASSERT_EQ(graphs.logits.size(), plain_graphs.logits.size());
-  for (size_t k = 0; k < graphs.logits.size(); ++k) {
-    EXPECT_EQ(graphs.logits[k], plain_graphs.logits[k]) << "step " << k << " (recorded)";
-    EXPECT_EQ(eager.logits[k], plain.logits[k]) << "step " << k << " (eager)";
-  }
+  expect_same_logits(graphs, cuda_steps(StepMode::kGraphs, true, true), "recorded");
+  expect_same_logits(eager, cuda_steps(StepMode::kEager, true, true), "eager");
 }
 
 TEST(CudaStepGraphs, HostWorkIsRefusedWhileRecording) {

@@ -9,12 +9,22 @@
 namespace dsv4::testing {
 namespace fs = std::filesystem;
 
+fs::path data_dir() {
+  if (const char* d = std::getenv("DSV4_DATA")) return d;
+  return DSV4_TEST_DATA_DIR;  // the source tree's, compiled in so that a test binary run by hand finds it
+}
+
 fs::path shared_dir() {
   if (const char* s = std::getenv("DSV4_SHARED")) return s;
   return "../shared";
 }
 
-fs::path golden_dir(const std::string& name) { return shared_dir() / "golden" / name; }
+fs::path golden_dir(const std::string& name) {
+  const fs::path in_repo = data_dir() / "golden" / name;
+  if (fs::exists(in_repo)) return in_repo;
+  const fs::path extra = shared_dir() / "golden" / name;
+  return fs::exists(extra) ? extra : in_repo;  // a missing set is named where it belongs
+}
 
 namespace {
 std::vector<fs::path>& created() {

@@ -1,22 +1,20 @@
-// Where tests find data: ../shared (DSV4_SHARED) and the build folder (DSV4_BUILD).
+// Where tests find data: the repository's tests/data (DSV4_DATA), an optional shared/ folder that only
+// adds golden sets (DSV4_SHARED), and the build folder (DSV4_BUILD).
 #pragma once
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace dsv4::testing {
 
-// The shared/ folder; the test is skipped by the caller when it does not exist.
+// tests/data of the source tree (DSV4_DATA overrides it, e.g. on the GPU machine).
+std::filesystem::path data_dir();
+// tests/data/golden/<name>, or <shared>/golden/<name> for a set only shared/ has.
+std::filesystem::path golden_dir(const std::string& name);
+// The optional shared/ folder (DSV4_SHARED, default ../shared); it may not exist.
 std::filesystem::path shared_dir();
-std::filesystem::path golden_dir(const std::string& name);  // shared/golden/<name>
 // A fresh, empty temporary directory removed at process exit.
 std::filesystem::path temp_dir(const std::string& tag);
 
 }  // namespace dsv4::testing
-
-// Skips the current test when shared/ is absent (e.g. on the GPU machine without the carry).
-#define DSV4_REQUIRE_SHARED()                                                   \
-  do {                                                                          \
-    if (!std::filesystem::exists(::dsv4::testing::shared_dir() / "golden"))     \
-      GTEST_SKIP() << "shared/ not found at " << ::dsv4::testing::shared_dir(); \
-  } while (0)

@@ -48,16 +48,6 @@ DSV4_INLINE float sum(const float* x, int64_t n) {
   return detail::combine(l);
 }
 
-DSV4_INLINE float sum_squares(const float* x, int64_t n) {
-  float l[detail::kLanes] = {};
-  int64_t i = 0;
-  for (; i + detail::kLanes <= n; i += detail::kLanes) {
-    for (int j = 0; j < detail::kLanes; ++j) l[j] += x[i + j] * x[i + j];
-  }
-  for (int j = 0; i + j < n; ++j) l[j] += x[i + j] * x[i + j];
-  return detail::combine(l);
-}
-
 DSV4_INLINE float dot(const float* a, const float* b, int64_t n) {
   float l[detail::kLanes] = {};
   int64_t i = 0;
@@ -67,6 +57,8 @@ DSV4_INLINE float dot(const float* a, const float* b, int64_t n) {
   for (int j = 0; i + j < n; ++j) l[j] += a[i + j] * b[i + j];
   return detail::combine(l);
 }
+
+DSV4_INLINE float sum_squares(const float* x, int64_t n) { return dot(x, x, n); }
 
 // Logistic function as the reference evaluates it: 1 / (1 + exp(−x)), fp32.
 inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }

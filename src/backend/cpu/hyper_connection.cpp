@@ -37,6 +37,26 @@ void weighted_streams(const uint16_t* h, const float* pre, int hc, int64_t dim, 
   f32_to_bf16(acc, y, dim);
 }
 
+// What hc_pre and hc_head share, per token t of p (either's params): its mix m (mix_width outputs, the
+// hc pre ones first), pre_j = sigmoid(m_j·scale0 + base_j) + hc_eps, `rest(t, m)` for the other mix
+// outputs, then y_t = bf16(Σ_j pre_j · X_j).
+template <typename P, typename Rest>
+void pre_and_streams(ThreadPool& pool, const P& p, int mix_width, uint16_t* y, Rest&& rest) {
+  const int hc = p.hc;
+  const int64_t width = hc * p.dim;
+  const std::vector<float> mix = mixes(pool, p.h, p.tokens, width, p.fn, mix_width, p.norm_eps);
+  pool.parallel_for(p.tokens, [&](int64_t t0, int64_t t1) {
+    float* acc = thread_scratch<float>(Scratch::kRow, static_cast<size_t>(p.dim));
+    float pre[64];
+    for (int64_t t = t0; t < t1; ++t) {
+      const float* m = &mix[static_cast<size_t>(t * mix_width)];
+      for (int j = 0; j < hc; ++j) pre[j] = sigmoid(m[j] * p.scale[0] + p.base[j]) + p.hc_eps;
+      rest(t, m);
+      weighted_streams(p.h + t * width, pre, hc, p.dim, y + t * p.dim, acc);
+    }
+  });
+}
+
 }  // namespace
 
 void sinkhorn(float* c, int hc, int iters, float eps) {
@@ -68,24 +88,13 @@ void sinkhorn(float* c, int hc, int iters, float eps) {
 }
 
 void hc_pre(ThreadPool& pool, const HcPreParams& p) {
-  const int hc = p.hc, mw = (2 + hc) * hc;
-  const int64_t width = hc * p.dim;
-  const std::vector<float> mix = mixes(pool, p.h, p.tokens, width, p.fn, mw, p.norm_eps);
-  pool.parallel_for(p.tokens, [&](int64_t t0, int64_t t1) {
-    float* acc = thread_scratch<float>(Scratch::kRow, static_cast<size_t>(p.dim));
-    float pre[64];
-    for (int64_t t = t0; t < t1; ++t) {
-      const float* m = &mix[static_cast<size_t>(t * mw)];
-      float* post = p.post + t * hc;
-      float* comb = p.comb + t * hc * hc;
-      for (int j = 0; j < hc; ++j) {
-        pre[j] = sigmoid(m[j] * p.scale[0] + p.base[j]) + p.hc_eps;
-        post[j] = 2 * sigmoid(m[hc + j] * p.scale[1] + p.base[hc + j]);
-      }
-      for (int i = 0; i < hc * hc; ++i) comb[i] = m[2 * hc + i] * p.scale[2] + p.base[2 * hc + i];
-      sinkhorn(comb, hc, p.sinkhorn_iters, p.hc_eps);
-      weighted_streams(p.h + t * width, pre, hc, p.dim, p.x + t * p.dim, acc);
-    }
+  const int hc = p.hc;
+  pre_and_streams(pool, p, (2 + hc) * hc, p.x, [&](int64_t t, const float* m) {
+    float* post = p.post + t * hc;
+    float* comb = p.comb + t * hc * hc;
+    for (int j = 0; j < hc; ++j) post[j] = 2 * sigmoid(m[hc + j] * p.scale[1] + p.base[hc + j]);
+    for (int i = 0; i < hc * hc; ++i) comb[i] = m[2 * hc + i] * p.scale[2] + p.base[2 * hc + i];
+    sinkhorn(comb, hc, p.sinkhorn_iters, p.hc_eps);
   });
 }
 
@@ -113,18 +122,7 @@ void hc_post(ThreadPool& pool, const HcPostParams& p) {
 }
 
 void hc_head(ThreadPool& pool, const HcHeadParams& p) {
-  const int hc = p.hc;
-  const int64_t width = hc * p.dim;
-  const std::vector<float> mix = mixes(pool, p.h, p.tokens, width, p.fn, hc, p.norm_eps);
-  pool.parallel_for(p.tokens, [&](int64_t t0, int64_t t1) {
-    float* acc = thread_scratch<float>(Scratch::kRow2, static_cast<size_t>(p.dim));
-    float pre[64];
-    for (int64_t t = t0; t < t1; ++t) {
-      for (int j = 0; j < hc; ++j)
-        pre[j] = sigmoid(mix[static_cast<size_t>(t * hc + j)] * p.scale[0] + p.base[j]) + p.hc_eps;
-      weighted_streams(p.h + t * width, pre, hc, p.dim, p.y + t * p.dim, acc);
-    }
-  });
+  pre_and_streams(pool, p, p.hc, p.y, [](int64_t, const float*) {});
 }
 
 }  // namespace dsv4::cpu

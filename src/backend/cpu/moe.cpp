@@ -65,30 +65,14 @@ void route_token(const MoeGateParams& p, int64_t t, const float* z, float* s, fl
   }
 }
 
-// SwiGLU of one expert on n rows: a = silu(min(g, L)) · clamp(u, ±L) · weight (routed), bf16.
-void swiglu(const uint16_t* g, const uint16_t* u, const float* weight, int64_t n, int64_t inter, float limit,
-            uint16_t* a) {
-  for (int64_t r = 0; r < n; ++r) {
-    for (int64_t i = 0; i < inter; ++i) {
-      float gv = bf16_to_float(g[r * inter + i]), uv = bf16_to_float(u[r * inter + i]);
-      if (limit > 0) {
-        uv = std::clamp(uv, -limit, limit);
-        gv = std::min(gv, limit);
-      }
-      float v = gv / (1.0f + std::exp(-gv)) * uv;
-      if (weight) v = weight[r] * v;
-      a[r * inter + i] = float_to_bf16(v);
-    }
-  }
-}
-
 // y = w2(bf16(swiglu(w1(x), w3(x)))) for n gathered rows.
 void run_expert(ThreadPool& pool, const uint16_t* x, int64_t n, int64_t inter, const Weight& w1, const Weight& w3,
                 const Weight& w2, const float* weight, float limit, uint16_t* y) {
   std::vector<uint16_t> g(static_cast<size_t>(n * inter)), u(g.size());
   linear(pool, {.x = x, .rows = n, .w = w1, .y = g.data()});
   linear(pool, {.x = x, .rows = n, .w = w3, .y = u.data()});
-  swiglu(g.data(), u.data(), weight, n, inter, limit, g.data());
+  swiglu(pool,
+         {.g = g.data(), .u = u.data(), .rows = n, .dim = inter, .limit = limit, .weights = weight, .out = g.data()});
   linear(pool, {.x = g.data(), .rows = n, .w = w2, .y = y});
 }
 
@@ -121,6 +105,22 @@ Routing bucket(const MoeExpertsParams& p) {
 }
 
 }  // namespace
+
+void swiglu(ThreadPool& pool, const SwigluParams& p) {
+  const int64_t d = p.dim;
+  pool.parallel_for(p.rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t i = r0 * d; i < r1 * d; ++i) {
+      float g = bf16_to_float(p.g[i]), u = bf16_to_float(p.u[i]);
+      if (p.limit > 0) {
+        u = std::clamp(u, -p.limit, p.limit);
+        g = std::min(g, p.limit);
+      }
+      float a = g / (1.0f + std::exp(-g)) * u;
+      if (p.weights) a = p.weights[i / d] * a;
+      p.out[i] = float_to_bf16(a);
+    }
+  });
+}
 
 void moe_gate(ThreadPool& pool, const MoeGateParams& p) {
   const int E = p.experts;

@@ -54,10 +54,10 @@ __global__ void argmax_kernel(const float* x, int64_t cols, int64_t limit, int32
 
 }  // namespace
 
-void argmax_rows(const float* x, int64_t rows, int64_t cols, int64_t limit, int32_t* out, cudaStream_t stream) {
-  if (rows == 0) return;
-  DSV4_CUDA_REQUIRE(rows <= 2147483647, "argmax: too many rows");
-  launch_kernel(argmax_kernel, static_cast<unsigned>(rows), kThreads, 0, stream, x, cols, limit, out);
+void argmax(const ArgmaxParams& p, cudaStream_t stream) {
+  if (p.rows == 0) return;
+  DSV4_CUDA_REQUIRE(p.rows <= 2147483647, "argmax: too many rows");
+  launch_kernel(argmax_kernel, static_cast<unsigned>(p.rows), kThreads, 0, stream, p.x, p.cols, p.limit, p.out);
 }
 
 }  // namespace dsv4::cuda

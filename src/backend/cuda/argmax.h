@@ -1,12 +1,13 @@
-// Greedy sampling on the device (backend/ops.h ArgmaxParams): the first maximum of each row.
+// Greedy sampling on the device (backend/op_params.h ArgmaxParams, device pointers): the first maximum
+// of each row.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
-#include <cstdint>
+#include "backend/op_params.h"
 
 namespace dsv4::cuda {
 
-void argmax_rows(const float* x, int64_t rows, int64_t cols, int64_t limit, int32_t* out, cudaStream_t stream);
+void argmax(const ArgmaxParams& p, cudaStream_t stream);
 
 }  // namespace dsv4::cuda

@@ -13,7 +13,7 @@ namespace {
 constexpr int kBlock = 64;  // index block of the reference kernel
 
 // One warp per 64-element nope block (and the warp of block 0 also copies the rope part).
-__global__ void store_fp8_kernel(const uint16_t* x, int64_t rows, int d, int r, DeviceTable t, const int32_t* slots,
+__global__ void store_fp8_kernel(const uint16_t* x, int64_t rows, int d, int r, EntryTable t, const int32_t* slots,
                                  int32_t* err) {
   pdl_enter();
   const int n = d - r, blocks = n / 64;
@@ -47,7 +47,7 @@ __global__ void store_fp8_kernel(const uint16_t* x, int64_t rows, int d, int r, 
 }
 
 // Plain formats: bf16 copies, fp32 widens.
-__global__ void store_plain_kernel(const uint16_t* x, int64_t rows, int d, DeviceTable t, const int32_t* slots,
+__global__ void store_plain_kernel(const uint16_t* x, int64_t rows, int d, EntryTable t, const int32_t* slots,
                                    int32_t* err) {
   pdl_enter();
   const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
@@ -55,7 +55,7 @@ __global__ void store_plain_kernel(const uint16_t* x, int64_t rows, int d, Devic
   const int32_t slot = slots[i / d];
   if (slot < 0) return;
   if (!t.holds(slot)) return report(err, DeviceError::kStoreSlot);
-  if (t.format == EntryFormat::kF32) {
+  if (t.format == KvEntryFormat::kF32) {
     reinterpret_cast<float*>(t.entry(slot))[i % d] = bf16_to_f(x[i]);
   } else {
     reinterpret_cast<uint16_t*>(t.entry(slot))[i % d] = x[i];
@@ -63,6 +63,12 @@ __global__ void store_plain_kernel(const uint16_t* x, int64_t rows, int d, Devic
 }
 
 constexpr int kKvMaxDim = 2048;
+
+// The window insert as its kernel gets it.
+struct KvInsertLaunch : KvInsertParams {
+  const float* freqs = nullptr;  // [rope_dim / 2]
+  int32_t* err = nullptr;
+};
 
 // 1/sqrt(mean(x²) + eps) of the CTA's row as the CPU's rms_norm computes it: the squares staged, then
 // warp 0 sums them in the CPU's 8-lane order. Thread t contributes x0², x1² of dims 2t, 2t+1.
@@ -85,10 +91,10 @@ __device__ float kv_rms_factor(float x0, float x1, int d, float eps) {
 // One CTA per row, thread t owns dims 2t, 2t+1: RMSNorm (bit-exact with rms_norm), RoPE (threads of
 // the rope pairs), Q8 per 64-dim block (one warp each: nope blocks start on warp boundaries), then
 // the entry bytes.
-__global__ void kv_insert_kernel(KvInsertArgs a) {
+__global__ void kv_insert_kernel(KvInsertLaunch a) {
   pdl_enter();
   const int64_t row = blockIdx.x;
-  const int t = threadIdx.x, d = a.dim, n = a.dim - a.rope_dim;
+  const int t = threadIdx.x, d = a.dims.dim, rd = a.dims.rope_dim, n = d - rd;
   const int32_t slot = a.slots[row];
   if (slot < 0) return;  // uniform over the CTA
   if (!a.table.holds(slot)) {
@@ -101,7 +107,7 @@ __global__ void kv_insert_kernel(KvInsertArgs a) {
   float y0 = round_bf16(__fmul_rn(bf16_to_f(a.norm_weight[2 * t]), __fmul_rn(x0, r)));
   float y1 = round_bf16(__fmul_rn(bf16_to_f(a.norm_weight[2 * t + 1]), __fmul_rn(x1, r)));
   uint8_t* e = a.table.entry(slot);
-  const bool fp8 = a.table.format == EntryFormat::kAttnFp8;
+  const bool fp8 = a.table.format == KvEntryFormat::kAttnFp8;
   if (2 * t >= n) {  // RoPE pair (2t, 2t+1) of the rope part
     rope_rotate(y0, y1, static_cast<float>(a.positions[row]) * a.freqs[(2 * t - n) / 2], false);
     y0 = round_bf16(y0);
@@ -124,14 +130,14 @@ __global__ void kv_insert_kernel(KvInsertArgs a) {
       const uint8_t eb = quantize(y0, y1, c0, c1);
       e[2 * t] = c0;
       e[2 * t + 1] = c1;
-      if (t % kWarp == 0) e[n + 2 * a.rope_dim + (2 * t) / 64] = eb;
+      if (t % kWarp == 0) e[n + 2 * rd + (2 * t) / 64] = eb;
     } else {
       const uint32_t pair = static_cast<uint32_t>(f_to_bf16(y0)) | (static_cast<uint32_t>(f_to_bf16(y1)) << 16);
       *reinterpret_cast<uint32_t*>(e + 4 * t) = pair;
     }
   }
   if (fp8 && t == 0)
-    for (int i = n + 2 * a.rope_dim + n / 64; i < a.table.entry_bytes; ++i) e[i] = 0;
+    for (int i = n + 2 * rd + n / 64; i < a.table.entry_bytes; ++i) e[i] = 0;
 }
 
 // The generic sparse attention, bit-exact with backend/cpu/attention.cpp: one CTA per (token, group of up
@@ -154,13 +160,13 @@ struct AttnShared {
   int n;
 };
 
-__device__ __forceinline__ float kv_value(const AttentionArgs& a, const AttnShared& sh, int i, int k) {
-  const DeviceTable& tab = sh.win[i] ? a.window : a.compressed;
+__device__ __forceinline__ float kv_value(const AttentionLaunch& a, const AttnShared& sh, int i, int k) {
+  const EntryTable& tab = sh.win[i] ? a.window : a.compressed;
   return entry_value(tab, tab.entry(sh.slot[i]), k, a.head_dim, a.rope_dim);
 }
 
 // Warp 0 compacts the valid entries of list positions [b0, b0 + 64) in order (ballot prefix sums).
-__device__ void gather(const AttentionArgs& a, int64_t t, int64_t b0, AttnShared& sh) {
+__device__ void gather(const AttentionLaunch& a, int64_t t, int64_t b0, AttnShared& sh) {
   if (threadIdx.x >= kWarp) return;
   const int lane = threadIdx.x;
   const int64_t width = int64_t{a.window_width} + a.compressed_width;
@@ -190,7 +196,7 @@ __device__ void gather(const AttentionArgs& a, int64_t t, int64_t b0, AttnShared
 
 // sh.p[h][e0 + e] = dot(q_h, kv_e) * scale for the ne staged entries: chain c = (e, h, j) runs the CPU's
 // lane j (elements j, j+8, ...) and each 8 consecutive threads combine theirs.
-__device__ void score_chains(const AttentionArgs& a, const float* q, const float* kv, int e0, int ne, int gh,
+__device__ void score_chains(const AttentionLaunch& a, const float* q, const float* kv, int e0, int ne, int gh,
                              AttnShared& sh) {
   const int d = a.head_dim, stride = d + kPad, j = threadIdx.x % 8, chains = ne * gh * 8;
   float acc[kMaxChains];
@@ -217,7 +223,7 @@ __device__ void score_chains(const AttentionArgs& a, const float* q, const float
 }
 
 // Scores of the block's n entries, staged in chunks of `per` entries (all at once when n <= per).
-__device__ void block_scores(const AttentionArgs& a, const float* q, float* kv, int per, int gh, AttnShared& sh) {
+__device__ void block_scores(const AttentionLaunch& a, const float* q, float* kv, int per, int gh, AttnShared& sh) {
   const int d = a.head_dim, stride = d + kPad, n = sh.n;
   for (int e0 = 0; e0 < n; e0 += per) {
     const int ne = min(per, n - e0);
@@ -252,7 +258,7 @@ __device__ void block_softmax(int gh, AttnShared& sh) {
 }
 
 // acc = acc * alpha + sum_i bf16(p_i) * v_i, entries in order (staged values when the block was staged whole).
-__device__ void block_pv(const AttentionArgs& a, const float* kv, bool staged, int gh, const AttnShared& sh,
+__device__ void block_pv(const AttentionLaunch& a, const float* kv, bool staged, int gh, const AttnShared& sh,
                          float (&acc)[kHeadGroup][kMaxChannels]) {
   const int d = a.head_dim, n = sh.n;
 #pragma unroll
@@ -271,7 +277,7 @@ __device__ void block_pv(const AttentionArgs& a, const float* kv, bool staged, i
   }
 }
 
-__global__ void __launch_bounds__(kAttnThreads) sparse_attention_kernel(AttentionArgs a, int groups, int per) {
+__global__ void __launch_bounds__(kAttnThreads) sparse_attention_kernel(AttentionLaunch a, int groups, int per) {
   pdl_enter();
   extern __shared__ float4 dyn4[];
   __shared__ AttnShared sh;
@@ -319,44 +325,47 @@ __global__ void __launch_bounds__(kAttnThreads) sparse_attention_kernel(Attentio
 
 }  // namespace
 
-void store_entries(const uint16_t* x, int64_t rows, int head_dim, int rope_dim, DeviceTable table, const int32_t* slots,
-                   int32_t* err, cudaStream_t stream) {
-  if (rows == 0) return;
-  DSV4_CUDA_REQUIRE(
-      table.format == EntryFormat::kAttnFp8 || table.format == EntryFormat::kBf16 || table.format == EntryFormat::kF32,
-      "store_entries: the CUDA backend stores attn-fp8, bf16 and f32 entries (index keys are written "
-      "by compressor_emit)");
-  if (table.format == EntryFormat::kAttnFp8) {
+void store_entries(const StoreEntriesParams& p, int32_t* err, cudaStream_t stream) {
+  if (p.rows == 0) return;
+  const EntryTable& table = p.table;
+  const int head_dim = p.dims.dim, rope_dim = p.dims.rope_dim;
+  DSV4_CUDA_REQUIRE(table.format == KvEntryFormat::kAttnFp8 || table.format == KvEntryFormat::kBf16 ||
+                        table.format == KvEntryFormat::kF32,
+                    "store_entries: the CUDA backend stores attn-fp8, bf16 and f32 entries (index keys are written "
+                    "by compressor_emit)");
+  if (table.format == KvEntryFormat::kAttnFp8) {
     const int n = head_dim - rope_dim;
     DSV4_CUDA_REQUIRE(n > 0 && n % 64 == 0, "store_entries: nope dims must be a positive multiple of 64");
-    const int64_t warps = rows * (n / 64);
-    launch_kernel(store_fp8_kernel, static_cast<unsigned>((warps * kWarp + 255) / 256), 256, 0, stream, x, rows,
-                  head_dim, rope_dim, table, slots, err);
+    const int64_t warps = p.rows * (n / 64);
+    launch_kernel(store_fp8_kernel, static_cast<unsigned>((warps * kWarp + 255) / 256), 256, 0, stream, p.x, p.rows,
+                  head_dim, rope_dim, table, p.slots, err);
   } else {
-    const int64_t n = rows * head_dim;
-    launch_kernel(store_plain_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, stream, x, rows, head_dim, table,
-                  slots, err);
+    const int64_t n = p.rows * head_dim;
+    launch_kernel(store_plain_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, stream, p.x, p.rows, head_dim,
+                  table, p.slots, err);
   }
 }
 
-void kv_insert(const KvInsertArgs& a, cudaStream_t stream) {
-  if (a.rows == 0) return;
-  const int n = a.dim - a.rope_dim;
-  DSV4_CUDA_REQUIRE(n > 0 && n % 64 == 0 && a.rope_dim % 2 == 0 && a.dim <= 2048,
+void kv_insert(const KvInsertParams& p, const float* freqs, int32_t* err, cudaStream_t stream) {
+  if (p.rows == 0) return;
+  const int d = p.dims.dim, r = p.dims.rope_dim, n = d - r;
+  DSV4_CUDA_REQUIRE(n > 0 && n % 64 == 0 && r % 2 == 0 && d <= 2048,
                     "kv_insert: dim - rope_dim must be a positive multiple of 64 and dim at most 2048");
-  DSV4_CUDA_REQUIRE(a.table.format == EntryFormat::kAttnFp8 || a.table.format == EntryFormat::kBf16,
+  DSV4_CUDA_REQUIRE(p.table.format == KvEntryFormat::kAttnFp8 || p.table.format == KvEntryFormat::kBf16,
                     "kv_insert: the window holds attn-fp8 or bf16 entries");
-  launch_kernel(kv_insert_kernel, static_cast<unsigned>(a.rows), a.dim / 2, 0, stream, a);
+  launch_kernel(kv_insert_kernel, static_cast<unsigned>(p.rows), d / 2, 0, stream, KvInsertLaunch{p, freqs, err});
 }
 
-void sparse_attention(const AttentionArgs& a, cudaStream_t stream) {
-  if (a.tokens * a.heads == 0) return;
-  if (mqa_fast_path(a)) return sparse_attention_mqa(a, stream);  // inverse RoPE in its epilogue
+void sparse_attention(const SparseAttentionParams& p, const float* freqs, int32_t* err, cudaStream_t stream) {
+  if (p.tokens * p.heads == 0) return;
+  const AttentionLaunch a{p, freqs, err};
+  if (mqa_fast_path(p)) return sparse_attention_mqa(a, stream);  // inverse RoPE in its epilogue
   sparse_attention_generic(a, stream);
-  if (a.positions) rope(a.out, a.tokens, a.heads, a.head_dim, a.rope_dim, a.positions, a.freqs, true, stream);
+  if (p.positions)
+    rope({p.out, p.tokens, p.heads, p.head_dim, p.positions, p.rope, true}, freqs, stream);  // as the CPU
 }
 
-void sparse_attention_generic(const AttentionArgs& a, cudaStream_t stream) {
+void sparse_attention_generic(const AttentionLaunch& a, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(a.head_dim >= 1 && a.head_dim <= kMaxChannels * kAttnThreads,
                     "sparse_attention: head_dim must lie in [1, 1024]");
   if (a.tokens * a.heads == 0) return;

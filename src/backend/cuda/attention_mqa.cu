@@ -51,8 +51,9 @@ struct Smem {
 };
 static_assert(sizeof(Smem) <= 227 * 1024, "the tile must fit one SM's shared memory");
 
-struct MqaArgs {
-  AttentionArgs a;
+// The fast path as its kernels get it: the attention and how its index list splits over CTAs.
+struct MqaLaunch {
+  AttentionLaunch a;
   int groups = 0;             // ceil(heads / kHeads)
   int splits = 1;             // CTAs per (token, group) along the index list
   int blocks_per = 0;         // 64-blocks per split
@@ -75,7 +76,7 @@ __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint3
 
 // Output columns 2c, 2c+1 of token t: bf16, then (positions set, c in the rope part) the inverse RoPE
 // of the bf16 pair, as a separate rope() would do it.
-__device__ __forceinline__ uint32_t output_pair(const AttentionArgs& a, int64_t t, int c, float x, float y) {
+__device__ __forceinline__ uint32_t output_pair(const AttentionLaunch& a, int64_t t, int c, float x, float y) {
   x = round_bf16(x);
   y = round_bf16(y);
   if (a.positions && 2 * c >= kNope) {
@@ -85,16 +86,16 @@ __device__ __forceinline__ uint32_t output_pair(const AttentionArgs& a, int64_t 
 }
 
 // Slot of list element g of token t (−1: none). A load only: its latency hides behind a block's work.
-__device__ __forceinline__ int32_t list_slot(const AttentionArgs& a, int64_t t, int64_t g) {
+__device__ __forceinline__ int32_t list_slot(const AttentionLaunch& a, int64_t t, int64_t g) {
   if (g >= int64_t{a.window_width} + a.compressed_width) return -1;
   return g < a.window_width ? a.window_slots[t * a.window_width + g]
                             : a.compressed_slots[t * a.compressed_width + (g - a.window_width)];
 }
 
 // The entry of list element g at `slot` (null: none); an unusable slot is reported and treated as none.
-__device__ const uint8_t* list_entry(const AttentionArgs& a, int64_t g, int32_t slot) {
+__device__ const uint8_t* list_entry(const AttentionLaunch& a, int64_t g, int32_t slot) {
   if (slot < 0) return nullptr;
-  const DeviceTable& tab = g < a.window_width ? a.window : a.compressed;
+  const EntryTable& tab = g < a.window_width ? a.window : a.compressed;
   if (!tab.holds(slot)) {
     report(a.err, DeviceError::kAttentionSlot);
     return nullptr;
@@ -113,7 +114,7 @@ __device__ void load_block(int64_t b, Smem& sm) {
 }
 
 // The 64 query rows of heads h0.. as bf16 (16-byte pieces when q allows, else 4-byte ones).
-__device__ void load_q(const AttentionArgs& a, int64_t t, int h0, Smem& sm) {
+__device__ void load_q(const AttentionLaunch& a, int64_t t, int h0, Smem& sm) {
   const uint8_t* src = reinterpret_cast<const uint8_t*>(a.q + (t * a.heads + h0) * kDim);
   const int rows = min(kHeads, a.heads - h0);
   const bool wide = reinterpret_cast<uintptr_t>(a.q) % 16 == 0;
@@ -213,7 +214,7 @@ struct RowState {
 };
 
 // Scaled scores with −inf at holes, and the warp's row maxima into sm.red.
-__device__ void mask_and_max(const AttentionArgs& a, int64_t b, int tile, int quarter, Smem& sm, float (&s)[2][4]) {
+__device__ void mask_and_max(const AttentionLaunch& a, int64_t b, int tile, int quarter, Smem& sm, float (&s)[2][4]) {
   const int lane = threadIdx.x % kWarp;
   float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -286,9 +287,9 @@ __device__ void total_l(int tile, int quarter, Smem& sm, RowState& st) {
 }
 
 // The thread's outputs: normalised bf16 (one split) or the partial state for the combine.
-__device__ void store_result(const MqaArgs& ma, int64_t t, int split, int h0, int quarter, const RowState& st,
+__device__ void store_result(const MqaLaunch& ma, int64_t t, int split, int h0, int quarter, const RowState& st,
                              const float (&o)[kCols / 8][4]) {
-  const AttentionArgs& a = ma.a;
+  const AttentionLaunch& a = ma.a;
   const int lane = threadIdx.x % kWarp;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -319,11 +320,11 @@ __device__ void store_result(const MqaArgs& ma, int64_t t, int split, int h0, in
 
 // grid: token x group x split, 512 threads; blocks [split·blocks_per, ..) of the list. Per block:
 // decode (raw -> kv) | next block's copy starts; scores and row maxima | softmax, P | P·V.
-__global__ void __launch_bounds__(kThreads, 1) mqa_partial_kernel(MqaArgs ma) {
+__global__ void __launch_bounds__(kThreads, 1) mqa_partial_kernel(MqaLaunch ma) {
   pdl_enter();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
-  const AttentionArgs& a = ma.a;
+  const AttentionLaunch& a = ma.a;
   const int split = static_cast<int>(blockIdx.x % ma.splits);
   const int group = static_cast<int>(blockIdx.x / ma.splits % ma.groups);
   const int64_t t = blockIdx.x / (int64_t{ma.splits} * ma.groups);
@@ -366,9 +367,9 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_partial_kernel(MqaArgs ma) {
 }
 
 // One CTA per (token, head): merges the splits' (m, l, acc) and applies the sink.
-__global__ void __launch_bounds__(kCombineThreads) mqa_combine_kernel(MqaArgs ma) {
+__global__ void __launch_bounds__(kCombineThreads) mqa_combine_kernel(MqaLaunch ma) {
   pdl_enter();
-  const AttentionArgs& a = ma.a;
+  const AttentionLaunch& a = ma.a;
   const int64_t th = blockIdx.x;  // token * heads + head
   const int h = static_cast<int>(th % a.heads);
   const int64_t stride = a.tokens * a.heads;
@@ -415,15 +416,15 @@ int blocks_per_split(int64_t ctas, int64_t blocks, int sms) {
 
 }  // namespace
 
-bool mqa_fast_path(const AttentionArgs& a) {
-  const bool fp8_window = a.window.format == EntryFormat::kAttnFp8;
-  const bool fp8_compressed = a.compressed_width == 0 || a.compressed.format == EntryFormat::kAttnFp8;
+bool mqa_fast_path(const SparseAttentionParams& a) {
+  const bool fp8_window = a.window.format == KvEntryFormat::kAttnFp8;
+  const bool fp8_compressed = a.compressed_width == 0 || a.compressed.format == KvEntryFormat::kAttnFp8;
   return a.head_dim == kDim && a.rope_dim == kRope && a.heads % 16 == 0 && fp8_window && fp8_compressed &&
          a.window.entry_bytes % 8 == 0 && (a.compressed_width == 0 || a.compressed.entry_bytes % 8 == 0);
 }
 
-void sparse_attention_mqa(const AttentionArgs& a, cudaStream_t stream) {
-  MqaArgs ma;
+void sparse_attention_mqa(const AttentionLaunch& a, cudaStream_t stream) {
+  MqaLaunch ma;
   ma.a = a;
   ma.groups = (a.heads + kHeads - 1) / kHeads;
   const int64_t width = int64_t{a.window_width} + a.compressed_width;

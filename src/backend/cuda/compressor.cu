@@ -124,21 +124,21 @@ __device__ void encode_index_fp8(const float* v, int d, uint8_t* out) {
   if (lane < 4) out[d + lane] = static_cast<uint8_t>(__float_as_uint(s) >> (8 * lane));
 }
 
-__device__ void encode_entry(const DeviceTable& t, const float* v, int d, int r, uint8_t* out) {
+__device__ void encode_entry(const EntryTable& t, const float* v, int d, int r, uint8_t* out) {
   switch (t.format) {
-    case EntryFormat::kAttnFp8:
+    case KvEntryFormat::kAttnFp8:
       encode_attn_fp8(v, d, r, t.entry_bytes, out);
       break;
-    case EntryFormat::kIndexFp4:
+    case KvEntryFormat::kIndexFp4:
       encode_index_fp4(v, d, out);
       break;
-    case EntryFormat::kIndexFp8:
+    case KvEntryFormat::kIndexFp8:
       encode_index_fp8(v, d, out);
       break;
-    case EntryFormat::kBf16:
+    case KvEntryFormat::kBf16:
       for (int i = threadIdx.x; i < d; i += blockDim.x) store_bf16(out + 2 * i, v[i]);
       break;
-    case EntryFormat::kF32:
+    case KvEntryFormat::kF32:
       for (int i = threadIdx.x; i < 4 * d; i += blockDim.x)
         out[i] = static_cast<uint8_t>(__float_as_uint(v[i / 4]) >> (8 * (i % 4)));
       break;
@@ -148,7 +148,7 @@ __device__ void encode_entry(const DeviceTable& t, const float* v, int d, int r,
 // ---- compressor_store ------------------------------------------------------------------------------
 
 __global__ void store_kernel(const float* a, const float* g, int64_t tokens, int64_t cd, const int32_t* positions,
-                             const float* ape, int ratio, DeviceTable state, const int32_t* slots, int32_t* err) {
+                             const float* ape, int ratio, EntryTable state, const int32_t* slots, int32_t* err) {
   pdl_enter();
   const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (i >= tokens * 2 * cd) return;
@@ -220,21 +220,19 @@ __device__ void rope_entry(float* x, int half, int32_t position, const float* fr
 
 // e = bf16(scale · H e), the butterflies in the CPU's order.
 __device__ void hadamard_entry(float* e, int dc, float scale) {
-  for (int h = 1; h < dc; h *= 2) {
-    for (int k = threadIdx.x; k < dc / 2; k += blockDim.x) {
-      const int j = (k / h) * 2 * h + k % h;
-      const float a = e[j], b = e[j + h];
-      e[j] = __fadd_rn(a, b);
-      e[j + h] = __fsub_rn(a, b);
-    }
-    __syncthreads();
-  }
+  hadamard_butterflies(e, dc);
   for (int i = threadIdx.x; i < dc; i += blockDim.x) e[i] = round_bf16(__fmul_rn(e[i], scale));
   __syncthreads();
 }
 
+// compressor_emit as its kernel gets it.
+struct EmitLaunch : CompressorEmitParams {
+  const float* freqs = nullptr;  // [rope_dim / 2]
+  int32_t* err = nullptr;
+};
+
 // Resolves the entry's rows into `rows` (null = absent); false when one is unusable.
-__device__ bool gather_rows(const CompressorEmitArgs& a, int c, int64_t entry, const float** rows) {
+__device__ bool gather_rows(const EmitLaunch& a, int c, int64_t entry, const float** rows) {
   const int n_rows = c * a.ratio;
   bool bad = false;
   for (int r = threadIdx.x; r < n_rows; r += blockDim.x) {
@@ -247,7 +245,7 @@ __device__ bool gather_rows(const CompressorEmitArgs& a, int c, int64_t entry, c
   return !__syncthreads_or(bad);
 }
 
-__global__ void __launch_bounds__(kMaxThreads) emit_kernel(CompressorEmitArgs a, int c, float had_scale) {
+__global__ void __launch_bounds__(kMaxThreads) emit_kernel(EmitLaunch a, int c, float had_scale) {
   pdl_enter();
   __shared__ float e[kMaxDim];
   __shared__ const float* rows[kMaxRows];
@@ -274,38 +272,22 @@ __global__ void __launch_bounds__(kMaxThreads) emit_kernel(CompressorEmitArgs a,
   if (out_slot >= 0) encode_entry(a.out, e, dc, a.rope_dim, a.out.entry(out_slot));
 }
 
-// Bytes of one entry (core/kv_entry.cpp's kv_entry_bytes); 0 for dims the format cannot hold.
-int64_t entry_bytes(EntryFormat f, int64_t d, int64_t r) {
-  switch (f) {
-    case EntryFormat::kBf16:
-      return 2 * d;
-    case EntryFormat::kF32:
-      return 4 * d;
-    case EntryFormat::kAttnFp8:
-      return r >= 0 && r < d && (d - r) % 64 == 0 ? (d - r + 2 * r + (d - r) / 64 + 7) / 8 * 8 : 0;
-    case EntryFormat::kIndexFp4:
-      return d % 32 == 0 ? d / 2 + d / 32 : 0;
-    case EntryFormat::kIndexFp8:
-      return d + 4;
-  }
-  return 0;
-}
-
 }  // namespace
 
-void compressor_store(const float* a, const float* g, int64_t tokens, int64_t cd, const int32_t* positions,
-                      const float* ape, int ratio, DeviceTable state, const int32_t* slots, int32_t* err,
+void compressor_store(const CompressorStepParams& p, const float* a, const float* g, int32_t* err,
                       cudaStream_t stream) {
-  DSV4_CUDA_REQUIRE(ratio > 0 && cd > 0, "compressor_store: ratio and cd must be positive");
-  DSV4_CUDA_REQUIRE(state.format == EntryFormat::kF32 && state.entry_bytes == 8 * cd,
+  const int64_t cd = p.wkv.rows;
+  DSV4_CUDA_REQUIRE(p.ratio > 0 && cd > 0, "compressor_store: ratio and cd must be positive");
+  DSV4_CUDA_REQUIRE(p.state.format == KvEntryFormat::kF32 && p.state.entry_bytes == 8 * cd,
                     "compressor_store: the state table must hold f32 rows of 2·cd");
-  const int64_t n = tokens * 2 * cd;
+  const int64_t n = p.tokens * 2 * cd;
   if (n == 0) return;
-  launch_kernel(store_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, stream, a, g, tokens, cd, positions, ape,
-                ratio, state, slots, err);
+  launch_kernel(store_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, stream, a, g, p.tokens, cd, p.positions,
+                p.ape, p.ratio, p.state, p.state_slots, err);
 }
 
-void compressor_emit(const CompressorEmitArgs& a, cudaStream_t stream) {
+void compressor_emit(const CompressorEmitParams& p, const float* freqs, int32_t* err, cudaStream_t stream) {
+  const EmitLaunch a{p, freqs, err};
   const int c = a.ratio == 4 ? 2 : 1, dc = a.head_dim, r = a.rope_dim;
   DSV4_CUDA_REQUIRE(a.ratio > 0 && c * a.ratio <= kMaxRows, "compressor_emit: ratio must give at most 256 rows");
   DSV4_CUDA_REQUIRE(dc >= 32 && dc <= kMaxDim && dc % 32 == 0,
@@ -316,10 +298,10 @@ void compressor_emit(const CompressorEmitArgs& a, cudaStream_t stream) {
   } else {
     DSV4_CUDA_REQUIRE(r < dc && (dc - r) % 64 == 0, "compressor_emit: head_dim - rope_dim must be a multiple of 64");
   }
-  DSV4_CUDA_REQUIRE(a.state.format == EntryFormat::kF32 && a.state.entry_bytes == 8LL * c * dc,
+  DSV4_CUDA_REQUIRE(a.state.format == KvEntryFormat::kF32 && a.state.entry_bytes == 8LL * c * dc,
                     "compressor_emit: the state table must hold f32 rows of 2·c·head_dim");
-  const int64_t out_bytes = entry_bytes(a.out.format, dc, r);
-  DSV4_CUDA_REQUIRE(out_bytes > 0 && a.out.entry_bytes == out_bytes,
+  // kv_entry_bytes throws (dsv4::Error) for dims the format cannot hold.
+  DSV4_CUDA_REQUIRE(a.out.entry_bytes == kv_entry_bytes(a.out.format, {dc, r}),
                     "compressor_emit: the output table's entry size does not match its format and dims");
   DSV4_CUDA_REQUIRE(reinterpret_cast<uintptr_t>(a.out.base) % 2 == 0 && a.out.page_bytes % 2 == 0,
                     "compressor_emit: the output table must be 2-byte aligned");

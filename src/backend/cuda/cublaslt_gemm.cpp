@@ -15,6 +15,8 @@
 #include "backend/cuda/fp4_gemv.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemm/fast_mma.h"
+#include "backend/cuda/gemm/fast_sgemm.h"
+#include "backend/cuda/gemm/wgmma_gemm.h"
 #include "backend/cuda/gemm_imma.h"
 #include "backend/cuda/gemm_imma_skinny.h"
 #include "backend/cuda/gemm_internal.h"
@@ -168,6 +170,7 @@ struct GemmRunner::Impl {
   int64_t partial_floats = 0;
   int32_t* counters = nullptr;  // its per-tile arrival counters (zero between GEMMs)
   int64_t counter_count = 0;
+  int32_t* wgmma_err = nullptr;  // the wgmma kernel's error bits (wgmma_gemm.h), sticky
   std::map<std::array<int64_t, 15>, LtPlan> plans;
   GemmPolicy policy;
   DeviceCaps caps;
@@ -175,6 +178,8 @@ struct GemmRunner::Impl {
   Impl(cudaStream_t s, const GemmPolicy& p) : stream(s), policy(p), caps{sm_count()} {
     DSV4_LT_CHECK(cublasLtCreate(&lt));
     DSV4_CUDA_CHECK(cudaMallocAsync(&workspace, kWorkspaceBytes, stream));
+    DSV4_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&wgmma_err), sizeof(int32_t), stream));
+    DSV4_CUDA_CHECK(cudaMemsetAsync(wgmma_err, 0, sizeof(int32_t), stream));
   }
 
   ~Impl() {
@@ -182,6 +187,7 @@ struct GemmRunner::Impl {
     if (act) cudaFreeAsync(act, stream);
     if (partial) cudaFreeAsync(partial, stream);
     if (counters) cudaFreeAsync(counters, stream);
+    if (wgmma_err) cudaFreeAsync(wgmma_err, stream);
     if (workspace) cudaFreeAsync(workspace, stream);
     if (lt) cublasLtDestroy(lt);
   }
@@ -230,7 +236,17 @@ struct GemmRunner::Impl {
     p.counters = counters, p.counter_count = counter_count;
   }
 
-  void fast_mma(const ExactBlockArgs& p, const GemmPlan& plan) {
+  // The fast tier's kernels on codes: wgmma for many rows a weight (where it takes the call), else
+  // the mma.sync kernel on its own plan.
+  void fast_mma(const ExactBlockArgs& p, GemmPlan plan) {
+    if (plan.fallback == GemmRoute::kWgmma) {
+      if (wgmma_takes(p)) {
+        wgmma_gemm(p, wgmma_err, stream);
+        return;
+      }
+      const GemmProblem prob{p.kind, p.rows, p.experts, p.n, p.kg, p.groups, p.y_b != nullptr};
+      plan = plan_fast_mma(prob, policy, caps);
+    }
     split_scratch(plan.workspace_floats, plan.workspace_counters);
     fast_mma_gemm(p, {plan.tile_rows, plan.splits, plan.resident}, partial, counters, stream);
   }
@@ -314,7 +330,17 @@ struct GemmRunner::Impl {
     const bool plain = w.kind == GemmWeightKind::kBf16 || w.kind == GemmWeightKind::kF32;
     const bool same = w_b.kind == w.kind && w_b.rows == w.rows && w_b.cols == w.cols;
     DSV4_CHECK(w_b.data && y_b, "gemm: a pair needs its second weight and output");
-    if (!plain || !same || a.rows == 0 || plan_of(a, true).route != GemmRoute::kExactPlain) {
+    const GemmRoute route = plain && same && a.rows > 0 ? plan_of(a, true).route : GemmRoute::kExactBlock;
+    if (route == GemmRoute::kFastSgemm) {
+      run_checks(a);
+      ExactPlainArgs p = plain_args(a, policy.plain_wide_min_tiles);
+      p.w_b = w_b.data, p.y_b = y_b;
+      if (fast_sgemm_takes(p)) {
+        fast_sgemm(p, stream);
+        return;
+      }
+    }
+    if (route != GemmRoute::kExactPlain) {
       run(a);
       GemmArgs b = a;
       b.w = w_b;
@@ -354,9 +380,15 @@ struct GemmRunner::Impl {
     const int64_t x_ld = a.x_stride ? a.x_stride : k, y_ld = a.y_stride ? a.y_stride : w.rows;
     if (a.rows == 0) return;
     const GemmPlan plan = plan_of(a, false);
-    if (plan.route == GemmRoute::kExactPlain || plan.fallback == GemmRoute::kExactPlain) {
+    if (w.kind == GemmWeightKind::kBf16 || w.kind == GemmWeightKind::kF32) {
       if (plan.route == GemmRoute::kCublasLt && lt_bf16(a, x_ld, y_ld)) return;
-      exact_plain_gemm(plain_args(a, policy.plain_wide_min_tiles), stream);
+      const ExactPlainArgs p = plain_args(a, policy.plain_wide_min_tiles);
+      const bool sgemm = plan.route == GemmRoute::kFastSgemm || plan.fallback == GemmRoute::kFastSgemm;
+      if (sgemm && fast_sgemm_takes(p)) {
+        fast_sgemm(p, stream);
+        return;
+      }
+      exact_plain_gemm(p, stream);
       return;
     }
     DSV4_CHECK(w.scale && w.cols % 128 == 0, "gemm: a block-scaled weight needs scales and K % 128 == 0");
@@ -443,7 +475,7 @@ struct GemmRunner::Impl {
 
   void grouped(const GroupedGemmArgs& a) {
     const GemmPlan plan = plan_grouped(a.kind, a.rows, a.experts, a.n, a.k, a.y_b != nullptr);
-    if (plan.route != GemmRoute::kFastMma) {
+    if (plan.route != GemmRoute::kFastMma && plan.route != GemmRoute::kWgmma) {
       grouped_gemm(a, policy, stream);
       return;
     }
@@ -466,6 +498,13 @@ void GemmRunner::run(const GemmArgs& a) { impl_->run(a); }
 void GemmRunner::run_pair(const GemmArgs& a, const GemmWeight& w_b, void* y_b) { impl_->run_pair(a, w_b, y_b); }
 void GemmRunner::grouped(const GroupedGemmArgs& a) { impl_->grouped(a); }
 const GemmPolicy& GemmRunner::policy() const { return impl_->policy; }
+
+int32_t GemmRunner::wgmma_errors() const {
+  int32_t v = 0;
+  DSV4_CUDA_CHECK(cudaMemcpyAsync(&v, impl_->wgmma_err, sizeof(v), cudaMemcpyDeviceToHost, impl_->stream));
+  DSV4_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
+  return v;
+}
 
 bool GemmRunner::wants_digit_planes(GemmWeightKind kind, int64_t rows, int experts, int64_t k) const {
   // A grouped call's route does not depend on its column count: any positive one plans it.

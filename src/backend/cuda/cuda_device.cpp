@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/device_table.h"
+#include "backend/cuda/device_error.h"
 #include "core/error.h"
 
 namespace dsv4::cuda {

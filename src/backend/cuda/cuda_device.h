@@ -4,7 +4,7 @@
 // driver wait for the stream) and legal to capture; staging is recycled at each synchronisation. Allocations come from
 // a stream-ordered pool (cudaMallocAsync) that keeps freed memory, so the model's per-step scratch costs no driver call
 // after warm-up and stays legal inside CUDA graph capture. Kernels record index errors in a device flag
-// (device_table.h); every copy back to the host synchronises the stream and throws if one was recorded, so a bad slot
+// (device_error.h); every copy back to the host synchronises the stream and throws if one was recorded, so a bad slot
 // or id surfaces at the step that used it.
 #pragma once
 

@@ -1,14 +1,15 @@
 // CudaOps: the CUDA backend of Ops. Every op validates its parameters on the host (op_checks.h),
 // then enqueues kernels on the device's stream and returns without waiting: a forward is one stream
 // of kernels with no host synchronisation until its logits are copied back. Index contents live on
-// the device and are checked there (device_table.h's error flag, raised at the next copy back).
+// the device and are checked there (device_error.h's error flag, raised at the next copy back). Kernels
+// take the op's parameter struct as it is, plus what the device adds (the stream, the error flag, RoPE
+// frequency tables).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <tuple>
-#include <vector>
 
 #include "backend/cuda/cuda_device.h"
 #include "backend/ops.h"
@@ -17,13 +18,7 @@ namespace dsv4::cuda {
 
 class GemmRunner;
 class MoeRunner;
-struct GemmWeight;
-struct IndexerArgs;
 struct GemmPolicy;
-
-// The indexer kernel's arguments for an op's parameters (`err`: the device's error flag); shared with
-// the benchmark, which times the kernel's halves apart.
-IndexerArgs indexer_args(const IndexerTopkParams& p, int32_t* err);
 
 class CudaOps final : public Ops {
  public:
@@ -39,15 +34,12 @@ class CudaOps final : public Ops {
   GemmRunner& gemm();
   // The RoPE frequencies of a config, uploaded once.
   const float* frequencies(const RopeConfig& rope);
-  // An expert weight array as GEMM views, converted once per array (the model's arrays never move).
-  const GemmWeight* gemm_weights(const Weight* w, int experts);
 
   CudaDevice& dev_;
   std::unique_ptr<GemmRunner> gemm_;       // main stream
   std::unique_ptr<GemmRunner> side_gemm_;  // side stream (Device::begin_side)
   std::unique_ptr<MoeRunner> moe_;         // main stream only
   std::map<std::tuple<int, double, int64_t, double, double, double>, DeviceArray<float>> freqs_;
-  std::map<const Weight*, std::vector<GemmWeight>> expert_views_;
 };
 
 }  // namespace dsv4::cuda

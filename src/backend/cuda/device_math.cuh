@@ -1,6 +1,6 @@
 // Device helpers shared by the CUDA kernels: bf16 and low-precision number formats with the CPU
 // backend's exact rounding (core/number_formats.h, core/quant.h), warp/block reductions with a fixed
-// order (bit-reproducible), and entry decoding for DeviceTable.
+// order (bit-reproducible), and entry decoding for EntryTable (core/kv_entry.h).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -9,8 +9,9 @@
 
 #include <cstdint>
 
-#include "backend/cuda/device_table.h"
+#include "backend/cuda/device_error.h"
 #include "backend/cuda/glibc_sincosf.cuh"
+#include "core/kv_entry.h"
 
 namespace dsv4::cuda {
 
@@ -112,23 +113,37 @@ __device__ __forceinline__ void rope_rotate(float& re, float& im, float angle, b
   im = __fadd_rn(__fmul_rn(r, s), __fmul_rn(i, c));
 }
 
+// The butterflies of H_n (Sylvester order) over v[0, n) in shared memory, in the CPU's order with exact
+// fp32 adds; every thread of the CTA calls it, and it returns synchronised.
+__device__ __forceinline__ void hadamard_butterflies(float* v, int n) {
+  for (int h = 1; h < n; h *= 2) {
+    for (int k = threadIdx.x; k < n / 2; k += blockDim.x) {
+      const int j = (k / h) * 2 * h + k % h;
+      const float a = v[j], b = v[j + h];
+      v[j] = __fadd_rn(a, b);
+      v[j + h] = __fsub_rn(a, b);
+    }
+    __syncthreads();
+  }
+}
+
 // Element k of an entry in table t (exact decode); d = entry dim, r = rope dim (kAttnFp8).
-__device__ __forceinline__ float entry_value(const DeviceTable& t, const uint8_t* e, int k, int d, int r) {
+__device__ __forceinline__ float entry_value(const EntryTable& t, const uint8_t* e, int k, int d, int r) {
   switch (t.format) {
-    case EntryFormat::kBf16:
+    case KvEntryFormat::kBf16:
       return bf16_to_f(reinterpret_cast<const uint16_t*>(e)[k]);
-    case EntryFormat::kF32:
+    case KvEntryFormat::kF32:
       return reinterpret_cast<const float*>(e)[k];
-    case EntryFormat::kAttnFp8: {
+    case KvEntryFormat::kAttnFp8: {
       const int n = d - r;
       if (k >= n) return bf16_to_f(reinterpret_cast<const uint16_t*>(e + n)[k - n]);
       return e4m3_to_f(e[k]) * e8_value(e[n + 2 * r + k / 64]);
     }
-    case EntryFormat::kIndexFp4: {
+    case KvEntryFormat::kIndexFp4: {
       const uint8_t byte = e[k / 2];
       return e2m1_to_f((k & 1) ? byte >> 4 : byte & 0xf) * e8_value(e[d / 2 + k / 32]);
     }
-    case EntryFormat::kIndexFp8: {
+    case KvEntryFormat::kIndexFp8: {
       float s;
       memcpy(&s, e + d, sizeof(float));
       return e4m3_to_f(e[k]) * s;

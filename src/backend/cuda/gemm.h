@@ -9,9 +9,10 @@
 //  * Fast tier (spec/NUMERICS.md): FP8/FP4 on the FP8 tensor cores with per-block promotion
 //    (gemm/fast_mma.h), dense FP8 of many rows on cuBLASLt's block-scaled GEMM (VEC128 activations x
 //    BLK128x128 weights; cuBLASLt 13.1 takes rows % 4 == 0, else the tensor-core kernel), bf16 on
-//    cuBLASLt with fp32 accumulation; fp32 weights on the exact plain kernel.
-// Calls that set GemmArgs::exact (the MoE gate and the compressor, whose outputs make discrete
-// choices) take the exact kernels on either tier.
+//    cuBLASLt with fp32 accumulation; fp32 weights of many rows on fused multiply-add chains
+//    (gemm/fast_sgemm.h), of few on the exact plain kernel.
+// Calls that set GemmArgs::exact (the MoE gate, whose scores choose the experts) take the exact
+// kernels on either tier.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -69,6 +70,9 @@ class GemmRunner {
   // activation digit planes (GroupedGemmArgs::a_digits), which the caller then makes.
   bool wants_digit_planes(GemmWeightKind kind, int64_t rows, int experts, int64_t k) const;
   const GemmPolicy& policy() const;
+  // Error bits the wgmma kernel has reported on this runner (wgmma_gemm.h kWgmmaFp4Span), sticky;
+  // synchronizes the stream.
+  int32_t wgmma_errors() const;
 
  private:
   struct Impl;

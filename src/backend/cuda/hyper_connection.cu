@@ -29,20 +29,10 @@ constexpr int kTokens = kThreads / kWarp;  // tokens per block, one warp each
 constexpr int kMaxHc = 8;
 constexpr int kSqLanes = 8;  // the CPU's sum_squares lanes
 
-struct HcArgs {
-  const uint16_t* h;
-  int64_t tokens;
-  int hc;
-  int64_t dim;
-  const float* fn;
-  int mix;  // rows of fn
-  const float* scale;
-  const float* base;
-  float norm_eps, hc_eps;
-  int iters;
-  uint16_t* x;  // pre: x; head: y
-  float* post;
-  float* comb;
+// hc_pre as its kernels get it, with the rows of fn; hc_head runs as an hc_pre with mix = hc and no
+// post or comb (head_as_pre), so one set of kernels serves both.
+struct HcLaunch : HcPreParams {
+  int mix = 0;  // rows of fn
 };
 
 // kSlots chains per lane (mix outputs, then the sum-of-squares lanes); kChunk columns staged per step.
@@ -64,7 +54,7 @@ struct Prefetch {
 
 // Thread i stages column i % kChunk of rows i / kChunk + j * kRowStep (fn rows, then the tokens' rows).
 template <int kSlots>
-__device__ void load_chunk(const HcArgs& a, int64_t t0, int64_t c0, int len, Prefetch<kSlots>& p) {
+__device__ void load_chunk(const HcLaunch& a, int64_t t0, int64_t c0, int len, Prefetch<kSlots>& p) {
   using G = Geo<kSlots>;
   constexpr int kRowStep = kThreads / G::kChunk;
   const int64_t width = a.hc * a.dim;
@@ -133,7 +123,7 @@ __device__ __forceinline__ float squares_run(const float* x, int j, int len, flo
 
 // res = [mix raw sums, 8 sum-of-squares lanes]: the CPU's lane combine, rs = 1/sqrt(ss/width + eps), and
 // res[o] *= rs (one warp).
-__device__ void scale_by_rms(const HcArgs& a, float* res) {
+__device__ void scale_by_rms(const HcLaunch& a, float* res) {
   const float* l = res + a.mix;
   const float ss = __fadd_rn(__fadd_rn(__fadd_rn(l[0], l[1]), __fadd_rn(l[2], l[3])),
                              __fadd_rn(__fadd_rn(l[4], l[5]), __fadd_rn(l[6], l[7])));
@@ -145,7 +135,7 @@ __device__ void scale_by_rms(const HcArgs& a, float* res) {
 
 // Leaves this warp's token's mix (times rs) in res[0, mix), res = smem + warp * kEpi; the whole block calls.
 template <int kSlots>
-__device__ void token_mix(const HcArgs& a, float* smem, float* res) {
+__device__ void token_mix(const HcLaunch& a, float* smem, float* res) {
   using G = Geo<kSlots>;
   const int64_t t0 = int64_t{blockIdx.x} * kTokens, width = a.hc * a.dim;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
@@ -278,7 +268,7 @@ __device__ __forceinline__ uint16_t weighted_column(const uint16_t* X, const flo
 // From token t's scaled mix m: pre[hc] (shared memory), and with kPre and `write` the token's post and
 // comb (Sinkhorn in cm). One warp.
 template <bool kPre>
-__device__ void mix_outputs(const HcArgs& a, const float* m, float* pre, float* cm, int64_t t, bool write) {
+__device__ void mix_outputs(const HcLaunch& a, const float* m, float* pre, float* cm, int64_t t, bool write) {
   const int lane = threadIdx.x % kWarp, hc = a.hc;
   if (lane < hc) pre[lane] = __fadd_rn(sigmoid(affine(m[lane], a.scale[0], a.base[lane])), a.hc_eps);
   if (kPre && write) {
@@ -286,14 +276,14 @@ __device__ void mix_outputs(const HcArgs& a, const float* m, float* pre, float* 
       a.post[t * hc + lane] = __fmul_rn(2.0f, sigmoid(affine(m[hc + lane], a.scale[1], a.base[hc + lane])));
     for (int e = lane; e < hc * hc; e += kWarp) cm[e] = affine(m[2 * hc + e], a.scale[2], a.base[2 * hc + e]);
     __syncwarp();
-    sinkhorn(cm, hc, a.iters, a.hc_eps);
+    sinkhorn(cm, hc, a.sinkhorn_iters, a.hc_eps);
     for (int e = lane; e < hc * hc; e += kWarp) a.comb[t * hc * hc + e] = cm[e];
   }
   __syncwarp();
 }
 
 template <int kSlots, bool kPre>
-__global__ void __launch_bounds__(kThreads, 2) hc_kernel(HcArgs a) {
+__global__ void __launch_bounds__(kThreads, 2) hc_kernel(HcLaunch a) {
   pdl_enter();
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
@@ -310,7 +300,7 @@ __global__ void __launch_bounds__(kThreads, 2) hc_kernel(HcArgs a) {
 }
 
 template <int kSlots, bool kPre>
-void launch(const HcArgs& a, cudaStream_t stream) {
+void launch(const HcLaunch& a, cudaStream_t stream) {
   using G = Geo<kSlots>;
   const int stage = 2 * a.mix * G::kStride + 2 * kTokens * G::kChunk;
   const size_t bytes = sizeof(float) * static_cast<size_t>(std::max(stage, kTokens * G::kEpi));
@@ -319,7 +309,7 @@ void launch(const HcArgs& a, cudaStream_t stream) {
 }
 
 template <bool kPre>
-void run_wide(const HcArgs& a, cudaStream_t stream) {
+void run_wide(const HcLaunch& a, cudaStream_t stream) {
   switch ((a.mix + kSqLanes + kWarp - 1) / kWarp) {
     case 1:
       return launch<1, kPre>(a, stream);
@@ -422,7 +412,7 @@ __device__ float chain_sum(const float* p, int64_t n, float acc = 0.0f) {
 // CTA (o, g): output o < mix of the tokens of group g (o == mix: their eight sum-of-squares lanes) into
 // raw[t][mix + 8]. Shared memory: fn row o (fp32, absent for o == mix), then the group's rows (bf16, padded).
 template <bool kVec, bool kProducts>
-__global__ void __launch_bounds__(kThreads) hc_chain_kernel(HcArgs a, int group, float* raw) {
+__global__ void __launch_bounds__(kThreads) hc_chain_kernel(HcLaunch a, int group, float* raw) {
   extern __shared__ float4 smem4[];
   const int o = static_cast<int>(blockIdx.x);
   const bool squares = o == a.mix;
@@ -483,7 +473,7 @@ struct RingLayout {
 };
 
 // Producer thread p's cp.async copies of chunk c (columns [k0, k0 + len)) into staging buffer `st`.
-__device__ void ring_stage(const HcArgs& a, int o, int64_t t0, int n, int64_t k0, int len, uint8_t* st, int p) {
+__device__ void ring_stage(const HcLaunch& a, int o, int64_t t0, int n, int64_t k0, int len, uint8_t* st, int p) {
   const int64_t width = a.hc * a.dim;
   if (o < a.mix) {
     const float* src = a.fn + o * width + k0;
@@ -512,7 +502,7 @@ __device__ void ring_products(bool squares, int n, int len, const uint8_t* st, f
   }
 }
 
-__device__ void ring_produce(const HcArgs& a, int o, int64_t t0, int n, const RingLayout& L, float* ring,
+__device__ void ring_produce(const HcLaunch& a, int o, int64_t t0, int n, const RingLayout& L, float* ring,
                              uint8_t* stage) {
   const int64_t width = a.hc * a.dim;
   const int chunks = static_cast<int>((width + kRingChunk - 1) / kRingChunk), p = threadIdx.x - kConsumers;
@@ -534,7 +524,7 @@ __device__ void ring_produce(const HcArgs& a, int o, int64_t t0, int n, const Ri
 }
 
 // Chain lanes: token t's mix output (lane t), or its sum-of-squares lane j (lane 8t + j: elements j, j+8, ...).
-__device__ void ring_consume(const HcArgs& a, int o, int64_t t0, int n, const RingLayout& L, const float* ring,
+__device__ void ring_consume(const HcLaunch& a, int o, int64_t t0, int n, const RingLayout& L, const float* ring,
                              float* raw) {
   const int64_t width = a.hc * a.dim, row = a.mix + kSqLanes;
   const int chunks = static_cast<int>((width + kRingChunk - 1) / kRingChunk), lane = threadIdx.x;
@@ -556,7 +546,7 @@ __device__ void ring_consume(const HcArgs& a, int o, int64_t t0, int n, const Ri
 }
 
 // CTA (o, g): as hc_chain_kernel's, the chunks streamed (h, fn and width 16-byte multiples of 8 columns).
-__global__ void __launch_bounds__(kThreads) hc_ring_kernel(HcArgs a, int group, float* raw) {
+__global__ void __launch_bounds__(kThreads) hc_ring_kernel(HcLaunch a, int group, float* raw) {
   pdl_enter();
   extern __shared__ float4 smem4[];
   const RingLayout L{group};
@@ -575,12 +565,12 @@ __global__ void __launch_bounds__(kThreads) hc_ring_kernel(HcArgs a, int group, 
 std::atomic<int64_t> g_ring_launches{0};
 
 // Tokens a ring CTA: as few as fill one wave of (mix + 1)-CTA groups, at most kRingMaxGroup.
-int ring_group(const HcArgs& a) {
+int ring_group(const HcLaunch& a) {
   const int64_t per_wave = std::max(1, sm_count() / (a.mix + 1));
   return static_cast<int>(std::clamp<int64_t>((a.tokens + per_wave - 1) / per_wave, 1, kRingMaxGroup));
 }
 
-void launch_ring(const HcArgs& a, float* raw, cudaStream_t stream) {
+void launch_ring(const HcLaunch& a, float* raw, cudaStream_t stream) {
   const int group = ring_group(a);
   const RingLayout L{group};
   static const bool attr = [] {
@@ -622,7 +612,7 @@ __device__ void add_parts(const float* src, int64_t stride, int row, int parts, 
 }
 
 template <bool kPre>
-__global__ void __launch_bounds__(kThreads) hc_finish_kernel(HcArgs a, const float* raw, int parts) {
+__global__ void __launch_bounds__(kThreads) hc_finish_kernel(HcLaunch a, const float* raw, int parts) {
   pdl_enter();
   __shared__ float m[3 * kWarp + kSqLanes];
   __shared__ float pre[kMaxHc], cm[kMaxHc * kMaxHc];
@@ -651,7 +641,7 @@ __global__ void __launch_bounds__(kThreads) hc_finish_kernel(HcArgs a, const flo
 }
 
 template <bool kPre>
-void finish(const HcArgs& a, const float* raw, int parts, cudaStream_t stream) {
+void finish(const HcLaunch& a, const float* raw, int parts, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((a.dim + kFinishCols - 1) / kFinishCols), static_cast<unsigned>(a.tokens));
   launch_kernel(hc_finish_kernel<kPre>, grid, kThreads, 0, stream, a, raw, parts);
 }
@@ -665,7 +655,7 @@ constexpr int kFastTokens = 4;
 constexpr int kFastMaxMix = 24;  // hc <= 4
 constexpr int64_t kFastMaxTokens = kChainMaxTokens;
 
-__global__ void __launch_bounds__(kThreads) hc_mix_fast_kernel(HcArgs a, float* raw) {
+__global__ void __launch_bounds__(kThreads) hc_mix_fast_kernel(HcLaunch a, float* raw) {
   pdl_enter();
   constexpr int kOut = kFastMaxMix + 1;  // the mix outputs, then the sum of squares
   __shared__ float part[kThreads / kWarp][kFastTokens * kOut];
@@ -709,12 +699,102 @@ __global__ void __launch_bounds__(kThreads) hc_mix_fast_kernel(HcArgs a, float* 
   }
 }
 
+// ---- The fast tier's mix for many tokens ----
+// A CTA per (part of kTileChunk columns, kTileTokens tokens), four tokens a warp: each step stages the
+// fn columns [c0, c0 + 128) of every mix row in shared memory once for the CTA's tokens, each lane
+// multiplies four columns of its warp's tokens into registers; at the end each warp adds its lanes
+// in a fixed butterfly and writes the part's rows. fn is read once a token group, not once a token.
+constexpr int kTileTokens = 32;
+constexpr int kTileWarpTokens = kTileTokens / (kThreads / kWarp);
+constexpr int kTileStep = 4 * kWarp;
+constexpr int64_t kTileChunk = 2048;
+
+__device__ __forceinline__ void bf16x4_to(const uint16_t* src, float (&v)[4]) {
+  const uint2 u = *reinterpret_cast<const uint2*>(src);
+  v[0] = __uint_as_float(u.x << 16), v[1] = __uint_as_float(u.x & 0xffff0000u);
+  v[2] = __uint_as_float(u.y << 16), v[3] = __uint_as_float(u.y & 0xffff0000u);
+}
+
+__global__ void __launch_bounds__(kThreads, 2) hc_mix_tiles_kernel(HcLaunch a, float* raw) {
+  pdl_enter();
+  constexpr int kOut = kFastMaxMix + 1;  // the mix outputs, then the sum of squares
+  constexpr int kT = kTileWarpTokens;
+  __shared__ float4 ws[kFastMaxMix][kTileStep / 4];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int64_t width = a.hc * a.dim, row = a.mix + kSqLanes;
+  const int64_t c_begin = int64_t{blockIdx.x} * kTileChunk, c_end = min(width, c_begin + kTileChunk);
+  const int64_t t0 = int64_t{blockIdx.y} * kTileTokens + warp * kT;
+  float acc[kT][kOut];
+#pragma unroll
+  for (int t = 0; t < kT; ++t) {
+#pragma unroll
+    for (int o = 0; o < kOut; ++o) acc[t][o] = 0.0f;
+  }
+  for (int64_t c0 = c_begin; c0 < c_end; c0 += kTileStep) {  // width % 4 == 0: whole float4s
+    __syncthreads();                                         // the last step's reads of ws are done
+    for (int i = threadIdx.x; i < a.mix * (kTileStep / 4); i += kThreads) {
+      const int o = i / (kTileStep / 4), q = i % (kTileStep / 4);
+      const int64_t c = c0 + 4 * q;
+      ws[o][q] = c < c_end ? __ldg(reinterpret_cast<const float4*>(a.fn + o * width + c)) : make_float4(0, 0, 0, 0);
+    }
+    __syncthreads();
+    const int64_t c = c0 + 4 * lane;
+    float x[kT][4];
+#pragma unroll
+    for (int t = 0; t < kT; ++t) {
+      x[t][0] = x[t][1] = x[t][2] = x[t][3] = 0.0f;
+      if (c < c_end && t0 + t < a.tokens) bf16x4_to(a.h + (t0 + t) * width + c, x[t]);
+    }
+#pragma unroll
+    for (int o = 0; o < kFastMaxMix; ++o) {
+      if (o >= a.mix) break;  // uniform
+      const float4 w = ws[o][lane];
+#pragma unroll
+      for (int t = 0; t < kT; ++t) {
+        float v = acc[t][o];
+        v = fmaf(x[t][0], w.x, v);
+        v = fmaf(x[t][1], w.y, v);
+        v = fmaf(x[t][2], w.z, v);
+        acc[t][o] = fmaf(x[t][3], w.w, v);
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < kT; ++t) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) acc[t][kFastMaxMix] = fmaf(x[t][j], x[t][j], acc[t][kFastMaxMix]);
+    }
+  }
+  // Lane l writes element l of each token's partial row: mix sums, the sum of squares in the first
+  // square lane, zeros in the others.
+  float* out = raw + int64_t{blockIdx.x} * a.tokens * row;
+#pragma unroll
+  for (int t = 0; t < kT; ++t) {
+    float mine = 0.0f;
+#pragma unroll
+    for (int o = 0; o < kOut; ++o) {
+      float v = acc[t][o];
+#pragma unroll
+      for (int s = kWarp / 2; s > 0; s /= 2) v += __shfl_xor_sync(0xffffffffu, v, s);
+      const int at = o < kFastMaxMix ? o : a.mix;
+      if (lane == at && (o < a.mix || o == kFastMaxMix)) mine = v;
+    }
+    if (t0 + t < a.tokens && lane < row) out[(t0 + t) * row + lane] = mine;
+  }
+}
+
 bool fast_mix_applies(int64_t tokens, int mix) { return tokens <= kFastMaxTokens && mix <= kFastMaxMix; }
+// The tiled mix: more tokens, whole float4s of fn and h (16-byte fn rows, 8-byte h rows).
+bool tiles_apply(const HcLaunch& a) {
+  const int64_t width = a.hc * a.dim;
+  return a.tokens > kFastMaxTokens && a.mix <= kFastMaxMix && a.mix + kSqLanes <= kWarp && width % 4 == 0 &&
+         reinterpret_cast<uintptr_t>(a.fn) % 16 == 0 && reinterpret_cast<uintptr_t>(a.h) % 8 == 0;
+}
+int64_t tile_parts(int64_t width) { return (width + kTileChunk - 1) / kTileChunk; }
 
 int64_t fast_chunks(int64_t width) { return (width + kFastCols - 1) / kFastCols; }
 
 template <bool kPre>
-void run_fast(const HcArgs& a, float* scratch, cudaStream_t stream) {
+void run_fast(const HcLaunch& a, float* scratch, cudaStream_t stream) {
   const int64_t width = a.hc * a.dim, chunks = fast_chunks(width);
   const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>((a.tokens + kFastTokens - 1) / kFastTokens));
   launch_kernel(hc_mix_fast_kernel, grid, kThreads, 0, stream, a, scratch);
@@ -722,7 +802,7 @@ void run_fast(const HcArgs& a, float* scratch, cudaStream_t stream) {
 }
 
 // Tokens per chain CTA so that fn's row and the rows fit in shared memory; 0: the chain path does not apply.
-int chain_group(const HcArgs& a) {
+int chain_group(const HcLaunch& a) {
   if (a.tokens > kChainMaxTokens) return 0;
   const int64_t optin = smem_optin();
   const int64_t width = a.hc * a.dim, fn_bytes = (width + 3) / 4 * 16, row_bytes = 2 * (width + kRowPad);
@@ -731,7 +811,7 @@ int chain_group(const HcArgs& a) {
 }
 
 template <bool kVec, bool kProducts>
-void launch_chain(const HcArgs& a, int group, float* raw, cudaStream_t stream) {
+void launch_chain(const HcLaunch& a, int group, float* raw, cudaStream_t stream) {
   const int64_t width = a.hc * a.dim;
   const size_t bytes = static_cast<size_t>((width + 3) / 4 * 16 + 2 * (width + kRowPad) * group);
   static const bool attr = [] {  // once: chain_group keeps every launch within the opt-in limit
@@ -757,9 +837,18 @@ std::atomic<bool>& ring_switch() {
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 template <bool kPre>
-void run(const HcArgs& a, float* scratch, bool fast, cudaStream_t stream) {
+void run_tiles(const HcLaunch& a, float* scratch, cudaStream_t stream) {
+  const int64_t parts = tile_parts(a.hc * a.dim);
+  const dim3 grid(static_cast<unsigned>(parts), static_cast<unsigned>((a.tokens + kTileTokens - 1) / kTileTokens));
+  launch_kernel(hc_mix_tiles_kernel, grid, kThreads, 0, stream, a, scratch);
+  finish<kPre>(a, scratch, static_cast<int>(parts), stream);
+}
+
+template <bool kPre>
+void run(const HcLaunch& a, float* scratch, bool fast, cudaStream_t stream) {
   if (a.tokens == 0) return;
   if (fast && scratch && fast_mix_applies(a.tokens, a.mix)) return run_fast<kPre>(a, scratch, stream);
+  if (fast && scratch && tiles_apply(a)) return run_tiles<kPre>(a, scratch, stream);
   const int group = scratch ? chain_group(a) : 0;
   if (group == 0) return run_wide<kPre>(a, stream);
   const bool vec = (a.hc * a.dim) % 8 == 0 && aligned16(a.fn) && aligned16(a.h);
@@ -795,6 +884,22 @@ __global__ void hc_post_kernel(const uint16_t* x, const uint16_t* res, const flo
   }
 }
 
+// The head's parameters as the pre's that the shared kernels read (kPre false: post, comb and the
+// Sinkhorn iterations unused; the weighted streams go to y).
+HcPreParams head_as_pre(const HcHeadParams& p) {
+  return {.h = p.h,
+          .tokens = p.tokens,
+          .hc = p.hc,
+          .dim = p.dim,
+          .fn = p.fn,
+          .scale = p.scale,
+          .base = p.base,
+          .norm_eps = p.norm_eps,
+          .hc_eps = p.hc_eps,
+          .sinkhorn_iters = 0,
+          .x = p.y};
+}
+
 }  // namespace
 
 bool hc_products() { return products_switch().load(); }
@@ -808,32 +913,26 @@ bool hc_uses_products(int64_t tokens, int mix, int64_t width) {
 
 int64_t hc_scratch_floats(int64_t tokens, int hc, int64_t dim, int mix, bool fast) {
   if (fast && fast_mix_applies(tokens, mix)) return fast_chunks(hc * dim) * tokens * (mix + kSqLanes);
+  if (fast && mix <= kFastMaxMix) return tile_parts(hc * dim) * tokens * (mix + kSqLanes);  // the tiled mix
   return tokens <= kChainMaxTokens ? tokens * (mix + kSqLanes) : 0;
 }
 
-void hc_pre(const uint16_t* h, int64_t tokens, int hc, int64_t dim, const float* fn, const float* scale,
-            const float* base, float norm_eps, float hc_eps, int sinkhorn_iters, uint16_t* x, float* post, float* comb,
-            float* scratch, bool fast, cudaStream_t stream) {
-  DSV4_CUDA_REQUIRE(hc >= 1 && hc <= kMaxHc, "hc_pre: hc must lie in [1, 8]");
-  run<true>({h, tokens, hc, dim, fn, (2 + hc) * hc, scale, base, norm_eps, hc_eps, sinkhorn_iters, x, post, comb},
-            scratch, fast, stream);
+void hc_pre(const HcPreParams& p, float* scratch, bool fast, cudaStream_t stream) {
+  DSV4_CUDA_REQUIRE(p.hc >= 1 && p.hc <= kMaxHc, "hc_pre: hc must lie in [1, 8]");
+  run<true>(HcLaunch{p, (2 + p.hc) * p.hc}, scratch, fast, stream);
 }
 
-void hc_post(const uint16_t* x, const uint16_t* residual, const float* post, const float* comb, uint16_t* out,
-             int64_t tokens, int hc, int64_t dim, cudaStream_t stream) {
-  DSV4_CUDA_REQUIRE(hc >= 1 && hc <= kMaxHc, "hc_post: hc must lie in [1, 8]");
-  const int64_t n = tokens * dim;
+void hc_post(const HcPostParams& p, cudaStream_t stream) {
+  DSV4_CUDA_REQUIRE(p.hc >= 1 && p.hc <= kMaxHc, "hc_post: hc must lie in [1, 8]");
+  const int64_t n = p.tokens * p.dim;
   if (n == 0) return;
-  launch_kernel(hc_post_kernel, static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream, x, residual,
-                post, comb, out, tokens, hc, dim);
+  launch_kernel(hc_post_kernel, static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream, p.x,
+                p.residual, p.post, p.comb, p.out, p.tokens, p.hc, p.dim);
 }
 
-void hc_head(const uint16_t* h, int64_t tokens, int hc, int64_t dim, const float* fn, const float* scale,
-             const float* base, float norm_eps, float hc_eps, uint16_t* y, float* scratch, bool fast,
-             cudaStream_t stream) {
-  DSV4_CUDA_REQUIRE(hc >= 1 && hc <= kMaxHc, "hc_head: hc must lie in [1, 8]");
-  run<false>({h, tokens, hc, dim, fn, hc, scale, base, norm_eps, hc_eps, 0, y, nullptr, nullptr}, scratch, fast,
-             stream);
+void hc_head(const HcHeadParams& p, float* scratch, bool fast, cudaStream_t stream) {
+  DSV4_CUDA_REQUIRE(p.hc >= 1 && p.hc <= kMaxHc, "hc_head: hc must lie in [1, 8]");
+  run<false>(HcLaunch{head_as_pre(p), p.hc}, scratch, fast, stream);
 }
 
 }  // namespace dsv4::cuda

@@ -1,10 +1,13 @@
-// Hyper-connection kernels (MODEL.md §4): pre with Sinkhorn, post, and the final head.
-// Plain-argument launchers; arithmetic as in backend/cpu/hyper_connection.cpp.
+// Hyper-connection kernels (MODEL.md §4): pre with Sinkhorn, post, and the final head. Launchers take
+// the op's parameters (backend/op_params.h, device pointers); arithmetic as in
+// backend/cpu/hyper_connection.cpp.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+
+#include "backend/op_params.h"
 
 namespace dsv4::cuda {
 
@@ -28,21 +31,16 @@ int64_t hc_ring_launches();  // ring kernels launched so far (tests)
 // Whether a call of `tokens` with scratch and 16-byte aligned h and fn takes that path (width = hc*dim).
 bool hc_uses_products(int64_t tokens, int mix, int64_t width);
 
-// h [tokens, hc, dim] bf16; fn [(2+hc)*hc, hc*dim], scale [3], base [(2+hc)*hc] fp32.
-// x [tokens, dim] bf16, post [tokens, hc], comb [tokens, hc, hc] fp32. hc <= 8.
-// fast (the fast tier, spec/NUMERICS.md): the mix's fp32 sums over column chunks added in a fixed
-// order, no sequential chain (few tokens, hc <= 4); otherwise the exact paths, the CPU's bits.
-void hc_pre(const uint16_t* h, int64_t tokens, int hc, int64_t dim, const float* fn, const float* scale,
-            const float* base, float norm_eps, float hc_eps, int sinkhorn_iters, uint16_t* x, float* post, float* comb,
-            float* scratch, bool fast, cudaStream_t stream);
+// hc <= 8. fast (the fast tier, spec/NUMERICS.md): the mix's fp32 sums in a fixed order without the
+// sequential chain (hc <= 4): over column chunks for a few tokens, in tiles of 32 tokens for more;
+// otherwise the exact paths, the CPU's bits.
+// scratch: hc_scratch_floats() device floats (may be null where that is 0).
+void hc_pre(const HcPreParams& p, float* scratch, bool fast, cudaStream_t stream);
 
-// out[k] = bf16(post_k * x + sum_j comb[j][k] * res_j); out may equal residual.
-void hc_post(const uint16_t* x, const uint16_t* residual, const float* post, const float* comb, uint16_t* out,
-             int64_t tokens, int hc, int64_t dim, cudaStream_t stream);
+// out may equal residual.
+void hc_post(const HcPostParams& p, cudaStream_t stream);
 
-// y = bf16(sum_j pre_j X_j) with pre from fn [hc, hc*dim], scale [1], base [hc].
-void hc_head(const uint16_t* h, int64_t tokens, int hc, int64_t dim, const float* fn, const float* scale,
-             const float* base, float norm_eps, float hc_eps, uint16_t* y, float* scratch, bool fast,
-             cudaStream_t stream);
+// hc_pre's kernels with the head's mix (fn [hc, hc·dim]); scratch and fast as there.
+void hc_head(const HcHeadParams& p, float* scratch, bool fast, cudaStream_t stream);
 
 }  // namespace dsv4::cuda

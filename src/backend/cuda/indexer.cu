@@ -40,6 +40,12 @@ constexpr int kSelectThreads = 256;
 constexpr int kPerThread = 8;  // contiguous scores a compacting thread takes
 constexpr int kChunk = kSelectThreads * kPerThread;
 
+// indexer_topk as its kernels get it.
+struct IndexerLaunch : IndexerTopkParams {
+  int32_t max_keys = 0;
+  int32_t* err = nullptr;
+};
+
 // The selection's threshold: score key `key`, of which the first `ties` (in index order) are selected.
 struct Cut {
   uint32_t key;
@@ -64,7 +70,7 @@ struct Scratch {
 
 // Keys j < min(key_count[s], (positions[t] + 1) / ratio) of token t's sequence s (*seq = −1 when the
 // sequence id is bad). Bad ids and counts, and more keys than `cap`, are reported and cut.
-__device__ int64_t eligible_keys(const IndexerArgs& a, int64_t t, int64_t cap, int64_t* seq) {
+__device__ int64_t eligible_keys(const IndexerLaunch& a, int64_t t, int64_t cap, int64_t* seq) {
   const int64_t s = a.token_seq ? a.token_seq[t] : 0;
   *seq = -1;
   if (s < 0 || s >= a.sequences) {
@@ -111,9 +117,9 @@ __device__ __forceinline__ float fp4_value(uint32_t nibble) {
 
 // Block b (elements 32b .. 32b + 31) of one key entry as fetched: thread i of the CTA takes block i % 4
 // of the tile's key i / 4, loaded one tile ahead of its use.
-template <EntryFormat F>
+template <KvEntryFormat F>
 struct RawBlock {
-  static constexpr int kWords = F == EntryFormat::kIndexFp4 ? 4 : (F == EntryFormat::kIndexFp8 ? 8 : 16);
+  static constexpr int kWords = F == KvEntryFormat::kIndexFp4 ? 4 : (F == KvEntryFormat::kIndexFp8 ? 8 : 16);
   uint32_t w[kWords];
   uint32_t scale;  // fp4: the block's ue8m0 byte; fp8: the key's fp32 scale
   bool live;       // an eligible key in its table
@@ -121,13 +127,13 @@ struct RawBlock {
 };
 
 // Slot of the key whose block this thread fetches for `tile` (junk past the eligible keys).
-__device__ __forceinline__ int32_t tile_slot(const IndexerArgs& a, int64_t seq, int64_t n, int64_t tile) {
+__device__ __forceinline__ int32_t tile_slot(const IndexerLaunch& a, int64_t seq, int64_t n, int64_t tile) {
   const int64_t j = tile * kTileKeys + threadIdx.x / 4;
   return j < n ? a.key_slots[seq * a.key_stride + j] : -1;
 }
 
-template <EntryFormat F>
-__device__ __forceinline__ void fetch_block(const IndexerArgs& a, int64_t n, int64_t tile, int32_t slot,
+template <KvEntryFormat F>
+__device__ __forceinline__ void fetch_block(const IndexerLaunch& a, int64_t n, int64_t tile, int32_t slot,
                                             RawBlock<F>& raw) {
   const int64_t j = tile * kTileKeys + threadIdx.x / 4;
   const int b = threadIdx.x % 4;
@@ -139,23 +145,23 @@ __device__ __forceinline__ void fetch_block(const IndexerArgs& a, int64_t n, int
   const uint32_t* p = reinterpret_cast<const uint32_t*>(e + 4 * RawBlock<F>::kWords * b);
 #pragma unroll
   for (int i = 0; i < RawBlock<F>::kWords; ++i) raw.w[i] = p[i];
-  if constexpr (F == EntryFormat::kIndexFp4) raw.scale = e[kDim / 2 + b];  // [64 B nibbles][4 ue8m0]
-  if constexpr (F == EntryFormat::kIndexFp8) raw.scale = *reinterpret_cast<const uint32_t*>(e + kDim);
+  if constexpr (F == KvEntryFormat::kIndexFp4) raw.scale = e[kDim / 2 + b];  // [64 B nibbles][4 ue8m0]
+  if constexpr (F == KvEntryFormat::kIndexFp8) raw.scale = *reinterpret_cast<const uint32_t*>(e + kDim);
 }
 
 // The 32 values of a fetched block and what the fused-product check needs: bounds on the smallest nonzero
 // and the largest |value|, and whether every value has at most 16 significant bits.
-template <EntryFormat F>
+template <KvEntryFormat F>
 __device__ __forceinline__ void decode_block(const RawBlock<F>& raw, float (&v)[32], float* lo, float* hi,
                                              bool* short_mantissa) {
-  if constexpr (F == EntryFormat::kIndexFp4) {
+  if constexpr (F == KvEntryFormat::kIndexFp4) {
     const float s = ue8m0_value(raw.scale);
 #pragma unroll
     for (int i = 0; i < 32; ++i) v[i] = __fmul_rn(fp4_value(raw.w[i / 8] >> (4 * (i % 8))), s);
     *lo = __fmul_rn(s, 0.5f);
     *hi = __fmul_rn(s, 6.0f);
     *short_mantissa = raw.scale != 0xffu;  // e2m1 values have 2 significant bits; a NaN scale takes the plain path
-  } else if constexpr (F == EntryFormat::kIndexFp8) {  // [128 e4m3][fp32 scale]
+  } else if constexpr (F == KvEntryFormat::kIndexFp8) {  // [128 e4m3][fp32 scale]
     const float s = __uint_as_float(raw.scale);
 #pragma unroll
     for (int i = 0; i < 32; ++i) v[i] = __fmul_rn(e4m3_to_f(static_cast<uint8_t>(raw.w[i / 4] >> (8 * (i % 4)))), s);
@@ -178,7 +184,7 @@ __device__ __forceinline__ void decode_block(const RawBlock<F>& raw, float (&v)[
 
 // The fetched block into the key's shared row (zeros for a dead key). Returns whether the products with
 // q (bounds qb: smallest nonzero |q|, largest |q|) are exact, so that an fma gives the CPU's bits.
-template <EntryFormat F>
+template <KvEntryFormat F>
 __device__ __forceinline__ bool stage_block(const RawBlock<F>& raw, float2 qb, float* row) {
   const int b = threadIdx.x % 4;
   float v[32] = {};
@@ -197,7 +203,7 @@ __device__ __forceinline__ bool stage_block(const RawBlock<F>& raw, float2 qb, f
 
 // q of token t into shared bf16 rows (heads padded to whole passes with zeros) and w[h] = bf16(w_h · scale);
 // returns the smallest nonzero |q| and the largest |q|.
-__device__ float2 load_query(const IndexerArgs& a, int64_t t, int rows, uint16_t* q, float* w) {
+__device__ float2 load_query(const IndexerLaunch& a, int64_t t, int rows, uint16_t* q, float* w) {
   __shared__ float2 part[kScoreThreads / kWarp];
   const uint4* src = reinterpret_cast<const uint4*>(a.q + t * a.heads * kDim);
   float lo = INFINITY, hi = 0.0f;
@@ -321,8 +327,8 @@ __device__ void count_score(bool live, float score, uint32_t* coarse, uint32_t* 
 // head sum in head order by one thread per key. Products q_i·k_i of a bf16 q and a key of <= 16
 // significant bits are exact unless they leave the normal range; where the bounds rule that out for a
 // whole tile, it takes the fma path (half the instructions), else mul + add.
-template <EntryFormat F>
-__global__ void __launch_bounds__(kScoreThreads, 2) score_kernel(IndexerArgs a, Scratch s) {
+template <KvEntryFormat F>
+__global__ void __launch_bounds__(kScoreThreads, 2) score_kernel(IndexerLaunch a, Scratch s) {
   pdl_enter();
   extern __shared__ float4 smem[];
   __shared__ uint32_t coarse[kBins];
@@ -463,7 +469,7 @@ __device__ Cut row_cut(const float* row, int64_t n, int want, const uint32_t* co
 }
 
 // One CTA per token of the group (groups that take no wide histogram): the cut, for select_kernel.
-__global__ void __launch_bounds__(kCutThreads) cut_kernel(IndexerArgs a, Scratch s) {
+__global__ void __launch_bounds__(kCutThreads) cut_kernel(IndexerLaunch a, Scratch s) {
   pdl_enter();
   const int64_t t = s.t0 + blockIdx.x;
   int64_t seq;
@@ -566,14 +572,14 @@ __device__ void sort_descending(uint64_t* keys, int size) {
 }
 
 // Output rank r of token t: key index j (−1: none) and its slot.
-__device__ __forceinline__ void put(const IndexerArgs& a, int64_t t, int64_t seq, int64_t r, int32_t j) {
+__device__ __forceinline__ void put(const IndexerLaunch& a, int64_t t, int64_t seq, int64_t r, int32_t j) {
   a.out_index[t * a.topk + r] = j;
   if (a.out_slots) a.out_slots[t * a.topk + r] = j >= 0 ? a.slot_map[seq * a.key_stride + j] : -1;
 }
 
 // The chosen indices at the cut, in index order, to ranks first, first + 1, ...: each chunk's list after
 // the ties of the chunks before it, until `ties` are placed.
-__device__ void put_ties(const IndexerArgs& a, const Scratch& s, int64_t t, int64_t seq, int64_t chunks, int first,
+__device__ void put_ties(const IndexerLaunch& a, const Scratch& s, int64_t t, int64_t seq, int64_t chunks, int first,
                          int ties) {
   __shared__ uint32_t start[kSelectThreads], count[kSelectThreads];
   const int32_t* eq = s.eq + (t - s.t0) * s.chunks * s.eq_cap;
@@ -599,7 +605,7 @@ __device__ void put_ties(const IndexerArgs& a, const Scratch& s, int64_t t, int6
 
 // The token's output row, by the last compaction CTA: the indices above the cut sorted by (score
 // descending, index ascending), then those at the cut in index order, then −1 holes.
-__device__ void finish_token(const IndexerArgs& a, const Scratch& s, int64_t t, int64_t seq, int64_t chunks, int kk,
+__device__ void finish_token(const IndexerLaunch& a, const Scratch& s, int64_t t, int64_t seq, int64_t chunks, int kk,
                              Cut cut) {
   __shared__ uint64_t keys[kMaxTopk];  // score key << 32 | ~j: unique, lower j first among equal scores
   const float* row = s.scores + (t - s.t0) * s.stride;
@@ -625,7 +631,7 @@ __device__ void finish_token(const IndexerArgs& a, const Scratch& s, int64_t t, 
 
 // Grid (chunks of the longest row, tokens of the group): the compaction of one chunk against the token's
 // cut (from the histograms when wide, else from cut_kernel), then the output row by the last CTA.
-__global__ void __launch_bounds__(kSelectThreads) select_kernel(IndexerArgs a, Scratch s) {
+__global__ void __launch_bounds__(kSelectThreads) select_kernel(IndexerLaunch a, Scratch s) {
   pdl_enter();
   const int64_t t = s.t0 + blockIdx.y;
   int64_t seq;
@@ -643,13 +649,13 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(IndexerArgs a, S
 
 // ---- host ------------------------------------------------------------------------------------------
 
-int64_t key_entry_bytes(EntryFormat f) {
+int64_t key_entry_bytes(KvEntryFormat f) {
   switch (f) {
-    case EntryFormat::kIndexFp4:
+    case KvEntryFormat::kIndexFp4:
       return kDim / 2 + kDim / 32;
-    case EntryFormat::kIndexFp8:
+    case KvEntryFormat::kIndexFp8:
       return kDim + 4;
-    case EntryFormat::kBf16:
+    case KvEntryFormat::kBf16:
       return 2 * kDim;
     default:
       return 0;
@@ -682,8 +688,8 @@ size_t carve(char* base, int64_t group, int topk, Scratch& s, size_t* count_byte
   return used;
 }
 
-template <EntryFormat F>
-void launch_scores(const IndexerArgs& a, const Scratch& s, int64_t group, cudaStream_t stream) {
+template <KvEntryFormat F>
+void launch_scores(const IndexerLaunch& a, const Scratch& s, int64_t group, cudaStream_t stream) {
   const int rows = (a.heads + kPassHeads - 1) / kPassHeads * kPassHeads;
   const size_t smem = sizeof(uint16_t) * rows * kQRow + sizeof(float) * (rows + kTileKeys * (kRowFloats + kTermRow));
   DSV4_CUDA_CHECK(
@@ -706,7 +712,7 @@ struct Plan {
 };
 
 // Checks the arguments and sizes the token groups' scratch.
-Plan make_plan(const IndexerArgs& a) {
+Plan make_plan(const IndexerLaunch& a) {
   DSV4_CUDA_REQUIRE(a.head_dim == kDim, "indexer_topk: head_dim must be 128");
   DSV4_CUDA_REQUIRE(a.heads >= 1 && a.heads <= kMaxHeads, "indexer_topk: heads must lie in [1, 256]");
   DSV4_CUDA_REQUIRE(a.topk >= 1 && a.topk <= kMaxTopk, "indexer_topk: topk must lie in [1, 2048]");
@@ -735,25 +741,25 @@ Plan make_plan(const IndexerArgs& a) {
 }
 
 // Scores of tokens s.t0 .. s.t0 + g − 1 with their histograms (counts cleared first).
-void score_group(const IndexerArgs& a, const Scratch& s, int64_t g, char* base, size_t count_bytes,
+void score_group(const IndexerLaunch& a, const Scratch& s, int64_t g, char* base, size_t count_bytes,
                  cudaStream_t stream) {
   DSV4_CUDA_CHECK(cudaMemsetAsync(base, 0, count_bytes, stream));
   if (s.cap == 0) return;
   switch (a.keys.format) {
-    case EntryFormat::kIndexFp4:
-      launch_scores<EntryFormat::kIndexFp4>(a, s, g, stream);
+    case KvEntryFormat::kIndexFp4:
+      launch_scores<KvEntryFormat::kIndexFp4>(a, s, g, stream);
       break;
-    case EntryFormat::kIndexFp8:
-      launch_scores<EntryFormat::kIndexFp8>(a, s, g, stream);
+    case KvEntryFormat::kIndexFp8:
+      launch_scores<KvEntryFormat::kIndexFp8>(a, s, g, stream);
       break;
     default:
-      launch_scores<EntryFormat::kBf16>(a, s, g, stream);
+      launch_scores<KvEntryFormat::kBf16>(a, s, g, stream);
       break;
   }
 }
 
 // The output rows of the group from its scores and histograms (done and gt_count must be zero).
-void select_group(const IndexerArgs& a, const Scratch& s, int64_t g, cudaStream_t stream) {
+void select_group(const IndexerLaunch& a, const Scratch& s, int64_t g, cudaStream_t stream) {
   if (!s.wide) {
     launch_kernel(cut_kernel, static_cast<unsigned>(g), kCutThreads, 0, stream, a, s);
   }
@@ -763,7 +769,8 @@ void select_group(const IndexerArgs& a, const Scratch& s, int64_t g, cudaStream_
 
 }  // namespace
 
-void indexer_topk(const IndexerArgs& a, cudaStream_t stream) {
+void indexer_topk(const IndexerTopkParams& params, int32_t* err, cudaStream_t stream, int32_t max_keys) {
+  const IndexerLaunch a{params, max_keys, err};
   Plan p = make_plan(a);
   if (a.tokens == 0) return;
   Scratch& s = p.scratch;
@@ -779,15 +786,17 @@ void indexer_topk(const IndexerArgs& a, cudaStream_t stream) {
 }
 
 struct IndexerSplit::State {
-  IndexerArgs a;
+  IndexerLaunch a;
   cudaStream_t stream;
   Plan plan;
   char* base = nullptr;
 };
 
-IndexerSplit::IndexerSplit(const IndexerArgs& a, cudaStream_t stream) : state_(std::make_unique<State>()) {
+IndexerSplit::IndexerSplit(const IndexerTopkParams& p, int32_t* err, cudaStream_t stream, int32_t max_keys)
+    : state_(std::make_unique<State>()) {
   State& st = *state_;
-  st.a = a;
+  st.a = {p, max_keys, err};
+  const IndexerLaunch& a = st.a;
   st.stream = stream;
   st.plan = make_plan(a);
   DSV4_CUDA_REQUIRE(a.tokens >= 1 && a.tokens <= st.plan.group, "IndexerSplit: the tokens must fit one token group");

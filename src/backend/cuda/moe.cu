@@ -17,6 +17,7 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/scratch_epoch.h"
+#include "backend/cuda/weight_view.h"
 
 namespace dsv4::cuda {
 namespace {
@@ -34,19 +35,10 @@ __device__ __forceinline__ float log1p_f(float x) { return host_log1pf(x); }
 
 // ---- gate -------------------------------------------------------------------------------------
 
-struct GateKernelArgs {
-  const float* z;  // [tokens, experts]
-  const float* bias;
-  const int32_t* tid2eid;
-  const int32_t* token_ids;
-  int64_t vocab;
-  int experts;
-  int topk;
-  MoeScore score;
-  float route_scale;
-  int32_t* indices;
-  float* weights;
-  int32_t* err;
+// The gate as its kernel gets it: the scores' GEMM output z added.
+struct GateLaunch : MoeGateParams {
+  const float* z = nullptr;  // [tokens, experts]
+  int32_t* err = nullptr;
 };
 
 // Block max of v (threads of one block; fmaxf is order-independent). red: shared [warps].
@@ -61,9 +53,9 @@ __device__ float block_max(float v, float* red) {
 }
 
 // s = score(z) for one token (one block); softmax sums in ascending expert order, as the CPU does.
-__device__ void scores(MoeScore f, const float* z, int n, float* s, float* red) {
+__device__ void scores(ScoreFunc f, const float* z, int n, float* s, float* red) {
   const int tid = threadIdx.x, step = blockDim.x;
-  if (f == MoeScore::kSoftmax) {
+  if (f == ScoreFunc::kSoftmax) {
     float mx = -INFINITY;
     for (int e = tid; e < n; e += step) mx = fmaxf(mx, z[e]);
     mx = block_max(mx, red);
@@ -77,7 +69,7 @@ __device__ void scores(MoeScore f, const float* z, int n, float* s, float* red) 
     __syncthreads();
     const float sum = red[0];
     for (int e = tid; e < n; e += step) s[e] = __fdiv_rn(s[e], sum);
-  } else if (f == MoeScore::kSigmoid) {
+  } else if (f == ScoreFunc::kSigmoid) {
     for (int e = tid; e < n; e += step) s[e] = __fdiv_rn(1.0f, __fadd_rn(1.0f, exp_f(-z[e])));
   } else {
     for (int e = tid; e < n; e += step) s[e] = __fsqrt_rn(z[e] > 20.0f ? z[e] : log1p_f(exp_f(z[e])));
@@ -122,7 +114,7 @@ __device__ void top_k(const float* sel, int n, int k, int32_t* out) {
 }
 
 // Hash routing (lane 0): out[r] = tid2eid[token · k + r], −1 where the id or the entry is invalid.
-__device__ void hash_route(const GateKernelArgs& a, int64_t t, int32_t* out) {
+__device__ void hash_route(const GateLaunch& a, int64_t t, int32_t* out) {
   const int32_t tok = a.token_ids[t];
   const bool tok_ok = tok >= 0 && tok < a.vocab;
   if (!tok_ok) report(a.err, DeviceError::kMoeToken);
@@ -141,7 +133,7 @@ __device__ void hash_route(const GateKernelArgs& a, int64_t t, int32_t* out) {
 
 // w_r = s[idx_r] / Σ_r s[idx_r] (sum in output order; not for softmax) · route_scale; invalid slots
 // get expert 0 with weight 0. w: scratch [topk].
-__device__ void write_route(const GateKernelArgs& a, int64_t t, const float* s, const int32_t* idx, float* w) {
+__device__ void write_route(const GateLaunch& a, int64_t t, const float* s, const int32_t* idx, float* w) {
   float sum = 0.0f;
   for (int r = 0; r < a.topk; ++r) {
     w[r] = idx[r] >= 0 ? s[idx[r]] : 0.0f;
@@ -149,7 +141,7 @@ __device__ void write_route(const GateKernelArgs& a, int64_t t, const float* s, 
   }
   for (int r = 0; r < a.topk; ++r) {
     float v = w[r];
-    if (a.score != MoeScore::kSoftmax) v = __fdiv_rn(v, sum);
+    if (a.score_func != ScoreFunc::kSoftmax) v = __fdiv_rn(v, sum);
     v = __fmul_rn(v, a.route_scale);
     a.indices[t * a.topk + r] = idx[r] >= 0 ? idx[r] : 0;
     a.weights[t * a.topk + r] = idx[r] >= 0 ? v : 0.0f;
@@ -158,7 +150,7 @@ __device__ void write_route(const GateKernelArgs& a, int64_t t, const float* s, 
 
 // One block per token: all threads score, warp 0 selects, its lane 0 writes. Dynamic shared
 // memory: scores [experts], selection values [experts].
-__global__ void __launch_bounds__(kGateThreads) gate_kernel(GateKernelArgs a) {
+__global__ void __launch_bounds__(kGateThreads) gate_kernel(GateLaunch a) {
   pdl_enter();
   extern __shared__ float smem[];
   __shared__ int32_t idx[kMoeMaxTopk];
@@ -166,7 +158,7 @@ __global__ void __launch_bounds__(kGateThreads) gate_kernel(GateKernelArgs a) {
   __shared__ float red[kGateThreads / kWarp];
   const int64_t t = blockIdx.x;
   float* s = smem;
-  scores(a.score, a.z + t * a.experts, a.experts, s, red);
+  scores(a.score_func, a.z + t * a.experts, a.experts, s, red);
   const float* sel = s;
   if (!a.tid2eid && a.bias) {
     float* biased = smem + a.experts;
@@ -316,38 +308,34 @@ __device__ __forceinline__ uint16_t swiglu_one(float gv, float uv, float limit, 
   return f_to_bf16(v);
 }
 
-// One block per row (grid-stride), eight elements per thread step. Routed: w = weights[pairs[row]]
-// and rows at or past *routed are zeroed; shared: weights == null. a may equal g.
-__global__ void swiglu_kernel(const uint4* g, const uint4* u, int64_t rows, int64_t inter, float limit,
-                              const float* weights, const int32_t* pairs, const int32_t* routed, uint4* a) {
+// One block per row (grid-stride), eight elements per thread step: g, u and out 16-byte aligned and
+// dim % 8 == 0 (every buffer of this file). Reads precede writes per vector, so out may equal g or u.
+__global__ void swiglu_kernel(SwigluParams p) {
   pdl_enter();
-  const int64_t live = routed ? *routed : rows;
-  const int64_t units = inter / 8;
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    uint4* ar = a + r * units;
-    if (r >= live) {
-      for (int64_t c = threadIdx.x; c < units; c += blockDim.x) ar[c] = uint4{};
-      continue;
-    }
-    const float w = weights ? weights[pairs[r]] : 1.0f;
+  const int64_t units = p.dim / 8;
+  const auto* g = reinterpret_cast<const uint4*>(p.g);
+  const auto* u = reinterpret_cast<const uint4*>(p.u);
+  for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
+    uint4* out = reinterpret_cast<uint4*>(p.out) + r * units;
+    const float w = p.weights ? p.weights[r] : 1.0f;
     for (int64_t c = threadIdx.x; c < units; c += blockDim.x) {
       const Bf16x8 gv{g[r * units + c]}, uv{u[r * units + c]};
-      Bf16x8 out{};
+      Bf16x8 a{};
 #pragma unroll
-      for (int j = 0; j < 8; ++j) out.set(j, swiglu_one(gv.get(j), uv.get(j), limit, w, weights != nullptr));
-      ar[c] = out.v;
+      for (int j = 0; j < 8; ++j) a.set(j, swiglu_one(gv.get(j), uv.get(j), p.limit, w, p.weights != nullptr));
+      out[c] = a.v;
     }
   }
 }
 
-// Launch of swiglu_kernel on bf16 [rows, inter] buffers of this file (16-byte aligned, inter % 8 == 0).
-void swiglu(const uint16_t* g, const uint16_t* u, int64_t rows, int64_t inter, float limit, const float* weights,
-            const int32_t* pairs, const int32_t* routed, uint16_t* a, cudaStream_t stream) {
-  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(rows, int64_t{1} << 20));
-  const int threads = static_cast<int>(std::min<int64_t>(inter / 8, kThreads));
-  launch_kernel(swiglu_kernel, grid, threads, 0, stream, reinterpret_cast<const uint4*>(g),
-                reinterpret_cast<const uint4*>(u), rows, inter, limit, weights, pairs, routed,
-                reinterpret_cast<uint4*>(a));
+// Any other layout: element by element (grid-stride).
+__global__ void swiglu_elementwise_kernel(SwigluParams p) {
+  pdl_enter();
+  const int64_t n = p.rows * p.dim, step = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += step) {
+    const float w = p.weights ? p.weights[i / p.dim] : 1.0f;
+    p.out[i] = swiglu_one(bf16_to_f(p.g[i]), bf16_to_f(p.u[i]), p.limit, w, p.weights != nullptr);
+  }
 }
 
 // swiglu_kernel's routed rows and quantize_act over them in one pass: each (row, 128-block) warp rounds
@@ -438,6 +426,8 @@ unsigned blocks_for(int64_t n) {
   return static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, 1 << 20));
 }
 
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % sizeof(uint4) == 0; }
+
 // Grow-only device buffer with stream-ordered allocation: a replaced block is freed after the work
 // already enqueued on the stream has run.
 struct Buffer {
@@ -465,7 +455,7 @@ struct Buffer {
   }
 };
 
-// Device copies of the per-expert data and scale pointers of one host GemmWeight array.
+// Device copies of the per-expert data and scale pointers of one host Weight array.
 struct PointerTable {
   std::vector<const void*> data;
   std::vector<const uint8_t*> scale;
@@ -496,18 +486,18 @@ enum Buf : int {
   kBufCount
 };
 
-void check_routed(const GemmWeight* w, int experts, int64_t rows, int64_t cols, const char* name) {
+void check_routed(const Weight* w, int experts, int64_t rows, int64_t cols, const char* name) {
   DSV4_CUDA_REQUIRE(w != nullptr, std::string("moe experts: missing ") + name);
   for (int e = 0; e < experts; ++e) {
-    DSV4_CUDA_REQUIRE(w[e].kind == GemmWeightKind::kFp4 || w[e].kind == GemmWeightKind::kFp8,
+    DSV4_CUDA_REQUIRE(w[e].type == WeightType::kFp4Block || w[e].type == WeightType::kFp8Block,
                       std::string("moe experts: routed ") + name + " must be FP4 or FP8");
-    DSV4_CUDA_REQUIRE(w[e].kind == w[0].kind, std::string("moe experts: routed ") + name + " kinds differ");
+    DSV4_CUDA_REQUIRE(w[e].type == w[0].type, std::string("moe experts: routed ") + name + " kinds differ");
     DSV4_CUDA_REQUIRE(w[e].rows == rows && w[e].cols == cols, std::string("moe experts: routed ") + name + " shape");
     DSV4_CUDA_REQUIRE(w[e].data && w[e].scale, std::string("moe experts: routed ") + name + " without data");
   }
 }
 
-void check_args(const MoeExpertsArgs& a) {
+void check_args(const MoeExpertsParams& a) {
   DSV4_CUDA_REQUIRE(a.tokens >= 0 && a.dim > 0 && a.inter_dim > 0, "moe experts: bad sizes");
   DSV4_CUDA_REQUIRE(a.dim % 128 == 0 && a.inter_dim % 128 == 0, "moe experts: dims must be multiples of 128");
   DSV4_CUDA_REQUIRE(a.experts > 0 && a.experts <= kMoeMaxExperts, "moe experts: experts outside [1, 1024]");
@@ -516,23 +506,22 @@ void check_args(const MoeExpertsArgs& a) {
   check_routed(a.w1, a.experts, a.inter_dim, a.dim, "w1");
   check_routed(a.w3, a.experts, a.inter_dim, a.dim, "w3");
   check_routed(a.w2, a.experts, a.dim, a.inter_dim, "w2");
-  DSV4_CUDA_REQUIRE(a.w1[0].kind == a.w2[0].kind && a.w3[0].kind == a.w2[0].kind,
+  DSV4_CUDA_REQUIRE(a.w1[0].type == a.w2[0].type && a.w3[0].type == a.w2[0].type,
                     "moe experts: w1, w3, w2 must share one kind");
   DSV4_CUDA_REQUIRE(a.shared_w1.rows == a.inter_dim && a.shared_w1.cols == a.dim && a.shared_w3.rows == a.inter_dim &&
                         a.shared_w3.cols == a.dim && a.shared_w2.rows == a.dim && a.shared_w2.cols == a.inter_dim,
                     "moe experts: shared expert shape");
   DSV4_CUDA_REQUIRE(a.swiglu_limit >= 0, "moe experts: swiglu_limit must be >= 0");
-  DSV4_CUDA_REQUIRE(reinterpret_cast<uintptr_t>(a.shared_y) % sizeof(uint4) == 0,
-                    "moe experts: shared_y must be 16-byte aligned");
+  DSV4_CUDA_REQUIRE(aligned16(a.shared_y), "moe experts: shared_y must be 16-byte aligned");
   if (a.tokens > 0)
     DSV4_CUDA_REQUIRE(a.x && a.y && a.indices && a.weights, "moe experts: missing x, y, indices or weights");
 }
 
-void check_args(const MoeGateArgs& a) {
+void check_args(const MoeGateParams& a) {
   DSV4_CUDA_REQUIRE(a.tokens >= 0 && a.dim > 0, "moe gate: bad sizes");
   DSV4_CUDA_REQUIRE(a.experts > 0 && a.experts <= kMoeMaxExperts, "moe gate: experts outside [1, 1024]");
   DSV4_CUDA_REQUIRE(a.topk > 0 && a.topk <= std::min(a.experts, kMoeMaxTopk), "moe gate: bad topk");
-  DSV4_CUDA_REQUIRE(a.weight.kind == GemmWeightKind::kBf16 || a.weight.kind == GemmWeightKind::kF32,
+  DSV4_CUDA_REQUIRE(a.weight.type == WeightType::kBf16 || a.weight.type == WeightType::kF32,
                     "moe gate: the weight must be bf16 or f32");
   DSV4_CUDA_REQUIRE(a.weight.rows == a.experts && a.weight.cols == a.dim && a.weight.data, "moe gate: weight shape");
   DSV4_CUDA_REQUIRE(!a.tid2eid || (a.token_ids && a.vocab > 0), "moe gate: hash routing needs token_ids and vocab");
@@ -558,10 +547,10 @@ struct MoeRunner::Impl {
     return buf[b].get<T>(n, stream);
   }
 
-  const PointerTable& table(const GemmWeight* w, int experts);
-  void route(const MoeExpertsArgs& a, int n);
-  void routed_expert(const MoeExpertsArgs& a, int n);
-  void shared_expert(const MoeExpertsArgs& a);
+  const PointerTable& table(const Weight* w, int experts);
+  void route(const MoeExpertsParams& a, int32_t* err, int n);
+  void routed_expert(const MoeExpertsParams& a, int n);
+  void shared_expert(const MoeExpertsParams& a, bool exact);
 
   // Digit planes of the sorted rows' codes [n][k] when the grouped GEMM's exact route takes them
   // (GemmRunner::wants_digit_planes), else null: converted once here instead of once per column tile.
@@ -575,7 +564,7 @@ struct MoeRunner::Impl {
 
 // Cached per weight set, keyed by expert 0's data (so that a caller's temporary host arrays do not
 // pile up tables); rebuilt, stream-ordered, when any pointer differs.
-const PointerTable& MoeRunner::Impl::table(const GemmWeight* w, int experts) {
+const PointerTable& MoeRunner::Impl::table(const Weight* w, int experts) {
   PointerTable& t = tables[w[0].data];
   bool same = t.data.size() == static_cast<size_t>(experts);
   for (int e = 0; same && e < experts; ++e) same = t.data[e] == w[e].data && t.scale[e] == w[e].scale;
@@ -597,18 +586,18 @@ const PointerTable& MoeRunner::Impl::table(const GemmWeight* w, int experts) {
 }
 
 // Pairs sorted by expert (stable: ascending pair, hence token, within an expert), offsets, pos.
-void MoeRunner::Impl::route(const MoeExpertsArgs& a, int n) {
+void MoeRunner::Impl::route(const MoeExpertsParams& a, int32_t* err, int n) {
   if (n <= kRouteSmall) {
     const unsigned threads = static_cast<unsigned>(std::max(kWarp, (n + kWarp - 1) / kWarp * kWarp));
     launch_kernel(route_small_kernel, 1, threads, 0, stream, a.indices, n, a.experts, get<int32_t>(kPairsSorted, n),
-                  get<int32_t>(kOffsets, a.experts + 1), get<int32_t>(kPos, n), a.err);
+                  get<int32_t>(kOffsets, a.experts + 1), get<int32_t>(kPos, n), err);
     return;
   }
   auto* keys = get<uint32_t>(kKeys, n);
   auto* keys_sorted = get<uint32_t>(kKeysSorted, n);
   auto* pairs = get<int32_t>(kPairs, n);
   auto* pairs_sorted = get<int32_t>(kPairsSorted, n);
-  launch_kernel(route_keys_kernel, blocks_for(n), kThreads, 0, stream, a.indices, n, a.experts, keys, pairs, a.err);
+  launch_kernel(route_keys_kernel, blocks_for(n), kThreads, 0, stream, a.indices, n, a.experts, keys, pairs, err);
   const int end_bit = 32 - __builtin_clz(static_cast<unsigned>(a.experts));  // keys lie in [0, experts]
   size_t temp_bytes = 0;
   DSV4_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys, keys_sorted, pairs, pairs_sorted, n, 0,
@@ -621,7 +610,7 @@ void MoeRunner::Impl::route(const MoeExpertsArgs& a, int n) {
 }
 
 // ye [n, dim] (in kRows) = w2(swiglu(w1(xs), w3(xs)) · weight) over the sorted rows.
-void MoeRunner::Impl::routed_expert(const MoeExpertsArgs& a, int n) {
+void MoeRunner::Impl::routed_expert(const MoeExpertsParams& a, int n) {
   const int64_t D = a.dim, I = a.inter_dim, wide = std::max(D, I);
   const int32_t* offsets = static_cast<const int32_t*>(buf[kOffsets].p);
   const int32_t* routed = offsets + a.experts;
@@ -633,7 +622,7 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsArgs& a, int n) {
   auto* u = get<uint16_t>(kU, n * I);
   launch_kernel(gather_quantize_kernel, warp_blocks(n * (D / 128)), kThreads, 0, stream, a.x, n, D, pairs, a.topk,
                 routed, codes, scales);
-  const int8_t* digits = digit_planes_for(a.w1[0].kind, n, D, a.experts, codes);
+  const int8_t* digits = digit_planes_for(gemm_kind(a.w1[0].type), n, D, a.experts, codes);
 
   const PointerTable& t1 = table(a.w1, a.experts);
   const PointerTable& t3 = table(a.w3, a.experts);
@@ -646,7 +635,7 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsArgs& a, int n) {
                      .k = D,
                      .experts = a.experts,
                      .offsets = offsets,
-                     .kind = a.w1[0].kind,
+                     .kind = gemm_kind(a.w1[0].type),
                      .w_data = t1.d_data(),
                      .w_scale = t1.d_scale(),
                      .y = g,
@@ -662,7 +651,7 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsArgs& a, int n) {
 
   launch_kernel(swiglu_quantize_kernel, warp_blocks(n * (I / 128)), kThreads, 0, stream, g, u, n, I, a.swiglu_limit,
                 a.weights, pairs, routed, codes, scales);
-  gg.a_digits = digit_planes_for(a.w2[0].kind, n, I, a.experts, codes);
+  gg.a_digits = digit_planes_for(gemm_kind(a.w2[0].type), n, I, a.experts, codes);
   gg.a_digit_stride = n * I;
   gg.n = D;
   gg.k = I;
@@ -673,49 +662,67 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsArgs& a, int n) {
 }
 
 // ys [tokens, dim] (kSharedY), reusing kG / kU after the routed pass.
-void MoeRunner::Impl::shared_expert(const MoeExpertsArgs& a) {
+void MoeRunner::Impl::shared_expert(const MoeExpertsParams& a, bool exact) {
   const int64_t T = a.tokens, I = a.inter_dim;
-  cuda::shared_expert(
-      gemm,
-      {a.x, T, a.dim, I, a.shared_w1, a.shared_w3, a.shared_w2, a.exact_shared, get<uint16_t>(kSharedY, T * a.dim)},
-      get<uint16_t>(kG, T * I), get<uint16_t>(kU, T * I), stream);
+  const SharedExpertParams p{.x = a.x,
+                             .tokens = T,
+                             .dim = a.dim,
+                             .inter_dim = I,
+                             .w1 = a.shared_w1,
+                             .w3 = a.shared_w3,
+                             .w2 = a.shared_w2,
+                             .y = get<uint16_t>(kSharedY, T * a.dim)};
+  cuda::shared_expert(gemm, p, exact, get<uint16_t>(kG, T * I), get<uint16_t>(kU, T * I), stream);
 }
 
-void shared_expert(GemmRunner& gemm, const SharedExpertArgs& a, uint16_t* g, uint16_t* u, cudaStream_t stream) {
-  const int64_t T = a.tokens, I = a.inter_dim;
-  gemm.run({.x = a.x, .rows = T, .w = a.w1, .y = g, .out = GemmOut::kBf16, .exact = a.exact});
-  gemm.run({.x = a.x, .rows = T, .w = a.w3, .y = u, .out = GemmOut::kBf16, .exact = a.exact});
-  swiglu(g, u, T, I, 0.0f, nullptr, nullptr, nullptr, g, stream);
-  gemm.run({.x = g, .rows = T, .w = a.w2, .y = a.y, .out = GemmOut::kBf16, .exact = a.exact});
+void swiglu(const SwigluParams& p, cudaStream_t stream) {
+  if (p.rows == 0) return;
+  const bool vec = p.dim % 8 == 0 && aligned16(p.g) && aligned16(p.u) && aligned16(p.out);
+  if (!vec) {
+    launch_kernel(swiglu_elementwise_kernel, blocks_for(p.rows * p.dim), kThreads, 0, stream, p);
+    return;
+  }
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(p.rows, int64_t{1} << 20));
+  const int threads = static_cast<int>(std::min<int64_t>(p.dim / 8, kThreads));
+  launch_kernel(swiglu_kernel, grid, threads, 0, stream, p);
+}
+
+void shared_expert(GemmRunner& gemm, const SharedExpertParams& p, bool exact, uint16_t* g, uint16_t* u,
+                   cudaStream_t stream) {
+  const int64_t T = p.tokens, I = p.inter_dim;
+  gemm.run({.x = p.x, .rows = T, .w = gemm_weight(p.w1), .y = g, .out = GemmOut::kBf16, .exact = exact});
+  gemm.run({.x = p.x, .rows = T, .w = gemm_weight(p.w3), .y = u, .out = GemmOut::kBf16, .exact = exact});
+  swiglu({.g = g, .u = u, .rows = T, .dim = I, .out = g}, stream);
+  gemm.run({.x = g, .rows = T, .w = gemm_weight(p.w2), .y = p.y, .out = GemmOut::kBf16, .exact = exact});
 }
 
 MoeRunner::MoeRunner(GemmRunner& gemm, cudaStream_t stream) : impl_(std::make_unique<Impl>(gemm, stream)) {}
 MoeRunner::~MoeRunner() = default;
 
-void MoeRunner::gate(const MoeGateArgs& a) {
+void MoeRunner::gate(const MoeGateParams& a, int32_t* err) {
   check_args(a);
   if (a.tokens == 0) return;
   Impl& m = *impl_;
   float* z = m.get<float>(kZ, static_cast<size_t>(a.tokens) * a.experts);
-  m.gemm.run({.x = a.x, .rows = a.tokens, .w = a.weight, .y = z, .out = GemmOut::kF32, .exact = true});
-  const GateKernelArgs k{z,      a.bias,  a.tid2eid,     a.token_ids, a.vocab,   a.experts,
-                         a.topk, a.score, a.route_scale, a.indices,   a.weights, a.err};
+  m.gemm.run({.x = a.x, .rows = a.tokens, .w = gemm_weight(a.weight), .y = z, .out = GemmOut::kF32, .exact = true});
+  const GateLaunch k{a, z, err};
   const size_t smem = 2 * static_cast<size_t>(a.experts) * sizeof(float);
   launch_kernel(gate_kernel, static_cast<unsigned>(a.tokens), kGateThreads, smem, m.stream, k);
 }
 
-void MoeRunner::experts(const MoeExpertsArgs& a, const std::function<void()>& before_combine) {
+void MoeRunner::experts(const MoeExpertsParams& a, int32_t* err, bool exact_shared,
+                        const std::function<void()>& before_combine) {
   check_args(a);
   if (a.tokens == 0) return;
   Impl& m = *impl_;
   const int n = static_cast<int>(a.tokens * a.topk);
-  m.route(a, n);
+  m.route(a, err, n);
   m.routed_expert(a, n);
-  if (!a.shared_y) m.shared_expert(a);
+  if (!a.shared_y) m.shared_expert(a, exact_shared);
   if (before_combine) before_combine();
   const void* shared = a.shared_y ? a.shared_y : m.buf[kSharedY].p;
   const int threads = static_cast<int>(std::min<int64_t>(a.dim / 8, 512));
-  const bool y_vec = reinterpret_cast<uintptr_t>(a.y) % sizeof(uint4) == 0;
+  const bool y_vec = aligned16(a.y);
   launch_kernel(combine_kernel, static_cast<unsigned>(a.tokens), threads, 0, m.stream,
                 static_cast<const uint4*>(m.buf[kRows].p), static_cast<const uint4*>(shared),
                 static_cast<const int32_t*>(m.buf[kPos].p), a.topk, a.dim, a.y, y_vec);

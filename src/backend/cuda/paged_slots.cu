@@ -8,8 +8,13 @@
 namespace dsv4::cuda {
 namespace {
 
+// paged_slots as its kernel gets it.
+struct PagedSlotsLaunch : PagedSlotsParams {
+  int32_t* err = nullptr;
+};
+
 // grid: (ceil(width / 256), rows of this slab); one thread per output slot.
-__global__ void paged_slots_kernel(PagedSlotsArgs a, int64_t r0) {
+__global__ void paged_slots_kernel(PagedSlotsLaunch a, int64_t r0) {
   pdl_enter();
   const int64_t r = r0 + blockIdx.y;
   const int32_t j = static_cast<int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
@@ -26,8 +31,9 @@ __global__ void paged_slots_kernel(PagedSlotsArgs a, int64_t r0) {
 
 }  // namespace
 
-void paged_slots(const PagedSlotsArgs& a, cudaStream_t stream) {
+void paged_slots(const PagedSlotsParams& p, int32_t* err, cudaStream_t stream) {
   constexpr int64_t kMaxRows = 65535;  // grid.y limit: rows go in slabs
+  const PagedSlotsLaunch a{p, err};
   for (int64_t r0 = 0; r0 < a.rows && a.width > 0; r0 += kMaxRows) {
     const dim3 grid(static_cast<unsigned>((a.width + 255) / 256),
                     static_cast<unsigned>(std::min(kMaxRows, a.rows - r0)));

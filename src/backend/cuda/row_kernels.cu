@@ -157,15 +157,7 @@ __global__ void hadamard_kernel(uint16_t* x, int dim, float scale) {
   uint16_t* row = x + int64_t{blockIdx.x} * dim;
   for (int i = threadIdx.x; i < dim; i += blockDim.x) buf[i] = load_bf16(row + i);
   __syncthreads();
-  for (int h = 1; h < dim; h *= 2) {
-    for (int k = threadIdx.x; k < dim / 2; k += blockDim.x) {
-      const int j = (k / h) * 2 * h + k % h;
-      const float a = buf[j], b = buf[j + h];
-      buf[j] = __fadd_rn(a, b);
-      buf[j + h] = __fsub_rn(a, b);
-    }
-    __syncthreads();
-  }
+  hadamard_butterflies(buf, dim);
   for (int i = threadIdx.x; i < dim; i += blockDim.x) row[i] = f_to_bf16(__fmul_rn(buf[i], scale));
 }
 
@@ -223,51 +215,6 @@ unsigned blocks_for(int64_t threads, int per_block) {
   return static_cast<unsigned>((threads + per_block - 1) / per_block);
 }
 
-}  // namespace
-
-void rms_norm(const uint16_t* x, uint16_t* y, const uint16_t* w, int64_t rows, int64_t dim, float eps,
-              cudaStream_t stream) {
-  if (rows == 0) return;
-  const auto grid = static_cast<unsigned>(rows);
-  const int d = static_cast<int>(dim);
-  if (dim <= 4 * kRmsThreads) {
-    launch_kernel(rms_norm_regs_kernel<4>, grid, kRmsThreads, 0, stream, x, y, w, d, eps);
-  } else if (dim <= 16 * kRmsThreads) {
-    launch_kernel(rms_norm_regs_kernel<16>, grid, kRmsThreads, 0, stream, x, y, w, d, eps);
-  } else if (dim <= 32 * kRmsThreads) {
-    launch_kernel(rms_norm_regs_kernel<32>, grid, kRmsThreads, 0, stream, x, y, w, d, eps);
-  } else {
-    launch_kernel(rms_norm_kernel, grid, kRmsThreads, 0, stream, x, y, w, dim, eps);
-  }
-}
-
-void head_rms_norm(uint16_t* x, int64_t heads, int head_dim, float eps, cudaStream_t stream) {
-  head_rms_norm_rope(x, heads, 1, head_dim, eps, nullptr, nullptr, 0, stream);
-}
-
-void head_rms_norm_rope(uint16_t* x, int64_t heads, int heads_per_row, int head_dim, float eps,
-                        const int32_t* positions, const float* freqs, int rope_dim, cudaStream_t stream) {
-  if (heads == 0) return;
-  launch_kernel(head_rms_norm_kernel, blocks_for(heads * kWarp, 256), 256, 0, stream, x, heads, head_dim, eps,
-                heads_per_row, positions, freqs, rope_dim / 2);
-}
-
-void rope(uint16_t* x, int64_t rows, int heads, int head_dim, int rope_dim, const int32_t* positions,
-          const float* freqs, bool inverse, cudaStream_t stream) {
-  const int half = rope_dim / 2;
-  const int64_t n = rows * heads * half;
-  if (n == 0) return;
-  launch_kernel(rope_kernel, blocks_for(n, 256), 256, 0, stream, x, rows, heads, head_dim, half, positions, freqs,
-                inverse);
-}
-
-void hadamard(uint16_t* x, int64_t rows, int dim, cudaStream_t stream) {
-  DSV4_CUDA_REQUIRE(dim >= 2 && dim <= 1024 && (dim & (dim - 1)) == 0, "hadamard: dim must be a power of two <= 1024");
-  if (rows == 0) return;
-  const float scale = static_cast<float>(std::pow(static_cast<double>(dim), -0.5));
-  launch_kernel(hadamard_kernel, static_cast<unsigned>(rows), dim / 2, dim * sizeof(float), stream, x, dim, scale);
-}
-
 void quant_sim_e4m3(uint16_t* x, int64_t rows, int64_t cols, int64_t stride, int block, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(block % 32 == 0 && block >= 32 && block <= 512 && cols % block == 0,
                     "quant_sim_e4m3: block must be 32..512, a multiple of 32 dividing the columns");
@@ -276,20 +223,15 @@ void quant_sim_e4m3(uint16_t* x, int64_t rows, int64_t cols, int64_t stride, int
   const unsigned grid = blocks_for(warps * kWarp, 256);
   switch (block / kWarp) {
     case 1:
-      launch_kernel(quant_sim_e4m3_kernel<1>, grid, 256, 0, stream, x, rows, cols, stride);
-      break;
+      return launch_kernel(quant_sim_e4m3_kernel<1>, grid, 256, 0, stream, x, rows, cols, stride);
     case 2:
-      launch_kernel(quant_sim_e4m3_kernel<2>, grid, 256, 0, stream, x, rows, cols, stride);
-      break;
+      return launch_kernel(quant_sim_e4m3_kernel<2>, grid, 256, 0, stream, x, rows, cols, stride);
     case 4:
-      launch_kernel(quant_sim_e4m3_kernel<4>, grid, 256, 0, stream, x, rows, cols, stride);
-      break;
+      return launch_kernel(quant_sim_e4m3_kernel<4>, grid, 256, 0, stream, x, rows, cols, stride);
     case 8:
-      launch_kernel(quant_sim_e4m3_kernel<8>, grid, 256, 0, stream, x, rows, cols, stride);
-      break;
+      return launch_kernel(quant_sim_e4m3_kernel<8>, grid, 256, 0, stream, x, rows, cols, stride);
     case 16:
-      launch_kernel(quant_sim_e4m3_kernel<16>, grid, 256, 0, stream, x, rows, cols, stride);
-      break;
+      return launch_kernel(quant_sim_e4m3_kernel<16>, grid, 256, 0, stream, x, rows, cols, stride);
     default:
       throw_error("quant_sim_e4m3: block must be 32, 64, 128, 256 or 512");
   }
@@ -301,11 +243,57 @@ void quant_sim_e2m1(uint16_t* x, int64_t rows, int64_t cols, int64_t stride, cud
   launch_kernel(quant_sim_e2m1_kernel, blocks_for(rows * cols, 256), 256, 0, stream, x, rows, cols, stride);
 }
 
-void embed(const int32_t* ids, int64_t tokens, const uint16_t* table, int64_t vocab, int64_t dim, int copies,
-           uint16_t* out, int32_t* err, cudaStream_t stream) {
-  const int64_t n = tokens * copies * dim;
+}  // namespace
+
+void rms_norm(const RmsNormParams& p, cudaStream_t stream) {
+  if (p.rows == 0) return;
+  const auto grid = static_cast<unsigned>(p.rows);
+  const int d = static_cast<int>(p.dim);
+  if (p.dim <= 4 * kRmsThreads) {
+    launch_kernel(rms_norm_regs_kernel<4>, grid, kRmsThreads, 0, stream, p.x, p.y, p.weight, d, p.eps);
+  } else if (p.dim <= 16 * kRmsThreads) {
+    launch_kernel(rms_norm_regs_kernel<16>, grid, kRmsThreads, 0, stream, p.x, p.y, p.weight, d, p.eps);
+  } else if (p.dim <= 32 * kRmsThreads) {
+    launch_kernel(rms_norm_regs_kernel<32>, grid, kRmsThreads, 0, stream, p.x, p.y, p.weight, d, p.eps);
+  } else {
+    launch_kernel(rms_norm_kernel, grid, kRmsThreads, 0, stream, p.x, p.y, p.weight, p.dim, p.eps);
+  }
+}
+
+void head_rms_norm(const HeadRmsNormParams& p, const float* freqs, cudaStream_t stream) {
+  const int64_t heads = p.rows * p.heads;
+  if (heads == 0) return;
+  launch_kernel(head_rms_norm_kernel, blocks_for(heads * kWarp, 256), 256, 0, stream, p.x, heads, p.head_dim, p.eps,
+                p.heads, p.positions, freqs, p.rope.rope_dim / 2);
+}
+
+void rope(const RopeParams& p, const float* freqs, cudaStream_t stream) {
+  const int half = p.rope.rope_dim / 2;
+  const int64_t n = p.rows * p.heads * half;
   if (n == 0) return;
-  launch_kernel(embed_kernel, blocks_for(n, 256), 256, 0, stream, ids, tokens, table, vocab, dim, copies, out, err);
+  launch_kernel(rope_kernel, blocks_for(n, 256), 256, 0, stream, p.x, p.rows, p.heads, p.head_dim, half, p.positions,
+                freqs, p.inverse);
+}
+
+void hadamard(const HadamardParams& p, cudaStream_t stream) {
+  const int dim = p.dim;
+  DSV4_CUDA_REQUIRE(dim >= 2 && dim <= 1024 && (dim & (dim - 1)) == 0, "hadamard: dim must be a power of two <= 1024");
+  if (p.rows == 0) return;
+  const float scale = static_cast<float>(std::pow(static_cast<double>(dim), -0.5));
+  launch_kernel(hadamard_kernel, static_cast<unsigned>(p.rows), dim / 2, dim * sizeof(float), stream, p.x, dim, scale);
+}
+
+void quant_sim(const QuantSimParams& p, cudaStream_t stream) {
+  const int64_t stride = p.row_stride ? p.row_stride : p.cols;
+  if (p.kind == QuantSim::kFp8) return quant_sim_e4m3(p.x, p.rows, p.cols, stride, p.block, stream);
+  quant_sim_e2m1(p.x, p.rows, p.cols, stride, stream);
+}
+
+void embed(const EmbedParams& p, int32_t* err, cudaStream_t stream) {
+  const int64_t n = p.tokens * p.copies * p.dim;
+  if (n == 0) return;
+  launch_kernel(embed_kernel, blocks_for(n, 256), 256, 0, stream, p.ids, p.tokens, p.table, p.vocab, p.dim, p.copies,
+                p.out, err);
 }
 
 }  // namespace dsv4::cuda

@@ -1,4 +1,4 @@
-// The sample op's kernel (backend/ops.h SampleParams): one CTA per row. In turn: each edited id's
+// The sample op's kernel (backend/op_params.h SampleParams): one CTA per row. In turn: each edited id's
 // edits once (values kept by edit index, ids flagged in a shared bitmap); the first maximum; the
 // candidates as a shared bitmap S with their count and mass; top-k and then top-p as radix selections
 // over the weights' bits narrowing S; the draw from per-word masses; the raw logprobs. Weights are
@@ -28,6 +28,12 @@ constexpr int kMaxLevels = (kWeightKeyBits + kDigitBits - 1) / kDigitBits;
 
 using u64 = unsigned long long;
 
+// The sample op as its kernel gets it: row and edits point at their device copies.
+struct SampleLaunch : SampleParams {
+  double* edited = nullptr;
+  uint64_t* word_mass = nullptr;
+};
+
 // Block-wide scratch and the values every thread of a row needs.
 struct Shared {
   u64 hist[kBuckets];
@@ -45,15 +51,17 @@ struct Shared {
 };
 
 // The row: edited logits on demand. Edited ids are flagged in a bitmap; their values sit at the first
-// edit of their run (ids ascend), found by binary search.
+// edit of their run (ids ascend), found by binary search. Ids outside the row's allow-set are −inf.
 struct RowView {
   const float* x;
   const SampleEdit* edits;
   const double* edited;
   const uint32_t* edit_bits;
   int32_t edit_begin, edit_end;
+  const uint32_t* allow;  // null: every id
 
   __device__ double z(int64_t i) const {
+    if (allow != nullptr && !allows(allow, i)) return -sm::infinity();
     if (!((edit_bits[i >> 5] >> (i & 31)) & 1u)) return sm::no_nan(x[i]);
     int32_t lo = edit_begin, hi = edit_end;
     while (lo < hi) {
@@ -302,7 +310,7 @@ __device__ int64_t draw(const RowView& v, const uint32_t* S, int nwords, double 
 
 // The raw log-softmax: the chosen id's value and the n most likely ids (ties to the lower id), sorted.
 __device__ void raw_logprobs(const RowView& v, int64_t limit, uint32_t* S, uint32_t* L, int nwords, double m,
-                             int64_t token, int32_t n, double& logprob, int64_t r, const SampleArgs& a, Shared& sh) {
+                             int64_t token, int32_t n, double& logprob, int64_t r, const SampleLaunch& a, Shared& sh) {
   double part = 0;
   for (int64_t i = threadIdx.x; i < limit; i += kThreads) part = __dadd_rn(part, sm::exp(sm::sub(v.raw(i), m)));
   const double lse = __dadd_rn(m, log(block_sum(part, sh)));
@@ -345,7 +353,7 @@ __device__ void raw_logprobs(const RowView& v, int64_t limit, uint32_t* S, uint3
   }
 }
 
-__global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a, int nwords) {
+__global__ void __launch_bounds__(kThreads) sample_kernel(SampleLaunch a, int nwords) {
   pdl_enter();
   extern __shared__ uint32_t bitmaps[];  // edited ids, the surviving set S, the live set L
   __shared__ Shared sh;
@@ -353,7 +361,8 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a, int nwor
   const int64_t r = blockIdx.x;
   const SampleRow row = a.row[r];
   const int64_t limit = a.limit;
-  const RowView v{a.x + r * a.cols, a.edits, a.edited, E, row.edit_begin, row.edit_end};
+  const uint32_t* allow = row.allow_row >= 0 ? a.allow + static_cast<int64_t>(row.allow_row) * nwords : nullptr;
+  const RowView v{a.x + r * a.cols, a.edits, a.edited, E, row.edit_begin, row.edit_end, allow};
 
   // Each id's edits in list order, once, by the thread that meets its first edit.
   for (int w = static_cast<int>(threadIdx.x); w < nwords; w += kThreads) E[w] = 0;
@@ -432,8 +441,12 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a, int nwor
 
 }  // namespace
 
-void sample(const SampleArgs& a, cudaStream_t stream) {
-  if (a.rows == 0) return;
+void sample(const SampleParams& p, const SampleDeviceArrays& d, cudaStream_t stream) {
+  if (p.rows == 0) return;
+  SampleLaunch a{p, d.edited, d.word_mass};
+  a.row = d.row;  // the host arrays' device copies in their place
+  a.edits = d.edits;
+  a.allow = d.allow;
   DSV4_CUDA_REQUIRE(a.limit >= 1 && a.limit <= a.cols && a.limit <= kSampleMaxLimit, "sample: limit out of range");
   DSV4_CUDA_REQUIRE(a.rows <= INT_MAX, "sample: too many rows");
   DSV4_CUDA_REQUIRE(a.top_width >= 0 && a.top_width <= kSampleMaxLogprobs, "sample: top_width out of range");

@@ -15,8 +15,6 @@ using testing::bf;
 using testing::OwnedTable;
 using testing::random_bf16;
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
-
 // One compressor (weights, ape, norm) of ratio m and entry width dc over model dim D.
 struct Compressor {
   int ratio, dc, rope = 64;
@@ -230,7 +228,7 @@ TEST(CompressorEmitEntryZero, AbsentPreviousRowsActAsMinusInfinityScores) {
   cp.step(ops, x.data(), 4, pos.data(), state.table, slots.data());
   // The reference's fresh state: previous rows with value 0 and score −inf.
   std::vector<float> fresh(static_cast<size_t>(2 * cp.cd()), 0.0f);
-  std::fill(fresh.begin() + cp.cd(), fresh.end(), -kInf);
+  std::fill(fresh.begin() + cp.cd(), fresh.end(), -std::numeric_limits<float>::infinity());
   for (int s = 0; s < 4; ++s)
     encode_kv_entry(KvEntryFormat::kF32, cp.state_dims(), fresh,
                     {state.table.entry(s), static_cast<size_t>(state.table.entry_bytes)});

@@ -73,6 +73,19 @@ struct HcCase {
     base = testing::random_f32(static_cast<size_t>(mix), rng, 0.5f);
     scale = testing::random_f32(mix == 4 ? 1 : 3, rng, 0.5f);
   }
+  // hc_pre over n tokens of streams from h (this case's or a part of them), into x, post and comb.
+  HcPreParams pre(const uint16_t* from, int64_t n, uint16_t* x, float* post, float* comb) const {
+    return {.h = from,
+            .tokens = n,
+            .hc = hc,
+            .dim = dim,
+            .fn = fn.data(),
+            .scale = scale.data(),
+            .base = base.data(),
+            .x = x,
+            .post = post,
+            .comb = comb};
+  }
   // mix of token t in double: (X·fnᵀ)·rs.
   std::vector<double> mix_d(int64_t t, int mix) const {
     const int64_t w = hc * dim;
@@ -103,16 +116,7 @@ TEST(HcPre, MatchesDoubleReference) {
     HcCase k(3, dim, 24, rng);
     std::vector<uint16_t> x(static_cast<size_t>(3 * dim));
     std::vector<float> post(12), comb(48);
-    ops.hc_pre({.h = k.h.data(),
-                .tokens = 3,
-                .hc = 4,
-                .dim = dim,
-                .fn = k.fn.data(),
-                .scale = k.scale.data(),
-                .base = k.base.data(),
-                .x = x.data(),
-                .post = post.data(),
-                .comb = comb.data()});
+    ops.hc_pre(k.pre(k.h.data(), 3, x.data(), post.data(), comb.data()));
     for (int64_t t = 0; t < 3; ++t) {
       const auto m = k.mix_d(t, 24);
       std::vector<double> pre(4), c(16);
@@ -172,14 +176,15 @@ TEST(HcPost, ExactAndInPlace) {
   const auto post = testing::random_f32(static_cast<size_t>(T * 4), rng);
   const auto comb = testing::random_f32(static_cast<size_t>(T * 16), rng);
   std::vector<uint16_t> out(res.size());
-  ops.hc_post({.x = x.data(),
-               .residual = res.data(),
-               .post = post.data(),
-               .comb = comb.data(),
-               .out = out.data(),
-               .tokens = T,
-               .hc = 4,
-               .dim = D});
+  HcPostParams p{.x = x.data(),
+                 .residual = res.data(),
+                 .post = post.data(),
+                 .comb = comb.data(),
+                 .out = out.data(),
+                 .tokens = T,
+                 .hc = 4,
+                 .dim = D};
+  ops.hc_post(p);
   for (int64_t t = 0; t < T; ++t)
     for (int k = 0; k < 4; ++k)
       for (int64_t c = 0; c < D; ++c) {
@@ -190,14 +195,8 @@ TEST(HcPost, ExactAndInPlace) {
                   float_to_bf16(post[static_cast<size_t>(t * 4 + k)] * bf(x[static_cast<size_t>(t * D + c)]) + s));
       }
   auto inplace = res;
-  ops.hc_post({.x = x.data(),
-               .residual = inplace.data(),
-               .post = post.data(),
-               .comb = comb.data(),
-               .out = inplace.data(),
-               .tokens = T,
-               .hc = 4,
-               .dim = D});
+  p.residual = p.out = inplace.data();
+  ops.hc_post(p);
   EXPECT_EQ(inplace, out);
 }
 
@@ -208,16 +207,7 @@ TEST(HcPre, BatchAndThreadInvariant) {
   auto run = [&](Ops& ops, const uint16_t* h, int64_t tokens) {
     std::vector<uint16_t> x(static_cast<size_t>(tokens * 256));
     std::vector<float> post(static_cast<size_t>(tokens * 4)), comb(static_cast<size_t>(tokens * 16));
-    ops.hc_pre({.h = h,
-                .tokens = tokens,
-                .hc = 4,
-                .dim = 256,
-                .fn = k.fn.data(),
-                .scale = k.scale.data(),
-                .base = k.base.data(),
-                .x = x.data(),
-                .post = post.data(),
-                .comb = comb.data()});
+    ops.hc_pre(k.pre(h, tokens, x.data(), post.data(), comb.data()));
     return std::make_tuple(x, post, comb);
   };
   const auto [x3, p3, c3] = run(three, k.h.data(), 70);
@@ -231,19 +221,12 @@ TEST(HcPre, BatchAndThreadInvariant) {
 }
 
 TEST(HyperConnection, RejectsBadParameters) {
+  std::mt19937 rng(86);
   CpuOps ops(1);
-  std::vector<uint16_t> h(4 * 128), x(128);
-  std::vector<float> fn(24 * 512), base(24), scale(3), post(4), comb(16);
-  HcPreParams p{.h = h.data(),
-                .tokens = 1,
-                .hc = 4,
-                .dim = 128,
-                .fn = fn.data(),
-                .scale = scale.data(),
-                .base = base.data(),
-                .x = x.data(),
-                .post = post.data(),
-                .comb = comb.data()};
+  const HcCase k(1, 128, 24, rng);
+  std::vector<uint16_t> x(128);
+  std::vector<float> post(4), comb(16);
+  HcPreParams p = k.pre(k.h.data(), 1, x.data(), post.data(), comb.data());
   ops.hc_pre(p);
   p.sinkhorn_iters = 0;
   EXPECT_THROW(ops.hc_pre(p), Error);
@@ -251,7 +234,7 @@ TEST(HyperConnection, RejectsBadParameters) {
   p.fn = nullptr;
   EXPECT_THROW(ops.hc_pre(p), Error);
   EXPECT_THROW(ops.hc_post({.x = x.data(),
-                            .residual = h.data(),
+                            .residual = k.h.data(),
                             .post = post.data(),
                             .comb = comb.data(),
                             .out = nullptr,
@@ -259,13 +242,13 @@ TEST(HyperConnection, RejectsBadParameters) {
                             .hc = 4,
                             .dim = 128}),
                Error);
-  EXPECT_THROW(ops.hc_head({.h = h.data(),
+  EXPECT_THROW(ops.hc_head({.h = k.h.data(),
                             .tokens = 1,
                             .hc = 0,
                             .dim = 128,
-                            .fn = fn.data(),
-                            .scale = scale.data(),
-                            .base = base.data(),
+                            .fn = k.fn.data(),
+                            .scale = k.scale.data(),
+                            .base = k.base.data(),
                             .y = x.data()}),
                Error);
 }

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 #include <numeric>
 
@@ -168,22 +169,74 @@ struct Experts {
   }
 };
 
-// §6.2-§6.3 written out on top of the (separately tested) linear op.
+// §6.2's SwiGLU of one element, written out (limit 0: no clamp; weight null: no product).
+uint16_t swiglu_ref(uint16_t g16, uint16_t u16, float limit, const float* weight) {
+  float g = bf(g16), u = bf(u16);
+  if (limit > 0) {
+    u = std::clamp(u, -limit, limit);
+    g = std::min(g, limit);
+  }
+  const float a = g / (1.0f + std::exp(-g)) * u;
+  return float_to_bf16(weight ? *weight * a : a);
+}
+
+TEST(Swiglu, ClampsWeightsAndRoundsAsWrittenOut) {
+  std::mt19937 rng(96);
+  CpuOps ops(3);
+  const int64_t rows = 7, dim = 100;  // no vector-friendly width
+  const auto g = random_bf16(static_cast<size_t>(rows * dim), rng, 4.0f);
+  const auto u = random_bf16(g.size(), rng, 4.0f);
+  const auto w = testing::random_f32(static_cast<size_t>(rows), rng, 0.5f);
+  for (const float limit : {0.0f, 3.0f}) {
+    for (const float* weights : {static_cast<const float*>(nullptr), w.data()}) {
+      std::vector<uint16_t> out(g.size(), 0xffff);
+      ops.swiglu({.g = g.data(),
+                  .u = u.data(),
+                  .rows = rows,
+                  .dim = dim,
+                  .limit = limit,
+                  .weights = weights,
+                  .out = out.data()});
+      int clamped = 0;
+      for (size_t i = 0; i < out.size(); ++i) {
+        const float* wr = weights ? weights + i / dim : nullptr;
+        ASSERT_EQ(out[i], swiglu_ref(g[i], u[i], limit, wr)) << i << " limit " << limit;
+        clamped += limit > 0 && std::fabs(bf(u[i])) > limit;
+      }
+      EXPECT_EQ(clamped > 0, limit > 0) << "the inputs never reached the limit";
+    }
+  }
+  auto in_place = g;  // out may equal g
+  ops.swiglu({.g = in_place.data(), .u = u.data(), .rows = rows, .dim = dim, .limit = 3.0f, .out = in_place.data()});
+  for (size_t i = 0; i < g.size(); ++i) ASSERT_EQ(in_place[i], swiglu_ref(g[i], u[i], 3.0f, nullptr)) << i;
+}
+
+TEST(Swiglu, RejectsBadParameters) {
+  CpuOps ops(1);
+  std::vector<uint16_t> g(8, 0x3f80), u(8, 0x3f80), out(8);
+  const SwigluParams ok{.g = g.data(), .u = u.data(), .rows = 2, .dim = 4, .out = out.data()};
+  EXPECT_NO_THROW(ops.swiglu(ok));
+  for (auto broken : {+[](SwigluParams& p) { p.dim = 0; }, +[](SwigluParams& p) { p.limit = -1; },
+                      +[](SwigluParams& p) { p.limit = NAN; }, +[](SwigluParams& p) { p.u = nullptr; }}) {
+    SwigluParams p = ok;
+    broken(p);
+    EXPECT_THROW(ops.swiglu(p), Error);
+  }
+}
+
+// §6.2-§6.3 written out on top of the (separately tested) linear and swiglu ops.
 std::vector<uint16_t> expert_out(Ops& ops, const uint16_t* x, const Weight& w1, const Weight& w3, const Weight& w2,
                                  int64_t dim, int64_t inter, float weight, bool routed) {
   std::vector<uint16_t> g(static_cast<size_t>(inter)), u(g.size()), a(g.size()), y(static_cast<size_t>(dim));
   ops.linear({.x = x, .rows = 1, .w = w1, .y = g.data()});
   ops.linear({.x = x, .rows = 1, .w = w3, .y = u.data()});
-  for (int64_t i = 0; i < inter; ++i) {
-    float gv = bf(g[static_cast<size_t>(i)]), uv = bf(u[static_cast<size_t>(i)]);
-    if (routed) {
-      uv = std::clamp(uv, -10.0f, 10.0f);
-      gv = std::min(gv, 10.0f);
-    }
-    float v = gv / (1.0f + std::exp(-gv)) * uv;
-    if (routed) v = weight * v;
-    a[static_cast<size_t>(i)] = float_to_bf16(v);
-  }
+  ops.swiglu({.g = g.data(),
+              .u = u.data(),
+              .rows = 1,
+              .dim = inter,
+              .limit = routed ? 10.0f : 0.0f,
+              .weights = routed ? &weight : nullptr,
+              .out = a.data()});
   ops.linear({.x = a.data(), .rows = 1, .w = w2, .y = y.data()});
   return y;
 }

@@ -34,7 +34,7 @@ struct Sampled {
 
 // The op's definition (backend/ops.h), rule by rule, sorting everything.
 Sampled reference(const float* x, int64_t limit, const SampleRow& row, const std::vector<SampleEdit>& edits,
-                  int32_t top_width) {
+                  const uint32_t* allow, int32_t top_width) {
   std::vector<double> z(x, x + limit);
   for (int32_t e = row.edit_begin; e < row.edit_end; ++e) {
     const SampleEdit& d = edits[static_cast<size_t>(e)];
@@ -42,6 +42,9 @@ Sampled reference(const float* x, int64_t limit, const SampleRow& row, const std
     v = d.mask ? -kInf : (v > 0 ? v / d.pos_div : v * d.neg_mul) + d.add;
   }
   for (double& v : z) v = std::isnan(v) ? -kInf : v;
+  for (int64_t i = 0; allow != nullptr && i < limit; ++i) {
+    if (((allow[i / 32] >> (i % 32)) & 1u) == 0) z[static_cast<size_t>(i)] = -kInf;
+  }
   const auto best = static_cast<int32_t>(std::max_element(z.begin(), z.end()) - z.begin());
   Sampled out;
   out.token = best;
@@ -107,8 +110,8 @@ void expect_matches_reference(const SampleBatch& b, CpuOps& ops, const char* wha
   const auto w = static_cast<size_t>(b.top_width);
   for (size_t r = 0; r < b.rows.size(); ++r) {
     SCOPED_TRACE(::testing::Message() << what << " row " << r);
-    const Sampled want =
-        reference(b.x.data() + r * static_cast<size_t>(b.cols), b.limit, b.rows[r], b.edits, b.top_width);
+    const Sampled want = reference(b.x.data() + r * static_cast<size_t>(b.cols), b.limit, b.rows[r], b.edits,
+                                   b.allow_set(b.rows[r]), b.top_width);
     ASSERT_EQ(token[r], want.token);
     const auto near = [](double got, double ref) { EXPECT_NEAR(got, ref, 1e-12 * std::max(1.0, std::fabs(ref))); };
     if (b.rows[r].logprobs >= 0) {
@@ -190,6 +193,46 @@ TEST(SampleOp, MatchesTheReferenceOnRandomLogitsAndParameters) {
     b.x[static_cast<size_t>(cols - 1)] = 1e4f;
     expect_matches_reference(b, ops, "random");
   }
+}
+
+// Allow-sets (allowed_token_ids, a grammar's mask) on fresh random rows beside rows without one: every
+// token comes from its row's set, and everything else matches the reference.
+TEST(SampleOp, AllowSetsKeepEveryTokenInsideTheRowsSet) {
+  std::mt19937 rng(31);
+  CpuOps ops(2);
+  SampleBatch b;
+  b.cols = 2085;
+  b.limit = 2050;  // not a multiple of 32: the last word is partial
+  b.top_width = 3;
+  std::uniform_real_distribution<double> u(0, 1);
+  const double shares[] = {0.0, 0.002, 0.3, 0.97};
+  for (int r = 0; r < 64; ++r) {
+    SampleRow row =
+        testing::sample_row(r % 4 == 0 ? 0 : 0.8, r % 3 ? 0 : 20, r % 5 ? 1.0 : 0.9, 0, u(rng), r % 2 ? 3 : -1);
+    b.add_random_edits(row, rng, static_cast<int>(rng() % 30));
+    if (r % 4 != 3) b.add_random_allow(row, rng, shares[(r / 4) % 4]);
+    b.rows.push_back(row);
+  }
+  b.x = testing::random_f32(b.rows.size() * static_cast<size_t>(b.cols), rng, 3.0f);
+  expect_matches_reference(b, ops, "allow-sets");
+  SampleOut o;
+  ops.sample(b.params(o));
+  int restricted = 0;
+  for (size_t r = 0; r < b.rows.size(); ++r) {
+    const SampleRow& row = b.rows[r];
+    const uint32_t* allow = b.allow_set(row);
+    if (allow == nullptr) continue;
+    const auto allowed = [&](int64_t i) { return ((allow[i / 32] >> (i % 32)) & 1u) != 0; };
+    std::set<int32_t> masked;  // by a mask edit
+    for (int32_t e = row.edit_begin; e < row.edit_end; ++e)
+      if (b.edits[static_cast<size_t>(e)].mask) masked.insert(b.edits[static_cast<size_t>(e)].id);
+    bool any = false;
+    for (int64_t i = 0; i < b.limit; ++i) any = any || (allowed(i) && !masked.contains(static_cast<int32_t>(i)));
+    // Every allowed id masked too: all −inf, and the op's rule picks id 0.
+    EXPECT_TRUE(any ? allowed(o.token[r]) : o.token[r] == 0) << "row " << r << " token " << o.token[r];
+    ++restricted;
+  }
+  EXPECT_EQ(restricted, 48);
 }
 
 TEST(SampleOp, TiesGoToTheLowerIdEverywhere) {
@@ -403,6 +446,20 @@ TEST(SampleOp, BadParametersThrowBeforeWriting) {
   param([](SampleParams& p) { p.top_id = nullptr; }, "no top_id output");
   param([](SampleParams& p) { p.row = nullptr; }, "no rows");
   param([](SampleParams& p) { p.edits = nullptr; }, "no edits");
+  row([](SampleBatch& c) { c.rows[1].allow_row = 0; }, "allow_row without allow-sets");
+  row(
+      [](SampleBatch& c) {
+        c.allow.assign(1, 1u);
+        c.rows[0].allow_row = 1;
+      },
+      "allow_row past the allow-sets");
+  row([](SampleBatch& c) { c.rows[0].allow_row = -2; }, "allow_row < -1");
+  param(
+      [](SampleParams& p) {
+        p.allow_rows = 1;
+        p.allow = nullptr;
+      },
+      "allow-sets without memory");
   SampleParams huge{};
   huge.cols = huge.limit = kSampleMaxLimit + 1;
   EXPECT_THROW(ops.sample(huge), Error);

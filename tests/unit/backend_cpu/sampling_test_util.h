@@ -13,14 +13,7 @@ namespace dsv4::testing {
 
 inline SampleRow sample_row(double temperature, int64_t top_k, double top_p, double min_p, double u,
                             int32_t logprobs = -1) {
-  SampleRow r;
-  r.temperature = temperature;
-  r.top_k = top_k;
-  r.top_p = top_p;
-  r.min_p = min_p;
-  r.u = u;
-  r.logprobs = logprobs;
-  return r;
+  return {.temperature = temperature, .top_k = top_k, .top_p = top_p, .min_p = min_p, .u = u, .logprobs = logprobs};
 }
 
 // What the op writes; params() fills it with −7 first, so unwritten entries show.
@@ -29,13 +22,20 @@ struct SampleOut {
   std::vector<double> logprob, top_logprob;
 };
 
-// Rows over logits [rows, cols] with their edits (each row's ids ascending, ranges in row order).
+// Rows over logits [rows, cols] with their edits (each row's ids ascending, ranges in row order) and
+// allow-sets (ceil(limit / 32) words each).
 struct SampleBatch {
   int64_t cols = 0, limit = 0;
   int32_t top_width = 0;
   std::vector<float> x;
   std::vector<SampleRow> rows;
   std::vector<SampleEdit> edits;
+  std::vector<uint32_t> allow;
+
+  int64_t allow_words() const { return (limit + 31) / 32; }
+  const uint32_t* allow_set(const SampleRow& row) const {
+    return row.allow_row < 0 ? nullptr : allow.data() + row.allow_row * allow_words();
+  }
 
   SampleParams params(SampleOut& o) const {
     const auto n = rows.size(), w = static_cast<size_t>(top_width);
@@ -51,6 +51,8 @@ struct SampleBatch {
     p.row = rows.data();
     p.edits = edits.data();
     p.edit_count = static_cast<int64_t>(edits.size());
+    p.allow = allow.data();
+    p.allow_rows = static_cast<int64_t>(allow.size()) / std::max<int64_t>(allow_words(), 1);
     p.token = o.token.data();
     p.logprob = o.logprob.data();
     p.top_width = top_width;
@@ -88,6 +90,19 @@ struct SampleBatch {
     std::stable_sort(e.begin(), e.end(), [](const SampleEdit& a, const SampleEdit& b) { return a.id < b.id; });
     edits.insert(edits.end(), e.begin(), e.end());
     row.edit_end = static_cast<int32_t>(edits.size());
+  }
+
+  // A random allow-set for `row` (appended last): about `share` of the ids below the limit, at least one,
+  // and now and then only the ids the edits left alone or only ids past the row's best raw logit.
+  void add_random_allow(SampleRow& row, std::mt19937& rng, double share) {
+    row.allow_row = static_cast<int32_t>(allow.size() / static_cast<size_t>(allow_words()));
+    const size_t at = allow.size();
+    allow.resize(at + static_cast<size_t>(allow_words()), 0);
+    std::uniform_real_distribution<double> u(0, 1);
+    const auto set = [&](int64_t i) { allow[at + static_cast<size_t>(i >> 5)] |= 1u << (i & 31); };
+    for (int64_t i = 0; i < limit; ++i)
+      if (u(rng) < share) set(i);
+    set(static_cast<int64_t>(rng() % static_cast<uint32_t>(limit)));
   }
 };
 

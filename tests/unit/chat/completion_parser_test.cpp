@@ -74,6 +74,21 @@ TEST(CompletionParser, ChatModeIsContentOnly) {
   EXPECT_EQ(p.reasoning_content, "");
 }
 
+// skip_special_tokens false: stray special tokens stay in the text (reasoning and content alike); the
+// markers the parse is made of (</think>, DSML, EOS) are still taken, whichever way the text is split.
+TEST(CompletionParser, KeepSpecialTokensKeepsStrayOnes) {
+  ParserOptions keep = thinking();
+  keep.keep_special_tokens = true;
+  const std::string text = cat({"a<｜User｜>b", kThinkEnd, "c <｜Assistant｜>d", kEos, "e"});
+  const ParsedCompletion kept = parse_completion(text, keep), dropped = parse_completion(text, thinking());
+  EXPECT_EQ(kept.reasoning_content, "a<｜User｜>b");
+  EXPECT_EQ(kept.content, "c <｜Assistant｜>d");
+  EXPECT_EQ(dropped.content, "c d");
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    ASSERT_EQ(parse_in_pieces(text, {cut}, keep), parse_whole(text, keep)) << cut;
+  }
+}
+
 TEST(CompletionParser, ToolCalls) {
   const ParsedCompletion p = parse_completion(cat({"think", kThinkEnd, "Let me check.", kCalls, kEos}), thinking());
   EXPECT_EQ(p.reasoning_content, "think");
@@ -238,7 +253,6 @@ std::string generated_text(const ordered_json& assistant) {
 }
 
 TEST(CompletionParser, GoldenAssistantTurnsRoundTrip) {
-  DSV4_REQUIRE_SHARED();
   const auto assistants = golden_assistants();
   ASSERT_GE(assistants.size(), 8u);
   for (const auto& m : assistants) {
@@ -271,9 +285,7 @@ std::vector<std::pair<std::string, ParserOptions>> transcripts() {
       {cat({"<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"k\" string=\"true\">v"}),
        chat()},
   };
-  if (std::filesystem::exists(dsv4::testing::golden_dir("encoding"))) {
-    for (const auto& m : golden_assistants()) t.emplace_back(generated_text(m), thinking());
-  }
+  for (const auto& m : golden_assistants()) t.emplace_back(generated_text(m), thinking());
   return t;
 }
 

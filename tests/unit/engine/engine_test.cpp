@@ -234,6 +234,25 @@ TEST(Engine, StatsCountPrefixHitsPerGroupAndPreemptions) {
   EXPECT_EQ(buckets, s.steps.count);
 }
 
+// The defaults reuse any whole shared block: B shares 700 tokens with A, whose last prompt block starts at
+// 768, so B can resume at 512 only if A's sliding windows were kept at 512 too (every group must serve it).
+TEST(Engine, ASharedBlockHitsOnEveryGroupByDefault) {
+  EngineConfig c = small_config();
+  ASSERT_TRUE(c.enable_prefix_caching);
+  const auto shared = random_ids(700, 31);
+  auto a = shared, b = shared;
+  const auto a_tail = random_ids(300, 32), b_tail = random_ids(200, 33);
+  a.insert(a.end(), a_tail.begin(), a_tail.end());
+  b.insert(b.end(), b_tail.begin(), b_tail.end());
+  Engine e(tiny_config(), c, fake_factory());
+  EXPECT_EQ(finish_of(*e.add_request({a, greedy(3), {}})).usage.cached_tokens, 0);
+  EXPECT_EQ(finish_of(*e.add_request({b, greedy(3), {}})).usage.cached_tokens, 512);
+  const EngineStats s = stats_after(e, 2);
+  ASSERT_FALSE(s.groups.empty());
+  for (const KvGroupUsage& g : s.groups) EXPECT_EQ(g.hit_tokens, 512) << g.name;
+  EXPECT_EQ(s.prefix_hit_tokens, 512);
+}
+
 TEST(Engine, ShutdownAbortsWhatIsUnfinished) {
   auto e = std::make_unique<Engine>(tiny_config(), small_config(),
                                     fake_factory([](const Schedule&) { std::this_thread::sleep_for(1ms); }));

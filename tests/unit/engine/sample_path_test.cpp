@@ -1,12 +1,13 @@
 // The model runner's sample-op path (CPU backend) against the host sampler it replaced: a seeded
-// non-greedy request, with penalties, bias, min_tokens masks and logprobs, must produce the tokens that
-// the old sampler drew from the full logits. The old sampler's math is kept here as the reference
-// (libm exp, sequential fp64 sums, one uniform per draw); the logits come from a second model over a
-// dense cache (the CPU forward is bit-exact across caches), fed the same tokens.
+// non-greedy request, with penalties, bias, min_tokens masks, allowed_token_ids, bad_words and logprobs,
+// must produce the tokens that the old sampler drew from the full logits. The old sampler's math is kept here as the
+// reference (libm exp, sequential fp64 sums, one uniform per draw); the logits come from a second model over a dense
+// cache (the CPU forward is bit-exact across caches), fed the same tokens.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -29,6 +30,7 @@ struct OldSampler {
   std::unordered_set<int32_t> seen;
   std::unordered_map<int32_t, int32_t> counts;
   int64_t num_output = 0;
+  std::vector<int32_t> output;
 
   int32_t next(const std::vector<float>& logits) {
     std::vector<double> z(logits.begin(), logits.begin() + limit);
@@ -36,6 +38,16 @@ struct OldSampler {
     if (num_output < p.min_tokens) {
       for (int32_t id : p.stop_token_ids) z[static_cast<size_t>(id)] = -INFINITY;
       if (!p.ignore_eos) z[static_cast<size_t>(eos)] = -INFINITY;
+    }
+    if (!p.allowed_token_ids.empty()) {
+      std::vector<double> kept(z.size(), -INFINITY);
+      for (int32_t id : p.allowed_token_ids) kept[static_cast<size_t>(id)] = z[static_cast<size_t>(id)];
+      z = kept;
+    }
+    for (const auto& word : p.bad_words) {  // the output ends with all of the word but its last id
+      const size_t n = word.size() - 1;
+      if (n <= output.size() && std::equal(word.begin(), word.end() - 1, output.end() - static_cast<ptrdiff_t>(n)))
+        z[static_cast<size_t>(word.back())] = -INFINITY;
     }
     for (int32_t id : seen) {
       double& v = z[static_cast<size_t>(id)];
@@ -46,6 +58,7 @@ struct OldSampler {
     int32_t token = best;
     if (!p.greedy()) token = draw(z, z[static_cast<size_t>(best)]);
     ++num_output;
+    output.push_back(token);
     ++counts[token];
     if (p.repetition_penalty != 1.0) seen.insert(token);
     return token;
@@ -87,8 +100,8 @@ struct OldSampler {
 };
 
 // `steps` tokens of one request through ModelRunner::execute, each checked against the old sampler on
-// the logits of a reference model given the same history.
-void expect_old_tokens(const SamplingParams& params, int steps, uint64_t seed) {
+// the logits of a reference model given the same history; the tokens go to `tokens` when given.
+void expect_old_tokens(const SamplingParams& params, int steps, uint64_t seed, std::vector<int32_t>* tokens = nullptr) {
   const LoadedModel& m = tiny_model();
   TinyRunner t(base_config());
   KvCacheManager& kv = t.kv;
@@ -106,7 +119,8 @@ void expect_old_tokens(const SamplingParams& params, int steps, uint64_t seed) {
                  std::mt19937_64(params.seed.value_or(seed)),
                  {},
                  {},
-                 0};
+                 0,
+                 {}};
   if (params.repetition_penalty != 1.0) old.seen.insert(ids.begin(), ids.end());
   kv.add_request(1, static_cast<int64_t>(ids.size()));
   runner.add_request(1, params, ids, seed);
@@ -133,6 +147,7 @@ void expect_old_tokens(const SamplingParams& params, int steps, uint64_t seed) {
       EXPECT_EQ(out[0].top[0].token, std::max_element(logits.begin(), logits.end()) - logits.begin());
     }
     ids.push_back(out[0].token);
+    if (tokens != nullptr) tokens->push_back(out[0].token);
     ASSERT_TRUE(kv.allocate(1, 1, ids));
   }
 }
@@ -160,6 +175,45 @@ TEST(SamplePath, EveryRuleTogetherMatchesTheOldSampler) {
   p.seed = 99;
   p.max_tokens = 64;
   expect_old_tokens(p, 16, 5);
+}
+
+// The token mask's rules (allowed_token_ids as an allow-set, bad words as mask edits) through the op,
+// greedy and sampled, on fresh random ids. The bad words come from the unconstrained run's own tokens,
+// so each changes the output: a one-id word bans a token the model chose, a two-id word the token that
+// followed another.
+TEST(SamplePath, AllowedIdsAndBadWordsMatchTheOldSampler) {
+  const LoadedModel& m = tiny_model();
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
+  std::vector<int32_t> allowed;
+  for (int i = 0; i < 40; ++i)
+    allowed.push_back(static_cast<int32_t>(rng() % static_cast<uint32_t>(m.config.vocab_size)));
+  for (const bool sampled : {false, true}) {
+    SCOPED_TRACE(sampled ? "sampled" : "greedy");
+    SamplingParams p = greedy(64);
+    if (sampled) {
+      p.temperature = 0.9;
+      p.top_k = 50;
+      p.seed = rng();
+    }
+    std::vector<int32_t> plain, kept, banned;
+    expect_old_tokens(p, 10, 17, &plain);
+    SamplingParams a = p;
+    a.allowed_token_ids = allowed;
+    expect_old_tokens(a, 10, 17, &kept);
+    for (int32_t t : kept) EXPECT_NE(std::find(allowed.begin(), allowed.end(), t), allowed.end()) << t;
+    SamplingParams b = p;
+    b.bad_words = {{plain[2]}, {plain[4], plain[5]}};
+    expect_old_tokens(b, 10, 17, &banned);
+    EXPECT_NE(banned, plain);
+    for (size_t i = 0; i < banned.size(); ++i) {
+      EXPECT_NE(banned[i], plain[2]) << i;
+      EXPECT_FALSE(i > 0 && banned[i - 1] == plain[4] && banned[i] == plain[5]) << i;
+    }
+    b.allowed_token_ids = allowed;
+    expect_old_tokens(b, 10, 17);
+  }
 }
 
 TEST(SamplePath, GreedyWithPenaltiesMatchesTheOldSampler) {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <map>
+#include <random>
 
 #include "core/error.h"
 
@@ -103,6 +104,73 @@ TEST(Sampler, LogitBiasMinTokensAndStopIds) {
   EXPECT_EQ(once(s, logits, m), 4);
 }
 
+// allowed_token_ids on fresh random logits: greedy takes the best allowed id, draws never leave the set,
+// and the greedy fast path is off while the set applies.
+TEST(Sampler, AllowedTokenIdsKeepEveryTokenInsideTheSet) {
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
+  Sampler s(300, 290, 7);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<float> logits(300);
+    for (float& v : logits) v = std::normal_distribution<float>(0, 3)(rng);
+    SamplingParams p = params(trial % 2 ? 0.7 : 0);
+    for (int i = 0; i < 1 + trial % 6; ++i) p.allowed_token_ids.push_back(static_cast<int32_t>(rng() % 300));
+    p.allowed_token_ids.push_back(289);  // the last id below the limit
+    SamplerState st = s.start(p, {}, rng());
+    EXPECT_FALSE(s.plain_greedy(st));
+    const int32_t t = s.sample(logits, st).token;
+    ASSERT_NE(std::find(p.allowed_token_ids.begin(), p.allowed_token_ids.end(), t), p.allowed_token_ids.end()) << t;
+    ASSERT_LT(t, 290);  // an allowed id past the limit stays out
+    if (p.greedy()) {
+      int32_t best = -1;
+      for (int32_t id : p.allowed_token_ids)
+        if (id < 290 && (best < 0 || logits[static_cast<size_t>(id)] > logits[static_cast<size_t>(best)] ||
+                         (logits[static_cast<size_t>(id)] == logits[static_cast<size_t>(best)] && id < best)))
+          best = id;
+      EXPECT_EQ(t, best);
+    }
+  }
+}
+
+// bad_words: a one-id word is never sampled; a longer word's last id only right after the rest of it in
+// the output (never matched against the prompt).
+TEST(Sampler, BadWordsBanTheLastIdOnlyAfterTheRestOfTheWord) {
+  Sampler s(6, 6, -1);
+  SamplingParams p = params(0);
+  p.bad_words = {{5}, {1, 2, 3}};
+  SamplerState st = s.start(p, std::vector<int32_t>{1, 2}, 1);  // the prompt ends with 1, 2: no match
+  const auto next = [&](std::vector<float> logits) { return s.sample(logits, st).token; };
+  EXPECT_EQ(next({0, 0, 0, 9, 0, 10}), 3);  // 5 banned always; 3 allowed (the prompt does not count)
+  EXPECT_EQ(next({0, 9, 0, 0, 0, 0}), 1);
+  EXPECT_EQ(next({0, 0, 9, 0, 0, 0}), 2);
+  EXPECT_FALSE(s.plain_greedy(st));
+  EXPECT_EQ(next({0, 0, 0, 9, 1, 10}), 4);  // 1, 2 then 3: banned
+  EXPECT_EQ(next({0, 0, 0, 9, 0, 0}), 3);   // after 4: allowed again
+  SamplingParams one = params(0);
+  one.bad_words = {{1, 2}};
+  SamplerState plain = s.start(one, {}, 1);
+  EXPECT_TRUE(s.plain_greedy(plain));  // nothing matches yet: the argmax may run where the logits are
+}
+
+TEST(TokenMask, BansAndAllowSetsIntersect) {
+  TokenMask m(40);
+  EXPECT_FALSE(m.restricts());
+  m.ban(3);
+  m.ban(3);
+  m.ban(45);  // past the limit: never sampled anyway
+  m.ban(1);
+  EXPECT_EQ(std::vector<int32_t>(m.banned_ids().begin(), m.banned_ids().end()), (std::vector<int32_t>{1, 3}));
+  const std::vector<int32_t> a = {0, 5, 33, 39, 77}, b = {5, 6, 39};
+  m.allow_only(TokenMask::allow_set_of(a, 40));
+  m.allow_only(TokenMask::allow_set_of(b, 40));
+  ASSERT_EQ(m.allow_set().size(), 2u);
+  EXPECT_EQ(m.allow_set()[0], 1u << 5);
+  EXPECT_EQ(m.allow_set()[1], 1u << 7);
+  EXPECT_TRUE(m.banned(1));
+  EXPECT_FALSE(m.banned(5));
+}
+
 TEST(Sampler, LogprobsAreTheRawDistribution) {
   Sampler s(4, 3, -1);
   SamplingParams p = params(0);
@@ -141,6 +209,9 @@ TEST(SamplingParams, ValidateNamesTheBadField) {
   bad([](SamplingParams& q) { q.min_tokens = 99; }, "min_tokens");
   bad([](SamplingParams& q) { q.logit_bias = {{10, 1.0f}}; }, "logit_bias");
   bad([](SamplingParams& q) { q.stop_token_ids = {-1}; }, "stop_token_ids");
+  bad([](SamplingParams& q) { q.allowed_token_ids = {3, 10}; }, "allowed_token_ids");
+  bad([](SamplingParams& q) { q.bad_words = {{1}, {}}; }, "bad_words");
+  bad([](SamplingParams& q) { q.bad_words = {{1, 12}}; }, "bad_words");
   bad([](SamplingParams& q) { q.logprobs = 21; }, "logprobs");
   bad([](SamplingParams& q) { q.repetition_penalty = 0; }, "repetition_penalty");
 }

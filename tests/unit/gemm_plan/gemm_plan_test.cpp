@@ -51,17 +51,39 @@ TEST(GemmPlan, ACallThatAsksExactStaysExactOnTheFastTier) {
   EXPECT_EQ(plan_gemm(p, policy(Numerics::kFast), kH200).route, GemmRoute::kExactBlock);
 }
 
-TEST(GemmPlan, FastDenseFp8OfManyRowsGoesToCublasLtWithTheTensorCoreKernelBehind) {
+TEST(GemmPlan, FastDenseFp8OfManyRowsGoesToCublasLtWithTheWgmmaKernelBehind) {
   for (int64_t rows : {65, 256, 8192}) {
     const GemmPlan plan = plan_gemm(dense(GemmWeightKind::kFp8, rows, 32768, 1024), policy(Numerics::kFast), kH200);
     EXPECT_EQ(plan.route, GemmRoute::kCublasLt) << rows;
-    EXPECT_EQ(plan.fallback, GemmRoute::kFastMma) << rows;
+    EXPECT_EQ(plan.fallback, GemmRoute::kWgmma) << rows;
     EXPECT_TRUE(plan.codes);
-    EXPECT_EQ(plan.tile_rows, 32);
+    EXPECT_EQ(plan.splits, 1);
+    EXPECT_EQ(plan.workspace_floats, 0);
   }
   GemmPolicy no_lt = policy(Numerics::kFast);
   no_lt.cublaslt = false;
-  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 8192, 4096, 4096), no_lt, kH200).route, GemmRoute::kFastMma);
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 8192, 4096, 4096), no_lt, kH200).route, GemmRoute::kWgmma);
+  GemmPolicy neither = no_lt;
+  neither.wgmma = false;
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 8192, 4096, 4096), neither, kH200).route, GemmRoute::kFastMma);
+}
+
+TEST(GemmPlan, FastManyRowsAWeightGoToWgmma) {
+  const GemmPolicy fast = policy(Numerics::kFast);
+  // Dense FP4 above the mma.sync kernel's rows; at or below them it keeps them.
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp4, 65, 4096, 2048), fast, kH200).route, GemmRoute::kWgmma);
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp4, 64, 4096, 2048), fast, kH200).route, GemmRoute::kFastMma);
+  // Grouped: by the average rows a weight, against wgmma_min_rows.
+  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 64 * 32, 32, 2048, 4096), fast, kH200).route, GemmRoute::kWgmma);
+  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 64 * 32 - 1, 32, 2048, 4096), fast, kH200).route,
+            GemmRoute::kFastMma);
+  GemmPolicy low = fast;
+  low.wgmma_min_rows = 8;
+  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp8, 256, 32, 2048, 4096), low, kH200).route, GemmRoute::kWgmma);
+  // Grouped columns stay on the mma.sync kernel.
+  GemmProblem g = dense(GemmWeightKind::kFp4, 4096, 1024, 1024);
+  g.groups = 8;
+  EXPECT_EQ(plan_gemm(g, fast, kH200).route, GemmRoute::kFastMma);
 }
 
 TEST(GemmPlan, FastFewRowsTakeTheSmallestRowTile) {
@@ -130,13 +152,15 @@ TEST(GemmPlan, FastGroupedExpertsTileByRowsPerExpert) {
   EXPECT_EQ(plan.workspace_floats, 2 * 3 * 8 * 2048);
   EXPECT_EQ(plan.workspace_counters, 128);
   EXPECT_TRUE(plan.resident);
-  // Prefill: many rows per expert, the GPU full without splits.
-  plan = plan_gemm(grouped(GemmWeightKind::kFp4, 49152, 32, 2048, 4096), fast, kH200);
+  // Prefill on the mma.sync kernel (wgmma off): many rows per expert, the GPU full without splits.
+  GemmPolicy no_wgmma = fast;
+  no_wgmma.wgmma = false;
+  plan = plan_gemm(grouped(GemmWeightKind::kFp4, 49152, 32, 2048, 4096), no_wgmma, kH200);
   EXPECT_EQ(plan.tile_rows, 32);
   EXPECT_EQ(plan.splits, 1);
   EXPECT_EQ(plan.workspace_floats, 0);
   // Grouped calls never go to cuBLASLt.
-  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp8, 49152, 32, 2048, 4096), fast, kH200).route, GemmRoute::kFastMma);
+  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp8, 49152, 32, 2048, 4096), fast, kH200).route, GemmRoute::kWgmma);
 }
 
 TEST(GemmPlan, FastPlainWeights) {
@@ -144,6 +168,27 @@ TEST(GemmPlan, FastPlainWeights) {
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kBf16, 32, 8192, 4096), fast, kH200).route, GemmRoute::kCublasLt);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kBf16, 32, 8192, 4096), fast, kH200).fallback, GemmRoute::kExactPlain);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kF32, 32, 512, 4096), fast, kH200).route, GemmRoute::kExactPlain);
+  // fp32 weights of many rows: fused multiply-add chains, the exact plain kernel behind them.
+  GemmPlan f32 = plan_gemm(dense(GemmWeightKind::kF32, 64, 1024, 4096), fast, kH200);
+  EXPECT_EQ(f32.route, GemmRoute::kFastSgemm);
+  EXPECT_EQ(f32.fallback, GemmRoute::kExactPlain);
+  GemmProblem f32_pair = dense(GemmWeightKind::kF32, 2048, 1024, 4096);
+  f32_pair.pair = true;
+  EXPECT_EQ(plan_gemm(f32_pair, fast, kH200).route, GemmRoute::kFastSgemm);
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kF32, 2048, 1024, 4104), fast, kH200).route, GemmRoute::kExactPlain);
+  GemmProblem bf16_pair = f32_pair;  // the compressor's: two cuBLASLt calls, else the CUDA-core kernel
+  bf16_pair.weight = GemmWeightKind::kBf16;
+  EXPECT_EQ(plan_gemm(bf16_pair, fast, kH200).route, GemmRoute::kCublasLt);
+  EXPECT_EQ(plan_gemm(bf16_pair, fast, kH200).fallback, GemmRoute::kFastSgemm);
+  GemmPolicy no_lt = fast;
+  no_lt.cublaslt = false;
+  EXPECT_EQ(plan_gemm(bf16_pair, no_lt, kH200).route, GemmRoute::kFastSgemm);
+  bf16_pair.rows = 8;  // decode: the exact plain kernel's one launch
+  EXPECT_EQ(plan_gemm(bf16_pair, fast, kH200).route, GemmRoute::kExactPlain);
+  f32_pair.exact = true;
+  EXPECT_EQ(plan_gemm(f32_pair, fast, kH200).route, GemmRoute::kExactPlain);
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kF32, 2048, 1024, 4096), policy(Numerics::kExact), kH200).route,
+            GemmRoute::kExactPlain);
   GemmProblem pair = dense(GemmWeightKind::kBf16, 1, 512, 4096);
   pair.pair = true;  // the exact plain kernel takes a pair in one launch
   EXPECT_EQ(plan_gemm(pair, fast, kH200).route, GemmRoute::kExactPlain);
@@ -171,9 +216,16 @@ TEST(GemmPlan, BadProblemsThrow) {
 TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::setenv("DSV4_GEMM_CUBLASLT", "0", 1);
   ::setenv("DSV4_GEMM_FAST_MMA_MAX_ROWS", "128", 1);
+  ::setenv("DSV4_GEMM_WGMMA", "0", 1);
+  ::setenv("DSV4_GEMM_WGMMA_MIN_ROWS", "200", 1);
   GemmPolicy p = GemmPolicy::from_env(Numerics::kFast);
+  ::unsetenv("DSV4_GEMM_WGMMA");
+  ::unsetenv("DSV4_GEMM_WGMMA_MIN_ROWS");
   EXPECT_FALSE(p.cublaslt);
+  EXPECT_FALSE(p.wgmma);
+  EXPECT_EQ(p.wgmma_min_rows, 200);
   EXPECT_EQ(p.fast_mma_max_rows, 128);
+  EXPECT_NE(p.describe().find("wgmma off from 200 rows"), std::string::npos) << p.describe();
   EXPECT_NE(p.describe().find("fast"), std::string::npos);
   EXPECT_NE(p.describe().find("cuBLASLt off"), std::string::npos);
   ::setenv("DSV4_GEMM_CUBLASLT", "2", 1);

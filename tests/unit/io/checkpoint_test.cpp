@@ -43,7 +43,6 @@ std::string index_json(const nlohmann::json& weight_map) {
 }
 
 TEST(Checkpoint, OpensGoldenFolderThroughItsIndex) {
-  DSV4_REQUIRE_SHARED();
   const fs::path dir = testing::golden_dir("tiny-a");
   auto c = Checkpoint::open(dir);
   EXPECT_EQ(c.num_shards(), 1u);
@@ -72,7 +71,6 @@ TEST(Checkpoint, OpensGoldenFolderThroughItsIndex) {
 }
 
 TEST(Checkpoint, RewritingGoldenAsOneShardIsByteIdentical) {
-  DSV4_REQUIRE_SHARED();
   const fs::path src = testing::golden_dir("tiny-b");
   auto c = Checkpoint::open(src);
   ShardedCheckpointWriter w(uint64_t{1} << 40);

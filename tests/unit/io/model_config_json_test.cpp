@@ -34,10 +34,7 @@ std::string error_of(const json& j) {
 
 class ModelConfigJson : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (!fs::exists(testing::shared_dir() / "configs")) GTEST_SKIP() << "shared/ not found";
-    flash_ = read(testing::shared_dir() / "configs/deepseek-v4-flash/config.json");
-  }
+  void SetUp() override { flash_ = read(testing::data_dir() / "configs/deepseek-v4-flash/config.json"); }
   json flash_;
 };
 

@@ -9,13 +9,15 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "testing/paths.h"
 
 namespace dsv4 {
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path corpus_dir() { return fs::path(__FILE__).parent_path() / "../../fuzz/corpus/safetensors_header"; }
+// Found from the data folder, not __FILE__: a build with ccache's base directory compiles relative paths.
+fs::path corpus_dir() { return testing::data_dir() / "../fuzz/corpus/safetensors_header"; }
 
 std::vector<uint8_t> read_bytes(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

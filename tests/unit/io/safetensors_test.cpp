@@ -196,7 +196,6 @@ TEST(SafetensorsHeader, MetadataMustBeStrings) {
 // ---- SafetensorsFile over real files -----------------------------------------------------------
 
 TEST(SafetensorsFile, ReadsGoldenCheckpoint) {
-  DSV4_REQUIRE_SHARED();
   auto f = SafetensorsFile::open(testing::golden_dir("tiny-a") / "model-00001-of-00001.safetensors");
   EXPECT_EQ(f.tensors().size(), 427u);
   EXPECT_EQ(f.metadata().at("format"), "pt");
@@ -236,7 +235,6 @@ TEST(SafetensorsFile, ReadsGoldenCheckpoint) {
 }
 
 TEST(SafetensorsFile, ReadsGoldenExpectedInputIds) {
-  DSV4_REQUIRE_SHARED();
   auto f = SafetensorsFile::open(testing::golden_dir("tiny-a") / "expected.safetensors");
   const TensorInfo& ids = f.get("input_ids");
   EXPECT_EQ(ids.dtype, DType::kI32);
@@ -248,7 +246,6 @@ TEST(SafetensorsFile, ReadsGoldenExpectedInputIds) {
 }
 
 TEST(SafetensorsFile, TruncatedGoldenFileNamesFileAndTensor) {
-  DSV4_REQUIRE_SHARED();
   const fs::path src = testing::golden_dir("tiny-a") / "model-00001-of-00001.safetensors";
   const auto full = read_bytes(src);
   const auto good = SafetensorsFile::open(src);
@@ -388,7 +385,6 @@ TEST(SafetensorsWriter, RoundTripIsBitExactAlignedAndDeterministic) {
 }
 
 TEST(SafetensorsWriter, RewritingGoldenFileIsByteIdentical) {
-  DSV4_REQUIRE_SHARED();
   const fs::path src = testing::golden_dir("tiny-a") / "model-00001-of-00001.safetensors";
   auto f = SafetensorsFile::open(src);
   SafetensorsWriter w;

@@ -8,27 +8,16 @@
 #include "backend/cpu/cpu_ops.h"
 #include "model/dense_kv.h"
 #include "model/model.h"
-#include "model/model_loader.h"
 #include "model/paged_kv.h"
-#include "model_tools/presets.h"
-#include "model_tools/random_checkpoint.h"
 #include "testing/decode_steps.h"
-#include "testing/paths.h"
+#include "testing/tiny_model.h"
 
 namespace dsv4 {
 namespace {
 
 class Equivalence : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new std::filesystem::path(testing::temp_dir("equiv"));
-    write_random_checkpoint(find_preset("tiny").config, 11, *dir_);
-    model_ = new LoadedModel(load_model(*dir_));
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    delete dir_;
-  }
+  static void SetUpTestSuite() { model_ = &testing::tiny_model(11); }
 
   std::vector<int32_t> tokens(int64_t n, uint32_t seed) const {
     std::mt19937 rng(seed);
@@ -53,11 +42,9 @@ class Equivalence : public ::testing::Test {
     return out;
   }
 
-  static std::filesystem::path* dir_;
-  static LoadedModel* model_;
+  static const LoadedModel* model_;
 };
-std::filesystem::path* Equivalence::dir_ = nullptr;
-LoadedModel* Equivalence::model_ = nullptr;
+const LoadedModel* Equivalence::model_ = nullptr;
 
 TEST_F(Equivalence, ChunkedPrefillAndDecodeMatchWholePrefillBitForBit) {
   const auto ids = tokens(300, 1);

@@ -11,11 +11,8 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "model/model.h"
-#include "model/model_loader.h"
 #include "model/paged_kv.h"
-#include "model_tools/presets.h"
-#include "model_tools/random_checkpoint.h"
-#include "testing/paths.h"
+#include "testing/tiny_model.h"
 
 namespace dsv4 {
 namespace {
@@ -57,15 +54,7 @@ class ForeignDevice final : public Device {
 
 class PlacedWeightsTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new std::filesystem::path(testing::temp_dir("placed"));
-    write_random_checkpoint(find_preset("tiny").config, 5, *dir_);
-    model_ = new LoadedModel(load_model(*dir_));
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    delete dir_;
-  }
+  static void SetUpTestSuite() { model_ = &testing::tiny_model(5); }
 
   // Prefill then three decode steps of two sequences through a paged cache in `dev`'s memory.
   static std::vector<float> run(Device& dev) {
@@ -99,11 +88,9 @@ class PlacedWeightsTest : public ::testing::Test {
     return all;
   }
 
-  static std::filesystem::path* dir_;
-  static LoadedModel* model_;
+  static const LoadedModel* model_;
 };
-std::filesystem::path* PlacedWeightsTest::dir_ = nullptr;
-LoadedModel* PlacedWeightsTest::model_ = nullptr;
+const LoadedModel* PlacedWeightsTest::model_ = nullptr;
 
 TEST_F(PlacedWeightsTest, ForeignDeviceGivesTheHostPathsLogitsBitForBit) {
   HostDevice host;

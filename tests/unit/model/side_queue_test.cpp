@@ -9,10 +9,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "model/dense_kv.h"
 #include "model/model.h"
-#include "model/model_loader.h"
-#include "model_tools/presets.h"
-#include "model_tools/random_checkpoint.h"
-#include "testing/paths.h"
+#include "testing/tiny_model.h"
 
 namespace dsv4 {
 namespace {
@@ -72,14 +69,7 @@ class QueueLogOps final : public Ops {
   CpuOps cpu_{1};
 };
 
-const LoadedModel& tiny() {
-  static const LoadedModel m = [] {
-    const auto dir = testing::temp_dir("side_queue");
-    write_random_checkpoint(find_preset("tiny").config, 3, dir);
-    return load_model(dir);
-  }();
-  return m;
-}
+const LoadedModel& tiny() { return testing::tiny_model(3); }
 
 // The events of one step (prefill of 9 tokens, so ratio-4 blocks complete) with overlap on or off,
 // and the shared expert on the side queue or not.

@@ -59,33 +59,18 @@ class EpochOps final : public Ops {
   uint64_t epoch = 1;
 
  protected:
-#define DSV4_UNUSED_OP(name, P) \
-  void do_##name(const P##Params&) override { fail("EpochOps: " #name " not expected"); }
-  DSV4_UNUSED_OP(linear, Linear)
-  DSV4_UNUSED_OP(rms_norm, RmsNorm)
-  DSV4_UNUSED_OP(head_rms_norm, HeadRmsNorm)
-  DSV4_UNUSED_OP(rope, Rope)
-  DSV4_UNUSED_OP(hadamard, Hadamard)
-  DSV4_UNUSED_OP(quant_sim, QuantSim)
-  DSV4_UNUSED_OP(store_entries, StoreEntries)
-  DSV4_UNUSED_OP(kv_insert, KvInsert)
-  DSV4_UNUSED_OP(sparse_attention, SparseAttention)
-  DSV4_UNUSED_OP(compressor_step, CompressorStep)
-  DSV4_UNUSED_OP(compressor_emit, CompressorEmit)
-  DSV4_UNUSED_OP(indexer_topk, IndexerTopk)
-  DSV4_UNUSED_OP(hc_pre, HcPre)
-  DSV4_UNUSED_OP(hc_post, HcPost)
-  DSV4_UNUSED_OP(hc_head, HcHead)
-  DSV4_UNUSED_OP(moe_gate, MoeGate)
-  DSV4_UNUSED_OP(moe_experts, MoeExperts)
-  DSV4_UNUSED_OP(shared_expert, SharedExpert)
-  DSV4_UNUSED_OP(embed, Embed)
-  DSV4_UNUSED_OP(argmax, Argmax)
-  DSV4_UNUSED_OP(sample, Sample)
-#undef DSV4_UNUSED_OP
-  void do_paged_slots(const PagedSlotsParams& p) override { cpu_.paged_slots(p); }
+#define DSV4_FORWARD_OP(name, P) \
+  void do_##name(const P##Params& p) override { run(#name, p); }
+  DSV4_FOR_EACH_OP(DSV4_FORWARD_OP)
+#undef DSV4_FORWARD_OP
 
  private:
+  template <typename P>
+  void run(const char* name, const P&) {
+    fail("EpochOps: {} not expected", name);
+  }
+  void run(const char*, const PagedSlotsParams& p) { cpu_.paged_slots(p); }
+
   CpuOps cpu_{1};
 };
 

@@ -2,29 +2,22 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "model_tools/presets.h"
 
 namespace dsv4 {
 namespace {
 
 TEST(StepShape, BatchBuckets) {
-  EXPECT_EQ(batch_bucket(0), 0);
-  EXPECT_EQ(batch_bucket(1), 1);
-  EXPECT_EQ(batch_bucket(2), 2);
-  EXPECT_EQ(batch_bucket(3), 4);
-  EXPECT_EQ(batch_bucket(5), 8);
-  EXPECT_EQ(batch_bucket(9), 16);
-  EXPECT_EQ(batch_bucket(17), 24);
-  EXPECT_EQ(batch_bucket(256), 256);
-  EXPECT_EQ(batch_bucket(257), 0);
+  const std::pair<int64_t, int64_t> want[] = {{0, 0},  {1, 1},   {2, 2},     {3, 4},  {5, 8},
+                                              {9, 16}, {17, 24}, {256, 256}, {257, 0}};  // (batch, bucket)
+  for (const auto& [batch, bucket] : want) EXPECT_EQ(batch_bucket(batch), bucket) << batch;
 }
 
 TEST(StepShape, WidthBucketsAreAtMostAQuarterWider) {
-  EXPECT_EQ(width_bucket(0), 0);
-  EXPECT_EQ(width_bucket(1), 16);
-  EXPECT_EQ(width_bucket(16), 16);
-  EXPECT_EQ(width_bucket(17), 32);
-  EXPECT_EQ(width_bucket(129), 160);
+  const std::pair<int64_t, int64_t> want[] = {{0, 0}, {1, 16}, {16, 16}, {17, 32}, {129, 160}};  // (width, bucket)
+  for (const auto& [width, bucket] : want) EXPECT_EQ(width_bucket(width), bucket) << width;
   for (int64_t w = 1; w < 300000; w += 7) {
     const int64_t b = width_bucket(w);
     ASSERT_GE(b, w);

@@ -15,7 +15,6 @@ namespace {
 namespace fs = std::filesystem;
 
 TEST(Weights, BindsEveryTensorOfBothGoldenSets) {
-  DSV4_REQUIRE_SHARED();
   for (const char* set : {"tiny-a", "tiny-b"}) {
     const LoadedModel m = load_model(testing::golden_dir(set));
     EXPECT_EQ(m.config.expert_format, WeightFormat::kFp4) << set;
@@ -26,7 +25,6 @@ TEST(Weights, BindsEveryTensorOfBothGoldenSets) {
 }
 
 TEST(Weights, KnownTensorsOfTinyA) {
-  DSV4_REQUIRE_SHARED();
   const LoadedModel m = load_model(testing::golden_dir("tiny-a"));
   const ModelWeights& w = m.weights;
   // Layer kinds follow compress_ratios [0, 4, 128, 4, 0]; hash routing only in layer 0.
@@ -98,7 +96,6 @@ std::string load_error(const fs::path& dir) {
 }
 
 TEST(Weights, ReportsAllMissingUnexpectedAndMistypedTensorsTogether) {
-  DSV4_REQUIRE_SHARED();
   const std::string msg =
       load_error(broken_copy("layers.2.attn.compressor.ape", "layers.9.attn.bogus", "layers.1.attn.wq_b.weight"));
   EXPECT_NE(msg.find("1 missing tensor(s):\n    layers.2.attn.compressor.ape"), std::string::npos) << msg;
@@ -112,7 +109,6 @@ TEST(Weights, ReportsAllMissingUnexpectedAndMistypedTensorsTogether) {
 // NaN codes in FP8 weights or their scales are refused by name, with the count and the first one;
 // a finite code next to them (0x7e, the largest e4m3; 0xfe, the largest e8m0) is not.
 TEST(Weights, RefusesNanCodesInFp8WeightsAndScales) {
-  DSV4_REQUIRE_SHARED();
   const std::string msg = load_error(broken_copy("", "extra.unused", "",
                                                  {{"layers.1.attn.wq_b.weight", 17, 0x7f},
                                                   {"layers.1.attn.wq_b.weight", 40, 0xff},
@@ -129,7 +125,6 @@ TEST(Weights, RefusesNanCodesInFp8WeightsAndScales) {
 }
 
 TEST(Weights, RefusesACheckpointForAnotherConfig) {
-  DSV4_REQUIRE_SHARED();
   ModelConfig cfg = load_model_config(testing::golden_dir("tiny-a"));
   cfg.n_routed_experts = 6;  // the file has 8 experts per layer
   const Checkpoint ck = Checkpoint::open(testing::golden_dir("tiny-a"));
@@ -145,7 +140,6 @@ TEST(Weights, RefusesACheckpointForAnotherConfig) {
 }
 
 TEST(Weights, ExpertFormatMustAgreeWithInferenceConfig) {
-  DSV4_REQUIRE_SHARED();
   const ModelConfig cfg = load_model_config(testing::golden_dir("tiny-a"));
   const Checkpoint ck = Checkpoint::open(testing::golden_dir("tiny-a"));
   EXPECT_EQ(infer_expert_format(ck, cfg, std::nullopt), WeightFormat::kFp4);

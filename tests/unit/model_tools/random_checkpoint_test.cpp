@@ -35,7 +35,6 @@ TEST(RandomCheckpoint, SameSeedSameBytesOtherSeedOtherBytes) {
 }
 
 TEST(RandomCheckpoint, TinyPresetHasTheGoldenLayout) {
-  DSV4_REQUIRE_SHARED();
   // The tiny preset shares tiny-a's shapes, so the official tooling's file is the layout oracle.
   const fs::path dir = testing::temp_dir("rc-layout");
   write_random_checkpoint(find_preset("tiny").config, 3, dir);

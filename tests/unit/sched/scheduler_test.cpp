@@ -80,8 +80,8 @@ struct Driver {
     }
     return sch;
   }
-  void add(RequestId id, std::vector<int32_t> prompt, int64_t out) {
-    s.add(id, std::move(prompt));
+  void add(RequestId id, std::vector<int32_t> prompt, int64_t out, int64_t priority = 0) {
+    s.add(id, std::move(prompt), {}, priority);
     remaining[id] = out;
   }
 };
@@ -205,6 +205,72 @@ TEST(Scheduler, PreemptsNewestWhenBlocksRunOutAndResumesItFirst) {
   kv->check_consistency();
 }
 
+// The priority policy (vLLM's): requests start in (priority, arrival) order whatever order they came in,
+// on fresh random priorities with ties; under FCFS the same requests start in arrival order.
+TEST(Scheduler, PriorityPolicyStartsLowerValuesFirst) {
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
+  for (const SchedulingPolicy policy : {SchedulingPolicy::kPriority, SchedulingPolicy::kFcfs}) {
+    auto kv = make_kv(2, 256, 64);
+    SchedulerConfig cfg;
+    cfg.max_num_seqs = 1;  // one at a time: the start order is the scheduling order
+    cfg.scheduling = policy;
+    Scheduler s(cfg, *kv);
+    Driver d(s);
+    std::vector<std::pair<int64_t, RequestId>> want;
+    for (RequestId id = 1; id <= 12; ++id) {
+      const int64_t priority = policy == SchedulingPolicy::kPriority ? static_cast<int64_t>(rng() % 5) - 2 : 0;
+      d.add(id, ids(40, static_cast<uint32_t>(id)), 3, priority);
+      want.emplace_back(priority, id);
+    }
+    std::stable_sort(want.begin(), want.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<RequestId> started;
+    for (int i = 0; i < 500 && s.has_work(); ++i) {
+      for (const ScheduledChunk& c : d.step().chunks)
+        if (c.start == 0) started.push_back(c.id);
+    }
+    std::vector<RequestId> order;
+    for (const auto& w : want) order.push_back(w.second);
+    EXPECT_EQ(started, order) << scheduling_policy_name(policy);
+  }
+}
+
+// When blocks run out, the priority policy preempts the running request that runs last in its order (the
+// highest value, here an old request), never a more urgent newer one, and resumes it after the urgent
+// ones; every request still finishes with all its tokens.
+TEST(Scheduler, PriorityPolicyPreemptsTheLeastUrgent) {
+  auto kv = make_kv(4, 512, 4, /*prefix=*/false);
+  SchedulerConfig cfg;
+  cfg.max_num_batched_tokens = 512;
+  cfg.policy = ChunkPolicy::kBudget;
+  cfg.scheduling = SchedulingPolicy::kPriority;
+  Scheduler s(cfg, *kv);
+  Driver d(s);
+  const std::map<RequestId, int64_t> priority = {{1, 9}, {2, 0}, {3, -4}};  // the oldest is the least urgent
+  d.add(1, ids(300, 1), 260, priority.at(1));
+  d.step();
+  d.step();  // 1 runs (FCFS would preempt a newer request before it)
+  d.add(2, ids(300, 2), 260, priority.at(2));
+  d.add(3, ids(300, 3), 260, priority.at(3));
+  std::vector<RequestId> victims;
+  for (int i = 0; i < 5000 && s.has_work(); ++i) {
+    std::vector<int64_t> running;
+    for (const SchedRequest* r : s.running()) running.push_back(r->priority);
+    const Schedule sch = d.step();
+    for (RequestId p : sch.preempted) {
+      victims.push_back(p);
+      EXPECT_EQ(priority.at(p), *std::max_element(running.begin(), running.end()));
+    }
+  }
+  ASSERT_FALSE(victims.empty());
+  EXPECT_EQ(victims.front(), 1u);
+  EXPECT_FALSE(s.has_work());
+  for (RequestId id = 1; id <= 3; ++id) EXPECT_EQ(d.outputs[id].size(), 260u);
+  EXPECT_EQ(used_pages(*kv), 0);
+  kv->check_consistency();
+}
+
 TEST(Scheduler, RecomputeFeedsGeneratedTokensBackAndSamplesOnce) {
   auto kv = make_kv(4, 512, 4, /*prefix=*/false);
   SchedulerConfig cfg;
@@ -314,6 +380,7 @@ TEST(Scheduler, RefusesBadInput) {
   cfg.max_num_batched_tokens = 64;
   Scheduler s(cfg, *kv);
   EXPECT_THROW(s.add(1, {}), Error);
+  EXPECT_THROW(s.add(2, {1, 2}, {}, 3), Error);  // a priority needs the priority policy
   s.add(1, {1, 2});
   EXPECT_THROW(s.add(1, {1}), Error);
   EXPECT_FALSE(s.finish(9));

@@ -2,6 +2,8 @@
 // load generator (bench_client/) against an in-process server speaking the OpenAI SSE format.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "bench_client/bench_dataset.h"
 #include "bench_client/bench_report.h"
 #include "bench_client/bench_runner.h"
@@ -111,6 +113,37 @@ TEST(BenchRunner, RunsAgainstAnOpenAiServer) {
   const RequestRecord bad = send_request(url, o, random_dataset(d)[0]);
   EXPECT_FALSE(bad.success);
   EXPECT_NE(bad.error.find("HTTP 404"), std::string::npos) << bad.error;
+}
+
+// The chat endpoint gets a chat body: the server answers a completions body there with 400, so every
+// request succeeding shows the messages were sent (the prompts' text comes from its /detokenize).
+TEST(BenchRunner, ChatEndpointSendsMessages) {
+  DSV4_REQUIRE_TOKENIZER();
+  servertest::TestServer srv;
+  const std::string url = fmt::format("http://127.0.0.1:{}", srv.port());
+  RandomDatasetOptions d;
+  d.num_prompts = 6;
+  d.input_len = 12;
+  d.output_len = 4;
+  d.vocab_size = 20000;
+  d.seed = std::random_device{}();
+  auto requests = random_dataset(d);
+  BenchRunOptions o;
+  o.settings.base_url = url;
+  o.settings.endpoint = "/v1/chat/completions";
+  o.settings.model = "test-model";
+  o.progress = false;
+  ASSERT_TRUE(is_chat_endpoint(o.settings.endpoint));
+  ASSERT_FALSE(is_chat_endpoint("/v1/completions"));
+  detokenize_prompts(url, "", o.settings.model, requests);
+  for (const auto& r : requests) EXPECT_FALSE(r.text.empty());
+  const BenchRun run = run_benchmark(requests, o);
+  for (const auto& r : run.records) {
+    EXPECT_TRUE(r.success) << r.error;
+    EXPECT_EQ(r.output_tokens, 4);
+    EXPECT_GT(r.prompt_len, 0);  // from the server's usage: the chat template's tokens included
+  }
+  EXPECT_TRUE(srv.wait_idle());
 }
 
 }  // namespace

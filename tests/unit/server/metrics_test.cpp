@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <chrono>
+#include <random>
 
+#include "core/vllm_buckets.h"
+#include "engine/request_phases.h"
 #include "server/metrics_page.h"
 #include "server/prometheus_text.h"
 
@@ -16,7 +20,7 @@ TEST(PrometheusText, GaugeCounterAndEscaping) {
   p.counter("a:c", "A counter.", {}, 3);
   EXPECT_EQ(p.text(),
             "# HELP a:g A gauge.\n# TYPE a:g gauge\na:g{model_name=\"m\\\"x\\\\y\\nz\"} 0.25\n"
-            "# HELP a:c A counter.\n# TYPE a:c counter\na:c_total 3\n");
+            "# HELP a:c_total A counter.\n# TYPE a:c_total counter\na:c_total 3\n");
 }
 
 TEST(PrometheusText, HistogramBucketsAreCumulative) {
@@ -41,6 +45,39 @@ TEST(PrometheusText, SampleValues) {
   EXPECT_EQ(format_sample_value(1.0 / 0.0), "+Inf");
   EXPECT_EQ(format_le(10), "10.0");
   EXPECT_EQ(format_le(0.001), "0.001");
+}
+
+TEST(VllmBuckets, OneTwoFiveUpToTheContext) {
+  EXPECT_EQ(vllm_buckets::one_two_five(100), (std::vector<double>{1, 2, 5, 10, 20, 50, 100}));
+  EXPECT_EQ(vllm_buckets::one_two_five(4999), (std::vector<double>{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000}));
+  EXPECT_EQ(vllm_buckets::one_two_five(0), std::vector<double>{});
+}
+
+// vLLM's phase definitions from the engine's four timestamps, with random gaps.
+TEST(RequestHistograms, PhasesFromTimestamps) {
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int> ms(1, 4000);
+  const int wait = ms(rng), prefill = ms(rng), decode = ms(rng);
+  RequestPhases p;
+  p.queued = RequestPhases::Clock::time_point{} + std::chrono::seconds(100);
+  p.scheduled = p.queued + std::chrono::milliseconds(wait);
+  p.first_token = *p.scheduled + std::chrono::milliseconds(prefill);
+  p.last_token = *p.first_token + std::chrono::milliseconds(decode);
+  RequestHistograms h(4096);
+  h.observe(p, 700, 11, 64);
+  EXPECT_NEAR(h.queue.sum, wait / 1000.0, 1e-9);
+  EXPECT_NEAR(h.prefill.sum, prefill / 1000.0, 1e-9);
+  EXPECT_NEAR(h.decode.sum, decode / 1000.0, 1e-9);
+  EXPECT_NEAR(h.inference.sum, (prefill + decode) / 1000.0, 1e-9);
+  EXPECT_NEAR(h.time_per_output_token.sum, decode / 1000.0 / 10, 1e-9);
+  EXPECT_EQ(h.prompt_tokens.counts[9], 1u);      // 700 is in (500, 1000]
+  EXPECT_EQ(h.generation_tokens.counts[4], 1u);  // 11 is in (10, 20]
+  EXPECT_EQ(h.max_tokens.sum, 64);
+  RequestPhases never;  // aborted while waiting: no phase to report
+  never.queued = p.queued;
+  h.observe(never, 5, 0, 5);
+  EXPECT_EQ(h.queue.count, 1u);
+  EXPECT_EQ(h.prompt_tokens.count, 1u);
 }
 
 TEST(RequestMetrics, ItlChargesEachToken) {
@@ -73,8 +110,11 @@ TEST(MetricsPage, VllmNamesAndKvGauges) {
   e.graphs.recorded = 4;
   e.graphs.eager = 5;
   e.graphs.failed = 1;
+  e.cache_config = std::make_shared<const std::vector<std::pair<std::string, std::string>>>(
+      std::vector<std::pair<std::string, std::string>>{{"block_size", "256"}});
   RequestMetrics r;
   r.count_finished("length");
+  r.observe_request(2, 7, 1024);
   const std::string m = render_metrics(e, r.snapshot(), {"mod", 3, 4});
   const std::string l = "{model_name=\"mod\",engine=\"0\"}";
   for (const std::string& line :
@@ -94,6 +134,22 @@ TEST(MetricsPage, VllmNamesAndKvGauges) {
     EXPECT_NE(m.find(line + "\n"), std::string::npos) << line << "\n" << m;
   }
   EXPECT_NE(m.find("# TYPE vllm:time_to_first_token_seconds histogram"), std::string::npos);
+  // Counters are declared under their sample name, so that parsers keep one family.
+  for (const char* family : {"vllm:prompt_tokens", "vllm:prefix_cache_hits", "dsv4:kv_group_prefix_hits"}) {
+    const std::string name = std::string(family) + "_total";
+    EXPECT_NE(m.find("# TYPE " + name + " counter\n"), std::string::npos) << name;
+    EXPECT_EQ(m.find("# TYPE " + std::string(family) + " counter"), std::string::npos) << family;
+  }
+  EXPECT_NE(m.find("vllm:engine_sleep_state{model_name=\"mod\",engine=\"0\",sleep_state=\"awake\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(m.find("vllm:cache_config_info{block_size=\"256\",engine=\"0\"} 1\n"), std::string::npos) << m;
+  for (const char* h :
+       {"vllm:request_queue_time_seconds", "vllm:request_prefill_time_seconds", "vllm:request_decode_time_seconds",
+        "vllm:request_inference_time_seconds", "vllm:request_prompt_tokens", "vllm:request_generation_tokens",
+        "vllm:iteration_tokens_total", "vllm:request_params_n", "vllm:request_params_max_tokens"}) {
+    EXPECT_NE(m.find("# TYPE " + std::string(h) + " histogram\n"), std::string::npos) << h;
+  }
+  EXPECT_NE(m.find("vllm:request_params_n_bucket{model_name=\"mod\",engine=\"0\",le=\"2.0\"} 1\n"), std::string::npos);
   EXPECT_NE(m.find("vllm:kv_cache_usage_perc" + l), std::string::npos);
 }
 

@@ -124,12 +124,12 @@ TEST(GenerationOptions, UnimplementedFieldsAreRefusedNotIgnored) {
   for (const char* text : {R"({"use_beam_search": true})", R"({"best_of": 3})", R"({"prompt_logprobs": 1})",
                            R"({"guided_json": {}})", R"({"response_format": {"type": "json_object"}})"}) {
     const Json j = body(text);
-    const ApiError e = error_of([&] { refuse_unsupported(RequestFields(j)); });
+    const ApiError e = error_of([&] { refuse_unsupported(RequestFields(j), Endpoint::kCompletions); });
     EXPECT_EQ(e.status(), 400) << text;
     EXPECT_NE(std::string(e.what()).find("not supported"), std::string::npos) << text;
   }
   const Json text_format = body(R"({"response_format": {"type": "text"}, "best_of": 1})");
-  EXPECT_EQ(error_of([&] { refuse_unsupported(RequestFields(text_format)); }).status(), 0);
+  EXPECT_EQ(error_of([&] { refuse_unsupported(RequestFields(text_format), Endpoint::kChat); }).status(), 0);
 }
 
 TEST(CompletionRequest, PromptShapes) {

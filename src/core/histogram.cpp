@@ -1,8 +1,8 @@
-#include "server/histogram.h"
+#include "core/histogram.h"
 
 #include <algorithm>
 
-namespace dsv4::server {
+namespace dsv4 {
 
 void Histogram::observe(double v, uint64_t times) {
   // Prometheus buckets are "less than or equal to" their bound.
@@ -12,4 +12,4 @@ void Histogram::observe(double v, uint64_t times) {
   count += times;
 }
 
-}  // namespace dsv4::server
+}  // namespace dsv4

@@ -1,12 +1,13 @@
 // A Prometheus-style histogram: fixed upper bounds, a count per bucket (non-cumulative here; the text
-// writer accumulates), the sum and the count of observations. Not thread-safe (RequestMetrics locks).
+// writer accumulates), the sum and the count of observations. Not thread-safe (its owner locks). It lives
+// in core because both the engine (request phases, step sizes) and the server (latencies) fill one.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <vector>
 
-namespace dsv4::server {
+namespace dsv4 {
 
 struct Histogram {
   std::vector<double> bounds;    // ascending upper bounds; +Inf is implicit
@@ -20,4 +21,4 @@ struct Histogram {
   void observe(double v, uint64_t times = 1);
 };
 
-}  // namespace dsv4::server
+}  // namespace dsv4

@@ -1,0 +1,355 @@
+// The fast tier's block-scaled GEMM on wgmma (wgmma_gemm.h).
+//
+// Shared memory per K stage: the activation tile [128 rows][128 codes] and the weight tile
+// [128 columns][128 codes], both K-major with the 128-byte swizzle that wgmma's descriptors name
+// (16-byte unit u of row r stored at unit u ^ (r % 8), 8-row groups 1024 bytes apart), the
+// activations' scales, and for FP4 the packed codes and ue8m0 scales as loaded plus the row blocks'
+// fp32 scales. Every thread copies a share of each stage (cp.async), waits for its own copies,
+// fences them into the async proxy that wgmma reads through, and a CTA barrier publishes the stage.
+// With four stages, three K blocks are in flight while one is multiplied.
+//
+// A warpgroup issues the block's four k32 wgmmas into a fresh fragment (the first with scale-d 0),
+// waits for them and promotes: acc = fmaf(block, sa · sw, acc) per element, as gemm/fast_mma.cu.
+// FP4: while block kb is on the tensor cores the CTA widens block kb + 1's codes.
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_math.cuh"
+#include "backend/cuda/gemm/wgmma_gemm.h"
+#include "backend/cuda/gemm_tiles.cuh"
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/ptx.cuh"
+
+namespace dsv4::cuda {
+namespace {
+
+using namespace gemm_tiles;
+
+constexpr int kBM = 128, kBN = 128;  // rows and output columns of a CTA
+constexpr int kThreads = 256;        // two warpgroups
+constexpr int kStages = 4;
+
+// Byte offsets inside one stage; every tile that wgmma reads starts on a 1024-byte boundary.
+template <GemmWeightKind KIND>
+struct StageLayout {
+  static constexpr bool kFp4 = KIND == GemmWeightKind::kFp4;
+  static constexpr int a = 0;                             // e4m3 [128][128], swizzled
+  static constexpr int b = a + kBM * 128;                 // e4m3 / e5m2 [128][128], swizzled
+  static constexpr int raw = b + kBN * 128;               // FP4: packed codes [128][64]
+  static constexpr int sa = raw + (kFp4 ? kBN * 64 : 0);  // fp32 [128] activation scales
+  static constexpr int sraw = sa + kBM * 4;               // FP4: ue8m0 [128][4]
+  static constexpr int sb = sraw + (kFp4 ? kBN * 4 : 0);  // FP4: fp32 [128] row-block scales
+  static constexpr int bytes = (sb + (kFp4 ? kBN * 4 : 0) + 1023) / 1024 * 1024;
+  static constexpr size_t smem = size_t{bytes} * kStages + 1024;  // + the base's alignment
+};
+
+// wgmma's shared-memory matrix descriptor for a K-major tile with the 128-byte swizzle.
+__device__ __forceinline__ uint64_t sw128_desc(uint32_t addr) {
+  return uint64_t{(addr & 0x3ffffu) >> 4} | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// Shared memory written through the generic proxy (stores, cp.async) before wgmma reads it.
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// Keeps the compiler from moving accumulator reads or writes across the asynchronous wgmma.
+__device__ __forceinline__ void pin(float (&d)[64]) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+#define DSV4_WG_D8(i)                                                                                         \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
+      "+f"(d[i + 7])
+#define DSV4_WG_REGS                                                                                           \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, " \
+  "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, "  \
+  "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+
+// d (+)= A[64 x 32] · B[32 x 128]: A e4m3, B e4m3 (FP8 weights) or e5m2 (widened FP4), fp32 out.
+#define DSV4_WGMMA_K32(btype)                                                                                         \
+  asm volatile(                                                                                                       \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                                    \
+      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3." btype " " DSV4_WG_REGS ", %64, %65, p, 1, 1;\n}\n"          \
+      : DSV4_WG_D8(0), DSV4_WG_D8(8), DSV4_WG_D8(16), DSV4_WG_D8(24), DSV4_WG_D8(32), DSV4_WG_D8(40), DSV4_WG_D8(48), \
+        DSV4_WG_D8(56)                                                                                                \
+      : "l"(da), "l"(db), "r"(accumulate))
+template <bool kE5m2>
+__device__ __forceinline__ void wgmma_k32(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
+  if constexpr (kE5m2) {
+    DSV4_WGMMA_K32("e5m2");
+  } else {
+    DSV4_WGMMA_K32("e4m3");
+  }
+}
+#undef DSV4_WGMMA_K32
+#undef DSV4_WG_D8
+#undef DSV4_WG_REGS
+
+// Eight e2m1 codes (nibble i = code i) times 2^shift as eight e5m2 bytes, exactly for shift in
+// [-13, 13]: the magnitude at shift 0 by table, 4·shift added to the exponent field of the nonzero
+// ones (no byte carries or borrows: the results stay in 0x04..0x7a), the sign moved to bit 7.
+__device__ __forceinline__ uint2 e2m1x8_e5m2(uint32_t v, int shift) {
+  constexpr uint32_t kLo = 0x3e3c3800u, kHi = 0x46444240u;  // e5m2 of {0, .5, 1, 1.5} and {2, 3, 4, 6}
+  const uint32_t step = static_cast<uint32_t>(4 * (shift < 0 ? -shift : shift)) * 0x01010101u;
+  const uint32_t mag = v & 0x77777777u, sign = (v & 0x88888888u) >> 1;
+  uint32_t out[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const uint32_t sel = mag >> (16 * h);
+    const uint32_t m = __byte_perm(kLo, kHi, sel), delta = step & __byte_perm(0xffffff00u, 0xffffffffu, sel);
+    out[h] = (shift < 0 ? m - delta : m + delta) | __byte_perm(0u, 0x80808080u, sign >> (16 * h));
+  }
+  return {out[0], out[1]};
+}
+
+struct Work {
+  Tile t;
+  int64_t n0 = 0;  // first output column
+  const uint8_t* w = nullptr;
+  const uint8_t* ws = nullptr;
+  void* y = nullptr;
+};
+
+// The CTA's rows (blockIdx.y: a dense row tile or one of the experts' tiles), columns and weight.
+__device__ __forceinline__ bool find_work(const ExactBlockArgs& p, int n_tiles, Work& k) {
+  if (p.offsets) {
+    if (!find_expert_tile(p.offsets, p.experts, kBM, blockIdx.y, k.t)) return false;
+  } else {
+    k.t.r0 = int64_t{blockIdx.y} * kBM;
+    k.t.cnt = static_cast<int>(imin(kBM, p.rows - k.t.r0));
+    k.t.e = 0;
+  }
+  const bool second = static_cast<int>(blockIdx.x) >= n_tiles;
+  k.n0 = int64_t{static_cast<int>(blockIdx.x) % n_tiles} * kBN;
+  if (p.offsets) {
+    k.w = static_cast<const uint8_t*>((second ? p.w_list_b : p.w_list)[k.t.e]);
+    k.ws = (second ? p.w_scale_list_b : p.w_scale_list)[k.t.e];
+  } else {
+    k.w = static_cast<const uint8_t*>(second ? p.w_b : p.w);
+    k.ws = second ? p.w_scale_b : p.w_scale;
+  }
+  k.y = second ? p.y_b : p.y;
+  return k.t.cnt > 0;
+}
+
+// Issues the copies of K block kb into stage st (rows past the tile and columns past N zero-filled).
+template <GemmWeightKind KIND>
+__device__ __forceinline__ void load_stage(const ExactBlockArgs& p, const Work& k, int64_t kb, uint8_t* st) {
+  using L = StageLayout<KIND>;
+  const int tid = static_cast<int>(threadIdx.x);
+#pragma unroll
+  for (int i = 0; i < kBM * 8 / kThreads; ++i) {
+    const int q = tid + i * kThreads, r = q >> 3, u = q & 7;
+    const bool ok = r < k.t.cnt;
+    const uint8_t* src = p.codes + (k.t.r0 + (ok ? r : 0)) * p.codes_ld + kb * 128 + u * 16;
+    cp_async<16>(st + L::a + r * 128 + ((u ^ (r & 7)) << 4), src, ok ? 16 : 0);
+  }
+  if constexpr (!L::kFp4) {
+#pragma unroll
+    for (int i = 0; i < kBN * 8 / kThreads; ++i) {
+      const int q = tid + i * kThreads, r = q >> 3, u = q & 7;
+      const bool ok = k.n0 + r < p.n;
+      const uint8_t* src = k.w + (k.n0 + (ok ? r : 0)) * p.kg + kb * 128 + u * 16;
+      cp_async<16>(st + L::b + r * 128 + ((u ^ (r & 7)) << 4), src, ok ? 16 : 0);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kBN * 4 / kThreads; ++i) {
+      const int q = tid + i * kThreads, r = q >> 2, u = q & 3;
+      const bool ok = k.n0 + r < p.n;
+      const uint8_t* src = k.w + (k.n0 + (ok ? r : 0)) * (p.kg / 2) + kb * 64 + u * 16;
+      cp_async<16>(st + L::raw + r * 64 + u * 16, src, ok ? 16 : 0);
+    }
+    if (tid < kBN) {
+      const bool ok = k.n0 + tid < p.n;
+      const uint8_t* src = k.ws + (k.n0 + (ok ? tid : 0)) * (p.kg / 32) + kb * 4;
+      cp_async<4>(st + L::sraw + tid * 4, src, ok ? 4 : 0);
+    }
+  }
+  if (tid >= kThreads - kBM) {
+    const int r = tid - (kThreads - kBM);
+    const bool ok = r < k.t.cnt;
+    cp_async<4>(st + L::sa + r * 4, p.scales + kb * p.scale_ld + k.t.r0 + (ok ? r : 0), ok ? 4 : 0);
+  }
+}
+
+// FP4: the stage's packed codes widened into its swizzled weight tile, and each row block's scale
+// 2^(max of its four ue8m0 exponents − 127 − 13). A 16-byte unit of codes is one 32-wide sub-block.
+__device__ __forceinline__ void widen_stage(uint8_t* st, int32_t* err) {
+  using L = StageLayout<GemmWeightKind::kFp4>;
+  const int tid = static_cast<int>(threadIdx.x);
+#pragma unroll
+  for (int i = 0; i < kBN * 4 / kThreads; ++i) {
+    const int q = tid + i * kThreads, r = q >> 2, u = q & 3;
+    const uint32_t sw = *reinterpret_cast<const uint32_t*>(st + L::sraw + r * 4);
+    const int e0 = sw & 255u, e1 = (sw >> 8) & 255u, e2 = (sw >> 16) & 255u, e3 = sw >> 24;
+    const int hi = max(max(e0, e1), max(e2, e3)), lo = min(min(e0, e1), min(e2, e3));
+    const int shift = static_cast<int>((sw >> (8 * u)) & 255u) - hi + 13;
+    if (u == 0) {
+      reinterpret_cast<float*>(st + L::sb)[r] = hi == 255 ? __uint_as_float(0x7fc00000u) : ldexpf(1.0f, hi - 140);
+      if (hi - lo > 26 && hi != 255 && err) atomicOr(err, kWgmmaFp4Span);
+    }
+    const uint4 v = *reinterpret_cast<const uint4*>(st + L::raw + r * 64 + u * 16);
+    uint4 w0{0, 0, 0, 0}, w1{0, 0, 0, 0};  // a sub-block below the span's reach flushes to zero
+    if (shift >= -13) {
+      const uint2 c0 = e2m1x8_e5m2(v.x, shift), c1 = e2m1x8_e5m2(v.y, shift);
+      const uint2 c2 = e2m1x8_e5m2(v.z, shift), c3 = e2m1x8_e5m2(v.w, shift);
+      w0 = {c0.x, c0.y, c1.x, c1.y};
+      w1 = {c2.x, c2.y, c3.x, c3.y};
+    }
+    uint8_t* row = st + L::b + r * 128;
+    *reinterpret_cast<uint4*>(row + (((2 * u) ^ (r & 7)) << 4)) = w0;
+    *reinterpret_cast<uint4*>(row + (((2 * u + 1) ^ (r & 7)) << 4)) = w1;
+  }
+}
+
+// One K block on the tensor cores: four k32 wgmmas into `part`, waited for. kOverlap runs on the
+// CUDA cores between the issue and the wait (it must not touch `part`).
+template <bool kE5m2, typename Overlap>
+__device__ __forceinline__ void multiply_block(uint32_t a_tile, uint32_t b_tile, float (&part)[64], Overlap&& overlap) {
+  wgmma_fence();
+  pin(part);
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) wgmma_k32<kE5m2>(part, sw128_desc(a_tile + 32 * ks), sw128_desc(b_tile + 32 * ks), ks);
+  wgmma_commit();
+  overlap();
+  wgmma_wait_all();
+  pin(part);
+}
+
+// Output pair (v0, v1) at (row, col), (row, col + 1), within the tile's rows and N.
+__device__ __forceinline__ void store_pair(const ExactBlockArgs& p, void* y, int64_t row, int64_t col, float v0,
+                                           float v1) {
+  if (!p.y_f32 && col + 1 < p.n && ((row * p.y_ld + col) & 1) == 0) {
+    const uint32_t packed = uint32_t{f_to_bf16(v0)} | (uint32_t{f_to_bf16(v1)} << 16);
+    *reinterpret_cast<uint32_t*>(static_cast<uint16_t*>(y) + row * p.y_ld + col) = packed;
+    return;
+  }
+  if (col < p.n) store_out(y, p.y_ld, p.y_f32, row, col, v0);
+  if (col + 1 < p.n) store_out(y, p.y_ld, p.y_f32, row, col + 1, v1);
+}
+
+template <GemmWeightKind KIND>
+__global__ void __launch_bounds__(kThreads, 1) wgmma_kernel(const ExactBlockArgs p, int n_tiles, int32_t* err) {
+  using L = StageLayout<KIND>;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  pdl_enter();
+  Work k;
+  if (!find_work(p, n_tiles, k)) return;  // CTA-uniform
+
+  const int tid = static_cast<int>(threadIdx.x), wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32;
+  const int64_t nkb = p.kg / 128;
+  auto stage = [&](int64_t kb) { return smem + (kb % kStages) * L::bytes; };
+  for (int64_t kb = 0; kb < kStages - 1; ++kb) {
+    if (kb < nkb) load_stage<KIND>(p, k, kb, stage(kb));
+    cp_async_commit();
+  }
+  if constexpr (L::kFp4) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+    widen_stage(stage(0), err);
+    fence_async_shared();
+    __syncthreads();
+  }
+
+  const int rl = wg * 64 + warp * 16 + lane / 4;  // this thread's rows rl and rl + 8 of the tile
+  float acc[64], part[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+  for (int64_t kb = 0; kb < nkb; ++kb) {
+    uint8_t* st = stage(kb);
+    if constexpr (!L::kFp4) {
+      cp_async_wait<kStages - 2>();
+      fence_async_shared();
+      __syncthreads();
+    }
+    if (kb + kStages - 1 < nkb) load_stage<KIND>(p, k, kb + kStages - 1, stage(kb + kStages - 1));
+    cp_async_commit();
+    float sw = 0.0f;  // FP8: the weight's 128x128 block scale
+    if constexpr (!L::kFp4) sw = ue8m0_f(k.ws[(k.n0 / 128) * nkb + kb]);
+    const uint32_t base = smem_addr(st);
+    multiply_block<L::kFp4>(base + L::a + wg * 64 * 128, base + L::b, part, [&] {
+      if constexpr (L::kFp4) {
+        if (kb + 1 < nkb) {
+          cp_async_wait<kStages - 2>();
+          __syncthreads();
+          widen_stage(stage(kb + 1), err);
+          fence_async_shared();
+        }
+      }
+    });
+    const float* sa = reinterpret_cast<const float*>(st + L::sa);
+    const float s0 = sa[rl], s1 = sa[rl + 8];
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      float b0 = sw, b1 = sw;
+      if constexpr (L::kFp4) {
+        const float2 b = *reinterpret_cast<const float2*>(st + L::sb + (8 * j + 2 * (lane % 4)) * 4);
+        b0 = b.x, b1 = b.y;
+      }
+      acc[4 * j + 0] = fmaf(part[4 * j + 0], s0 * b0, acc[4 * j + 0]);
+      acc[4 * j + 1] = fmaf(part[4 * j + 1], s0 * b1, acc[4 * j + 1]);
+      acc[4 * j + 2] = fmaf(part[4 * j + 2], s1 * b0, acc[4 * j + 2]);
+      acc[4 * j + 3] = fmaf(part[4 * j + 3], s1 * b1, acc[4 * j + 3]);
+    }
+    if constexpr (L::kFp4) __syncthreads();  // the widened block kb + 1 is published; stage kb is free
+  }
+  cp_async_wait_all();
+
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const int64_t col = k.n0 + 8 * j + 2 * (lane % 4);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = rl + 8 * h;
+      if (r < k.t.cnt) store_pair(p, k.y, k.t.r0 + r, col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+    }
+  }
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+template <GemmWeightKind KIND>
+void launch(const ExactBlockArgs& a, int32_t* err, cudaStream_t stream) {
+  constexpr size_t smem = StageLayout<KIND>::smem;
+  static const bool attr_set = [] {
+    DSV4_CUDA_CHECK(
+        cudaFuncSetAttribute(wgmma_kernel<KIND>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    return true;
+  }();
+  (void)attr_set;
+  const int n_tiles = static_cast<int>(cdiv(a.n, kBN));
+  const bool pair = a.y_b && (a.offsets ? a.w_list_b != nullptr : a.w_b != nullptr);
+  const int64_t m_tiles = a.offsets ? row_tiles(a.rows, kBM, a.experts) : cdiv(a.rows, kBM);
+  DSV4_CUDA_REQUIRE(m_tiles <= 65535, "wgmma gemm: " + std::to_string(m_tiles) + " row tiles exceed the grid");
+  const dim3 grid(static_cast<unsigned>(n_tiles * (pair ? 2 : 1)), static_cast<unsigned>(m_tiles));
+  launch_kernel(wgmma_kernel<KIND>, grid, dim3(kThreads), smem, stream, a, n_tiles, err);
+}
+
+}  // namespace
+
+bool wgmma_takes(const ExactBlockArgs& a) {
+  const bool kind_ok = a.kind == GemmWeightKind::kFp8 || a.kind == GemmWeightKind::kFp4;
+  const bool dense_ok = a.offsets != nullptr || (aligned16(a.w) && (a.w_b == nullptr || aligned16(a.w_b)));
+  return kind_ok && a.codes && a.scales && a.groups == 1 && a.kg > 0 && a.kg % 128 == 0 && a.ng == a.n &&
+         aligned16(a.codes) && a.codes_ld % 16 == 0 && dense_ok;
+}
+
+void wgmma_gemm(const ExactBlockArgs& a, int32_t* err, cudaStream_t stream) {
+  DSV4_CUDA_REQUIRE(wgmma_takes(a), "wgmma gemm: unsupported call (weight kind, groups " + std::to_string(a.groups) +
+                                        ", K " + std::to_string(a.kg) + ", or alignment)");
+  if (a.rows == 0) return;
+  if (a.kind == GemmWeightKind::kFp8) {
+    launch<GemmWeightKind::kFp8>(a, err, stream);
+  } else {
+    launch<GemmWeightKind::kFp4>(a, err, stream);
+  }
+}
+
+}  // namespace dsv4::cuda

@@ -1,0 +1,36 @@
+// The fast tier's block-scaled GEMM for many rows on Hopper's warpgroup MMA (wgmma, sm_90a):
+// FP8 and FP4 weights, dense or grouped by expert (the MoE's prefill), a pair in one launch.
+//
+// Arithmetic (spec/NUMERICS.md "fast"): per 128-wide K block the tensor cores sum the block's
+// products into a fresh fp32 fragment, promoted into the fp32 accumulator with both scales
+// (acc += block · sa · sw), blocks in ascending K, as DeepSeek's Hopper kernels do. FP4 weights are
+// re-encoded exactly per 128-wide block of a weight row: each 32-wide sub-block's e2m1 codes times
+// 2^(its scale − the row block's) become e5m2 values (exact while the row block's four scales span
+// at most 26 octaves; checkpoints span 0-2), so one promotion per 128 stands for four. A wider span
+// is reported in `err` (kFp4Span) and its values saturate.
+//
+// A CTA owns 128 rows (one expert's, grouped) x 128 output columns; two warpgroups each multiply 64
+// rows. K stages arrive by cp.async four deep; FP4 codes are widened in shared memory one stage
+// ahead of the multiply.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "backend/cuda/gemm_internal.h"
+
+namespace dsv4::cuda {
+
+// Bits of the error word wgmma_gemm may set.
+constexpr int32_t kWgmmaFp4Span = 1;
+
+// Whether the kernel takes the call: FP8 or FP4 codes (a.codes, not a.x), one group, K % 128 == 0,
+// 16-byte aligned codes and weights.
+bool wgmma_takes(const ExactBlockArgs& a);
+
+// Runs `a` (with its pair) from activation codes and scales; err (optional, device) collects
+// kWgmmaFp4Span.
+void wgmma_gemm(const ExactBlockArgs& a, int32_t* err, cudaStream_t stream);
+
+}  // namespace dsv4::cuda
