@@ -247,7 +247,7 @@ void add_server_options(CLI::App& cmd, Args& a) {
   cmd.add_option("--stats-interval", s.stats_interval, "seconds between stats log lines")->capture_default_str();
   cmd.add_flag("!--disable-log-stats", a.log_stats, "no periodic stats line");
   cmd.add_option("--http-threads", s.http_threads,
-                 "connection threads at most (default: max-num-seqs + max-waiting-requests + 64)");
+                 "threads answering POST requests at most (default: max-num-seqs + max-waiting-requests + 64)");
   cmd.add_option("--fail-after-steps", a.fail_after_steps, "testing: make the engine fail at this step")
       ->group("");  // hidden
 }

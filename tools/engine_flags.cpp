@@ -53,7 +53,9 @@ namespace {
 // --block-size: what bounds requests and sizes the KV cache.
 void add_limit_flags(CLI::App& cmd, EngineConfig& c) {
   cmd.add_option("--max-model-len", c.max_model_len,
-                 "positions per request (0 = the model's, or what the KV cache holds)")
+                 fmt::format("positions per request (0 = the model's, at most {} on the cpu backend, or what the KV "
+                             "cache holds)",
+                             kCpuDefaultMaxModelLen))
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str()
       ->group(kEngineFlagGroup);

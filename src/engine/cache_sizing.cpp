@@ -72,15 +72,16 @@ KvCacheSetup plan_kv_cache(const ModelConfig& model, const EngineConfig& c) {
   DSV4_CHECK(s.largest_request > 0, "--kv-cache-memory {} ({}) cannot hold a single request", s.kv_cache_memory,
              gib(s.kv_cache_memory));
   if (c.max_model_len == 0) {
-    s.max_model_len = std::min(model_len, s.largest_request);
-    if (s.max_model_len < model_len) {
+    const int64_t wanted = c.backend == "cpu" ? std::min(model_len, kCpuDefaultMaxModelLen) : model_len;
+    s.max_model_len = std::min(wanted, s.largest_request);
+    if (s.max_model_len < wanted) {
       s.warning = fmt::format(
-          "max_model_len set to {} (the model allows {}): one request of {} positions needs {} B ({}) of KV cache; "
+          "max_model_len set to {} ({} {}): one request of {} positions needs {} B ({}) of KV cache; "
           "--kv-cache-memory {} ({}) gives pools of {} B (sliding windows for --max-num-seqs {} requests included), "
           "which hold at most {} positions for one request",
-          s.max_model_len, model_len, model_len, request_kv_bytes(s.layout, model_len),
-          gib(request_kv_bytes(s.layout, model_len)), s.kv_cache_memory, gib(s.kv_cache_memory), s.pool_bytes,
-          c.max_num_seqs, s.largest_request);
+          s.max_model_len, wanted == model_len ? "the model allows" : "the CPU backend's default is", wanted, wanted,
+          request_kv_bytes(s.layout, wanted), gib(request_kv_bytes(s.layout, wanted)), s.kv_cache_memory,
+          gib(s.kv_cache_memory), s.pool_bytes, c.max_num_seqs, s.largest_request);
     }
     return s;
   }

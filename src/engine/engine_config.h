@@ -14,6 +14,11 @@
 
 namespace dsv4 {
 
+// The CPU backend's default max_model_len. CPU prefill slows as the context grows (docs/perf-history.md, "CPU
+// prefill of the serve preset"): one prompt of the model's 1M positions would hold the engine for hours,
+// one of 16K for a minute or two on a small machine. --max-model-len raises it.
+inline constexpr int64_t kCpuDefaultMaxModelLen = 16384;
+
 struct EngineConfig {
   std::string backend = "cpu";
   int threads = 0;  // CPU backend threads (0 = all cores)
@@ -22,8 +27,9 @@ struct EngineConfig {
 
   int64_t max_num_seqs = SchedulerConfig{}.max_num_seqs;
   int64_t max_num_batched_tokens = SchedulerConfig{}.max_num_batched_tokens;
-  // 0 = min(the model's max_position_embeddings, the largest one request the KV cache holds), with a
-  // warning when the cache is the limit; an explicit value the cache cannot hold is refused.
+  // 0 = min(the model's max_position_embeddings, the largest one request the KV cache holds, and on the CPU
+  // backend kCpuDefaultMaxModelLen), with a warning when the cache is the limit; an explicit value the cache
+  // cannot hold is refused.
   int64_t max_model_len = 0;
   // Bytes of KV pools; 0 = the backend's default: CPU min(4 GiB, 25% of RAM); GPU what
   // gpu_memory_utilization of its memory leaves after the weights and the activation reserve.

@@ -38,6 +38,12 @@ ApiError route_not_found(const std::string& method, const std::string& path) {
   return ApiError(404, "not_found_error", fmt::format("{} {} is not an endpoint of this server", method, path));
 }
 
+ApiError method_not_allowed(const std::string& method, const std::string& path, const std::string& allowed) {
+  return ApiError(405, "invalid_request_error",
+                  fmt::format("Method {} is not allowed for {}: it takes {}", method, path, allowed), {},
+                  "method_not_allowed");
+}
+
 ApiError payload_too_large(size_t limit) {
   return ApiError(
       413, "invalid_request_error",

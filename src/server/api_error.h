@@ -2,7 +2,7 @@
 // renders it as {"error": {"message", "type", "param", "code"}} with its status, or as an SSE error event
 // once a stream has started (vLLM's convention).
 //
-// Types follow OpenAI and llama.cpp: invalid_request_error (400, 413), authentication_error (401),
+// Types follow OpenAI and llama.cpp: invalid_request_error (400, 405, 413), authentication_error (401),
 // not_found_error (404), unavailable_error (503), server_error (500). `code` is OpenAI's string code when
 // one fits ("context_length_exceeded", "model_not_found", ...), otherwise the HTTP status (vLLM's).
 #pragma once
@@ -50,6 +50,8 @@ template <typename... Args>
 ApiError unauthorized();
 ApiError model_not_found(const std::string& model);
 ApiError route_not_found(const std::string& method, const std::string& path);
+// 405 for a known path asked with another method; `allowed` lists the methods it takes (the Allow header).
+ApiError method_not_allowed(const std::string& method, const std::string& path, const std::string& allowed);
 ApiError payload_too_large(size_t limit);
 ApiError unavailable(const std::string& message, std::string code = {});
 ApiError internal_error(const std::string& message);

@@ -32,14 +32,21 @@ int64_t unix_now() {
 }  // namespace
 
 GenerationJob::GenerationJob(ServerContext& ctx, std::vector<std::vector<int32_t>> prompts,
-                             const GenerationOptions& options, bool skip_special_tokens, Clock::time_point arrival)
-    : ctx_(ctx), arrival_(arrival), created_(unix_now()), n_(options.n) {
+                             const GenerationOptions& options, bool skip_special_tokens, Clock::time_point arrival,
+                             int64_t default_max_tokens)
+    : ctx_(ctx), arrival_(arrival), created_(unix_now()), n_(options.n), default_max_tokens_(default_max_tokens) {
   if (!ctx_.accepting() || ctx_.engine == nullptr) {
     throw unavailable(ctx_.state() == ServerState::kLoading ? "The model is loading" : "The server is shutting down");
   }
   check_lengths(prompts, options);
   check_priority(options);
   const auto total = static_cast<int64_t>(prompts.size()) * n_;
+  if (total > ctx_.admission.capacity()) {  // retrying cannot help: a 400, not a 503
+    bad_request("n",
+                "The request needs {} engine requests ({} prompt(s) x n = {}), more than this server ever runs "
+                "and queues at once ({}: --max-num-seqs + --max-waiting-requests)",
+                total, prompts.size(), n_, ctx_.admission.capacity());
+  }
   if (!ctx_.admission.try_acquire(total)) {
     throw unavailable(fmt::format("The server is busy: {} requests are running or waiting, the limit is {} "
                                   "(--max-num-seqs + --max-waiting-requests); retry later",
@@ -76,7 +83,7 @@ void GenerationJob::submit(const std::vector<std::vector<int32_t>>& prompts, con
   for (const auto& p : prompts) {
     const auto len = static_cast<int64_t>(p.size());
     prompt_lengths_.push_back(len);
-    const int64_t max_tokens = o.max_tokens.value_or(std::min(ctx_.config.default_max_tokens, max_len - len));
+    const int64_t max_tokens = o.max_tokens.value_or(std::min(default_max_tokens_, max_len - len));
     for (int64_t j = 0; j < n_; ++j) {
       GenerateRequest r{p, o.sampling(ctx_.defaults, max_tokens, j), o.cache_salt, o.priority};
       if (r.sampling.min_tokens > r.sampling.max_tokens) r.sampling.min_tokens = r.sampling.max_tokens;

@@ -1,7 +1,7 @@
 // The engine side of one HTTP generation request: every prompt x n choices submitted together, polled
 // together, aborted together. It checks lengths (vLLM's "maximum context length" 400), holds an admission
-// ticket for its life, resolves max_tokens (default min(--default-max-tokens, what is left of the
-// context)) and records the request metrics (TTFT, inter-token latency, end-to-end, finish reasons).
+// ticket for its life, resolves max_tokens (default: the endpoint's, capped by what is left of the context)
+// and records the request metrics (TTFT, inter-token latency, end-to-end, finish reasons).
 #pragma once
 
 #include <chrono>
@@ -20,9 +20,11 @@ class GenerationJob {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // Throws ApiError: 400 for a bad prompt or length, 503 when the queue is full or the server not ready.
+  // Throws ApiError: 400 for a bad prompt or length, or for more choices than the server ever admits at once;
+  // 503 when the queue is full or the server not ready. A request without max_tokens gets
+  // min(default_max_tokens, what is left of the context).
   GenerationJob(ServerContext& ctx, std::vector<std::vector<int32_t>> prompts, const GenerationOptions& options,
-                bool skip_special_tokens, Clock::time_point arrival);
+                bool skip_special_tokens, Clock::time_point arrival, int64_t default_max_tokens);
   ~GenerationJob();  // aborts what is unfinished
   GenerationJob(const GenerationJob&) = delete;
   GenerationJob& operator=(const GenerationJob&) = delete;
@@ -59,6 +61,7 @@ class GenerationJob {
   int64_t created_;
   std::vector<int64_t> prompt_lengths_;
   int64_t n_ = 1;
+  int64_t default_max_tokens_;
   std::unique_ptr<AdmissionTicket> ticket_;
   std::vector<Choice> choices_;
   std::vector<std::optional<Clock::time_point>> last_token_;  // per choice

@@ -21,6 +21,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// vLLM's (and OpenAI's legacy API's) default for /v1/completions; chat has none, so it runs to
+// --default-max-tokens or the end of the context.
+constexpr int64_t kCompletionsDefaultMaxTokens = 16;
+
 void check_serving(const ServerContext& ctx) {
   switch (ctx.state()) {
     case ServerState::kReady:
@@ -38,19 +42,25 @@ void check_model(const ServerContext& ctx, const std::string& model) {
   if (!model.empty() && model != ctx.model.name) throw model_not_found(model);
 }
 
-// Waits for every choice; a client that left aborts the job (nobody reads the answer).
+// The moment the client leaves, the job's engine requests are aborted from the reader's thread, so a long
+// prefill stops at the engine's next step instead of when this thread next looks.
+void abort_when_client_leaves(const ServerContext& ctx, const GenerationJob& job, const ConnectionProbe& probe) {
+  std::vector<RequestId> ids;
+  for (const Choice& c : job.choices()) ids.push_back(c.id());
+  probe.on_close([engine = ctx.engine, ids = std::move(ids)] {
+    for (const RequestId id : ids) engine->abort(id);
+  });
+}
+
+// Waits for every choice; false when the client left (the job is aborted: nobody reads the answer).
 bool run_to_completion(ServerContext& ctx, GenerationJob& job, ResponseFormat& format, const ConnectionProbe& probe) {
-  auto last_probe = Clock::now();
-  while (!job.finished()) {
+  while (!job.finished() && !probe.closed()) {
     for (auto& [i, u] : job.poll(std::chrono::milliseconds(50))) format.collect(job.choices()[i], u);
-    if (Clock::now() - last_probe >= std::chrono::milliseconds(100)) {
-      last_probe = Clock::now();
-      if (probe.closed()) {
-        spdlog::info("http: {}: the client closed the connection; aborting", format.id());
-        job.abort();
-        return false;
-      }
-    }
+  }
+  if (probe.closed()) {  // before the aborted checks below: the abort was the client's, not the server's
+    spdlog::info("http: {}: the client closed the connection; aborted", format.id());
+    job.abort();
+    return false;
   }
   if (const auto err = job.error()) throw internal_error(*err);
   if (job.any_aborted()) {
@@ -67,10 +77,11 @@ void prepare(const ServerContext& ctx, GenerationOptions& o, std::vector<std::ve
   truncate_prompts(prompts, o, ctx.model.max_model_len);
 }
 
-void respond(ServerContext& ctx, const httplib::Request& req, httplib::Response& res, const GenerationOptions& o,
-             std::unique_ptr<GenerationJob> job, std::unique_ptr<ResponseFormat> format) {
+void respond(ServerContext& ctx, httplib::Response& res, const GenerationOptions& o, std::unique_ptr<GenerationJob> job,
+             std::unique_ptr<ResponseFormat> format) {
   if (!o.request_id.empty()) format->use_request_id(o.request_id);
-  ConnectionProbe probe(req.remote_addr, req.remote_port);
+  const ConnectionProbe probe = ConnectionProbe::current();
+  abort_when_client_leaves(ctx, *job, probe);
   if (o.stream) {
     start_event_stream(res, std::make_shared<StreamSession>(ctx, std::move(job), std::move(format), o, probe));
     return;
@@ -90,12 +101,13 @@ void completions(ServerContext& ctx, const httplib::Request& req, httplib::Respo
   std::vector<std::vector<int32_t>> prompts;
   for (PromptInput& p : r.prompts) prompts.push_back(p.text ? ctx.tokenizer->encode(*p.text) : std::move(p.ids));
   prepare(ctx, r.options, prompts);
-  auto job = std::make_unique<GenerationJob>(ctx, std::move(prompts), r.options,
-                                             r.options.skip_special_tokens.value_or(true), arrival);
+  auto job =
+      std::make_unique<GenerationJob>(ctx, std::move(prompts), r.options, r.options.skip_special_tokens.value_or(true),
+                                      arrival, std::min(kCompletionsDefaultMaxTokens, ctx.config.default_max_tokens));
   auto format = std::make_unique<CompletionFormat>(ctx.model.name, job->created(), *ctx.tokenizer, r.options.logprobs,
                                                    job->choices().size());
   format->name_tokens_by_id(r.options.tokens_as_ids);
-  respond(ctx, req, res, r.options, std::move(job), std::move(format));
+  respond(ctx, res, r.options, std::move(job), std::move(format));
 }
 
 void chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
@@ -113,7 +125,8 @@ void chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::
   std::vector<std::vector<int32_t>> prompts;
   prompts.push_back(ctx.tokenizer->encode(prompt.text));
   prepare(ctx, r.options, prompts);
-  auto job = std::make_unique<GenerationJob>(ctx, std::move(prompts), r.options, false, arrival);
+  auto job = std::make_unique<GenerationJob>(ctx, std::move(prompts), r.options, false, arrival,
+                                             ctx.config.default_max_tokens);
   ChatFormatOptions fo{prompt.parse_mode,
                        r.logprobs,
                        r.top_logprobs,
@@ -122,12 +135,12 @@ void chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::
                        r.parallel_tool_calls,
                        !r.options.skip_special_tokens.value_or(true)};
   auto format = std::make_unique<ChatFormat>(ctx.model.name, job->created(), *ctx.tokenizer, fo, job->choices().size());
-  respond(ctx, req, res, r.options, std::move(job), std::move(format));
+  respond(ctx, res, r.options, std::move(job), std::move(format));
 }
 
 }  // namespace
 
-void add_generation_routes(httplib::Server& svr, ServerContext& ctx) {
+void add_generation_routes(RoutedServer& svr, ServerContext& ctx) {
   const auto rejected = [&ctx](const ApiError& e) {
     if (e.status() < 500 || e.status() == 503) ctx.metrics.count_rejected();
   };

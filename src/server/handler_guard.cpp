@@ -6,8 +6,17 @@
 
 namespace dsv4::server {
 
+namespace {
+
+// Every 503 is a moment's overload or a server on its way up or down: clients (the openai package honours
+// the header) retry after this many seconds, and a load balancer moves on to another replica.
+constexpr const char* kRetryAfterSeconds = "1";
+
+}  // namespace
+
 void send_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status();
+  if (e.status() == 503) res.set_header("Retry-After", kRetryAfterSeconds);
   res.set_content(error_body(e), "application/json");
 }
 

@@ -1,15 +1,15 @@
 #include "server/http_server.h"
 
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
 
 #include <chrono>
 
 #include "core/error.h"
-#include "server/elastic_thread_pool.h"
+#include "server/connection_stream.h"
 #include "server/generation_routes.h"
 #include "server/handler_guard.h"
 #include "server/info_routes.h"
+#include "server/listen_socket.h"
 
 namespace dsv4::server {
 namespace {
@@ -27,23 +27,35 @@ bool authorized(const httplib::Request& req, const std::string& key) {
   return diff == 0;
 }
 
-constexpr int kListenBacklog = 4096;  // the kernel caps it at net.core.somaxconn
-
-size_t connection_threads(const ServerConfig& c) {
+size_t max_request_threads(const ServerConfig& c) {
   if (c.http_threads > 0) return c.http_threads;
   return static_cast<size_t>(c.max_num_seqs + c.max_waiting_requests) + 64;
 }
 
+// The control pool answers probes, scrapes and model listings, which never wait on the engine: a few
+// threads suffice, and keeping them apart means they never queue behind generations.
+constexpr size_t kControlThreads = 8;
+
+std::chrono::milliseconds millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+ReaderOptions reader_options(const ServerConfig& c) {
+  const size_t buffered = c.max_buffered_request_bytes > 0 ? c.max_buffered_request_bytes
+                                                           : std::max(size_t{1} << 30, 4 * c.max_request_bytes);
+  return {c.max_request_bytes, buffered, c.keep_alive_timeout, c.header_timeout, c.body_timeout};
+}
+
 }  // namespace
 
-HttpServer::HttpServer(ServerConfig config) : ctx_(std::move(config)) {
-  const size_t threads = connection_threads(ctx_.config);
-  svr_.new_task_queue = [threads] { return new ElasticThreadPool(std::min<size_t>(8, threads), threads); };
-  svr_.set_payload_max_length(ctx_.config.max_request_bytes);
-  svr_.set_keep_alive_max_count(10000);  // benchmark clients reuse connections
-  svr_.set_read_timeout(60);             // a large body over a slow link
-  svr_.set_write_timeout(30);            // a client that stops reading is dropped after this
-  svr_.set_tcp_nodelay(true);            // stream tokens as they come
+HttpServer::HttpServer(ServerConfig config)
+    : ctx_(std::move(config)),
+      work_pool_("http", std::min<size_t>(8, max_request_threads(ctx_.config)), max_request_threads(ctx_.config),
+                 millis(ctx_.config.thread_idle_timeout)),
+      control_pool_("http control", 1, kControlThreads, millis(ctx_.config.thread_idle_timeout)) {
+  // Benchmark clients reuse connections; the Keep-Alive header announces the reader's idle timeout.
+  svr_.set_keep_alive_max_count(10000);
+  svr_.set_keep_alive_timeout(static_cast<time_t>(ctx_.config.keep_alive_timeout));
   install_middleware();
   add_info_routes(svr_, ctx_);
   add_generation_routes(svr_, ctx_);
@@ -63,8 +75,10 @@ void HttpServer::install_middleware() {
   svr_.set_error_handler(
       httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
         if (!res.body.empty() || res.content_provider_) return httplib::Server::HandlerResponse::Unhandled;
-        if (res.status == 413) {
-          send_error(res, payload_too_large(ctx_.config.max_request_bytes));
+        const std::string allowed = res.status == 404 ? svr_.allowed_methods(req.path) : std::string();
+        if (!allowed.empty()) {
+          send_error(res, method_not_allowed(req.method, req.path, allowed));
+          res.set_header("Allow", allowed);
         } else if (res.status == 404) {
           send_error(res, route_not_found(req.method, req.path));
         } else {
@@ -86,25 +100,33 @@ void HttpServer::install_middleware() {
 }
 
 void HttpServer::start() {
-  const std::string& host = ctx_.config.host;
-  // cpp-httplib 0.11.4 listens with a backlog of 5: a burst of connections (a benchmark's 200 clients)
-  // overflows it and clients see resets. Keep the listening socket to widen the backlog after bind.
-  int listen_fd = -1;
-  svr_.set_socket_options([&listen_fd](socket_t sock) {
-    const int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-    listen_fd = sock;
-  });
-  if (ctx_.config.port == 0) {
-    port_ = svr_.bind_to_any_port(host);
-    DSV4_CHECK(port_ > 0, "serve: cannot listen on {} (any port)", host);
-  } else {
-    DSV4_CHECK(svr_.bind_to_port(host, ctx_.config.port),
-               "serve: cannot listen on {}:{} (in use, or not an address here)", host, ctx_.config.port);
-    port_ = ctx_.config.port;
+  raise_descriptor_limit();
+  const int fd = listen_socket(ctx_.config.host, ctx_.config.port);
+  port_ = bound_port(fd);
+  svr_.set_running(true);
+  reader_ = std::make_unique<RequestReader>(fd, reader_options(ctx_.config),
+                                            [this](std::shared_ptr<Connection> c) { return dispatch(std::move(c)); });
+  reader_->start();
+}
+
+// Generations (and tokenizing, which can take as long for a large prompt) on the work pool; the rest on
+// the control pool.
+bool HttpServer::dispatch(std::shared_ptr<Connection> c) {
+  ElasticThreadPool& pool = c->head().method == "POST" ? work_pool_ : control_pool_;
+  return pool.enqueue([this, c = std::move(c)] { serve(c); });
+}
+
+void HttpServer::serve(const std::shared_ptr<Connection>& c) {
+  ConnectionStream stream(*c, millis(ctx_.config.write_timeout));
+  // Draining or failed: the connection carries no further request.
+  const bool last = ctx_.state() == ServerState::kDraining || ctx_.state() == ServerState::kFailed;
+  bool keep_alive = false;
+  {
+    ProbeScope scope(c->watch());
+    keep_alive = svr_.serve(stream, last);
   }
-  if (listen_fd >= 0) ::listen(listen_fd, kListenBacklog);
-  listener_ = std::thread([this] { svr_.listen_after_bind(); });
+  c->watch()->detach();
+  reader_->release(c, keep_alive);
 }
 
 void HttpServer::set_ready(Engine& engine, const Tokenizer& tokenizer, ModelInfo info, SamplingDefaults defaults) {
@@ -146,8 +168,13 @@ void HttpServer::fail(const std::string& why) {
 }
 
 void HttpServer::stop() {
-  if (svr_.is_running() || listener_.joinable()) svr_.stop();
-  if (listener_.joinable()) listener_.join();
+  if (stopped_) return;
+  stopped_ = true;
+  if (reader_) reader_->close_listener();  // no new connections
+  svr_.set_running(false);                 // streams end before their next chunk
+  work_pool_.shutdown();                   // requests in hand are answered
+  control_pool_.shutdown();
+  if (reader_) reader_->stop();  // closes every connection
 }
 
 }  // namespace dsv4::server

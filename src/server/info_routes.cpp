@@ -96,7 +96,7 @@ void metrics(const ServerContext& ctx, httplib::Response& res) {
 
 }  // namespace
 
-void add_info_routes(httplib::Server& svr, ServerContext& ctx) {
+void add_info_routes(RoutedServer& svr, ServerContext& ctx) {
   using Req = const httplib::Request&;
   using Res = httplib::Response&;
   svr.Get("/health", guard([&ctx](Req, Res res) { health(ctx, res); }));

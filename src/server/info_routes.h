@@ -5,10 +5,11 @@
 
 #include <httplib.h>
 
+#include "server/routed_server.h"
 #include "server/server_context.h"
 
 namespace dsv4::server {
 
-void add_info_routes(httplib::Server& svr, ServerContext& ctx);
+void add_info_routes(RoutedServer& svr, ServerContext& ctx);
 
 }  // namespace dsv4::server

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace dsv4::server {
@@ -20,6 +21,11 @@ Json token_bytes(const Tokenizer& tok, int32_t id) {
   Json bytes = Json::array();
   for (const unsigned char c : tok.token_bytes(id)) bytes.push_back(static_cast<int>(c));
   return bytes;
+}
+
+// Characters (code points) of valid UTF-8, as OpenAI's and vLLM's text_offset count them (Python's len()).
+int64_t characters(std::string_view text) {
+  return std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
 }
 
 Json chat_entry(const Tokenizer& tok, int32_t id, double logprob, bool as_id) {
@@ -63,7 +69,7 @@ void append_completion_logprobs(Json& obj, const Tokenizer& tok, std::span<const
     if (!top.contains(name)) top[name] = finite(lps[i].logprob);  // the sampled token is always listed
     obj["top_logprobs"].push_back(std::move(top));
     obj["text_offset"].push_back(text_offset);
-    text_offset += static_cast<int64_t>(text.size());
+    text_offset += characters(text);  // the decoded text is valid UTF-8 (partial characters are U+FFFD)
   }
 }
 

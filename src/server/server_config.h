@@ -21,7 +21,18 @@ struct ServerConfig {
   double shutdown_timeout = 10;   // seconds SIGTERM waits for in-flight requests before aborting them
   double stats_interval = 5;      // seconds between stats log lines (0 = none)
   int64_t max_num_seqs = EngineConfig{}.max_num_seqs;  // the engine's (serve copies it), for admission and threads
-  size_t http_threads = 0;  // connection threads at most (0 = max_num_seqs + max_waiting + 64)
+  size_t http_threads = 0;                             // request threads at most (0 = max_num_seqs + max_waiting + 64)
+  // Connections (request_reader.h). Seconds: an idle connection is closed after keep_alive_timeout
+  // (uvicorn's and so vLLM's 5); a request's line and headers must arrive within header_timeout of their first
+  // byte; a body may pause at most body_timeout; a client that takes no response bytes for write_timeout is
+  // dropped; a request thread above the pool's minimum exits after thread_idle_timeout without work.
+  double keep_alive_timeout = 5;
+  double header_timeout = 20;
+  double body_timeout = 60;
+  double write_timeout = 30;
+  double thread_idle_timeout = 10;
+  // Request bytes the server holds at once over all connections (0 = max(1 GiB, 4 x max_request_bytes)).
+  size_t max_buffered_request_bytes = 0;
 };
 
 }  // namespace dsv4::server

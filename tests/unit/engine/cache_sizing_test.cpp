@@ -23,7 +23,7 @@ TEST(CacheSizing, DefaultMemoryIsAtMostFourGiBAndAQuarterOfRam) {
 TEST(CacheSizing, DefaultMaxModelLenIsWhatFitsWithAWarning) {
   EngineConfig c;
   c.max_num_seqs = 4;
-  c.kv_cache_memory = 32 << 20;
+  c.kv_cache_memory = 23 << 20;  // less than the CPU default (kCpuDefaultMaxModelLen) needs
   const KvCacheSetup s = plan_kv_cache(tiny_config(), c);
   EXPECT_LT(s.max_model_len, tiny_config().max_position_embeddings);
   EXPECT_EQ(s.max_model_len, s.largest_request);
@@ -41,6 +41,31 @@ TEST(CacheSizing, DefaultMaxModelLenIsWhatFitsWithAWarning) {
   const KvCacheSetup roomy = plan_kv_cache(short_model, c);
   EXPECT_EQ(roomy.max_model_len, 4096);
   EXPECT_TRUE(roomy.warning.empty());
+}
+
+TEST(CacheSizing, CpuDefaultMaxModelLenIsWhatTheCpuServes) {
+  ModelConfig long_model = tiny_config();
+  long_model.max_position_embeddings = 1 << 20;
+  EngineConfig c;
+  c.max_num_seqs = 4;
+  c.kv_cache_memory = int64_t{1} << 30;
+  ASSERT_EQ(c.backend, "cpu");
+  const KvCacheSetup cpu = plan_kv_cache(long_model, c);
+  ASSERT_GT(cpu.largest_request, kCpuDefaultMaxModelLen);  // the cache is not the limit here
+  EXPECT_EQ(cpu.max_model_len, kCpuDefaultMaxModelLen);
+  EXPECT_TRUE(cpu.warning.empty());
+  c.max_model_len = kCpuDefaultMaxModelLen * 2;  // an explicit value that fits is taken as it is
+  EXPECT_EQ(plan_kv_cache(long_model, c).max_model_len, kCpuDefaultMaxModelLen * 2);
+  c.max_model_len = 0;
+  c.backend = "cuda";  // other backends keep the model's (or what fits)
+  EXPECT_EQ(plan_kv_cache(long_model, c).max_model_len, std::min<int64_t>(1 << 20, cpu.largest_request));
+  // A cache smaller than the CPU default still lowers it, saying why.
+  c.backend = "cpu";
+  c.kv_cache_memory = 23 << 20;
+  const KvCacheSetup small = plan_kv_cache(long_model, c);
+  ASSERT_LT(small.largest_request, kCpuDefaultMaxModelLen);
+  EXPECT_EQ(small.max_model_len, small.largest_request);
+  EXPECT_NE(small.warning.find("the CPU backend's default is 16384"), std::string::npos) << small.warning;
 }
 
 TEST(CacheSizing, RefusesWhatCannotFitWithTheNumbers) {

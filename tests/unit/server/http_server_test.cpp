@@ -102,6 +102,7 @@ TEST_F(HttpServerTest, EverythingAnswers503WhileLoading) {
   EXPECT_EQ(h->status, 503);
   EXPECT_EQ(Json::parse(h->body)["error"]["message"], "Loading model");
   EXPECT_EQ(Json::parse(h->body)["error"]["type"], "unavailable_error");
+  EXPECT_EQ(h->get_header_value("Retry-After"), "1");  // every 503 says when to retry
   EXPECT_EQ(c.Post("/v1/completions", R"({"prompt": "x"})", "application/json")->status, 503);
   EXPECT_EQ(c.Post("/v1/chat/completions", R"({"messages": []})", "application/json")->status, 503);
   EXPECT_EQ(c.Get("/v1/models")->status, 503);
@@ -313,6 +314,9 @@ TEST_F(HttpServerTest, FullQueueAnswers503) {
   EXPECT_EQ(status, 503);
   EXPECT_EQ(r["error"]["type"], "unavailable_error");
   EXPECT_EQ(r["error"]["code"], "queue_full");
+  const auto again = s.client().Post("/v1/completions", R"({"prompt": "x", "max_tokens": 1})", "application/json");
+  EXPECT_EQ(again->status, 503);
+  EXPECT_EQ(again->get_header_value("Retry-After"), "1");  // every 503 says when to retry
   EXPECT_EQ(busy.get()["choices"][0]["finish_reason"], "length");
   post(s, "/v1/completions", R"({"prompt": "x", "max_tokens": 1})", &status);
   EXPECT_EQ(status, 200);

@@ -47,50 +47,51 @@ TEST(Admission, BoundsRunningPlusWaiting) {
   EXPECT_TRUE(a.try_acquire(1));
 }
 
-TEST(ConnectionProbe, SeesThePeerClose) {
-  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(::listen(listener, 1), 0);
-  socklen_t len = sizeof(addr);
-  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int client = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_EQ(::connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  const int server_side = ::accept(listener, nullptr, nullptr);
-  sockaddr_in local{};
-  len = sizeof(local);
-  ::getsockname(client, reinterpret_cast<sockaddr*>(&local), &len);
-  const ConnectionProbe probe("127.0.0.1", ntohs(local.sin_port));
+TEST(ConnectionProbe, HooksRunOnceWhenThePeerLeavesAndNeverAfterDetach) {
+  auto watch = std::make_shared<PeerWatch>();
+  ProbeScope scope(watch);
+  const ConnectionProbe probe = ConnectionProbe::current();
   EXPECT_TRUE(probe.found());
   EXPECT_FALSE(probe.closed());
-  ASSERT_EQ(::write(client, "GET", 3), 3);
-  EXPECT_FALSE(probe.closed());  // pending bytes are not a close
-  char buf[3];
-  ASSERT_EQ(::read(server_side, buf, 3), 3);  // the server reads its request, as cpp-httplib does
-  ::close(client);
+  int fired = 0;
+  probe.on_close([&] { ++fired; });
+  watch->mark_closed();
+  watch->mark_closed();  // epoll may report FIN and then RST
   EXPECT_TRUE(probe.closed());
-  EXPECT_FALSE(ConnectionProbe("127.0.0.1", 1).found());
-  ::close(server_side);
-  ::close(listener);
+  EXPECT_EQ(fired, 1);
+  probe.on_close([&] { fired += 10; });  // registered after the close: runs at once
+  EXPECT_EQ(fired, 11);
+  auto later = std::make_shared<PeerWatch>();
+  ConnectionProbe(later).on_close([&] { fired += 100; });
+  later->detach();  // the request was answered before the client left
+  later->mark_closed();
+  EXPECT_EQ(fired, 11);
+  EXPECT_FALSE(ConnectionProbe().found());
+  EXPECT_FALSE(ConnectionProbe().closed());
 }
 
-TEST(ElasticThreadPool, GrowsToRunBlockingJobsConcurrently) {
-  ElasticThreadPool pool(1, 8);
+TEST(ElasticThreadPool, GrowsToRunBlockingJobsConcurrentlyThenReturnsTheThreads) {
+  ElasticThreadPool pool("test", 1, 8, std::chrono::milliseconds(100));
   std::atomic<int> started{0};
   std::atomic<bool> release{false};
   for (int i = 0; i < 6; ++i) {
-    pool.enqueue([&] {
+    ASSERT_TRUE(pool.enqueue([&] {
       ++started;
       while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    });
+    }));
   }
   for (int i = 0; i < 2000 && started < 6; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_EQ(started, 6);  // no job waits behind a blocked one
+  EXPECT_GE(pool.threads(), 6u);
   EXPECT_LE(pool.threads(), 8u);
   release = true;
+  for (int i = 0; i < 300 && pool.threads() > 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(pool.threads(), 1u);  // the burst's threads left after 100 ms idle; the minimum stays
+  std::atomic<int> after{0};
+  ASSERT_TRUE(pool.enqueue([&] { ++after; }));
   pool.shutdown();
+  EXPECT_EQ(after, 1);  // queued work runs before shutdown returns
+  EXPECT_FALSE(pool.enqueue([] {}));
 }
 
 TEST(ProgressBar, Render) {
