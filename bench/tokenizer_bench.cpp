@@ -11,10 +11,10 @@
 #include <random>
 #include <vector>
 
+#include "core/utf8.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_locator.h"
-#include "core/utf8.h"
 
 namespace dsv4 {
 namespace {

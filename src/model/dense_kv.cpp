@@ -8,10 +8,14 @@ KvEntryDims kv_entry_dims(const ModelConfig& c, int ratio, KvKind kind) {
   const int overlap = ratio == 4 ? 2 : 1;
   switch (kind) {
     case KvKind::kWindow:
-    case KvKind::kCompressed: return {c.head_dim, c.rope_head_dim};
-    case KvKind::kCompressorState: return {2 * overlap * c.head_dim, 0};
-    case KvKind::kIndexerState: return {2 * 2 * c.index_head_dim, 0};
-    case KvKind::kIndexerKey: return {c.index_head_dim, 0};
+    case KvKind::kCompressed:
+      return {c.head_dim, c.rope_head_dim};
+    case KvKind::kCompressorState:
+      return {2 * overlap * c.head_dim, 0};
+    case KvKind::kIndexerState:
+      return {2 * 2 * c.index_head_dim, 0};
+    case KvKind::kIndexerKey:
+      return {c.index_head_dim, 0};
   }
   return {};
 }

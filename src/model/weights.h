@@ -58,7 +58,7 @@ struct IndexerWeights {
 struct AttentionWeights {
   LinearWeight wq_a, wq_b, wkv, wo_a, wo_b;  // wo_a: FP8 (HF) or bf16 (converted); used as bf16
   NormWeight q_norm, kv_norm;
-  const float* attn_sink = nullptr;  // [n_heads]
+  const float* attn_sink = nullptr;             // [n_heads]
   std::optional<CompressorWeights> compressor;  // ratio 4 and 128
   std::optional<IndexerWeights> indexer;        // ratio 4
 };

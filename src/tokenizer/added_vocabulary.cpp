@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <map>
 
-#include "tokenizer/split_regex.h"
 #include "core/utf8.h"
+#include "tokenizer/split_regex.h"
 
 namespace dsv4 {
 namespace {

@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/utf8.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/json_fields.h"
-#include "core/utf8.h"
 
 namespace dsv4 {
 namespace {

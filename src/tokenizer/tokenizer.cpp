@@ -1,8 +1,8 @@
 #include "tokenizer/tokenizer.h"
 
 #include "core/error.h"
-#include "tokenizer/byte_level.h"
 #include "core/utf8.h"
+#include "tokenizer/byte_level.h"
 
 namespace dsv4 {
 

@@ -5,10 +5,10 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/utf8.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/json_fields.h"
 #include "tokenizer/tokenizer.h"
-#include "core/utf8.h"
 
 namespace dsv4 {
 namespace {

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/utf8.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_locator.h"
-#include "core/utf8.h"
 
 namespace {
 

@@ -14,7 +14,6 @@
 
 namespace dsv4::cuda::gemm_tiles {
 
-
 constexpr unsigned kFull = 0xffffffffu;
 
 __host__ __device__ __forceinline__ int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }

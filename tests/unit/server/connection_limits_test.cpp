@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-
 #include <future>
 #include <random>
 #include <thread>
@@ -100,7 +99,8 @@ TEST_F(ConnectionLimitsTest, TwoThousandHalfOpenSocketsStarveNothing) {
   EXPECT_LT(metrics_s, 1.0);
   EXPECT_LE(s.server().request_threads(), 16u + 8u);  // the sockets hold none; the pools' own sizes bound it
   const int64_t grown = servertest::resident_bytes() - before;
-  EXPECT_LT(grown, int64_t{32} << 20) << kSockets << " half-open sockets took " << grown << " bytes";  // not 64 KiB each
+  EXPECT_LT(grown, int64_t{32} << 20) << kSockets << " half-open sockets took " << grown
+                                      << " bytes";  // not 64 KiB each
 
   for (const int fd : socks) ::close(fd);
   EXPECT_TRUE(wait_for([&] { return s.server().connections() < 10; }, 10s)) << s.server().connections();
