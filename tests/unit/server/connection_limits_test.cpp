@@ -86,7 +86,8 @@ TEST_F(ConnectionLimitsTest, TwoThousandHalfOpenSocketsStarveNothing) {
     ASSERT_TRUE(send_all(fd, half_request(rng)));
     socks.push_back(fd);
   }
-  ASSERT_TRUE(wait_for([&] { return s.server().connections() >= kSockets; }, 10s)) << s.server().connections();
+  ASSERT_TRUE(wait_for([&] { return s.server().connections() >= static_cast<size_t>(kSockets); }, 10s))
+      << s.server().connections();
 
   const auto [health, health_s] = timed(s, "GET", "/health");
   EXPECT_EQ(health, 200);
