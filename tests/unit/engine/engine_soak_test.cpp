@@ -19,12 +19,7 @@ TEST(EngineSoak, FiveHundredRandomRequestsWithAbortsLeakNothing) {
   c.max_num_batched_tokens = 512;
   c.kv_cache_memory = memory_for(tiny_config(), c, 2048);  // about 8 full blocks for 16 sequences
   KvCacheManager* kv = nullptr;
-  Engine e(tiny_config(), c, [&](KvCacheManager& m, Backend&) {
-    kv = &m;
-    // A step takes a little time, so requests pile up, share steps and run out of blocks.
-    return std::make_unique<FakeExecutor>(tiny_config().vocab_size,
-                                          [](const Schedule&) { std::this_thread::sleep_for(200us); });
-  });
+  Engine e(tiny_config(), c, slow_factory(&kv));
   const EngineStats initial = e.stats();
   std::mt19937 rng(2024);
   const std::vector<std::vector<int32_t>> prefixes = {random_ids(600, 1), random_ids(300, 2), random_ids(520, 3)};

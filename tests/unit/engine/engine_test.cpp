@@ -158,11 +158,7 @@ TEST(Engine, AbortEndsRequestsInAnyStateAndReturnsTheirBlocks) {
   c.enable_prefix_caching = false;
   c.max_num_seqs = 2;  // the rest wait
   KvCacheManager* kv = nullptr;
-  Engine e(tiny_config(), c, [&](KvCacheManager& m, Backend&) {
-    kv = &m;
-    return std::make_unique<FakeExecutor>(tiny_config().vocab_size,
-                                          [](const Schedule&) { std::this_thread::sleep_for(200us); });
-  });
+  Engine e(tiny_config(), c, slow_factory(&kv));
   const EngineStats initial = e.stats();
   std::vector<std::shared_ptr<RequestStream>> s;
   for (uint32_t i = 0; i < 6; ++i) s.push_back(e.add_request({random_ids(300 + i, i), greedy(100000 / 64), {}}));

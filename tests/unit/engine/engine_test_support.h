@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <random>
@@ -107,6 +108,16 @@ inline std::vector<int32_t> fake_generation(std::vector<int32_t> tokens, const S
 
 inline Engine::ExecutorFactory fake_factory(std::function<void(const Schedule&)> hook = {}) {
   return [hook](KvCacheManager&, Backend&) { return std::make_unique<FakeExecutor>(tiny_config().vocab_size, hook); };
+}
+
+// A fake executor whose steps take 200 us, so that requests pile up, share steps and run out of
+// blocks; *kv is set to the engine's cache manager.
+inline Engine::ExecutorFactory slow_factory(KvCacheManager** kv) {
+  return [kv](KvCacheManager& m, Backend&) {
+    *kv = &m;
+    return std::make_unique<FakeExecutor>(
+        tiny_config().vocab_size, [](const Schedule&) { std::this_thread::sleep_for(std::chrono::microseconds(200)); });
+  };
 }
 
 inline SamplingParams greedy(int64_t max_tokens) {
