@@ -22,6 +22,19 @@ __device__ __forceinline__ uint16_t f_to_bf16(float v) { return __bfloat16_as_us
 __device__ __forceinline__ float load_bf16(const uint16_t* p) { return bf16_to_f(*p); }
 __device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
+// Four bf16 values (the first in u.x's low half) as floats.
+__device__ __forceinline__ void bf16x4(uint2 u, float (&v)[4]) {
+  v[0] = __uint_as_float(u.x << 16);
+  v[1] = __uint_as_float(u.x & 0xffff0000u);
+  v[2] = __uint_as_float(u.y << 16);
+  v[3] = __uint_as_float(u.y & 0xffff0000u);
+}
+
+// Four consecutive bf16 values (8-byte aligned, not written while the kernel runs) as floats.
+__device__ __forceinline__ void bf16x4(const uint16_t* src, float (&v)[4]) {
+  bf16x4(__ldg(reinterpret_cast<const uint2*>(src)), v);
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;

@@ -87,19 +87,6 @@ __device__ __forceinline__ void put4(double* dst, const float (&v)[4]) {
   reinterpret_cast<double2*>(dst)[1] = make_double2(d[2], d[3]);
 }
 
-// Four bf16 values (the first in u.x's low half) as floats.
-__device__ __forceinline__ void bf16x4(uint2 u, float (&v)[4]) {
-  v[0] = __uint_as_float(u.x << 16);
-  v[1] = __uint_as_float(u.x & 0xffff0000u);
-  v[2] = __uint_as_float(u.y << 16);
-  v[3] = __uint_as_float(u.y & 0xffff0000u);
-}
-
-// Four consecutive bf16 values (8-byte aligned) as floats.
-__device__ __forceinline__ void bf16x4(const uint16_t* src, float (&v)[4]) {
-  bf16x4(__ldg(reinterpret_cast<const uint2*>(src)), v);
-}
-
 // Eight e2m1 nibbles (nibble i = element i) -> int8 of value·2 in [-12, 12], bytes in element order.
 __device__ __forceinline__ uint2 e2m1x8_int8(uint32_t v) {
   constexpr uint32_t kPosLo = 0x03020100u, kPosHi = 0x0c080604u;        // 2·{0, .5, 1, 1.5, 2, 3, 4, 6}

@@ -709,12 +709,6 @@ constexpr int kTileWarpTokens = kTileTokens / (kThreads / kWarp);
 constexpr int kTileStep = 4 * kWarp;
 constexpr int64_t kTileChunk = 2048;
 
-__device__ __forceinline__ void bf16x4_to(const uint16_t* src, float (&v)[4]) {
-  const uint2 u = *reinterpret_cast<const uint2*>(src);
-  v[0] = __uint_as_float(u.x << 16), v[1] = __uint_as_float(u.x & 0xffff0000u);
-  v[2] = __uint_as_float(u.y << 16), v[3] = __uint_as_float(u.y & 0xffff0000u);
-}
-
 __global__ void __launch_bounds__(kThreads, 2) hc_mix_tiles_kernel(HcLaunch a, float* raw) {
   pdl_enter();
   constexpr int kOut = kFastMaxMix + 1;  // the mix outputs, then the sum of squares
@@ -743,7 +737,7 @@ __global__ void __launch_bounds__(kThreads, 2) hc_mix_tiles_kernel(HcLaunch a, f
 #pragma unroll
     for (int t = 0; t < kT; ++t) {
       x[t][0] = x[t][1] = x[t][2] = x[t][3] = 0.0f;
-      if (c < c_end && t0 + t < a.tokens) bf16x4_to(a.h + (t0 + t) * width + c, x[t]);
+      if (c < c_end && t0 + t < a.tokens) bf16x4(a.h + (t0 + t) * width + c, x[t]);
     }
 #pragma unroll
     for (int o = 0; o < kFastMaxMix; ++o) {

@@ -44,6 +44,12 @@ __device__ __forceinline__ void store4(const ExactPlainArgs& p, void* y, int64_t
   }
 }
 
+// Eight bf16 values (the first in u.x's low half) as floats.
+__device__ __forceinline__ void bf16x8(uint4 u, float (&v)[8]) {
+  bf16x4(make_uint2(u.x, u.y), reinterpret_cast<float(&)[4]>(v[0]));
+  bf16x4(make_uint2(u.z, u.w), reinterpret_cast<float(&)[4]>(v[4]));
+}
+
 // Eight weight values of a row from fp32 (two 16-byte loads) or bf16 (one).
 template <bool kF32>
 __device__ __forceinline__ void load_w8(const void* src, float (&v)[8]) {
@@ -51,11 +57,7 @@ __device__ __forceinline__ void load_w8(const void* src, float (&v)[8]) {
     const float4 a = __ldg(static_cast<const float4*>(src)), b = __ldg(static_cast<const float4*>(src) + 1);
     v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
   } else {
-    const uint4 u = __ldg(static_cast<const uint4*>(src));
-    const uint32_t h[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-      v[2 * j] = __uint_as_float(h[j] << 16), v[2 * j + 1] = __uint_as_float(h[j] & 0xffff0000u);
+    bf16x8(__ldg(static_cast<const uint4*>(src)), v);
   }
 }
 
@@ -80,12 +82,10 @@ __global__ void __launch_bounds__(kThreads, 2) fast_sgemm_kernel(const ExactPlai
     if (w_ok) load_w8<kF32>(wp + k0, wv);
   };
   auto stash = [&](int buf) {
-    const uint32_t xw[4] = {xr.x, xr.y, xr.z, xr.w};
+    float xv[8];
+    bf16x8(xr, xv);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      sm.a[buf][kh + 2 * j][lr] = __uint_as_float(xw[j] << 16);
-      sm.a[buf][kh + 2 * j + 1][lr] = __uint_as_float(xw[j] & 0xffff0000u);
-    }
+    for (int j = 0; j < 8; ++j) sm.a[buf][kh + j][lr] = xv[j];
 #pragma unroll
     for (int j = 0; j < 8; ++j) sm.b[buf][kh + j][lr] = wv[j];
   };
