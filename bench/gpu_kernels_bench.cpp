@@ -441,7 +441,7 @@ int main() {
   cuda::CudaOps fast_ops(dev, cuda::GemmPolicy::from_env(Numerics::kFast));
   std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
   // DSV4_KERNELS (comma list of gemm, fast, attention, indexer, compressor, moe, hc, hc-chain, hc-ring,
-  // imma4, imma-decode, simt, wgmma): only those rows. "fast": the GEMM,
+  // imma4, imma-decode, simt, wgmma, gemv): only those rows. "fast": the GEMM,
   // MoE and hc_pre rows on the fast tier (suffix " fast"); the others are the exact tier's.
   // Unset: the M1.8 table's families (the defaults' rows); the experiments' families only when named.
   const char* set = std::getenv("DSV4_KERNELS");
@@ -497,6 +497,15 @@ int main() {
     const auto mma = fast_with([](cuda::GemmPolicy& p) { p.wgmma = false; });
     moe_rows(*mma, " mma fast", {8192});
     moe_rows(*mma, " e32 mma fast", {8192}, 32);
+  }
+  if (want("gemv")) {  // the few-row kernel against the mma.sync kernel
+    const auto mma = fast_with([](cuda::GemmPolicy& p) { p.gemv_max_rows = 0; });
+    gemm_rows(fast_ops, " gemv", {1, 2, 4, 8});
+    gemm_rows(*mma, " mma", {1, 8});
+    moe_rows(fast_ops, " gemv", {1, 8, 32});
+    moe_rows(*mma, " mma", {1, 8, 32});
+    moe_rows(fast_ops, " e32 gemv", {1, 8, 32}, 32);
+    moe_rows(*mma, " e32 mma", {1, 8, 32}, 32);
   }
   if (want("simt")) {  // the SIMT exact kernels where the int8 tensor cores take the default rows
     const auto simt = exact_with([](cuda::GemmPolicy& p) { p.exact_imma = false; });

@@ -34,7 +34,7 @@ const std::array<Switch, 9> kSwitches{{
 // switches of kernels measured faster than their alternatives went with the alternatives' code
 // (docs/perf-history.md names the measurements).
 constexpr const char* kAlwaysOn = "the kernel it switched is always taken where it applies (measured faster)";
-const std::array<std::pair<const char*, const char*>, 8> kRetired{{
+const std::array<std::pair<const char*, const char*>, 9> kRetired{{
     {"DSV4_GEMM", "use --numerics fast or exact (DSV4_NUMERICS)"},
     {"DSV4_GEMM_RING", kAlwaysOn},
     {"DSV4_GEMM_FP4_INT", kAlwaysOn},
@@ -43,6 +43,7 @@ const std::array<std::pair<const char*, const char*>, 8> kRetired{{
     {"DSV4_GEMM_FP8_GEMV", kAlwaysOn},
     {"DSV4_GEMM_IMMA_SKINNY", kAlwaysOn},
     {"DSV4_GEMM_PLAIN_WIDE", kAlwaysOn},
+    {"DSV4_GEMM_FAST_GEMV_BF16", kAlwaysOn},
 }};
 
 std::string_view checked(const Switch& s) {

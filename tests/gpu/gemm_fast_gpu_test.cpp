@@ -21,6 +21,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/gemm/fast_gemv.h"
 #include "backend/cuda/gemm/fast_mma.h"
 #include "backend/cuda/gemm/wgmma_gemm.h"
 #include "backend/cuda/gemm_internal.h"
@@ -78,6 +79,7 @@ enum class Mutation { kNone, kDropBlock, kScaleIndex, kRowScale, kGroupStride, k
 
 // Host copies of one case's inputs: activation codes and scales, and every weight (pair: twice).
 struct HostInputs {
+  std::vector<uint16_t> x;  // the bf16 rows the codes quantize
   std::vector<uint8_t> codes;
   std::vector<float> scales;
   int64_t scale_ld = 0;
@@ -117,6 +119,7 @@ HostInputs make_inputs(const Case& c, uint32_t seed) {
   cuda::quantize_act(dx.p, c.rows, c.k, c.k, codes.p, scales.p, h.scale_ld, nullptr);
   h.codes = codes.get();
   h.scales = scales.get();
+  h.x = x;
   const int copies = c.weights() * (c.pair ? 2 : 1);
   h.w.resize(static_cast<size_t>(copies * c.weight_bytes()));
   h.ws.resize(static_cast<size_t>(copies * c.scale_bytes()));
@@ -269,6 +272,19 @@ std::vector<T> wgmma_run(const Case& c, const DevInputs& d, int64_t scale_ld, in
   return y.get();
 }
 
+// The few-row kernel's outputs from the codes, or from the bf16 rows x where given (dense calls),
+// poisoned before the run.
+template <typename T>
+std::vector<T> gemv_run(const Case& c, const DevInputs& d, int64_t scale_ld, int k_parts, const uint16_t* x = nullptr) {
+  Dev<T> y = poisoned<T>(c);
+  ExactBlockArgs p = d.args(c, scale_ld, y.p, y.p + c.rows * c.n, std::is_same_v<T, float>);
+  if (x) p.x = x, p.x_ld = c.k, p.codes = nullptr, p.scales = nullptr;
+  EXPECT_TRUE(cuda::fast_gemv_takes(p)) << c.name;
+  cuda::fast_gemv(p, k_parts, nullptr);
+  DSV4_CUDA_CHECK(cudaGetLastError());
+  return y.get();
+}
+
 // The fast kernel's outputs (bf16, or fp32 where T is float), poisoned before the run.
 template <typename T>
 std::vector<T> fast_run(const Case& c, const DevInputs& d, int64_t scale_ld, const cuda::FastMmaShape& s) {
@@ -357,14 +373,21 @@ struct Oracle {
 
 // The mma.sync kernel (with shape s) or the wgmma kernel (s ignored) on a case under one mutation,
 // judged against the exact kernel.
-enum class Kernel { kMma, kWgmma };
+enum class Kernel { kMma, kWgmma, kGemv };
 Verdict run_fast(const Case& c, const Oracle& o, Mutation m, const cuda::FastMmaShape& s, bool twice = false,
-                 Kernel kernel = Kernel::kMma) {
+                 Kernel kernel = Kernel::kMma, int gemv_k_parts = 2) {
   std::vector<int32_t> offs = c.offsets;
   if (m == Mutation::kGroupStride) offs[offs.size() / 2] += 1;  // one expert boundary a row off
   const DevInputs fast(c, mutate(c, o.h, m), offs);
   auto run = [&]<typename T>(T) {
-    return kernel == Kernel::kWgmma ? wgmma_run<T>(c, fast, o.h.scale_ld) : fast_run<T>(c, fast, o.h.scale_ld, s);
+    switch (kernel) {
+      case Kernel::kWgmma:
+        return wgmma_run<T>(c, fast, o.h.scale_ld);
+      case Kernel::kGemv:
+        return gemv_run<T>(c, fast, o.h.scale_ld, gemv_k_parts);
+      default:
+        return fast_run<T>(c, fast, o.h.scale_ld, s);
+    }
   };
   const std::vector<uint16_t> y = run(uint16_t{});
   if (twice) {
@@ -431,9 +454,9 @@ TEST(CudaGemmFast, TheGateFailsEachMutation) {
   uint32_t seed = 900;
   for (const Case* c : {&dense8, &dense4, &grouped}) {
     const Oracle o(*c, ++seed);
-    // Two shapes of the mma.sync kernel, then the wgmma kernel (which takes no shape).
+    // Two shapes of the mma.sync kernel, then the wgmma and few-row kernels (which take no shape).
     const std::pair<cuda::FastMmaShape, Kernel> runs[] = {
-        {{16, 1, false}, Kernel::kMma}, {{16, 2, true}, Kernel::kMma}, {{}, Kernel::kWgmma}};
+        {{16, 1, false}, Kernel::kMma}, {{16, 2, true}, Kernel::kMma}, {{}, Kernel::kWgmma}, {{}, Kernel::kGemv}};
     for (const auto& [s, kernel] : runs) {
       EXPECT_TRUE(run_fast(*c, o, Mutation::kNone, s, false, kernel).passes()) << c->name << ": the unmutated run";
       for (Mutation m : {Mutation::kDropBlock, Mutation::kScaleIndex, Mutation::kRowScale, Mutation::kKTail}) {
@@ -473,6 +496,43 @@ TEST(CudaGemmFast, WgmmaPassesTheOpGate) {
                 v.worst_tile);
     EXPECT_TRUE(v.passes()) << c.name << ": " << v.outside << " outside the bound, " << v.untouched << " unwritten, "
                             << v.stray << " stray writes, tile calc_diff " << v.worst_tile;
+  }
+}
+
+// The few-row kernel (decode) on dense and grouped calls, FP8 and FP4, every K split of a CTA (K of
+// 1 to 64 blocks), rows in one tile and in many, N off the grid; twice for the same bits. Dense calls
+// also from their bf16 rows, quantized in the kernel: the same bits as from quantize_act's codes.
+TEST(CudaGemmFast, GemvPassesTheOpGate) {
+  const auto fp8 = GemmWeightKind::kFp8, fp4 = GemmWeightKind::kFp4;
+  std::vector<int32_t> spread(256, 0);  // a decode step's six pairs over 256 experts
+  for (int e : {3, 70, 71, 128, 200, 255}) spread[e] = 1;
+  std::vector<Case> list = cases();  // the mma.sync kernel's cases (many rows: many tiles), and decode's
+  list.push_back(dense("fp8 wq_b b2", fp8, 2, 32768, 1024));
+  list.push_back(dense("fp8 3x1024x4096", fp8, 3, 1024, 4096));
+  list.push_back(dense("fp8 2x256x256 (two blocks)", fp8, 2, 256, 256));
+  list.push_back(dense("fp8 5x384x128 (one block)", fp8, 5, 384, 128));
+  list.push_back(dense("fp4 7x2000x4096", fp4, 7, 2000, 4096));
+  list.push_back(experts("fp4 256 experts, six rows", fp4, spread, 4096, 2048, false));
+  uint32_t seed = 5000;
+  for (const Case& c : list) {
+    const Oracle o(c, ++seed);
+    for (int parts : {1, 2, 4, 8}) {
+      const Verdict v = run_fast(c, o, Mutation::kNone, {}, parts == 1, Kernel::kGemv, parts);
+      std::printf("[ gemv ] %-46s K runs %d: max |y-x|/A %.3e, worst tile calc_diff %.3e\n", c.name.c_str(), parts,
+                  v.worst_ratio, v.worst_tile);
+      EXPECT_TRUE(v.passes()) << c.name << " K runs " << parts << ": " << v.outside << " outside the bound, "
+                              << v.untouched << " unwritten, " << v.stray << " stray writes, tile calc_diff "
+                              << v.worst_tile;
+    }
+    if (c.experts() > 0) continue;
+    const DevInputs d(c, o.h, c.offsets);
+    const Dev<uint16_t> x(o.h.x);
+    EXPECT_TRUE(gemv_run<uint16_t>(c, d, o.h.scale_ld, 4, x.p) == gemv_run<uint16_t>(c, d, o.h.scale_ld, 4))
+        << c.name << ": bf16 rows and codes differ (bf16 out)";
+    const std::vector<float> from_x = gemv_run<float>(c, d, o.h.scale_ld, 4, x.p);
+    const std::vector<float> from_codes = gemv_run<float>(c, d, o.h.scale_ld, 4);  // NaN poison: compare bits
+    EXPECT_EQ(std::memcmp(from_x.data(), from_codes.data(), from_x.size() * sizeof(float)), 0)
+        << c.name << ": bf16 rows and codes differ (fp32 out)";
   }
 }
 

@@ -14,6 +14,7 @@
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/fp4_gemv.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/gemm/fast_gemv.h"
 #include "backend/cuda/gemm/fast_mma.h"
 #include "backend/cuda/gemm/fast_sgemm.h"
 #include "backend/cuda/gemm/wgmma_gemm.h"
@@ -239,6 +240,10 @@ struct GemmRunner::Impl {
   // The fast tier's kernels on codes: wgmma for many rows a weight (where it takes the call), else
   // the mma.sync kernel on its own plan.
   void fast_mma(const ExactBlockArgs& p, GemmPlan plan) {
+    if (plan.route == GemmRoute::kFastGemv && fast_gemv_takes(p)) {
+      fast_gemv(p, plan.gemv_k_parts, stream);
+      return;
+    }
     if (plan.fallback == GemmRoute::kWgmma) {
       if (wgmma_takes(p)) {
         wgmma_gemm(p, wgmma_err, stream);
@@ -325,11 +330,39 @@ struct GemmRunner::Impl {
     return p;
   }
 
+  static ExactBlockArgs block_args(const GemmArgs& a, int64_t y_ld) {
+    const GemmWeight& w = a.w;
+    ExactBlockArgs p;
+    p.kind = w.kind;
+    p.rows = a.rows, p.n = w.rows, p.ng = w.rows / a.groups, p.kg = w.cols, p.groups = a.groups;
+    p.w = w.data, p.w_scale = w.scale;
+    p.y = a.y, p.y_ld = y_ld, p.y_f32 = a.out == GemmOut::kF32;
+    return p;
+  }
+
+  // A block-scaled pair on the few-row kernel in one launch, from bf16 rows; false: not taken.
+  bool gemv_pair(const GemmArgs& a, const GemmWeight& w_b, void* y_b) {
+    if (!a.w.scale || !w_b.scale || a.w.cols % 128 != 0) return false;
+    const GemmPlan plan = plan_of(a, true);
+    if (plan.route != GemmRoute::kFastGemv) return false;
+    const int64_t k = a.w.cols * a.groups;
+    ExactBlockArgs p = block_args(a, a.y_stride ? a.y_stride : a.w.rows);
+    p.x = a.x, p.x_ld = a.x_stride ? a.x_stride : k;
+    p.w_b = w_b.data, p.w_scale_b = w_b.scale, p.y_b = y_b;
+    if (!fast_gemv_takes(p)) return false;
+    fast_gemv(p, plan.gemv_k_parts, stream);
+    return true;
+  }
+
   void run_pair(const GemmArgs& a, const GemmWeight& w_b, void* y_b) {
     const GemmWeight& w = a.w;
     const bool plain = w.kind == GemmWeightKind::kBf16 || w.kind == GemmWeightKind::kF32;
     const bool same = w_b.kind == w.kind && w_b.rows == w.rows && w_b.cols == w.cols;
     DSV4_CHECK(w_b.data && y_b, "gemm: a pair needs its second weight and output");
+    if (!plain && same && a.rows > 0) {
+      run_checks(a);
+      if (gemv_pair(a, w_b, y_b)) return;
+    }
     const GemmRoute route = plain && same && a.rows > 0 ? plan_of(a, true).route : GemmRoute::kExactBlock;
     if (route == GemmRoute::kFastSgemm) {
       run_checks(a);
@@ -392,18 +425,19 @@ struct GemmRunner::Impl {
       return;
     }
     DSV4_CHECK(w.scale && w.cols % 128 == 0, "gemm: a block-scaled weight needs scales and K % 128 == 0");
-    ExactBlockArgs p;
-    p.kind = w.kind;
-    p.rows = a.rows, p.n = w.rows, p.ng = w.rows / a.groups, p.kg = w.cols, p.groups = a.groups;
-    p.w = w.data, p.w_scale = w.scale;
-    p.y = a.y, p.y_ld = y_ld, p.y_f32 = a.out == GemmOut::kF32;
+    ExactBlockArgs p = block_args(a, y_ld);
     if (plan.route == GemmRoute::kExactBlock) {
       run_exact_block(a, p, x_ld);
       return;
     }
-    if (plan.route == GemmRoute::kFastMma) {  // bf16 rows straight in where the kernel quantizes them
+    if (plan.route == GemmRoute::kFastMma || plan.route == GemmRoute::kFastGemv) {
+      // bf16 rows straight in where the kernel quantizes them
       p.x = a.x, p.x_ld = x_ld;
-      if (fast_mma_takes_bf16(p, {plan.tile_rows, plan.splits, plan.resident})) {
+      if (plan.route == GemmRoute::kFastGemv && fast_gemv_takes(p)) {
+        fast_gemv(p, plan.gemv_k_parts, stream);
+        return;
+      }
+      if (plan.route == GemmRoute::kFastMma && fast_mma_takes_bf16(p, {plan.tile_rows, plan.splits, plan.resident})) {
         fast_mma(p, plan);
         return;
       }
@@ -475,7 +509,7 @@ struct GemmRunner::Impl {
 
   void grouped(const GroupedGemmArgs& a) {
     const GemmPlan plan = plan_grouped(a.kind, a.rows, a.experts, a.n, a.k, a.y_b != nullptr);
-    if (plan.route != GemmRoute::kFastMma && plan.route != GemmRoute::kWgmma) {
+    if (plan.route != GemmRoute::kFastMma && plan.route != GemmRoute::kWgmma && plan.route != GemmRoute::kFastGemv) {
       grouped_gemm(a, policy, stream);
       return;
     }

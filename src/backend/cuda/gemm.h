@@ -62,7 +62,8 @@ class GemmRunner {
 
   void run(const GemmArgs& a);
   // run(a) and the same with the weight w_b (a's kind and shape) into y_b: one launch where the exact
-  // plain kernels take both (the compressor's wkv and wgate), else two runs.
+  // plain kernels (the compressor's wkv and wgate) or the few-row block-scaled kernel (the shared
+  // expert's w1 and w3 at decode) take both, else two runs.
   void run_pair(const GemmArgs& a, const GemmWeight& w_b, void* y_b);
   // The routed experts' grouped GEMM (a pair in one launch where the route takes it), planned as run().
   void grouped(const GroupedGemmArgs& a);

@@ -690,8 +690,8 @@ void swiglu(const SwigluParams& p, cudaStream_t stream) {
 void shared_expert(GemmRunner& gemm, const SharedExpertParams& p, bool exact, uint16_t* g, uint16_t* u,
                    cudaStream_t stream) {
   const int64_t T = p.tokens, I = p.inter_dim;
-  gemm.run({.x = p.x, .rows = T, .w = gemm_weight(p.w1), .y = g, .out = GemmOut::kBf16, .exact = exact});
-  gemm.run({.x = p.x, .rows = T, .w = gemm_weight(p.w3), .y = u, .out = GemmOut::kBf16, .exact = exact});
+  gemm.run_pair({.x = p.x, .rows = T, .w = gemm_weight(p.w1), .y = g, .out = GemmOut::kBf16, .exact = exact},
+                gemm_weight(p.w3), u);
   swiglu({.g = g, .u = u, .rows = T, .dim = I, .out = g}, stream);
   gemm.run({.x = g, .rows = T, .w = gemm_weight(p.w2), .y = p.y, .out = GemmOut::kBf16, .exact = exact});
 }

@@ -91,9 +91,38 @@ TEST(GemmPlan, FastFewRowsTakeTheSmallestRowTile) {
   const int64_t expect[][2] = {{1, 8}, {8, 8}, {9, 16}, {16, 16}, {17, 32}, {64, 32}};
   for (const auto& [rows, tile] : expect) {
     const GemmPlan plan = plan_gemm(dense(GemmWeightKind::kFp8, rows, 32768, 1024), fast, kH200);
-    EXPECT_EQ(plan.route, GemmRoute::kFastMma) << rows;
+    EXPECT_EQ(plan.route, rows <= 8 ? GemmRoute::kFastGemv : GemmRoute::kFastMma) << rows;
+    EXPECT_EQ(plan.fallback, GemmRoute::kFastMma) << rows;
     EXPECT_EQ(plan.tile_rows, tile) << rows;
   }
+}
+
+// Up to gemv_max_rows rows a weight (dense rows, or a grouped call's rows over its experts): the
+// few-row kernel, with the mma.sync plan kept behind it.
+TEST(GemmPlan, FastFewRowsAWeightGoToTheFewRowKernel) {
+  GemmPolicy fast = policy(Numerics::kFast);
+  for (auto w : {GemmWeightKind::kFp8, GemmWeightKind::kFp4}) {
+    EXPECT_EQ(plan_gemm(dense(w, 1, 4096, 8192), fast, kH200).route, GemmRoute::kFastGemv);
+    EXPECT_EQ(plan_gemm(dense(w, 9, 4096, 8192), fast, kH200).route, GemmRoute::kFastMma);
+    EXPECT_EQ(plan_gemm(grouped(w, 6, 256, 2048, 4096), fast, kH200).route, GemmRoute::kFastGemv);
+    EXPECT_EQ(plan_gemm(grouped(w, 8 * 32, 32, 2048, 4096), fast, kH200).route, GemmRoute::kFastGemv);
+    EXPECT_EQ(plan_gemm(grouped(w, 8 * 32 + 1, 32, 2048, 4096), fast, kH200).route, GemmRoute::kFastMma);
+  }
+  GemmProblem g = dense(GemmWeightKind::kFp8, 4, 1024, 1024);
+  g.groups = 2;
+  EXPECT_EQ(plan_gemm(g, fast, kH200).route, GemmRoute::kFastGemv);
+  // K runs a CTA: wq_b's 2048 row groups fill a wave alone; wo_b's 256 split K eight ways, wq_a's 64
+  // too; a decode step's routed pair (6 tiles x 128 x 2) fills a wave; two K blocks never split.
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 32768, 1024), fast, kH200).gemv_k_parts, 1);
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 8192), fast, kH200).gemv_k_parts, 8);
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 8, 1024, 4096), fast, kH200).gemv_k_parts, 8);
+  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), fast, kH200).gemv_k_parts, 1);
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 1024, 256), fast, kH200).gemv_k_parts, 1);
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 1024, 1024), fast, kH200).gemv_k_parts, 4);
+  fast.gemv_max_rows = 0;
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 8192), fast, kH200).route, GemmRoute::kFastMma);
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 8192), policy(Numerics::kExact), kH200).route,
+            GemmRoute::kExactBlock);
 }
 
 TEST(GemmPlan, FastSplitsKUntilTheGpuIsFull) {
@@ -146,7 +175,8 @@ TEST(GemmPlan, FastGroupedExpertsTileByRowsPerExpert) {
   const GemmPolicy fast = policy(Numerics::kFast);
   // Decode: one row per expert; the pair doubles the CTAs, the workspace holds both halves.
   GemmPlan plan = plan_gemm(grouped(GemmWeightKind::kFp4, 8, 256, 2048, 4096), fast, kH200);
-  EXPECT_EQ(plan.route, GemmRoute::kFastMma);
+  EXPECT_EQ(plan.route, GemmRoute::kFastGemv);
+  EXPECT_EQ(plan.fallback, GemmRoute::kFastMma);
   EXPECT_EQ(plan.tile_rows, 8);
   EXPECT_EQ(plan.splits, 3);  // 8 tiles x 8 column tiles x 2 = 128 CTAs of 264 wanted
   EXPECT_EQ(plan.workspace_floats, 2 * 3 * 8 * 2048);
@@ -201,7 +231,8 @@ TEST(GemmPlan, ShapesTheFastKernelRefusesStayExact) {
   g.groups = 2;  // 192-column groups split a 128-row scale block
   EXPECT_EQ(plan_gemm(g, fast, kH200).route, GemmRoute::kExactBlock);
   g.weight = GemmWeightKind::kFp4;  // FP4 scales are per row
-  EXPECT_EQ(plan_gemm(g, fast, kH200).route, GemmRoute::kFastMma);
+  EXPECT_EQ(plan_gemm(g, fast, kH200).route, GemmRoute::kFastGemv);
+  EXPECT_EQ(plan_gemm(g, fast, kH200).fallback, GemmRoute::kFastMma);
 }
 
 TEST(GemmPlan, BadProblemsThrow) {
@@ -218,9 +249,13 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::setenv("DSV4_GEMM_FAST_MMA_MAX_ROWS", "128", 1);
   ::setenv("DSV4_GEMM_WGMMA", "0", 1);
   ::setenv("DSV4_GEMM_WGMMA_MIN_ROWS", "200", 1);
+  ::setenv("DSV4_GEMM_FAST_GEMV_MAX_ROWS", "4", 1);
   GemmPolicy p = GemmPolicy::from_env(Numerics::kFast);
   ::unsetenv("DSV4_GEMM_WGMMA");
   ::unsetenv("DSV4_GEMM_WGMMA_MIN_ROWS");
+  ::unsetenv("DSV4_GEMM_FAST_GEMV_MAX_ROWS");
+  EXPECT_EQ(p.gemv_max_rows, 4);
+  EXPECT_NE(p.describe().find("few-row kernel up to 4 rows"), std::string::npos) << p.describe();
   EXPECT_FALSE(p.cublaslt);
   EXPECT_FALSE(p.wgmma);
   EXPECT_EQ(p.wgmma_min_rows, 200);

@@ -42,6 +42,7 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.numerics = numerics;
   p.cublaslt = env_switch("DSV4_GEMM_CUBLASLT") != "0";
   p.fast_mma_max_rows = env_count("DSV4_GEMM_FAST_MMA_MAX_ROWS", p.fast_mma_max_rows);
+  p.gemv_max_rows = env_count("DSV4_GEMM_FAST_GEMV_MAX_ROWS", p.gemv_max_rows);
   p.wgmma = env_switch("DSV4_GEMM_WGMMA") != "0";
   p.wgmma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_WGMMA_MIN_ROWS", p.wgmma_min_rows));
   p.ctas_per_sm = static_cast<int>(std::max<int64_t>(1, env_count("DSV4_GEMM_CTAS_PER_SM", p.ctas_per_sm)));
@@ -59,9 +60,9 @@ std::string GemmPolicy::describe() const {
                : "exact (block sums exact, the CPU's bits; SIMT kernels only)";
   }
   return fmt::format(
-      "fast (FP8 tensor cores with per-block promotion; cuBLASLt {} above {} rows; wgmma {} from {} rows a weight; "
-      "{} CTAs an SM)",
-      cublaslt ? "on" : "off", fast_mma_max_rows, wgmma ? "on" : "off", wgmma_min_rows, ctas_per_sm);
+      "fast (FP8 tensor cores with per-block promotion; few-row kernel up to {} rows a weight; cuBLASLt {} above "
+      "{} rows; wgmma {} from {} rows a weight; {} CTAs an SM)",
+      gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma ? "on" : "off", wgmma_min_rows, ctas_per_sm);
 }
 
 const char* route_name(GemmRoute r) {
@@ -78,6 +79,8 @@ const char* route_name(GemmRoute r) {
       return "wgmma";
     case GemmRoute::kFastSgemm:
       return "fast-sgemm";
+    case GemmRoute::kFastGemv:
+      return "fast-gemv";
   }
   return "?";
 }
@@ -115,6 +118,16 @@ GemmPlan plan_fast_mma(const GemmProblem& p, const GemmPolicy& policy, const Dev
   return plan;
 }
 
+int fast_gemv_k_parts(const GemmProblem& p, const DeviceCaps& caps) {
+  constexpr int64_t kTileRows = 8, kWarpsPerSm = 16;
+  const int64_t tiles = p.experts > 0 ? row_tiles(p.rows, kTileRows, p.experts) : ceil_div(p.rows, kTileRows);
+  const int64_t warps = tiles * p.groups * ceil_div(p.n / p.groups, 16) * (p.pair ? 2 : 1);
+  const int64_t slots = int64_t{caps.sm_count} * kWarpsPerSm, blocks = p.kg / 128;
+  int parts = 1;
+  while (parts < 8 && 4 * parts <= blocks && 2 * parts * warps <= slots) parts *= 2;
+  return parts;
+}
+
 GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceCaps& caps) {
   DSV4_CHECK(p.groups >= 1 && p.n > 0 && p.n % p.groups == 0 && p.kg > 0 && p.rows >= 0 && p.experts >= 0,
              "plan_gemm: bad problem (n {}, groups {}, kg {}, rows {}, experts {})", p.n, p.groups, p.kg, p.rows,
@@ -148,6 +161,12 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
     plan.codes = true;
   }
   if (policy.cublaslt && lt_shape && p.rows > policy.fast_mma_max_rows) plan.route = GemmRoute::kCublasLt;
+  // Up to a tile of rows a weight: the few-row kernel, on the mma.sync plan where it refuses the call.
+  const int64_t per_weight = p.experts > 0 ? ceil_div(p.rows, p.experts) : p.rows;
+  if (per_weight <= policy.gemv_max_rows && plan.route == GemmRoute::kFastMma) {
+    plan.route = GemmRoute::kFastGemv;
+    plan.gemv_k_parts = fast_gemv_k_parts(p, caps);
+  }
   return plan;
 }
 

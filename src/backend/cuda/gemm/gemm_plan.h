@@ -8,7 +8,8 @@
 //
 // Exact tier: block-scaled weights go to the exact kernels, which keep their own sub-routes (int8
 // tensor cores, GEMVs, SIMT; gemm.cu); plain weights to the exact plain kernels. Fast tier: FP8 and
-// FP4 weights on the FP8 tensor cores (fast_mma.h for few rows a weight, wgmma_gemm.h for many),
+// FP4 weights on the FP8 tensor cores (fast_gemv.h for up to a tile of rows a weight, fast_mma.h for
+// a few tiles, wgmma_gemm.h for many),
 // dense FP8 GEMMs of many rows on cuBLASLt's block-scaled GEMM, bf16 weights on cuBLASLt with fp32 accumulation; fp32
 // weights stay on the exact plain kernels (fp32 sums in a fixed order, as the fast tier asks).
 #pragma once
@@ -41,6 +42,9 @@ struct GemmPolicy {
   Numerics numerics = Numerics::kExact;
   // Fast tier: dense FP8 GEMMs of more rows than this go to cuBLASLt (where it takes the shape).
   int64_t fast_mma_max_rows = 64;
+  // Fast tier: block-scaled calls of at most this many rows a weight (dense rows, or a grouped call's
+  // rows over its experts) on the few-row kernel, fast_gemv.h (DSV4_GEMM_FAST_GEMV_MAX_ROWS; 0: off).
+  int64_t gemv_max_rows = 8;
   // Fast tier: cuBLASLt's block-scaled FP8 and bf16 GEMMs on (DSV4_GEMM_CUBLASLT=0: off).
   bool cublaslt = true;
   // Fast tier: the wgmma kernel (wgmma_gemm.h) for grouped calls of at least wgmma_min_rows rows a
@@ -109,6 +113,7 @@ enum class GemmRoute : uint8_t {
   kFastMma,     // fast_mma.h
   kWgmma,       // wgmma_gemm.h
   kFastSgemm,   // fast_sgemm.h (fp32 weights)
+  kFastGemv,    // fast_gemv.h (few rows a weight; fallback: kFastMma's plan)
 };
 const char* route_name(GemmRoute r);
 
@@ -121,7 +126,12 @@ struct GemmPlan {
   bool resident = false;                        // kFastMma: the tile's activation codes stay in shared memory
   int64_t workspace_floats = 0;                 // kFastMma: fp32 scratch of the splits
   int64_t workspace_counters = 0;               // kFastMma: the splits' arrival counters (zeroed once)
+  int gemv_k_parts = 1;                         // kFastGemv: runs of K a CTA's warps split (1, 2, 4, 8)
 };
+
+// kFastGemv: the K runs a CTA's eight warps split, doubled while each run keeps two K blocks and the
+// call's warps (16 weight rows x a run each) still fit one wave of two CTAs an SM.
+int fast_gemv_k_parts(const GemmProblem& p, const DeviceCaps& caps);
 
 // The fast kernel's tile and split choice for a problem (route kFastMma).
 GemmPlan plan_fast_mma(const GemmProblem& p, const GemmPolicy& policy, const DeviceCaps& caps);

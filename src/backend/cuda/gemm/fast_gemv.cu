@@ -1,0 +1,373 @@
+// The fast tier's few-row block-scaled GEMM (fast_gemv.h).
+//
+// Lane (g, t) of a warp holds weight rows g and g + 8 of the warp's 16 and activation row g of the
+// tile. For one 128-wide K block it keeps eight operand words a row, word j covering four K values:
+//   FP8  bytes (j / 4)·64 + 16t + 4(j % 4): two 16-byte loads a row (pieces at 16t and 64 + 16t);
+//   FP4  codes 32(j / 2) + 8t + 4(j % 2): word ks of a row is the lane's eight codes of 32-wide scale
+//        block ks (one 4-byte load), widened to e4m3 words 2ks and 2ks + 1.
+// MMA step ks then multiplies words 2ks and 2ks + 1 of both operands: every K slot holds the same K
+// index in the weight and the activation, and an FP4 step never leaves its scale block.
+#include <cuda_runtime.h>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_math.cuh"
+#include "backend/cuda/gemm/fast_gemv.h"
+#include "backend/cuda/gemm/mma_fp8.cuh"
+#include "backend/cuda/gemm_tiles.cuh"
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/ptx.cuh"
+
+namespace dsv4::cuda {
+namespace {
+
+using namespace gemm_tiles;
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * kWarp;
+constexpr int kTm = kFastGemvTileRows;
+
+constexpr bool is_fp8(GemmWeightKind k) { return k == GemmWeightKind::kFp8; }
+
+// Element offset inside a 128-wide block of the lane's activation words 2q and 2q + 1 (eight
+// consecutive values), for lane column t.
+template <GemmWeightKind KIND>
+__device__ __forceinline__ int piece_k(int q, int t) {
+  return is_fp8(KIND) ? (q / 2) * 64 + 16 * t + 8 * (q % 2) : 32 * q + 8 * t;
+}
+
+// A weight load that is read once: not kept in L1. Volatile, so that a dense call's first block stays
+// ahead of the wait on the previous kernel.
+__device__ __forceinline__ uint4 ld_stream16(const void* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return r;
+}
+__device__ __forceinline__ uint32_t ld_stream4(const void* p) {
+  uint32_t r;
+  asm volatile("ld.global.nc.u32 %0, [%1];\n" : "=r"(r) : "l"(p));
+  return r;
+}
+
+// One K block of a lane's weights: rows g and g + 8 (FP4: one packed word a scale block) and their
+// scales (FP8: ws[0] the 16 rows' block scale; FP4: each row's four).
+template <GemmWeightKind KIND>
+struct WeightBlock {
+  uint32_t w[2][is_fp8(KIND) ? 8 : 4];
+  uint32_t ws[2];
+};
+
+// Weight blocks in flight a warp: the loads of the next kDepth - 1 blocks overlap each multiply.
+constexpr int kDepth = 4;
+
+// Where a lane reads: its two weight rows (clamped to rows that exist) and their scales.
+struct Rows {
+  const uint8_t* w[2];
+  const uint8_t* s[2];  // FP8: both the rows' block-scale row; FP4: each row's scales
+};
+
+template <GemmWeightKind KIND>
+__device__ __forceinline__ void load_weights(const Rows& r, int kb, int t, WeightBlock<KIND>& o) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    if constexpr (is_fp8(KIND)) {
+      const uint8_t* q = r.w[h] + kb * 128 + 16 * t;
+      const uint4 x = ld_stream16(q), y = ld_stream16(q + 64);
+      o.w[h][0] = x.x, o.w[h][1] = x.y, o.w[h][2] = x.z, o.w[h][3] = x.w;
+      o.w[h][4] = y.x, o.w[h][5] = y.y, o.w[h][6] = y.z, o.w[h][7] = y.w;
+    } else {
+      const uint8_t* q = r.w[h] + kb * 64 + 4 * t;
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) o.w[h][ks] = ld_stream4(q + 16 * ks);
+      o.ws[h] = __ldg(reinterpret_cast<const uint32_t*>(r.s[h] + kb * 4));
+    }
+  }
+  if constexpr (is_fp8(KIND)) o.ws[0] = r.s[0][kb];
+}
+
+// Bytes of a tile row's codes in shared memory: padded so that a fragment load's rows fall in
+// distinct banks (FP8: 16-byte loads of rows g and g + 1 at 64 bytes apart; FP4: 8-byte loads of four
+// rows 32 apart). The rows' scales [kTm][nkb] follow the kTm rows.
+template <GemmWeightKind KIND>
+__host__ __device__ constexpr int64_t act_pitch(int64_t kg) {
+  return kg + (is_fp8(KIND) ? 64 : 32);
+}
+
+// acc += block kb's products of the lane's fragment (weight rows g, g + 8 x tile rows 2t, 2t + 1), the
+// activation operand read from the shared codes of tile row g (zeros past the tile).
+template <GemmWeightKind KIND>
+__device__ __forceinline__ void multiply(const WeightBlock<KIND>& o, const uint8_t* acts, const float* sa_rows,
+                                         int64_t pitch, int nkb, int kb, int cnt, int g, int t, float (&acc)[4]) {
+  uint32_t b[8] = {};
+  const uint8_t* row = acts + g * pitch + kb * 128;
+  if (g < cnt) {
+    if constexpr (is_fp8(KIND)) {  // pieces 0-1 and 2-3 are 16 contiguous bytes each
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint4 v = *reinterpret_cast<const uint4*>(row + piece_k<KIND>(2 * h, t));
+        b[4 * h] = v.x, b[4 * h + 1] = v.y, b[4 * h + 2] = v.z, b[4 * h + 3] = v.w;
+      }
+    } else {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const uint2 v = *reinterpret_cast<const uint2*>(row + piece_k<KIND>(q, t));
+        b[2 * q] = v.x, b[2 * q + 1] = v.y;
+      }
+    }
+  }
+  const float sa[2] = {sa_rows[(2 * t) * nkb + kb], sa_rows[(2 * t + 1) * nkb + kb]};
+  if constexpr (is_fp8(KIND)) {
+    float d[4];
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      const uint32_t a[4] = {o.w[0][2 * ks], o.w[1][2 * ks], o.w[0][2 * ks + 1], o.w[1][2 * ks + 1]};
+      if (ks == 0) {
+        mma_e4m3_zero(d, a, b[0], b[1]);
+      } else {
+        mma_e4m3(d, a, b[2 * ks], b[2 * ks + 1]);
+      }
+    }
+    const float sw = ue8m0_f(o.ws[0]);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[e] = fmaf(d[e], sa[e % 2] * sw, acc[e]);
+  } else {
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      const uint2 lo = e2m1x8_e4m3(o.w[0][ks]), hi = e2m1x8_e4m3(o.w[1][ks]);
+      const uint32_t a[4] = {lo.x, hi.x, lo.y, hi.y};
+      float d[4];
+      mma_e4m3_zero(d, a, b[2 * ks], b[2 * ks + 1]);
+      const float bs[2] = {ue8m0_f((o.ws[0] >> (8 * ks)) & 255u), ue8m0_f((o.ws[1] >> (8 * ks)) & 255u)};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[e] = fmaf(d[e], sa[e % 2] * bs[e / 2], acc[e]);
+    }
+  }
+}
+
+// v / s for a power-of-two scale s as v · (1/s): the same correctly rounded value, without a division.
+__device__ __forceinline__ uint32_t act_codes2(uint32_t bf16_pair, float inv) {
+  const float a = __uint_as_float(bf16_pair << 16), b = __uint_as_float(bf16_pair & 0xffff0000u);
+  const float2 v = make_float2(fminf(fmaxf(a * inv, -448.0f), 448.0f), fminf(fmaxf(b * inv, -448.0f), 448.0f));
+  return __nv_cvt_float2_to_fp8x2(v, __NV_SATFINITE, __NV_E4M3);
+}
+
+// Lane quad g quantizes tile row g's 128-block (lane t: values 32t..32t+31, loaded as raw) into the
+// shared codes, with the exact quantizer's scale (the quad's amax), stored by lane t = 0. Every lane of
+// the warp calls it (the quads exchange through shuffles); only rows of the tile store.
+__device__ __forceinline__ void quantize_quad(const uint4 (&raw)[4], bool store, uint8_t* codes, float* scale, int t) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const uint32_t u[4] = {raw[q].x, raw[q].y, raw[q].z, raw[q].w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      amax = fmaxf(amax, fabsf(__uint_as_float(u[i] << 16)));
+      amax = fmaxf(amax, fabsf(__uint_as_float(u[i] & 0xffff0000u)));
+    }
+  }
+  amax = fmaxf(amax, __shfl_xor_sync(kFull, amax, 1));
+  amax = fmaxf(amax, __shfl_xor_sync(kFull, amax, 2));
+  const float s = act_scale(amax);
+  const float inv = __uint_as_float((254u - (__float_as_uint(s) >> 23)) << 23);
+  uint32_t c[8];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    c[2 * q] = act_codes2(raw[q].x, inv) | (act_codes2(raw[q].y, inv) << 16);
+    c[2 * q + 1] = act_codes2(raw[q].z, inv) | (act_codes2(raw[q].w, inv) << 16);
+  }
+  if (!store) return;
+  reinterpret_cast<uint4*>(codes + 32 * t)[0] = make_uint4(c[0], c[1], c[2], c[3]);
+  reinterpret_cast<uint4*>(codes + 32 * t)[1] = make_uint4(c[4], c[5], c[6], c[7]);
+  if (t == 0) *scale = s;
+}
+
+// The tile's activations for every K block of group grp into shared memory: codes and scales copied
+// (cp.async, all in flight at once), or dense bf16 rows quantized here, a warp a block of every tile
+// row at a time (a lane quad a row). Scales past the tile are 0.
+__device__ void stage_acts(const ExactBlockArgs& p, const Tile& tl, int64_t grp, uint8_t* acts, float* sa_rows,
+                           int64_t pitch) {
+  const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int g = lane / 4, t = lane % 4;
+  const int nkb = static_cast<int>(p.kg / 128), live = tl.cnt * nkb;
+  const int64_t k0 = grp * p.kg;
+  if (p.x) {
+    const uint16_t* x = p.x + (tl.r0 + g) * p.x_ld + k0 + 32 * t;
+    for (int kb = warp; kb < nkb; kb += kWarps) {
+      uint4 raw[4] = {};
+      if (g < tl.cnt) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) raw[q] = __ldg(reinterpret_cast<const uint4*>(x + kb * 128 + 8 * q));
+      }
+      quantize_quad(raw, g < tl.cnt, acts + g * pitch + kb * 128, sa_rows + g * nkb + kb, t);
+    }
+  } else {
+    const int per_row = static_cast<int>(p.kg / 16);
+    for (int i = static_cast<int>(threadIdx.x); i < tl.cnt * per_row; i += kThreads) {
+      const int r = i / per_row, u = i % per_row;
+      cp_async<16>(acts + r * pitch + u * 16, p.codes + (tl.r0 + r) * p.codes_ld + k0 + u * 16);
+    }
+    cp_async_commit();
+    for (int i = static_cast<int>(threadIdx.x); i < live; i += kThreads) {
+      const int r = i / nkb, kb = i % nkb;
+      sa_rows[i] = __ldg(p.scales + (grp * nkb + kb) * p.scale_ld + tl.r0 + r);
+    }
+    cp_async_wait<0>();
+  }
+  for (int i = live + static_cast<int>(threadIdx.x); i < kTm * nkb; i += kThreads) sa_rows[i] = 0.0f;
+}
+
+// RG row groups of 16 weight rows a CTA; the CTA's kWarps / RG warps of a row group split its K blocks
+// into runs, added in K order at the end.
+template <GemmWeightKind KIND, int RG>
+__global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlockArgs p) {
+  constexpr int KP = kWarps / RG;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int g = lane / 4, t = lane % 4, part = warp % KP;
+  // Column tiles of every group, then (a pair) those of the second weight.
+  const int64_t col_tiles = cdiv(p.ng, 16 * RG), half = p.groups * col_tiles;
+  const bool second = blockIdx.y >= half;
+  const int64_t tile = blockIdx.y - (second ? half : 0), grp = tile / col_tiles;
+  const int64_t c0 = (tile % col_tiles) * (16 * RG) + (warp / KP) * 16;  // the warp's first row in its group
+  const int nv = static_cast<int>(imin(16, p.ng - c0));                  // of which exist (<= 0: none)
+  const int nkb = static_cast<int>(p.kg / 128), kb0 = part * nkb / KP, kb1 = (part + 1) * nkb / KP;
+  const bool work = nv > 0 && kb0 < kb1;
+  const int64_t row_bytes = is_fp8(KIND) ? p.kg : p.kg / 2, n0 = grp * p.ng + c0;
+  Rows rows{};
+  auto bind = [&](int e) {
+    const void* wv = p.offsets ? (second ? p.w_list_b : p.w_list)[e] : (second ? p.w_b : p.w);
+    const uint8_t* ws =
+        p.offsets ? (second ? p.w_scale_list_b : p.w_scale_list)[e] : (second ? p.w_scale_b : p.w_scale);
+    const int64_t r[2] = {g < nv ? g : 0, g + 8 < nv ? g + 8 : 0};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      rows.w[h] = static_cast<const uint8_t*>(wv) + (n0 + r[h]) * row_bytes;
+      rows.s[h] = is_fp8(KIND) ? ws + (n0 / 128) * nkb : ws + (n0 + r[h]) * (p.kg / 32);
+    }
+  };
+  WeightBlock<KIND> ring[kDepth];
+  auto prologue = [&] {
+#pragma unroll
+    for (int j = 0; j < kDepth; ++j) {
+      if (kb0 + j < kb1) load_weights<KIND>(rows, kb0 + j, t, ring[j]);
+    }
+  };
+  Tile tl;
+  const bool dense = !p.offsets;
+  if (dense) {  // weights are never written during a step: the first blocks load before the wait
+    tl.r0 = int64_t{blockIdx.x} * kTm;
+    tl.cnt = static_cast<int>(imin(kTm, p.rows - tl.r0));
+    if (work) {
+      bind(0);
+      prologue();
+    }
+  }
+  pdl_enter();
+  if (!dense) {
+    if (!find_expert_tile(p.offsets, p.experts, kTm, blockIdx.x, tl)) return;  // CTA-uniform
+    if (work) {
+      bind(tl.e);
+      prologue();
+    }
+  }
+  const int64_t pitch = act_pitch<KIND>(p.kg);
+  uint8_t* acts = smem_raw;
+  float* sa_rows = reinterpret_cast<float*>(smem_raw + kTm * pitch);
+  stage_acts(p, tl, grp, acts, sa_rows, pitch);
+  __syncthreads();
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  if (work) {
+    for (int kb = kb0; kb < kb1; kb += kDepth) {
+#pragma unroll
+      for (int j = 0; j < kDepth; ++j) {
+        if (kb + j < kb1) {
+          multiply<KIND>(ring[j], acts, sa_rows, pitch, nkb, kb + j, tl.cnt, g, t, acc);
+          if (kb + j + kDepth < kb1) load_weights<KIND>(rows, kb + j + kDepth, t, ring[j]);
+        }
+      }
+    }
+  }
+  if constexpr (KP > 1) {  // the row group's runs, added in K order by its first warp
+    __shared__ float run_sums[kWarps][4][kWarp];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) run_sums[warp][e][lane] = acc[e];
+    __syncthreads();
+    if (part != 0) return;
+    for (int q = 1; q < KP; ++q) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[e] += run_sums[warp + q][e][lane];
+    }
+  }
+  if (nv <= 0) return;
+  void* y = second ? p.y_b : p.y;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const int wr = g + (e / 2) * 8, ar = 2 * t + e % 2;
+    if (wr < nv && ar < tl.cnt) store_out(y, p.y_ld, p.y_f32, tl.r0 + ar, n0 + wr, acc[e]);
+  }
+}
+
+int64_t smem_bytes(const ExactBlockArgs& a) {
+  const int64_t pitch =
+      a.kind == GemmWeightKind::kFp8 ? act_pitch<GemmWeightKind::kFp8>(a.kg) : act_pitch<GemmWeightKind::kFp4>(a.kg);
+  return kTm * pitch + kTm * (a.kg / 128) * 4;
+}
+
+template <GemmWeightKind KIND, int RG>
+void launch(const ExactBlockArgs& a, cudaStream_t stream) {
+  static const bool attr = [] {
+    DSV4_CUDA_CHECK(cudaFuncSetAttribute(fast_gemv_kernel<KIND, RG>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(kFastGemvMaxSmem)));
+    return true;
+  }();
+  (void)attr;
+  const int64_t tiles = a.offsets ? row_tiles(a.rows, kTm, a.experts) : cdiv(a.rows, kTm);
+  const int64_t cols = (a.y_b ? 2 : 1) * a.groups * cdiv(a.ng, 16 * RG);
+  DSV4_CUDA_REQUIRE(tiles < (int64_t{1} << 31) && cols <= 65535, "fast gemv: grid out of range");
+  launch_kernel(fast_gemv_kernel<KIND, RG>, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(cols)), kThreads,
+                static_cast<size_t>(smem_bytes(a)), stream, a);
+}
+
+template <GemmWeightKind KIND>
+void launch_parts(const ExactBlockArgs& a, int k_parts, cudaStream_t stream) {
+  switch (k_parts) {
+    case 1:
+      return launch<KIND, 8>(a, stream);
+    case 2:
+      return launch<KIND, 4>(a, stream);
+    case 4:
+      return launch<KIND, 2>(a, stream);
+    default:
+      return launch<KIND, 1>(a, stream);
+  }
+}
+
+bool aligned_to(const void* q, uintptr_t n) { return reinterpret_cast<uintptr_t>(q) % n == 0; }
+
+}  // namespace
+
+bool fast_gemv_takes(const ExactBlockArgs& a) {
+  const bool fp8 = a.kind == GemmWeightKind::kFp8;
+  if (!(fp8 || a.kind == GemmWeightKind::kFp4) || a.kg <= 0 || a.kg % 128 != 0 || a.ng <= 0) return false;
+  if (a.ng * a.groups != a.n || (fp8 && a.groups > 1 && a.ng % 128 != 0) || a.y_ld < a.n) return false;
+  if (smem_bytes(a) > kFastGemvMaxSmem) return false;
+  if (a.offsets ? !(a.experts > 0 && a.w_list && a.w_scale_list) : !(a.w && a.w_scale && aligned_to(a.w, 16))) {
+    return false;
+  }
+  if (a.x) return !a.offsets && aligned_to(a.x, 16) && a.x_ld % 8 == 0;
+  return a.codes && a.scales && aligned_to(a.codes, 16) && a.codes_ld % 16 == 0 && a.scale_ld >= a.rows;
+}
+
+void fast_gemv(const ExactBlockArgs& a, int k_parts, cudaStream_t stream) {
+  DSV4_CUDA_REQUIRE(fast_gemv_takes(a), "fast gemv: unsupported call (kind, shape, alignment or operands)");
+  DSV4_CUDA_REQUIRE(k_parts == 1 || k_parts == 2 || k_parts == 4 || k_parts == 8, "fast gemv: k_parts 1, 2, 4 or 8");
+  if (a.rows <= 0) return;
+  if (a.kind == GemmWeightKind::kFp8) {
+    launch_parts<GemmWeightKind::kFp8>(a, k_parts, stream);
+  } else {
+    launch_parts<GemmWeightKind::kFp4>(a, k_parts, stream);
+  }
+}
+
+}  // namespace dsv4::cuda

@@ -1,0 +1,39 @@
+// The fast tier's block-scaled GEMM for few rows a weight (decode): FP8 and FP4 weights, dense or
+// grouped by expert, a pair in one launch; bound by reading the weight once.
+//
+// Arithmetic as fast_mma.h (spec/NUMERICS.md "fast"): the tensor cores sum each 128-wide K block
+// (FP8) or 32-wide block (FP4, codes widened exactly to e4m3) into a fresh fp32 fragment, promoted
+// into the accumulator with both scales, blocks in ascending K; the CTA's warps each own a run of K
+// blocks and their sums are added in K order at the end (the same bits run to run).
+//
+// Layout: a warp owns 16 weight rows (the MMA's 16-row operand) and a tile of up to 8 activation rows
+// (its 8-column operand). Each lane loads its weight bytes straight into the MMA's registers: the K
+// order inside one MMA is free as long as both operands agree, so a lane's two 16-byte loads of a
+// 128-byte FP8 row block are its operand words (FP4: one 4-byte word of each 32-code scale block).
+// Four blocks of a warp's weights are in flight in registers; no shared memory stages them and no
+// barrier runs inside the K loop, and a dense call's first blocks load before the wait on the previous
+// kernel. The tile's activation codes sit in shared memory, copied, or quantized there from dense
+// bf16 rows (the exact quantizer's codes, without quantize_act's launch).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "backend/cuda/gemm_internal.h"
+
+namespace dsv4::cuda {
+
+// Activation rows of one tile; a call with more rows a weight runs more tiles (each rereads the weight).
+constexpr int kFastGemvTileRows = 8;
+// Shared memory a CTA may take for its tile's codes (8 rows of K): K up to about 12,000.
+constexpr int64_t kFastGemvMaxSmem = 100 << 10;
+
+// Whether the kernel takes the call: FP8 or FP4 weights with K % 128 == 0, FP8 groups of whole
+// 128-row scale blocks, the tile's codes within kFastGemvMaxSmem; activation codes and scales, or
+// (dense) 16-byte aligned bf16 rows.
+bool fast_gemv_takes(const ExactBlockArgs& a);
+
+// Runs `a` (with its pair) with each CTA's eight warps splitting K into k_parts runs (1, 2, 4 or 8;
+// the plan's gemv_k_parts).
+void fast_gemv(const ExactBlockArgs& a, int k_parts, cudaStream_t stream);
+
+}  // namespace dsv4::cuda

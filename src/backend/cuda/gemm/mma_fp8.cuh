@@ -1,0 +1,34 @@
+// FP8 tensor-core helpers shared by the few-row kernels (fast_mma.cu, fast_gemv.cu): mma.sync
+// m16n8k32 on e4m3 operands with fp32 accumulation, and the exact widening of e2m1 codes to e4m3.
+#pragma once
+
+#include <cstdint>
+
+namespace dsv4::cuda {
+
+// Eight e2m1 codes (nibble i = code i) as eight e4m3 bytes, exactly: the magnitude by table, the
+// sign bit moved to bit 7.
+__device__ __forceinline__ uint2 e2m1x8_e4m3(uint32_t v) {
+  constexpr uint32_t kLo = 0x3c383000u, kHi = 0x4c484440u;              // e4m3 of {0, .5, 1, 1.5} and {2, 3, 4, 6}
+  const uint32_t mag = v & 0x77777777u, sign = (v & 0x88888888u) >> 1;  // sign nibble 4 picks 0x80
+  uint2 r;
+  r.x = __byte_perm(kLo, kHi, mag) | __byte_perm(0u, 0x80808080u, sign);
+  r.y = __byte_perm(kLo, kHi, mag >> 16) | __byte_perm(0u, 0x80808080u, sign >> 16);
+  return r;
+}
+
+// d = a·b (+ d) on the FP8 tensor cores, fp32 accumulation.
+__device__ __forceinline__ void mma_e4m3(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mma_e4m3_zero(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%10, %10, %10, %10};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f));
+}
+
+}  // namespace dsv4::cuda
