@@ -113,17 +113,6 @@ double prefill_flops(const ModelConfig& c, const LoadedModel& m, int64_t p) {
   return static_cast<double>(p) * (2.0 * params + attn);
 }
 
-std::vector<int64_t> parse_list(const std::string& s) {
-  std::vector<int64_t> v;
-  size_t at = 0;
-  while (at <= s.size()) {
-    const size_t comma = std::min(s.find(',', at), s.size());
-    if (comma > at) v.push_back(std::stoll(s.substr(at, comma - at)));
-    at = comma + 1;
-  }
-  return v;
-}
-
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -272,8 +261,8 @@ void run(const StepArgs& a) {
     model.set_overlap(overlap);
     print_profile(rows.back(), prof);
   };
-  for (const int64_t ctx : parse_list(a.contexts))
-    for (const int64_t b : parse_list(a.batches)) {
+  for (const int64_t ctx : parse_int_list(a.contexts, "--context"))
+    for (const int64_t b : parse_int_list(a.batches, "--batch")) {
       DSV4_CHECK(b > 0 && ctx > 0, "bench step: batch and context must be positive");
       profiled([&](int reps) {
         return time_decode(model, *backend.device, m.config, w, b, ctx, reps, a.compare_eager && reps > 0);

@@ -14,7 +14,6 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
-#include <sstream>
 #include <thread>
 
 #include "bench_client/bench_dataset.h"
@@ -51,16 +50,8 @@ struct ServeArgs {
 };
 
 std::vector<double> parse_percentiles(const std::string& s) {
-  std::vector<double> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');) {
-    try {
-      out.push_back(std::stod(item));
-    } catch (const std::logic_error&) {
-      fail("--metric-percentiles: \"{}\" is not a number", item);
-    }
-    DSV4_CHECK(out.back() >= 0 && out.back() <= 100, "--metric-percentiles: {} is not in [0, 100]", item);
-  }
+  std::vector<double> out = parse_number_list(s, "--metric-percentiles");
+  for (const double p : out) DSV4_CHECK(p >= 0 && p <= 100, "--metric-percentiles: {} is not in [0, 100]", p);
   return out;
 }
 
@@ -239,16 +230,8 @@ struct LatencyArgs {
 };
 
 std::vector<int64_t> parse_sizes(const std::string& s, const char* flag) {
-  std::vector<int64_t> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');) {
-    try {
-      out.push_back(std::stoll(item));
-    } catch (const std::logic_error&) {
-      fail("{}: \"{}\" is not a number", flag, item);
-    }
-    DSV4_CHECK(out.back() >= 0, "{}: {} is negative", flag, item);
-  }
+  std::vector<int64_t> out = parse_int_list(s, flag);
+  for (const int64_t n : out) DSV4_CHECK(n >= 0, "{}: {} is negative", flag, n);
   return out;
 }
 

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace dsv4::tools {
 
@@ -20,6 +22,10 @@ void set_exit_code(int code);
 CLI::Option* add_model_option(CLI::App& cmd, std::string& model, bool required = true);
 // --numerics exact|fast (spec/NUMERICS.md); empty: the backend's default (fast on CUDA, exact on CPU).
 CLI::Option* add_numerics_option(CLI::App& cmd, std::string& numerics);
+
+// A flag's comma list of numbers ("50,90,99"); an item that is not a number is an Error naming `flag`.
+std::vector<double> parse_number_list(const std::string& s, const char* flag);
+std::vector<int64_t> parse_int_list(const std::string& s, const char* flag);
 
 }  // namespace dsv4::tools
 

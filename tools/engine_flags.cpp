@@ -11,6 +11,16 @@ namespace {
 // CLI11 prints no default for a flag: the help names it.
 std::string with_default(const char* what, bool on) { return fmt::format("{} (default: {})", what, on ? "on" : "off"); }
 
+// Every engine flag shows its default in --help and lists under one heading, the same in serve, generate
+// and bench.
+template <typename T>
+CLI::Option* engine_option(CLI::App& cmd, const std::string& name, T& value, const std::string& help) {
+  return cmd.add_option(name, value, help)->capture_default_str()->group(kEngineFlagGroup);
+}
+CLI::Option* engine_flag(CLI::App& cmd, const std::string& name, bool& value, const std::string& help) {
+  return cmd.add_flag(name, value, help)->capture_default_str()->group(kEngineFlagGroup);
+}
+
 }  // namespace
 
 EngineConfig EngineFlags::engine_config() const {
@@ -26,25 +36,16 @@ void add_backend_flags(CLI::App& cmd, std::string& backend, int& threads) {
   backend = EngineConfig{}.backend;
   threads = EngineConfig{}.threads;
   // Unknown names are refused by make_backend, which lists what this build has.
-  cmd.add_option("--backend", backend, "cpu | cuda | auto (cuda when a GPU is visible)")
-      ->capture_default_str()
-      ->group(kEngineFlagGroup);
-  cmd.add_option("--threads", threads, "CPU backend threads (0 = all cores)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str()
-      ->group(kEngineFlagGroup);
+  engine_option(cmd, "--backend", backend, "cpu | cuda | auto (cuda when a GPU is visible)");
+  engine_option(cmd, "--threads", threads, "CPU backend threads (0 = all cores)")->check(CLI::NonNegativeNumber);
 }
 
 void add_kv_dtype_flags(CLI::App& cmd, std::string& kv_cache_dtype, std::string& indexer_dtype) {
   kv_cache_dtype = indexer_dtype = "auto";
-  cmd.add_option("--kv-cache-dtype", kv_cache_dtype, "attention entries (auto: fp8)")
-      ->check(CLI::IsMember({"auto", "fp8", "bf16"}))
-      ->capture_default_str()
-      ->group(kEngineFlagGroup);
-  cmd.add_option("--indexer-dtype", indexer_dtype, "indexer keys (auto: fp4, or bf16 with a bf16 cache)")
-      ->check(CLI::IsMember({"auto", "fp4", "fp8", "bf16"}))
-      ->capture_default_str()
-      ->group(kEngineFlagGroup);
+  engine_option(cmd, "--kv-cache-dtype", kv_cache_dtype, "attention entries (auto: fp8)")
+      ->check(CLI::IsMember({"auto", "fp8", "bf16"}));
+  engine_option(cmd, "--indexer-dtype", indexer_dtype, "indexer keys (auto: fp4, or bf16 with a bf16 cache)")
+      ->check(CLI::IsMember({"auto", "fp4", "fp8", "bf16"}));
 }
 
 namespace {
@@ -52,71 +53,44 @@ namespace {
 // --max-model-len, --max-num-seqs, --max-num-batched-tokens, --kv-cache-memory, --gpu-memory-utilization,
 // --block-size: what bounds requests and sizes the KV cache.
 void add_limit_flags(CLI::App& cmd, EngineConfig& c) {
-  cmd.add_option("--max-model-len", c.max_model_len,
-                 fmt::format("positions per request (0 = the model's, at most {} on the cpu backend, or what the KV "
-                             "cache holds)",
-                             kCpuDefaultMaxModelLen))
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str()
-      ->group(kEngineFlagGroup);
-  cmd.add_option("--max-num-seqs", c.max_num_seqs, "running requests at most")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str()
-      ->group(kEngineFlagGroup);
-  cmd.add_option("--max-num-batched-tokens", c.max_num_batched_tokens, "tokens per engine step at most")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str()
-      ->group(kEngineFlagGroup);
-  cmd.add_option("--kv-cache-memory", c.kv_cache_memory,
-                 "KV cache bytes (KiB, MiB, GiB suffixes; 0 = CPU min(4 GiB, 25% of RAM), GPU from "
-                 "--gpu-memory-utilization)")
-      ->transform(CLI::AsSizeValue(false))
-      ->capture_default_str()
-      ->group(kEngineFlagGroup);
-  cmd.add_option("--gpu-memory-utilization", c.gpu_memory_utilization,
-                 "CUDA backend: share of the GPU's memory for weights, activations and KV cache")
-      ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str()
-      ->group(kEngineFlagGroup);
-  cmd.add_option("--block-size", c.block_size, "KV block size in tokens (only 256)")
-      ->capture_default_str()
-      ->group(kEngineFlagGroup);
+  engine_option(cmd, "--max-model-len", c.max_model_len,
+                fmt::format("positions per request (0 = the model's, at most {} on the cpu backend, or what the KV "
+                            "cache holds)",
+                            kCpuDefaultMaxModelLen))
+      ->check(CLI::NonNegativeNumber);
+  engine_option(cmd, "--max-num-seqs", c.max_num_seqs, "running requests at most")->check(CLI::PositiveNumber);
+  engine_option(cmd, "--max-num-batched-tokens", c.max_num_batched_tokens, "tokens per engine step at most")
+      ->check(CLI::PositiveNumber);
+  engine_option(cmd, "--kv-cache-memory", c.kv_cache_memory,
+                "KV cache bytes (KiB, MiB, GiB suffixes; 0 = CPU min(4 GiB, 25% of RAM), GPU from "
+                "--gpu-memory-utilization)")
+      ->transform(CLI::AsSizeValue(false));
+  engine_option(cmd, "--gpu-memory-utilization", c.gpu_memory_utilization,
+                "CUDA backend: share of the GPU's memory for weights, activations and KV cache")
+      ->check(CLI::Range(0.0, 1.0));
+  engine_option(cmd, "--block-size", c.block_size, "KV block size in tokens (only 256)");
 }
 
 // Prefix caching and how prefills share steps with decodes.
 void add_scheduling_flags(CLI::App& cmd, EngineFlags& f) {
   EngineConfig& c = f.config;
-  cmd.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", c.enable_prefix_caching,
-               with_default("reuse cached prompt prefixes", c.enable_prefix_caching))
-      ->capture_default_str()
-      ->group(kEngineFlagGroup);
-  cmd.add_option("--prefix-cache-retention-interval", c.prefix_cache_retention_interval,
-                 "sliding-window checkpoints kept: 0 = last prompt block, N = every N tokens, -1 = every block")
-      ->capture_default_str()
-      ->group(kEngineFlagGroup);
-  cmd.add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", f.enable_chunked_prefill,
-               "split long prompts across steps (always on)")
-      ->capture_default_str()
-      ->group(kEngineFlagGroup);
-  cmd.add_option("--chunked-prefill-policy", f.chunked_prefill_policy,
-                 "latency (decodes keep their pace) or budget (vLLM's)")
-      ->check(CLI::IsMember({"latency", "budget"}))
-      ->capture_default_str()
-      ->group(kEngineFlagGroup);
-  cmd.add_option("--scheduling-policy", f.scheduling_policy,
-                 "fcfs (arrival order) or priority (requests' priority field, lower first; vLLM's)")
-      ->check(CLI::IsMember({"fcfs", "priority"}))
-      ->capture_default_str()
-      ->group(kEngineFlagGroup);
-  cmd.add_option("--max-prefill-chunk", c.max_prefill_chunk, "prefill tokens per request per step (0 = no cap)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str()
-      ->group(kEngineFlagGroup);
-  cmd.add_option("--itl-slack", c.itl_slack,
-                 "latency policy: a step with prefill may take (1 + slack) x a decode-only step")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str()
-      ->group(kEngineFlagGroup);
+  engine_flag(cmd, "--enable-prefix-caching,!--no-enable-prefix-caching", c.enable_prefix_caching,
+              with_default("reuse cached prompt prefixes", c.enable_prefix_caching));
+  engine_option(cmd, "--prefix-cache-retention-interval", c.prefix_cache_retention_interval,
+                "sliding-window checkpoints kept: 0 = last prompt block, N = every N tokens, -1 = every block");
+  engine_flag(cmd, "--enable-chunked-prefill,!--no-enable-chunked-prefill", f.enable_chunked_prefill,
+              "split long prompts across steps (always on)");
+  engine_option(cmd, "--chunked-prefill-policy", f.chunked_prefill_policy,
+                "latency (decodes keep their pace) or budget (vLLM's)")
+      ->check(CLI::IsMember({"latency", "budget"}));
+  engine_option(cmd, "--scheduling-policy", f.scheduling_policy,
+                "fcfs (arrival order) or priority (requests' priority field, lower first; vLLM's)")
+      ->check(CLI::IsMember({"fcfs", "priority"}));
+  engine_option(cmd, "--max-prefill-chunk", c.max_prefill_chunk, "prefill tokens per request per step (0 = no cap)")
+      ->check(CLI::NonNegativeNumber);
+  engine_option(cmd, "--itl-slack", c.itl_slack,
+                "latency policy: a step with prefill may take (1 + slack) x a decode-only step")
+      ->check(CLI::NonNegativeNumber);
 }
 
 }  // namespace
@@ -126,10 +100,8 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
   add_numerics_option(cmd, f.config.numerics)->group(kEngineFlagGroup);
   add_limit_flags(cmd, f.config);
   add_kv_dtype_flags(cmd, f.kv_cache_dtype, f.indexer_dtype);
-  cmd.add_flag("--enforce-eager", f.config.enforce_eager,
-               with_default("CUDA: run decode steps eagerly instead of replaying CUDA graphs", f.config.enforce_eager))
-      ->capture_default_str()
-      ->group(kEngineFlagGroup);
+  engine_flag(cmd, "--enforce-eager", f.config.enforce_eager,
+              with_default("CUDA: run decode steps eagerly instead of replaying CUDA graphs", f.config.enforce_eager));
   add_scheduling_flags(cmd, f);
   cmd.add_flag("--print-engine-config", f.print_config, "print the resolved engine flags as JSON and exit")
       ->group("");  // hidden: for tests

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cctype>
 #include <exception>
+#include <sstream>
+#include <stdexcept>
 #include <vector>
 
 #include "core/error.h"
@@ -40,7 +42,29 @@ void mirror_env(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands({})) mirror_env(*sub);
 }
 
+template <typename T, typename Parse>
+std::vector<T> parse_list(const std::string& s, const char* flag, Parse parse) {
+  std::vector<T> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) {
+    try {
+      out.push_back(parse(item));
+    } catch (const std::logic_error&) {  // std::sto*: not a number, or out of range
+      fail("{}: \"{}\" is not a number", flag, item);
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+std::vector<double> parse_number_list(const std::string& s, const char* flag) {
+  return parse_list<double>(s, flag, [](const std::string& item) { return std::stod(item); });
+}
+
+std::vector<int64_t> parse_int_list(const std::string& s, const char* flag) {
+  return parse_list<int64_t>(s, flag, [](const std::string& item) { return static_cast<int64_t>(std::stoll(item)); });
+}
 
 CommandRegistrar::CommandRegistrar(const char* name, const char* description, CommandSetup setup) {
   registry().push_back({name, description, setup});

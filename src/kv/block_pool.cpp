@@ -234,24 +234,21 @@ void BlockPool::check() const {
   DSV4_CHECK(spare == spare_pages_, "KV pool: counted {} spare pages, kept {}", spare, spare_pages_);
   DSV4_CHECK(used + cached + free_pages() == num_pages_, "KV pool: used {} + cached {} + free {} != capacity {}", used,
              cached, free_pages(), num_pages_);
-  size_t listed = 0;
-  for (size_t u = 0; u < free_blocks_.size(); ++u) {
-    listed += free_blocks_[u].size();
-    for (uint32_t b : free_blocks_[u]) {
-      DSV4_CHECK(state_[b] == kFree && unit_of_block_[b] == u, "KV pool: free list of unit {} holds block {}", u, b);
+  // The per-unit lists of free and of spare blocks hold exactly the blocks in that state, each in its unit's list.
+  const auto check_lists = [&](const std::vector<std::vector<uint32_t>>& lists, State state, const char* name) {
+    size_t listed = 0;
+    for (size_t u = 0; u < lists.size(); ++u) {
+      listed += lists[u].size();
+      for (uint32_t b : lists[u]) {
+        DSV4_CHECK(state_[b] == state && unit_of_block_[b] == u, "KV pool: {} list of unit {} holds block {}", name, u,
+                   b);
+      }
     }
-  }
-  DSV4_CHECK(listed == static_cast<size_t>(std::count(state_.begin(), state_.end(), kFree)),
-             "KV pool: free block lists hold {} ids for a different number of free blocks", listed);
-  listed = 0;
-  for (size_t u = 0; u < spare_blocks_.size(); ++u) {
-    listed += spare_blocks_[u].size();
-    for (uint32_t b : spare_blocks_[u]) {
-      DSV4_CHECK(state_[b] == kSpare && unit_of_block_[b] == u, "KV pool: spare list of unit {} holds block {}", u, b);
-    }
-  }
-  DSV4_CHECK(listed == static_cast<size_t>(std::count(state_.begin(), state_.end(), kSpare)),
-             "KV pool: spare lists hold {} ids for a different number of spare blocks", listed);
+    DSV4_CHECK(listed == static_cast<size_t>(std::count(state_.begin(), state_.end(), state)),
+               "KV pool: {} lists hold {} ids for a different number of {} blocks", name, listed, name);
+  };
+  check_lists(free_blocks_, kFree, "free");
+  check_lists(spare_blocks_, kSpare, "spare");
 }
 
 }  // namespace dsv4

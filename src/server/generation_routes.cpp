@@ -25,19 +25,6 @@ using Clock = std::chrono::steady_clock;
 // --default-max-tokens or the end of the context.
 constexpr int64_t kCompletionsDefaultMaxTokens = 16;
 
-void check_serving(const ServerContext& ctx) {
-  switch (ctx.state()) {
-    case ServerState::kReady:
-      return;
-    case ServerState::kLoading:
-      throw unavailable("The model is loading");
-    case ServerState::kDraining:
-      throw unavailable("The server is shutting down");
-    case ServerState::kFailed:
-      throw unavailable("The engine failed: " + ctx.failure());
-  }
-}
-
 void check_model(const ServerContext& ctx, const std::string& model) {
   if (!model.empty() && model != ctx.model.name) throw model_not_found(model);
 }

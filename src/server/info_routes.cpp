@@ -14,16 +14,7 @@ namespace {
 void send_json(httplib::Response& res, const Json& j) { res.set_content(dump_json(j), "application/json"); }
 
 void health(const ServerContext& ctx, httplib::Response& res) {
-  switch (ctx.state()) {
-    case ServerState::kLoading:
-      throw unavailable("Loading model");
-    case ServerState::kDraining:
-      throw unavailable("The server is shutting down");
-    case ServerState::kFailed:
-      throw unavailable("The engine failed: " + ctx.failure());
-    case ServerState::kReady:
-      break;
-  }
+  check_serving(ctx);
   if (!ctx.engine->healthy()) throw unavailable("The engine failed");
   send_json(res, Json{{"status", "ok"}});
 }

@@ -55,4 +55,8 @@ class ServerContext {
   std::string failure_;
 };
 
+// The 503 of a server that does not serve now, for every endpoint that needs the model: loading ("Loading
+// model", docs/server.md), draining, or failed (with the engine's failure).
+void check_serving(const ServerContext& ctx);
+
 }  // namespace dsv4::server

@@ -6,7 +6,5 @@ for b in prometheus promtool; do
   command -v "$b" >/dev/null ||
     { echo "serve_prometheus: skipped: $b is not installed (Debian's prometheus package; scripts/setup.sh installs it)"; exit 77; }
 done
-DSV4_BIN=$(realpath "$1")
-export DSV4_BIN
-cd "${DSV4_SRC:-$(dirname "$0")/../..}/tests/e2e"
-exec python3 -m unittest -v test_prometheus 2>&1
+source "$(dirname "$0")/../testing/e2e.sh"
+run_e2e "$1" test_prometheus

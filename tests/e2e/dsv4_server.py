@@ -10,6 +10,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import unittest
 import urllib.error
 import urllib.request
 
@@ -118,3 +119,17 @@ class Server:
             self.stop()
         self.log_file.close()
         os.unlink(self.log_file.name)
+
+
+class ServerTestCase(unittest.TestCase):
+    """Test classes whose tests share one server, started with SERVER_ARGS (its flags beyond Server's)."""
+
+    SERVER_ARGS = ()
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server(*cls.SERVER_ARGS)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.__exit__(None, None, None)

@@ -15,7 +15,7 @@ import tempfile
 import unittest
 import xml.etree.ElementTree as ET
 
-from dsv4_server import BIN, Server
+from dsv4_server import BIN, ServerTestCase
 
 SVG = "{http://www.w3.org/2000/svg}"
 SEED = int.from_bytes(os.urandom(4), "little")
@@ -27,15 +27,7 @@ def bench(base_url, *args):
     return out
 
 
-class BenchServe(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.server = Server()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.server.__exit__(None, None, None)
-
+class BenchServe(ServerTestCase):
     def run_json(self, *args):
         out = bench(self.server.base_url, "--json", *args)
         self.assertEqual(out.returncode, 0, out.stderr)

@@ -16,7 +16,7 @@ import unittest
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from dsv4_server import Server
+from dsv4_server import ServerTestCase
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -49,17 +49,13 @@ def label_names(fam):
     return names
 
 
-class Metrics(unittest.TestCase):
+class Metrics(ServerTestCase):
     @classmethod
     def setUpClass(cls):
-        cls.server = Server()
+        super().setUpClass()
         cls.rng = random.Random(SEED)
         _, body = cls.server.get("/v1/models")
         cls.vocab = json.loads(body)["data"][0]["vocab_size"]
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.server.__exit__(None, None, None)
 
     def ids(self, n):
         return [self.rng.randrange(1000, self.vocab - 1000) for _ in range(n)]

@@ -12,21 +12,19 @@ import socket
 import time
 import unittest
 
-from dsv4_server import Server
+from dsv4_server import ServerTestCase
 
 CHUNK = 32
 PROMPT = 200 * CHUNK
 
 
-class LongPrefillAbort(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.server = Server("--max-num-batched-tokens", str(CHUNK), "--max-model-len", str(PROMPT + 64)).__enter__()
-        cls.vocab = json.loads(cls.server.get("/v1/models")[1])["data"][0]["vocab_size"]
+class LongPrefillAbort(ServerTestCase):
+    SERVER_ARGS = ("--max-num-batched-tokens", str(CHUNK), "--max-model-len", str(PROMPT + 64))
 
     @classmethod
-    def tearDownClass(cls):
-        cls.server.__exit__(None, None, None)
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.vocab = json.loads(cls.server.get("/v1/models")[1])["data"][0]["vocab_size"]
 
     def computed(self):
         return self.server.metric_sum("dsv4:computed_tokens_total")

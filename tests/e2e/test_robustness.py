@@ -11,7 +11,7 @@ import unittest
 import openai
 from openai import OpenAI
 
-from dsv4_server import Server
+from dsv4_server import Server, ServerTestCase
 
 MODEL = "dsv4-serve"
 
@@ -49,14 +49,8 @@ def read_until(s, marker, limit=1 << 20):
     return data
 
 
-class ErrorTable(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.server = Server("--max-request-bytes", "65536", "--max-model-len", "4096").__enter__()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.server.__exit__(None, None, None)
+class ErrorTable(ServerTestCase):
+    SERVER_ARGS = ("--max-request-bytes", "65536", "--max-model-len", "4096")
 
     def test_bad_requests(self):
         chat = "/v1/chat/completions"
@@ -132,14 +126,8 @@ class Queue(unittest.TestCase):
             self.assertEqual(status, 200)
 
 
-class Disconnects(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.server = Server("--sse-ping-interval", "0.05", "--max-num-batched-tokens", "64").__enter__()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.server.__exit__(None, None, None)
+class Disconnects(ServerTestCase):
+    SERVER_ARGS = ("--sse-ping-interval", "0.05", "--max-num-batched-tokens", "64")
 
     def aborted(self):
         return self.server.metric_sum("dsv4:requests_aborted_total")

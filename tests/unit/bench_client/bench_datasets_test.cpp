@@ -15,15 +15,13 @@ namespace {
 using ::dsv4::testing::error_of;
 
 PrefixRepetitionOptions options(uint64_t seed) {
-  PrefixRepetitionOptions o;
-  o.num_prompts = 24;
-  o.prefix_len = 700;
-  o.suffix_len = 90;
-  o.num_prefixes = 4;
-  o.output_len = 7;
-  o.vocab_size = 5000;
-  o.seed = seed;
-  return o;
+  return {.num_prompts = 24,
+          .prefix_len = 700,
+          .suffix_len = 90,
+          .num_prefixes = 4,
+          .output_len = 7,
+          .vocab_size = 5000,
+          .seed = seed};
 }
 
 TEST(PrefixRepetition, NPrefixesOfLTokensEquallyOftenShuffled) {

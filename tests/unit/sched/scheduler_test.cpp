@@ -17,14 +17,12 @@ namespace {
 
 // The tiny preset's layer schedule ([0, 4, 128, 4]), with head dims that keep pages small.
 ModelConfig sched_config() {
-  ModelConfig c;
-  c.n_layers = 4;
-  c.head_dim = 128;
-  c.rope_head_dim = 64;
-  c.index_head_dim = 128;
-  c.window_size = 128;
-  c.compress_ratios = {0, 4, 128, 4, 0};
-  return c;
+  return {.n_layers = 4,
+          .head_dim = 128,
+          .rope_head_dim = 64,
+          .window_size = 128,
+          .compress_ratios = {0, 4, 128, 4, 0},
+          .index_head_dim = 128};
 }
 
 std::vector<int32_t> ids(int64_t n, uint32_t seed) {
@@ -59,7 +57,20 @@ int64_t used_pages(const KvCacheManager& kv) {
   return used;
 }
 
-// Plays the runner: every sampled token is `token_of(id, length)`, and requests stop after `out` tokens.
+// Every request has left: nothing waits or runs, and every page is back in the pools.
+void expect_drained(const Scheduler& s, const KvCacheManager& kv) {
+  EXPECT_FALSE(s.has_work());
+  EXPECT_EQ(used_pages(kv), 0);
+  kv.check_consistency();
+}
+
+// The runner's stand-in for sampling: a token that depends only on the request and its length, so that a
+// recompute after preemption must feed back the very tokens it generated.
+int32_t token_of(const ScheduledChunk& c) {
+  return static_cast<int32_t>((c.id * 7919 + static_cast<uint64_t>(c.start + c.tokens.size())) % 1000);
+}
+
+// Plays the runner: every sampled token is `token_of(chunk)`, and requests stop after `out` tokens.
 struct Driver {
   explicit Driver(Scheduler& sched) : s(sched) {}
   Scheduler& s;
@@ -70,7 +81,7 @@ struct Driver {
     Schedule sch = s.schedule();
     for (const ScheduledChunk& c : sch.chunks) {
       if (!c.sample) continue;
-      const auto tok = static_cast<int32_t>((c.id * 7919 + static_cast<uint64_t>(c.start + c.tokens.size())) % 1000);
+      const int32_t tok = token_of(c);
       s.append_token(c.id, tok);
       outputs[c.id].push_back(tok);
       if (--remaining[c.id] == 0) {
@@ -84,14 +95,15 @@ struct Driver {
     s.add(id, std::move(prompt), {}, priority);
     remaining[id] = out;
   }
+  // Requests 1..n each generated all `out` of their tokens (none was lost to a preemption).
+  void expect_outputs(RequestId n, size_t out) {
+    for (RequestId id = 1; id <= n; ++id) EXPECT_EQ(outputs[id].size(), out) << "request " << id;
+  }
 };
 
 TEST(Scheduler, ChunksLongPromptsUnderTheTokenBudget) {
   auto kv = make_kv(8, 256, 64);
-  SchedulerConfig cfg;
-  cfg.max_num_batched_tokens = 256;
-  cfg.policy = ChunkPolicy::kBudget;
-  Scheduler s(cfg, *kv);
+  Scheduler s({.max_num_batched_tokens = 256, .policy = ChunkPolicy::kBudget}, *kv);
   const auto prompt = ids(1000, 1);
   s.add(1, prompt);
   int64_t pos = 0;
@@ -116,11 +128,7 @@ TEST(Scheduler, ChunksLongPromptsUnderTheTokenBudget) {
 
 TEST(Scheduler, DecodesFirstThenPrefillsWithinBudgetAndSequenceCap) {
   auto kv = make_kv(4, 64, 64);
-  SchedulerConfig cfg;
-  cfg.max_num_batched_tokens = 64;
-  cfg.max_num_seqs = 3;
-  cfg.policy = ChunkPolicy::kBudget;
-  Scheduler s(cfg, *kv);
+  Scheduler s({.max_num_seqs = 3, .max_num_batched_tokens = 64, .policy = ChunkPolicy::kBudget}, *kv);
   Driver d(s);
   for (RequestId id = 1; id <= 5; ++id) d.add(id, ids(50, static_cast<uint32_t>(id)), 20);
   for (int i = 0; i < 200 && s.has_work(); ++i) {
@@ -131,23 +139,18 @@ TEST(Scheduler, DecodesFirstThenPrefillsWithinBudgetAndSequenceCap) {
     EXPECT_LE(s.num_running(), 3);
     EXPECT_EQ(sch.num_decode_tokens, std::min<int64_t>(decoding, 64));  // every decode got its token
   }
-  EXPECT_FALSE(s.has_work());
-  EXPECT_EQ(used_pages(*kv), 0);
-  kv->check_consistency();
+  expect_drained(s, *kv);
 }
 
 TEST(Scheduler, MoreDecodesThanTheBudgetNeverOverflowIt) {
   auto kv = make_kv(8, 64, 64);
-  SchedulerConfig cfg;
-  cfg.max_num_batched_tokens = 4;
-  cfg.policy = ChunkPolicy::kBudget;
-  Scheduler s(cfg, *kv);
+  Scheduler s({.max_num_batched_tokens = 4, .policy = ChunkPolicy::kBudget}, *kv);
   Driver d(s);
   for (RequestId id = 1; id <= 7; ++id) d.add(id, ids(3, static_cast<uint32_t>(id)), 6);
   int64_t steps = 0;
   for (; steps < 500 && s.has_work(); ++steps) EXPECT_LE(d.step().num_tokens(), 4);
   EXPECT_FALSE(s.has_work());
-  for (RequestId id = 1; id <= 7; ++id) EXPECT_EQ(d.outputs[id].size(), 6u);
+  d.expect_outputs(7, 6);
 }
 
 TEST(Scheduler, PrefixHitSkipsComputedTokens) {
@@ -173,10 +176,7 @@ TEST(Scheduler, PrefixHitSkipsComputedTokens) {
 TEST(Scheduler, PreemptsNewestWhenBlocksRunOutAndResumesItFirst) {
   // Four full blocks: three requests of 300-token prompts growing to 560 positions cannot all fit.
   auto kv = make_kv(4, 512, 4, /*prefix=*/false);
-  SchedulerConfig cfg;
-  cfg.max_num_batched_tokens = 512;
-  cfg.policy = ChunkPolicy::kBudget;
-  Scheduler s(cfg, *kv);
+  Scheduler s({.max_num_batched_tokens = 512, .policy = ChunkPolicy::kBudget}, *kv);
   Driver d(s);
   for (RequestId id = 1; id <= 3; ++id) d.add(id, ids(300, static_cast<uint32_t>(id)), 260);
   bool saw_preemption = false;
@@ -199,10 +199,8 @@ TEST(Scheduler, PreemptsNewestWhenBlocksRunOutAndResumesItFirst) {
   }
   EXPECT_TRUE(saw_preemption);
   EXPECT_GT(s.num_preemptions(), 0u);
-  EXPECT_FALSE(s.has_work());
-  for (RequestId id = 1; id <= 3; ++id) EXPECT_EQ(d.outputs[id].size(), 260u);
-  EXPECT_EQ(used_pages(*kv), 0);
-  kv->check_consistency();
+  d.expect_outputs(3, 260);
+  expect_drained(s, *kv);
 }
 
 // The priority policy (vLLM's): requests start in (priority, arrival) order whatever order they came in,
@@ -241,11 +239,8 @@ TEST(Scheduler, PriorityPolicyStartsLowerValuesFirst) {
 // ones; every request still finishes with all its tokens.
 TEST(Scheduler, PriorityPolicyPreemptsTheLeastUrgent) {
   auto kv = make_kv(4, 512, 4, /*prefix=*/false);
-  SchedulerConfig cfg;
-  cfg.max_num_batched_tokens = 512;
-  cfg.policy = ChunkPolicy::kBudget;
-  cfg.scheduling = SchedulingPolicy::kPriority;
-  Scheduler s(cfg, *kv);
+  Scheduler s(
+      {.max_num_batched_tokens = 512, .policy = ChunkPolicy::kBudget, .scheduling = SchedulingPolicy::kPriority}, *kv);
   Driver d(s);
   const std::map<RequestId, int64_t> priority = {{1, 9}, {2, 0}, {3, -4}};  // the oldest is the least urgent
   d.add(1, ids(300, 1), 260, priority.at(1));
@@ -265,18 +260,13 @@ TEST(Scheduler, PriorityPolicyPreemptsTheLeastUrgent) {
   }
   ASSERT_FALSE(victims.empty());
   EXPECT_EQ(victims.front(), 1u);
-  EXPECT_FALSE(s.has_work());
-  for (RequestId id = 1; id <= 3; ++id) EXPECT_EQ(d.outputs[id].size(), 260u);
-  EXPECT_EQ(used_pages(*kv), 0);
-  kv->check_consistency();
+  d.expect_outputs(3, 260);
+  expect_drained(s, *kv);
 }
 
 TEST(Scheduler, RecomputeFeedsGeneratedTokensBackAndSamplesOnce) {
   auto kv = make_kv(4, 512, 4, /*prefix=*/false);
-  SchedulerConfig cfg;
-  cfg.max_num_batched_tokens = 512;
-  cfg.policy = ChunkPolicy::kBudget;
-  Scheduler s(cfg, *kv);
+  Scheduler s({.max_num_batched_tokens = 512, .policy = ChunkPolicy::kBudget}, *kv);
   Driver d(s);
   d.add(1, ids(300, 1), 300);
   d.add(2, ids(300, 2), 300);
@@ -293,11 +283,10 @@ TEST(Scheduler, RecomputeFeedsGeneratedTokensBackAndSamplesOnce) {
         EXPECT_TRUE(std::equal(c.tokens.begin(), c.tokens.end(), before.begin()));
       }
     }
-    // Same token rule as Driver.
+    // Driver's token rule, on the schedule this test has already looked at.
     for (const ScheduledChunk& c : sch.chunks) {
       if (!c.sample) continue;
-      const auto tok = static_cast<int32_t>((c.id * 7919 + static_cast<uint64_t>(c.start + c.tokens.size())) % 1000);
-      s.append_token(c.id, tok);
+      s.append_token(c.id, token_of(c));
       if (--d.remaining[c.id] == 0) s.finish(c.id);
     }
   }
@@ -307,10 +296,7 @@ TEST(Scheduler, RecomputeFeedsGeneratedTokensBackAndSamplesOnce) {
 
 TEST(Scheduler, LatencyPolicyBoundsPrefillWhileDecodesRun) {
   auto kv = make_kv(8, 2048, 64);
-  SchedulerConfig cfg;
-  cfg.max_num_batched_tokens = 2048;
-  cfg.itl_slack = 0.5;
-  Scheduler s(cfg, *kv);
+  Scheduler s({.max_num_batched_tokens = 2048, .itl_slack = 0.5}, *kv);
   Driver d(s);
   d.add(1, ids(10, 1), 100000);
   // A cost model: 4 ms per step plus 1 ms per prefill token.
@@ -340,10 +326,7 @@ TEST(Scheduler, LatencyPolicyBoundsPrefillWhileDecodesRun) {
 TEST(Scheduler, FinishAtAnyPointReturnsEveryBlock) {
   auto kv = make_kv(6, 300, 12);
   const KvCacheStats initial = kv->stats();
-  SchedulerConfig cfg;
-  cfg.max_num_batched_tokens = 300;
-  cfg.max_num_seqs = 6;
-  Scheduler s(cfg, *kv);
+  Scheduler s({.max_num_seqs = 6, .max_num_batched_tokens = 300}, *kv);
   Driver d(s);
   std::mt19937 rng(5);
   RequestId next = 1;

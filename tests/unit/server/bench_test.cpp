@@ -13,13 +13,8 @@ namespace dsv4::bench {
 namespace {
 
 TEST(BenchDataset, LengthsIdsAndSeed) {
-  RandomDatasetOptions o;
-  o.num_prompts = 50;
-  o.input_len = 100;
-  o.output_len = 10;
-  o.range_ratio = 0.2;
-  o.vocab_size = 1000;
-  o.seed = 5;
+  RandomDatasetOptions o{
+      .num_prompts = 50, .input_len = 100, .output_len = 10, .range_ratio = 0.2, .vocab_size = 1000, .seed = 5};
   const auto a = random_dataset(o), b = random_dataset(o);
   ASSERT_EQ(a.size(), 50u);
   for (size_t i = 0; i < a.size(); ++i) {
