@@ -551,9 +551,9 @@ TEST(CudaGemmFast, WgmmaReportsFp4ScalesBeyondItsSpan) {
 
 // Plain weights on the fast tier against the exact plain kernel, fp32 outputs, a pair (the
 // compressor's wkv and wgate): fp32 weights on the fused multiply-add kernel, bf16 ones on cuBLASLt
-// (two calls) and, with it off, on the same CUDA-core kernel. Each tile of 128x128 outputs within
-// calc_diff 1e-10 (spec/NUMERICS.md's fp32 bound), the same bits twice; zeroing one 16-wide K tile
-// of the weight (what a tile-indexing bug computes) must fail the bound.
+// (two calls) and, with it off, on the same CUDA-core kernel; up to 8 rows on the few-row kernel.
+// Each tile of 128x128 outputs within calc_diff 1e-10 (spec/NUMERICS.md's fp32 bound), the same bits
+// twice; zeroing one 16-wide K tile of the weight (what a tile-indexing bug computes) must fail it.
 struct PlainRun {
   GemmWeightKind kind;
   bool cublaslt;
@@ -572,8 +572,10 @@ TEST(CudaGemmFast, PlainWeightsPassTheFp32Gate) {
                                   PlainRun{GemmWeightKind::kBf16, false}}) {
     const bool f32 = run_kind.kind == GemmWeightKind::kF32;
     cuda::GemmRunner& runner = run_kind.cublaslt ? fast : fast_no_lt;
-    for (const auto& [rows, n, k] : {Shape{64, 1024, 4096}, Shape{200, 100, 48}, Shape{2048, 1024, 4096},
-                                     Shape{129, 515, 2048}, Shape{63, 256, 256}}) {
+    // Many rows (the CUDA-core kernel or cuBLASLt), and decode's few (the few-row kernel).
+    for (const auto& [rows, n, k] :
+         {Shape{64, 1024, 4096}, Shape{200, 100, 48}, Shape{2048, 1024, 4096}, Shape{129, 515, 2048},
+          Shape{63, 256, 256}, Shape{1, 256, 4096}, Shape{3, 1024, 4096}, Shape{8, 515, 2048}, Shape{5, 100, 48}}) {
       std::mt19937 rng(++seed);
       std::normal_distribution<float> nd(0.0f, 1.0f);
       std::vector<uint16_t> x(static_cast<size_t>(rows * k));
@@ -606,6 +608,14 @@ TEST(CudaGemmFast, PlainWeightsPassTheFp32Gate) {
       const std::vector<float> want = run(exact, ga), got = run(runner, ga), again = run(runner, ga);
       EXPECT_EQ(std::memcmp(again.data(), got.data(), got.size() * sizeof(float)), 0)
           << "rows " << rows << ": not the same bits run to run";
+      if (rows <= 8) {  // the few-row kernel without a pair: the first weight's outputs alone, untouched past them
+        Dev<float> y(std::vector<float>(2 * per, std::numeric_limits<float>::quiet_NaN()));
+        runner.run({.x = dx.p, .rows = rows, .w = ga, .y = y.p, .out = cuda::GemmOut::kF32});
+        const std::vector<float> alone = y.get();
+        EXPECT_EQ(std::memcmp(alone.data(), got.data(), per * sizeof(float)), 0) << "rows " << rows << ": alone";
+        EXPECT_TRUE(
+            std::all_of(alone.begin() + static_cast<int64_t>(per), alone.end(), [](float v) { return std::isnan(v); }));
+      }
       double worst = 0;
       for (size_t h = 0; h < 2; ++h) {
         for (int64_t rt = 0; rt < rows; rt += 128) {

@@ -225,45 +225,51 @@ struct GateCase {
   }
 };
 
-void expect_same_route(const GateCase::Result& got, const GateCase::Result& want) {
+void expect_same_route(const GateCase::Result& got, const GateCase::Result& want, float rel = 1e-6f) {
   EXPECT_EQ(got.err, 0);
   ASSERT_EQ(got.indices.size(), want.indices.size());
   for (size_t i = 0; i < want.indices.size(); ++i) {
     ASSERT_EQ(got.indices[i], want.indices[i]) << "slot " << i;
-    EXPECT_LE(std::fabs(got.weights[i] - want.weights[i]), 1e-6f * std::fabs(want.weights[i]))
+    EXPECT_LE(std::fabs(got.weights[i] - want.weights[i]), rel * std::fabs(want.weights[i]))
         << "slot " << i << ": " << got.weights[i] << " vs " << want.weights[i];
   }
 }
 
+// The CPU's routes on both tiers: the exact tier's scores are the CPU's sums; the fast tier's gate
+// GEMM adds in another fixed order (spec/NUMERICS.md: fp32 accuracy), which moves a softmax weight by
+// a few fp32 ulps of its logits, and must not move a route on inputs without near-ties.
+void expect_cpu_routes(const GateCase& c) {
+  const GateCase::Result want = c.cpu();
+  Runners exact(Numerics::kExact), fast(Numerics::kFast);
+  expect_same_route(c.gpu(exact), want);
+  expect_same_route(c.gpu(fast), want, 1e-5f);
+}
+
 TEST(CudaMoeGate, SqrtSoftplusWithBiasMatchesCpu) {
-  Runners run;
   GateCase c;
   c.randomize(11);
   c.add_bias(12);
-  expect_same_route(c.gpu(run), c.cpu());
+  expect_cpu_routes(c);
 }
 
 TEST(CudaMoeGate, SigmoidWithF32WeightMatchesCpu) {
-  Runners run;
   GateCase c{.tokens = 64, .score = ScoreFunc::kSigmoid, .f32_weight = true};
   c.randomize(21);
-  expect_same_route(c.gpu(run), c.cpu());
+  expect_cpu_routes(c);
 }
 
 TEST(CudaMoeGate, SoftmaxMatchesCpu) {
-  Runners run;
   GateCase c{.dim = 1024, .experts = 64, .topk = 8, .score = ScoreFunc::kSoftmax};
   c.randomize(31);
-  expect_same_route(c.gpu(run), c.cpu());
+  expect_cpu_routes(c);
 }
 
 TEST(CudaMoeGate, HashRoutingMatchesCpu) {
-  Runners run;
   GateCase c{.tokens = 50};
   c.randomize(41);
   c.add_bias(42);  // ignored by hash routing
   c.add_hash(43);
-  expect_same_route(c.gpu(run), c.cpu());
+  expect_cpu_routes(c);
 }
 
 // Identical gate rows give bit-equal scores: the lower experts must win every tie.

@@ -16,6 +16,7 @@
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemm/fast_gemv.h"
 #include "backend/cuda/gemm/fast_mma.h"
+#include "backend/cuda/gemm/fast_plain_gemv.h"
 #include "backend/cuda/gemm/fast_sgemm.h"
 #include "backend/cuda/gemm/wgmma_gemm.h"
 #include "backend/cuda/gemm_imma.h"
@@ -364,12 +365,16 @@ struct GemmRunner::Impl {
       if (gemv_pair(a, w_b, y_b)) return;
     }
     const GemmRoute route = plain && same && a.rows > 0 ? plan_of(a, true).route : GemmRoute::kExactBlock;
-    if (route == GemmRoute::kFastSgemm) {
+    if (route == GemmRoute::kFastSgemm || route == GemmRoute::kFastPlainGemv) {
       run_checks(a);
       ExactPlainArgs p = plain_args(a, policy.plain_wide_min_tiles);
       p.w_b = w_b.data, p.y_b = y_b;
-      if (fast_sgemm_takes(p)) {
+      if (route == GemmRoute::kFastSgemm && fast_sgemm_takes(p)) {
         fast_sgemm(p, stream);
+        return;
+      }
+      if (route == GemmRoute::kFastPlainGemv && fast_plain_gemv_takes(p)) {
+        fast_plain_gemv(p, stream);
         return;
       }
     }
@@ -416,6 +421,10 @@ struct GemmRunner::Impl {
     if (w.kind == GemmWeightKind::kBf16 || w.kind == GemmWeightKind::kF32) {
       if (plan.route == GemmRoute::kCublasLt && lt_bf16(a, x_ld, y_ld)) return;
       const ExactPlainArgs p = plain_args(a, policy.plain_wide_min_tiles);
+      if (plan.route == GemmRoute::kFastPlainGemv && fast_plain_gemv_takes(p)) {
+        fast_plain_gemv(p, stream);
+        return;
+      }
       const bool sgemm = plan.route == GemmRoute::kFastSgemm || plan.fallback == GemmRoute::kFastSgemm;
       if (sgemm && fast_sgemm_takes(p)) {
         fast_sgemm(p, stream);

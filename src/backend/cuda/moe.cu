@@ -704,7 +704,7 @@ void MoeRunner::gate(const MoeGateParams& a, int32_t* err) {
   if (a.tokens == 0) return;
   Impl& m = *impl_;
   float* z = m.get<float>(kZ, static_cast<size_t>(a.tokens) * a.experts);
-  m.gemm.run({.x = a.x, .rows = a.tokens, .w = gemm_weight(a.weight), .y = z, .out = GemmOut::kF32, .exact = true});
+  m.gemm.run({.x = a.x, .rows = a.tokens, .w = gemm_weight(a.weight), .y = z, .out = GemmOut::kF32});
   const GateLaunch k{a, z, err};
   const size_t smem = 2 * static_cast<size_t>(a.experts) * sizeof(float);
   launch_kernel(gate_kernel, static_cast<unsigned>(a.tokens), kGateThreads, smem, m.stream, k);

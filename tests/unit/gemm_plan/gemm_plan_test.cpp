@@ -105,8 +105,11 @@ TEST(GemmPlan, FastFewRowsAWeightGoToTheFewRowKernel) {
     EXPECT_EQ(plan_gemm(dense(w, 1, 4096, 8192), fast, kH200).route, GemmRoute::kFastGemv);
     EXPECT_EQ(plan_gemm(dense(w, 9, 4096, 8192), fast, kH200).route, GemmRoute::kFastMma);
     EXPECT_EQ(plan_gemm(grouped(w, 6, 256, 2048, 4096), fast, kH200).route, GemmRoute::kFastGemv);
-    EXPECT_EQ(plan_gemm(grouped(w, 8 * 32, 32, 2048, 4096), fast, kH200).route, GemmRoute::kFastGemv);
-    EXPECT_EQ(plan_gemm(grouped(w, 8 * 32 + 1, 32, 2048, 4096), fast, kH200).route, GemmRoute::kFastMma);
+    EXPECT_EQ(plan_gemm(grouped(w, 48, 32, 2048, 4096), fast, kH200).route, GemmRoute::kFastGemv);
+    EXPECT_EQ(plan_gemm(grouped(w, 64, 256, 2048, 4096), fast, kH200).route, GemmRoute::kFastGemv);
+    // Beyond gemv_grouped_max_rows rows in all, or 8 a weight: the mma.sync kernel.
+    EXPECT_EQ(plan_gemm(grouped(w, 65, 256, 2048, 4096), fast, kH200).route, GemmRoute::kFastMma);
+    EXPECT_EQ(plan_gemm(grouped(w, 9 * 4, 4, 2048, 4096), fast, kH200).route, GemmRoute::kFastMma);
   }
   GemmProblem g = dense(GemmWeightKind::kFp8, 4, 1024, 1024);
   g.groups = 2;
@@ -213,15 +216,24 @@ TEST(GemmPlan, FastPlainWeights) {
   GemmPolicy no_lt = fast;
   no_lt.cublaslt = false;
   EXPECT_EQ(plan_gemm(bf16_pair, no_lt, kH200).route, GemmRoute::kFastSgemm);
-  bf16_pair.rows = 8;  // decode: the exact plain kernel's one launch
+  bf16_pair.rows = 8;  // decode: the few-row kernel's one launch; 9 rows: the exact plain kernel's
+  EXPECT_EQ(plan_gemm(bf16_pair, fast, kH200).route, GemmRoute::kFastPlainGemv);
+  EXPECT_EQ(plan_gemm(bf16_pair, fast, kH200).fallback, GemmRoute::kExactPlain);
+  bf16_pair.rows = 9;
   EXPECT_EQ(plan_gemm(bf16_pair, fast, kH200).route, GemmRoute::kExactPlain);
   f32_pair.exact = true;
   EXPECT_EQ(plan_gemm(f32_pair, fast, kH200).route, GemmRoute::kExactPlain);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kF32, 2048, 1024, 4096), policy(Numerics::kExact), kH200).route,
             GemmRoute::kExactPlain);
   GemmProblem pair = dense(GemmWeightKind::kBf16, 1, 512, 4096);
-  pair.pair = true;  // the exact plain kernel takes a pair in one launch
-  EXPECT_EQ(plan_gemm(pair, fast, kH200).route, GemmRoute::kExactPlain);
+  pair.pair = true;  // on the exact tier the exact plain kernel takes a pair in one launch
+  EXPECT_EQ(plan_gemm(pair, policy(Numerics::kExact), kH200).route, GemmRoute::kExactPlain);
+  // Few rows: fp32 weights (the MoE gate) and narrow bf16 ones (weights_proj) on the few-row kernel;
+  // a wide bf16 one (the head) on cuBLASLt.
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kF32, 1, 256, 4096), fast, kH200).route, GemmRoute::kFastPlainGemv);
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kBf16, 1, 64, 4096), fast, kH200).route, GemmRoute::kFastPlainGemv);
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kBf16, 1, 129280, 4096), fast, kH200).route, GemmRoute::kCublasLt);
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kF32, 1, 256, 4100), fast, kH200).route, GemmRoute::kExactPlain);
 }
 
 TEST(GemmPlan, ShapesTheFastKernelRefusesStayExact) {

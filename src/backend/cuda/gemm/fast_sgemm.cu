@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/gemm/fast_sgemm.h"
+#include "backend/cuda/gemm/plain_loads.cuh"
 #include "backend/cuda/launch.cuh"
 
 namespace dsv4::cuda {
@@ -41,23 +42,6 @@ __device__ __forceinline__ void store4(const ExactPlainArgs& p, void* y, int64_t
     } else {
       static_cast<uint16_t*>(y)[i + j] = f_to_bf16(v[j]);
     }
-  }
-}
-
-// Eight bf16 values (the first in u.x's low half) as floats.
-__device__ __forceinline__ void bf16x8(uint4 u, float (&v)[8]) {
-  bf16x4(make_uint2(u.x, u.y), reinterpret_cast<float(&)[4]>(v[0]));
-  bf16x4(make_uint2(u.z, u.w), reinterpret_cast<float(&)[4]>(v[4]));
-}
-
-// Eight weight values of a row from fp32 (two 16-byte loads) or bf16 (one).
-template <bool kF32>
-__device__ __forceinline__ void load_w8(const void* src, float (&v)[8]) {
-  if constexpr (kF32) {
-    const float4 a = __ldg(static_cast<const float4*>(src)), b = __ldg(static_cast<const float4*>(src) + 1);
-    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-  } else {
-    bf16x8(__ldg(static_cast<const uint4*>(src)), v);
   }
 }
 

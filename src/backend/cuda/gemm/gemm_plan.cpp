@@ -81,6 +81,8 @@ const char* route_name(GemmRoute r) {
       return "fast-sgemm";
     case GemmRoute::kFastGemv:
       return "fast-gemv";
+    case GemmRoute::kFastPlainGemv:
+      return "fast-plain-gemv";
   }
   return "?";
 }
@@ -139,6 +141,11 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
     // bf16 on the tensor cores with fp32 accumulation; fp32 weights keep their fp32 sums.
     // Many rows, one group: fused multiply-add chains on the CUDA cores (fp32 weights; bf16 where
     // cuBLASLt is off or refuses).
+    const bool few = p.experts == 0 && p.groups == 1 && p.rows <= policy.plain_gemv_max_rows && p.kg % 8 == 0;
+    if (few && (p.weight == GemmWeightKind::kF32 || p.pair || p.n <= kPlainGemvMaxCols)) {
+      plan.route = GemmRoute::kFastPlainGemv;
+      return plan;
+    }
     const bool many = p.experts == 0 && p.groups == 1 && p.rows >= policy.sgemm_min_rows && p.kg % 16 == 0;
     if (many) plan.route = GemmRoute::kFastSgemm;
     // bf16 on cuBLASLt: single calls, and pairs (the compressor's, run as two) of many rows; a few-row
@@ -163,7 +170,8 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
   if (policy.cublaslt && lt_shape && p.rows > policy.fast_mma_max_rows) plan.route = GemmRoute::kCublasLt;
   // Up to a tile of rows a weight: the few-row kernel, on the mma.sync plan where it refuses the call.
   const int64_t per_weight = p.experts > 0 ? ceil_div(p.rows, p.experts) : p.rows;
-  if (per_weight <= policy.gemv_max_rows && plan.route == GemmRoute::kFastMma) {
+  const bool few = per_weight <= policy.gemv_max_rows && (p.experts == 0 || p.rows <= policy.gemv_grouped_max_rows);
+  if (few && plan.route == GemmRoute::kFastMma) {
     plan.route = GemmRoute::kFastGemv;
     plan.gemv_k_parts = fast_gemv_k_parts(p, caps);
   }

@@ -43,8 +43,11 @@ struct GemmPolicy {
   // Fast tier: dense FP8 GEMMs of more rows than this go to cuBLASLt (where it takes the shape).
   int64_t fast_mma_max_rows = 64;
   // Fast tier: block-scaled calls of at most this many rows a weight (dense rows, or a grouped call's
-  // rows over its experts) on the few-row kernel, fast_gemv.h (DSV4_GEMM_FAST_GEMV_MAX_ROWS; 0: off).
+  // rows over its experts) on the few-row kernel, fast_gemv.h (DSV4_GEMM_FAST_GEMV_MAX_ROWS; 0: off);
+  // grouped calls only up to gemv_grouped_max_rows rows in all (beyond, many experts' tiles run
+  // faster on the mma.sync kernel: docs/perf.md).
   int64_t gemv_max_rows = 8;
+  int64_t gemv_grouped_max_rows = 64;
   // Fast tier: cuBLASLt's block-scaled FP8 and bf16 GEMMs on (DSV4_GEMM_CUBLASLT=0: off).
   bool cublaslt = true;
   // Fast tier: the wgmma kernel (wgmma_gemm.h) for grouped calls of at least wgmma_min_rows rows a
@@ -53,8 +56,11 @@ struct GemmPolicy {
   bool wgmma = true;
   int64_t wgmma_min_rows = 64;
   // Fast tier: fp32 weights of at least this many rows on the fused multiply-add kernel (fast_sgemm.h);
-  // fewer rows are latency-bound and stay on the exact plain kernels.
+  // at most plain_gemv_max_rows rows on the few-row kernel (fast_plain_gemv.h): fp32 weights, plain
+  // pairs and bf16 weights of at most kPlainGemvMaxCols columns (wider ones, the head, stay on
+  // cuBLASLt); the rows between on the exact plain kernels.
   int64_t sgemm_min_rows = 64;
+  int64_t plain_gemv_max_rows = 8;
   // Fast tier: K splits until a call has this many CTAs per SM (each split at least kMinSplitBlocks).
   int ctas_per_sm = 2;
   // Exact tier: block sums on the int8 tensor cores (DSV4_GEMM_IMMA=0: every shape on the SIMT
@@ -72,6 +78,9 @@ struct GemmPolicy {
   // One line for the startup summary.
   std::string describe() const;
 };
+
+// Output columns of a single bf16 call the few-row plain kernel takes (GemmPolicy::plain_gemv_max_rows).
+constexpr int64_t kPlainGemvMaxCols = 4096;
 
 // K blocks (128 wide) a split keeps at least: a few-row call is latency-bound, so splits are cheap
 // (their partial sums are rows x N floats each) and more warps in flight pay.
@@ -107,13 +116,14 @@ inline int64_t row_tiles(int64_t rows, int64_t tm, int64_t experts) {
 }
 
 enum class GemmRoute : uint8_t {
-  kExactBlock,  // the exact block-scaled kernels (their own sub-routes)
-  kExactPlain,  // the exact plain (bf16 / fp32 weight) kernels
-  kCublasLt,    // cuBLASLt: block-scaled FP8 or bf16 with fp32 accumulation
-  kFastMma,     // fast_mma.h
-  kWgmma,       // wgmma_gemm.h
-  kFastSgemm,   // fast_sgemm.h (fp32 weights)
-  kFastGemv,    // fast_gemv.h (few rows a weight; fallback: kFastMma's plan)
+  kExactBlock,     // the exact block-scaled kernels (their own sub-routes)
+  kExactPlain,     // the exact plain (bf16 / fp32 weight) kernels
+  kCublasLt,       // cuBLASLt: block-scaled FP8 or bf16 with fp32 accumulation
+  kFastMma,        // fast_mma.h
+  kWgmma,          // wgmma_gemm.h
+  kFastSgemm,      // fast_sgemm.h (fp32 weights)
+  kFastGemv,       // fast_gemv.h (few rows a weight; fallback: kFastMma's plan)
+  kFastPlainGemv,  // fast_plain_gemv.h (few rows, fp32 weights or a plain pair)
 };
 const char* route_name(GemmRoute r);
 
