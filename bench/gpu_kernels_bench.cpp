@@ -502,7 +502,7 @@ int main() {
   if (want("wgmma")) {  // the wgmma kernel against its alternatives: cuBLASLt (dense), mma.sync (grouped)
     const auto no_lt = fast_with([](cuda::GemmPolicy& p) { p.cublaslt = false; });
     gemm_rows(*no_lt, " wgmma", {256, 1024, 8192});
-    const auto mma = fast_with([](cuda::GemmPolicy& p) { p.wgmma = false; });
+    const auto mma = fast_with([](cuda::GemmPolicy& p) { p.wgmma_min_rows = int64_t{1} << 40; });
     moe_rows(*mma, " mma fast", {8192});
     moe_rows(*mma, " e32 mma fast", {8192}, 32);
   }

@@ -18,7 +18,7 @@ struct Switch {
 
 // Every on/off or named-mode switch the engine reads (env_switch), and what each takes; numbers such
 // as DSV4_GEMM_IMMA_MIN_ROWS are parsed where they are read.
-const std::array<Switch, 9> kSwitches{{
+const std::array<Switch, 8> kSwitches{{
     {"DSV4_CUDA_GRAPHS", {"0", "1"}},
     {"DSV4_PDL", {"0", "1"}},
     {"DSV4_MOE_SIDE", {"0", "1"}},
@@ -27,14 +27,13 @@ const std::array<Switch, 9> kSwitches{{
     {"DSV4_GEMM_CUBLASLT", {"0", "1"}},
     {"DSV4_GEMM_IMMA", {"0", "1"}},
     {"DSV4_GEMM_IMMA_STAGES", {"2", "4"}},
-    {"DSV4_GEMM_WGMMA", {"0", "1"}},
 }};
 
 // Switches that were replaced, and by what: set, they fail the check instead of being ignored. The GEMM
 // switches of kernels measured faster than their alternatives went with the alternatives' code
 // (docs/perf-history.md names the measurements).
 constexpr const char* kAlwaysOn = "the kernel it switched is always taken where it applies (measured faster)";
-const std::array<std::pair<const char*, const char*>, 9> kRetired{{
+const std::array<std::pair<const char*, const char*>, 10> kRetired{{
     {"DSV4_GEMM", "use --numerics fast or exact (DSV4_NUMERICS)"},
     {"DSV4_GEMM_RING", kAlwaysOn},
     {"DSV4_GEMM_FP4_INT", kAlwaysOn},
@@ -44,6 +43,7 @@ const std::array<std::pair<const char*, const char*>, 9> kRetired{{
     {"DSV4_GEMM_IMMA_SKINNY", kAlwaysOn},
     {"DSV4_GEMM_PLAIN_WIDE", kAlwaysOn},
     {"DSV4_GEMM_FAST_GEMV_BF16", kAlwaysOn},
+    {"DSV4_GEMM_WGMMA", "the wgmma kernel takes grouped calls from DSV4_GEMM_WGMMA_MIN_ROWS rows a weight"},
 }};
 
 std::string_view checked(const Switch& s) {

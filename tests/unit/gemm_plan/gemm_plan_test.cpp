@@ -63,8 +63,8 @@ TEST(GemmPlan, FastDenseFp8OfManyRowsGoesToCublasLtWithTheWgmmaKernelBehind) {
   GemmPolicy no_lt = policy(Numerics::kFast);
   no_lt.cublaslt = false;
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 8192, 4096, 4096), no_lt, kH200).route, GemmRoute::kWgmma);
-  GemmPolicy neither = no_lt;
-  neither.wgmma = false;
+  GemmPolicy neither = no_lt;  // the mma.sync kernel's rows raised past the call's
+  neither.fast_mma_max_rows = 1 << 20;
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 8192, 4096, 4096), neither, kH200).route, GemmRoute::kFastMma);
 }
 
@@ -187,7 +187,7 @@ TEST(GemmPlan, FastGroupedExpertsTileByRowsPerExpert) {
   EXPECT_TRUE(plan.resident);
   // Prefill on the mma.sync kernel (wgmma off): many rows per expert, the GPU full without splits.
   GemmPolicy no_wgmma = fast;
-  no_wgmma.wgmma = false;
+  no_wgmma.wgmma_min_rows = int64_t{1} << 40;
   plan = plan_gemm(grouped(GemmWeightKind::kFp4, 49152, 32, 2048, 4096), no_wgmma, kH200);
   EXPECT_EQ(plan.tile_rows, 32);
   EXPECT_EQ(plan.splits, 1);
@@ -259,20 +259,17 @@ TEST(GemmPlan, BadProblemsThrow) {
 TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::setenv("DSV4_GEMM_CUBLASLT", "0", 1);
   ::setenv("DSV4_GEMM_FAST_MMA_MAX_ROWS", "128", 1);
-  ::setenv("DSV4_GEMM_WGMMA", "0", 1);
   ::setenv("DSV4_GEMM_WGMMA_MIN_ROWS", "200", 1);
   ::setenv("DSV4_GEMM_FAST_GEMV_MAX_ROWS", "4", 1);
   GemmPolicy p = GemmPolicy::from_env(Numerics::kFast);
-  ::unsetenv("DSV4_GEMM_WGMMA");
   ::unsetenv("DSV4_GEMM_WGMMA_MIN_ROWS");
   ::unsetenv("DSV4_GEMM_FAST_GEMV_MAX_ROWS");
   EXPECT_EQ(p.gemv_max_rows, 4);
   EXPECT_NE(p.describe().find("few-row kernel up to 4 rows"), std::string::npos) << p.describe();
   EXPECT_FALSE(p.cublaslt);
-  EXPECT_FALSE(p.wgmma);
   EXPECT_EQ(p.wgmma_min_rows, 200);
   EXPECT_EQ(p.fast_mma_max_rows, 128);
-  EXPECT_NE(p.describe().find("wgmma off from 200 rows"), std::string::npos) << p.describe();
+  EXPECT_NE(p.describe().find("wgmma from 200 rows"), std::string::npos) << p.describe();
   EXPECT_NE(p.describe().find("fast"), std::string::npos);
   EXPECT_NE(p.describe().find("cuBLASLt off"), std::string::npos);
   ::setenv("DSV4_GEMM_CUBLASLT", "2", 1);

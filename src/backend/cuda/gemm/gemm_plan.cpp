@@ -43,7 +43,6 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.cublaslt = env_switch("DSV4_GEMM_CUBLASLT") != "0";
   p.fast_mma_max_rows = env_count("DSV4_GEMM_FAST_MMA_MAX_ROWS", p.fast_mma_max_rows);
   p.gemv_max_rows = env_count("DSV4_GEMM_FAST_GEMV_MAX_ROWS", p.gemv_max_rows);
-  p.wgmma = env_switch("DSV4_GEMM_WGMMA") != "0";
   p.wgmma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_WGMMA_MIN_ROWS", p.wgmma_min_rows));
   p.ctas_per_sm = static_cast<int>(std::max<int64_t>(1, env_count("DSV4_GEMM_CTAS_PER_SM", p.ctas_per_sm)));
   p.exact_imma = env_switch("DSV4_GEMM_IMMA") != "0";
@@ -61,8 +60,8 @@ std::string GemmPolicy::describe() const {
   }
   return fmt::format(
       "fast (FP8 tensor cores with per-block promotion; few-row kernel up to {} rows a weight; cuBLASLt {} above "
-      "{} rows; wgmma {} from {} rows a weight; {} CTAs an SM)",
-      gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma ? "on" : "off", wgmma_min_rows, ctas_per_sm);
+      "{} rows; wgmma from {} rows a weight; {} CTAs an SM)",
+      gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows, ctas_per_sm);
 }
 
 const char* route_name(GemmRoute r) {
@@ -161,7 +160,7 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
   const bool lt_shape =
       p.weight == GemmWeightKind::kFp8 && p.experts == 0 && !p.pair && (p.groups == 1 || ng % 128 == 0);
   const bool many = p.experts > 0 ? p.rows >= policy.wgmma_min_rows * p.experts : p.rows > policy.fast_mma_max_rows;
-  if (policy.wgmma && many && p.groups == 1) {
+  if (many && p.groups == 1) {
     // Many rows a weight: wgmma, without splits or workspace (and behind cuBLASLt for dense FP8).
     plan = GemmPlan{};
     plan.route = plan.fallback = GemmRoute::kWgmma;

@@ -51,9 +51,8 @@ struct GemmPolicy {
   // Fast tier: cuBLASLt's block-scaled FP8 and bf16 GEMMs on (DSV4_GEMM_CUBLASLT=0: off).
   bool cublaslt = true;
   // Fast tier: the wgmma kernel (wgmma_gemm.h) for grouped calls of at least wgmma_min_rows rows a
-  // weight on average, dense FP4 calls above fast_mma_max_rows rows, and dense FP8 ones that cuBLASLt
-  // refuses (DSV4_GEMM_WGMMA=0: off; DSV4_GEMM_WGMMA_MIN_ROWS).
-  bool wgmma = true;
+  // weight on average (DSV4_GEMM_WGMMA_MIN_ROWS), dense FP4 calls above fast_mma_max_rows rows, and
+  // dense FP8 ones that cuBLASLt refuses (measured against mma.sync there: docs/perf.md).
   int64_t wgmma_min_rows = 64;
   // Fast tier: fp32 weights of at least this many rows on the fused multiply-add kernel (fast_sgemm.h);
   // at most plain_gemv_max_rows rows on the few-row kernel (fast_plain_gemv.h): fp32 weights, plain
