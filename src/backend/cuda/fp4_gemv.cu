@@ -14,7 +14,7 @@ using namespace gemm_tiles;
 
 // Why a kernel of its own: the skinny kernel gives each lane an output column, so a one-row tile
 // spends ~9 instructions a product (fp64 patterns, shared-memory activations, two barriers a stage)
-// and reaches 0.9 TB/s (Nsight Compute, moe b1). Here a lane owns a 32-element sub-block of K instead:
+// and is bound by issue, not by DRAM (docs/perf-history.md). Here a lane owns a 32-element sub-block of K instead:
 // a warp's 16-byte weight loads cover 512 contiguous bytes of one column, the lane keeps its
 // sub-block's activation digits in registers for all of the warp's columns, and the weights become
 // int8 with two prmt lookups, so dp4a sums four products an instruction.

@@ -443,7 +443,7 @@ __device__ __forceinline__ void block_products(SkinnyIntSmem<TM>& s, const Weigh
 // ---- the stage ring (tiles of one or two rows) ------------------------------------------------------
 //
 // A lane reads its own column's weights, so each 16-byte load of the plain kernel touches 32 weight
-// rows: Nsight Compute (moe b1, one-row FP4 tiles) finds L1 the busiest unit (75%) at 0.85 TB/s. With
+// rows, which leaves L1 the busiest unit far below DRAM's rate (docs/perf-history.md). With
 // the ring, each warp copies whole rows instead (32 lanes x 16 contiguous bytes) with cp.async into a
 // swizzled slot (chunk c of row r at c ^ (r % 8): a lane's column reads hit eight distinct bank groups
 // per quarter-warp), one stage ahead, while the current stage sums; the kernel's barrier after staging

@@ -64,7 +64,7 @@ struct GemmPolicy {
   int ctas_per_sm = 2;
   // Exact tier: block sums on the int8 tensor cores (DSV4_GEMM_IMMA=0: every shape on the SIMT
   // kernels, the same bits), from imma_min_rows rows per weight (DSV4_GEMM_IMMA_MIN_ROWS), with 2 or
-  // 4 K stages in flight (DSV4_GEMM_IMMA_STAGES=4: opt-in, not yet measured on the H200).
+  // 4 K stages in flight (DSV4_GEMM_IMMA_STAGES=4: opt-in, not yet measured).
   bool exact_imma = true;
   int64_t imma_min_rows = 64;
   int imma_stages = 2;
