@@ -91,6 +91,9 @@ void add_scheduling_flags(CLI::App& cmd, EngineFlags& f) {
   engine_option(cmd, "--itl-slack", c.itl_slack,
                 "latency policy: a step with prefill may take (1 + slack) x a decode-only step")
       ->check(CLI::NonNegativeNumber);
+  engine_option(cmd, "--itl-target-ms", c.itl_target_ms,
+                "latency policy: a step with prefill may also take up to this long (0 = the slack alone)")
+      ->check(CLI::NonNegativeNumber);
 }
 
 }  // namespace
@@ -125,7 +128,8 @@ nlohmann::ordered_json engine_config_json(const EngineConfig& c) {
           {"chunked-prefill-policy", chunk_policy_name(c.chunked_prefill_policy)},
           {"scheduling-policy", scheduling_policy_name(c.scheduling_policy)},
           {"max-prefill-chunk", c.max_prefill_chunk},
-          {"itl-slack", c.itl_slack}};
+          {"itl-slack", c.itl_slack},
+          {"itl-target-ms", c.itl_target_ms}};
 }
 
 bool print_engine_config_if_asked(const EngineFlags& f) {

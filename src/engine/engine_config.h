@@ -48,6 +48,8 @@ struct EngineConfig {
   int64_t max_prefill_chunk = SchedulerConfig{}.max_prefill_chunk;
   // kLatency: a step with prefill may take (1 + slack) x a decode step (scheduler_config.h says why 0.4).
   double itl_slack = SchedulerConfig{}.itl_slack;
+  // kLatency: a step with prefill may also take up to this long (ms; scheduler_config.h says why 150).
+  double itl_target_ms = SchedulerConfig{}.itl_target_ms;
   // Which waiting request starts first: arrival order, or the requests' priorities (vLLM's flag).
   SchedulingPolicy scheduling_policy = SchedulerConfig{}.scheduling;
 
@@ -59,7 +61,7 @@ struct EngineConfig {
 
   SchedulerConfig scheduler() const {
     return {max_num_seqs, max_num_batched_tokens, chunked_prefill_policy, max_prefill_chunk,
-            itl_slack,    scheduling_policy};
+            itl_slack,    itl_target_ms,          scheduling_policy};
   }
 };
 

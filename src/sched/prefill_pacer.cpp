@@ -16,7 +16,8 @@ void PrefillPacer::observe(int64_t decode_tokens, int64_t prefill_tokens, double
   if (decode_ <= 0) return;
   // Damped (square root) and bounded (x1/2 .. x2) so that one noisy step cannot swing the chunk.
   const double extra = std::max(seconds - decode_, 1e-3 * decode_);
-  const double factor = std::clamp(std::sqrt(slack_ * decode_ / extra), 0.5, 2.0);
+  const double allowed = std::max(slack_ * decode_, target_ - decode_);
+  const double factor = std::clamp(std::sqrt(allowed / extra), 0.5, 2.0);
   if (prefill_tokens >= chunk()) {
     chunk_ = std::clamp(chunk_ * factor, 1.0, 1e9);
   } else if (factor < 1) {

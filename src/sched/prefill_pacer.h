@@ -1,10 +1,10 @@
 // PrefillPacer: how many prefill tokens a step may carry while decodes run (the kLatency chunk policy),
 // learned from the measured time of every step, so that no backend needs tuning.
 //
-// Target: a step with prefill costs at most (1 + slack) x a decode-only step. Measurements:
+// Target: a step with prefill costs at most max((1 + slack) x a decode-only step, target). Measurements:
 //   decode step  a moving average of the time of steps that ran only decodes;
 //   extra        what a mixed step took beyond it.
-// After each mixed step the chunk moves towards chunk x (slack x decode step / extra), damped. With an
+// After each mixed step the chunk moves towards chunk x (allowed extra / extra), damped. With an
 // extra cost of fixed + per_token x chunk (a chunk is one more sequence in the batch, so it has a fixed
 // part) this converges to the largest chunk within the target, with no model of the cost to fit. It
 // starts at one token and at most doubles per step, so the first chunks never overshoot.
@@ -19,7 +19,9 @@ class PrefillPacer {
  public:
   static constexpr int64_t kRemeasureSteps = 64;  // steps between decode-only measurements
 
-  explicit PrefillPacer(double slack) : slack_(slack) {}
+  // slack: the extra time allowed over a decode-only step, as a fraction of it; target_seconds: a step
+  // time always allowed (0: none).
+  explicit PrefillPacer(double slack, double target_seconds = 0) : slack_(slack), target_(target_seconds) {}
 
   void observe(int64_t decode_tokens, int64_t prefill_tokens, double seconds);
   // Prefill tokens for the next step with decodes (at least 1, so prefills always progress).
@@ -32,6 +34,7 @@ class PrefillPacer {
  private:
   static constexpr double kAlpha = 0.25;  // weight of the newest decode-only step
   double slack_;
+  double target_;
   double decode_ = 0;
   double chunk_ = 1;
   int64_t since_decode_only_ = 0;

@@ -25,13 +25,15 @@ struct Scheduler::Step {
   int64_t prefill_left = 0;  // prefill tokens left under the chunk policy
 };
 
-Scheduler::Scheduler(SchedulerConfig config, KvCacheManager& kv) : cfg_(config), kv_(kv), pacer_(config.itl_slack) {
+Scheduler::Scheduler(SchedulerConfig config, KvCacheManager& kv)
+    : cfg_(config), kv_(kv), pacer_(config.itl_slack, config.itl_target_ms / 1e3) {
   DSV4_CHECK(cfg_.max_num_seqs > 0, "scheduler: max_num_seqs must be positive, got {}", cfg_.max_num_seqs);
   DSV4_CHECK(cfg_.max_num_batched_tokens > 0, "scheduler: max_num_batched_tokens must be positive, got {}",
              cfg_.max_num_batched_tokens);
   DSV4_CHECK(cfg_.max_prefill_chunk >= 0, "scheduler: max_prefill_chunk must not be negative, got {}",
              cfg_.max_prefill_chunk);
   DSV4_CHECK(cfg_.itl_slack > 0, "scheduler: itl_slack must be positive, got {}", cfg_.itl_slack);
+  DSV4_CHECK(cfg_.itl_target_ms >= 0, "scheduler: itl_target_ms must not be negative, got {}", cfg_.itl_target_ms);
 }
 
 void Scheduler::add(RequestId id, std::vector<int32_t> prompt, std::string cache_salt, int64_t priority) {

@@ -10,8 +10,8 @@ namespace dsv4 {
 // How prefill tokens share a step with running decodes.
 enum class ChunkPolicy : uint8_t {
   // Default. While decodes run, a step takes only as many prefill tokens as keep its measured cost within
-  // (1 + itl_slack) x a decode-only step (PrefillPacer), so running streams keep their pace while long
-  // prompts prefill; with no decodes running, prefills take the whole token budget.
+  // max((1 + itl_slack) x a decode-only step, itl_target_ms) (PrefillPacer), so running streams keep
+  // their pace while long prompts prefill; with no decodes running, prefills take the whole budget.
   kLatency,
   // vLLM's: prefills take whatever the token budget leaves after the decodes.
   kBudget,
@@ -35,6 +35,11 @@ struct SchedulerConfig {
   // kLatency: allowed extra step time over a decode-only step. 0.4 leaves room for noise under the 2x p99
   // goal (bench/engine_bench.cpp measures it).
   double itl_slack = 0.4;
+  // kLatency: a step with prefill may also take up to this long (ms; 0: the slack alone). Where decode
+  // steps are fast the slack alone leaves prompts a few tokens a step and starves them (a GPU burst of
+  // 16 prompts: docs/perf-history.md, session 5); 150 ms keeps inter-token latency under the 200 ms p99
+  // that serving asks for, with room for noise.
+  double itl_target_ms = 150;
   SchedulingPolicy scheduling = SchedulingPolicy::kFcfs;
 };
 

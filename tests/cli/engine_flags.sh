@@ -17,7 +17,7 @@ section() { awk -v h="$1:" '$0 == h { on = 1; next } on && /^$/ { exit } on'; }
 engine_help() { $DSV4 $1 --help | section Engine; }
 
 ref=$(engine_help serve)
-[ "$(grep -c '^  --' <<<"$ref")" -eq 19 ] || fail "serve's Engine help section is short: $ref"
+[ "$(grep -c '^  --' <<<"$ref")" -eq 20 ] || fail "serve's Engine help section is short: $ref"
 for c in "${cmds[@]:1}"; do
   diff <(echo "$ref") <(engine_help "$c") || fail "$c: engine flags differ from serve's (diff above)"
 done
@@ -26,6 +26,7 @@ grep -q -- '--backend TEXT=cpu ' <<<"$ref" || fail "--backend default is not cpu
 grep -q -- '--max-num-seqs INT:POSITIVE=256 ' <<<"$ref" || fail "--max-num-seqs default: $ref"
 grep -q -- '--max-num-batched-tokens INT:POSITIVE=2048 ' <<<"$ref" || fail "--max-num-batched-tokens default: $ref"
 grep -q -- '--itl-slack FLOAT:NONNEGATIVE=0.4 ' <<<"$ref" || fail "--itl-slack default: $ref"
+grep -q -- '--itl-target-ms FLOAT:NONNEGATIVE=150 ' <<<"$ref" || fail "--itl-target-ms default: $ref"
 grep -q 'reuse cached prompt prefixes (default: on)' <<<"$ref" || fail "--enable-prefix-caching default: $ref"
 
 # The same lines for the backend flags of bench step and golden-check and the dtype flags of kv-plan.
@@ -48,13 +49,13 @@ want = {"backend": "cpu", "threads": 0, "max-model-len": 0, "max-num-seqs": 256,
         "kv-cache-memory": 0, "gpu-memory-utilization": 0.9, "block-size": 256, "kv-cache-dtype": "fp8",
         "indexer-dtype": "fp4", "enforce-eager": False, "enable-prefix-caching": True,
         "prefix-cache-retention-interval": -1, "chunked-prefill-policy": "latency", "max-prefill-chunk": 0,
-        "itl-slack": 0.4, "scheduling-policy": "fcfs"}
+        "itl-slack": 0.4, "itl-target-ms": 150, "scheduling-policy": "fcfs"}
 for k, v in want.items():
     assert j[k] == v, (k, j[k], v)
 ' "$defaults" || fail "serve's defaults: $defaults"
 set_flags=(--backend auto --threads 3 --numerics exact --max-model-len 4096 --max-num-seqs 7 --max-num-batched-tokens 512
   --kv-cache-memory 96MiB --gpu-memory-utilization 0.5 --kv-cache-dtype bf16 --no-enable-prefix-caching
-  --prefix-cache-retention-interval 512 --chunked-prefill-policy budget --max-prefill-chunk 256 --itl-slack 0.25
+  --prefix-cache-retention-interval 512 --chunked-prefill-policy budget --max-prefill-chunk 256 --itl-slack 0.25 --itl-target-ms 80
   --enforce-eager --scheduling-policy priority)
 given=$(resolved serve "${set_flags[@]}")
 [ "$given" != "$defaults" ] || fail "the flags changed nothing"

@@ -24,6 +24,18 @@ TEST(PrefillPacer, ConvergesToTheLargestChunkWithinTheSlack) {
   EXPECT_NEAR(static_cast<double>(wide.chunk()), 28, 1);  // 8 + 2 + 28 x 0.5 = 24 ms = 3 x 8 ms
 }
 
+// An absolute step time allowed beyond the slack: where the decode step is fast, chunks grow to it.
+TEST(PrefillPacer, ConvergesToTheTargetStepTimeWhereItExceedsTheSlack) {
+  PrefillPacer p(0.5, 0.030);
+  p.observe(4, 0, cost(0));
+  for (int i = 0; i < 60; ++i) p.observe(4, p.chunk(), cost(p.chunk()));
+  EXPECT_NEAR(static_cast<double>(p.chunk()), 40, 1);  // 8 + 2 + 40 x 0.5 = 30 ms
+  PrefillPacer below(0.5, 0.010);                      // a target under (1 + slack) x decode step: the slack decides
+  below.observe(4, 0, cost(0));
+  for (int i = 0; i < 40; ++i) below.observe(4, below.chunk(), cost(below.chunk()));
+  EXPECT_EQ(below.chunk(), 4);
+}
+
 TEST(PrefillPacer, StaysNearTheTargetUnderNoise) {
   PrefillPacer p(0.5);
   p.observe(4, 0, cost(0));

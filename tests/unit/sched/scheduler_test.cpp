@@ -294,33 +294,57 @@ TEST(Scheduler, RecomputeFeedsGeneratedTokensBackAndSamplesOnce) {
   EXPECT_FALSE(s.has_work());
 }
 
-TEST(Scheduler, LatencyPolicyBoundsPrefillWhileDecodesRun) {
-  auto kv = make_kv(8, 2048, 64);
-  Scheduler s({.max_num_batched_tokens = 2048, .itl_slack = 0.5}, *kv);
-  Driver d(s);
-  d.add(1, ids(10, 1), 100000);
-  // A cost model: 4 ms per step plus 1 ms per prefill token.
-  const auto cost = [](const Schedule& sch) { return 0.004 + 0.001 * static_cast<double>(sch.num_prefill_tokens); };
-  const Schedule first = d.step();  // prefill alone: the whole prompt
-  EXPECT_EQ(first.num_prefill_tokens, 10);
-  s.observe_step(first, cost(first));
-  for (int i = 0; i < 5; ++i) s.observe_step(d.step(), cost(Schedule{}));  // decode-only steps
-  d.add(2, ids(1000, 2), 1);
+// A cost model: 4 ms per step plus 1 ms per prefill token.
+double step_cost(const Schedule& sch) { return 0.004 + 0.001 * static_cast<double>(sch.num_prefill_tokens); }
+
+// Request 1 (a 10-token prompt) prefills alone, then decodes for five decode-only steps; then a
+// 1000-token prompt (request 2) arrives and runs to its end beside it. Returns the most any of those
+// steps cost and how many of them carried a chunk of the prompt.
+struct PromptRun {
   double worst = 0;
   int64_t chunks = 0;
+};
+PromptRun prompt_beside_a_decode(Scheduler& s, Driver& d) {
+  d.add(1, ids(10, 1), 100000);
+  const Schedule first = d.step();  // prefill alone: the whole prompt
+  EXPECT_EQ(first.num_prefill_tokens, 10);
+  s.observe_step(first, step_cost(first));
+  for (int i = 0; i < 5; ++i) s.observe_step(d.step(), step_cost(Schedule{}));  // decode-only steps
+  d.add(2, ids(1000, 2), 1);
+  PromptRun r;
   while (s.find(2) != nullptr) {
     const Schedule sch = d.step();
-    ASSERT_EQ(sch.num_decode_tokens, 1);
-    s.observe_step(sch, cost(sch));
-    worst = std::max(worst, cost(sch));
-    chunks += sch.num_prefill_tokens > 0;
+    EXPECT_EQ(sch.num_decode_tokens, 1);
+    s.observe_step(sch, step_cost(sch));
+    r.worst = std::max(r.worst, step_cost(sch));
+    r.chunks += sch.num_prefill_tokens > 0;
   }
-  EXPECT_GE(chunks, 16);                 // the prompt took many chunks...
-  EXPECT_LE(worst, 0.004 * 1.5 + 1e-9);  // ...and no step exceeded (1 + slack) decode steps
+  return r;
+}
+
+TEST(Scheduler, LatencyPolicyBoundsPrefillWhileDecodesRun) {
+  auto kv = make_kv(8, 2048, 64);
+  Scheduler s({.max_num_batched_tokens = 2048, .itl_slack = 0.5, .itl_target_ms = 0}, *kv);
+  Driver d(s);
+  const PromptRun r = prompt_beside_a_decode(s, d);
+  EXPECT_GE(r.chunks, 16);                 // the prompt took many chunks...
+  EXPECT_LE(r.worst, 0.004 * 1.5 + 1e-9);  // ...and no step exceeded (1 + slack) decode steps
   // With no decode running, a prompt gets the whole budget.
   s.finish(1);
   d.add(3, ids(1500, 3), 1);
   EXPECT_EQ(d.step().num_prefill_tokens, 1500);
+}
+
+// With an ITL target above (1 + slack) decode steps, the prompt takes fewer, larger chunks, and no step
+// exceeds the target.
+TEST(Scheduler, LatencyPolicyGrowsChunksToTheItlTarget) {
+  auto kv = make_kv(8, 2048, 64);
+  Scheduler s({.max_num_batched_tokens = 2048, .itl_slack = 0.5, .itl_target_ms = 40}, *kv);
+  Driver d(s);
+  const PromptRun r = prompt_beside_a_decode(s, d);
+  EXPECT_LE(r.worst, 0.040 + 1e-9);
+  EXPECT_LE(r.chunks, 50);  // ~36 tokens a chunk once grown (the slack alone: 2)
+  EXPECT_GE(r.chunks, 28);
 }
 
 TEST(Scheduler, FinishAtAnyPointReturnsEveryBlock) {
