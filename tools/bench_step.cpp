@@ -1,8 +1,9 @@
 // dsv4 bench step: one model forward timed in isolation on any backend — decode steps at batch B and
 // context C, and a prefill of P tokens — with the bytes a decode step must read (weights touched and
 // KV entries attended) and the FLOPs a prefill must do, so each row can be judged against the
-// hardware's roofline. The KV cache is allocated to the context but not filled: a step's cost does
-// not depend on the values it reads.
+// hardware's roofline. The KV cache a decode step reads is filled with random valid entries
+// (model_tools/random_kv.h): the indexer's top-k and attention then see distinct scores and real
+// scales, as in serving, rather than zeros.
 #include "tools/bench_step.h"
 
 #include <fmt/format.h>
@@ -22,6 +23,7 @@
 #include "model/model_loader.h"
 #include "model/paged_kv.h"
 #include "model/step_graphs.h"
+#include "model_tools/random_kv.h"
 #include "tools/command.h"
 #include "tools/engine_flags.h"
 
@@ -173,6 +175,7 @@ Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightByt
     // The first decode position too: that releases the last chunk's sliding pages.
     cache.allocate(s, 1, std::span<const int32_t>(ids.data(), static_cast<size_t>(context + 1)));
   }
+  fill_random_kv(c, cache.access(), dev, 12);
   std::vector<double> ms, enqueue;
   const int warm = reps > 0 ? 2 : 1;  // warm-up steps (reps 0: one untimed step, for --profile)
   ForwardBatch b;

@@ -20,6 +20,20 @@ KvEntryDims kv_entry_dims(const ModelConfig& c, int ratio, KvKind kind) {
   return {};
 }
 
+bool kv_kind_applies(KvKind kind, int ratio) {
+  switch (kind) {
+    case KvKind::kWindow:
+      return true;
+    case KvKind::kCompressorState:
+    case KvKind::kCompressed:
+      return ratio != 0;
+    case KvKind::kIndexerState:
+    case KvKind::kIndexerKey:
+      return ratio == 4;
+  }
+  return false;
+}
+
 DenseKv::DenseKv(Device& dev, const ModelConfig& c, int sequences, int64_t max_len, KvFormats formats)
     : sequences_(sequences) {
   const int layers = c.n_layers + c.n_mtp_layers;

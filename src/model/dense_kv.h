@@ -19,6 +19,10 @@ struct KvFormats {
 // Entry dims and row widths of each kind for a config (state rows hold value and score halves).
 KvEntryDims kv_entry_dims(const ModelConfig& c, int ratio, KvKind kind);
 
+// Whether a layer of compress ratio `ratio` keeps entries of `kind` (the window everywhere; compressor
+// state and entries at ratio 4 and 128; the indexer's at ratio 4).
+bool kv_kind_applies(KvKind kind, int ratio);
+
 class DenseKv final : public KvAccess {
  public:
   DenseKv(Device& dev, const ModelConfig& c, int sequences, int64_t max_len, KvFormats formats = {});

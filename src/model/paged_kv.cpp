@@ -25,20 +25,6 @@ const char* group_name(KvKind kind, int ratio) {
   return "";
 }
 
-bool applies(KvKind kind, int ratio) {
-  switch (kind) {
-    case KvKind::kWindow:
-      return true;
-    case KvKind::kCompressorState:
-    case KvKind::kCompressed:
-      return ratio != 0;
-    case KvKind::kIndexerState:
-    case KvKind::kIndexerKey:
-      return ratio == 4;
-  }
-  return false;
-}
-
 }  // namespace
 
 KvFormats kv_formats(KvDTypes d) {
@@ -60,7 +46,7 @@ PagedKv::PagedKv(const ModelConfig& cfg, const KvCacheManager& manager, KvFormat
     row.resize(5);
     for (int k = 0; k < 5; ++k) {
       const auto kind = static_cast<KvKind>(k);
-      if (!applies(kind, ratio)) continue;
+      if (!kv_kind_applies(kind, ratio)) continue;
       Where& w = row[static_cast<size_t>(k)];
       w.group = lay.find_group(group_name(kind, ratio));
       DSV4_CHECK(w.group >= 0, "paged kv: the layout has no group {}", group_name(kind, ratio));
