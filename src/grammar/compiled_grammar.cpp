@@ -9,6 +9,9 @@ namespace dsv4::grammar {
 CompiledGrammar::CompiledGrammar(const Grammar& g, std::shared_ptr<const TokenTrie> vocab, CompileOptions options)
     : trie_(std::move(vocab)), options_(options), automaton_(build_nfa(g), options.max_depth) {
   start_ = automaton_.start();
+  end_mask_.assign(mask_words(), 0);
+  const int32_t eos = trie_->eos();
+  if (eos >= 0 && eos < trie_->size()) end_mask_[static_cast<size_t>(eos) >> 5] |= 1u << (eos & 31);
 }
 
 // The trie in preorder: a node's parent configuration sits at depth - 1 of `at` when the node comes up,
@@ -38,24 +41,22 @@ void CompiledGrammar::compute_mask(int32_t config, std::vector<uint32_t>& words)
     words[static_cast<size_t>(eos) >> 5] |= 1u << (eos & 31);
 }
 
-void CompiledGrammar::fill_mask(int32_t config, std::span<uint32_t> words) const {
-  DSV4_CHECK(words.size() >= mask_words(), "grammar: a mask of {} words for {} tokens", words.size(), vocab_size());
-  std::fill(words.begin(), words.end(), 0u);
-  if (config == kEnded || config == kDead) {  // nothing but the end again: the row is over
-    const int32_t eos = trie_->eos();
-    if (eos >= 0 && eos < trie_->size()) words[static_cast<size_t>(eos) >> 5] |= 1u << (eos & 31);
-    return;
-  }
+std::span<const uint32_t> CompiledGrammar::mask(int32_t config, std::vector<uint32_t>& scratch) const {
+  if (config == kEnded || config == kDead) return end_mask_;  // nothing but the end again: the row is over
   const auto lock = automaton_.lock();
   const auto it = masks_.find(config);
-  if (it != masks_.end()) {
-    std::copy(it->second.begin(), it->second.end(), words.begin());
-    return;
-  }
-  std::vector<uint32_t> computed;
-  compute_mask(config, computed);
-  std::copy(computed.begin(), computed.end(), words.begin());
-  if (masks_.size() < options_.max_cached_masks) masks_.emplace(config, std::move(computed));
+  if (it != masks_.end()) return it->second;
+  compute_mask(config, scratch);
+  if (masks_.size() >= options_.max_cached_masks) return scratch;
+  return masks_.emplace(config, scratch).first->second;
+}
+
+void CompiledGrammar::fill_mask(int32_t config, std::span<uint32_t> words) const {
+  DSV4_CHECK(words.size() >= mask_words(), "grammar: a mask of {} words for {} tokens", words.size(), vocab_size());
+  std::vector<uint32_t> scratch;
+  const std::span<const uint32_t> m = mask(config, scratch);
+  std::copy(m.begin(), m.end(), words.begin());
+  std::fill(words.begin() + static_cast<std::ptrdiff_t>(m.size()), words.end(), 0u);
 }
 
 int32_t CompiledGrammar::advance(int32_t config, int32_t token) const {

@@ -32,7 +32,11 @@ class CompiledGrammar {
   int32_t vocab_size() const { return trie_->size(); }
   // ceil(vocab_size / 32): the words of a mask.
   size_t mask_words() const { return (static_cast<size_t>(trie_->size()) + 31) / 32; }
-  // The tokens allowed after `config`, as bits (id i: bit i % 32 of word i / 32) over mask_words() words.
+  // The tokens allowed after `config`, as bits (id i: bit i % 32 of word i / 32) over mask_words() words:
+  // the cached mask itself (it never moves or changes while the grammar lives), or, once the cache is
+  // full, the mask computed into `scratch`.
+  std::span<const uint32_t> mask(int32_t config, std::vector<uint32_t>& scratch) const;
+  // The same, copied into `words` (at least mask_words()).
   void fill_mask(int32_t config, std::span<uint32_t> words) const;
   // The configuration after `token`; kDead when the grammar does not allow it there.
   int32_t advance(int32_t config, int32_t token) const;
@@ -52,7 +56,8 @@ class CompiledGrammar {
   CompileOptions options_;
   mutable Automaton automaton_;
   int32_t start_;
-  mutable std::unordered_map<int32_t, std::vector<uint32_t>> masks_;  // under the automaton's lock
+  mutable std::unordered_map<int32_t, std::vector<uint32_t>> masks_;  // under the automaton's lock; never erased
+  std::vector<uint32_t> end_mask_;                                    // after the end: only EOS
 };
 
 }  // namespace dsv4::grammar

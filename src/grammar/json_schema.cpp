@@ -79,8 +79,8 @@ ExprId naturals(Grammar& g, uint64_t lo, uint64_t hi) {
     alts.push_back(digits_between(g, from, to));
   }
   if (hi == kOpen) {  // every longer number
-    alts.push_back(
-        g.seq({g.byte_range('1', '9'), g.repeat(g.byte_range('0', '9'), static_cast<int32_t>(top), kUnbounded)}));
+    alts.push_back(g.seq({g.byte_range('1', '9'), g.repeat(g.byte_range('0', '9'), static_cast<int32_t>(top),
+                                                           std::max(static_cast<int32_t>(top), kMaxJsonDigits - 1))}));
   }
   return g.alt(std::move(alts));
 }
@@ -102,13 +102,13 @@ ExprId integers(Grammar& g, std::optional<int64_t> lo, std::optional<int64_t> hi
 // Non-negative decimals m with lo <= m <= hi (integral bounds): an integer part below hi with any
 // fraction, or hi itself with a fraction of zeros.
 ExprId magnitudes(Grammar& g, uint64_t lo, uint64_t hi) {
-  const ExprId fraction = g.optional(g.seq({g.literal("."), g.repeat(g.byte_range('0', '9'), 1, kUnbounded)}));
+  const ExprId fraction = g.optional(g.seq({g.literal("."), g.repeat(g.byte_range('0', '9'), 1, kMaxJsonDigits)}));
   if (hi == kOpen) return g.seq({naturals(g, lo, kOpen), fraction});
   std::vector<ExprId> alts;
   if (hi > lo) alts.push_back(g.seq({naturals(g, lo, hi - 1), fraction}));
   if (hi >= lo)
-    alts.push_back(g.seq(
-        {g.literal(std::to_string(hi)), g.optional(g.seq({g.literal("."), g.repeat(g.literal("0"), 1, kUnbounded)}))}));
+    alts.push_back(g.seq({g.literal(std::to_string(hi)),
+                          g.optional(g.seq({g.literal("."), g.repeat(g.literal("0"), 1, kMaxJsonDigits)}))}));
   return g.alt(std::move(alts));
 }
 

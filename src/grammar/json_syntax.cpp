@@ -74,10 +74,11 @@ ExprId json_string(Grammar& g, int32_t min_chars, int32_t max_chars) {
 
 ExprId json_number(Grammar& g, bool integer) {
   const ExprId digit = g.byte_range('0', '9');
-  const ExprId int_part = g.alt({g.literal("0"), g.seq({g.byte_range('1', '9'), g.star(digit)})});
+  const ExprId int_part =
+      g.alt({g.literal("0"), g.seq({g.byte_range('1', '9'), g.repeat(digit, 0, kMaxJsonDigits - 1)})});
   std::vector<ExprId> parts{g.optional(g.literal("-")), int_part};
   if (!integer) {
-    const ExprId plus_digits = g.repeat(digit, 1, kUnbounded);
+    const ExprId plus_digits = g.repeat(digit, 1, kMaxJsonDigits);
     parts.push_back(g.optional(g.seq({g.literal("."), plus_digits})));
     ByteSet e, sign;
     e.set('e');

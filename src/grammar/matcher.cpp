@@ -8,6 +8,8 @@ Matcher::Matcher(std::shared_ptr<const CompiledGrammar> grammar) : grammar_(std:
   history_.push_back(grammar_->start());
 }
 
+std::span<const uint32_t> Matcher::mask() { return grammar_->mask(history_.back(), scratch_); }
+
 void Matcher::fill_mask(std::span<uint32_t> words) const { grammar_->fill_mask(history_.back(), words); }
 
 bool Matcher::accept(int32_t token) {

@@ -15,7 +15,9 @@ class Matcher {
  public:
   explicit Matcher(std::shared_ptr<const CompiledGrammar> grammar);
 
-  // The tokens allowed next (CompiledGrammar::fill_mask).
+  // The tokens allowed next (CompiledGrammar::mask): valid until the next accept or rollback.
+  std::span<const uint32_t> mask();
+  // The same, copied into `words` (CompiledGrammar::fill_mask).
   void fill_mask(std::span<uint32_t> words) const;
   // Moves past `token`; false (and no move) when the grammar does not allow it here.
   bool accept(int32_t token);
@@ -30,7 +32,8 @@ class Matcher {
 
  private:
   std::shared_ptr<const CompiledGrammar> grammar_;
-  std::vector<int32_t> history_;  // configurations: the start, then one per accepted token
+  std::vector<int32_t> history_;   // configurations: the start, then one per accepted token
+  std::vector<uint32_t> scratch_;  // the mask, when the grammar's cache is full
 };
 
 }  // namespace dsv4::grammar
