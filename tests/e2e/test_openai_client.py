@@ -4,10 +4,10 @@ seeds, logprobs, thinking, tools, and the errors the client raises."""
 import unittest
 
 import openai
-from openai import OpenAI
 
-from dsv4_server import Server
+from dsv4_server import ModuleServer, user
 
+module = ModuleServer()
 server = None
 client = None
 MODEL = "dsv4-serve"
@@ -15,18 +15,11 @@ MODEL = "dsv4-serve"
 
 def setUpModule():
     global server, client
-    server = Server("--default-max-tokens", "6").__enter__()
-    client = OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0, timeout=120)
+    server, client = module.start("--default-max-tokens", "6", timeout=120)
 
 
 def tearDownModule():
-    code = server.stop()
-    server.__exit__(None, None, None)
-    assert code == 0, f"dsv4 serve exited with {code} after SIGTERM"
-
-
-def user(text):
-    return [{"role": "user", "content": text}]
+    module.stop()
 
 
 class Models(unittest.TestCase):

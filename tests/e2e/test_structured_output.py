@@ -10,10 +10,10 @@ import unittest
 
 import jsonschema
 import openai
-from openai import OpenAI
 
-from dsv4_server import Server
+from dsv4_server import ModuleServer, user
 
+module = ModuleServer()
 server = None
 client = None
 MODEL = "dsv4-serve"
@@ -62,18 +62,11 @@ TOOLS = [
 
 def setUpModule():
     global server, client
-    server = Server().__enter__()
-    client = OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0, timeout=600)
+    server, client = module.start(timeout=600)
 
 
 def tearDownModule():
-    code = server.stop()
-    server.__exit__(None, None, None)
-    assert code == 0, f"dsv4 serve exited with {code} after SIGTERM"
-
-
-def user(text):
-    return [{"role": "user", "content": text}]
+    module.stop()
 
 
 def for_seeds(fn, seeds=SEEDS):
