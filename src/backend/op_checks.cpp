@@ -391,6 +391,7 @@ void check_params(const SampleParams& p) {
   if (p.edit_count > 0) need(p.edits, op, "edits");
   non_negative(p.allow_rows, op, "allow_rows");
   if (p.allow_rows > 0) need(p.allow, op, "allow");
+  for (int64_t k = 0; k < p.allow_rows; ++k) DSV4_CHECK(p.allow[k] != nullptr, "sample: allow-set {} is null", k);
   if (p.top_width > 0) {
     need(p.top_id, op, "top_id");
     need(p.top_logprob, op, "top_logprob");

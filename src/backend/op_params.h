@@ -436,7 +436,10 @@ struct SampleParams {
   const SampleRow* row = nullptr;     // [rows], host memory
   const SampleEdit* edits = nullptr;  // [edit_count], host memory
   int64_t edit_count = 0;
-  const uint32_t* allow = nullptr;  // [allow_rows, ceil(limit / 32)] allow-sets (sampling_math.h), host memory
+  // [allow_rows] allow-sets (sampling_math.h) of ceil(limit / 32) words each, all in host memory. Pointers,
+  // so a set kept elsewhere (a request's allowed_token_ids, a grammar's cached mask) is read where it lies
+  // instead of copied into the step; several rows may share one.
+  const uint32_t* const* allow = nullptr;
   int64_t allow_rows = 0;
   int32_t* token = nullptr;       // [rows]
   double* logprob = nullptr;      // [rows]; may be null when no row asks for logprobs

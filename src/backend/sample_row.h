@@ -15,7 +15,7 @@ namespace dsv4 {
 struct SampleInputs {
   std::vector<SampleRow> rows;
   std::vector<SampleEdit> edits;
-  std::vector<uint32_t> allow;  // the rows' allow-sets, ceil(limit / 32) words each
+  std::vector<const uint32_t*> allow;  // the rows' allow-sets (ceil(limit / 32) words each), where they lie
 
   void clear() {
     rows.clear();

@@ -20,6 +20,10 @@ void ModelRunner::add_request(RequestId id, const SamplingParams& params, std::s
 
 void ModelRunner::remove_request(RequestId id) { states_.erase(id); }
 
+void ModelRunner::prepare_rows(const std::vector<SamplerState*>& states, SampleInputs& in) const {
+  for (SamplerState* s : states) sampler_.prepare(*s, in);
+}
+
 ForwardBatch ModelRunner::build_batch(const Schedule& schedule) {
   ForwardBatch batch;
   for (size_t i = 0; i < schedule.chunks.size(); ++i) {
@@ -52,10 +56,11 @@ std::vector<SampledToken> ModelRunner::execute(const Schedule& schedule) {
     return out;
   }
   // Anything else runs the sample op where the logits are: the host turns each request's history into a
-  // row and edits, and a token, a logprob and the top ids per request come back.
+  // row, edits and allow-set, and a token, a logprob and the top ids per request come back. The rows are
+  // made on the host worker while the forward runs: a grammar's mask is off the step's critical path.
   SampleInputs in;
-  for (SamplerState* s : states) sampler_.prepare(*s, in);
-  const SampleResult r = model_.forward_sample(batch, kv_, sampler_.limit(), in);
+  const StepLogits logits = host_.beside([&] { prepare_rows(states, in); }, [&] { return model_.step(batch, kv_); });
+  const SampleResult r = model_.sample(logits, sampler_.limit(), in);
   DSV4_CHECK(r.token.size() == states.size(), "model runner: the model returned {} tokens for {} requests",
              r.token.size(), states.size());
   const auto w = static_cast<size_t>(r.top_width);

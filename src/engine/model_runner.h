@@ -1,5 +1,6 @@
 // ModelRunner: schedule -> ForwardBatch -> Model::forward_greedy (every request plain greedy) or
-// Model::forward_sample (rows and edits from the Sampler) -> tokens recorded by the Sampler.
+// Model::step then Model::sample (rows, edits and allow-sets from the Sampler, made on a HostWorker while
+// the step's forward runs) -> tokens recorded by the Sampler.
 //
 // The batch holds the chunks' ids and positions; block tables and slot mappings reach the model through
 // PagedKv (the KvAccess over the engine's KvCacheManager): the runner binds the batch's sequence i to the
@@ -13,6 +14,7 @@
 #include "backend/backend.h"
 #include "core/model_config.h"
 #include "engine/executor.h"
+#include "engine/host_worker.h"
 #include "kv/kv_cache_manager.h"
 #include "model/forward_batch.h"
 #include "model/model.h"
@@ -39,11 +41,15 @@ class ModelRunner final : public Executor {
   Model& model() { return model_; }
 
  private:
+  // The sample op's inputs of the step's sampling requests (runs on the host worker).
+  void prepare_rows(const std::vector<SamplerState*>& states, SampleInputs& in) const;
+
   const ModelConfig& cfg_;
   Model model_;
   PagedKv kv_;
   Sampler sampler_;
   std::unordered_map<RequestId, SamplerState> states_;
+  HostWorker host_;  // last: its thread stops before the states it may touch go
 };
 
 }  // namespace dsv4

@@ -1,6 +1,7 @@
 #include "engine/sampler.h"
 
 #include <algorithm>
+#include <bit>
 
 #include "core/error.h"
 
@@ -34,6 +35,7 @@ SamplerState Sampler::start(const SamplingParams& params, std::span<const int32_
   if (params.repetition_penalty != 1.0) s.seen.insert(prompt.begin(), prompt.end());
   if (!params.allowed_token_ids.empty()) s.allowed = TokenMask::allow_set_of(params.allowed_token_ids, limit_);
   for (const auto& word : params.bad_words) s.tail_len = std::max(s.tail_len, word.size() - 1);
+  if (params.constraint) s.constraint = params.constraint->make();
   return s;
 }
 
@@ -47,15 +49,16 @@ SampledToken Sampler::sample(std::span<const float> logits, SamplerState& s) {
   top_logprob_.resize(width);
   double logprob = 0;
   const int32_t token =
-      sample_row(logits.data(), limit_, row, inputs_.edits, row.allow_row < 0 ? nullptr : inputs_.allow.data(),
-                 scratch_, &logprob, top_id_.data(), top_logprob_.data(), static_cast<int32_t>(width));
+      sample_row(logits.data(), limit_, row, inputs_.edits,
+                 row.allow_row < 0 ? nullptr : inputs_.allow[static_cast<size_t>(row.allow_row)], scratch_, &logprob,
+                 top_id_.data(), top_logprob_.data(), static_cast<int32_t>(width));
   return finish(s, row, token, logprob, top_id_, top_logprob_);
 }
 
 bool Sampler::plain_greedy(const SamplerState& s) const {
   const SamplingParams& p = s.params;
   return p.greedy() && p.logprobs < 0 && p.logit_bias.empty() && p.repetition_penalty == 1.0 &&
-         p.presence_penalty == 0 && p.frequency_penalty == 0 && !token_mask(s).restricts();
+         p.presence_penalty == 0 && p.frequency_penalty == 0 && !s.constraint && !token_mask(s).restricts();
 }
 
 TokenMask Sampler::token_mask(const SamplerState& s) const {
@@ -68,6 +71,7 @@ TokenMask Sampler::token_mask(const SamplerState& s) const {
   for (const auto& word : p.bad_words)
     if (completes(s.tail, word)) mask.ban(word.back());
   if (!s.allowed.empty()) mask.allow_only(s.allowed);
+  if (s.constraint) mask.allow_only(s.constraint->allowed());
   return mask;
 }
 
@@ -82,7 +86,20 @@ void Sampler::record(int32_t token, SamplerState& s) const {
   }
 }
 
+int32_t Sampler::constrain(int32_t token, SamplerState& s) const {
+  if (!s.constraint || s.constraint->accept(token)) return token;
+  const std::span<const uint32_t> allowed = s.constraint->allowed();
+  for (size_t w = 0; w < allowed.size(); ++w) {
+    if (allowed[w] == 0) continue;
+    const auto id = static_cast<int32_t>(w * 32 + static_cast<size_t>(std::countr_zero(allowed[w])));
+    DSV4_CHECK(s.constraint->accept(id), "sampler: the token constraint refused id {} that it allows", id);
+    return id;
+  }
+  fail("sampler: the token constraint allows no id");
+}
+
 SampledToken Sampler::accept(int32_t token, SamplerState& s) const {
+  token = constrain(token, s);
   record(token, s);
   SampledToken out;
   out.token = token;
@@ -92,7 +109,7 @@ SampledToken Sampler::accept(int32_t token, SamplerState& s) const {
 // The edits reproduce the old in-place adjustment exactly when applied in order: bias adds; a banned
 // id is −inf whatever came before or after; the repetition penalty (on seen ids) and then the
 // presence/frequency penalty (on output ids) share one edit, applied after the bias. The mask's
-// allow-set goes to the op whole: the op makes every id outside it −inf after the edits.
+// allow-set goes to the op whole, by pointer: the op makes every id outside it −inf after the edits.
 const SampleRow& Sampler::prepare(SamplerState& s, SampleInputs& in) const {
   const SamplingParams& p = s.params;
   std::vector<SampleEdit>& edits = in.edits;
@@ -126,9 +143,10 @@ const SampleRow& Sampler::prepare(SamplerState& s, SampleInputs& in) const {
   std::stable_sort(edits.begin() + row.edit_begin, edits.end(),
                    [](const SampleEdit& a, const SampleEdit& b) { return a.id < b.id; });
   row.edit_end = static_cast<int32_t>(edits.size());
-  if (!mask.allow_set().empty()) {
-    row.allow_row = static_cast<int32_t>(in.allow.size() / static_cast<size_t>(TokenMask::words(limit_)));
-    in.allow.insert(in.allow.end(), mask.allow_set().begin(), mask.allow_set().end());
+  const std::span<const uint32_t> allow = mask.allow_set(s.allow_buffer);
+  if (!allow.empty()) {
+    row.allow_row = static_cast<int32_t>(in.allow.size());
+    in.allow.push_back(allow.data());
   }
   if (!p.greedy()) {
     row.temperature = p.temperature;
@@ -144,6 +162,7 @@ const SampleRow& Sampler::prepare(SamplerState& s, SampleInputs& in) const {
 
 SampledToken Sampler::finish(SamplerState& s, const SampleRow& row, int32_t token, double logprob,
                              std::span<const int32_t> top_id, std::span<const double> top_logprob) const {
+  token = constrain(token, s);
   record(token, s);
   SampledToken out;
   out.token = token;

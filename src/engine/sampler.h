@@ -1,14 +1,17 @@
 // Sampler: one token from one row of logits, following vLLM's order: logit_bias and the token mask
-// (min_tokens, bad_words, allowed_token_ids: token_mask()), repetition then frequency/presence penalties,
-// then greedy argmax, or temperature, min-p, top-k, top-p and a draw from the request's own generator (so
-// a seeded request samples the same tokens alone or batched). Ids at or above the sampler's limit (the
-// tokenizer's size) are never chosen.
-// Log probabilities are those of the raw logits (vLLM's default), over the ids below the limit.
-// The history (generator, seen ids, counts) stays here; the math on the logits is the backend's sample
-// op (backend/ops.h), fed by prepare() and read back by finish(), or run on the host by sample().
+// (min_tokens, bad_words, allowed_token_ids, a structured-output constraint: token_mask()), repetition then
+// frequency/presence penalties, then greedy argmax, or temperature, min-p, top-k, top-p and a draw from the request's
+// own generator (so a seeded request samples the same tokens alone or batched). Ids at or above the sampler's limit
+// (the tokenizer's size) are never chosen. Log probabilities are those of the raw logits (vLLM's default), over the ids
+// below the limit. A constrained request (SamplingParams::constraint) samples only the ids its constraint allows, with
+// the other masks intersected; should every allowed logit be −inf (min_tokens holding back the EOS that is all a
+// finished grammar allows), the constraint's lowest id is taken, so a grammar is never left. The history (generator,
+// seen ids, counts) stays here; the math on the logits is the backend's sample op (backend/ops.h), fed by prepare() and
+// read back by finish(), or run on the host by sample().
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <span>
 #include <unordered_map>
@@ -43,6 +46,8 @@ struct SamplerState {
   std::vector<uint32_t> allowed;  // the allow-set of params.allowed_token_ids (empty: none given)
   std::vector<int32_t> tail;      // the last output ids, as many as the longest bad word needs
   size_t tail_len = 0;
+  std::unique_ptr<TokenConstraint> constraint;  // params.constraint's, for this sequence; null: none
+  std::vector<uint32_t> allow_buffer;           // the allow-sets' intersection, when a row has several
 };
 
 class Sampler {
@@ -67,7 +72,9 @@ class Sampler {
 
   // The sample op's inputs for a request's next token (backend/ops.h SampleParams), appended to `in`:
   // the row, with the uniform drawn from the state's generator whenever the row samples (so the
-  // generator's stream does not depend on the logits), its edits (ids ascending) and its allow-set.
+  // generator's stream does not depend on the logits), its edits (ids ascending) and its allow-set (a
+  // pointer to where it lies, valid until the row's token is recorded). Touches only `state` and `in`:
+  // it may run on another thread than the one that runs the step (ModelRunner overlaps them).
   const SampleRow& prepare(SamplerState& state, SampleInputs& in) const;
   // Records the op's choice for a row made by prepare(); top_id/top_logprob hold the row's top entries.
   SampledToken finish(SamplerState& state, const SampleRow& row, int32_t token, double logprob,
@@ -75,6 +82,9 @@ class Sampler {
 
  private:
   void record(int32_t token, SamplerState& s) const;
+  // The token moved past in the state's constraint: the chosen one, or (when the op fell back to an
+  // id the constraint refuses because every allowed logit was −inf) the constraint's lowest id.
+  int32_t constrain(int32_t token, SamplerState& s) const;
 
   int64_t vocab_, limit_;
   int32_t eos_;

@@ -2,9 +2,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <unordered_map>
 #include <vector>
+
+#include "engine/token_constraint.h"
 
 namespace dsv4 {
 
@@ -30,6 +33,9 @@ struct SamplingParams {
   // Log probabilities of the model's raw distribution (before penalties, bias and temperature):
   // -1 = none, 0 = the chosen token's, n > 0 = also the n most likely.
   int32_t logprobs = -1;
+  // Structured output: which ids may come next (null: any). min_tokens still holds EOS and the stop ids
+  // back, unless the constraint allows nothing else.
+  std::shared_ptr<const TokenConstraintFactory> constraint;
 
   bool greedy() const { return temperature < 1e-5; }
   // Throws dsv4::Error naming the first bad field. `vocab` bounds logit_bias, stop, allowed and bad-word ids.

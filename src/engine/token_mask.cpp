@@ -23,13 +23,18 @@ void TokenMask::ban(int32_t id) {
 }
 
 void TokenMask::allow_only(std::span<const uint32_t> set) {
-  DSV4_CHECK(static_cast<int64_t>(set.size()) == words(limit_), "token mask: an allow-set of {} words for {} ids",
-             set.size(), limit_);
-  if (allow_.empty()) {
-    allow_.assign(set.begin(), set.end());
-    return;
+  const auto n = static_cast<size_t>(words(limit_));
+  DSV4_CHECK(set.size() >= n, "token mask: an allow-set of {} words for {} ids", set.size(), limit_);
+  allow_.push_back(set.first(n));
+}
+
+std::span<const uint32_t> TokenMask::allow_set(std::vector<uint32_t>& buffer) const {
+  if (allow_.size() <= 1) return allow_.empty() ? std::span<const uint32_t>() : allow_[0];
+  buffer.assign(allow_[0].begin(), allow_[0].end());
+  for (size_t k = 1; k < allow_.size(); ++k) {
+    for (size_t w = 0; w < buffer.size(); ++w) buffer[w] &= allow_[k][w];
   }
-  for (size_t w = 0; w < allow_.size(); ++w) allow_[w] &= set[w];
+  return buffer;
 }
 
 bool TokenMask::banned(int32_t id) const { return std::binary_search(banned_.begin(), banned_.end(), id); }

@@ -214,12 +214,11 @@ std::vector<int32_t> Model::forward_greedy(const ForwardBatch& batch, KvAccess& 
   return ids.to_host();  // one id per row instead of a row of logits
 }
 
-SampleResult Model::forward_sample(const ForwardBatch& batch, KvAccess& kv, int64_t limit, const SampleInputs& in) {
+SampleResult Model::sample(const StepLogits& l, int64_t limit, const SampleInputs& in) {
   const std::vector<SampleRow>& rows = in.rows;
-  const StepLogits l = step(batch, kv);
   const int64_t n = l.rows;
-  DSV4_CHECK(n == static_cast<int64_t>(rows.size()), "forward_sample: {} sample rows for {} slices with logits",
-             rows.size(), n);
+  DSV4_CHECK(n == static_cast<int64_t>(rows.size()), "sample: {} sample rows for {} slices with logits", rows.size(),
+             n);
   SampleResult out;
   if (n == 0) return out;
   bool logprobs = false;
@@ -239,7 +238,7 @@ SampleResult Model::forward_sample(const ForwardBatch& batch, KvAccess& kv, int6
   p.edits = in.edits.data();
   p.edit_count = static_cast<int64_t>(in.edits.size());
   p.allow = in.allow.data();
-  p.allow_rows = static_cast<int64_t>(in.allow.size()) / ((limit + 31) / 32);
+  p.allow_rows = static_cast<int64_t>(in.allow.size());
   p.token = token.data();
   p.logprob = logprobs ? logprob.data() : nullptr;
   p.top_width = out.top_width;

@@ -22,7 +22,7 @@ namespace dsv4 {
 struct StepIndex;  // per-forward index arrays (model/step_index.h)
 class StepGraphs;  // recorded decode steps (model/step_graphs.h)
 
-// What forward_sample copies back, per slice with logits (backend/ops.h SampleParams).
+// What sample copies back, per slice with logits (backend/ops.h SampleParams).
 struct SampleResult {
   std::vector<int32_t> token;       // [rows]
   std::vector<double> logprob;      // [rows], or empty when no row asks for logprobs
@@ -65,9 +65,10 @@ class Model {
   // The same forward, then greedy ids where the logits are (ties to the lower id, ids < limit):
   // one id per slice with logits comes back instead of a row of vocab_size logits.
   std::vector<int32_t> forward_greedy(const ForwardBatch& batch, KvAccess& kv, int64_t limit);
-  // The same forward, then the sample op where the logits are: one row of `in` per slice with logits
-  // (with its edits and allow-set); a few numbers per row come back instead of a row of logits.
-  SampleResult forward_sample(const ForwardBatch& batch, KvAccess& kv, int64_t limit, const SampleInputs& in);
+  // The sample op where a step's logits are (step() below): one row of `in` per slice with logits (with
+  // its edits and allow-set); a few numbers per row come back instead of a row of logits. Split from the
+  // step so the host can make `in` while the step runs (ModelRunner).
+  SampleResult sample(const StepLogits& logits, int64_t limit, const SampleInputs& in);
 
   // One whole step up to its logits, left running on the device (nothing waits): the forwards above
   // are this, then a copy back. Timing its return shows the host's share of a step (bench step).

@@ -50,18 +50,6 @@ Json checked_tools(const RequestFields& f) {
   return *tools;
 }
 
-// "none" | "auto" | anything else refused; returns whether tools go into the prompt.
-bool tools_enabled(const RequestFields& f) {
-  const Json* choice = f.get("tool_choice");
-  if (choice == nullptr) return true;
-  if (choice->is_string() && (*choice == "auto" || *choice == "none")) return *choice == "auto";
-  if (choice->is_string() && *choice != "required") {
-    bad_request("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or a named function, got {}",
-                json_excerpt(*choice));
-  }
-  not_supported("tool_choice", "'tool_choice' \"required\" or a named function (it needs constrained decoding)");
-}
-
 void attach_tools(Json& messages, Json tools) {
   if (!messages.empty() && messages[0].is_object()) {
     Json& first = messages[0];
@@ -155,8 +143,10 @@ ChatRequest parse_chat_request(const Json& body) {
   ChatRequest r;
   r.messages = checked_messages(f);
   r.continue_final = continues_final_message(f, r.messages);
-  Json tools = checked_tools(f);
-  if (tools_enabled(f) && !tools.empty()) attach_tools(r.messages, std::move(tools));
+  r.tools = checked_tools(f);
+  r.tool_choice = parse_tool_choice(f);
+  r.structured = parse_structured_output(f);
+  if (r.tool_choice.mode != ToolChoice::Mode::kNone && !r.tools.empty()) attach_tools(r.messages, r.tools);
   r.encode = thinking_options(f);
   r.encode.add_generation_prompt = !r.continue_final && f.boolean("add_generation_prompt").value_or(true);
   r.include_reasoning = f.boolean("include_reasoning").value_or(true);

@@ -5,8 +5,8 @@
 //    {"thinking": {"type": "enabled"}}, or a reasoning_effort other than "none". Effort "max" selects the
 //    encoder's maximum-effort preamble; the others render as the official default.
 //  - Request-level tools go on the leading system (or developer) message, or on a new empty system message
-//    put first, as the official encoder expects; tool_choice "none" leaves them out of the prompt.
-//    tool_choice "required" or a named function would need constrained decoding: refused.
+//    put first, as the official encoder expects; tool_choice "none" leaves them out of the prompt;
+//    "required" and a named function constrain the output to a DSML call (forced_tool_call.h).
 //  - Assistant messages may carry `reasoning` (vLLM's name) instead of `reasoning_content`.
 //  - A chat ending with an assistant turn continues it (chat/assistant_prefill.h) when asked to, by
 //    continue_final_message or DeepSeek's `"prefix": true` on that message; otherwise it is refused (the
@@ -19,6 +19,7 @@
 
 #include "chat/encoding.h"
 #include "server/generation_options.h"
+#include "server/structured_output_request.h"
 #include "server/unsupported_fields.h"
 
 namespace dsv4::server {
@@ -32,6 +33,9 @@ struct ChatRequest {
   int top_logprobs = 0;
   bool include_reasoning = true;
   bool parallel_tool_calls = true;
+  StructuredOutputRequest structured;
+  ToolChoice tool_choice;
+  Json tools = Json::array();  // for tool_choice required or named (the constrained call)
 };
 
 ChatRequest parse_chat_request(const Json& body);

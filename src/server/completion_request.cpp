@@ -53,6 +53,7 @@ CompletionRequest parse_completion_request(const Json& body) {
   CompletionRequest r;
   r.prompts = parse_prompts(f);
   r.options = parse_generation_options(f, {"max_tokens"});
+  r.structured = parse_structured_output(f);
   r.options.logprobs = static_cast<int32_t>(f.integer_in("logprobs", 0, kMaxLogprobs).value_or(-1));
   return r;
 }

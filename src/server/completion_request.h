@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "server/generation_options.h"
+#include "server/structured_output_request.h"
 
 namespace dsv4::server {
 
@@ -19,6 +20,7 @@ struct PromptInput {
 struct CompletionRequest {
   GenerationOptions options;
   std::vector<PromptInput> prompts;
+  StructuredOutputRequest structured;
 };
 
 inline constexpr size_t kMaxPrompts = 1024;

@@ -167,6 +167,7 @@ SamplingParams GenerationOptions::sampling(const SamplingDefaults& d, int64_t ma
   p.bad_words = bad_words_ids;
   p.max_tokens = max_tokens_value;
   p.logprobs = logprobs;
+  p.constraint = constraint;
   return p;
 }
 

@@ -57,6 +57,7 @@ struct GenerationOptions {
   int32_t logprobs = -1;                // -1 none, 0 the chosen token's, k > 0 also the top k
   bool tokens_as_ids = false;           // return_tokens_as_token_ids: logprob tokens as "token_id:N"
   std::string cache_salt;
+  std::shared_ptr<const TokenConstraintFactory> constraint;  // structured output (structured_output.h)
 
   // The engine's parameters for choice `index` of `max_tokens` tokens (seed + index, as vLLM's n > 1).
   SamplingParams sampling(const SamplingDefaults& defaults, int64_t max_tokens, int64_t index) const;

@@ -15,6 +15,7 @@
 #include "server/prompt_truncation.h"
 #include "server/sse.h"
 #include "server/stream_session.h"
+#include "server/structured_output.h"
 
 namespace dsv4::server {
 namespace {
@@ -85,6 +86,8 @@ void completions(ServerContext& ctx, const httplib::Request& req, httplib::Respo
   check_serving(ctx);
   CompletionRequest r = parse_completion_request(parse_request_body(req.body));
   check_model(ctx, r.options.model);
+  r.options.constraint =
+      make_constraint(ctx.grammars, *ctx.tokenizer, ctx.model.eos_token_id, {.structured = &r.structured});
   std::vector<std::vector<int32_t>> prompts;
   for (PromptInput& p : r.prompts) prompts.push_back(p.text ? ctx.tokenizer->encode(*p.text) : std::move(p.ids));
   prepare(ctx, r.options, prompts);
@@ -102,6 +105,9 @@ void chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::
   check_serving(ctx);
   ChatRequest r = parse_chat_request(parse_request_body(req.body));
   check_model(ctx, r.options.model);
+  r.options.constraint = make_constraint(
+      ctx.grammars, *ctx.tokenizer, ctx.model.eos_token_id,
+      {&r.structured, &r.tool_choice, &r.tools, r.encode.thinking_mode == chat::ThinkingMode::kThinking});
   chat::ChatPrompt prompt;
   try {
     prompt = chat::encode_chat_prompt(std::move(r.messages), r.encode, r.continue_final);

@@ -10,6 +10,7 @@
 #include "engine/engine.h"
 #include "server/admission.h"
 #include "server/generation_options.h"
+#include "server/grammar_cache.h"
 #include "server/request_metrics.h"
 #include "server/server_config.h"
 #include "tokenizer/tokenizer.h"
@@ -36,6 +37,7 @@ class ServerContext {
   const ServerConfig config;
   Admission admission;
   RequestMetrics metrics;
+  GrammarCache grammars;  // structured output's compiled grammars
 
   // Set once by the server before the state becomes kReady; read-only afterwards.
   Engine* engine = nullptr;

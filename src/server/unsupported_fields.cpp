@@ -20,15 +20,8 @@ struct Refusal {
   const char* what;  // names the feature in "... is not supported"
 };
 
-// Guided decoding and structured output need a token mask per step from a grammar.
+// Structured output (response_format, guided_*, structured_outputs) is structured_output_request.h's.
 constexpr Refusal kBoth[] = {
-    {"guided_json", Asks::kAnyValue, "Guided decoding ('guided_json')"},
-    {"guided_regex", Asks::kAnyValue, "Guided decoding ('guided_regex')"},
-    {"guided_choice", Asks::kAnyValue, "Guided decoding ('guided_choice')"},
-    {"guided_grammar", Asks::kAnyValue, "Guided decoding ('guided_grammar')"},
-    {"guided_decoding_backend", Asks::kAnyValue, "Guided decoding ('guided_decoding_backend')"},
-    {"guided_whitespace_pattern", Asks::kAnyValue, "Guided decoding ('guided_whitespace_pattern')"},
-    {"structured_outputs", Asks::kAnyValue, "Guided decoding ('structured_outputs')"},
     {"use_beam_search", Asks::kTrue, "Beam search"},
     {"prompt_logprobs", Asks::kAnyValue, "'prompt_logprobs'"},
     {"logprob_token_ids", Asks::kAnyValue, "'logprob_token_ids'"},
@@ -82,11 +75,6 @@ void refuse_values(const RequestFields& f) {
   if (const auto best_of = f.integer("best_of"); best_of && *best_of != f.integer("n").value_or(1)) {
     not_supported("best_of", "'best_of' other than 'n'");
   }
-  if (const Json* rf = f.object("response_format")) {
-    if (RequestFields(*rf, "response_format.").string("type").value_or("") != "text") {
-      not_supported("response_format", "'response_format' (structured output) other than {\"type\": \"text\"}");
-    }
-  }
   if (f.integer("thinking_token_budget").value_or(-1) != -1) {
     not_supported("thinking_token_budget", "'thinking_token_budget' (other than -1, unlimited)");
   }
@@ -107,6 +95,7 @@ void check_no_effect_fields(const RequestFields& f) {
   f.boolean("return_token_offsets");                          // the render endpoints only
   f.boolean("return_mm_kwargs");                              // the render endpoints only
   f.integer_in("routed_experts_prompt_start", 0, INT64_MAX);  // needs --enable-return-routed-experts
+  f.string("guided_decoding_backend");                        // one grammar engine here, whichever is named
 }
 
 // The V4 prompt is the official encoder's (chat/encoding.h); DeepSeek ships no Jinja template.

@@ -133,3 +133,28 @@ class ServerTestCase(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.server.__exit__(None, None, None)
+
+
+class ModuleServer:
+    """One `dsv4 serve` and an official OpenAI client on it for a whole test module: start() in
+    setUpModule, stop() in tearDownModule (which checks the server exits 0 on SIGTERM)."""
+
+    def __init__(self):
+        self.server = None
+        self.client = None
+
+    def start(self, *args, timeout=120):
+        from openai import OpenAI  # only the client tests need the package
+
+        self.server = Server(*args).__enter__()
+        self.client = OpenAI(base_url=self.server.base_url + "/v1", api_key="unused", max_retries=0, timeout=timeout)
+        return self.server, self.client
+
+    def stop(self):
+        code = self.server.stop()
+        self.server.__exit__(None, None, None)
+        assert code == 0, f"dsv4 serve exited with {code} after SIGTERM"
+
+
+def user(text):
+    return [{"role": "user", "content": text}]

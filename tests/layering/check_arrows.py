@@ -14,6 +14,7 @@ ALLOWED = {
     "tokenizer": {"core"},
     "chat": {"core"},
     "kv": {"core"},
+    "grammar": {"core"},
     "backend": {"core", "backend/cpu", "backend/cuda"},  # backend.cpp chooses a backend
     "backend/cpu": {"core", "backend"},
     "backend/cuda": {"core", "backend"},
@@ -21,7 +22,7 @@ ALLOWED = {
     "model_tools": {"core", "io", "kv", "backend", "model"},
     "sched": {"core", "kv"},
     "engine": {"core", "io", "kv", "backend", "model", "sched"},
-    "server": {"core", "engine", "chat", "tokenizer", "kv", "sched", "backend", "model"},
+    "server": {"core", "engine", "chat", "tokenizer", "grammar", "kv", "sched", "backend", "model"},
     "bench_client": {"core"},
 }
 NESTED = ("backend/cpu", "backend/cuda")

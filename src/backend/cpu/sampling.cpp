@@ -14,7 +14,7 @@ void sample(ThreadPool& pool, const SampleParams& p) {
               ? std::span<const SampleEdit>(p.edits + row.edit_begin,
                                             static_cast<size_t>(row.edit_end - row.edit_begin))
               : std::span<const SampleEdit>();
-      const uint32_t* allow = row.allow_row >= 0 ? p.allow + row.allow_row * ((p.limit + 31) / 32) : nullptr;
+      const uint32_t* allow = row.allow_row >= 0 ? p.allow[row.allow_row] : nullptr;
       p.token[r] = sample_row(p.x + r * p.cols, p.limit, row, edits, allow, s, p.logprob ? p.logprob + r : nullptr,
                               p.top_id ? p.top_id + r * p.top_width : nullptr,
                               p.top_logprob ? p.top_logprob + r * p.top_width : nullptr, p.top_width);

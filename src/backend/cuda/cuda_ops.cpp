@@ -162,11 +162,14 @@ void CudaOps::do_sample(const SampleParams& p) {
   DeviceArray<SampleRow> rows(dev_, n);
   DeviceArray<SampleEdit> edits(dev_, std::max<size_t>(e, 1));
   DeviceArray<double> edited(dev_, std::max<size_t>(e, 1));
-  const auto allow_words = static_cast<size_t>(p.allow_rows) * static_cast<size_t>((p.limit + 31) / 32);
+  const auto set_words = static_cast<size_t>((p.limit + 31) / 32);
+  const auto allow_words = static_cast<size_t>(p.allow_rows) * set_words;
   DeviceArray<uint32_t> allow(dev_, std::max<size_t>(allow_words, 1));
   dev_.to_device(rows.data(), p.row, n * sizeof(SampleRow));
   if (e) dev_.to_device(edits.data(), p.edits, e * sizeof(SampleEdit));
-  if (allow_words) dev_.to_device(allow.data(), p.allow, allow_words * sizeof(uint32_t));
+  // Each set from where it lies into its row of the device array (the kernel indexes them by allow_row).
+  for (size_t k = 0; k < static_cast<size_t>(p.allow_rows); ++k)
+    dev_.to_device(allow.data() + k * set_words, p.allow[k], set_words * sizeof(uint32_t));
   DeviceArray<uint64_t> word_mass(dev_, n * static_cast<size_t>((p.limit + 31) / 32));
   cuda::sample(p, {rows.data(), edits.data(), edited.data(), allow_words ? allow.data() : nullptr, word_mass.data()},
                dev_.stream());

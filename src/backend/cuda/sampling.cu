@@ -32,6 +32,7 @@ using u64 = unsigned long long;
 struct SampleLaunch : SampleParams {
   double* edited = nullptr;
   uint64_t* word_mass = nullptr;
+  const uint32_t* allow_sets = nullptr;  // p.allow's sets copied into one device array, row k at k * nwords
 };
 
 // Block-wide scratch and the values every thread of a row needs.
@@ -361,7 +362,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleLaunch a, int nw
   const int64_t r = blockIdx.x;
   const SampleRow row = a.row[r];
   const int64_t limit = a.limit;
-  const uint32_t* allow = row.allow_row >= 0 ? a.allow + static_cast<int64_t>(row.allow_row) * nwords : nullptr;
+  const uint32_t* allow = row.allow_row >= 0 ? a.allow_sets + static_cast<int64_t>(row.allow_row) * nwords : nullptr;
   const RowView v{a.x + r * a.cols, a.edits, a.edited, E, row.edit_begin, row.edit_end, allow};
 
   // Each id's edits in list order, once, by the thread that meets its first edit.
@@ -443,10 +444,10 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleLaunch a, int nw
 
 void sample(const SampleParams& p, const SampleDeviceArrays& d, cudaStream_t stream) {
   if (p.rows == 0) return;
-  SampleLaunch a{p, d.edited, d.word_mass};
+  SampleLaunch a{p, d.edited, d.word_mass, d.allow};
   a.row = d.row;  // the host arrays' device copies in their place
   a.edits = d.edits;
-  a.allow = d.allow;
+  a.allow = nullptr;  // host pointers: the kernel reads allow_sets
   DSV4_CUDA_REQUIRE(a.limit >= 1 && a.limit <= a.cols && a.limit <= kSampleMaxLimit, "sample: limit out of range");
   DSV4_CUDA_REQUIRE(a.rows <= INT_MAX, "sample: too many rows");
   DSV4_CUDA_REQUIRE(a.top_width >= 0 && a.top_width <= kSampleMaxLogprobs, "sample: top_width out of range");

@@ -16,7 +16,7 @@ struct SampleDeviceArrays {
   const SampleRow* row = nullptr;     // [rows], p.row copied to the device
   const SampleEdit* edits = nullptr;  // p.edits copied to the device (each row's ids ascending)
   double* edited = nullptr;           // [edit_count] scratch: an id's edited logit, at its first edit
-  const uint32_t* allow = nullptr;    // p.allow copied to the device: the rows' allow-sets, or null
+  const uint32_t* allow = nullptr;    // p.allow's sets copied to the device, one after another, or null
   uint64_t* word_mass = nullptr;      // [rows, ceil(limit / 32)] scratch
 };
 

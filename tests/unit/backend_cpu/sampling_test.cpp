@@ -460,6 +460,13 @@ TEST(SampleOp, BadParametersThrowBeforeWriting) {
         p.allow = nullptr;
       },
       "allow-sets without memory");
+  static const uint32_t* const kNullSet[] = {nullptr};
+  param(
+      [](SampleParams& p) {
+        p.allow_rows = 1;
+        p.allow = kNullSet;
+      },
+      "a null allow-set");
   SampleParams huge{};
   huge.cols = huge.limit = kSampleMaxLimit + 1;
   EXPECT_THROW(ops.sample(huge), Error);

@@ -31,6 +31,7 @@ struct SampleBatch {
   std::vector<SampleRow> rows;
   std::vector<SampleEdit> edits;
   std::vector<uint32_t> allow;
+  mutable std::vector<const uint32_t*> allow_sets;  // SampleParams::allow: one pointer per set of `allow`
 
   int64_t allow_words() const { return (limit + 31) / 32; }
   const uint32_t* allow_set(const SampleRow& row) const {
@@ -51,8 +52,10 @@ struct SampleBatch {
     p.row = rows.data();
     p.edits = edits.data();
     p.edit_count = static_cast<int64_t>(edits.size());
-    p.allow = allow.data();
     p.allow_rows = static_cast<int64_t>(allow.size()) / std::max<int64_t>(allow_words(), 1);
+    allow_sets.clear();
+    for (int64_t k = 0; k < p.allow_rows; ++k) allow_sets.push_back(allow.data() + k * allow_words());
+    p.allow = allow_sets.data();
     p.token = o.token.data();
     p.logprob = o.logprob.data();
     p.top_width = top_width;

@@ -162,11 +162,17 @@ TEST(TokenMask, BansAndAllowSetsIntersect) {
   m.ban(1);
   EXPECT_EQ(std::vector<int32_t>(m.banned_ids().begin(), m.banned_ids().end()), (std::vector<int32_t>{1, 3}));
   const std::vector<int32_t> a = {0, 5, 33, 39, 77}, b = {5, 6, 39};
-  m.allow_only(TokenMask::allow_set_of(a, 40));
-  m.allow_only(TokenMask::allow_set_of(b, 40));
-  ASSERT_EQ(m.allow_set().size(), 2u);
-  EXPECT_EQ(m.allow_set()[0], 1u << 5);
-  EXPECT_EQ(m.allow_set()[1], 1u << 7);
+  const std::vector<uint32_t> sa = TokenMask::allow_set_of(a, 40), sb = TokenMask::allow_set_of(b, 40);
+  std::vector<uint32_t> buffer;
+  m.allow_only(sa);
+  EXPECT_EQ(m.allow_set(buffer).data(), sa.data());  // one set: read where it lies, no copy
+  EXPECT_TRUE(buffer.empty());
+  m.allow_only(sb);
+  const std::span<const uint32_t> both = m.allow_set(buffer);
+  EXPECT_EQ(both.data(), buffer.data());  // several: intersected once into the buffer
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_EQ(both[0], 1u << 5);
+  EXPECT_EQ(both[1], 1u << 7);
   EXPECT_TRUE(m.banned(1));
   EXPECT_FALSE(m.banned(5));
 }
@@ -214,6 +220,119 @@ TEST(SamplingParams, ValidateNamesTheBadField) {
   bad([](SamplingParams& q) { q.bad_words = {{1, 12}}; }, "bad_words");
   bad([](SamplingParams& q) { q.logprobs = 21; }, "logprobs");
   bad([](SamplingParams& q) { q.repetition_penalty = 0; }, "repetition_penalty");
+}
+
+}  // namespace
+}  // namespace dsv4
+
+namespace dsv4 {
+namespace {
+
+// A constraint that allows a fixed id set, remembering what it was told.
+struct SetConstraint : TokenConstraint {
+  std::vector<uint32_t> set;
+  std::vector<int32_t>* accepted;
+  std::span<const uint32_t> allowed() override { return set; }
+  bool accept(int32_t t) override {
+    if (t < 0 || !((set[static_cast<size_t>(t) >> 5] >> (t & 31)) & 1u)) return false;
+    accepted->push_back(t);
+    return true;
+  }
+  void rollback(size_t) override {}
+};
+struct SetFactory : TokenConstraintFactory {
+  std::vector<int32_t> ids;
+  int64_t limit = 0;
+  std::vector<int32_t>* accepted;
+  std::unique_ptr<TokenConstraint> make() const override {
+    auto c = std::make_unique<SetConstraint>();
+    c->set = TokenMask::allow_set_of(ids, limit);
+    c->accepted = accepted;
+    return c;
+  }
+};
+
+// A constrained request samples only allowed ids (also the greedy one, which then is no plain argmax),
+// tells the constraint each one, and min_tokens holds EOS back while something else is allowed; when
+// the constraint allows only EOS, its id is taken rather than one it refuses.
+TEST(Sampler, TokenConstraintAllowsOnlyItsIdsAndSeesEachToken) {
+  Sampler s(70, 70, 3);
+  std::vector<int32_t> accepted;
+  auto f = std::make_shared<SetFactory>();
+  f->ids = {5, 40, 3};
+  f->limit = 70;
+  f->accepted = &accepted;
+  SamplingParams p = params(1.0);
+  p.constraint = f;
+  p.min_tokens = 2;
+  std::vector<float> logits(70, 0.0f);
+  logits[3] = 30;  // EOS is by far the most likely
+  logits[69] = 50;
+  SamplerState st = s.start(p, {}, 7);
+  EXPECT_FALSE(s.plain_greedy(st));
+  for (int i = 0; i < 200; ++i) {
+    const int32_t t = s.sample(logits, st).token;
+    if (i < 2) {
+      EXPECT_TRUE(t == 5 || t == 40) << t;  // min_tokens: EOS held back
+    } else {
+      EXPECT_EQ(t, 3);
+    }
+  }
+  EXPECT_EQ(accepted.size(), 200u);
+  f->ids = {3};
+  SamplerState only = s.start(p, {}, 7);
+  EXPECT_EQ(s.sample(logits, only).token, 3);
+  SamplingParams g = params(0);
+  g.constraint = f;
+  SamplerState greedy = s.start(g, {}, 1);
+  EXPECT_FALSE(s.plain_greedy(greedy));
+  EXPECT_EQ(s.sample(logits, greedy).token, 3);
+}
+
+// A grammar and allowed_token_ids / bad_words / logit_bias on one row: the intersection, through the one
+// token mask; a row with a single allow-set hands the op the set where it lies (no copy per step).
+TEST(Sampler, TokenConstraintIntersectsTheOtherMasks) {
+  Sampler s(70, 70, -1);
+  std::vector<int32_t> accepted;
+  auto f = std::make_shared<SetFactory>();
+  f->ids = {5, 6, 7, 40};
+  f->limit = 70;
+  f->accepted = &accepted;
+  SamplingParams p = params(0);
+  p.constraint = f;
+  p.allowed_token_ids = {6, 7, 40, 41};
+  p.bad_words = {{7}};
+  p.logit_bias = {{40, 100.0f}};
+  SamplerState st = s.start(p, {}, 1);
+  const TokenMask mask = s.token_mask(st);
+  std::vector<uint32_t> buffer;
+  const std::span<const uint32_t> set = mask.allow_set(buffer);
+  EXPECT_EQ(set.data(), buffer.data());
+  EXPECT_EQ(set[0], (1u << 6) | (1u << 7));
+  EXPECT_EQ(set[1], 1u << 8);
+  EXPECT_TRUE(mask.banned(7));
+  std::vector<float> logits(70, 0.0f);
+  logits[5] = logits[7] = logits[41] = 90;
+  EXPECT_EQ(s.sample(logits, st).token, 40);  // the bias lifts 40 over 6; 5, 7 and 41 are out
+  logits[6] = 200;
+  EXPECT_EQ(s.sample(logits, st).token, 6);
+
+  SamplingParams only = params(0);
+  only.constraint = f;
+  SamplerState one = s.start(only, {}, 1);
+  SampleInputs in;
+  const SampleRow& row = s.prepare(one, in);
+  ASSERT_EQ(row.allow_row, 0);
+  EXPECT_EQ(in.allow[0], s.token_mask(one).allow_set(buffer).data());  // the constraint's own set
+  EXPECT_TRUE(one.allow_buffer.empty());
+  SamplingParams ids = params(0);
+  ids.allowed_token_ids = {6, 9};
+  SamplerState listed = s.start(ids, {}, 1);
+  SampleInputs in2;
+  EXPECT_EQ(in2.allow.size(), 0u);
+  s.prepare(listed, in2);
+  ASSERT_EQ(in2.allow.size(), 1u);
+  EXPECT_EQ(in2.allow[0], listed.allowed.data());  // allowed_token_ids: the request's own set, no copy
 }
 
 }  // namespace

@@ -266,7 +266,7 @@ TEST_F(HttpServerTest, BadRequestTable) {
        "vocabulary"},
       {"echo", "/v1/completions", R"({"prompt": "x", "echo": true})", 400, "invalid_request_error", "not supported"},
       {"response_format", "/v1/chat/completions",
-       R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})", 400,
+       R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "structural_tag"}})", 400,
        "invalid_request_error", "not supported"},
       {"payload too large", "/v1/completions", Json{{"prompt", std::string(8000, 'a')}}.dump(), 413,
        "invalid_request_error", "--max-request-bytes"},

@@ -121,8 +121,7 @@ TEST(GenerationOptions, BadValuesAre400NamingTheField) {
 }
 
 TEST(GenerationOptions, UnimplementedFieldsAreRefusedNotIgnored) {
-  for (const char* text : {R"({"use_beam_search": true})", R"({"best_of": 3})", R"({"prompt_logprobs": 1})",
-                           R"({"guided_json": {}})", R"({"response_format": {"type": "json_object"}})"}) {
+  for (const char* text : {R"({"use_beam_search": true})", R"({"best_of": 3})", R"({"prompt_logprobs": 1})"}) {
     const Json j = body(text);
     const ApiError e = error_of([&] { refuse_unsupported(RequestFields(j), Endpoint::kCompletions); });
     EXPECT_EQ(e.status(), 400) << text;
@@ -199,9 +198,10 @@ TEST(ChatRequest, ToolsGoOnTheSystemMessage) {
   EXPECT_TRUE(without.messages[0].contains("tools"));
   const auto none = parse_chat_request(user_only(R"(, "tool_choice": "none")"));
   EXPECT_EQ(none.messages.size(), 1u);
-  const ApiError required = error_of([&] { parse_chat_request(user_only(R"(, "tool_choice": "required")")); });
-  EXPECT_EQ(required.status(), 400);
-  EXPECT_EQ(required.param(), "tool_choice");
+  const auto required = parse_chat_request(user_only(R"(, "tool_choice": "required")"));
+  EXPECT_EQ(required.tool_choice.mode, ToolChoice::Mode::kRequired);
+  EXPECT_TRUE(required.messages[0].contains("tools"));  // the tools stay in the prompt
+  EXPECT_EQ(error_of([&] { parse_chat_request(user_only(R"(, "tool_choice": "sometimes")")); }).param(), "tool_choice");
   EXPECT_EQ(
       error_of([] { parse_chat_request(Json::parse(R"({"messages": [], "tools": [{"type": "function"}]})")); }).param(),
       "messages");
