@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_error.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemm/fast_gemv.h"
 #include "backend/cuda/gemm/fast_mma.h"
@@ -546,7 +547,7 @@ TEST(CudaGemmFast, WgmmaReportsFp4ScalesBeyondItsSpan) {
   EXPECT_EQ(err, 0);
   h.ws[5 * (c.k / 32) + 4] = 100, h.ws[5 * (c.k / 32) + 5] = 127;  // row 5, block 1: 27 octaves
   (void)wgmma_run<uint16_t>(c, DevInputs(c, h, c.offsets), h.scale_ld, &err);
-  EXPECT_EQ(err, cuda::kWgmmaFp4Span);
+  EXPECT_EQ(err, static_cast<int32_t>(cuda::DeviceError::kGemmFp4Span));
 }
 
 // Plain weights on the fast tier against the exact plain kernel, fp32 outputs, a pair (the

@@ -172,16 +172,14 @@ struct GemmRunner::Impl {
   int64_t partial_floats = 0;
   int32_t* counters = nullptr;  // its per-tile arrival counters (zero between GEMMs)
   int64_t counter_count = 0;
-  int32_t* wgmma_err = nullptr;  // the wgmma kernel's error bits (wgmma_gemm.h), sticky
+  int32_t* error_flag = nullptr;  // the device's error word (device_error.h), where kernels report
   std::map<std::array<int64_t, 15>, LtPlan> plans;
   GemmPolicy policy;
   DeviceCaps caps;
 
-  Impl(cudaStream_t s, const GemmPolicy& p) : stream(s), policy(p), caps{sm_count()} {
+  Impl(cudaStream_t s, const GemmPolicy& p, int32_t* err) : stream(s), error_flag(err), policy(p), caps{sm_count()} {
     DSV4_LT_CHECK(cublasLtCreate(&lt));
     DSV4_CUDA_CHECK(cudaMallocAsync(&workspace, kWorkspaceBytes, stream));
-    DSV4_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&wgmma_err), sizeof(int32_t), stream));
-    DSV4_CUDA_CHECK(cudaMemsetAsync(wgmma_err, 0, sizeof(int32_t), stream));
   }
 
   ~Impl() {
@@ -189,7 +187,6 @@ struct GemmRunner::Impl {
     if (act) cudaFreeAsync(act, stream);
     if (partial) cudaFreeAsync(partial, stream);
     if (counters) cudaFreeAsync(counters, stream);
-    if (wgmma_err) cudaFreeAsync(wgmma_err, stream);
     if (workspace) cudaFreeAsync(workspace, stream);
     if (lt) cublasLtDestroy(lt);
   }
@@ -247,7 +244,7 @@ struct GemmRunner::Impl {
     }
     if (plan.fallback == GemmRoute::kWgmma) {
       if (wgmma_takes(p)) {
-        wgmma_gemm(p, wgmma_err, stream);
+        wgmma_gemm(p, error_flag, stream);
         return;
       }
       const GemmProblem prob{p.kind, p.rows, p.experts, p.n, p.kg, p.groups, p.y_b != nullptr};
@@ -534,20 +531,14 @@ struct GemmRunner::Impl {
   }
 };
 
-GemmRunner::GemmRunner(cudaStream_t stream, const GemmPolicy& policy) : impl_(std::make_unique<Impl>(stream, policy)) {}
+GemmRunner::GemmRunner(cudaStream_t stream, const GemmPolicy& policy, int32_t* error_flag)
+    : impl_(std::make_unique<Impl>(stream, policy, error_flag)) {}
 GemmRunner::~GemmRunner() = default;
 
 void GemmRunner::run(const GemmArgs& a) { impl_->run(a); }
 void GemmRunner::run_pair(const GemmArgs& a, const GemmWeight& w_b, void* y_b) { impl_->run_pair(a, w_b, y_b); }
 void GemmRunner::grouped(const GroupedGemmArgs& a) { impl_->grouped(a); }
 const GemmPolicy& GemmRunner::policy() const { return impl_->policy; }
-
-int32_t GemmRunner::wgmma_errors() const {
-  int32_t v = 0;
-  DSV4_CUDA_CHECK(cudaMemcpyAsync(&v, impl_->wgmma_err, sizeof(v), cudaMemcpyDeviceToHost, impl_->stream));
-  DSV4_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
-  return v;
-}
 
 bool GemmRunner::wants_digit_planes(GemmWeightKind kind, int64_t rows, int experts, int64_t k) const {
   // A grouped call's route does not depend on its column count: any positive one plans it.

@@ -32,6 +32,10 @@ const char* error_name(int32_t code) {
       return "embed: a token id outside the vocabulary";
     case DeviceError::kPagedSlots:
       return "paged_slots: a row's page list or count out of range";
+    case DeviceError::kGemmFp4Span:
+      return "gemm: an FP4 weight's four scales in a 128-wide block span more than 26 octaves, beyond the wgmma "
+             "kernel's exact re-encoding (DSV4_GEMM_WGMMA_MIN_ROWS above the step's rows keeps such weights on the "
+             "mma.sync kernel)";
   }
   return "unknown device error";
 }

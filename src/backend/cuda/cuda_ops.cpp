@@ -19,7 +19,7 @@ namespace dsv4::cuda {
 
 CudaOps::CudaOps(CudaDevice& dev, const GemmPolicy& gemm)
     : dev_(dev),
-      gemm_(std::make_unique<GemmRunner>(dev.main_stream(), gemm)),
+      gemm_(std::make_unique<GemmRunner>(dev.main_stream(), gemm, dev.error_flag())),
       moe_(std::make_unique<MoeRunner>(*gemm_, dev.main_stream())) {
   DSV4_CHECK(dev.stream() == dev.main_stream(), "CudaOps: made inside a side branch");
 }
@@ -32,7 +32,7 @@ GemmRunner& CudaOps::gemm() {
   if (dev_.stream() == dev_.main_stream()) return *gemm_;
   if (!side_gemm_) {
     scratch_moves(dev_.stream(), "a side-stream GEMM runner");
-    side_gemm_ = std::make_unique<GemmRunner>(dev_.stream(), gemm_->policy());
+    side_gemm_ = std::make_unique<GemmRunner>(dev_.stream(), gemm_->policy(), dev_.error_flag());
   }
   return *side_gemm_;
 }

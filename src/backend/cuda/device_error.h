@@ -18,6 +18,7 @@ enum class DeviceError : int32_t {
   kMoeToken,
   kEmbedId,
   kPagedSlots,
+  kGemmFp4Span,
 };
 
 }  // namespace dsv4::cuda

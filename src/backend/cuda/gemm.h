@@ -55,7 +55,8 @@ struct GroupedGemmArgs;
 
 class GemmRunner {
  public:
-  explicit GemmRunner(cudaStream_t stream, const GemmPolicy& policy = {});
+  // error_flag (optional, device): the device's error word, where kernels report (device_error.h).
+  explicit GemmRunner(cudaStream_t stream, const GemmPolicy& policy = {}, int32_t* error_flag = nullptr);
   ~GemmRunner();
   GemmRunner(const GemmRunner&) = delete;
   GemmRunner& operator=(const GemmRunner&) = delete;
@@ -71,9 +72,6 @@ class GemmRunner {
   // activation digit planes (GroupedGemmArgs::a_digits), which the caller then makes.
   bool wants_digit_planes(GemmWeightKind kind, int64_t rows, int experts, int64_t k) const;
   const GemmPolicy& policy() const;
-  // Error bits the wgmma kernel has reported on this runner (wgmma_gemm.h kWgmmaFp4Span), sticky;
-  // synchronizes the stream.
-  int32_t wgmma_errors() const;
 
  private:
   struct Impl;

@@ -192,7 +192,7 @@ __device__ __forceinline__ void widen_stage(uint8_t* st, int32_t* err) {
     const int shift = static_cast<int>((sw >> (8 * u)) & 255u) - hi + 13;
     if (u == 0) {
       reinterpret_cast<float*>(st + L::sb)[r] = hi == 255 ? __uint_as_float(0x7fc00000u) : ldexpf(1.0f, hi - 140);
-      if (hi - lo > 26 && hi != 255 && err) atomicOr(err, kWgmmaFp4Span);
+      if (hi - lo > 26 && hi != 255) report(err, DeviceError::kGemmFp4Span);
     }
     const uint4 v = *reinterpret_cast<const uint4*>(st + L::raw + r * 64 + u * 16);
     uint4 w0{0, 0, 0, 0}, w1{0, 0, 0, 0};  // a sub-block below the span's reach flushes to zero

@@ -7,7 +7,7 @@
 // re-encoded exactly per 128-wide block of a weight row: each 32-wide sub-block's e2m1 codes times
 // 2^(its scale − the row block's) become e5m2 values (exact while the row block's four scales span
 // at most 26 octaves; checkpoints span 0-2), so one promotion per 128 stands for four. A wider span
-// is reported in `err` (kFp4Span) and its values saturate.
+// is reported in `err` (DeviceError::kGemmFp4Span: the backend throws at its next synchronisation).
 //
 // A CTA owns 128 rows (one expert's, grouped) x 128 output columns; two warpgroups each multiply 64
 // rows. K stages arrive by cp.async four deep; FP4 codes are widened in shared memory one stage
@@ -22,15 +22,12 @@
 
 namespace dsv4::cuda {
 
-// Bits of the error word wgmma_gemm may set.
-constexpr int32_t kWgmmaFp4Span = 1;
-
 // Whether the kernel takes the call: FP8 or FP4 codes (a.codes, not a.x), one group, K % 128 == 0,
 // 16-byte aligned codes and weights.
 bool wgmma_takes(const ExactBlockArgs& a);
 
-// Runs `a` (with its pair) from activation codes and scales; err (optional, device) collects
-// kWgmmaFp4Span.
+// Runs `a` (with its pair) from activation codes and scales; err (optional, the device's error word:
+// device_error.h) records DeviceError::kGemmFp4Span.
 void wgmma_gemm(const ExactBlockArgs& a, int32_t* err, cudaStream_t stream);
 
 }  // namespace dsv4::cuda
