@@ -60,6 +60,13 @@ class Workload {
     }
   }
 
+  // Ends every request: then no page may be in use, and the pools and the host tier must add up.
+  void free_all() {
+    while (!live_.empty()) remove(live_.size() - 1);
+    ASSERT_NO_THROW(m_->check_consistency());
+    for (const KvPoolStats& p : m_->stats().pools) ASSERT_EQ(p.used_pages, 0);
+  }
+
   const KvCacheManager& manager() const { return *m_; }
   int64_t preemptions = 0, hits = 0;
 
@@ -165,6 +172,7 @@ TEST_P(KvProperty, RandomWorkloadKeepsEveryInvariant) {
   const Case c = GetParam();
   Workload w(c.seed, c.retention, c.window, c.host_share);
   w.run(c.ops);
+  w.free_all();
   const KvCacheStats s = w.manager().stats();
   uint64_t evictions = 0;
   for (const auto& p : s.pools) evictions += p.evictions;
