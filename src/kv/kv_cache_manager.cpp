@@ -181,42 +181,57 @@ void KvCacheManager::restore_prefix(Request& r, int64_t max_blocks) {
   const int64_t device_m = resumable_blocks(max_blocks, on_device);
   const int64_t m = resumable_blocks(max_blocks, [&](int u, int64_t q) { return on_device(u, q) || on_host(r, u, q); });
   if (m <= device_m) return;
-  struct Page {
-    int unit;
-    int32_t block;  // kNone: on the host only
-    uint64_t key;
-  };
-  std::vector<Page> pages;
-  std::array<int64_t, kMaxKvBuckets> need{}, pinned{};
+  std::vector<PrefixPage> pages = prefix_pages(r, m);
+  if (!pools_can_restore(pages)) return;
+  bring_back(pages);
+  ++host_hits_;
+  host_restored_tokens_ += (m - device_m) * kKvBlockTokens;
+}
+
+// Every page a request resuming at block m reads: full units' blocks below m, sliding units' window at m.
+std::vector<KvCacheManager::PrefixPage> KvCacheManager::prefix_pages(const Request& r, int64_t m) const {
+  std::vector<PrefixPage> pages;
+  const int64_t boundary = m * kKvBlockTokens;
   for (int u = 0; u < static_cast<int>(layout_.units.size()); ++u) {
     const KvUnit& unit = layout_.units[static_cast<size_t>(u)];
-    const int64_t boundary = m * kKvBlockTokens, lo = unit.first_needed(boundary);
+    const int64_t lo = unit.first_needed(boundary);
     if (unit.sliding() && lo >= boundary) continue;
     const int64_t first = unit.sliding() ? unit.page_of(lo) : 0;
     const int64_t last = unit.sliding() ? unit.page_of(boundary - 1) : m - 1;
-    for (int64_t q = first; q <= last; ++q) {
-      const Page p{u, find_page(r, u, q), key_of(r, u, q)};
-      const auto b = static_cast<size_t>(unit.bucket);
-      if (p.block == BlockPool::kNone) need[b] += unit.num_layers();
-      if (p.block != BlockPool::kNone && pool_of(u).cached(static_cast<uint32_t>(p.block))) {
-        pinned[b] += unit.num_layers();
-      }
-      pages.push_back(p);
+    for (int64_t q = first; q <= last; ++q) pages.push_back({u, find_page(r, u, q), key_of(r, u, q)});
+  }
+  return pages;
+}
+
+// Whether the pools can take the host pages without evicting the device pages of the same prefix.
+bool KvCacheManager::pools_can_restore(std::span<const PrefixPage> pages) const {
+  std::array<int64_t, kMaxKvBuckets> need{}, pinned{};
+  for (const PrefixPage& p : pages) {
+    const KvUnit& unit = layout_.units[static_cast<size_t>(p.unit)];
+    const auto b = static_cast<size_t>(unit.bucket);
+    if (p.block == BlockPool::kNone) {
+      need[b] += unit.num_layers();
+    } else if (pool_of(p.unit).cached(static_cast<uint32_t>(p.block))) {
+      pinned[b] += unit.num_layers();
     }
   }
   for (size_t b = 0; b < pools_.size(); ++b) {
-    if (need[b] > pools_[b]->free_pages() + pools_[b]->cached_pages() - pinned[b]) return;
+    if (need[b] > pools_[b]->free_pages() + pools_[b]->cached_pages() - pinned[b]) return false;
   }
-  // Pin what the device holds, take the host's entries out of its LRU, then allocate: the evictions this
-  // makes (offloaded in turn) can touch neither.
+  return true;
+}
+
+// Pins what the device holds, takes the host's entries out of its LRU, then allocates (the evictions this
+// makes, offloaded in turn, can touch neither), copies and leaves every page cached on the device.
+void KvCacheManager::bring_back(std::vector<PrefixPage>& pages) {
   std::vector<std::pair<int, KvHostEntry>> taken;  // (bucket, entry)
-  for (const Page& p : pages) {
+  for (const PrefixPage& p : pages) {
     const int bucket = layout_.units[static_cast<size_t>(p.unit)].bucket;
     if (p.block != BlockPool::kNone) pool_of(p.unit).retain(static_cast<uint32_t>(p.block));
     if (p.block == BlockPool::kNone) taken.emplace_back(bucket, host_->take(bucket, p.key));
   }
   size_t t = 0;
-  for (Page& p : pages) {
+  for (PrefixPage& p : pages) {
     if (p.block != BlockPool::kNone) continue;
     const auto& [bucket, e] = taken[t++];
     BlockPool& pool = pool_of(p.unit);
@@ -228,8 +243,6 @@ void KvCacheManager::restore_prefix(Request& r, int64_t max_blocks) {
   flush_copies();
   for (const auto& [bucket, e] : taken) host_->release(bucket, e.pages);
   for (auto it = pages.rbegin(); it != pages.rend(); ++it) pool_of(it->unit).release(static_cast<uint32_t>(it->block));
-  ++host_hits_;
-  host_restored_tokens_ += (m - device_m) * kKvBlockTokens;
 }
 
 // The pool is about to reuse a keyed block's pages: its bytes go to the host tier first.

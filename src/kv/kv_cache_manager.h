@@ -222,7 +222,15 @@ class KvCacheManager {
   bool on_host(const Request& r, int unit, int64_t page) const;
   template <typename Probe>
   int64_t resumable_blocks(int64_t max_blocks, Probe&& held) const;
+  struct PrefixPage {
+    int unit;
+    int32_t block;  // on the device; kNone: on the host only
+    uint64_t key;
+  };
   void restore_prefix(Request& r, int64_t max_blocks);
+  std::vector<PrefixPage> prefix_pages(const Request& r, int64_t m) const;
+  bool pools_can_restore(std::span<const PrefixPage> pages) const;
+  void bring_back(std::vector<PrefixPage>& pages);
   void offload(size_t bucket, uint32_t block, uint64_t key, bool extra);
   void queue_copies(size_t bucket, std::span<const uint32_t> device_pages, std::span<const uint32_t> host_pages,
                     bool to_device);
