@@ -19,12 +19,19 @@ struct Args {
   std::optional<int64_t> context;          // unset: the model's max_position_embeddings
   std::string cache_dtype, indexer_dtype;  // add_kv_dtype_flags
   int64_t kv_memory = kDefaultKvMemory;
+  int64_t offload_bytes = 0;  // the host tier (--kv-offload-bytes)
   bool json = false;
 };
 
 double gib(int64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(int64_t{1} << 30); }
 
-nlohmann::ordered_json to_json(const std::string& model, const KvPlan& p) {
+// Tokens the host tier holds: it keeps blocks as the pools do, so at the plan's allocated bytes per token.
+int64_t host_tier_tokens(const KvPlan& p, int64_t offload_bytes) {
+  return static_cast<int64_t>(static_cast<double>(offload_bytes) / static_cast<double>(p.allocated_bytes) *
+                              static_cast<double>(p.context));
+}
+
+nlohmann::ordered_json to_json(const std::string& model, const KvPlan& p, int64_t offload_bytes) {
   nlohmann::ordered_json j;
   j["model"] = model;
   j["context"] = p.context;
@@ -37,6 +44,8 @@ nlohmann::ordered_json to_json(const std::string& model, const KvPlan& p) {
   j["per_sequence_gib"] = gib(p.per_sequence_bytes);
   j["allocated_bytes"] = p.allocated_bytes;
   j["max_sequences"] = p.max_sequences;
+  j["kv_offload_bytes"] = offload_bytes;
+  j["host_tier_tokens"] = host_tier_tokens(p, offload_bytes);
   j["v32_estimate_bytes"] = p.v32_estimate_bytes;
   j["max_waste"] = p.max_waste;
   for (const auto& g : p.groups) {
@@ -99,9 +108,13 @@ void run(const Args& a) {
   DSV4_CHECK(p.max_sequences > 0, "kv-plan: --kv-memory {} B cannot hold one request of {} tokens ({} B allocated)",
              p.kv_memory, p.context, p.allocated_bytes);
   if (a.json) {
-    fmt::print("{}\n", to_json(a.model, p).dump(2));
+    fmt::print("{}\n", to_json(a.model, p, a.offload_bytes).dump(2));
   } else {
     print_text(a.model, p);
+    if (a.offload_bytes > 0) {
+      fmt::print("host tier           {} tokens in {} B ({:.1f} GiB, --kv-offload-bytes)\n",
+                 host_tier_tokens(p, a.offload_bytes), a.offload_bytes, gib(a.offload_bytes));
+    }
   }
 }
 
@@ -112,6 +125,10 @@ void setup(CLI::App& cmd) {
   add_kv_dtype_flags(cmd, a.cache_dtype, a.indexer_dtype);
   cmd.add_option("--kv-memory", a.kv_memory, "KV memory budget in bytes (suffixes KiB, MiB, GiB allowed)")
       ->transform(CLI::AsSizeValue(false));
+  cmd.add_option("--kv-offload-bytes", a.offload_bytes,
+                 "host tier of the prefix cache in bytes (suffixes allowed): its capacity in tokens")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::NonNegativeNumber);
   cmd.add_flag("--json", a.json, "print one JSON object");
   cmd.callback([] { run(a); });
 }

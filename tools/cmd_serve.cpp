@@ -128,6 +128,8 @@ server::StartupFacts startup_facts(const Args& a, const Engine& engine, const se
   f.kv_cache_memory = kv.kv_cache_memory;
   f.pool_bytes = kv.pool_bytes;
   f.kv_tokens = kv.largest_request;
+  f.offload_bytes = engine.config().kv_offload_bytes;
+  f.host_tier_tokens = kv.host_tier_tokens;
   f.prefix_caching = engine.config().enable_prefix_caching;
   for (size_t b = 0; b < kv.layout.buckets.size(); ++b) {
     server::PoolSummary p{kv.layout.buckets[b].page_bytes, b < kv.pool_pages.size() ? kv.pool_pages[b] : 0, ""};

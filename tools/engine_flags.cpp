@@ -50,8 +50,8 @@ void add_kv_dtype_flags(CLI::App& cmd, std::string& kv_cache_dtype, std::string&
 
 namespace {
 
-// --max-model-len, --max-num-seqs, --max-num-batched-tokens, --kv-cache-memory, --gpu-memory-utilization,
-// --block-size: what bounds requests and sizes the KV cache.
+// --max-model-len, --max-num-seqs, --max-num-batched-tokens, --kv-cache-memory, --kv-offload-bytes,
+// --gpu-memory-utilization, --block-size: what bounds requests and sizes the KV cache.
 void add_limit_flags(CLI::App& cmd, EngineConfig& c) {
   engine_option(cmd, "--max-model-len", c.max_model_len,
                 fmt::format("positions per request (0 = the model's, at most {} on the cpu backend, or what the KV "
@@ -64,6 +64,10 @@ void add_limit_flags(CLI::App& cmd, EngineConfig& c) {
   engine_option(cmd, "--kv-cache-memory", c.kv_cache_memory,
                 "KV cache bytes (KiB, MiB, GiB suffixes; 0 = CPU min(4 GiB, 25% of RAM), GPU from "
                 "--gpu-memory-utilization)")
+      ->transform(CLI::AsSizeValue(false));
+  engine_option(cmd, "--kv-offload-bytes", c.kv_offload_bytes,
+                "host-memory tier of the prefix cache: evicted blocks are kept there and brought back (KiB, MiB, "
+                "GiB suffixes; 0 = off; cpu backend only so far)")
       ->transform(CLI::AsSizeValue(false));
   engine_option(cmd, "--gpu-memory-utilization", c.gpu_memory_utilization,
                 "CUDA backend: share of the GPU's memory for weights, activations and KV cache")
@@ -118,6 +122,7 @@ nlohmann::ordered_json engine_config_json(const EngineConfig& c) {
           {"max-num-seqs", c.max_num_seqs},
           {"max-num-batched-tokens", c.max_num_batched_tokens},
           {"kv-cache-memory", c.kv_cache_memory},
+          {"kv-offload-bytes", c.kv_offload_bytes},
           {"gpu-memory-utilization", c.gpu_memory_utilization},
           {"block-size", c.block_size},
           {"kv-cache-dtype", kv_cache_dtype_name(c.kv_dtypes.cache)},

@@ -52,6 +52,7 @@ KvCacheSetup plan_kv_cache(const ModelConfig& model, const EngineConfig& c) {
              c.block_size, kKvBlockTokens);
   DSV4_CHECK(c.kv_cache_memory >= 0, "--kv-cache-memory must not be negative, got {}", c.kv_cache_memory);
   DSV4_CHECK(c.max_model_len >= 0, "--max-model-len must not be negative, got {}", c.max_model_len);
+  DSV4_CHECK(c.kv_offload_bytes >= 0, "--kv-offload-bytes must not be negative, got {}", c.kv_offload_bytes);
   KvCacheSetup s;
   s.layout = make_kv_layout(model, c.kv_dtypes);
   s.kv_cache_memory = c.kv_cache_memory > 0 ? c.kv_cache_memory : default_kv_cache_memory();
@@ -68,6 +69,9 @@ KvCacheSetup plan_kv_cache(const ModelConfig& model, const EngineConfig& c) {
   s.pool_pages = split.pages;
   s.pool_bytes = split.bytes;
   s.largest_request = largest_request(s.layout, s.pool_pages);
+  if (c.kv_offload_bytes > 0) {
+    s.host_tier_tokens = largest_request(s.layout, host_tier_pages(s.layout, s.pool_pages, c.kv_offload_bytes));
+  }
   const int64_t model_len = model.max_position_embeddings;
   DSV4_CHECK(s.largest_request > 0, "--kv-cache-memory {} ({}) cannot hold a single request", s.kv_cache_memory,
              gib(s.kv_cache_memory));

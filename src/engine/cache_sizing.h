@@ -21,6 +21,7 @@ struct KvCacheSetup {
   int64_t pool_bytes = 0;           // what the pools take of it
   int64_t max_model_len = 0;        // resolved
   int64_t largest_request = 0;      // positions one request can hold in the pools
+  int64_t host_tier_tokens = 0;     // the same for the host tier's pages (--kv-offload-bytes; 0 when off)
   std::string warning;              // set when max_model_len was lowered to what fits
 };
 

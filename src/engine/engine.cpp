@@ -78,6 +78,12 @@ Engine::Engine(const ModelConfig& model, EngineConfig config, ExecutorFactory fa
     config_.backend = backend_.name;
     config_.numerics = numerics_name(backend_.numerics);
     memory_ = kv_memory_for(*backend_.device);
+    DSV4_CHECK(config_.kv_offload_bytes == 0 || backend_.device->host_memory(),
+               "--kv-offload-bytes: the host KV tier runs on the cpu backend only so far (the {} backend needs "
+               "pinned host pages and side-queue restores, issue 33)",
+               backend_.name);
+    host_tier_memory_ = std::make_unique<HostKvMemory>();
+    copier_ = std::make_unique<DeviceKvPageCopier>(*backend_.device);
     if (!backend_.device->host_memory() && config_.kv_cache_memory == 0)
       config_.kv_cache_memory = gpu_kv_budget(config_, model_, *backend_.device);
   }
@@ -90,6 +96,13 @@ Engine::Engine(const ModelConfig& model, EngineConfig config, ExecutorFactory fa
   o.retention_interval = config_.prefix_cache_retention_interval;
   o.max_model_len = cache_.max_model_len;
   o.memory = memory_.get();
+  if (config_.kv_offload_bytes > 0 && !config_.enable_prefix_caching) {
+    spdlog::warn("--kv-offload-bytes {} ignored: the host tier keeps prefix-cache blocks, and prefix caching is off",
+                 config_.kv_offload_bytes);
+  }
+  o.host_tier_bytes = config_.kv_offload_bytes;
+  o.host_memory = host_tier_memory_.get();
+  o.copier = copier_.get();
   kv_ = std::make_unique<KvCacheManager>(cache_.layout, cache_.pool_pages, o);
   sched_ = std::make_unique<Scheduler>(config_.scheduler(), *kv_);
   counters_.requests = RequestHistograms(cache_.max_model_len);
@@ -353,6 +366,20 @@ void Engine::end(RequestId id, FinishReason reason, int32_t stop_token_id, std::
   }
 }
 
+namespace {
+
+KvHostTierUsage host_tier_usage(const KvCacheStats& k) {
+  KvHostTierUsage u{0, 0, k.host_hits, k.host_restored_tokens, k.offload_bytes, k.restore_bytes, 0};
+  for (const KvHostTierStats& p : k.host_pools) {
+    u.capacity_bytes += p.capacity_pages * p.page_bytes;
+    u.used_bytes += p.used_pages * p.page_bytes;
+    u.evictions += p.evictions;
+  }
+  return u;
+}
+
+}  // namespace
+
 void Engine::publish_stats() {
   EngineStats s = counters_;
   s.healthy = healthy_;
@@ -373,6 +400,7 @@ void Engine::publish_stats() {
   }
   s.prefix_query_tokens = k.query_tokens;
   s.prefix_hit_tokens = k.hit_tokens;
+  s.host_tier = host_tier_usage(k);
   if (executor_) s.graphs = executor_->graph_stats();
   count_group_pages(s);
   std::lock_guard lock(stats_mu_);

@@ -112,6 +112,8 @@ class Engine {
   KvCacheSetup cache_;
   Backend backend_;  // before everything that holds its memory
   std::unique_ptr<KvMemoryAllocator> memory_;
+  std::unique_ptr<KvMemoryAllocator> host_tier_memory_;  // the host tier's pages (kv_offload_bytes)
+  std::unique_ptr<KvPageCopier> copier_;
   std::unique_ptr<KvCacheManager> kv_;
   std::unique_ptr<Scheduler> sched_;
   std::unique_ptr<Executor> executor_;

@@ -52,6 +52,15 @@ struct StepTimes {
   void add(double seconds);
 };
 
+// The prefix cache's host tier (--kv-offload-bytes; all 0 when off).
+struct KvHostTierUsage {
+  int64_t capacity_bytes = 0, used_bytes = 0;
+  int64_t hits = 0;             // lookups that brought blocks back
+  int64_t restored_tokens = 0;  // prefix positions found only thanks to the tier
+  int64_t offload_bytes = 0, restore_bytes = 0;
+  uint64_t evictions = 0;  // entries dropped for room
+};
+
 struct EngineStats {
   bool healthy = true;
   int64_t running = 0;
@@ -67,7 +76,8 @@ struct EngineStats {
   StepTimes steps;
   std::vector<KvPoolUsage> pools;
   std::vector<KvGroupUsage> groups;
-  int64_t prefix_query_tokens = 0, prefix_hit_tokens = 0;        // all groups together
+  int64_t prefix_query_tokens = 0, prefix_hit_tokens = 0;  // all groups together
+  KvHostTierUsage host_tier;
   StepGraphStats graphs;                                         // decode steps recorded and replayed (CUDA graphs)
   RequestHistograms requests;                                    // per ended request: phases and token counts
   Histogram iteration_tokens{vllm_buckets::iteration_tokens()};  // tokens computed per step

@@ -147,6 +147,7 @@ void BlockPool::evict_oldest() {
   cached_pages_ -= unit_layers_[unit_of_block_[b]];
   --cached_blocks_[static_cast<size_t>(unit_of_block_[b])];
   ++evictions_;
+  if (on_evict_) on_evict_(b, key_[b], extra_[b] != 0);
   dissolve(b);
 }
 

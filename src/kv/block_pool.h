@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -50,6 +51,10 @@ class BlockPool {
   bool set_key(uint32_t block, uint64_t key, bool extra = false);
   // The block the key names, or kNone.
   int32_t find(uint64_t key) const;
+  // Called with each cached block about to be evicted, while its pages still hold its bytes (the host tier
+  // copies them out before the pages are reused).
+  using EvictObserver = std::function<void(uint32_t block, uint64_t key, bool extra)>;
+  void set_evict_observer(EvictObserver f) { on_evict_ = std::move(f); }
 
   uint32_t refcount(uint32_t block) const { return refcount_[block]; }
   bool cached(uint32_t block) const { return state_[block] == kCached; }
@@ -122,6 +127,7 @@ class BlockPool {
   int64_t used_pages_ = 0, cached_pages_ = 0, spare_pages_ = 0;
   std::vector<int64_t> cached_blocks_;  // per local unit
   uint64_t evictions_ = 0;
+  EvictObserver on_evict_;
 };
 
 }  // namespace dsv4

@@ -42,6 +42,39 @@ KvCacheManager::KvCacheManager(KvLayout layout, std::vector<int64_t> pool_pages,
   } else {
     memory_.assign(pools_.size(), nullptr);
   }
+  DSV4_CHECK(options_.host_tier_bytes >= 0, "KV cache: host tier bytes must not be negative, got {}",
+             options_.host_tier_bytes);
+  if (options_.host_tier_bytes > 0 && options_.enable_prefix_caching) make_host_tier(pool_pages);
+}
+
+void KvCacheManager::make_host_tier(std::span<const int64_t> pool_pages) {
+  const bool bytes = options_.memory != nullptr;
+  DSV4_CHECK(!bytes || (options_.host_memory != nullptr && options_.copier != nullptr),
+             "KV cache: a host tier over pool memory needs host memory and a page copier");
+  std::vector<int64_t> page_bytes;
+  for (const KvBucket& b : layout_.buckets) page_bytes.push_back(b.page_bytes);
+  host_ = std::make_unique<KvHostTier>(std::move(page_bytes),
+                                       host_tier_pages(layout_, pool_pages, options_.host_tier_bytes),
+                                       bytes ? options_.host_memory : nullptr);
+  for (size_t b = 0; b < pools_.size(); ++b) {
+    pools_[b]->set_evict_observer(
+        [this, b](uint32_t block, uint64_t key, bool extra) { offload(b, block, key, extra); });
+  }
+}
+
+std::vector<int64_t> host_tier_pages(const KvLayout& layout, std::span<const int64_t> pool_pages, int64_t bytes) {
+  DSV4_CHECK(bytes >= 0 && pool_pages.size() == layout.buckets.size(),
+             "KV host tier: {} bytes over {} pool sizes for {} buckets", bytes, pool_pages.size(),
+             layout.buckets.size());
+  double total = 0;
+  for (size_t b = 0; b < pool_pages.size(); ++b)
+    total += static_cast<double>(pool_pages[b] * layout.buckets[b].page_bytes);
+  std::vector<int64_t> pages;
+  for (size_t b = 0; b < pool_pages.size(); ++b) {
+    const double share = total > 0 ? static_cast<double>(pool_pages[b] * layout.buckets[b].page_bytes) / total : 0;
+    pages.push_back(static_cast<int64_t>(static_cast<double>(bytes) * share) / layout.buckets[b].page_bytes);
+  }
+  return pages;
 }
 
 KvCacheManager::~KvCacheManager() {
@@ -102,11 +135,141 @@ uint64_t KvCacheManager::epoch() const {
   return e;
 }
 
-int32_t KvCacheManager::find_page(const Request& r, int unit, int64_t page) const {
+uint64_t KvCacheManager::key_of(const Request& r, int unit, int64_t page) const {
   const KvUnit& u = layout_.units[static_cast<size_t>(unit)];
   const int64_t block = u.page_begin(page) / kKvBlockTokens;
-  const int64_t in_block = page - u.page_of(block * kKvBlockTokens);
-  return pool_of(unit).find(page_key(r.hashes[static_cast<size_t>(block)], unit, in_block));
+  return page_key(r.hashes[static_cast<size_t>(block)], unit, page - u.page_of(block * kKvBlockTokens));
+}
+
+int32_t KvCacheManager::find_page(const Request& r, int unit, int64_t page) const {
+  return pool_of(unit).find(key_of(r, unit, page));
+}
+
+bool KvCacheManager::on_host(const Request& r, int unit, int64_t page) const {
+  return host_->find(layout_.units[static_cast<size_t>(unit)].bucket, key_of(r, unit, page)) != nullptr;
+}
+
+// Blocks of the longest prefix from which every unit can resume when `held(unit, page)` says which pages
+// are kept: full units every block below it, sliding units their window at it.
+template <typename Probe>
+int64_t KvCacheManager::resumable_blocks(int64_t max_blocks, Probe&& held) const {
+  const int n_units = static_cast<int>(layout_.units.size());
+  int64_t n_full = max_blocks;
+  for (int64_t j = 0; j < n_full; ++j) {
+    for (int u = 0; u < n_units && j < n_full; ++u) {
+      if (!layout_.units[static_cast<size_t>(u)].sliding() && !held(u, j)) n_full = j;
+    }
+  }
+  for (int64_t m = n_full; m > 0; --m) {
+    bool all = true;
+    for (int u = 0; u < n_units && all; ++u) {
+      const KvUnit& unit = layout_.units[static_cast<size_t>(u)];
+      const int64_t boundary = m * kKvBlockTokens, lo = unit.first_needed(boundary);
+      if (!unit.sliding() || lo >= boundary) continue;
+      for (int64_t q = unit.page_of(lo); q <= unit.page_of(boundary - 1) && all; ++q) all = held(u, q);
+    }
+    if (all) return m;
+  }
+  return 0;
+}
+
+// Brings back from the host tier the blocks of the longest prefix the two tiers hold together, all or
+// nothing: when the pools cannot take them without evicting the prefix itself, nothing moves. The copies
+// have finished when it returns, so a lookup never sees a block half restored.
+void KvCacheManager::restore_prefix(Request& r, int64_t max_blocks) {
+  const auto on_device = [&](int u, int64_t q) { return find_page(r, u, q) != BlockPool::kNone; };
+  const int64_t device_m = resumable_blocks(max_blocks, on_device);
+  const int64_t m = resumable_blocks(max_blocks, [&](int u, int64_t q) { return on_device(u, q) || on_host(r, u, q); });
+  if (m <= device_m) return;
+  std::vector<PrefixPage> pages = prefix_pages(r, m);
+  if (!pools_can_restore(pages)) return;
+  bring_back(pages);
+  ++host_hits_;
+  host_restored_tokens_ += (m - device_m) * kKvBlockTokens;
+}
+
+// Every page a request resuming at block m reads: full units' blocks below m, sliding units' window at m.
+std::vector<KvCacheManager::PrefixPage> KvCacheManager::prefix_pages(const Request& r, int64_t m) const {
+  std::vector<PrefixPage> pages;
+  const int64_t boundary = m * kKvBlockTokens;
+  for (int u = 0; u < static_cast<int>(layout_.units.size()); ++u) {
+    const KvUnit& unit = layout_.units[static_cast<size_t>(u)];
+    const int64_t lo = unit.first_needed(boundary);
+    if (unit.sliding() && lo >= boundary) continue;
+    const int64_t first = unit.sliding() ? unit.page_of(lo) : 0;
+    const int64_t last = unit.sliding() ? unit.page_of(boundary - 1) : m - 1;
+    for (int64_t q = first; q <= last; ++q) pages.push_back({u, find_page(r, u, q), key_of(r, u, q)});
+  }
+  return pages;
+}
+
+// Whether the pools can take the host pages without evicting the device pages of the same prefix.
+bool KvCacheManager::pools_can_restore(std::span<const PrefixPage> pages) const {
+  std::array<int64_t, kMaxKvBuckets> need{}, pinned{};
+  for (const PrefixPage& p : pages) {
+    const KvUnit& unit = layout_.units[static_cast<size_t>(p.unit)];
+    const auto b = static_cast<size_t>(unit.bucket);
+    if (p.block == BlockPool::kNone) {
+      need[b] += unit.num_layers();
+    } else if (pool_of(p.unit).cached(static_cast<uint32_t>(p.block))) {
+      pinned[b] += unit.num_layers();
+    }
+  }
+  for (size_t b = 0; b < pools_.size(); ++b) {
+    if (need[b] > pools_[b]->free_pages() + pools_[b]->cached_pages() - pinned[b]) return false;
+  }
+  return true;
+}
+
+// Pins what the device holds, takes the host's entries out of its LRU, then allocates (the evictions this
+// makes, offloaded in turn, can touch neither), copies and leaves every page cached on the device.
+void KvCacheManager::bring_back(std::vector<PrefixPage>& pages) {
+  std::vector<std::pair<int, KvHostEntry>> taken;  // (bucket, entry)
+  for (const PrefixPage& p : pages) {
+    const int bucket = layout_.units[static_cast<size_t>(p.unit)].bucket;
+    if (p.block != BlockPool::kNone) pool_of(p.unit).retain(static_cast<uint32_t>(p.block));
+    if (p.block == BlockPool::kNone) taken.emplace_back(bucket, host_->take(bucket, p.key));
+  }
+  size_t t = 0;
+  for (PrefixPage& p : pages) {
+    if (p.block != BlockPool::kNone) continue;
+    const auto& [bucket, e] = taken[t++];
+    BlockPool& pool = pool_of(p.unit);
+    const uint32_t block = pool.allocate(local_unit_[static_cast<size_t>(p.unit)]);
+    pool.set_key(block, e.key, e.extra);
+    queue_copies(static_cast<size_t>(bucket), pool.layer_pages(block), e.pages, true);
+    p.block = static_cast<int32_t>(block);
+  }
+  flush_copies();
+  for (const auto& [bucket, e] : taken) host_->release(bucket, e.pages);
+  for (auto it = pages.rbegin(); it != pages.rend(); ++it) pool_of(it->unit).release(static_cast<uint32_t>(it->block));
+}
+
+// The pool is about to reuse a keyed block's pages: its bytes go to the host tier first.
+void KvCacheManager::offload(size_t bucket, uint32_t block, uint64_t key, bool extra) {
+  const BlockPool& pool = *pools_[bucket];
+  const std::span<const uint32_t> pages = pool.layer_pages(block);
+  const std::span<const uint32_t> host_pages =
+      host_->store(static_cast<int>(bucket), key, pool.local_unit(block), static_cast<int>(pages.size()), extra);
+  if (!host_pages.empty()) queue_copies(bucket, pages, host_pages, false);
+}
+
+void KvCacheManager::queue_copies(size_t bucket, std::span<const uint32_t> device_pages,
+                                  std::span<const uint32_t> host_pages, bool to_device) {
+  const int64_t bytes = layout_.buckets[bucket].page_bytes;
+  (to_device ? restore_bytes_ : offload_bytes_) += bytes * static_cast<int64_t>(device_pages.size());
+  if (memory_[bucket] == nullptr) return;  // bookkeeping only
+  for (size_t i = 0; i < device_pages.size(); ++i) {
+    std::byte* dev = memory_[bucket] + int64_t{device_pages[i]} * bytes;
+    std::byte* host = host_->page_address(static_cast<int>(bucket), host_pages[i]);
+    pending_.push_back(to_device ? KvPageCopy{dev, host, bytes, true} : KvPageCopy{host, dev, bytes, false});
+  }
+}
+
+void KvCacheManager::flush_copies() {
+  if (pending_.empty()) return;
+  options_.copier->copy(pending_);
+  pending_.clear();
 }
 
 // Whether the unit's rows needed to resume at `boundary` are all cached; collects their blocks.
@@ -136,6 +299,10 @@ PrefixHit KvCacheManager::lookup_prefix(KvRequestId id, std::span<const int32_t>
   if (!options_.enable_prefix_caching || tokens.size() < 2) return hit;
   const int64_t max_blocks = (hit.query_tokens - 1) / kKvBlockTokens;
   extend_block_hashes(r.hashes, tokens, r.seed, static_cast<size_t>(max_blocks));
+  if (host_ != nullptr) {
+    restore_prefix(r, max_blocks);
+    hit.epoch = epoch();  // restoring may have evicted other blocks
+  }
   // Full units: every block from the start.
   int64_t n_full = max_blocks;
   for (int64_t j = 0; j < n_full; ++j) {
@@ -361,6 +528,7 @@ bool KvCacheManager::allocate(KvRequestId id, int64_t num_new_tokens, std::span<
   }
   for (size_t u = 0; u < layout_.units.size(); ++u) grow(r, static_cast<int>(u), end);
   register_blocks(r, start, end, tokens);
+  flush_copies();  // offloads of the blocks grow() evicted, before the step writes their pages
   r.tokens = end;
   return true;
 }
@@ -473,11 +641,18 @@ KvCacheStats KvCacheManager::stats() const {
   s.query_tokens = query_tokens_;
   s.hit_tokens = hit_tokens_;
   s.running_requests = static_cast<int64_t>(requests_.size());
+  if (host_ != nullptr) s.host_pools = host_->stats();
+  s.host_hits = host_hits_;
+  s.host_restored_tokens = host_restored_tokens_;
+  s.offload_bytes = offload_bytes_;
+  s.restore_bytes = restore_bytes_;
   return s;
 }
 
 void KvCacheManager::check_consistency() const {
   for (const auto& p : pools_) p->check();
+  if (host_ != nullptr) host_->check();
+  DSV4_CHECK(pending_.empty(), "KV cache: {} page copies were never issued", pending_.size());
   std::vector<std::vector<uint32_t>> refs(pools_.size());
   for (size_t b = 0; b < pools_.size(); ++b) refs[b].assign(pools_[b]->num_blocks(), 0);
   for (const auto& [id, r] : requests_) {

@@ -34,7 +34,11 @@
 //   layer_pages(unit, block)               the pool page of each layer of the unit; entry_address() the bytes
 //                                          when the pools have memory.
 // Metrics: stats() — per pool free/used/cached pages (used + free + cached == capacity, exactly), per group
-// prefix lookups, queried and hit tokens.
+// prefix lookups, queried and hit tokens, and the host tier's pools and copies.
+// Host tier (options.host_tier_bytes > 0, kv/host_tier.h): a keyed block the pools evict is copied to host
+// pages first; lookup_prefix() first brings back, all or nothing, the blocks of the longest prefix that the
+// two tiers hold together (their copies have finished when it returns), then answers from the device.
+// Copies are issued in one batch per call (KvPageCopier) before allocate() or lookup_prefix() returns.
 // Cost: allocate/free touch only the blocks they change (O(new tokens / page) + O(1) per unit);
 // lookup_prefix is O(prompt blocks) (hashing plus one probe per block and unit).
 #pragma once
@@ -48,8 +52,10 @@
 #include <vector>
 
 #include "kv/block_pool.h"
+#include "kv/host_tier.h"
 #include "kv/kv_layout.h"
 #include "kv/kv_memory.h"
+#include "kv/kv_page_copy.h"
 
 namespace dsv4 {
 
@@ -68,6 +74,11 @@ struct KvCacheOptions {
   int64_t max_model_len = 0;
   // Backing bytes for the pools; null = bookkeeping only (planning, scheduling tests).
   KvMemoryAllocator* memory = nullptr;
+  // Bytes of the host tier, split over the buckets like the pools' bytes; 0 = off. Needs prefix caching
+  // (without it nothing is keyed), and with pool memory also host_memory (its pages) and copier.
+  int64_t host_tier_bytes = 0;
+  KvMemoryAllocator* host_memory = nullptr;
+  KvPageCopier* copier = nullptr;
 };
 
 struct PrefixHit {
@@ -116,7 +127,16 @@ struct KvCacheStats {
   int64_t query_tokens = 0;
   int64_t hit_tokens = 0;  // what every group could serve together
   int64_t running_requests = 0;
+  // Host tier (empty pools when off): lookups that brought blocks back, and bytes copied each way.
+  std::vector<KvHostTierStats> host_pools;
+  int64_t host_hits = 0;
+  int64_t host_restored_tokens = 0;  // prefix positions those lookups found only with the host tier
+  int64_t offload_bytes = 0;
+  int64_t restore_bytes = 0;
 };
+
+// Host pages per bucket for `bytes` of host tier: the pools' shares of their bytes.
+std::vector<int64_t> host_tier_pages(const KvLayout& layout, std::span<const int64_t> pool_pages, int64_t bytes);
 
 class KvCacheManager {
  public:
@@ -197,9 +217,27 @@ class KvCacheManager {
   void register_blocks(Request& r, int64_t start, int64_t end, std::span<const int32_t> tokens);
   bool retained(const Request& r, int64_t boundary) const;
   static bool last_prompt_boundary(const Request& r, int64_t boundary);
+  uint64_t key_of(const Request& r, int unit, int64_t page) const;
   int32_t find_page(const Request& r, int unit, int64_t page) const;
+  bool on_host(const Request& r, int unit, int64_t page) const;
+  template <typename Probe>
+  int64_t resumable_blocks(int64_t max_blocks, Probe&& held) const;
+  struct PrefixPage {
+    int unit;
+    int32_t block;  // on the device; kNone: on the host only
+    uint64_t key;
+  };
+  void restore_prefix(Request& r, int64_t max_blocks);
+  std::vector<PrefixPage> prefix_pages(const Request& r, int64_t m) const;
+  bool pools_can_restore(std::span<const PrefixPage> pages) const;
+  void bring_back(std::vector<PrefixPage>& pages);
+  void offload(size_t bucket, uint32_t block, uint64_t key, bool extra);
+  void queue_copies(size_t bucket, std::span<const uint32_t> device_pages, std::span<const uint32_t> host_pages,
+                    bool to_device);
+  void flush_copies();
   bool window_cached(const Request& r, int unit, int64_t boundary, std::vector<uint32_t>* out) const;
   void check_fits_max_len() const;
+  void make_host_tier(std::span<const int64_t> pool_pages);
   void commit_counters(const PrefixHit& hit);
 
   KvLayout layout_;
@@ -209,6 +247,9 @@ class KvCacheManager {
   std::vector<int> local_unit_;  // index of each unit inside its pool
   std::unordered_map<KvRequestId, Request> requests_;
   std::vector<KvGroupStats> group_stats_;
+  std::unique_ptr<KvHostTier> host_;  // null when off
+  std::vector<KvPageCopy> pending_;   // copies of the current call, in order
+  int64_t host_hits_ = 0, host_restored_tokens_ = 0, offload_bytes_ = 0, restore_bytes_ = 0;
   int64_t lookups_ = 0, hits_ = 0, query_tokens_ = 0, hit_tokens_ = 0;
 };
 

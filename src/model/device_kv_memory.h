@@ -6,6 +6,7 @@
 
 #include "backend/device.h"
 #include "kv/kv_memory.h"
+#include "kv/kv_page_copy.h"
 
 namespace dsv4 {
 
@@ -18,6 +19,22 @@ class DeviceKvMemory final : public KvMemoryAllocator {
     return p;
   }
   void deallocate(std::byte* p, size_t) override { dev_.release(p); }
+
+ private:
+  Device& dev_;
+};
+
+// Host tier copies through the device's copy functions (synchronous; issue 33's CUDA slice moves a batch to
+// the side queue with pinned host pages).
+class DeviceKvPageCopier final : public KvPageCopier {
+ public:
+  explicit DeviceKvPageCopier(Device& dev) : dev_(dev) {}
+  void copy(std::span<const KvPageCopy> batch) override {
+    for (const KvPageCopy& c : batch) {
+      const auto n = static_cast<size_t>(c.bytes);
+      c.to_device ? dev_.to_device(c.dst, c.src, n) : dev_.to_host(c.dst, c.src, n);
+    }
+  }
 
  private:
   Device& dev_;

@@ -141,6 +141,32 @@ void group_metrics(PrometheusText& p, const EngineStats& e, const Labels& l) {
             [](const KvGroupUsage& g) { return g.cached_blocks; });
 }
 
+// The prefix cache's host tier (--kv-offload-bytes): gauges of its bytes, counters of what it served.
+void host_tier_metrics(PrometheusText& p, const KvHostTierUsage& h, const Labels& l) {
+  struct Metric {
+    const char* name;
+    const char* help;
+    bool counter;
+    double value;
+  };
+  const auto v = [](auto x) { return static_cast<double>(x); };
+  const Metric metrics[] = {
+      {"dsv4:kv_host_tier_capacity_bytes", "Bytes of the prefix cache's host tier (--kv-offload-bytes).", false,
+       v(h.capacity_bytes)},
+      {"dsv4:kv_host_tier_used_bytes", "Bytes the host tier's kept blocks take.", false, v(h.used_bytes)},
+      {"dsv4:kv_host_tier_hits", "Prefix lookups that brought blocks back from the host tier.", true, v(h.hits)},
+      {"dsv4:kv_host_tier_restored_tokens", "Prompt positions found only thanks to the host tier.", true,
+       v(h.restored_tokens)},
+      {"dsv4:kv_host_tier_offload_bytes", "Bytes copied from the device pools to the host tier.", true,
+       v(h.offload_bytes)},
+      {"dsv4:kv_host_tier_restore_bytes", "Bytes copied from the host tier back to the device pools.", true,
+       v(h.restore_bytes)},
+      {"dsv4:kv_host_tier_evictions", "Blocks the host tier dropped for room.", true, v(h.evictions)},
+  };
+  for (const Metric& m : metrics)
+    m.counter ? p.counter(m.name, m.help, l, m.value) : p.gauge(m.name, m.help, l, m.value);
+}
+
 void engine_metrics(PrometheusText& p, const EngineStats& e, const RequestMetrics::Snapshot& r, const ServerGauges& s,
                     const Labels& l) {
   p.gauge("dsv4:engine_healthy", "1 while the engine serves, 0 after a failed step.", l, e.healthy ? 1 : 0);
@@ -161,6 +187,7 @@ void engine_metrics(PrometheusText& p, const EngineStats& e, const RequestMetric
             static_cast<double>(r.rejected));
   p.counter("dsv4:prefix_cache_prompt_tokens_cached", "Prompt tokens served by the prefix cache.", l,
             static_cast<double>(e.cached_prompt_tokens));
+  host_tier_metrics(p, e.host_tier, l);
   p.counter("dsv4:computed_tokens", "Positions run through the model (recomputation included).", l,
             static_cast<double>(e.computed_tokens));
   p.counter("dsv4:failed_steps", "Engine steps that failed.", l, static_cast<double>(e.failed_steps));

@@ -47,6 +47,10 @@ std::string startup_summary(const StartupFacts& f) {
   s += fmt::format("  KV cache     {} of {} ({}), prefix caching {}\n", bytes_text(f.pool_bytes),
                    bytes_text(f.kv_cache_memory), f.kv_dtypes, f.prefix_caching ? "on" : "off");
   s += fmt::format("  KV capacity  {} tokens = {:.2f} sequences of max_model_len\n", f.kv_tokens, seqs);
+  if (f.offload_bytes > 0) {
+    s += fmt::format("  KV host tier {} (--kv-offload-bytes): {} tokens of evicted prefixes\n",
+                     bytes_text(f.offload_bytes), f.host_tier_tokens);
+  }
   for (size_t i = 0; i < f.pools.size(); ++i) {
     const PoolSummary& p = f.pools[i];
     s += fmt::format("  pool {}       {} pages x {} = {}  ({})\n", i, p.pages, bytes_text(p.page_bytes),

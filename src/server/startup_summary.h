@@ -20,7 +20,8 @@ struct StartupFacts {
   std::string kv_dtypes;
   int64_t max_model_len = 0, max_num_seqs = 0, max_num_batched_tokens = 0;
   int64_t kv_cache_memory = 0, pool_bytes = 0;
-  int64_t kv_tokens = 0;  // positions one request can hold
+  int64_t kv_tokens = 0;                            // positions one request can hold
+  int64_t offload_bytes = 0, host_tier_tokens = 0;  // the host tier (--kv-offload-bytes), 0 when off
   bool prefix_caching = true;
   std::vector<PoolSummary> pools;
   std::string host;

@@ -17,7 +17,7 @@ section() { awk -v h="$1:" '$0 == h { on = 1; next } on && /^$/ { exit } on'; }
 engine_help() { $DSV4 $1 --help | section Engine; }
 
 ref=$(engine_help serve)
-[ "$(grep -c '^  --' <<<"$ref")" -eq 20 ] || fail "serve's Engine help section is short: $ref"
+[ "$(grep -c '^  --' <<<"$ref")" -eq 21 ] || fail "serve's Engine help section is short: $ref"
 for c in "${cmds[@]:1}"; do
   diff <(echo "$ref") <(engine_help "$c") || fail "$c: engine flags differ from serve's (diff above)"
 done
@@ -46,7 +46,7 @@ python3 -c '
 import json, sys
 j = json.loads(sys.argv[1])
 want = {"backend": "cpu", "threads": 0, "max-model-len": 0, "max-num-seqs": 256, "max-num-batched-tokens": 2048,
-        "kv-cache-memory": 0, "gpu-memory-utilization": 0.9, "block-size": 256, "kv-cache-dtype": "fp8",
+        "kv-cache-memory": 0, "kv-offload-bytes": 0, "gpu-memory-utilization": 0.9, "block-size": 256, "kv-cache-dtype": "fp8",
         "indexer-dtype": "fp4", "enforce-eager": False, "enable-prefix-caching": True,
         "prefix-cache-retention-interval": -1, "chunked-prefill-policy": "latency", "max-prefill-chunk": 0,
         "itl-slack": 0.4, "itl-target-ms": 150, "scheduling-policy": "fcfs"}
@@ -54,11 +54,14 @@ for k, v in want.items():
     assert j[k] == v, (k, j[k], v)
 ' "$defaults" || fail "serve's defaults: $defaults"
 set_flags=(--backend auto --threads 3 --numerics exact --max-model-len 4096 --max-num-seqs 7 --max-num-batched-tokens 512
-  --kv-cache-memory 96MiB --gpu-memory-utilization 0.5 --kv-cache-dtype bf16 --no-enable-prefix-caching
+  --kv-cache-memory 96MiB --kv-offload-bytes 1GiB --gpu-memory-utilization 0.5 --kv-cache-dtype bf16 --no-enable-prefix-caching
   --prefix-cache-retention-interval 512 --chunked-prefill-policy budget --max-prefill-chunk 256 --itl-slack 0.25 --itl-target-ms 80
   --enforce-eager --scheduling-policy priority)
 given=$(resolved serve "${set_flags[@]}")
 [ "$given" != "$defaults" ] || fail "the flags changed nothing"
+grep -q '"kv-offload-bytes":1073741824' <<<"$given" || fail "--kv-offload-bytes 1GiB: $given"
+[ "$(DSV4_KV_OFFLOAD_BYTES=2MiB resolved serve | grep -o '"kv-offload-bytes":[0-9]*')" = '"kv-offload-bytes":2097152' ] ||
+  fail "DSV4_KV_OFFLOAD_BYTES not read"
 from_env=$(DSV4_MAX_NUM_SEQS=9 DSV4_ITL_SLACK=0.7 resolved serve)
 grep -q '"max-num-seqs":9' <<<"$from_env" && grep -q '"itl-slack":0.7' <<<"$from_env" ||
   fail "DSV4_<FLAG> not read: $from_env"

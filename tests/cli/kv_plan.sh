@@ -42,6 +42,15 @@ done
 [ "$(DSV4_KV_MEMORY=200GiB "$DSV4" kv-plan "$CFG" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["max_sequences"])')" = 58 ] ||
   fail "DSV4_KV_MEMORY not honoured"
 
+# The host tier's capacity: 100 GiB hold 29.0 requests of 1M tokens in the pools' bytes per token.
+out=$("$DSV4" kv-plan "$CFG" --kv-offload-bytes 100GiB --json)
+python3 -c '
+import json, sys
+j = json.loads(sys.argv[1])
+assert j["kv_offload_bytes"] == 100 * 2**30, j["kv_offload_bytes"]
+assert j["host_tier_tokens"] == int(100 * 2**30 / j["allocated_bytes"] * 1048576), j["host_tier_tokens"]
+' "$out" || fail "host tier: $out"
+grep -qF "host tier           " <<<"$("$DSV4" kv-plan "$CFG" --kv-offload-bytes 1GiB)" || fail "host tier line missing"
 if err=$("$DSV4" kv-plan "$CFG" --kv-memory 1GiB 2>&1); then fail "1 GiB for a 1M-token request accepted"; fi
 grep -qF "kv-plan: --kv-memory 1073741824 B cannot hold one request of 1048576 tokens (3700592688 B allocated)" <<<"$err" ||
   fail "small memory error: $err"

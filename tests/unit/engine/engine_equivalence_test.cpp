@@ -116,6 +116,30 @@ TEST(EngineEquivalence, PrefixFromTheCacheMatchesRecomputation) {
   EXPECT_EQ(o.usage.cached_tokens, 0);
 }
 
+// Pools that hold one request: three other prompts push the first one's blocks out. With a host tier
+// (--kv-offload-bytes) its prefix comes back from host memory and gives the tokens of a cold run.
+TEST(EngineEquivalence, PrefixRestoredFromTheHostTierMatchesRecomputation) {
+  const auto p = random_ids(600, 21);
+  const auto want = alone({{p, greedy(8)}});
+  const LoadedModel& m = tiny_model();
+  EngineConfig c = base_config();
+  c.enable_prefix_caching = true;
+  c.max_num_seqs = 1;
+  c.kv_cache_memory = memory_for(m.config, c, 1024);
+  for (const int64_t offload : {int64_t{0}, int64_t{64} << 20}) {
+    c.kv_offload_bytes = offload;
+    Engine e(m.config, m.weights, c);
+    RequestOutput o;
+    EXPECT_EQ(drain(*e.add_request({p, greedy(8), {}}), &o), want[0]);
+    for (uint32_t seed = 22; seed < 25; ++seed) drain(*e.add_request({random_ids(900, seed), greedy(2), {}}));
+    EXPECT_EQ(drain(*e.add_request({p, greedy(8), {}}), &o), want[0]) << "offload " << offload;
+    EXPECT_EQ(o.usage.cached_tokens, offload > 0 ? 512 : 0) << "offload " << offload;
+    const KvHostTierUsage h = stats_after(e, 5).host_tier;
+    EXPECT_EQ(h.hits, offload > 0 ? 1 : 0);
+    EXPECT_EQ(h.restore_bytes > 0, offload > 0);
+  }
+}
+
 TEST(EngineEquivalence, SeededSamplingIsReproducibleAloneOrBatched) {
   SamplingParams s;
   s.temperature = 0.9;

@@ -1,6 +1,7 @@
 // Soak: 500 random requests (shared prefixes, random lengths, a cache small enough to preempt) with
 // random aborts from another thread. Every request ends; the ones not aborted produce exactly their
-// tokens; no block leaks.
+// tokens; no block leaks. Once more with a host tier (bookkeeping only: the fake executor has no KV
+// memory), which must serve some hits and leave the accounting as clean.
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -13,8 +14,11 @@ namespace {
 using namespace enginetest;
 using namespace std::chrono_literals;
 
-TEST(EngineSoak, FiveHundredRandomRequestsWithAbortsLeakNothing) {
+class EngineSoak : public ::testing::TestWithParam<int64_t> {};  // --kv-offload-bytes
+
+TEST_P(EngineSoak, FiveHundredRandomRequestsWithAbortsLeakNothing) {
   EngineConfig c;
+  c.kv_offload_bytes = GetParam();
   c.max_num_seqs = 16;
   c.max_num_batched_tokens = 512;
   c.kv_cache_memory = memory_for(tiny_config(), c, 2048);  // about 8 full blocks for 16 sequences
@@ -73,6 +77,7 @@ TEST(EngineSoak, FiveHundredRandomRequestsWithAbortsLeakNothing) {
   ::testing::Test::RecordProperty("preemptions", static_cast<int>(end.preemptions));
   ::testing::Test::RecordProperty("steps", static_cast<int>(end.steps.count));
   EXPECT_GT(end.prefix_hit_tokens, 0);
+  EXPECT_EQ(end.host_tier.hits > 0, GetParam() > 0) << "host tier hits";
   EXPECT_EQ(end.requests_finished + end.requests_aborted, 500u);
   EXPECT_EQ(end.running + end.waiting, 0);
   for (size_t p = 0; p < end.pools.size(); ++p) {
@@ -81,6 +86,8 @@ TEST(EngineSoak, FiveHundredRandomRequestsWithAbortsLeakNothing) {
   }
   kv->check_consistency();
 }
+
+INSTANTIATE_TEST_SUITE_P(OffloadBytes, EngineSoak, ::testing::Values(int64_t{0}, int64_t{4} << 20));
 
 }  // namespace
 }  // namespace dsv4

@@ -1,6 +1,6 @@
 // Property test: a random serving workload (add with shared prefixes and salts, prefill chunks, decode,
-// abort, finish, preemption and eviction under memory pressure), checking after every operation that no
-// block leaks or is freed twice, reference counts match the tables, used + free + cached equals the
+// abort, finish, preemption and eviction under memory pressure, with and without a host tier), checking after every
+// operation that no block leaks or is freed twice, reference counts match the tables, used + free + cached equals the
 // capacity of every pool, and every entry a request can read holds what a fresh computation would write.
 #include <gtest/gtest.h>
 
@@ -25,15 +25,23 @@ struct Live {
 
 class Workload {
  public:
-  Workload(uint64_t seed, int64_t retention, int window)
+  // host_share: the host tier's bytes as a share of the pools' (0 = off).
+  Workload(uint64_t seed, int64_t retention, int window, double host_share)
       : rng_(seed), layout_(make_kv_layout(kvtest::tiny_config(window), {})) {
     std::vector<int64_t> pages(layout_.buckets.size(), 0);
     for (const KvUnit& u : layout_.units) {  // about four 2500-position requests at once
       const int64_t per = u.sliding() ? u.peak_pages + 600 / u.positions_per_page + 2 : u.pages_for(2500);
       pages[static_cast<size_t>(u.bucket)] += 4 * per * u.num_layers();
     }
-    m_ = std::make_unique<KvCacheManager>(layout_, pages,
-                                          KvCacheOptions{.retention_interval = retention, .memory = &host_});
+    int64_t bytes = 0;
+    for (size_t b = 0; b < pages.size(); ++b) bytes += pages[b] * layout_.buckets[b].page_bytes;
+    m_ = std::make_unique<KvCacheManager>(
+        layout_, pages,
+        KvCacheOptions{.retention_interval = retention,
+                       .memory = &host_,
+                       .host_tier_bytes = static_cast<int64_t>(host_share * static_cast<double>(bytes)),
+                       .host_memory = &host_tier_,
+                       .copier = &copier_});
     store_ = std::make_unique<BackingStore>(*m_);
   }
 
@@ -50,6 +58,13 @@ class Workload {
       check_all(i % 256 == 0);
       if (::testing::Test::HasFatalFailure()) return;
     }
+  }
+
+  // Ends every request: then no page may be in use, and the pools and the host tier must add up.
+  void free_all() {
+    while (!live_.empty()) remove(live_.size() - 1);
+    ASSERT_NO_THROW(m_->check_consistency());
+    for (const KvPoolStats& p : m_->stats().pools) ASSERT_EQ(p.used_pages, 0);
   }
 
   const KvCacheManager& manager() const { return *m_; }
@@ -133,7 +148,8 @@ class Workload {
   }
 
   std::mt19937_64 rng_;
-  HostKvMemory host_;
+  HostKvMemory host_, host_tier_;
+  MemcpyKvPageCopier copier_;
   KvLayout layout_;
   std::unique_ptr<KvCacheManager> m_;
   std::unique_ptr<BackingStore> store_;
@@ -147,14 +163,16 @@ struct Case {
   int64_t retention;
   int window;
   int ops;
+  double host_share = 0;
 };
 
 class KvProperty : public ::testing::TestWithParam<Case> {};
 
 TEST_P(KvProperty, RandomWorkloadKeepsEveryInvariant) {
   const Case c = GetParam();
-  Workload w(c.seed, c.retention, c.window);
+  Workload w(c.seed, c.retention, c.window, c.host_share);
   w.run(c.ops);
+  w.free_all();
   const KvCacheStats s = w.manager().stats();
   uint64_t evictions = 0;
   for (const auto& p : s.pools) evictions += p.evictions;
@@ -162,12 +180,21 @@ TEST_P(KvProperty, RandomWorkloadKeepsEveryInvariant) {
   EXPECT_GT(evictions, 0u) << "the workload never evicted";
   EXPECT_GT(w.preemptions, 0) << "the workload never ran out of memory";
   EXPECT_GT(s.hit_tokens, 0);
+  if (c.host_share > 0) {
+    EXPECT_GT(s.host_hits, 0) << "the workload never restored from the host tier";
+    EXPECT_GT(s.offload_bytes, 0);
+  }
 }
 
-// 12,000 operations in all, over the three retention modes and two window sizes.
+// 12,000 operations in all, over the three retention modes and two window sizes; then the same with a
+// host tier (a small one that drops entries, a large one that keeps most), where every restored prefix
+// must hold the bytes of a fresh computation.
 INSTANTIATE_TEST_SUITE_P(Workloads, KvProperty,
                          ::testing::Values(Case{101, 0, 128, 4000}, Case{202, 512, 128, 4000},
                                            Case{303, -1, 64, 4000}));
+INSTANTIATE_TEST_SUITE_P(HostTier, KvProperty,
+                         ::testing::Values(Case{404, 0, 128, 3000, 0.5}, Case{505, -1, 128, 3000, 3.0},
+                                           Case{606, 512, 64, 3000, 1.0}));
 
 }  // namespace
 }  // namespace dsv4

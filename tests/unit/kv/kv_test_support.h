@@ -3,9 +3,11 @@
 // what a fresh computation of the same token prefix would have written.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <xxhash.h>
 
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -145,5 +147,57 @@ inline std::vector<int64_t> used_pages_from_tables(const KvCacheManager& m, cons
   }
   return used;
 }
+
+// Room for `requests` requests of `tokens` positions each (one of them mid-chunk), per pool.
+inline std::vector<int64_t> pages_for(const KvLayout& l, int64_t tokens, int64_t requests, int64_t chunk = 512) {
+  std::vector<int64_t> pages(l.buckets.size(), 0);
+  for (const KvUnit& u : l.units) {
+    const int64_t live = u.sliding() ? u.peak_pages + chunk / u.positions_per_page + 2 : u.pages_for(tokens);
+    pages[static_cast<size_t>(u.bucket)] += requests * live * u.num_layers();
+  }
+  return pages;
+}
+
+// A manager over host memory with a backing store, and the steps of a request.
+struct Fixture {
+  explicit Fixture(KvCacheOptions o = {}, int64_t tokens = 4096, int64_t requests = 4, int64_t chunk = 512)
+      : layout(make_kv_layout(kvtest::tiny_config(), {})) {
+    o.memory = &host;
+    o.host_memory = &host_tier;  // used only when o.host_tier_bytes > 0
+    o.copier = &copier;
+    m = std::make_unique<KvCacheManager>(layout, pages_for(layout, tokens, requests, chunk), o);
+    store = std::make_unique<BackingStore>(*m);
+  }
+  // add + lookup + allocate the prompt in chunks, writing every new entry; returns the prefix hit.
+  int64_t prefill(KvRequestId id, const std::vector<int32_t>& tokens, PrefixSignature& sig,
+                  const std::string& salt = "", int64_t chunk = 300) {
+    m->add_request(id, static_cast<int64_t>(tokens.size()), salt);
+    const PrefixHit hit = m->lookup_prefix(id, tokens);
+    int64_t done = hit.tokens;
+    const int64_t n0 = std::min<int64_t>(chunk, static_cast<int64_t>(tokens.size()) - done);
+    EXPECT_TRUE(m->allocate(id, n0, tokens, &hit));
+    store->write(id, tokens, sig, done, done + n0);
+    for (done += n0; done < static_cast<int64_t>(tokens.size()); done += chunk) {
+      const int64_t n = std::min<int64_t>(chunk, static_cast<int64_t>(tokens.size()) - done);
+      EXPECT_TRUE(m->allocate(id, n, tokens));
+      store->write(id, tokens, sig, done, done + n);
+    }
+    return hit.tokens;
+  }
+  void decode(KvRequestId id, std::vector<int32_t>& tokens, PrefixSignature& sig, int steps, std::mt19937_64& rng) {
+    for (int i = 0; i < steps; ++i) {
+      tokens.push_back(static_cast<int32_t>(rng() % 1000));
+      ASSERT_TRUE(m->allocate(id, 1, tokens));
+      const auto p = static_cast<int64_t>(tokens.size()) - 1;
+      store->write(id, tokens, sig, p, p + 1);
+    }
+  }
+
+  HostKvMemory host, host_tier;
+  MemcpyKvPageCopier copier;
+  KvLayout layout;
+  std::unique_ptr<KvCacheManager> m;
+  std::unique_ptr<BackingStore> store;
+};
 
 }  // namespace dsv4::kvtest

@@ -110,6 +110,7 @@ TEST(MetricsPage, VllmNamesAndKvGauges) {
   e.graphs.recorded = 4;
   e.graphs.eager = 5;
   e.graphs.failed = 1;
+  e.host_tier = {1 << 20, 4096, 2, 512, 8192, 6144, 1};
   e.cache_config = std::make_shared<const std::vector<std::pair<std::string, std::string>>>(
       std::vector<std::pair<std::string, std::string>>{{"block_size", "256"}});
   RequestMetrics r;
@@ -118,9 +119,12 @@ TEST(MetricsPage, VllmNamesAndKvGauges) {
   const std::string m = render_metrics(e, r.snapshot(), {"mod", 3, 4});
   const std::string l = "{model_name=\"mod\",engine=\"0\"}";
   for (const std::string& line :
-       {"vllm:num_requests_running" + l + " 2", "vllm:num_requests_waiting" + l + " 1",
-        "vllm:prefix_cache_queries_total" + l + " 512", "vllm:prefix_cache_hits_total" + l + " 256",
-        "vllm:num_preemptions_total" + l + " 3", "vllm:prompt_tokens_total" + l + " 100",
+       {"vllm:num_requests_running" + l + " 2",
+        "vllm:num_requests_waiting" + l + " 1",
+        "vllm:prefix_cache_queries_total" + l + " 512",
+        "vllm:prefix_cache_hits_total" + l + " 256",
+        "vllm:num_preemptions_total" + l + " 3",
+        "vllm:prompt_tokens_total" + l + " 100",
         "vllm:generation_tokens_total" + l + " 40",
         std::string("vllm:request_success_total{model_name=\"mod\",engine=\"0\",finished_reason=\"length\"} 1"),
         std::string("dsv4:kv_pool_usage_perc{model_name=\"mod\",engine=\"0\",pool=\"0\"} 0.25"),
@@ -128,9 +132,18 @@ TEST(MetricsPage, VllmNamesAndKvGauges) {
         std::string("dsv4:kv_group_usage_perc{model_name=\"mod\",engine=\"0\",group=\"swa\",pool=\"0\"} 0.2"),
         std::string("dsv4:kv_group_prefix_hit_rate{model_name=\"mod\",engine=\"0\",group=\"swa\",pool=\"0\"} 0.5"),
         std::string("dsv4:kv_group_retained_blocks{model_name=\"mod\",engine=\"0\",group=\"swa\",pool=\"0\"} 7"),
-        "dsv4:http_generation_requests" + l + " 3", "dsv4:cuda_graph_replays_total" + l + " 90",
-        "dsv4:cuda_graph_recordings_total" + l + " 4", "dsv4:cuda_graph_warmup_steps_total" + l + " 5",
-        "dsv4:cuda_graph_failures_total" + l + " 1"}) {
+        "dsv4:http_generation_requests" + l + " 3",
+        "dsv4:cuda_graph_replays_total" + l + " 90",
+        "dsv4:cuda_graph_recordings_total" + l + " 4",
+        "dsv4:cuda_graph_warmup_steps_total" + l + " 5",
+        "dsv4:cuda_graph_failures_total" + l + " 1",
+        "dsv4:kv_host_tier_capacity_bytes" + l + " 1048576",
+        "dsv4:kv_host_tier_used_bytes" + l + " 4096",
+        "dsv4:kv_host_tier_hits_total" + l + " 2",
+        "dsv4:kv_host_tier_restored_tokens_total" + l + " 512",
+        "dsv4:kv_host_tier_offload_bytes_total" + l + " 8192",
+        "dsv4:kv_host_tier_restore_bytes_total" + l + " 6144",
+        "dsv4:kv_host_tier_evictions_total" + l + " 1"}) {
     EXPECT_NE(m.find(line + "\n"), std::string::npos) << line << "\n" << m;
   }
   EXPECT_NE(m.find("# TYPE vllm:time_to_first_token_seconds histogram"), std::string::npos);

@@ -120,6 +120,11 @@ TEST(StartupSummary, CurlLineAndCapacity) {
   const std::string s = startup_summary(f);
   EXPECT_NE(s.find("2500 tokens = 2.50 sequences of max_model_len"), std::string::npos) << s;
   EXPECT_NE(s.find("10 pages x 4.0 KiB = 40.0 KiB  (swa)"), std::string::npos) << s;
+  EXPECT_EQ(s.find("host tier"), std::string::npos) << "the tier is off: " << s;
+  f.offload_bytes = int64_t{3} << 30;
+  f.host_tier_tokens = 900000;
+  EXPECT_NE(startup_summary(f).find("KV host tier 3.00 GiB (--kv-offload-bytes): 900000 tokens"), std::string::npos)
+      << startup_summary(f);
   EXPECT_NE(s.find("curl http://127.0.0.1:9/v1/chat/completions"), std::string::npos);
 }
 

@@ -1,0 +1,205 @@
+// The host tier (kv/host_tier.h) against a reference LRU, and the cache manager with the tier on: evicted
+// prefixes come back with the bytes a fresh computation writes, restores are all or nothing, a block
+// recomputed while its copy is on the host is stored again, and nothing leaks.
+#include "kv/host_tier.h"
+
+#include <gtest/gtest.h>
+
+#include <list>
+#include <map>
+#include <random>
+
+#include "core/error.h"
+#include "testing/error_of.h"
+#include "unit/kv/kv_test_support.h"
+
+namespace dsv4 {
+namespace {
+
+using kvtest::Fixture;
+using kvtest::PrefixSignature;
+
+// The reference: per bucket a list of (key, pages), least recent first, and a count of free pages.
+struct ReferenceLru {
+  std::list<std::pair<uint64_t, int>> lru;
+  int64_t free = 0;
+  bool has(uint64_t key) const {
+    return std::any_of(lru.begin(), lru.end(), [&](const auto& e) { return e.first == key; });
+  }
+  bool store(uint64_t key, int pages) {
+    for (auto it = lru.begin(); it != lru.end(); ++it) {
+      if (it->first != key) continue;
+      lru.splice(lru.end(), lru, it);
+      return true;
+    }
+    while (free < pages && !lru.empty()) {
+      free += lru.front().second;
+      lru.pop_front();
+    }
+    if (free < pages) return false;
+    free -= pages;
+    lru.emplace_back(key, pages);
+    return true;
+  }
+  int take(uint64_t key) {
+    const auto it = std::find_if(lru.begin(), lru.end(), [&](const auto& e) { return e.first == key; });
+    const int pages = it->second;
+    lru.erase(it);
+    return pages;
+  }
+};
+
+TEST(KvHostTier, LruMatchesAReferenceModel) {
+  std::mt19937_64 rng(71);
+  const std::vector<int64_t> capacity = {23, 40};
+  KvHostTier tier({96, 64}, capacity, nullptr);
+  std::vector<ReferenceLru> ref(2);
+  for (size_t b = 0; b < 2; ++b) ref[b].free = capacity[b];
+  std::vector<std::pair<int, KvHostEntry>> taken;  // restores in flight
+  const auto key_of = [&](int b) { return (rng() % 30) * 2 + static_cast<uint64_t>(b) + 1000; };
+  for (int op = 0; op < 20000; ++op) {
+    const int b = static_cast<int>(rng() % 2);
+    const uint64_t key = key_of(b);
+    const int pages = 1 + static_cast<int>(key % 7) * (6 * b + 1);  // one size per key; some larger than the pool
+    const int pick = static_cast<int>(rng() % 10);
+    if (pick < 5) {
+      const bool stored = !tier.store(b, key, 0, pages, false).empty();
+      ASSERT_EQ(stored, ref[static_cast<size_t>(b)].store(key, pages)) << "op " << op;
+    } else if (pick < 8) {
+      ASSERT_EQ(tier.find(b, key) != nullptr, ref[static_cast<size_t>(b)].has(key)) << "op " << op;
+      if (tier.find(b, key) != nullptr && pick == 7) {
+        taken.emplace_back(b, tier.take(b, key));
+        ref[static_cast<size_t>(b)].take(key);
+      }
+    } else if (!taken.empty()) {
+      const size_t i = rng() % taken.size();
+      tier.release(taken[i].first, taken[i].second.pages);
+      ref[static_cast<size_t>(taken[i].first)].free += static_cast<int64_t>(taken[i].second.pages.size());
+      taken.erase(taken.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    ASSERT_NO_THROW(tier.check());
+    const auto s = tier.stats();
+    for (size_t k = 0; k < 2; ++k) {
+      ASSERT_EQ(s[k].entries, static_cast<int64_t>(ref[k].lru.size()));
+      ASSERT_EQ(s[k].capacity_pages - s[k].used_pages, ref[k].free);
+    }
+  }
+  EXPECT_GT(tier.stats()[0].evictions, 0u);
+  EXPECT_GT(tier.stats()[1].dropped, 0u);
+}
+
+TEST(KvHostTier, BadInputIsRefusedWithClearErrors) {
+  KvHostTier tier({64}, {8}, nullptr);
+  EXPECT_NE(testing::error_of([&] { tier.take(0, 5); }).find("holds no block"), std::string::npos);
+  EXPECT_NE(testing::error_of([&] { tier.page_address(0, 0); }).find("no page 0 in memory"), std::string::npos);
+  EXPECT_NE(testing::error_of([&] { tier.find(1, 5); }).find("no pool 1"), std::string::npos);
+  EXPECT_NE(testing::error_of([] { KvHostTier({64}, {-1}, nullptr); }).find("out of range"), std::string::npos);
+}
+
+// Room for one 3000-position request on the device, and `host_pools` times the pools' bytes on the host.
+KvCacheOptions tiered(double host_pools) {
+  const KvLayout l = make_kv_layout(kvtest::tiny_config(), {});
+  int64_t bytes = 0;
+  const auto pages = kvtest::pages_for(l, 3000, 1, 3000);
+  for (size_t b = 0; b < pages.size(); ++b) bytes += pages[b] * l.buckets[b].page_bytes;
+  return {.retention_interval = -1, .host_tier_bytes = static_cast<int64_t>(host_pools * static_cast<double>(bytes))};
+}
+
+// Prefills a random prompt `a` of 3000 tokens, then one `b` of 2000 (whose blocks push `a`'s out of the
+// device pools), frees both; returns {a, b}.
+std::pair<std::vector<int32_t>, std::vector<int32_t>> evict_with_another(Fixture& f, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const auto a = kvtest::random_tokens(rng, 3000), b = kvtest::random_tokens(rng, 2000);
+  PrefixSignature sa(""), sb("");
+  f.prefill(1, a, sa, "", 3000);
+  f.m->free(1);
+  f.prefill(2, b, sb, "", 3000);
+  f.m->free(2);
+  return {a, b};
+}
+
+// Request 3 starts with prompt `a`: its prefix hit, whose entries must hold what a fresh computation writes.
+int64_t hit_again(Fixture& f, const std::vector<int32_t>& a) {
+  PrefixSignature sig("");
+  f.m->add_request(3, static_cast<int64_t>(a.size()));
+  const PrefixHit hit = f.m->lookup_prefix(3, a);
+  EXPECT_TRUE(f.m->allocate(3, 1, a, &hit));
+  EXPECT_EQ(f.store->mismatches(3, a, sig, 0, hit.tokens), 0);
+  return hit.tokens;
+}
+
+TEST(KvHostTierManager, EvictedPrefixComesBackWithTheBytesOfAFreshComputation) {
+  for (const double host : {0.0, 2.0}) {
+    Fixture f(tiered(host), 3000, 1, 3000);
+    const auto [a, b] = evict_with_another(f, 6);
+    const int64_t hit = hit_again(f, a);
+    const KvCacheStats s = f.m->stats();
+    if (host == 0) {
+      EXPECT_LT(hit, 2816) << "the device alone must have lost part of the prefix";
+      EXPECT_EQ(s.offload_bytes, 0);
+      continue;
+    }
+    EXPECT_EQ(hit, 2816);  // every whole block of the prompt but the last position's
+    EXPECT_EQ(s.host_hits, 1);
+    EXPECT_GT(s.host_restored_tokens, 0);
+    EXPECT_GT(s.offload_bytes, 0);
+    EXPECT_GT(s.restore_bytes, 0);
+    EXPECT_NO_THROW(f.m->check_consistency());
+  }
+}
+
+TEST(KvHostTierManager, RestoreIsAllOrNothingWhenThePoolsAreFull) {
+  std::mt19937_64 rng(10);
+  Fixture f(tiered(2.0), 3000, 1, 3000);
+  const auto a = evict_with_another(f, 8).first;
+  PrefixSignature s4("");
+  f.prefill(4, kvtest::random_tokens(rng, 2900), s4, "", 3000);  // holds nearly every page
+  const KvCacheStats before = f.m->stats();
+  f.m->add_request(3, 3000);
+  const PrefixHit hit = f.m->lookup_prefix(3, a);
+  const KvCacheStats after = f.m->stats();
+  EXPECT_EQ(after.host_hits, 0);
+  EXPECT_EQ(after.restore_bytes, before.restore_bytes);
+  for (size_t b2 = 0; b2 < after.host_pools.size(); ++b2) {
+    EXPECT_EQ(after.host_pools[b2].entries, before.host_pools[b2].entries);
+  }
+  EXPECT_LT(hit.tokens, 2816);
+  EXPECT_NO_THROW(f.m->check_consistency());
+}
+
+TEST(KvHostTierManager, BlockRecomputedWhileOnTheHostIsStoredAgain) {
+  Fixture f(tiered(2.0), 3000, 1, 3000);
+  const auto [a, b] = evict_with_another(f, 9);
+  // Request 5 recomputes `a` without a lookup: its blocks get the keys the host tier holds.
+  PrefixSignature s5("");
+  f.m->add_request(5, 3000);
+  ASSERT_TRUE(f.m->allocate(5, 3000, a));
+  f.store->write(5, a, s5, 0, 3000);
+  f.m->free(5);
+  const auto stored = [&] {
+    uint64_t n = 0;
+    for (const auto& p : f.m->stats().host_pools) n += p.stored;
+    return n;
+  };
+  const uint64_t before = stored();
+  PrefixSignature sb("");
+  f.prefill(6, b, sb, "", 3000);  // evicts `a` again: the host refreshes its entries, no second copy
+  f.m->free(6);
+  EXPECT_GT(stored(), before);
+  EXPECT_NO_THROW(f.m->check_consistency());
+  EXPECT_EQ(hit_again(f, a), 2816);
+}
+
+TEST(KvHostTierManager, PoolMemoryWithoutACopierIsRefused) {
+  HostKvMemory pools;
+  const KvLayout l = make_kv_layout(kvtest::tiny_config(), {});
+  KvCacheOptions o{.memory = &pools, .host_tier_bytes = 1 << 20};
+  EXPECT_NE(testing::error_of([&] { KvCacheManager(l, kvtest::pages_for(l, 3000, 1), o); }).find("page copier"),
+            std::string::npos);
+  o.host_tier_bytes = -1;
+  EXPECT_NE(testing::error_of([&] { KvCacheManager(l, kvtest::pages_for(l, 3000, 1), o); }).find("negative"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace dsv4
