@@ -8,6 +8,7 @@
 
 #include "backend/op_params.h"
 #include "backend/rope.h"
+#include "core/model_config.h"
 
 namespace dsv4 {
 
@@ -22,6 +23,14 @@ class Ops {
   // Changes whenever scratch memory the ops keep between calls moves (grows, is rebuilt): a device
   // recording (Device::begin_recording) that ran these ops is stale once it differs.
   virtual uint64_t scratch_epoch() const { return 0; }
+
+  // Device memory the backend itself keeps for steps of up to `tokens` tokens of this model, beyond the
+  // weights, the KV pools and the model's activations: its GEMM and MoE scratch, library workspaces,
+  // the runtime's own. The engine leaves it free when it sizes the KV pools. 0 for host memory.
+  virtual int64_t step_workspace_bytes(const ModelConfig& model, int64_t tokens) const {
+    (void)model, (void)tokens;
+    return 0;
+  }
 
  protected:
   // The backend's op, given parameters the front has checked.

@@ -27,8 +27,9 @@ EngineConfig with_weight_bytes(EngineConfig c, const ModelConfig& model, const M
 }
 
 // GPU KV budget (vLLM's --gpu-memory-utilization): the share of the device's memory left after the
-// weights and a reserve for one step's activations (a prefill chunk's widest tensors, with margin).
-int64_t gpu_kv_budget(const EngineConfig& c, const ModelConfig& m, const Device& dev) {
+// weights, the backend's own workspace for a step (Ops::step_workspace_bytes) and a reserve for one
+// step's activations (a prefill chunk's widest tensors, with margin), recordings and logits.
+int64_t gpu_kv_budget(const EngineConfig& c, const ModelConfig& m, const Device& dev, const Ops& ops) {
   DSV4_CHECK(c.gpu_memory_utilization > 0 && c.gpu_memory_utilization <= 1,
              "--gpu-memory-utilization must lie in (0, 1], got {}", c.gpu_memory_utilization);
   const double usable = c.gpu_memory_utilization * static_cast<double>(dev.memory_capacity());
@@ -36,17 +37,14 @@ int64_t gpu_kv_budget(const EngineConfig& c, const ModelConfig& m, const Device&
       std::max<int64_t>({m.hc_dim(), int64_t{m.n_heads} * m.head_dim, m.n_activated_experts * m.moe_inter_dim * 2}));
   // Recorded decode steps (model/step_graphs.h) keep their graphs' memory and a shared logits buffer.
   const double graphs = c.enforce_eager ? 0.0 : 1.0 * (1 << 30);
-  // The tensor-core GEMMs' int8 digit planes (cuda/gemm_imma.h): three bytes per activation code of
-  // the MoE's routed rows, and of the largest FP8 weight (wq_b: heads·head_dim x q_lora_rank).
   const double tokens = static_cast<double>(c.max_num_batched_tokens);
-  const double digits = 3.0 * (tokens * m.n_activated_experts * static_cast<double>(m.dim) +
-                               static_cast<double>(int64_t{m.n_heads} * m.head_dim * m.q_lora_rank));
-  const double reserve = 2.0 * (1 << 30) + graphs + 16.0 * tokens * widest * 2 + digits +
+  const double workspace = static_cast<double>(ops.step_workspace_bytes(m, c.max_num_batched_tokens));
+  const double reserve = workspace + graphs + 16.0 * tokens * widest * 2 +
                          static_cast<double>(c.max_num_seqs) * static_cast<double>(m.vocab_size) * 8;
   const double budget = usable - static_cast<double>(c.weight_bytes) - reserve;
   DSV4_CHECK(budget > 0,
              "--gpu-memory-utilization {}: {:.1f} GiB of the GPU's {:.1f} GiB leaves nothing for the KV cache after "
-             "{:.1f} GiB of weights and a {:.1f} GiB activation reserve",
+             "{:.1f} GiB of weights and a {:.1f} GiB reserve (the backend's workspace and a step's activations)",
              c.gpu_memory_utilization, usable / (1 << 30), static_cast<double>(dev.memory_capacity()) / (1 << 30),
              static_cast<double>(c.weight_bytes) / (1 << 30), reserve / (1 << 30));
   return static_cast<int64_t>(budget);
@@ -85,7 +83,7 @@ Engine::Engine(const ModelConfig& model, EngineConfig config, ExecutorFactory fa
     host_tier_memory_ = std::make_unique<HostKvMemory>();
     copier_ = std::make_unique<DeviceKvPageCopier>(*backend_.device);
     if (!backend_.device->host_memory() && config_.kv_cache_memory == 0)
-      config_.kv_cache_memory = gpu_kv_budget(config_, model_, *backend_.device);
+      config_.kv_cache_memory = gpu_kv_budget(config_, model_, *backend_.device, *backend_.ops);
   }
   cache_ = plan_kv_cache(model_, config_);
   if (!cache_.warning.empty()) spdlog::warn("{}", cache_.warning);

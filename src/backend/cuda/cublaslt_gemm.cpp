@@ -62,7 +62,7 @@ const char* lt_status_name(cublasStatus_t s) {
                    __FILE__, __LINE__, #expr);                                                                  \
   } while (0)
 
-constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+constexpr size_t kWorkspaceBytes = static_cast<size_t>(kCublasLtWorkspaceBytes);
 
 // Largest power of two (<= 256) dividing the address: the alignment cuBLASLt may assume.
 uint32_t alignment_of(const void* p) {

@@ -28,6 +28,23 @@ CudaOps::~CudaOps() = default;
 
 uint64_t CudaOps::scratch_epoch() const { return cuda::scratch_epoch(); }
 
+int64_t CudaOps::step_workspace_bytes(const ModelConfig& m, int64_t tokens) const {
+  // The runtime's own: the context, cuBLASLt's handle, the stream-ordered allocator's slack.
+  constexpr int64_t kRuntime = int64_t{2} << 30;
+  const int64_t routed = tokens * m.n_activated_experts, wide = std::max(m.dim, m.moe_inter_dim);
+  GemmWorkspaceQuery q;
+  q.rows = tokens;
+  q.routed_rows = routed;
+  q.max_k = std::max({m.dim, m.moe_inter_dim, m.o_groups * m.o_lora_rank, m.q_lora_rank});
+  q.max_n = std::max({int64_t{m.n_heads} * m.head_dim, m.dim, m.moe_inter_dim});
+  q.largest_fp8_weight = int64_t{m.n_heads} * m.head_dim * m.q_lora_rank;  // wq_b
+  // Each stream's runner (the main one and the side queue's) keeps its own GEMM scratch.
+  const int64_t gemm = 2 * gemm_workspace_bytes(q, gemm_->policy(), DeviceCaps{sm_count()});
+  // The MoE's routed rows (bf16), their codes and scales, the w1 / w3 outputs, the shared expert's.
+  const int64_t moe = routed * (2 * m.dim + wide + wide / 128 * 4 + 4 * m.moe_inter_dim) + tokens * m.dim * 2;
+  return kRuntime + gemm + moe;
+}
+
 GemmRunner& CudaOps::gemm() {
   if (dev_.stream() == dev_.main_stream()) return *gemm_;
   if (!side_gemm_) {

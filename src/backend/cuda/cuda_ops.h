@@ -26,6 +26,7 @@ class CudaOps final : public Ops {
   ~CudaOps() override;
 
   uint64_t scratch_epoch() const override;
+  int64_t step_workspace_bytes(const ModelConfig& model, int64_t tokens) const override;
 
  protected:
   DSV4_OPS_OVERRIDE

@@ -247,6 +247,24 @@ TEST(GemmPlan, ShapesTheFastKernelRefusesStayExact) {
   EXPECT_EQ(plan_gemm(g, fast, kH200).fallback, GemmRoute::kFastMma);
 }
 
+// The runner's scratch for a step: codes and scales on both tiers, the exact tier's digit planes of the
+// routed rows and the largest FP8 weight, the fast kernel's split-K partial sums, cuBLASLt's workspace.
+TEST(GemmPlan, WorkspaceCoversEachTiersScratch) {
+  const GemmWorkspaceQuery q{
+      .rows = 2048, .routed_rows = 6 * 2048, .max_k = 8192, .max_n = 4096, .largest_fp8_weight = 32768 * 1024};
+  const int64_t codes = 12288 * 8192 + 12288 * 64 * 4 + 32 * 64 * 4;
+  EXPECT_EQ(gemm_workspace_bytes(q, policy(Numerics::kExact), kH200),
+            codes + 3 * (12288 * 8192 + 32768 * 1024) + kCublasLtWorkspaceBytes);
+  // Fast: wo_b-wide pairs split K most at one row (17 splits of 2 x 4096 floats).
+  const int64_t fast = gemm_workspace_bytes(q, policy(Numerics::kFast), kH200);
+  EXPECT_GE(fast, codes + 4 * 2 * 17 * 4096 + kCublasLtWorkspaceBytes);
+  EXPECT_LT(fast, codes + (int64_t{64} << 20) + kCublasLtWorkspaceBytes);
+  // More rows, more codes.
+  GemmWorkspaceQuery more = q;
+  more.rows = more.routed_rows = 4 * q.routed_rows;
+  EXPECT_GT(gemm_workspace_bytes(more, policy(Numerics::kFast), kH200), fast);
+}
+
 TEST(GemmPlan, BadProblemsThrow) {
   const GemmPolicy fast = policy(Numerics::kFast);
   EXPECT_THROW(plan_gemm(dense(GemmWeightKind::kFp8, 1, 0, 1024), fast, kH200), Error);

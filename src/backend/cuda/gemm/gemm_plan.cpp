@@ -129,6 +129,30 @@ int fast_gemv_k_parts(const GemmProblem& p, const DeviceCaps& caps) {
   return parts;
 }
 
+int64_t gemm_workspace_bytes(const GemmWorkspaceQuery& q, const GemmPolicy& policy, const DeviceCaps& caps) {
+  const int64_t rows = std::max(q.rows, q.routed_rows);
+  // Codes (a byte a value) and their fp32 scales, plus (cuBLASLt) the weight's scales as fp32.
+  int64_t bytes = rows * q.max_k + rows * (q.max_k / 128) * 4 + ceil_div(q.max_n, 128) * (q.max_k / 128) * 4;
+  if (policy.numerics == Numerics::kExact) {
+    bytes += 3 * (q.routed_rows * q.max_k + q.largest_fp8_weight);  // three int8 digit planes a code
+  } else {
+    // The fast kernel's split-K partial sums: the most a pair of the widest weight asks at any of its rows
+    // (few rows split more, many rows have more of them).
+    GemmProblem p;
+    p.n = q.max_n;
+    p.kg = q.max_k;
+    p.pair = true;
+    int64_t splits = 0;
+    const int64_t most = std::min(rows, policy.fast_mma_max_rows);
+    for (int64_t r = 1; p.n > 0 && p.kg > 0 && r <= most; r = r == most ? most + 1 : std::min(2 * r, most)) {
+      p.rows = r;
+      splits = std::max(splits, 4 * plan_fast_mma(p, policy, caps).workspace_floats);
+    }
+    bytes += splits;
+  }
+  return bytes + kCublasLtWorkspaceBytes;
+}
+
 GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceCaps& caps) {
   DSV4_CHECK(p.groups >= 1 && p.n > 0 && p.n % p.groups == 0 && p.kg > 0 && p.rows >= 0 && p.experts >= 0,
              "plan_gemm: bad problem (n {}, groups {}, kg {}, rows {}, experts {})", p.n, p.groups, p.kg, p.rows,

@@ -106,6 +106,22 @@ bool fast_mma_takes(GemmWeightKind kind, int64_t kg, int64_t ng, int groups);
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The GEMM runner's device scratch for a step (GemmRunner: activation codes and scales, split-K
+// partial sums, the exact tier's int8 digit planes, cuBLASLt's workspace), given the step's rows,
+// the MoE's routed rows (tokens x top-k), the widest K and N of its block-scaled weights and the
+// largest FP8 weight's elements (the exact tier's tensor-core kernel splits it into digit planes).
+struct GemmWorkspaceQuery {
+  int64_t rows = 0;
+  int64_t routed_rows = 0;
+  int64_t max_k = 0;
+  int64_t max_n = 0;
+  int64_t largest_fp8_weight = 0;
+};
+int64_t gemm_workspace_bytes(const GemmWorkspaceQuery& q, const GemmPolicy& policy, const DeviceCaps& caps);
+
+// cuBLASLt's workspace a runner keeps.
+constexpr int64_t kCublasLtWorkspaceBytes = int64_t{32} << 20;
+
 // Row tiles of tm rows a launch needs: dense, ceil(rows / tm); grouped (experts > 0), every expert's
 // tiles, at most rows/tm plus one partial tile per non-empty expert, of which there are at most
 // min(experts, rows). A decode step's few routed rows then launch a few tiles, not one per expert.
