@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <tuple>
 
 #include "core/error.h"
 #include "kv/block_hash.h"
@@ -164,9 +165,9 @@ int64_t KvCacheManager::resumable_blocks(int64_t max_blocks, Probe&& held) const
     bool all = true;
     for (int u = 0; u < n_units && all; ++u) {
       const KvUnit& unit = layout_.units[static_cast<size_t>(u)];
-      const int64_t boundary = m * kKvBlockTokens, lo = unit.first_needed(boundary);
-      if (!unit.sliding() || lo >= boundary) continue;
-      for (int64_t q = unit.page_of(lo); q <= unit.page_of(boundary - 1) && all; ++q) all = held(u, q);
+      if (!unit.sliding()) continue;
+      const auto [first, last] = unit.resume_pages(m * kKvBlockTokens);
+      for (int64_t q = first; q <= last && all; ++q) all = held(u, q);
     }
     if (all) return m;
   }
@@ -194,10 +195,7 @@ std::vector<KvCacheManager::PrefixPage> KvCacheManager::prefix_pages(const Reque
   const int64_t boundary = m * kKvBlockTokens;
   for (int u = 0; u < static_cast<int>(layout_.units.size()); ++u) {
     const KvUnit& unit = layout_.units[static_cast<size_t>(u)];
-    const int64_t lo = unit.first_needed(boundary);
-    if (unit.sliding() && lo >= boundary) continue;
-    const int64_t first = unit.sliding() ? unit.page_of(lo) : 0;
-    const int64_t last = unit.sliding() ? unit.page_of(boundary - 1) : m - 1;
+    const auto [first, last] = unit.sliding() ? unit.resume_pages(boundary) : std::pair<int64_t, int64_t>{0, m - 1};
     for (int64_t q = first; q <= last; ++q) pages.push_back({u, find_page(r, u, q), key_of(r, u, q)});
   }
   return pages;
@@ -274,10 +272,8 @@ void KvCacheManager::flush_copies() {
 
 // Whether the unit's rows needed to resume at `boundary` are all cached; collects their blocks.
 bool KvCacheManager::window_cached(const Request& r, int unit, int64_t boundary, std::vector<uint32_t>* out) const {
-  const KvUnit& u = layout_.units[static_cast<size_t>(unit)];
-  const int64_t lo = u.first_needed(boundary);
-  if (lo >= boundary) return true;
-  const int64_t first = u.page_of(lo), last = u.page_of(boundary - 1);
+  const auto [first, last] = layout_.units[static_cast<size_t>(unit)].resume_pages(boundary);
+  if (first > last) return true;
   if (find_page(r, unit, last) == BlockPool::kNone) return false;  // cheap rejection first
   for (int64_t q = first; q <= last; ++q) {
     const int32_t b = find_page(r, unit, q);
@@ -492,9 +488,9 @@ void KvCacheManager::register_blocks(Request& r, int64_t start, int64_t end, std
       int64_t first = 0, last = m - 1;  // full units: block m-1 just completed
       const bool extra = u.sliding() && !last_prompt_boundary(r, boundary);
       if (u.sliding()) {
-        if (!retained(r, boundary) || u.first_needed(boundary) >= boundary) continue;
-        first = u.page_of(u.first_needed(boundary));
-        last = u.page_of(boundary - 1);
+        if (!retained(r, boundary)) continue;
+        std::tie(first, last) = u.resume_pages(boundary);
+        if (first > last) continue;
       } else {
         first = last;
       }

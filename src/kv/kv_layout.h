@@ -18,6 +18,7 @@
 #include <bit>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kv/kv_group.h"
@@ -76,6 +77,13 @@ struct KvUnit {
     return std::min(page_begin(page) + positions_per_page, (ppp_.div(page) + 1) * period);
   }
   int64_t first_needed(int64_t p) const { return rule.first_needed(p); }
+  // Sliding units: the pages [first, last] a request resuming at `boundary` (> 0) reads; first > last
+  // when it reads none here.
+  std::pair<int64_t, int64_t> resume_pages(int64_t boundary) const {
+    const int64_t lo = first_needed(boundary);
+    if (lo >= boundary) return {1, 0};
+    return {page_of(lo), page_of(boundary - 1)};
+  }
   // The first position p from which first_needed(p) >= pos (no row before pos is read any more).
   int64_t release_position(int64_t pos) const;
   // Pages a request of `tokens` positions holds in steady decoding (sliding: the most live at once).
