@@ -5,11 +5,14 @@ set -euo pipefail
 BIN=$1
 source "$(dirname "$0")/../testing/test_data.sh"
 MODEL=$DATA/golden/tiny-a
-table=$("$BIN" bench step "$MODEL" --backend cpu --batch 1,3 --context 260 --prefill 128 -r 2 2>/dev/null)
+# dsv4's logs go to a file, printed if any check fails (the tables stay on stdout).
+ERR=$(mktemp)
+trap 'rc=$?; [ $rc -eq 0 ] || { echo "--- dsv4 stderr:"; cat "$ERR"; }; rm -f "$ERR"' EXIT
+table=$("$BIN" bench step "$MODEL" --backend cpu --batch 1,3 --context 260 --prefill 128 -r 2 2>>"$ERR")
 echo "$table"
 echo "$table" | grep -Eq '\| +decode \| +3 \| +260 \| +[0-9.]+ \|'
 echo "$table" | grep -Eq '\| +prefill \| +1 \| +128 \|'
-"$BIN" bench step "$MODEL" --backend cpu --batch 2 --context 300 --prefill 64 -r 1 --json 2>/dev/null | python3 -c '
+"$BIN" bench step "$MODEL" --backend cpu --batch 2 --context 300 --prefill 64 -r 1 --json 2>>"$ERR" | python3 -c '
 import json, sys
 rows = [json.loads(l) for l in sys.stdin]
 assert [r["test"] for r in rows] == ["decode", "prefill"], rows
@@ -17,13 +20,13 @@ d, p = rows
 assert d["batch"] == 2 and d["context"] == 300 and d["ms"] > 0 and d["bytes"] > 0, d
 assert p["flops"] > 0 and p["tokens_per_s"] > 0, p'
 # --compare-eager: the row's last step again eagerly; on the CPU (eager steps) it must agree exactly.
-"$BIN" bench step "$MODEL" --backend cpu --batch 2 --context 300 --prefill 0 -r 1 --json --compare-eager 2>/dev/null |
+"$BIN" bench step "$MODEL" --backend cpu --batch 2 --context 300 --prefill 0 -r 1 --json --compare-eager 2>>"$ERR" |
   python3 -c '
 import json, sys
 d = json.loads(sys.stdin.readline())
 assert d["mode"] == "eager" and d["eager_error"] == 0 and d["eager_argmax"] == 1.0, d'
 # --profile: one more step per row, op by op; the ops every model step runs must all be there.
-prof=$("$BIN" bench step "$MODEL" --backend cpu --batch 1 --context 260 --prefill 64 -r 1 --profile 2>/dev/null)
+prof=$("$BIN" bench step "$MODEL" --backend cpu --batch 1 --context 260 --prefill 64 -r 1 --profile 2>>"$ERR")
 echo "$prof" | grep -Eq '^profile decode batch 1 context 260: [0-9.]+ ms'
 echo "$prof" | grep -Eq '^profile prefill batch 1 context 64: [0-9.]+ ms'
 for op in 'linear fp8 [0-9]+x[0-9]+' moe_experts hc_pre sparse_attention indexer_topk; do
