@@ -108,6 +108,20 @@ if [ "${DSV4_GPU_NCU:-0}" = 1 ] && [ -x "$STAGE/bin/gpu_kernels_bench" ]; then
       --launch-skip "${ncu_skip:-2}" --launch-count "${ncu_count:-4}" $ncu_sections "$STAGE/bin/gpu_kernels_bench"
   done
 fi
+# DSV4_GPU_E2E (test modules of tests/e2e, e.g. "test_structured_output test_robustness"): each against
+# `dsv4 serve --backend cuda` on the embedded model. The Python packages they need travel as wheels in
+# .whl (carry it; README of the device tool: pip download --no-deps for cp312 manylinux).
+if [ -n "${DSV4_GPU_E2E:-}" ]; then
+  if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/dsv4-site \
+      .whl/*.whl >"$LOGS/e2e-wheels.log" 2>&1 && export PYTHONPATH=/tmp/dsv4-site${PYTHONPATH:+:$PYTHONPATH}
+  fi
+  for module in $DSV4_GPU_E2E; do
+    step "e2e-$module" env DSV4_BIN="$PWD/$STAGE/bin/dsv4" DSV4_E2E_SERVE_ARGS="--backend cuda" \
+      DSV4_TOKENIZER="${DSV4_TOKENIZER:-$PWD/$STAGE/shared/tokenizer/tokenizer.json}" \
+      bash -c 'cd tests/e2e && timeout "${DSV4_GPU_SUITE_TIMEOUT:-300}" python3 -m unittest -v "$0"' "$module"
+  done
+fi
 # DSV4_GPU_COMPARE=1: where the CUDA backend parts from the CPU backend on the golden patterns, op by op.
 if [ "${DSV4_GPU_COMPARE:-0}" = 1 ]; then
   for g in "${golden_sets[@]}"; do

@@ -2,10 +2,12 @@
 
 The binary comes from DSV4_BIN (tests/cli/serve_*.sh set it). The server listens on a free port
 (--port 0; the port is read from its log) with a small KV cache so that it starts fast on CI.
+DSV4_E2E_SERVE_ARGS adds flags to every server (bench/run-gpu.sh passes `--backend cuda`).
 """
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import tempfile
@@ -21,7 +23,8 @@ LISTEN_RE = re.compile(r"listening on http://127\.0\.0\.1:(\d+)")
 class Server:
     def __init__(self, *args, env=None, kv_cache_memory="256MiB", timeout=300):
         self.log_file = tempfile.NamedTemporaryFile(prefix="dsv4-serve-", suffix=".log", delete=False)
-        cmd = [BIN, "serve", "--port", "0", "--kv-cache-memory", kv_cache_memory, "--stats-interval", "2", *args]
+        cmd = [BIN, "serve", "--port", "0", "--kv-cache-memory", kv_cache_memory, "--stats-interval", "2",
+               *shlex.split(os.environ.get("DSV4_E2E_SERVE_ARGS", "")), *args]
         full_env = dict(os.environ)
         full_env.update(env or {})
         self.proc = subprocess.Popen(cmd, stdout=self.log_file, stderr=subprocess.STDOUT, env=full_env)
