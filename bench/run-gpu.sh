@@ -72,6 +72,8 @@ for g in "${golden_sets[@]}"; do
     status=1
   fi
   step "golden-fast-eager-$set" "$STAGE/bin/dsv4" golden-check "$g" --backend cuda --numerics fast --step-mode eager
+  # The replay gate: each fast op fed the CPU's exact-tier outputs, held to its gate alone.
+  step "golden-replay-$set" "$STAGE/bin/dsv4" golden-check "$g" --backend cuda --numerics fast --compare-ops cpu --replay
   step "golden-exact-$set" "$STAGE/bin/dsv4" golden-check "$g" --backend cuda --numerics exact
   step "golden-exact-eager-$set" "$STAGE/bin/dsv4" golden-check "$g" --backend cuda --numerics exact --step-mode eager
   step "golden-exact-simt-$set" env DSV4_GEMM_IMMA=0 "$STAGE/bin/dsv4" golden-check "$g" --backend cuda --numerics exact
@@ -200,8 +202,8 @@ for f in "$LOGS"/*.log; do
   echo "--- $(basename "$f")"
   grep -E -A4 'Failure$|^E [0-9:.]+ |Error' "$f" | head -n 30
 done
-for f in "$LOGS"/compare-ops-*.log; do
-  [ -f "$f" ] && { echo "--- $(basename "$f")"; grep -v '^[IWE] ' "$f" | head -n 14; }
+for f in "$LOGS"/compare-ops-*.log "$LOGS"/golden-replay-*.log; do
+  [ -f "$f" ] && { echo "--- $(basename "$f")"; grep -v "^[IWE] " "$f" | head -n 40; }
 done
 [ -f "$LOGS/bench-profile.log" ] && grep -E '^(profile|  )' "$LOGS/bench-profile.log" | head -130
 for f in "$LOGS"/golden-*.log; do  # each golden run's JSON line

@@ -19,20 +19,37 @@ struct Args {
   std::optional<double> max_rms_ratio, min_argmax_agreement, max_block_rms_rel;
   int threads = 0;
   bool no_blocks = false;
+  bool replay = false;
 };
 
 // Runs the check on both backends with every op's outputs recorded, and prints where they part.
+// Replay (the replay gate of spec/NUMERICS.md): the other backend runs first, on the exact tier, and
+// this backend's ops are each fed its outputs; exits 3 when an op fails its gate.
 void compare_ops(const GoldenOptions& o, Backend& backend, const Args& a) {
-  Backend other = make_backend(a.compare_ops, a.threads);
-  spdlog::info("golden-check: comparing op by op with {}", other.description);
-  OpTrace mine(*backend.ops, *backend.device), theirs(*other.ops, *other.device);
+  Backend other = make_backend(a.compare_ops, a.threads, a.replay ? Numerics::kExact : std::optional<Numerics>{});
+  spdlog::info("golden-check: comparing op by op with {}{}", other.description,
+               a.replay ? ", replaying its inputs" : "");
   GoldenOptions eager = o;  // the trace reads every op's outputs back: nothing can be recorded
   if (!eager.step_mode || *eager.step_mode == StepMode::kGraphs) eager.step_mode = StepMode::kPadded;
   eager.side_queues = false;  // both backends then issue the same ops in the same order
-  run_golden_check(eager, mine, *backend.device);
+  OpTrace theirs(*other.ops, *other.device);
   run_golden_check(eager, theirs, *other.device);
+  OpTrace mine(*backend.ops, *backend.device, a.replay ? &theirs.records() : nullptr);
+  run_golden_check(eager, mine, *backend.device);
   fmt::print("{} calls traced\n", mine.records().size());
-  for (const auto& line : compare_traces(mine.records(), theirs.records())) fmt::print("{}\n", line);
+  if (!a.replay) {
+    for (const auto& line : compare_traces(mine.records(), theirs.records())) fmt::print("{}\n", line);
+    return;
+  }
+  const ReplayVerdict v = judge_replay(mine.records(), theirs.records());
+  for (const auto& line : v.lines) fmt::print("{}\n", line);
+  nlohmann::ordered_json j;
+  j["numerics"] = numerics_name(backend.numerics);
+  j["replay"] = true;
+  j["calls"] = mine.records().size();
+  j["pass"] = v.pass;
+  fmt::print("{}\n", j.dump());
+  set_exit_code(v.pass ? 0 : 3);
 }
 
 void run(const Args& a) {
@@ -48,6 +65,7 @@ void run(const Args& a) {
   if (a.max_rms_ratio) o.thresholds.max_rms_ratio = a.max_rms_ratio;
   if (a.min_argmax_agreement) o.thresholds.min_argmax_agreement = a.min_argmax_agreement;
   if (a.max_block_rms_rel) o.thresholds.max_block_rms_rel = a.max_block_rms_rel;
+  DSV4_CHECK(!a.replay || !a.compare_ops.empty(), "golden-check: --replay needs --compare-ops BACKEND");
   if (!a.compare_ops.empty()) return compare_ops(o, backend, a);
   const GoldenResult r = run_golden_check(o, *backend.ops, *backend.device);
   nlohmann::ordered_json j;
@@ -80,6 +98,9 @@ void setup(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_option("--compare-ops", a.compare_ops,
                  "instead of checking, run the pattern on this backend too and name the ops whose outputs differ");
+  cmd.add_flag("--replay", a.replay,
+               "with --compare-ops: feed each op the other backend's exact-tier outputs and hold it to its gate "
+               "(spec/NUMERICS.md's replay gate)");
   cmd.callback([] { run(a); });
 }
 

@@ -47,4 +47,16 @@ rc=$?
 set -e
 [ $rc -eq 3 ] || fail "expected exit 3 for a missed threshold, got $rc"
 grep -q '"pass":false' <<<"$out" || fail "expected pass=false: $out"
+# The replay gate's plumbing on CPU against CPU: every op fed the other run's outputs, every gate met
+# (the same bits), one JSON verdict; --replay without --compare-ops is refused.
+out=$("$DSV4" golden-check "$DATA/golden/tiny-a" --no-blocks --compare-ops cpu --replay 2>/dev/null) ||
+  fail "replay CPU against CPU failed: $out"
+grep -q '^{"numerics":"exact","replay":true,"calls":[1-9][0-9]*,"pass":true}$' <<<"$out" || fail "replay verdict: $out"
+grep -q '^op linear .*worst 0.000e+00' <<<"$out" || fail "replay must list the linear calls, equal: $out"
+grep -q '^op kv_insert .*pass$' <<<"$out" || fail "replay must judge the table writes: $out"
+set +e
+err=$("$DSV4" golden-check "$DATA/golden/tiny-a" --replay 2>&1 >/dev/null)
+rc=$?
+set -e
+[ $rc -ne 0 ] && grep -q "needs --compare-ops" <<<"$err" || fail "--replay alone must be refused: $err"
 echo "golden_check: ok ($names)"

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/op_profile.h"
+#include "core/error.h"
 #include "core/number_formats.h"
 
 namespace dsv4 {
@@ -63,6 +65,86 @@ TEST(OpTrace, ShapeMismatchStops) {
   const auto lines = compare_traces(a, b);
   ASSERT_FALSE(lines.empty());
   EXPECT_NE(lines[0].find("diverge"), std::string::npos) << lines[0];
+}
+
+// Replaying: each call's outputs are overwritten by the earlier run's record, so the next op reads
+// that run's values; the trace itself keeps what this run computed.
+TEST(OpTraceReplay, FeedsEachOpTheEarlierRunsOutputs) {
+  const auto exact = trace(false);
+  HostDevice dev;
+  CpuOps cpu(1);
+  OpTrace t(cpu, dev, &exact);
+  const int64_t dim = 64;
+  auto x = random_row(2 * dim, 1), w = random_row(dim, 2), y = std::vector<uint16_t>(x.size());
+  x[3] = float_to_bf16(bf16_to_float(x[3]) * 8);  // this run's first output differs ...
+  t.rms_norm({.x = x.data(), .y = y.data(), .weight = w.data(), .rows = 2, .dim = dim});
+  EXPECT_NE(t.records()[0].bytes, exact[0].bytes);
+  EXPECT_EQ(0, std::memcmp(y.data(), exact[0].bytes.data(), exact[0].bytes.size()));  // ... and was replaced
+  t.rms_norm({.x = x.data(), .y = y.data(), .weight = w.data(), .rows = 2, .dim = dim});
+  t.head_rms_norm({.x = y.data(), .rows = 2, .heads = 2, .head_dim = 32});
+  const ReplayVerdict v = judge_replay(t.records(), exact);
+  EXPECT_FALSE(v.pass);  // rms_norm has no sums the fast tier may change: its bits are the gate
+  EXPECT_NE(v.lines[0].find("call     0 rms_norm"), std::string::npos) << v.lines[0];
+  EXPECT_EQ(t.records()[2].bytes, exact[2].bytes);  // fed the exact input, head_rms_norm is exact again
+}
+
+TEST(OpTraceReplay, RefusesACallOfAnotherShape) {
+  const auto exact = trace(false);
+  HostDevice dev;
+  CpuOps cpu(1);
+  OpTrace t(cpu, dev, &exact);
+  auto y = random_row(64, 3);
+  EXPECT_THROW(t.head_rms_norm({.x = y.data(), .rows = 1, .heads = 2, .head_dim = 32}), Error);
+}
+
+// One record of `n` values under a gate, and a copy with `changed` of them moved by `rel`.
+std::pair<OpRecord, OpRecord> gated_pair(ReplayGate gate, TraceElem elem, size_t n, size_t changed, double rel) {
+  OpRecord a{"op", elem, std::vector<uint8_t>(n * (elem == TraceElem::kBf16 ? 2 : 4)), 64, gate};
+  std::mt19937 rng(9);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  for (size_t i = 0; i < n; ++i) {
+    if (elem == TraceElem::kI32) {
+      const auto v = static_cast<int32_t>(i);
+      std::memcpy(a.bytes.data() + 4 * i, &v, 4);
+    } else {
+      const float v = d(rng);
+      std::memcpy(a.bytes.data() + 4 * i, &v, 4);
+    }
+  }
+  OpRecord b = a;
+  for (size_t i = 0; i < changed; ++i) {
+    if (elem == TraceElem::kI32) {
+      const int32_t v = -1;
+      std::memcpy(b.bytes.data() + 4 * (i * 7 % n), &v, 4);
+    } else {
+      float v;
+      std::memcpy(&v, b.bytes.data() + 4 * (i * 7 % n), 4);
+      v = static_cast<float>(v * (1 + rel));
+      std::memcpy(b.bytes.data() + 4 * (i * 7 % n), &v, 4);
+    }
+  }
+  return {b, a};
+}
+
+bool passes(const std::pair<OpRecord, OpRecord>& p) { return judge_replay({p.first}, {p.second}).pass; }
+
+// Each gate passes what a correct fast op does and fails a mutation just past its bound.
+TEST(OpTraceReplay, EachGateHasItsBound) {
+  using G = ReplayGate;
+  using E = TraceElem;
+  // Sums of 8-bit products: every value off by 2^-9 relative (calc_diff ~1e-6) passes; a lost term
+  // (one value in 64 off by half) fails.
+  EXPECT_TRUE(passes(gated_pair(G::kLowSums, E::kF32, 4096, 4096, 0x1p-9)));
+  EXPECT_FALSE(passes(gated_pair(G::kLowSums, E::kF32, 4096, 64, 0.5)));
+  // fp32 sums: off by a few fp32 ulps passes; by 2^-12 relative fails.
+  EXPECT_TRUE(passes(gated_pair(G::kFp32Sums, E::kF32, 4096, 4096, 0x1p-22)));
+  EXPECT_FALSE(passes(gated_pair(G::kFp32Sums, E::kF32, 4096, 4096, 0x1p-12)));
+  // Selections: 1% of indices may differ (near-ties), 5% may not.
+  EXPECT_TRUE(passes(gated_pair(G::kSelection, E::kI32, 1000, 10, 0)));
+  EXPECT_FALSE(passes(gated_pair(G::kSelection, E::kI32, 1000, 50, 0)));
+  // Exact ops: one value in 4096 off by one fp32 ulp fails.
+  EXPECT_TRUE(passes(gated_pair(G::kBits, E::kF32, 4096, 0, 0)));
+  EXPECT_FALSE(passes(gated_pair(G::kBits, E::kF32, 4096, 1, 0x1p-23)));
 }
 
 TEST(OpProfile, CountsCallsOnlyWhileEnabled) {
