@@ -169,6 +169,16 @@ if [ "${DSV4_GPU_BENCH:-0}" = 1 ]; then
       # DSV4_GPU_STEP_ENV (variable assignments, e.g. DSV4_GEMM_IMMA=0): the 8K decode rows again under them.
       [ -n "${DSV4_GPU_STEP_ENV:-}" ] && step bench-step-env env $DSV4_GPU_STEP_ENV "$STAGE/bin/dsv4" bench step "$flash" \
         --backend cuda --json --batch "${DSV4_STEP_BATCH:-1,8,32}" --context 8192 --prefill 0
+      # DSV4_GPU_NCU_STEP=BATCH:SKIP:COUNT: Nsight Compute's duration of COUNT kernels of eager decode
+      # steps (8K context) after SKIP launches: where a step's device time goes, launch by launch.
+      if [ -n "${DSV4_GPU_NCU_STEP:-}" ]; then
+        IFS=: read -r ncu_batch ncu_skip ncu_count <<<"$DSV4_GPU_NCU_STEP"
+        ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+        step ncu-step "$ncu_bin" --clock-control none --csv --page details --section SpeedOfLight \
+          --launch-skip "$ncu_skip" --launch-count "$ncu_count" "$STAGE/bin/dsv4" bench step "$flash" --backend cuda \
+          --enforce-eager --batch "$ncu_batch" --context 8192 --prefill 0 -r 1
+        python3 bench/ncu_durations.py "$LOGS/ncu-step.log" >"$LOGS/ncu-step-durations.txt" 2>&1
+      fi
       step bench-profile "$STAGE/bin/dsv4" bench step "$flash" --backend cuda --batch 1,32 --context 8192 \
         --prefill 2048 -r 1 --profile
       # DSV4_GPU_STEP_SIMT=1: prefill and a profile with every block sum on the SIMT kernels.
@@ -205,6 +215,7 @@ done
 for f in "$LOGS"/compare-ops-*.log "$LOGS"/golden-replay-*.log; do
   [ -f "$f" ] && { echo "--- $(basename "$f")"; grep -v "^[IWE] " "$f" | head -n 40; }
 done
+[ -f "$LOGS/ncu-step-durations.txt" ] && sed -n '1p;/^by kernel/,$p' "$LOGS/ncu-step-durations.txt" | head -n 60
 [ -f "$LOGS/bench-profile.log" ] && grep -E '^(profile|  )' "$LOGS/bench-profile.log" | head -130
 for f in "$LOGS"/golden-*.log; do  # each golden run's JSON line
   [ -f "$f" ] && printf '%-36s %s\n' "$(basename "$f" .log)" "$(grep '^{' "$f" | cut -c1-200)"

@@ -281,6 +281,18 @@ __global__ void gather_quantize_kernel(const uint16_t* x, int64_t rows, int64_t 
   if (lane == 0) scales[kb * rows + j] = sc;
 }
 
+// a = bf16(w · (g' / (1 + exp(−g')) · u')), g' = min(g, L), u' = clamp(u, ±L) when L > 0; the CPU's
+// operation order (std::min/std::clamp spelled out, so NaNs propagate alike).
+__device__ __forceinline__ uint16_t swiglu_one(float gv, float uv, float limit, float w, bool weighted) {
+  if (limit > 0.0f) {
+    uv = uv < -limit ? -limit : (limit < uv ? limit : uv);
+    gv = limit < gv ? limit : gv;
+  }
+  float v = __fmul_rn(__fdiv_rn(gv, __fadd_rn(1.0f, exp_f(-gv))), uv);
+  if (weighted) v = __fmul_rn(w, v);
+  return f_to_bf16(v);
+}
+
 // Eight bf16 values <-> fp32 (one 16-byte vector).
 struct Bf16x8 {
   uint4 v;
@@ -295,18 +307,6 @@ struct Bf16x8 {
     w = (i & 1) ? (w & 0xffffu) | (uint32_t{b} << 16) : (w & 0xffff0000u) | b;
   }
 };
-
-// a = bf16(w · (g' / (1 + exp(−g')) · u')), g' = min(g, L), u' = clamp(u, ±L) when L > 0; the CPU's
-// operation order (std::min/std::clamp spelled out, so NaNs propagate alike).
-__device__ __forceinline__ uint16_t swiglu_one(float gv, float uv, float limit, float w, bool weighted) {
-  if (limit > 0.0f) {
-    uv = uv < -limit ? -limit : (limit < uv ? limit : uv);
-    gv = limit < gv ? limit : gv;
-  }
-  float v = __fmul_rn(__fdiv_rn(gv, __fadd_rn(1.0f, exp_f(-gv))), uv);
-  if (weighted) v = __fmul_rn(w, v);
-  return f_to_bf16(v);
-}
 
 // One block per row (grid-stride), eight elements per thread step: g, u and out 16-byte aligned and
 // dim % 8 == 0 (every buffer of this file). Reads precede writes per vector, so out may equal g or u.
@@ -609,21 +609,20 @@ void MoeRunner::Impl::route(const MoeExpertsParams& a, int32_t* err, int n) {
                 a.experts, get<int32_t>(kOffsets, a.experts + 1), get<int32_t>(kPos, n));
 }
 
-// ye [n, dim] (in kRows) = w2(swiglu(w1(xs), w3(xs)) · weight) over the sorted rows.
+// ye [n, dim] (in kRows) = w2(swiglu(w1(xs), w3(xs)) · weight) over the sorted rows. Where the GEMM
+// gathers its rows itself (the few-row route: decode), no launch quantizes the gathered rows first.
 void MoeRunner::Impl::routed_expert(const MoeExpertsParams& a, int n) {
   const int64_t D = a.dim, I = a.inter_dim, wide = std::max(D, I);
   const int32_t* offsets = static_cast<const int32_t*>(buf[kOffsets].p);
   const int32_t* routed = offsets + a.experts;
   const int32_t* pairs = static_cast<const int32_t*>(buf[kPairsSorted].p);
+  const GemmWeightKind kind1 = gemm_kind(a.w1[0].type);
+  const bool gathered = aligned16(a.x) && gemm.grouped_gathers(kind1, n, a.experts, I, D, true);
   auto* rows = get<uint16_t>(kRows, n * D);
   auto* codes = get<uint8_t>(kCodes, n * wide);
   auto* scales = get<float>(kScales, n * (wide / 128));
   auto* g = get<uint16_t>(kG, n * I);
   auto* u = get<uint16_t>(kU, n * I);
-  launch_kernel(gather_quantize_kernel, warp_blocks(n * (D / 128)), kThreads, 0, stream, a.x, n, D, pairs, a.topk,
-                routed, codes, scales);
-  const int8_t* digits = digit_planes_for(gemm_kind(a.w1[0].type), n, D, a.experts, codes);
-
   const PointerTable& t1 = table(a.w1, a.experts);
   const PointerTable& t3 = table(a.w3, a.experts);
   const PointerTable& t2 = table(a.w2, a.experts);
@@ -635,29 +634,39 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsParams& a, int n) {
                      .k = D,
                      .experts = a.experts,
                      .offsets = offsets,
-                     .kind = gemm_kind(a.w1[0].type),
+                     .kind = kind1,
                      .w_data = t1.d_data(),
                      .w_scale = t1.d_scale(),
                      .y = g,
-                     .a_digits = digits,
                      .a_digit_stride = n * D,
                      .w_data_b = t3.d_data(),
                      .w_scale_b = t3.d_scale(),
                      .y_b = u};
+  if (gathered) {
+    gg.x = a.x, gg.pairs = pairs, gg.topk = a.topk;
+  } else {
+    launch_kernel(gather_quantize_kernel, warp_blocks(n * (D / 128)), kThreads, 0, stream, a.x, n, D, pairs, a.topk,
+                  routed, codes, scales);
+    gg.a_digits = digit_planes_for(kind1, n, D, a.experts, codes);
+  }
   gemm.grouped(gg);  // w1 and w3 together
-  gg.w_data_b = nullptr;
-  gg.w_scale_b = nullptr;
-  gg.y_b = nullptr;
 
   launch_kernel(swiglu_quantize_kernel, warp_blocks(n * (I / 128)), kThreads, 0, stream, g, u, n, I, a.swiglu_limit,
                 a.weights, pairs, routed, codes, scales);
-  gg.a_digits = digit_planes_for(gemm_kind(a.w2[0].type), n, I, a.experts, codes);
-  gg.a_digit_stride = n * I;
-  gg.n = D;
-  gg.k = I;
-  gg.w_data = t2.d_data();
-  gg.w_scale = t2.d_scale();
-  gg.y = rows;
+  gg = {.a_codes = codes,
+        .a_scales = scales,
+        .scale_ld = n,
+        .rows = n,
+        .n = D,
+        .k = I,
+        .experts = a.experts,
+        .offsets = offsets,
+        .kind = gemm_kind(a.w2[0].type),
+        .w_data = t2.d_data(),
+        .w_scale = t2.d_scale(),
+        .y = rows,
+        .a_digits = digit_planes_for(gemm_kind(a.w2[0].type), n, I, a.experts, codes),
+        .a_digit_stride = n * I};
   gemm.grouped(gg);
 }
 

@@ -58,8 +58,10 @@ struct WeightBlock {
   uint32_t ws[2];
 };
 
-// Weight blocks in flight a warp: the loads of the next kDepth - 1 blocks overlap each multiply.
-constexpr int kDepth = 4;
+// Weight blocks in flight a warp (the kernel's D): the loads of the next D - 1 blocks overlap each
+// multiply. FP8 keeps 4 (2 KB a warp each); FP4 blocks are half that, 4 or 6 (GemmPolicy::
+// gemv_fp4_depth, under measurement; 8 spill at the 128 registers of 2 CTAs an SM).
+constexpr int kFp8Depth = 4;
 
 // Where a lane reads: its two weight rows (clamped to rows that exist) and their scales.
 struct Rows {
@@ -183,8 +185,9 @@ __device__ __forceinline__ void quantize_quad(const uint4 (&raw)[4], bool store,
 }
 
 // The tile's activations for every K block of group grp into shared memory: codes and scales copied
-// (cp.async, all in flight at once), or dense bf16 rows quantized here, a warp a block of every tile
-// row at a time (a lane quad a row). Scales past the tile are 0.
+// (cp.async, all in flight at once), or bf16 rows (dense, or gathered: ExactBlockArgs::row_pairs)
+// quantized here, a warp a block of every tile row at a time (a lane quad a row). Scales past the tile
+// are 0.
 __device__ void stage_acts(const ExactBlockArgs& p, const Tile& tl, int64_t grp, uint8_t* acts, float* sa_rows,
                            int64_t pitch) {
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
@@ -192,7 +195,9 @@ __device__ void stage_acts(const ExactBlockArgs& p, const Tile& tl, int64_t grp,
   const int nkb = static_cast<int>(p.kg / 128), live = tl.cnt * nkb;
   const int64_t k0 = grp * p.kg;
   if (p.x) {
-    const uint16_t* x = p.x + (tl.r0 + g) * p.x_ld + k0 + 32 * t;
+    const int64_t row = tl.r0 + g;
+    const uint16_t* x = nullptr;
+    if (g < tl.cnt) x = p.x + (p.row_pairs ? p.row_pairs[row] / p.row_topk : row) * p.x_ld + k0 + 32 * t;
     for (int kb = warp; kb < nkb; kb += kWarps) {
       uint4 raw[4] = {};
       if (g < tl.cnt) {
@@ -219,7 +224,7 @@ __device__ void stage_acts(const ExactBlockArgs& p, const Tile& tl, int64_t grp,
 
 // RG row groups of 16 weight rows a CTA; the CTA's kWarps / RG warps of a row group split its K blocks
 // into runs, added in K order at the end.
-template <GemmWeightKind KIND, int RG>
+template <GemmWeightKind KIND, int RG, int D>
 __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlockArgs p) {
   constexpr int KP = kWarps / RG;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -246,10 +251,10 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
       rows.s[h] = is_fp8(KIND) ? ws + (n0 / 128) * nkb : ws + (n0 + r[h]) * (p.kg / 32);
     }
   };
-  WeightBlock<KIND> ring[kDepth];
+  WeightBlock<KIND> ring[D];
   auto prologue = [&] {
 #pragma unroll
-    for (int j = 0; j < kDepth; ++j) {
+    for (int j = 0; j < D; ++j) {
       if (kb0 + j < kb1) load_weights<KIND>(rows, kb0 + j, t, ring[j]);
     }
   };
@@ -278,12 +283,12 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
   __syncthreads();
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   if (work) {
-    for (int kb = kb0; kb < kb1; kb += kDepth) {
+    for (int kb = kb0; kb < kb1; kb += D) {
 #pragma unroll
-      for (int j = 0; j < kDepth; ++j) {
+      for (int j = 0; j < D; ++j) {
         if (kb + j < kb1) {
           multiply<KIND>(ring[j], acts, sa_rows, pitch, nkb, kb + j, tl.cnt, g, t, acc);
-          if (kb + j + kDepth < kb1) load_weights<KIND>(rows, kb + j + kDepth, t, ring[j]);
+          if (kb + j + D < kb1) load_weights<KIND>(rows, kb + j + D, t, ring[j]);
         }
       }
     }
@@ -314,10 +319,10 @@ int64_t smem_bytes(const ExactBlockArgs& a) {
   return kTm * pitch + kTm * (a.kg / 128) * 4;
 }
 
-template <GemmWeightKind KIND, int RG>
+template <GemmWeightKind KIND, int RG, int D>
 void launch(const ExactBlockArgs& a, cudaStream_t stream) {
   static const bool attr = [] {
-    DSV4_CUDA_CHECK(cudaFuncSetAttribute(fast_gemv_kernel<KIND, RG>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    DSV4_CUDA_CHECK(cudaFuncSetAttribute(fast_gemv_kernel<KIND, RG, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(kFastGemvMaxSmem)));
     return true;
   }();
@@ -325,21 +330,21 @@ void launch(const ExactBlockArgs& a, cudaStream_t stream) {
   const int64_t tiles = a.offsets ? row_tiles(a.rows, kTm, a.experts) : cdiv(a.rows, kTm);
   const int64_t cols = (a.y_b ? 2 : 1) * a.groups * cdiv(a.ng, 16 * RG);
   DSV4_CUDA_REQUIRE(tiles < (int64_t{1} << 31) && cols <= 65535, "fast gemv: grid out of range");
-  launch_kernel(fast_gemv_kernel<KIND, RG>, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(cols)), kThreads,
-                static_cast<size_t>(smem_bytes(a)), stream, a);
+  launch_kernel(fast_gemv_kernel<KIND, RG, D>, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(cols)),
+                kThreads, static_cast<size_t>(smem_bytes(a)), stream, a);
 }
 
-template <GemmWeightKind KIND>
+template <GemmWeightKind KIND, int D>
 void launch_parts(const ExactBlockArgs& a, int k_parts, cudaStream_t stream) {
   switch (k_parts) {
     case 1:
-      return launch<KIND, 8>(a, stream);
+      return launch<KIND, 8, D>(a, stream);
     case 2:
-      return launch<KIND, 4>(a, stream);
+      return launch<KIND, 4, D>(a, stream);
     case 4:
-      return launch<KIND, 2>(a, stream);
+      return launch<KIND, 2, D>(a, stream);
     default:
-      return launch<KIND, 1>(a, stream);
+      return launch<KIND, 1, D>(a, stream);
   }
 }
 
@@ -355,18 +360,21 @@ bool fast_gemv_takes(const ExactBlockArgs& a) {
   if (a.offsets ? !(a.experts > 0 && a.w_list && a.w_scale_list) : !(a.w && a.w_scale && aligned_to(a.w, 16))) {
     return false;
   }
-  if (a.x) return !a.offsets && aligned_to(a.x, 16) && a.x_ld % 8 == 0;
+  if (a.x) return (!a.offsets || a.row_pairs) && aligned_to(a.x, 16) && a.x_ld % 8 == 0;
   return a.codes && a.scales && aligned_to(a.codes, 16) && a.codes_ld % 16 == 0 && a.scale_ld >= a.rows;
 }
 
-void fast_gemv(const ExactBlockArgs& a, int k_parts, cudaStream_t stream) {
+void fast_gemv(const ExactBlockArgs& a, int k_parts, cudaStream_t stream, int fp4_depth) {
   DSV4_CUDA_REQUIRE(fast_gemv_takes(a), "fast gemv: unsupported call (kind, shape, alignment or operands)");
   DSV4_CUDA_REQUIRE(k_parts == 1 || k_parts == 2 || k_parts == 4 || k_parts == 8, "fast gemv: k_parts 1, 2, 4 or 8");
+  DSV4_CUDA_REQUIRE(fp4_depth == 4 || fp4_depth == 6, "fast gemv: FP4 depth 4 or 6");
   if (a.rows <= 0) return;
   if (a.kind == GemmWeightKind::kFp8) {
-    launch_parts<GemmWeightKind::kFp8>(a, k_parts, stream);
+    launch_parts<GemmWeightKind::kFp8, kFp8Depth>(a, k_parts, stream);
+  } else if (fp4_depth == 6) {
+    launch_parts<GemmWeightKind::kFp4, 6>(a, k_parts, stream);
   } else {
-    launch_parts<GemmWeightKind::kFp4>(a, k_parts, stream);
+    launch_parts<GemmWeightKind::kFp4, 4>(a, k_parts, stream);
   }
 }
 
