@@ -367,7 +367,7 @@ void Engine::end(RequestId id, FinishReason reason, int32_t stop_token_id, std::
 namespace {
 
 KvHostTierUsage host_tier_usage(const KvCacheStats& k) {
-  KvHostTierUsage u{0, 0, k.host_hits, k.host_restored_tokens, k.offload_bytes, k.restore_bytes, 0};
+  KvHostTierUsage u{0, 0, k.host_hits, k.host_restored_tokens, k.offload_bytes, k.restore_bytes, 0, k.restore_seconds};
   for (const KvHostTierStats& p : k.host_pools) {
     u.capacity_bytes += p.capacity_pages * p.page_bytes;
     u.used_bytes += p.used_pages * p.page_bytes;
@@ -394,7 +394,8 @@ void Engine::publish_stats() {
     const KvGroupStats& kg = k.groups[g];
     const int unit = lay.unit_of_group[g];
     s.groups.push_back({kg.name, lay.units[static_cast<size_t>(unit)].bucket, 0, kg.lookups, kg.hits, kg.query_tokens,
-                        kg.hit_tokens, kg.cached_blocks});
+                        kg.hit_tokens, kg.cached_blocks, kg.host_offloaded_blocks, kg.host_restored_blocks,
+                        kg.host_offload_bytes, kg.host_restore_bytes});
   }
   s.prefix_query_tokens = k.query_tokens;
   s.prefix_hit_tokens = k.hit_tokens;

@@ -36,6 +36,9 @@ struct KvGroupUsage {
   int64_t query_tokens = 0;   // prompt tokens looked up
   int64_t hit_tokens = 0;     // tokens this group alone could have served
   int64_t cached_blocks = 0;  // blocks kept only for the prefix cache (sliding: retained checkpoints)
+  // Host tier: the unit's blocks copied out and brought back, and this group's bytes of them.
+  int64_t host_offloaded_blocks = 0, host_restored_blocks = 0;
+  int64_t host_offload_bytes = 0, host_restore_bytes = 0;
   double hit_rate() const { return query_tokens > 0 ? static_cast<double>(hit_tokens) / query_tokens : 0; }
 };
 
@@ -58,7 +61,8 @@ struct KvHostTierUsage {
   int64_t hits = 0;             // lookups that brought blocks back
   int64_t restored_tokens = 0;  // prefix positions found only thanks to the tier
   int64_t offload_bytes = 0, restore_bytes = 0;
-  uint64_t evictions = 0;  // entries dropped for room
+  uint64_t evictions = 0;     // entries dropped for room
+  Histogram restore_seconds;  // each restore: allocated, copied back, copies finished
 };
 
 struct EngineStats {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <tuple>
 
 #include "core/error.h"
@@ -34,7 +35,9 @@ KvCacheManager::KvCacheManager(KvLayout layout, std::vector<int64_t> pool_pages,
     }
     pools_.push_back(std::make_unique<BlockPool>(bucket.page_bytes, pool_pages[b], std::move(layers)));
   }
-  for (const auto& g : layout_.groups) group_stats_.push_back({g.name, 0, 0, 0, 0});
+  for (const auto& g : layout_.groups) group_stats_.push_back({.name = g.name});
+  unit_offloaded_.assign(layout_.units.size(), 0);
+  unit_restored_.assign(layout_.units.size(), 0);
   check_fits_max_len();
   if (options_.memory != nullptr) {
     for (size_t b = 0; b < pools_.size(); ++b) {
@@ -184,7 +187,9 @@ void KvCacheManager::restore_prefix(Request& r, int64_t max_blocks) {
   if (m <= device_m) return;
   std::vector<PrefixPage> pages = prefix_pages(r, m);
   if (!pools_can_restore(pages)) return;
+  const auto t0 = std::chrono::steady_clock::now();
   bring_back(pages);
+  restore_seconds_.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   ++host_hits_;
   host_restored_tokens_ += (m - device_m) * kKvBlockTokens;
 }
@@ -235,6 +240,7 @@ void KvCacheManager::bring_back(std::vector<PrefixPage>& pages) {
     BlockPool& pool = pool_of(p.unit);
     const uint32_t block = pool.allocate(local_unit_[static_cast<size_t>(p.unit)]);
     pool.set_key(block, e.key, e.extra);
+    ++unit_restored_[static_cast<size_t>(p.unit)];
     queue_copies(static_cast<size_t>(bucket), pool.layer_pages(block), e.pages, true);
     p.block = static_cast<int32_t>(block);
   }
@@ -249,7 +255,9 @@ void KvCacheManager::offload(size_t bucket, uint32_t block, uint64_t key, bool e
   const std::span<const uint32_t> pages = pool.layer_pages(block);
   const std::span<const uint32_t> host_pages =
       host_->store(static_cast<int>(bucket), key, pool.local_unit(block), static_cast<int>(pages.size()), extra);
-  if (!host_pages.empty()) queue_copies(bucket, pages, host_pages, false);
+  if (host_pages.empty()) return;
+  queue_copies(bucket, pages, host_pages, false);
+  ++unit_offloaded_[static_cast<size_t>(layout_.buckets[bucket].units[static_cast<size_t>(pool.local_unit(block))])];
 }
 
 void KvCacheManager::queue_copies(size_t bucket, std::span<const uint32_t> device_pages,
@@ -630,7 +638,15 @@ KvCacheStats KvCacheManager::stats() const {
   s.groups = group_stats_;
   for (size_t g = 0; g < s.groups.size(); ++g) {
     const int u = layout_.unit_of_group[g];
-    s.groups[g].cached_blocks = pool_of(u).cached_blocks(local_unit_[static_cast<size_t>(u)]);
+    const KvUnit& unit = layout_.units[static_cast<size_t>(u)];
+    KvGroupStats& gs = s.groups[g];
+    gs.cached_blocks = pool_of(u).cached_blocks(local_unit_[static_cast<size_t>(u)]);
+    // The group's bytes of a block: its entries in each of the unit's layer pages.
+    const int64_t block_bytes = unit.num_layers() * unit.entries_per_page * layout_.groups[g].entry_bytes;
+    gs.host_offloaded_blocks = unit_offloaded_[static_cast<size_t>(u)];
+    gs.host_restored_blocks = unit_restored_[static_cast<size_t>(u)];
+    gs.host_offload_bytes = gs.host_offloaded_blocks * block_bytes;
+    gs.host_restore_bytes = gs.host_restored_blocks * block_bytes;
   }
   s.lookups = lookups_;
   s.hits = hits_;
@@ -642,6 +658,7 @@ KvCacheStats KvCacheManager::stats() const {
   s.host_restored_tokens = host_restored_tokens_;
   s.offload_bytes = offload_bytes_;
   s.restore_bytes = restore_bytes_;
+  s.restore_seconds = restore_seconds_;
   return s;
 }
 

@@ -51,6 +51,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/histogram.h"
 #include "kv/block_pool.h"
 #include "kv/host_tier.h"
 #include "kv/kv_layout.h"
@@ -117,7 +118,15 @@ struct KvGroupStats {
   // Blocks of the group's unit kept only for the prefix cache; for sliding groups these are the rows
   // of retained checkpoints (windows that outlived their request).
   int64_t cached_blocks = 0;
+  // Host tier: blocks of the group's unit copied out to it and brought back from it, and the group's
+  // bytes of those blocks (its entries in every layer page; the pages' other groups count apart).
+  int64_t host_offloaded_blocks = 0, host_restored_blocks = 0;
+  int64_t host_offload_bytes = 0, host_restore_bytes = 0;
 };
+
+// Upper bounds (seconds) of the host tier's restore-latency histogram.
+inline constexpr std::array<double, 12> kKvRestoreSecondsBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                                                    0.01,   0.025,   0.05,   0.1,   0.25,   1.0};
 
 struct KvCacheStats {
   std::vector<KvPoolStats> pools;
@@ -133,6 +142,8 @@ struct KvCacheStats {
   int64_t host_restored_tokens = 0;  // prefix positions those lookups found only with the host tier
   int64_t offload_bytes = 0;
   int64_t restore_bytes = 0;
+  // Wall time of each restore: the lookup's blocks allocated, copied back and their copies finished.
+  Histogram restore_seconds{kKvRestoreSecondsBuckets};
 };
 
 // Host pages per bucket for `bytes` of host tier: the pools' shares of their bytes.
@@ -250,6 +261,8 @@ class KvCacheManager {
   std::unique_ptr<KvHostTier> host_;  // null when off
   std::vector<KvPageCopy> pending_;   // copies of the current call, in order
   int64_t host_hits_ = 0, host_restored_tokens_ = 0, offload_bytes_ = 0, restore_bytes_ = 0;
+  std::vector<int64_t> unit_offloaded_, unit_restored_;  // host-tier blocks per unit
+  Histogram restore_seconds_{kKvRestoreSecondsBuckets};
   int64_t lookups_ = 0, hits_ = 0, query_tokens_ = 0, hit_tokens_ = 0;
 };
 

@@ -139,6 +139,17 @@ void group_metrics(PrometheusText& p, const EngineStats& e, const Labels& l) {
   per_group("dsv4:kv_group_retained_blocks", "gauge",
             "Blocks kept only for the prefix cache; for sliding groups, the rows of retained checkpoints.",
             [](const KvGroupUsage& g) { return g.cached_blocks; });
+  if (e.host_tier.capacity_bytes == 0) return;
+  per_group("dsv4:kv_group_host_offloaded_blocks", "counter", "Blocks of the group's unit copied to the host tier.",
+            [](const KvGroupUsage& g) { return g.host_offloaded_blocks; });
+  per_group("dsv4:kv_group_host_restored_blocks", "counter",
+            "Blocks of the group's unit brought back from the host tier.",
+            [](const KvGroupUsage& g) { return g.host_restored_blocks; });
+  per_group("dsv4:kv_group_host_offload_bytes", "counter", "The group's bytes of the blocks copied to the host tier.",
+            [](const KvGroupUsage& g) { return g.host_offload_bytes; });
+  per_group("dsv4:kv_group_host_restore_bytes", "counter",
+            "The group's bytes of the blocks brought back from the host tier.",
+            [](const KvGroupUsage& g) { return g.host_restore_bytes; });
 }
 
 // The prefix cache's host tier (--kv-offload-bytes): gauges of its bytes, counters of what it served.
@@ -165,6 +176,11 @@ void host_tier_metrics(PrometheusText& p, const KvHostTierUsage& h, const Labels
   };
   for (const Metric& m : metrics)
     m.counter ? p.counter(m.name, m.help, l, m.value) : p.gauge(m.name, m.help, l, m.value);
+  if (h.capacity_bytes > 0) {
+    p.histogram("dsv4:kv_host_tier_restore_seconds",
+                "Restores from the host tier: blocks allocated, copied back and the copies finished.", l,
+                h.restore_seconds);
+  }
 }
 
 void engine_metrics(PrometheusText& p, const EngineStats& e, const RequestMetrics::Snapshot& r, const ServerGauges& s,

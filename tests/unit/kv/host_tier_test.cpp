@@ -128,6 +128,32 @@ int64_t hit_again(Fixture& f, const std::vector<int32_t>& a) {
   return hit.tokens;
 }
 
+// Per group: the unit's blocks, each group its share of the pages; per unit the groups' shares are at
+// most the pages' bytes, and over all units they account for at most the bytes copied.
+void expect_group_counters_add_up(const KvLayout& l, const KvCacheStats& s) {
+  int64_t restored = 0, offloaded = 0, blocks = 0;
+  std::vector<int64_t> unit_bytes(l.units.size(), 0), unit_blocks(l.units.size(), -1);
+  for (size_t g = 0; g < s.groups.size(); ++g) {
+    const auto u = static_cast<size_t>(l.unit_of_group[g]);
+    const KvGroupStats& gs = s.groups[g];
+    EXPECT_TRUE(unit_blocks[u] < 0 || unit_blocks[u] == gs.host_restored_blocks) << gs.name;
+    unit_blocks[u] = gs.host_restored_blocks;
+    EXPECT_LE(gs.host_restored_blocks, gs.host_offloaded_blocks) << gs.name;
+    unit_bytes[u] += gs.host_restore_bytes;
+    restored += gs.host_restore_bytes;
+    offloaded += gs.host_offload_bytes;
+  }
+  for (size_t u = 0; u < l.units.size(); ++u) {
+    const int64_t page = l.buckets[static_cast<size_t>(l.units[u].bucket)].page_bytes;
+    EXPECT_LE(unit_bytes[u], std::max<int64_t>(unit_blocks[u], 0) * l.units[u].num_layers() * page) << l.units[u].name;
+    blocks += std::max<int64_t>(unit_blocks[u], 0);
+  }
+  EXPECT_GT(blocks, 0);
+  EXPECT_GT(restored, 0);
+  EXPECT_LE(restored, s.restore_bytes);
+  EXPECT_LE(offloaded, s.offload_bytes);
+}
+
 TEST(KvHostTierManager, EvictedPrefixComesBackWithTheBytesOfAFreshComputation) {
   for (const double host : {0.0, 2.0}) {
     Fixture f(tiered(host), 3000, 1, 3000);
@@ -144,6 +170,8 @@ TEST(KvHostTierManager, EvictedPrefixComesBackWithTheBytesOfAFreshComputation) {
     EXPECT_GT(s.host_restored_tokens, 0);
     EXPECT_GT(s.offload_bytes, 0);
     EXPECT_GT(s.restore_bytes, 0);
+    EXPECT_EQ(s.restore_seconds.count, 1u);  // one restore timed
+    expect_group_counters_add_up(f.m->layout(), s);
     EXPECT_NO_THROW(f.m->check_consistency());
   }
 }

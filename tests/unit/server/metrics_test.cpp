@@ -110,7 +110,11 @@ TEST(MetricsPage, VllmNamesAndKvGauges) {
   e.graphs.recorded = 4;
   e.graphs.eager = 5;
   e.graphs.failed = 1;
-  e.host_tier = {1 << 20, 4096, 2, 512, 8192, 6144, 1};
+  constexpr std::array<double, 2> restore_bounds = {0.0005, 0.001};
+  e.host_tier = {1 << 20, 4096, 2, 512, 8192, 6144, 1, Histogram(restore_bounds)};
+  e.host_tier.restore_seconds.observe(0.0003);
+  e.groups[0].host_restored_blocks = 3;
+  e.groups[0].host_restore_bytes = 3000;
   e.cache_config = std::make_shared<const std::vector<std::pair<std::string, std::string>>>(
       std::vector<std::pair<std::string, std::string>>{{"block_size", "256"}});
   RequestMetrics r;
@@ -143,7 +147,13 @@ TEST(MetricsPage, VllmNamesAndKvGauges) {
         "dsv4:kv_host_tier_restored_tokens_total" + l + " 512",
         "dsv4:kv_host_tier_offload_bytes_total" + l + " 8192",
         "dsv4:kv_host_tier_restore_bytes_total" + l + " 6144",
-        "dsv4:kv_host_tier_evictions_total" + l + " 1"}) {
+        "dsv4:kv_host_tier_evictions_total" + l + " 1",
+        std::string("dsv4:kv_host_tier_restore_seconds_bucket{model_name=\"mod\",engine=\"0\",le=\"0.0005\"} 1"),
+        "dsv4:kv_host_tier_restore_seconds_count" + l + " 1",
+        std::string(
+            "dsv4:kv_group_host_restored_blocks_total{model_name=\"mod\",engine=\"0\",group=\"swa\",pool=\"0\"} 3"),
+        std::string(
+            "dsv4:kv_group_host_restore_bytes_total{model_name=\"mod\",engine=\"0\",group=\"swa\",pool=\"0\"} 3000")}) {
     EXPECT_NE(m.find(line + "\n"), std::string::npos) << line << "\n" << m;
   }
   EXPECT_NE(m.find("# TYPE vllm:time_to_first_token_seconds histogram"), std::string::npos);
