@@ -30,6 +30,10 @@ class Device {
   // Copies back; returns when dst holds the data (all earlier work on the device finished).
   virtual void to_host(void* dst, const void* src, size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;  // device to device
+  // Host memory the device copies to and from without staging (page-locked on a GPU), for the KV host
+  // tier; copy() moves bytes between it and device memory in either direction, in the device's order.
+  virtual void* allocate_pinned(size_t bytes) { return allocate(bytes); }
+  virtual void release_pinned(void* p) { release(p); }
   virtual void fill_zero(void* p, size_t bytes) = 0;
   // Waits for all queued work; throws if a kernel reported an error.
   virtual void synchronize() = 0;

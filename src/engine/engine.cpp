@@ -76,11 +76,11 @@ Engine::Engine(const ModelConfig& model, EngineConfig config, ExecutorFactory fa
     config_.backend = backend_.name;
     config_.numerics = numerics_name(backend_.numerics);
     memory_ = kv_memory_for(*backend_.device);
-    DSV4_CHECK(config_.kv_offload_bytes == 0 || backend_.device->host_memory(),
-               "--kv-offload-bytes: the host KV tier runs on the cpu backend only so far (the {} backend needs "
-               "pinned host pages and side-queue restores, issue 33)",
-               backend_.name);
-    host_tier_memory_ = std::make_unique<HostKvMemory>();
+    if (backend_.device->host_memory()) {
+      host_tier_memory_ = std::make_unique<HostKvMemory>();
+    } else {
+      host_tier_memory_ = std::make_unique<PinnedKvMemory>(*backend_.device);
+    }
     copier_ = std::make_unique<DeviceKvPageCopier>(*backend_.device);
     if (!backend_.device->host_memory() && config_.kv_cache_memory == 0)
       config_.kv_cache_memory = gpu_kv_budget(config_, model_, *backend_.device, *backend_.ops);

@@ -34,8 +34,7 @@ struct EngineConfig {
   // Bytes of KV pools; 0 = the backend's default: CPU min(4 GiB, 25% of RAM); GPU what
   // gpu_memory_utilization of its memory leaves after the weights and the activation reserve.
   int64_t kv_cache_memory = 0;
-  // Bytes of host memory for the prefix cache's second tier (kv/host_tier.h); 0 = off. The CPU backend only
-  // in this slice: the CUDA path needs pinned memory and side-queue restores first (issue 33).
+  // Bytes of host memory for the prefix cache's second tier (kv/host_tier.h; pinned on a GPU); 0 = off.
   int64_t kv_offload_bytes = 0;
   double gpu_memory_utilization = 0.9;
   int64_t weight_bytes = 0;  // set by the engine: device bytes of the placed weights

@@ -20,8 +20,9 @@ struct KvPageCopy {
 class KvPageCopier {
  public:
   virtual ~KvPageCopier() = default;
-  // Runs a batch in order (an offload out of a page comes before a restore into the same page) and returns
-  // when the bytes are in place. One call per batch, so that a copier may move the batch to a side queue.
+  // Runs a batch in order (an offload out of a page comes before a restore into the same page): when it
+  // returns, the bytes are in place for whatever the device runs next (its own queue may still hold the
+  // copies). One call per batch, so that a copier may move the batch to a side queue.
   virtual void copy(std::span<const KvPageCopy> batch) = 0;
 };
 

@@ -24,16 +24,27 @@ class DeviceKvMemory final : public KvMemoryAllocator {
   Device& dev_;
 };
 
-// Host tier copies through the device's copy functions (synchronous; issue 33's CUDA slice moves a batch to
-// the side queue with pinned host pages).
+// The host tier's pages: pinned host memory of the device (staging-free copies on a GPU; plain memory
+// for host devices, whose pools are host memory too).
+class PinnedKvMemory final : public KvMemoryAllocator {
+ public:
+  explicit PinnedKvMemory(Device& dev) : dev_(dev) {}
+  std::byte* allocate(size_t bytes) override { return static_cast<std::byte*>(dev_.allocate_pinned(bytes)); }
+  void deallocate(std::byte* p, size_t) override { dev_.release_pinned(p); }
+
+ private:
+  Device& dev_;
+};
+
+// Host tier copies as the device's copies, in its order: a restore lands before the next step's kernels
+// read the pages, an offload reads them after the last step that wrote them, and a host page is only
+// rewritten by a later copy of the same queue. Nothing on the host reads the host pages, so no copy is
+// waited for (the step after a restore waits for its bytes on the GPU, not the engine thread).
 class DeviceKvPageCopier final : public KvPageCopier {
  public:
   explicit DeviceKvPageCopier(Device& dev) : dev_(dev) {}
   void copy(std::span<const KvPageCopy> batch) override {
-    for (const KvPageCopy& c : batch) {
-      const auto n = static_cast<size_t>(c.bytes);
-      c.to_device ? dev_.to_device(c.dst, c.src, n) : dev_.to_host(c.dst, c.src, n);
-    }
+    for (const KvPageCopy& c : batch) dev_.copy(c.dst, c.src, static_cast<size_t>(c.bytes));
   }
 
  private:

@@ -195,8 +195,26 @@ void CudaDevice::to_host(void* dst, const void* src, size_t bytes) {
   synchronize();
 }
 
+// cudaMemcpyDefault: the direction from the pointers, so pinned host pages (the KV host tier) copy too.
 void CudaDevice::copy(void* dst, const void* src, size_t bytes) {
-  if (bytes) DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, active_));
+  if (bytes) DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, active_));
+}
+
+void* CudaDevice::allocate_pinned(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t e = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault);
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    fail("cuda: cannot pin {} bytes of host memory (--kv-offload-bytes)", bytes);
+  }
+  DSV4_CUDA_CHECK(e);
+  return p;
+}
+
+void CudaDevice::release_pinned(void* p) {
+  // Copies into or out of the pages may still be queued: they finish first.
+  if (p) DSV4_CUDA_CHECK(cudaStreamSynchronize(active_));
+  if (p) DSV4_CUDA_CHECK(cudaFreeHost(p));
 }
 
 void CudaDevice::fill_zero(void* p, size_t bytes) {

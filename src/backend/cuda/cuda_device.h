@@ -32,7 +32,9 @@ class CudaDevice final : public Device {
   void release(void* p) override;
   void to_device(void* dst, const void* src, size_t bytes) override;
   void to_host(void* dst, const void* src, size_t bytes) override;
-  void copy(void* dst, const void* src, size_t bytes) override;
+  void copy(void* dst, const void* src, size_t bytes) override;  // any direction (unified addressing)
+  void* allocate_pinned(size_t bytes) override;                  // cudaHostAlloc
+  void release_pinned(void* p) override;
   void fill_zero(void* p, size_t bytes) override;
   void synchronize() override;
   size_t mark() override;  // a CUDA event recorded on the stream
