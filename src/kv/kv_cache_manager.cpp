@@ -592,19 +592,6 @@ std::span<const uint32_t> KvCacheManager::layer_pages(int unit, uint32_t block) 
   return pool.layer_pages(block);
 }
 
-void KvCacheManager::layer_pages(int unit, std::span<const uint32_t> blocks, int layer_index,
-                                 std::vector<int32_t>& out) const {
-  const BlockPool& pool = pool_of(unit);
-  const int local = local_unit_[static_cast<size_t>(unit)];
-  DSV4_CHECK(layer_index >= 0 && layer_index < pool.unit_layers(local), "KV cache: unit {} has no layer index {}", unit,
-             layer_index);
-  if (pool.unit_layer_pages(local, blocks, layer_index, out)) return;
-  for (const uint32_t block : blocks) {  // name the block that is not the unit's
-    DSV4_CHECK(block < pool.num_blocks() && pool.local_unit(block) == local,
-               "KV cache: block {} does not belong to unit {}", block, unit);
-  }
-}
-
 std::byte* KvCacheManager::entry_address(int group, int layer_index, int64_t slot_index) const {
   DSV4_CHECK(group >= 0 && group < static_cast<int>(layout_.groups.size()), "KV cache: no group {}", group);
   const int unit = layout_.unit_of_group[static_cast<size_t>(group)];

@@ -166,10 +166,10 @@ class KvCacheManager {
   void append_slots(KvRequestId id, int64_t start, int64_t count, std::vector<std::vector<int64_t>>& out) const;
   KvBlockTable block_table(KvRequestId id, int unit) const;
   std::span<const uint32_t> layer_pages(int unit, uint32_t block) const;
-  // layer_pages(unit, b)[layer_index] of every block b, appended to `out` (a step's page lists: one
-  // call per list instead of one per page).
-  void layer_pages(int unit, std::span<const uint32_t> blocks, int layer_index, std::vector<int32_t>& out) const;
   std::byte* pool_memory(int bucket) const { return memory_.at(static_cast<size_t>(bucket)); }
+  // The pool of a bucket (its page lists, for mirrors of them) and a unit's index inside its pool.
+  const BlockPool& pool(int bucket) const { return *pools_.at(static_cast<size_t>(bucket)); }
+  int local_unit(int unit) const { return local_unit_.at(static_cast<size_t>(unit)); }
   // Address of group g's entry for `slot` in the unit's layer number `layer_index` (0-based within the
   // group's layers). Requires pool memory.
   std::byte* entry_address(int group, int layer_index, int64_t slot) const;

@@ -501,13 +501,20 @@ TEST_F(CudaOpsTest, PagedSlotsMatchCpu) {
     const int32_t room = base[static_cast<size_t>(list[r])] + stride * per_page - first[r];
     count[r] = static_cast<int32_t>(rng() % (std::min(room, width) + 1));
   }
-  for (auto* v : {&pages, &list, &first, &count, &out, &base}) m.add(*v);
-  auto params = [&](auto P) {
-    return PagedSlotsParams{rows,           width, P(list.data()), P(first.data()), P(count.data()), P(pages.data()),
-                            P(base.data()), lists, stride,         per_page,        P(out.data())};
+  // Read as block ids: blocks 0..99999 of a map of 3 layers.
+  std::vector<int32_t> map(300000);
+  for (auto& p : map) p = rng() % 9 == 0 ? -1 : static_cast<int32_t>(rng() % 100000);
+  for (auto* v : {&pages, &list, &first, &count, &out, &base, &map}) m.add(*v);
+  auto params = [&](auto P, bool mapped) {
+    PagedSlotsParams p{rows,           width, P(list.data()), P(first.data()), P(count.data()), P(pages.data()),
+                       P(base.data()), lists, stride,         per_page,        P(out.data()),   {}};
+    if (mapped) p.map = {P(map.data()), 0, 100000, 3, 1};
+    return p;
   };
-  cpu_.paged_slots(params(Host{}));
-  EXPECT_EQ(run_twice(m, out, [&] { ops_->paged_slots(params(Dev{&m})); }), out);
+  for (const bool mapped : {false, true}) {
+    cpu_.paged_slots(params(Host{}, mapped));
+    EXPECT_EQ(run_twice(m, out, [&] { ops_->paged_slots(params(Dev{&m}, mapped)); }), out) << "mapped " << mapped;
+  }
 }
 
 TEST_F(CudaOpsTest, ArgmaxMatchesCpu) {

@@ -52,6 +52,19 @@ void embed(ThreadPool& pool, const EmbedParams& p) {
   });
 }
 
+namespace {
+
+// A list entry's page: itself, or through the map (−1 stays −1).
+int32_t mapped_page(const BlockPageMap& m, int32_t entry) {
+  if (!m.pages || entry < 0) return entry;
+  const int64_t b = int64_t{entry} - m.first_block;
+  DSV4_CHECK(b >= 0 && b < m.blocks, "paged_slots: block {} is outside the map's blocks [{}, {})", entry, m.first_block,
+             int64_t{m.first_block} + m.blocks);
+  return m.pages[b * m.layers + m.layer];
+}
+
+}  // namespace
+
 void paged_slots(ThreadPool& pool, const PagedSlotsParams& p) {
   pool.parallel_for(p.rows, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
@@ -66,7 +79,7 @@ void paged_slots(ThreadPool& pool, const PagedSlotsParams& p) {
       int32_t* out = p.out + r * p.width;
       for (int32_t j = 0; j < p.width; ++j) {
         const int64_t i = int64_t{first} + j;
-        const int32_t page = j < count ? pages[(i - base) / p.per_page] : -1;
+        const int32_t page = j < count ? mapped_page(p.map, pages[(i - base) / p.per_page]) : -1;
         out[j] = page < 0 ? -1 : static_cast<int32_t>(int64_t{page} * p.per_page + i % p.per_page);
       }
     }

@@ -25,7 +25,12 @@ __global__ void paged_slots_kernel(PagedSlotsLaunch a, int64_t r0) {
                   first + int64_t{n} <= base + int64_t{a.page_stride} * a.per_page;
   if (!ok && j == 0) report(a.err, DeviceError::kPagedSlots);
   const int64_t i = int64_t{first} + j;
-  const int32_t page = ok && j < n ? a.pages[int64_t{l} * a.page_stride + (i - base) / a.per_page] : -1;
+  int32_t page = ok && j < n ? a.pages[int64_t{l} * a.page_stride + (i - base) / a.per_page] : -1;
+  if (a.map.pages && page >= 0) {  // a block id: the layer's page through the map
+    const int64_t b = int64_t{page} - a.map.first_block;
+    if (b < 0 || b >= a.map.blocks) report(a.err, DeviceError::kPagedSlots);
+    page = b < 0 || b >= a.map.blocks ? -1 : a.map.pages[b * a.map.layers + a.map.layer];
+  }
   a.out[r * a.width + j] = page < 0 ? -1 : static_cast<int32_t>(int64_t{page} * a.per_page + i % a.per_page);
 }
 
