@@ -438,6 +438,7 @@ void check_params(const PagedSlotsParams& p) {
   need(p.out, op, "out");
   positive(p.lists, op, "lists");
   need(p.pages, op, "pages");
+  if (p.list_row) positive(p.page_rows, op, "page_rows");
   if (!p.map.pages) return;
   non_negative(p.map.blocks, op, "map.blocks");
   positive(p.map.layers, op, "map.layers");

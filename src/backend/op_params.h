@@ -400,6 +400,8 @@ struct BlockPageMap {
 // page(pages[k·page_stride + (i − base[k]) / per_page])·per_page + i mod per_page, where page() is
 // the identity, or with map.pages the block's page through `map` (a −1 entry or page: not resident).
 // Row r lists items first[r] .. first[r] + count[r] − 1 of list list[r], then −1 up to width.
+// With list_row, list k's pages are row list_row[k] of pages [page_rows, page_stride] instead of row k
+// (lists kept on the device from step to step: a step uploads which row, not the pages).
 struct PagedSlotsParams {
   int64_t rows = 0;
   int32_t width = 0;
@@ -413,6 +415,8 @@ struct PagedSlotsParams {
   int32_t per_page = 1;
   int32_t* out = nullptr;  // [rows, width]
   BlockPageMap map;
+  const int32_t* list_row = nullptr;  // [lists], each in [0, page_rows) (null: list k reads row k)
+  int64_t page_rows = 0;
 };
 
 // Greedy sampling where the logits are: out[r] = the first index of the maximum of x[r][0..limit)

@@ -125,10 +125,13 @@ void KvCacheManager::add_request(KvRequestId id, int64_t prompt_len, std::string
   Request& r = requests_[id];
   r.prompt_len = prompt_len;
   r.seed = prefix_hash_seed(cache_salt);
+  r.serial = next_serial_++;
   r.tables.resize(layout_.units.size());
 }
 
 int64_t KvCacheManager::num_tokens(KvRequestId id) const { return request(id).tokens; }
+
+uint64_t KvCacheManager::request_serial(KvRequestId id) const { return request(id).serial; }
 
 uint64_t KvCacheManager::epoch() const {
   uint64_t e = 0;

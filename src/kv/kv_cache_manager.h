@@ -152,6 +152,10 @@ class KvCacheManager {
 
   void add_request(KvRequestId id, int64_t prompt_len, std::string_view cache_salt = {});
   bool has_request(KvRequestId id) const { return requests_.count(id) != 0; }
+  // Distinct for every add_request() of the manager's life: an id that comes back after free() gets a new
+  // one. A full unit's block table only grows while its request lives (prefix hits are claimed into an
+  // empty table), so (serial, blocks held) says what a mirror of the table already has.
+  uint64_t request_serial(KvRequestId id) const;
   int64_t num_tokens(KvRequestId id) const;  // positions allocated so far
 
   PrefixHit lookup_prefix(KvRequestId id, std::span<const int32_t> tokens);
@@ -194,6 +198,7 @@ class KvCacheManager {
     int64_t prompt_len = 0;
     int64_t tokens = 0;
     uint64_t seed = 0;
+    uint64_t serial = 0;
     std::vector<uint64_t> hashes;
     std::vector<Table> tables;  // per unit
   };
@@ -251,6 +256,7 @@ class KvCacheManager {
   std::vector<KvPageCopy> pending_;   // copies of the current call, in order
   int64_t host_hits_ = 0, host_restored_tokens_ = 0, offload_bytes_ = 0, restore_bytes_ = 0;
   int64_t lookups_ = 0, hits_ = 0, query_tokens_ = 0, hit_tokens_ = 0;
+  uint64_t next_serial_ = 1;
 };
 
 }  // namespace dsv4

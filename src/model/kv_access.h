@@ -29,6 +29,14 @@ struct ItemPages {
   int32_t per_page = 1;
   int64_t base = 0;
   std::vector<int32_t> pages;
+  // Or pages kept on the device from step to step (then `pages` is empty and base 0): row `row` of
+  // `table` [rows, stride], item i's entry at i / per_page.
+  struct DeviceRow {
+    const int32_t* table = nullptr;
+    int64_t rows = 0;
+    int32_t stride = 0;
+    int32_t row = -1;
+  } device;
 };
 
 class KvAccess {

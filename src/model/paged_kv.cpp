@@ -121,6 +121,7 @@ ItemPages PagedKv::item_pages(int32_t seq, int layer, KvKind kind, int64_t begin
   // of an 8 x 128K decode resolves ~10^5 pages).
   slot(seq, layer, kind, begin);
   slot(seq, layer, kind, end - 1);
+  if (!u.sliding()) return device_row(seq, w, p.per_page);
   // Tiled: consecutive pages of items are consecutive entries of the block table.
   const KvBlockTable t = mgr_.block_table(requests_.at(seq), w.unit);
   auto table_index = [&](int64_t item) {
@@ -131,6 +132,17 @@ ItemPages PagedKv::item_pages(int32_t seq, int layer, KvKind kind, int64_t begin
              "paged kv: items [{}, {}) of sequence {} do not map to consecutive pages", begin, end, seq);
   const auto blocks = t.blocks.subspan(static_cast<size_t>(q0), static_cast<size_t>(q1 - q0 + 1));
   p.pages.assign(blocks.begin(), blocks.end());  // block ids (< 2^31: BlockPool checks)
+  return p;
+}
+
+// A full unit's block table is its device row: item i at entry i / per_page (its table starts at block 0).
+ItemPages PagedKv::device_row(int32_t seq, const Where& w, int32_t per_page) const {
+  DSV4_CHECK(tables_.size() > static_cast<size_t>(w.unit) && tables_[static_cast<size_t>(w.unit)],
+             "paged kv: block tables asked for before sync()");
+  const DeviceBlockTables& t = *tables_[static_cast<size_t>(w.unit)];
+  ItemPages p;
+  p.per_page = per_page;
+  p.device = {t.data(), t.rows(), t.stride(), t.row(requests_.at(seq))};
   return p;
 }
 
@@ -151,13 +163,26 @@ BlockPageMap PagedKv::page_map(int layer, KvKind kind) const {
 }
 
 void PagedKv::sync(Device& dev) {
-  const size_t buckets = mgr_.layout().buckets.size();
-  if (maps_.size() != buckets || (buckets > 0 && &maps_[0]->device() != &dev)) {
+  const KvLayout& lay = mgr_.layout();
+  if (maps_.empty() || &maps_[0]->device() != &dev) {
     maps_.clear();
-    for (size_t b = 0; b < buckets; ++b)
+    for (size_t b = 0; b < lay.buckets.size(); ++b)
       maps_.push_back(std::make_unique<DevicePageMap>(dev, mgr_.pool(static_cast<int>(b))));
+    tables_.clear();
+    tables_.resize(lay.units.size());
+    for (const auto& row : where_)
+      for (const Where& w : row)
+        if (w.tiled && !lay.units[static_cast<size_t>(w.unit)].sliding() && !tables_[static_cast<size_t>(w.unit)])
+          tables_[static_cast<size_t>(w.unit)] = std::make_unique<DeviceBlockTables>(dev, mgr_, w.unit);
   }
   for (auto& m : maps_) m->sync();
+  synced_.clear();  // the live requests bound, each once
+  for (const auto& [seq, id] : requests_)
+    if (mgr_.has_request(id)) synced_.push_back(id);
+  std::sort(synced_.begin(), synced_.end());
+  synced_.erase(std::unique(synced_.begin(), synced_.end()), synced_.end());
+  for (auto& t : tables_)
+    if (t) t->sync(synced_);
 }
 
 }  // namespace dsv4

@@ -57,18 +57,21 @@ class StepUploads {
       StepIndex::Expansion e;
       e.layer = x.layer;
       e.out = x.out;
+      const bool on_device = l.device.table != nullptr;
       e.p = {l.rows,
              static_cast<int32_t>(l.key.width),
              d + l.list,
              l.first == kNone ? nullptr : d + l.first,
              d + l.count,
-             d + l.pages,
-             d + l.base,
+             on_device ? l.device.table : d + l.pages,
+             on_device ? nullptr : d + l.base,
              l.lists,
              static_cast<int32_t>(l.stride),
              l.per_page,
              nullptr,
-             x.map};
+             x.map,
+             on_device ? d + l.device_rows : nullptr,
+             on_device ? l.device.rows : 0};
       out.push_back(e);
     }
     return out;
@@ -81,6 +84,8 @@ class StepUploads {
     int64_t rows = 0, lists = 0, stride = 1;
     int32_t per_page = 1;
     size_t pages = 0, base = 0, list = 0, count = 0, first = kNone;
+    ItemPages::DeviceRow device;  // lists kept on the device: `rows` their rows there (pages unused)
+    size_t device_rows = kNone;
   };
   struct Expansion {
     int layer = 0;
@@ -94,16 +99,12 @@ class StepUploads {
     x.key = key;
     x.rows = static_cast<int64_t>(l.list_of.size());
     x.lists = static_cast<int64_t>(l.lists.size());
+    for (const auto& p : l.lists)
+      if (p.device.table) x.device = p.device;
+    if (x.device.table) return place_rows(x, l);
     int64_t stride = 1;
-    int32_t per_page = 0;  // of the lists that have pages (an empty list can say anything)
-    for (const auto& p : l.lists) {
-      if (!p.pages.empty()) {
-        DSV4_CHECK(per_page == 0 || p.per_page == per_page, "kv: page lists of one kind disagree on items per page");
-        per_page = p.per_page;
-      }
-      stride = std::max(stride, static_cast<int64_t>(p.pages.size()));
-    }
-    x.per_page = std::max(per_page, 1);
+    for (const auto& p : l.lists) stride = std::max(stride, static_cast<int64_t>(p.pages.size()));
+    x.per_page = per_page_of(l.lists);
     // A padded step: as many pages as `width` items can span, whatever the lists hold now.
     if (padded_) stride = std::max(stride, (key.width + x.per_page - 1) / x.per_page + 1);
     x.stride = stride;
@@ -120,6 +121,37 @@ class StepUploads {
     x.count = put(l.count);
     x.first = l.first.empty() ? kNone : put(l.first);
     layout_.insert(layout_.end(), {x.rows, key.width, x.lists, x.stride, x.per_page, x.first == kNone ? 0 : 1});
+    return x;
+  }
+
+  // Items per page of the lists that have pages (an empty list can say anything).
+  static int32_t per_page_of(const std::vector<ItemPages>& lists) {
+    int32_t per_page = 0;
+    for (const auto& p : lists) {
+      if (p.pages.empty() && !p.device.table) continue;
+      DSV4_CHECK(per_page == 0 || p.per_page == per_page, "kv: page lists of one kind disagree on items per page");
+      per_page = p.per_page;
+    }
+    return std::max(per_page, 1);
+  }
+
+  // Lists that live on the device: the upload holds which row each reads (an empty list: any row).
+  Shared place_rows(Shared& x, const PageLists& l) {
+    std::vector<int32_t> rows;
+    for (const auto& p : l.lists) {
+      DSV4_CHECK(p.pages.empty() && (!p.device.table || p.device.table == x.device.table),
+                 "kv: lists of one kind are partly on the device");
+      rows.push_back(p.device.table ? p.device.row : 0);
+    }
+    x.per_page = per_page_of(l.lists);
+    x.stride = x.device.stride;
+    x.device_rows = put(rows);
+    x.list = put(l.list_of);
+    x.count = put(l.count);
+    x.first = l.first.empty() ? kNone : put(l.first);
+    // The table's address and size too: a recording that baked them in is stale once it moves.
+    layout_.insert(layout_.end(), {x.rows, x.key.width, x.lists, x.per_page, x.first == kNone ? 0 : 1,
+                                   reinterpret_cast<intptr_t>(x.device.table), x.device.rows, x.device.stride});
     return x;
   }
 

@@ -75,7 +75,10 @@ void paged_slots(ThreadPool& pool, const PagedSlotsParams& p) {
                      first + int64_t{count} <= base + int64_t{p.page_stride} * p.per_page,
                  "paged_slots: row {} lists items [{}, {}), outside width {} or its list's pages [{}, {})", r, first,
                  first + int64_t{count}, p.width, base, base + int64_t{p.page_stride} * p.per_page);
-      const int32_t* pages = p.pages + int64_t{list} * p.page_stride;
+      const int32_t row = p.list_row ? p.list_row[list] : list;
+      DSV4_CHECK(!p.list_row || (row >= 0 && row < p.page_rows), "paged_slots: list {} reads row {} of {}", list, row,
+                 p.page_rows);
+      const int32_t* pages = p.pages + int64_t{row} * p.page_stride;
       int32_t* out = p.out + r * p.width;
       for (int32_t j = 0; j < p.width; ++j) {
         const int64_t i = int64_t{first} + j;

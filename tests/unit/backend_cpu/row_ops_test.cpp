@@ -119,7 +119,8 @@ TEST(PagedSlots, ExpandsPageListsRowByRow) {
                                       0, 9, 3,  1};
   const std::vector<int32_t> list = {0, 1, 0}, count = {10, 3, 16};
   std::vector<int32_t> out(3 * 16, 1234);
-  ops.paged_slots({3, 16, list.data(), nullptr, count.data(), pages.data(), nullptr, 2, 4, 4, out.data(), {}});
+  ops.paged_slots(
+      {3, 16, list.data(), nullptr, count.data(), pages.data(), nullptr, 2, 4, 4, out.data(), {}, nullptr, 0});
   for (int r = 0; r < 3; ++r)
     for (int j = 0; j < 16; ++j) {
       const int32_t page =
@@ -136,17 +137,30 @@ TEST(PagedSlots, RefusesRowsBeyondTheirLists) {
   const std::vector<int32_t> pages = {1, 2}, list = {1}, count = {3};
   std::vector<int32_t> out(4);
   EXPECT_THROW(
-      ops.paged_slots({1, 4, list.data(), nullptr, count.data(), pages.data(), nullptr, 1, 2, 1, out.data(), {}}),
+      ops.paged_slots(
+          {1, 4, list.data(), nullptr, count.data(), pages.data(), nullptr, 1, 2, 1, out.data(), {}, nullptr, 0}),
       Error);
   const std::vector<int32_t> list0 = {0}, too_many = {3};
   EXPECT_THROW(
-      ops.paged_slots({1, 4, list0.data(), nullptr, too_many.data(), pages.data(), nullptr, 1, 2, 1, out.data(), {}}),
+      ops.paged_slots(
+          {1, 4, list0.data(), nullptr, too_many.data(), pages.data(), nullptr, 1, 2, 1, out.data(), {}, nullptr, 0}),
       Error);
   const std::vector<int32_t> before_base = {3}, base = {4}, one = {1};  // item 3 precedes the list's pages
-  EXPECT_THROW(
-      ops.paged_slots(
-          {1, 4, list0.data(), before_base.data(), one.data(), pages.data(), base.data(), 1, 2, 2, out.data(), {}}),
-      Error);
+  EXPECT_THROW(ops.paged_slots({1,
+                                4,
+                                list0.data(),
+                                before_base.data(),
+                                one.data(),
+                                pages.data(),
+                                base.data(),
+                                1,
+                                2,
+                                2,
+                                out.data(),
+                                {},
+                                nullptr,
+                                0}),
+               Error);
 }
 
 TEST(PagedSlots, RowsStartAnywhereInsideListsThatStartLate) {
@@ -154,7 +168,8 @@ TEST(PagedSlots, RowsStartAnywhereInsideListsThatStartLate) {
   // One list whose pages cover items 8..19 (per_page 4, base 8): pages 3, 6, 1.
   const std::vector<int32_t> pages = {3, 6, 1}, base = {8}, list = {0, 0}, first = {9, 15}, count = {5, 5};
   std::vector<int32_t> out(2 * 6, 77);
-  ops.paged_slots({2, 6, list.data(), first.data(), count.data(), pages.data(), base.data(), 1, 3, 4, out.data(), {}});
+  ops.paged_slots(
+      {2, 6, list.data(), first.data(), count.data(), pages.data(), base.data(), 1, 3, 4, out.data(), {}, nullptr, 0});
   // Row 0: items 9..13 -> page 3 entries 1..3, then page 6 entries 0..1; row 1: items 15..19.
   EXPECT_EQ(out, (std::vector<int32_t>{13, 14, 15, 24, 25, -1, 27, 4, 5, 6, 7, -1}));
 }
@@ -188,7 +203,7 @@ TEST(PagedSlots, BlockListsThroughAMapEqualTheirPages) {
         pages[i] = block_ids[i] < 0 ? -1 : map[static_cast<size_t>((block_ids[i] - first_block) * layers + layer)];
       std::vector<int32_t> mapped(static_cast<size_t>(rows * width), 5), direct(mapped.size(), 6);
       ops.paged_slots({rows, width, list.data(), first.data(), count.data(), block_ids.data(), base.data(), lists,
-                       stride, per_page, mapped.data(), m});
+                       stride, per_page, mapped.data(), m, nullptr, 0});
       ops.paged_slots({rows,
                        width,
                        list.data(),
@@ -200,10 +215,30 @@ TEST(PagedSlots, BlockListsThroughAMapEqualTheirPages) {
                        stride,
                        per_page,
                        direct.data(),
-                       {}});
+                       {},
+                       nullptr,
+                       0});
       ASSERT_EQ(mapped, direct) << "trial " << trial << " layer " << layer;
     }
   }
+}
+
+// Lists kept as rows of a table on the device read their rows, as if copied out one after another.
+TEST(PagedSlots, ListsReadTheirRowsOfATable) {
+  CpuOps ops(1);
+  const std::vector<int32_t> table = {0, 1, 2, 10, 11, 12, 20, 21, 22, 30, 31, 32};  // [4 rows, stride 3]
+  const std::vector<int32_t> rows = {3, 1}, list = {0, 1, 0}, first = {0, 2, 5}, count = {6, 4, 1};
+  std::vector<int32_t> via_rows(3 * 6), copied(3 * 6);
+  auto params = [&](const int32_t* pages, const int32_t* row_of, int64_t page_rows, int32_t* out) {
+    return PagedSlotsParams{3, 6, list.data(), first.data(), count.data(), pages,  nullptr,
+                            2, 3, 2,           out,          {},           row_of, page_rows};
+  };
+  ops.paged_slots(params(table.data(), rows.data(), 4, via_rows.data()));
+  const std::vector<int32_t> pages = {30, 31, 32, 10, 11, 12};  // rows 3 and 1
+  ops.paged_slots(params(pages.data(), nullptr, 0, copied.data()));
+  EXPECT_EQ(via_rows, copied);
+  const std::vector<int32_t> outside = {4, 1};
+  EXPECT_THROW(ops.paged_slots(params(table.data(), outside.data(), 4, via_rows.data())), Error);
 }
 
 TEST(PagedSlots, RefusesBlocksOutsideTheMap) {
@@ -213,15 +248,15 @@ TEST(PagedSlots, RefusesBlocksOutsideTheMap) {
   for (const int32_t block : {9, 12}) {  // the map holds blocks 10 and 11
     const std::vector<int32_t> blocks = {block};
     EXPECT_THROW(ops.paged_slots({1, 1, list.data(), nullptr, count.data(), blocks.data(), nullptr, 1, 1, 1, out.data(),
-                                  BlockPageMap{map.data(), 10, 2, 2, 1}}),
+                                  BlockPageMap{map.data(), 10, 2, 2, 1}, nullptr, 0}),
                  Error);
   }
   const std::vector<int32_t> blocks = {11};
   ops.paged_slots({1, 1, list.data(), nullptr, count.data(), blocks.data(), nullptr, 1, 1, 1, out.data(),
-                   BlockPageMap{map.data(), 10, 2, 2, 1}});
+                   BlockPageMap{map.data(), 10, 2, 2, 1}, nullptr, 0});
   EXPECT_EQ(out[0], 7);
   EXPECT_THROW(ops.paged_slots({1, 1, list.data(), nullptr, count.data(), blocks.data(), nullptr, 1, 1, 1, out.data(),
-                                BlockPageMap{map.data(), 10, 2, 2, 2}}),
+                                BlockPageMap{map.data(), 10, 2, 2, 2}, nullptr, 0}),
                Error);  // layer 2 of 2
 }
 

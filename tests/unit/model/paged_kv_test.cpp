@@ -1,6 +1,6 @@
-// PagedKv: the page lists it gives for long runs of compressed entries expand, through each layer's
-// page map, to exactly the slots slot() names one by one, for every layer and kind, in a cache whose
-// pages were handed out interleaved between sequences.
+// PagedKv: the page lists it gives for long runs of compressed entries (rows of its device block
+// tables) expand, through each layer's page map, to exactly the slots slot() names one by one, for
+// every layer and kind, in a cache whose pages were handed out interleaved between sequences.
 #include "model/paged_kv.h"
 
 #include <gtest/gtest.h>
@@ -45,12 +45,16 @@ TEST(PagedKv, ItemPagesExpandToTheSlotsOfEveryEntry) {
         const int64_t n = lens[s] / ratio;
         const ItemPages p = kv.item_pages(s, l, kind, 0, n);
         EXPECT_EQ(p.per_page, 256 / ratio) << "one lookup per page of a full unit";
-        ASSERT_EQ(static_cast<int64_t>(p.pages.size()), (n + p.per_page - 1) / p.per_page);
+        // A full unit's lists are the requests' rows of its device block tables (host memory here).
+        ASSERT_TRUE(p.device.table && p.pages.empty() && p.base == 0);
+        ASSERT_TRUE(p.device.row >= 0 && p.device.row < p.device.rows);
+        ASSERT_LE((n + p.per_page - 1) / p.per_page, p.device.stride);
+        const int32_t* row = p.device.table + int64_t{p.device.row} * p.device.stride;
         for (int64_t j = 0; j < n; ++j) {
-          const int32_t page = page_of(kv.page_map(l, kind), p.pages[static_cast<size_t>(j / p.per_page)]);
+          const int32_t page = page_of(kv.page_map(l, kind), row[j / p.per_page]);
           ASSERT_EQ(page * p.per_page + j % p.per_page, kv.slot(s, l, kind, j)) << "layer " << l << " seq " << s;
         }
-        checked_pages += static_cast<int>(p.pages.size());
+        checked_pages += static_cast<int>((n + p.per_page - 1) / p.per_page);
       }
     }
   }
