@@ -43,25 +43,28 @@ void DeviceBlockTables::sync(std::span<const KvRequestId> requests) {
   for (const KvRequestId id : requests)
     widest = std::max(widest, static_cast<int64_t>(mgr_->block_table(id, unit_).blocks.size()));
   reserve(static_cast<int64_t>(requests.size()), widest);
-  for (const KvRequestId id : requests) {
-    const KvBlockTable t = mgr_->block_table(id, unit_);
-    DSV4_CHECK(t.first_page == 0, "device block tables: request {}'s table of unit {} does not start at 0", id, unit_);
-    auto [it, fresh] = of_.try_emplace(id);
-    Row& r = it->second;
-    if (fresh) {
-      DSV4_CHECK(!free_rows_.empty(), "device block tables: no free row for request {}", id);
-      r.index = free_rows_.back();
-      free_rows_.pop_back();
-    }
-    const uint64_t serial = mgr_->request_serial(id);
-    if (r.serial != serial || r.blocks > t.blocks.size()) r = {r.index, serial, 0, stamp_};  // a new table
-    const size_t n = t.blocks.size() - r.blocks;
-    if (n > 0)
-      dev_->to_device(table_.data() + int64_t{r.index} * stride_ + static_cast<int64_t>(r.blocks),
-                      t.blocks.data() + r.blocks, n * sizeof(int32_t));  // block ids < 2^31 (BlockPool)
-    r.blocks = t.blocks.size();
-    copied_ += static_cast<int64_t>(n);
+  for (const KvRequestId id : requests) append_new_blocks(id);
+}
+
+// The blocks the request's table gained since its row was last synced (all of a new table's).
+void DeviceBlockTables::append_new_blocks(KvRequestId id) {
+  const KvBlockTable t = mgr_->block_table(id, unit_);
+  DSV4_CHECK(t.first_page == 0, "device block tables: request {}'s table of unit {} does not start at 0", id, unit_);
+  auto [it, fresh] = of_.try_emplace(id);
+  Row& r = it->second;
+  if (fresh) {
+    DSV4_CHECK(!free_rows_.empty(), "device block tables: no free row for request {}", id);
+    r.index = free_rows_.back();
+    free_rows_.pop_back();
   }
+  const uint64_t serial = mgr_->request_serial(id);
+  if (r.serial != serial || r.blocks > t.blocks.size()) r = {r.index, serial, 0, stamp_};  // a new table
+  const size_t n = t.blocks.size() - r.blocks;
+  if (n > 0)
+    dev_->to_device(table_.data() + int64_t{r.index} * stride_ + static_cast<int64_t>(r.blocks),
+                    t.blocks.data() + r.blocks, n * sizeof(int32_t));  // block ids < 2^31 (BlockPool)
+  r.blocks = t.blocks.size();
+  copied_ += static_cast<int64_t>(n);
 }
 
 int32_t DeviceBlockTables::row(KvRequestId id) const {

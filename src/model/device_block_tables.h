@@ -41,6 +41,7 @@ class DeviceBlockTables {
   };
   void reserve(int64_t rows, int64_t stride);
   void release_others(std::span<const KvRequestId> requests);
+  void append_new_blocks(KvRequestId id);
 
   Device* dev_;
   const KvCacheManager* mgr_;
