@@ -118,6 +118,7 @@ BENCHMARK(BM_StepIndex)
     ->Args({8, 131072, 0})
     ->Args({8, 131072, 1})
     ->Args({32, 131072, 1})
+    ->Args({64, 131072, 1})
     ->Unit(benchmark::kMillisecond);
 
 BENCHMARK_CAPTURE(BM_Prefill512, tiny, std::string("tiny"))->Unit(benchmark::kMillisecond)->UseRealTime();

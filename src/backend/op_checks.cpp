@@ -438,6 +438,12 @@ void check_params(const PagedSlotsParams& p) {
   need(p.out, op, "out");
   positive(p.lists, op, "lists");
   need(p.pages, op, "pages");
+  if (p.list_row) positive(p.page_rows, op, "page_rows");
+  if (!p.map.pages) return;
+  non_negative(p.map.blocks, op, "map.blocks");
+  positive(p.map.layers, op, "map.layers");
+  DSV4_CHECK(p.map.layer >= 0 && p.map.layer < p.map.layers, "paged_slots: map layer {} of {}", p.map.layer,
+             p.map.layers);
 }
 
 }  // namespace dsv4

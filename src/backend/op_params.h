@@ -383,11 +383,25 @@ struct EmbedParams {
   uint16_t* out = nullptr;  // [tokens, copies, dim] bf16
 };
 
+// Which page of one layer each block of a paged cache's unit uses, in device memory: block b
+// (first_block <= b < first_block + blocks) uses pages[(b − first_block)·layers + layer]. One block list
+// then serves every layer of the unit, each reading it through its own map.
+struct BlockPageMap {
+  const int32_t* pages = nullptr;  // null: no map (list entries are pages)
+  int32_t first_block = 0;
+  int32_t blocks = 0;
+  int32_t layers = 1;
+  int32_t layer = 0;
+};
+
 // Long runs of slots from page lists, resolved where the ops run, so that a long context costs the
 // host one lookup per page instead of one per item (the paged cache's block tables, vLLM-style).
 // List k covers items from base[k] (a multiple of per_page) on: item i sits at slot
-// pages[k·page_stride + (i − base[k]) / per_page]·per_page + i mod per_page (a −1 page: not resident).
+// page(pages[k·page_stride + (i − base[k]) / per_page])·per_page + i mod per_page, where page() is
+// the identity, or with map.pages the block's page through `map` (a −1 entry or page: not resident).
 // Row r lists items first[r] .. first[r] + count[r] − 1 of list list[r], then −1 up to width.
+// With list_row, list k's pages are row list_row[k] of pages [page_rows, page_stride] instead of row k
+// (lists kept on the device from step to step: a step uploads which row, not the pages).
 struct PagedSlotsParams {
   int64_t rows = 0;
   int32_t width = 0;
@@ -400,6 +414,9 @@ struct PagedSlotsParams {
   int32_t page_stride = 0;
   int32_t per_page = 1;
   int32_t* out = nullptr;  // [rows, width]
+  BlockPageMap map;
+  const int32_t* list_row = nullptr;  // [lists], each in [0, page_rows) (null: list k reads row k)
+  int64_t page_rows = 0;
 };
 
 // Greedy sampling where the logits are: out[r] = the first index of the maximum of x[r][0..limit)

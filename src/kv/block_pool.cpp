@@ -75,10 +75,28 @@ uint32_t BlockPool::allocate(int local_unit) {
   uint32_t* pages = pages_of(b);
   std::copy(free_pages_.end() - static_cast<std::ptrdiff_t>(layers), free_pages_.end(), pages);
   free_pages_.resize(free_pages_.size() - layers);
+  log_change(b);
   state_[b] = kUsed;
   refcount_[b] = 1;
   used_pages_ += static_cast<int64_t>(layers);
   return b;
+}
+
+void BlockPool::log_change(uint32_t block) {
+  if (changes_.size() >= std::max<size_t>(state_.size(), 1)) {  // mirrors this far behind copy everything
+    changes_base_ += changes_.size();
+    changes_.clear();
+  }
+  changes_.push_back(block);
+}
+
+BlockPool::PageListChanges BlockPool::page_list_changes(uint64_t since) const {
+  PageListChanges c;
+  c.next = changes_base_ + changes_.size();
+  DSV4_CHECK(since <= c.next, "KV pool: page-list changes asked from {} of {}", since, c.next);
+  c.all = since < changes_base_;
+  if (!c.all) c.blocks = std::span<const uint32_t>(changes_).subspan(static_cast<size_t>(since - changes_base_));
+  return c;
 }
 
 // Returns the pages of one spare block of another unit to the free stack; false when there is none.

@@ -67,26 +67,25 @@ class BlockPool {
     return {page_lists_.data() + at, layers};
   }
 
-  // layer_pages(b)[layer] of every block b, appended to out, for blocks of local unit u; false when
-  // a block is not one of the unit's (its entry is then unit block 0's). One read per block: the unit's
-  // blocks are a contiguous range, so membership is a range check, not a lookup.
-  bool unit_layer_pages(int u, std::span<const uint32_t> blocks, int layer, std::vector<int32_t>& out) const {
-    const uint32_t first = unit_first_block_[static_cast<size_t>(u)];
-    const uint32_t count = unit_first_block_[static_cast<size_t>(u) + 1] - first;
-    const size_t layers = static_cast<size_t>(unit_layers_[static_cast<size_t>(u)]);
-    const uint32_t* base = page_lists_.data() + unit_page_offset_[static_cast<size_t>(u)] + layer;
-    const size_t at = out.size();
-    out.resize(at + blocks.size());
-    int32_t* o = out.data() + at;
-    bool ok = true;
-    for (size_t i = 0; i < blocks.size(); ++i) {
-      const uint32_t rel = blocks[i] - first;  // wraps below first
-      const bool in = rel < count;
-      ok &= in;
-      o[i] = static_cast<int32_t>(base[(in ? rel : 0) * layers]);
-    }
-    return ok;
+  // Every block's page list in one array, for mirrors of it (a device copy): block b of local unit u
+  // at unit_page_offset(u) + (b − unit_first_block(u)) · unit_layers(u). Only allocate() changes an entry.
+  std::span<const uint32_t> page_lists() const { return page_lists_; }
+  size_t unit_page_offset(int u) const { return unit_page_offset_[static_cast<size_t>(u)]; }
+  uint32_t unit_first_block(int u) const { return unit_first_block_[static_cast<size_t>(u)]; }
+  uint32_t unit_blocks(int u) const {
+    return unit_first_block_[static_cast<size_t>(u) + 1] - unit_first_block_[static_cast<size_t>(u)];
   }
+
+  // The blocks whose page lists were assigned after the first `since` assignments of the pool's life, in
+  // order (repeats possible), and the count to pass next time. Any number of mirrors can follow the log:
+  // each keeps its own count. The log keeps at most as many entries as there are blocks; a mirror that fell
+  // further behind gets `all` (copy every list).
+  struct PageListChanges {
+    bool all = false;
+    std::span<const uint32_t> blocks;
+    uint64_t next = 0;
+  };
+  PageListChanges page_list_changes(uint64_t since) const;
 
   // Full consistency check (tests): every page in one place, counts, LRU and key index agree.
   void check() const;
@@ -100,6 +99,7 @@ class BlockPool {
   void dissolve(uint32_t block);
   void lru_push_back(uint32_t block);
   void lru_remove(uint32_t block);
+  void log_change(uint32_t block);
 
   // Two LRU lists over the same links: [0] blocks kept first, [1] extra ones, evicted first.
   struct Lru {
@@ -128,6 +128,8 @@ class BlockPool {
   std::vector<int64_t> cached_blocks_;  // per local unit
   uint64_t evictions_ = 0;
   EvictObserver on_evict_;
+  std::vector<uint32_t> changes_;  // the page-list log: assignments changes_base_, changes_base_ + 1, ...
+  uint64_t changes_base_ = 0;
 };
 
 }  // namespace dsv4

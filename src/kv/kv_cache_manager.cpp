@@ -128,10 +128,13 @@ void KvCacheManager::add_request(KvRequestId id, int64_t prompt_len, std::string
   Request& r = requests_[id];
   r.prompt_len = prompt_len;
   r.seed = prefix_hash_seed(cache_salt);
+  r.serial = next_serial_++;
   r.tables.resize(layout_.units.size());
 }
 
 int64_t KvCacheManager::num_tokens(KvRequestId id) const { return request(id).tokens; }
+
+uint64_t KvCacheManager::request_serial(KvRequestId id) const { return request(id).serial; }
 
 uint64_t KvCacheManager::epoch() const {
   uint64_t e = 0;
@@ -598,19 +601,6 @@ std::span<const uint32_t> KvCacheManager::layer_pages(int unit, uint32_t block) 
   DSV4_CHECK(block < pool.num_blocks() && pool.local_unit(block) == local_unit_[static_cast<size_t>(unit)],
              "KV cache: block {} does not belong to unit {}", block, unit);
   return pool.layer_pages(block);
-}
-
-void KvCacheManager::layer_pages(int unit, std::span<const uint32_t> blocks, int layer_index,
-                                 std::vector<int32_t>& out) const {
-  const BlockPool& pool = pool_of(unit);
-  const int local = local_unit_[static_cast<size_t>(unit)];
-  DSV4_CHECK(layer_index >= 0 && layer_index < pool.unit_layers(local), "KV cache: unit {} has no layer index {}", unit,
-             layer_index);
-  if (pool.unit_layer_pages(local, blocks, layer_index, out)) return;
-  for (const uint32_t block : blocks) {  // name the block that is not the unit's
-    DSV4_CHECK(block < pool.num_blocks() && pool.local_unit(block) == local,
-               "KV cache: block {} does not belong to unit {}", block, unit);
-  }
 }
 
 std::byte* KvCacheManager::entry_address(int group, int layer_index, int64_t slot_index) const {

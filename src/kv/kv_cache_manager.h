@@ -163,6 +163,10 @@ class KvCacheManager {
 
   void add_request(KvRequestId id, int64_t prompt_len, std::string_view cache_salt = {});
   bool has_request(KvRequestId id) const { return requests_.count(id) != 0; }
+  // Distinct for every add_request() of the manager's life: an id that comes back after free() gets a new
+  // one. A full unit's block table only grows while its request lives (prefix hits are claimed into an
+  // empty table), so (serial, blocks held) says what a mirror of the table already has.
+  uint64_t request_serial(KvRequestId id) const;
   int64_t num_tokens(KvRequestId id) const;  // positions allocated so far
 
   PrefixHit lookup_prefix(KvRequestId id, std::span<const int32_t> tokens);
@@ -177,10 +181,10 @@ class KvCacheManager {
   void append_slots(KvRequestId id, int64_t start, int64_t count, std::vector<std::vector<int64_t>>& out) const;
   KvBlockTable block_table(KvRequestId id, int unit) const;
   std::span<const uint32_t> layer_pages(int unit, uint32_t block) const;
-  // layer_pages(unit, b)[layer_index] of every block b, appended to `out` (a step's page lists: one
-  // call per list instead of one per page).
-  void layer_pages(int unit, std::span<const uint32_t> blocks, int layer_index, std::vector<int32_t>& out) const;
   std::byte* pool_memory(int bucket) const { return memory_.at(static_cast<size_t>(bucket)); }
+  // The pool of a bucket (its page lists, for mirrors of them) and a unit's index inside its pool.
+  const BlockPool& pool(int bucket) const { return *pools_.at(static_cast<size_t>(bucket)); }
+  int local_unit(int unit) const { return local_unit_.at(static_cast<size_t>(unit)); }
   // Address of group g's entry for `slot` in the unit's layer number `layer_index` (0-based within the
   // group's layers). Requires pool memory.
   std::byte* entry_address(int group, int layer_index, int64_t slot) const;
@@ -205,6 +209,7 @@ class KvCacheManager {
     int64_t prompt_len = 0;
     int64_t tokens = 0;
     uint64_t seed = 0;
+    uint64_t serial = 0;
     std::vector<uint64_t> hashes;
     std::vector<Table> tables;  // per unit
   };
@@ -264,6 +269,7 @@ class KvCacheManager {
   std::vector<int64_t> unit_offloaded_, unit_restored_;  // host-tier blocks per unit
   Histogram restore_seconds_{kKvRestoreSecondsBuckets};
   int64_t lookups_ = 0, hits_ = 0, query_tokens_ = 0, hit_tokens_ = 0;
+  uint64_t next_serial_ = 1;
 };
 
 }  // namespace dsv4

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/device.h"
+#include "backend/op_params.h"
 #include "core/kv_entry.h"
 
 namespace dsv4 {
@@ -19,12 +21,22 @@ enum class KvKind : uint8_t {
 };
 
 // Items [begin, end) of one sequence as pages: item i sits at slot
-// pages[(i − base) / per_page]·per_page + i mod per_page, base = begin rounded down to a multiple of
-// per_page (a −1 page: not resident). The form the paged_slots op expands on the device.
+// page(pages[(i − base) / per_page])·per_page + i mod per_page, base = begin rounded down to a multiple
+// of per_page (a −1 page: not resident), where page() maps an entry through the layer's page_map() (the
+// entries are then block ids, shared by the layers of a list_key) or, without a map, is the identity.
+// The form the paged_slots op expands on the device.
 struct ItemPages {
   int32_t per_page = 1;
   int64_t base = 0;
   std::vector<int32_t> pages;
+  // Or pages kept on the device from step to step (then `pages` is empty and base 0): row `row` of
+  // `table` [rows, stride], item i's entry at i / per_page.
+  struct DeviceRow {
+    const int32_t* table = nullptr;
+    int64_t rows = 0;
+    int32_t stride = 0;
+    int32_t row = -1;
+  } device;
 };
 
 class KvAccess {
@@ -41,6 +53,14 @@ class KvAccess {
     for (int64_t i = begin; i < end; ++i) p.pages.push_back(slot(seq, layer, kind, i));
     return p;
   }
+  // Layer-kind pairs of one key get equal item_pages for every sequence and range (their page maps
+  // tell them apart), so a step builds such lists once. The default: a key of its own.
+  virtual int64_t list_key(int layer, KvKind kind) const { return int64_t{layer} * 8 + static_cast<int>(kind); }
+  // What item_pages' entries of a layer and kind go through on the device (default: nothing).
+  virtual BlockPageMap page_map(int /*layer*/, KvKind /*kind*/) const { return {}; }
+  // Brings the device's copy of whatever page_map() points at up to date, ordered before the work
+  // issued after it on `dev` (StepIndex calls it first).
+  virtual void sync(Device& /*dev*/) {}
 };
 
 }  // namespace dsv4

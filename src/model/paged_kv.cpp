@@ -56,6 +56,11 @@ PagedKv::PagedKv(const ModelConfig& cfg, const KvCacheManager& manager, KvFormat
       DSV4_CHECK(it != u.layers.end(), "paged kv: layer {} is not in unit {}", l, u.name);
       w.layer_index = static_cast<int>(it - u.layers.begin());
       w.ratio = std::max(1, lay.groups[static_cast<size_t>(w.group)].ratio);
+      // Items map to pages contiguously (item i: page i / epp, entry i mod epp) in full units (entries
+      // per 256-block) and in sliding units whose pages tile their period; others go item by item.
+      w.per_entry = kind == KvKind::kCompressed || kind == KvKind::kIndexerKey;
+      w.tiled = u.sliding() ? !w.per_entry && u.period % u.positions_per_page == 0
+                            : w.per_entry && u.entries_per_page * w.ratio == kKvBlockTokens;
       const KvEntryFormat f = kind == KvKind::kWindow || kind == KvKind::kCompressed ? formats.attention
                               : kind == KvKind::kIndexerKey                          ? formats.indexer
                                                                                      : KvEntryFormat::kF32;
@@ -104,14 +109,9 @@ int32_t PagedKv::slot(int32_t seq, int layer, KvKind kind, int64_t index) const 
 
 ItemPages PagedKv::item_pages(int32_t seq, int layer, KvKind kind, int64_t begin, int64_t end) const {
   const Where& w = where(layer, kind);
+  if (!w.tiled) return KvAccess::item_pages(seq, layer, kind, begin, end);
   const KvUnit& u = mgr_.layout().units[static_cast<size_t>(w.unit)];
   const int64_t epp = w.table.entries_per_page;
-  // Items map to pages contiguously (item i: page i / epp, entry i mod epp) in full units (entries
-  // per 256-block) and in sliding units whose pages tile their period; anything else goes item by item.
-  const bool per_entry = kind == KvKind::kCompressed || kind == KvKind::kIndexerKey;
-  const bool tiled =
-      u.sliding() ? !per_entry && u.period % u.positions_per_page == 0 : per_entry && epp * w.ratio == kKvBlockTokens;
-  if (!tiled) return KvAccess::item_pages(seq, layer, kind, begin, end);
   ItemPages p;
   p.per_page = static_cast<int32_t>(epp);
   p.base = begin / epp * epp;  // (an empty range gets no pages)
@@ -121,18 +121,68 @@ ItemPages PagedKv::item_pages(int32_t seq, int layer, KvKind kind, int64_t begin
   // of an 8 x 128K decode resolves ~10^5 pages).
   slot(seq, layer, kind, begin);
   slot(seq, layer, kind, end - 1);
+  if (!u.sliding()) return device_row(seq, w, p.per_page);
   // Tiled: consecutive pages of items are consecutive entries of the block table.
   const KvBlockTable t = mgr_.block_table(requests_.at(seq), w.unit);
   auto table_index = [&](int64_t item) {
-    return u.page_of(per_entry ? (item + 1) * w.ratio - 1 : item) - t.first_page;
+    return u.page_of(w.per_entry ? (item + 1) * w.ratio - 1 : item) - t.first_page;
   };
   const int64_t q0 = table_index(begin), q1 = table_index(end - 1);
   DSV4_CHECK(q0 >= 0 && q1 >= q0 && q1 < static_cast<int64_t>(t.blocks.size()) && q1 - q0 == (end - 1 - p.base) / epp,
              "paged kv: items [{}, {}) of sequence {} do not map to consecutive pages", begin, end, seq);
-  p.pages.reserve(static_cast<size_t>(q1 - q0 + 1));
-  mgr_.layer_pages(w.unit, t.blocks.subspan(static_cast<size_t>(q0), static_cast<size_t>(q1 - q0 + 1)), w.layer_index,
-                   p.pages);
+  const auto blocks = t.blocks.subspan(static_cast<size_t>(q0), static_cast<size_t>(q1 - q0 + 1));
+  p.pages.assign(blocks.begin(), blocks.end());  // block ids (< 2^31: BlockPool checks)
   return p;
+}
+
+// A full unit's block table is its device row: item i at entry i / per_page (its table starts at block 0).
+ItemPages PagedKv::device_row(int32_t seq, const Where& w, int32_t per_page) const {
+  DSV4_CHECK(tables_.size() > static_cast<size_t>(w.unit) && tables_[static_cast<size_t>(w.unit)],
+             "paged kv: block tables asked for before sync()");
+  const DeviceBlockTables& t = *tables_[static_cast<size_t>(w.unit)];
+  ItemPages p;
+  p.per_page = per_page;
+  p.device = {t.data(), t.rows(), t.stride(), t.row(requests_.at(seq))};
+  return p;
+}
+
+int64_t PagedKv::list_key(int layer, KvKind kind) const {
+  const Where& w = where(layer, kind);
+  if (!w.tiled) return KvAccess::list_key(layer, kind);
+  // The unit, whether items are entries, and positions per entry decide a tiled list: negative keys,
+  // apart from the default's.
+  return -1 - ((int64_t{w.unit} * 2 + (w.per_entry ? 1 : 0)) * 1024 + w.ratio);
+}
+
+BlockPageMap PagedKv::page_map(int layer, KvKind kind) const {
+  const Where& w = where(layer, kind);
+  if (!w.tiled) return {};
+  const KvUnit& u = mgr_.layout().units[static_cast<size_t>(w.unit)];
+  DSV4_CHECK(static_cast<size_t>(u.bucket) < maps_.size(), "paged kv: page maps asked for before sync()");
+  return maps_[static_cast<size_t>(u.bucket)]->layer_map(mgr_.local_unit(w.unit), w.layer_index);
+}
+
+void PagedKv::sync(Device& dev) {
+  const KvLayout& lay = mgr_.layout();
+  if (maps_.empty() || &maps_[0]->device() != &dev) {
+    maps_.clear();
+    for (size_t b = 0; b < lay.buckets.size(); ++b)
+      maps_.push_back(std::make_unique<DevicePageMap>(dev, mgr_.pool(static_cast<int>(b))));
+    tables_.clear();
+    tables_.resize(lay.units.size());
+    for (const auto& row : where_)
+      for (const Where& w : row)
+        if (w.tiled && !lay.units[static_cast<size_t>(w.unit)].sliding() && !tables_[static_cast<size_t>(w.unit)])
+          tables_[static_cast<size_t>(w.unit)] = std::make_unique<DeviceBlockTables>(dev, mgr_, w.unit);
+  }
+  for (auto& m : maps_) m->sync();
+  synced_.clear();  // the live requests bound, each once
+  for (const auto& [seq, id] : requests_)
+    if (mgr_.has_request(id)) synced_.push_back(id);
+  std::sort(synced_.begin(), synced_.end());
+  synced_.erase(std::unique(synced_.begin(), synced_.end()), synced_.end());
+  for (auto& t : tables_)
+    if (t) t->sync(synced_);
 }
 
 }  // namespace dsv4

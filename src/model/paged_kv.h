@@ -14,6 +14,8 @@
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_memory.h"
 #include "model/dense_kv.h"
+#include "model/device_block_tables.h"
+#include "model/device_page_map.h"
 #include "model/kv_access.h"
 
 namespace dsv4 {
@@ -32,21 +34,36 @@ class PagedKv final : public KvAccess {
   int32_t slot(int32_t seq, int layer, KvKind kind, int64_t index) const override;
   // One lookup per page: compressed kinds (entries_per_page entries a page) and sliding kinds whose
   // pages tile their period (positions_per_page positions a page).
+  // Tiled lists hold block ids, the same for every layer of a unit (one list_key); each layer's
+  // page_map() turns them into its pages. A full unit's entries (from item 0 on) are the request's
+  // row of the unit's DeviceBlockTables.
   ItemPages item_pages(int32_t seq, int layer, KvKind kind, int64_t begin, int64_t end) const override;
+  int64_t list_key(int layer, KvKind kind) const override;
+  BlockPageMap page_map(int layer, KvKind kind) const override;
+  // Creates the pools' device page maps and the full units' device block tables on first use (again
+  // on another device) and syncs them, the tables for the bound requests that live; they live in
+  // `dev`'s memory, so `dev` must outlive this PagedKv.
+  void sync(Device& dev) override;
 
  private:
   struct Where {
     int group = -1;
     int unit = -1;
-    int layer_index = -1;  // the layer's place in its unit's layers
-    int ratio = 1;         // positions per entry (compressed kinds)
+    int layer_index = -1;    // the layer's place in its unit's layers
+    int ratio = 1;           // positions per entry (compressed kinds)
+    bool per_entry = false;  // items are entries (compressed kinds), not positions
+    bool tiled = false;      // items map to pages contiguously (item_pages: one lookup per page)
     EntryTable table;
   };
   const Where& where(int layer, KvKind kind) const;
+  ItemPages device_row(int32_t seq, const Where& w, int32_t per_page) const;
 
   const KvCacheManager& mgr_;
   std::vector<std::vector<Where>> where_;  // [layer][kind]
   std::unordered_map<int32_t, KvRequestId> requests_;
+  std::vector<std::unique_ptr<DevicePageMap>> maps_;        // [bucket], from the first sync on
+  std::vector<std::unique_ptr<DeviceBlockTables>> tables_;  // [unit], full units only
+  std::vector<KvRequestId> synced_;                         // scratch: the requests a sync covers
 };
 
 }  // namespace dsv4

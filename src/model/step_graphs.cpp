@@ -53,13 +53,14 @@ float* StepGraphs::logits(int64_t rows) {
   return logits_.data();
 }
 
-// The KV tables a step's work addresses (a recording bakes their bases and sizes in).
+// The KV tables and page maps a step's work addresses (a recording bakes their bases and sizes in).
 std::vector<const void*> StepGraphs::tables(const KvAccess& kv) const {
   std::vector<const void*> t;
   auto add = [&](int l, KvKind k) {
     const EntryTable e = kv.table(l, k);
     t.push_back(e.base);
     t.push_back(reinterpret_cast<const void*>(static_cast<uintptr_t>(e.capacity)));
+    t.push_back(kv.page_map(l, k).pages);
   };
   for (int l = 0; l < cfg_.n_layers; ++l) {
     add(l, KvKind::kWindow);
@@ -74,7 +75,7 @@ std::vector<const void*> StepGraphs::tables(const KvAccess& kv) const {
   return t;
 }
 
-const float* StepGraphs::run(const StepShape& shape, const ForwardBatch& padded, const KvAccess& kv, bool record,
+const float* StepGraphs::run(const StepShape& shape, const ForwardBatch& padded, KvAccess& kv, bool record,
                              const Body& body) {
   DSV4_CHECK(static_cast<int64_t>(padded.seqs.size()) == shape.batch, "step graphs: a batch of {} for shape {}",
              padded.seqs.size(), shape.batch);

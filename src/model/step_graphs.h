@@ -37,8 +37,7 @@ class StepGraphs {
   // Runs `padded` (pad_batch of `shape`), recorded and replayed when `record` and the device can
   // record, else eagerly in the shape's arena; returns its logits [shape.batch, vocab] on the device,
   // valid until the next run. Nothing waits for the device.
-  const float* run(const StepShape& shape, const ForwardBatch& padded, const KvAccess& kv, bool record,
-                   const Body& body);
+  const float* run(const StepShape& shape, const ForwardBatch& padded, KvAccess& kv, bool record, const Body& body);
 
   const StepGraphStats& stats() const { return stats_; }
   size_t shapes() const { return entries_.size(); }

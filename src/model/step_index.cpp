@@ -24,42 +24,28 @@ class StepUploads {
   }
 
   // out = rows of items from page lists (see PagedSlotsParams), built on the device by
-  // StepIndex::expand.
-  void expand(IndexArray& out, const std::vector<ItemPages>& lists, const std::vector<int32_t>& list_of,
-              const std::vector<int32_t>& first, const std::vector<int32_t>& count, int64_t width) {
-    Expansion x;
-    x.layer = layer_;
-    x.out = &out;
-    x.rows = static_cast<int64_t>(list_of.size());
-    x.width = width;
-    x.lists = static_cast<int64_t>(lists.size());
-    int64_t stride = 1;
-    int32_t per_page = 0;  // of the lists that have pages (an empty list can say anything)
-    for (const auto& l : lists) {
-      if (!l.pages.empty()) {
-        DSV4_CHECK(per_page == 0 || l.per_page == per_page, "kv: page lists of one kind disagree on items per page");
-        per_page = l.per_page;
-      }
-      stride = std::max(stride, static_cast<int64_t>(l.pages.size()));
+  // StepIndex::expand through `map`. Expansions of one key share their lists: `make` builds them for
+  // the first one only (layers of one list_key get the same lists, each its pages through its map).
+  struct PageLists {  // what an expansion's rows read (see PagedSlotsParams)
+    std::vector<ItemPages> lists;
+    std::vector<int32_t> list_of, first, count;  // [rows]; first empty: 0
+  };
+  struct ListKey {
+    int64_t list = 0;  // KvAccess::list_key
+    int use = 0;       // which ranges of the list (the caller's)
+    int64_t width = 0;
+    bool operator==(const ListKey&) const = default;
+  };
+  template <typename Make>
+  void expand(IndexArray& out, const ListKey& key, const BlockPageMap& map, Make&& make) {
+    auto it = std::find_if(shared_.begin(), shared_.end(), [&](const Shared& x) { return x.key == key; });
+    if (it == shared_.end()) {
+      PageLists l;
+      make(l);
+      shared_.push_back(place_lists(key, l));
+      it = shared_.end() - 1;
     }
-    x.per_page = std::max(per_page, 1);
-    // A padded step: as many pages as `width` items can span, whatever the lists hold now.
-    if (padded_) stride = std::max(stride, (width + x.per_page - 1) / x.per_page + 1);
-    x.stride = stride;
-    // The page lists go straight into the upload, one row of `stride` a list (−1 past its pages).
-    x.pages = place(lists.size() * static_cast<size_t>(stride));
-    std::vector<int32_t> base;
-    for (size_t i = 0; i < lists.size(); ++i) {
-      std::copy(lists[i].pages.begin(), lists[i].pages.end(),
-                host_.begin() + static_cast<int64_t>(x.pages + i * stride));
-      base.push_back(static_cast<int32_t>(lists[i].pages.empty() ? 0 : lists[i].base));
-    }
-    x.base = put(base);
-    x.list = put(list_of);
-    x.count = put(count);
-    x.first = first.empty() ? kNone : put(first);
-    layout_.insert(layout_.end(), {x.rows, x.width, x.lists, x.stride, x.per_page, x.first == kNone ? 0 : 1});
-    expansions_.push_back(x);
+    expansions_.push_back({layer_, &out, static_cast<size_t>(it - shared_.begin()), map});
   }
 
   std::vector<StepIndex::Expansion> finish(Device& dev, StepArena* arena, DeviceArray<int32_t>& own) {
@@ -67,20 +53,25 @@ class StepUploads {
     for (IndexArray* a : pending_) a->ptr_ = d + a->offset_;
     std::vector<StepIndex::Expansion> out;
     for (const Expansion& x : expansions_) {
+      const Shared& l = shared_[x.lists];
       StepIndex::Expansion e;
       e.layer = x.layer;
       e.out = x.out;
-      e.p = {x.rows,
-             static_cast<int32_t>(x.width),
-             d + x.list,
-             x.first == kNone ? nullptr : d + x.first,
-             d + x.count,
-             d + x.pages,
-             d + x.base,
-             x.lists,
-             static_cast<int32_t>(x.stride),
-             x.per_page,
-             nullptr};
+      const bool on_device = l.device.table != nullptr;
+      e.p = {l.rows,
+             static_cast<int32_t>(l.key.width),
+             d + l.list,
+             l.first == kNone ? nullptr : d + l.first,
+             d + l.count,
+             on_device ? l.device.table : d + l.pages,
+             on_device ? nullptr : d + l.base,
+             l.lists,
+             static_cast<int32_t>(l.stride),
+             l.per_page,
+             nullptr,
+             x.map,
+             on_device ? d + l.device_rows : nullptr,
+             on_device ? l.device.rows : 0};
       out.push_back(e);
     }
     return out;
@@ -88,13 +79,81 @@ class StepUploads {
 
  private:
   static constexpr size_t kNone = SIZE_MAX;
+  struct Shared {  // one key's lists in the upload
+    ListKey key;
+    int64_t rows = 0, lists = 0, stride = 1;
+    int32_t per_page = 1;
+    size_t pages = 0, base = 0, list = 0, count = 0, first = kNone;
+    ItemPages::DeviceRow device;  // lists kept on the device: `rows` their rows there (pages unused)
+    size_t device_rows = kNone;
+  };
   struct Expansion {
     int layer = 0;
     IndexArray* out = nullptr;
-    int64_t rows = 0, width = 0, lists = 0, stride = 1;
-    int32_t per_page = 1;
-    size_t pages = 0, base = 0, list = 0, count = 0, first = kNone;
+    size_t lists = 0;  // in shared_
+    BlockPageMap map;
   };
+
+  Shared place_lists(const ListKey& key, const PageLists& l) {
+    Shared x;
+    x.key = key;
+    x.rows = static_cast<int64_t>(l.list_of.size());
+    x.lists = static_cast<int64_t>(l.lists.size());
+    for (const auto& p : l.lists)
+      if (p.device.table) x.device = p.device;
+    if (x.device.table) return place_rows(x, l);
+    int64_t stride = 1;
+    for (const auto& p : l.lists) stride = std::max(stride, static_cast<int64_t>(p.pages.size()));
+    x.per_page = per_page_of(l.lists);
+    // A padded step: as many pages as `width` items can span, whatever the lists hold now.
+    if (padded_) stride = std::max(stride, (key.width + x.per_page - 1) / x.per_page + 1);
+    x.stride = stride;
+    // The page lists go straight into the upload, one row of `stride` a list (−1 past its pages).
+    x.pages = place(l.lists.size() * static_cast<size_t>(stride));
+    std::vector<int32_t> base;
+    for (size_t i = 0; i < l.lists.size(); ++i) {
+      std::copy(l.lists[i].pages.begin(), l.lists[i].pages.end(),
+                host_.begin() + static_cast<int64_t>(x.pages + i * stride));
+      base.push_back(static_cast<int32_t>(l.lists[i].pages.empty() ? 0 : l.lists[i].base));
+    }
+    x.base = put(base);
+    x.list = put(l.list_of);
+    x.count = put(l.count);
+    x.first = l.first.empty() ? kNone : put(l.first);
+    layout_.insert(layout_.end(), {x.rows, key.width, x.lists, x.stride, x.per_page, x.first == kNone ? 0 : 1});
+    return x;
+  }
+
+  // Items per page of the lists that have pages (an empty list can say anything).
+  static int32_t per_page_of(const std::vector<ItemPages>& lists) {
+    int32_t per_page = 0;
+    for (const auto& p : lists) {
+      if (p.pages.empty() && !p.device.table) continue;
+      DSV4_CHECK(per_page == 0 || p.per_page == per_page, "kv: page lists of one kind disagree on items per page");
+      per_page = p.per_page;
+    }
+    return std::max(per_page, 1);
+  }
+
+  // Lists that live on the device: the upload holds which row each reads (an empty list: any row).
+  Shared place_rows(Shared& x, const PageLists& l) {
+    std::vector<int32_t> rows;
+    for (const auto& p : l.lists) {
+      DSV4_CHECK(p.pages.empty() && (!p.device.table || p.device.table == x.device.table),
+                 "kv: lists of one kind are partly on the device");
+      rows.push_back(p.device.table ? p.device.row : 0);
+    }
+    x.per_page = per_page_of(l.lists);
+    x.stride = x.device.stride;
+    x.device_rows = put(rows);
+    x.list = put(l.list_of);
+    x.count = put(l.count);
+    x.first = l.first.empty() ? kNone : put(l.first);
+    // The table's address and size too: a recording that baked them in is stale once it moves.
+    layout_.insert(layout_.end(), {x.rows, x.key.width, x.lists, x.per_page, x.first == kNone ? 0 : 1,
+                                   reinterpret_cast<intptr_t>(x.device.table), x.device.rows, x.device.stride});
+    return x;
+  }
 
   // An array of n values (−1 until written) at the end of the upload; 256-byte aligned arrays.
   size_t place(size_t n) {
@@ -131,6 +190,7 @@ class StepUploads {
   std::vector<int32_t> host_;
   std::vector<int64_t> layout_;
   std::vector<IndexArray*> pending_;
+  std::vector<Shared> shared_;
   std::vector<Expansion> expansions_;
 };
 
@@ -185,78 +245,102 @@ void check_resident(const ItemPages& p, int32_t seq, const char* what) {
   for (const int32_t page : p.pages) DSV4_CHECK(page >= 0, "kv: a {} entry of sequence {} is not resident", what, seq);
 }
 
+// The ranges of the page lists an expansion reads (equal uses of one list_key: equal lists).
+enum ListUse : int { kWindowReach, kVisibleEntries, kEveryEntry };
+
+// Window: the same list layout whatever the chunking (positions t-W+1..t ascending, then -1), which
+// is what the reference lays out in prefill and in decode.
+void expand_window(StepUploads& up, LayerIndex& r, const ForwardBatch& b, const KvAccess& kv, int l, int W) {
+  const auto make = [&](StepUploads::PageLists& x) {
+    const auto tokens = static_cast<size_t>(b.tokens());
+    x.list_of.resize(tokens);
+    x.first.resize(tokens);
+    x.count.resize(tokens);
+    for (size_t k = 0; k < b.seqs.size(); ++k) {
+      const auto& s = b.seqs[k];
+      x.lists.push_back(
+          kv.item_pages(s.seq, l, KvKind::kWindow, std::max<int64_t>(0, s.start - W + 1), s.start + s.count));
+      check_resident(x.lists.back(), s.seq, "window");
+      for (int64_t i = 0; i < s.count; ++i) {
+        const int64_t t = s.start + i, from = std::max<int64_t>(0, t - W + 1);
+        const auto at = static_cast<size_t>(s.offset + i);
+        x.list_of[at] = static_cast<int32_t>(k);
+        x.first[at] = static_cast<int32_t>(from);
+        x.count[at] = static_cast<int32_t>(t - from + 1);
+      }
+    }
+  };
+  up.expand(r.window_read, {kv.list_key(l, KvKind::kWindow), kWindowReach, W}, kv.page_map(l, KvKind::kWindow), make);
+}
+
+// Entries [0, n) of each slice's `kind`, n = the entries at its end (`what`: check they are resident).
+void entry_lists(StepUploads::PageLists& x, const ForwardBatch& b, const KvAccess& kv, int l, KvKind kind, int ratio,
+                 const char* what) {
+  for (const auto& s : b.seqs) {
+    x.lists.push_back(kv.item_pages(s.seq, l, kind, 0, (s.start + s.count) / ratio));
+    if (what) check_resident(x.lists.back(), s.seq, what);
+  }
+}
+
+// Ratio 128: every entry visible to each query, ascending (entry j needs (j + 1) * ratio - 1 <= t).
+void expand_visible(StepUploads& up, LayerIndex& r, const ForwardBatch& b, const KvAccess& kv, int l, int ratio) {
+  const auto make = [&](StepUploads::PageLists& x) {
+    entry_lists(x, b, kv, l, KvKind::kCompressed, ratio, "compressed");
+    for (size_t k = 0; k < b.seqs.size(); ++k) {
+      const auto& s = b.seqs[k];
+      for (int64_t i = 0; i < s.count; ++i) {
+        x.list_of.push_back(static_cast<int32_t>(k));
+        x.count.push_back(static_cast<int32_t>((s.start + i + 1) / ratio));
+      }
+    }
+  };
+  up.expand(r.compressed_slots, {kv.list_key(l, KvKind::kCompressed), kVisibleEntries, r.compressed_width},
+            kv.page_map(l, KvKind::kCompressed), make);
+}
+
+// Ratio 4: one row per slice, its indexer keys, and the compressed-entry slots of the same entries.
+void expand_keys(StepUploads& up, LayerIndex& r, const ForwardBatch& b, const KvAccess& kv, int l, int ratio) {
+  std::vector<int32_t> count;
+  for (const auto& s : b.seqs) count.push_back(static_cast<int32_t>((s.start + s.count) / ratio));
+  for (const KvKind kind : {KvKind::kIndexerKey, KvKind::kCompressed}) {
+    const auto make = [&](StepUploads::PageLists& x) {
+      entry_lists(x, b, kv, l, kind, ratio, kind == KvKind::kIndexerKey ? "indexer key" : nullptr);
+      for (size_t k = 0; k < b.seqs.size(); ++k) x.list_of.push_back(static_cast<int32_t>(k));
+      x.count = count;
+    };
+    up.expand(kind == KvKind::kIndexerKey ? r.key_slots : r.key_map, {kv.list_key(l, kind), kEveryEntry, r.key_stride},
+              kv.page_map(l, kind), make);
+  }
+  up.add(r.key_count, count);
+}
+
 void build_layer(StepUploads& up, LayerIndex& r, const ModelConfig& cfg, const ForwardBatch& b, const KvAccess& kv,
                  int l, bool padded) {
-  const int64_t tokens = b.tokens();
-  // Window: the same list layout whatever the chunking (positions t-W+1..t ascending, then -1),
-  // which is what the reference lays out in prefill and in decode.
-  const int W = cfg.window_size;
   up.add(r.window_write, per_token(b, kv, l, KvKind::kWindow));
-  std::vector<ItemPages> windows;
-  std::vector<int32_t> w_list(static_cast<size_t>(tokens)), w_first(w_list.size()), w_count(w_list.size());
-  for (size_t k = 0; k < b.seqs.size(); ++k) {
-    const auto& s = b.seqs[k];
-    windows.push_back(
-        kv.item_pages(s.seq, l, KvKind::kWindow, std::max<int64_t>(0, s.start - W + 1), s.start + s.count));
-    check_resident(windows.back(), s.seq, "window");
-    for (int64_t i = 0; i < s.count; ++i) {
-      const int64_t t = s.start + i, from = std::max<int64_t>(0, t - W + 1);
-      w_list[static_cast<size_t>(s.offset + i)] = static_cast<int32_t>(k);
-      w_first[static_cast<size_t>(s.offset + i)] = static_cast<int32_t>(from);
-      w_count[static_cast<size_t>(s.offset + i)] = static_cast<int32_t>(t - from + 1);
-    }
-  }
-  up.expand(r.window_read, windows, w_list, w_first, w_count, W);
+  expand_window(up, r, b, kv, l, cfg.window_size);
   const int ratio = cfg.compress_ratio(l);
   if (ratio == 0) return;
   up.add(r.state_slots, per_token(b, kv, l, KvKind::kCompressorState));
   emit_list(up, r.emit, b, kv, l, ratio, KvKind::kCompressorState, KvKind::kCompressed, padded);
+  // Rows of entries as wide as the widest slice's (at least 1 for the indexer's keys), bucketed when padded.
+  const int64_t least = ratio == 4 ? 1 : 0;
+  int64_t width = least;
+  for (const auto& s : b.seqs) width = std::max(width, (s.start + s.count) / ratio);
+  if (padded) width = std::max<int64_t>(least, width_bucket(width));
   if (ratio != 4) {
-    // Every entry visible to the query, ascending (entry j needs (j + 1) * ratio - 1 <= t).
-    int64_t width = 0;
-    std::vector<ItemPages> lists;
-    std::vector<int32_t> list_of(static_cast<size_t>(tokens)), visible(static_cast<size_t>(tokens));
-    for (size_t k = 0; k < b.seqs.size(); ++k) {
-      const auto& s = b.seqs[k];
-      width = std::max(width, (s.start + s.count) / ratio);
-      lists.push_back(kv.item_pages(s.seq, l, KvKind::kCompressed, 0, (s.start + s.count) / ratio));
-      check_resident(lists.back(), s.seq, "compressed");
-      for (int64_t i = 0; i < s.count; ++i) {
-        list_of[static_cast<size_t>(s.offset + i)] = static_cast<int32_t>(k);
-        visible[static_cast<size_t>(s.offset + i)] = static_cast<int32_t>((s.start + i + 1) / ratio);
-      }
-    }
-    if (padded) width = width_bucket(width);
     r.compressed_width = static_cast<int32_t>(width);
-    up.expand(r.compressed_slots, lists, list_of, {}, visible, width);
+    expand_visible(up, r, b, kv, l, ratio);
     return;
   }
   up.add(r.index_state_slots, per_token(b, kv, l, KvKind::kIndexerState));
   emit_list(up, r.index_emit, b, kv, l, ratio, KvKind::kIndexerState, KvKind::kIndexerKey, padded);
-  int64_t stride = 1;
-  for (const auto& s : b.seqs) stride = std::max(stride, (s.start + s.count) / ratio);
-  if (padded) stride = std::max(1, width_bucket(stride));
-  r.key_stride = static_cast<int32_t>(stride);
-  std::vector<ItemPages> keys, map;
-  std::vector<int32_t> rows, count;
-  for (size_t k = 0; k < b.seqs.size(); ++k) {
-    const auto& s = b.seqs[k];
-    const int64_t n = (s.start + s.count) / ratio;
-    rows.push_back(static_cast<int32_t>(k));
-    count.push_back(static_cast<int32_t>(n));
-    keys.push_back(kv.item_pages(s.seq, l, KvKind::kIndexerKey, 0, n));
-    map.push_back(kv.item_pages(s.seq, l, KvKind::kCompressed, 0, n));
-    check_resident(keys.back(), s.seq, "indexer key");
-  }
-  up.expand(r.key_slots, keys, rows, {}, count, stride);
-  up.expand(r.key_map, map, rows, {}, count, stride);
-  up.add(r.key_count, count);
+  r.key_stride = static_cast<int32_t>(width);
+  expand_keys(up, r, b, kv, l, ratio);
 }
 
 }  // namespace
 
-StepIndex::StepIndex(Device& dev, const ModelConfig& cfg, const ForwardBatch& b, const KvAccess& kv,
-                     StepLayout layout) {
+StepIndex::StepIndex(Device& dev, const ModelConfig& cfg, const ForwardBatch& b, KvAccess& kv, StepLayout layout) {
   tokens = b.tokens();
   slices = static_cast<int64_t>(b.seqs.size());
   std::vector<int32_t> slice_of(static_cast<size_t>(tokens));
@@ -267,6 +351,7 @@ StepIndex::StepIndex(Device& dev, const ModelConfig& cfg, const ForwardBatch& b,
     std::fill_n(slice_of.begin() + s.offset, s.count, static_cast<int32_t>(k));
     if (s.logits) logit_rows.push_back(s.offset + s.count - 1);
   }
+  kv.sync(dev);  // the page maps the expansions read, before them
   StepUploads up(layout.padded, layout.arena);
   up.add(token_ids, b.token_ids);
   up.add(positions, b.positions);

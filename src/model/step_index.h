@@ -90,7 +90,8 @@ struct StepIndex {
 
   // Everything the host builds reaches the device in one copy. Long slot lists (windows, indexer keys,
   // ratio-128 entries) are page lists until expand() runs ops.paged_slots on a layer's.
-  StepIndex(Device& dev, const ModelConfig& cfg, const ForwardBatch& batch, const KvAccess& kv, StepLayout layout = {});
+  // kv.sync(dev) first: the device's page maps are then current for the step's expansions.
+  StepIndex(Device& dev, const ModelConfig& cfg, const ForwardBatch& batch, KvAccess& kv, StepLayout layout = {});
   ~StepIndex();
   StepIndex(const StepIndex&) = delete;  // arrays point into uploads_
   StepIndex& operator=(const StepIndex&) = delete;

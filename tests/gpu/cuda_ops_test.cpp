@@ -501,13 +501,28 @@ TEST_F(CudaOpsTest, PagedSlotsMatchCpu) {
     const int32_t room = base[static_cast<size_t>(list[r])] + stride * per_page - first[r];
     count[r] = static_cast<int32_t>(rng() % (std::min(room, width) + 1));
   }
-  for (auto* v : {&pages, &list, &first, &count, &out, &base}) m.add(*v);
-  auto params = [&](auto P) {
-    return PagedSlotsParams{rows,           width, P(list.data()), P(first.data()), P(count.data()), P(pages.data()),
-                            P(base.data()), lists, stride,         per_page,        P(out.data())};
+  // Read as block ids: blocks 0..99999 of a map of 3 layers; and as rows of a table (list k: row lists-1-k).
+  std::vector<int32_t> map(300000), row_of(static_cast<size_t>(lists));
+  for (auto& p : map) p = rng() % 9 == 0 ? -1 : static_cast<int32_t>(rng() % 100000);
+  for (size_t k = 0; k < row_of.size(); ++k) row_of[k] = static_cast<int32_t>(lists - 1 - static_cast<int64_t>(k));
+  for (auto* v : {&pages, &list, &first, &count, &out, &base, &map, &row_of}) m.add(*v);
+  auto params = [&](auto P, bool mapped, bool rows_of_table) {
+    PagedSlotsParams p{rows,           width, P(list.data()), P(first.data()), P(count.data()), P(pages.data()),
+                       P(base.data()), lists, stride,         per_page,        P(out.data()),   {},
+                       nullptr,        0};
+    if (mapped) p.map = {P(map.data()), 0, 100000, 3, 1};
+    if (rows_of_table) {
+      p.list_row = P(row_of.data());
+      p.page_rows = lists;
+    }
+    return p;
   };
-  cpu_.paged_slots(params(Host{}));
-  EXPECT_EQ(run_twice(m, out, [&] { ops_->paged_slots(params(Dev{&m})); }), out);
+  for (const bool mapped : {false, true})
+    for (const bool rows_of_table : {false, true}) {
+      cpu_.paged_slots(params(Host{}, mapped, rows_of_table));
+      EXPECT_EQ(run_twice(m, out, [&] { ops_->paged_slots(params(Dev{&m}, mapped, rows_of_table)); }), out)
+          << "mapped " << mapped << " rows of a table " << rows_of_table;
+    }
 }
 
 TEST_F(CudaOpsTest, ArgmaxMatchesCpu) {

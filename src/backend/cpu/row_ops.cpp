@@ -52,6 +52,19 @@ void embed(ThreadPool& pool, const EmbedParams& p) {
   });
 }
 
+namespace {
+
+// A list entry's page: itself, or through the map (−1 stays −1).
+int32_t mapped_page(const BlockPageMap& m, int32_t entry) {
+  if (!m.pages || entry < 0) return entry;
+  const int64_t b = int64_t{entry} - m.first_block;
+  DSV4_CHECK(b >= 0 && b < m.blocks, "paged_slots: block {} is outside the map's blocks [{}, {})", entry, m.first_block,
+             int64_t{m.first_block} + m.blocks);
+  return m.pages[b * m.layers + m.layer];
+}
+
+}  // namespace
+
 void paged_slots(ThreadPool& pool, const PagedSlotsParams& p) {
   pool.parallel_for(p.rows, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
@@ -62,11 +75,14 @@ void paged_slots(ThreadPool& pool, const PagedSlotsParams& p) {
                      first + int64_t{count} <= base + int64_t{p.page_stride} * p.per_page,
                  "paged_slots: row {} lists items [{}, {}), outside width {} or its list's pages [{}, {})", r, first,
                  first + int64_t{count}, p.width, base, base + int64_t{p.page_stride} * p.per_page);
-      const int32_t* pages = p.pages + int64_t{list} * p.page_stride;
+      const int32_t row = p.list_row ? p.list_row[list] : list;
+      DSV4_CHECK(!p.list_row || (row >= 0 && row < p.page_rows), "paged_slots: list {} reads row {} of {}", list, row,
+                 p.page_rows);
+      const int32_t* pages = p.pages + int64_t{row} * p.page_stride;
       int32_t* out = p.out + r * p.width;
       for (int32_t j = 0; j < p.width; ++j) {
         const int64_t i = int64_t{first} + j;
-        const int32_t page = j < count ? pages[(i - base) / p.per_page] : -1;
+        const int32_t page = j < count ? mapped_page(p.map, pages[(i - base) / p.per_page]) : -1;
         out[j] = page < 0 ? -1 : static_cast<int32_t>(int64_t{page} * p.per_page + i % p.per_page);
       }
     }

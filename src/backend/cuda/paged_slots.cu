@@ -21,11 +21,18 @@ __global__ void paged_slots_kernel(PagedSlotsLaunch a, int64_t r0) {
   if (j >= a.width) return;
   const int32_t l = a.list[r], n = a.count[r], first = a.first ? a.first[r] : 0;
   const int64_t base = (l >= 0 && l < a.lists && a.base) ? a.base[l] : 0;
+  const int32_t row = !a.list_row ? l : (l >= 0 && l < a.lists ? a.list_row[l] : -1);
   const bool ok = l >= 0 && l < a.lists && n >= 0 && n <= a.width && first >= base && base % a.per_page == 0 &&
-                  first + int64_t{n} <= base + int64_t{a.page_stride} * a.per_page;
+                  first + int64_t{n} <= base + int64_t{a.page_stride} * a.per_page &&
+                  (!a.list_row || (row >= 0 && row < a.page_rows));
   if (!ok && j == 0) report(a.err, DeviceError::kPagedSlots);
   const int64_t i = int64_t{first} + j;
-  const int32_t page = ok && j < n ? a.pages[int64_t{l} * a.page_stride + (i - base) / a.per_page] : -1;
+  int32_t page = ok && j < n ? a.pages[int64_t{row} * a.page_stride + (i - base) / a.per_page] : -1;
+  if (a.map.pages && page >= 0) {  // a block id: the layer's page through the map
+    const int64_t b = int64_t{page} - a.map.first_block;
+    if (b < 0 || b >= a.map.blocks) report(a.err, DeviceError::kPagedSlots);
+    page = b < 0 || b >= a.map.blocks ? -1 : a.map.pages[b * a.map.layers + a.map.layer];
+  }
   a.out[r * a.width + j] = page < 0 ? -1 : static_cast<int32_t>(int64_t{page} * a.per_page + i % a.per_page);
 }
 

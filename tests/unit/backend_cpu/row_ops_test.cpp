@@ -119,7 +119,8 @@ TEST(PagedSlots, ExpandsPageListsRowByRow) {
                                       0, 9, 3,  1};
   const std::vector<int32_t> list = {0, 1, 0}, count = {10, 3, 16};
   std::vector<int32_t> out(3 * 16, 1234);
-  ops.paged_slots({3, 16, list.data(), nullptr, count.data(), pages.data(), nullptr, 2, 4, 4, out.data()});
+  ops.paged_slots(
+      {3, 16, list.data(), nullptr, count.data(), pages.data(), nullptr, 2, 4, 4, out.data(), {}, nullptr, 0});
   for (int r = 0; r < 3; ++r)
     for (int j = 0; j < 16; ++j) {
       const int32_t page =
@@ -135,15 +136,30 @@ TEST(PagedSlots, RefusesRowsBeyondTheirLists) {
   CpuOps ops(1);
   const std::vector<int32_t> pages = {1, 2}, list = {1}, count = {3};
   std::vector<int32_t> out(4);
-  EXPECT_THROW(ops.paged_slots({1, 4, list.data(), nullptr, count.data(), pages.data(), nullptr, 1, 2, 1, out.data()}),
-               Error);
+  EXPECT_THROW(
+      ops.paged_slots(
+          {1, 4, list.data(), nullptr, count.data(), pages.data(), nullptr, 1, 2, 1, out.data(), {}, nullptr, 0}),
+      Error);
   const std::vector<int32_t> list0 = {0}, too_many = {3};
   EXPECT_THROW(
-      ops.paged_slots({1, 4, list0.data(), nullptr, too_many.data(), pages.data(), nullptr, 1, 2, 1, out.data()}),
+      ops.paged_slots(
+          {1, 4, list0.data(), nullptr, too_many.data(), pages.data(), nullptr, 1, 2, 1, out.data(), {}, nullptr, 0}),
       Error);
   const std::vector<int32_t> before_base = {3}, base = {4}, one = {1};  // item 3 precedes the list's pages
-  EXPECT_THROW(ops.paged_slots({1, 4, list0.data(), before_base.data(), one.data(), pages.data(), base.data(), 1, 2, 2,
-                                out.data()}),
+  EXPECT_THROW(ops.paged_slots({1,
+                                4,
+                                list0.data(),
+                                before_base.data(),
+                                one.data(),
+                                pages.data(),
+                                base.data(),
+                                1,
+                                2,
+                                2,
+                                out.data(),
+                                {},
+                                nullptr,
+                                0}),
                Error);
 }
 
@@ -152,9 +168,96 @@ TEST(PagedSlots, RowsStartAnywhereInsideListsThatStartLate) {
   // One list whose pages cover items 8..19 (per_page 4, base 8): pages 3, 6, 1.
   const std::vector<int32_t> pages = {3, 6, 1}, base = {8}, list = {0, 0}, first = {9, 15}, count = {5, 5};
   std::vector<int32_t> out(2 * 6, 77);
-  ops.paged_slots({2, 6, list.data(), first.data(), count.data(), pages.data(), base.data(), 1, 3, 4, out.data()});
+  ops.paged_slots(
+      {2, 6, list.data(), first.data(), count.data(), pages.data(), base.data(), 1, 3, 4, out.data(), {}, nullptr, 0});
   // Row 0: items 9..13 -> page 3 entries 1..3, then page 6 entries 0..1; row 1: items 15..19.
   EXPECT_EQ(out, (std::vector<int32_t>{13, 14, 15, 24, 25, -1, 27, 4, 5, 6, 7, -1}));
+}
+
+// Lists of block ids read through a map equal the same lists with each block's page written in, for
+// every layer of the map, on random lists, rows and maps.
+TEST(PagedSlots, BlockListsThroughAMapEqualTheirPages) {
+  CpuOps ops(2);
+  std::mt19937 rng(7);
+  auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int trial = 0; trial < 50; ++trial) {
+    const int layers = uniform(1, 5), blocks = uniform(1, 40), first_block = uniform(0, 100);
+    const int per_page = uniform(1, 8), lists = uniform(1, 4), stride = uniform(1, 6), width = uniform(1, 40);
+    std::vector<int32_t> map(static_cast<size_t>(blocks * layers));
+    for (auto& m : map) m = uniform(-1, 1000);
+    std::vector<int32_t> block_ids(static_cast<size_t>(lists * stride)), base(static_cast<size_t>(lists));
+    for (auto& b : block_ids) b = uniform(0, 9) == 0 ? -1 : first_block + uniform(0, blocks - 1);
+    for (auto& b : base) b = uniform(0, 3) * per_page;
+    const int rows = uniform(1, 6);
+    std::vector<int32_t> list(static_cast<size_t>(rows)), first(list.size()), count(list.size());
+    for (size_t r = 0; r < list.size(); ++r) {
+      list[r] = uniform(0, lists - 1);
+      const int span = stride * per_page;
+      first[r] = base[static_cast<size_t>(list[r])] + uniform(0, span - 1);
+      count[r] = uniform(0, std::min(width, base[static_cast<size_t>(list[r])] + span - first[r]));
+    }
+    for (int layer = 0; layer < layers; ++layer) {
+      const BlockPageMap m{map.data(), first_block, blocks, layers, layer};
+      std::vector<int32_t> pages(block_ids.size());
+      for (size_t i = 0; i < pages.size(); ++i)
+        pages[i] = block_ids[i] < 0 ? -1 : map[static_cast<size_t>((block_ids[i] - first_block) * layers + layer)];
+      std::vector<int32_t> mapped(static_cast<size_t>(rows * width), 5), direct(mapped.size(), 6);
+      ops.paged_slots({rows, width, list.data(), first.data(), count.data(), block_ids.data(), base.data(), lists,
+                       stride, per_page, mapped.data(), m, nullptr, 0});
+      ops.paged_slots({rows,
+                       width,
+                       list.data(),
+                       first.data(),
+                       count.data(),
+                       pages.data(),
+                       base.data(),
+                       lists,
+                       stride,
+                       per_page,
+                       direct.data(),
+                       {},
+                       nullptr,
+                       0});
+      ASSERT_EQ(mapped, direct) << "trial " << trial << " layer " << layer;
+    }
+  }
+}
+
+// Lists kept as rows of a table on the device read their rows, as if copied out one after another.
+TEST(PagedSlots, ListsReadTheirRowsOfATable) {
+  CpuOps ops(1);
+  const std::vector<int32_t> table = {0, 1, 2, 10, 11, 12, 20, 21, 22, 30, 31, 32};  // [4 rows, stride 3]
+  const std::vector<int32_t> rows = {3, 1}, list = {0, 1, 0}, first = {0, 2, 5}, count = {6, 4, 1};
+  std::vector<int32_t> via_rows(3 * 6), copied(3 * 6);
+  auto params = [&](const int32_t* pages, const int32_t* row_of, int64_t page_rows, int32_t* out) {
+    return PagedSlotsParams{3, 6, list.data(), first.data(), count.data(), pages,  nullptr,
+                            2, 3, 2,           out,          {},           row_of, page_rows};
+  };
+  ops.paged_slots(params(table.data(), rows.data(), 4, via_rows.data()));
+  const std::vector<int32_t> pages = {30, 31, 32, 10, 11, 12};  // rows 3 and 1
+  ops.paged_slots(params(pages.data(), nullptr, 0, copied.data()));
+  EXPECT_EQ(via_rows, copied);
+  const std::vector<int32_t> outside = {4, 1};
+  EXPECT_THROW(ops.paged_slots(params(table.data(), outside.data(), 4, via_rows.data())), Error);
+}
+
+TEST(PagedSlots, RefusesBlocksOutsideTheMap) {
+  CpuOps ops(1);
+  const std::vector<int32_t> map = {4, 5, 6, 7}, list = {0}, count = {1};
+  std::vector<int32_t> out(1);
+  for (const int32_t block : {9, 12}) {  // the map holds blocks 10 and 11
+    const std::vector<int32_t> blocks = {block};
+    EXPECT_THROW(ops.paged_slots({1, 1, list.data(), nullptr, count.data(), blocks.data(), nullptr, 1, 1, 1, out.data(),
+                                  BlockPageMap{map.data(), 10, 2, 2, 1}, nullptr, 0}),
+                 Error);
+  }
+  const std::vector<int32_t> blocks = {11};
+  ops.paged_slots({1, 1, list.data(), nullptr, count.data(), blocks.data(), nullptr, 1, 1, 1, out.data(),
+                   BlockPageMap{map.data(), 10, 2, 2, 1}, nullptr, 0});
+  EXPECT_EQ(out[0], 7);
+  EXPECT_THROW(ops.paged_slots({1, 1, list.data(), nullptr, count.data(), blocks.data(), nullptr, 1, 1, 1, out.data(),
+                                BlockPageMap{map.data(), 10, 2, 2, 2}, nullptr, 0}),
+               Error);  // layer 2 of 2
 }
 
 }  // namespace

@@ -335,48 +335,6 @@ TEST(KvCacheManager, RefusedAllocationChangesNothing) {
 
 using ::dsv4::testing::error_of;
 
-// A step's page lists come from the bulk lookup: the same pages as one block at a time, for every
-// unit and layer; a block outside the unit (another unit of the same pool, or past the pool) is refused.
-TEST(KvCacheManager, BulkLayerPagesMatchOneByOneAndRefuseForeignBlocks) {
-  Fixture f;
-  std::mt19937_64 rng(7);
-  auto a = kvtest::random_tokens(rng, 1500);
-  PrefixSignature sa("");
-  f.prefill(1, a, sa);
-  f.decode(1, a, sa, 40, rng);
-  const int units = static_cast<int>(f.layout.units.size());
-  int foreign_checks = 0;
-  for (int u = 0; u < units; ++u) {
-    const KvBlockTable t = f.m->block_table(1, u);
-    ASSERT_FALSE(t.blocks.empty()) << f.layout.units[static_cast<size_t>(u)].name;
-    for (int li = 0; li < f.layout.units[static_cast<size_t>(u)].num_layers(); ++li) {
-      std::vector<int32_t> bulk{-7};  // appended after what is there
-      f.m->layer_pages(u, t.blocks, li, bulk);
-      ASSERT_EQ(bulk.size(), t.blocks.size() + 1);
-      EXPECT_EQ(bulk[0], -7);
-      for (size_t i = 0; i < t.blocks.size(); ++i) {
-        EXPECT_EQ(bulk[i + 1], static_cast<int32_t>(f.m->layer_pages(u, t.blocks[i])[static_cast<size_t>(li)]));
-      }
-    }
-    std::vector<int32_t> out;
-    const std::vector<uint32_t> past{t.blocks[0], 1u << 30};
-    EXPECT_NE(error_of([&] { f.m->layer_pages(u, past, 0, out); }).find("does not belong to unit"), std::string::npos);
-    for (int v = 0; v < units; ++v) {  // a unit sharing the pool: its blocks are in the pool's range
-      if (v == u || f.layout.units[static_cast<size_t>(v)].bucket != f.layout.units[static_cast<size_t>(u)].bucket) {
-        continue;
-      }
-      const KvBlockTable other = f.m->block_table(1, v);
-      if (other.blocks.empty()) continue;
-      const std::vector<uint32_t> foreign{other.blocks[0]};
-      EXPECT_NE(error_of([&] { f.m->layer_pages(u, foreign, 0, out); }).find("does not belong to unit"),
-                std::string::npos)
-          << "unit " << u << " took unit " << v << "'s block";
-      ++foreign_checks;
-    }
-  }
-  EXPECT_GT(foreign_checks, 0) << "no two units share a pool here: the same-pool case went untested";
-}
-
 TEST(KvCacheManager, BadInputIsRefusedWithClearErrors) {
   const KvLayout l = make_kv_layout(kvtest::tiny_config(), {});
   const auto pages = pages_for(l, 2048, 1, 2048);

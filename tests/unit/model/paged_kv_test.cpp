@@ -1,6 +1,6 @@
-// PagedKv: the page lists it gives for long runs of compressed entries expand to exactly the slots
-// slot() names one by one, for every layer and kind, in a cache whose pages were handed out
-// interleaved between sequences.
+// PagedKv: the page lists it gives for long runs of compressed entries (rows of its device block
+// tables) expand, through each layer's page map, to exactly the slots slot() names one by one, for
+// every layer and kind, in a cache whose pages were handed out interleaved between sequences.
 #include "model/paged_kv.h"
 
 #include <gtest/gtest.h>
@@ -12,8 +12,16 @@
 namespace dsv4 {
 namespace {
 
+// The page an item_pages entry names for the layer of `m` (on a host device the map is host memory).
+int32_t page_of(const BlockPageMap& m, int32_t entry) {
+  if (!m.pages) return entry;
+  EXPECT_TRUE(entry >= m.first_block && entry < m.first_block + m.blocks) << "block " << entry;
+  return m.pages[int64_t{entry - m.first_block} * m.layers + m.layer];
+}
+
 TEST(PagedKv, ItemPagesExpandToTheSlotsOfEveryEntry) {
   const ModelConfig c = find_preset("tiny").config;
+  HostDevice dev;  // outlives the cache's page maps
   OwnedPagedCache cache(c, 3, 3000, 3000);
   std::mt19937 rng(1);
   std::vector<int32_t> ids(3000);
@@ -25,6 +33,7 @@ TEST(PagedKv, ItemPagesExpandToTheSlotsOfEveryEntry) {
       const int64_t n = std::min<int64_t>(300, lens[s] - at);
       if (n > 0) cache.allocate(s, n, std::span<const int32_t>(ids.data(), static_cast<size_t>(at + n)));
     }
+  cache.access().sync(dev);
   const PagedKv& kv = cache.access();
   int checked_pages = 0;
   for (int l = 0; l < c.n_layers; ++l) {
@@ -36,12 +45,16 @@ TEST(PagedKv, ItemPagesExpandToTheSlotsOfEveryEntry) {
         const int64_t n = lens[s] / ratio;
         const ItemPages p = kv.item_pages(s, l, kind, 0, n);
         EXPECT_EQ(p.per_page, 256 / ratio) << "one lookup per page of a full unit";
-        ASSERT_EQ(static_cast<int64_t>(p.pages.size()), (n + p.per_page - 1) / p.per_page);
+        // A full unit's lists are the requests' rows of its device block tables (host memory here).
+        ASSERT_TRUE(p.device.table && p.pages.empty() && p.base == 0);
+        ASSERT_TRUE(p.device.row >= 0 && p.device.row < p.device.rows);
+        ASSERT_LE((n + p.per_page - 1) / p.per_page, p.device.stride);
+        const int32_t* row = p.device.table + int64_t{p.device.row} * p.device.stride;
         for (int64_t j = 0; j < n; ++j) {
-          const int32_t page = p.pages[static_cast<size_t>(j / p.per_page)];
+          const int32_t page = page_of(kv.page_map(l, kind), row[j / p.per_page]);
           ASSERT_EQ(page * p.per_page + j % p.per_page, kv.slot(s, l, kind, j)) << "layer " << l << " seq " << s;
         }
-        checked_pages += static_cast<int>(p.pages.size());
+        checked_pages += static_cast<int>((n + p.per_page - 1) / p.per_page);
       }
     }
   }
@@ -50,6 +63,7 @@ TEST(PagedKv, ItemPagesExpandToTheSlotsOfEveryEntry) {
 
 TEST(PagedKv, WindowPagesExpandToTheSlotsOfTheLastPositions) {
   const ModelConfig c = find_preset("tiny").config;
+  HostDevice dev;  // outlives the cache's page maps
   OwnedPagedCache cache(c, 2, 3000, 3000);
   std::vector<int32_t> ids(3000, 5);
   cache.add(0, 2000);
@@ -59,6 +73,7 @@ TEST(PagedKv, WindowPagesExpandToTheSlotsOfTheLastPositions) {
       if (at < (s == 0 ? 2000 : 700))
         cache.allocate(s, std::min<int64_t>(500, (s == 0 ? 2000 : 700) - at),
                        std::span<const int32_t>(ids.data(), static_cast<size_t>(std::min<int64_t>(at + 500, 2000))));
+  cache.access().sync(dev);
   const PagedKv& kv = cache.access();
   for (int l = 0; l < c.n_layers; ++l)
     for (int32_t s = 0; s < 2; ++s) {
@@ -66,7 +81,9 @@ TEST(PagedKv, WindowPagesExpandToTheSlotsOfTheLastPositions) {
       const ItemPages p = kv.item_pages(s, l, KvKind::kWindow, begin, end);
       EXPECT_EQ(p.base % p.per_page, 0);
       for (int64_t i = begin; i < end; ++i)
-        ASSERT_EQ(p.pages[static_cast<size_t>((i - p.base) / p.per_page)] * p.per_page + i % p.per_page,
+        ASSERT_EQ(page_of(kv.page_map(l, KvKind::kWindow), p.pages[static_cast<size_t>((i - p.base) / p.per_page)]) *
+                          p.per_page +
+                      i % p.per_page,
                   kv.slot(s, l, KvKind::kWindow, i))
             << "layer " << l << " seq " << s << " position " << i;
     }

@@ -83,7 +83,7 @@ class StepGraphsTest : public ::testing::Test {
   int bodies = 0;
 
   // One decode step of `n` sequences at position `pos` through `g`.
-  void step(StepGraphs& g, int n, int64_t pos, const KvAccess* other = nullptr, bool record = true) {
+  void step(StepGraphs& g, int n, int64_t pos, KvAccess* other = nullptr, bool record = true) {
     ForwardBatch b;
     const int32_t id = 5;
     for (int s = 0; s < n; ++s) b.add(s, pos, &id, 1);
