@@ -70,7 +70,8 @@ KvCacheSetup plan_kv_cache(const ModelConfig& model, const EngineConfig& c) {
   s.pool_bytes = split.bytes;
   s.largest_request = largest_request(s.layout, s.pool_pages);
   if (c.kv_offload_bytes > 0) {
-    s.host_tier_tokens = largest_request(s.layout, host_tier_pages(s.layout, s.pool_pages, c.kv_offload_bytes));
+    s.host_tier_tokens =
+        largest_request(s.layout, host_tier_pages(s.layout, c.kv_offload_bytes, c.prefix_cache_retention_interval));
   }
   const int64_t model_len = model.max_position_embeddings;
   DSV4_CHECK(s.largest_request > 0, "--kv-cache-memory {} ({}) cannot hold a single request", s.kv_cache_memory,

@@ -48,17 +48,17 @@ KvCacheManager::KvCacheManager(KvLayout layout, std::vector<int64_t> pool_pages,
   }
   DSV4_CHECK(options_.host_tier_bytes >= 0, "KV cache: host tier bytes must not be negative, got {}",
              options_.host_tier_bytes);
-  if (options_.host_tier_bytes > 0 && options_.enable_prefix_caching) make_host_tier(pool_pages);
+  if (options_.host_tier_bytes > 0 && options_.enable_prefix_caching) make_host_tier();
 }
 
-void KvCacheManager::make_host_tier(std::span<const int64_t> pool_pages) {
+void KvCacheManager::make_host_tier() {
   const bool bytes = options_.memory != nullptr;
   DSV4_CHECK(!bytes || (options_.host_memory != nullptr && options_.copier != nullptr),
              "KV cache: a host tier over pool memory needs host memory and a page copier");
   std::vector<int64_t> page_bytes;
   for (const KvBucket& b : layout_.buckets) page_bytes.push_back(b.page_bytes);
   host_ = std::make_unique<KvHostTier>(std::move(page_bytes),
-                                       host_tier_pages(layout_, pool_pages, options_.host_tier_bytes),
+                                       host_tier_pages(layout_, options_.host_tier_bytes, options_.retention_interval),
                                        bytes ? options_.host_memory : nullptr);
   for (size_t b = 0; b < pools_.size(); ++b) {
     pools_[b]->set_evict_observer(
@@ -66,16 +66,29 @@ void KvCacheManager::make_host_tier(std::span<const int64_t> pool_pages) {
   }
 }
 
-std::vector<int64_t> host_tier_pages(const KvLayout& layout, std::span<const int64_t> pool_pages, int64_t bytes) {
-  DSV4_CHECK(bytes >= 0 && pool_pages.size() == layout.buckets.size(),
-             "KV host tier: {} bytes over {} pool sizes for {} buckets", bytes, pool_pages.size(),
-             layout.buckets.size());
+// Split as stored prefixes spend bytes per 256 positions: a full unit one block (a page a layer); a
+// sliding unit the window kept at each retained boundary, every block at retention -1, every N positions
+// at N, about once a prompt at 0 (taken as once per kHostTierPromptTokens). The device pools' own split
+// would not do: their sliding floor (a window per running sequence) is most of a small budget, and the
+// buckets that take most of what is offloaded evicted while the tier as a whole stood 13% full.
+std::vector<int64_t> host_tier_pages(const KvLayout& layout, int64_t bytes, int64_t retention_interval) {
+  DSV4_CHECK(bytes >= 0, "KV host tier: {} bytes", bytes);
+  const double per_block = retention_interval < 0    ? 1.0
+                           : retention_interval == 0 ? double{kKvBlockTokens} / kHostTierPromptTokens
+                                                     : double{kKvBlockTokens} / static_cast<double>(retention_interval);
+  std::vector<double> weight(layout.buckets.size(), 0.0);
   double total = 0;
-  for (size_t b = 0; b < pool_pages.size(); ++b)
-    total += static_cast<double>(pool_pages[b] * layout.buckets[b].page_bytes);
+  for (const KvUnit& u : layout.units) {
+    const auto [first, last] = u.resume_pages(int64_t{64} * kKvBlockTokens);  // a window well past the start
+    const double pages = u.sliding() ? static_cast<double>(last - first + 1) * per_block : 1.0;
+    const double w =
+        pages * u.num_layers() * static_cast<double>(layout.buckets[static_cast<size_t>(u.bucket)].page_bytes);
+    weight[static_cast<size_t>(u.bucket)] += w;
+    total += w;
+  }
   std::vector<int64_t> pages;
-  for (size_t b = 0; b < pool_pages.size(); ++b) {
-    const double share = total > 0 ? static_cast<double>(pool_pages[b] * layout.buckets[b].page_bytes) / total : 0;
+  for (size_t b = 0; b < layout.buckets.size(); ++b) {
+    const double share = total > 0 ? weight[b] / total : 0;
     pages.push_back(static_cast<int64_t>(static_cast<double>(bytes) * share) / layout.buckets[b].page_bytes);
   }
   return pages;

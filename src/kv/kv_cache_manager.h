@@ -75,8 +75,8 @@ struct KvCacheOptions {
   int64_t max_model_len = 0;
   // Backing bytes for the pools; null = bookkeeping only (planning, scheduling tests).
   KvMemoryAllocator* memory = nullptr;
-  // Bytes of the host tier, split over the buckets like the pools' bytes; 0 = off. Needs prefix caching
-  // (without it nothing is keyed), and with pool memory also host_memory (its pages) and copier.
+  // Bytes of the host tier, split over the buckets as prefixes spend them (host_tier_pages); 0 = off. Needs prefix
+  // caching (without it nothing is keyed), and with pool memory also host_memory (its pages) and copier.
   int64_t host_tier_bytes = 0;
   KvMemoryAllocator* host_memory = nullptr;
   KvPageCopier* copier = nullptr;
@@ -146,8 +146,11 @@ struct KvCacheStats {
   Histogram restore_seconds{kKvRestoreSecondsBuckets};
 };
 
-// Host pages per bucket for `bytes` of host tier: the pools' shares of their bytes.
-std::vector<int64_t> host_tier_pages(const KvLayout& layout, std::span<const int64_t> pool_pages, int64_t bytes);
+// Host pages per bucket for `bytes` of host tier, split as stored prefixes spend bytes per block under
+// the prefix cache's retention interval (KvCacheOptions::retention_interval; 0: one window a prompt of
+// kHostTierPromptTokens).
+inline constexpr int64_t kHostTierPromptTokens = 16384;
+std::vector<int64_t> host_tier_pages(const KvLayout& layout, int64_t bytes, int64_t retention_interval);
 
 class KvCacheManager {
  public:
@@ -253,7 +256,7 @@ class KvCacheManager {
   void flush_copies();
   bool window_cached(const Request& r, int unit, int64_t boundary, std::vector<uint32_t>* out) const;
   void check_fits_max_len() const;
-  void make_host_tier(std::span<const int64_t> pool_pages);
+  void make_host_tier();
   void commit_counters(const PrefixHit& hit);
 
   KvLayout layout_;

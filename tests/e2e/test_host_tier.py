@@ -2,8 +2,9 @@
 a prompt whose blocks other prompts pushed out of the device pools comes back from the host tier (a hit
 counted per tier and per group, a restore timed) and greedy decoding from the restored blocks gives the
 tokens of the cold run (restore == recompute). The device tier is sized to hold a few prompts only, the
-host tier the whole workload: its fixed per-bucket split lets a 64 MiB tier evict the first prompt's
-checkpoint pages while it stands 13% full (docs/perf-history.md, session 21).
+host tier (24 MiB) the workload's ~13 MB of offloads with little room to spare, which only a split over
+the buckets as prefixes spend bytes allows (split like the device pools, a 64 MiB tier evicted the first
+prompt's pages while it stood 13% full).
 """
 import json
 import os
@@ -21,7 +22,7 @@ class HostTier(ServerTestCase):
     @classmethod
     def setUpClass(cls):
         cls.server = Server("--max-num-seqs", "1", "--max-num-batched-tokens", "512", "--max-model-len", "4096",
-                            "--kv-offload-bytes", "512MiB", kv_cache_memory="8MiB")
+                            "--kv-offload-bytes", "24MiB", kv_cache_memory="8MiB")
         cls.rng = random.Random(SEED)
         _, body = cls.server.get("/v1/models")
         cls.vocab = json.loads(body)["data"][0]["vocab_size"]

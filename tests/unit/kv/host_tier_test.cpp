@@ -154,6 +154,35 @@ void expect_group_counters_add_up(const KvLayout& l, const KvCacheStats& s) {
   EXPECT_LE(offloaded, s.offload_bytes);
 }
 
+// The tier's split follows what prefixes store per block: with a checkpoint at every block (retention
+// -1) the buckets of sliding units get more of it than with one window a prompt (0), every bucket that
+// stores anything gets pages, and the split never exceeds the bytes.
+TEST(KvHostTier, SplitFollowsWhatPrefixesStore) {
+  const KvLayout l = make_kv_layout(kvtest::tiny_config(), {});
+  const int64_t bytes = int64_t{64} << 20;
+  const auto dense = host_tier_pages(l, bytes, -1), sparse = host_tier_pages(l, bytes, 0);
+  const auto every_4 = host_tier_pages(l, bytes, 4 * kKvBlockTokens);
+  ASSERT_EQ(dense.size(), l.buckets.size());
+  int64_t used = 0;
+  for (size_t b = 0; b < l.buckets.size(); ++b) {
+    bool full = false, sliding = false;
+    for (int u : l.buckets[b].units) {
+      (l.units[static_cast<size_t>(u)].sliding() ? sliding : full) = true;
+    }
+    EXPECT_GT(dense[b], 0) << "bucket " << b;
+    if (sliding && !full) {
+      EXPECT_GT(dense[b], every_4[b]) << "bucket " << b;
+      EXPECT_GT(every_4[b], sparse[b]) << "bucket " << b;
+    }
+    if (full && !sliding) {
+      EXPECT_LT(dense[b], sparse[b]) << "bucket " << b;
+    }
+    used += dense[b] * l.buckets[b].page_bytes;
+  }
+  EXPECT_LE(used, bytes);
+  EXPECT_GT(used, bytes * 9 / 10);
+}
+
 TEST(KvHostTierManager, EvictedPrefixComesBackWithTheBytesOfAFreshComputation) {
   for (const double host : {0.0, 2.0}) {
     Fixture f(tiered(host), 3000, 1, 3000);
