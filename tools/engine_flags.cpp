@@ -67,8 +67,23 @@ void add_limit_flags(CLI::App& cmd, EngineConfig& c) {
       ->transform(CLI::AsSizeValue(false));
   engine_option(cmd, "--kv-offload-bytes", c.kv_offload_bytes,
                 "host-memory tier of the prefix cache: evicted blocks are kept there and brought back (KiB, MiB, "
-                "GiB suffixes; 0 = off; cpu backend only so far)")
-      ->transform(CLI::AsSizeValue(false));
+                "GiB suffixes; 0 = off; auto = half the host memory available at startup; pinned on a GPU)")
+      ->transform(CLI::Validator(
+          [](std::string& s) {
+            if (s == "auto") {
+              s = std::to_string(kKvOffloadAuto);
+              return std::string();
+            }
+            const std::string given = s;
+            std::string err;
+            try {
+              err = CLI::AsSizeValue(false)(s);
+            } catch (const CLI::Error&) {
+              err = "unreadable";
+            }
+            return err.empty() ? err : "SIZE or auto: a size (KiB, MiB, GiB suffixes) or auto, not \"" + given + "\"";
+          },
+          "SIZE or auto"));
   engine_option(cmd, "--gpu-memory-utilization", c.gpu_memory_utilization,
                 "CUDA backend: share of the GPU's memory for weights, activations and KV cache")
       ->check(CLI::Range(0.0, 1.0));

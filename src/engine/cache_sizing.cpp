@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 
 #include "core/error.h"
 #include "kv/kv_pool_sizing.h"
@@ -39,6 +40,23 @@ int64_t largest_request(const KvLayout& layout, std::span<const int64_t> pool_pa
     (fits(layout, pool_pages, mid) ? lo : hi) = mid;
   }
   return lo;
+}
+
+int64_t resolve_kv_offload_bytes(int64_t requested, int64_t available) {
+  if (requested != kKvOffloadAuto) return requested;
+  DSV4_CHECK(available > 0, "--kv-offload-bytes auto: the host's available memory is unknown; give a size");
+  return available / 2 / (int64_t{1} << 20) * (int64_t{1} << 20);
+}
+
+int64_t available_host_memory() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
 }
 
 int64_t request_kv_bytes(const KvLayout& layout, int64_t tokens) {

@@ -28,6 +28,12 @@ struct KvCacheSetup {
 // min(4 GiB, 25% of physical memory).
 int64_t default_kv_cache_memory();
 
+// The host tier's bytes: `requested`, or for kKvOffloadAuto half of `available` (the host memory free at
+// startup; available_host_memory()), in whole MiB.
+int64_t resolve_kv_offload_bytes(int64_t requested, int64_t available);
+// MemAvailable of /proc/meminfo in bytes (0 when unreadable).
+int64_t available_host_memory();
+
 // Positions one request can hold at most in pools of `pool_pages` (0 when not even one).
 int64_t largest_request(const KvLayout& layout, std::span<const int64_t> pool_pages);
 

@@ -19,6 +19,9 @@ namespace dsv4 {
 // one of 16K for a minute or two on a small machine. --max-model-len raises it.
 inline constexpr int64_t kCpuDefaultMaxModelLen = 16384;
 
+// --kv-offload-bytes auto.
+inline constexpr int64_t kKvOffloadAuto = -1;
+
 struct EngineConfig {
   std::string backend = "cpu";
   int threads = 0;  // CPU backend threads (0 = all cores)
@@ -34,7 +37,8 @@ struct EngineConfig {
   // Bytes of KV pools; 0 = the backend's default: CPU min(4 GiB, 25% of RAM); GPU what
   // gpu_memory_utilization of its memory leaves after the weights and the activation reserve.
   int64_t kv_cache_memory = 0;
-  // Bytes of host memory for the prefix cache's second tier (kv/host_tier.h; pinned on a GPU); 0 = off.
+  // Bytes of host memory for the prefix cache's second tier (kv/host_tier.h; pinned on a GPU); 0 = off;
+  // kKvOffloadAuto = half the host memory available when the engine starts (resolve_kv_offload_bytes).
   int64_t kv_offload_bytes = 0;
   double gpu_memory_utilization = 0.9;
   int64_t weight_bytes = 0;  // set by the engine: device bytes of the placed weights

@@ -62,6 +62,12 @@ given=$(resolved serve "${set_flags[@]}")
 grep -q '"kv-offload-bytes":1073741824' <<<"$given" || fail "--kv-offload-bytes 1GiB: $given"
 [ "$(DSV4_KV_OFFLOAD_BYTES=2MiB resolved serve | grep -o '"kv-offload-bytes":[0-9]*')" = '"kv-offload-bytes":2097152' ] ||
   fail "DSV4_KV_OFFLOAD_BYTES not read"
+[ "$(resolved serve --kv-offload-bytes auto | grep -o '"kv-offload-bytes":-*[0-9]*')" = '"kv-offload-bytes":-1' ] ||
+  fail "--kv-offload-bytes auto not taken"
+set +e
+bad=$($DSV4 serve --print-engine-config --kv-offload-bytes plenty 2>&1)
+set -e
+grep -q "SIZE or auto" <<<"$bad" || fail "--kv-offload-bytes plenty must name what it takes: $bad"
 from_env=$(DSV4_MAX_NUM_SEQS=9 DSV4_ITL_SLACK=0.7 resolved serve)
 grep -q '"max-num-seqs":9' <<<"$from_env" && grep -q '"itl-slack":0.7' <<<"$from_env" ||
   fail "DSV4_<FLAG> not read: $from_env"

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "backend/device.h"
 #include "core/error.h"
 #include "engine_test_support.h"
 #include "testing/error_of.h"
@@ -88,6 +89,18 @@ TEST(CacheSizing, RefusesWhatCannotFitWithTheNumbers) {
   c.max_num_seqs = 256;
   c.kv_cache_memory = 1 << 20;
   EXPECT_NE(error_of([&] { plan_kv_cache(tiny_config(), c); }).find("lower --max-num-seqs"), std::string::npos);
+}
+
+// --kv-offload-bytes auto: half the host's available memory in whole MiB; sizes pass through; an unknown
+// amount is an error that says what to give instead. This machine's MemAvailable is read.
+TEST(CacheSizing, OffloadAutoTakesHalfTheAvailableHostMemory) {
+  EXPECT_EQ(resolve_kv_offload_bytes(kKvOffloadAuto, (int64_t{10} << 30) + 12345), int64_t{5} << 30);
+  EXPECT_EQ(resolve_kv_offload_bytes(int64_t{3} << 20, int64_t{10} << 30), int64_t{3} << 20);
+  EXPECT_EQ(resolve_kv_offload_bytes(0, int64_t{10} << 30), 0);
+  EXPECT_NE(error_of([] { resolve_kv_offload_bytes(kKvOffloadAuto, 0); }).find("give a size"), std::string::npos);
+  const int64_t here = available_host_memory();
+  EXPECT_GT(here, int64_t{64} << 20);
+  EXPECT_LE(static_cast<uint64_t>(here), HostDevice().memory_capacity());
 }
 
 }  // namespace
