@@ -56,6 +56,16 @@ class KvAccess {
   // Layer-kind pairs of one key get equal item_pages for every sequence and range (their page maps
   // tell them apart), so a step builds such lists once. The default: a key of its own.
   virtual int64_t list_key(int layer, KvKind kind) const { return int64_t{layer} * 8 + static_cast<int>(kind); }
+  // slot() in two halves, so that a step looks an item up once for all the layers of one slot_key:
+  // unit_slot() is the same for every layer of the key (−1: not resident) and layer_slot() turns it
+  // into the layer's slot. The default: a key of its own, unit_slot() = slot(), layer_slot() the identity.
+  virtual int64_t slot_key(int layer, KvKind kind) const { return int64_t{layer} * 8 + static_cast<int>(kind); }
+  virtual int64_t unit_slot(int32_t seq, int layer, KvKind kind, int64_t index) const {
+    return slot(seq, layer, kind, index);
+  }
+  virtual int32_t layer_slot(int /*layer*/, KvKind /*kind*/, int64_t unit_slot) const {
+    return static_cast<int32_t>(unit_slot);
+  }
   // What item_pages' entries of a layer and kind go through on the device (default: nothing).
   virtual BlockPageMap page_map(int /*layer*/, KvKind /*kind*/) const { return {}; }
   // Brings the device's copy of whatever page_map() points at up to date, ordered before the work

@@ -93,13 +93,26 @@ const PagedKv::Where& PagedKv::where(int layer, KvKind kind) const {
 EntryTable PagedKv::table(int layer, KvKind kind) const { return where(layer, kind).table; }
 
 int32_t PagedKv::slot(int32_t seq, int layer, KvKind kind, int64_t index) const {
+  return layer_slot(layer, kind, unit_slot(seq, layer, kind, index));
+}
+
+int64_t PagedKv::slot_key(int layer, KvKind kind) const {
+  const Where& w = where(layer, kind);
+  // The unit and how an item becomes a position decide the unit's slot: negative keys, apart from the
+  // default's.
+  return -1 - ((int64_t{w.unit} * 2 + (w.per_entry ? 1 : 0)) * 1024 + w.ratio);
+}
+
+int64_t PagedKv::unit_slot(int32_t seq, int layer, KvKind kind, int64_t index) const {
   const Where& w = where(layer, kind);
   const auto r = requests_.find(seq);
   DSV4_CHECK(r != requests_.end(), "paged kv: sequence {} is not bound to a request", seq);
-  const bool per_entry = kind == KvKind::kCompressed || kind == KvKind::kIndexerKey;
-  const int64_t position = per_entry ? (index + 1) * w.ratio - 1 : index;
-  const int64_t s = mgr_.slot(r->second, w.unit, position);
+  return mgr_.slot(r->second, w.unit, w.per_entry ? (index + 1) * w.ratio - 1 : index);
+}
+
+int32_t PagedKv::layer_slot(int layer, KvKind kind, int64_t s) const {
   if (s < 0) return -1;
+  const Where& w = where(layer, kind);
   const int64_t epp = w.table.entries_per_page;
   const uint32_t page = mgr_.layer_pages(w.unit, static_cast<uint32_t>(s / epp))[static_cast<size_t>(w.layer_index)];
   const int64_t global = int64_t{page} * epp + s % epp;

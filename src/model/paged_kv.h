@@ -39,6 +39,11 @@ class PagedKv final : public KvAccess {
   // row of the unit's DeviceBlockTables.
   ItemPages item_pages(int32_t seq, int layer, KvKind kind, int64_t begin, int64_t end) const override;
   int64_t list_key(int layer, KvKind kind) const override;
+  // The unit's slot (block · entries per page + entry) is the same for every layer of a unit; a layer's
+  // slot goes through its page of the block.
+  int64_t slot_key(int layer, KvKind kind) const override;
+  int64_t unit_slot(int32_t seq, int layer, KvKind kind, int64_t index) const override;
+  int32_t layer_slot(int layer, KvKind kind, int64_t unit_slot) const override;
   BlockPageMap page_map(int layer, KvKind kind) const override;
   // Creates the pools' device page maps and the full units' device block tables on first use (again
   // on another device) and syncs them, the tables for the bound requests that live; they live in

@@ -1,6 +1,8 @@
 #include "model/step_index.h"
 
 #include <algorithm>
+#include <map>
+#include <tuple>
 
 #include "core/error.h"
 #include "model/step_shape.h"
@@ -198,47 +200,82 @@ thread_local size_t StepUploads::last_size_ = 0;
 
 namespace {
 
-// The slot each token writes (−1 for shadow slices: they write nothing).
-std::vector<int32_t> per_token(const ForwardBatch& b, const KvAccess& kv, int layer, KvKind kind) {
-  std::vector<int32_t> out(static_cast<size_t>(b.tokens()), -1);
-  for (const auto& s : b.seqs) {
-    if (s.shadow) continue;
-    for (int64_t i = 0; i < s.count; ++i)
-      out[static_cast<size_t>(s.offset + i)] = kv.slot(s.seq, layer, kind, s.start + i);
-  }
-  return out;
-}
+// Lookups shared by the layers of one KvAccess::slot_key within a step: each item is looked up once
+// (unit_slot) and every layer maps it to its own page (layer_slot), so the host's per-token work is
+// O(units x tokens), not O(layers x tokens).
+class UnitSlots {
+ public:
+  UnitSlots(const ForwardBatch& b, const KvAccess& kv) : b_(b), kv_(kv) {}
 
-// Blocks i completed in this forward: (i + 1) * ratio - 1 in [start, end). Padded (one token a slice):
-// one item per token, block −1 (rows and slot −1) where the token completes none.
-void emit_list(StepUploads& up, EmitList& e, const ForwardBatch& b, const KvAccess& kv, int layer, int ratio,
-               KvKind state, KvKind out, bool padded) {
-  const int c = ratio == 4 ? 2 : 1;
-  std::vector<int32_t> block, rows, slots;
-  for (const auto& s : b.seqs) {
-    const int64_t end = s.start + s.count;
-    const size_t before = block.size();
-    for (int64_t i = s.start / ratio; !s.shadow && i < end / ratio; ++i) {
-      block.push_back(static_cast<int32_t>(i));
-      for (int64_t p = (i - (c - 1)) * ratio; p < (i + 1) * ratio; ++p) {
-        const int32_t slot = p < 0 ? -1 : kv.slot(s.seq, layer, state, p);
-        DSV4_CHECK(p < 0 || slot >= 0, "kv: compressor row for position {} of sequence {} is not resident", p, s.seq);
-        rows.push_back(slot);
+  // The slot each token writes (−1 for shadow slices: they write nothing).
+  std::vector<int32_t> per_token(int layer, KvKind kind) {
+    auto [it, fresh] = tokens_.try_emplace(kv_.slot_key(layer, kind));
+    if (fresh) {
+      it->second.assign(static_cast<size_t>(b_.tokens()), -1);
+      for (const auto& s : b_.seqs) {
+        if (s.shadow) continue;
+        for (int64_t i = 0; i < s.count; ++i)
+          it->second[static_cast<size_t>(s.offset + i)] = kv_.unit_slot(s.seq, layer, kind, s.start + i);
       }
-      slots.push_back(kv.slot(s.seq, layer, out, i));
     }
-    if (padded && block.size() == before) {
-      block.push_back(-1);
-      rows.insert(rows.end(), static_cast<size_t>(c * ratio), -1);
-      slots.push_back(-1);
-    }
+    return to_layer(layer, kind, it->second);
   }
-  DSV4_CHECK(!padded || block.size() == b.seqs.size(), "step index: a padded step with more than one token a slice");
-  e.entries = static_cast<int64_t>(block.size());
-  up.add(e.block_index, block);
-  up.add(e.rows, rows);
-  up.add(e.out_slots, slots);
-}
+
+  // Blocks i completed in this forward: (i + 1) * ratio - 1 in [start, end). Padded (one token a
+  // slice): one item per token, block −1 (rows and slot −1) where the token completes none.
+  void emit_list(StepUploads& up, EmitList& e, int layer, int ratio, KvKind state, KvKind out, bool padded) {
+    auto [it, fresh] = emissions_.try_emplace({kv_.slot_key(layer, state), kv_.slot_key(layer, out), ratio});
+    if (fresh) it->second = emissions(layer, ratio, state, out, padded);
+    const Emission& m = it->second;
+    e.entries = static_cast<int64_t>(m.block.size());
+    up.add(e.block_index, m.block);
+    up.add(e.rows, to_layer(layer, state, m.rows));
+    up.add(e.out_slots, to_layer(layer, out, m.slots));
+  }
+
+ private:
+  struct Emission {
+    std::vector<int32_t> block;
+    std::vector<int64_t> rows, slots;  // unit slots
+  };
+
+  Emission emissions(int layer, int ratio, KvKind state, KvKind out, bool padded) const {
+    const int c = ratio == 4 ? 2 : 1;
+    Emission m;
+    for (const auto& s : b_.seqs) {
+      const int64_t end = s.start + s.count;
+      const size_t before = m.block.size();
+      for (int64_t i = s.start / ratio; !s.shadow && i < end / ratio; ++i) {
+        m.block.push_back(static_cast<int32_t>(i));
+        for (int64_t p = (i - (c - 1)) * ratio; p < (i + 1) * ratio; ++p) {
+          const int64_t slot = p < 0 ? -1 : kv_.unit_slot(s.seq, layer, state, p);
+          DSV4_CHECK(p < 0 || slot >= 0, "kv: compressor row for position {} of sequence {} is not resident", p, s.seq);
+          m.rows.push_back(slot);
+        }
+        m.slots.push_back(kv_.unit_slot(s.seq, layer, out, i));
+      }
+      if (padded && m.block.size() == before) {
+        m.block.push_back(-1);
+        m.rows.insert(m.rows.end(), static_cast<size_t>(c * ratio), -1);
+        m.slots.push_back(-1);
+      }
+    }
+    DSV4_CHECK(!padded || m.block.size() == b_.seqs.size(),
+               "step index: a padded step with more than one token a slice");
+    return m;
+  }
+
+  std::vector<int32_t> to_layer(int layer, KvKind kind, const std::vector<int64_t>& unit) const {
+    std::vector<int32_t> out(unit.size());
+    for (size_t i = 0; i < unit.size(); ++i) out[i] = unit[i] < 0 ? -1 : kv_.layer_slot(layer, kind, unit[i]);
+    return out;
+  }
+
+  const ForwardBatch& b_;
+  const KvAccess& kv_;
+  std::map<int64_t, std::vector<int64_t>> tokens_;
+  std::map<std::tuple<int64_t, int64_t, int>, Emission> emissions_;
+};
 
 // Every page a step reads must be resident: the scheduler allocated it before the step.
 void check_resident(const ItemPages& p, int32_t seq, const char* what) {
@@ -314,14 +351,14 @@ void expand_keys(StepUploads& up, LayerIndex& r, const ForwardBatch& b, const Kv
   up.add(r.key_count, count);
 }
 
-void build_layer(StepUploads& up, LayerIndex& r, const ModelConfig& cfg, const ForwardBatch& b, const KvAccess& kv,
-                 int l, bool padded) {
-  up.add(r.window_write, per_token(b, kv, l, KvKind::kWindow));
+void build_layer(StepUploads& up, UnitSlots& unit, LayerIndex& r, const ModelConfig& cfg, const ForwardBatch& b,
+                 const KvAccess& kv, int l, bool padded) {
+  up.add(r.window_write, unit.per_token(l, KvKind::kWindow));
   expand_window(up, r, b, kv, l, cfg.window_size);
   const int ratio = cfg.compress_ratio(l);
   if (ratio == 0) return;
-  up.add(r.state_slots, per_token(b, kv, l, KvKind::kCompressorState));
-  emit_list(up, r.emit, b, kv, l, ratio, KvKind::kCompressorState, KvKind::kCompressed, padded);
+  up.add(r.state_slots, unit.per_token(l, KvKind::kCompressorState));
+  unit.emit_list(up, r.emit, l, ratio, KvKind::kCompressorState, KvKind::kCompressed, padded);
   // Rows of entries as wide as the widest slice's (at least 1 for the indexer's keys), bucketed when padded.
   const int64_t least = ratio == 4 ? 1 : 0;
   int64_t width = least;
@@ -332,8 +369,8 @@ void build_layer(StepUploads& up, LayerIndex& r, const ModelConfig& cfg, const F
     expand_visible(up, r, b, kv, l, ratio);
     return;
   }
-  up.add(r.index_state_slots, per_token(b, kv, l, KvKind::kIndexerState));
-  emit_list(up, r.index_emit, b, kv, l, ratio, KvKind::kIndexerState, KvKind::kIndexerKey, padded);
+  up.add(r.index_state_slots, unit.per_token(l, KvKind::kIndexerState));
+  unit.emit_list(up, r.index_emit, l, ratio, KvKind::kIndexerState, KvKind::kIndexerKey, padded);
   r.key_stride = static_cast<int32_t>(width);
   expand_keys(up, r, b, kv, l, ratio);
 }
@@ -358,9 +395,10 @@ StepIndex::StepIndex(Device& dev, const ModelConfig& cfg, const ForwardBatch& b,
   up.add(token_slice, slice_of);
   window_width = cfg.window_size;
   layers.resize(static_cast<size_t>(cfg.n_layers));  // sized once: the uploads point into it
+  UnitSlots unit(b, kv);
   for (int l = 0; l < cfg.n_layers; ++l) {
     up.set_layer(l);
-    build_layer(up, layers[static_cast<size_t>(l)], cfg, b, kv, l, layout.padded);
+    build_layer(up, unit, layers[static_cast<size_t>(l)], cfg, b, kv, l, layout.padded);
   }
   expansions_ = up.finish(dev, layout.arena, uploads_);
   dev_ = &dev;
