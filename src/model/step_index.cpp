@@ -24,6 +24,14 @@ class StepUploads {
     a.offset_ = put(v);
     pending_.push_back(&a);
   }
+  // An array of n values written in place by fill(int32_t* values), which starts at −1 everywhere
+  // (fill writes only what is not −1; the pointer is good until the next array is added).
+  template <typename Fill>
+  void add_in_place(IndexArray& a, size_t n, Fill&& fill) {
+    a.offset_ = place(n);
+    pending_.push_back(&a);
+    fill(host_.data() + a.offset_);
+  }
 
   // out = rows of items from page lists (see PagedSlotsParams), built on the device by
   // StepIndex::expand through `map`. Expansions of one key share their lists: `make` builds them for
@@ -229,7 +237,15 @@ class UnitSlots {
     const Emission& m = it->second;
     e.entries = static_cast<int64_t>(m.block.size());
     up.add(e.block_index, m.block);
-    up.add(e.rows, to_layer(layer, state, m.rows));
+    // Rows only of the items that emit: a padded step's other items (block −1) keep their −1s unread.
+    const size_t per = m.block.empty() ? 0 : m.rows.size() / m.block.size();
+    up.add_in_place(e.rows, m.rows.size(), [&](int32_t* rows) {
+      for (size_t k = 0; k < m.block.size(); ++k) {
+        if (m.block[k] < 0) continue;
+        for (size_t j = k * per; j < (k + 1) * per; ++j)
+          if (m.rows[j] >= 0) rows[j] = kv_.layer_slot(layer, state, m.rows[j]);
+      }
+    });
     up.add(e.out_slots, to_layer(layer, out, m.slots));
   }
 
