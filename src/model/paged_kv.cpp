@@ -161,10 +161,8 @@ ItemPages PagedKv::device_row(int32_t seq, const Where& w, int32_t per_page) con
 
 int64_t PagedKv::list_key(int layer, KvKind kind) const {
   const Where& w = where(layer, kind);
-  if (!w.tiled) return KvAccess::list_key(layer, kind);
-  // The unit, whether items are entries, and positions per entry decide a tiled list: negative keys,
-  // apart from the default's.
-  return -1 - ((int64_t{w.unit} * 2 + (w.per_entry ? 1 : 0)) * 1024 + w.ratio);
+  // A tiled list is decided by what decides a unit slot (slot_key); an untiled one holds the layer's slots.
+  return w.tiled ? slot_key(layer, kind) : KvAccess::list_key(layer, kind);
 }
 
 BlockPageMap PagedKv::page_map(int layer, KvKind kind) const {
