@@ -112,7 +112,7 @@ if [ "${DSV4_GPU_NCU:-0}" = 1 ] && [ -x "$STAGE/bin/gpu_kernels_bench" ]; then
 fi
 # DSV4_GPU_E2E (test modules of tests/e2e, e.g. "test_structured_output test_robustness"): each against
 # `dsv4 serve --backend cuda` on the embedded model. The Python packages they need travel as wheels in
-# .whl (carry it; README of the device tool: pip download --no-deps for cp312 manylinux).
+# .whl (`DSV4_GPU_WHEELS=1 bash bench/run-gpu.sh` here fetches them; carry .whl with .carry).
 if [ -n "${DSV4_GPU_E2E:-}" ]; then
   if ls .whl/*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/dsv4-site \

@@ -32,6 +32,14 @@ done
 tok="${DSV4_HOME:-$HOME/.cache/dsv4}/tokenizer/tokenizer.json"
 [ -f "$tok" ] || echo '"hello"' | "$BUILD_DIR/tools/dsv4" tokenize >/dev/null 2>&1 || true  # installs the embedded copy
 if [ -f "$tok" ]; then mkdir -p "$STAGE/shared/tokenizer" && cp "$tok" "$STAGE/shared/tokenizer/"; fi
+# DSV4_GPU_WHEELS=1: the Python packages the e2e tests need (run-gpu.sh's DSV4_GPU_E2E) as cp312 wheels in
+# .whl (ignored by git; carry it too), for the GPU machine's python3, which has neither openai nor jsonschema.
+if [ "${DSV4_GPU_WHEELS:-0}" = 1 ]; then
+  grep -qx '/.whl/' .git/info/exclude 2>/dev/null || { mkdir -p .git/info && echo '/.whl/' >>.git/info/exclude; }
+  python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+    -d .whl openai==3.60.0 jsonschema==4.26.0 prometheus_client || echo "stage-gpu: wheels not fetched"
+fi
 git rev-parse --short HEAD >"$STAGE/COMMIT" 2>/dev/null || echo unknown >"$STAGE/COMMIT"
 git diff --quiet 2>/dev/null || echo "+dirty" >>"$STAGE/COMMIT"
 du -sh "$STAGE"
