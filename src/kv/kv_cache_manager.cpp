@@ -290,6 +290,7 @@ void KvCacheManager::queue_copies(size_t bucket, std::span<const uint32_t> devic
 
 void KvCacheManager::flush_copies() {
   if (pending_.empty()) return;
+  coalesce(pending_);
   options_.copier->copy(pending_);
   pending_.clear();
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <vector>
 
 namespace dsv4 {
 
@@ -16,6 +17,25 @@ struct KvPageCopy {
   int64_t bytes = 0;
   bool to_device = false;  // host tier -> pool (a restore); else pool -> host tier (an offload)
 };
+
+// Joins consecutive copies of one direction whose destinations and sources both continue the previous
+// copy's into one copy (a block's layer pages often lie side by side in both tiers): fewer, larger copies
+// (on a GPU each is a call). Order is kept; a joined copy moves exactly the bytes of its parts.
+inline void coalesce(std::vector<KvPageCopy>& batch) {
+  size_t out = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (out > 0) {
+      KvPageCopy& last = batch[out - 1];
+      const KvPageCopy& c = batch[i];
+      if (c.to_device == last.to_device && c.dst == last.dst + last.bytes && c.src == last.src + last.bytes) {
+        last.bytes += c.bytes;
+        continue;
+      }
+    }
+    batch[out++] = batch[i];
+  }
+  batch.resize(out);
+}
 
 class KvPageCopier {
  public:

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "kv/kv_page_copy.h"
 #include "testing/error_of.h"
 #include "unit/kv/kv_test_support.h"
 
@@ -157,6 +158,31 @@ void expect_group_counters_add_up(const KvLayout& l, const KvCacheStats& s) {
 // The tier's split follows what prefixes store per block: with a checkpoint at every block (retention
 // -1) the buckets of sliding units get more of it than with one window a prompt (0), every bucket that
 // stores anything gets pages, and the split never exceeds the bytes.
+// Copies that continue each other in both tiers join (same direction only, order kept); the bytes
+// moved stay those of the parts.
+TEST(KvHostTier, ContiguousCopiesJoin) {
+  std::vector<std::byte> dev(64), host(64);
+  auto d = [&](int i) { return dev.data() + i; };
+  auto h = [&](int i) { return host.data() + i; };
+  std::vector<KvPageCopy> batch = {
+      {h(0), d(0), 8, false},   {h(8), d(8), 8, false},   // joined: an offload of 16 bytes
+      {d(16), h(16), 8, true},  {d(24), h(24), 8, true},  // joined: a restore of 16 bytes
+      {d(40), h(32), 8, true},                            // the source continues, the destination does not
+      {h(48), d(48), 8, false},                           // continues the last addresses, other direction
+  };
+  coalesce(batch);
+  ASSERT_EQ(batch.size(), 4u);
+  EXPECT_EQ(batch[0].bytes, 16);
+  EXPECT_FALSE(batch[0].to_device);
+  EXPECT_EQ(batch[1].dst, d(16));
+  EXPECT_EQ(batch[1].bytes, 16);
+  EXPECT_EQ(batch[2].dst, d(40));
+  EXPECT_EQ(batch[3].dst, h(48));
+  int64_t bytes = 0;
+  for (const KvPageCopy& c : batch) bytes += c.bytes;
+  EXPECT_EQ(bytes, 48);
+}
+
 TEST(KvHostTier, SplitFollowsWhatPrefixesStore) {
   const KvLayout l = make_kv_layout(kvtest::tiny_config(), {});
   const int64_t bytes = int64_t{64} << 20;
