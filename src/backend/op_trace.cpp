@@ -79,19 +79,18 @@ void OpTrace::keep(std::string op, TraceElem e, ReplayGate gate, const void* p, 
   r.bytes.resize(static_cast<size_t>(rows) * row_bytes);
   auto* dev = static_cast<uint8_t*>(const_cast<void*>(p));  // an output: the op wrote it
   const size_t dev_stride = static_cast<size_t>(stride ? stride : cols) * elem_bytes(e);
-  // One copy when the rows are contiguous, else one a row; to_device writes `host` over the rows.
-  auto copy = [&](uint8_t* host, bool to_device) {
-    const bool whole = dev_stride == row_bytes;
-    const int64_t n = rows <= 0 || row_bytes == 0 ? 0 : whole ? 1 : rows;
-    const size_t bytes = whole ? r.bytes.size() : row_bytes;
-    for (int64_t i = 0; i < n; ++i) {
-      uint8_t* d = dev + static_cast<size_t>(i) * dev_stride;
-      uint8_t* h = host + static_cast<size_t>(i) * row_bytes;
-      to_device ? dev_.to_device(d, h, bytes) : dev_.to_host(h, d, bytes);
-    }
+  // f(device address, offset in the record, bytes): one call when the rows are contiguous, else one a row.
+  const auto for_rows = [&](auto&& f) {
+    if (rows <= 0 || row_bytes == 0) return;
+    if (dev_stride == row_bytes) return f(dev, size_t{0}, r.bytes.size());
+    for (int64_t i = 0; i < rows; ++i)
+      f(dev + static_cast<size_t>(i) * dev_stride, static_cast<size_t>(i) * row_bytes, row_bytes);
   };
-  copy(r.bytes.data(), false);
-  if (replay_) copy(const_cast<uint8_t*>(replayed(r).bytes.data()), true);
+  for_rows([&](uint8_t* d, size_t at, size_t n) { dev_.to_host(r.bytes.data() + at, d, n); });
+  if (replay_) {
+    const OpRecord& from = replayed(r);
+    for_rows([&](uint8_t* d, size_t at, size_t n) { dev_.to_device(d, from.bytes.data() + at, n); });
+  }
   records_.push_back(std::move(r));
 }
 

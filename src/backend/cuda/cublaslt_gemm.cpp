@@ -546,9 +546,10 @@ void GemmRunner::run_pair(const GemmArgs& a, const GemmWeight& w_b, void* y_b) {
 void GemmRunner::grouped(const GroupedGemmArgs& a) { impl_->grouped(a); }
 const GemmPolicy& GemmRunner::policy() const { return impl_->policy; }
 
-bool GemmRunner::grouped_gathers(GemmWeightKind kind, int64_t rows, int experts, int64_t n, int64_t k,
-                                 bool pair) const {
-  return impl_->policy.gemv_gathers &&
+bool GemmRunner::grouped_gathers(GemmWeightKind kind, int64_t rows, int experts, int64_t n, int64_t k, bool pair,
+                                 const uint16_t* x) const {
+  const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && k % 8 == 0;  // the kernel's 16-byte loads
+  return aligned && impl_->policy.gemv_gathers &&
          impl_->plan_grouped(kind, rows, experts, n, k, pair).route == GemmRoute::kFastGemv;
 }
 

@@ -212,9 +212,9 @@ void* CudaDevice::allocate_pinned(size_t bytes) {
 }
 
 void CudaDevice::release_pinned(void* p) {
-  // Copies into or out of the pages may still be queued: they finish first.
-  if (p) DSV4_CUDA_CHECK(cudaStreamSynchronize(active_));
-  if (p) DSV4_CUDA_CHECK(cudaFreeHost(p));
+  if (!p) return;
+  DSV4_CUDA_CHECK(cudaStreamSynchronize(active_));  // copies into or out of the pages may still be queued
+  DSV4_CUDA_CHECK(cudaFreeHost(p));
 }
 
 void CudaDevice::fill_zero(void* p, size_t bytes) {

@@ -71,9 +71,11 @@ class GemmRunner {
   // Whether grouped() of `kind` weights over `rows` rows (experts > 0) or a dense call would use
   // activation digit planes (GroupedGemmArgs::a_digits), which the caller then makes.
   bool wants_digit_planes(GemmWeightKind kind, int64_t rows, int experts, int64_t k) const;
-  // Whether grouped() of this shape gathers its rows from bf16 tokens (GroupedGemmArgs::x): the few-row
-  // route does (GemmPolicy::gemv_gathers), so the MoE skips its gather-quantize launch at decode.
-  bool grouped_gathers(GemmWeightKind kind, int64_t rows, int experts, int64_t n, int64_t k, bool pair) const;
+  // Whether grouped() of this shape gathers its rows from the bf16 tokens x (GroupedGemmArgs::x): the
+  // few-row route does (GemmPolicy::gemv_gathers) where x is 16-byte aligned, so the MoE skips its
+  // gather-quantize launch at decode.
+  bool grouped_gathers(GemmWeightKind kind, int64_t rows, int experts, int64_t n, int64_t k, bool pair,
+                       const uint16_t* x) const;
   const GemmPolicy& policy() const;
 
  private:

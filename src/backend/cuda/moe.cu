@@ -281,18 +281,6 @@ __global__ void gather_quantize_kernel(const uint16_t* x, int64_t rows, int64_t 
   if (lane == 0) scales[kb * rows + j] = sc;
 }
 
-// a = bf16(w · (g' / (1 + exp(−g')) · u')), g' = min(g, L), u' = clamp(u, ±L) when L > 0; the CPU's
-// operation order (std::min/std::clamp spelled out, so NaNs propagate alike).
-__device__ __forceinline__ uint16_t swiglu_one(float gv, float uv, float limit, float w, bool weighted) {
-  if (limit > 0.0f) {
-    uv = uv < -limit ? -limit : (limit < uv ? limit : uv);
-    gv = limit < gv ? limit : gv;
-  }
-  float v = __fmul_rn(__fdiv_rn(gv, __fadd_rn(1.0f, exp_f(-gv))), uv);
-  if (weighted) v = __fmul_rn(w, v);
-  return f_to_bf16(v);
-}
-
 // Eight bf16 values <-> fp32 (one 16-byte vector).
 struct Bf16x8 {
   uint4 v;
@@ -307,6 +295,18 @@ struct Bf16x8 {
     w = (i & 1) ? (w & 0xffffu) | (uint32_t{b} << 16) : (w & 0xffff0000u) | b;
   }
 };
+
+// a = bf16(w · (g' / (1 + exp(−g')) · u')), g' = min(g, L), u' = clamp(u, ±L) when L > 0; the CPU's
+// operation order (std::min/std::clamp spelled out, so NaNs propagate alike).
+__device__ __forceinline__ uint16_t swiglu_one(float gv, float uv, float limit, float w, bool weighted) {
+  if (limit > 0.0f) {
+    uv = uv < -limit ? -limit : (limit < uv ? limit : uv);
+    gv = limit < gv ? limit : gv;
+  }
+  float v = __fmul_rn(__fdiv_rn(gv, __fadd_rn(1.0f, exp_f(-gv))), uv);
+  if (weighted) v = __fmul_rn(w, v);
+  return f_to_bf16(v);
+}
 
 // One block per row (grid-stride), eight elements per thread step: g, u and out 16-byte aligned and
 // dim % 8 == 0 (every buffer of this file). Reads precede writes per vector, so out may equal g or u.
@@ -617,7 +617,7 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsParams& a, int n) {
   const int32_t* routed = offsets + a.experts;
   const int32_t* pairs = static_cast<const int32_t*>(buf[kPairsSorted].p);
   const GemmWeightKind kind1 = gemm_kind(a.w1[0].type);
-  const bool gathered = aligned16(a.x) && gemm.grouped_gathers(kind1, n, a.experts, I, D, true);
+  const bool gathered = gemm.grouped_gathers(kind1, n, a.experts, I, D, true, a.x);
   auto* rows = get<uint16_t>(kRows, n * D);
   auto* codes = get<uint8_t>(kCodes, n * wide);
   auto* scales = get<float>(kScales, n * (wide / 128));
@@ -653,20 +653,11 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsParams& a, int n) {
 
   launch_kernel(swiglu_quantize_kernel, warp_blocks(n * (I / 128)), kThreads, 0, stream, g, u, n, I, a.swiglu_limit,
                 a.weights, pairs, routed, codes, scales);
-  gg = {.a_codes = codes,
-        .a_scales = scales,
-        .scale_ld = n,
-        .rows = n,
-        .n = D,
-        .k = I,
-        .experts = a.experts,
-        .offsets = offsets,
-        .kind = gemm_kind(a.w2[0].type),
-        .w_data = t2.d_data(),
-        .w_scale = t2.d_scale(),
-        .y = rows,
-        .a_digits = digit_planes_for(gemm_kind(a.w2[0].type), n, I, a.experts, codes),
-        .a_digit_stride = n * I};
+  const GemmWeightKind kind2 = gemm_kind(a.w2[0].type);
+  gg.x = nullptr, gg.pairs = nullptr, gg.w_data_b = nullptr, gg.w_scale_b = nullptr, gg.y_b = nullptr;
+  gg.n = D, gg.k = I, gg.kind = kind2, gg.w_data = t2.d_data(), gg.w_scale = t2.d_scale(), gg.y = rows;
+  gg.a_digits = digit_planes_for(kind2, n, I, a.experts, codes);
+  gg.a_digit_stride = n * I;
   gemm.grouped(gg);
 }
 
