@@ -26,6 +26,7 @@
 #include "model_tools/random_kv.h"
 #include "tools/command.h"
 #include "tools/engine_flags.h"
+#include "tools/parallel_flags.h"
 
 namespace dsv4::tools {
 namespace {
@@ -41,6 +42,7 @@ struct StepArgs {
   bool profile = false;
   bool enforce_eager = false;
   bool compare_eager = false;
+  ParallelConfig parallel;
 };
 
 // Bytes of the checkpoint's main stack, split into routed experts (per expert of one layer) and the rest.
@@ -242,6 +244,7 @@ void print_profile(const Row& r, OpProfile& prof) {
 
 void run(const StepArgs& a) {
   const LoadedModel m = load_model(a.model);
+  require_one_rank(plan_parallel(m.config, a.parallel));
   Backend backend = make_backend(a.backend, a.threads, parse_numerics(a.numerics));
   spdlog::info("bench step: {} on {}", a.model, backend.description);
   OpProfile prof(*backend.ops, *backend.device);  // off unless --profile: forwards without waiting
@@ -315,6 +318,7 @@ void setup_bench_step(CLI::App& cmd) {
   add_model_option(cmd, a.model);
   add_backend_flags(cmd, a.backend, a.threads);
   add_numerics_option(cmd, a.numerics)->group(kEngineFlagGroup);
+  add_parallel_flags(cmd, a.parallel);
   cmd.add_option("--batch", a.batches, "decode batch sizes (comma list)")->capture_default_str();
   cmd.add_option("--context", a.contexts, "decode contexts (comma list)")->capture_default_str();
   cmd.add_option("--prefill", a.prefill, "prefill tokens to time (0 = none)")->capture_default_str();

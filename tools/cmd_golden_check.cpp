@@ -7,9 +7,11 @@
 #include "backend/backend.h"
 #include "backend/op_trace.h"
 #include "core/error.h"
+#include "io/model_config_json.h"
 #include "model_tools/golden_check.h"
 #include "tools/command.h"
 #include "tools/engine_flags.h"
+#include "tools/parallel_flags.h"
 
 namespace dsv4::tools {
 namespace {
@@ -20,6 +22,7 @@ struct Args {
   int threads = 0;
   bool no_blocks = false;
   bool replay = false;
+  ParallelConfig parallel;
 };
 
 // Runs the check on both backends with every op's outputs recorded, and prints where they part.
@@ -59,6 +62,7 @@ void run(const Args& a) {
   o.layers = a.layers;
   o.blocks = !a.no_blocks;
   o.step_mode = parse_step_mode(a.step_mode);  // "auto": the model's own
+  require_one_rank(plan_parallel(load_model_config(o.model), a.parallel));
   Backend backend = make_backend(a.backend, a.threads, parse_numerics(a.numerics));
   spdlog::info("golden-check: backend {}", backend.description);
   o.thresholds = load_thresholds(o.model / "tolerance.json", backend.numerics);
@@ -88,6 +92,7 @@ void setup(CLI::App& cmd) {
   add_backend_flags(cmd, a.backend, a.threads);
   // The thresholds come from that tier's part of tolerance.json.
   add_numerics_option(cmd, a.numerics)->group(kEngineFlagGroup);
+  add_parallel_flags(cmd, a.parallel);
   cmd.add_option("--max-rms-ratio", a.max_rms_ratio, "end-to-end threshold (default tolerance.json)");
   cmd.add_option("--min-argmax-agreement", a.min_argmax_agreement, "end-to-end threshold (default tolerance.json)");
   cmd.add_option("--max-block-rms-rel", a.max_block_rms_rel, "per-block threshold (default tolerance.json)");

@@ -11,6 +11,7 @@
 #include "model/model_loader.h"
 #include "model_tools/default_model.h"
 #include "tools/command.h"
+#include "tools/parallel_flags.h"
 
 namespace dsv4::tools {
 namespace {
@@ -85,8 +86,9 @@ void print_text(const LoadedModel& m, const std::map<std::string, DTypeCount>& c
       static_cast<double>(plan.per_sequence_bytes) / (1 << 30), plan.allocated_bytes);
 }
 
-void run(const std::string& model, bool json_out) {
+void run(const std::string& model, bool json_out, const ParallelConfig& parallel) {
   const LoadedModel m = load_model(model.empty() ? ensure_default_model() : std::filesystem::path(model));
+  const ParallelLayout layout = plan_parallel(m.config, parallel);
   std::map<std::string, DTypeCount> counts;
   uint64_t params = 0;
   for (const auto& name : m.checkpoint->names()) {
@@ -99,7 +101,14 @@ void run(const std::string& model, bool json_out) {
     const bool fp4 = t.dtype == DType::kI8 && name.find(".experts.") != std::string::npos;
     if (t.dtype != DType::kF8E8M0) params += fp4 ? 2 * numel : numel;  // scales are not parameters
   }
-  if (!json_out) return print_text(m, counts, params);
+  if (!json_out) {
+    print_text(m, counts, params);
+    if (parallel.world() > 1) {
+      fmt::print("\n");
+      for (const auto& line : describe_layout(m.config, layout)) fmt::print("{}\n", line);
+    }
+    return;
+  }
   nlohmann::ordered_json j;
   j["model"] = m.dir.string();
   j["config"] = to_hf_config_json(m.config);
@@ -120,15 +129,18 @@ void run(const std::string& model, bool json_out) {
                   {"fixed_bytes", plan.fixed_bytes},
                   {"per_sequence_bytes", plan.per_sequence_bytes},
                   {"allocated_bytes", plan.allocated_bytes}};
+  j["parallel"] = layout_json(m.config, layout);
   fmt::print("{}\n", j.dump(2));
 }
 
 void setup(CLI::App& cmd) {
   static std::string model;
   static bool json_out = false;
+  static ParallelConfig parallel;
   add_model_option(cmd, model, /*required=*/false)->description("model folder (default: the embedded model)");
   cmd.add_flag("--json", json_out, "print one JSON object");
-  cmd.callback([] { run(model, json_out); });
+  add_parallel_flags(cmd, parallel);
+  cmd.callback([] { run(model, json_out, parallel); });
 }
 
 }  // namespace

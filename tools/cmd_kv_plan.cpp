@@ -10,6 +10,7 @@
 #include "kv/kv_plan.h"
 #include "tools/command.h"
 #include "tools/engine_flags.h"
+#include "tools/parallel_flags.h"
 
 namespace dsv4::tools {
 namespace {
@@ -21,6 +22,7 @@ struct Args {
   int64_t kv_memory = kDefaultKvMemory;
   int64_t offload_bytes = 0;  // the host tier (--kv-offload-bytes)
   bool json = false;
+  ParallelConfig parallel;
 };
 
 double gib(int64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(int64_t{1} << 30); }
@@ -101,20 +103,35 @@ void print_text(const std::string& model, const KvPlan& p) {
   fmt::print("V3.2-style estimate {} B ({:.3f} GiB)\n", p.v32_estimate_bytes, gib(p.v32_estimate_bytes));
 }
 
+// Under several ranks each GPU of a data-parallel replica holds the replica's whole KV (the one K=V head
+// is not split), so the budget is per GPU and the replicas add up.
+void print_parallel(const ModelConfig& c, const ParallelLayout& l, const KvPlan& p) {
+  for (const auto& line : describe_layout(c, l)) fmt::print("{}\n", line);
+  uint64_t most = 0;
+  for (int r = 0; r < l.config.world(); ++r) most = std::max(most, weight_bytes_of_rank(c, l, r));
+  fmt::print("per GPU             weights up to {:.2f} GiB; --kv-memory holds {} sequences per replica, {} in all\n",
+             static_cast<double>(most) / (1 << 30), p.max_sequences, p.max_sequences * l.config.dp);
+}
+
 void run(const Args& a) {
   const ModelConfig c = load_model_config(a.model);
+  const ParallelLayout layout = plan_parallel(c, a.parallel);
   const KvDTypes dtypes = parse_kv_dtypes(a.cache_dtype, a.indexer_dtype);
   const KvPlan p = make_kv_plan(c, dtypes, a.context.value_or(c.max_position_embeddings), a.kv_memory);
   DSV4_CHECK(p.max_sequences > 0, "kv-plan: --kv-memory {} B cannot hold one request of {} tokens ({} B allocated)",
              p.kv_memory, p.context, p.allocated_bytes);
   if (a.json) {
-    fmt::print("{}\n", to_json(a.model, p, a.offload_bytes).dump(2));
+    nlohmann::ordered_json j = to_json(a.model, p, a.offload_bytes);
+    j["parallel"] = layout_json(c, layout);
+    j["parallel"]["max_sequences"] = p.max_sequences * layout.config.dp;
+    fmt::print("{}\n", j.dump(2));
   } else {
     print_text(a.model, p);
     if (a.offload_bytes > 0) {
       fmt::print("host tier           {} tokens in {} B ({:.1f} GiB, --kv-offload-bytes)\n",
                  host_tier_tokens(p, a.offload_bytes), a.offload_bytes, gib(a.offload_bytes));
     }
+    if (layout.config.world() > 1) print_parallel(c, layout, p);
   }
 }
 
@@ -130,6 +147,7 @@ void setup(CLI::App& cmd) {
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::NonNegativeNumber);
   cmd.add_flag("--json", a.json, "print one JSON object");
+  add_parallel_flags(cmd, a.parallel);
   cmd.callback([] { run(a); });
 }
 

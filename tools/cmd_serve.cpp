@@ -119,7 +119,8 @@ server::StartupFacts startup_facts(const Args& a, const Engine& engine, const se
   f.model_name = info.name;
   f.model_path = info.path;
   f.tokenizer_path = tokenizer.string();
-  f.backend = engine.config().backend + " (numerics " + engine.config().numerics + ")";
+  f.backend =
+      engine.config().backend + " (numerics " + engine.config().numerics + "), " + engine.config().parallel.describe();
   f.kv_dtypes = fmt::format("attention {}, indexer {}", kv_cache_dtype_name(engine.config().kv_dtypes.cache),
                             indexer_dtype_name(engine.config().kv_dtypes.indexer));
   f.max_model_len = engine.max_model_len();

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "tools/command.h"
+#include "tools/parallel_flags.h"
 
 namespace dsv4::tools {
 namespace {
@@ -125,6 +126,7 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
   engine_flag(cmd, "--enforce-eager", f.config.enforce_eager,
               with_default("CUDA: run decode steps eagerly instead of replaying CUDA graphs", f.config.enforce_eager));
   add_scheduling_flags(cmd, f);
+  add_parallel_flags(cmd, f.config.parallel);
   cmd.add_flag("--print-engine-config", f.print_config, "print the resolved engine flags as JSON and exit")
       ->group("");  // hidden: for tests
 }
@@ -149,7 +151,10 @@ nlohmann::ordered_json engine_config_json(const EngineConfig& c) {
           {"scheduling-policy", scheduling_policy_name(c.scheduling_policy)},
           {"max-prefill-chunk", c.max_prefill_chunk},
           {"itl-slack", c.itl_slack},
-          {"itl-target-ms", c.itl_target_ms}};
+          {"itl-target-ms", c.itl_target_ms},
+          {"tensor-parallel-size", c.parallel.tp},
+          {"data-parallel-size", c.parallel.dp},
+          {"enable-expert-parallel", c.parallel.expert_parallel}};
 }
 
 bool print_engine_config_if_asked(const EngineFlags& f) {

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/version.h"
 #include "tools/command.h"
+#include "tools/parallel_flags.h"
 
 namespace dsv4::tools {
 namespace {
@@ -101,7 +102,10 @@ int main(int argc, char** argv) {
   for (const auto& e : reg) e.setup(*app.add_subcommand(e.name, e.description));
   mirror_env(app);
   try {
-    app.parse(argc, argv);
+    const std::vector<std::string> args = expand_parallel_short_flags(argc, argv);
+    std::vector<const char*> ptrs;
+    for (const auto& a : args) ptrs.push_back(a.c_str());
+    app.parse(static_cast<int>(ptrs.size()), ptrs.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const dsv4::Error& e) {

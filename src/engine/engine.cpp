@@ -67,6 +67,7 @@ Engine::Engine(const ModelConfig& model, EngineConfig config, ExecutorFactory fa
     : model_(model), config_(std::move(config)) {
   DSV4_CHECK(config_.vocab_limit >= 0, "engine: vocab_limit must not be negative");
   config_.vocab_limit = config_.vocab_limit > 0 ? std::min(config_.vocab_limit, model_.vocab_size) : model_.vocab_size;
+  require_one_rank(plan_parallel(model_, config_.parallel));
   if (kv_memory) {  // a real model: its backend, and KV pools in that backend's memory
     if (!config_.numerics.empty()) {
       DSV4_CHECK(parse_numerics(config_.numerics), "engine: numerics \"{}\" is neither exact nor fast",

@@ -10,6 +10,7 @@
 
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_dtype.h"
+#include "model/parallel_layout.h"
 #include "sched/scheduler_config.h"
 
 namespace dsv4 {
@@ -58,6 +59,9 @@ struct EngineConfig {
   double itl_target_ms = SchedulerConfig{}.itl_target_ms;
   // Which waiting request starts first: arrival order, or the requests' priorities (vLLM's flag).
   SchedulingPolicy scheduling_policy = SchedulerConfig{}.scheduling;
+
+  // Tensor, data and expert parallelism (model/parallel_layout.h).
+  ParallelConfig parallel;
 
   // Decode steps run eagerly instead of being recorded once per batch shape and replayed (CUDA graphs).
   bool enforce_eager = false;

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The multi-GPU flags as vLLM spells them (-tp/--tensor-parallel-size, -dp/--data-parallel-size,
+# --enable-expert-parallel) on every command that runs or plans a model: the same help lines, resolved
+# into the engine config (also from DSV4_<FLAG>), kv-plan's per-GPU plan of the real V4-Flash config,
+# and a layout the model cannot take refused with one that works.
+set -euo pipefail
+DSV4=$1
+fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/../testing/test_data.sh"
+for v in $(env | sed -n 's/^\(DSV4_[A-Z0-9_]*\)=.*/\1/p'); do
+  case $v in DSV4_SHARED | DSV4_SRC | DSV4_HOME | DSV4_DATA) ;; *) unset "$v" ;; esac
+done
+CFG="$DATA/configs/deepseek-v4-flash/config.json"
+
+section() { awk -v h="$1:" '$0 == h { on = 1; next } on && /^$/ { exit } on'; }
+ref=$($DSV4 serve --help | section Parallelism)
+[ "$(grep -c '^  --' <<<"$ref")" -eq 3 ] || fail "serve's Parallelism section: $ref"
+for c in generate "bench latency" "bench step" golden-check kv-plan inspect; do
+  diff <(echo "$ref") <($DSV4 $c --help | section Parallelism) || fail "$c: parallel flags differ from serve's"
+done
+
+resolved() { $DSV4 serve --print-engine-config "$@"; }
+want='"tensor-parallel-size":2,"data-parallel-size":4,"enable-expert-parallel":true'
+grep -q "$want" <<<"$(resolved -tp 2 -dp=4 --enable-expert-parallel)" || fail "-tp 2 -dp=4: $(resolved -tp 2 -dp=4)"
+grep -q "$want" <<<"$(resolved --tensor-parallel-size=2 --data-parallel-size 4 --enable-expert-parallel)" ||
+  fail "long forms not resolved"
+grep -q "$want" <<<"$(DSV4_TENSOR_PARALLEL_SIZE=2 DSV4_DATA_PARALLEL_SIZE=4 DSV4_ENABLE_EXPERT_PARALLEL=1 resolved)" ||
+  fail "DSV4_TENSOR_PARALLEL_SIZE not read: $(DSV4_TENSOR_PARALLEL_SIZE=2 resolved)"
+grep -q '"tensor-parallel-size":1,"data-parallel-size":1,"enable-expert-parallel":false' <<<"$(resolved)" ||
+  fail "defaults: $(resolved)"
+
+# V4-Flash on 2 x 2 GPUs with expert parallelism: each rank 64 experts and half the heads, under 141 GB.
+$DSV4 kv-plan "$CFG" -tp 2 -dp 2 --enable-expert-parallel --context 131072 --kv-memory 40GiB --json | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+p = j["parallel"]
+assert (p["tensor_parallel_size"], p["data_parallel_size"], p["world_size"]) == (2, 2, 4), p
+assert [r["experts"] for r in p["ranks"]] == [[0, 64], [64, 128], [128, 192], [192, 256]], p["ranks"]
+assert [r["heads"] for r in p["ranks"]] == [[0, 32], [32, 64], [0, 32], [32, 64]], p["ranks"]
+assert all(30e9 < r["weight_bytes"] < 0.5 * 141e9 for r in p["ranks"]), p["ranks"]
+assert p["max_sequences"] == 2 * j["max_sequences"], p
+' || fail "kv-plan -tp 2 -dp 2 --enable-expert-parallel"
+text=$($DSV4 kv-plan "$CFG" -tp 8 --context 131072)
+grep -q "rank 7 (dp 0, tp 7): heads 56-63" <<<"$text" || fail "kv-plan -tp 8 text: $text"
+
+# Refusals: a layout the model cannot take names ones that work; one rank's engine refuses several.
+set +e
+bad=$($DSV4 kv-plan "$CFG" -tp 3 2>&1)
+rc=$?
+set -e
+[ $rc -ne 0 ] || fail "kv-plan -tp 3 accepted"
+grep -q "does not divide the 64 attention heads; layouts of 3 GPUs that work: tp 1 x dp 3" <<<"$bad" || fail "-tp 3: $bad"
+set +e
+bad=$($DSV4 kv-plan "$CFG" -dp 3 --enable-expert-parallel 2>&1)
+rc=$?
+set -e
+[ $rc -ne 0 ] && grep -q "3 expert-parallel ranks do not divide the 256 routed experts" <<<"$bad" || fail "-dp 3 EP: $bad"
+# Until ranks run, the engine refuses a valid layout of several ranks before it runs anything.
+set +e
+bad=$($DSV4 generate --prompt hi -tp 2 2>&1)
+rc=$?
+set -e
+[ $rc -ne 0 ] && grep -q "running a model on 2 ranks is not built yet" <<<"$bad" || fail "generate -tp 2: $bad"
+echo "parallel_flags: ok"
