@@ -491,7 +491,7 @@ void Model::head(const std::vector<int64_t>& rows, int64_t tokens, const uint16_
   ops_.hc_head({all ? h : hs.data(), R, cfg_.hc_mult, D, w_.hc_head.fn, w_.hc_head.scale, w_.hc_head.base, eps,
                 static_cast<float>(cfg_.hc_eps), y.data()});
   ops_.rms_norm({y.data(), y.data(), w_.norm.weight, R, D, eps});
-  LinearParams head{y.data(), R, bf16_weight(w_.head, cfg_.vocab_size, D), logits, ActType::kF32};
+  LinearParams head{y.data(), R, bf16_weight(w_.head.bf16(), w_.head.out, D), logits, ActType::kF32};
   ops_.linear(head);
 }
 

@@ -17,7 +17,7 @@ class TensorWalker {
   void model(ModelWeights& m) {
     const uint64_t V = static_cast<uint64_t>(c_.vocab_size), D = static_cast<uint64_t>(c_.dim);
     raw(m.embed, V * D * 2);
-    raw(m.head, V * D * 2);
+    linear(m.head);
     norm(m.norm);
     hc(m.hc_head, 1);
     for (auto& b : m.layers) block(b);
@@ -71,7 +71,7 @@ class TensorWalker {
     for (LinearWeight* w : {&a.wq_a, &a.wq_b, &a.wkv, &a.wo_b}) linear(*w);  // wo_a: the model uploads its bf16 form
     norm(a.q_norm);
     norm(a.kv_norm);
-    raw(a.attn_sink, static_cast<uint64_t>(c_.n_heads) * 4);
+    raw(a.attn_sink, static_cast<uint64_t>(a.wq_b.out / c_.head_dim) * 4);
     if (a.compressor) compressor(*a.compressor);
     if (a.indexer) {
       linear(a.indexer->wq_b);

@@ -262,7 +262,7 @@ namespace {
 ModelWeights bind_all(Binder& b, const ModelConfig& cfg) {
   ModelWeights m;
   m.embed = b.bf16("embed.weight", {cfg.vocab_size, cfg.dim});
-  m.head = b.bf16("head.weight", {cfg.vocab_size, cfg.dim});
+  m.head = b.linear("head", WeightFormat::kBf16, cfg.vocab_size, cfg.dim);
   m.norm = b.norm("norm", cfg.dim);
   m.hc_head = b.hc("hc_head", cfg.hc_mult, 1);
   for (int i = 0; i < cfg.n_layers; ++i) {

@@ -58,7 +58,7 @@ struct IndexerWeights {
 struct AttentionWeights {
   LinearWeight wq_a, wq_b, wkv, wo_a, wo_b;  // wo_a: FP8 (HF) or bf16 (converted); used as bf16
   NormWeight q_norm, kv_norm;
-  const float* attn_sink = nullptr;             // [n_heads]
+  const float* attn_sink = nullptr;             // [heads]: wq_b's heads (a rank's under TP)
   std::optional<CompressorWeights> compressor;  // ratio 4 and 128
   std::optional<IndexerWeights> indexer;        // ratio 4
 };
@@ -93,7 +93,7 @@ struct MtpWeights {
 
 struct ModelWeights {
   const uint16_t* embed = nullptr;  // bf16 [vocab, D]
-  const uint16_t* head = nullptr;   // bf16 [vocab, D]
+  LinearWeight head;                // bf16 [vocab, D] (a rank's vocabulary rows under TP)
   NormWeight norm;
   HcWeights hc_head;
   std::vector<BlockWeights> layers;

@@ -114,7 +114,7 @@ TEST_F(PlacedWeightsTest, EveryViewPointsIntoTheCopies) {
             return wo_a;
           }(),
       PlacedWeights::bytes_needed(model_->weights, c));
-  std::vector<const void*> views = {w.embed, w.head, w.norm.weight, w.hc_head.fn, w.hc_head.base, w.hc_head.scale};
+  std::vector<const void*> views = {w.embed, w.head.data, w.norm.weight, w.hc_head.fn, w.hc_head.base, w.hc_head.scale};
   for (const auto& b : w.layers) {
     const auto& a = b.attn;
     for (const void* p : {static_cast<const void*>(b.attn_norm.weight), static_cast<const void*>(b.hc_ffn.fn),
