@@ -1,0 +1,150 @@
+#include "backend/cuda/nccl_communicator.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "backend/comm/rank_order_sum.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/nccl_library.h"
+#include "core/error.h"
+
+namespace dsv4::cuda {
+
+namespace {
+
+ncclDataType_t nccl_type(DType type) {
+  reduce_element_size(type);  // refuses what the collectives do not reduce
+  return type == DType::kF32 ? ncclFloat32 : ncclBfloat16;
+}
+
+const std::byte* at(const void* p, size_t offset) { return static_cast<const std::byte*>(p) + offset; }
+std::byte* at(void* p, size_t offset) { return static_cast<std::byte*>(p) + offset; }
+
+}  // namespace
+
+NcclCommunicator::UniqueId NcclCommunicator::make_unique_id() {
+  const NcclLibrary& nccl = nccl_library();
+  ncclUniqueId id;
+  const ncclResult_t r = nccl.get_unique_id(&id);
+  DSV4_CHECK(r == ncclSuccess, "NCCL: ncclGetUniqueId failed: {}", nccl.get_error_string(r));
+  UniqueId out;
+  static_assert(sizeof(id) == sizeof(out));
+  std::memcpy(out.data(), &id, sizeof(id));
+  return out;
+}
+
+NcclCommunicator::NcclCommunicator(CudaDevice& device, const UniqueId& id, int rank, int size,
+                                   std::chrono::milliseconds timeout)
+    : device_(device), rank_(rank), size_(size), timeout_(timeout) {
+  DSV4_CHECK(size >= 1 && rank >= 0 && rank < size, "NCCL: rank {} of {}", rank, size);
+  const NcclLibrary& nccl = nccl_library();
+  // NVLink multicast can take a shared host's GPUs out of service: never on unless someone says so.
+  ::setenv("NCCL_NVLS_ENABLE", "0", 0);
+  DSV4_CUDA_CHECK(cudaSetDevice(device.ordinal()));
+  ncclUniqueId nid;
+  std::memcpy(&nid, id.data(), sizeof(nid));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;  // every wait for the peers is ours, bounded by the timeout
+  settle(nccl.comm_init_rank_config(&comm_, size, nid, rank, &config), "joining");
+  token_ = static_cast<float*>(device_.allocate(sizeof(float)));
+  device_.fill_zero(token_, sizeof(float));
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (token_) device_.release(token_);
+  if (!comm_) return;
+  const NcclLibrary& nccl = nccl_library();
+  try {
+    settle(nccl.comm_finalize(comm_), "finalizing");
+    if (comm_) nccl.comm_destroy(comm_);
+  } catch (const Error&) {
+    abort();  // settle() has aborted already when it timed out; here after any other failure
+  }
+  comm_ = nullptr;
+}
+
+void NcclCommunicator::abort() noexcept {
+  if (comm_) nccl_library().comm_abort(comm_);
+  comm_ = nullptr;
+}
+
+ncclComm* NcclCommunicator::live(const char* what) const {
+  DSV4_CHECK(comm_ != nullptr, "NCCL {} on rank {} of {}: the communicator was aborted", what, rank_, size_);
+  return comm_;
+}
+
+void NcclCommunicator::settle(int result, const char* what) {
+  const NcclLibrary& nccl = nccl_library();
+  auto r = static_cast<ncclResult_t>(result);
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  while (r == ncclInProgress && comm_) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      abort();
+      fail(
+          "NCCL {} on rank {} of {}: not done within {} ms (a rank that never joined or failed?); the communicator "
+          "is aborted",
+          what, rank_, size_, timeout_.count());
+    }
+    std::this_thread::yield();
+    nccl.comm_get_async_error(comm_, &r);
+  }
+  if (r == ncclSuccess) return;
+  const std::string detail = comm_ ? nccl.get_last_error(comm_) : "";
+  abort();
+  fail("NCCL {} on rank {} of {}: {}{}{}", what, rank_, size_, nccl.get_error_string(r), detail.empty() ? "" : ": ",
+       detail);
+}
+
+void NcclCommunicator::all_gather(const void* send, void* recv, size_t bytes) {
+  settle(nccl_library().all_gather(send, recv, bytes, ncclUint8, live("all_gather"), device_.stream()), "all_gather");
+}
+
+void NcclCommunicator::reduce_scatter(const void* send, void* recv, size_t count, DType type) {
+  settle(nccl_library().reduce_scatter(send, recv, count, nccl_type(type), ncclSum, live("reduce_scatter"),
+                                       device_.stream()),
+         "reduce_scatter");
+}
+
+void NcclCommunicator::all_reduce(const void* send, void* recv, size_t count, DType type) {
+  settle(nccl_library().all_reduce(send, recv, count, nccl_type(type), ncclSum, live("all_reduce"), device_.stream()),
+         "all_reduce");
+}
+
+void NcclCommunicator::all_to_all(const void* send, std::span<const size_t> send_bytes, void* recv,
+                                  std::span<const size_t> recv_bytes) {
+  const auto n = static_cast<size_t>(size_);
+  DSV4_CHECK(send_bytes.size() == n && recv_bytes.size() == n,
+             "all_to_all on rank {}: {} send and {} recv counts for {} ranks", rank_, send_bytes.size(),
+             recv_bytes.size(), n);
+  const NcclLibrary& nccl = nccl_library();
+  ncclComm* comm = live("all_to_all");
+  settle(nccl.group_start(), "all_to_all");
+  size_t sent = 0, received = 0;
+  for (size_t p = 0; p < n; ++p) {
+    const int peer = static_cast<int>(p);
+    if (send_bytes[p]) {
+      settle(nccl.send(at(send, sent), send_bytes[p], ncclUint8, peer, comm, device_.stream()), "all_to_all send");
+    }
+    if (recv_bytes[p]) {
+      settle(nccl.recv(at(recv, received), recv_bytes[p], ncclUint8, peer, comm, device_.stream()), "all_to_all recv");
+    }
+    sent += send_bytes[p];
+    received += recv_bytes[p];
+  }
+  settle(nccl.group_end(), "all_to_all");
+}
+
+void NcclCommunicator::broadcast(void* buf, size_t bytes, int root) {
+  DSV4_CHECK(root >= 0 && root < size_, "broadcast from rank {} in a group of {}", root, size_);
+  settle(nccl_library().broadcast(buf, buf, bytes, ncclUint8, root, live("broadcast"), device_.stream()), "broadcast");
+}
+
+void NcclCommunicator::barrier() {
+  all_reduce(token_, token_, 1, DType::kF32);
+  device_.synchronize();
+}
+
+}  // namespace dsv4::cuda

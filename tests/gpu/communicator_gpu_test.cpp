@@ -1,0 +1,87 @@
+// The communicators on the GPU: NCCL with one rank a GPU (one rank on a single H200), and the host-staged
+// communicator with two ranks sharing GPU 0, each with its own CudaDevice and stream, the way the sharded
+// CUDA path is tested on one GPU. The same checks as the CPU suite (unit/comm), on device buffers.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "backend/comm/host_communicator.h"
+#include "backend/comm/staged_communicator.h"
+#include "backend/cuda/cuda_device.h"
+#include "backend/cuda/nccl_communicator.h"
+#include "testing/error_of.h"
+#include "unit/comm/communicator_test_support.h"
+
+namespace dsv4 {
+namespace {
+
+using cuda::CudaDevice;
+using cuda::NcclCommunicator;
+
+// Every collective on every rank; the rank's thread works on its device's GPU.
+void check_collectives(const std::vector<Communicator*>& ranks) {
+  commtest::on_ranks(ranks, [](Communicator& c) {
+    ASSERT_EQ(cudaSetDevice(static_cast<CudaDevice&>(c.device()).ordinal()), cudaSuccess);
+    for (size_t bytes : {size_t{1}, size_t{4099}, size_t{1} << 20}) commtest::check_all_gather(c, bytes, 11);
+    for (DType t : {DType::kF32, DType::kBF16}) {
+      commtest::check_all_reduce(c, 100003, t, 21);
+      commtest::check_reduce_scatter(c, 4097, t, 31);
+    }
+    for (uint32_t salt = 41; salt < 46; ++salt) commtest::check_all_to_all(c, salt);
+    for (int root = 0; root < c.size(); ++root) commtest::check_broadcast(c, 65537, root, 51);
+    c.barrier();
+  });
+}
+
+std::vector<Communicator*> pointers(const auto& owned) {
+  std::vector<Communicator*> p;
+  for (const auto& c : owned) p.push_back(c.get());
+  return p;
+}
+
+// One rank a GPU (one rank on one GPU): the ranks join concurrently, as separate processes would.
+TEST(NcclCommunicator, OneRankPerGpu) {
+  const int n = cuda::device_count();
+  ASSERT_GE(n, 1);
+  const NcclCommunicator::UniqueId id = NcclCommunicator::make_unique_id();
+  std::vector<std::unique_ptr<CudaDevice>> devices;
+  for (int r = 0; r < n; ++r) devices.push_back(std::make_unique<CudaDevice>(r));
+  std::vector<std::unique_ptr<NcclCommunicator>> comms(static_cast<size_t>(n));
+  std::vector<std::thread> joining;
+  for (int r = 0; r < n; ++r) {
+    joining.emplace_back([&, r] {
+      comms[static_cast<size_t>(r)] =
+          std::make_unique<NcclCommunicator>(*devices[static_cast<size_t>(r)], id, r, n, std::chrono::seconds(120));
+    });
+  }
+  for (std::thread& t : joining) t.join();
+  check_collectives(pointers(comms));
+}
+
+TEST(NcclCommunicator, APeerThatNeverJoinsIsAnErrorNotAHang) {
+  CudaDevice dev(0);
+  const auto start = std::chrono::steady_clock::now();
+  const std::string e = testing::error_of(
+      [&] { NcclCommunicator(dev, NcclCommunicator::make_unique_id(), 0, 2, std::chrono::milliseconds(2000)); });
+  EXPECT_TRUE(commtest::has(e, "NCCL joining on rank 0 of 2: not done within 2000 ms"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+}
+
+TEST(StagedCommunicator, TwoRanksShareOneGpu) {
+  HostDevice host;
+  auto host_comms = make_host_communicators(2, std::chrono::seconds(60), host);
+  std::vector<std::unique_ptr<CudaDevice>> devices;
+  std::vector<std::unique_ptr<StagedCommunicator>> comms;
+  for (int r = 0; r < 2; ++r) {
+    devices.push_back(std::make_unique<CudaDevice>(0));
+    comms.push_back(
+        std::make_unique<StagedCommunicator>(*devices.back(), std::move(host_comms[static_cast<size_t>(r)])));
+  }
+  check_collectives(pointers(comms));
+}
+
+}  // namespace
+}  // namespace dsv4
