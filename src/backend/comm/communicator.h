@@ -14,9 +14,11 @@
 
 #include <cstddef>
 #include <span>
+#include <string>
 
 #include "backend/device.h"
 #include "core/dtype.h"
+#include "core/error.h"
 
 namespace dsv4 {
 
@@ -47,6 +49,21 @@ class Communicator {
   virtual void broadcast(void* buf, size_t bytes, int root) = 0;
   // Returns once every rank has reached it (and, on a device, finished the work queued before it).
   virtual void barrier() = 0;
+
+  // This rank failed: the group's current and later collectives fail. The host implementations throw
+  // `reason` on every rank; NCCL ends this rank's communicator and its peers' calls fail or time out.
+  virtual void abort(const std::string& reason) noexcept = 0;
+
+ protected:
+  void check_counts(std::span<const size_t> send_bytes, std::span<const size_t> recv_bytes) const {
+    const auto n = static_cast<size_t>(size());
+    DSV4_CHECK(send_bytes.size() == n && recv_bytes.size() == n,
+               "all_to_all on rank {}: {} send and {} recv counts for {} ranks", rank(), send_bytes.size(),
+               recv_bytes.size(), n);
+  }
+  void check_root(int root) const {
+    DSV4_CHECK(root >= 0 && root < size(), "broadcast from rank {} in a group of {}", root, size());
+  }
 };
 
 }  // namespace dsv4

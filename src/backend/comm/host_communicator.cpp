@@ -31,7 +31,7 @@ HostCommunicator::HostCommunicator(std::shared_ptr<HostGroup> group, int rank, D
 
 HostCommunicator::~HostCommunicator() { group_->leave(rank_); }
 
-void HostCommunicator::abort(const std::string& reason) {
+void HostCommunicator::abort(const std::string& reason) noexcept {
   group_->abort(fmt::format("HostCommunicator: rank {} failed: {}", rank_, reason));
 }
 
@@ -76,10 +76,7 @@ size_t offset_of(std::span<const size_t> counts, int to) {
 
 void HostCommunicator::all_to_all(const void* send, std::span<const size_t> send_bytes, void* recv,
                                   std::span<const size_t> recv_bytes) {
-  const auto n = static_cast<size_t>(size());
-  DSV4_CHECK(send_bytes.size() == n && recv_bytes.size() == n,
-             "all_to_all on rank {}: {} send and {} recv counts for {} ranks", rank_, send_bytes.size(),
-             recv_bytes.size(), n);
+  check_counts(send_bytes, recv_bytes);
   const uint64_t seq = group_->enter(
       rank_, {.name = "all_to_all", .send_bytes = send_bytes, .recv_bytes = recv_bytes, .send = send, .recv = recv});
   for (int p = 0; p < size(); ++p) {
@@ -91,7 +88,7 @@ void HostCommunicator::all_to_all(const void* send, std::span<const size_t> send
 }
 
 void HostCommunicator::broadcast(void* buf, size_t bytes, int root) {
-  DSV4_CHECK(root >= 0 && root < size(), "broadcast from rank {} in a group of {}", root, size());
+  check_root(root);
   const uint64_t seq =
       group_->enter(rank_, {.name = "broadcast", .bytes = bytes, .root = root, .send = buf, .recv = buf});
   copy_bytes(buf, group_->call(root).send, bytes);

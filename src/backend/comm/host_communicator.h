@@ -31,8 +31,7 @@ class HostCommunicator final : public Communicator {
   void broadcast(void* buf, size_t bytes, int root) override;
   void barrier() override;
 
-  // This rank failed: every rank's current and later collectives throw `reason`.
-  void abort(const std::string& reason);
+  void abort(const std::string& reason) noexcept override;
 
  private:
   // Sums block `block` (count elements) of every rank's send into recv, after all ranks have read.

@@ -48,6 +48,7 @@ void StagedCommunicator::all_reduce(const void* send, void* recv, size_t count, 
 
 void StagedCommunicator::all_to_all(const void* send, std::span<const size_t> send_bytes, void* recv,
                                     std::span<const size_t> recv_bytes) {
+  check_counts(send_bytes, recv_bytes);
   const size_t sent = std::accumulate(send_bytes.begin(), send_bytes.end(), size_t{0});
   const size_t received = std::accumulate(recv_bytes.begin(), recv_bytes.end(), size_t{0});
   host_->all_to_all(stage_in(send, sent), send_bytes, out_buffer(received), recv_bytes);
@@ -55,6 +56,7 @@ void StagedCommunicator::all_to_all(const void* send, std::span<const size_t> se
 }
 
 void StagedCommunicator::broadcast(void* buf, size_t bytes, int root) {
+  check_root(root);
   const bool from_here = rank() == root;  // only the root's bytes travel
   host_->broadcast(from_here ? stage_in(buf, bytes) : out_buffer(bytes), bytes, root);
   if (!from_here) stage_out(buf, bytes);

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/comm/communicator.h"
@@ -30,6 +31,7 @@ class StagedCommunicator final : public Communicator {
                   std::span<const size_t> recv_bytes) override;
   void broadcast(void* buf, size_t bytes, int root) override;
   void barrier() override;
+  void abort(const std::string& reason) noexcept override { host_->abort(reason); }
 
  private:
   // The device's bytes in host buffer `in_` (resized to `bytes`); returns its data.

@@ -1,10 +1,13 @@
 #include "backend/cuda/nccl_communicator.h"
 
 #include <cuda_runtime_api.h>
+#include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "backend/comm/rank_order_sum.h"
 #include "backend/cuda/cuda_check.h"
@@ -36,6 +39,19 @@ NcclCommunicator::UniqueId NcclCommunicator::make_unique_id() {
   return out;
 }
 
+std::unique_ptr<NcclCommunicator> NcclCommunicator::join(CudaDevice& device, const RendezvousOptions& options) {
+  std::vector<std::byte> blob;
+  if (options.rank == 0) {
+    const UniqueId id = make_unique_id();
+    blob.assign(id.begin(), id.end());
+  }
+  blob = rendezvous(options, blob);
+  UniqueId id;
+  DSV4_CHECK(blob.size() == id.size(), "NCCL: the rendezvous gave {} bytes, not a unique id", blob.size());
+  std::copy(blob.begin(), blob.end(), id.begin());
+  return std::make_unique<NcclCommunicator>(device, id, options.rank, options.world_size, options.timeout);
+}
+
 NcclCommunicator::NcclCommunicator(CudaDevice& device, const UniqueId& id, int rank, int size,
                                    std::chrono::milliseconds timeout)
     : device_(device), rank_(rank), size_(size), timeout_(timeout) {
@@ -60,19 +76,21 @@ NcclCommunicator::~NcclCommunicator() {
   try {
     settle(nccl.comm_finalize(comm_), "finalizing");
     if (comm_) nccl.comm_destroy(comm_);
-  } catch (const Error&) {
-    abort();  // settle() has aborted already when it timed out; here after any other failure
+  } catch (const Error& e) {
+    abort(e.what());  // settle() has aborted already when it timed out; here after any other failure
   }
   comm_ = nullptr;
 }
 
-void NcclCommunicator::abort() noexcept {
+void NcclCommunicator::abort(const std::string& reason) noexcept {
+  if (aborted_.empty()) aborted_ = reason;
   if (comm_) nccl_library().comm_abort(comm_);
   comm_ = nullptr;
 }
 
 ncclComm* NcclCommunicator::live(const char* what) const {
-  DSV4_CHECK(comm_ != nullptr, "NCCL {} on rank {} of {}: the communicator was aborted", what, rank_, size_);
+  DSV4_CHECK(comm_ != nullptr, "NCCL {} on rank {} of {}: the communicator was aborted ({})", what, rank_, size_,
+             aborted_);
   return comm_;
 }
 
@@ -80,22 +98,22 @@ void NcclCommunicator::settle(int result, const char* what) {
   const NcclLibrary& nccl = nccl_library();
   auto r = static_cast<ncclResult_t>(result);
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  while (r == ncclInProgress && comm_) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      abort();
-      fail(
-          "NCCL {} on rank {} of {}: not done within {} ms (a rank that never joined or failed?); the communicator "
-          "is aborted",
-          what, rank_, size_, timeout_.count());
-    }
+  while (r == ncclInProgress && comm_ && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::yield();
     nccl.comm_get_async_error(comm_, &r);
   }
   if (r == ncclSuccess) return;
-  const std::string detail = comm_ ? nccl.get_last_error(comm_) : "";
-  abort();
-  fail("NCCL {} on rank {} of {}: {}{}{}", what, rank_, size_, nccl.get_error_string(r), detail.empty() ? "" : ": ",
-       detail);
+  std::string why;
+  if (r == ncclInProgress) {
+    why = fmt::format("not done within {} ms (a rank that never joined or failed?); the communicator is aborted",
+                      timeout_.count());
+  } else {
+    const std::string detail = comm_ ? nccl.get_last_error(comm_) : "";
+    why = fmt::format("{}{}{}", nccl.get_error_string(r), detail.empty() ? "" : ": ", detail);
+  }
+  const std::string message = fmt::format("NCCL {} on rank {} of {}: {}", what, rank_, size_, why);
+  abort(message);
+  throw Error(message);
 }
 
 void NcclCommunicator::all_gather(const void* send, void* recv, size_t bytes) {
@@ -115,10 +133,8 @@ void NcclCommunicator::all_reduce(const void* send, void* recv, size_t count, DT
 
 void NcclCommunicator::all_to_all(const void* send, std::span<const size_t> send_bytes, void* recv,
                                   std::span<const size_t> recv_bytes) {
+  check_counts(send_bytes, recv_bytes);
   const auto n = static_cast<size_t>(size_);
-  DSV4_CHECK(send_bytes.size() == n && recv_bytes.size() == n,
-             "all_to_all on rank {}: {} send and {} recv counts for {} ranks", rank_, send_bytes.size(),
-             recv_bytes.size(), n);
   const NcclLibrary& nccl = nccl_library();
   ncclComm* comm = live("all_to_all");
   settle(nccl.group_start(), "all_to_all");
@@ -138,7 +154,7 @@ void NcclCommunicator::all_to_all(const void* send, std::span<const size_t> send
 }
 
 void NcclCommunicator::broadcast(void* buf, size_t bytes, int root) {
-  DSV4_CHECK(root >= 0 && root < size_, "broadcast from rank {} in a group of {}", root, size_);
+  check_root(root);
   settle(nccl_library().broadcast(buf, buf, bytes, ncclUint8, root, live("broadcast"), device_.stream()), "broadcast");
 }
 

@@ -8,8 +8,11 @@
 #include <array>
 #include <chrono>
 #include <cstddef>
+#include <memory>
+#include <string>
 
 #include "backend/comm/communicator.h"
+#include "backend/comm/rendezvous.h"
 #include "backend/cuda/cuda_device.h"
 
 struct ncclComm;
@@ -21,6 +24,8 @@ class NcclCommunicator final : public Communicator {
   // ncclUniqueId's bytes: rank 0 makes one, the rendezvous (backend/comm/rendezvous.h) hands it out.
   using UniqueId = std::array<std::byte, 128>;
   static UniqueId make_unique_id();
+  // The usual way in: rank 0 makes the id, the TCP rendezvous hands it out, every rank joins.
+  static std::unique_ptr<NcclCommunicator> join(CudaDevice& device, const RendezvousOptions& options);
 
   // Joins as `rank` of `size` on device's GPU; returns once every rank has joined.
   NcclCommunicator(CudaDevice& device, const UniqueId& id, int rank, int size, std::chrono::milliseconds timeout);
@@ -40,8 +45,8 @@ class NcclCommunicator final : public Communicator {
   void broadcast(void* buf, size_t bytes, int root) override;
   void barrier() override;
 
-  // This rank failed: ends the communicator at once (its peers' NCCL calls then fail or time out).
-  void abort() noexcept;
+  // Ends the communicator at once (ncclCommAbort); later calls on this rank throw `reason`.
+  void abort(const std::string& reason) noexcept override;
 
  private:
   // Checks an NCCL result, first waiting out "in progress" up to the timeout (then aborting).
@@ -52,6 +57,7 @@ class NcclCommunicator final : public Communicator {
   int rank_, size_;
   std::chrono::milliseconds timeout_;
   ncclComm* comm_ = nullptr;
+  std::string aborted_;     // why comm_ was ended early
   float* token_ = nullptr;  // what barrier() sums
 };
 

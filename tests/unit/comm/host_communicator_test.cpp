@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "backend/comm/rank_order_sum.h"
+#include "backend/comm/staged_communicator.h"
 #include "testing/error_of.h"
 #include "unit/comm/communicator_test_support.h"
 
@@ -88,6 +89,14 @@ TEST(HostCommunicator, AbortFailsEveryRankWithItsReason) {
   EXPECT_EQ(errors[0], "HostCommunicator: rank 2 failed: out of memory loading layer 7");
   EXPECT_EQ(errors[1], errors[0]);
   EXPECT_EQ(error_of([&] { comms[0]->barrier(); }), errors[0]) << "later collectives fail too";
+}
+
+TEST(HostCommunicator, StagedAbortGoesThroughItsHostCommunicator) {
+  HostDevice dev;
+  auto host = make_host_communicators(2, std::chrono::seconds(60), dev);
+  StagedCommunicator staged(dev, std::move(host[1]));
+  staged.abort("bad weights");
+  EXPECT_EQ(error_of([&] { host[0]->barrier(); }), "HostCommunicator: rank 1 failed: bad weights");
 }
 
 TEST(HostCommunicator, MismatchedCollectivesAreNamed) {
