@@ -108,9 +108,13 @@ std::string HostGroup::mismatch(uint64_t seq) const {
 uint64_t HostGroup::enter(int rank, const CollectiveCall& call) {
   DSV4_CHECK(rank >= 0 && rank < size_, "rank {} is outside a host group of {}", rank, size_);
   std::unique_lock lock(mu_);
+  throw_if_aborted();
   Slot& slot = slots_[static_cast<size_t>(rank)];
   slot.call = call;
   const uint64_t seq = ++slot.entered;
+  // The last rank to come compares the calls while the others still wait, so no rank reads a call whose
+  // rank has already given up on it.
+  if (behind(seq, &Slot::entered).empty()) verdict_ = mismatch(seq);
   cv_.notify_all();
   try {
     wait_all(lock, rank, seq, &Slot::entered, "arrived");
@@ -118,7 +122,7 @@ uint64_t HostGroup::enter(int rank, const CollectiveCall& call) {
     --slot.entered;  // withdrawn: a late peer must not take this rank's buffers as still there
     throw;
   }
-  if (const std::string m = mismatch(seq); !m.empty()) abort_locked(m);
+  if (!verdict_.empty()) abort_locked(verdict_);
   return seq;
 }
 

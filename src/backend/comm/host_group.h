@@ -73,7 +73,8 @@ class HostGroup {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Slot> slots_;
-  std::string reason_;  // set once the group is aborted
+  std::string reason_;   // set once the group is aborted
+  std::string verdict_;  // how the calls of the collective everyone entered last differ ("" when they match)
 };
 
 }  // namespace dsv4
