@@ -4,6 +4,8 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <future>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -12,6 +14,7 @@
 #include "backend/comm/staged_communicator.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/nccl_communicator.h"
+#include "backend/cuda/nccl_watchdog.h"
 #include "testing/error_of.h"
 #include "unit/comm/communicator_test_support.h"
 
@@ -68,6 +71,48 @@ TEST(NcclCommunicator, APeerThatNeverJoinsIsAnErrorNotAHang) {
       [&] { NcclCommunicator(dev, NcclCommunicator::make_unique_id(), 0, 2, std::chrono::milliseconds(2000)); });
   EXPECT_TRUE(commtest::has(e, "NCCL joining on rank 0 of 2: not done within 2000 ms"));
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+}
+
+TEST(NcclCommunicator, AbortedCommunicatorNamesTheReason) {
+  CudaDevice dev(0);
+  NcclCommunicator comm(dev, NcclCommunicator::make_unique_id(), 0, 1, std::chrono::seconds(60));
+  comm.barrier();
+  comm.abort("rank 0 ran out of memory");
+  EXPECT_TRUE(commtest::has(testing::error_of([&] { comm.barrier(); }),
+                            "NCCL all_reduce on rank 0 of 1: the communicator was aborted (rank 0 ran out of memory)"));
+}
+
+// The watchdog on its own: a "collective" held up on the stream by a host function that sleeps.
+TEST(NcclWatchdog, FiresWhenACollectiveIsOverdue) {
+  CudaDevice dev(0);
+  std::promise<std::string> fired;
+  cuda::NcclWatchdog watchdog(
+      0, std::chrono::milliseconds(100), [] { return std::string(); },
+      [&](const std::string& why) { fired.set_value(why); });
+  ASSERT_EQ(cudaLaunchHostFunc(
+                dev.stream(), [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(1500)); }, nullptr),
+            cudaSuccess);
+  watchdog.watch("all_reduce", dev.stream());
+  std::future<std::string> why = fired.get_future();
+  ASSERT_EQ(why.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_TRUE(commtest::has(why.get(), "all_reduce (collective #1) has not finished within 100 ms"));
+  dev.synchronize();
+}
+
+TEST(NcclWatchdog, QuietWhileCollectivesFinishAndFiresOnAnAsyncError) {
+  CudaDevice dev(0);
+  std::atomic<bool> broken{false};
+  std::promise<std::string> fired;
+  cuda::NcclWatchdog watchdog(
+      0, std::chrono::milliseconds(100), [&] { return broken ? "remote error" : ""; },
+      [&](const std::string& why) { fired.set_value(why); });
+  std::future<std::string> why = fired.get_future();
+  for (int i = 0; i < 20; ++i) watchdog.watch("all_gather", dev.stream());
+  dev.synchronize();
+  EXPECT_EQ(why.wait_for(std::chrono::milliseconds(400)), std::future_status::timeout);
+  broken = true;
+  ASSERT_EQ(why.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(why.get(), "remote error");
 }
 
 TEST(StagedCommunicator, TwoRanksShareOneGpu) {

@@ -12,6 +12,7 @@
 #include "backend/comm/rank_order_sum.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/nccl_library.h"
+#include "backend/cuda/nccl_watchdog.h"
 #include "core/error.h"
 
 namespace dsv4::cuda {
@@ -67,31 +68,48 @@ NcclCommunicator::NcclCommunicator(CudaDevice& device, const UniqueId& id, int r
   settle(nccl.comm_init_rank_config(&comm_, size, nid, rank, &config), "joining");
   token_ = static_cast<float*>(device_.allocate(sizeof(float)));
   device_.fill_zero(token_, sizeof(float));
+  watchdog_ = std::make_unique<NcclWatchdog>(
+      device.ordinal(), timeout, [this] { return async_error(); },
+      [this](const std::string& why) { abort(fmt::format("NCCL on rank {} of {}: {}", rank_, size_, why)); });
 }
 
 NcclCommunicator::~NcclCommunicator() {
+  watchdog_.reset();  // no other thread touches the communicator from here on
   if (token_) device_.release(token_);
   if (!comm_) return;
-  const NcclLibrary& nccl = nccl_library();
   try {
-    settle(nccl.comm_finalize(comm_), "finalizing");
-    if (comm_) nccl.comm_destroy(comm_);
+    settle(nccl_library().comm_finalize(comm_), "finalizing");
+    if (comm_) nccl_library().comm_destroy(comm_);
   } catch (const Error& e) {
-    abort(e.what());  // settle() has aborted already when it timed out; here after any other failure
+    abort_locked(e.what());  // settle() has aborted already when it timed out; here after any other failure
   }
   comm_ = nullptr;
 }
 
 void NcclCommunicator::abort(const std::string& reason) noexcept {
+  std::lock_guard lock(mu_);
+  abort_locked(reason);
+}
+
+void NcclCommunicator::abort_locked(const std::string& reason) noexcept {
   if (aborted_.empty()) aborted_ = reason;
   if (comm_) nccl_library().comm_abort(comm_);
   comm_ = nullptr;
 }
 
-ncclComm* NcclCommunicator::live(const char* what) const {
+std::string NcclCommunicator::async_error() {
+  std::lock_guard lock(mu_);
+  if (!comm_) return "";
+  const NcclLibrary& nccl = nccl_library();
+  ncclResult_t r = ncclSuccess;
+  nccl.comm_get_async_error(comm_, &r);
+  if (r == ncclSuccess || r == ncclInProgress) return "";
+  return fmt::format("{}: {}", nccl.get_error_string(r), nccl.get_last_error(comm_));
+}
+
+void NcclCommunicator::throw_if_aborted(const char* what) const {
   DSV4_CHECK(comm_ != nullptr, "NCCL {} on rank {} of {}: the communicator was aborted ({})", what, rank_, size_,
              aborted_);
-  return comm_;
 }
 
 void NcclCommunicator::settle(int result, const char* what) {
@@ -112,55 +130,66 @@ void NcclCommunicator::settle(int result, const char* what) {
     why = fmt::format("{}{}{}", nccl.get_error_string(r), detail.empty() ? "" : ": ", detail);
   }
   const std::string message = fmt::format("NCCL {} on rank {} of {}: {}", what, rank_, size_, why);
-  abort(message);
+  abort_locked(message);
   throw Error(message);
 }
 
+template <typename Call>
+void NcclCommunicator::enqueue(const char* what, Call&& call) {
+  std::lock_guard lock(mu_);
+  throw_if_aborted(what);
+  call(comm_, device_.stream());
+  if (!device_.recording()) watchdog_->watch(what, device_.stream());
+}
+
 void NcclCommunicator::all_gather(const void* send, void* recv, size_t bytes) {
-  settle(nccl_library().all_gather(send, recv, bytes, ncclUint8, live("all_gather"), device_.stream()), "all_gather");
+  enqueue("all_gather", [&](ncclComm* comm, cudaStream_t s) {
+    settle(nccl_library().all_gather(send, recv, bytes, ncclUint8, comm, s), "all_gather");
+  });
 }
 
 void NcclCommunicator::reduce_scatter(const void* send, void* recv, size_t count, DType type) {
-  settle(nccl_library().reduce_scatter(send, recv, count, nccl_type(type), ncclSum, live("reduce_scatter"),
-                                       device_.stream()),
-         "reduce_scatter");
+  enqueue("reduce_scatter", [&](ncclComm* comm, cudaStream_t s) {
+    settle(nccl_library().reduce_scatter(send, recv, count, nccl_type(type), ncclSum, comm, s), "reduce_scatter");
+  });
 }
 
 void NcclCommunicator::all_reduce(const void* send, void* recv, size_t count, DType type) {
-  settle(nccl_library().all_reduce(send, recv, count, nccl_type(type), ncclSum, live("all_reduce"), device_.stream()),
-         "all_reduce");
+  enqueue("all_reduce", [&](ncclComm* comm, cudaStream_t s) {
+    settle(nccl_library().all_reduce(send, recv, count, nccl_type(type), ncclSum, comm, s), "all_reduce");
+  });
 }
 
 void NcclCommunicator::all_to_all(const void* send, std::span<const size_t> send_bytes, void* recv,
                                   std::span<const size_t> recv_bytes) {
   check_counts(send_bytes, recv_bytes);
-  const auto n = static_cast<size_t>(size_);
-  const NcclLibrary& nccl = nccl_library();
-  ncclComm* comm = live("all_to_all");
-  settle(nccl.group_start(), "all_to_all");
-  size_t sent = 0, received = 0;
-  for (size_t p = 0; p < n; ++p) {
-    const int peer = static_cast<int>(p);
-    if (send_bytes[p]) {
-      settle(nccl.send(at(send, sent), send_bytes[p], ncclUint8, peer, comm, device_.stream()), "all_to_all send");
+  enqueue("all_to_all", [&](ncclComm* comm, cudaStream_t s) {
+    const NcclLibrary& nccl = nccl_library();
+    settle(nccl.group_start(), "all_to_all");
+    size_t sent = 0, received = 0;
+    for (size_t p = 0; p < send_bytes.size(); ++p) {
+      const int peer = static_cast<int>(p);
+      if (send_bytes[p]) settle(nccl.send(at(send, sent), send_bytes[p], ncclUint8, peer, comm, s), "all_to_all");
+      if (recv_bytes[p]) settle(nccl.recv(at(recv, received), recv_bytes[p], ncclUint8, peer, comm, s), "all_to_all");
+      sent += send_bytes[p];
+      received += recv_bytes[p];
     }
-    if (recv_bytes[p]) {
-      settle(nccl.recv(at(recv, received), recv_bytes[p], ncclUint8, peer, comm, device_.stream()), "all_to_all recv");
-    }
-    sent += send_bytes[p];
-    received += recv_bytes[p];
-  }
-  settle(nccl.group_end(), "all_to_all");
+    settle(nccl.group_end(), "all_to_all");
+  });
 }
 
 void NcclCommunicator::broadcast(void* buf, size_t bytes, int root) {
   check_root(root);
-  settle(nccl_library().broadcast(buf, buf, bytes, ncclUint8, root, live("broadcast"), device_.stream()), "broadcast");
+  enqueue("broadcast", [&](ncclComm* comm, cudaStream_t s) {
+    settle(nccl_library().broadcast(buf, buf, bytes, ncclUint8, root, comm, s), "broadcast");
+  });
 }
 
 void NcclCommunicator::barrier() {
   all_reduce(token_, token_, 1, DType::kF32);
   device_.synchronize();
+  std::lock_guard lock(mu_);
+  throw_if_aborted("barrier");  // the watchdog ended a wait for a rank that never came
 }
 
 }  // namespace dsv4::cuda

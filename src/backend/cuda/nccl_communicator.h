@@ -2,18 +2,21 @@
 // nccl_library.h). Each collective is enqueued on the CudaDevice's current stream, so it orders with the
 // model's kernels and can be recorded into a CUDA graph. The communicator is non-blocking inside NCCL:
 // joining and every call wait at most `timeout` for NCCL, then abort the communicator with an error
-// (a peer that never joins fails every rank that did, never hangs it). NVLink multicast stays off.
+// (a peer that never joins fails every rank that did, never hangs it), and a watchdog aborts it when
+// a collective has not finished within `timeout` (a peer that died). NVLink multicast stays off.
 #pragma once
 
 #include <array>
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "backend/comm/communicator.h"
 #include "backend/comm/rendezvous.h"
 #include "backend/cuda/cuda_device.h"
+#include "backend/cuda/nccl_watchdog.h"
 
 struct ncclComm;
 
@@ -45,20 +48,28 @@ class NcclCommunicator final : public Communicator {
   void broadcast(void* buf, size_t bytes, int root) override;
   void barrier() override;
 
-  // Ends the communicator at once (ncclCommAbort); later calls on this rank throw `reason`.
+  // Ends the communicator at once (ncclCommAbort); later calls on this rank throw `reason`. Thread-safe:
+  // the watchdog calls it when a collective is overdue.
   void abort(const std::string& reason) noexcept override;
 
  private:
+  // Under mu_: runs call(comm, stream) (its NCCL calls each settle()d), then has the watchdog follow it.
+  template <typename Call>
+  void enqueue(const char* what, Call&& call);
   // Checks an NCCL result, first waiting out "in progress" up to the timeout (then aborting).
   void settle(int result, const char* what);
-  ncclComm* live(const char* what) const;
+  void abort_locked(const std::string& reason) noexcept;
+  void throw_if_aborted(const char* what) const;
+  std::string async_error();  // "" or what NCCL reports
 
   CudaDevice& device_;
   int rank_, size_;
   std::chrono::milliseconds timeout_;
+  std::mutex mu_;  // comm_ and aborted_: the watchdog's thread may abort
   ncclComm* comm_ = nullptr;
   std::string aborted_;     // why comm_ was ended early
   float* token_ = nullptr;  // what barrier() sums
+  std::unique_ptr<NcclWatchdog> watchdog_;
 };
 
 }  // namespace dsv4::cuda
