@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/comm/host_communicator.h"
+#include "backend/comm/rank_threads.h"
 #include "backend/comm/staged_communicator.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/nccl_communicator.h"
@@ -26,7 +27,7 @@ using cuda::NcclCommunicator;
 
 // Every collective on every rank; the rank's thread works on its device's GPU.
 void check_collectives(const std::vector<Communicator*>& ranks) {
-  commtest::on_ranks(ranks, [](Communicator& c) {
+  run_ranks(ranks, [](Communicator& c) {
     ASSERT_EQ(cudaSetDevice(static_cast<CudaDevice&>(c.device()).ordinal()), cudaSuccess);
     for (size_t bytes : {size_t{1}, size_t{4099}, size_t{1} << 20}) commtest::check_all_gather(c, bytes, 11);
     for (DType t : {DType::kF32, DType::kBF16}) {

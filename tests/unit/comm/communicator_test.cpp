@@ -9,13 +9,12 @@
 #include <thread>
 
 #include "backend/comm/host_communicator.h"
+#include "backend/comm/rank_threads.h"
 #include "backend/comm/staged_communicator.h"
 #include "unit/comm/communicator_test_support.h"
 
 namespace dsv4 {
 namespace {
-
-using commtest::on_ranks;
 
 enum class Kind { kHost, kStaged };
 
@@ -44,7 +43,7 @@ class CommunicatorTest : public ::testing::TestWithParam<Case> {
   // Runs a reduction check on every rank; every rank's bits must be the same.
   void expect_same_bits(const std::function<std::vector<uint8_t>(Communicator&)>& check) {
     std::vector<std::vector<uint8_t>> got(comms_.size());
-    on_ranks(ranks(), [&](Communicator& c) { got[static_cast<size_t>(c.rank())] = check(c); });
+    run_ranks(ranks(), [&](Communicator& c) { got[static_cast<size_t>(c.rank())] = check(c); });
     for (size_t r = 1; r < got.size(); ++r) EXPECT_EQ(got[r], got[0]) << "rank " << r << " differs from rank 0";
   }
 
@@ -53,13 +52,13 @@ class CommunicatorTest : public ::testing::TestWithParam<Case> {
 };
 
 TEST_P(CommunicatorTest, AllGather) {
-  on_ranks(ranks(), [](Communicator& c) {
+  run_ranks(ranks(), [](Communicator& c) {
     for (size_t bytes : {size_t{1}, size_t{37}, size_t{4096}, size_t{0}}) commtest::check_all_gather(c, bytes, 11);
   });
 }
 
 TEST_P(CommunicatorTest, AllGatherInPlace) {
-  on_ranks(ranks(), [](Communicator& c) {
+  run_ranks(ranks(), [](Communicator& c) {
     const size_t bytes = 53;
     std::vector<uint8_t> want, buf(bytes * static_cast<size_t>(c.size()), 0xA5);
     for (int p = 0; p < c.size(); ++p) {
@@ -80,7 +79,7 @@ TEST_P(CommunicatorTest, AllReduce) {
 }
 
 TEST_P(CommunicatorTest, AllReduceInPlace) {
-  on_ranks(ranks(), [](Communicator& c) {
+  run_ranks(ranks(), [](Communicator& c) {
     const auto in = commtest::reduce_inputs(c.size(), 257, DType::kBF16, 22);
     DeviceArray<uint8_t> d(c.device(), in[static_cast<size_t>(c.rank())]);
     c.all_reduce(d.data(), d.data(), 257, DType::kBF16);
@@ -90,25 +89,25 @@ TEST_P(CommunicatorTest, AllReduceInPlace) {
 
 TEST_P(CommunicatorTest, ReduceScatter) {
   for (DType t : {DType::kF32, DType::kBF16}) {
-    on_ranks(ranks(), [t](Communicator& c) { commtest::check_reduce_scatter(c, 333, t, 31); });
+    run_ranks(ranks(), [t](Communicator& c) { commtest::check_reduce_scatter(c, 333, t, 31); });
   }
 }
 
 TEST_P(CommunicatorTest, AllToAllUnevenCounts) {
-  on_ranks(ranks(), [](Communicator& c) {
+  run_ranks(ranks(), [](Communicator& c) {
     for (uint32_t salt = 41; salt < 46; ++salt) commtest::check_all_to_all(c, salt);
   });
 }
 
 TEST_P(CommunicatorTest, Broadcast) {
-  on_ranks(ranks(), [](Communicator& c) {
+  run_ranks(ranks(), [](Communicator& c) {
     for (int root = 0; root < c.size(); ++root) commtest::check_broadcast(c, 129, root, 51);
   });
 }
 
 TEST_P(CommunicatorTest, BarrierWaitsForEveryRank) {
   std::atomic<int> arrived{0};
-  on_ranks(ranks(), [&](Communicator& c) {
+  run_ranks(ranks(), [&](Communicator& c) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5 * c.rank()));
     ++arrived;
     c.barrier();
@@ -118,7 +117,7 @@ TEST_P(CommunicatorTest, BarrierWaitsForEveryRank) {
 
 // Many collectives back to back: a fast rank must not overwrite what a slow one still reads.
 TEST_P(CommunicatorTest, BackToBack) {
-  on_ranks(ranks(), [](Communicator& c) {
+  run_ranks(ranks(), [](Communicator& c) {
     for (uint32_t i = 0; i < 50; ++i) {
       commtest::check_all_gather(c, 16 + i, 60 + i);
       commtest::check_all_reduce(c, 17 + i, DType::kF32, 60 + i);

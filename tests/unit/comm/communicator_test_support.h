@@ -1,6 +1,6 @@
 // Helpers of the Communicator tests, shared by the CPU suite (host and staged communicators over
-// HostDevice) and the GPU one (NCCL, staged over CudaDevice): ranks as threads, random inputs a rank
-// can regenerate for any peer, and one check per collective that runs on every rank and compares with
+// HostDevice) and the GPU one (NCCL, staged over CudaDevice): random inputs a rank can regenerate for
+// any peer, and one check per collective that runs on every rank and compares with
 // a result computed here, independently of the communicators.
 #pragma once
 
@@ -8,12 +8,8 @@
 
 #include <cstdint>
 #include <cstring>
-#include <exception>
-#include <functional>
-#include <mutex>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "backend/comm/communicator.h"
@@ -26,25 +22,6 @@ namespace dsv4::commtest {
 inline ::testing::AssertionResult has(const std::string& text, const std::string& part) {
   if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "\"" << text << "\" lacks \"" << part << "\"";
-}
-
-// Runs fn on one thread per communicator; rethrows the first exception a rank threw.
-inline void on_ranks(const std::vector<Communicator*>& comms, const std::function<void(Communicator&)>& fn) {
-  std::mutex mu;
-  std::exception_ptr first;
-  std::vector<std::thread> threads;
-  for (Communicator* c : comms) {
-    threads.emplace_back([&, c] {
-      try {
-        fn(*c);
-      } catch (...) {
-        std::lock_guard lock(mu);
-        if (!first) first = std::current_exception();
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  if (first) std::rethrow_exception(first);
 }
 
 // Rank r's input for a test: the same on every rank that asks, never zero.

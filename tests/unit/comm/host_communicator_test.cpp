@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "backend/comm/rank_order_sum.h"
+#include "backend/comm/rank_threads.h"
 #include "backend/comm/staged_communicator.h"
 #include "testing/error_of.h"
 #include "unit/comm/communicator_test_support.h"
@@ -97,6 +98,22 @@ TEST(HostCommunicator, StagedAbortGoesThroughItsHostCommunicator) {
   StagedCommunicator staged(dev, std::move(host[1]));
   staged.abort("bad weights");
   EXPECT_EQ(error_of([&] { host[0]->barrier(); }), "HostCommunicator: rank 1 failed: bad weights");
+}
+
+TEST(HostCommunicator, RunRanksFailsThePeersOfARankThatThrowsAtOnce) {
+  HostDevice dev;
+  auto comms = make_host_communicators(3, std::chrono::seconds(60), dev);
+  const auto start = Clock::now();
+  const std::string e = error_of([&] {
+    run_ranks({comms[0].get(), comms[1].get(), comms[2].get()}, [](Communicator& c) {
+      if (c.rank() == 1) fail("shard 1 of the weights is missing");
+      c.barrier();
+    });
+  });
+  EXPECT_EQ(e, "shard 1 of the weights is missing");
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(error_of([&] { comms[0]->barrier(); }),
+            "HostCommunicator: rank 1 failed: shard 1 of the weights is missing");
 }
 
 TEST(HostCommunicator, MismatchedCollectivesAreNamed) {
