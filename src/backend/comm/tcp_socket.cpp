@@ -63,17 +63,42 @@ TcpSocket& TcpSocket::operator=(TcpSocket&& o) noexcept {
   return *this;
 }
 
+namespace {
+
+// A socket bound to `port` of every interface: IPv6 and IPv4 together where the kernel has IPv6.
+int bind_any(int port) {
+  const int one = 1, zero = 0;
+  int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0) {
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+    sockaddr_in6 a{};
+    a.sin6_family = AF_INET6;
+    a.sin6_addr = in6addr_any;
+    a.sin6_port = htons(static_cast<uint16_t>(port));
+    if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof(a)) == 0) return fd;
+    ::close(fd);
+  }
+  fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  DSV4_CHECK(fd >= 0, "socket: {}", std::strerror(errno));
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof(a)) != 0) {
+    const int err = errno;
+    ::close(fd);
+    fail("cannot listen on port {}: {}", port, std::strerror(err));
+  }
+  return fd;
+}
+
+}  // namespace
+
 TcpSocket TcpSocket::listen(int port) {
-  TcpSocket s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  DSV4_CHECK(s.fd_ >= 0, "socket: {}", std::strerror(errno));
-  const int one = 1;
-  ::setsockopt(s.fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  DSV4_CHECK(::bind(s.fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0 && ::listen(s.fd_, 128) == 0,
-             "cannot listen on port {}: {}", port, std::strerror(errno));
+  TcpSocket s(bind_any(port));
+  DSV4_CHECK(::listen(s.fd_, 128) == 0, "cannot listen on port {}: {}", port, std::strerror(errno));
   return s;
 }
 
