@@ -15,6 +15,7 @@
 #include "backend/comm/staged_communicator.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/nccl_communicator.h"
+#include "backend/cuda/nccl_library.h"
 #include "backend/cuda/nccl_watchdog.h"
 #include "testing/error_of.h"
 #include "unit/comm/communicator_test_support.h"
@@ -44,6 +45,12 @@ std::vector<Communicator*> pointers(const auto& owned) {
   std::vector<Communicator*> p;
   for (const auto& c : owned) p.push_back(c.get());
   return p;
+}
+
+TEST(NcclLibrary, LoadsOrSaysWhereItLooked) {
+  EXPECT_GT(cuda::nccl_library().version, 0) << cuda::nccl_library().path;
+  EXPECT_TRUE(commtest::has(testing::error_of([] { cuda::load_nccl_library({"/nowhere/libnccl.so.2"}); }),
+                            "NCCL is not available: libnccl.so.2 was not found (tried /nowhere/libnccl.so.2)"));
 }
 
 // One rank a GPU (one rank on one GPU): the ranks join concurrently, as separate processes would.

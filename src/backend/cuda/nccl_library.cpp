@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 #include <glob.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -38,26 +39,6 @@ std::string python_nccl_dir() {
   return dir.empty() ? "" : dir + "/lib";
 }
 
-// Where to look, in order: the loader's path (LD_LIBRARY_PATH, ld.so.cache), the toolkit, Python's wheel.
-std::vector<std::string> candidates() {
-  std::vector<std::string> c{kSoname};
-  for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
-    if (const char* v = std::getenv(var)) c.push_back(fmt::format("{}/lib64/{}", v, kSoname));
-  }
-  c.push_back(fmt::format("/usr/local/cuda/lib64/{}", kSoname));
-  for (const char* prefix : {"VIRTUAL_ENV", "CONDA_PREFIX"}) {
-    if (const char* v = std::getenv(prefix))
-      add_glob(fmt::format("{}/lib/python3*/site-packages/nvidia/nccl/lib/{}", v, kSoname), c);
-  }
-  for (const char* site :
-       {"/usr/local/lib/python3*/dist-packages", "/usr/local/lib/python3*/site-packages",
-        "/usr/lib/python3/dist-packages", "/usr/lib/python3*/site-packages", "/opt/conda/lib/python3*/site-packages"}) {
-    add_glob(fmt::format("{}/nvidia/nccl/lib/{}", site, kSoname), c);
-  }
-  if (const std::string dir = python_nccl_dir(); !dir.empty()) c.push_back(fmt::format("{}/{}", dir, kSoname));
-  return c;
-}
-
 template <typename F>
 void bind(void* handle, const std::string& path, const char* name, F& f) {
   f = reinterpret_cast<F>(::dlsym(handle, name));
@@ -88,28 +69,51 @@ NcclLibrary bind_all(void* h, const std::string& path) {
   return l;
 }
 
-// The library, or why there is none.
-std::variant<NcclLibrary, std::string> load() {
-  const std::vector<std::string> tried = candidates();
-  for (const std::string& path : tried) {
-    if (void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
-      try {
-        return bind_all(h, path);
-      } catch (const Error& e) {
-        return std::string(e.what());
-      }
-    }
-  }
-  return fmt::format(
-      "NCCL is not available: {} was not found (tried {}). Multi-GPU runs need it: the CUDA toolkit's NCCL or "
-      "the Python wheel nvidia-nccl-cu13",
-      kSoname, fmt::join(tried, ", "));
-}
-
 }  // namespace
 
+// The loader's path (LD_LIBRARY_PATH, ld.so.cache), the toolkit, Python's wheel.
+std::vector<std::string> nccl_search_paths() {
+  std::vector<std::string> c{kSoname};
+  for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
+    if (const char* v = std::getenv(var)) c.push_back(fmt::format("{}/lib64/{}", v, kSoname));
+  }
+  c.push_back(fmt::format("/usr/local/cuda/lib64/{}", kSoname));
+  for (const char* prefix : {"VIRTUAL_ENV", "CONDA_PREFIX"}) {
+    if (const char* v = std::getenv(prefix))
+      add_glob(fmt::format("{}/lib/python3*/site-packages/nvidia/nccl/lib/{}", v, kSoname), c);
+  }
+  for (const char* site :
+       {"/usr/local/lib/python3*/dist-packages", "/usr/local/lib/python3*/site-packages",
+        "/usr/lib/python3/dist-packages", "/usr/lib/python3*/site-packages", "/opt/conda/lib/python3*/site-packages"}) {
+    add_glob(fmt::format("{}/nvidia/nccl/lib/{}", site, kSoname), c);
+  }
+  if (const std::string dir = python_nccl_dir(); !dir.empty()) c.push_back(fmt::format("{}/{}", dir, kSoname));
+  std::vector<std::string> unique;
+  for (std::string& p : c) {
+    if (std::find(unique.begin(), unique.end(), p) == unique.end()) unique.push_back(std::move(p));
+  }
+  return unique;
+}
+
+NcclLibrary load_nccl_library(const std::vector<std::string>& paths) {
+  for (const std::string& path : paths) {
+    if (void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) return bind_all(h, path);
+  }
+  fail(
+      "NCCL is not available: {} was not found (tried {}). Multi-GPU runs need it: the CUDA toolkit's NCCL or "
+      "the Python wheel nvidia-nccl-cu13",
+      kSoname, fmt::join(paths, ", "));
+}
+
 const NcclLibrary& nccl_library() {
-  static const std::variant<NcclLibrary, std::string> loaded = load();
+  // Loaded once; a failure is kept too, so every later call says the same.
+  static const std::variant<NcclLibrary, std::string> loaded = []() -> std::variant<NcclLibrary, std::string> {
+    try {
+      return load_nccl_library(nccl_search_paths());
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+  }();
   if (const auto* why = std::get_if<std::string>(&loaded)) throw Error(*why);
   return std::get<NcclLibrary>(loaded);
 }

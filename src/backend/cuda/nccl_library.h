@@ -7,6 +7,7 @@
 #include <nccl.h>
 
 #include <string>
+#include <vector>
 
 namespace dsv4::cuda {
 
@@ -34,5 +35,11 @@ struct NcclLibrary {
 
 // NCCL, loaded on the first call; throws dsv4::Error saying where it looked when it cannot be loaded.
 const NcclLibrary& nccl_library();
+
+// Where nccl_library() looks, in order.
+std::vector<std::string> nccl_search_paths();
+// The first of `paths` that dlopen() loads, with every function bound; throws dsv4::Error naming the
+// paths when none loads.
+NcclLibrary load_nccl_library(const std::vector<std::string>& paths);
 
 }  // namespace dsv4::cuda
