@@ -1,5 +1,6 @@
 // Every collective on 1 to 4 ranks (threads), through the host communicator and through the staged one
-// over HostDevice: both must give the results computed by the test, the same bits on every rank.
+// (over a device the host does not read directly): both must give the results computed by the test, the
+// same bits on every rank.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -31,7 +32,7 @@ class CommunicatorTest : public ::testing::TestWithParam<Case> {
       if (GetParam().kind == Kind::kHost) {
         comms_.push_back(std::move(h));
       } else {
-        comms_.push_back(std::make_unique<StagedCommunicator>(device_, std::move(h)));
+        comms_.push_back(std::make_unique<StagedCommunicator>(far_, std::move(h)));
       }
     }
   }
@@ -48,6 +49,7 @@ class CommunicatorTest : public ::testing::TestWithParam<Case> {
   }
 
   HostDevice device_;
+  commtest::FarDevice far_;  // the staged communicators' device
   std::vector<std::unique_ptr<Communicator>> comms_;
 };
 

@@ -162,6 +162,9 @@ TEST(HostCommunicator, MismatchedAllToAllCountsAreNamed) {
 }
 
 TEST(HostCommunicator, RefusesWhatItCannotDo) {
+  commtest::FarDevice far;
+  EXPECT_TRUE(has(error_of([&] { HostCommunicator(std::make_shared<HostGroup>(1, milliseconds(10)), 0, far); }),
+                  "HostCommunicator needs a device with host memory"));
   HostDevice dev;
   auto comms = make_host_communicators(1, std::chrono::seconds(1), dev);
   std::vector<uint8_t> x(8);
