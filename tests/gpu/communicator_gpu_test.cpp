@@ -10,7 +10,6 @@
 #include <thread>
 #include <vector>
 
-#include "backend/comm/host_communicator.h"
 #include "backend/comm/rank_threads.h"
 #include "backend/comm/staged_communicator.h"
 #include "backend/cuda/cuda_device.h"
@@ -124,16 +123,8 @@ TEST(NcclWatchdog, QuietWhileCollectivesFinishAndFiresOnAnAsyncError) {
 }
 
 TEST(StagedCommunicator, TwoRanksShareOneGpu) {
-  HostDevice host;
-  auto host_comms = make_host_communicators(2, std::chrono::seconds(60), host);
-  std::vector<std::unique_ptr<CudaDevice>> devices;
-  std::vector<std::unique_ptr<StagedCommunicator>> comms;
-  for (int r = 0; r < 2; ++r) {
-    devices.push_back(std::make_unique<CudaDevice>(0));
-    comms.push_back(
-        std::make_unique<StagedCommunicator>(*devices.back(), std::move(host_comms[static_cast<size_t>(r)])));
-  }
-  check_collectives(pointers(comms));
+  CudaDevice a(0), b(0);  // each rank its own stream on the same GPU
+  check_collectives(pointers(make_staged_communicators({&a, &b}, std::chrono::seconds(60))));
 }
 
 }  // namespace

@@ -9,7 +9,8 @@
 // the exact tier's sharding only gathers and never reduces: reductions serve the fast tier.
 //
 // Every rank must make the same calls in the same order with matching sizes; the host implementations
-// detect a mismatch and say which ranks differ, NCCL does not.
+// detect a mismatch and say which ranks differ, NCCL does not. A communicator belongs to its rank: one
+// thread calls it at a time (abort() excepted).
 #pragma once
 
 #include <cstddef>

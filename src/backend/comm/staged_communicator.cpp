@@ -2,6 +2,7 @@
 
 #include <numeric>
 
+#include "backend/comm/host_communicator.h"
 #include "backend/comm/rank_order_sum.h"
 #include "core/error.h"
 
@@ -12,6 +13,9 @@ StagedCommunicator::StagedCommunicator(Device& device, std::unique_ptr<Communica
   DSV4_CHECK(host_ != nullptr && host_->device().host_memory(),
              "StagedCommunicator needs a communicator over host memory");
 }
+
+StagedCommunicator::StagedCommunicator(Device& device, std::shared_ptr<HostGroup> group, int rank)
+    : device_(device), host_(std::make_unique<HostCommunicator>(std::move(group), rank, host_device_)) {}
 
 std::byte* StagedCommunicator::stage_in(const void* src, size_t bytes) {
   in_.resize(bytes);
@@ -65,6 +69,16 @@ void StagedCommunicator::broadcast(void* buf, size_t bytes, int root) {
 void StagedCommunicator::barrier() {
   device_.synchronize();
   host_->barrier();
+}
+
+std::vector<std::unique_ptr<StagedCommunicator>> make_staged_communicators(const std::vector<Device*>& devices,
+                                                                           std::chrono::milliseconds timeout) {
+  auto group = std::make_shared<HostGroup>(static_cast<int>(devices.size()), timeout);
+  std::vector<std::unique_ptr<StagedCommunicator>> comms;
+  for (size_t r = 0; r < devices.size(); ++r) {
+    comms.push_back(std::make_unique<StagedCommunicator>(*devices[r], group, static_cast<int>(r)));
+  }
+  return comms;
 }
 
 }  // namespace dsv4

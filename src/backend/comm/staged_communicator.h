@@ -5,12 +5,14 @@
 // earlier work, so it cannot be recorded into a CUDA graph (the device refuses).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backend/comm/communicator.h"
+#include "backend/comm/host_group.h"
 
 namespace dsv4 {
 
@@ -18,6 +20,8 @@ class StagedCommunicator final : public Communicator {
  public:
   // `host` works on host memory (a HostCommunicator); its rank and size are this one's.
   StagedCommunicator(Device& device, std::unique_ptr<Communicator> host);
+  // Rank `rank` of `group`, through a HostCommunicator of its own.
+  StagedCommunicator(Device& device, std::shared_ptr<HostGroup> group, int rank);
 
   int rank() const override { return host_->rank(); }
   int size() const override { return host_->size(); }
@@ -40,8 +44,13 @@ class StagedCommunicator final : public Communicator {
   void stage_out(void* dst, size_t bytes);  // out_ to the device
 
   Device& device_;
+  HostDevice host_device_;  // the staging's side, for a HostCommunicator made here
   std::unique_ptr<Communicator> host_;
   std::vector<std::byte> in_, out_;  // host staging, kept between calls
 };
+
+// One communicator for each of `devices` (rank r on devices[r]) over a new host group.
+std::vector<std::unique_ptr<StagedCommunicator>> make_staged_communicators(const std::vector<Device*>& devices,
+                                                                           std::chrono::milliseconds timeout);
 
 }  // namespace dsv4

@@ -27,13 +27,12 @@ struct Case {
 class CommunicatorTest : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
-    auto host = make_host_communicators(GetParam().size, std::chrono::seconds(30), device_);
-    for (auto& h : host) {
-      if (GetParam().kind == Kind::kHost) {
-        comms_.push_back(std::move(h));
-      } else {
-        comms_.push_back(std::make_unique<StagedCommunicator>(far_, std::move(h)));
-      }
+    const int n = GetParam().size;
+    if (GetParam().kind == Kind::kHost) {
+      for (auto& c : make_host_communicators(n, std::chrono::seconds(30), device_)) comms_.push_back(std::move(c));
+    } else {
+      const std::vector<Device*> devices(static_cast<size_t>(n), &far_);
+      for (auto& c : make_staged_communicators(devices, std::chrono::seconds(30))) comms_.push_back(std::move(c));
     }
   }
   std::vector<Communicator*> ranks() const {
