@@ -48,8 +48,8 @@ class NcclCommunicator final : public Communicator {
   void broadcast(void* buf, size_t bytes, int root) override;
   void barrier() override;
 
-  // Ends the communicator at once (ncclCommAbort); later calls on this rank throw `reason`. Thread-safe:
-  // the watchdog calls it when a collective is overdue.
+  // Ends the communicator at once (ncclCommAbort); later calls on this rank throw `reason`, and what the
+  // collectives in flight wrote is undefined. Thread-safe: the watchdog calls it when one is overdue.
   void abort(const std::string& reason) noexcept override;
 
  private:
