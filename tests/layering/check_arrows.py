@@ -6,7 +6,7 @@ import pathlib
 import re
 import sys
 
-# room -> rooms it may include (besides itself). Rooms are src/ folders; backend/cpu and backend/cuda
+# room -> rooms it may include (besides itself). Rooms are src/ folders; backend/cpu, backend/cuda and backend/comm
 # are rooms of their own inside src/backend, whose top level is the backend contract.
 ALLOWED = {
     "core": set(),
@@ -17,7 +17,8 @@ ALLOWED = {
     "grammar": {"core"},
     "backend": {"core", "backend/cpu", "backend/cuda"},  # backend.cpp chooses a backend
     "backend/cpu": {"core", "backend"},
-    "backend/cuda": {"core", "backend"},
+    "backend/cuda": {"core", "backend", "backend/comm"},  # NcclCommunicator
+    "backend/comm": {"core", "backend"},
     "model": {"core", "io", "kv", "backend"},
     "model_tools": {"core", "io", "kv", "backend", "model"},
     "sched": {"core", "kv"},
@@ -25,7 +26,7 @@ ALLOWED = {
     "server": {"core", "engine", "chat", "tokenizer", "grammar", "kv", "sched", "backend", "model"},
     "bench_client": {"core"},
 }
-NESTED = ("backend/cpu", "backend/cuda")
+NESTED = ("backend/cpu", "backend/cuda", "backend/comm")
 
 
 def room_of(rel):
