@@ -30,6 +30,12 @@ class Device {
   // Copies back; returns when dst holds the data (all earlier work on the device finished).
   virtual void to_host(void* dst, const void* src, size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;  // device to device
+  // `rows` rows of `width` bytes, src rows src_pitch bytes apart into dst rows dst_pitch apart (device to
+  // device): one call where a gathered shard's columns interleave into whole rows.
+  virtual void copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows) {
+    for (size_t r = 0; r < rows; ++r)
+      copy(static_cast<char*>(dst) + r * dst_pitch, static_cast<const char*>(src) + r * src_pitch, width);
+  }
   // Host memory the device copies to and from without staging (page-locked on a GPU), for the KV host
   // tier; copy() moves bytes between it and device memory in either direction, in the device's order.
   virtual void* allocate_pinned(size_t bytes) { return allocate(bytes); }

@@ -328,6 +328,45 @@ void check_params(const MoeExpertsParams& p) {
   need(p.weights, op, "weights");
 }
 
+void check_params(const MoePairsParams& p) {
+  const char* op = "moe_pairs";
+  non_negative(p.tokens, op, "tokens");
+  positive(p.in_dim, op, "in_dim");
+  positive(p.out_dim, op, "out_dim");
+  positive(p.experts, op, "experts");
+  DSV4_CHECK(p.topk > 0 && p.topk <= p.experts, "moe_pairs: topk {} must lie in [1, experts {}]", p.topk, p.experts);
+  finite_non_negative(p.swiglu_limit, op, "swiglu_limit");
+  const bool up = p.stage == MoeStage::kUp;
+  const auto check_views = [&](const Weight* w, const char* name) {
+    need(w, op, name);
+    for (int e = 0; e < p.experts; ++e)
+      if (w[e].data) check_weight(w[e], p.out_dim, p.in_dim, op, name);
+  };
+  if (up) {
+    check_views(p.w1, "w1");
+    check_views(p.w3, "w3");
+  } else {
+    check_views(p.w2, "w2");
+  }
+  if (p.tokens == 0) return;
+  need(p.in, op, "in");
+  need(p.out, op, "out");
+  need(p.indices, op, "indices");
+  if (up) need(p.weights, op, "weights");
+}
+
+void check_params(const MoeCombineParams& p) {
+  const char* op = "moe_combine";
+  non_negative(p.tokens, op, "tokens");
+  positive(p.dim, op, "dim");
+  DSV4_CHECK(p.topk > 0, "moe_combine: topk {} must be positive", p.topk);
+  if (p.tokens == 0) return;
+  need(p.pairs, op, "pairs");
+  need(p.indices, op, "indices");
+  need(p.shared_y, op, "shared_y");
+  need(p.y, op, "y");
+}
+
 void check_params(const SharedExpertParams& p) {
   const char* op = "shared_expert";
   non_negative(p.tokens, op, "tokens");

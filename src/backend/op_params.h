@@ -345,6 +345,43 @@ struct MoeExpertsParams {
   bool shared_on_side = false;
 };
 
+// Routed experts pair by pair, for experts split across ranks (model/parallel_layout.h): a pair
+// q = t·topk + k is token t's k-th routed expert e = indices[q]. Pairs whose expert has no weights here
+// (its view's data is null: another rank owns it) are skipped, their out rows left as they are.
+//  kUp:   out[q] = bf16(weights[q] · swiglu(w1_e(in[t]), w3_e(in[t])))  in [tokens, in_dim], out [pairs, out_dim]
+//  kDown: out[q] = w2_e(in[q])                                           in [pairs, in_dim], out [pairs, out_dim]
+// w1/w3 (kUp) and w2 (kDown) may be a rank's rows of the experts (out_dim of them). Row for row what
+// moe_experts computes for the pair; moe_combine then sums the pairs as moe_experts does.
+enum class MoeStage : uint8_t { kUp, kDown };
+struct MoePairsParams {
+  MoeStage stage = MoeStage::kUp;
+  const uint16_t* in = nullptr;  // bf16, rows as above
+  int64_t in_dim = 0;
+  int64_t tokens = 0;
+  const int32_t* indices = nullptr;  // [tokens, topk] (distinct per row)
+  const float* weights = nullptr;    // [tokens, topk]; kUp only
+  int topk = 0;
+  int experts = 0;
+  const Weight* w1 = nullptr;  // kUp: [experts] views [out_dim, in_dim]
+  const Weight* w3 = nullptr;  // kUp: [experts] views [out_dim, in_dim]
+  const Weight* w2 = nullptr;  // kDown: [experts] views [out_dim, in_dim]
+  float swiglu_limit = 0;      // kUp; 0 = no clamp
+  uint16_t* out = nullptr;     // [tokens·topk, out_dim] bf16
+  int64_t out_dim = 0;
+};
+
+// moe_experts' combine over pair rows (§6.3): y[t] = bf16(Σ fp32(pairs[t·topk+k]) over k in ascending order
+// of indices[t][k], from 0, + fp32(shared_y[t])): bit for bit moe_experts when pairs hold its y_e.
+struct MoeCombineParams {
+  const uint16_t* pairs = nullptr;     // [tokens·topk, dim] bf16
+  const int32_t* indices = nullptr;    // [tokens, topk] (distinct per row)
+  const uint16_t* shared_y = nullptr;  // [tokens, dim] bf16
+  int64_t tokens = 0;
+  int topk = 0;
+  int64_t dim = 0;
+  uint16_t* y = nullptr;  // [tokens, dim] bf16
+};
+
 // The shared expert alone (the unrouted half of MoeExpertsParams): y = w2(bf16(silu(g)·u)) with
 // g = fp32(w1(x)), u = fp32(w3(x)), bf16 out; bit for bit what moe_experts adds.
 struct SharedExpertParams {
@@ -485,6 +522,8 @@ struct SampleParams {
   X(hc_head, HcHead)                   \
   X(moe_gate, MoeGate)                 \
   X(moe_experts, MoeExperts)           \
+  X(moe_pairs, MoePairs)               \
+  X(moe_combine, MoeCombine)           \
   X(shared_expert, SharedExpert)       \
   X(swiglu, Swiglu)                    \
   X(embed, Embed)                      \

@@ -211,6 +211,14 @@ void OpTrace::do_moe_experts(const MoeExpertsParams& p) {
   inner_.moe_experts(p);
   keep("moe_experts", TraceElem::kBf16, ReplayGate::kLowSums, p.y, p.tokens, p.dim);
 }
+void OpTrace::do_moe_pairs(const MoePairsParams& p) {
+  inner_.moe_pairs(p);
+  keep("moe_pairs", TraceElem::kBf16, ReplayGate::kLowSums, p.out, p.tokens * p.topk, p.out_dim);
+}
+void OpTrace::do_moe_combine(const MoeCombineParams& p) {
+  inner_.moe_combine(p);
+  keep("moe_combine", TraceElem::kBf16, ReplayGate::kLowSums, p.y, p.tokens, p.dim);
+}
 void OpTrace::do_shared_expert(const SharedExpertParams& p) {
   inner_.shared_expert(p);
   keep("shared_expert", TraceElem::kBf16, ReplayGate::kLowSums, p.y, p.tokens, p.dim);

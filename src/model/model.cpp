@@ -9,8 +9,11 @@
 #include "core/error.h"
 #include "core/number_formats.h"
 #include "core/thread_pool.h"
+#include "model/model_layer.h"
+#include "model/scratch.h"
 #include "model/step_graphs.h"
 #include "model/step_index.h"
+#include "model/weight_shard.h"
 
 namespace dsv4 {
 namespace {
@@ -70,35 +73,25 @@ class SideBranch {
   bool on_;
 };
 
-template <typename T>
-DeviceArray<T> scratch(Device& d, int64_t n) {
-  return DeviceArray<T>(d, static_cast<size_t>(std::max<int64_t>(n, 1)));
-}
-
 }  // namespace
 
-struct Model::Layer {
-  int index = 0;
-  int ratio = 0;
-  const BlockWeights* w = nullptr;
-  RopeConfig rope;
-  Weight wq_a, wq_b, wkv, wo_a, wo_b;
-  DeviceArray<uint16_t> wo_a_bf16;
-  Weight c_wkv, c_wgate, ix_wq_b, ix_proj, ixc_wkv, ixc_wgate;
-  Weight gate;
-  DeviceArray<int32_t> tid2eid;
-  std::vector<Weight> w1, w2, w3;
-  Weight s1, s2, s3;
-};
-
 Model::Model(const ModelConfig& cfg, const ModelWeights& weights, Ops& ops, Device& dev)
-    : cfg_(cfg), placed_(weights, cfg, dev), w_(placed_.get()), ops_(ops), dev_(dev) {
+    : Model(cfg, weights, ops, dev, ModelShard{plan_parallel(cfg, {})}) {}
+
+Model::Model(const ModelConfig& cfg, const ModelWeights& weights, Ops& ops, Device& dev, ModelShard shard)
+    : cfg_(cfg),
+      shard_(std::move(shard)),
+      host_(shard_weights(weights, cfg, shard_.layout, shard_.rank)),
+      placed_(host_, cfg, dev),
+      w_(placed_.get()),
+      ops_(ops),
+      dev_(dev) {
   cfg_.validate();
   layers_.resize(static_cast<size_t>(cfg.n_layers));
   ThreadPool pool;
   for (int i = 0; i < cfg.n_layers; ++i) {
     Layer& L = layers_[static_cast<size_t>(i)];
-    const BlockWeights& host = weights.layers[static_cast<size_t>(i)];  // for host-side preparation
+    const BlockWeights& host = host_.layers[static_cast<size_t>(i)];  // for host-side preparation
     const BlockWeights& b = w_.layers[static_cast<size_t>(i)];
     L.index = i;
     L.ratio = b.ratio;
@@ -106,6 +99,7 @@ Model::Model(const ModelConfig& cfg, const ModelWeights& weights, Ops& ops, Devi
     L.rope = rope_config(cfg, b.ratio);
     L.wq_a = to_weight(b.attn.wq_a);
     L.wq_b = to_weight(b.attn.wq_b);
+    L.heads = static_cast<int>(b.attn.wq_b.out / cfg.head_dim);
     L.wkv = to_weight(b.attn.wkv);
     L.wo_b = to_weight(b.attn.wo_b);
     L.wo_a_bf16 = DeviceArray<uint16_t>(dev, dequant_bf16(host.attn.wo_a, pool));
@@ -140,7 +134,8 @@ Model::Model(const ModelConfig& cfg, const ModelWeights& weights, Ops& ops, Devi
   }
   // Recorded steps and the indexer's side queue are the default where the device can record (their GPU
   // suites pass; docs/perf.md); DSV4_CUDA_GRAPHS=0 (or --enforce-eager) runs eagerly.
-  const bool graphs = dev.can_record() && env_switch("DSV4_CUDA_GRAPHS") != "0";
+  // A sharded step meets its peers in collectives that a recording would not replay: eager.
+  const bool graphs = dev.can_record() && !shard_.sharded() && env_switch("DSV4_CUDA_GRAPHS") != "0";
   overlap_ = graphs;
   shared_overlap_ = env_switch("DSV4_MOE_SIDE") != "0";
   set_step_mode(graphs ? StepMode::kGraphs : StepMode::kEager);
@@ -279,7 +274,7 @@ void Model::run_block(const Layer& L, StepIndex& s, KvAccess& kv, uint16_t* h) {
 void Model::attention(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x, uint16_t* out) {
   const AttentionWeights& a = L.w->attn;
   const int64_t T = s.tokens;
-  const int H = cfg_.n_heads, d = cfg_.head_dim, r = cfg_.rope_head_dim;
+  const int H = L.heads, d = cfg_.head_dim, r = cfg_.rope_head_dim;
   const float eps = static_cast<float>(cfg_.norm_eps);
 
   auto qr = scratch<uint16_t>(dev_, T * cfg_.q_lora_rank);
@@ -334,12 +329,42 @@ void Model::attention(const Layer& L, const StepIndex& s, KvAccess& kv, const ui
   p.positions = s.positions.data();  // inverse RoPE of the output, fused
   p.rope = L.rope;
   ops_.sparse_attention(p);
+  output_projection(L, T, o.data(), out);
+}
 
-  auto u = scratch<uint16_t>(dev_, T * cfg_.o_groups * cfg_.o_lora_rank);
-  LinearParams wo_a{o.data(), T, L.wo_a, u.data()};
-  wo_a.groups = cfg_.o_groups;
+// wo_a over groups of heads, then wo_b (§5.7). Sharded, each output's rows are computed whole on one
+// rank and gathered; wo_a's input is this rank's heads, or all heads gathered when a rank's wo_a rows
+// need heads of other ranks (its slice inside a group, or wo_a whole).
+void Model::output_projection(const Layer& L, int64_t T, const uint16_t* o, uint16_t* out) {
+  const ParallelLayout& lay = shard_.layout;
+  const int64_t R = cfg_.o_lora_rank, HD = int64_t{cfg_.n_heads} * cfg_.head_dim, GR = cfg_.o_groups * R;
+  DeviceArray<uint16_t> heads_all;
+  if (!lay.wo_a_local) {
+    heads_all = scratch<uint16_t>(dev_, T * HD);
+    exchange_.gather_columns(o, T, static_cast<size_t>(L.heads) * cfg_.head_dim * 2, heads_all.data());
+    o = heads_all.data();
+  }
+  const int64_t rows = L.wo_a.rows;
+  auto u = scratch<uint16_t>(dev_, T * rows);
+  LinearParams wo_a{o, T, L.wo_a, u.data()};
+  wo_a.groups = static_cast<int>(rows / R);   // whole groups: this rank's heads (local), or all of them
+  if (!lay.wo_a_local && lay.wo_a.split()) {  // a slice inside group g reads that group's heads
+    const int64_t g = lay.wo_a.range(exchange_.tp_rank()).begin / R;
+    wo_a.x = o + g * (HD / cfg_.o_groups);
+    wo_a.x_stride = HD;
+    wo_a.groups = 1;
+  }
   ops_.linear(wo_a);
-  ops_.linear({u.data(), T, L.wo_b, out});
+  DeviceArray<uint16_t> u_all;
+  if (lay.wo_a.split()) {
+    u_all = scratch<uint16_t>(dev_, T * GR);
+    exchange_.gather_columns(u.data(), T, static_cast<size_t>(rows) * 2, u_all.data());
+  }
+  const uint16_t* wo_b_in = lay.wo_a.split() ? u_all.data() : u.data();
+  if (!lay.wo_b.split()) return ops_.linear({wo_b_in, T, L.wo_b, out});
+  auto y = scratch<uint16_t>(dev_, T * L.wo_b.rows);
+  ops_.linear({wo_b_in, T, L.wo_b, y.data()});
+  exchange_.gather_columns(y.data(), T, static_cast<size_t>(L.wo_b.rows) * 2, out);
 }
 
 // The compressor of MODEL.md §5.5: fp32 state rows for every token, then the entries completed.
@@ -422,6 +447,8 @@ void Model::indexer(const Layer& L, const StepIndex& s, KvAccess& kv, const uint
 
 // MODEL.md §6: gate (hash routing in the first n_hash_layers), routed experts, shared expert.
 void Model::moe(const Layer& L, const StepIndex& s, const uint16_t* x, uint16_t* out) {
+  if (shard_.layout.ep_size > 1) return moe_owned(L, s, x, out);
+  if (shard_.layout.config.tp > 1) return moe_sliced(L, s, x, out);
   const int64_t T = s.tokens;
   // The shared expert needs only x: on the side queue it runs beside the gate and the routed experts,
   // and moe_experts joins it right before adding its output.
@@ -435,22 +462,7 @@ void Model::moe(const Layer& L, const StepIndex& s, const uint16_t* x, uint16_t*
   const int k = cfg_.n_activated_experts;
   auto idx = scratch<int32_t>(dev_, T * k);
   auto wts = scratch<float>(dev_, T * k);
-  MoeGateParams g;
-  g.x = x;
-  g.tokens = T;
-  g.dim = cfg_.dim;
-  g.weight = L.gate;
-  g.bias = L.w->ffn.gate_bias;
-  g.tid2eid = L.tid2eid.size() ? L.tid2eid.data() : nullptr;
-  g.token_ids = s.token_ids.data();
-  g.vocab = cfg_.vocab_size;
-  g.experts = cfg_.n_routed_experts;
-  g.topk = k;
-  g.score_func = cfg_.score_func;
-  g.route_scale = static_cast<float>(cfg_.route_scale);
-  g.indices = idx.data();
-  g.weights = wts.data();
-  ops_.moe_gate(g);
+  gate(L, s, x, idx.data(), wts.data());
   MoeExpertsParams e;
   e.x = x;
   e.tokens = T;
@@ -473,6 +485,25 @@ void Model::moe(const Layer& L, const StepIndex& s, const uint16_t* x, uint16_t*
   ops_.moe_experts(e);
 }
 
+void Model::gate(const Layer& L, const StepIndex& s, const uint16_t* x, int32_t* idx, float* wts) {
+  MoeGateParams g;
+  g.x = x;
+  g.tokens = s.tokens;
+  g.dim = cfg_.dim;
+  g.weight = L.gate;
+  g.bias = L.w->ffn.gate_bias;
+  g.tid2eid = L.tid2eid.size() ? L.tid2eid.data() : nullptr;
+  g.token_ids = s.token_ids.data();
+  g.vocab = cfg_.vocab_size;
+  g.experts = cfg_.n_routed_experts;
+  g.topk = cfg_.n_activated_experts;
+  g.score_func = cfg_.score_func;
+  g.route_scale = static_cast<float>(cfg_.route_scale);
+  g.indices = idx;
+  g.weights = wts;
+  ops_.moe_gate(g);
+}
+
 // hc_head -> final norm -> fp32 head GEMM, for the last token of every slice that wants logits.
 void Model::head(const std::vector<int64_t>& rows, int64_t tokens, const uint16_t* h, float* logits) {
   const int64_t R = static_cast<int64_t>(rows.size()), D = cfg_.dim, HD = cfg_.hc_mult * D;
@@ -491,8 +522,11 @@ void Model::head(const std::vector<int64_t>& rows, int64_t tokens, const uint16_
   ops_.hc_head({all ? h : hs.data(), R, cfg_.hc_mult, D, w_.hc_head.fn, w_.hc_head.scale, w_.hc_head.base, eps,
                 static_cast<float>(cfg_.hc_eps), y.data()});
   ops_.rms_norm({y.data(), y.data(), w_.norm.weight, R, D, eps});
-  LinearParams head{y.data(), R, bf16_weight(w_.head.bf16(), w_.head.out, D), logits, ActType::kF32};
-  ops_.linear(head);
+  const Weight w = bf16_weight(w_.head.bf16(), w_.head.out, D);
+  if (!shard_.layout.vocab.split()) return ops_.linear({y.data(), R, w, logits, ActType::kF32});
+  auto part = scratch<float>(dev_, R * w.rows);  // this rank's vocabulary rows, gathered
+  ops_.linear({y.data(), R, w, part.data(), ActType::kF32});
+  exchange_.gather_columns(part.data(), R, static_cast<size_t>(w.rows) * sizeof(float), logits);
 }
 
 }  // namespace dsv4

@@ -13,7 +13,9 @@
 #include "core/model_config.h"
 #include "model/forward_batch.h"
 #include "model/kv_access.h"
+#include "model/model_shard.h"
 #include "model/placed_weights.h"
+#include "model/shard_exchange.h"
 #include "model/step_shape.h"
 #include "model/weights.h"
 
@@ -41,6 +43,10 @@ struct StepLogits {
 class Model {
  public:
   Model(const ModelConfig& cfg, const ModelWeights& weights, Ops& ops, Device& dev);
+  // One rank of a sharded run: `weights` are the whole model's; the rank keeps its shard of them
+  // (model/weight_shard.h) and exchanges activations with its peers through the shard's communicators.
+  // Every rank of the run must step together (the collectives meet layer by layer).
+  Model(const ModelConfig& cfg, const ModelWeights& weights, Ops& ops, Device& dev, ModelShard shard);
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -90,10 +96,21 @@ class Model {
                int32_t* out_slots);
   void compress(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x, bool for_indexer);
   void moe(const Layer& L, const StepIndex& s, const uint16_t* x, uint16_t* out);
+  // Routing: indices and weights [tokens, topk] of x's tokens.
+  void gate(const Layer& L, const StepIndex& s, const uint16_t* x, int32_t* idx, float* wts);
+  // The grouped output projection and wo_b of the attention output o (this rank's heads) into out.
+  void output_projection(const Layer& L, int64_t T, const uint16_t* o, uint16_t* out);
+  // Sharded experts (model/sharded_moe.cpp): sliced by TP rank, or owned whole (expert parallel).
+  void moe_sliced(const Layer& L, const StepIndex& s, const uint16_t* x, uint16_t* out);
+  void moe_owned(const Layer& L, const StepIndex& s, const uint16_t* x, uint16_t* out);
+  // The shared expert's output [T, dim] on every rank (its rows split by TP rank, or whole).
+  DeviceArray<uint16_t> shared_expert(const Layer& L, int64_t T, const uint16_t* x);
   // One block; expands the layer's lists first and frees them after.
   void run_block(const Layer& L, StepIndex& s, KvAccess& kv, uint16_t* h);
 
   ModelConfig cfg_;
+  ModelShard shard_;
+  ModelWeights host_;      // this rank's views of the weights (model/weight_shard.h)
   PlacedWeights placed_;   // the weights where ops read them
   const ModelWeights& w_;  // = placed_.get()
   Ops& ops_;
@@ -103,6 +120,7 @@ class Model {
   bool overlap_ = false;
   bool shared_overlap_ = true;
   std::unique_ptr<StepGraphs> graphs_;
+  ShardExchange exchange_{dev_, shard_};
 };
 
 }  // namespace dsv4

@@ -525,5 +525,33 @@ TEST(CudaMoeExperts, InvalidExpertIdsAreSkippedAndReported) {
   EXPECT_TRUE(got[0] == want) << bf16_diff(got[0], want);
 }
 
+// ---- combine over pair rows ------------------------------------------------------------------
+
+// The CPU's bits: random pair rows (magnitudes spread so that the order shows), 6 of 32 experts a token.
+TEST(CudaMoeCombine, MatchesCpu) {
+  std::mt19937 rng(97);
+  const int64_t T = 45, D = 4096;
+  const int K = 6;
+  std::vector<int32_t> idx(static_cast<size_t>(T * K));
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<int32_t> e(32);
+    std::iota(e.begin(), e.end(), 0);
+    std::shuffle(e.begin(), e.end(), rng);
+    std::copy_n(e.begin(), K, idx.begin() + t * K);
+  }
+  std::vector<uint16_t> pairs = random_bf16(static_cast<size_t>(T * K * D), 971);
+  std::uniform_int_distribution<int> shift(-20, 20);
+  for (auto& v : pairs) v = float_to_bf16(bf16_to_float(v) * std::ldexp(1.0f, shift(rng)));
+  const std::vector<uint16_t> shared = random_bf16(static_cast<size_t>(T * D), 972);
+  std::vector<uint16_t> want(static_cast<size_t>(T * D));
+  CpuOps cpu(2);
+  cpu.moe_combine({pairs.data(), idx.data(), shared.data(), T, K, D, want.data()});
+  Dev<uint16_t> d_pairs(pairs), d_shared(shared), d_y(poisoned<uint16_t>(want.size()));
+  Dev<int32_t> d_idx(idx);
+  Stream stream;
+  cuda::moe_combine({d_pairs.p, d_idx.p, d_shared.p, T, K, D, d_y.p}, stream.s);
+  EXPECT_EQ(d_y.get(), want) << bf16_diff(d_y.get(), want);
+}
+
 }  // namespace
 }  // namespace dsv4

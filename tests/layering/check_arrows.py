@@ -19,11 +19,11 @@ ALLOWED = {
     "backend/cpu": {"core", "backend"},
     "backend/cuda": {"core", "backend", "backend/comm"},  # NcclCommunicator
     "backend/comm": {"core", "backend"},
-    "model": {"core", "io", "kv", "backend"},
-    "model_tools": {"core", "io", "kv", "backend", "model"},
+    "model": {"core", "io", "kv", "backend", "backend/comm"},  # a sharded model's collectives
+    "model_tools": {"core", "io", "kv", "backend", "backend/comm", "model"},
     "sched": {"core", "kv"},
-    "engine": {"core", "io", "kv", "backend", "model", "sched"},
-    "server": {"core", "engine", "chat", "tokenizer", "grammar", "kv", "sched", "backend", "model"},
+    "engine": {"core", "io", "kv", "backend", "backend/comm", "model", "sched"},
+    "server": {"core", "engine", "chat", "tokenizer", "grammar", "kv", "sched", "backend", "backend/comm", "model"},
     "bench_client": {"core"},
 }
 NESTED = ("backend/cpu", "backend/cuda", "backend/comm")

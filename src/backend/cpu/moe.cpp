@@ -65,43 +65,60 @@ void route_token(const MoeGateParams& p, int64_t t, const float* z, float* s, fl
   }
 }
 
+// a = bf16(weight · swiglu(w1(x), w3(x))) for n gathered rows; inter = the rows of w1 and w3.
+void expert_up(ThreadPool& pool, const uint16_t* x, int64_t n, int64_t inter, const Weight& w1, const Weight& w3,
+               const float* weight, float limit, uint16_t* a) {
+  std::vector<uint16_t> u(static_cast<size_t>(n * inter));
+  linear(pool, {.x = x, .rows = n, .w = w1, .y = a});
+  linear(pool, {.x = x, .rows = n, .w = w3, .y = u.data()});
+  swiglu(pool, {.g = a, .u = u.data(), .rows = n, .dim = inter, .limit = limit, .weights = weight, .out = a});
+}
+
 // y = w2(bf16(swiglu(w1(x), w3(x)))) for n gathered rows.
 void run_expert(ThreadPool& pool, const uint16_t* x, int64_t n, int64_t inter, const Weight& w1, const Weight& w3,
                 const Weight& w2, const float* weight, float limit, uint16_t* y) {
-  std::vector<uint16_t> g(static_cast<size_t>(n * inter)), u(g.size());
-  linear(pool, {.x = x, .rows = n, .w = w1, .y = g.data()});
-  linear(pool, {.x = x, .rows = n, .w = w3, .y = u.data()});
-  swiglu(pool,
-         {.g = g.data(), .u = u.data(), .rows = n, .dim = inter, .limit = limit, .weights = weight, .out = g.data()});
-  linear(pool, {.x = g.data(), .rows = n, .w = w2, .y = y});
+  std::vector<uint16_t> a(static_cast<size_t>(n * inter));
+  expert_up(pool, x, n, inter, w1, w3, weight, limit, a.data());
+  linear(pool, {.x = a.data(), .rows = n, .w = w2, .y = y});
 }
 
-// Tokens of each expert in ascending token order, as CSR: (token, routing weight) pairs.
+// The pairs of each expert in ascending pair (so token) order, as CSR: pair, token, routing weight.
 struct Routing {
   std::vector<int64_t> offsets;  // [experts + 1]
+  std::vector<int64_t> pairs;
   std::vector<int64_t> tokens;
   std::vector<float> weights;
 };
 
-Routing bucket(const MoeExpertsParams& p) {
+Routing bucket(const char* op, const int32_t* indices, const float* weights, int64_t tokens, int topk, int experts) {
   Routing r;
-  r.offsets.assign(static_cast<size_t>(p.experts) + 1, 0);
-  const int64_t n = p.tokens * p.topk;
+  r.offsets.assign(static_cast<size_t>(experts) + 1, 0);
+  const int64_t n = tokens * topk;
   for (int64_t i = 0; i < n; ++i) {
-    const int32_t id = p.indices[i];
-    DSV4_CHECK(id >= 0 && id < p.experts, "moe_experts: token {} routed to expert {} of {}", i / p.topk, id, p.experts);
+    const int32_t id = indices[i];
+    DSV4_CHECK(id >= 0 && id < experts, "{}: token {} routed to expert {} of {}", op, i / topk, id, experts);
     ++r.offsets[static_cast<size_t>(id) + 1];
   }
-  for (int e = 0; e < p.experts; ++e) r.offsets[static_cast<size_t>(e) + 1] += r.offsets[static_cast<size_t>(e)];
+  for (int e = 0; e < experts; ++e) r.offsets[static_cast<size_t>(e) + 1] += r.offsets[static_cast<size_t>(e)];
   std::vector<int64_t> fill(r.offsets.begin(), r.offsets.end() - 1);
+  r.pairs.resize(static_cast<size_t>(n));
   r.tokens.resize(static_cast<size_t>(n));
   r.weights.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t at = fill[static_cast<size_t>(p.indices[i])]++;
-    r.tokens[static_cast<size_t>(at)] = i / p.topk;
-    r.weights[static_cast<size_t>(at)] = p.weights[i];
+    const auto at = static_cast<size_t>(fill[static_cast<size_t>(indices[i])]++);
+    r.pairs[at] = i;
+    r.tokens[at] = i / topk;
+    r.weights[at] = weights ? weights[i] : 0.0f;
   }
   return r;
+}
+
+// Copies rows `ids` (of width w) of src into dst, back to back (scatter: the other way).
+void gather_rows(const uint16_t* src, const int64_t* ids, int64_t n, int64_t w, uint16_t* dst) {
+  for (int64_t i = 0; i < n; ++i) std::copy(src + ids[i] * w, src + (ids[i] + 1) * w, dst + i * w);
+}
+void scatter_rows(const uint16_t* src, const int64_t* ids, int64_t n, int64_t w, uint16_t* dst) {
+  for (int64_t i = 0; i < n; ++i) std::copy(src + i * w, src + (i + 1) * w, dst + ids[i] * w);
 }
 
 }  // namespace
@@ -134,7 +151,7 @@ void moe_gate(ThreadPool& pool, const MoeGateParams& p) {
 
 void moe_experts(ThreadPool& pool, const MoeExpertsParams& p) {
   const int64_t T = p.tokens, D = p.dim;
-  const Routing routing = bucket(p);
+  const Routing routing = bucket("moe_experts", p.indices, p.weights, p.tokens, p.topk, p.experts);
   std::vector<float> acc(static_cast<size_t>(T * D), 0.0f);
   std::vector<uint16_t> xs, ys;
   for (int e = 0; e < p.experts; ++e) {  // ascending: the order each token's sum sees its experts
@@ -144,8 +161,7 @@ void moe_experts(ThreadPool& pool, const MoeExpertsParams& p) {
     const int64_t* tokens = &routing.tokens[static_cast<size_t>(begin)];
     xs.resize(static_cast<size_t>(n * D));
     ys.resize(xs.size());
-    for (int64_t i = 0; i < n; ++i)
-      std::copy(p.x + tokens[i] * D, p.x + (tokens[i] + 1) * D, &xs[static_cast<size_t>(i * D)]);
+    gather_rows(p.x, tokens, n, D, xs.data());
     run_expert(pool, xs.data(), n, p.inter_dim, p.w1[e], p.w3[e], p.w2[e], &routing.weights[static_cast<size_t>(begin)],
                p.swiglu_limit, ys.data());
     for (int64_t i = 0; i < n; ++i) {
@@ -164,6 +180,42 @@ void moe_experts(ThreadPool& pool, const MoeExpertsParams& p) {
 
 void shared_expert(ThreadPool& pool, const SharedExpertParams& p) {
   run_expert(pool, p.x, p.tokens, p.inter_dim, p.w1, p.w3, p.w2, nullptr, 0.0f, p.y);
+}
+
+void moe_pairs(ThreadPool& pool, const MoePairsParams& p) {
+  const bool up = p.stage == MoeStage::kUp;
+  const Routing routing = bucket("moe_pairs", p.indices, up ? p.weights : nullptr, p.tokens, p.topk, p.experts);
+  std::vector<uint16_t> in, out;
+  for (int e = 0; e < p.experts; ++e) {
+    const auto b = static_cast<size_t>(routing.offsets[static_cast<size_t>(e)]);
+    const int64_t n = routing.offsets[static_cast<size_t>(e) + 1] - routing.offsets[static_cast<size_t>(e)];
+    if (n == 0 || !(up ? p.w1 : p.w2)[e].data) continue;  // no pairs, or another rank's expert
+    in.resize(static_cast<size_t>(n * p.in_dim));
+    out.resize(static_cast<size_t>(n * p.out_dim));
+    gather_rows(p.in, up ? &routing.tokens[b] : &routing.pairs[b], n, p.in_dim, in.data());
+    if (up)
+      expert_up(pool, in.data(), n, p.out_dim, p.w1[e], p.w3[e], &routing.weights[b], p.swiglu_limit, out.data());
+    else
+      linear(pool, {.x = in.data(), .rows = n, .w = p.w2[e], .y = out.data()});
+    scatter_rows(out.data(), &routing.pairs[b], n, p.out_dim, p.out);
+  }
+}
+
+void moe_combine(ThreadPool& pool, const MoeCombineParams& p) {
+  const int64_t D = p.dim;
+  pool.parallel_for(p.tokens, [&](int64_t t0, int64_t t1) {
+    std::vector<int> order(static_cast<size_t>(p.topk));
+    for (int64_t t = t0; t < t1; ++t) {
+      const int32_t* idx = p.indices + t * p.topk;
+      for (int k = 0; k < p.topk; ++k) order[static_cast<size_t>(k)] = k;
+      std::sort(order.begin(), order.end(), [&](int a, int b) { return idx[a] < idx[b]; });
+      for (int64_t c = 0; c < D; ++c) {
+        float acc = 0.0f;  // as moe_experts: from 0, experts ascending, the shared expert last
+        for (int k : order) acc += bf16_to_float(p.pairs[(t * p.topk + k) * D + c]);
+        p.y[t * D + c] = float_to_bf16(acc + bf16_to_float(p.shared_y[t * D + c]));
+      }
+    }
+  });
 }
 
 }  // namespace dsv4::cpu

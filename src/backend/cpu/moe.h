@@ -11,6 +11,9 @@ namespace dsv4::cpu {
 void moe_gate(ThreadPool& pool, const MoeGateParams& p);
 void moe_experts(ThreadPool& pool, const MoeExpertsParams& p);
 void shared_expert(ThreadPool& pool, const SharedExpertParams& p);
+// Experts split across ranks: their pair-by-pair halves and the combine over pair rows.
+void moe_pairs(ThreadPool& pool, const MoePairsParams& p);
+void moe_combine(ThreadPool& pool, const MoeCombineParams& p);
 // The step between the experts' GEMMs, which they run through here; also the swiglu op.
 void swiglu(ThreadPool& pool, const SwigluParams& p);
 

@@ -200,6 +200,11 @@ void CudaDevice::copy(void* dst, const void* src, size_t bytes) {
   if (bytes) DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, active_));
 }
 
+void CudaDevice::copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows) {
+  if (width && rows)
+    DSV4_CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDefault, active_));
+}
+
 void* CudaDevice::allocate_pinned(size_t bytes) {
   void* p = nullptr;
   const cudaError_t e = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault);

@@ -150,6 +150,13 @@ void CudaOps::do_shared_expert(const SharedExpertParams& p) {
 
 void CudaOps::do_swiglu(const SwigluParams& p) { cuda::swiglu(p, dev_.stream()); }
 
+// Experts split across ranks run on the CPU backend so far (the CUDA backend serves one rank).
+void CudaOps::do_moe_pairs(const MoePairsParams&) {
+  fail("moe_pairs: the CUDA backend does not run experts split across ranks yet; run one rank");
+}
+
+void CudaOps::do_moe_combine(const MoeCombineParams& p) { cuda::moe_combine(p, dev_.stream()); }
+
 void CudaOps::do_hc_pre(const HcPreParams& p) {
   const bool fast = gemm_->policy().numerics == Numerics::kFast;
   DeviceArray<float> scratch(dev_,

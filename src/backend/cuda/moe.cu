@@ -419,6 +419,30 @@ __global__ void combine_kernel(const uint4* ye, const uint4* ys, const int32_t* 
   }
 }
 
+// The moe_combine op over pair rows: each token's pairs in ascending expert order (ranked by thread 0),
+// then the columns, one per thread (grid-stride over tokens).
+__global__ void combine_pairs_kernel(MoeCombineParams p) {
+  pdl_enter();
+  __shared__ int32_t order[kMoeMaxTopk];
+  for (int64_t t = blockIdx.x; t < p.tokens; t += gridDim.x) {
+    const int32_t* idx = p.indices + t * p.topk;
+    if (threadIdx.x == 0) {
+      for (int k = 0; k < p.topk; ++k) {
+        int rank = 0;
+        for (int j = 0; j < p.topk; ++j) rank += idx[j] < idx[k];
+        order[rank] = k;
+      }
+    }
+    __syncthreads();
+    for (int64_t c = threadIdx.x; c < p.dim; c += blockDim.x) {
+      float acc = 0.0f;
+      for (int i = 0; i < p.topk; ++i) acc = __fadd_rn(acc, load_bf16(p.pairs + (t * p.topk + order[i]) * p.dim + c));
+      p.y[t * p.dim + c] = f_to_bf16(__fadd_rn(acc, load_bf16(p.shared_y + t * p.dim + c)));
+    }
+    __syncthreads();
+  }
+}
+
 // ---- host side --------------------------------------------------------------------------------
 
 // Grid of a grid-stride kernel over n items.
@@ -673,6 +697,13 @@ void MoeRunner::Impl::shared_expert(const MoeExpertsParams& a, bool exact) {
                              .w2 = a.shared_w2,
                              .y = get<uint16_t>(kSharedY, T * a.dim)};
   cuda::shared_expert(gemm, p, exact, get<uint16_t>(kG, T * I), get<uint16_t>(kU, T * I), stream);
+}
+
+void moe_combine(const MoeCombineParams& p, cudaStream_t stream) {
+  if (p.tokens == 0) return;
+  DSV4_CUDA_REQUIRE(p.topk <= kMoeMaxTopk, "moe_combine: topk above the kernel's 32");
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(p.tokens, int64_t{1} << 16));
+  launch_kernel(combine_pairs_kernel, grid, kThreads, 0, stream, p);
 }
 
 void swiglu(const SwigluParams& p, cudaStream_t stream) {

@@ -31,6 +31,8 @@ void shared_expert(GemmRunner& gemm, const SharedExpertParams& p, bool exact, ui
 // The swiglu op (16-byte vectors where g, u and out allow, element by element otherwise); the experts
 // run the same arithmetic inside (swiglu_one), so their bits agree with it.
 void swiglu(const SwigluParams& p, cudaStream_t stream);
+// The moe_combine op: indices distinct per row (ranked by value), topk <= kMoeMaxTopk.
+void moe_combine(const MoeCombineParams& p, cudaStream_t stream);
 
 // Owns the MoE scratch (grow-only, stream-ordered allocations) and the cached expert pointer
 // tables. `stream` must be the stream `gemm` was created with; one call at a time.

@@ -317,5 +317,168 @@ TEST(MoeExperts, RejectsBadParameters) {
   EXPECT_THROW(ops.moe_experts(p), Error);
 }
 
+// ---- experts split across ranks: moe_pairs and moe_combine ----------------------------------------
+
+// Rows [r0, r0 + n) of an FP4 view (per-row scales), as a rank holds them.
+Weight fp4_rows(const Weight& w, int64_t r0, int64_t n) {
+  Weight s = w;
+  s.data = static_cast<const uint8_t*>(w.data) + r0 * w.cols / 2;
+  s.scale = w.scale + r0 * w.cols / 32;
+  s.rows = n;
+  return s;
+}
+
+struct SplitMoe {
+  static constexpr int64_t T = 7, D = 256, I = 128;
+  static constexpr int K = 3, E = 6;  // three terms: the combine's order shows
+  std::mt19937 rng{96};
+  CpuOps ops{2};
+  Experts ex{D, I, E, rng};
+  std::vector<uint16_t> x = random_bf16(static_cast<size_t>(T * D), rng, 2.0f);
+  std::vector<int32_t> idx = {4, 1, 0, 5, 3, 1, 2, 4, 5, 0, 1, 3, 2, 0, 4, 3, 5, 2, 1, 4, 0};
+  std::vector<float> w = testing::random_f32(T * K, rng, 0.5f);
+
+  std::vector<uint16_t> whole() {
+    std::vector<uint16_t> y(static_cast<size_t>(T * D));
+    ops.moe_experts(ex.params(x, T, idx, w, K, y.data()));
+    return y;
+  }
+  std::vector<uint16_t> shared() {
+    std::vector<uint16_t> y(static_cast<size_t>(T * D));
+    ops.shared_expert({x.data(), T, D, I, ex.s1->view(), ex.s3->view(), ex.s2->view(), y.data()});
+    return y;
+  }
+  MoePairsParams up(const std::vector<Weight>& w1, const std::vector<Weight>& w3, int64_t out_dim, uint16_t* out) {
+    return {.stage = MoeStage::kUp,
+            .in = x.data(),
+            .in_dim = D,
+            .tokens = T,
+            .indices = idx.data(),
+            .weights = w.data(),
+            .topk = K,
+            .experts = E,
+            .w1 = w1.data(),
+            .w3 = w3.data(),
+            .swiglu_limit = 10.0f,
+            .out = out,
+            .out_dim = out_dim};
+  }
+  MoePairsParams down(const uint16_t* a, const std::vector<Weight>& w2, int64_t out_dim, uint16_t* out) {
+    return {.stage = MoeStage::kDown,
+            .in = a,
+            .in_dim = I,
+            .tokens = T,
+            .indices = idx.data(),
+            .topk = K,
+            .experts = E,
+            .w2 = w2.data(),
+            .out = out,
+            .out_dim = out_dim};
+  }
+  std::vector<uint16_t> combine(const std::vector<uint16_t>& pairs, const std::vector<uint16_t>& shared_y) {
+    std::vector<uint16_t> y(static_cast<size_t>(T * D), 0xFFFF);
+    ops.moe_combine({pairs.data(), idx.data(), shared_y.data(), T, K, D, y.data()});
+    return y;
+  }
+};
+
+// Columns [c0, c0 + part.width) of `full` rows (width fw) from part rows.
+void put_columns(const std::vector<uint16_t>& part, int64_t pw, std::vector<uint16_t>& full, int64_t fw, int64_t c0) {
+  for (size_t r = 0; r < part.size() / static_cast<size_t>(pw); ++r)
+    std::copy_n(part.begin() + static_cast<std::ptrdiff_t>(r) * pw, pw,
+                full.begin() + static_cast<std::ptrdiff_t>(r) * fw + c0);
+}
+
+TEST(MoePairs, UpDownAndCombineGiveMoeExpertsBits) {
+  SplitMoe m;
+  const int64_t P = SplitMoe::T * SplitMoe::K;
+  std::vector<uint16_t> a(static_cast<size_t>(P * SplitMoe::I), 0xFFFF),
+      y(static_cast<size_t>(P * SplitMoe::D), 0xFFFF);
+  m.ops.moe_pairs(m.up(m.ex.v1, m.ex.v3, SplitMoe::I, a.data()));
+  m.ops.moe_pairs(m.down(a.data(), m.ex.v2, SplitMoe::D, y.data()));
+  EXPECT_EQ(m.combine(y, m.shared()), m.whole());
+}
+
+// Tensor parallel: each half of the experts' w1/w3 rows makes half of every pair's hidden row, the
+// gathered rows go through each half of w2's rows, the combine runs per half of the columns.
+TEST(MoePairs, RowHalvesOfEveryExpertComposeToTheWhole) {
+  SplitMoe m;
+  const int64_t P = SplitMoe::T * SplitMoe::K, I = SplitMoe::I, D = SplitMoe::D;
+  std::vector<uint16_t> a(static_cast<size_t>(P * I)), y(static_cast<size_t>(P * D));
+  for (int h = 0; h < 2; ++h) {
+    std::vector<Weight> w1, w3, w2;
+    for (int e = 0; e < SplitMoe::E; ++e) {
+      w1.push_back(fp4_rows(m.ex.v1[static_cast<size_t>(e)], h * I / 2, I / 2));
+      w3.push_back(fp4_rows(m.ex.v3[static_cast<size_t>(e)], h * I / 2, I / 2));
+    }
+    std::vector<uint16_t> part(static_cast<size_t>(P * I / 2), 0xFFFF);
+    m.ops.moe_pairs(m.up(w1, w3, I / 2, part.data()));
+    put_columns(part, I / 2, a, I, h * I / 2);
+  }
+  std::vector<uint16_t> shared = m.shared(), y_half, combined(static_cast<size_t>(SplitMoe::T * D));
+  for (int h = 0; h < 2; ++h) {
+    std::vector<Weight> w2;
+    for (int e = 0; e < SplitMoe::E; ++e) w2.push_back(fp4_rows(m.ex.v2[static_cast<size_t>(e)], h * D / 2, D / 2));
+    std::vector<uint16_t> part(static_cast<size_t>(P * D / 2), 0xFFFF),
+        s_half(static_cast<size_t>(SplitMoe::T * D / 2));
+    m.ops.moe_pairs(m.down(a.data(), w2, D / 2, part.data()));
+    for (int64_t t = 0; t < SplitMoe::T; ++t)
+      std::copy_n(shared.begin() + t * D + h * D / 2, D / 2, s_half.begin() + t * D / 2);
+    std::vector<uint16_t> out(static_cast<size_t>(SplitMoe::T * D / 2));
+    m.ops.moe_combine({part.data(), m.idx.data(), s_half.data(), SplitMoe::T, SplitMoe::K, D / 2, out.data()});
+    put_columns(out, D / 2, combined, D, h * D / 2);
+  }
+  EXPECT_EQ(combined, m.whole());
+}
+
+// Expert parallel: a rank computes the pairs of its experts only and leaves the others' rows alone;
+// the owners' rows together are every pair.
+TEST(MoePairs, OwnedExpertsWriteOnlyTheirPairs) {
+  SplitMoe m;
+  const int64_t P = SplitMoe::T * SplitMoe::K, I = SplitMoe::I, D = SplitMoe::D;
+  std::vector<uint16_t> a(static_cast<size_t>(P * I), 0xFFFF), y(static_cast<size_t>(P * D), 0xFFFF);
+  for (int rank = 0; rank < 2; ++rank) {
+    std::vector<Weight> w1 = m.ex.v1, w3 = m.ex.v3, w2 = m.ex.v2;
+    for (int e = 0; e < SplitMoe::E; ++e) {
+      if (e / 3 == rank) continue;
+      w1[static_cast<size_t>(e)].data = w3[static_cast<size_t>(e)].data = w2[static_cast<size_t>(e)].data = nullptr;
+    }
+    m.ops.moe_pairs(m.up(w1, w3, I, a.data()));
+    m.ops.moe_pairs(m.down(a.data(), w2, D, y.data()));
+    if (rank == 0) {
+      for (int64_t q = 0; q < P; ++q)
+        EXPECT_EQ(y[static_cast<size_t>(q * D)] == 0xFFFF, m.idx[static_cast<size_t>(q)] >= 3) << "pair " << q;
+    }
+  }
+  EXPECT_EQ(m.combine(y, m.shared()), m.whole());
+}
+
+TEST(MoePairs, RejectsBadParameters) {
+  SplitMoe m;
+  std::vector<uint16_t> a(static_cast<size_t>(SplitMoe::T * SplitMoe::K * SplitMoe::I));
+  MoePairsParams p = m.up(m.ex.v1, m.ex.v3, SplitMoe::I + 1, a.data());
+  EXPECT_THROW(m.ops.moe_pairs(p), Error);  // w1's rows are not out_dim
+  p = m.up(m.ex.v1, m.ex.v3, SplitMoe::I, a.data());
+  p.weights = nullptr;
+  EXPECT_THROW(m.ops.moe_pairs(p), Error);
+  std::vector<int32_t> bad = m.idx;
+  bad[3] = SplitMoe::E;
+  p = m.up(m.ex.v1, m.ex.v3, SplitMoe::I, a.data());
+  p.indices = bad.data();
+  EXPECT_THROW(m.ops.moe_pairs(p), Error);
+}
+
+// fp32 sums of a few bf16 rows are mostly exact, so the order shows only where magnitudes part: experts
+// 0, 1, 2 hold 1, 2^30, -2^30. Ascending: (1 + 2^30) rounds to 2^30, then 0; k order (1, 2, 0) gives 1.
+TEST(MoeCombine, SumsInAscendingExpertOrderFromZeroThenTheSharedExpert) {
+  CpuOps ops(1);
+  const int64_t D = 8;
+  const std::vector<int32_t> idx = {1, 2, 0};
+  std::vector<uint16_t> pairs, shared(D, float_to_bf16(0.5f)), y(D);
+  for (float v : {1073741824.0f, -1073741824.0f, 1.0f}) pairs.insert(pairs.end(), D, float_to_bf16(v));
+  ops.moe_combine({pairs.data(), idx.data(), shared.data(), 1, 3, D, y.data()});
+  for (uint16_t v : y) EXPECT_EQ(bf(v), 0.5f);
+}
+
 }  // namespace
 }  // namespace dsv4

@@ -12,6 +12,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "model/model.h"
 #include "model/paged_kv.h"
+#include "testing/prefill_decode.h"
 #include "testing/tiny_model.h"
 
 namespace dsv4 {
@@ -61,31 +62,11 @@ class PlacedWeightsTest : public ::testing::Test {
     const ModelConfig& c = model_->config;
     CpuOps ops(2);
     Model m(c, model_->weights, ops, dev);
-    OwnedPagedCache cache(c, 2, 600, 600, KvDTypes{}, &dev);
     std::mt19937 rng(3);
     std::vector<int32_t> ids(600);
     for (auto& x : ids) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(c.vocab_size));
-    std::vector<float> all;
     const int64_t lens[2] = {261, 133};
-    for (int32_t s = 0; s < 2; ++s) {
-      cache.add(s, lens[s]);
-      cache.allocate(s, lens[s], std::span<const int32_t>(ids.data(), static_cast<size_t>(lens[s])));
-    }
-    ForwardBatch pre;
-    for (int32_t s = 0; s < 2; ++s) pre.add(s, 0, ids.data(), lens[s]);
-    auto l = m.forward(pre, cache.access());
-    all.insert(all.end(), l.begin(), l.end());
-    for (int step = 0; step < 3; ++step) {
-      ForwardBatch b;
-      for (int32_t s = 0; s < 2; ++s) {
-        const int64_t pos = lens[s] + step;
-        cache.allocate(s, 1, std::span<const int32_t>(ids.data(), static_cast<size_t>(pos + 1)));
-        b.add(s, pos, ids.data() + pos, 1);
-      }
-      l = m.forward(b, cache.access());
-      all.insert(all.end(), l.begin(), l.end());
-    }
-    return all;
+    return testing::prefill_then_decode(m, dev, lens, ids, 3);
   }
 
   static const LoadedModel* model_;
