@@ -11,7 +11,8 @@ FLASH=$DATA/configs/deepseek-v4-flash
 SMALL='{"num_hidden_layers": 3, "n_routed_experts": 8, "moe_intermediate_size": 512, "vocab_size": 16384}'
 SMALL_TEXT='hf-overrides {"moe_intermediate_size":512,"n_routed_experts":8,"num_hidden_layers":3,"vocab_size":16384}'
 ERR=$(mktemp)
-trap 'rc=$?; [ $rc -eq 0 ] || { echo "--- dsv4 stderr:"; cat "$ERR"; }; rm -f "$ERR"' EXIT
+pid=
+trap 'rc=$?; [ -z "$pid" ] || kill "$pid" 2>/dev/null || true; [ $rc -eq 0 ] || { echo "--- dsv4 stderr:"; cat "$ERR"; }; rm -f "$ERR"' EXIT
 fails_with() {  # fails_with PATTERN COMMAND...: the command fails and its stderr holds PATTERN
   local pattern=$1
   shift
@@ -28,6 +29,15 @@ assert [r["test"] for r in rows] == ["decode", "prefill"], rows
 assert all(r["ms"] > 0 for r in rows) and rows[0]["bytes"] > 0 and rows[1]["flops"] > 0, rows'
 grep -qF "weights dummy (seed 0), $SMALL_TEXT" "$ERR"
 
+# bench latency's prompts are ids up to 91000: the full vocabulary.
+"$BIN" bench latency "$FLASH" --backend cpu --load-format dummy --seed 3 --max-model-len 256 --kv-cache-memory 256MiB \
+  --hf-overrides '{"num_hidden_layers": 3, "n_routed_experts": 8, "moe_intermediate_size": 512}' -p 8 -n 2 -r 1 \
+  --json 2>>"$ERR" | python3 -c '
+import json, sys
+rows = json.load(sys.stdin)["results"]
+assert [r["test"] for r in rows] == ["pp8", "tg2"] and all(r["avg_ts"] > 0 for r in rows), rows'
+grep -qF 'weights dummy (seed 3)' "$ERR"
+
 # generate on token ids needs no tokenizer; the weights follow --seed; the flags' environment forms work.
 gen() {
   "$BIN" generate "$FLASH" --backend cpu --prompt-ids 5,6,7,8 --max-tokens 4 --max-model-len 256 \
@@ -40,6 +50,29 @@ echo "generate: seed 1: $a, again: $b, seed 2: $c"
 [[ $a =~ ^[0-9]+(,[0-9]+){3}$ ]] || { echo "FAIL: not four ids: $a"; exit 1; }
 [ "$a" = "$b" ] || { echo "FAIL: the same seed gave other tokens"; exit 1; }
 [ "$a" != "$c" ] || { echo "FAIL: another seed gave the same tokens"; exit 1; }
+
+# serve: the folder has no tokenizer.json, so the embedded one answers (token ids: the vocabulary is cut);
+# the summary names the weights.
+log=$(mktemp)
+"$BIN" serve "$FLASH" --served-model-name flash --port 0 --backend cpu --load-format dummy --hf-overrides "$SMALL" --max-model-len 256 \
+  --kv-cache-memory 256MiB --max-num-seqs 4 >"$log" 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do
+  grep -q '^  try:' "$log" && break
+  kill -0 "$pid" 2>/dev/null || { cat "$log"; echo "FAIL: serve exited early"; exit 1; }
+  sleep 0.1
+done
+grep -F "  weights      dummy (seed 0), $SMALL_TEXT" "$log" >/dev/null || { cat "$log"; echo "FAIL: no weights line"; exit 1; }
+port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$log" | head -1)
+curl -sS "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+  -d '{"model": "flash", "prompt": [5, 6, 7], "max_tokens": 3}' | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+assert r["usage"]["completion_tokens"] == 3, r'
+kill -TERM "$pid"
+wait "$pid"
+pid=
+rm -f "$log"
 
 # Planning the full model from its config: no weights are made (the full model would not fit here).
 "$BIN" kv-plan "$FLASH" --load-format dummy --context 65536 --json 2>>"$ERR" | python3 -c '
