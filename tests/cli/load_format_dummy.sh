@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # --load-format dummy and --hf-overrides (vLLM's names): V4-Flash's config.json alone (tests/data/configs,
-# no weights) reduced to fit the CPU runs bench step, bench latency and generate on random weights from
-# --seed; kv-plan and inspect plan the full model from its config without making a weight; what cannot
+# no weights) reduced to fit the CPU runs bench step, bench latency, generate and serve on random weights
+# from --seed; kv-plan and inspect plan the full model from its config without making a weight; what cannot
 # work is refused with the reason.
 set -euo pipefail
 BIN=$1
