@@ -6,6 +6,7 @@
 set -euo pipefail
 BIN=$1
 source "$(dirname "$0")/../testing/test_data.sh"
+source "$(dirname "$0")/../testing/e2e.sh"
 FLASH=$DATA/configs/deepseek-v4-flash
 # Small enough for seconds on two shared cores. Three layers, as bench step's cache needs a compressed layer.
 SMALL='{"num_hidden_layers": 3, "n_routed_experts": 8, "moe_intermediate_size": 512, "vocab_size": 16384}'
@@ -57,11 +58,7 @@ log=$(mktemp)
 "$BIN" serve "$FLASH" --served-model-name flash --port 0 --backend cpu --load-format dummy --hf-overrides "$SMALL" --max-model-len 256 \
   --kv-cache-memory 256MiB --max-num-seqs 4 >"$log" 2>&1 &
 pid=$!
-for _ in $(seq 1 600); do
-  grep -q '^  try:' "$log" && break
-  kill -0 "$pid" 2>/dev/null || { cat "$log"; echo "FAIL: serve exited early"; exit 1; }
-  sleep 0.1
-done
+wait_for_summary "$log" "$pid"
 grep -F "  weights      dummy (seed 0), $SMALL_TEXT" "$log" >/dev/null || { cat "$log"; echo "FAIL: no weights line"; exit 1; }
 port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$log" | head -1)
 curl -sS "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
