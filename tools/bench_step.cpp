@@ -26,6 +26,7 @@
 #include "model_tools/random_kv.h"
 #include "tools/command.h"
 #include "tools/engine_flags.h"
+#include "tools/load_flags.h"
 #include "tools/parallel_flags.h"
 
 namespace dsv4::tools {
@@ -42,6 +43,7 @@ struct StepArgs {
   bool profile = false;
   bool enforce_eager = false;
   bool compare_eager = false;
+  LoadFlags load;
   ParallelConfig parallel;
 };
 
@@ -54,9 +56,10 @@ struct WeightBytes {
 
 WeightBytes weight_bytes(const LoadedModel& m) {
   WeightBytes w;
-  for (const auto& name : m.checkpoint->names()) {
+  for (const TensorSpec& t : m.tensors()) {
+    const std::string& name = t.name;
     if (name.rfind("mtp.", 0) == 0) continue;
-    const uint64_t bytes = m.checkpoint->tensor(name).data.size();
+    const uint64_t bytes = t.nbytes();
     if (name == "embed.weight") {
       w.embed_row = bytes / static_cast<uint64_t>(m.config.vocab_size);
     } else if (name.find(".ffn.experts.") != std::string::npos) {
@@ -94,9 +97,10 @@ uint64_t decode_bytes(const ModelConfig& c, const WeightBytes& w, int64_t batch,
 // experts), plus attention's QK and PV over each query's entries.
 double prefill_flops(const ModelConfig& c, const LoadedModel& m, int64_t p) {
   double params = 0;
-  for (const auto& name : m.checkpoint->names()) {
+  for (const TensorSpec& spec : m.tensors()) {
+    const std::string& name = spec.name;
     if (name.rfind("mtp.", 0) == 0 || name == "embed.weight") continue;
-    const TensorInfo* t = m.checkpoint->find(name);
+    const TensorSpec* t = &spec;
     if (t->shape.size() != 2 || name.find(".scale") != std::string::npos || name.find("tid2eid") != std::string::npos ||
         name.find("hc_") != std::string::npos)
       continue;
@@ -243,10 +247,10 @@ void print_profile(const Row& r, OpProfile& prof) {
 }
 
 void run(const StepArgs& a) {
-  const LoadedModel m = load_model(a.model);
+  const LoadedModel m = load_model(a.model, a.load.options());
   require_one_rank(plan_parallel(m.config, a.parallel));
   Backend backend = make_backend(a.backend, a.threads, parse_numerics(a.numerics));
-  spdlog::info("bench step: {} on {}", a.model, backend.description);
+  spdlog::info("bench step: {} (weights {}) on {}", a.model, m.options.describe(), backend.description);
   OpProfile prof(*backend.ops, *backend.device);  // off unless --profile: forwards without waiting
   Model model(m.config, m.weights, prof, *backend.device);
   const WeightBytes w = weight_bytes(m);
@@ -327,6 +331,7 @@ void setup_bench_step(CLI::App& cmd) {
   cmd.add_flag("--enforce-eager", a.enforce_eager, "decode steps eagerly (no CUDA graphs)");
   cmd.add_flag("--compare-eager", a.compare_eager, "per decode row, the last step again eagerly: logit error, argmax");
   cmd.add_flag("--profile", a.profile, "after each row, one more step with per-op times (each op waited for)");
+  add_load_flags(cmd, a.load);
   cmd.callback([] { run(a); });
 }
 

@@ -29,6 +29,7 @@
 #include "tools/bench_step.h"
 #include "tools/command.h"
 #include "tools/engine_flags.h"
+#include "tools/load_flags.h"
 
 namespace dsv4::tools {
 namespace {
@@ -227,6 +228,7 @@ struct LatencyArgs {
   int64_t reps = 3;
   bool json = false;
   EngineFlags flags;
+  LoadFlags load;
 };
 
 std::vector<int64_t> parse_sizes(const std::string& s, const char* flag) {
@@ -287,7 +289,8 @@ void run_latency(LatencyArgs& a) {
   EngineConfig config = a.flags.engine_config();
   config.max_num_seqs = 1;  // one request at a time (kLatencyEngineNote)
   const std::filesystem::path dir = a.model.empty() ? ensure_default_model() : std::filesystem::path(a.model);
-  const LoadedModel m = load_model(dir);
+  const LoadedModel m = load_model(dir, a.load.options());
+  spdlog::info("bench latency: {} weights {}", dir.string(), m.options.describe());
   Engine engine(m.config, m.weights, config);
   const std::string model = a.model.empty() ? "dsv4-serve" : dir.filename().string();
   const int threads = config.threads > 0 ? config.threads : static_cast<int>(std::thread::hardware_concurrency());
@@ -333,6 +336,7 @@ constexpr const char* kLatencyEngineNote =
 void setup_latency(CLI::App& cmd, LatencyArgs& a) {
   add_model_option(cmd, a.model, false)->description("model folder (default: the embedded model)");
   add_engine_flags(cmd, a.flags);
+  add_load_flags(cmd, a.load);
   cmd.add_option("-p,--n-prompt", a.prompts, "prompt lengths to time (comma list; 0 = none)")->capture_default_str();
   cmd.add_option("-n,--n-gen", a.gens, "generation lengths to time (comma list; 0 = none)")->capture_default_str();
   cmd.add_option("-b,--batch-size", a.batch, "prompt tokens per engine step: --max-num-batched-tokens");

@@ -23,6 +23,7 @@
 #include "tokenizer/tokenizer_locator.h"
 #include "tools/command.h"
 #include "tools/engine_flags.h"
+#include "tools/load_flags.h"
 
 namespace dsv4::tools {
 namespace {
@@ -37,6 +38,7 @@ struct Args {
   std::string logit_bias, stop_token_ids;
   EngineFlags flags;
   EngineConfig engine;  // flags.engine_config(), then what the tokenizer sets
+  LoadFlags load;
 };
 
 int32_t parse_id(const std::string& item, const char* what) {
@@ -182,7 +184,8 @@ void run(Args& a) {
   a.engine = a.flags.engine_config();
   std::vector<Prompt> prompts = gather_prompts(a);
   const std::filesystem::path dir = a.model.empty() ? ensure_default_model() : std::filesystem::path(a.model);
-  const LoadedModel m = load_model(dir);
+  a.load.seed = a.seed;  // vLLM's --seed: the sampling's and the dummy weights'
+  const LoadedModel m = load_model(dir, a.load.options());
   const bool any_text = std::any_of(prompts.begin(), prompts.end(), [](const Prompt& p) { return p.text.has_value(); });
   std::optional<Tokenizer> tok;
   if (any_text || !a.tokenizer.empty()) {
@@ -248,6 +251,7 @@ void setup(CLI::App& cmd) {
   cmd.add_option("--tokenizer", a.tokenizer, "tokenizer.json (default: the model's, then the embedded one)");
   add_sampling_options(cmd, a);
   add_engine_flags(cmd, a.flags);
+  add_load_flags(cmd, a.load);
   cmd.callback([] { run(a); });
 }
 

@@ -11,6 +11,7 @@
 #include "model_tools/golden_check.h"
 #include "tools/command.h"
 #include "tools/engine_flags.h"
+#include "tools/load_flags.h"
 #include "tools/parallel_flags.h"
 
 namespace dsv4::tools {
@@ -22,6 +23,7 @@ struct Args {
   int threads = 0;
   bool no_blocks = false;
   bool replay = false;
+  LoadFlags load;
   ParallelConfig parallel;
 };
 
@@ -62,7 +64,8 @@ void run(const Args& a) {
   o.layers = a.layers;
   o.blocks = !a.no_blocks;
   o.step_mode = parse_step_mode(a.step_mode);  // "auto": the model's own
-  require_one_rank(plan_parallel(load_model_config(o.model), a.parallel));
+  o.load = a.load.options();
+  require_one_rank(plan_parallel(load_model_config_ex(o.model, o.load.hf_overrides).config, a.parallel));
   Backend backend = make_backend(a.backend, a.threads, parse_numerics(a.numerics));
   spdlog::info("golden-check: backend {}", backend.description);
   o.thresholds = load_thresholds(o.model / "tolerance.json", backend.numerics);
@@ -101,6 +104,7 @@ void setup(CLI::App& cmd) {
                  "decode steps: auto (as the engine runs them), eager, padded (to their recorded shape), graphs")
       ->check(CLI::IsMember({"auto", "eager", "padded", "graphs"}))
       ->capture_default_str();
+  add_load_flags(cmd, a.load);
   cmd.add_option("--compare-ops", a.compare_ops,
                  "instead of checking, run the pattern on this backend too and name the ops whose outputs differ");
   cmd.add_flag("--replay", a.replay,

@@ -11,6 +11,7 @@
 #include "model/model_loader.h"
 #include "model_tools/default_model.h"
 #include "tools/command.h"
+#include "tools/load_flags.h"
 #include "tools/parallel_flags.h"
 
 namespace dsv4::tools {
@@ -44,9 +45,28 @@ std::vector<KvPerToken> kv_per_token(const ModelConfig& c) {
           row("fp8 + fp8 indexer", KvEntryFormat::kAttnFp8, KvEntryFormat::kIndexFp8)};
 }
 
-void print_text(const LoadedModel& m, const std::map<std::string, DTypeCount>& counts, uint64_t params) {
+// What inspect reads: the config and the tensor inventory, from the checkpoint or (dummy) the config alone.
+struct Inspected {
+  std::filesystem::path dir;
+  LoadOptions load;
+  ModelConfig config;
+  std::vector<TensorSpec> tensors;
+};
+
+Inspected inspect(const std::filesystem::path& dir, const LoadOptions& load) {
+  if (load.format == LoadFormat::kDummy) {
+    // Nothing is made: the inventory follows from the config.
+    const ModelConfig c = load_model_config_ex(dir, load.hf_overrides).config;
+    return {dir, load, c, checkpoint_tensor_specs(c)};
+  }
+  const LoadedModel m = load_model(dir, load);
+  return {dir, load, m.config, m.tensors()};
+}
+
+void print_text(const Inspected& m, const std::map<std::string, DTypeCount>& counts, uint64_t params) {
   const ModelConfig& c = m.config;
   fmt::print("model            {}\n", m.dir.string());
+  fmt::print("weights          {}\n", m.load.describe());
   fmt::print("dim              {}\n", c.dim);
   fmt::print("layers           {} + {} MTP\n", c.n_layers, c.n_mtp_layers);
   fmt::print("compress_ratios  [{}] (last {} = MTP)\n", fmt::join(c.compress_ratios, ", "), c.n_mtp_layers);
@@ -86,15 +106,15 @@ void print_text(const LoadedModel& m, const std::map<std::string, DTypeCount>& c
       static_cast<double>(plan.per_sequence_bytes) / (1 << 30), plan.allocated_bytes);
 }
 
-void run(const std::string& model, bool json_out, const ParallelConfig& parallel) {
-  const LoadedModel m = load_model(model.empty() ? ensure_default_model() : std::filesystem::path(model));
+void run(const std::string& model, const LoadFlags& load, bool json_out, const ParallelConfig& parallel) {
+  const Inspected m = inspect(model.empty() ? ensure_default_model() : std::filesystem::path(model), load.options());
   const ParallelLayout layout = plan_parallel(m.config, parallel);
   std::map<std::string, DTypeCount> counts;
   uint64_t params = 0;
-  for (const auto& name : m.checkpoint->names()) {
-    const TensorInfo& t = *m.checkpoint->find(name);
+  for (const TensorSpec& t : m.tensors) {
+    const std::string& name = t.name;
     auto& c = counts[std::string(dtype_name(t.dtype))];
-    const auto numel = static_cast<uint64_t>(t.numel());
+    const uint64_t numel = t.nbytes() / dtype_size(t.dtype);
     c.tensors++;
     c.elements += numel;
     c.bytes += t.nbytes();
@@ -111,6 +131,7 @@ void run(const std::string& model, bool json_out, const ParallelConfig& parallel
   }
   nlohmann::ordered_json j;
   j["model"] = m.dir.string();
+  j.update(m.load.to_json());
   j["config"] = to_hf_config_json(m.config);
   j["expert_dtype"] = format_name(m.config.expert_format);
   j["parameters"] = params;
@@ -136,11 +157,14 @@ void run(const std::string& model, bool json_out, const ParallelConfig& parallel
 void setup(CLI::App& cmd) {
   static std::string model;
   static bool json_out = false;
+  static LoadFlags load;
   static ParallelConfig parallel;
-  add_model_option(cmd, model, /*required=*/false)->description("model folder (default: the embedded model)");
+  add_model_option(cmd, model, /*required=*/false)
+      ->description("model folder (default: the embedded model); with --load-format dummy, config.json is enough");
   cmd.add_flag("--json", json_out, "print one JSON object");
+  add_load_flags(cmd, load, /*seed=*/false);
   add_parallel_flags(cmd, parallel);
-  cmd.callback([] { run(model, json_out, parallel); });
+  cmd.callback([] { run(model, load, json_out, parallel); });
 }
 
 }  // namespace

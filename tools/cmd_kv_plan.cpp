@@ -10,6 +10,7 @@
 #include "kv/kv_plan.h"
 #include "tools/command.h"
 #include "tools/engine_flags.h"
+#include "tools/load_flags.h"
 #include "tools/parallel_flags.h"
 
 namespace dsv4::tools {
@@ -22,6 +23,7 @@ struct Args {
   int64_t kv_memory = kDefaultKvMemory;
   int64_t offload_bytes = 0;  // the host tier (--kv-offload-bytes)
   bool json = false;
+  LoadFlags load;
   ParallelConfig parallel;
 };
 
@@ -33,9 +35,11 @@ int64_t host_tier_tokens(const KvPlan& p, int64_t offload_bytes) {
                               static_cast<double>(p.context));
 }
 
-nlohmann::ordered_json to_json(const std::string& model, const KvPlan& p, int64_t offload_bytes) {
+nlohmann::ordered_json to_json(const std::string& model, const LoadOptions& load, const KvPlan& p,
+                               int64_t offload_bytes) {
   nlohmann::ordered_json j;
   j["model"] = model;
+  j.update(load.to_json());
   j["context"] = p.context;
   j["kv_cache_dtype"] = kv_cache_dtype_name(p.dtypes.cache);
   j["indexer_dtype"] = indexer_dtype_name(p.dtypes.indexer);
@@ -75,8 +79,9 @@ nlohmann::ordered_json to_json(const std::string& model, const KvPlan& p, int64_
   return j;
 }
 
-void print_text(const std::string& model, const KvPlan& p) {
+void print_text(const std::string& model, const LoadOptions& load, const KvPlan& p) {
   fmt::print("model       {}\n", model);
+  fmt::print("weights     {}\n", load.describe());
   fmt::print("cache       {} entries, {} indexer keys, context {} tokens\n", kv_cache_dtype_name(p.dtypes.cache),
              indexer_dtype_name(p.dtypes.indexer), p.context);
   fmt::print("\n{:<16} {:>6} {:>7} {:>8} {:>9} {:>10} {:>12}  {}\n", "group", "layers", "entry B", "entries", "page B",
@@ -114,19 +119,21 @@ void print_parallel(const ModelConfig& c, const ParallelLayout& l, const KvPlan&
 }
 
 void run(const Args& a) {
-  const ModelConfig c = load_model_config(a.model);
+  // The KV geometry follows from the config alone: no weights are read or made, whatever the load format.
+  const LoadOptions load = a.load.options();
+  const ModelConfig c = load_model_config_ex(a.model, load.hf_overrides).config;
   const ParallelLayout layout = plan_parallel(c, a.parallel);
   const KvDTypes dtypes = parse_kv_dtypes(a.cache_dtype, a.indexer_dtype);
   const KvPlan p = make_kv_plan(c, dtypes, a.context.value_or(c.max_position_embeddings), a.kv_memory);
   DSV4_CHECK(p.max_sequences > 0, "kv-plan: --kv-memory {} B cannot hold one request of {} tokens ({} B allocated)",
              p.kv_memory, p.context, p.allocated_bytes);
   if (a.json) {
-    nlohmann::ordered_json j = to_json(a.model, p, a.offload_bytes);
+    nlohmann::ordered_json j = to_json(a.model, load, p, a.offload_bytes);
     j["parallel"] = layout_json(c, layout);
     j["parallel"]["max_sequences"] = p.max_sequences * layout.config.dp;
     fmt::print("{}\n", j.dump(2));
   } else {
-    print_text(a.model, p);
+    print_text(a.model, load, p);
     if (a.offload_bytes > 0) {
       fmt::print("host tier           {} tokens in {} B ({:.1f} GiB, --kv-offload-bytes)\n",
                  host_tier_tokens(p, a.offload_bytes), a.offload_bytes, gib(a.offload_bytes));
@@ -147,6 +154,7 @@ void setup(CLI::App& cmd) {
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::NonNegativeNumber);
   cmd.add_flag("--json", a.json, "print one JSON object");
+  add_load_flags(cmd, a.load, /*seed=*/false);
   add_parallel_flags(cmd, a.parallel);
   cmd.callback([] { run(a); });
 }

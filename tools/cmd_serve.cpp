@@ -28,6 +28,7 @@
 #include "tokenizer/tokenizer_locator.h"
 #include "tools/command.h"
 #include "tools/engine_flags.h"
+#include "tools/load_flags.h"
 
 namespace dsv4::tools {
 namespace {
@@ -44,6 +45,7 @@ struct Args {
   bool log_stats = true;
   int64_t fail_after_steps = 0;  // testing: the engine fails at this step
   EngineFlags flags;
+  LoadFlags load;
   EngineConfig engine;  // flags.engine_config(), then what the model and tokenizer set
   ServerConfig server;
 };
@@ -194,8 +196,9 @@ void run(Args& a) {
 
   const auto t0 = Clock::now();
   const fs::path dir = a.model.empty() ? ensure_default_model() : fs::path(a.model);
-  prefetch_weights(dir);
-  const LoadedModel m = load_model(dir);
+  const LoadOptions load = a.load.options();
+  if (load.format == LoadFormat::kAuto) prefetch_weights(dir);
+  const LoadedModel m = load_model(dir, load);
   const fs::path tok_path = locate_tokenizer(TokenizerSearch::from_environment(a.tokenizer, dir.string()));
   const Tokenizer tokenizer = Tokenizer::load(tok_path);
 
@@ -216,7 +219,8 @@ void run(Args& a) {
   info.created =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   const double load_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  const server::StartupFacts facts = startup_facts(a, *engine, info, tok_path, server.port(), load_seconds);
+  server::StartupFacts facts = startup_facts(a, *engine, info, tok_path, server.port(), load_seconds);
+  facts.weights = load.describe();
   server.set_ready(*engine, tokenizer, std::move(info), server::load_sampling_defaults(dir));
   fmt::print(stderr, "\n{}\n", server::startup_summary(facts));
 
@@ -260,6 +264,7 @@ void setup(CLI::App& cmd) {
   add_model_option(cmd, a.model, false)->description("model folder (default: the embedded model)");
   add_server_options(cmd, a);
   add_engine_flags(cmd, a.flags);
+  add_load_flags(cmd, a.load);
   cmd.callback([] { run(a); });
 }
 

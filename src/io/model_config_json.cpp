@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "io/hf_overrides.h"
 
 namespace dsv4 {
 namespace fs = std::filesystem;
@@ -302,14 +303,26 @@ ConfigLoadResult parse_model_config(const json& j, const std::string& origin) {
   return r;
 }
 
-ConfigLoadResult load_model_config_ex(const fs::path& dir_or_file) {
+ConfigLoadResult load_model_config_ex(const fs::path& dir_or_file, const json& hf_overrides) {
   DSV4_CHECK(fs::exists(dir_or_file), "model path {} does not exist", dir_or_file.string());
   const fs::path file = fs::is_directory(dir_or_file) ? dir_or_file / "config.json" : dir_or_file;
   DSV4_CHECK(fs::exists(file), "{} has no config.json", dir_or_file.string());
-  ConfigLoadResult r = parse_model_config(read_json_file(file), file.string());
+  const json raw = read_json_file(file);
+  const bool overridden = !hf_overrides.empty();
+  ConfigLoadResult r = parse_model_config(overridden ? apply_hf_overrides(raw, hf_overrides) : raw,
+                                          overridden ? file.string() + " with --hf-overrides" : file.string());
   const fs::path inf = file.parent_path() / "inference" / "config.json";
-  if (file.filename() == "config.json" && fs::exists(inf) && !is_inference_format(read_json_file(file))) {
+  if (file.filename() == "config.json" && fs::exists(inf) && !is_inference_format(raw)) {
     const json ij = read_json_file(inf);
+    if (overridden) {
+      // The overrides change config.json only: the reference's file would disagree; its expert dtype holds.
+      if (ij.contains("expert_dtype")) {
+        r.config.expert_format =
+            parse_format(as<std::string>(ij["expert_dtype"], inf.string() + ": expert_dtype"), inf.string());
+        r.declared_expert_format = r.config.expert_format;
+      }
+      return r;
+    }
     cross_check(r.config, ij, inf.string());
     parse_inference_extras(r.config, ij, inf.string());
     if (ij.contains("expert_dtype")) r.declared_expert_format = r.config.expert_format;

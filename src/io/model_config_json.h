@@ -22,7 +22,10 @@ struct ConfigLoadResult {
 
 // dir_or_file: a model folder (its config.json) or a config.json file. Throws dsv4::Error naming
 // the file and key at fault. The expert format is left at its default; weight binding infers it.
-ConfigLoadResult load_model_config_ex(const std::filesystem::path& dir_or_file);
+// `hf_overrides` (io/hf_overrides.h) is merged over config.json first; inference/config.json, which
+// would then disagree, gives only its expert dtype.
+ConfigLoadResult load_model_config_ex(const std::filesystem::path& dir_or_file,
+                                      const nlohmann::json& hf_overrides = nlohmann::json::object());
 ModelConfig load_model_config(const std::filesystem::path& dir_or_file);
 
 // Parses one JSON document of either format (origin names it in errors).

@@ -3,6 +3,9 @@
 #include <functional>
 #include <vector>
 
+#include "core/error.h"
+#include "model/weight_source.h"
+
 namespace dsv4 {
 namespace {
 
@@ -108,15 +111,61 @@ uint64_t PlacedWeights::bytes_needed(const ModelWeights& host, const ModelConfig
   return total;
 }
 
+namespace {
+
+// The views the model reads on the host to prepare device copies of its own (wo_a's bf16 form, tid2eid).
+std::vector<const void*> host_prepared_views(const ModelWeights& w) {
+  std::vector<const void*> views;
+  for (const auto& b : w.layers) {
+    for (const void* v : {static_cast<const void*>(b.attn.wo_a.data), static_cast<const void*>(b.attn.wo_a.scale),
+                          static_cast<const void*>(b.ffn.tid2eid)})
+      if (v) views.push_back(v);
+  }
+  return views;
+}
+
+// Weights made on demand must fit where they go; refused before any is made.
+void check_fits(const ModelWeights& host, const ModelConfig& cfg, const Device& dev) {
+  const uint64_t need = PlacedWeights::bytes_needed(host, cfg), have = dev.memory_capacity();
+  DSV4_CHECK(need <= have,
+             "--load-format dummy: the weights need {} bytes ({:.1f} GiB) on the device, which has {} bytes ({:.1f} "
+             "GiB); make the model smaller with --hf-overrides (num_hidden_layers, n_routed_experts, ...)",
+             need, static_cast<double>(need) / (1 << 30), have, static_cast<double>(have) / (1 << 30));
+}
+
+}  // namespace
+
 PlacedWeights::PlacedWeights(const ModelWeights& host, const ModelConfig& cfg, Device& dev) : placed_(host) {
   placed_.mtp.clear();  // the main stack only
-  if (dev.host_memory()) return;
-  // Pass 1 lays the tensors out, pass 2 copies them and rebinds the views.
+  placed_.source = nullptr;
+  WeightSource* source = host.source;
+  if (source) check_fits(host, cfg, dev);
+  if (dev.host_memory()) {
+    // The views are where the ops read: a source makes every tensor the model reads and keeps it.
+    if (source) {
+      ModelWeights views = placed_;
+      TensorWalker(cfg, [&](const void*& p, uint64_t) { source->acquire(p); }).model(views);
+    }
+  } else {
+    place(cfg, dev, source);
+  }
+  if (source)
+    for (const void* v : host_prepared_views(host)) source->acquire(v);
+}
+
+void PlacedWeights::place(const ModelConfig& cfg, Device& dev, WeightSource* source) {
+  // Pass 1 lays the tensors out, pass 2 copies them and rebinds the views. Tensors made on demand are
+  // made one at a time and released once their copy has landed (the host never holds the model).
   storage_ = DeviceArray<uint8_t>(dev, walked_bytes(placed_, cfg));
   uint64_t at = 0;
   TensorWalker(cfg, [&](const void*& p, uint64_t bytes) {
     uint8_t* dst = storage_.data() + at;
+    if (source) source->acquire(p);
     dev.to_device(dst, p, bytes);
+    if (source) {
+      dev.synchronize();
+      source->release(p);
+    }
     p = dst;
     at += (bytes + kAlign - 1) / kAlign * kAlign;
   }).model(placed_);

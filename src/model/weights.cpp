@@ -22,14 +22,22 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // Collects every binding problem so that one error lists them all.
 class Binder {
  public:
-  // With a checkpoint it binds; without one it lists what a checkpoint must hold into `specs`.
-  Binder(const Checkpoint* ckpt, const ModelConfig& cfg, std::vector<TensorSpec>* specs = nullptr)
-      : ckpt_(ckpt), cfg_(cfg), specs_(specs) {}
+  using Locate = std::function<const uint8_t*(const TensorSpec&)>;
+  // With a checkpoint it binds and checks; without one it binds to what `locate` says (nullptr when
+  // it is empty) and lists what a checkpoint must hold into `specs` (when given).
+  Binder(const Checkpoint* ckpt, const ModelConfig& cfg, std::vector<TensorSpec>* specs = nullptr, Locate locate = {},
+         const std::set<std::string>* dropped = nullptr)
+      : ckpt_(ckpt), cfg_(cfg), specs_(specs), locate_(std::move(locate)), dropped_(dropped) {}
+
+  // Whether bound bytes may be read (a checkpoint's are; a layout's may not exist yet).
+  bool checks() const { return ckpt_ != nullptr; }
 
   const uint8_t* tensor(const std::string& name, DType dtype, const Shape& shape) {
     if (!ckpt_) {
-      specs_->push_back({name, dtype, shape});
-      return nullptr;
+      TensorSpec s{name, dtype, shape};
+      const uint8_t* p = locate_ ? locate_(s) : nullptr;
+      if (specs_) specs_->push_back(std::move(s));
+      return p;
     }
     expected_.insert(name);
     const TensorInfo* t = ckpt_->find(name);
@@ -86,7 +94,7 @@ class Binder {
     check_codes();
     std::vector<std::string> unexpected;
     for (const auto& n : ckpt_->names()) {
-      if (!expected_.count(n)) unexpected.push_back(n);
+      if (!expected_.count(n) && !(dropped_ && dropped_->count(n))) unexpected.push_back(n);
     }
     if (missing_.empty() && wrong_.empty() && unexpected.empty() && nan_.empty()) return;
     std::string msg = fmt::format("checkpoint {} does not match its config:", ckpt_->path().string());
@@ -146,6 +154,8 @@ class Binder {
   const Checkpoint* ckpt_;
   const ModelConfig& cfg_;
   std::vector<TensorSpec>* specs_;
+  Locate locate_;
+  const std::set<std::string>* dropped_;
   std::unordered_set<std::string> expected_;
   std::vector<Scan> scans_;
   std::vector<std::string> missing_, wrong_, nan_;
@@ -281,15 +291,27 @@ ModelWeights bind_all(Binder& b, const ModelConfig& cfg) {
     m.mtp.push_back(std::move(t));
   }
   b.finish();
+  if (!b.checks()) return m;
   for (const auto& l : m.layers) check_tid2eid(l.ffn.tid2eid, fmt::format("layers.{}.ffn.gate.tid2eid", l.layer), cfg);
   return m;
 }
 
 }  // namespace
 
-ModelWeights bind_weights(const Checkpoint& ckpt, const ModelConfig& cfg) {
-  Binder b(&ckpt, cfg);
+ModelWeights bind_weights(const Checkpoint& ckpt, const ModelConfig& cfg, const std::set<std::string>& dropped) {
+  Binder b(&ckpt, cfg, nullptr, {}, &dropped);
   return bind_all(b, cfg);
+}
+
+ModelWeights bind_weights(const ModelConfig& cfg, const std::function<const uint8_t*(const TensorSpec&)>& locate) {
+  Binder b(nullptr, cfg, nullptr, locate);
+  return bind_all(b, cfg);
+}
+
+uint64_t TensorSpec::nbytes() const {
+  uint64_t n = dtype_size(dtype);
+  for (const int64_t d : shape) n *= static_cast<uint64_t>(d);
+  return n;
 }
 
 std::vector<TensorSpec> checkpoint_tensor_specs(const ModelConfig& cfg) {

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -91,7 +93,12 @@ struct MtpWeights {
   HcWeights hc_head;
 };
 
+class WeightSource;  // model/weight_source.h
+
 struct ModelWeights {
+  // Null when the views point into a mapped checkpoint; else what makes the bytes behind them on demand
+  // (--load-format dummy), which PlacedWeights asks before it reads a view.
+  WeightSource* source = nullptr;
   const uint16_t* embed = nullptr;  // bf16 [vocab, D]
   LinearWeight head;                // bf16 [vocab, D] (a rank's vocabulary rows under TP)
   NormWeight norm;
@@ -104,15 +111,22 @@ struct ModelWeights {
 // F8_E4M3 + 128x128 scales = FP8) and checks it against `declared` (inference/config.json).
 WeightFormat infer_expert_format(const Checkpoint& ckpt, const ModelConfig& cfg, std::optional<WeightFormat> declared);
 
-// Binds every tensor; all missing, unexpected or mistyped tensors are reported in one error.
-ModelWeights bind_weights(const Checkpoint& ckpt, const ModelConfig& cfg);
+// Binds every tensor; all missing, unexpected or mistyped tensors are reported in one error. Tensors
+// named in `dropped` may be in the checkpoint unbound (layers that --hf-overrides leaves out).
+ModelWeights bind_weights(const Checkpoint& ckpt, const ModelConfig& cfg, const std::set<std::string>& dropped = {});
 
 // The release's tensor inventory for a config (HF format: wo_a FP8 with scales), in binding order.
 struct TensorSpec {
   std::string name;
   DType dtype;
   std::vector<int64_t> shape;
+
+  uint64_t nbytes() const;
 };
 std::vector<TensorSpec> checkpoint_tensor_specs(const ModelConfig& cfg);
+
+// Binds every tensor of checkpoint_tensor_specs(cfg) to where `locate` says its bytes are (the specs'
+// layout, so no checks; nothing is read).
+ModelWeights bind_weights(const ModelConfig& cfg, const std::function<const uint8_t*(const TensorSpec&)>& locate);
 
 }  // namespace dsv4

@@ -158,7 +158,7 @@ GoldenThresholds load_thresholds(const fs::path& file, Numerics tier) {
 }
 
 GoldenResult run_golden_check(const GoldenOptions& o, Ops& ops, Device& dev) {
-  const LoadedModel m = load_model(o.model);
+  const LoadedModel m = load_model(o.model, o.load);
   const fs::path exp_path = o.expected.empty() ? o.model / "expected.safetensors" : o.expected;
   const auto expected = SafetensorsFile::open(exp_path);
   Pattern pat;

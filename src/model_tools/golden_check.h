@@ -11,6 +11,7 @@
 #include "backend/device.h"
 #include "backend/numerics.h"
 #include "backend/ops.h"
+#include "model/model_loader.h"
 #include "model/step_shape.h"
 
 namespace dsv4 {
@@ -29,6 +30,7 @@ struct GoldenOptions {
   bool blocks = true;                 // run the isolated-block checks when a layers file exists
   std::optional<StepMode> step_mode;  // decode steps; default the model's (graphs where the device records)
   bool side_queues = true;            // the model's side queues where the device has them (false: one queue)
+  LoadOptions load;  // --hf-overrides (fewer layers: their blocks are not checked), --load-format dummy (--compare-ops)
 };
 
 struct GoldenBlockResult {

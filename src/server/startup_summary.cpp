@@ -40,6 +40,7 @@ std::string startup_summary(const StartupFacts& f) {
   const double seqs = f.max_model_len > 0 ? static_cast<double>(f.kv_tokens) / static_cast<double>(f.max_model_len) : 0;
   std::string s = "dsv4 serve is ready\n";
   s += fmt::format("  model        {} ({})\n", f.model_name, f.model_path);
+  if (!f.weights.empty()) s += fmt::format("  weights      {}\n", f.weights);
   s += fmt::format("  tokenizer    {}\n", f.tokenizer_path);
   s += fmt::format("  backend      {}, loaded in {:.1f} s\n", f.backend, f.load_seconds);
   s += fmt::format("  limits       max_model_len {}, max_num_seqs {}, max_num_batched_tokens {}\n", f.max_model_len,

@@ -17,6 +17,7 @@ struct PoolSummary {
 
 struct StartupFacts {
   std::string model_name, model_path, tokenizer_path, backend;
+  std::string weights;  // the load format and --hf-overrides (model/model_loader.h LoadOptions::describe)
   std::string kv_dtypes;
   int64_t max_model_len = 0, max_num_seqs = 0, max_num_batched_tokens = 0;
   int64_t kv_cache_memory = 0, pool_bytes = 0;

@@ -3,16 +3,13 @@
 # prints works as pasted; DSV4_* environment variables set flags; SIGTERM exits 0.
 set -euo pipefail
 BIN=$(realpath "$1")
+source "$(dirname "$0")/../testing/e2e.sh"
 command -v curl >/dev/null || { echo "serve_default_model: curl is missing (the startup summary's line uses it)"; exit 1; }
 log=$(mktemp)
 trap 'kill "$pid" 2>/dev/null || true; rm -f "$log"' EXIT
 DSV4_PORT=0 DSV4_KV_CACHE_MEMORY=256MiB DSV4_MAX_MODEL_LEN=8192 "$BIN" serve >"$log" 2>&1 &
 pid=$!
-for _ in $(seq 1 600); do
-  grep -q '^  try:' "$log" && break
-  kill -0 "$pid" 2>/dev/null || { cat "$log"; echo "serve exited early"; exit 1; }
-  sleep 0.1
-done
+wait_for_summary "$log" "$pid"
 curl_line=$(grep -A1 '^  try:' "$log" | tail -1 | sed 's/^ *//')
 [[ $curl_line == curl* ]] || { cat "$log"; echo "no curl line in the startup summary"; exit 1; }
 out=$(bash -c "$curl_line -sS --fail-with-body")

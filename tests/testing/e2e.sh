@@ -1,4 +1,4 @@
-# Sourced by the tests/cli scripts that run a tests/e2e module (Python unittest) against a real `dsv4 serve`.
+# Sourced by the tests/cli scripts that run a real `dsv4 serve` (wait_for_summary) or a tests/e2e module against one.
 # run_e2e BIN MODULE [PACKAGE]: tests/e2e/dsv4_server.py starts BIN (DSV4_BIN). A Python package the module
 # needs beyond the standard library fails the test when missing, never skips it (scripts/setup.sh installs it).
 run_e2e() {
@@ -15,4 +15,18 @@ run_e2e() {
   export DSV4_BIN
   cd "${DSV4_SRC:-$(dirname "${BASH_SOURCE[0]}")/../..}/tests/e2e" || exit 1
   exec "$py" -m unittest -v "$module" 2>&1
+}
+
+# wait_for_summary LOG PID: waits until the `dsv4 serve` started as PID, logging to LOG, has printed its
+# startup summary (the curl line ends it); fails with the log when the server exits first.
+wait_for_summary() {
+  local log=$1 pid=$2
+  for _ in $(seq 1 600); do
+    grep -q '^  try:' "$log" && return 0
+    kill -0 "$pid" 2>/dev/null || { cat "$log"; echo "serve exited early"; exit 1; }
+    sleep 0.1
+  done
+  cat "$log"
+  echo "no startup summary in 60 s"
+  exit 1
 }

@@ -12,56 +12,23 @@
 #include "backend/cpu/cpu_ops.h"
 #include "model/model.h"
 #include "model/paged_kv.h"
+#include "testing/foreign_device.h"
 #include "testing/prefill_decode.h"
 #include "testing/tiny_model.h"
 
 namespace dsv4 {
 namespace {
 
-// Host memory posing as device memory: fresh allocations are poisoned (0xFF: NaN in every float
-// format) so that anything read before it is written shows, and every allocation is recorded.
-class ForeignDevice final : public Device {
- public:
-  bool host_memory() const override { return false; }
-  uint64_t memory_capacity() const override { return uint64_t{1} << 34; }
-  void* allocate(size_t bytes) override {
-    void* p = host_.allocate(bytes);
-    std::memset(p, 0xFF, bytes);
-    blocks_[static_cast<const uint8_t*>(p)] = bytes;
-    return p;
-  }
-  void release(void* p) override {
-    blocks_.erase(static_cast<const uint8_t*>(p));
-    host_.release(p);
-  }
-  void to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  void to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  void copy(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  void fill_zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
-  void synchronize() override {}
-
-  bool owns(const void* p) const {
-    const auto* b = static_cast<const uint8_t*>(p);
-    auto it = blocks_.upper_bound(b);
-    if (it == blocks_.begin()) return false;
-    --it;
-    return b < it->first + it->second;
-  }
-
- private:
-  HostDevice host_;
-  std::map<const uint8_t*, size_t> blocks_;
-};
-
 class PlacedWeightsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { model_ = &testing::tiny_model(5); }
 
   // Prefill then three decode steps of two sequences through a paged cache in `dev`'s memory.
-  static std::vector<float> run(Device& dev) {
-    const ModelConfig& c = model_->config;
+  static std::vector<float> run(Device& dev) { return run(dev, *model_); }
+  static std::vector<float> run(Device& dev, const LoadedModel& model) {
+    const ModelConfig& c = model.config;
     CpuOps ops(2);
-    Model m(c, model_->weights, ops, dev);
+    Model m(c, model.weights, ops, dev);
     std::mt19937 rng(3);
     std::vector<int32_t> ids(600);
     for (auto& x : ids) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(c.vocab_size));
@@ -75,7 +42,7 @@ const LoadedModel* PlacedWeightsTest::model_ = nullptr;
 
 TEST_F(PlacedWeightsTest, ForeignDeviceGivesTheHostPathsLogitsBitForBit) {
   HostDevice host;
-  ForeignDevice foreign;
+  testing::ForeignDevice foreign;
   const auto want = run(host);
   const auto got = run(foreign);
   ASSERT_EQ(got.size(), want.size());
@@ -83,7 +50,7 @@ TEST_F(PlacedWeightsTest, ForeignDeviceGivesTheHostPathsLogitsBitForBit) {
 }
 
 TEST_F(PlacedWeightsTest, EveryViewPointsIntoTheCopies) {
-  ForeignDevice dev;
+  testing::ForeignDevice dev;
   const ModelConfig& c = model_->config;
   const PlacedWeights placed(model_->weights, c, dev);
   const ModelWeights& w = placed.get();
@@ -123,6 +90,26 @@ TEST_F(PlacedWeightsTest, EveryViewPointsIntoTheCopies) {
   }
   for (size_t i = 0; i < views.size(); ++i) EXPECT_TRUE(dev.owns(views[i])) << "view " << i << " was not placed";
   EXPECT_TRUE(w.mtp.empty());
+}
+
+// --load-format dummy with the checkpoint's seed is that checkpoint: the same logits bit for bit, on the
+// host (weights made in place) and through the device path (made one tensor at a time, then copied).
+TEST_F(PlacedWeightsTest, DummyWeightsOfTheSeedGiveTheCheckpointsLogits) {
+  const LoadedModel dummy = load_model(model_->dir, {.format = LoadFormat::kDummy, .seed = 5});
+  ASSERT_EQ(dummy.checkpoint, nullptr);
+  HostDevice host;
+  testing::ForeignDevice foreign;
+  const auto want = run(host);
+  const auto on_host = run(host, dummy);
+  const auto on_device = run(foreign, dummy);
+  ASSERT_EQ(on_host.size(), want.size());
+  ASSERT_EQ(on_device.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(on_host[i], want[i]) << "logit " << i;
+    ASSERT_EQ(on_device[i], want[i]) << "logit " << i;
+  }
+  const LoadedModel other = load_model(model_->dir, {.format = LoadFormat::kDummy, .seed = 6});
+  EXPECT_NE(run(host, other), want);
 }
 
 }  // namespace

@@ -1,0 +1,90 @@
+#include "model/dummy_weights.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace dsv4 {
+namespace {
+
+uint64_t page_size() { return static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE)); }
+uint64_t round_up(uint64_t n, uint64_t to) { return (n + to - 1) / to * to; }
+
+}  // namespace
+
+DummyWeights::DummyWeights(const ModelConfig& cfg, uint64_t seed)
+    : gen_(cfg, seed), specs_(checkpoint_tensor_specs(cfg)), slots_(specs_.size()) {
+  std::unordered_map<std::string, size_t> by_name;
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    slots_[i].offset = reserved_;
+    by_offset_.emplace(reserved_, i);
+    by_name.emplace(specs_[i].name, i);
+    reserved_ += round_up(specs_[i].nbytes(), page_size());
+    total_ += specs_[i].nbytes();
+  }
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    if (!RandomTensors::is_quantized(specs_[i])) continue;
+    const size_t s = by_name.at(RandomTensors::scale_name(specs_[i]));
+    slots_[i].partner = static_cast<int64_t>(s);
+    slots_[s].partner = static_cast<int64_t>(i);
+  }
+  // Address space only: pages are committed as tensors are made, and returned when they are released.
+  void* p = mmap(nullptr, std::max<uint64_t>(reserved_, 1), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  DSV4_CHECK(p != MAP_FAILED, "--load-format dummy: cannot reserve {} bytes of address space for the weights",
+             reserved_);
+  base_ = static_cast<uint8_t*>(p);
+  weights_ = bind_weights(cfg, [&](const TensorSpec& s) { return base_ + slots_[by_name.at(s.name)].offset; });
+  weights_.source = this;
+}
+
+DummyWeights::~DummyWeights() { munmap(base_, std::max<uint64_t>(reserved_, 1)); }
+
+size_t DummyWeights::slot_of(const void* view) const {
+  const auto* p = static_cast<const uint8_t*>(view);
+  const auto it = p >= base_ ? by_offset_.find(static_cast<uint64_t>(p - base_)) : by_offset_.end();
+  DSV4_CHECK(it != by_offset_.end(), "--load-format dummy: {} is not the view of a dummy tensor", view);
+  return it->second;
+}
+
+void DummyWeights::mark_made(size_t i) {
+  if (slots_[i].made) return;
+  slots_[i].made = true;
+  resident_ += specs_[i].nbytes();
+  peak_ = std::max(peak_, resident_);
+}
+
+// A quantized weight and its scales come from one float matrix: they are made together.
+void DummyWeights::make(size_t i) {
+  const int64_t partner = slots_[i].partner;
+  const TensorSpec& s = specs_[i];
+  const auto bytes = [&](size_t k) { return std::span<uint8_t>(base_ + slots_[k].offset, specs_[k].nbytes()); };
+  if (partner < 0) {
+    gen_.fill(s, bytes(i));
+    return mark_made(i);
+  }
+  const auto p = static_cast<size_t>(partner);
+  const size_t w = RandomTensors::is_quantized(s) ? i : p, sc = w == i ? p : i;
+  gen_.fill_quantized(specs_[w], bytes(w), bytes(sc));
+  mark_made(w);
+  mark_made(sc);
+}
+
+void DummyWeights::acquire(const void* view) {
+  const size_t i = slot_of(view);
+  if (!slots_[i].made) make(i);
+}
+
+void DummyWeights::release(const void* view) {
+  const size_t i = slot_of(view);
+  if (!slots_[i].made) return;
+  DSV4_CHECK(madvise(base_ + slots_[i].offset, round_up(specs_[i].nbytes(), page_size()), MADV_DONTNEED) == 0,
+             "--load-format dummy: cannot release the host bytes of {}", specs_[i].name);
+  slots_[i].made = false;
+  resident_ -= specs_[i].nbytes();
+}
+
+}  // namespace dsv4

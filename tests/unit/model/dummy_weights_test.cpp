@@ -1,0 +1,96 @@
+// --load-format dummy: the bytes of write_random_checkpoint for the same config and seed, made only
+// when PlacedWeights asks, and on the way to a device one tensor at a time (the host never holds the
+// model); a model too big for the device is refused before anything is made.
+#include "model/dummy_weights.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "model/placed_weights.h"
+#include "model_tools/presets.h"
+#include "model_tools/random_checkpoint.h"
+#include "testing/foreign_device.h"
+#include "testing/paths.h"
+
+namespace dsv4 {
+namespace {
+
+const ModelConfig& tiny() { return find_preset("tiny").config; }
+
+bool same_bytes(const DummyWeights& d, size_t i, std::span<const uint8_t> want) {
+  return want.size() == d.specs()[i].nbytes() && std::memcmp(d.view(i), want.data(), want.size()) == 0;
+}
+
+TEST(DummyWeights, AreTheRandomCheckpointsBytes) {
+  const auto dir = testing::temp_dir("dummy-bytes");
+  write_random_checkpoint(tiny(), 11, dir);
+  const Checkpoint ckpt = Checkpoint::open(dir);
+  DummyWeights d(tiny(), 11);
+  ASSERT_EQ(d.specs().size(), ckpt.num_tensors());
+  EXPECT_EQ(d.total_bytes(), ckpt.total_bytes());
+  EXPECT_EQ(d.resident_bytes(), 0u);  // nothing is made until asked
+  for (size_t i = 0; i < d.specs().size(); ++i) {
+    const TensorSpec& s = d.specs()[i];
+    const TensorRef t = ckpt.tensor(s.name);
+    EXPECT_EQ(t.info->dtype, s.dtype) << s.name;
+    EXPECT_EQ(t.info->shape, s.shape) << s.name;
+    d.acquire(d.view(i));
+    EXPECT_TRUE(same_bytes(d, i, t.data)) << s.name;
+  }
+  EXPECT_EQ(d.resident_bytes(), d.total_bytes());
+}
+
+TEST(DummyWeights, OtherSeedOtherBytesAndReleasedTensorsAreMadeAgain) {
+  DummyWeights a(tiny(), 1), b(tiny(), 2);
+  const size_t embed = 0;
+  ASSERT_EQ(a.specs()[embed].name, "embed.weight");
+  a.acquire(a.view(embed));
+  b.acquire(b.view(embed));
+  const std::vector<uint8_t> first(a.view(embed), a.view(embed) + a.specs()[embed].nbytes());
+  EXPECT_NE(std::memcmp(a.view(embed), b.view(embed), first.size()), 0);
+  a.release(a.view(embed));
+  EXPECT_EQ(a.resident_bytes(), 0u);
+  a.acquire(a.view(embed));
+  EXPECT_EQ(std::memcmp(a.view(embed), first.data(), first.size()), 0);
+}
+
+// The device path: every tensor is released once copied, so the host holds the few the model prepares
+// itself (wo_a, tid2eid) and, at the peak, one more tensor or quantized pair.
+TEST(DummyWeights, PlacingOnADeviceKeepsTheHostSmall) {
+  DummyWeights d(tiny(), 3);
+  testing::ForeignDevice dev;
+  const PlacedWeights placed(d.weights(), tiny(), dev);
+  uint64_t kept = 0, largest = 0;
+  for (const auto& b : d.weights().layers) {
+    kept += static_cast<uint64_t>(b.attn.wo_a.out * b.attn.wo_a.in) + (b.attn.wo_a.out / 128) * (b.attn.wo_a.in / 128);
+    if (b.ffn.tid2eid) kept += static_cast<uint64_t>(tiny().vocab_size * tiny().n_activated_experts) * 8;
+  }
+  for (size_t i = 0; i < d.specs().size(); ++i) {
+    const uint64_t n = d.specs()[i].nbytes();
+    largest = std::max(largest, RandomTensors::is_quantized(d.specs()[i]) ? 2 * n : n);  // a pair: data + scales
+  }
+  EXPECT_EQ(d.resident_bytes(), kept);
+  EXPECT_LE(d.peak_resident_bytes(), kept + largest);
+  EXPECT_LT(d.peak_resident_bytes(), d.total_bytes() / 4);
+  EXPECT_TRUE(dev.owns(placed.get().embed));
+}
+
+TEST(DummyWeights, TooBigForTheDeviceIsRefusedBeforeAnythingIsMade) {
+  DummyWeights d(tiny(), 3);
+  const uint64_t need = PlacedWeights::bytes_needed(d.weights(), tiny());
+  testing::ForeignDevice dev(need - 1);
+  try {
+    PlacedWeights placed(d.weights(), tiny(), dev);
+    FAIL() << "placed weights larger than the device";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(std::to_string(need) + " bytes"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(std::to_string(need - 1) + " bytes"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(d.peak_resident_bytes(), 0u);
+}
+
+}  // namespace
+}  // namespace dsv4
