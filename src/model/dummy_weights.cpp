@@ -45,9 +45,12 @@ DummyWeights::~DummyWeights() { munmap(base_, std::max<uint64_t>(reserved_, 1));
 
 size_t DummyWeights::slot_of(const void* view) const {
   const auto* p = static_cast<const uint8_t*>(view);
-  const auto it = p >= base_ ? by_offset_.find(static_cast<uint64_t>(p - base_)) : by_offset_.end();
-  DSV4_CHECK(it != by_offset_.end(), "--load-format dummy: {} is not the view of a dummy tensor", view);
-  return it->second;
+  // The tensor holding the address: a rank's view of a sharded weight starts inside it.
+  auto it = p >= base_ ? by_offset_.upper_bound(static_cast<uint64_t>(p - base_)) : by_offset_.begin();
+  const bool inside = it != by_offset_.begin() &&
+                      static_cast<uint64_t>(p - base_) < std::prev(it)->first + specs_[std::prev(it)->second].nbytes();
+  DSV4_CHECK(inside, "--load-format dummy: {} is not inside a dummy tensor", view);
+  return std::prev(it)->second;
 }
 
 void DummyWeights::mark_made(size_t i) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <unordered_map>
 #include <vector>
 
@@ -51,7 +52,7 @@ class DummyWeights final : public WeightSource {
   RandomTensors gen_;
   std::vector<TensorSpec> specs_;
   std::vector<Slot> slots_;
-  std::unordered_map<uint64_t, size_t> by_offset_;
+  std::map<uint64_t, size_t> by_offset_;  // first byte -> slot
   uint8_t* base_ = nullptr;
   uint64_t reserved_ = 0, total_ = 0, resident_ = 0, peak_ = 0;
   ModelWeights weights_;

@@ -13,7 +13,8 @@ class WeightSource {
   virtual ~WeightSource() = default;
   // Host bytes every tensor takes (what a host device must hold for them).
   virtual uint64_t total_bytes() const = 0;
-  // Makes the tensor whose view starts at `view` readable until it is released (no-op when it is).
+  // Makes the tensor holding `view` readable until it is released (no-op when it is); a rank's view of a
+  // sharded weight starts inside its tensor.
   virtual void acquire(const void* view) = 0;
   // Frees the host bytes of an acquired tensor; acquiring it again makes them again.
   virtual void release(const void* view) = 0;

@@ -9,7 +9,9 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "model/model_loader.h"
 #include "model/placed_weights.h"
+#include "model/weight_shard.h"
 #include "model_tools/presets.h"
 #include "model_tools/random_checkpoint.h"
 #include "testing/foreign_device.h"
@@ -90,6 +92,25 @@ TEST(DummyWeights, TooBigForTheDeviceIsRefusedBeforeAnythingIsMade) {
     EXPECT_NE(std::string(e.what()).find(std::to_string(need - 1) + " bytes"), std::string::npos) << e.what();
   }
   EXPECT_EQ(d.peak_resident_bytes(), 0u);
+}
+
+// A rank's views start inside their tensors (model/weight_shard.h): placing a TP rank's shard makes the
+// tensors that hold them, and the copies are that rank's rows of the checkpoint's.
+TEST(DummyWeights, PlaceARanksShardFromViewsInsideTheTensors) {
+  const auto dir = testing::temp_dir("dummy-shard");
+  write_random_checkpoint(tiny(), 4, dir);
+  const LoadedModel ckpt = load_model(dir);
+  DummyWeights d(tiny(), 4);
+  const ParallelLayout l = plan_parallel(tiny(), {2, 1, false});
+  testing::ForeignDevice dev;
+  const PlacedWeights placed(shard_weights(d.weights(), tiny(), l, 1), tiny(), dev);
+  const ModelWeights want = shard_weights(ckpt.weights, tiny(), l, 1);
+  const LinearWeight &got_q = placed.get().layers[1].attn.wq_b, &want_q = want.layers[1].attn.wq_b;
+  ASSERT_EQ(got_q.out, want_q.out);
+  EXPECT_EQ(std::memcmp(got_q.data, want_q.data, static_cast<size_t>(want_q.out * want_q.in)), 0);
+  const LinearWeight &got_h = placed.get().head, &want_h = want.head;
+  EXPECT_EQ(std::memcmp(got_h.data, want_h.data, static_cast<size_t>(want_h.out * want_h.in * 2)), 0);
+  EXPECT_TRUE(dev.owns(got_h.data));
 }
 
 }  // namespace
