@@ -248,7 +248,7 @@ void print_profile(const Row& r, OpProfile& prof) {
 
 void run(const StepArgs& a) {
   const LoadedModel m = load_model(a.model, a.load.options());
-  require_one_rank(plan_parallel(m.config, a.parallel));
+  require_one_rank(plan_parallel(m.config, a.parallel), "bench step");
   Backend backend = make_backend(a.backend, a.threads, parse_numerics(a.numerics));
   spdlog::info("bench step: {} (weights {}) on {}", a.model, m.options.describe(), backend.description);
   OpProfile prof(*backend.ops, *backend.device);  // off unless --profile: forwards without waiting

@@ -65,7 +65,8 @@ void run(const Args& a) {
   o.blocks = !a.no_blocks;
   o.step_mode = parse_step_mode(a.step_mode);  // "auto": the model's own
   o.load = a.load.options();
-  require_one_rank(plan_parallel(load_model_config_ex(o.model, o.load.hf_overrides).config, a.parallel));
+  require_one_rank(plan_parallel(load_model_config_ex(o.model, o.load.hf_overrides).config, a.parallel),
+                   "golden-check");
   Backend backend = make_backend(a.backend, a.threads, parse_numerics(a.numerics));
   spdlog::info("golden-check: backend {}", backend.description);
   o.thresholds = load_thresholds(o.model / "tolerance.json", backend.numerics);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <random>
+#include <thread>
 #include <unordered_set>
 
 #include "core/error.h"
@@ -13,6 +14,7 @@
 #include "engine/stop_check.h"
 #include "model/device_kv_memory.h"
 #include "model/placed_weights.h"
+#include "model/weight_shard.h"
 
 namespace dsv4 {
 namespace {
@@ -21,9 +23,30 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+// Device bytes of rank 0's weights (all of them on one rank).
 EngineConfig with_weight_bytes(EngineConfig c, const ModelConfig& model, const ModelWeights& weights) {
-  c.weight_bytes = static_cast<int64_t>(PlacedWeights::bytes_needed(weights, model));
+  const ModelWeights mine = shard_weights(weights, model, plan_parallel(model, c.parallel), 0);
+  c.weight_bytes = static_cast<int64_t>(PlacedWeights::bytes_needed(mine, model));
   return c;
+}
+
+// CPU threads of each rank's backend: the cores shared among the tensor-parallel ranks.
+int rank_threads(const EngineConfig& c) {
+  const int tp = c.parallel.tp;
+  if (tp <= 1) return c.threads;
+  const int all = c.threads > 0 ? c.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, all / tp);
+}
+
+// What the engine serves of a valid layout so far: the ranks of one replica, in one process.
+void check_layout(const ParallelLayout& l, const EngineConfig& c) {
+  if (l.config.world() == 1) return;
+  DSV4_CHECK(l.config.dp == 1,
+             "{}: the engine serves one data-parallel replica so far (its ranks as threads); use -dp 1 (kv-plan and "
+             "inspect plan the others)",
+             l.config.describe());
+  DSV4_CHECK(c.kv_offload_bytes == 0, "{}: --kv-offload-bytes with several ranks is not supported yet",
+             l.config.describe());
 }
 
 // GPU KV budget (vLLM's --gpu-memory-utilization): the share of the device's memory left after the
@@ -57,7 +80,8 @@ Engine::Engine(const ModelConfig& model, const ModelWeights& weights, EngineConf
           model, with_weight_bytes(std::move(config), model, weights),
           [this, &weights](KvCacheManager& kv, Backend& backend) -> std::unique_ptr<Executor> {
             auto runner =
-                std::make_unique<ModelRunner>(model_, weights, kv, config_.kv_dtypes, backend, config_.vocab_limit);
+                std::make_unique<ModelRunner>(model_, weights, kv, config_.kv_dtypes, backend, config_.vocab_limit,
+                                              plan_parallel(model_, config_.parallel), rank_threads(config_));
             if (config_.enforce_eager) runner->model().set_step_mode(StepMode::kEager);
             return runner;
           },
@@ -67,13 +91,13 @@ Engine::Engine(const ModelConfig& model, EngineConfig config, ExecutorFactory fa
     : model_(model), config_(std::move(config)) {
   DSV4_CHECK(config_.vocab_limit >= 0, "engine: vocab_limit must not be negative");
   config_.vocab_limit = config_.vocab_limit > 0 ? std::min(config_.vocab_limit, model_.vocab_size) : model_.vocab_size;
-  require_one_rank(plan_parallel(model_, config_.parallel));
+  check_layout(plan_parallel(model_, config_.parallel), config_);
   if (kv_memory) {  // a real model: its backend, and KV pools in that backend's memory
     if (!config_.numerics.empty()) {
       DSV4_CHECK(parse_numerics(config_.numerics), "engine: numerics \"{}\" is neither exact nor fast",
                  config_.numerics);
     }
-    backend_ = make_backend(config_.backend, config_.threads, parse_numerics(config_.numerics));
+    backend_ = make_backend(config_.backend, rank_threads(config_), parse_numerics(config_.numerics));
     config_.backend = backend_.name;
     config_.numerics = numerics_name(backend_.numerics);
     memory_ = kv_memory_for(*backend_.device);

@@ -6,10 +6,28 @@ namespace dsv4 {
 
 ModelRunner::ModelRunner(const ModelConfig& cfg, const ModelWeights& weights, KvCacheManager& manager, KvDTypes dtypes,
                          Backend& backend, int64_t vocab_limit)
+    : ModelRunner(cfg, weights, manager, dtypes, backend, vocab_limit, plan_parallel(cfg, {}), 0) {}
+
+ModelRunner::ModelRunner(const ModelConfig& cfg, const ModelWeights& weights, KvCacheManager& manager, KvDTypes dtypes,
+                         Backend& backend, int64_t vocab_limit, const ParallelLayout& layout, int rank_threads)
     : cfg_(cfg),
-      model_(cfg, weights, *backend.ops, *backend.device),
+      ranks_(layout.config.world() > 1 ? std::make_unique<TensorParallelRanks>(
+                                             cfg, weights, manager, kv_formats(dtypes), layout, backend, rank_threads)
+                                       : nullptr),
+      model_(cfg, weights, *backend.ops, *backend.device,
+             ranks_ ? ranks_->rank0_shard() : ModelShard{plan_parallel(cfg, {})}),
       kv_(cfg, manager, kv_formats(dtypes)),
       sampler_(cfg.vocab_size, vocab_limit, static_cast<int32_t>(cfg.eos_token_id)) {}
+
+template <typename F>
+auto ModelRunner::on_every_rank(const ForwardBatch& batch, const Schedule& schedule, F&& f) {
+  if (!ranks_) return f();
+  std::vector<KvRequestId> requests;
+  for (const ScheduledChunk& c : schedule.chunks) requests.push_back(c.id);
+  decltype(f()) out;
+  ranks_->step(batch, requests, [&] { out = f(); });
+  return out;
+}
 
 ModelRunner::~ModelRunner() = default;
 
@@ -49,7 +67,8 @@ std::vector<SampledToken> ModelRunner::execute(const Schedule& schedule) {
     greedy = greedy && sampler_.plain_greedy(it->second);
   }
   if (greedy) {  // the argmax runs where the logits are: one id per request comes back
-    const std::vector<int32_t> ids = model_.forward_greedy(batch, kv_, sampler_.limit());
+    const std::vector<int32_t> ids =
+        on_every_rank(batch, schedule, [&] { return model_.forward_greedy(batch, kv_, sampler_.limit()); });
     DSV4_CHECK(ids.size() == states.size(), "model runner: the model returned {} ids for {} requests", ids.size(),
                states.size());
     for (size_t i = 0; i < ids.size(); ++i) out.push_back(sampler_.accept(ids[i], *states[i]));
@@ -59,7 +78,9 @@ std::vector<SampledToken> ModelRunner::execute(const Schedule& schedule) {
   // row, edits and allow-set, and a token, a logprob and the top ids per request come back. The rows are
   // made on the host worker while the forward runs: a grammar's mask is off the step's critical path.
   SampleInputs in;
-  const StepLogits logits = host_.beside([&] { prepare_rows(states, in); }, [&] { return model_.step(batch, kv_); });
+  const StepLogits logits =
+      host_.beside([&] { prepare_rows(states, in); },
+                   [&] { return on_every_rank(batch, schedule, [&] { return model_.step(batch, kv_); }); });
   const SampleResult r = model_.sample(logits, sampler_.limit(), in);
   DSV4_CHECK(r.token.size() == states.size(), "model runner: the model returned {} tokens for {} requests",
              r.token.size(), states.size());

@@ -15,6 +15,7 @@
 #include "core/model_config.h"
 #include "engine/executor.h"
 #include "engine/host_worker.h"
+#include "engine/tensor_parallel_ranks.h"
 #include "kv/kv_cache_manager.h"
 #include "model/forward_batch.h"
 #include "model/model.h"
@@ -25,7 +26,11 @@ namespace dsv4 {
 
 class ModelRunner final : public Executor {
  public:
-  // `manager` must have pool memory; `vocab_limit` is the tokenizer's size (0 = the model's vocab).
+  // `manager` must have pool memory; `vocab_limit` is the tokenizer's size (0 = the model's vocab). With a
+  // layout of several tensor-parallel ranks, this runner's model is rank 0 and the others run beside it
+  // (engine/tensor_parallel_ranks.h), each on a backend like `backend` with `rank_threads` threads.
+  ModelRunner(const ModelConfig& cfg, const ModelWeights& weights, KvCacheManager& manager, KvDTypes dtypes,
+              Backend& backend, int64_t vocab_limit, const ParallelLayout& layout, int rank_threads);
   ModelRunner(const ModelConfig& cfg, const ModelWeights& weights, KvCacheManager& manager, KvDTypes dtypes,
               Backend& backend, int64_t vocab_limit);
   ~ModelRunner() override;
@@ -44,7 +49,12 @@ class ModelRunner final : public Executor {
   // The sample op's inputs of the step's sampling requests (runs on the host worker).
   void prepare_rows(const std::vector<SamplerState*>& states, SampleInputs& in) const;
 
+  // Runs f (the step on this runner's model) with the other ranks' steps beside it.
+  template <typename F>
+  auto on_every_rank(const ForwardBatch& batch, const Schedule& schedule, F&& f);
+
   const ModelConfig& cfg_;
+  std::unique_ptr<TensorParallelRanks> ranks_;  // null for one rank
   Model model_;
   PagedKv kv_;
   Sampler sampler_;

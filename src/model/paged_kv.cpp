@@ -36,7 +36,20 @@ KvFormats kv_formats(KvDTypes d) {
   return f;
 }
 
-PagedKv::PagedKv(const ModelConfig& cfg, const KvCacheManager& manager, KvFormats formats) : mgr_(manager) {
+std::vector<size_t> pool_bytes(const KvCacheManager& manager) {
+  std::vector<size_t> out;
+  const KvCacheStats stats = manager.stats();
+  for (size_t b = 0; b < stats.pools.size(); ++b)
+    out.push_back(static_cast<size_t>(stats.pools[b].capacity_pages * manager.layout().buckets[b].page_bytes));
+  return out;
+}
+
+PagedKv::PagedKv(const ModelConfig& cfg, const KvCacheManager& manager, KvFormats formats)
+    : PagedKv(cfg, manager, formats, {}) {}
+
+PagedKv::PagedKv(const ModelConfig& cfg, const KvCacheManager& manager, KvFormats formats,
+                 std::vector<std::byte*> pools)
+    : mgr_(manager) {
   const KvLayout& lay = manager.layout();
   const KvCacheStats stats = manager.stats();
   where_.resize(static_cast<size_t>(cfg.n_layers));
@@ -69,7 +82,7 @@ PagedKv::PagedKv(const ModelConfig& cfg, const KvCacheManager& manager, KvFormat
       DSV4_CHECK(bytes == kv_entry_bytes(f, dims), "paged kv: group {} sizes entries at {} bytes, the codec at {}",
                  group_name(kind, ratio), bytes, kv_entry_bytes(f, dims));
       const int m = lay.member_of_group[static_cast<size_t>(w.group)];
-      std::byte* pool = manager.pool_memory(u.bucket);
+      std::byte* pool = pools.empty() ? manager.pool_memory(u.bucket) : pools.at(static_cast<size_t>(u.bucket));
       DSV4_CHECK(pool, "paged kv: the cache manager has no pool memory");
       w.table.base = reinterpret_cast<uint8_t*>(pool) + u.member_offsets[static_cast<size_t>(m)];
       w.table.page_bytes = lay.buckets[static_cast<size_t>(u.bucket)].page_bytes;

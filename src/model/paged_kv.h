@@ -23,9 +23,15 @@ namespace dsv4 {
 // The cache dtypes as entry formats (kv/ sizes the same bytes; checked at construction).
 KvFormats kv_formats(KvDTypes dtypes);
 
+// Bytes of each of the manager's pools (one per bucket).
+std::vector<size_t> pool_bytes(const KvCacheManager& manager);
+
 class PagedKv final : public KvAccess {
  public:
   PagedKv(const ModelConfig& cfg, const KvCacheManager& manager, KvFormats formats);
+  // Over other pools of the manager's layout, one per bucket (pool_bytes(manager) each): a tensor-parallel
+  // rank's copy of the KV, written and read at the manager's slots.
+  PagedKv(const ModelConfig& cfg, const KvCacheManager& manager, KvFormats formats, std::vector<std::byte*> pools);
 
   // Binds the batch's sequence index `seq` to a request of the manager.
   void bind(int32_t seq, KvRequestId request);

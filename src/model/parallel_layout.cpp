@@ -163,11 +163,11 @@ uint64_t weight_bytes_of_rank(const ModelConfig& cfg, const ParallelLayout& l, i
   return total;
 }
 
-void require_one_rank(const ParallelLayout& layout) {
+void require_one_rank(const ParallelLayout& layout, std::string_view command) {
   DSV4_CHECK(layout.config.world() == 1,
-             "{}: running a model on {} ranks is not built yet (the layout is valid: `dsv4 kv-plan` and `dsv4 "
-             "inspect` plan it); run with one rank",
-             layout.config.describe(), layout.config.world());
+             "{}: {} runs one rank so far (the layout is valid: serve, generate and bench latency run a replica's "
+             "tensor-parallel ranks on the cpu backend; kv-plan and inspect plan it)",
+             layout.config.describe(), command);
 }
 
 std::vector<std::string> describe_layout(const ModelConfig& c, const ParallelLayout& l) {

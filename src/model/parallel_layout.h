@@ -93,9 +93,9 @@ std::vector<ParallelConfig> working_layouts(const ModelConfig& cfg, int world);
 // Bytes of the checkpoint's tensors (as the release stores them) that rank `rank` holds.
 uint64_t weight_bytes_of_rank(const ModelConfig& cfg, const ParallelLayout& layout, int rank);
 
-// Throws for a layout of more than one rank: the model and the engine run on one rank so far; kv-plan
-// and inspect plan the others.
-void require_one_rank(const ParallelLayout& layout);
+// Throws for a layout of more than one rank, for the commands that run one Model themselves (bench step,
+// golden-check); the engine runs a replica's ranks (serve, generate, bench latency).
+void require_one_rank(const ParallelLayout& layout, std::string_view command);
 
 // Lines for the startup summary, kv-plan and inspect: the layout, then one line per rank.
 std::vector<std::string> describe_layout(const ModelConfig& cfg, const ParallelLayout& layout);

@@ -2,7 +2,7 @@
 # The multi-GPU flags as vLLM spells them (-tp/--tensor-parallel-size, -dp/--data-parallel-size,
 # --enable-expert-parallel) on every command that runs or plans a model: the same help lines, resolved
 # into the engine config (also from DSV4_<FLAG>), kv-plan's per-GPU plan of the real V4-Flash config,
-# and a layout the model cannot take refused with one that works.
+# a layout the model cannot take refused with one that works, and generate on tensor-parallel ranks.
 set -euo pipefail
 DSV4=$1
 fail() { echo "FAIL: $*"; exit 1; }
@@ -55,10 +55,16 @@ bad=$($DSV4 kv-plan "$CFG" -dp 3 --enable-expert-parallel 2>&1)
 rc=$?
 set -e
 [ $rc -ne 0 ] && grep -q "3 expert-parallel ranks do not divide the 256 routed experts" <<<"$bad" || fail "-dp 3 EP: $bad"
-# Until ranks run, the engine refuses a valid layout of several ranks before it runs anything.
+# The engine runs a replica's tensor-parallel ranks as threads: the same text as one rank, sliced
+# experts or owned; replicas are refused with the reason.
+gen() { $DSV4 generate --prompt "The capital of France is" --max-tokens 12 --temperature 0.8 --seed 5 "$@" 2>/dev/null; }
+one=$(gen)
+[ -n "$one" ] || fail "generate gave nothing"
+[ "$(gen -tp 2)" = "$one" ] || fail "generate -tp 2 differs from one rank"
+[ "$(gen -tp 4 --enable-expert-parallel)" = "$one" ] || fail "generate -tp 4 --enable-expert-parallel differs"
 set +e
-bad=$($DSV4 generate --prompt hi -tp 2 2>&1)
+bad=$($DSV4 generate --prompt hi -tp 2 -dp 2 --enable-expert-parallel 2>&1)
 rc=$?
 set -e
-[ $rc -ne 0 ] && grep -q "running a model on 2 ranks is not built yet" <<<"$bad" || fail "generate -tp 2: $bad"
+[ $rc -ne 0 ] && grep -q "one data-parallel replica so far" <<<"$bad" || fail "generate -dp 2: $bad"
 echo "parallel_flags: ok"

@@ -1,0 +1,108 @@
+// The engine with a replica's tensor-parallel ranks as threads (engine/tensor_parallel_ranks.h) serves
+// the tokens and logprobs of one rank: batched requests, chunked prefill, prefix-cache hits, preemption
+// and recompute, and seeded sampling, in every layout of one replica the tiny model takes.
+#include <gtest/gtest.h>
+
+#include "engine_test_support.h"
+
+namespace dsv4 {
+namespace {
+
+using namespace enginetest;
+
+struct Served {
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<double> logprobs;  // the sampled request's
+  uint64_t preemptions = 0;
+  int64_t cached_tokens = 0;  // the repeated prompt's
+};
+
+SamplingParams seeded() {
+  SamplingParams s;
+  s.temperature = 0.9;
+  s.top_k = 50;
+  s.seed = 77;
+  s.max_tokens = 120;
+  s.ignore_eos = true;
+  s.logprobs = 2;
+  return s;
+}
+
+// A prompt twice (a prefix-cache hit), then three long requests in pools that hold about two
+// (preemption), prefill chunks of at most 96 tokens, one of them sampled with logprobs.
+Served serve(const ParallelConfig& pc) {
+  const LoadedModel& m = tiny_model();
+  EngineConfig c = base_config();
+  c.parallel = pc;
+  c.threads = 2;
+  c.enable_prefix_caching = true;
+  c.max_num_seqs = 4;
+  c.max_num_batched_tokens = 256;
+  c.max_prefill_chunk = 96;
+  c.max_model_len = 0;
+  c.kv_cache_memory = memory_for(m.config, c, 600);  // room for about two of the three
+  Engine e(m.config, m.weights, c);
+  Served s;
+  const std::vector<int32_t> first = random_ids(300, 21);  // one whole 256-token block to cache
+  s.tokens.push_back(drain(*e.add_request({first, greedy(8), {}})));
+  RequestOutput again;
+  s.tokens.push_back(drain(*e.add_request({first, greedy(8), {}}), &again));
+  s.cached_tokens = again.usage.cached_tokens;
+  std::vector<std::shared_ptr<RequestStream>> streams = {e.add_request({random_ids(200, 24), greedy(120), {}}),
+                                                         e.add_request({random_ids(180, 22), seeded(), {}}),
+                                                         e.add_request({random_ids(220, 23), greedy(120), {}})};
+  for (size_t i = 0; i < streams.size(); ++i) {
+    RequestOutput o;
+    s.tokens.push_back(drain(*streams[i], &o));
+    if (i == 1)
+      for (const TokenLogprobs& lp : o.logprobs) s.logprobs.push_back(lp.logprob);
+  }
+  s.preemptions = stats_after(e, 5).preemptions;
+  return s;
+}
+
+class EngineParallel : public ::testing::TestWithParam<ParallelConfig> {};
+
+TEST_P(EngineParallel, RanksServeTheTokensOfOne) {
+  static const Served want = serve({});
+  ASSERT_GT(want.preemptions, 0u);  // the case exercises recompute
+  ASSERT_GT(want.cached_tokens, 0);
+  const Served got = serve(GetParam());
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_EQ(got.logprobs, want.logprobs);
+  EXPECT_EQ(got.cached_tokens, want.cached_tokens);
+  EXPECT_GT(got.preemptions, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, EngineParallel,
+                         ::testing::Values(ParallelConfig{2, 1, false}, ParallelConfig{4, 1, false},
+                                           ParallelConfig{2, 1, true}, ParallelConfig{4, 1, true}),
+                         [](const auto& param_info) {
+                           const ParallelConfig& p = param_info.param;
+                           return "tp" + std::to_string(p.tp) + (p.expert_parallel ? "_ep" : "");
+                         });
+
+TEST(EngineParallelRefusals, ReplicasAndTheHostTierAreRefusedWithAReason) {
+  const LoadedModel& m = tiny_model();
+  EngineConfig c = base_config();
+  c.parallel = {1, 2, true};
+  EXPECT_THROW(
+      {
+        try {
+          Engine e(m.config, m.weights, c);
+        } catch (const Error& err) {
+          EXPECT_NE(std::string(err.what()).find("one data-parallel replica"), std::string::npos) << err.what();
+          throw;
+        }
+      },
+      Error);
+  c.parallel = {2, 1, false};
+  c.kv_offload_bytes = 16 << 20;
+  EXPECT_THROW(Engine(m.config, m.weights, c), Error);
+  c.parallel = {3, 1, false};  // 4 heads
+  c.kv_offload_bytes = 0;
+  EXPECT_THROW(Engine(m.config, m.weights, c), Error);
+}
+
+}  // namespace
+}  // namespace dsv4
