@@ -2,9 +2,14 @@
 #include <fmt/core.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "backend/backend.h"
+#include "backend/comm/host_communicator.h"
+#include "backend/comm/rank_threads.h"
 #include "backend/op_trace.h"
 #include "core/error.h"
 #include "io/model_config_json.h"
@@ -57,6 +62,33 @@ void compare_ops(const GoldenOptions& o, Backend& backend, const Args& a) {
   set_exit_code(v.pass ? 0 : 3);
 }
 
+// The golden pattern on a replica's tensor-parallel ranks, threads over the host communicator (the CPU
+// backend): every rank runs it with its shard; the figures are rank 0's (every rank has the whole logits).
+GoldenResult sharded_golden_check(const GoldenOptions& o, const ParallelLayout& layout, const Backend& like,
+                                  const Args& a) {
+  const int tp = layout.config.tp;
+  DSV4_CHECK(layout.config.dp == 1, "golden-check {}: the golden pattern is one batch: one replica (-dp 1)",
+             layout.config.describe());
+  DSV4_CHECK(like.device->host_memory(), "golden-check {}: several ranks run on the cpu backend so far",
+             layout.config.describe());
+  const int all = a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<Backend> backends;
+  for (int r = 0; r < tp; ++r) backends.push_back(make_backend(like.name, std::max(1, all / tp), like.numerics));
+  auto group = std::make_shared<HostGroup>(tp, std::chrono::minutes(10));
+  std::vector<std::unique_ptr<HostCommunicator>> comms;
+  std::vector<Communicator*> ranks;
+  for (int r = 0; r < tp; ++r) {
+    comms.push_back(std::make_unique<HostCommunicator>(group, r, *backends[static_cast<size_t>(r)].device));
+    ranks.push_back(comms.back().get());
+  }
+  std::vector<GoldenResult> results(static_cast<size_t>(tp));
+  run_ranks(ranks, [&](Communicator& c) {
+    const auto r = static_cast<size_t>(c.rank());
+    results[r] = run_golden_check(o, *backends[r].ops, *backends[r].device, ModelShard{layout, c.rank(), &c, &c});
+  });
+  return results.front();
+}
+
 void run(const Args& a) {
   GoldenOptions o;
   o.model = a.model;
@@ -65,8 +97,7 @@ void run(const Args& a) {
   o.blocks = !a.no_blocks;
   o.step_mode = parse_step_mode(a.step_mode);  // "auto": the model's own
   o.load = a.load.options();
-  require_one_rank(plan_parallel(load_model_config_ex(o.model, o.load.hf_overrides).config, a.parallel),
-                   "golden-check");
+  const ParallelLayout layout = plan_parallel(load_model_config_ex(o.model, o.load.hf_overrides).config, a.parallel);
   Backend backend = make_backend(a.backend, a.threads, parse_numerics(a.numerics));
   spdlog::info("golden-check: backend {}", backend.description);
   o.thresholds = load_thresholds(o.model / "tolerance.json", backend.numerics);
@@ -74,10 +105,15 @@ void run(const Args& a) {
   if (a.min_argmax_agreement) o.thresholds.min_argmax_agreement = a.min_argmax_agreement;
   if (a.max_block_rms_rel) o.thresholds.max_block_rms_rel = a.max_block_rms_rel;
   DSV4_CHECK(!a.replay || !a.compare_ops.empty(), "golden-check: --replay needs --compare-ops BACKEND");
-  if (!a.compare_ops.empty()) return compare_ops(o, backend, a);
-  const GoldenResult r = run_golden_check(o, *backend.ops, *backend.device);
+  if (!a.compare_ops.empty()) {
+    require_one_rank(layout, "golden-check --compare-ops");
+    return compare_ops(o, backend, a);
+  }
+  const GoldenResult r = layout.config.world() == 1 ? run_golden_check(o, *backend.ops, *backend.device)
+                                                    : sharded_golden_check(o, layout, backend, a);
   nlohmann::ordered_json j;
   j["numerics"] = numerics_name(backend.numerics);
+  j["parallel"] = layout.config.describe();
   j["rms_ratio"] = r.rms_ratio;
   j["argmax_agreement"] = r.argmax_agreement;
   j["blocks"] = nlohmann::ordered_json::array();

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/number_formats.h"
+#include "io/model_config_json.h"
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "model/model_loader.h"
@@ -158,6 +159,11 @@ GoldenThresholds load_thresholds(const fs::path& file, Numerics tier) {
 }
 
 GoldenResult run_golden_check(const GoldenOptions& o, Ops& ops, Device& dev) {
+  const ModelConfig c = load_model_config_ex(o.model, o.load.hf_overrides).config;
+  return run_golden_check(o, ops, dev, ModelShard{plan_parallel(c, {})});
+}
+
+GoldenResult run_golden_check(const GoldenOptions& o, Ops& ops, Device& dev, const ModelShard& shard) {
   const LoadedModel m = load_model(o.model, o.load);
   const fs::path exp_path = o.expected.empty() ? o.model / "expected.safetensors" : o.expected;
   const auto expected = SafetensorsFile::open(exp_path);
@@ -176,7 +182,7 @@ GoldenResult run_golden_check(const GoldenOptions& o, Ops& ops, Device& dev) {
   DSV4_CHECK(static_cast<int64_t>(want.size()) == (pat.N + 1) * pat.B * V, "{}: logits must be [{}, {}, {}]",
              exp_path.string(), pat.N + 1, pat.B, V);
 
-  Model model(m.config, m.weights, ops, dev);
+  Model model(m.config, m.weights, ops, dev, shard);
   if (o.step_mode) model.set_step_mode(*o.step_mode);
   if (!o.side_queues) model.set_overlap(false);
   GoldenResult r;

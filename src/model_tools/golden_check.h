@@ -12,6 +12,7 @@
 #include "backend/numerics.h"
 #include "backend/ops.h"
 #include "model/model_loader.h"
+#include "model/model_shard.h"
 #include "model/step_shape.h"
 
 namespace dsv4 {
@@ -52,5 +53,8 @@ struct GoldenResult {
 GoldenThresholds load_thresholds(const std::filesystem::path& file, Numerics tier = Numerics::kExact);
 
 GoldenResult run_golden_check(const GoldenOptions& opts, Ops& ops, Device& dev);
+// One rank of a sharded model (model/model_shard.h): every rank of the run calls it at once with its
+// own ops and device; each gets the figures of the whole model.
+GoldenResult run_golden_check(const GoldenOptions& opts, Ops& ops, Device& dev, const ModelShard& shard);
 
 }  // namespace dsv4

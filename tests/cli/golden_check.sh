@@ -18,7 +18,8 @@ for g in "${sets[@]}"; do
 import json, sys
 name, out = sys.argv[1], sys.argv[2]
 j = json.loads(out)
-assert list(j) == ["numerics", "rms_ratio", "argmax_agreement", "blocks", "pass"], j
+assert list(j) == ["numerics", "parallel", "rms_ratio", "argmax_agreement", "blocks", "pass"], j
+assert j["parallel"] == "tp 1 x dp 1", j
 assert j["numerics"] == "exact", j
 assert j["pass"] is True and len(j["blocks"]) >= 1, j
 assert name not in ("tiny-a", "tiny-b") or len(j["blocks"]) == 4, j

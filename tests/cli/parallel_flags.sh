@@ -62,6 +62,15 @@ one=$(gen)
 [ -n "$one" ] || fail "generate gave nothing"
 [ "$(gen -tp 2)" = "$one" ] || fail "generate -tp 2 differs from one rank"
 [ "$(gen -tp 4 --enable-expert-parallel)" = "$one" ] || fail "generate -tp 4 --enable-expert-parallel differs"
+# golden-check's figures on a tiny golden set: one rank's, sliced experts or owned.
+GOLD="$DATA/golden/tiny-a"
+figures() { $DSV4 golden-check "$GOLD" "$@" 2>/dev/null | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+print(json.dumps([j["rms_ratio"], j["argmax_agreement"], j["blocks"], j["pass"]]))'; }
+ref=$(figures)
+[ "$(figures -tp 2)" = "$ref" ] || fail "golden-check -tp 2: $(figures -tp 2) != $ref"
+[ "$(figures -tp 4 --enable-expert-parallel)" = "$ref" ] || fail "golden-check -tp 4 --enable-expert-parallel differs"
 set +e
 bad=$($DSV4 generate --prompt hi -tp 2 -dp 2 --enable-expert-parallel 2>&1)
 rc=$?
