@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <random>
 #include <span>
 #include <vector>
 
@@ -35,6 +36,16 @@ inline std::vector<float> prefill_then_decode(Model& m, Device& dev, std::span<c
     all.insert(all.end(), l.begin(), l.end());
   }
   return all;
+}
+
+// Two sequences of lengths drawn from `seed` (one past a 256-token block, one short), random ids, three
+// decode steps: a run whose shape differs from seed to seed.
+inline std::vector<float> seeded_prefill_then_decode(Model& m, Device& dev, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int64_t lens[2] = {130 + static_cast<int64_t>(rng() % 140), 40 + static_cast<int64_t>(rng() % 40)};
+  std::vector<int32_t> ids(400);
+  for (auto& x : ids) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(m.config().vocab_size));
+  return prefill_then_decode(m, dev, lens, ids, 3);
 }
 
 }  // namespace dsv4::testing

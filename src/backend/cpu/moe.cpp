@@ -6,6 +6,7 @@
 
 #include "backend/cpu/cpu_support.h"
 #include "backend/cpu/linear.h"
+#include "backend/moe_routing.h"
 #include "core/error.h"
 
 namespace dsv4::cpu {
@@ -82,37 +83,6 @@ void run_expert(ThreadPool& pool, const uint16_t* x, int64_t n, int64_t inter, c
   linear(pool, {.x = a.data(), .rows = n, .w = w2, .y = y});
 }
 
-// The pairs of each expert in ascending pair (so token) order, as CSR: pair, token, routing weight.
-struct Routing {
-  std::vector<int64_t> offsets;  // [experts + 1]
-  std::vector<int64_t> pairs;
-  std::vector<int64_t> tokens;
-  std::vector<float> weights;
-};
-
-Routing bucket(const char* op, const int32_t* indices, const float* weights, int64_t tokens, int topk, int experts) {
-  Routing r;
-  r.offsets.assign(static_cast<size_t>(experts) + 1, 0);
-  const int64_t n = tokens * topk;
-  for (int64_t i = 0; i < n; ++i) {
-    const int32_t id = indices[i];
-    DSV4_CHECK(id >= 0 && id < experts, "{}: token {} routed to expert {} of {}", op, i / topk, id, experts);
-    ++r.offsets[static_cast<size_t>(id) + 1];
-  }
-  for (int e = 0; e < experts; ++e) r.offsets[static_cast<size_t>(e) + 1] += r.offsets[static_cast<size_t>(e)];
-  std::vector<int64_t> fill(r.offsets.begin(), r.offsets.end() - 1);
-  r.pairs.resize(static_cast<size_t>(n));
-  r.tokens.resize(static_cast<size_t>(n));
-  r.weights.resize(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    const auto at = static_cast<size_t>(fill[static_cast<size_t>(indices[i])]++);
-    r.pairs[at] = i;
-    r.tokens[at] = i / topk;
-    r.weights[at] = weights ? weights[i] : 0.0f;
-  }
-  return r;
-}
-
 // Copies rows `ids` (of width w) of src into dst, back to back (scatter: the other way).
 void gather_rows(const uint16_t* src, const int64_t* ids, int64_t n, int64_t w, uint16_t* dst) {
   for (int64_t i = 0; i < n; ++i) std::copy(src + ids[i] * w, src + (ids[i] + 1) * w, dst + i * w);
@@ -151,7 +121,7 @@ void moe_gate(ThreadPool& pool, const MoeGateParams& p) {
 
 void moe_experts(ThreadPool& pool, const MoeExpertsParams& p) {
   const int64_t T = p.tokens, D = p.dim;
-  const Routing routing = bucket("moe_experts", p.indices, p.weights, p.tokens, p.topk, p.experts);
+  const MoeRouting routing = route_pairs("moe_experts", p.indices, p.weights, p.tokens, p.topk, p.experts);
   std::vector<float> acc(static_cast<size_t>(T * D), 0.0f);
   std::vector<uint16_t> xs, ys;
   for (int e = 0; e < p.experts; ++e) {  // ascending: the order each token's sum sees its experts
@@ -184,7 +154,7 @@ void shared_expert(ThreadPool& pool, const SharedExpertParams& p) {
 
 void moe_pairs(ThreadPool& pool, const MoePairsParams& p) {
   const bool up = p.stage == MoeStage::kUp;
-  const Routing routing = bucket("moe_pairs", p.indices, up ? p.weights : nullptr, p.tokens, p.topk, p.experts);
+  const MoeRouting routing = route_pairs("moe_pairs", p.indices, up ? p.weights : nullptr, p.tokens, p.topk, p.experts);
   std::vector<uint16_t> in, out;
   for (int e = 0; e < p.experts; ++e) {
     const auto b = static_cast<size_t>(routing.offsets[static_cast<size_t>(e)]);

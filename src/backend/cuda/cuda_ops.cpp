@@ -12,6 +12,7 @@
 #include "backend/cuda/sampling.h"
 #include "backend/cuda/scratch_epoch.h"
 #include "backend/cuda/weight_view.h"
+#include "backend/moe_routing.h"
 #include "backend/rope.h"
 #include "core/error.h"
 
@@ -150,9 +151,41 @@ void CudaOps::do_shared_expert(const SharedExpertParams& p) {
 
 void CudaOps::do_swiglu(const SwigluParams& p) { cuda::swiglu(p, dev_.stream()); }
 
-// Experts split across ranks run on the CPU backend so far (the CUDA backend serves one rank).
-void CudaOps::do_moe_pairs(const MoePairsParams&) {
-  fail("moe_pairs: the CUDA backend does not run experts split across ranks yet; run one rank");
+// Experts split across ranks, composed of the linear and swiglu ops expert by expert over rows gathered
+// by the host's routing (it reads the indices back: a sharded step runs eagerly). Row for row the
+// arithmetic of moe_experts' routed experts on either tier; a grouped kernel is the fast path to come.
+void CudaOps::do_moe_pairs(const MoePairsParams& p) {
+  if (p.tokens == 0) return;
+  const bool up = p.stage == MoeStage::kUp;
+  const int64_t n_pairs = p.tokens * p.topk;
+  std::vector<int32_t> idx(static_cast<size_t>(n_pairs));
+  std::vector<float> wts(up ? idx.size() : 0);
+  dev_.to_host(idx.data(), p.indices, idx.size() * sizeof(int32_t));
+  if (up) dev_.to_host(wts.data(), p.weights, wts.size() * sizeof(float));
+  const MoeRouting r = route_pairs("moe_pairs", idx.data(), up ? wts.data() : nullptr, p.tokens, p.topk, p.experts);
+  const size_t in_row = static_cast<size_t>(p.in_dim) * 2, out_row = static_cast<size_t>(p.out_dim) * 2;
+  for (int e = 0; e < p.experts; ++e) {
+    const auto b = static_cast<size_t>(r.offsets[static_cast<size_t>(e)]);
+    const int64_t n = r.offsets[static_cast<size_t>(e) + 1] - r.offsets[static_cast<size_t>(e)];
+    if (n == 0 || !(up ? p.w1 : p.w2)[e].data) continue;  // no pairs, or another rank's expert
+    DeviceArray<uint16_t> in(dev_, static_cast<size_t>(n * p.in_dim)), out(dev_, static_cast<size_t>(n * p.out_dim));
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t row = up ? r.tokens[b + static_cast<size_t>(i)] : r.pairs[b + static_cast<size_t>(i)];
+      dev_.copy(in.data() + i * p.in_dim, p.in + row * p.in_dim, in_row);
+    }
+    if (up) {
+      DeviceArray<uint16_t> u(dev_, static_cast<size_t>(n * p.out_dim));
+      const DeviceArray<float> w(dev_, std::vector<float>(r.weights.begin() + static_cast<std::ptrdiff_t>(b),
+                                                          r.weights.begin() + static_cast<std::ptrdiff_t>(b) + n));
+      linear({in.data(), n, p.w1[e], out.data()});
+      linear({in.data(), n, p.w3[e], u.data()});
+      swiglu({out.data(), u.data(), n, p.out_dim, p.swiglu_limit, w.data(), out.data()});
+    } else {
+      linear({in.data(), n, p.w2[e], out.data()});
+    }
+    for (int64_t i = 0; i < n; ++i)
+      dev_.copy(p.out + r.pairs[b + static_cast<size_t>(i)] * p.out_dim, out.data() + i * p.out_dim, out_row);
+  }
 }
 
 void CudaOps::do_moe_combine(const MoeCombineParams& p) { cuda::moe_combine(p, dev_.stream()); }

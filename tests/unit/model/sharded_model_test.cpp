@@ -19,15 +19,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Two sequences of a replica prefilled together (logits of both), then three decode steps: every logit.
-std::vector<float> run(Model& m, Device& dev, uint32_t seed) {
-  std::mt19937 rng(seed);
-  const int64_t lens[2] = {130 + static_cast<int64_t>(rng() % 140), 40 + static_cast<int64_t>(rng() % 40)};
-  std::vector<int32_t> ids(400);
-  for (auto& x : ids) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(m.config().vocab_size));
-  return testing::prefill_then_decode(m, dev, lens, ids, 3);
-}
-
 uint32_t seed_of(int replica) { return 11 + static_cast<uint32_t>(replica); }
 
 // The tiny preset, or with 2 x 256 wo_a rows: under tp 4 each rank's 128 rows then lie inside one output
@@ -49,7 +40,7 @@ std::vector<float> one_rank(int replica, bool wide_groups = false) {
   HostDevice dev;
   CpuOps ops(1);
   Model m(lm.config, lm.weights, ops, dev);
-  return run(m, dev, seed_of(replica));
+  return testing::seeded_prefill_then_decode(m, dev, seed_of(replica));
 }
 
 // Each replica's logits as its TP rank 0 saw them (every TP rank of a replica must agree).
@@ -75,7 +66,8 @@ std::vector<std::vector<float>> sharded(const ParallelConfig& pc, bool wide_grou
     CpuOps ops(1);
     Model m(lm.config, lm.weights, ops, *devs[static_cast<size_t>(r)],
             ModelShard{layout, r, tp_comms[static_cast<size_t>(r)].get(), &wc});
-    logits[static_cast<size_t>(r)] = run(m, *devs[static_cast<size_t>(r)], seed_of(layout.place(r).dp_rank));
+    logits[static_cast<size_t>(r)] =
+        testing::seeded_prefill_then_decode(m, *devs[static_cast<size_t>(r)], seed_of(layout.place(r).dp_rank));
   });
   for (int r = 0; r < world; ++r) {
     const int first = layout.place(r).dp_rank * pc.tp;
