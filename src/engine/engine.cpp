@@ -111,6 +111,9 @@ Engine::Engine(const ModelConfig& model, EngineConfig config, ExecutorFactory fa
       config_.kv_cache_memory = gpu_kv_budget(config_, model_, *backend_.device, *backend_.ops);
   }
   config_.kv_offload_bytes = resolve_kv_offload_bytes(config_.kv_offload_bytes, available_host_memory());
+  // Every tensor-parallel rank holds the whole KV: ranks sharing the host share its default budget.
+  if (kv_memory && backend_.device->host_memory() && config_.kv_cache_memory == 0 && config_.parallel.tp > 1)
+    config_.kv_cache_memory = default_kv_cache_memory() / config_.parallel.tp;
   cache_ = plan_kv_cache(model_, config_);
   if (!cache_.warning.empty()) spdlog::warn("{}", cache_.warning);
   config_.max_model_len = cache_.max_model_len;

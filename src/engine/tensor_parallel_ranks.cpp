@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "model/device_kv_memory.h"
 
 namespace dsv4 {
 namespace {
@@ -15,7 +16,15 @@ constexpr std::chrono::minutes kCollectiveTimeout{10};
 struct TensorParallelRanks::Rank {
   int index = 0;
   Backend backend;
-  std::vector<DeviceArray<uint8_t>> pools;
+  std::unique_ptr<KvMemoryAllocator> memory;         // the engine's kind of pool memory (zeroed)
+  std::vector<std::pair<std::byte*, size_t>> pools;  // one per bucket
+
+  ~Rank() {
+    model.reset();
+    kv.reset();
+    for (const auto& [p, bytes] : pools) memory->deallocate(p, bytes);
+  }
+
   std::unique_ptr<PagedKv> kv;
   std::unique_ptr<Model> model;
   std::thread thread;
@@ -37,11 +46,11 @@ TensorParallelRanks::TensorParallelRanks(const ModelConfig& cfg, const ModelWeig
     rank->index = r;
     rank->backend = make_backend(like.name, threads, like.numerics);
     Device& dev = *rank->backend.device;
+    rank->memory = kv_memory_for(dev);
     std::vector<std::byte*> bases;
     for (const size_t bytes : pool_bytes(manager)) {
-      rank->pools.emplace_back(dev, std::max<size_t>(bytes, 1));
-      dev.fill_zero(rank->pools.back().data(), bytes);
-      bases.push_back(reinterpret_cast<std::byte*>(rank->pools.back().data()));
+      rank->pools.emplace_back(rank->memory->allocate(bytes), bytes);
+      bases.push_back(rank->pools.back().first);
     }
     rank->kv = std::make_unique<PagedKv>(cfg, manager, formats, std::move(bases));
     comms_.push_back(std::make_unique<HostCommunicator>(group, r, dev));

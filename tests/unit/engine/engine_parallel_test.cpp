@@ -104,5 +104,15 @@ TEST(EngineParallelRefusals, ReplicasAndTheHostTierAreRefusedWithAReason) {
   EXPECT_THROW(Engine(m.config, m.weights, c), Error);
 }
 
+// The CPU ranks share the host: each holds the whole KV, so the default budget is split among them.
+TEST(EngineParallelBudget, RanksOnTheHostShareItsDefaultKvBudget) {
+  const LoadedModel& m = tiny_model();
+  EngineConfig c = base_config();
+  c.kv_cache_memory = 0;
+  c.parallel = {2, 1, false};
+  const Engine e(m.config, m.weights, c);
+  EXPECT_EQ(e.config().kv_cache_memory, default_kv_cache_memory() / 2);
+}
+
 }  // namespace
 }  // namespace dsv4
