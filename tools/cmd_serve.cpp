@@ -114,8 +114,9 @@ std::unique_ptr<Engine> make_engine(const LoadedModel& m, const EngineConfig& co
       true);
 }
 
-server::StartupFacts startup_facts(const Args& a, const Engine& engine, const server::ModelInfo& info,
-                                   const fs::path& tokenizer, int port, double load_seconds) {
+server::StartupFacts startup_facts(const Args& a, const Engine& engine, const ModelConfig& model,
+                                   const server::ModelInfo& info, const fs::path& tokenizer, int port,
+                                   double load_seconds) {
   const KvCacheSetup& kv = engine.cache();
   server::StartupFacts f;
   f.model_name = info.name;
@@ -123,6 +124,11 @@ server::StartupFacts startup_facts(const Args& a, const Engine& engine, const se
   f.tokenizer_path = tokenizer.string();
   f.backend =
       engine.config().backend + " (numerics " + engine.config().numerics + "), " + engine.config().parallel.describe();
+  const ParallelConfig& pc = engine.config().parallel;
+  if (pc.world() > 1) {
+    f.parallel = describe_layout(model, plan_parallel(model, pc));
+    f.rank_weight_bytes = engine.config().weight_bytes;
+  }
   f.kv_dtypes = fmt::format("attention {}, indexer {}", kv_cache_dtype_name(engine.config().kv_dtypes.cache),
                             indexer_dtype_name(engine.config().kv_dtypes.indexer));
   f.max_model_len = engine.max_model_len();
@@ -219,7 +225,7 @@ void run(Args& a) {
   info.created =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   const double load_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  server::StartupFacts facts = startup_facts(a, *engine, info, tok_path, server.port(), load_seconds);
+  server::StartupFacts facts = startup_facts(a, *engine, m.config, info, tok_path, server.port(), load_seconds);
   facts.weights = load.describe();
   server.set_ready(*engine, tokenizer, std::move(info), server::load_sampling_defaults(dir));
   fmt::print(stderr, "\n{}\n", server::startup_summary(facts));

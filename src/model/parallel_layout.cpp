@@ -173,7 +173,7 @@ void require_one_rank(const ParallelLayout& layout, std::string_view command) {
 std::vector<std::string> describe_layout(const ModelConfig& c, const ParallelLayout& l) {
   const ParallelConfig& pc = l.config;
   std::vector<std::string> lines;
-  lines.push_back(fmt::format("parallel   {} ({} GPU{})", pc.describe(), pc.world(), pc.world() == 1 ? "" : "s"));
+  lines.push_back(fmt::format("parallel   {} ({} rank{})", pc.describe(), pc.world(), pc.world() == 1 ? "" : "s"));
   if (pc.world() == 1) return lines;
   lines.push_back(
       fmt::format("  per rank: {} of {} heads; {}{}; {}; {}, {}; routed experts {}; {}", c.n_heads / pc.tp, c.n_heads,

@@ -43,6 +43,11 @@ std::string startup_summary(const StartupFacts& f) {
   if (!f.weights.empty()) s += fmt::format("  weights      {}\n", f.weights);
   s += fmt::format("  tokenizer    {}\n", f.tokenizer_path);
   s += fmt::format("  backend      {}, loaded in {:.1f} s\n", f.backend, f.load_seconds);
+  for (const auto& line : f.parallel) s += fmt::format("  {}\n", line);
+  if (!f.parallel.empty()) {
+    s += fmt::format("  per rank     weights {}, KV pools {} (each rank holds its replica's whole KV)\n",
+                     bytes_text(f.rank_weight_bytes), bytes_text(f.pool_bytes));
+  }
   s += fmt::format("  limits       max_model_len {}, max_num_seqs {}, max_num_batched_tokens {}\n", f.max_model_len,
                    f.max_num_seqs, f.max_num_batched_tokens);
   s += fmt::format("  KV cache     {} of {} ({}), prefix caching {}\n", bytes_text(f.pool_bytes),

@@ -19,6 +19,10 @@ struct StartupFacts {
   std::string model_name, model_path, tokenizer_path, backend;
   std::string weights;  // the load format and --hf-overrides (model/model_loader.h LoadOptions::describe)
   std::string kv_dtypes;
+  // With several ranks: the layout's lines (which rank holds which heads, experts and vocabulary rows),
+  // and each rank's weight and KV bytes (every rank of a replica holds the replica's whole KV).
+  std::vector<std::string> parallel;
+  int64_t rank_weight_bytes = 0;
   int64_t max_model_len = 0, max_num_seqs = 0, max_num_batched_tokens = 0;
   int64_t kv_cache_memory = 0, pool_bytes = 0;
   int64_t kv_tokens = 0;                            // positions one request can hold

@@ -126,6 +126,13 @@ TEST(StartupSummary, CurlLineAndCapacity) {
   EXPECT_NE(startup_summary(f).find("KV host tier 3.00 GiB (--kv-offload-bytes): 900000 tokens"), std::string::npos)
       << startup_summary(f);
   EXPECT_NE(s.find("curl http://127.0.0.1:9/v1/chat/completions"), std::string::npos);
+  EXPECT_EQ(s.find("per rank"), std::string::npos) << "one rank: " << s;
+  f.parallel = {"parallel   tp 2 x dp 1, experts sliced by tp (2 GPUs)", "  rank 1 (dp 0, tp 1): heads 2-3"};
+  f.rank_weight_bytes = int64_t{5} << 30;
+  const std::string two = startup_summary(f);
+  EXPECT_NE(two.find("  parallel   tp 2 x dp 1"), std::string::npos) << two;
+  EXPECT_NE(two.find("rank 1 (dp 0, tp 1): heads 2-3"), std::string::npos) << two;
+  EXPECT_NE(two.find("per rank     weights 5.00 GiB, KV pools"), std::string::npos) << two;
 }
 
 TEST(StatsLogger, ThroughputOverTheInterval) {
