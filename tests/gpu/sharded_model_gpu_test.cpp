@@ -13,6 +13,7 @@
 #include "backend/comm/staged_communicator.h"
 #include "backend/cpu/cpu_ops.h"
 #include "model/model.h"
+#include "testing/layout_name.h"
 #include "testing/prefill_decode.h"
 #include "testing/tiny_model.h"
 
@@ -65,11 +66,7 @@ TEST_P(CudaShardedModel, RanksSharingTheGpuGiveTheCpusOneRankBits) {
 INSTANTIATE_TEST_SUITE_P(Layouts, CudaShardedModel,
                          ::testing::Values(ParallelConfig{2, 1, false}, ParallelConfig{2, 1, true},
                                            ParallelConfig{1, 2, true}),
-                         [](const auto& param_info) {
-                           const ParallelConfig& p = param_info.param;
-                           return "tp" + std::to_string(p.tp) + "_dp" + std::to_string(p.dp) +
-                                  (p.expert_parallel ? "_ep" : "");
-                         });
+                         testing::LayoutName());
 
 }  // namespace
 }  // namespace dsv4

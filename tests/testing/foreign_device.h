@@ -5,16 +5,15 @@
 #include <cstring>
 #include <map>
 
-#include "backend/device.h"
+#include "testing/host_backed_device.h"
 
 namespace dsv4::testing {
 
 // Host memory posing as device memory: fresh allocations are poisoned (0xFF: NaN in every float
 // format) so that anything read before it is written shows, and every allocation is recorded.
-class ForeignDevice final : public Device {
+class ForeignDevice final : public HostBackedDevice {
  public:
-  explicit ForeignDevice(uint64_t capacity = uint64_t{1} << 34) : capacity_(capacity) {}
-  bool host_memory() const override { return false; }
+  explicit ForeignDevice(uint64_t capacity = uint64_t{1} << 34) : HostBackedDevice(false), capacity_(capacity) {}
   uint64_t memory_capacity() const override { return capacity_; }
   void* allocate(size_t bytes) override {
     void* p = host_.allocate(bytes);
@@ -26,11 +25,6 @@ class ForeignDevice final : public Device {
     blocks_.erase(static_cast<const uint8_t*>(p));
     host_.release(p);
   }
-  void to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  void to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  void copy(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-  void fill_zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
-  void synchronize() override {}
 
   bool owns(const void* p) const {
     const auto* b = static_cast<const uint8_t*>(p);
@@ -42,7 +36,6 @@ class ForeignDevice final : public Device {
 
  private:
   uint64_t capacity_;
-  HostDevice host_;
   std::map<const uint8_t*, size_t> blocks_;
 };
 

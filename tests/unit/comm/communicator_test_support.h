@@ -15,25 +15,15 @@
 #include "backend/comm/communicator.h"
 #include "backend/device.h"
 #include "core/number_formats.h"
+#include "testing/host_backed_device.h"
 
 namespace dsv4::commtest {
 
 // A device whose memory the host may not read directly (as a GPU's): host memory underneath, so the CPU
 // suite can run the staged communicator the way it runs on a GPU, where only its copies move data.
-class FarDevice final : public Device {
+class FarDevice final : public testing::HostBackedDevice {
  public:
-  bool host_memory() const override { return false; }
-  uint64_t memory_capacity() const override { return host_.memory_capacity(); }
-  void* allocate(size_t bytes) override { return host_.allocate(bytes); }
-  void release(void* p) override { host_.release(p); }
-  void to_device(void* dst, const void* src, size_t bytes) override { host_.to_device(dst, src, bytes); }
-  void to_host(void* dst, const void* src, size_t bytes) override { host_.to_host(dst, src, bytes); }
-  void copy(void* dst, const void* src, size_t bytes) override { host_.copy(dst, src, bytes); }
-  void fill_zero(void* p, size_t bytes) override { host_.fill_zero(p, bytes); }
-  void synchronize() override {}
-
- private:
-  HostDevice host_;
+  FarDevice() : HostBackedDevice(false) {}
 };
 
 // Whether `text` (an error message) contains `part`, saying both when not.

@@ -141,14 +141,8 @@ TEST(EngineEquivalence, PrefixRestoredFromTheHostTierMatchesRecomputation) {
 }
 
 TEST(EngineEquivalence, SeededSamplingIsReproducibleAloneOrBatched) {
-  SamplingParams s;
-  s.temperature = 0.9;
+  SamplingParams s = seeded(1234, 10);
   s.top_p = 0.95;
-  s.top_k = 50;
-  s.seed = 1234;
-  s.max_tokens = 10;
-  s.ignore_eos = true;
-  s.logprobs = 2;
   const Job job{random_ids(100, 10), s};
   std::vector<Job> jobs = {job};
   for (Job& j : random_jobs(3, 11, 200, 8)) jobs.push_back(std::move(j));

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "engine_test_support.h"
+#include "testing/layout_name.h"
 
 namespace dsv4 {
 namespace {
@@ -16,17 +17,6 @@ struct Served {
   uint64_t preemptions = 0;
   int64_t cached_tokens = 0;  // the repeated prompt's
 };
-
-SamplingParams seeded() {
-  SamplingParams s;
-  s.temperature = 0.9;
-  s.top_k = 50;
-  s.seed = 77;
-  s.max_tokens = 120;
-  s.ignore_eos = true;
-  s.logprobs = 2;
-  return s;
-}
 
 // A prompt twice (a prefix-cache hit), then three long requests in pools that hold about two
 // (preemption), prefill chunks of at most 96 tokens, one of them sampled with logprobs.
@@ -49,7 +39,7 @@ Served serve(const ParallelConfig& pc) {
   s.tokens.push_back(drain(*e.add_request({first, greedy(8), {}}), &again));
   s.cached_tokens = again.usage.cached_tokens;
   std::vector<std::shared_ptr<RequestStream>> streams = {e.add_request({random_ids(200, 24), greedy(120), {}}),
-                                                         e.add_request({random_ids(180, 22), seeded(), {}}),
+                                                         e.add_request({random_ids(180, 22), seeded(77, 120), {}}),
                                                          e.add_request({random_ids(220, 23), greedy(120), {}})};
   for (size_t i = 0; i < streams.size(); ++i) {
     RequestOutput o;
@@ -77,10 +67,7 @@ TEST_P(EngineParallel, RanksServeTheTokensOfOne) {
 INSTANTIATE_TEST_SUITE_P(Layouts, EngineParallel,
                          ::testing::Values(ParallelConfig{2, 1, false}, ParallelConfig{4, 1, false},
                                            ParallelConfig{2, 1, true}, ParallelConfig{4, 1, true}),
-                         [](const auto& param_info) {
-                           const ParallelConfig& p = param_info.param;
-                           return "tp" + std::to_string(p.tp) + (p.expert_parallel ? "_ep" : "");
-                         });
+                         testing::LayoutName());
 
 TEST(EngineParallelRefusals, ReplicasAndTheHostTierAreRefusedWithAReason) {
   const LoadedModel& m = tiny_model();

@@ -128,6 +128,18 @@ inline SamplingParams greedy(int64_t max_tokens) {
   return p;
 }
 
+// Seeded random sampling (top-k 50) with logprobs, EOS ignored.
+inline SamplingParams seeded(uint64_t seed, int64_t max_tokens, double temperature = 0.9) {
+  SamplingParams p;
+  p.temperature = temperature;
+  p.top_k = 50;
+  p.seed = seed;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  p.logprobs = 2;
+  return p;
+}
+
 // The stats once `ended` requests have ended (the snapshot is published just after a step's streams end).
 inline EngineStats stats_after(const Engine& e, uint64_t ended) {
   EngineStats s = e.stats();

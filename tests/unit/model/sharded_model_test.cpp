@@ -11,6 +11,7 @@
 #include "backend/comm/rank_threads.h"
 #include "backend/cpu/cpu_ops.h"
 #include "model/model.h"
+#include "testing/layout_name.h"
 #include "testing/prefill_decode.h"
 #include "testing/tiny_model.h"
 
@@ -107,11 +108,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ShardedModel,
                                            ParallelConfig{2, 1, true}, ParallelConfig{4, 1, true},
                                            ParallelConfig{1, 2, true}, ParallelConfig{1, 4, true},
                                            ParallelConfig{2, 2, true}, ParallelConfig{1, 2, false}),
-                         [](const auto& param_info) {
-                           const ParallelConfig& p = param_info.param;
-                           return "tp" + std::to_string(p.tp) + "_dp" + std::to_string(p.dp) +
-                                  (p.expert_parallel ? "_ep" : "");
-                         });
+                         testing::LayoutName());
 
 }  // namespace
 }  // namespace dsv4

@@ -9,6 +9,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "model/dense_kv.h"
 #include "model/model.h"
+#include "testing/host_backed_device.h"
 #include "testing/tiny_model.h"
 
 namespace dsv4 {
@@ -19,18 +20,9 @@ struct Log {
   bool side = false;
 };
 
-class QueueLogDevice final : public Device {
+class QueueLogDevice final : public testing::HostBackedDevice {
  public:
-  explicit QueueLogDevice(Log& log) : log_(log) {}
-  bool host_memory() const override { return true; }
-  uint64_t memory_capacity() const override { return host_.memory_capacity(); }
-  void* allocate(size_t bytes) override { return host_.allocate(bytes); }
-  void release(void* p) override { host_.release(p); }
-  void to_device(void* dst, const void* src, size_t bytes) override { host_.to_device(dst, src, bytes); }
-  void to_host(void* dst, const void* src, size_t bytes) override { host_.to_host(dst, src, bytes); }
-  void copy(void* dst, const void* src, size_t bytes) override { host_.copy(dst, src, bytes); }
-  void fill_zero(void* p, size_t bytes) override { host_.fill_zero(p, bytes); }
-  void synchronize() override {}
+  explicit QueueLogDevice(Log& log) : HostBackedDevice(true), log_(log) {}
   void begin_side() override {
     ASSERT_FALSE(log_.side);
     log_.side = true;
@@ -48,7 +40,6 @@ class QueueLogDevice final : public Device {
 
  private:
   Log& log_;
-  HostDevice host_;
 };
 
 class QueueLogOps final : public Ops {
