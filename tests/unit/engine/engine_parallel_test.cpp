@@ -3,7 +3,11 @@
 // and recompute, and seeded sampling, in every layout of one replica the tiny model takes.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
+#include "engine/tensor_parallel_ranks.h"
 #include "engine_test_support.h"
+#include "testing/error_of.h"
 #include "testing/layout_name.h"
 
 namespace dsv4 {
@@ -99,6 +103,26 @@ TEST(EngineParallelBudget, RanksOnTheHostShareItsDefaultKvBudget) {
   c.parallel = {2, 1, false};
   const Engine e(m.config, m.weights, c);
   EXPECT_EQ(e.config().kv_cache_memory, default_kv_cache_memory() / 2);
+}
+
+// A rank that fails ends the step on every rank with its error at once (its abort stops the peers'
+// collectives instead of the ten-minute timeout), and the group stays failed: the next step fails too.
+TEST(TensorParallelRanks, ARankThatFailsStopsEveryRankWithItsError) {
+  TinyRunner t(base_config());
+  const LoadedModel& m = tiny_model();
+  TensorParallelRanks ranks(m.config, m.weights, t.kv, kv_formats({}), plan_parallel(m.config, {2, 1, false}),
+                            t.backend, 1);
+  const auto ids = random_ids(40, 3);
+  t.kv.add_request(7, 40);
+  ASSERT_TRUE(t.kv.allocate(7, 40, ids));
+  ForwardBatch b;
+  b.add(0, 0, ids.data(), 40);
+  const std::vector<KvRequestId> requests = {7};
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string first = testing::error_of([&] { ranks.step(b, requests, [] { fail("rank 0 broke"); }); });
+  EXPECT_NE(first.find("rank 0 broke"), std::string::npos) << first;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
+  EXPECT_FALSE(testing::error_of([&] { ranks.step(b, requests, [] {}); }).empty());
 }
 
 }  // namespace
