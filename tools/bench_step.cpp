@@ -28,6 +28,7 @@
 #include "tools/engine_flags.h"
 #include "tools/load_flags.h"
 #include "tools/parallel_flags.h"
+#include "tools/tensor_parallel_run.h"
 
 namespace dsv4::tools {
 namespace {
@@ -246,13 +247,12 @@ void print_profile(const Row& r, OpProfile& prof) {
     fmt::print("  {:26} {:6} calls {:10.3f} ms {:5.1f}%\n", t.op, t.calls, t.ms, 100 * t.ms / all);
 }
 
-void run(const StepArgs& a) {
-  const LoadedModel m = load_model(a.model, a.load.options());
-  require_one_rank(plan_parallel(m.config, a.parallel), "bench step");
-  Backend backend = make_backend(a.backend, a.threads, parse_numerics(a.numerics));
-  spdlog::info("bench step: {} (weights {}) on {}", a.model, m.options.describe(), backend.description);
+// Every row asked for, on one model: one rank, or a rank of a sharded run (all ranks run the same steps
+// together; rank 0 logs).
+std::vector<Row> bench_rows(const StepArgs& a, const LoadedModel& m, Backend& backend, const ModelShard& shard) {
+  const bool logs = shard.rank == 0;
   OpProfile prof(*backend.ops, *backend.device);  // off unless --profile: forwards without waiting
-  Model model(m.config, m.weights, prof, *backend.device);
+  Model model(m.config, m.weights, prof, *backend.device, shard);
   const WeightBytes w = weight_bytes(m);
   std::vector<Row> rows;
   if (a.enforce_eager) model.set_step_mode(StepMode::kEager);
@@ -269,7 +269,7 @@ void run(const StepArgs& a) {
     prof.enable(false);
     model.set_step_mode(mode);
     model.set_overlap(overlap);
-    print_profile(rows.back(), prof);
+    if (logs) print_profile(rows.back(), prof);
   };
   for (const int64_t ctx : parse_int_list(a.contexts, "--context"))
     for (const int64_t b : parse_int_list(a.batches, "--batch")) {
@@ -277,6 +277,7 @@ void run(const StepArgs& a) {
       profiled([&](int reps) {
         return time_decode(model, *backend.device, m.config, w, b, ctx, reps, a.compare_eager && reps > 0);
       });
+      if (!logs) continue;
       spdlog::info("decode batch {} context {}: {:.3f} ms (the host issued the stack in {:.3f} ms)", b, ctx,
                    rows.back().ms, rows.back().enqueue_ms);
       if (rows.back().eager_error >= 0)
@@ -288,13 +289,33 @@ void run(const StepArgs& a) {
       return time_prefill(model, *backend.device, m, a.prefill, reps > 0 ? std::max(1, reps / 2) : 0);
     });
   const StepGraphStats g = model.graph_stats();
-  spdlog::info("bench step: decode steps {} eager, {} recorded, {} replayed ({} dropped, {} failed)", g.eager,
-               g.recorded, g.replayed, g.dropped, g.failed);
+  if (logs)
+    spdlog::info("bench step: decode steps {} eager, {} recorded, {} replayed ({} dropped, {} failed)", g.eager,
+                 g.recorded, g.replayed, g.dropped, g.failed);
+  return rows;
+}
+
+void run(const StepArgs& a) {
+  const LoadedModel m = load_model(a.model, a.load.options());
+  const ParallelLayout layout = plan_parallel(m.config, a.parallel);
+  Backend backend = make_backend(a.backend, a.threads, parse_numerics(a.numerics));
+  spdlog::info("bench step: {} (weights {}) on {}, {}", a.model, m.options.describe(), backend.description,
+               layout.config.describe());
+  std::vector<Row> rows;
+  if (layout.config.world() == 1) {
+    rows = bench_rows(a, m, backend, ModelShard{layout});
+  } else {  // the ranks' steps together: rank 0's times; the bytes and FLOPs are the whole model's
+    run_tensor_parallel("bench step", layout, backend, a.threads, [&](Backend& b, const ModelShard& shard) {
+      std::vector<Row> mine = bench_rows(a, m, b, shard);
+      if (shard.rank == 0) rows = std::move(mine);
+    });
+  }
   if (a.json) {
     for (const Row& r : rows)
       fmt::print("{}\n", nlohmann::json{{"test", r.test},
                                         {"backend", backend.name},
                                         {"numerics", numerics_name(backend.numerics)},
+                                        {"parallel", layout.config.describe()},
                                         {"batch", r.batch},
                                         {"context", r.context},
                                         {"ms", r.ms},

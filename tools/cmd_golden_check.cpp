@@ -2,14 +2,9 @@
 #include <fmt/core.h>
 #include <spdlog/spdlog.h>
 
-#include <chrono>
-#include <memory>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "backend/backend.h"
-#include "backend/comm/host_communicator.h"
-#include "backend/comm/rank_threads.h"
 #include "backend/op_trace.h"
 #include "core/error.h"
 #include "io/model_config_json.h"
@@ -18,6 +13,7 @@
 #include "tools/engine_flags.h"
 #include "tools/load_flags.h"
 #include "tools/parallel_flags.h"
+#include "tools/tensor_parallel_run.h"
 
 namespace dsv4::tools {
 namespace {
@@ -62,29 +58,13 @@ void compare_ops(const GoldenOptions& o, Backend& backend, const Args& a) {
   set_exit_code(v.pass ? 0 : 3);
 }
 
-// The golden pattern on a replica's tensor-parallel ranks, threads over the host communicator (the CPU
-// backend): every rank runs it with its shard; the figures are rank 0's (every rank has the whole logits).
+// The golden pattern on a replica's tensor-parallel ranks: the figures are rank 0's (every rank has the
+// whole logits).
 GoldenResult sharded_golden_check(const GoldenOptions& o, const ParallelLayout& layout, const Backend& like,
                                   const Args& a) {
-  const int tp = layout.config.tp;
-  DSV4_CHECK(layout.config.dp == 1, "golden-check {}: the golden pattern is one batch: one replica (-dp 1)",
-             layout.config.describe());
-  DSV4_CHECK(like.device->host_memory(), "golden-check {}: several ranks run on the cpu backend so far",
-             layout.config.describe());
-  const int all = a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<Backend> backends;
-  for (int r = 0; r < tp; ++r) backends.push_back(make_backend(like.name, std::max(1, all / tp), like.numerics));
-  auto group = std::make_shared<HostGroup>(tp, std::chrono::minutes(10));
-  std::vector<std::unique_ptr<HostCommunicator>> comms;
-  std::vector<Communicator*> ranks;
-  for (int r = 0; r < tp; ++r) {
-    comms.push_back(std::make_unique<HostCommunicator>(group, r, *backends[static_cast<size_t>(r)].device));
-    ranks.push_back(comms.back().get());
-  }
-  std::vector<GoldenResult> results(static_cast<size_t>(tp));
-  run_ranks(ranks, [&](Communicator& c) {
-    const auto r = static_cast<size_t>(c.rank());
-    results[r] = run_golden_check(o, *backends[r].ops, *backends[r].device, ModelShard{layout, c.rank(), &c, &c});
+  std::vector<GoldenResult> results(static_cast<size_t>(layout.config.tp));
+  run_tensor_parallel("golden-check", layout, like, a.threads, [&](Backend& b, const ModelShard& shard) {
+    results[static_cast<size_t>(shard.rank)] = run_golden_check(o, *b.ops, *b.device, shard);
   });
   return results.front();
 }

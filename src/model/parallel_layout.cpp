@@ -165,7 +165,8 @@ uint64_t weight_bytes_of_rank(const ModelConfig& cfg, const ParallelLayout& l, i
 
 void require_one_rank(const ParallelLayout& layout, std::string_view command) {
   DSV4_CHECK(layout.config.world() == 1,
-             "{}: {} runs one rank so far (the layout is valid: serve, generate and bench latency run a replica's "
+             "{}: {} runs one rank so far (the layout is valid: serve, generate, bench latency, bench step and "
+             "golden-check run a replica's "
              "tensor-parallel ranks on the cpu backend; kv-plan and inspect plan it)",
              layout.config.describe(), command);
 }

@@ -2,7 +2,8 @@
 # The multi-GPU flags as vLLM spells them (-tp/--tensor-parallel-size, -dp/--data-parallel-size,
 # --enable-expert-parallel) on every command that runs or plans a model: the same help lines, resolved
 # into the engine config (also from DSV4_<FLAG>), kv-plan's per-GPU plan of the real V4-Flash config,
-# a layout the model cannot take refused with one that works, and generate on tensor-parallel ranks.
+# a layout the model cannot take refused with one that works, and generate, golden-check and bench step
+# on tensor-parallel ranks.
 set -euo pipefail
 DSV4=$1
 fail() { echo "FAIL: $*"; exit 1; }
@@ -71,6 +72,14 @@ print(json.dumps([j["rms_ratio"], j["argmax_agreement"], j["blocks"], j["pass"]]
 ref=$(figures)
 [ "$(figures -tp 2)" = "$ref" ] || fail "golden-check -tp 2: $(figures -tp 2) != $ref"
 [ "$(figures -tp 4 --enable-expert-parallel)" = "$ref" ] || fail "golden-check -tp 4 --enable-expert-parallel differs"
+# bench step times a replica's ranks stepping together (rank 0's rows, the layout named).
+$DSV4 bench step "$GOLD" --batch 1,2 --context 300 --prefill 200 -r 1 --json -tp 2 --enable-expert-parallel 2>/dev/null |
+  python3 -c '
+import json, sys
+rows = [json.loads(l) for l in sys.stdin if l.startswith("{")]
+assert [r["test"] for r in rows] == ["decode", "decode", "prefill"], rows
+assert all(r["parallel"] == "tp 2 x dp 1, expert-parallel" and r["ms"] > 0 for r in rows), rows
+' || fail "bench step -tp 2 --enable-expert-parallel"
 set +e
 bad=$($DSV4 generate --prompt hi -tp 2 -dp 2 --enable-expert-parallel 2>&1)
 rc=$?
