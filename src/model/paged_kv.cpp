@@ -224,7 +224,10 @@ OwnedPagedCache::OwnedPagedCache(const ModelConfig& cfg, int sequences, int64_t 
   KvPoolSizing sizing;
   sizing.max_num_seqs = sequences;
   sizing.max_num_batched_tokens = chunk_tokens;
-  // Grow the budget until every sequence fits at full length.
+  // Grow the budget until every sequence fits at full length (a model of sliding windows only, e.g. a few
+  // ratio-0 layers, has no full unit to fill: its first split that holds the windows does).
+  const bool full_units =
+      std::any_of(layout.units.begin(), layout.units.end(), [](const KvUnit& u) { return !u.sliding(); });
   int64_t budget = int64_t{16} << 20;
   KvPoolSplit split;
   for (;; budget *= 2) {
@@ -234,7 +237,7 @@ OwnedPagedCache::OwnedPagedCache(const ModelConfig& cfg, int sequences, int64_t 
     } catch (const Error&) {
       continue;
     }
-    if (split.full_tokens >= int64_t{sequences} * (max_len + 256)) break;
+    if (!full_units || split.full_tokens >= int64_t{sequences} * (max_len + 256)) break;
   }
   KvCacheOptions opts;
   opts.enable_prefix_caching = false;

@@ -89,5 +89,17 @@ TEST(PagedKv, WindowPagesExpandToTheSlotsOfTheLastPositions) {
     }
 }
 
+// A model of sliding-window layers only (ratio 0, as V4-Flash's first two layers are) has no full unit
+// to fill: the cache is the first split that holds the windows, and serves a long sequence.
+TEST(PagedKv, AModelOfWindowsOnlyGetsACache) {
+  ModelConfig c = find_preset("tiny").config;
+  c.n_layers = 2;
+  c.compress_ratios = {0, 0, 0};
+  OwnedPagedCache cache(c, 2, 5000, 5000);
+  cache.add(0, 4000);
+  std::vector<int32_t> ids(4000, 7);
+  EXPECT_NO_THROW(cache.allocate(0, 4000, ids));
+}
+
 }  // namespace
 }  // namespace dsv4
