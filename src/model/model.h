@@ -103,8 +103,9 @@ class Model {
   // Sharded experts (model/sharded_moe.cpp): sliced by TP rank, or owned whole (expert parallel).
   void moe_sliced(const Layer& L, const StepIndex& s, const uint16_t* x, uint16_t* out);
   void moe_owned(const Layer& L, const StepIndex& s, const uint16_t* x, uint16_t* out);
-  // The shared expert's output [T, dim] on every rank (its rows split by TP rank, or whole).
-  DeviceArray<uint16_t> shared_expert(const Layer& L, int64_t T, const uint16_t* x);
+  // The shared expert's output on every rank (its rows split by TP rank, or whole): [T, dim], or with
+  // `whole` false and w2 split, this rank's w2 rows of it [T, its rows] (no gather).
+  DeviceArray<uint16_t> shared_expert(const Layer& L, int64_t T, const uint16_t* x, bool whole);
   // One block; expands the layer's lists first and frees them after.
   void run_block(const Layer& L, StepIndex& s, KvAccess& kv, uint16_t* h);
 

@@ -46,10 +46,10 @@ DeviceArray<T> upload(Device& dev, const std::vector<T>& host) {
 
 }  // namespace
 
-DeviceArray<uint16_t> Model::shared_expert(const Layer& L, int64_t T, const uint16_t* x) {
+DeviceArray<uint16_t> Model::shared_expert(const Layer& L, int64_t T, const uint16_t* x, bool whole) {
   const int64_t D = cfg_.dim, I = cfg_.moe_inter_dim;
-  auto ys = scratch<uint16_t>(dev_, T * D);
   if (L.s1.rows == I && L.s2.rows == D) {
+    auto ys = scratch<uint16_t>(dev_, T * D);
     ops_.shared_expert({x, T, D, I, L.s1, L.s3, L.s2, ys.data()});
     return ys;
   }
@@ -66,12 +66,10 @@ DeviceArray<uint16_t> Model::shared_expert(const Layer& L, int64_t T, const uint
     exchange_.gather_columns(g.data(), T, static_cast<size_t>(il) * 2, hidden.data());
     a = hidden.data();
   }
-  if (dl == D) {
-    ops_.linear({a, T, L.s2, ys.data()});
-    return ys;
-  }
   auto part = scratch<uint16_t>(dev_, T * dl);
   ops_.linear({a, T, L.s2, part.data()});
+  if (dl == D || !whole) return part;
+  auto ys = scratch<uint16_t>(dev_, T * D);
   exchange_.gather_columns(part.data(), T, static_cast<size_t>(dl) * 2, ys.data());
   return ys;
 }
@@ -83,9 +81,11 @@ void Model::moe_sliced(const Layer& L, const StepIndex& s, const uint16_t* x, ui
   auto idx = scratch<int32_t>(dev_, P);
   auto wts = scratch<float>(dev_, P);
   gate(L, s, x, idx.data(), wts.data());
-  const DeviceArray<uint16_t> ys = shared_expert(L, T, x);
-
   const int64_t il = L.w1[0].rows, dl = L.w2[0].rows;
+  // Where the shared w2 is split like the routed ones, its rank's columns are the ones combined here.
+  const bool shared_cols = L.s2.rows == dl;
+  const DeviceArray<uint16_t> ys = shared_expert(L, T, x, /*whole=*/!shared_cols);
+
   auto a = scratch<uint16_t>(dev_, P * il);
   ops_.moe_pairs({.stage = MoeStage::kUp,
                   .in = x,
@@ -120,11 +120,15 @@ void Model::moe_sliced(const Layer& L, const StepIndex& s, const uint16_t* x, ui
                   .out_dim = dl});
   if (dl == D) return ops_.moe_combine({pairs.data(), idx.data(), ys.data(), T, k, D, out});
   // The sum over this rank's columns, with its columns of the shared output; then gathered.
-  const int64_t c0 = shard_.layout.routed_out.range(exchange_.tp_rank()).begin;
-  auto ys_cols = scratch<uint16_t>(dev_, T * dl), y_cols = scratch<uint16_t>(dev_, T * dl);
   const auto row = static_cast<size_t>(dl) * 2;
-  dev_.copy_2d(ys_cols.data(), row, ys.data() + c0, static_cast<size_t>(D) * 2, row, static_cast<size_t>(T));
-  ops_.moe_combine({pairs.data(), idx.data(), ys_cols.data(), T, k, dl, y_cols.data()});
+  DeviceArray<uint16_t> sliced;
+  if (!shared_cols) {
+    const int64_t c0 = shard_.layout.routed_out.range(exchange_.tp_rank()).begin;
+    sliced = scratch<uint16_t>(dev_, T * dl);
+    dev_.copy_2d(sliced.data(), row, ys.data() + c0, static_cast<size_t>(D) * 2, row, static_cast<size_t>(T));
+  }
+  auto y_cols = scratch<uint16_t>(dev_, T * dl);
+  ops_.moe_combine({pairs.data(), idx.data(), shared_cols ? ys.data() : sliced.data(), T, k, dl, y_cols.data()});
   exchange_.gather_columns(y_cols.data(), T, row, out);
 }
 
@@ -138,7 +142,7 @@ void Model::moe_owned(const Layer& L, const StepIndex& s, const uint16_t* x, uin
   auto idx = scratch<int32_t>(dev_, T * k);
   auto wts = scratch<float>(dev_, T * k);
   gate(L, s, x, idx.data(), wts.data());
-  const DeviceArray<uint16_t> ys = shared_expert(L, T, x);
+  const DeviceArray<uint16_t> ys = shared_expert(L, T, x, /*whole=*/true);
 
   const int64_t chunk = (T + tp - 1) / tp, t0 = std::min(T, exchange_.tp_rank() * chunk);
   const int64_t n = std::min(T, t0 + chunk) - t0;
