@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
-#include <thread>
 #include <vector>
 
 #include "backend/comm/host_communicator.h"
@@ -18,9 +17,9 @@ void run_tensor_parallel(const char* command, const ParallelLayout& layout, cons
   DSV4_CHECK(layout.config.dp == 1, "{} {}: one replica (-dp 1)", command, layout.config.describe());
   DSV4_CHECK(like.device->host_memory(), "{} {}: several ranks run on the cpu backend so far", command,
              layout.config.describe());
-  const int all = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<Backend> backends;
-  for (int r = 0; r < tp; ++r) backends.push_back(make_backend(like.name, std::max(1, all / tp), like.numerics));
+  for (int r = 0; r < tp; ++r)
+    backends.push_back(make_backend(like.name, cpu_threads_per_rank(threads, tp), like.numerics));
   auto group = std::make_shared<HostGroup>(tp, std::chrono::minutes(10));
   std::vector<std::unique_ptr<HostCommunicator>> comms;
   std::vector<Communicator*> ranks;

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <string_view>
+#include <thread>
 
 #include "backend/cpu/cpu_ops.h"
 #include "core/env.h"
@@ -75,6 +77,12 @@ Backend make_backend(std::string_view name, int cpu_threads, std::optional<Numer
 #endif
   }
   fail("unknown backend \"{}\" (expected cpu, cuda or auto)", name);
+}
+
+int cpu_threads_per_rank(int threads, int ranks) {
+  if (ranks <= 1) return threads;
+  const int all = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, all / ranks);
 }
 
 }  // namespace dsv4

@@ -33,6 +33,10 @@ struct Backend {
 // Backends compiled into this build ("cpu" always; "cuda" when built with nvcc).
 std::vector<std::string> built_backends();
 
+// CPU threads of each of `ranks` backends sharing the host's cores: `threads` (0 = all cores) divided
+// among them, at least one each.
+int cpu_threads_per_rank(int threads, int ranks);
+
 // Throws dsv4::Error for an unknown name or one this build or machine cannot run, and for a tier the
 // backend does not implement (the CPU backend is exact only). Without a tier: fast on CUDA, exact on
 // the CPU.

@@ -31,12 +31,7 @@ EngineConfig with_weight_bytes(EngineConfig c, const ModelConfig& model, const M
 }
 
 // CPU threads of each rank's backend: the cores shared among the tensor-parallel ranks.
-int rank_threads(const EngineConfig& c) {
-  const int tp = c.parallel.tp;
-  if (tp <= 1) return c.threads;
-  const int all = c.threads > 0 ? c.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, all / tp);
-}
+int rank_threads(const EngineConfig& c) { return cpu_threads_per_rank(c.threads, c.parallel.tp); }
 
 // What the engine serves of a valid layout so far: the ranks of one replica, in one process.
 void check_layout(const ParallelLayout& l, const EngineConfig& c) {
