@@ -1,6 +1,5 @@
 #include "tools/tensor_parallel_run.h"
 
-#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <vector>
