@@ -25,10 +25,10 @@
 #include "model/step_graphs.h"
 #include "model_tools/random_kv.h"
 #include "tools/command.h"
+#include "tools/command_ranks.h"
 #include "tools/engine_flags.h"
 #include "tools/load_flags.h"
 #include "tools/parallel_flags.h"
-#include "tools/tensor_parallel_run.h"
 
 namespace dsv4::tools {
 namespace {
@@ -305,9 +305,10 @@ void run(const StepArgs& a) {
   if (layout.config.world() == 1) {
     rows = bench_rows(a, m, backend, ModelShard{layout});
   } else {  // the ranks' steps together: rank 0's times; the bytes and FLOPs are the whole model's
-    run_tensor_parallel("bench step", layout, backend, a.threads, [&](Backend& b, const ModelShard& shard) {
-      std::vector<Row> mine = bench_rows(a, m, b, shard);
-      if (shard.rank == 0) rows = std::move(mine);
+    const CommandRanks ranks{layout.config, backend.name, backend.numerics, a.threads};
+    run_command_ranks(ranks, [&](RankContext& r) {
+      std::vector<Row> mine = bench_rows(a, m, r.backend, r.shard(layout));
+      if (r.rank == 0) rows = std::move(mine);
     });
   }
   if (a.json) {

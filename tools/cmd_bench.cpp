@@ -26,6 +26,7 @@
 #include "engine/engine.h"
 #include "model/model_loader.h"
 #include "model_tools/default_model.h"
+#include "tools/bench_comm.h"
 #include "tools/bench_step.h"
 #include "tools/command.h"
 #include "tools/engine_flags.h"
@@ -359,10 +360,13 @@ void setup(CLI::App& cmd) {
   setup_bench_step(*cmd.add_subcommand("step",
                                        "decode steps (batch x context) and a prefill, timed alone, with bytes "
                                        "and FLOPs for the roofline"));
+  setup_bench_comm(*cmd.add_subcommand("comm", "the collectives between ranks, with algorithm and bus bandwidth"));
 }
 
 }  // namespace
 
-DSV4_COMMAND("bench", "benchmarks: serve (a running server), latency (the engine), step (model forwards)", setup);
+DSV4_COMMAND("bench",
+             "benchmarks: serve (a running server), latency (the engine), step (model forwards), comm (collectives)",
+             setup);
 
 }  // namespace dsv4::tools

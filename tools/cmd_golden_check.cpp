@@ -10,10 +10,10 @@
 #include "io/model_config_json.h"
 #include "model_tools/golden_check.h"
 #include "tools/command.h"
+#include "tools/command_ranks.h"
 #include "tools/engine_flags.h"
 #include "tools/load_flags.h"
 #include "tools/parallel_flags.h"
-#include "tools/tensor_parallel_run.h"
 
 namespace dsv4::tools {
 namespace {
@@ -58,13 +58,14 @@ void compare_ops(const GoldenOptions& o, Backend& backend, const Args& a) {
   set_exit_code(v.pass ? 0 : 3);
 }
 
-// The golden pattern on a replica's tensor-parallel ranks: the figures are rank 0's (every rank has the
-// whole logits).
+// The golden pattern on every rank of the layout (each replica runs it too): the figures are rank 0's
+// (every rank has the whole logits).
 GoldenResult sharded_golden_check(const GoldenOptions& o, const ParallelLayout& layout, const Backend& like,
                                   const Args& a) {
-  std::vector<GoldenResult> results(static_cast<size_t>(layout.config.tp));
-  run_tensor_parallel("golden-check", layout, like, a.threads, [&](Backend& b, const ModelShard& shard) {
-    results[static_cast<size_t>(shard.rank)] = run_golden_check(o, *b.ops, *b.device, shard);
+  std::vector<GoldenResult> results(static_cast<size_t>(layout.config.world()));
+  const CommandRanks ranks{layout.config, like.name, like.numerics, a.threads};
+  run_command_ranks(ranks, [&](RankContext& r) {
+    results[static_cast<size_t>(r.rank)] = run_golden_check(o, *r.backend.ops, *r.backend.device, r.shard(layout));
   });
   return results.front();
 }

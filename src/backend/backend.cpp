@@ -33,11 +33,13 @@ Backend cpu_backend(int threads, std::optional<Numerics> numerics) {
 }
 
 #ifdef DSV4_HAVE_CUDA
-Backend cuda_backend(std::optional<Numerics> numerics) {
+Backend cuda_backend(std::optional<Numerics> numerics, int gpu) {
+  DSV4_CHECK(gpu >= 0 && gpu < cuda::device_count(), "backend cuda: GPU {} of the {} visible", gpu,
+             cuda::device_count());
   Backend b;
   b.name = "cuda";
   b.numerics = numerics.value_or(Numerics::kFast);
-  auto dev = std::make_unique<cuda::CudaDevice>(0);
+  auto dev = std::make_unique<cuda::CudaDevice>(gpu);
   const cuda::GemmPolicy gemm = cuda::GemmPolicy::from_env(b.numerics);
   b.description = fmt::format("cuda: {} (ordinal {}), numerics {}", dev->name(), dev->ordinal(), gemm.describe());
   b.ops = std::make_unique<cuda::CudaOps>(*dev, gemm);
@@ -64,19 +66,32 @@ std::vector<std::string> built_backends() {
 #endif
 }
 
-Backend make_backend(std::string_view name, int cpu_threads, std::optional<Numerics> numerics) {
+Backend make_backend(std::string_view name, int cpu_threads, std::optional<Numerics> numerics, int gpu) {
   check_env_switches();
   if (name == "auto") name = have_gpu() ? "cuda" : "cpu";
   if (name == "cpu") return cpu_backend(cpu_threads, numerics);
   if (name == "cuda") {
 #ifdef DSV4_HAVE_CUDA
     DSV4_CHECK(have_gpu(), "backend cuda: no CUDA GPU is visible on this machine (use --backend cpu)");
-    return cuda_backend(numerics);
+    return cuda_backend(numerics, gpu);
 #else
     fail("backend cuda: this build has no CUDA backend (nvcc was not found when it was configured)");
 #endif
   }
   fail("unknown backend \"{}\" (expected cpu, cuda or auto)", name);
+}
+
+std::string resolve_backend_name(std::string_view name) {
+  if (name == "auto") return have_gpu() ? "cuda" : "cpu";
+  return std::string(name);
+}
+
+int visible_gpus() {
+#ifdef DSV4_HAVE_CUDA
+  return cuda::device_count();
+#else
+  return 0;
+#endif
 }
 
 int cpu_threads_per_rank(int threads, int ranks) {

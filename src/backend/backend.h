@@ -40,6 +40,14 @@ int cpu_threads_per_rank(int threads, int ranks);
 // Throws dsv4::Error for an unknown name or one this build or machine cannot run, and for a tier the
 // backend does not implement (the CPU backend is exact only). Without a tier: fast on CUDA, exact on
 // the CPU.
-Backend make_backend(std::string_view name, int cpu_threads = 0, std::optional<Numerics> numerics = std::nullopt);
+// `gpu`: the CUDA ordinal (ignored on the CPU).
+Backend make_backend(std::string_view name, int cpu_threads = 0, std::optional<Numerics> numerics = std::nullopt,
+                     int gpu = 0);
+
+// "cpu" or "cuda" for a name make_backend takes ("auto" resolved as it resolves it).
+std::string resolve_backend_name(std::string_view name);
+
+// GPUs this process sees (0 without the CUDA backend).
+int visible_gpus();
 
 }  // namespace dsv4

@@ -43,6 +43,9 @@ class Device {
   virtual void fill_zero(void* p, size_t bytes) = 0;
   // Waits for all queued work; throws if a kernel reported an error.
   virtual void synchronize() = 0;
+  // Makes this device the calling thread's (CUDA: its GPU current). A thread that works on a device it
+  // did not make (a rank's thread) calls it first.
+  virtual void bind_thread() {}
 
   // Profiling marks: mark() records a point in the device's work queue; after synchronize(),
   // elapsed_ms(a, b) is the device time between two marks. The default reads the host clock, which

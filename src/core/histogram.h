@@ -19,6 +19,8 @@ struct Histogram {
       : bounds(upper_bounds.begin(), upper_bounds.end()), counts(bounds.size() + 1, 0) {}
 
   void observe(double v, uint64_t times = 1);
+  // Adds another histogram of the same bounds (throws dsv4::Error for other bounds).
+  void merge(const Histogram& o);
 };
 
 }  // namespace dsv4

@@ -3,453 +3,119 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <chrono>
 #include <random>
-#include <thread>
-#include <unordered_set>
 
 #include "core/error.h"
-#include "engine/cache_config_info.h"
 #include "engine/model_runner.h"
-#include "engine/stop_check.h"
-#include "model/device_kv_memory.h"
 #include "model/placed_weights.h"
 #include "model/weight_shard.h"
 
 namespace dsv4 {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-// Device bytes of rank 0's weights (all of them on one rank).
+// Device bytes of the first rank's weights (all of them on one rank).
 EngineConfig with_weight_bytes(EngineConfig c, const ModelConfig& model, const ModelWeights& weights) {
   const ModelWeights mine = shard_weights(weights, model, plan_parallel(model, c.parallel), 0);
   c.weight_bytes = static_cast<int64_t>(PlacedWeights::bytes_needed(mine, model));
   return c;
 }
 
-// CPU threads of each rank's backend: the cores shared among the tensor-parallel ranks.
-int rank_threads(const EngineConfig& c) { return cpu_threads_per_rank(c.threads, c.parallel.tp); }
-
-// What the engine serves of a valid layout so far: the ranks of one replica, in one process.
+// What the engine serves of a valid layout: every replica's ranks as threads of this process.
 void check_layout(const ParallelLayout& l, const EngineConfig& c) {
   if (l.config.world() == 1) return;
-  DSV4_CHECK(l.config.dp == 1,
-             "{}: the engine serves one data-parallel replica so far (its ranks as threads); use -dp 1 (kv-plan and "
-             "inspect plan the others)",
-             l.config.describe());
   DSV4_CHECK(c.kv_offload_bytes == 0, "{}: --kv-offload-bytes with several ranks is not supported yet",
              l.config.describe());
 }
 
-// GPU KV budget (vLLM's --gpu-memory-utilization): the share of the device's memory left after the
-// weights, the backend's own workspace for a step (Ops::step_workspace_bytes) and a reserve for one
-// step's activations (a prefill chunk's widest tensors, with margin), recordings and logits.
-int64_t gpu_kv_budget(const EngineConfig& c, const ModelConfig& m, const Device& dev, const Ops& ops) {
-  DSV4_CHECK(c.gpu_memory_utilization > 0 && c.gpu_memory_utilization <= 1,
-             "--gpu-memory-utilization must lie in (0, 1], got {}", c.gpu_memory_utilization);
-  const double usable = c.gpu_memory_utilization * static_cast<double>(dev.memory_capacity());
-  const double widest = static_cast<double>(
-      std::max<int64_t>({m.hc_dim(), int64_t{m.n_heads} * m.head_dim, m.n_activated_experts * m.moe_inter_dim * 2}));
-  // Recorded decode steps (model/step_graphs.h) keep their graphs' memory and a shared logits buffer.
-  const double graphs = c.enforce_eager ? 0.0 : 1.0 * (1 << 30);
-  const double tokens = static_cast<double>(c.max_num_batched_tokens);
-  const double workspace = static_cast<double>(ops.step_workspace_bytes(m, c.max_num_batched_tokens));
-  const double reserve = workspace + graphs + 16.0 * tokens * widest * 2 +
-                         static_cast<double>(c.max_num_seqs) * static_cast<double>(m.vocab_size) * 8;
-  const double budget = usable - static_cast<double>(c.weight_bytes) - reserve;
-  DSV4_CHECK(budget > 0,
-             "--gpu-memory-utilization {}: {:.1f} GiB of the GPU's {:.1f} GiB leaves nothing for the KV cache after "
-             "{:.1f} GiB of weights and a {:.1f} GiB reserve (the backend's workspace and a step's activations)",
-             c.gpu_memory_utilization, usable / (1 << 30), static_cast<double>(dev.memory_capacity()) / (1 << 30),
-             static_cast<double>(c.weight_bytes) / (1 << 30), reserve / (1 << 30));
-  return static_cast<int64_t>(budget);
+// The options every replica shares, resolved once.
+EngineConfig resolved(EngineConfig c, const ModelConfig& model) {
+  DSV4_CHECK(c.vocab_limit >= 0, "engine: vocab_limit must not be negative");
+  c.vocab_limit = c.vocab_limit > 0 ? std::min(c.vocab_limit, model.vocab_size) : model.vocab_size;
+  check_layout(plan_parallel(model, c.parallel), c);
+  return c;
 }
 
 }  // namespace
 
-Engine::Engine(const ModelConfig& model, const ModelWeights& weights, EngineConfig config)
-    : Engine(
-          model, with_weight_bytes(std::move(config), model, weights),
-          [this, &weights](KvCacheManager& kv, Backend& backend) -> std::unique_ptr<Executor> {
-            auto runner =
-                std::make_unique<ModelRunner>(model_, weights, kv, config_.kv_dtypes, backend, config_.vocab_limit,
-                                              plan_parallel(model_, config_.parallel), rank_threads(config_));
-            if (config_.enforce_eager) runner->model().set_step_mode(StepMode::kEager);
-            return runner;
-          },
-          true) {}
+Engine::Engine(const ModelConfig& model, const ModelWeights& weights, EngineConfig config) {
+  const EngineConfig c = resolved(with_weight_bytes(std::move(config), model, weights), model);
+  const ParallelLayout layout = plan_parallel(model, c.parallel);
+  const int threads = cpu_threads_per_rank(c.threads, c.parallel.world());
+  const RankPlacement placement = place_ranks(c.backend, c.parallel.world());
+  if (c.parallel.world() > 1)
+    spdlog::info("engine: {}, {}", c.parallel.describe(), placement.describe(c.parallel.world()));
+  make_cores(
+      model, c, placement,
+      [&](int replica) -> ExecutorFactory {
+        return [&, replica](KvCacheManager& kv, Backend& backend) -> std::unique_ptr<Executor> {
+          auto runner =
+              std::make_unique<ModelRunner>(model, weights, kv, c.kv_dtypes, backend, c.vocab_limit, layout, threads,
+                                            ReplicaPlace{replica, placement, world_, c.collective_timeout});
+          if (c.enforce_eager) runner->model().set_step_mode(StepMode::kEager);
+          return runner;
+        };
+      },
+      true);
+}
 
-Engine::Engine(const ModelConfig& model, EngineConfig config, ExecutorFactory factory, bool kv_memory)
-    : model_(model), config_(std::move(config)) {
-  DSV4_CHECK(config_.vocab_limit >= 0, "engine: vocab_limit must not be negative");
-  config_.vocab_limit = config_.vocab_limit > 0 ? std::min(config_.vocab_limit, model_.vocab_size) : model_.vocab_size;
-  check_layout(plan_parallel(model_, config_.parallel), config_);
-  if (kv_memory) {  // a real model: its backend, and KV pools in that backend's memory
-    if (!config_.numerics.empty()) {
-      DSV4_CHECK(parse_numerics(config_.numerics), "engine: numerics \"{}\" is neither exact nor fast",
-                 config_.numerics);
-    }
-    backend_ = make_backend(config_.backend, rank_threads(config_), parse_numerics(config_.numerics));
-    config_.backend = backend_.name;
-    config_.numerics = numerics_name(backend_.numerics);
-    memory_ = kv_memory_for(*backend_.device);
-    if (backend_.device->host_memory()) {
-      host_tier_memory_ = std::make_unique<HostKvMemory>();
-    } else {
-      host_tier_memory_ = std::make_unique<PinnedKvMemory>(*backend_.device);
-    }
-    copier_ = std::make_unique<DeviceKvPageCopier>(*backend_.device);
-    if (!backend_.device->host_memory() && config_.kv_cache_memory == 0)
-      config_.kv_cache_memory = gpu_kv_budget(config_, model_, *backend_.device, *backend_.ops);
+Engine::Engine(const ModelConfig& model, EngineConfig config, const ExecutorFactory& factory, bool kv_memory) {
+  make_cores(
+      model, resolved(std::move(config), model), RankPlacement{}, [&](int) { return factory; }, kv_memory);
+}
+
+void Engine::make_cores(const ModelConfig& model, const EngineConfig& config, const RankPlacement& placement,
+                        const std::function<ExecutorFactory(int replica)>& factory_of, bool kv_memory) {
+  const ParallelLayout layout = plan_parallel(model, config.parallel);
+  const int dp = config.parallel.dp, tp = config.parallel.tp;
+  if (dp > 1 && layout.ep_size > 1) {
+    lockstep_ = std::make_unique<StepLockstep>(dp);
+    world_ = std::make_shared<RankGroup>(placement.kind, config.parallel.world(), config.collective_timeout);
   }
-  config_.kv_offload_bytes = resolve_kv_offload_bytes(config_.kv_offload_bytes, available_host_memory());
-  // Every tensor-parallel rank holds the whole KV: ranks sharing the host share its default budget.
-  if (kv_memory && backend_.device->host_memory() && config_.kv_cache_memory == 0 && config_.parallel.tp > 1)
-    config_.kv_cache_memory = default_kv_cache_memory() / config_.parallel.tp;
-  cache_ = plan_kv_cache(model_, config_);
-  if (!cache_.warning.empty()) spdlog::warn("{}", cache_.warning);
-  config_.max_model_len = cache_.max_model_len;
-  config_.kv_cache_memory = cache_.kv_cache_memory;
-  KvCacheOptions o;
-  o.enable_prefix_caching = config_.enable_prefix_caching;
-  o.retention_interval = config_.prefix_cache_retention_interval;
-  o.max_model_len = cache_.max_model_len;
-  o.memory = memory_.get();
-  if (config_.kv_offload_bytes > 0 && !config_.enable_prefix_caching) {
-    spdlog::warn("--kv-offload-bytes {} ignored: the host tier keeps prefix-cache blocks, and prefix caching is off",
-                 config_.kv_offload_bytes);
+  const uint64_t seed_base = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+  for (int d = 0; d < dp; ++d) {
+    const EngineCore::Replica replica{d, lockstep_.get(), seed_base, placement.gpu_of(d * tp), placement.ranks_per_gpu};
+    cores_.push_back(std::make_unique<EngineCore>(model, config, factory_of(d), kv_memory, replica));
   }
-  o.host_tier_bytes = config_.kv_offload_bytes;
-  o.host_memory = host_tier_memory_.get();
-  o.copier = copier_.get();
-  kv_ = std::make_unique<KvCacheManager>(cache_.layout, cache_.pool_pages, o);
-  sched_ = std::make_unique<Scheduler>(config_.scheduler(), *kv_);
-  counters_.requests = RequestHistograms(cache_.max_model_len);
-  counters_.cache_config = std::make_shared<const InfoLabels>(cache_config_info(config_, cache_, model_));
-  executor_ = factory(*kv_, backend_);
-  seed_base_ = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-  spdlog::info(
-      "engine: backend {} ({}), max_model_len {}, max_num_seqs {}, max_num_batched_tokens {}, KV pools {} B of "
-      "--kv-cache-memory {} B, prefix caching {}, chunked prefill policy {}",
-      config_.backend, backend_.description, cache_.max_model_len, config_.max_num_seqs, config_.max_num_batched_tokens,
-      cache_.pool_bytes, cache_.kv_cache_memory, config_.enable_prefix_caching ? "on" : "off",
-      chunk_policy_name(config_.chunked_prefill_policy));
-  publish_stats();
-  thread_ = std::thread([this] { loop(); });
+  for (auto& c : cores_) c->launch();
 }
 
 Engine::~Engine() { shutdown(); }
 
 void Engine::shutdown() {
-  {
-    std::lock_guard lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  for (auto& c : cores_) c->request_stop();
+  for (auto& c : cores_) c->join();
 }
 
-void Engine::validate(const GenerateRequest& r) const {
-  DSV4_CHECK(!r.prompt.empty(), "the prompt is empty");
-  for (size_t i = 0; i < r.prompt.size(); ++i) {
-    DSV4_CHECK(r.prompt[i] >= 0 && r.prompt[i] < model_.vocab_size,
-               "prompt token {} at position {} is outside the model's vocabulary [0, {})", r.prompt[i], i,
-               model_.vocab_size);
-  }
-  r.sampling.validate(model_.vocab_size);
-  DSV4_CHECK(r.priority == 0 || config_.scheduling_policy == SchedulingPolicy::kPriority,
-             "priority {} needs the priority scheduling policy (--scheduling-policy priority)", r.priority);
-  const int64_t total = static_cast<int64_t>(r.prompt.size()) + r.sampling.max_tokens;
-  DSV4_CHECK(total <= cache_.max_model_len,
-             "the prompt ({} tokens) plus max_tokens ({}) is {} tokens, more than max_model_len {}", r.prompt.size(),
-             r.sampling.max_tokens, total, cache_.max_model_len);
-  DSV4_CHECK(total <= cache_.largest_request,
-             "the prompt ({} tokens) plus max_tokens ({}) is {} tokens: one request of that length needs {} B of KV "
-             "cache and can never fit (the pools hold at most {} positions for one request)",
-             r.prompt.size(), r.sampling.max_tokens, total, request_kv_bytes(cache_.layout, total),
-             cache_.largest_request);
+void Engine::wake_peers() {
+  if (lockstep_)
+    for (auto& c : cores_) c->wake();
 }
 
 std::shared_ptr<RequestStream> Engine::add_request(GenerateRequest request) {
-  validate(request);
-  std::shared_ptr<RequestStream> stream;
-  {
-    std::lock_guard lock(mu_);
-    DSV4_CHECK(!stop_, "the engine is shut down");
-    const RequestId id = next_id_++;
-    stream = std::make_shared<RequestStream>(id);
-    live_.emplace(id, stream);
-    inbox_.push_back({id, std::move(request), stream, Clock::now()});
-  }
-  cv_.notify_all();
+  const auto least_loaded = std::min_element(cores_.begin(), cores_.end(),
+                                             [](const auto& a, const auto& b) { return a->load() < b->load(); });
+  auto stream = (*least_loaded)->add_request(next_id_++, std::move(request));
+  wake_peers();
   return stream;
 }
 
 bool Engine::abort(RequestId id) {
-  {
-    std::lock_guard lock(mu_);
-    if (!live_.count(id)) return false;
-    aborts_.push_back(id);
+  for (auto& c : cores_) {
+    if (!c->abort(id)) continue;
+    wake_peers();
+    return true;
   }
-  cv_.notify_all();
-  return true;
+  return false;
 }
 
 EngineStats Engine::stats() const {
-  std::lock_guard lock(stats_mu_);
-  EngineStats s = stats_;
-  s.healthy = healthy_;  // the snapshot is published after the step; health is known at once
+  EngineStats s = cores_.front()->stats();
+  for (size_t d = 1; d < cores_.size(); ++d) s.merge(cores_[d]->stats());
   return s;
 }
 
-bool Engine::take_inbox(std::vector<Pending>& adds, std::vector<RequestId>& aborts) {
-  std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return stop_ || !inbox_.empty() || !aborts_.empty() || sched_->has_work(); });
-  if (stop_) return false;
-  std::swap(adds, inbox_);
-  std::swap(aborts, aborts_);
-  return true;
-}
-
-void Engine::loop() {
-  std::vector<Pending> adds;
-  std::vector<RequestId> aborts;
-  while (take_inbox(adds, aborts)) {
-    for (Pending& p : adds) start(p);
-    for (RequestId id : aborts) end(id, FinishReason::kAbort);
-    adds.clear();
-    aborts.clear();
-    if (sched_->has_work()) step();
-    publish_stats();
-  }
-  {
-    std::lock_guard lock(mu_);
-    std::swap(adds, inbox_);
-  }
-  for (Pending& p : adds) {
-    p.stream->finish(FinishReason::kAbort, {static_cast<int64_t>(p.request.prompt.size()), 0, 0});
-    std::lock_guard lock(mu_);
-    live_.erase(p.id);
-  }
-  std::vector<RequestId> ids;
-  for (const auto& [id, l] : active_) ids.push_back(id);
-  for (RequestId id : ids) end(id, FinishReason::kAbort);
-  publish_stats();
-}
-
-void Engine::start(Pending& p) {
-  const auto prompt_len = static_cast<int64_t>(p.request.prompt.size());
-  try {
-    executor_->add_request(p.id, p.request.sampling, p.request.prompt, seed_base_ + p.id);
-    sched_->add(p.id, std::move(p.request.prompt), std::move(p.request.cache_salt), p.request.priority);
-  } catch (const std::exception& e) {
-    executor_->remove_request(p.id);
-    p.stream->finish(FinishReason::kError, {prompt_len, 0, 0}, -1, e.what());
-    std::lock_guard lock(mu_);
-    live_.erase(p.id);
-    return;
-  }
-  active_.emplace(p.id, Live{p.stream, p.request.sampling, prompt_len, 0, {p.queued, {}, {}, {}}});
-  ++counters_.requests_added;
-  counters_.prompt_tokens += prompt_len;
-}
-
-void Engine::step() {
-  const auto t0 = Clock::now();
-  Schedule s;
-  try {
-    s = sched_->schedule();
-  } catch (const std::exception& e) {
-    fail_all(e.what());  // which requests it was handling is unknown
-    return;
-  }
-  if (s.empty()) {
-    if (sched_->num_running() == 0 && s.preempted.empty()) fail_unschedulable();
-    return;
-  }
-  mark_scheduled(s);
-  try {
-    const std::vector<SampledToken> sampled = executor_->execute(s);
-    const auto want = std::count_if(s.chunks.begin(), s.chunks.end(), [](const ScheduledChunk& c) { return c.sample; });
-    DSV4_CHECK(static_cast<int64_t>(sampled.size()) == want, "the step returned {} tokens for {} sampling chunks",
-               sampled.size(), want);
-    apply(s, sampled);
-  } catch (const std::exception& e) {
-    fail_step(s, e.what());
-    return;
-  }
-  const double dt = seconds_since(t0);
-  sched_->observe_step(s, dt);
-  counters_.steps.add(dt);
-  counters_.computed_tokens += s.num_tokens();
-  counters_.iteration_tokens.observe(static_cast<double>(s.num_tokens()));
-}
-
-// The first step of a request ends its queue phase (a preempted one keeps its first time, as in vLLM).
-// A decode chunk follows a computed context, so its request was scheduled before: only prefills look.
-void Engine::mark_scheduled(const Schedule& s) {
-  const auto now = Clock::now();
-  for (const ScheduledChunk& c : s.chunks) {
-    if (c.decode) continue;
-    const auto it = active_.find(c.id);
-    if (it != active_.end() && !it->second.phases.scheduled) it->second.phases.scheduled = now;
-  }
-}
-
-void Engine::apply(const Schedule& s, const std::vector<SampledToken>& sampled) {
-  const auto now = Clock::now();
-  size_t k = 0;
-  for (const ScheduledChunk& c : s.chunks) {
-    if (!c.sample) continue;
-    const SampledToken& t = sampled[k++];
-    const auto it = active_.find(c.id);
-    if (it == active_.end()) continue;
-    Live& l = it->second;
-    sched_->append_token(c.id, t.token);
-    ++l.generated;
-    ++counters_.generation_tokens;
-    if (!l.phases.first_token) l.phases.first_token = now;
-    l.phases.last_token = now;
-    const Usage u = usage(c.id, l);
-    if (l.generated == 1) counters_.cached_prompt_tokens += u.cached_tokens;
-    const auto stop = check_stop(l.params, t.token, l.generated, u.prompt_tokens + l.generated, cache_.max_model_len,
-                                 static_cast<int32_t>(model_.eos_token_id));
-    if (stop)
-      end(c.id, stop->reason, stop->stop_token_id, {}, &t);
-    else
-      l.stream->push(t, u);
-  }
-}
-
-void Engine::fail_step(const Schedule& s, const std::string& error) {
-  spdlog::error("engine: a step of {} requests failed: {}", s.chunks.size(), error);
-  healthy_ = false;
-  ++counters_.failed_steps;
-  for (const ScheduledChunk& c : s.chunks) end(c.id, FinishReason::kError, -1, error);
-}
-
-void Engine::fail_all(const std::string& error) {
-  spdlog::error("engine: scheduling failed, failing all {} requests: {}", active_.size(), error);
-  healthy_ = false;
-  ++counters_.failed_steps;
-  std::vector<RequestId> ids;
-  for (const auto& [id, l] : active_) ids.push_back(id);
-  for (RequestId id : ids) end(id, FinishReason::kError, -1, error);
-}
-
-// Nothing runs and the next waiting request cannot start: it never will (the cache holds max_model_len,
-// so this means a broken invariant); fail it rather than spin.
-void Engine::fail_unschedulable() {
-  const RequestId id = sched_->next_waiting();
-  if (id == 0) return;
-  healthy_ = false;
-  end(id, FinishReason::kError, -1, "the request cannot be scheduled: the KV cache has no room for it");
-}
-
-Usage Engine::usage(RequestId id, const Live& l) const {
-  const SchedRequest* r = sched_->find(id);
-  return {l.prompt_len, l.generated, r != nullptr ? std::max<int64_t>(0, r->num_cached_prompt) : 0};
-}
-
-void Engine::end(RequestId id, FinishReason reason, int32_t stop_token_id, std::string error,
-                 const SampledToken* last) {
-  const auto it = active_.find(id);
-  if (it == active_.end()) return;
-  const Usage u = usage(id, it->second);
-  try {
-    sched_->finish(id);
-    executor_->remove_request(id);
-  } catch (const std::exception& e) {  // the stream must end whatever happens
-    spdlog::error("engine: releasing request {} failed: {}", id, e.what());
-    healthy_ = false;
-  }
-  it->second.stream->finish(reason, u, stop_token_id, std::move(error), last);
-  if (reason != FinishReason::kError) {
-    counters_.requests.observe(it->second.phases, u.prompt_tokens, u.completion_tokens, it->second.params.max_tokens);
-  }
-  active_.erase(it);
-  {
-    std::lock_guard lock(mu_);
-    live_.erase(id);
-  }
-  switch (reason) {
-    case FinishReason::kAbort:
-      ++counters_.requests_aborted;
-      break;
-    case FinishReason::kError:
-      ++counters_.requests_failed;
-      break;
-    default:
-      ++counters_.requests_finished;
-      break;
-  }
-}
-
-namespace {
-
-KvHostTierUsage host_tier_usage(const KvCacheStats& k) {
-  KvHostTierUsage u{0, 0, k.host_hits, k.host_restored_tokens, k.offload_bytes, k.restore_bytes, 0, k.restore_seconds};
-  for (const KvHostTierStats& p : k.host_pools) {
-    u.capacity_bytes += p.capacity_pages * p.page_bytes;
-    u.used_bytes += p.used_pages * p.page_bytes;
-    u.evictions += p.evictions;
-  }
-  return u;
-}
-
-}  // namespace
-
-void Engine::publish_stats() {
-  EngineStats s = counters_;
-  s.healthy = healthy_;
-  s.running = sched_->num_running();
-  s.waiting = sched_->num_waiting();
-  s.preempted_waiting = sched_->num_preempted_waiting();
-  s.preemptions = sched_->num_preemptions();
-  const KvCacheStats k = kv_->stats();
-  for (const KvPoolStats& p : k.pools) {
-    s.pools.push_back({p.page_bytes, p.capacity_pages, p.used_pages, p.cached_pages, p.free_pages});
-  }
-  const KvLayout& lay = kv_->layout();
-  for (size_t g = 0; g < k.groups.size(); ++g) {
-    const KvGroupStats& kg = k.groups[g];
-    const int unit = lay.unit_of_group[g];
-    s.groups.push_back({kg.name, lay.units[static_cast<size_t>(unit)].bucket, 0, kg.lookups, kg.hits, kg.query_tokens,
-                        kg.hit_tokens, kg.cached_blocks, kg.host_offloaded_blocks, kg.host_restored_blocks,
-                        kg.host_offload_bytes, kg.host_restore_bytes});
-  }
-  s.prefix_query_tokens = k.query_tokens;
-  s.prefix_hit_tokens = k.hit_tokens;
-  s.host_tier = host_tier_usage(k);
-  if (executor_) s.graphs = executor_->graph_stats();
-  count_group_pages(s);
-  std::lock_guard lock(stats_mu_);
-  stats_ = std::move(s);
-}
-
-// Distinct blocks the running requests hold per unit; at most every 100 ms (it walks every block table).
-void Engine::count_group_pages(EngineStats& s) {
-  const double now = seconds_since(created_);
-  const KvLayout& lay = kv_->layout();
-  if (last_group_count_ >= 0 && now - last_group_count_ < 0.1 && sched_->num_running() > 0) {
-    const EngineStats previous = stats();
-    for (size_t g = 0; g < s.groups.size() && g < previous.groups.size(); ++g) {
-      s.groups[g].used_pages = previous.groups[g].used_pages;
-    }
-    return;
-  }
-  last_group_count_ = now;
-  for (size_t u = 0; u < lay.units.size(); ++u) {
-    std::unordered_set<uint32_t> blocks;
-    for (const SchedRequest* r : sched_->running()) {
-      for (uint32_t b : kv_->block_table(r->id, static_cast<int>(u)).blocks) blocks.insert(b);
-    }
-    const int64_t pages = static_cast<int64_t>(blocks.size()) * lay.units[u].num_layers();
-    for (int g : lay.units[u].groups) s.groups[static_cast<size_t>(g)].used_pages = pages;
-  }
+bool Engine::healthy() const {
+  return std::all_of(cores_.begin(), cores_.end(), [](const auto& c) { return c->healthy(); });
 }
 
 }  // namespace dsv4

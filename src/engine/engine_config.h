@@ -5,6 +5,7 @@
 // ones KvCacheOptions' (the layers that use them), the rest here; the server takes max_num_seqs from here.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -62,6 +63,9 @@ struct EngineConfig {
 
   // Tensor, data and expert parallelism (model/parallel_layout.h).
   ParallelConfig parallel;
+  // How long a rank waits in a collective for a peer that does not come before its step fails (a slow
+  // CPU prefill must fit; a rank that fails aborts its peers at once). Not a flag: tests shorten it.
+  std::chrono::milliseconds collective_timeout = std::chrono::minutes(10);
 
   // Decode steps run eagerly instead of being recorded once per batch shape and replayed (CUDA graphs).
   bool enforce_eager = false;

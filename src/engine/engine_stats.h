@@ -53,6 +53,7 @@ struct StepTimes {
   std::array<int64_t, kBuckets.size() + 1> buckets{};  // non-cumulative; the last is +Inf
 
   void add(double seconds);
+  void merge(const StepTimes& o);
 };
 
 // The prefix cache's host tier (--kv-offload-bytes; all 0 when off).
@@ -73,6 +74,7 @@ struct EngineStats {
   uint64_t preemptions = 0;       // since start
   uint64_t requests_added = 0, requests_finished = 0, requests_aborted = 0, requests_failed = 0;
   uint64_t failed_steps = 0;
+  uint64_t idle_steps = 0;           // steps of a replica with nothing scheduled, beside its peers' (expert parallel)
   int64_t prompt_tokens = 0;         // prompt tokens of admitted requests
   int64_t cached_prompt_tokens = 0;  // of which the prefix cache served
   int64_t computed_tokens = 0;       // positions run through the model (recomputation included)
@@ -90,6 +92,9 @@ struct EngineStats {
   std::shared_ptr<const std::vector<std::pair<std::string, std::string>>> cache_config;
 
   double kv_usage() const;  // used / capacity over all pools, in bytes
+  // Adds another data-parallel replica's snapshot: counts and histograms summed, pools and groups
+  // summed index by index (every replica has the same layout), healthy only if both are.
+  void merge(const EngineStats& o);
   double prefix_hit_rate() const {
     return prefix_query_tokens > 0 ? static_cast<double>(prefix_hit_tokens) / prefix_query_tokens : 0;
   }

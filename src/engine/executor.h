@@ -22,6 +22,9 @@ class Executor {
   virtual void remove_request(RequestId id) = 0;
   // Runs the step; returns one token per chunk with sample = true, in chunk order. Throws on failure.
   virtual std::vector<SampledToken> execute(const Schedule& schedule) = 0;
+  // A step with nothing scheduled, run while the other data-parallel replicas step (engine/step_lockstep.h):
+  // the model's collectives that span replicas (the expert exchange) meet. Nothing to do by default.
+  virtual void idle_step() {}
   // Decode steps recorded and replayed so far (CUDA graphs); none for executors without a model.
   virtual StepGraphStats graph_stats() const { return {}; }
 };

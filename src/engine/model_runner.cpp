@@ -9,13 +9,14 @@ ModelRunner::ModelRunner(const ModelConfig& cfg, const ModelWeights& weights, Kv
     : ModelRunner(cfg, weights, manager, dtypes, backend, vocab_limit, plan_parallel(cfg, {}), 0) {}
 
 ModelRunner::ModelRunner(const ModelConfig& cfg, const ModelWeights& weights, KvCacheManager& manager, KvDTypes dtypes,
-                         Backend& backend, int64_t vocab_limit, const ParallelLayout& layout, int rank_threads)
+                         Backend& backend, int64_t vocab_limit, const ParallelLayout& layout, int rank_threads,
+                         ReplicaPlace place)
     : cfg_(cfg),
-      ranks_(layout.config.world() > 1 ? std::make_unique<TensorParallelRanks>(
-                                             cfg, weights, manager, kv_formats(dtypes), layout, backend, rank_threads)
+      ranks_(layout.config.world() > 1 ? std::make_unique<ReplicaRanks>(cfg, weights, manager, kv_formats(dtypes),
+                                                                        layout, std::move(place), backend, rank_threads)
                                        : nullptr),
       model_(cfg, weights, *backend.ops, *backend.device,
-             ranks_ ? ranks_->rank0_shard() : ModelShard{plan_parallel(cfg, {})}),
+             ranks_ ? ranks_->first_shard() : ModelShard{plan_parallel(cfg, {})}),
       kv_(cfg, manager, kv_formats(dtypes)),
       sampler_(cfg.vocab_size, vocab_limit, static_cast<int32_t>(cfg.eos_token_id)) {}
 
@@ -30,6 +31,10 @@ auto ModelRunner::on_every_rank(const ForwardBatch& batch, const Schedule& sched
 }
 
 ModelRunner::~ModelRunner() = default;
+
+void ModelRunner::idle_step() {
+  if (ranks_) ranks_->idle([&] { model_.idle_step(); });
+}
 
 void ModelRunner::add_request(RequestId id, const SamplingParams& params, std::span<const int32_t> prompt,
                               uint64_t seed) {

@@ -15,7 +15,7 @@
 #include "core/model_config.h"
 #include "engine/executor.h"
 #include "engine/host_worker.h"
-#include "engine/tensor_parallel_ranks.h"
+#include "engine/replica_ranks.h"
 #include "kv/kv_cache_manager.h"
 #include "model/forward_batch.h"
 #include "model/model.h"
@@ -27,10 +27,12 @@ namespace dsv4 {
 class ModelRunner final : public Executor {
  public:
   // `manager` must have pool memory; `vocab_limit` is the tokenizer's size (0 = the model's vocab). With a
-  // layout of several tensor-parallel ranks, this runner's model is rank 0 and the others run beside it
-  // (engine/tensor_parallel_ranks.h), each on a backend like `backend` with `rank_threads` threads.
+  // layout of several ranks, this runner's model is the first rank of replica `place` and the replica's
+  // other ranks run beside it (engine/replica_ranks.h), each on a backend like `backend` with
+  // `rank_threads` threads.
   ModelRunner(const ModelConfig& cfg, const ModelWeights& weights, KvCacheManager& manager, KvDTypes dtypes,
-              Backend& backend, int64_t vocab_limit, const ParallelLayout& layout, int rank_threads);
+              Backend& backend, int64_t vocab_limit, const ParallelLayout& layout, int rank_threads,
+              ReplicaPlace place = {});
   ModelRunner(const ModelConfig& cfg, const ModelWeights& weights, KvCacheManager& manager, KvDTypes dtypes,
               Backend& backend, int64_t vocab_limit);
   ~ModelRunner() override;
@@ -38,6 +40,7 @@ class ModelRunner final : public Executor {
   void add_request(RequestId id, const SamplingParams& params, std::span<const int32_t> prompt, uint64_t seed) override;
   void remove_request(RequestId id) override;
   std::vector<SampledToken> execute(const Schedule& schedule) override;
+  void idle_step() override;
   StepGraphStats graph_stats() const override { return model_.graph_stats(); }
 
   // The forward batch of a schedule (binds the PagedKv sequences as a side effect).
@@ -54,7 +57,7 @@ class ModelRunner final : public Executor {
   auto on_every_rank(const ForwardBatch& batch, const Schedule& schedule, F&& f);
 
   const ModelConfig& cfg_;
-  std::unique_ptr<TensorParallelRanks> ranks_;  // null for one rank
+  std::unique_ptr<ReplicaRanks> ranks_;  // null for one rank
   Model model_;
   PagedKv kv_;
   Sampler sampler_;

@@ -33,4 +33,11 @@ void RequestHistograms::observe(const RequestPhases& p, int64_t prompt, int64_t 
   if (generated > 1) time_per_output_token.observe(seconds(last - *p.first_token) / static_cast<double>(generated - 1));
 }
 
+void RequestHistograms::merge(const RequestHistograms& o) {
+  using R = RequestHistograms;
+  for (Histogram R::*h : {&R::queue, &R::prefill, &R::decode, &R::inference, &R::time_per_output_token,
+                          &R::prompt_tokens, &R::generation_tokens, &R::max_tokens})
+    (this->*h).merge(o.*h);
+}
+
 }  // namespace dsv4

@@ -26,6 +26,7 @@ struct RequestHistograms {
   explicit RequestHistograms(int64_t max_model_len = 1);
   // One ended request. A request never scheduled (aborted while waiting) has no phases to report.
   void observe(const RequestPhases& p, int64_t prompt_tokens, int64_t generation_tokens, int64_t max_tokens);
+  void merge(const RequestHistograms& o);
 };
 
 }  // namespace dsv4

@@ -60,7 +60,10 @@ void DummyWeights::mark_made(size_t i) {
   peak_ = std::max(peak_, resident_);
 }
 
-// A quantized weight and its scales come from one float matrix: they are made together.
+// A quantized weight and its scales come from one float matrix: they are made together. The scales
+// are kept when the weight asked for them (the placement walk reads them next); made for their own
+// sake, the scales leave the weight aside (whoever still needs it makes it), and a partner already made
+// (in another rank's hands) is never written over.
 void DummyWeights::make(size_t i) {
   const int64_t partner = slots_[i].partner;
   const TensorSpec& s = specs_[i];
@@ -70,19 +73,31 @@ void DummyWeights::make(size_t i) {
     return mark_made(i);
   }
   const auto p = static_cast<size_t>(partner);
-  const size_t w = RandomTensors::is_quantized(s) ? i : p, sc = w == i ? p : i;
-  gen_.fill_quantized(specs_[w], bytes(w), bytes(sc));
-  mark_made(w);
-  mark_made(sc);
+  const bool weight = RandomTensors::is_quantized(s);
+  const bool keep_partner = weight && !slots_[p].made;
+  std::vector<uint8_t> aside;
+  const auto out = [&](size_t k) {
+    if (k == i || keep_partner) return bytes(k);
+    aside.resize(specs_[k].nbytes());
+    return std::span<uint8_t>(aside);
+  };
+  const size_t w = weight ? i : p, sc = weight ? p : i;
+  gen_.fill_quantized(specs_[w], out(w), out(sc));
+  mark_made(i);
+  if (keep_partner) mark_made(p);
 }
 
 void DummyWeights::acquire(const void* view) {
+  std::lock_guard lock(mu_);
   const size_t i = slot_of(view);
+  ++slots_[i].users;
   if (!slots_[i].made) make(i);
 }
 
 void DummyWeights::release(const void* view) {
+  std::lock_guard lock(mu_);
   const size_t i = slot_of(view);
+  if (slots_[i].users > 0 && --slots_[i].users > 0) return;
   if (!slots_[i].made) return;
   DSV4_CHECK(madvise(base_ + slots_[i].offset, round_up(specs_[i].nbytes(), page_size()), MADV_DONTNEED) == 0,
              "--load-format dummy: cannot release the host bytes of {}", specs_[i].name);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <unordered_map>
 #include <vector>
 
@@ -33,6 +34,8 @@ class DummyWeights final : public WeightSource {
   const uint8_t* view(size_t i) const { return base_ + slots_[i].offset; }
 
   uint64_t total_bytes() const override { return total_; }
+  // Thread-safe: ranks placing their shards at once may acquire the same tensor (a replicated one);
+  // it is released when the last of them releases it.
   void acquire(const void* view) override;
   void release(const void* view) override;
   // Host bytes of the tensors made and not released, now and at most so far.
@@ -44,11 +47,13 @@ class DummyWeights final : public WeightSource {
     uint64_t offset = 0;   // page-aligned, so that releasing one never touches a neighbour
     int64_t partner = -1;  // a quantized weight's scales, a scale tensor's weight
     bool made = false;
+    int users = 0;  // acquired and not yet released
   };
   size_t slot_of(const void* view) const;
   void make(size_t i);
   void mark_made(size_t i);
 
+  std::mutex mu_;  // the slots and the counts
   RandomTensors gen_;
   std::vector<TensorSpec> specs_;
   std::vector<Slot> slots_;

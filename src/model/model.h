@@ -80,6 +80,11 @@ class Model {
   // are this, then a copy back. Timing its return shows the host's share of a step (bench step).
   StepLogits step(const ForwardBatch& batch, KvAccess& kv);
 
+  // A step without tokens of this rank's replica while the other replicas step (expert parallelism
+  // across data-parallel replicas): every layer's expert exchange still meets its peers, and this rank's
+  // experts run over the rows they send. Nothing else runs; returns when the device is done.
+  void idle_step();
+
   // Pieces, for isolated-block checks: embed -> hc streams [tokens, hc, dim] bf16; one block in place.
   DeviceArray<uint16_t> embed(const ForwardBatch& batch);
   void run_block(int layer, const ForwardBatch& batch, KvAccess& kv, uint16_t* h);
@@ -103,6 +108,11 @@ class Model {
   // Sharded experts (model/sharded_moe.cpp): sliced by TP rank, or owned whole (expert parallel).
   void moe_sliced(const Layer& L, const StepIndex& s, const uint16_t* x, uint16_t* out);
   void moe_owned(const Layer& L, const StepIndex& s, const uint16_t* x, uint16_t* out);
+  // Expert parallelism's round trip: rows `xs` (their experts `ids`, routing weights `wts`; rank-major
+  // blocks of send[r] rows) go to the ranks owning those experts, this rank's experts run over the rows
+  // sent here, and each sent row's output comes back [sum(send), dim].
+  DeviceArray<uint16_t> exchange_experts(const Layer& L, std::span<const int64_t> send, const uint16_t* xs,
+                                         const int32_t* ids, const float* wts);
   // The shared expert's output on every rank (its rows split by TP rank, or whole): [T, dim], or with
   // `whole` false and w2 split, this rank's w2 rows of it [T, its rows] (no gather).
   DeviceArray<uint16_t> shared_expert(const Layer& L, int64_t T, const uint16_t* x, bool whole);

@@ -137,7 +137,7 @@ void Model::moe_sliced(const Layer& L, const StepIndex& s, const uint16_t* x, ui
 // ranks then gather their tokens' rows.
 void Model::moe_owned(const Layer& L, const StepIndex& s, const uint16_t* x, uint16_t* out) {
   const ParallelLayout& lay = shard_.layout;
-  const int64_t T = s.tokens, D = cfg_.dim, I = cfg_.moe_inter_dim;
+  const int64_t T = s.tokens, D = cfg_.dim;
   const int k = cfg_.n_activated_experts, E = cfg_.n_routed_experts, tp = lay.config.tp;
   auto idx = scratch<int32_t>(dev_, T * k);
   auto wts = scratch<float>(dev_, T * k);
@@ -161,14 +161,34 @@ void Model::moe_owned(const Layer& L, const StepIndex& s, const uint16_t* x, uin
   const auto ids = upload(dev_, d.ids);
   const auto ws = upload(dev_, d.weights);
 
-  const std::vector<int64_t> recv = exchange_.exchange_counts(d.send);
+  const DeviceArray<uint16_t> back = exchange_experts(L, d.send, xs.data(), ids.data(), ws.data());
+
+  // This rank's tokens: their pairs in pair order, summed as moe_experts sums them.
+  auto pairs = scratch<uint16_t>(dev_, n * k * D);
+  for (int64_t i = 0; i < sent; ++i)
+    dev_.copy(pairs.data() + d.order[static_cast<size_t>(i)] * D, back.data() + i * D, row);
+  auto mine = scratch<uint16_t>(dev_, chunk * D);
+  ops_.moe_combine({pairs.data(), idx.data() + t0 * k, ys.data() + t0 * D, n, k, D, mine.data()});
+  if (tp == 1) return dev_.copy(out, mine.data(), static_cast<size_t>(T) * row);
+  auto all = scratch<uint16_t>(dev_, tp * chunk * D);
+  exchange_.gather_rows(mine.data(), chunk, row, all.data());
+  dev_.copy(out, all.data(), static_cast<size_t>(T) * row);
+}
+
+DeviceArray<uint16_t> Model::exchange_experts(const Layer& L, std::span<const int64_t> send, const uint16_t* xs,
+                                              const int32_t* ids, const float* wts) {
+  const int64_t D = cfg_.dim, I = cfg_.moe_inter_dim;
+  const int E = cfg_.n_routed_experts;
+  const std::vector<int64_t> recv = exchange_.exchange_counts(send);
   const int64_t m = std::accumulate(recv.begin(), recv.end(), int64_t{0});
+  const int64_t sent = std::accumulate(send.begin(), send.end(), int64_t{0});
+  const size_t row = static_cast<size_t>(D) * 2;
   auto xr = scratch<uint16_t>(dev_, m * D);
   auto idr = scratch<int32_t>(dev_, m);
   auto wr = scratch<float>(dev_, m);
-  exchange_.exchange_rows(xs.data(), d.send, recv, row, xr.data());
-  exchange_.exchange_rows(ids.data(), d.send, recv, sizeof(int32_t), idr.data());
-  exchange_.exchange_rows(ws.data(), d.send, recv, sizeof(float), wr.data());
+  exchange_.exchange_rows(xs, send, recv, row, xr.data());
+  exchange_.exchange_rows(ids, send, recv, sizeof(int32_t), idr.data());
+  exchange_.exchange_rows(wts, send, recv, sizeof(float), wr.data());
 
   // This rank's experts over the rows sent here, one pair a row.
   auto a = scratch<uint16_t>(dev_, m * I), yr = scratch<uint16_t>(dev_, m * D);
@@ -196,18 +216,15 @@ void Model::moe_owned(const Layer& L, const StepIndex& s, const uint16_t* x, uin
                   .out = yr.data(),
                   .out_dim = D});
   auto back = scratch<uint16_t>(dev_, sent * D);
-  exchange_.exchange_rows(yr.data(), recv, d.send, row, back.data());
+  exchange_.exchange_rows(yr.data(), recv, send, row, back.data());
+  return back;
+}
 
-  // This rank's tokens: their pairs in pair order, summed as moe_experts sums them.
-  auto pairs = scratch<uint16_t>(dev_, n * k * D);
-  for (int64_t i = 0; i < sent; ++i)
-    dev_.copy(pairs.data() + d.order[static_cast<size_t>(i)] * D, back.data() + i * D, row);
-  auto mine = scratch<uint16_t>(dev_, chunk * D);
-  ops_.moe_combine({pairs.data(), idx.data() + t0 * k, ys.data() + t0 * D, n, k, D, mine.data()});
-  if (tp == 1) return dev_.copy(out, mine.data(), static_cast<size_t>(T) * row);
-  auto all = scratch<uint16_t>(dev_, tp * chunk * D);
-  exchange_.gather_rows(mine.data(), chunk, row, all.data());
-  dev_.copy(out, all.data(), static_cast<size_t>(T) * row);
+void Model::idle_step() {
+  if (shard_.layout.ep_size == 1) return;  // nothing of this rank's meets other replicas
+  const std::vector<int64_t> none(static_cast<size_t>(shard_.layout.config.world()), 0);
+  for (const Layer& L : layers_) exchange_experts(L, none, nullptr, nullptr, nullptr);
+  dev_.synchronize();
 }
 
 }  // namespace dsv4

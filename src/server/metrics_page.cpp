@@ -207,6 +207,8 @@ void engine_metrics(PrometheusText& p, const EngineStats& e, const RequestMetric
   p.counter("dsv4:computed_tokens", "Positions run through the model (recomputation included).", l,
             static_cast<double>(e.computed_tokens));
   p.counter("dsv4:failed_steps", "Engine steps that failed.", l, static_cast<double>(e.failed_steps));
+  p.counter("dsv4:idle_steps", "Steps of a data-parallel replica with nothing scheduled, beside its peers' steps.", l,
+            static_cast<double>(e.idle_steps));
   p.counter("dsv4:requests_aborted", "Engine requests aborted (client gone, stop string, shutdown).", l,
             static_cast<double>(e.requests_aborted));
   p.counter("dsv4:requests_failed", "Engine requests that ended with an error.", l,

@@ -57,7 +57,7 @@ rc=$?
 set -e
 [ $rc -ne 0 ] && grep -q "3 expert-parallel ranks do not divide the 256 routed experts" <<<"$bad" || fail "-dp 3 EP: $bad"
 # The engine runs a replica's tensor-parallel ranks as threads: the same text as one rank, sliced
-# experts or owned; replicas are refused with the reason.
+# experts or owned.
 gen() { $DSV4 generate --prompt "The capital of France is" --max-tokens 12 --temperature 0.8 --seed 5 "$@" 2>/dev/null; }
 one=$(gen)
 [ -n "$one" ] || fail "generate gave nothing"
@@ -80,9 +80,19 @@ rows = [json.loads(l) for l in sys.stdin if l.startswith("{")]
 assert [r["test"] for r in rows] == ["decode", "decode", "prefill"], rows
 assert all(r["parallel"] == "tp 2 x dp 1, expert-parallel" and r["ms"] > 0 for r in rows), rows
 ' || fail "bench step -tp 2 --enable-expert-parallel"
-set +e
-bad=$($DSV4 generate --prompt hi -tp 2 -dp 2 --enable-expert-parallel 2>&1)
-rc=$?
-set -e
-[ $rc -ne 0 ] && grep -q "one data-parallel replica so far" <<<"$bad" || fail "generate -dp 2: $bad"
+# Data-parallel replicas behind the one front end: the request's tokens are one rank's.
+[ "$(gen -dp 2)" = "$one" ] || fail "generate -dp 2 differs from one rank"
+[ "$(gen -tp 2 -dp 2 --enable-expert-parallel)" = "$one" ] || fail "generate -tp 2 -dp 2 --enable-expert-parallel differs"
+# golden-check on every rank of two expert-parallel replicas: one rank's figures.
+[ "$(figures -dp 2 --enable-expert-parallel)" = "$ref" ] || fail "golden-check -dp 2 --enable-expert-parallel differs"
+# bench comm: each collective between two CPU ranks, with nccl-tests' bandwidths.
+$DSV4 bench comm --backend cpu -n 2 --mib 1 -r 2 --json 2>/dev/null | python3 -c '
+import json, sys
+rows = [json.loads(l) for l in sys.stdin if l.startswith("{")]
+assert [r["test"] for r in rows] == ["all_gather", "all_reduce", "all_to_all"], rows
+assert all(r["ranks"] == 2 and r["bytes"] == 1 << 20 and r["collectives"] == "host" for r in rows), rows
+assert all(r["ms"] > 0 and r["busbw_GBps"] > 0 for r in rows), rows
+ag, ar = rows[0], rows[1]
+assert abs(ar["busbw_GBps"] / ar["algbw_GBps"] - 1.0) < 1e-9 and abs(ag["busbw_GBps"] / ag["algbw_GBps"] - 0.5) < 1e-9
+' || fail "bench comm"
 echo "parallel_flags: ok"

@@ -71,6 +71,24 @@ TEST(NcclCommunicator, OneRankPerGpu) {
   check_collectives(pointers(comms));
 }
 
+// Ranks made one after another, on one thread, join at their first collective (an engine's replicas).
+TEST(NcclCommunicator, RanksJoinAtTheirFirstCollective) {
+  const int n = cuda::device_count();
+  const NcclCommunicator::UniqueId id = NcclCommunicator::make_unique_id();
+  std::vector<std::unique_ptr<CudaDevice>> devices;
+  std::vector<std::unique_ptr<NcclCommunicator>> comms;
+  for (int r = 0; r < n; ++r) {
+    devices.push_back(std::make_unique<CudaDevice>(r));
+    comms.push_back(std::make_unique<NcclCommunicator>(*devices.back(), id, r, n, std::chrono::seconds(120),
+                                                       NcclCommunicator::Join::kAtFirstCollective));
+  }
+  check_collectives(pointers(comms));
+  NcclCommunicator early(*devices[0], NcclCommunicator::make_unique_id(), 0, 2, std::chrono::seconds(60),
+                         NcclCommunicator::Join::kAtFirstCollective);
+  early.abort("a peer failed to load its weights");  // before the join: the join never waits for the peer
+  EXPECT_TRUE(commtest::has(testing::error_of([&] { early.barrier(); }), "a peer failed to load its weights"));
+}
+
 TEST(NcclCommunicator, APeerThatNeverJoinsIsAnErrorNotAHang) {
   CudaDevice dev(0);
   const auto start = std::chrono::steady_clock::now();

@@ -15,7 +15,8 @@ ALLOWED = {
     "chat": {"core"},
     "kv": {"core"},
     "grammar": {"core"},
-    "backend": {"core", "backend/cpu", "backend/cuda"},  # backend.cpp chooses a backend
+    # backend.cpp chooses a backend, rank_group.cpp the collectives of its ranks
+    "backend": {"core", "backend/cpu", "backend/cuda", "backend/comm"},
     "backend/cpu": {"core", "backend"},
     "backend/cuda": {"core", "backend", "backend/comm"},  # NcclCommunicator
     "backend/comm": {"core", "backend"},

@@ -91,6 +91,8 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
   DSV4_CUDA_CHECK(cudaMemset(err_, 0, sizeof(int32_t)));
 }
 
+void CudaDevice::bind_thread() { DSV4_CUDA_CHECK(cudaSetDevice(ordinal_)); }
+
 CudaDevice::~CudaDevice() {
   abort_recording();
   cudaStreamSynchronize(side_);

@@ -34,10 +34,11 @@ class CudaDevice final : public Device {
   void to_host(void* dst, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;  // any direction (unified addressing)
   void copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows) override;
-  void* allocate_pinned(size_t bytes) override;                  // cudaHostAlloc
+  void* allocate_pinned(size_t bytes) override;  // cudaHostAlloc
   void release_pinned(void* p) override;
   void fill_zero(void* p, size_t bytes) override;
   void synchronize() override;
+  void bind_thread() override;
   size_t mark() override;  // a CUDA event recorded on the stream
   double elapsed_ms(size_t a, size_t b) const override;
   void clear_marks() override { marks_used_ = 0; }

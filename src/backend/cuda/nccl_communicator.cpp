@@ -54,22 +54,31 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::join(CudaDevice& device, con
 }
 
 NcclCommunicator::NcclCommunicator(CudaDevice& device, const UniqueId& id, int rank, int size,
-                                   std::chrono::milliseconds timeout)
-    : device_(device), rank_(rank), size_(size), timeout_(timeout) {
+                                   std::chrono::milliseconds timeout, Join when)
+    : device_(device), rank_(rank), size_(size), timeout_(timeout), id_(id) {
   DSV4_CHECK(size >= 1 && rank >= 0 && rank < size, "NCCL: rank {} of {}", rank, size);
+  DSV4_CUDA_CHECK(cudaSetDevice(device.ordinal()));
+  token_ = static_cast<float*>(device_.allocate(sizeof(float)));
+  device_.fill_zero(token_, sizeof(float));
+  if (when == Join::kNow) {
+    std::lock_guard lock(mu_);
+    join_locked();
+  }
+}
+
+void NcclCommunicator::join_locked() {
   const NcclLibrary& nccl = nccl_library();
   // NVLink multicast can take a shared host's GPUs out of service: never on unless someone says so.
   ::setenv("NCCL_NVLS_ENABLE", "0", 0);
-  DSV4_CUDA_CHECK(cudaSetDevice(device.ordinal()));
+  DSV4_CUDA_CHECK(cudaSetDevice(device_.ordinal()));
   ncclUniqueId nid;
-  std::memcpy(&nid, id.data(), sizeof(nid));
+  std::memcpy(&nid, id_.data(), sizeof(nid));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // every wait for the peers is ours, bounded by the timeout
-  settle(nccl.comm_init_rank_config(&comm_, size, nid, rank, &config), "joining");
-  token_ = static_cast<float*>(device_.allocate(sizeof(float)));
-  device_.fill_zero(token_, sizeof(float));
+  joined_ = true;       // once tried: a failed join aborts, it is not tried again
+  settle(nccl.comm_init_rank_config(&comm_, size_, nid, rank_, &config), "joining");
   watchdog_ = std::make_unique<NcclWatchdog>(
-      device.ordinal(), timeout, [this] { return async_error(); },
+      device_.ordinal(), timeout_, [this] { return async_error(); },
       [this](const std::string& why) { abort(fmt::format("NCCL on rank {} of {}: {}", rank_, size_, why)); });
 }
 
@@ -93,6 +102,7 @@ void NcclCommunicator::abort(const std::string& reason) noexcept {
 
 void NcclCommunicator::abort_locked(const std::string& reason) noexcept {
   if (aborted_.empty()) aborted_ = reason;
+  joined_ = true;  // a later call fails with the reason instead of joining
   if (comm_) nccl_library().comm_abort(comm_);
   comm_ = nullptr;
 }
@@ -137,6 +147,7 @@ void NcclCommunicator::settle(int result, const char* what) {
 template <typename Call>
 void NcclCommunicator::enqueue(const char* what, Call&& call) {
   std::lock_guard lock(mu_);
+  if (!joined_) join_locked();
   throw_if_aborted(what);
   call(comm_, device_.stream());
   if (!device_.recording()) watchdog_->watch(what, device_.stream());

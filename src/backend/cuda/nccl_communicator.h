@@ -30,8 +30,13 @@ class NcclCommunicator final : public Communicator {
   // The usual way in: rank 0 makes the id, the TCP rendezvous hands it out, every rank joins.
   static std::unique_ptr<NcclCommunicator> join(CudaDevice& device, const RendezvousOptions& options);
 
-  // Joins as `rank` of `size` on device's GPU; returns once every rank has joined.
-  NcclCommunicator(CudaDevice& device, const UniqueId& id, int rank, int size, std::chrono::milliseconds timeout);
+  // kNow: the constructor returns once every rank has joined. kAtFirstCollective: the rank joins at its
+  // first collective, where its peers meet it anyway, so ranks can be made one after another on any
+  // thread (an engine's replicas); an abort before then fails that join and every later call.
+  enum class Join : uint8_t { kNow, kAtFirstCollective };
+  // Joins as `rank` of `size` on device's GPU.
+  NcclCommunicator(CudaDevice& device, const UniqueId& id, int rank, int size, std::chrono::milliseconds timeout,
+                   Join when = Join::kNow);
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
@@ -59,6 +64,7 @@ class NcclCommunicator final : public Communicator {
   // Checks an NCCL result, first waiting out "in progress" up to the timeout (then aborting).
   void settle(int result, const char* what);
   void abort_locked(const std::string& reason) noexcept;
+  void join_locked();  // ncclCommInitRank and the watchdog
   void throw_if_aborted(const char* what) const;
   std::string async_error();  // "" or what NCCL reports
 
@@ -67,6 +73,8 @@ class NcclCommunicator final : public Communicator {
   std::chrono::milliseconds timeout_;
   std::mutex mu_;  // comm_ and aborted_: the watchdog's thread may abort
   ncclComm* comm_ = nullptr;
+  UniqueId id_{};
+  bool joined_ = false;
   std::string aborted_;     // why comm_ was ended early
   float* token_ = nullptr;  // what barrier() sums
   std::unique_ptr<NcclWatchdog> watchdog_;

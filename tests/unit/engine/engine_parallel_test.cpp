@@ -1,11 +1,13 @@
-// The engine with a replica's tensor-parallel ranks as threads (engine/tensor_parallel_ranks.h) serves
-// the tokens and logprobs of one rank: batched requests, chunked prefill, prefix-cache hits, preemption
-// and recompute, and seeded sampling, in every layout of one replica the tiny model takes.
+// The engine with a replica's tensor-parallel ranks as threads (engine/replica_ranks.h) serves the
+// tokens and logprobs of one rank: batched requests, chunked prefill, prefix-cache hits, preemption and
+// recompute, and seeded sampling, in every layout of one replica the tiny model takes. Data-parallel
+// replicas behind the one front end serve each request's tokens as one replica alone would, stepping
+// together (with idle steps) where expert parallelism spans them.
 #include <gtest/gtest.h>
 
 #include <chrono>
 
-#include "engine/tensor_parallel_ranks.h"
+#include "engine/replica_ranks.h"
 #include "engine_test_support.h"
 #include "testing/error_of.h"
 #include "testing/layout_name.h"
@@ -73,26 +75,105 @@ INSTANTIATE_TEST_SUITE_P(Layouts, EngineParallel,
                                            ParallelConfig{2, 1, true}, ParallelConfig{4, 1, true}),
                          testing::LayoutName());
 
-TEST(EngineParallelRefusals, ReplicasAndTheHostTierAreRefusedWithAReason) {
+// serve_spread's requests in small prefill chunks: expert-parallel replicas run idle steps beside
+// their peers once their own requests end.
+struct Spread {
+  std::vector<std::vector<int32_t>> tokens;
+  EngineStats stats;
+  std::vector<EngineStats> replicas;
+};
+
+Spread serve_spread(const ParallelConfig& pc) {
+  const LoadedModel& m = tiny_model();
+  EngineConfig c = base_config();
+  c.parallel = pc;
+  c.threads = 2;
+  c.collective_timeout = std::chrono::seconds(30);  // a replica that misses its peers' exchange fails, not hangs
+  c.max_num_seqs = 4;
+  c.max_num_batched_tokens = 128;
+  c.max_prefill_chunk = 64;
+  Engine e(m.config, m.weights, c);
+  Spread s;
+  s.tokens = enginetest::serve_spread(e);
+  s.stats = stats_after(e, s.tokens.size());
+  for (int d = 0; d < e.replicas(); ++d) s.replicas.push_back(e.replica_stats(d));
+  return s;
+}
+
+class EngineDataParallel : public ::testing::TestWithParam<ParallelConfig> {};
+
+TEST_P(EngineDataParallel, ReplicasServeEachRequestsTokensAsOneRank) {
+  static const Spread want = serve_spread({});
+  const ParallelConfig pc = GetParam();
+  const Spread got = serve_spread(pc);
+  EXPECT_EQ(got.tokens, want.tokens);
+  ASSERT_EQ(got.replicas.size(), static_cast<size_t>(pc.dp));
+  for (int d = 0; d < pc.dp; ++d)  // the front end spread them
+    EXPECT_GT(got.replicas[static_cast<size_t>(d)].requests_added, 0u) << "replica " << d;
+  EXPECT_EQ(got.stats.requests_finished, want.stats.requests_finished);
+  EXPECT_EQ(got.stats.generation_tokens, want.stats.generation_tokens);
+  if (pc.expert_parallel)
+    EXPECT_GT(got.stats.idle_steps, 0u);  // a replica with nothing left still met its peers' exchanges
+  else
+    EXPECT_EQ(got.stats.idle_steps, 0u);  // replicas without shared experts step on their own
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, EngineDataParallel,
+                         ::testing::Values(ParallelConfig{1, 2, false}, ParallelConfig{1, 2, true},
+                                           ParallelConfig{2, 2, true}, ParallelConfig{1, 4, true}),
+                         testing::LayoutName());
+
+// A prompt sent again while nothing runs goes to the same (first) replica, whose prefix cache holds it.
+TEST(EngineDataParallelRouting, AnIdleFrontEndSendsARepeatedPromptWhereItsBlocksAre) {
   const LoadedModel& m = tiny_model();
   EngineConfig c = base_config();
   c.parallel = {1, 2, true};
-  EXPECT_THROW(
-      {
-        try {
-          Engine e(m.config, m.weights, c);
-        } catch (const Error& err) {
-          EXPECT_NE(std::string(err.what()).find("one data-parallel replica"), std::string::npos) << err.what();
-          throw;
-        }
-      },
-      Error);
+  c.enable_prefix_caching = true;
+  Engine e(m.config, m.weights, c);
+  const auto ids = random_ids(300, 5);
+  drain(*e.add_request({ids, greedy(3), {}}));
+  RequestOutput again;
+  drain(*e.add_request({ids, greedy(3), {}}), &again);
+  EXPECT_GT(again.usage.cached_tokens, 0);
+  stats_after(e, 2);
+  EXPECT_EQ(e.replica_stats(0).requests_added, 2u);
+}
+
+// Aborts reach the replica that holds the request; shutting down with requests running on lockstep
+// replicas ends them all (no replica is left waiting at the gate or in an exchange).
+TEST(EngineDataParallelRouting, AbortsAndShutdownReachEveryReplica) {
+  const LoadedModel& m = tiny_model();
+  EngineConfig c = base_config();
+  c.parallel = {1, 2, true};
+  Engine e(m.config, m.weights, c);
+  auto a = e.add_request({random_ids(50, 8), greedy(400), {}});
+  auto b = e.add_request({random_ids(60, 9), greedy(400), {}});
+  auto d = e.add_request({random_ids(70, 10), greedy(400), {}});
+  EXPECT_TRUE(e.abort(b->id()));
+  RequestOutput out;
+  drain(*b, &out);
+  EXPECT_EQ(out.finish_reason, FinishReason::kAbort);
+  EXPECT_FALSE(e.abort(b->id()));
+  const auto t0 = std::chrono::steady_clock::now();
+  e.shutdown();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));
+  drain(*a, &out);
+  EXPECT_EQ(out.finish_reason, FinishReason::kAbort);
+  drain(*d, &out);
+  EXPECT_EQ(out.finish_reason, FinishReason::kAbort);
+  EXPECT_TRUE(e.healthy());
+}
+
+TEST(EngineParallelRefusals, TheHostTierAndLayoutsTheModelCannotTakeAreRefused) {
+  const LoadedModel& m = tiny_model();
+  EngineConfig c = base_config();
   c.parallel = {2, 1, false};
   c.kv_offload_bytes = 16 << 20;
-  EXPECT_THROW(Engine(m.config, m.weights, c), Error);
+  const std::string offload = testing::error_of([&] { Engine e(m.config, m.weights, c); });
+  EXPECT_NE(offload.find("--kv-offload-bytes"), std::string::npos) << offload;
   c.parallel = {3, 1, false};  // 4 heads
   c.kv_offload_bytes = 0;
-  EXPECT_THROW(Engine(m.config, m.weights, c), Error);
+  EXPECT_FALSE(testing::error_of([&] { Engine e(m.config, m.weights, c); }).empty());
 }
 
 // The CPU ranks share the host: each holds the whole KV, so the default budget is split among them.
@@ -103,15 +184,18 @@ TEST(EngineParallelBudget, RanksOnTheHostShareItsDefaultKvBudget) {
   c.parallel = {2, 1, false};
   const Engine e(m.config, m.weights, c);
   EXPECT_EQ(e.config().kv_cache_memory, default_kv_cache_memory() / 2);
+  c.parallel = {2, 2, true};  // every rank of every replica
+  const Engine f(m.config, m.weights, c);
+  EXPECT_EQ(f.config().kv_cache_memory, default_kv_cache_memory() / 4);
 }
 
 // A rank that fails ends the step on every rank with its error at once (its abort stops the peers'
 // collectives instead of the ten-minute timeout), and the group stays failed: the next step fails too.
-TEST(TensorParallelRanks, ARankThatFailsStopsEveryRankWithItsError) {
+TEST(ReplicaRanks, ARankThatFailsStopsEveryRankWithItsError) {
   TinyRunner t(base_config());
   const LoadedModel& m = tiny_model();
-  TensorParallelRanks ranks(m.config, m.weights, t.kv, kv_formats({}), plan_parallel(m.config, {2, 1, false}),
-                            t.backend, 1);
+  ReplicaRanks ranks(m.config, m.weights, t.kv, kv_formats({}), plan_parallel(m.config, {2, 1, false}), {}, t.backend,
+                     1);
   const auto ids = random_ids(40, 3);
   t.kv.add_request(7, 40);
   ASSERT_TRUE(t.kv.allocate(7, 40, ids));

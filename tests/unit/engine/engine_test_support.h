@@ -193,4 +193,18 @@ inline std::vector<int32_t> drain(RequestStream& s, RequestOutput* last = nullpt
   return o.token_ids;
 }
 
+// Six concurrent requests of other prompt lengths, greedy and seeded, the first outlasting the others
+// (replicas finish at other steps); returns each one's tokens.
+inline std::vector<std::vector<int32_t>> serve_spread(Engine& e) {
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 6; ++i) {
+    const auto ids = random_ids(40 + 37 * i, 60 + static_cast<uint32_t>(i));
+    const int64_t n = i == 0 ? 48 : 3 + 2 * i;
+    streams.push_back(e.add_request({ids, i % 2 ? seeded(90 + static_cast<uint64_t>(i), n) : greedy(n), {}}));
+  }
+  std::vector<std::vector<int32_t>> tokens;
+  for (auto& st : streams) tokens.push_back(drain(*st));
+  return tokens;
+}
+
 }  // namespace dsv4::enginetest

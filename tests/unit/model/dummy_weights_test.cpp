@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "core/error.h"
 #include "model/model_loader.h"
@@ -21,6 +22,13 @@ namespace dsv4 {
 namespace {
 
 const ModelConfig& tiny() { return find_preset("tiny").config; }
+
+// write_random_checkpoint's model for `seed`, loaded from a fresh folder.
+LoadedModel random_checkpoint(const std::string& name, uint64_t seed) {
+  const auto dir = testing::temp_dir(name);
+  write_random_checkpoint(tiny(), seed, dir);
+  return load_model(dir);
+}
 
 bool same_bytes(const DummyWeights& d, size_t i, std::span<const uint8_t> want) {
   return want.size() == d.specs()[i].nbytes() && std::memcmp(d.view(i), want.data(), want.size()) == 0;
@@ -97,9 +105,7 @@ TEST(DummyWeights, TooBigForTheDeviceIsRefusedBeforeAnythingIsMade) {
 // A rank's views start inside their tensors (model/weight_shard.h): placing a TP rank's shard makes the
 // tensors that hold them, and the copies are that rank's rows of the checkpoint's.
 TEST(DummyWeights, PlaceARanksShardFromViewsInsideTheTensors) {
-  const auto dir = testing::temp_dir("dummy-shard");
-  write_random_checkpoint(tiny(), 4, dir);
-  const LoadedModel ckpt = load_model(dir);
+  const LoadedModel ckpt = random_checkpoint("dummy-shard", 4);
   DummyWeights d(tiny(), 4);
   const ParallelLayout l = plan_parallel(tiny(), {2, 1, false});
   testing::ForeignDevice dev;
@@ -111,6 +117,50 @@ TEST(DummyWeights, PlaceARanksShardFromViewsInsideTheTensors) {
   const LinearWeight &got_h = placed.get().head, &want_h = want.head;
   EXPECT_EQ(std::memcmp(got_h.data, want_h.data, static_cast<size_t>(want_h.out * want_h.in * 2)), 0);
   EXPECT_TRUE(dev.owns(got_h.data));
+}
+
+// A tensor two ranks acquired stays made until both released it.
+TEST(DummyWeights, ATensorLastsUntilItsLastUserReleasesIt) {
+  DummyWeights d(tiny(), 8);
+  const size_t embed = 0;
+  d.acquire(d.view(embed));
+  d.acquire(d.view(embed));
+  const uint64_t made = d.resident_bytes();
+  ASSERT_GT(made, 0u);
+  d.release(d.view(embed));
+  EXPECT_EQ(d.resident_bytes(), made);
+  d.release(d.view(embed));
+  EXPECT_EQ(d.resident_bytes(), 0u);
+}
+
+// The engine's ranks place their shards at once, each on its own thread: every rank gets the
+// checkpoint's rows, and the tensors they shared are released once all copies landed.
+TEST(DummyWeights, RanksPlacingAtOnceGetTheirShardsBytes) {
+  const LoadedModel ckpt = random_checkpoint("dummy-ranks", 9);
+  DummyWeights d(tiny(), 9);
+  const ParallelLayout l = plan_parallel(tiny(), {4, 1, false});
+  std::vector<std::string> wrong(4);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 4; ++r) {
+    ranks.emplace_back([&, r] {
+      testing::ForeignDevice dev;
+      const PlacedWeights placed(shard_weights(d.weights(), tiny(), l, r), tiny(), dev);
+      const ModelWeights want = shard_weights(ckpt.weights, tiny(), l, r);
+      for (size_t b = 0; b < want.layers.size(); ++b) {
+        const LinearWeight &got = placed.get().layers[b].attn.wq_b, &w = want.layers[b].attn.wq_b;
+        if (got.out != w.out || std::memcmp(got.data, w.data, static_cast<size_t>(w.out * w.in)) != 0)
+          wrong[static_cast<size_t>(r)] += "wq_b of layer " + std::to_string(b) + " ";
+        const auto e = static_cast<size_t>(tiny().dim * 2);
+        if (std::memcmp(placed.get().embed, want.embed, e) != 0) wrong[static_cast<size_t>(r)] += "embed ";
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(wrong[static_cast<size_t>(r)], "") << "rank " << r;
+  DummyWeights one(tiny(), 9);
+  testing::ForeignDevice dev;
+  const PlacedWeights alone(one.weights(), tiny(), dev);
+  EXPECT_EQ(d.resident_bytes(), one.resident_bytes());  // only what the models prepare themselves is kept
 }
 
 }  // namespace

@@ -1,0 +1,28 @@
+#include "engine/step_lockstep.h"
+
+#include "core/error.h"
+
+namespace dsv4 {
+
+StepLockstep::StepLockstep(int replicas) : replicas_(replicas) {
+  DSV4_CHECK(replicas >= 1, "step lockstep: {} replicas", replicas);
+}
+
+StepLockstep::Decision StepLockstep::arrive(bool has_batch, bool stop) {
+  std::unique_lock lock(mu_);
+  forming_.step = forming_.step || has_batch;
+  forming_.stop = forming_.stop || stop;
+  if (++arrived_ == replicas_) {
+    decided_ = forming_;
+    forming_ = {};
+    arrived_ = 0;
+    ++generation_;
+    cv_.notify_all();
+    return decided_;
+  }
+  const uint64_t mine = generation_;
+  cv_.wait(lock, [&] { return generation_ != mine; });
+  return decided_;
+}
+
+}  // namespace dsv4

@@ -1,0 +1,36 @@
+// StepLockstep: the data-parallel replicas of an expert-parallel engine step together. Their ranks meet
+// in the MoE's expert exchange every layer of every step, so when any replica has a batch, every other
+// replica steps too: with no tokens of its own, its ranks still run the experts they own over the rows
+// the others send (Executor::idle_step). Each replica's loop arrives once per iteration saying whether
+// it has a batch and whether it was asked to stop; all of them leave with the same decision.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+
+namespace dsv4 {
+
+class StepLockstep {
+ public:
+  explicit StepLockstep(int replicas);
+
+  struct Decision {
+    bool step = false;  // some replica has a batch: every replica steps, empty ones idle
+    bool stop = false;  // some replica was asked to stop: every one stops (none is left in a collective)
+  };
+  // Blocks until every replica has arrived for this iteration.
+  Decision arrive(bool has_batch, bool stop);
+
+  int replicas() const { return replicas_; }
+
+ private:
+  const int replicas_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+  Decision forming_, decided_;
+};
+
+}  // namespace dsv4

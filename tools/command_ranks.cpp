@@ -1,0 +1,55 @@
+#include "tools/command_ranks.h"
+
+#include <spdlog/spdlog.h>
+
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "backend/rank_group.h"
+
+namespace dsv4::tools {
+
+void run_command_ranks(const CommandRanks& c, const std::function<void(RankContext&)>& fn) {
+  const int tp = c.parallel.tp, world = c.parallel.world();
+  const RankPlacement placement = place_ranks(c.backend, world);
+  if (world > 1) spdlog::info("{}: {}", c.parallel.describe(), placement.describe(world));
+  std::vector<std::shared_ptr<RankGroup>> replicas;
+  for (int d = 0; d < c.parallel.dp; ++d)
+    replicas.push_back(std::make_shared<RankGroup>(placement.kind, tp, c.timeout));
+  const auto all = std::make_shared<RankGroup>(placement.kind, world, c.timeout);
+  const int threads = cpu_threads_per_rank(c.threads, world);
+  std::mutex mu;
+  std::exception_ptr first;
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < world; ++r) {
+    ranks.emplace_back([&, r] {
+      try {
+        Backend b = make_backend(c.backend, threads, c.numerics, placement.gpu_of(r));
+        b.device->bind_thread();
+        // Declared after the backend: they go before the device they live on.
+        const std::unique_ptr<Communicator> mine = replicas[static_cast<size_t>(r / tp)]->member(*b.device, r % tp);
+        const std::unique_ptr<Communicator> every = all->member(*b.device, r);
+        RankContext ctx{r, b, *mine, *every};
+        try {
+          fn(ctx);
+          b.device->synchronize();
+        } catch (...) {
+          const std::string why = "rank " + std::to_string(r) + " failed";
+          mine->abort(why);
+          every->abort(why);
+          throw;
+        }
+      } catch (...) {
+        std::lock_guard lock(mu);
+        if (!first) first = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  if (first) std::rethrow_exception(first);
+}
+
+}  // namespace dsv4::tools
