@@ -13,15 +13,8 @@
 namespace dsv4 {
 
 const char* comm_kind_name(CommKind kind) {
-  switch (kind) {
-    case CommKind::kHost:
-      return "host";
-    case CommKind::kNccl:
-      return "nccl";
-    case CommKind::kStaged:
-      return "staged";
-  }
-  return "?";
+  constexpr const char* kNames[] = {"host", "nccl", "staged"};  // CommKind's order
+  return kNames[static_cast<size_t>(kind)];
 }
 
 std::string RankPlacement::describe(int world) const {
