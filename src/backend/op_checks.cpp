@@ -391,6 +391,14 @@ void check_params(const SwigluParams& p) {
   need(p.out, op, "out");
 }
 
+void check_params(const GatherRowsParams& p) {
+  const char* op = "gather_rows";
+  non_negative(p.rows, op, "rows");
+  non_negative(p.in_rows, op, "in_rows");
+  positive(p.width, op, "width");
+  DSV4_CHECK(p.rows == 0 || (p.in && p.index && p.out), "gather_rows: {} rows need in, index and out", p.rows);
+}
+
 void check_params(const EmbedParams& p) {
   const char* op = "embed";
   non_negative(p.tokens, op, "tokens");

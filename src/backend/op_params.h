@@ -420,6 +420,18 @@ struct EmbedParams {
   uint16_t* out = nullptr;  // [tokens, copies, dim] bf16
 };
 
+// out[i] = in[index[i]] for rows of `width` bytes of any element type: a selection or permutation of
+// rows, copied as they are (the expert-parallel dispatch gathers its pairs' token rows, then its tokens'
+// pair rows back into pair order).
+struct GatherRowsParams {
+  const void* in = nullptr;  // [in_rows, width bytes]
+  int64_t in_rows = 0;
+  const int32_t* index = nullptr;  // [rows], each in [0, in_rows)
+  int64_t rows = 0;
+  int64_t width = 0;    // bytes a row
+  void* out = nullptr;  // [rows, width bytes]
+};
+
 // Which page of one layer each block of a paged cache's unit uses, in device memory: block b
 // (first_block <= b < first_block + blocks) uses pages[(b − first_block)·layers + layer]. One block list
 // then serves every layer of the unit, each reading it through its own map.
@@ -527,6 +539,7 @@ struct SampleParams {
   X(shared_expert, SharedExpert)       \
   X(swiglu, Swiglu)                    \
   X(embed, Embed)                      \
+  X(gather_rows, GatherRows)           \
   X(paged_slots, PagedSlots)           \
   X(argmax, Argmax)                    \
   X(sample, Sample)

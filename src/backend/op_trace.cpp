@@ -231,6 +231,10 @@ void OpTrace::do_embed(const EmbedParams& p) {
   inner_.embed(p);
   keep("embed", TraceElem::kBf16, kBits, p.out, p.tokens, p.copies * p.dim);
 }
+void OpTrace::do_gather_rows(const GatherRowsParams& p) {
+  inner_.gather_rows(p);
+  keep("gather_rows", TraceElem::kU8, kBits, p.out, p.rows, p.width);
+}
 void OpTrace::do_paged_slots(const PagedSlotsParams& p) {
   inner_.paged_slots(p);
   keep("paged_slots", TraceElem::kI32, kBits, p.out, p.rows, p.width);

@@ -154,19 +154,26 @@ void Model::moe_owned(const Layer& L, const StepIndex& s, const uint16_t* x, uin
   }
   const Dispatch d = plan_dispatch(h_idx, h_wts, lay.config.world(), E / lay.ep_size);
   const auto sent = static_cast<int64_t>(d.order.size());
+  DSV4_CHECK(sent == n * k, "moe: {} of {} pairs dispatched", sent, n * k);  // every pair once
   const size_t row = static_cast<size_t>(D) * 2;
-  auto xs = scratch<uint16_t>(dev_, sent * D);
-  for (int64_t i = 0; i < sent; ++i)
-    dev_.copy(xs.data() + i * D, x + (t0 + d.order[static_cast<size_t>(i)] / k) * D, row);
-  const auto ids = upload(dev_, d.ids);
+  // One upload: the sent rows' experts, the token row each reads, and each pair's place among them.
+  std::vector<int32_t> lists(d.ids);
+  lists.resize(static_cast<size_t>(3 * sent));
+  for (int64_t i = 0; i < sent; ++i) {
+    const int64_t q = d.order[static_cast<size_t>(i)];
+    lists[static_cast<size_t>(sent + i)] = static_cast<int32_t>(t0 + q / k);
+    lists[static_cast<size_t>(2 * sent + q)] = static_cast<int32_t>(i);
+  }
+  const auto on_dev = upload(dev_, lists);
   const auto ws = upload(dev_, d.weights);
+  auto xs = scratch<uint16_t>(dev_, sent * D);
+  ops_.gather_rows({x, T, on_dev.data() + sent, sent, static_cast<int64_t>(row), xs.data()});
 
-  const DeviceArray<uint16_t> back = exchange_experts(L, d.send, xs.data(), ids.data(), ws.data());
+  const DeviceArray<uint16_t> back = exchange_experts(L, d.send, xs.data(), on_dev.data(), ws.data());
 
   // This rank's tokens: their pairs in pair order, summed as moe_experts sums them.
   auto pairs = scratch<uint16_t>(dev_, n * k * D);
-  for (int64_t i = 0; i < sent; ++i)
-    dev_.copy(pairs.data() + d.order[static_cast<size_t>(i)] * D, back.data() + i * D, row);
+  ops_.gather_rows({back.data(), sent, on_dev.data() + 2 * sent, n * k, static_cast<int64_t>(row), pairs.data()});
   auto mine = scratch<uint16_t>(dev_, chunk * D);
   ops_.moe_combine({pairs.data(), idx.data() + t0 * k, ys.data() + t0 * D, n, k, D, mine.data()});
   if (tp == 1) return dev_.copy(out, mine.data(), static_cast<size_t>(T) * row);

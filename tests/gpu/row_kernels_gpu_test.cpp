@@ -287,5 +287,30 @@ TEST(CudaRowKernels, EmbedReportsBadIds) {
   EXPECT_EQ(out[static_cast<size_t>(dim)], 0);  // the bad row is zeroed, not read out of bounds
 }
 
+// Whole 16-byte vectors and odd widths alike give the CPU's rows; a bad index is reported, its row zeroed.
+TEST(CudaRowKernels, GatherRowsMatchesCpu) {
+  std::mt19937 rng(std::random_device{}());
+  CpuOps cpu(2);
+  for (const int64_t width : {int64_t{8192}, int64_t{26}}) {
+    const int64_t in_rows = 40, rows = 96;
+    std::vector<uint8_t> in(static_cast<size_t>(in_rows * width));
+    for (auto& b : in) b = static_cast<uint8_t>(rng());
+    std::vector<int32_t> index(static_cast<size_t>(rows));
+    for (auto& i : index) i = static_cast<int32_t>(rng() % in_rows);
+    std::vector<uint8_t> want(static_cast<size_t>(rows * width));
+    cpu.gather_rows({in.data(), in_rows, index.data(), rows, width, want.data()});
+    Dev<uint8_t> din(in), dout(std::vector<uint8_t>(want.size(), 0xee));
+    Dev<int32_t> di(index), derr(std::vector<int32_t>{0});
+    cuda::gather_rows({din.p, in_rows, di.p, rows, width, dout.p}, derr.p, nullptr);
+    EXPECT_EQ(dout.get(), want) << width;
+    EXPECT_EQ(derr.get()[0], 0);
+    index[5] = -1;
+    Dev<int32_t> bad(index);
+    cuda::gather_rows({din.p, in_rows, bad.p, rows, width, dout.p}, derr.p, nullptr);
+    EXPECT_EQ(derr.get()[0], static_cast<int32_t>(cuda::DeviceError::kGatherRow));
+    EXPECT_EQ(dout.get()[static_cast<size_t>(5 * width)], 0);
+  }
+}
+
 }  // namespace
 }  // namespace dsv4

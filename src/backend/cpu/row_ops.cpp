@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <span>
 
 #include "backend/cpu/cpu_support.h"
@@ -48,6 +49,18 @@ void embed(ThreadPool& pool, const EmbedParams& p) {
       DSV4_CHECK(p.ids[t] >= 0 && p.ids[t] < p.vocab, "embed: token id {} outside [0, {})", p.ids[t], p.vocab);
       const uint16_t* src = p.table + int64_t{p.ids[t]} * p.dim;
       for (int c = 0; c < p.copies; ++c) std::copy(src, src + p.dim, p.out + (t * p.copies + c) * p.dim);
+    }
+  });
+}
+
+void gather_rows(ThreadPool& pool, const GatherRowsParams& p) {
+  const auto width = static_cast<size_t>(p.width);
+  pool.parallel_for(p.rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int32_t i = p.index[r];
+      DSV4_CHECK(i >= 0 && i < p.in_rows, "gather_rows: row {} reads row {} of {}", r, i, p.in_rows);
+      std::memcpy(static_cast<std::byte*>(p.out) + static_cast<size_t>(r) * width,
+                  static_cast<const std::byte*>(p.in) + static_cast<size_t>(i) * width, width);
     }
   });
 }

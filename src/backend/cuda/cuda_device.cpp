@@ -36,6 +36,8 @@ const char* error_name(int32_t code) {
       return "gemm: an FP4 weight's four scales in a 128-wide block span more than 26 octaves, beyond the wgmma "
              "kernel's exact re-encoding (DSV4_GEMM_WGMMA_MIN_ROWS above the step's rows keeps such weights on the "
              "mma.sync kernel)";
+    case DeviceError::kGatherRow:
+      return "gather_rows: a row index outside the input's rows";
   }
   return "unknown device error";
 }

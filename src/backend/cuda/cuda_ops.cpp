@@ -207,6 +207,8 @@ void CudaOps::do_hc_head(const HcHeadParams& p) {
 
 void CudaOps::do_embed(const EmbedParams& p) { cuda::embed(p, dev_.error_flag(), dev_.stream()); }
 
+void CudaOps::do_gather_rows(const GatherRowsParams& p) { cuda::gather_rows(p, dev_.error_flag(), dev_.stream()); }
+
 void CudaOps::do_paged_slots(const PagedSlotsParams& p) { cuda::paged_slots(p, dev_.error_flag(), dev_.stream()); }
 
 void CudaOps::do_argmax(const ArgmaxParams& p) { cuda::argmax(p, dev_.stream()); }

@@ -19,6 +19,7 @@ enum class DeviceError : int32_t {
   kEmbedId,
   kPagedSlots,
   kGemmFp4Span,
+  kGatherRow,
 };
 
 }  // namespace dsv4::cuda

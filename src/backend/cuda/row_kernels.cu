@@ -3,6 +3,7 @@
 #include <cuda_fp8.h>
 
 #include <cmath>
+#include <limits>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
@@ -211,6 +212,18 @@ __global__ void embed_kernel(const int32_t* ids, int64_t tokens, const uint16_t*
   out[i] = table[int64_t{id} * dim + k];
 }
 
+// One block a row; T is uint4 (16-byte vectors) or uint8_t.
+template <typename T>
+__global__ void gather_rows_kernel(const T* in, int64_t in_rows, const int32_t* index, int64_t width, T* out,
+                                   int32_t* err) {
+  pdl_enter();
+  const int64_t r = blockIdx.x, n = width / static_cast<int64_t>(sizeof(T));
+  const int32_t i = index[r];
+  const bool ok = i >= 0 && i < in_rows;
+  if (!ok && threadIdx.x == 0) report(err, DeviceError::kGatherRow);
+  for (int64_t k = threadIdx.x; k < n; k += blockDim.x) out[r * n + k] = ok ? in[int64_t{i} * n + k] : T{};
+}
+
 unsigned blocks_for(int64_t threads, int per_block) {
   return static_cast<unsigned>((threads + per_block - 1) / per_block);
 }
@@ -287,6 +300,21 @@ void quant_sim(const QuantSimParams& p, cudaStream_t stream) {
   const int64_t stride = p.row_stride ? p.row_stride : p.cols;
   if (p.kind == QuantSim::kFp8) return quant_sim_e4m3(p.x, p.rows, p.cols, stride, p.block, stream);
   quant_sim_e2m1(p.x, p.rows, p.cols, stride, stream);
+}
+
+void gather_rows(const GatherRowsParams& p, int32_t* err, cudaStream_t stream) {
+  if (p.rows == 0) return;
+  DSV4_CUDA_REQUIRE(p.rows <= std::numeric_limits<int32_t>::max(), "gather_rows: more rows than a grid holds");
+  const auto grid = static_cast<unsigned>(p.rows);
+  const bool vectors =
+      p.width % 16 == 0 && reinterpret_cast<uintptr_t>(p.in) % 16 == 0 && reinterpret_cast<uintptr_t>(p.out) % 16 == 0;
+  if (vectors) {
+    launch_kernel(gather_rows_kernel<uint4>, grid, 256, 0, stream, static_cast<const uint4*>(p.in), p.in_rows, p.index,
+                  p.width, static_cast<uint4*>(p.out), err);
+  } else {
+    launch_kernel(gather_rows_kernel<uint8_t>, grid, 256, 0, stream, static_cast<const uint8_t*>(p.in), p.in_rows,
+                  p.index, p.width, static_cast<uint8_t*>(p.out), err);
+  }
 }
 
 void embed(const EmbedParams& p, int32_t* err, cudaStream_t stream) {

@@ -1,4 +1,5 @@
-// Row-wise CUDA kernels of the Ops (norms, RoPE, Hadamard, quantization simulation, embedding). Each
+// Row-wise CUDA kernels of the Ops (norms, RoPE, Hadamard, quantization simulation, embedding, row
+// gathers). Each
 // launcher takes its op's parameters (backend/op_params.h, device pointers) and reproduces the CPU
 // backend's arithmetic (backend/cpu) bit for bit.
 #pragma once
@@ -28,5 +29,9 @@ void quant_sim(const QuantSimParams& p, cudaStream_t stream);
 
 // An id outside [0, vocab) gives a zero row and is reported in err (DeviceError::kEmbedId; may be null).
 void embed(const EmbedParams& p, int32_t* err, cudaStream_t stream);
+
+// 16-byte vectors where the width and pointers allow, bytes otherwise; an index outside the input gives a
+// zero row and is reported in err (DeviceError::kGatherRow).
+void gather_rows(const GatherRowsParams& p, int32_t* err, cudaStream_t stream);
 
 }  // namespace dsv4::cuda

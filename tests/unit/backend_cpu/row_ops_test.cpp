@@ -98,6 +98,26 @@ TEST(Embed, CopiesRowsToEveryStreamAndChecksIds) {
       Error);
 }
 
+// Rows of any width come out in the index's order, repeats and all; an index outside the input is refused.
+TEST(GatherRows, CopiesTheIndexedRowsAsTheyAre) {
+  CpuOps ops(2);
+  std::mt19937 rng(std::random_device{}());
+  const int64_t in_rows = 9, width = 13;  // bytes: no alignment to lean on
+  std::vector<uint8_t> in(static_cast<size_t>(in_rows * width));
+  for (auto& b : in) b = static_cast<uint8_t>(rng());
+  std::vector<int32_t> index(20);
+  for (auto& i : index) i = static_cast<int32_t>(rng() % in_rows);
+  std::vector<uint8_t> out(index.size() * width, 0xee);
+  ops.gather_rows({in.data(), in_rows, index.data(), static_cast<int64_t>(index.size()), width, out.data()});
+  for (size_t r = 0; r < index.size(); ++r)
+    for (int64_t c = 0; c < width; ++c)
+      ASSERT_EQ(out[r * width + static_cast<size_t>(c)], in[static_cast<size_t>(index[r] * width + c)]) << r;
+  index[3] = static_cast<int32_t>(in_rows);
+  EXPECT_THROW(
+      ops.gather_rows({in.data(), in_rows, index.data(), static_cast<int64_t>(index.size()), width, out.data()}),
+      Error);
+}
+
 TEST(QuantSim, RejectsBadParameters) {
   CpuOps ops(1);
   std::vector<uint16_t> x(128);
