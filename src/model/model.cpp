@@ -134,8 +134,8 @@ Model::Model(const ModelConfig& cfg, const ModelWeights& weights, Ops& ops, Devi
   }
   // Recorded steps and the indexer's side queue are the default where the device can record (their GPU
   // suites pass; docs/perf.md); DSV4_CUDA_GRAPHS=0 (or --enforce-eager) runs eagerly.
-  // A sharded step meets its peers in collectives that a recording would not replay: eager.
-  const bool graphs = dev.can_record() && !shard_.sharded() && env_switch("DSV4_CUDA_GRAPHS") != "0";
+  // A step that meets its peers in collectives is eager (ModelShard::meets_peers).
+  const bool graphs = dev.can_record() && !shard_.meets_peers() && env_switch("DSV4_CUDA_GRAPHS") != "0";
   overlap_ = graphs;
   shared_overlap_ = env_switch("DSV4_MOE_SIDE") != "0";
   set_step_mode(graphs ? StepMode::kGraphs : StepMode::kEager);

@@ -13,7 +13,10 @@ struct ModelShard {
   Communicator* tp = nullptr;     // the tensor-parallel ranks of this rank's replica (may be null when tp == 1)
   Communicator* world = nullptr;  // every rank, for expert dispatch (may be null without expert parallelism)
 
-  bool sharded() const { return layout.config.world() > 1; }
+  // This rank's steps meet peers in collectives (TP gathers, the expert exchange): they run eagerly,
+  // since the staged communicator cannot be recorded and the exchange's counts come to the host. A
+  // data-parallel replica without expert parallelism holds the whole model and meets no one.
+  bool meets_peers() const { return layout.config.tp > 1 || layout.ep_size > 1; }
 };
 
 }  // namespace dsv4

@@ -8,6 +8,7 @@
 
 #include <numeric>
 
+#include "model/model_shard.h"
 #include "model/weights.h"
 #include "model_tools/presets.h"
 #include "testing/error_of.h"
@@ -53,6 +54,18 @@ TEST(ParallelLayout, OneRankHoldsEverything) {
   EXPECT_EQ(l.experts_of(0).size(), c.n_routed_experts);
   EXPECT_EQ(weight_bytes_of_rank(c, l, 0), tensor_bytes(c).all);
   EXPECT_EQ(describe_layout(c, l).size(), 1u);
+}
+
+// Only ranks that meet peers step eagerly: a data-parallel replica without expert parallelism holds the
+// whole model (its decode steps may be recorded as CUDA graphs).
+TEST(ParallelLayout, ReplicasWithoutExpertParallelismMeetNoPeers) {
+  const ModelConfig& c = find_preset("tiny").config;
+  const auto meets = [&](ParallelConfig pc) { return ModelShard{plan_parallel(c, pc), pc.world() - 1}.meets_peers(); };
+  EXPECT_FALSE(meets({}));
+  EXPECT_FALSE(meets({1, 2, false}));
+  EXPECT_TRUE(meets({1, 2, true}));
+  EXPECT_TRUE(meets({2, 1, false}));
+  EXPECT_TRUE(meets({2, 2, false}));
 }
 
 TEST(ParallelLayout, TinyTensorParallelSplitsWhatDividesIntoScaleBlocks) {
