@@ -20,18 +20,11 @@ EngineConfig with_weight_bytes(EngineConfig c, const ModelConfig& model, const M
   return c;
 }
 
-// What the engine serves of a valid layout: every replica's ranks as threads of this process.
-void check_layout(const ParallelLayout& l, const EngineConfig& c) {
-  if (l.config.world() == 1) return;
-  DSV4_CHECK(c.kv_offload_bytes == 0, "{}: --kv-offload-bytes with several ranks is not supported yet",
-             l.config.describe());
-}
-
 // The options every replica shares, resolved once.
 EngineConfig resolved(EngineConfig c, const ModelConfig& model) {
   DSV4_CHECK(c.vocab_limit >= 0, "engine: vocab_limit must not be negative");
   c.vocab_limit = c.vocab_limit > 0 ? std::min(c.vocab_limit, model.vocab_size) : model.vocab_size;
-  check_layout(plan_parallel(model, c.parallel), c);
+  plan_parallel(model, c.parallel);  // a layout the model cannot take is refused here
   return c;
 }
 

@@ -70,7 +70,9 @@ EngineCore::EngineCore(const ModelConfig& model, EngineConfig config, const Exec
     if (!backend_.device->host_memory() && config_.kv_cache_memory == 0)
       config_.kv_cache_memory = gpu_kv_budget(config_, model_, *backend_.device, *backend_.ops, replica_.ranks_per_gpu);
   }
-  config_.kv_offload_bytes = resolve_kv_offload_bytes(config_.kv_offload_bytes, available_host_memory());
+  // Every rank keeps its own host tier of this size: "auto" shares the host's memory among them.
+  config_.kv_offload_bytes =
+      resolve_kv_offload_bytes(config_.kv_offload_bytes, available_host_memory() / config_.parallel.world());
   // Every rank holds its replica's whole KV: the ranks of every replica share the host's default budget.
   if (kv_memory && backend_.device->host_memory() && config_.kv_cache_memory == 0 && config_.parallel.world() > 1)
     config_.kv_cache_memory = default_kv_cache_memory() / config_.parallel.world();

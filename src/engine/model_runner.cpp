@@ -18,7 +18,9 @@ ModelRunner::ModelRunner(const ModelConfig& cfg, const ModelWeights& weights, Kv
       model_(cfg, weights, *backend.ops, *backend.device,
              ranks_ ? ranks_->first_shard() : ModelShard{plan_parallel(cfg, {})}),
       kv_(cfg, manager, kv_formats(dtypes)),
-      sampler_(cfg.vocab_size, vocab_limit, static_cast<int32_t>(cfg.eos_token_id)) {}
+      sampler_(cfg.vocab_size, vocab_limit, static_cast<int32_t>(cfg.eos_token_id)) {
+  if (ranks_) ranks_->mirror_host_tier(manager);
+}
 
 template <typename F>
 auto ModelRunner::on_every_rank(const ForwardBatch& batch, const Schedule& schedule, F&& f) {

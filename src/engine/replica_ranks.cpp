@@ -1,6 +1,7 @@
 #include "engine/replica_ranks.h"
 
 #include "core/error.h"
+#include "kv/kv_memory.h"
 #include "model/device_kv_memory.h"
 
 namespace dsv4 {
@@ -12,6 +13,8 @@ struct ReplicaRanks::Rank {
   std::vector<std::pair<std::byte*, size_t>> pools;  // one per bucket
   std::unique_ptr<PagedKv> kv;
   std::unique_ptr<Model> model;
+  std::unique_ptr<KvMemoryAllocator> host_memory;           // the host tier's pages (mirror_host_tier)
+  std::vector<std::pair<std::byte*, size_t>> host_regions;  // one per bucket, like the manager's
   std::thread thread;
 
   // On the rank's thread (its device's memory), model first, the device last.
@@ -21,6 +24,10 @@ struct ReplicaRanks::Rank {
     for (const auto& [p, bytes] : pools) memory->deallocate(p, bytes);
     pools.clear();
     memory.reset();
+    for (const auto& [p, bytes] : host_regions)
+      if (p) host_memory->deallocate(p, bytes);
+    host_regions.clear();
+    host_memory.reset();
     backend.ops.reset();
     backend.device.reset();
   }
@@ -66,7 +73,10 @@ ReplicaRanks::ReplicaRanks(const ModelConfig& cfg, const ModelWeights& weights, 
   std::rethrow_exception(failed);
 }
 
-ReplicaRanks::~ReplicaRanks() { stop_ranks(); }
+ReplicaRanks::~ReplicaRanks() {
+  if (mirrored_) mirrored_->set_copier(first_copier_);
+  stop_ranks();
+}
 
 void ReplicaRanks::stop_ranks() {
   {
@@ -184,6 +194,66 @@ void ReplicaRanks::step(const ForwardBatch& batch, std::span<const KvRequestId> 
 void ReplicaRanks::idle(const std::function<void()>& here) {
   const Job job = [](Rank& r) { r.model->idle_step(); };
   run(job, here);
+}
+
+namespace {
+
+using Regions = std::vector<std::pair<std::byte*, size_t>>;
+
+// The address at p's offset in the region of `to` that matches p's region of `from`.
+std::byte* moved(const Regions& from, const Regions& to, const std::byte* p) {
+  for (size_t i = 0; i < from.size(); ++i) {
+    const auto [base, bytes] = from[i];
+    if (base != nullptr && p >= base && p < base + bytes) return to[i].first + (p - base);
+  }
+  fail("KV host tier: a page copy outside the pools and the host tier's pages");
+}
+
+}  // namespace
+
+class ReplicaRanks::MirrorCopier final : public KvPageCopier {
+ public:
+  MirrorCopier(ReplicaRanks& ranks, KvPageCopier& first, Regions pools, Regions host)
+      : ranks_(ranks), first_(first), pools_(std::move(pools)), host_(std::move(host)) {}
+
+  void copy(std::span<const KvPageCopy> batch) override {
+    const Job job = [&](Rank& r) {
+      for (const KvPageCopy& c : batch) {
+        const Regions &dst_from = c.to_device ? pools_ : host_, &src_from = c.to_device ? host_ : pools_;
+        const Regions &dst_to = c.to_device ? r.pools : r.host_regions,
+                      &src_to = c.to_device ? r.host_regions : r.pools;
+        r.backend.device->copy(moved(dst_from, dst_to, c.dst), moved(src_from, src_to, c.src),
+                               static_cast<size_t>(c.bytes));
+      }
+    };
+    ranks_.run(job, [&] { first_.copy(batch); });
+  }
+
+ private:
+  ReplicaRanks& ranks_;
+  KvPageCopier& first_;
+  Regions pools_, host_;  // the first rank's
+};
+
+void ReplicaRanks::mirror_host_tier(KvCacheManager& manager) {
+  const Regions host = manager.host_tier_regions();
+  if (host.empty() || ranks_.empty()) return;
+  DSV4_CHECK(manager.options().copier != nullptr, "KV host tier: no page copier to mirror");
+  const Job allocate = [&](Rank& r) {
+    Device& dev = *r.backend.device;
+    r.host_memory = dev.host_memory() ? std::unique_ptr<KvMemoryAllocator>(std::make_unique<HostKvMemory>())
+                                      : std::make_unique<PinnedKvMemory>(dev);
+    for (const auto& [p, bytes] : host)
+      r.host_regions.emplace_back(p ? r.host_memory->allocate(bytes) : nullptr, bytes);
+  };
+  run(allocate, [] {});
+  Regions pools;
+  const std::vector<size_t> bytes = pool_bytes(manager);
+  for (size_t b = 0; b < bytes.size(); ++b) pools.emplace_back(manager.pool_memory(static_cast<int>(b)), bytes[b]);
+  first_copier_ = manager.options().copier;
+  mirror_ = std::make_unique<MirrorCopier>(*this, *first_copier_, std::move(pools), host);
+  manager.set_copier(mirror_.get());
+  mirrored_ = &manager;
 }
 
 }  // namespace dsv4

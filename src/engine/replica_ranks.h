@@ -56,10 +56,16 @@ class ReplicaRanks {
   // The same for an idle step (Model::idle_step), `here` being the first rank's.
   void idle(const std::function<void()>& here);
 
+  // With a host tier in `manager`: every other rank gets host pages of the same sizes, and every page
+  // copy the manager makes (offloads, restores) is made on each rank at the same offsets of its own
+  // pools and pages. The manager must outlive this object's use of it (its copier is put back here).
+  void mirror_host_tier(KvCacheManager& manager);
+
  private:
   struct Rank;
   using Job = std::function<void(Rank&)>;
   struct Recipe;  // what a rank makes itself from
+  class MirrorCopier;
   // A rank's thread: makes the rank, reports, serves steps until stopped, then frees what it made.
   void rank_main(Rank& r, const Recipe& recipe);
   void make_rank(Rank& r, const Recipe& recipe);
@@ -82,6 +88,9 @@ class ReplicaRanks {
   bool stop_ = false;
   const Job* job_ = nullptr;
   std::exception_ptr error_;
+  std::unique_ptr<KvPageCopier> mirror_;  // installed in mirrored_ in place of first_copier_
+  KvCacheManager* mirrored_ = nullptr;
+  KvPageCopier* first_copier_ = nullptr;
 };
 
 }  // namespace dsv4

@@ -25,6 +25,13 @@ KvHostTier::KvHostTier(std::vector<int64_t> page_bytes, std::vector<int64_t> pag
   }
 }
 
+std::vector<std::pair<std::byte*, size_t>> KvHostTier::regions() const {
+  std::vector<std::pair<std::byte*, size_t>> out;
+  for (const Bucket& b : buckets_)
+    out.emplace_back(b.memory, b.memory ? static_cast<size_t>(b.capacity * b.page_bytes) : 0);
+  return out;
+}
+
 KvHostTier::~KvHostTier() {
   for (Bucket& b : buckets_) {
     if (b.memory != nullptr) memory_->deallocate(b.memory, static_cast<size_t>(b.capacity * b.page_bytes));

@@ -54,6 +54,8 @@ class KvHostTier {
   void release(int bucket, std::span<const uint32_t> pages);
 
   std::byte* page_address(int bucket, uint32_t page) const;
+  // Each bucket's pages in memory: {first byte, bytes} (null and 0 where it keeps nothing).
+  std::vector<std::pair<std::byte*, size_t>> regions() const;
   int64_t page_bytes(int bucket) const { return buckets_[static_cast<size_t>(bucket)].page_bytes; }
   std::vector<KvHostTierStats> stats() const;
   // Full consistency check (tests): every page in one place, index and LRU agree.

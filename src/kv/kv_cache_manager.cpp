@@ -633,6 +633,15 @@ std::byte* KvCacheManager::entry_address(int group, int layer_index, int64_t slo
          slot_index % u.entries_per_page * layout_.groups[static_cast<size_t>(group)].entry_bytes;
 }
 
+std::vector<std::pair<std::byte*, size_t>> KvCacheManager::host_tier_regions() const {
+  return host_ ? host_->regions() : std::vector<std::pair<std::byte*, size_t>>{};
+}
+
+void KvCacheManager::set_copier(KvPageCopier* copier) {
+  DSV4_CHECK(copier != nullptr || !host_, "KV cache: the host tier needs a page copier");
+  options_.copier = copier;
+}
+
 KvCacheStats KvCacheManager::stats() const {
   KvCacheStats s;
   for (const auto& p : pools_) {

@@ -163,6 +163,11 @@ class KvCacheManager {
 
   const KvLayout& layout() const { return layout_; }
   const KvCacheOptions& options() const { return options_; }
+  // The host tier's memory per bucket ({first byte, bytes}; empty without the tier): a tensor-parallel
+  // rank holding its own copy of the tiers mirrors every page copy at the same offsets.
+  std::vector<std::pair<std::byte*, size_t>> host_tier_regions() const;
+  // Replaces the page copier (between steps; one that also copies for the other ranks).
+  void set_copier(KvPageCopier* copier);
 
   void add_request(KvRequestId id, int64_t prompt_len, std::string_view cache_salt = {});
   bool has_request(KvRequestId id) const { return requests_.count(id) != 0; }

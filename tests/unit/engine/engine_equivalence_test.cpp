@@ -9,6 +9,7 @@
 
 #include "engine/model_runner.h"
 #include "engine_test_support.h"
+#include "testing/layout_name.h"
 
 namespace dsv4 {
 namespace {
@@ -117,12 +118,16 @@ TEST(EngineEquivalence, PrefixFromTheCacheMatchesRecomputation) {
 }
 
 // Pools that hold one request: three other prompts push the first one's blocks out. With a host tier
-// (--kv-offload-bytes) its prefix comes back from host memory and gives the tokens of a cold run.
-TEST(EngineEquivalence, PrefixRestoredFromTheHostTierMatchesRecomputation) {
+// (--kv-offload-bytes) its prefix comes back from host memory and gives the tokens of a cold run, in
+// every layout: each tensor-parallel rank restores its own copy of the pages.
+class HostTierLayouts : public ::testing::TestWithParam<ParallelConfig> {};
+
+TEST_P(HostTierLayouts, PrefixRestoredFromTheHostTierMatchesRecomputation) {
   const auto p = random_ids(600, 21);
   const auto want = alone({{p, greedy(8)}});
   const LoadedModel& m = tiny_model();
   EngineConfig c = base_config();
+  c.parallel = GetParam();
   c.enable_prefix_caching = true;
   c.max_num_seqs = 1;
   c.kv_cache_memory = memory_for(m.config, c, 1024);
@@ -139,6 +144,11 @@ TEST(EngineEquivalence, PrefixRestoredFromTheHostTierMatchesRecomputation) {
     EXPECT_EQ(h.restore_bytes > 0, offload > 0);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(EngineEquivalence, HostTierLayouts,
+                         ::testing::Values(ParallelConfig{}, ParallelConfig{2, 1, false}, ParallelConfig{2, 1, true},
+                                           ParallelConfig{1, 2, true}),
+                         testing::LayoutName());
 
 TEST(EngineEquivalence, SeededSamplingIsReproducibleAloneOrBatched) {
   SamplingParams s = seeded(1234, 10);
