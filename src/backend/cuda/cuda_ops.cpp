@@ -154,6 +154,8 @@ void CudaOps::do_swiglu(const SwigluParams& p) { cuda::swiglu(p, dev_.stream());
 // Experts split across ranks, composed of the linear and swiglu ops expert by expert over rows gathered
 // by the host's routing (it reads the indices back: a sharded step runs eagerly). Row for row the
 // arithmetic of moe_experts' routed experts on either tier; a grouped kernel is the fast path to come.
+// Rows move by gather_rows: each expert's inputs from one uploaded list, and the outputs, computed in
+// expert order, back into pair order at once.
 void CudaOps::do_moe_pairs(const MoePairsParams& p) {
   if (p.tokens == 0) return;
   const bool up = p.stage == MoeStage::kUp;
@@ -163,28 +165,44 @@ void CudaOps::do_moe_pairs(const MoePairsParams& p) {
   dev_.to_host(idx.data(), p.indices, idx.size() * sizeof(int32_t));
   if (up) dev_.to_host(wts.data(), p.weights, wts.size() * sizeof(float));
   const MoeRouting r = route_pairs("moe_pairs", idx.data(), up ? wts.data() : nullptr, p.tokens, p.topk, p.experts);
-  const size_t in_row = static_cast<size_t>(p.in_dim) * 2, out_row = static_cast<size_t>(p.out_dim) * 2;
+  // Per routed row j (expert order): the input row it reads; per pair q: its routed row (pair order).
+  std::vector<int32_t> lists(static_cast<size_t>(2 * n_pairs));
+  for (int64_t j = 0; j < n_pairs; ++j) {
+    lists[static_cast<size_t>(j)] =
+        static_cast<int32_t>(up ? r.tokens[static_cast<size_t>(j)] : r.pairs[static_cast<size_t>(j)]);
+    lists[static_cast<size_t>(n_pairs + r.pairs[static_cast<size_t>(j)])] = static_cast<int32_t>(j);
+  }
+  const DeviceArray<int32_t> rows(dev_, lists);
+  const DeviceArray<float> routed_weights = up ? DeviceArray<float>(dev_, r.weights) : DeviceArray<float>();
+  const int64_t in_rows = up ? p.tokens : n_pairs;
+  DeviceArray<uint16_t> routed_out(dev_, static_cast<size_t>(n_pairs * p.out_dim));
+  bool every_pair = true;
   for (int e = 0; e < p.experts; ++e) {
-    const auto b = static_cast<size_t>(r.offsets[static_cast<size_t>(e)]);
-    const int64_t n = r.offsets[static_cast<size_t>(e) + 1] - r.offsets[static_cast<size_t>(e)];
-    if (n == 0 || !(up ? p.w1 : p.w2)[e].data) continue;  // no pairs, or another rank's expert
-    DeviceArray<uint16_t> in(dev_, static_cast<size_t>(n * p.in_dim)), out(dev_, static_cast<size_t>(n * p.out_dim));
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t row = up ? r.tokens[b + static_cast<size_t>(i)] : r.pairs[b + static_cast<size_t>(i)];
-      dev_.copy(in.data() + i * p.in_dim, p.in + row * p.in_dim, in_row);
+    const int64_t b = r.offsets[static_cast<size_t>(e)], n = r.offsets[static_cast<size_t>(e) + 1] - b;
+    if (n == 0) continue;
+    if (!(up ? p.w1 : p.w2)[e].data) {  // another rank's expert: its pairs' rows stay as they are
+      every_pair = false;
+      continue;
     }
+    DeviceArray<uint16_t> in(dev_, static_cast<size_t>(n * p.in_dim));
+    gather_rows({p.in, in_rows, rows.data() + b, n, p.in_dim * 2, in.data()});
+    uint16_t* out = routed_out.data() + b * p.out_dim;
     if (up) {
       DeviceArray<uint16_t> u(dev_, static_cast<size_t>(n * p.out_dim));
-      const DeviceArray<float> w(dev_, std::vector<float>(r.weights.begin() + static_cast<std::ptrdiff_t>(b),
-                                                          r.weights.begin() + static_cast<std::ptrdiff_t>(b) + n));
-      linear({in.data(), n, p.w1[e], out.data()});
+      linear({in.data(), n, p.w1[e], out});
       linear({in.data(), n, p.w3[e], u.data()});
-      swiglu({out.data(), u.data(), n, p.out_dim, p.swiglu_limit, w.data(), out.data()});
+      swiglu({out, u.data(), n, p.out_dim, p.swiglu_limit, routed_weights.data() + b, out});
     } else {
-      linear({in.data(), n, p.w2[e], out.data()});
+      linear({in.data(), n, p.w2[e], out});
     }
-    for (int64_t i = 0; i < n; ++i)
-      dev_.copy(p.out + r.pairs[b + static_cast<size_t>(i)] * p.out_dim, out.data() + i * p.out_dim, out_row);
+  }
+  const size_t out_row = static_cast<size_t>(p.out_dim) * 2;
+  if (every_pair)
+    return gather_rows({routed_out.data(), n_pairs, rows.data() + n_pairs, n_pairs, p.out_dim * 2, p.out});
+  for (int e = 0; e < p.experts; ++e) {  // some pairs were skipped: only the computed rows go back
+    if (!(up ? p.w1 : p.w2)[e].data) continue;
+    for (int64_t j = r.offsets[static_cast<size_t>(e)]; j < r.offsets[static_cast<size_t>(e) + 1]; ++j)
+      dev_.copy(p.out + r.pairs[static_cast<size_t>(j)] * p.out_dim, routed_out.data() + j * p.out_dim, out_row);
   }
 }
 
