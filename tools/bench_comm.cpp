@@ -14,6 +14,7 @@
 #include "tools/command.h"
 #include "tools/command_ranks.h"
 #include "tools/engine_flags.h"
+#include "tools/parallel_flags.h"
 
 namespace dsv4::tools {
 namespace {
@@ -26,6 +27,7 @@ struct CommArgs {
   int ranks = 2;
   int reps = 20;
   bool json = false;
+  NodeConfig nodes;
 };
 
 enum class Op { kAllGather, kAllReduce, kAllToAll };
@@ -114,13 +116,13 @@ void run(const CommArgs& a) {
     DSV4_CHECK(mib > 0, "bench comm: --mib {}: sizes are positive", mib);
     sizes.push_back(mib << 20);
   }
-  const CommandRanks ranks{{a.ranks, 1, false}, a.backend, parse_numerics(a.numerics), a.threads};
-  const RankPlacement placement = place_ranks(a.backend, a.ranks);
+  const CommandRanks ranks{{a.ranks, 1, false}, a.backend, parse_numerics(a.numerics), a.threads, a.nodes};
+  const RankPlacement placement = place_ranks(a.backend, a.ranks, -1, a.nodes);
   std::vector<std::vector<double>> times(static_cast<size_t>(a.ranks));
   std::string backend;
   run_command_ranks(ranks, [&](RankContext& r) {
     times[static_cast<size_t>(r.rank)] = time_rank(a, sizes, r);
-    if (r.rank == 0) backend = r.backend.description;
+    if (r.local_rank == 0) backend = r.backend.description;
   });
   spdlog::info("bench comm: {} on {}", placement.describe(a.ranks), backend);
   std::vector<Row> rows;
@@ -128,7 +130,8 @@ void run(const CommArgs& a) {
   for (const int64_t size : sizes) {
     for (const Op op : kOps) {
       double slowest = 0;
-      for (const auto& t : times) slowest = std::max(slowest, t[k]);
+      for (const auto& t : times)  // this host's ranks
+        if (!t.empty()) slowest = std::max(slowest, t[k]);
       rows.push_back({op, size, slowest});
       ++k;
     }
@@ -147,8 +150,10 @@ void setup_bench_comm(CLI::App& cmd) {
   static CommArgs a;
   add_backend_flags(cmd, a.backend, a.threads);
   add_numerics_option(cmd, a.numerics)->group(kEngineFlagGroup);
-  cmd.add_option("-n,--ranks", a.ranks, "ranks (threads of this process; one GPU each where there are enough)")
+  cmd.add_option("-n,--ranks", a.ranks,
+                 "ranks in all (threads of this process on each host; one GPU each where there are enough)")
       ->capture_default_str();
+  add_node_flags(cmd, a.nodes);
   cmd.add_option("--mib", a.mib, "sizes in MiB (comma list)")->capture_default_str();
   cmd.add_option("-r,--repetitions", a.reps, "timed calls per size and collective")
       ->check(CLI::PositiveNumber)

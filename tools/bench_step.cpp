@@ -46,6 +46,7 @@ struct StepArgs {
   bool compare_eager = false;
   LoadFlags load;
   ParallelConfig parallel;
+  NodeConfig nodes;
 };
 
 // Bytes of the checkpoint's main stack, split into routed experts (per expert of one layer) and the rest.
@@ -302,13 +303,13 @@ void run(const StepArgs& a) {
   spdlog::info("bench step: {} (weights {}) on {}, {}", a.model, m.options.describe(), backend.description,
                layout.config.describe());
   std::vector<Row> rows;
-  if (layout.config.world() == 1) {
+  if (layout.config.world() == 1 && a.nodes.nnodes == 1) {
     rows = bench_rows(a, m, backend, ModelShard{layout});
   } else {  // the ranks' steps together: rank 0's times; the bytes and FLOPs are the whole model's
-    const CommandRanks ranks{layout.config, backend.name, backend.numerics, a.threads};
+    const CommandRanks ranks{layout.config, backend.name, backend.numerics, a.threads, a.nodes};
     run_command_ranks(ranks, [&](RankContext& r) {
       std::vector<Row> mine = bench_rows(a, m, r.backend, r.shard(layout));
-      if (r.rank == 0) rows = std::move(mine);
+      if (r.local_rank == 0) rows = std::move(mine);  // this host's first rank (rank 0 on node 0)
     });
   }
   if (a.json) {
@@ -345,6 +346,7 @@ void setup_bench_step(CLI::App& cmd) {
   add_backend_flags(cmd, a.backend, a.threads);
   add_numerics_option(cmd, a.numerics)->group(kEngineFlagGroup);
   add_parallel_flags(cmd, a.parallel);
+  add_node_flags(cmd, a.nodes);
   cmd.add_option("--batch", a.batches, "decode batch sizes (comma list)")->capture_default_str();
   cmd.add_option("--context", a.contexts, "decode contexts (comma list)")->capture_default_str();
   cmd.add_option("--prefill", a.prefill, "prefill tokens to time (0 = none)")->capture_default_str();

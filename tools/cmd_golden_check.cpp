@@ -26,6 +26,7 @@ struct Args {
   bool replay = false;
   LoadFlags load;
   ParallelConfig parallel;
+  NodeConfig nodes;
 };
 
 // Runs the check on both backends with every op's outputs recorded, and prints where they part.
@@ -63,11 +64,12 @@ void compare_ops(const GoldenOptions& o, Backend& backend, const Args& a) {
 GoldenResult sharded_golden_check(const GoldenOptions& o, const ParallelLayout& layout, const Backend& like,
                                   const Args& a) {
   std::vector<GoldenResult> results(static_cast<size_t>(layout.config.world()));
-  const CommandRanks ranks{layout.config, like.name, like.numerics, a.threads};
+  const CommandRanks ranks{layout.config, like.name, like.numerics, a.threads, a.nodes};
   run_command_ranks(ranks, [&](RankContext& r) {
-    results[static_cast<size_t>(r.rank)] = run_golden_check(o, *r.backend.ops, *r.backend.device, r.shard(layout));
+    results[static_cast<size_t>(r.local_rank)] =
+        run_golden_check(o, *r.backend.ops, *r.backend.device, r.shard(layout));
   });
-  return results.front();
+  return results.front();  // this host's first rank's
 }
 
 void run(const Args& a) {
@@ -90,8 +92,9 @@ void run(const Args& a) {
     require_one_rank(layout, "golden-check --compare-ops");
     return compare_ops(o, backend, a);
   }
-  const GoldenResult r = layout.config.world() == 1 ? run_golden_check(o, *backend.ops, *backend.device)
-                                                    : sharded_golden_check(o, layout, backend, a);
+  const GoldenResult r = layout.config.world() == 1 && a.nodes.nnodes == 1
+                             ? run_golden_check(o, *backend.ops, *backend.device)
+                             : sharded_golden_check(o, layout, backend, a);
   nlohmann::ordered_json j;
   j["numerics"] = numerics_name(backend.numerics);
   j["parallel"] = layout.config.describe();
@@ -114,6 +117,7 @@ void setup(CLI::App& cmd) {
   // The thresholds come from that tier's part of tolerance.json.
   add_numerics_option(cmd, a.numerics)->group(kEngineFlagGroup);
   add_parallel_flags(cmd, a.parallel);
+  add_node_flags(cmd, a.nodes);
   cmd.add_option("--max-rms-ratio", a.max_rms_ratio, "end-to-end threshold (default tolerance.json)");
   cmd.add_option("--min-argmax-agreement", a.min_argmax_agreement, "end-to-end threshold (default tolerance.json)");
   cmd.add_option("--max-block-rms-rel", a.max_block_rms_rel, "per-block threshold (default tolerance.json)");

@@ -12,12 +12,14 @@
 
 #include "backend/backend.h"
 #include "backend/comm/communicator.h"
+#include "backend/rank_group.h"
 #include "model/model_shard.h"
 
 namespace dsv4::tools {
 
 struct RankContext {
-  int rank = 0;  // dp_rank x tp + tp_rank
+  int rank = 0;        // dp_rank x tp + tp_rank
+  int local_rank = 0;  // among this host's ranks
   Backend& backend;
   Communicator& tp;     // the rank's replica
   Communicator& world;  // every rank
@@ -33,11 +35,12 @@ struct CommandRanks {
   std::string_view backend;          // as make_backend takes it
   std::optional<Numerics> numerics;  // the backend's default when empty
   int threads = 0;                   // the command's --threads, shared by the ranks
+  NodeConfig nodes;                  // the hosts (--nnodes ...): this process runs its host's ranks
   std::chrono::milliseconds timeout = std::chrono::minutes(10);
 };
 
-// Runs fn on every rank and returns when all are done. A rank that fails aborts its communicators, so
-// its peers stop too, and the first error is rethrown.
+// Runs fn on this host's ranks and returns when all are done. A rank that fails aborts its
+// communicators, so its peers stop too, and the first error is rethrown.
 void run_command_ranks(const CommandRanks& ranks, const std::function<void(RankContext&)>& fn);
 
 }  // namespace dsv4::tools

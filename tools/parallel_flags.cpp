@@ -22,6 +22,25 @@ void add_parallel_flags(CLI::App& cmd, ParallelConfig& p) {
       ->group(group);
 }
 
+void add_node_flags(CLI::App& cmd, NodeConfig& n) {
+  const char* group = "Hosts";  // only on the commands that span hosts (not serve)
+  cmd.add_option("--nnodes", n.nnodes, "hosts the ranks span, each running this command with its share (NCCL)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str()
+      ->group(group);
+  cmd.add_option("--node-rank", n.node_rank, "this host's place among them (0: the host the others meet at)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str()
+      ->group(group);
+  cmd.add_option("--master-addr", n.master_addr, "host 0's address, as the other hosts reach it")
+      ->capture_default_str()
+      ->group(group);
+  cmd.add_option("--master-port", n.master_port, "the port host 0 listens at for the others")
+      ->check(CLI::Range(1, 65535))
+      ->capture_default_str()
+      ->group(group);
+}
+
 std::vector<std::string> expand_parallel_short_flags(int argc, const char* const* argv) {
   constexpr std::array<std::pair<std::string_view, std::string_view>, 2> kShort = {
       {{"-tp", "--tensor-parallel-size"}, {"-dp", "--data-parallel-size"}}};

@@ -7,11 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "backend/rank_group.h"
 #include "model/parallel_layout.h"
 
 namespace dsv4::tools {
 
 void add_parallel_flags(CLI::App& cmd, ParallelConfig& p);
+// --nnodes, --node-rank, --master-addr, --master-port (torchrun's and vLLM's): the hosts a run spans.
+void add_node_flags(CLI::App& cmd, NodeConfig& n);
 
 // argv with vLLM's short forms (-tp 2, -tp=2, -dp 4) spelled long: CLI11 names of one dash are one
 // letter, and -tp would read as -t -p.

@@ -95,4 +95,10 @@ assert all(r["ms"] > 0 and r["busbw_GBps"] > 0 for r in rows), rows
 ag, ar = rows[0], rows[1]
 assert abs(ar["busbw_GBps"] / ar["algbw_GBps"] - 1.0) < 1e-9 and abs(ag["busbw_GBps"] / ag["algbw_GBps"] - 0.5) < 1e-9
 ' || fail "bench comm"
+# Several hosts meet over NCCL: the CPU backend is refused with the reason.
+set +e
+bad=$($DSV4 bench comm --backend cpu -n 2 --nnodes 2 --node-rank 1 --master-addr 127.0.0.1 2>&1)
+rc=$?
+set -e
+[ $rc -ne 0 ] && grep -q "ranks on several hosts meet over NCCL: use --backend cuda" <<<"$bad" || fail "--nnodes 2: $bad"
 echo "parallel_flags: ok"

@@ -2,14 +2,12 @@
 #include "backend/comm/rendezvous.h"
 
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <thread>
 
 #include "testing/error_of.h"
+#include "testing/free_port.h"
 #include "unit/comm/communicator_test_support.h"
 
 namespace dsv4 {
@@ -18,20 +16,8 @@ namespace {
 using commtest::has;
 using std::chrono::milliseconds;
 using testing::error_of;
+using testing::free_port;
 using Clock = std::chrono::steady_clock;
-
-// A port nobody listens on now (the kernel's pick for port 0).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 struct Joined {
   std::vector<std::byte> blob;
