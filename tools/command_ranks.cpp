@@ -30,23 +30,26 @@ void run_command_ranks(const CommandRanks& c, const std::function<void(RankConte
   std::vector<std::thread> ranks;
   for (int r = placement.first_rank; r < placement.first_rank + placement.local_ranks; ++r) {
     ranks.emplace_back([&, r] {
+      const std::string why = "rank " + std::to_string(r) + " failed";
+      RankGroup& replica = *replicas[static_cast<size_t>(r / tp)];
       try {
         Backend b = make_backend(c.backend, threads, c.numerics, placement.gpu_of(r));
         b.device->bind_thread();
         // Declared after the backend: they go before the device they live on.
-        const std::unique_ptr<Communicator> mine = replicas[static_cast<size_t>(r / tp)]->member(*b.device, r % tp);
+        const std::unique_ptr<Communicator> mine = replica.member(*b.device, r % tp);
         const std::unique_ptr<Communicator> every = all->member(*b.device, r);
         RankContext ctx{r, r - placement.first_rank, b, *mine, *every};
         try {
           fn(ctx);
           b.device->synchronize();
         } catch (...) {
-          const std::string why = "rank " + std::to_string(r) + " failed";
           mine->abort(why);
           every->abort(why);
           throw;
         }
       } catch (...) {
+        replica.abort(why);  // also where the rank never made its communicators
+        all->abort(why);
         std::lock_guard lock(mu);
         if (!first) first = std::current_exception();
       }

@@ -91,6 +91,10 @@ RankGroup::RankGroup(CommKind kind, int size, std::chrono::milliseconds timeout,
   nccl_id_ = id != nullptr ? *id : make_nccl_id();
 }
 
+void RankGroup::abort(const std::string& reason) {
+  if (host_) host_->abort(reason);
+}
+
 std::unique_ptr<Communicator> RankGroup::member(Device& device, int rank) {
   DSV4_CHECK(rank >= 0 && rank < size_, "rank {} of a group of {}", rank, size_);
   switch (kind_) {

@@ -61,6 +61,9 @@ class RankGroup {
   int size() const { return size_; }
   // Rank `rank`'s communicator on `device` (a CUDA device for kNccl and kStaged).
   std::unique_ptr<Communicator> member(Device& device, int rank);
+  // A rank failed before it had its communicator: its peers' collectives fail with `reason` at once
+  // (host and staged groups; NCCL peers wait for it up to their timeout).
+  void abort(const std::string& reason);
 
  private:
   CommKind kind_;
