@@ -197,6 +197,20 @@ if [ "${DSV4_GPU_BENCH:-0}" = 1 ]; then
   python3 bench/gpu_table.py "$LOGS/gpu-kernels.log" "$LOGS/torch-peer.log" "$LOGS/bench-step.log" \
     "$LOGS/bench-step-eager.log" >"$OUT/table.md"
 fi
+# DSV4_GPU_MULTI=1 (a kind of two or more GPUs; M2.7's rows): the collectives' ceilings over every GPU
+# (bench comm: nccl-tests' bus bandwidth), then decode steps of the real V4-Flash dims with dummy weights
+# (all 256 experts, 43 layers) in each layout of DSV4_MULTI_LAYOUTS (';'-separated; default TP, DP+EP and
+# TP+EP over every GPU) at DSV4_MULTI_BATCH x DSV4_MULTI_CONTEXT.
+if [ "${DSV4_GPU_MULTI:-0}" = 1 ]; then
+  gpus=$(nvidia-smi -L | wc -l)
+  step bench-comm "$STAGE/bin/dsv4" bench comm --backend cuda -n "$gpus" --mib "${DSV4_MULTI_MIB:-1,16,128,512}" --json
+  IFS=';' read -r -a layouts <<<"${DSV4_MULTI_LAYOUTS:--tp $gpus;-dp $gpus --enable-expert-parallel;-tp 2 -dp $((gpus / 2)) --enable-expert-parallel}"
+  for layout in "${layouts[@]}"; do
+    step "bench-step-multi-$(echo $layout | tr -d ' -')" timeout "${DSV4_GPU_SUITE_TIMEOUT:-300}" "$STAGE/bin/dsv4" \
+      bench step "$DSV4_DATA/configs/deepseek-v4-flash" --load-format dummy --backend cuda $layout --json \
+      --batch "${DSV4_MULTI_BATCH:-1,32,128}" --context "${DSV4_MULTI_CONTEXT:-8192,131072}" --prefill 0
+  done
+fi
 for b in "$STAGE"/bin/*_bench; do
   case "$(basename "$b")" in gpu_*) continue ;; esac
   [ -x "$b" ] && step "$(basename "$b")" "$b" --benchmark_min_time=0.2
@@ -220,6 +234,7 @@ done
 for f in "$LOGS"/golden-*.log; do  # each golden run's JSON line
   [ -f "$f" ] && printf '%-36s %s\n' "$(basename "$f" .log)" "$(grep '^{' "$f" | cut -c1-200)"
 done
+[ -f "$LOGS/bench-comm.log" ] && { echo "--- bench-comm"; grep '^{' "$LOGS/bench-comm.log" | cut -c1-200; }
 for f in "$LOGS"/bench-step*.log; do  # decode rows (graphs / eager) and graph use
   [ -f "$f" ] && { echo "--- $(basename "$f")"; grep -E '"test"|graphs|decode steps|against eager' "$f" | cut -c1-240 | head -20; }
 done
