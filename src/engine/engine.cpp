@@ -69,6 +69,7 @@ void Engine::make_cores(const ModelConfig& model, const EngineConfig& config, co
     const EngineCore::Replica replica{d, lockstep_.get(), seed_base, placement.gpu_of(d * tp), placement.ranks_per_gpu};
     cores_.push_back(std::make_unique<EngineCore>(model, config, factory_of(d), kv_memory, replica));
   }
+  if (dp > 1) router_ = std::make_unique<ReplicaRouter>(dp);
   for (auto& c : cores_) c->launch();
 }
 
@@ -85,9 +86,14 @@ void Engine::wake_peers() {
 }
 
 std::shared_ptr<RequestStream> Engine::add_request(GenerateRequest request) {
-  const auto least_loaded = std::min_element(cores_.begin(), cores_.end(),
-                                             [](const auto& a, const auto& b) { return a->load() < b->load(); });
-  auto stream = (*least_loaded)->add_request(next_id_++, std::move(request));
+  size_t replica = 0;
+  if (router_) {
+    std::vector<size_t> loads;
+    for (const auto& c : cores_) loads.push_back(c->load());
+    std::lock_guard lock(route_mu_);
+    replica = static_cast<size_t>(router_->route(request.prompt, request.cache_salt, loads));
+  }
+  auto stream = cores_[replica]->add_request(next_id_++, std::move(request));
   wake_peers();
   return stream;
 }

@@ -8,9 +8,10 @@
 //   EngineStats s = engine.stats();  bool ok = engine.healthy();
 //
 // Each replica has its own scheduler, KV cache manager and requests (engine/engine_core.h). A request
-// goes to the replica with the fewest unfinished requests (the lowest index on a tie), as vLLM's
-// data-parallel front end balances; its id is unique across replicas, and a request without a seed
-// samples the same tokens whichever replica serves it. A request is rejected at admission when its
+// goes where its prompt's prefix was sent before (its blocks are in that replica's prefix cache) unless
+// that replica is much busier, else to the replica with the fewest unfinished requests
+// (engine/replica_router.h); its id is unique across replicas, and a request without a seed samples
+// the same tokens whichever replica serves it. A request is rejected at admission when its
 // prompt plus max_tokens exceeds max_model_len (which every replica's cache holds); nothing running is
 // touched. With expert parallelism the replicas step together (engine/step_lockstep.h).
 #pragma once
@@ -18,10 +19,12 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "backend/rank_group.h"
 #include "engine/engine_core.h"
+#include "engine/replica_router.h"
 
 namespace dsv4 {
 
@@ -68,6 +71,8 @@ class Engine {
   std::shared_ptr<RankGroup> world_;        // every rank of every replica, with the lockstep
   std::vector<std::unique_ptr<EngineCore>> cores_;
   std::atomic<RequestId> next_id_{1};
+  std::mutex route_mu_;
+  std::unique_ptr<ReplicaRouter> router_;  // several replicas only
 };
 
 }  // namespace dsv4

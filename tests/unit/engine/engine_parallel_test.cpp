@@ -139,6 +139,28 @@ TEST(EngineDataParallelRouting, AnIdleFrontEndSendsARepeatedPromptWhereItsBlocks
   EXPECT_EQ(e.replica_stats(0).requests_added, 2u);
 }
 
+// The next turn of a conversation goes to the replica holding its blocks even when another replica is
+// idler (within the router's margin): its prompt hits that replica's prefix cache.
+TEST(EngineDataParallelRouting, TheNextTurnGoesWhereItsBlocksAre) {
+  const LoadedModel& m = tiny_model();
+  EngineConfig c = base_config();
+  c.parallel = {1, 2, false};
+  c.enable_prefix_caching = true;
+  Engine e(m.config, m.weights, c);
+  const auto turn1 = random_ids(300, 31);
+  drain(*e.add_request({turn1, greedy(2), {}}));                     // replica 0 (both idle)
+  auto busy = e.add_request({random_ids(40, 32), greedy(600), {}});  // replica 0 again: now the busier
+  std::vector<int32_t> turn2 = turn1;
+  for (const int32_t t : random_ids(100, 33)) turn2.push_back(t);
+  RequestOutput o;
+  drain(*e.add_request({turn2, greedy(2), {}}), &o);
+  EXPECT_EQ(o.usage.cached_tokens, 256);  // turn 1's whole block, on replica 0
+  e.abort(busy->id());
+  drain(*busy);
+  stats_after(e, 3);
+  EXPECT_EQ(e.replica_stats(0).requests_added, 3u);
+}
+
 // Aborts reach the replica that holds the request; shutting down with requests running on lockstep
 // replicas ends them all (no replica is left waiting at the gate or in an exchange).
 TEST(EngineDataParallelRouting, AbortsAndShutdownReachEveryReplica) {
