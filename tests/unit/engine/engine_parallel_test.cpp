@@ -123,28 +123,13 @@ INSTANTIATE_TEST_SUITE_P(Layouts, EngineDataParallel,
                                            ParallelConfig{2, 2, true}, ParallelConfig{1, 4, true}),
                          testing::LayoutName());
 
-// A prompt sent again while nothing runs goes to the same (first) replica, whose prefix cache holds it.
-TEST(EngineDataParallelRouting, AnIdleFrontEndSendsARepeatedPromptWhereItsBlocksAre) {
-  const LoadedModel& m = tiny_model();
-  EngineConfig c = base_config();
-  c.parallel = {1, 2, true};
-  c.enable_prefix_caching = true;
-  Engine e(m.config, m.weights, c);
-  const auto ids = random_ids(300, 5);
-  drain(*e.add_request({ids, greedy(3), {}}));
-  RequestOutput again;
-  drain(*e.add_request({ids, greedy(3), {}}), &again);
-  EXPECT_GT(again.usage.cached_tokens, 0);
-  stats_after(e, 2);
-  EXPECT_EQ(e.replica_stats(0).requests_added, 2u);
-}
-
 // The next turn of a conversation goes to the replica holding its blocks even when another replica is
-// idler (within the router's margin): its prompt hits that replica's prefix cache.
+// idler (within the router's margin): its prompt hits that replica's prefix cache (expert-parallel
+// replicas, stepping together).
 TEST(EngineDataParallelRouting, TheNextTurnGoesWhereItsBlocksAre) {
   const LoadedModel& m = tiny_model();
   EngineConfig c = base_config();
-  c.parallel = {1, 2, false};
+  c.parallel = {1, 2, true};
   c.enable_prefix_caching = true;
   Engine e(m.config, m.weights, c);
   const auto turn1 = random_ids(300, 31);
