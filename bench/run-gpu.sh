@@ -210,6 +210,15 @@ if [ "${DSV4_GPU_MULTI:-0}" = 1 ]; then
       bench step "$DSV4_DATA/configs/deepseek-v4-flash" --load-format dummy --backend cuda $layout --json \
       --batch "${DSV4_MULTI_BATCH:-1,32,128}" --context "${DSV4_MULTI_CONTEXT:-8192,131072}" --prefill 0
   done
+  # DSV4_MULTI_SERVE (serve's layout flags, e.g. "-tp 8"): 8K in / 1K out at c16 and c64, 4 x c prompts each.
+  if [ -n "${DSV4_MULTI_SERVE:-}" ]; then
+    mkdir -p "$LOGS/multi-serve"
+    timeout $((deadline - SECONDS > 30 ? deadline - SECONDS : 30)) env DSV4_SERVE_ARGS="--load-format dummy $DSV4_MULTI_SERVE" \
+      DSV4_BENCH_CONCURRENCY="16 64" DSV4_BENCH_PROMPTS_X=4 DSV4_BENCH_MAX_SEQS=128 \
+      bash bench/serve-gpu.sh "$STAGE/bin/dsv4" "$DSV4_DATA/configs/deepseek-v4-flash" "$LOGS/multi-serve" \
+      >"$LOGS/multi-serve.log" 2>&1
+    rows+=("$(printf '%-28s %-6s %8ss  %s' multi-serve "$([ $? -eq 0 ] && echo ok || echo FAIL)" - "$(tail -n 1 "$LOGS/multi-serve.log" | cut -c1-70)")")
+  fi
 fi
 for b in "$STAGE"/bin/*_bench; do
   case "$(basename "$b")" in gpu_*) continue ;; esac
