@@ -82,7 +82,9 @@ void detokenize(const ServerContext& ctx, const httplib::Request& req, httplib::
 void metrics(const ServerContext& ctx, httplib::Response& res) {
   require_model(ctx);
   const ServerGauges g{ctx.model.name, ctx.admission.http_requests(), ctx.admission.engine_requests()};
-  res.set_content(render_metrics(ctx.engine->stats(), ctx.metrics.snapshot(), g), "text/plain; version=0.0.4");
+  std::vector<EngineStats> engines;
+  for (int d = 0; d < ctx.engine->replicas(); ++d) engines.push_back(ctx.engine->replica_stats(d));
+  res.set_content(render_metrics(engines, ctx.metrics.snapshot(), g), "text/plain; version=0.0.4");
 }
 
 }  // namespace

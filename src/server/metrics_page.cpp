@@ -44,15 +44,18 @@ void cache_metrics(PrometheusText& p, const EngineStats& e, const Labels& l) {
   p.counter("vllm:mm_cache_hits", "Multi-modal cache hits (text only: 0).", l, 0);
   // An info gauge: vLLM labels it with the cache config and the engine, not the model.
   Labels info = e.cache_config ? *e.cache_config : Labels{};
-  info.emplace_back("engine", "0");
+  info.push_back(l.back());  // the engine
   p.gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig", info, 1);
 }
 
-void token_metrics(PrometheusText& p, const EngineStats& e, const RequestMetrics::Snapshot& r, const Labels& l) {
+// `server`: this engine's labels also carry what the HTTP server counted (engine 0's).
+void token_metrics(PrometheusText& p, const EngineStats& e, const RequestMetrics::Snapshot& r, const Labels& l,
+                   bool server) {
   p.counter("vllm:prompt_tokens", "Number of prefill tokens processed.", l, static_cast<double>(e.prompt_tokens));
   p.counter("vllm:generation_tokens", "Number of generation tokens processed.", l,
             static_cast<double>(e.generation_tokens));
   p.family("vllm:request_success", "counter", "Count of successfully processed requests.");
+  if (!server) return;
   for (const auto& [reason, n] : r.finished) {
     Labels with = l;
     with.emplace_back("finished_reason", reason);
@@ -62,31 +65,36 @@ void token_metrics(PrometheusText& p, const EngineStats& e, const RequestMetrics
 
 // vLLM's request-level histograms: what the engine saw (phases, token counts) and what the server saw
 // (latencies from the request's arrival, n and the longest choice of each HTTP request).
-void request_histograms(PrometheusText& p, const EngineStats& e, const RequestMetrics::Snapshot& r, const Labels& l) {
+void request_histograms(PrometheusText& p, const EngineStats& e, const RequestMetrics::Snapshot& r, const Labels& l,
+                        bool server) {
   const RequestHistograms& q = e.requests;
   const struct {
     const char* name;
     const char* help;
     const Histogram& h;
+    bool servers = false;  // the HTTP server's (engine 0's samples), not the engine's
   } families[] = {
       {"vllm:request_prompt_tokens", "Number of prefill tokens processed.", q.prompt_tokens},
       {"vllm:request_generation_tokens", "Number of generation tokens processed.", q.generation_tokens},
       {"vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", e.iteration_tokens},
       {"vllm:request_max_num_generation_tokens", "Histogram of maximum number of requested generation tokens.",
-       r.max_num_generation_tokens},
-      {"vllm:request_params_n", "Histogram of the n request parameter.", r.params_n},
+       r.max_num_generation_tokens, true},
+      {"vllm:request_params_n", "Histogram of the n request parameter.", r.params_n, true},
       {"vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", q.max_tokens},
-      {"vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", r.ttft},
-      {"vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", r.itl},
+      {"vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", r.ttft, true},
+      {"vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", r.itl, true},
       {"vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.",
        q.time_per_output_token},
-      {"vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", r.e2e},
+      {"vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", r.e2e, true},
       {"vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", q.queue},
       {"vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", q.inference},
       {"vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", q.prefill},
       {"vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", q.decode},
   };
-  for (const auto& f : families) p.histogram(f.name, f.help, l, f.h);
+  for (const auto& f : families) {
+    p.family(f.name, "histogram", f.help);
+    if (server || !f.servers) p.histogram(l, f.h);
+  }
 }
 
 void pool_metrics(PrometheusText& p, const EngineStats& e, const Labels& l) {
@@ -184,7 +192,7 @@ void host_tier_metrics(PrometheusText& p, const KvHostTierUsage& h, const Labels
 }
 
 void engine_metrics(PrometheusText& p, const EngineStats& e, const RequestMetrics::Snapshot& r, const ServerGauges& s,
-                    const Labels& l) {
+                    const Labels& l, bool server) {
   p.gauge("dsv4:engine_healthy", "1 while the engine serves, 0 after a failed step.", l, e.healthy ? 1 : 0);
   const StepGraphStats& g = e.graphs;
   p.counter("dsv4:cuda_graph_replays", "Decode steps replayed from a CUDA graph recorded for their batch shape.", l,
@@ -197,10 +205,11 @@ void engine_metrics(PrometheusText& p, const EngineStats& e, const RequestMetric
             static_cast<double>(g.failed));
   p.gauge("dsv4:num_requests_preempted_waiting", "Preempted requests waiting to resume.", l,
           static_cast<double>(e.preempted_waiting));
-  p.gauge("dsv4:http_generation_requests", "Generation requests the HTTP server has admitted and not answered.", l,
-          static_cast<double>(s.generation_requests));
-  p.counter("dsv4:requests_rejected", "Generation requests refused before reaching the engine (4xx, 503).", l,
-            static_cast<double>(r.rejected));
+  p.family("dsv4:http_generation_requests", "gauge",
+           "Generation requests the HTTP server has admitted and not answered.");
+  if (server) p.sample(l, static_cast<double>(s.generation_requests));
+  p.family("dsv4:requests_rejected", "counter", "Generation requests refused before reaching the engine (4xx, 503).");
+  if (server) p.sample(l, static_cast<double>(r.rejected));
   p.counter("dsv4:prefix_cache_prompt_tokens_cached", "Prompt tokens served by the prefix cache.", l,
             static_cast<double>(e.cached_prompt_tokens));
   host_tier_metrics(p, e.host_tier, l);
@@ -219,17 +228,21 @@ void engine_metrics(PrometheusText& p, const EngineStats& e, const RequestMetric
 
 }  // namespace
 
-std::string render_metrics(const EngineStats& engine, const RequestMetrics::Snapshot& requests,
+std::string render_metrics(std::span<const EngineStats> engines, const RequestMetrics::Snapshot& requests,
                            const ServerGauges& server) {
   PrometheusText p;
-  const Labels l = {{"model_name", server.model_name}, {"engine", "0"}};
-  scheduler_metrics(p, engine, l);
-  cache_metrics(p, engine, l);
-  token_metrics(p, engine, requests, l);
-  request_histograms(p, engine, requests, l);
-  pool_metrics(p, engine, l);
-  group_metrics(p, engine, l);
-  engine_metrics(p, engine, requests, server, l);
+  for (size_t d = 0; d < engines.size(); ++d) {  // each family once, a sample set per engine
+    const EngineStats& e = engines[d];
+    const Labels l = {{"model_name", server.model_name}, {"engine", std::to_string(d)}};
+    const bool first = d == 0;
+    scheduler_metrics(p, e, l);
+    cache_metrics(p, e, l);
+    token_metrics(p, e, requests, l, first);
+    request_histograms(p, e, requests, l, first);
+    pool_metrics(p, e, l);
+    group_metrics(p, e, l);
+    engine_metrics(p, e, requests, server, l, first);
+  }
   return p.text();
 }
 

@@ -2,6 +2,7 @@
 // `vllm bench serve` work), then `dsv4:` gauges per KV pool and per KV group.
 #pragma once
 
+#include <span>
 #include <string>
 
 #include "engine/engine_stats.h"
@@ -15,7 +16,10 @@ struct ServerGauges {
   int64_t engine_requests = 0;      // their engine requests (choices)
 };
 
-std::string render_metrics(const EngineStats& engine, const RequestMetrics::Snapshot& requests,
+// One sample set per engine (data-parallel replica), labelled engine="0", "1", ... as vLLM labels its
+// engines; what the HTTP server itself counts (latencies from arrival, finish reasons, rejections)
+// goes under engine 0.
+std::string render_metrics(std::span<const EngineStats> engines, const RequestMetrics::Snapshot& requests,
                            const ServerGauges& server);
 
 }  // namespace dsv4::server

@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "core/error.h"
+
 namespace dsv4::server {
 
 std::string escape_label_value(std::string_view v) {
@@ -40,32 +42,49 @@ std::string format_le(double v) {
 void PrometheusText::family(std::string_view name, std::string_view type, std::string_view help) {
   name_ = std::string(name);
   type_ = std::string(type);
+  if (const auto it = index_.find(name_); it != index_.end()) {
+    Family& f = families_[it->second];
+    DSV4_CHECK(f.type == type_, "metrics: family {} started as a {} and again as a {}", name_, f.type, type_);
+    out_ = &f.text;
+    return;
+  }
+  index_.emplace(name_, families_.size());
+  families_.push_back({type_, {}});
+  out_ = &families_.back().text;
   std::string escaped_help;
   for (const char c : help) escaped_help += c == '\n' ? std::string("\\n") : std::string(1, c);
   // A counter's HELP and TYPE name its samples (`x_total`), as client_python writes them: a TYPE line for
   // `x` over `x_total` samples makes prometheus_client's parser split the family in two.
   const std::string header = type_ == "counter" ? name_ + "_total" : name_;
-  out_ += fmt::format("# HELP {} {}\n# TYPE {} {}\n", header, escaped_help, header, type_);
+  *out_ += fmt::format("# HELP {} {}\n# TYPE {} {}\n", header, escaped_help, header, type_);
+}
+
+std::string PrometheusText::text() const {
+  std::string all;
+  for (const Family& f : families_) all += f.text;
+  return all;
 }
 
 void PrometheusText::line(std::string_view name, const Labels& labels, double value,
                           const std::pair<std::string, std::string>* extra) {
-  out_ += name;
+  DSV4_CHECK(out_ != nullptr, "metrics: sample {} before its family", name);
+  std::string& out = *out_;
+  out += name;
   if (!labels.empty() || extra != nullptr) {
-    out_ += '{';
+    out += '{';
     bool first = true;
     const auto add = [&](const std::pair<std::string, std::string>& l) {
-      if (!first) out_ += ',';
+      if (!first) out += ',';
       first = false;
-      out_ += fmt::format("{}=\"{}\"", l.first, escape_label_value(l.second));
+      out += fmt::format("{}=\"{}\"", l.first, escape_label_value(l.second));
     };
     for (const auto& l : labels) add(l);
     if (extra != nullptr) add(*extra);
-    out_ += '}';
+    out += '}';
   }
-  out_ += ' ';
-  out_ += format_sample_value(value);
-  out_ += '\n';
+  out += ' ';
+  out += format_sample_value(value);
+  out += '\n';
 }
 
 void PrometheusText::sample(const Labels& labels, double value) {

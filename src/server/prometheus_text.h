@@ -1,9 +1,11 @@
 // The Prometheus text exposition format (version 0.0.4): metric families with # HELP and # TYPE, then
-// their samples, label values escaped. Families must be written whole, one after the other.
+// their samples, label values escaped. A family started again (another engine's samples) gets its
+// samples added to it, so each family is written whole, in the order of its first start.
 #pragma once
 
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -15,8 +17,9 @@ using Labels = std::vector<std::pair<std::string, std::string>>;
 
 class PrometheusText {
  public:
-  // Starts a family; type is "gauge", "counter" or "histogram". Counters are named without "_total": their
-  // HELP, TYPE and samples get it (what client_python writes for vLLM).
+  // Starts a family, or goes back to it (the same type); type is "gauge", "counter" or "histogram".
+  // Counters are named without "_total": their HELP, TYPE and samples get it (what client_python
+  // writes for vLLM).
   void family(std::string_view name, std::string_view type, std::string_view help);
   // One sample of the current family (gauge or counter).
   void sample(const Labels& labels, double value);
@@ -28,14 +31,20 @@ class PrometheusText {
   void counter(std::string_view name, std::string_view help, const Labels& labels, double value);
   void histogram(std::string_view name, std::string_view help, const Labels& labels, const Histogram& h);
 
-  const std::string& text() const { return out_; }
+  std::string text() const;
 
  private:
+  struct Family {
+    std::string type;
+    std::string text;  // HELP, TYPE, then the samples
+  };
   void line(std::string_view name, const Labels& labels, double value,
             const std::pair<std::string, std::string>* extra);
 
-  std::string out_;
+  std::vector<Family> families_;
+  std::unordered_map<std::string, size_t> index_;  // name -> families_
   std::string name_, type_;
+  std::string* out_ = nullptr;  // the current family's text
 };
 
 // Label value escaping: backslash, double quote and newline.

@@ -120,7 +120,7 @@ TEST(MetricsPage, VllmNamesAndKvGauges) {
   RequestMetrics r;
   r.count_finished("length");
   r.observe_request(2, 7, 1024);
-  const std::string m = render_metrics(e, r.snapshot(), {"mod", 3, 4});
+  const std::string m = render_metrics(std::span(&e, 1), r.snapshot(), {"mod", 3, 4});
   const std::string l = "{model_name=\"mod\",engine=\"0\"}";
   for (const std::string& line :
        {"vllm:num_requests_running" + l + " 2",
@@ -174,6 +174,37 @@ TEST(MetricsPage, VllmNamesAndKvGauges) {
   }
   EXPECT_NE(m.find("vllm:request_params_n_bucket{model_name=\"mod\",engine=\"0\",le=\"2.0\"} 1\n"), std::string::npos);
   EXPECT_NE(m.find("vllm:kv_cache_usage_perc" + l), std::string::npos);
+}
+
+// Data-parallel replicas: each family once, a sample set per engine under its label; what the HTTP
+// server counted only under engine 0; families whole (no other family's lines inside one).
+TEST(MetricsPage, EveryReplicaUnderItsEngineLabel) {
+  std::vector<EngineStats> engines(2);
+  engines[0].running = 5;
+  engines[1].running = 7;
+  engines[1].generation_tokens = 11;
+  for (EngineStats& e : engines) e.pools = {{1024, 100, 25, 10, 65}};
+  RequestMetrics r;
+  r.count_finished("stop");
+  const std::string m = render_metrics(engines, r.snapshot(), {"mod", 3, 4});
+  const auto count = [&](const std::string& s) {
+    size_t n = 0;
+    for (size_t at = m.find(s); at != std::string::npos; at = m.find(s, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("# TYPE vllm:num_requests_running gauge\n"), 1u);
+  EXPECT_NE(m.find("vllm:num_requests_running{model_name=\"mod\",engine=\"0\"} 5\n"), std::string::npos);
+  EXPECT_NE(m.find("vllm:num_requests_running{model_name=\"mod\",engine=\"1\"} 7\n"), std::string::npos);
+  EXPECT_NE(m.find("vllm:generation_tokens_total{model_name=\"mod\",engine=\"1\"} 11\n"), std::string::npos);
+  EXPECT_NE(m.find("dsv4:kv_pool_used_pages{model_name=\"mod\",engine=\"1\",pool=\"0\"} 25\n"), std::string::npos);
+  EXPECT_EQ(count("dsv4:http_generation_requests{"), 1u);
+  EXPECT_EQ(count("vllm:request_success_total{"), 1u);
+  EXPECT_EQ(count("vllm:time_to_first_token_seconds_count{"), 1u);
+  EXPECT_EQ(count("vllm:request_queue_time_seconds_count{"), 2u);
+  // The family's samples follow its TYPE line with no other family's HELP in between.
+  const size_t type = m.find("# TYPE vllm:num_requests_running gauge");
+  const size_t second = m.find("vllm:num_requests_running{model_name=\"mod\",engine=\"1\"}");
+  EXPECT_EQ(m.find("# HELP", type), m.find("# HELP", second));
 }
 
 }  // namespace
