@@ -156,8 +156,11 @@ server::StartupFacts startup_facts(const Args& a, const Engine& engine, const Mo
 
 // Waits for a signal or an engine failure, logging stats meanwhile; returns the exit code.
 int serve_until_stopped(HttpServer& server, const Engine& engine, const sigset_t& signals, double stats_interval) {
-  server::StatsLogger stats;
-  stats.log(engine.stats());
+  std::vector<server::StatsLogger> stats;  // one a replica, as vLLM logs its engines
+  for (int d = 0; d < engine.replicas(); ++d) {
+    stats.emplace_back(d);
+    stats.back().log(engine.replica_stats(d));
+  }
   auto next_stats =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(stats_interval));
   for (;;) {
@@ -175,7 +178,7 @@ int serve_until_stopped(HttpServer& server, const Engine& engine, const sigset_t
       return 1;
     }
     if (stats_interval > 0 && Clock::now() >= next_stats) {
-      stats.log(engine.stats());
+      for (int d = 0; d < engine.replicas(); ++d) stats[static_cast<size_t>(d)].log(engine.replica_stats(d));
       next_stats += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(stats_interval));
     }
   }

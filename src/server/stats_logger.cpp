@@ -21,10 +21,10 @@ std::optional<StatsLogger::Line> StatsLogger::next(const EngineStats& s, Clock::
   Line line;
   line.idle = generated == 0 && prompt == 0 && s.running == 0 && s.waiting == 0;
   line.text = fmt::format(
-      "Engine 000: Avg prompt throughput: {:.1f} tokens/s, Avg generation throughput: {:.1f} tokens/s, Running: {} "
-      "reqs, Waiting: {} reqs, KV cache usage: {:.1f}%, Prefix cache hit rate: {:.1f}%",
-      static_cast<double>(prompt) / dt, static_cast<double>(generated) / dt, s.running, s.waiting, 100 * s.kv_usage(),
-      100 * hit_rate);
+      "Engine {:03d}: Avg prompt throughput: {:.1f} tokens/s, Avg generation throughput: {:.1f} tokens/s, Running: "
+      "{} reqs, Waiting: {} reqs, KV cache usage: {:.1f}%, Prefix cache hit rate: {:.1f}%",
+      engine_, static_cast<double>(prompt) / dt, static_cast<double>(generated) / dt, s.running, s.waiting,
+      100 * s.kv_usage(), 100 * hit_rate);
   if (s.preemptions > prev_->preemptions) {
     line.text += fmt::format(", Preemptions: {} (total {})", s.preemptions - prev_->preemptions, s.preemptions);
   }

@@ -1,6 +1,7 @@
 // The periodic stats line, vLLM's LoggingStatLogger: throughput over the last interval, running/waiting
 // requests, KV usage and prefix-cache hit rate (over the interval, or since start when nothing was looked
-// up). Idle intervals log at debug level, as vLLM does, to keep logs quiet.
+// up), one logger (and line, "Engine 001: ...") per data-parallel replica. Idle intervals log at debug
+// level, as vLLM does, to keep logs quiet.
 #pragma once
 
 #include <chrono>
@@ -15,6 +16,8 @@ class StatsLogger {
  public:
   using Clock = std::chrono::steady_clock;
 
+  explicit StatsLogger(int engine = 0) : engine_(engine) {}
+
   // The line for the interval since the previous call (nullopt on the first call, which sets the baseline),
   // and whether the interval was idle.
   struct Line {
@@ -27,6 +30,7 @@ class StatsLogger {
   void log(const EngineStats& s, Clock::time_point now = Clock::now());
 
  private:
+  int engine_;
   std::optional<EngineStats> prev_;
   Clock::time_point prev_time_;
 };

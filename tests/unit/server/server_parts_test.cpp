@@ -155,6 +155,9 @@ TEST(StatsLogger, ThroughputOverTheInterval) {
   s.running = 0;
   s.pools = {{1, 10, 0, 0, 10}};
   EXPECT_TRUE(log.next(s, t0 + std::chrono::seconds(10))->idle);
+  StatsLogger second(1);  // a data-parallel replica's own line
+  second.next(s, t0);
+  EXPECT_EQ(second.next(s, t0 + std::chrono::seconds(1))->text.rfind("Engine 001: ", 0), 0u);
 }
 
 }  // namespace
