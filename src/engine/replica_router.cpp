@@ -8,40 +8,47 @@
 namespace dsv4 {
 
 ReplicaRouter::ReplicaRouter(int replicas, size_t capacity) : replicas_(replicas), capacity_(capacity) {
-  DSV4_CHECK(replicas >= 1 && capacity >= 1, "replica router: {} replicas, {} blocks", replicas, capacity);
+  DSV4_CHECK(replicas >= 1 && replicas <= kMaxReplicas && capacity >= 1, "replica router: {} replicas, {} blocks",
+             replicas, capacity);
 }
 
-ReplicaRouter::Match ReplicaRouter::longest(std::span<const uint64_t> hashes) const {
-  Match m;
-  // A remembered block's prefix was remembered with it (same prompt), so the last hit is the longest.
-  for (size_t j = hashes.size(); j-- > 0;) {
+std::vector<size_t> ReplicaRouter::matched(std::span<const uint64_t> hashes) const {
+  std::vector<size_t> blocks(static_cast<size_t>(replicas_), 0);
+  uint64_t open = (replicas_ == 64 ? ~uint64_t{0} : (uint64_t{1} << replicas_) - 1);  // replicas without a match yet
+  // A block's hash names its whole prefix, so a replica's longest match is its last block present.
+  for (size_t j = hashes.size(); j-- > 0 && open != 0;) {
     const auto it = where_.find(hashes[j]);
     if (it == where_.end()) continue;
-    m.replica = it->second.replica;
-    m.blocks = j + 1;
-    break;
+    for (uint64_t found = it->second.replicas & open; found != 0; found &= found - 1)
+      blocks[static_cast<size_t>(__builtin_ctzll(found))] = j + 1;
+    open &= ~it->second.replicas;
   }
-  return m;
+  return blocks;
 }
 
 int ReplicaRouter::route(std::span<const int32_t> prompt, std::string_view cache_salt, std::span<const size_t> loads) {
   DSV4_CHECK(loads.size() == static_cast<size_t>(replicas_), "replica router: {} loads for {} replicas", loads.size(),
              replicas_);
   const auto least = static_cast<int>(std::min_element(loads.begin(), loads.end()) - loads.begin());
+  const size_t bound = loads[static_cast<size_t>(least)] + margin(loads[static_cast<size_t>(least)]);
   std::vector<uint64_t> hashes;
   extend_block_hashes(hashes, prompt, prefix_hash_seed(cache_salt));
-  const Match m = longest(hashes);
-  const auto lightest = loads[static_cast<size_t>(least)];
-  const int chosen =
-      m.replica >= 0 && loads[static_cast<size_t>(m.replica)] <= lightest + margin(lightest) ? m.replica : least;
+  const std::vector<size_t> blocks = matched(hashes);
+  int chosen = least;
+  for (int r = 0; r < replicas_; ++r) {  // the longest match within the bound; the lighter one on a tie
+    const auto i = static_cast<size_t>(r), c = static_cast<size_t>(chosen);
+    if (loads[i] > bound || blocks[i] < blocks[c] || (blocks[i] == blocks[c] && loads[i] >= loads[c])) continue;
+    chosen = r;
+  }
   for (const uint64_t h : hashes) remember(h, chosen);
   return chosen;
 }
 
 void ReplicaRouter::remember(uint64_t hash, int replica) {
+  const uint64_t bit = uint64_t{1} << replica;
   const auto it = where_.find(hash);
   if (it != where_.end()) {
-    it->second.replica = replica;
+    it->second.replicas |= bit;
     order_.splice(order_.end(), order_, it->second.at);
     return;
   }
@@ -50,7 +57,7 @@ void ReplicaRouter::remember(uint64_t hash, int replica) {
     order_.pop_front();
   }
   order_.push_back(hash);
-  where_.emplace(hash, Entry{replica, std::prev(order_.end())});
+  where_.emplace(hash, Entry{bit, std::prev(order_.end())});
 }
 
 }  // namespace dsv4

@@ -1,4 +1,4 @@
-// ReplicaRouter: a prompt that continues one goes where that one went, within a load margin; anything
+// ReplicaRouter: a prompt that continues one goes where most of it went, within a load margin; anything
 // else goes to the least loaded replica.
 #include "engine/replica_router.h"
 
@@ -31,8 +31,18 @@ TEST(ReplicaRouter, AContinuedPromptGoesWhereItsPrefixWent) {
   EXPECT_EQ(r.route(continued(a, 300, rng), "", std::vector<size_t>{0, 2, 5}), 1);
   std::vector<uint64_t> hashes;
   extend_block_hashes(hashes, continued(a, 300, rng), prefix_hash_seed(""));
-  EXPECT_EQ(r.longest(hashes).replica, 1);
-  EXPECT_GE(r.longest(hashes).blocks, 2u);
+  EXPECT_EQ(r.matched(hashes), (std::vector<size_t>{0, 2, 0}));
+}
+
+// Of the replicas a prompt's prefix went to, the one holding the longest part of it wins.
+TEST(ReplicaRouter, TheLongestMatchWins) {
+  std::mt19937 rng(std::random_device{}());
+  ReplicaRouter r(2);
+  const auto a = random_prompt(300, rng), b = continued(a, 600, rng);
+  ASSERT_EQ(r.route(a, "", std::vector<size_t>{1, 0}), 1);  // one block on replica 1
+  ASSERT_EQ(r.route(b, "", std::vector<size_t>{0, 3}), 0);  // replica 1 too busy: three blocks on replica 0
+  EXPECT_EQ(r.route(continued(b, 100, rng), "", std::vector<size_t>{1, 0}), 0);
+  EXPECT_EQ(r.route(continued(a, 100, rng), "", std::vector<size_t>{1, 0}), 1);  // a's block is on both
 }
 
 TEST(ReplicaRouter, ABusyReplicaLosesItsAffinity) {
@@ -42,7 +52,7 @@ TEST(ReplicaRouter, ABusyReplicaLosesItsAffinity) {
   ASSERT_EQ(r.route(a, "", std::vector<size_t>{0, 0}), 0);
   EXPECT_EQ(r.route(a, "", std::vector<size_t>{2, 0}), 0);                        // within the margin of 2
   EXPECT_EQ(r.route(a, "", std::vector<size_t>{3, 0}), 1);                        // beyond it
-  EXPECT_EQ(r.route(a, "", std::vector<size_t>{0, 0}), 1);                        // and remembered there now
+  EXPECT_EQ(r.route(a, "", std::vector<size_t>{1, 0}), 1);                        // both hold it now: the lighter
   EXPECT_EQ(ReplicaRouter::margin(40), 10u);                                      // a quarter when that is more
   EXPECT_EQ(r.route(random_prompt(200, rng), "", std::vector<size_t>{1, 0}), 1);  // no whole block: least loaded
 }
