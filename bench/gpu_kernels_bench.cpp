@@ -448,7 +448,7 @@ int main() {
   cuda::CudaOps ops(dev, cuda::GemmPolicy::from_env(Numerics::kExact));
   cuda::CudaOps fast_ops(dev, cuda::GemmPolicy::from_env(Numerics::kFast));
   std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
-  // DSV4_KERNELS (comma list of gemm, fast, attention, indexer, compressor, moe, hc, hc-chain, hc-ring, gemv-moe,
+  // DSV4_KERNELS (comma list of gemm, fast, attention, indexer, compressor, moe, hc, hc-chain, hc-ring,
   // imma4, imma-decode, simt, wgmma, gemv): only those rows. "fast": the GEMM,
   // MoE and hc_pre rows on the fast tier (suffix " fast"); the others are the exact tier's.
   // Unset: the M1.8 table's families (the defaults' rows); the experiments' families only when named.
@@ -514,18 +514,6 @@ int main() {
     moe_rows(*mma, " mma", {1, 8, 32});
     moe_rows(fast_ops, " e32 gemv", {1, 8, 32}, 32);
     moe_rows(*mma, " e32 mma", {1, 8, 32}, 32);
-  }
-  if (want("gemv-moe")) {  // the few-row MoE under the policy's switches in measurement (gemm_plan.h)
-    const auto d6 = fast_with([](cuda::GemmPolicy& p) { p.gemv_fp4_depth = 6; });
-    const auto unfused = fast_with([](cuda::GemmPolicy& p) { p.gemv_gathers = false; });
-    const auto mma = fast_with([](cuda::GemmPolicy& p) { p.gemv_max_rows = 0; });
-    for (const int experts : {256, 32}) {
-      const std::string e = experts == 32 ? " e32" : "";
-      moe_rows(fast_ops, e + " gemv", {1, 8, 32}, experts);
-      moe_rows(*d6, e + " gemv d6", {1, 8, 32}, experts);
-      moe_rows(*unfused, e + " gemv unfused", {1, 8, 32}, experts);
-      moe_rows(*mma, e + " mma", {1, 8}, experts);
-    }
   }
   if (want("simt")) {  // the SIMT exact kernels where the int8 tensor cores take the default rows
     const auto simt = exact_with([](cuda::GemmPolicy& p) { p.exact_imma = false; });

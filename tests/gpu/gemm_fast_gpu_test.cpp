@@ -539,69 +539,6 @@ TEST(CudaGemmFast, GemvPassesTheOpGate) {
   }
 }
 
-// The few-row kernel's outputs (bf16 and fp32, fp32 bits back to back after the bf16 ones) with the
-// arguments `form` makes of the case's own; FP4 weights at depth 6 must give depth 4's bits.
-template <typename F>
-std::vector<uint32_t> gemv_outputs(const Case& c, const DevInputs& d, int64_t scale_ld, F form) {
-  std::vector<uint32_t> out[2];
-  for (const int depth : {4, 6}) {
-    for (const bool f32 : {false, true}) {
-      Dev<float> y(std::vector<float>(static_cast<size_t>(2 * c.rows * c.n), std::numeric_limits<float>::quiet_NaN()));
-      void* y_b = f32 ? static_cast<void*>(y.p + c.rows * c.n)
-                      : static_cast<void*>(reinterpret_cast<uint16_t*>(y.p) + c.rows * c.n);
-      ExactBlockArgs p = d.args(c, scale_ld, y.p, y_b, f32);
-      form(p);
-      EXPECT_TRUE(cuda::fast_gemv_takes(p)) << c.name;
-      cuda::fast_gemv(p, 2, nullptr, depth);
-      DSV4_CUDA_CHECK(cudaGetLastError());
-      for (const float f : y.get()) out[depth == 6].push_back(std::bit_cast<uint32_t>(f));
-    }
-  }
-  EXPECT_TRUE(out[0] == out[1]) << c.name << ": FP4 depth 6 changed the bits";
-  return out[0];
-}
-
-// Grouped calls whose rows the kernel gathers from the routed tokens (rows permuted, three pairs a
-// token) give the bits of the same call on the codes quantize_act makes of those rows; FP4 weights at
-// both depths of the policy.
-TEST(CudaGemmFast, GemvGathersGroupedRowsAsTheirCodes) {
-  const auto fp8 = GemmWeightKind::kFp8, fp4 = GemmWeightKind::kFp4;
-  std::vector<int32_t> spread(256, 0);
-  for (int e : {3, 70, 71, 128, 200, 255}) spread[e] = 1;
-  for (const Case& c : {experts("fp4 256 experts, six rows", fp4, spread, 1024, 2048, true),
-                        experts("fp8 8 experts, 40 rows", fp8, {9, 0, 3, 17, 1, 0, 8, 2}, 512, 1024, false),
-                        experts("fp4 4 experts, 64 rows", fp4, {20, 20, 12, 12}, 768, 512, true)}) {
-    SCOPED_TRACE(c.name);
-    constexpr int topk = 3;
-    std::mt19937 rng(61);
-    std::vector<int32_t> perm(static_cast<size_t>(c.rows)), pairs(perm.size());
-    std::iota(perm.begin(), perm.end(), 0);
-    std::shuffle(perm.begin(), perm.end(), rng);
-    for (size_t j = 0; j < pairs.size(); ++j) pairs[j] = perm[j] * topk + static_cast<int32_t>(j % topk);
-    const Dev<int32_t> dpairs(pairs);
-    // Gathered: token perm[j] holds row j.
-    const HostInputs h = make_inputs(c, 62);
-    std::vector<uint16_t> tokens(h.x.size());
-    for (int64_t j = 0; j < c.rows; ++j)
-      std::copy_n(h.x.begin() + j * c.k, c.k, tokens.begin() + int64_t{perm[static_cast<size_t>(j)]} * c.k);
-    const Dev<uint16_t> dtokens(tokens);
-    const DevInputs d(c, h, c.offsets);
-    const auto from_codes = gemv_outputs(c, d, h.scale_ld, [](ExactBlockArgs&) {});
-    const auto gathered = gemv_outputs(c, d, h.scale_ld, [&](ExactBlockArgs& p) {
-      p.codes = nullptr, p.scales = nullptr, p.x = dtokens.p, p.x_ld = c.k, p.row_pairs = dpairs.p, p.row_topk = topk;
-    });
-    EXPECT_TRUE(gathered == from_codes) << "gathered rows";
-    // A mutation: the pairs' tokens one row off must not give those bits.
-    std::vector<int32_t> shifted(pairs);
-    for (auto& q : shifted) q = (q + topk) % static_cast<int32_t>(c.rows * topk);
-    const Dev<int32_t> dshifted(shifted);
-    const auto off_by_one = gemv_outputs(c, d, h.scale_ld, [&](ExactBlockArgs& p) {
-      p.codes = nullptr, p.scales = nullptr, p.x = dtokens.p, p.x_ld = c.k, p.row_pairs = dshifted.p, p.row_topk = topk;
-    });
-    EXPECT_FALSE(off_by_one == from_codes) << "a wrong gather went unnoticed";
-  }
-}
-
 // FP4 row blocks whose four scales span more than 26 octaves cannot be re-encoded exactly: the kernel
 // says so in its error bits (and only then).
 TEST(CudaGemmFast, WgmmaReportsFp4ScalesBeyondItsSpan) {

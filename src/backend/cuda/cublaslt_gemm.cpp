@@ -239,7 +239,7 @@ struct GemmRunner::Impl {
   // the mma.sync kernel on its own plan.
   void fast_mma(const ExactBlockArgs& p, GemmPlan plan) {
     if (plan.route == GemmRoute::kFastGemv && fast_gemv_takes(p)) {
-      fast_gemv(p, plan.gemv_k_parts, stream, policy.gemv_fp4_depth);
+      fast_gemv(p, plan.gemv_k_parts, stream);
       return;
     }
     if (plan.fallback == GemmRoute::kWgmma) {
@@ -348,7 +348,7 @@ struct GemmRunner::Impl {
     p.x = a.x, p.x_ld = a.x_stride ? a.x_stride : k;
     p.w_b = w_b.data, p.w_scale_b = w_b.scale, p.y_b = y_b;
     if (!fast_gemv_takes(p)) return false;
-    fast_gemv(p, plan.gemv_k_parts, stream, policy.gemv_fp4_depth);
+    fast_gemv(p, plan.gemv_k_parts, stream);
     return true;
   }
 
@@ -440,7 +440,7 @@ struct GemmRunner::Impl {
       // bf16 rows straight in where the kernel quantizes them
       p.x = a.x, p.x_ld = x_ld;
       if (plan.route == GemmRoute::kFastGemv && fast_gemv_takes(p)) {
-        fast_gemv(p, plan.gemv_k_parts, stream, policy.gemv_fp4_depth);
+        fast_gemv(p, plan.gemv_k_parts, stream);
         return;
       }
       if (plan.route == GemmRoute::kFastMma && fast_mma_takes_bf16(p, {plan.tile_rows, plan.splits, plan.resident})) {
@@ -520,19 +520,13 @@ struct GemmRunner::Impl {
       return;
     }
     DSV4_CHECK(a.experts > 0 && a.offsets && a.w_data && a.w_scale && a.y, "grouped gemm: missing arguments");
-    DSV4_CHECK(!a.x || plan.route == GemmRoute::kFastGemv, "grouped gemm: bf16 rows on a route that takes codes");
     ExactBlockArgs p;
     p.kind = a.kind;
     p.codes = a.a_codes, p.codes_ld = a.k, p.scales = a.a_scales, p.scale_ld = a.scale_ld;
-    if (a.x) {
-      p.codes = nullptr, p.scales = nullptr;
-      p.x = a.x, p.x_ld = a.k, p.row_pairs = a.pairs, p.row_topk = a.topk;
-    }
     p.rows = a.rows, p.n = a.n, p.ng = a.n, p.kg = a.k;
     p.w_list = a.w_data, p.w_scale_list = a.w_scale, p.offsets = a.offsets, p.experts = a.experts;
     p.y = a.y, p.y_ld = a.n;
     p.w_list_b = a.w_data_b, p.w_scale_list_b = a.w_scale_b, p.y_b = a.y_b;
-    DSV4_CHECK(!a.x || fast_gemv_takes(p), "grouped gemm: the few-row kernel does not take these bf16 rows");
     fast_mma(p, plan);
   }
 };
@@ -545,13 +539,6 @@ void GemmRunner::run(const GemmArgs& a) { impl_->run(a); }
 void GemmRunner::run_pair(const GemmArgs& a, const GemmWeight& w_b, void* y_b) { impl_->run_pair(a, w_b, y_b); }
 void GemmRunner::grouped(const GroupedGemmArgs& a) { impl_->grouped(a); }
 const GemmPolicy& GemmRunner::policy() const { return impl_->policy; }
-
-bool GemmRunner::grouped_gathers(GemmWeightKind kind, int64_t rows, int experts, int64_t n, int64_t k, bool pair,
-                                 const uint16_t* x) const {
-  const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && k % 8 == 0;  // the kernel's 16-byte loads
-  return aligned && impl_->policy.gemv_gathers &&
-         impl_->plan_grouped(kind, rows, experts, n, k, pair).route == GemmRoute::kFastGemv;
-}
 
 bool GemmRunner::wants_digit_planes(GemmWeightKind kind, int64_t rows, int experts, int64_t k) const {
   // A grouped call's route does not depend on its column count: any positive one plans it.

@@ -71,11 +71,6 @@ class GemmRunner {
   // Whether grouped() of `kind` weights over `rows` rows (experts > 0) or a dense call would use
   // activation digit planes (GroupedGemmArgs::a_digits), which the caller then makes.
   bool wants_digit_planes(GemmWeightKind kind, int64_t rows, int experts, int64_t k) const;
-  // Whether grouped() of this shape gathers its rows from the bf16 tokens x (GroupedGemmArgs::x): the
-  // few-row route does (GemmPolicy::gemv_gathers) where x is 16-byte aligned, so the MoE skips its
-  // gather-quantize launch at decode.
-  bool grouped_gathers(GemmWeightKind kind, int64_t rows, int experts, int64_t n, int64_t k, bool pair,
-                       const uint16_t* x) const;
   const GemmPolicy& policy() const;
 
  private:
@@ -112,11 +107,6 @@ struct GroupedGemmArgs {
   const void* const* w_data_b = nullptr;
   const uint8_t* const* w_scale_b = nullptr;
   uint16_t* y_b = nullptr;
-  // Optional rows gathered by the GEMM instead of a_codes (only where GemmRunner::grouped_gathers):
-  // row j = x[pairs[j] / topk] ([tokens, k] bf16, 16-byte aligned), quantized as quantize_act would.
-  const uint16_t* x = nullptr;
-  const int32_t* pairs = nullptr;
-  int topk = 1;
 };
 void grouped_gemm(const GroupedGemmArgs& a, const GemmPolicy& policy, cudaStream_t stream);
 

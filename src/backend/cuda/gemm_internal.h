@@ -27,10 +27,6 @@ struct ExactBlockArgs {
   GemmWeightKind kind = GemmWeightKind::kFp8;  // kFp8 or kFp4
   const uint16_t* x = nullptr;                 // bf16 [rows][x_ld], or null: codes and scales
   int64_t x_ld = 0;
-  // Grouped rows gathered from bf16 x in the kernel (the few-row kernel only, fast_gemv.h): row j is
-  // x row row_pairs[j] / row_topk (the routed pairs' tokens).
-  const int32_t* row_pairs = nullptr;
-  int row_topk = 1;
   const uint8_t* codes = nullptr;  // e4m3 [rows][codes_ld]
   int64_t codes_ld = 0;
   const float* scales = nullptr;  // [codes_ld/128][scale_ld]

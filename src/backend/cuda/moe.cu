@@ -633,15 +633,13 @@ void MoeRunner::Impl::route(const MoeExpertsParams& a, int32_t* err, int n) {
                 a.experts, get<int32_t>(kOffsets, a.experts + 1), get<int32_t>(kPos, n));
 }
 
-// ye [n, dim] (in kRows) = w2(swiglu(w1(xs), w3(xs)) · weight) over the sorted rows. Where the GEMM
-// gathers its rows itself (the few-row route: decode), no launch quantizes the gathered rows first.
+// ye [n, dim] (in kRows) = w2(swiglu(w1(xs), w3(xs)) · weight) over the sorted rows.
 void MoeRunner::Impl::routed_expert(const MoeExpertsParams& a, int n) {
   const int64_t D = a.dim, I = a.inter_dim, wide = std::max(D, I);
   const int32_t* offsets = static_cast<const int32_t*>(buf[kOffsets].p);
   const int32_t* routed = offsets + a.experts;
   const int32_t* pairs = static_cast<const int32_t*>(buf[kPairsSorted].p);
   const GemmWeightKind kind1 = gemm_kind(a.w1[0].type);
-  const bool gathered = gemm.grouped_gathers(kind1, n, a.experts, I, D, true, a.x);
   auto* rows = get<uint16_t>(kRows, n * D);
   auto* codes = get<uint8_t>(kCodes, n * wide);
   auto* scales = get<float>(kScales, n * (wide / 128));
@@ -666,19 +664,15 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsParams& a, int n) {
                      .w_data_b = t3.d_data(),
                      .w_scale_b = t3.d_scale(),
                      .y_b = u};
-  if (gathered) {
-    gg.x = a.x, gg.pairs = pairs, gg.topk = a.topk;
-  } else {
-    launch_kernel(gather_quantize_kernel, warp_blocks(n * (D / 128)), kThreads, 0, stream, a.x, n, D, pairs, a.topk,
-                  routed, codes, scales);
-    gg.a_digits = digit_planes_for(kind1, n, D, a.experts, codes);
-  }
+  launch_kernel(gather_quantize_kernel, warp_blocks(n * (D / 128)), kThreads, 0, stream, a.x, n, D, pairs, a.topk,
+                routed, codes, scales);
+  gg.a_digits = digit_planes_for(kind1, n, D, a.experts, codes);
   gemm.grouped(gg);  // w1 and w3 together
 
   launch_kernel(swiglu_quantize_kernel, warp_blocks(n * (I / 128)), kThreads, 0, stream, g, u, n, I, a.swiglu_limit,
                 a.weights, pairs, routed, codes, scales);
   const GemmWeightKind kind2 = gemm_kind(a.w2[0].type);
-  gg.x = nullptr, gg.pairs = nullptr, gg.w_data_b = nullptr, gg.w_scale_b = nullptr, gg.y_b = nullptr;
+  gg.w_data_b = nullptr, gg.w_scale_b = nullptr, gg.y_b = nullptr;
   gg.n = D, gg.k = I, gg.kind = kind2, gg.w_data = t2.d_data(), gg.w_scale = t2.d_scale(), gg.y = rows;
   gg.a_digits = digit_planes_for(kind2, n, I, a.experts, codes);
   gg.a_digit_stride = n * I;

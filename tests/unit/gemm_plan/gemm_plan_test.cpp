@@ -301,24 +301,5 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   EXPECT_NE(p.describe().find("exact"), std::string::npos);
 }
 
-// The few-row kernel's switches under measurement: defaults (FP4 depth 4, gathering on), the
-// environment's values, printed, and a value outside what they take refused.
-TEST(GemmPlan, FewRowSwitchesComeFromTheEnvironment) {
-  GemmPolicy p = GemmPolicy::from_env(Numerics::kFast);
-  EXPECT_EQ(p.gemv_fp4_depth, 4);
-  EXPECT_TRUE(p.gemv_gathers);
-  EXPECT_NE(p.describe().find("FP4 depth 4, gathering on"), std::string::npos) << p.describe();
-  ::setenv("DSV4_GEMM_GEMV_FP4_DEPTH", "6", 1);
-  ::setenv("DSV4_GEMM_GEMV_GATHER", "0", 1);
-  p = GemmPolicy::from_env(Numerics::kFast);
-  EXPECT_EQ(p.gemv_fp4_depth, 6);
-  EXPECT_FALSE(p.gemv_gathers);
-  EXPECT_NE(p.describe().find("FP4 depth 6, gathering off"), std::string::npos) << p.describe();
-  ::setenv("DSV4_GEMM_GEMV_FP4_DEPTH", "8", 1);
-  EXPECT_THROW(GemmPolicy::from_env(Numerics::kFast), Error);
-  ::unsetenv("DSV4_GEMM_GEMV_FP4_DEPTH");
-  ::unsetenv("DSV4_GEMM_GEMV_GATHER");
-}
-
 }  // namespace
 }  // namespace dsv4::cuda

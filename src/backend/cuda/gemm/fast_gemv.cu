@@ -59,9 +59,9 @@ struct WeightBlock {
 };
 
 // Weight blocks in flight a warp (the kernel's D): the loads of the next D - 1 blocks overlap each
-// multiply. FP8 keeps 4 (2 KB a warp each); FP4 blocks are half that, 4 or 6 (GemmPolicy::
-// gemv_fp4_depth, under measurement; 8 spill at the 128 registers of 2 CTAs an SM).
-constexpr int kFp8Depth = 4;
+// multiply. 4 for both kinds (an FP8 block is 2 KB a warp, FP4 half that): 6 FP4 blocks measured no
+// faster on the H200 (docs/perf-history.md, session 23), 8 spill at the 128 registers of 2 CTAs an SM.
+constexpr int kDepth = 4;
 
 // Where a lane reads: its two weight rows (clamped to rows that exist) and their scales.
 struct Rows {
@@ -185,9 +185,8 @@ __device__ __forceinline__ void quantize_quad(const uint4 (&raw)[4], bool store,
 }
 
 // The tile's activations for every K block of group grp into shared memory: codes and scales copied
-// (cp.async, all in flight at once), or bf16 rows (dense, or gathered: ExactBlockArgs::row_pairs)
-// quantized here, a warp a block of every tile row at a time (a lane quad a row). Scales past the tile
-// are 0.
+// (cp.async, all in flight at once), or a dense call's bf16 rows quantized here, a warp a block of every tile row at a
+// time (a lane quad a row). Scales past the tile are 0.
 __device__ void stage_acts(const ExactBlockArgs& p, const Tile& tl, int64_t grp, uint8_t* acts, float* sa_rows,
                            int64_t pitch) {
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
@@ -197,7 +196,7 @@ __device__ void stage_acts(const ExactBlockArgs& p, const Tile& tl, int64_t grp,
   if (p.x) {
     const int64_t row = tl.r0 + g;
     const uint16_t* x = nullptr;
-    if (g < tl.cnt) x = p.x + (p.row_pairs ? p.row_pairs[row] / p.row_topk : row) * p.x_ld + k0 + 32 * t;
+    if (g < tl.cnt) x = p.x + row * p.x_ld + k0 + 32 * t;
     for (int kb = warp; kb < nkb; kb += kWarps) {
       uint4 raw[4] = {};
       if (g < tl.cnt) {
@@ -360,21 +359,18 @@ bool fast_gemv_takes(const ExactBlockArgs& a) {
   if (a.offsets ? !(a.experts > 0 && a.w_list && a.w_scale_list) : !(a.w && a.w_scale && aligned_to(a.w, 16))) {
     return false;
   }
-  if (a.x) return (!a.offsets || a.row_pairs) && aligned_to(a.x, 16) && a.x_ld % 8 == 0;
+  if (a.x) return !a.offsets && aligned_to(a.x, 16) && a.x_ld % 8 == 0;
   return a.codes && a.scales && aligned_to(a.codes, 16) && a.codes_ld % 16 == 0 && a.scale_ld >= a.rows;
 }
 
-void fast_gemv(const ExactBlockArgs& a, int k_parts, cudaStream_t stream, int fp4_depth) {
+void fast_gemv(const ExactBlockArgs& a, int k_parts, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(fast_gemv_takes(a), "fast gemv: unsupported call (kind, shape, alignment or operands)");
   DSV4_CUDA_REQUIRE(k_parts == 1 || k_parts == 2 || k_parts == 4 || k_parts == 8, "fast gemv: k_parts 1, 2, 4 or 8");
-  DSV4_CUDA_REQUIRE(fp4_depth == 4 || fp4_depth == 6, "fast gemv: FP4 depth 4 or 6");
   if (a.rows <= 0) return;
   if (a.kind == GemmWeightKind::kFp8) {
-    launch_parts<GemmWeightKind::kFp8, kFp8Depth>(a, k_parts, stream);
-  } else if (fp4_depth == 6) {
-    launch_parts<GemmWeightKind::kFp4, 6>(a, k_parts, stream);
+    launch_parts<GemmWeightKind::kFp8, kDepth>(a, k_parts, stream);
   } else {
-    launch_parts<GemmWeightKind::kFp4, 4>(a, k_parts, stream);
+    launch_parts<GemmWeightKind::kFp4, kDepth>(a, k_parts, stream);
   }
 }
 

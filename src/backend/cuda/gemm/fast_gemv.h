@@ -13,9 +13,7 @@
 // Four blocks of a warp's weights are in flight in registers; no shared memory stages them and no
 // barrier runs inside the K loop, and a dense call's first blocks load before the wait on the previous
 // kernel. The tile's activation codes sit in shared memory, copied, or quantized there from bf16 rows
-// (the exact quantizer's codes, without quantize_act's launch): a dense call's rows, or a grouped call's
-// rows gathered from the routed tokens (ExactBlockArgs::row_pairs: the MoE at decode without its
-// gather-quantize launch).
+// (the exact quantizer's codes, without quantize_act's launch) from a dense call's bf16 rows.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -31,11 +29,11 @@ constexpr int64_t kFastGemvMaxSmem = 100 << 10;
 
 // Whether the kernel takes the call: FP8 or FP4 weights with K % 128 == 0, FP8 groups of whole
 // 128-row scale blocks, the tile's codes within kFastGemvMaxSmem; activation codes and scales, or
-// 16-byte aligned bf16 rows (dense, or grouped with row_pairs).
+// 16-byte aligned bf16 rows (dense calls).
 bool fast_gemv_takes(const ExactBlockArgs& a);
 
 // Runs `a` (with its pair) with each CTA's eight warps splitting K into k_parts runs (1, 2, 4 or 8;
-// the plan's gemv_k_parts), FP4 weights fp4_depth blocks in flight a warp (4 or 6).
-void fast_gemv(const ExactBlockArgs& a, int k_parts, cudaStream_t stream, int fp4_depth = 4);
+// the plan's gemv_k_parts), four weight blocks in flight a warp.
+void fast_gemv(const ExactBlockArgs& a, int k_parts, cudaStream_t stream);
 
 }  // namespace dsv4::cuda

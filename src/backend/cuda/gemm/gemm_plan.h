@@ -48,11 +48,6 @@ struct GemmPolicy {
   // faster on the mma.sync kernel: docs/perf.md).
   int64_t gemv_max_rows = 8;
   int64_t gemv_grouped_max_rows = 64;
-  // Under measurement (docs/perf-history.md, session 21), then the loser goes: FP4 weight blocks the
-  // few-row kernel keeps in flight a warp (4 or 6), and whether it gathers a grouped call's routed
-  // rows itself (the MoE then skips its gather-quantize launch).
-  int gemv_fp4_depth = 4;
-  bool gemv_gathers = true;
   // Fast tier: cuBLASLt's block-scaled FP8 and bf16 GEMMs on (DSV4_GEMM_CUBLASLT=0: off).
   bool cublaslt = true;
   // Fast tier: the wgmma kernel (wgmma_gemm.h) for grouped calls of at least wgmma_min_rows rows a
