@@ -221,9 +221,11 @@ void EngineCore::loop() {
     const auto t0 = Clock::now();
     const Schedule s = !stopping && sched_->has_work() ? next_schedule() : Schedule{};
     if (replica_.lockstep != nullptr) {
-      const StepLockstep::Decision d = replica_.lockstep->arrive(!s.empty(), stopping);
+      // A replica with work but no batch (its next request waits for a restore) keeps every peer
+      // coming back: one asleep would leave it alone at the gate once its batch is ready.
+      const StepLockstep::Decision d = replica_.lockstep->arrive(!s.empty(), !stopping && sched_->has_work(), stopping);
       if (d.stop) break;
-      keep_stepping_ = d.step;
+      keep_stepping_ = d.busy;
       if (s.empty() && d.step) idle_step();
     } else if (stopping) {
       break;

@@ -153,7 +153,7 @@ class EngineCore {
   EngineStats counters_;  // running totals; published with the snapshot
   std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();
   double last_group_count_ = -1;
-  bool keep_stepping_ = false;  // lockstep: the last decision was to step, so arrive again at once
+  bool keep_stepping_ = false;  // lockstep: some replica had work at the last gate, so arrive again at once
   std::thread thread_;
 };
 

@@ -8,9 +8,10 @@ StepLockstep::StepLockstep(int replicas) : replicas_(replicas) {
   DSV4_CHECK(replicas >= 1, "step lockstep: {} replicas", replicas);
 }
 
-StepLockstep::Decision StepLockstep::arrive(bool has_batch, bool stop) {
+StepLockstep::Decision StepLockstep::arrive(bool has_batch, bool has_work, bool stop) {
   std::unique_lock lock(mu_);
   forming_.step = forming_.step || has_batch;
+  forming_.busy = forming_.busy || has_batch || has_work;
   forming_.stop = forming_.stop || stop;
   if (++arrived_ == replicas_) {
     decided_ = forming_;

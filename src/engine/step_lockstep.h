@@ -2,7 +2,8 @@
 // in the MoE's expert exchange every layer of every step, so when any replica has a batch, every other
 // replica steps too: with no tokens of its own, its ranks still run the experts they own over the rows
 // the others send (Executor::idle_step). Each replica's loop arrives once per iteration saying whether
-// it has a batch and whether it was asked to stop; all of them leave with the same decision.
+// it has a batch, whether it has work at all (a request waiting, e.g. for blocks a restore brings back)
+// and whether it was asked to stop; all of them leave with the same decision.
 #pragma once
 
 #include <condition_variable>
@@ -17,10 +18,11 @@ class StepLockstep {
 
   struct Decision {
     bool step = false;  // some replica has a batch: every replica steps, empty ones idle
+    bool busy = false;  // some replica has work: every replica comes back at once (none may sleep)
     bool stop = false;  // some replica was asked to stop: every one stops (none is left in a collective)
   };
   // Blocks until every replica has arrived for this iteration.
-  Decision arrive(bool has_batch, bool stop);
+  Decision arrive(bool has_batch, bool has_work, bool stop);
 
   int replicas() const { return replicas_; }
 

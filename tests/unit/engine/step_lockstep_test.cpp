@@ -18,8 +18,8 @@ TEST(StepLockstep, EveryReplicaLeavesWithTheOrOfWhatTheyBrought) {
   // brought[round][replica], fresh each run; the last round stops.
   std::mt19937 rng(std::random_device{}());
   std::vector<std::vector<int>> brought(kRounds, std::vector<int>(kReplicas));
-  for (auto& round : brought)
-    for (int& b : round) b = static_cast<int>(rng() % 3 == 0);
+  for (auto& round : brought)  // 0: nothing, 1: a batch, 2: work without a batch
+    for (int& b : round) b = static_cast<int>(rng() % 3);
   std::vector<std::vector<StepLockstep::Decision>> got(kReplicas);
   std::atomic<int> inside{0};
   std::atomic<bool> early{false};
@@ -28,8 +28,8 @@ TEST(StepLockstep, EveryReplicaLeavesWithTheOrOfWhatTheyBrought) {
     threads.emplace_back([&, r] {
       for (int i = 0; i < kRounds; ++i) {
         inside.fetch_add(1);
-        const auto d =
-            gate.arrive(brought[static_cast<size_t>(i)][static_cast<size_t>(r)] != 0, i == kRounds - 1 && r == 2);
+        const int b = brought[static_cast<size_t>(i)][static_cast<size_t>(r)];
+        const auto d = gate.arrive(b == 1, b != 0, i == kRounds - 1 && r == 2);
         // Everyone of this round arrived before anyone left it.
         if (inside.load() < kReplicas * (i + 1)) early = true;
         got[static_cast<size_t>(r)].push_back(d);
@@ -42,10 +42,14 @@ TEST(StepLockstep, EveryReplicaLeavesWithTheOrOfWhatTheyBrought) {
   for (int r = 0; r < kReplicas; ++r) {
     ASSERT_EQ(got[static_cast<size_t>(r)].size(), static_cast<size_t>(kRounds));
     for (int i = 0; i < kRounds; ++i) {
-      bool any = false;
-      for (int b : brought[static_cast<size_t>(i)]) any = any || b != 0;
+      bool batch = false, work = false;
+      for (int b : brought[static_cast<size_t>(i)]) {
+        batch = batch || b == 1;
+        work = work || b != 0;
+      }
       const auto& d = got[static_cast<size_t>(r)][static_cast<size_t>(i)];
-      EXPECT_EQ(d.step, any) << "replica " << r << ", round " << i;
+      EXPECT_EQ(d.step, batch) << "replica " << r << ", round " << i;
+      EXPECT_EQ(d.busy, work) << "replica " << r << ", round " << i;
       EXPECT_EQ(d.stop, i == kRounds - 1) << "replica " << r << ", round " << i;
     }
   }
@@ -53,9 +57,12 @@ TEST(StepLockstep, EveryReplicaLeavesWithTheOrOfWhatTheyBrought) {
 
 TEST(StepLockstep, OneReplicaDecidesAlone) {
   StepLockstep gate(1);
-  EXPECT_TRUE(gate.arrive(true, false).step);
-  EXPECT_FALSE(gate.arrive(false, false).step);
-  EXPECT_TRUE(gate.arrive(false, true).stop);
+  EXPECT_TRUE(gate.arrive(true, true, false).step);
+  EXPECT_FALSE(gate.arrive(false, false, false).step);
+  const StepLockstep::Decision waiting = gate.arrive(false, true, false);
+  EXPECT_FALSE(waiting.step);
+  EXPECT_TRUE(waiting.busy);
+  EXPECT_TRUE(gate.arrive(false, false, true).stop);
 }
 
 }  // namespace
