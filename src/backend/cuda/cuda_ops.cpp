@@ -154,8 +154,8 @@ void CudaOps::do_swiglu(const SwigluParams& p) { cuda::swiglu(p, dev_.stream());
 // Experts split across ranks, composed of the linear and swiglu ops expert by expert over rows gathered
 // by the host's routing (it reads the indices back: a sharded step runs eagerly). Row for row the
 // arithmetic of moe_experts' routed experts on either tier; a grouped kernel is the fast path to come.
-// Rows move by gather_rows: each expert's inputs from one uploaded list, and the outputs, computed in
-// expert order, back into pair order at once.
+// Rows move by gather_rows: every expert's inputs into expert order at once, and the outputs, computed
+// in that order, back into pair order at once.
 void CudaOps::do_moe_pairs(const MoePairsParams& p) {
   if (p.tokens == 0) return;
   const bool up = p.stage == MoeStage::kUp;
@@ -174,8 +174,12 @@ void CudaOps::do_moe_pairs(const MoePairsParams& p) {
   }
   const DeviceArray<int32_t> rows(dev_, lists);
   const DeviceArray<float> routed_weights = up ? DeviceArray<float>(dev_, r.weights) : DeviceArray<float>();
-  const int64_t in_rows = up ? p.tokens : n_pairs;
+  // Every routed row's input in expert order at once (one gather, one buffer for all experts).
+  DeviceArray<uint16_t> routed_in(dev_, static_cast<size_t>(n_pairs * p.in_dim));
+  gather_rows({p.in, up ? p.tokens : n_pairs, rows.data(), n_pairs, p.in_dim * 2, routed_in.data()});
   DeviceArray<uint16_t> routed_out(dev_, static_cast<size_t>(n_pairs * p.out_dim));
+  DeviceArray<uint16_t> routed_u =
+      up ? DeviceArray<uint16_t>(dev_, static_cast<size_t>(n_pairs * p.out_dim)) : DeviceArray<uint16_t>();
   bool every_pair = true;
   for (int e = 0; e < p.experts; ++e) {
     const int64_t b = r.offsets[static_cast<size_t>(e)], n = r.offsets[static_cast<size_t>(e) + 1] - b;
@@ -184,16 +188,15 @@ void CudaOps::do_moe_pairs(const MoePairsParams& p) {
       every_pair = false;
       continue;
     }
-    DeviceArray<uint16_t> in(dev_, static_cast<size_t>(n * p.in_dim));
-    gather_rows({p.in, in_rows, rows.data() + b, n, p.in_dim * 2, in.data()});
+    const uint16_t* in = routed_in.data() + b * p.in_dim;
     uint16_t* out = routed_out.data() + b * p.out_dim;
     if (up) {
-      DeviceArray<uint16_t> u(dev_, static_cast<size_t>(n * p.out_dim));
-      linear({in.data(), n, p.w1[e], out});
-      linear({in.data(), n, p.w3[e], u.data()});
-      swiglu({out, u.data(), n, p.out_dim, p.swiglu_limit, routed_weights.data() + b, out});
+      uint16_t* u = routed_u.data() + b * p.out_dim;
+      linear({in, n, p.w1[e], out});
+      linear({in, n, p.w3[e], u});
+      swiglu({out, u, n, p.out_dim, p.swiglu_limit, routed_weights.data() + b, out});
     } else {
-      linear({in.data(), n, p.w2[e], out});
+      linear({in, n, p.w2[e], out});
     }
   }
   const size_t out_row = static_cast<size_t>(p.out_dim) * 2;
