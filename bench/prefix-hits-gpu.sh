@@ -4,14 +4,9 @@
 set -uo pipefail
 DSV4=$1 OUT=$2 PORT=${DSV4_PREFIX_PORT:-18741}
 export DSV4_TOKENIZER=${DSV4_TOKENIZER:-$PWD/.carry/shared/tokenizer/tokenizer.json}
-"$DSV4" serve --backend cuda --host 127.0.0.1 --port "$PORT" >"$OUT/prefix-serve.log" 2>&1 &
-server=$!
-trap 'kill $server 2>/dev/null; wait $server 2>/dev/null' EXIT
-for _ in $(seq 240); do
-  python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$PORT/health', timeout=1)" 2>/dev/null && break
-  kill -0 $server 2>/dev/null || { echo "serve exited:"; tail -n 20 "$OUT/prefix-serve.log"; exit 1; }
-  sleep 0.5
-done
+source "$(dirname "$0")/serve-lib.sh"
+trap stop_server EXIT
+start_server "$OUT/prefix-serve.log" "$PORT" "$DSV4" serve --backend cuda --host 127.0.0.1 --port "$PORT"
 "$DSV4" bench serve --base-url "http://127.0.0.1:$PORT" --dataset-name prefix_repetition \
   --prefix-repetition-num-prefixes 8 --prefix-repetition-prefix-len 1024 --prefix-repetition-suffix-len 128 \
   --prefix-repetition-output-len 16 --num-prompts 64 --max-concurrency 4 --ignore-eos --seed 1 2>&1 | tail -n 40

@@ -124,6 +124,10 @@ if [ -n "${DSV4_GPU_E2E:-}" ]; then
       bash -c 'cd tests/e2e && timeout "${DSV4_GPU_SUITE_TIMEOUT:-300}" python3 -m unittest -v "$0"' "$module"
   done
 fi
+# DSV4_GPU_HOST_TIER=1: M2.6's agent-like workload with the KV host tier and without (bench/host-tier-gpu.sh).
+[ "${DSV4_GPU_HOST_TIER:-0}" = 1 ] && step host-tier bash bench/host-tier-gpu.sh "$PWD/$STAGE/bin/dsv4" "$LOGS"
+# DSV4_GPU_PREEMPT=1: preemption by recompute under GPU memory pressure (bench/preempt-gpu.sh).
+[ "${DSV4_GPU_PREEMPT:-0}" = 1 ] && step preempt bash bench/preempt-gpu.sh "$PWD/$STAGE/bin/dsv4" "$LOGS"
 # DSV4_GPU_COMPARE=1: where the CUDA backend parts from the CPU backend on the golden patterns, op by op.
 if [ "${DSV4_GPU_COMPARE:-0}" = 1 ]; then
   for g in "${golden_sets[@]}"; do

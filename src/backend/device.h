@@ -67,6 +67,16 @@ class Device {
   virtual void end_side() {}
   virtual void join_side() {}
 
+  // Background copies: between begin_background() and end_background() copy() goes to a queue of its
+  // own that starts after everything enqueued on the main queue so far and runs beside the later steps;
+  // end_background() returns a ticket (0: the copies are already in place), and landed(ticket) says,
+  // without waiting, whether they and every earlier background copy are complete. Nothing else orders
+  // the main queue after them: the caller keeps their bytes unread and their sources untouched until
+  // landed. A device with one queue copies in order and returns 0.
+  virtual void begin_background() {}
+  virtual uint64_t end_background() { return 0; }
+  virtual bool landed(uint64_t ticket) { return ticket == 0; }
+
   // Recording (CUDA graphs): between begin_recording() and end_recording() work is recorded instead of
   // run; replay() runs the recording again with the same pointers and sizes. Host copies, waits and
   // marks are refused while recording (they would not be replayed). Devices that cannot record say so.

@@ -232,6 +232,8 @@ void EngineCore::loop() {
     }
     if (!s.empty()) run(s, t0);
     publish_stats();
+    // Nothing could run while a prefix comes back from the host tier: look again shortly, not at once.
+    if (s.empty() && kv_->restores_in_flight() > 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
   {
     std::lock_guard lock(mu_);
@@ -273,7 +275,7 @@ Schedule EngineCore::next_schedule() {
     fail_all(e.what());  // which requests it was handling is unknown
     return {};
   }
-  if (s.empty() && sched_->num_running() == 0 && s.preempted.empty()) fail_unschedulable();
+  if (sched_->stuck(s)) fail_unschedulable();
   return s;
 }
 

@@ -216,7 +216,9 @@ class ReplicaRanks::MirrorCopier final : public KvPageCopier {
   MirrorCopier(ReplicaRanks& ranks, KvPageCopier& first, Regions pools, Regions host)
       : ranks_(ranks), first_(first), pools_(std::move(pools)), host_(std::move(host)) {}
 
-  void copy(std::span<const KvPageCopy> batch) override {
+  // The other ranks copy on their main queues, in order with their steps; the first rank's copier may
+  // restore in the background, and its ticket gates every rank's reads (the ranks step together).
+  uint64_t copy(std::span<const KvPageCopy> batch) override {
     const Job job = [&](Rank& r) {
       for (const KvPageCopy& c : batch) {
         const Regions &dst_from = c.to_device ? pools_ : host_, &src_from = c.to_device ? host_ : pools_;
@@ -226,8 +228,11 @@ class ReplicaRanks::MirrorCopier final : public KvPageCopier {
                                static_cast<size_t>(c.bytes));
       }
     };
-    ranks_.run(job, [&] { first_.copy(batch); });
+    uint64_t ticket = 0;
+    ranks_.run(job, [&] { ticket = first_.copy(batch); });
+    return ticket;
   }
+  bool landed(uint64_t ticket) override { return first_.landed(ticket); }
 
  private:
   ReplicaRanks& ranks_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <thread>
 #include <tuple>
 
 #include "core/error.h"
@@ -95,6 +96,7 @@ std::vector<int64_t> host_tier_pages(const KvLayout& layout, int64_t bytes, int6
 }
 
 KvCacheManager::~KvCacheManager() {
+  drain_restores();  // no copy may still be writing the pools or reading the host tier
   if (options_.memory == nullptr) return;
   for (size_t b = 0; b < pools_.size(); ++b) {
     options_.memory->deallocate(memory_[b], static_cast<size_t>(pools_[b]->capacity_pages() * pools_[b]->page_bytes()));
@@ -204,8 +206,11 @@ void KvCacheManager::restore_prefix(Request& r, int64_t max_blocks) {
   std::vector<PrefixPage> pages = prefix_pages(r, m);
   if (!pools_can_restore(pages)) return;
   const auto t0 = std::chrono::steady_clock::now();
-  bring_back(pages);
-  restore_seconds_.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  if (bring_back(pages)) {
+    restores_.back().start = t0;  // timed when it lands (poll_restores)
+  } else {
+    restore_seconds_.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
   ++host_hits_;
   host_restored_tokens_ += (m - device_m) * kKvBlockTokens;
 }
@@ -241,8 +246,9 @@ bool KvCacheManager::pools_can_restore(std::span<const PrefixPage> pages) const 
 }
 
 // Pins what the device holds, takes the host's entries out of its LRU, then allocates (the evictions this
-// makes, offloaded in turn, can touch neither), copies and leaves every page cached on the device.
-void KvCacheManager::bring_back(std::vector<PrefixPage>& pages) {
+// makes, offloaded in turn, can touch neither), copies and leaves every page cached on the device; true
+// when the copies run in the background (a Restore entry holds the pages until they land).
+bool KvCacheManager::bring_back(std::vector<PrefixPage>& pages) {
   std::vector<std::pair<int, KvHostEntry>> taken;  // (bucket, entry)
   for (const PrefixPage& p : pages) {
     const int bucket = layout_.units[static_cast<size_t>(p.unit)].bucket;
@@ -250,8 +256,11 @@ void KvCacheManager::bring_back(std::vector<PrefixPage>& pages) {
     if (p.block == BlockPool::kNone) taken.emplace_back(bucket, host_->take(bucket, p.key));
   }
   size_t t = 0;
-  for (PrefixPage& p : pages) {
+  std::vector<bool> restored(pages.size(), false);
+  for (size_t i = 0; i < pages.size(); ++i) {
+    PrefixPage& p = pages[i];
     if (p.block != BlockPool::kNone) continue;
+    restored[i] = true;
     const auto& [bucket, e] = taken[t++];
     BlockPool& pool = pool_of(p.unit);
     const uint32_t block = pool.allocate(local_unit_[static_cast<size_t>(p.unit)]);
@@ -260,9 +269,60 @@ void KvCacheManager::bring_back(std::vector<PrefixPage>& pages) {
     queue_copies(static_cast<size_t>(bucket), pool.layer_pages(block), e.pages, true);
     p.block = static_cast<int32_t>(block);
   }
-  flush_copies();
-  for (const auto& [bucket, e] : taken) host_->release(bucket, e.pages);
-  for (auto it = pages.rbegin(); it != pages.rend(); ++it) pool_of(it->unit).release(static_cast<uint32_t>(it->block));
+  const uint64_t ticket = flush_copies();
+  if (ticket == 0) {
+    for (const auto& [bucket, e] : taken) host_->release(bucket, e.pages);
+    for (auto it = pages.rbegin(); it != pages.rend(); ++it)
+      pool_of(it->unit).release(static_cast<uint32_t>(it->block));
+    return false;
+  }
+  // In the background: the restored blocks stay held and their host pages taken until the ticket lands
+  // (poll_restores); the pages the device already held are let go now.
+  Restore r{ticket, {}, {}, {}};
+  for (auto& [bucket, e] : taken) r.host_pages.emplace_back(bucket, std::move(e.pages));
+  for (size_t i = pages.size(); i-- > 0;) {
+    if (!restored[i]) pool_of(pages[i].unit).release(static_cast<uint32_t>(pages[i].block));
+  }
+  for (size_t i = 0; i < pages.size(); ++i) {
+    if (restored[i]) r.blocks.emplace_back(pages[i].unit, static_cast<uint32_t>(pages[i].block));
+  }
+  restores_.push_back(std::move(r));
+  return true;
+}
+
+// Lets go of the restores that have landed, oldest first (tickets land in order).
+void KvCacheManager::poll_restores() {
+  while (!restores_.empty() && options_.copier->landed(restores_.front().ticket)) {
+    Restore& r = restores_.front();
+    for (const auto& [bucket, pages] : r.host_pages) host_->release(bucket, pages);
+    for (auto it = r.blocks.rbegin(); it != r.blocks.rend(); ++it) pool_of(it->first).release(it->second);
+    restore_seconds_.observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - r.start).count());
+    restores_.pop_front();
+  }
+}
+
+void KvCacheManager::drain_restores() {
+  while (!restores_.empty()) {
+    poll_restores();
+    if (!restores_.empty()) std::this_thread::yield();
+  }
+}
+
+// The newest restore in flight that brought back a page of the hit (0: none).
+uint64_t KvCacheManager::restore_ticket(const PrefixHit& hit) const {
+  for (auto r = restores_.rbegin(); r != restores_.rend(); ++r) {
+    for (const auto& [unit, block] : r->blocks) {
+      const auto& held = hit.blocks[static_cast<size_t>(unit)];
+      if (std::find(held.begin(), held.end(), block) != held.end()) return r->ticket;
+    }
+  }
+  return 0;
+}
+
+bool KvCacheManager::restored(const PrefixHit& hit) {
+  if (hit.ticket == 0) return true;
+  poll_restores();
+  return options_.copier->landed(hit.ticket);
 }
 
 // The pool is about to reuse a keyed block's pages: its bytes go to the host tier first.
@@ -288,11 +348,12 @@ void KvCacheManager::queue_copies(size_t bucket, std::span<const uint32_t> devic
   }
 }
 
-void KvCacheManager::flush_copies() {
-  if (pending_.empty()) return;
+uint64_t KvCacheManager::flush_copies() {
+  if (pending_.empty()) return 0;
   coalesce(pending_);
-  options_.copier->copy(pending_);
+  const uint64_t ticket = options_.copier->copy(pending_);
   pending_.clear();
+  return ticket;
 }
 
 // Whether the unit's rows needed to resume at `boundary` are all cached; collects their blocks.
@@ -321,6 +382,7 @@ PrefixHit KvCacheManager::lookup_prefix(KvRequestId id, std::span<const int32_t>
   const int64_t max_blocks = (hit.query_tokens - 1) / kKvBlockTokens;
   extend_block_hashes(r.hashes, tokens, r.seed, static_cast<size_t>(max_blocks));
   if (host_ != nullptr) {
+    poll_restores();
     restore_prefix(r, max_blocks);
     hit.epoch = epoch();  // restoring may have evicted other blocks
   }
@@ -364,6 +426,7 @@ PrefixHit KvCacheManager::lookup_prefix(KvRequestId id, std::span<const int32_t>
     }
     for (int g : unit.groups) hit.group_tokens[static_cast<size_t>(g)] = unit_best[u] * kKvBlockTokens;
   }
+  if (!restores_.empty()) hit.ticket = restore_ticket(hit);
   return hit;
 }
 
@@ -639,6 +702,7 @@ std::vector<std::pair<std::byte*, size_t>> KvCacheManager::host_tier_regions() c
 
 void KvCacheManager::set_copier(KvPageCopier* copier) {
   DSV4_CHECK(copier != nullptr || !host_, "KV cache: the host tier needs a page copier");
+  drain_restores();  // tickets belong to the copier that issued them
   options_.copier = copier;
 }
 
@@ -699,11 +763,15 @@ void KvCacheManager::check_consistency() const {
       }
     }
   }
+  for (const Restore& r : restores_) {
+    for (const auto& [unit, blk] : r.blocks)
+      ++refs[static_cast<size_t>(layout_.units[static_cast<size_t>(unit)].bucket)][blk];
+  }
   for (size_t b = 0; b < pools_.size(); ++b) {
     for (uint32_t blk = 0; blk < pools_[b]->num_blocks(); ++blk) {
       const uint32_t counted = refs[b][blk];
       DSV4_CHECK(pools_[b]->refcount(blk) == counted,
-                 "KV cache: pool {} block {} has reference count {}, {} tables hold it", b, blk,
+                 "KV cache: pool {} block {} has reference count {}, {} tables and restores hold it", b, blk,
                  pools_[b]->refcount(blk), counted);
     }
   }

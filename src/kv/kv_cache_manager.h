@@ -43,7 +43,9 @@
 // lookup_prefix is O(prompt blocks) (hashing plus one probe per block and unit).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <span>
 #include <string>
@@ -86,6 +88,9 @@ struct PrefixHit {
   int64_t tokens = 0;                 // positions that need no computing
   int64_t query_tokens = 0;           // the prompt length looked up
   std::vector<int64_t> group_tokens;  // per group: the longest prefix that group alone could serve
+  // Nonzero while part of the hit is still coming back from the host tier in the background: the
+  // request may not be admitted before restored(hit) (its pages are not yet there to read).
+  uint64_t ticket = 0;
   // Read by allocate():
   uint64_t epoch = 0;
   std::vector<std::vector<uint32_t>> blocks;  // per unit, in page order
@@ -142,7 +147,8 @@ struct KvCacheStats {
   int64_t host_restored_tokens = 0;  // prefix positions those lookups found only with the host tier
   int64_t offload_bytes = 0;
   int64_t restore_bytes = 0;
-  // Wall time of each restore: the lookup's blocks allocated, copied back and their copies finished.
+  // Wall time of each restore: from the lookup that starts it until its copies are seen landed (at the
+  // next poll: the scheduler's next look at the waiting request).
   Histogram restore_seconds{kKvRestoreSecondsBuckets};
 };
 
@@ -178,6 +184,10 @@ class KvCacheManager {
   int64_t num_tokens(KvRequestId id) const;  // positions allocated so far
 
   PrefixHit lookup_prefix(KvRequestId id, std::span<const int32_t> tokens);
+  // Whether every page of the hit is in place (its background restores have landed); never waits.
+  bool restored(const PrefixHit& hit);
+  // Restores still in flight (their blocks held, their host pages not yet free).
+  int64_t restores_in_flight() const { return static_cast<int64_t>(restores_.size()); }
   bool can_allocate(KvRequestId id, int64_t num_new_tokens, const PrefixHit* hit = nullptr) const;
   bool allocate(KvRequestId id, int64_t num_new_tokens, std::span<const int32_t> tokens,
                 const PrefixHit* hit = nullptr);
@@ -254,11 +264,14 @@ class KvCacheManager {
   void restore_prefix(Request& r, int64_t max_blocks);
   std::vector<PrefixPage> prefix_pages(const Request& r, int64_t m) const;
   bool pools_can_restore(std::span<const PrefixPage> pages) const;
-  void bring_back(std::vector<PrefixPage>& pages);
+  bool bring_back(std::vector<PrefixPage>& pages);
   void offload(size_t bucket, uint32_t block, uint64_t key, bool extra);
   void queue_copies(size_t bucket, std::span<const uint32_t> device_pages, std::span<const uint32_t> host_pages,
                     bool to_device);
-  void flush_copies();
+  uint64_t flush_copies();
+  void poll_restores();
+  void drain_restores();
+  uint64_t restore_ticket(const PrefixHit& hit) const;
   bool window_cached(const Request& r, int unit, int64_t boundary, std::vector<uint32_t>* out) const;
   void check_fits_max_len() const;
   void make_host_tier();
@@ -273,6 +286,16 @@ class KvCacheManager {
   std::vector<KvGroupStats> group_stats_;
   std::unique_ptr<KvHostTier> host_;  // null when off
   std::vector<KvPageCopy> pending_;   // copies of the current call, in order
+  // Restores running in the background (oldest first): until their ticket lands the restored blocks
+  // keep a reference of the manager's (so nothing evicts or reads them) and the host pages they read
+  // stay out of the host pool (so no offload rewrites them).
+  struct Restore {
+    uint64_t ticket = 0;
+    std::vector<std::pair<int, uint32_t>> blocks;                   // (unit, block), in page order
+    std::vector<std::pair<int, std::vector<uint32_t>>> host_pages;  // (bucket, pages)
+    std::chrono::steady_clock::time_point start;                    // when restore_prefix began
+  };
+  std::deque<Restore> restores_;
   int64_t host_hits_ = 0, host_restored_tokens_ = 0, offload_bytes_ = 0, restore_bytes_ = 0;
   std::vector<int64_t> unit_offloaded_, unit_restored_;  // host-tier blocks per unit
   Histogram restore_seconds_{kKvRestoreSecondsBuckets};

@@ -40,17 +40,21 @@ inline void coalesce(std::vector<KvPageCopy>& batch) {
 class KvPageCopier {
  public:
   virtual ~KvPageCopier() = default;
-  // Runs a batch in order (an offload out of a page comes before a restore into the same page): when it
-  // returns, the bytes are in place for whatever the device runs next (its own queue may still hold the
-  // copies). One call per batch, so that a copier may move the batch to a side queue.
-  virtual void copy(std::span<const KvPageCopy> batch) = 0;
+  // Runs a batch (an offload out of a page comes before a restore into the same page). Offloads are in
+  // place for whatever the device runs next (its own queue may still hold them). Restores may run in the
+  // background: the ticket returned (0: none outstanding) says when they have landed, and until then the
+  // caller neither reads their pages nor reuses their host pages.
+  virtual uint64_t copy(std::span<const KvPageCopy> batch) = 0;
+  // Whether the restores of `ticket` (and of every earlier one) have landed; never waits.
+  virtual bool landed(uint64_t ticket) { return ticket == 0; }
 };
 
 // Pools in host memory (the CPU backend, tests).
 class MemcpyKvPageCopier final : public KvPageCopier {
  public:
-  void copy(std::span<const KvPageCopy> batch) override {
+  uint64_t copy(std::span<const KvPageCopy> batch) override {
     for (const KvPageCopy& c : batch) std::memcpy(c.dst, c.src, static_cast<size_t>(c.bytes));
+    return 0;
   }
 };
 

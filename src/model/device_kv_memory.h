@@ -36,16 +36,31 @@ class PinnedKvMemory final : public KvMemoryAllocator {
   Device& dev_;
 };
 
-// Host tier copies as the device's copies, in its order: a restore lands before the next step's kernels
-// read the pages, an offload reads them after the last step that wrote them, and a host page is only
-// rewritten by a later copy of the same queue. Nothing on the host reads the host pages, so no copy is
-// waited for (the step after a restore waits for its bytes on the GPU, not the engine thread).
+// Host tier copies through the device: offloads on its main queue, in its order (they read a page after
+// the last step that wrote it and before the next one rewrites it), then the batch's restores in the
+// background (Device::begin_background), after those offloads and beside the following steps; the
+// ticket tells the cache manager when a restored prefix may be read. Nothing on the host reads the host
+// pages, so no copy is waited for.
 class DeviceKvPageCopier final : public KvPageCopier {
  public:
   explicit DeviceKvPageCopier(Device& dev) : dev_(dev) {}
-  void copy(std::span<const KvPageCopy> batch) override {
-    for (const KvPageCopy& c : batch) dev_.copy(c.dst, c.src, static_cast<size_t>(c.bytes));
+  uint64_t copy(std::span<const KvPageCopy> batch) override {
+    bool restores = false;
+    for (const KvPageCopy& c : batch) {
+      if (c.to_device) {
+        restores = true;
+      } else {
+        dev_.copy(c.dst, c.src, static_cast<size_t>(c.bytes));
+      }
+    }
+    if (!restores) return 0;
+    dev_.begin_background();
+    for (const KvPageCopy& c : batch) {
+      if (c.to_device) dev_.copy(c.dst, c.src, static_cast<size_t>(c.bytes));
+    }
+    return dev_.end_background();
   }
+  bool landed(uint64_t ticket) override { return dev_.landed(ticket); }
 
  private:
   Device& dev_;

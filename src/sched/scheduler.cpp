@@ -122,6 +122,9 @@ bool Scheduler::admit(Step& st, SchedRequest& r) {
     r.registered = true;
   }
   const PrefixHit hit = kv_.lookup_prefix(r.id, r.tokens);
+  // Its prefix is still coming back from the host tier (in the background, beside the running steps):
+  // it waits at the head of its queue, holding nothing, until the copies land.
+  if (!kv_.restored(hit)) return false;
   const int64_t n = std::min(r.num_tokens() - hit.tokens, chunk_limit(st));
   if (n <= 0) return false;
   // With others running, a request starts only when its whole prefill and first decode fit, and its first

@@ -58,6 +58,11 @@ class Scheduler {
   bool has_work() const { return !running_.empty() || num_waiting() > 0; }
   // The request admission would try next (preempted ones first); 0 when none waits.
   RequestId next_waiting() const;
+  // Whether `s` (just scheduled) shows the next waiting request can never run: nothing ran, nothing runs,
+  // nothing was preempted and no host-tier restore is on its way (one that lands may let it in).
+  bool stuck(const Schedule& s) const {
+    return s.empty() && running_.empty() && s.preempted.empty() && kv_.restores_in_flight() == 0;
+  }
   std::span<SchedRequest* const> running() const { return running_; }
   const SchedulerConfig& config() const { return cfg_; }
   const PrefillPacer& pacer() const { return pacer_; }

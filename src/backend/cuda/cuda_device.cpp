@@ -99,6 +99,12 @@ CudaDevice::~CudaDevice() {
   abort_recording();
   cudaStreamSynchronize(side_);
   cudaStreamSynchronize(stream_);
+  if (copies_ != nullptr) {
+    cudaStreamSynchronize(copies_);
+    cudaStreamDestroy(copies_);
+    cudaEventDestroy(copies_after_);
+  }
+  for (const auto& t : tickets_) cudaEventDestroy(t.second);
   cudaEventDestroy(forked_);
   cudaEventDestroy(joined_);
   cudaStreamDestroy(side_);
@@ -250,6 +256,40 @@ void CudaDevice::end_side() {
 void CudaDevice::join_side() {
   DSV4_CHECK(active_ == stream_, "cuda: join_side() inside a side branch");
   DSV4_CUDA_CHECK(cudaStreamWaitEvent(stream_, joined_, 0));
+}
+
+void CudaDevice::begin_background() {
+  DSV4_CHECK(active_ == stream_, "cuda: begin_background() inside a side branch");
+  refuse_while_recording("a background copy");
+  if (copies_ == nullptr) {
+    DSV4_CUDA_CHECK(cudaStreamCreateWithFlags(&copies_, cudaStreamNonBlocking));
+    DSV4_CUDA_CHECK(cudaEventCreateWithFlags(&copies_after_, cudaEventDisableTiming));
+  }
+  DSV4_CUDA_CHECK(cudaEventRecord(copies_after_, stream_));
+  DSV4_CUDA_CHECK(cudaStreamWaitEvent(copies_, copies_after_, 0));
+  active_ = copies_;
+}
+
+uint64_t CudaDevice::end_background() {
+  DSV4_CHECK(active_ == copies_ && copies_ != nullptr, "cuda: end_background() without begin_background()");
+  active_ = stream_;
+  cudaEvent_t e = nullptr;
+  DSV4_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  DSV4_CUDA_CHECK(cudaEventRecord(e, copies_));
+  tickets_.emplace_back(next_ticket_, e);
+  return next_ticket_++;
+}
+
+bool CudaDevice::landed(uint64_t ticket) {
+  while (!tickets_.empty() && ticket > landed_) {
+    const cudaError_t q = cudaEventQuery(tickets_.front().second);
+    if (q == cudaErrorNotReady) return false;
+    DSV4_CUDA_CHECK(q);
+    landed_ = tickets_.front().first;
+    DSV4_CUDA_CHECK(cudaEventDestroy(tickets_.front().second));
+    tickets_.pop_front();
+  }
+  return ticket <= landed_;
 }
 
 namespace {

@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -42,9 +43,12 @@ class CudaDevice final : public Device {
   size_t mark() override;  // a CUDA event recorded on the stream
   double elapsed_ms(size_t a, size_t b) const override;
   void clear_marks() override { marks_used_ = 0; }
-  void begin_side() override;  // the side stream waits for the main one and becomes current
-  void end_side() override;    // the main stream is current again (the side one runs on)
-  void join_side() override;   // the main stream waits for the side one
+  void begin_side() override;        // the side stream waits for the main one and becomes current
+  void end_side() override;          // the main stream is current again (the side one runs on)
+  void join_side() override;         // the main stream waits for the side one
+  void begin_background() override;  // the copy stream waits for the main one and becomes current
+  uint64_t end_background() override;
+  bool landed(uint64_t ticket) override;
   bool can_record() const override { return true; }
   void begin_recording() override;  // stream capture of the main stream (and its side branches)
   std::unique_ptr<Recording> end_recording() override;
@@ -81,6 +85,12 @@ class CudaDevice final : public Device {
   cudaStream_t side_ = nullptr;    // the side queue (begin_side)
   cudaStream_t active_ = nullptr;  // stream_ or side_
   cudaEvent_t forked_ = nullptr, joined_ = nullptr;
+  // Background copies: their stream (made on first use), one event a ticket (tickets count up from 1;
+  // the stream runs them in order, so events complete in ticket order), the last ticket seen complete.
+  cudaStream_t copies_ = nullptr;
+  cudaEvent_t copies_after_ = nullptr;
+  std::deque<std::pair<uint64_t, cudaEvent_t>> tickets_;
+  uint64_t next_ticket_ = 1, landed_ = 0;
   bool recording_ = false;
   // Memory taken while recording lives in the graph: freed inside it, or never really there when the
   // recording is discarded. Memory from outside freed inside a recording breaks it (a replay would

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "kv/kv_page_copy.h"
 #include "testing/error_of.h"
+#include "unit/kv/kv_page_copy_held.h"
 #include "unit/kv/kv_test_support.h"
 
 namespace dsv4 {
@@ -271,6 +272,54 @@ TEST(KvHostTierManager, BlockRecomputedWhileOnTheHostIsStoredAgain) {
   EXPECT_GT(stored(), before);
   EXPECT_NO_THROW(f.m->check_consistency());
   EXPECT_EQ(hit_again(f, a), 2816);
+}
+
+// Restores in the background: the prefix is found at once but is not readable until its copies land.
+// Meanwhile its blocks stay held (a second lookup finds them, pressure evicts none) and so do the host
+// pages they are read from; once landed the hit is an ordinary one, with a fresh computation's bytes.
+TEST(KvHostTierManager, BackgroundRestoreIsHeldUntilItLands) {
+  Fixture f(tiered(2.0), 3000, 1, 3000);
+  kvtest::HeldRestores held;
+  f.m->set_copier(&held);
+  const kvtest::LandAtExit land_at_exit{held};
+  const auto [a, b] = evict_with_another(f, 11);
+  f.m->add_request(3, static_cast<int64_t>(a.size()));
+  const PrefixHit hit = f.m->lookup_prefix(3, a);
+  EXPECT_EQ(hit.tokens, 2816);
+  EXPECT_NE(hit.ticket, 0u);
+  EXPECT_GT(held.held(), 0u);
+  EXPECT_FALSE(f.m->restored(hit));
+  EXPECT_EQ(f.m->restores_in_flight(), 1);
+  EXPECT_EQ(f.m->stats().restore_seconds.count, 0u);  // timed when it lands
+  EXPECT_NO_THROW(f.m->check_consistency());          // the manager's own references are counted
+
+  // Pressure while in flight: a prompt that wants every page gets only what the held blocks leave.
+  std::mt19937_64 rng(12);
+  const auto c = kvtest::random_tokens(rng, 2900);
+  f.m->add_request(4, 2900);
+  EXPECT_FALSE(f.m->can_allocate(4, 2900));
+  f.m->free(4);
+  // A second request with the same prompt waits on the same copies.
+  f.m->add_request(5, static_cast<int64_t>(a.size()));
+  const PrefixHit again = f.m->lookup_prefix(5, a);
+  EXPECT_EQ(again.tokens, 2816);
+  EXPECT_EQ(again.ticket, hit.ticket);
+  EXPECT_FALSE(f.m->restored(again));
+  f.m->free(5);
+
+  held.land();
+  EXPECT_TRUE(f.m->restored(hit));
+  EXPECT_EQ(f.m->restores_in_flight(), 0);
+  EXPECT_EQ(f.m->stats().restore_seconds.count, 1u);
+  const PrefixHit now = f.m->lookup_prefix(3, a);
+  EXPECT_EQ(now.tokens, 2816);
+  EXPECT_EQ(now.ticket, 0u);
+  ASSERT_TRUE(f.m->allocate(3, 1, a, &now));
+  PrefixSignature sig("");
+  EXPECT_EQ(f.store->mismatches(3, a, sig, 0, now.tokens), 0);
+  EXPECT_EQ(f.m->stats().host_hits, 1);
+  f.m->free(3);
+  EXPECT_NO_THROW(f.m->check_consistency());
 }
 
 TEST(KvHostTierManager, PoolMemoryWithoutACopierIsRefused) {

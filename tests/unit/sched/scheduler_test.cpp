@@ -10,7 +10,9 @@
 
 #include "core/error.h"
 #include "kv/kv_layout.h"
+#include "kv/kv_memory.h"
 #include "kv/kv_pool_sizing.h"
+#include "unit/kv/kv_page_copy_held.h"
 
 namespace dsv4 {
 namespace {
@@ -392,6 +394,85 @@ TEST(Scheduler, RefusesBadInput) {
   EXPECT_THROW(s.add(1, {1}), Error);
   EXPECT_FALSE(s.finish(9));
   EXPECT_THROW(s.append_token(1, 3), Error);  // not running yet
+}
+
+// A prefix coming back from the host tier in the background holds its request at the head of the queue,
+// while the running decodes go on step after step; once the copies land the request starts at its hit.
+// Pools of 16 full blocks and two sequences' windows in host memory, with a host tier of twice their bytes
+// whose restores the copier holds back until told.
+struct TieredKv {
+  TieredKv() {
+    KvCacheOptions o{.memory = &pools, .host_memory = &host, .copier = &copier};
+    std::vector<int64_t> pages;
+    int64_t bytes = 0;
+    for (const KvPoolStats& p : make_kv(2, 4096, 16)->stats().pools) {
+      pages.push_back(p.capacity_pages);
+      bytes += p.capacity_pages * p.page_bytes;
+    }
+    o.host_tier_bytes = 2 * bytes;
+    kv = std::make_unique<KvCacheManager>(make_kv_layout(sched_config(), {}), pages, o);
+  }
+  ~TieredKv() { copier.land(); }  // before kv, which waits for copies in flight
+  // Runs a 2000-token prompt, then a 3500-token one whose blocks push the first out to the host tier;
+  // returns the first.
+  std::vector<int32_t> evict_one(Driver& d) {
+    const auto a = ids(2000, 21);
+    d.add(1, a, 1);
+    while (d.remaining.count(1)) d.step();
+    d.add(2, ids(3500, 22), 1);
+    while (d.remaining.count(2)) d.step();
+    return a;
+  }
+  HostKvMemory pools, host;
+  kvtest::HeldRestores copier;
+  std::unique_ptr<KvCacheManager> kv;
+};
+
+TEST(Scheduler, RequestWaitsForItsBackgroundRestoreWhileDecodesRun) {
+  TieredKv t;
+  KvCacheManager& kv = *t.kv;
+  kvtest::HeldRestores& copier = t.copier;
+  Scheduler s({.max_num_batched_tokens = 4096, .policy = ChunkPolicy::kBudget}, kv);
+  Driver d(s);
+  const auto a = t.evict_one(d);
+  d.add(3, ids(100, 23), 40);
+  d.step();  // request 3's prefill
+  auto with_a = a;
+  with_a.push_back(7);
+  d.add(4, with_a, 1);
+  for (int i = 0; i < 3; ++i) {
+    const Schedule sch = d.step();
+    ASSERT_EQ(sch.chunks.size(), 1u) << "step " << i;
+    EXPECT_EQ(sch.chunks[0].id, 3u);  // the decode runs; request 4 waits for its copies
+    EXPECT_TRUE(sch.chunks[0].decode);
+  }
+  EXPECT_GT(copier.held(), 0u);
+  EXPECT_EQ(kv.restores_in_flight(), 1);
+  copier.land();
+  const Schedule sch = d.step();
+  const auto it = std::find_if(sch.chunks.begin(), sch.chunks.end(), [](const auto& c) { return c.id == 4u; });
+  ASSERT_NE(it, sch.chunks.end());
+  EXPECT_EQ(it->start, 1792);  // the whole blocks of a (a's last, partial block is never a hit)
+  EXPECT_EQ(kv.stats().host_hits, 1);
+  kv.check_consistency();
+}
+
+// Alone and waiting for its restore, a request leaves the step empty, yet it is not stuck: the engine
+// must not fail it as one the cache can never hold.
+TEST(Scheduler, RequestWaitingForARestoreIsNotStuck) {
+  TieredKv t;
+  Scheduler s({.max_num_batched_tokens = 4096, .policy = ChunkPolicy::kBudget}, *t.kv);
+  Driver d(s);
+  auto a = t.evict_one(d);
+  a.push_back(7);
+  d.add(4, a, 1);
+  const Schedule waiting = d.step();
+  EXPECT_TRUE(waiting.empty());
+  EXPECT_FALSE(s.stuck(waiting));
+  t.copier.land();
+  const Schedule sch = d.step();
+  ASSERT_EQ(sch.chunks.size(), 1u);
+  EXPECT_EQ(sch.chunks[0].start, 1792);
 }
 
 }  // namespace
