@@ -1,16 +1,18 @@
 // The fast tier's block-scaled GEMM on wgmma (wgmma_gemm.h).
 //
 // Shared memory per K stage: the activation tile [128 rows][128 codes] and the weight tile
-// [128 columns][128 codes], both K-major with the 128-byte swizzle that wgmma's descriptors name
+// [256 columns][128 codes], both K-major with the 128-byte swizzle that wgmma's descriptors name
 // (16-byte unit u of row r stored at unit u ^ (r % 8), 8-row groups 1024 bytes apart), the
 // activations' scales, and for FP4 the packed codes and ue8m0 scales as loaded plus the row blocks'
 // fp32 scales. Every thread copies a share of each stage (cp.async), waits for its own copies,
 // fences them into the async proxy that wgmma reads through, and a CTA barrier publishes the stage.
-// With four stages, three K blocks are in flight while one is multiplied.
+// Four stages (FP8) or three (FP4) fit: three or two K blocks in flight while one is multiplied.
+// 256 columns a tile read each activation block once for twice the multiplies of a 128-column tile.
 //
-// A warpgroup issues the block's four k32 wgmmas into a fresh fragment (the first with scale-d 0),
-// waits for them and promotes: acc = fmaf(block, sa · sw, acc) per element, as gemm/fast_mma.cu.
-// FP4: while block kb is on the tensor cores the CTA widens block kb + 1's codes.
+// A warpgroup multiplies its 64 rows by the block's two 128-column halves in turn: four k32 wgmmas
+// into a fresh fragment (the first with scale-d 0), waited for, then promoted into that half's
+// accumulator: acc = fmaf(block, sa · sw, acc) per element, as gemm/fast_mma.cu.
+// FP4: while block kb's first half is on the tensor cores the CTA widens block kb + 1's codes.
 #include <cuda_runtime.h>
 
 #include <string>
@@ -27,21 +29,22 @@ namespace {
 
 using namespace gemm_tiles;
 
-constexpr int kBM = 128, kBN = 128;  // rows and output columns of a CTA
+constexpr int kBM = 128, kBN = 256;  // rows and output columns of a CTA
+constexpr int kHalf = 128;           // output columns of one wgmma (a warpgroup multiplies kBN in two)
 constexpr int kThreads = 256;        // two warpgroups
-constexpr int kStages = 4;
 
 // Byte offsets inside one stage; every tile that wgmma reads starts on a 1024-byte boundary.
 template <GemmWeightKind KIND>
 struct StageLayout {
   static constexpr bool kFp4 = KIND == GemmWeightKind::kFp4;
-  static constexpr int a = 0;                             // e4m3 [128][128], swizzled
-  static constexpr int b = a + kBM * 128;                 // e4m3 / e5m2 [128][128], swizzled
-  static constexpr int raw = b + kBN * 128;               // FP4: packed codes [128][64]
-  static constexpr int sa = raw + (kFp4 ? kBN * 64 : 0);  // fp32 [128] activation scales
-  static constexpr int sraw = sa + kBM * 4;               // FP4: ue8m0 [128][4]
-  static constexpr int sb = sraw + (kFp4 ? kBN * 4 : 0);  // FP4: fp32 [128] row-block scales
+  static constexpr int a = 0;                             // e4m3 [kBM][128], swizzled
+  static constexpr int b = a + kBM * 128;                 // e4m3 / e5m2 [kBN][128], swizzled
+  static constexpr int raw = b + kBN * 128;               // FP4: packed codes [kBN][64]
+  static constexpr int sa = raw + (kFp4 ? kBN * 64 : 0);  // fp32 [kBM] activation scales
+  static constexpr int sraw = sa + kBM * 4;               // FP4: ue8m0 [kBN][4]
+  static constexpr int sb = sraw + (kFp4 ? kBN * 4 : 0);  // FP4: fp32 [kBN] row-block scales
   static constexpr int bytes = (sb + (kFp4 ? kBN * 4 : 0) + 1023) / 1024 * 1024;
+  static constexpr int kStages = kFp4 ? 3 : 4;                    // as many as fit in 227 KB
   static constexpr size_t smem = size_t{bytes} * kStages + 1024;  // + the base's alignment
 };
 
@@ -245,6 +248,7 @@ __global__ void __launch_bounds__(kThreads, 1) wgmma_kernel(const ExactBlockArgs
 
   const int tid = static_cast<int>(threadIdx.x), wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32;
   const int64_t nkb = p.kg / 128;
+  constexpr int kStages = L::kStages;
   auto stage = [&](int64_t kb) { return smem + (kb % kStages) * L::bytes; };
   for (int64_t kb = 0; kb < kStages - 1; ++kb) {
     if (kb < nkb) load_stage<KIND>(p, k, kb, stage(kb));
@@ -259,9 +263,10 @@ __global__ void __launch_bounds__(kThreads, 1) wgmma_kernel(const ExactBlockArgs
   }
 
   const int rl = wg * 64 + warp * 16 + lane / 4;  // this thread's rows rl and rl + 8 of the tile
-  float acc[64], part[64];
+  const bool second_half = k.n0 + kHalf < p.n;    // CTA-uniform: past N the second half is skipped
+  float acc[2 * 64], part[64];
 #pragma unroll
-  for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+  for (int i = 0; i < 2 * 64; ++i) acc[i] = 0.0f;
   for (int64_t kb = 0; kb < nkb; ++kb) {
     uint8_t* st = stage(kb);
     if constexpr (!L::kFp4) {
@@ -271,44 +276,53 @@ __global__ void __launch_bounds__(kThreads, 1) wgmma_kernel(const ExactBlockArgs
     }
     if (kb + kStages - 1 < nkb) load_stage<KIND>(p, k, kb + kStages - 1, stage(kb + kStages - 1));
     cp_async_commit();
-    float sw = 0.0f;  // FP8: the weight's 128x128 block scale
-    if constexpr (!L::kFp4) sw = ue8m0_f(k.ws[(k.n0 / 128) * nkb + kb]);
     const uint32_t base = smem_addr(st);
-    multiply_block<L::kFp4>(base + L::a + wg * 64 * 128, base + L::b, part, [&] {
-      if constexpr (L::kFp4) {
-        if (kb + 1 < nkb) {
-          cp_async_wait<kStages - 2>();
-          __syncthreads();
-          widen_stage(stage(kb + 1), err);
-          fence_async_shared();
-        }
-      }
-    });
     const float* sa = reinterpret_cast<const float*>(st + L::sa);
     const float s0 = sa[rl], s1 = sa[rl + 8];
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      float b0 = sw, b1 = sw;
-      if constexpr (L::kFp4) {
-        const float2 b = *reinterpret_cast<const float2*>(st + L::sb + (8 * j + 2 * (lane % 4)) * 4);
-        b0 = b.x, b1 = b.y;
+    for (int h = 0; h < 2; ++h) {
+      if (h == 1 && !second_half) break;
+      float sw = 0.0f;  // FP8: the weight's 128x128 block scale
+      if constexpr (!L::kFp4) sw = ue8m0_f(k.ws[(k.n0 / 128 + h) * nkb + kb]);
+      multiply_block<L::kFp4>(base + L::a + wg * 64 * 128, base + L::b + h * kHalf * 128, part, [&] {
+        if constexpr (L::kFp4) {
+          if (h == 0 && kb + 1 < nkb) {
+            cp_async_wait<kStages - 2>();
+            __syncthreads();
+            widen_stage(stage(kb + 1), err);
+            fence_async_shared();
+          }
+        }
+      });
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        float b0 = sw, b1 = sw;
+        if constexpr (L::kFp4) {
+          const float2 b = *reinterpret_cast<const float2*>(st + L::sb + (h * kHalf + 8 * j + 2 * (lane % 4)) * 4);
+          b0 = b.x, b1 = b.y;
+        }
+        float* d = acc + 64 * h + 4 * j;
+        d[0] = fmaf(part[4 * j + 0], s0 * b0, d[0]);
+        d[1] = fmaf(part[4 * j + 1], s0 * b1, d[1]);
+        d[2] = fmaf(part[4 * j + 2], s1 * b0, d[2]);
+        d[3] = fmaf(part[4 * j + 3], s1 * b1, d[3]);
       }
-      acc[4 * j + 0] = fmaf(part[4 * j + 0], s0 * b0, acc[4 * j + 0]);
-      acc[4 * j + 1] = fmaf(part[4 * j + 1], s0 * b1, acc[4 * j + 1]);
-      acc[4 * j + 2] = fmaf(part[4 * j + 2], s1 * b0, acc[4 * j + 2]);
-      acc[4 * j + 3] = fmaf(part[4 * j + 3], s1 * b1, acc[4 * j + 3]);
     }
     if constexpr (L::kFp4) __syncthreads();  // the widened block kb + 1 is published; stage kb is free
   }
   cp_async_wait_all();
 
 #pragma unroll
-  for (int j = 0; j < 16; ++j) {
-    const int64_t col = k.n0 + 8 * j + 2 * (lane % 4);
+  for (int h = 0; h < 2; ++h) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = rl + 8 * h;
-      if (r < k.t.cnt) store_pair(p, k.y, k.t.r0 + r, col, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+    for (int j = 0; j < 16; ++j) {
+      const int64_t col = k.n0 + h * kHalf + 8 * j + 2 * (lane % 4);
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int r = rl + 8 * i;
+        const float* d = acc + 64 * h + 4 * j + 2 * i;
+        if (r < k.t.cnt) store_pair(p, k.y, k.t.r0 + r, col, d[0], d[1]);
+      }
     }
   }
 }

@@ -9,9 +9,9 @@
 // at most 26 octaves; checkpoints span 0-2), so one promotion per 128 stands for four. A wider span
 // is reported in `err` (DeviceError::kGemmFp4Span: the backend throws at its next synchronisation).
 //
-// A CTA owns 128 rows (one expert's, grouped) x 128 output columns; two warpgroups each multiply 64
-// rows. K stages arrive by cp.async four deep; FP4 codes are widened in shared memory one stage
-// ahead of the multiply.
+// A CTA owns 128 rows (one expert's, grouped) x 256 output columns; two warpgroups each multiply 64
+// rows, 128 columns at a time. K stages arrive by cp.async four (FP8) or three (FP4) deep; FP4 codes
+// are widened in shared memory one stage ahead of the multiply.
 #pragma once
 
 #include <cuda_runtime_api.h>
