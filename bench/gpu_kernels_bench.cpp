@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -438,6 +439,49 @@ void hc_rows(Ops& ops, const std::string& suffix) {
   }
 }
 
+// (h) the KV host tier's restores: `bytes` of pinned host pages of one size, every other page (no two
+// adjacent, as a prefix's layer pages lie), into device pages on the copy stream, from the call until
+// landed() says so (host wall time, as the engine waits); per page (one cudaMemcpyAsync each) and
+// batched (cudaMemcpyBatchAsync), against one contiguous copy of the same bytes.
+void kv_restore_rows() {
+  constexpr size_t kBytes = size_t{16} << 20;
+  for (const size_t page : {size_t{400}, size_t{4096}, size_t{17216}}) {
+    const size_t n = kBytes / page;
+    auto* host = static_cast<std::byte*>(g_dev->allocate_pinned(2 * n * page));
+    auto* dev = static_cast<std::byte*>(g_dev->allocate(2 * n * page));
+    std::memset(host, 1, 2 * n * page);
+    std::vector<Device::Copy> pages(n);
+    for (size_t i = 0; i < n; ++i) pages[i] = {dev + 2 * i * page, host + 2 * i * page, page};
+    const Device::Copy whole{dev, host, n * page};
+    const auto time = [&](auto&& issue) {
+      std::vector<double> ms;
+      for (int r = 0; r < 7; ++r) {
+        g_dev->synchronize();
+        const auto t0 = std::chrono::steady_clock::now();
+        g_dev->begin_background();
+        issue();
+        const uint64_t ticket = g_dev->end_background();
+        while (!g_dev->landed(ticket)) {
+        }
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      }
+      std::sort(ms.begin(), ms.end());
+      return ms[ms.size() / 2];
+    };
+    const std::string size = std::to_string(page) + " B pages";
+    const auto bytes = static_cast<double>(n * page);
+    emit("kv restore " + size + ", per page", time([&] {
+           for (const auto& c : pages) g_dev->copy(c.dst, c.src, c.bytes);
+         }),
+         bytes, 0);
+    emit("kv restore " + size + ", batched", time([&] { g_dev->copy_many(pages); }), bytes, 0);
+    emit("kv restore " + size + ", one contiguous copy", time([&] { g_dev->copy_many({&whole, 1}); }), bytes, 0);
+    g_dev->synchronize();
+    g_dev->release(dev);
+    g_dev->release_pinned(host);
+  }
+}
+
 }  // namespace
 }  // namespace dsv4
 
@@ -449,7 +493,7 @@ int main() {
   cuda::CudaOps fast_ops(dev, cuda::GemmPolicy::from_env(Numerics::kFast));
   std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
   // DSV4_KERNELS (comma list of gemm, fast, attention, indexer, compressor, moe, hc, hc-chain, hc-ring,
-  // imma4, imma-decode, simt, wgmma, gemv): only those rows. "fast": the GEMM,
+  // imma4, imma-decode, simt, wgmma, gemv, kv-restore): only those rows. "fast": the GEMM,
   // MoE and hc_pre rows on the fast tier (suffix " fast"); the others are the exact tier's.
   // Unset: the M1.8 table's families (the defaults' rows); the experiments' families only when named.
   const char* set = std::getenv("DSV4_KERNELS");
@@ -515,6 +559,7 @@ int main() {
     moe_rows(fast_ops, " e32 gemv", {1, 8, 32}, 32);
     moe_rows(*mma, " e32 mma", {1, 8, 32}, 32);
   }
+  if (want("kv-restore")) kv_restore_rows();
   if (want("simt")) {  // the SIMT exact kernels where the int8 tensor cores take the default rows
     const auto simt = exact_with([](cuda::GemmPolicy& p) { p.exact_imma = false; });
     gemm_rows(*simt, " simt", {256, 8192});

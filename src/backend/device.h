@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <span>
 #include <stdexcept>
 #include <vector>
 
@@ -35,6 +36,16 @@ class Device {
   virtual void copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows) {
     for (size_t r = 0; r < rows; ++r)
       copy(static_cast<char*>(dst) + r * dst_pitch, static_cast<const char*>(src) + r * src_pitch, width);
+  }
+  // Independent copies (no two overlap; they may run in any order), in one call where the device has
+  // one: the KV host tier's layer pages, hundreds of a few KB each per prefix.
+  struct Copy {
+    void* dst;
+    const void* src;
+    size_t bytes;
+  };
+  virtual void copy_many(std::span<const Copy> copies) {
+    for (const Copy& c : copies) copy(c.dst, c.src, c.bytes);
   }
   // Host memory the device copies to and from without staging (page-locked on a GPU), for the KV host
   // tier; copy() moves bytes between it and device memory in either direction, in the device's order.

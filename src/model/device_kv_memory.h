@@ -2,7 +2,10 @@
 // host pools), so the cache manager hands out device addresses without knowing it.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "backend/device.h"
 #include "kv/kv_memory.h"
@@ -45,24 +48,33 @@ class DeviceKvPageCopier final : public KvPageCopier {
  public:
   explicit DeviceKvPageCopier(Device& dev) : dev_(dev) {}
   uint64_t copy(std::span<const KvPageCopy> batch) override {
-    bool restores = false;
+    std::vector<Device::Copy> offloads, restores;
     for (const KvPageCopy& c : batch) {
-      if (c.to_device) {
-        restores = true;
-      } else {
-        dev_.copy(c.dst, c.src, static_cast<size_t>(c.bytes));
-      }
+      (c.to_device ? restores : offloads).push_back({c.dst, c.src, static_cast<size_t>(c.bytes)});
     }
-    if (!restores) return 0;
+    issue(offloads);
+    if (restores.empty()) return 0;
     dev_.begin_background();
-    for (const KvPageCopy& c : batch) {
-      if (c.to_device) dev_.copy(c.dst, c.src, static_cast<size_t>(c.bytes));
-    }
+    issue(restores);
     return dev_.end_background();
   }
   bool landed(uint64_t ticket) override { return dev_.landed(ticket); }
 
  private:
+  // One batched call when no two destinations overlap (copies of a batch may run in any order); in
+  // order otherwise (a host page written twice in one batch: the tier evicted and reused it).
+  void issue(std::vector<Device::Copy>& copies) {
+    std::vector<Device::Copy> by_dst = copies;
+    std::sort(by_dst.begin(), by_dst.end(), [](const auto& a, const auto& b) { return a.dst < b.dst; });
+    for (size_t i = 1; i < by_dst.size(); ++i) {
+      if (static_cast<std::byte*>(by_dst[i - 1].dst) + by_dst[i - 1].bytes > by_dst[i].dst) {
+        for (const Device::Copy& c : copies) dev_.copy(c.dst, c.src, c.bytes);
+        return;
+      }
+    }
+    dev_.copy_many(copies);
+  }
+
   Device& dev_;
 };
 
