@@ -210,27 +210,6 @@ void CudaDevice::copy(void* dst, const void* src, size_t bytes) {
   if (bytes) DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, active_));
 }
 
-void CudaDevice::copy_many(std::span<const Copy> copies) {
-  if (copies.empty()) return;
-  refuse_while_recording("a batch of copies");
-  std::vector<void*> dsts(copies.size());
-  std::vector<const void*> srcs(copies.size());
-  std::vector<size_t> sizes(copies.size());
-  for (size_t i = 0; i < copies.size(); ++i) {
-    dsts[i] = copies[i].dst;
-    srcs[i] = copies[i].src;
-    sizes[i] = copies[i].bytes;
-  }
-  // Sources read in stream order (whatever the stream did before may still write them); one call, so
-  // hundreds of small pages cost one submission instead of one each.
-  cudaMemcpyAttributes attr{};
-  attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-  attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
-  size_t first = 0;
-  DSV4_CUDA_CHECK(
-      cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), copies.size(), &attr, &first, 1, active_));
-}
-
 void CudaDevice::copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows) {
   if (width && rows)
     DSV4_CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDefault, active_));

@@ -35,7 +35,6 @@ class CudaDevice final : public Device {
   void to_host(void* dst, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;  // any direction (unified addressing)
   void copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows) override;
-  void copy_many(std::span<const Copy> copies) override;  // cudaMemcpyBatchAsync
   void* allocate_pinned(size_t bytes) override;           // cudaHostAlloc
   void release_pinned(void* p) override;
   void fill_zero(void* p, size_t bytes) override;
