@@ -442,7 +442,7 @@ void hc_rows(Ops& ops, const std::string& suffix) {
 // (h) the KV host tier's restores: `bytes` of pinned host pages of one size, every other page (no two
 // adjacent, as a prefix's layer pages lie), into device pages on the copy stream, from the call until
 // landed() says so (host wall time, as the engine waits); per page (one cudaMemcpyAsync each) and
-// batched (cudaMemcpyBatchAsync), against one contiguous copy of the same bytes.
+// batched (Device::copy_many: one call where the device batches), against one contiguous copy.
 void kv_restore_rows() {
   constexpr size_t kBytes = size_t{16} << 20;
   for (const size_t page : {size_t{400}, size_t{4096}, size_t{17216}}) {

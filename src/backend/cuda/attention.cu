@@ -372,13 +372,9 @@ void sparse_attention_generic(const AttentionLaunch& a, cudaStream_t stream) {
   const int stride = a.head_dim + kPad;
   const int per = std::min(kBlock, std::max(1, kStageFloats / stride));  // entries staged per score chunk
   const size_t bytes = sizeof(float) * static_cast<size_t>((kHeadGroup + per) * stride);
-  static bool configured = false;  // up to ~70 KB of shared memory (head_dim 1024), past the default 48 KB
-  if (!configured) {
-    constexpr int kMaxBytes = sizeof(float) * (kHeadGroup * (kMaxChannels * kAttnThreads + kPad) + kStageFloats);
-    DSV4_CUDA_CHECK(
-        cudaFuncSetAttribute(sparse_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxBytes));
-    configured = true;
-  }
+  // Up to ~70 KB of shared memory (head_dim 1024), past the default 48 KB.
+  constexpr size_t kMaxBytes = sizeof(float) * (kHeadGroup * (kMaxChannels * kAttnThreads + kPad) + kStageFloats);
+  allow_dynamic_smem(sparse_attention_kernel, kMaxBytes);
   const int groups = (a.heads + kHeadGroup - 1) / kHeadGroup;
   launch_kernel(sparse_attention_kernel, static_cast<unsigned>(a.tokens * groups), kAttnThreads, bytes, stream, a,
                 groups, per);

@@ -439,12 +439,7 @@ void sparse_attention_mqa(const AttentionLaunch& a, cudaStream_t stream) {
     ma.part_acc = static_cast<float*>(scratch);
     ma.part_ml = ma.part_acc + n * kDim;
   }
-  static bool configured = false;  // the tile needs more than the default 48 KB of shared memory
-  if (!configured) {
-    DSV4_CUDA_CHECK(cudaFuncSetAttribute(mqa_partial_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(sizeof(Smem))));
-    configured = true;
-  }
+  allow_dynamic_smem(mqa_partial_kernel, sizeof(Smem));  // the tile needs more than the default 48 KB
   launch_kernel(mqa_partial_kernel, static_cast<unsigned>(base * ma.splits), kThreads, sizeof(Smem), stream, ma);
   if (ma.splits > 1) {
     launch_kernel(mqa_combine_kernel, static_cast<unsigned>(a.tokens * a.heads), kCombineThreads, 0, stream, ma);

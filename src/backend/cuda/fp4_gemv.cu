@@ -234,14 +234,9 @@ bool fp4_gemv_applies(const ExactBlockArgs& a) {
 bool fp4_gemv(const ExactBlockArgs& a, cudaStream_t stream) {
   if (!fp4_gemv_applies(a)) return false;
   const Layout L{a.kg};
-  static const bool attr = [] {
-    for (const auto kernel : {fp4_gemv_kernel<false>, fp4_gemv_kernel<true>}) {
-      DSV4_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(Layout{kFp4GemvMaxK}.bytes())));
-    }
-    return true;
-  }();
-  (void)attr;
+  for (const auto kernel : {fp4_gemv_kernel<false>, fp4_gemv_kernel<true>}) {
+    allow_dynamic_smem(kernel, Layout{kFp4GemvMaxK}.bytes());
+  }
   const int64_t tiles = row_tiles(a.rows, 1, a.offsets ? a.experts : 0);
   const int64_t cols = (a.y_b ? 2 : 1) * a.groups * cdiv(a.ng, kCtaCols);
   DSV4_CUDA_REQUIRE(tiles < (int64_t{1} << 31) && cols <= 65535, "fp4_gemv: grid out of range");

@@ -283,13 +283,9 @@ bool fp8_gemv_applies(const ExactBlockArgs& a) {
 
 bool fp8_gemv(const ExactBlockArgs& a, cudaStream_t stream) {
   if (!fp8_gemv_applies(a)) return false;
-  static const bool attr = [] {
-    for (const auto kernel : {fp8_gemv_kernel<false>, fp8_gemv_kernel<true>}) {
-      DSV4_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_optin()));
-    }
-    return true;
-  }();
-  (void)attr;
+  for (const auto kernel : {fp8_gemv_kernel<false>, fp8_gemv_kernel<true>}) {
+    allow_dynamic_smem(kernel, static_cast<size_t>(smem_optin()));
+  }
   const Shape sh = pick_shape(a);
   const int64_t tiles = a.groups * cdiv(a.ng, sh.cols);
   const auto grid = static_cast<unsigned>(imin(tiles, sm_count()));

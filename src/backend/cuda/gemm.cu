@@ -1172,14 +1172,6 @@ __global__ void __launch_bounds__(plain_threads(TM)) skinny_plain_kernel(const E
 
 bool aligned(const void* p, uintptr_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
 
-// Dynamic shared memory above the default 48 KiB needs an opt-in once per kernel.
-template <typename Kernel>
-void allow_smem(Kernel kernel, size_t bytes) {
-  if (bytes > 48 * 1024) {
-    DSV4_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  }
-}
-
 dim3 grid2(int64_t x, int64_t y) {
   DSV4_CUDA_REQUIRE(x > 0 && x < (int64_t{1} << 31) && y > 0 && y <= 65535, "gemm: grid out of range");
   return dim3(static_cast<unsigned>(x), static_cast<unsigned>(y));
@@ -1188,8 +1180,7 @@ dim3 grid2(int64_t x, int64_t y) {
 template <GemmWeightKind KIND, int TM, bool kInt, bool kRing>
 void launch_skinny_as(const ExactBlockArgs& p, int64_t tiles, int64_t splits, cudaStream_t stream) {
   constexpr size_t kSmem = kSkSmem<KIND, TM, kInt, kRing>;
-  static const bool attr = (allow_smem(skinny_block_kernel<KIND, TM, kInt, kRing>, kSmem), true);
-  (void)attr;
+  allow_dynamic_smem(skinny_block_kernel<KIND, TM, kInt, kRing>, kSmem);
   dim3 grid = grid2(tiles, p.groups * cdiv(p.ng, kSkCols));
   grid.z = static_cast<unsigned>(splits);
   launch_kernel(skinny_block_kernel<KIND, TM, kInt, kRing>, grid, kSkThreads, kSmem, stream, p);
@@ -1210,8 +1201,7 @@ void launch_block(const ExactBlockArgs& p, bool tiled, int tm, int64_t splits, c
   const int64_t experts = p.offsets ? p.experts : 0;
   if (tiled) {
     constexpr size_t kSmem = sizeof(TiledSmem<double>);
-    static const bool attr = (allow_smem(tiled_block_kernel<KIND>, kSmem), true);
-    (void)attr;
+    allow_dynamic_smem(tiled_block_kernel<KIND>, kSmem);
     launch_kernel(tiled_block_kernel<KIND>, grid2(row_tiles(p.rows, kTlRows, experts), p.groups * cdiv(p.ng, kTlCols)),
                   kTlThreads, kSmem, stream, p);
     return;
@@ -1232,8 +1222,7 @@ void launch_block(const ExactBlockArgs& p, bool tiled, int tm, int64_t splits, c
 template <bool kAsync, bool kWF32, int TM>
 void launch_skinny_plain_as(const ExactPlainArgs& p, cudaStream_t stream) {
   constexpr size_t kSmem = sizeof(PlainSmem<kWF32, TM>);
-  static const bool attr = (allow_smem(skinny_plain_kernel<kAsync, kWF32, TM>, kSmem), true);
-  (void)attr;
+  allow_dynamic_smem(skinny_plain_kernel<kAsync, kWF32, TM>, kSmem);
   const dim3 grid = grid2(cdiv(p.rows, TM), (p.w_b ? 2 : 1) * p.groups * cdiv(p.ng, kSkCols));
   launch_kernel(skinny_plain_kernel<kAsync, kWF32, TM>, grid, plain_threads(TM), kSmem, stream, p);
 }

@@ -318,11 +318,7 @@ void launch_stages(const ExactBlockArgs& p, cudaStream_t stream) {
   using S = ImmaShape<KIND>;
   constexpr size_t kSmem = sizeof(ImmaSmem<KIND, kStages>);
   auto* kernel = imma_block_kernel<KIND, kAPlanes, kBPlanes, kStages>;
-  static const bool attr = [kernel] {
-    DSV4_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
-    return true;
-  }();
-  (void)attr;
+  allow_dynamic_smem(kernel, kSmem);
   const int64_t gx = row_tiles(p.rows, kImRows, p.offsets ? p.experts : 0), gy = p.groups * cdiv(p.ng, S::kCols);
   DSV4_CUDA_REQUIRE(gx < (int64_t{1} << 31) && gy <= 65535, "imma gemm: grid out of range");
   launch_kernel(kernel, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy)), kImThreads, kSmem, stream, p);

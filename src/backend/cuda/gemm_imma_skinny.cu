@@ -249,12 +249,7 @@ bool imma_skinny_applies(const ExactBlockArgs& a, const GemmPolicy& policy) {
 bool imma_skinny_gemm(const ExactBlockArgs& a, const GemmPolicy& policy, cudaStream_t stream) {
   if (!imma_skinny_applies(a, policy)) return false;
   constexpr size_t kSmem = sizeof(Smem);
-  static const bool attr = [] {
-    DSV4_CUDA_CHECK(
-        cudaFuncSetAttribute(imma_skinny_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
-    return true;
-  }();
-  (void)attr;
+  allow_dynamic_smem(imma_skinny_kernel, kSmem);
   const int64_t tiles = row_tiles(a.rows, kTileRows, a.offsets ? a.experts : 0);
   const int64_t cols = (a.y_b ? 2 : 1) * a.groups * cdiv(a.ng, kCtaCols);
   DSV4_CUDA_REQUIRE(tiles < (int64_t{1} << 31) && cols <= 65535, "imma skinny gemm: grid out of range");

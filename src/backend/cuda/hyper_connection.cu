@@ -573,12 +573,7 @@ int ring_group(const HcLaunch& a) {
 void launch_ring(const HcLaunch& a, float* raw, cudaStream_t stream) {
   const int group = ring_group(a);
   const RingLayout L{group};
-  static const bool attr = [] {
-    DSV4_CUDA_CHECK(cudaFuncSetAttribute(hc_ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(RingLayout{kRingMaxGroup}.bytes())));
-    return true;
-  }();
-  (void)attr;
+  allow_dynamic_smem(hc_ring_kernel, RingLayout{kRingMaxGroup}.bytes());
   const dim3 grid(static_cast<unsigned>(a.mix + 1), static_cast<unsigned>((a.tokens + group - 1) / group));
   launch_kernel(hc_ring_kernel, grid, kThreads, static_cast<size_t>(L.bytes()), stream, a, group, raw);
   g_ring_launches.fetch_add(1);
@@ -808,12 +803,8 @@ template <bool kVec, bool kProducts>
 void launch_chain(const HcLaunch& a, int group, float* raw, cudaStream_t stream) {
   const int64_t width = a.hc * a.dim;
   const size_t bytes = static_cast<size_t>((width + 3) / 4 * 16 + 2 * (width + kRowPad) * group);
-  static const bool attr = [] {  // once: chain_group keeps every launch within the opt-in limit
-    DSV4_CUDA_CHECK(cudaFuncSetAttribute(hc_chain_kernel<kVec, kProducts>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         smem_optin()));
-    return true;
-  }();
-  (void)attr;
+  // The whole opt-in: chain_group keeps every launch within it.
+  allow_dynamic_smem(hc_chain_kernel<kVec, kProducts>, static_cast<size_t>(smem_optin()));
   const dim3 grid(static_cast<unsigned>(a.mix + 1), static_cast<unsigned>((a.tokens + group - 1) / group));
   launch_kernel(hc_chain_kernel<kVec, kProducts>, grid, kThreads, bytes, stream, a, group, raw);
 }

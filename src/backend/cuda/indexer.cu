@@ -692,8 +692,7 @@ template <KvEntryFormat F>
 void launch_scores(const IndexerLaunch& a, const Scratch& s, int64_t group, cudaStream_t stream) {
   const int rows = (a.heads + kPassHeads - 1) / kPassHeads * kPassHeads;
   const size_t smem = sizeof(uint16_t) * rows * kQRow + sizeof(float) * (rows + kTileKeys * (kRowFloats + kTermRow));
-  DSV4_CUDA_CHECK(
-      cudaFuncSetAttribute(score_kernel<F>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  allow_dynamic_smem(score_kernel<F>, smem);
   int per_sm = 0;
   const int sms = sm_count();
   DSV4_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, score_kernel<F>, kScoreThreads, smem));

@@ -1,4 +1,6 @@
 #include <atomic>
+#include <map>
+#include <utility>
 
 #include "backend/cuda/launch.cuh"
 #include "core/env.h"
@@ -12,6 +14,18 @@ std::atomic<bool>& pdl_switch() {
 }
 
 }  // namespace
+
+void allow_dynamic_smem(const void* kernel, size_t bytes) {
+  // Per thread, so a launch takes no lock; a thread meeting a (device, kernel) pair first sets it again,
+  // which is harmless.
+  thread_local std::map<std::pair<int, const void*>, size_t> allowed;
+  int device = 0;
+  DSV4_CUDA_CHECK(cudaGetDevice(&device));
+  size_t& have = allowed[{device, kernel}];
+  if (bytes <= have) return;
+  DSV4_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  have = bytes;
+}
 
 bool pdl_on() { return pdl_switch().load(std::memory_order_relaxed); }
 void set_pdl(bool on) { pdl_switch().store(on); }

@@ -38,6 +38,16 @@ __device__ __forceinline__ void prefetch_rows_l2(const void* base, int64_t strid
 }
 #endif  // __CUDACC__
 
+// Lets `kernel` launch with up to `bytes` of dynamic shared memory (past the default 48 KB, static and
+// dynamic together, it needs the opt-in).
+// The opt-in belongs to the current device's context, not the process: made once per device and
+// kernel (and again to raise it), so ranks on several GPUs of one process each get it.
+void allow_dynamic_smem(const void* kernel, size_t bytes);
+template <typename... Params>
+void allow_dynamic_smem(void (*kernel)(Params...), size_t bytes) {
+  allow_dynamic_smem(reinterpret_cast<const void*>(kernel), bytes);
+}
+
 // Whether launches carry the PDL attribute: on unless DSV4_PDL=0 (core/env.cpp); measured faster at
 // batch 1 and no slower at 8 and 32 (docs/perf-history.md, session 14).
 bool pdl_on();

@@ -453,9 +453,7 @@ void sample(const SampleParams& p, const SampleDeviceArrays& d, cudaStream_t str
   DSV4_CUDA_REQUIRE(a.top_width >= 0 && a.top_width <= kSampleMaxLogprobs, "sample: top_width out of range");
   const int nwords = static_cast<int>((a.limit + 31) / 32);
   const size_t smem = size_t{3} * static_cast<size_t>(nwords) * sizeof(uint32_t);
-  if (smem + sizeof(Shared) > 48 * 1024)  // the default limit covers static and dynamic together
-    DSV4_CUDA_CHECK(
-        cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  allow_dynamic_smem(sample_kernel, smem);  // the default 48 KB covers static and dynamic together
   launch_kernel(sample_kernel, static_cast<unsigned>(a.rows), kThreads, smem, stream, a, nwords);
 }
 

@@ -320,12 +320,7 @@ int64_t smem_bytes(const ExactBlockArgs& a) {
 
 template <GemmWeightKind KIND, int RG, int D>
 void launch(const ExactBlockArgs& a, cudaStream_t stream) {
-  static const bool attr = [] {
-    DSV4_CUDA_CHECK(cudaFuncSetAttribute(fast_gemv_kernel<KIND, RG, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(kFastGemvMaxSmem)));
-    return true;
-  }();
-  (void)attr;
+  allow_dynamic_smem(fast_gemv_kernel<KIND, RG, D>, kFastGemvMaxSmem);
   const int64_t tiles = a.offsets ? row_tiles(a.rows, kTm, a.experts) : cdiv(a.rows, kTm);
   const int64_t cols = (a.y_b ? 2 : 1) * a.groups * cdiv(a.ng, 16 * RG);
   DSV4_CUDA_REQUIRE(tiles < (int64_t{1} << 31) && cols <= 65535, "fast gemv: grid out of range");

@@ -386,12 +386,7 @@ template <GemmWeightKind KIND, int TN, bool kResident>
 void launch(const ExactBlockArgs& a, int splits, float* partial, int32_t* counters, cudaStream_t stream) {
   constexpr size_t kMaxSmem = ring_bytes<KIND, TN, kResident>() + sizeof(float) * TN * kMaxKb +
                               (kResident ? static_cast<size_t>(kFastMmaResidentBytes) : 0);
-  static const bool attr = [] {
-    DSV4_CUDA_CHECK(cudaFuncSetAttribute(fast_mma_kernel<KIND, TN, kResident>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kMaxSmem)));
-    return true;
-  }();
-  (void)attr;
+  allow_dynamic_smem(fast_mma_kernel<KIND, TN, kResident>, kMaxSmem);
   const int64_t nk = cdiv(a.kg / 128, splits);
   const size_t smem = ring_bytes<KIND, TN, kResident>() + sizeof(float) * TN * nk +
                       (kResident ? static_cast<size_t>(TN * fast_mma_resident_pitch(a.kind, nk)) : 0);

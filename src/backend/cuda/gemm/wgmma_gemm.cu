@@ -332,12 +332,7 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 template <GemmWeightKind KIND>
 void launch(const ExactBlockArgs& a, int32_t* err, cudaStream_t stream) {
   constexpr size_t smem = StageLayout<KIND>::smem;
-  static const bool attr_set = [] {
-    DSV4_CUDA_CHECK(
-        cudaFuncSetAttribute(wgmma_kernel<KIND>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    return true;
-  }();
-  (void)attr_set;
+  allow_dynamic_smem(wgmma_kernel<KIND>, smem);
   const int n_tiles = static_cast<int>(cdiv(a.n, kBN));
   const bool pair = a.y_b && (a.offsets ? a.w_list_b != nullptr : a.w_b != nullptr);
   const int64_t m_tiles = a.offsets ? row_tiles(a.rows, kBM, a.experts) : cdiv(a.rows, kBM);
