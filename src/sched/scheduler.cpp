@@ -105,16 +105,23 @@ bool Scheduler::preempted_next() const {
 }
 
 void Scheduler::admit_waiting(Step& st) {
+  std::vector<SchedRequest*> restoring;  // passed over this step, in queue order
   while (num_waiting() > 0) {
     std::deque<SchedRequest*>& queue = preempted_next() ? preempted_ : waiting_;
-    if (num_running() >= cfg_.max_num_seqs || chunk_limit(st) <= 0) return;
+    if (num_running() >= cfg_.max_num_seqs || chunk_limit(st) <= 0) break;
     // In order: a request that does not fit now blocks the ones behind it.
-    if (!admit(st, *queue.front())) return;
+    const Admit a = admit(st, *queue.front());
+    if (a == Admit::kNoRoom) break;
+    if (a == Admit::kRestoring) restoring.push_back(queue.front());
     queue.pop_front();
+  }
+  // Back at the front of their queues, in their order.
+  for (auto it = restoring.rbegin(); it != restoring.rend(); ++it) {
+    ((*it)->status == RequestStatus::kPreempted ? preempted_ : waiting_).push_front(*it);
   }
 }
 
-bool Scheduler::admit(Step& st, SchedRequest& r) {
+Scheduler::Admit Scheduler::admit(Step& st, SchedRequest& r) {
   if (!r.registered) {
     // Everything known is "prompt" for the cache: a resumed request retains its window at the end of
     // what it recomputes.
@@ -123,10 +130,10 @@ bool Scheduler::admit(Step& st, SchedRequest& r) {
   }
   const PrefixHit hit = kv_.lookup_prefix(r.id, r.tokens);
   // Its prefix is still coming back from the host tier (in the background, beside the running steps):
-  // it waits at the head of its queue, holding nothing, until the copies land.
-  if (!kv_.restored(hit)) return false;
+  // it keeps its place, holding nothing, until the copies land.
+  if (!kv_.restored(hit)) return Admit::kRestoring;
   const int64_t n = std::min(r.num_tokens() - hit.tokens, chunk_limit(st));
-  if (n <= 0) return false;
+  if (n <= 0) return Admit::kNoRoom;
   // With others running, a request starts only when its whole prefill and first decode fit, and its first
   // chunk fits whole: squeezed in with less, it would be preempted again as soon as it (or an older request)
   // grows, recomputing its chunks over and over. Alone it takes what fits, so it never starves.
@@ -136,14 +143,14 @@ bool Scheduler::admit(Step& st, SchedRequest& r) {
   } else if (full_blocks_free_for(r, hit) && kv_.can_allocate(r.id, n, &hit)) {
     fit = n;
   }
-  if (fit <= 0) return false;
+  if (fit <= 0) return Admit::kNoRoom;
   DSV4_CHECK(kv_.allocate(r.id, fit, r.tokens, &hit), "scheduler: request {} lost room for {} positions", r.id, fit);
   r.num_computed = hit.tokens;
   if (r.num_cached_prompt < 0) r.num_cached_prompt = std::min(hit.tokens, r.prompt_len);
   r.status = RequestStatus::kRunning;
   add_chunk(st, r, fit, false);
   insert_in_order(running_, &r);
-  return true;
+  return Admit::kAdmitted;
 }
 
 // Whether the full units have the blocks to take the request through its prefill to its first decode

@@ -13,7 +13,8 @@
 // fits or is itself the last. While others run, a
 // waiting request is admitted only when its first chunk fits whole and the full units have the blocks for
 // its whole prefill (no recompute thrash); nothing is admitted in a step that preempted, so preempted
-// requests resume before new ones start.
+// requests resume before new ones start. A request whose prefix is still coming back from the KV host
+// tier is passed over (keeping its place) until the copies land; the ones behind it may start meanwhile.
 //
 // Single-threaded (the engine loop). Between steps the caller reports sampled tokens (append_token),
 // finishes or aborts requests (finish), and feeds measured step times (observe_step).
@@ -71,8 +72,9 @@ class Scheduler {
   struct Step;
 
   void schedule_running(Step& st);
+  enum class Admit { kAdmitted, kNoRoom, kRestoring };
   void admit_waiting(Step& st);
-  bool admit(Step& st, SchedRequest& r);
+  Admit admit(Step& st, SchedRequest& r);
   int64_t prefill_budget(int64_t decodes) const;
   int64_t chunk_limit(const Step& st) const;
   bool full_blocks_free_for(const SchedRequest& r, const PrefixHit& hit) const;

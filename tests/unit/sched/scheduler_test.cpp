@@ -475,5 +475,25 @@ TEST(Scheduler, RequestWaitingForARestoreIsNotStuck) {
   EXPECT_EQ(sch.chunks[0].start, 1792);
 }
 
+// A request waiting for its restore keeps its place but does not hold up the ones behind it.
+TEST(Scheduler, RequestsBehindARestoringOneStartMeanwhile) {
+  TieredKv t;
+  Scheduler s({.max_num_batched_tokens = 4096, .policy = ChunkPolicy::kBudget}, *t.kv);
+  Driver d(s);
+  auto a = t.evict_one(d);
+  a.push_back(7);
+  d.add(4, a, 1);
+  d.add(5, ids(100, 24), 5);
+  const Schedule first = d.step();
+  ASSERT_EQ(first.chunks.size(), 1u);
+  EXPECT_EQ(first.chunks[0].id, 5u);
+  EXPECT_EQ(s.next_waiting(), 4u);  // still first in line
+  t.copier.land();
+  const Schedule sch = d.step();
+  const auto it = std::find_if(sch.chunks.begin(), sch.chunks.end(), [](const auto& c) { return c.id == 4u; });
+  ASSERT_NE(it, sch.chunks.end());
+  EXPECT_EQ(it->start, 1792);
+}
+
 }  // namespace
 }  // namespace dsv4
