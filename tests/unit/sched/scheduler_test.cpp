@@ -423,6 +423,12 @@ struct TieredKv {
     while (d.remaining.count(2)) d.step();
     return a;
   }
+  // evict_one, then request 4: the evicted prompt and one token more, whose prefix must come back.
+  void add_restoring(Driver& d) {
+    auto a = evict_one(d);
+    a.push_back(7);
+    d.add(4, a, 1);
+  }
   HostKvMemory pools, host;
   kvtest::HeldRestores copier;
   std::unique_ptr<KvCacheManager> kv;
@@ -463,9 +469,7 @@ TEST(Scheduler, RequestWaitingForARestoreIsNotStuck) {
   TieredKv t;
   Scheduler s({.max_num_batched_tokens = 4096, .policy = ChunkPolicy::kBudget}, *t.kv);
   Driver d(s);
-  auto a = t.evict_one(d);
-  a.push_back(7);
-  d.add(4, a, 1);
+  t.add_restoring(d);
   const Schedule waiting = d.step();
   EXPECT_TRUE(waiting.empty());
   EXPECT_FALSE(s.stuck(waiting));
@@ -480,9 +484,7 @@ TEST(Scheduler, RequestsBehindARestoringOneStartMeanwhile) {
   TieredKv t;
   Scheduler s({.max_num_batched_tokens = 4096, .policy = ChunkPolicy::kBudget}, *t.kv);
   Driver d(s);
-  auto a = t.evict_one(d);
-  a.push_back(7);
-  d.add(4, a, 1);
+  t.add_restoring(d);
   d.add(5, ids(100, 24), 5);
   const Schedule first = d.step();
   ASSERT_EQ(first.chunks.size(), 1u);
