@@ -90,8 +90,9 @@ std::shared_ptr<RequestStream> Engine::add_request(GenerateRequest request) {
   if (router_) {
     std::vector<size_t> loads;
     for (const auto& c : cores_) loads.push_back(c->load());
-    std::lock_guard lock(route_mu_);
-    replica = static_cast<size_t>(router_->route(request.prompt, request.cache_salt, loads));
+    const std::vector<uint64_t> hashes = ReplicaRouter::block_hashes(request.prompt, request.cache_salt);
+    std::lock_guard lock(route_mu_);  // hashed before: a long prompt's hashing holds up no other request
+    replica = static_cast<size_t>(router_->route(hashes, loads));
   }
   auto stream = cores_[replica]->add_request(next_id_++, std::move(request));
   wake_peers();

@@ -26,13 +26,17 @@ std::vector<size_t> ReplicaRouter::matched(std::span<const uint64_t> hashes) con
   return blocks;
 }
 
-int ReplicaRouter::route(std::span<const int32_t> prompt, std::string_view cache_salt, std::span<const size_t> loads) {
+std::vector<uint64_t> ReplicaRouter::block_hashes(std::span<const int32_t> prompt, std::string_view cache_salt) {
+  std::vector<uint64_t> hashes;
+  extend_block_hashes(hashes, prompt, prefix_hash_seed(cache_salt));
+  return hashes;
+}
+
+int ReplicaRouter::route(std::span<const uint64_t> hashes, std::span<const size_t> loads) {
   DSV4_CHECK(loads.size() == static_cast<size_t>(replicas_), "replica router: {} loads for {} replicas", loads.size(),
              replicas_);
   const auto least = static_cast<int>(std::min_element(loads.begin(), loads.end()) - loads.begin());
   const size_t bound = loads[static_cast<size_t>(least)] + margin(loads[static_cast<size_t>(least)]);
-  std::vector<uint64_t> hashes;
-  extend_block_hashes(hashes, prompt, prefix_hash_seed(cache_salt));
   const std::vector<size_t> blocks = matched(hashes);
   int chosen = least;
   for (int r = 0; r < replicas_; ++r) {  // the longest match within the bound; the lighter one on a tie

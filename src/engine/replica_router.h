@@ -25,7 +25,12 @@ class ReplicaRouter {
   explicit ReplicaRouter(int replicas, size_t capacity = size_t{1} << 16);
 
   // `loads`: each replica's unfinished requests. Remembers the prompt's blocks under the replica chosen.
-  int route(std::span<const int32_t> prompt, std::string_view cache_salt, std::span<const size_t> loads);
+  int route(std::span<const int32_t> prompt, std::string_view cache_salt, std::span<const size_t> loads) {
+    return route(block_hashes(prompt, cache_salt), loads);
+  }
+  // The same from the prompt's block hashes, made beforehand (outside whatever lock guards the router).
+  int route(std::span<const uint64_t> hashes, std::span<const size_t> loads);
+  static std::vector<uint64_t> block_hashes(std::span<const int32_t> prompt, std::string_view cache_salt);
 
   // Per replica, how many leading blocks of these hashes were sent there (0: none).
   std::vector<size_t> matched(std::span<const uint64_t> hashes) const;
