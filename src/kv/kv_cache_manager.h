@@ -188,6 +188,9 @@ class KvCacheManager {
   bool restored(const PrefixHit& hit);
   // Restores still in flight (their blocks held, their host pages not yet free).
   int64_t restores_in_flight() const { return static_cast<int64_t>(restores_.size()); }
+  // Lets go of the restores that have landed (the scheduler calls it at each step: a restore whose
+  // request was aborted holds its pages no longer than that).
+  void poll_restores();
   bool can_allocate(KvRequestId id, int64_t num_new_tokens, const PrefixHit* hit = nullptr) const;
   bool allocate(KvRequestId id, int64_t num_new_tokens, std::span<const int32_t> tokens,
                 const PrefixHit* hit = nullptr);
@@ -269,7 +272,6 @@ class KvCacheManager {
   void queue_copies(size_t bucket, std::span<const uint32_t> device_pages, std::span<const uint32_t> host_pages,
                     bool to_device);
   uint64_t flush_copies();
-  void poll_restores();
   void drain_restores();
   uint64_t restore_ticket(const PrefixHit& hit) const;
   bool window_cached(const Request& r, int unit, int64_t boundary, std::vector<uint32_t>* out) const;

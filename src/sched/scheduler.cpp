@@ -53,6 +53,7 @@ void Scheduler::add(RequestId id, std::vector<int32_t> prompt, std::string cache
 }
 
 Schedule Scheduler::schedule() {
+  kv_.poll_restores();
   Step st;
   st.budget = cfg_.max_num_batched_tokens;
   const auto decodes =

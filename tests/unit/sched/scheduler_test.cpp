@@ -497,5 +497,21 @@ TEST(Scheduler, RequestsBehindARestoringOneStartMeanwhile) {
   EXPECT_EQ(it->start, 1792);
 }
 
+// Aborted while its prefix comes back, a request leaves the restore's pages held only until the copies
+// land: the next step lets them go (no lookup needed).
+TEST(Scheduler, AnAbortedRestoreFreesItsPagesAtTheNextStep) {
+  TieredKv t;
+  Scheduler s({.max_num_batched_tokens = 4096, .policy = ChunkPolicy::kBudget}, *t.kv);
+  Driver d(s);
+  t.add_restoring(d);
+  EXPECT_TRUE(d.step().empty());
+  s.finish(4);
+  EXPECT_EQ(t.kv->restores_in_flight(), 1);
+  t.copier.land();
+  EXPECT_TRUE(s.schedule().empty());
+  EXPECT_EQ(t.kv->restores_in_flight(), 0);
+  expect_drained(s, *t.kv);
+}
+
 }  // namespace
 }  // namespace dsv4
