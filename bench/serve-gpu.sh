@@ -3,6 +3,8 @@
 # `dsv4 bench serve` (random 8K in / 1K out) at concurrency 1 and 16 (DSV4_BENCH_CONCURRENCY, in that
 # order), then the server is stopped. DSV4_SERVE_ARGS: more serve flags (e.g. "--load-format dummy -tp 8");
 # DSV4_BENCH_PROMPTS_X: prompts = that many times the concurrency (default: 2 at c1, 16 otherwise).
+# DSV4_BENCH_INPUT_LEN / DSV4_BENCH_OUTPUT_LEN: the random prompts' and outputs' tokens (8192 / 1024;
+# 32768 / 1024 for M2.2's long-prompt row); the server's max model length follows them.
 # Runs inside bench/run-gpu.sh's GPU call; results go to OUT/serve-c{1,16}.log and .json.
 # Prefix caching is off: the benchmark's test request repeats its first prompt, which would turn the
 # measured prefill of a one-prompt run into a cache hit. The chunk policy is vLLM's (budget): with the
@@ -12,8 +14,9 @@
 set -uo pipefail
 DSV4=$1 MODEL=$2 OUT=$3
 PORT=${DSV4_BENCH_PORT:-8123}
+IN=${DSV4_BENCH_INPUT_LEN:-8192} OUTLEN=${DSV4_BENCH_OUTPUT_LEN:-1024}
 export DSV4_TOKENIZER=${DSV4_TOKENIZER:-$PWD/.carry/shared/tokenizer/tokenizer.json}
-"$DSV4" serve "$MODEL" --backend cuda --host 127.0.0.1 --port "$PORT" --max-model-len 10240 \
+"$DSV4" serve "$MODEL" --backend cuda --host 127.0.0.1 --port "$PORT" --max-model-len $((IN + OUTLEN + 1024)) \
   --max-num-seqs "${DSV4_BENCH_MAX_SEQS:-32}" --no-enable-prefix-caching --chunked-prefill-policy "${DSV4_BENCH_POLICY:-budget}" \
   ${DSV4_SERVE_ARGS:-} >"$OUT/serve.log" 2>&1 &
 server=$!
@@ -27,7 +30,7 @@ status=0
 for c in ${DSV4_BENCH_CONCURRENCY:-1 16}; do
   n=$((c == 1 ? ${DSV4_BENCH_PROMPTS_C1:-2} : ${DSV4_BENCH_PROMPTS_C16:-16}))
   [ -n "${DSV4_BENCH_PROMPTS_X:-}" ] && n=$((c * DSV4_BENCH_PROMPTS_X))
-  "$DSV4" bench serve --base-url "http://127.0.0.1:$PORT" --random-input-len 8192 --random-output-len 1024 \
+  "$DSV4" bench serve --base-url "http://127.0.0.1:$PORT" --random-input-len "$IN" --random-output-len "$OUTLEN" \
     --ignore-eos --num-prompts "$n" --max-concurrency "$c" --result-file "$OUT/serve-c$c.json" --disable-tqdm \
     >"$OUT/serve-c$c.log" 2>&1 || status=1
   tail -n 25 "$OUT/serve-c$c.log"
