@@ -216,17 +216,21 @@ class ReplicaRanks::MirrorCopier final : public KvPageCopier {
   MirrorCopier(ReplicaRanks& ranks, KvPageCopier& first, Regions pools, Regions host)
       : ranks_(ranks), first_(first), pools_(std::move(pools)), host_(std::move(host)) {}
 
-  // The other ranks copy on their main queues, in order with their steps; the first rank's copier may
-  // restore in the background, and its ticket gates every rank's reads (the ranks step together).
+  // The other ranks copy on their main queues, in order with their steps (offloads, then restores);
+  // the first rank's copier may restore in the background, and its ticket gates every rank's reads (the
+  // ranks step together).
   uint64_t copy(std::span<const KvPageCopy> batch) override {
     const Job job = [&](Rank& r) {
+      std::vector<Device::Copy> offloads, restores;
       for (const KvPageCopy& c : batch) {
         const Regions &dst_from = c.to_device ? pools_ : host_, &src_from = c.to_device ? host_ : pools_;
         const Regions &dst_to = c.to_device ? r.pools : r.host_regions,
                       &src_to = c.to_device ? r.host_regions : r.pools;
-        r.backend.device->copy(moved(dst_from, dst_to, c.dst), moved(src_from, src_to, c.src),
-                               static_cast<size_t>(c.bytes));
+        (c.to_device ? restores : offloads)
+            .push_back({moved(dst_from, dst_to, c.dst), moved(src_from, src_to, c.src), static_cast<size_t>(c.bytes)});
       }
+      copy_batch(*r.backend.device, offloads);
+      copy_batch(*r.backend.device, restores);
     };
     uint64_t ticket = 0;
     ranks_.run(job, [&] { ticket = first_.copy(batch); });

@@ -39,6 +39,20 @@ class PinnedKvMemory final : public KvMemoryAllocator {
   Device& dev_;
 };
 
+// Copies that may run in any order as one Device::copy_many call when no two destinations overlap; in
+// order otherwise (a host page written twice in one batch: the tier evicted and reused it).
+inline void copy_batch(Device& dev, const std::vector<Device::Copy>& copies) {
+  std::vector<Device::Copy> by_dst = copies;
+  std::sort(by_dst.begin(), by_dst.end(), [](const auto& a, const auto& b) { return a.dst < b.dst; });
+  for (size_t i = 1; i < by_dst.size(); ++i) {
+    if (static_cast<std::byte*>(by_dst[i - 1].dst) + by_dst[i - 1].bytes > by_dst[i].dst) {
+      for (const Device::Copy& c : copies) dev.copy(c.dst, c.src, c.bytes);
+      return;
+    }
+  }
+  dev.copy_many(copies);
+}
+
 // Host tier copies through the device: offloads on its main queue, in its order (they read a page after
 // the last step that wrote it and before the next one rewrites it), then the batch's restores in the
 // background (Device::begin_background), after those offloads and beside the following steps; the
@@ -52,29 +66,15 @@ class DeviceKvPageCopier final : public KvPageCopier {
     for (const KvPageCopy& c : batch) {
       (c.to_device ? restores : offloads).push_back({c.dst, c.src, static_cast<size_t>(c.bytes)});
     }
-    issue(offloads);
+    copy_batch(dev_, offloads);
     if (restores.empty()) return 0;
     dev_.begin_background();
-    issue(restores);
+    copy_batch(dev_, restores);
     return dev_.end_background();
   }
   bool landed(uint64_t ticket) override { return dev_.landed(ticket); }
 
  private:
-  // One batched call when no two destinations overlap (copies of a batch may run in any order); in
-  // order otherwise (a host page written twice in one batch: the tier evicted and reused it).
-  void issue(std::vector<Device::Copy>& copies) {
-    std::vector<Device::Copy> by_dst = copies;
-    std::sort(by_dst.begin(), by_dst.end(), [](const auto& a, const auto& b) { return a.dst < b.dst; });
-    for (size_t i = 1; i < by_dst.size(); ++i) {
-      if (static_cast<std::byte*>(by_dst[i - 1].dst) + by_dst[i - 1].bytes > by_dst[i].dst) {
-        for (const Device::Copy& c : copies) dev_.copy(c.dst, c.src, c.bytes);
-        return;
-      }
-    }
-    dev_.copy_many(copies);
-  }
-
   Device& dev_;
 };
 
