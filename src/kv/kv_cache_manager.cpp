@@ -319,10 +319,8 @@ uint64_t KvCacheManager::restore_ticket(const PrefixHit& hit) const {
   return 0;
 }
 
-bool KvCacheManager::restored(const PrefixHit& hit) {
-  if (hit.ticket == 0) return true;
-  poll_restores();
-  return options_.copier->landed(hit.ticket);
+bool KvCacheManager::restored(const PrefixHit& hit) const {
+  return hit.ticket == 0 || options_.copier->landed(hit.ticket);
 }
 
 // The pool is about to reuse a keyed block's pages: its bytes go to the host tier first.

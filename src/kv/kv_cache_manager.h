@@ -185,7 +185,7 @@ class KvCacheManager {
 
   PrefixHit lookup_prefix(KvRequestId id, std::span<const int32_t> tokens);
   // Whether every page of the hit is in place (its background restores have landed); never waits.
-  bool restored(const PrefixHit& hit);
+  bool restored(const PrefixHit& hit) const;
   // Restores still in flight (their blocks held, their host pages not yet free).
   int64_t restores_in_flight() const { return static_cast<int64_t>(restores_.size()); }
   // Lets go of the restores that have landed (the scheduler calls it at each step: a restore whose

@@ -309,6 +309,7 @@ TEST(KvHostTierManager, BackgroundRestoreIsHeldUntilItLands) {
 
   held.land();
   EXPECT_TRUE(f.m->restored(hit));
+  f.m->poll_restores();  // as the scheduler does at each step
   EXPECT_EQ(f.m->restores_in_flight(), 0);
   EXPECT_EQ(f.m->stats().restore_seconds.count, 1u);
   const PrefixHit now = f.m->lookup_prefix(3, a);
