@@ -213,8 +213,9 @@ uint8_t* fp4_keys(Buffers& buf, int64_t entries, int64_t eb, bool wild, uint32_t
 // Rows per (batch, context): "indexer bB ctxC" the whole op; "... scores" its scoring kernel alone (with
 // the score histograms, and the memset that clears them); "... select" its selection alone (cut,
 // compaction, sorted output) on scores made once beforehand, through cuda::IndexerSplit, which runs the
-// same kernels as the op. Whole op ≈ scores + select + the scratch allocation.
-void indexer_rows(Ops& ops) {
+// same kernels as the op. Whole op ≈ scores + select + the scratch allocation. `fast`: the ops' tier
+// (the split runs the same scoring kernel as the op); its rows carry the suffix.
+void indexer_rows(Ops& ops, bool fast, const std::string& suffix) {
   const int heads = 64, d = 128, topk = 512;
   const KvEntryDims dims{d, 0};
   const int64_t eb = kv_entry_bytes(KvEntryFormat::kIndexFp4, dims);
@@ -222,8 +223,8 @@ void indexer_rows(Ops& ops) {
     int64_t ctx, b;
     bool wild;
   };
-  const Case cases[] = {
-      {131072, 1, false}, {131072, 8, false}, {1048576, 1, false}, {1048576, 8, false}, {1048576, 1, true}};
+  const Case cases[] = {{131072, 1, false},  {131072, 8, false},  {131072, 32, false},
+                        {1048576, 1, false}, {1048576, 8, false}, {1048576, 1, true}};
   for (const Case& cs : cases) {
     const int64_t ctx = cs.ctx, b = cs.b, n = ctx / 4;
     Buffers buf;
@@ -256,13 +257,13 @@ void indexer_rows(Ops& ops) {
       p.out_index = buf.make<int32_t>(static_cast<size_t>(b * topk), Fill::kZero);
       variants.push_back([&ops, p] { ops.indexer_topk(p); });
       if (cs.wild) continue;
-      splits.push_back(std::make_unique<cuda::IndexerSplit>(p, g_dev->error_flag(), g_dev->stream()));  // as CudaOps
+      splits.push_back(std::make_unique<cuda::IndexerSplit>(p, g_dev->error_flag(), fast, g_dev->stream()));
       cuda::IndexerSplit* split = splits.back().get();
       split->score();  // select() reads these scores
       score_variants.push_back([split] { split->score(); });
       select_variants.push_back([split] { split->select(); });
     }
-    const std::string row = "indexer b" + std::to_string(b) + " ctx" + std::to_string(ctx);
+    const std::string row = "indexer b" + std::to_string(b) + " ctx" + std::to_string(ctx) + suffix;
     const double bytes = static_cast<double>(b * n * eb), flops = 2.0 * static_cast<double>(b * heads * n * d);
     emit(cs.wild ? row + " wild-scales" : row, time_ms(variants), bytes, flops);
     if (cs.wild) continue;
@@ -505,9 +506,10 @@ int main() {
     moe_rows(fast_ops, " fast", {1, 8, 32, 256, 8192});
     moe_rows(fast_ops, " e32 fast", {8, 32, 8192}, 32);
     hc_rows(fast_ops, " fast");
+    indexer_rows(fast_ops, true, " fast");
   }
   if (want("attention")) attention_rows(ops);
-  if (want("indexer")) indexer_rows(ops);
+  if (want("indexer")) indexer_rows(ops, false, "");
   if (want("compressor")) compressor_rows(ops);
   if (want("moe")) moe_rows(ops, "", {1, 32, 256, 8192});
   const bool products = cuda::hc_products(), ring = cuda::hc_ring();

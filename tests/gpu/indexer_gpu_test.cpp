@@ -173,7 +173,8 @@ struct DeviceRun {
   }
 
   // split: through cuda::IndexerSplit, score() once and then select() twice, the outputs poisoned between.
-  Result run(int32_t max_keys = 0, bool split = false) {
+  // fast: the fast tier's scoring.
+  Result run(int32_t max_keys = 0, bool split = false, bool fast = false) {
     const size_t n = static_cast<size_t>(in.tokens() * in.spec.topk);
     Dev<int32_t> out(std::vector<int32_t>(n, 0x7eadbeef)), out_slots(std::vector<int32_t>(n, 0x7eadbeef));
     Dev<int32_t> err(std::vector<int32_t>{0});
@@ -181,7 +182,7 @@ struct DeviceRun {
     DSV4_CUDA_CHECK(cudaDeviceSynchronize());
     const auto t0 = std::chrono::steady_clock::now();
     if (split) {
-      cuda::IndexerSplit phases(a, err.p, nullptr, max_keys);
+      cuda::IndexerSplit phases(a, err.p, fast, nullptr, max_keys);
       phases.score();
       phases.select();
       // Poisoned again: the second select() must write every output itself (its counters cleared).
@@ -189,7 +190,7 @@ struct DeviceRun {
       DSV4_CUDA_CHECK(cudaMemset(out_slots.p, 0x7e, n * sizeof(int32_t)));
       phases.select();
     } else {
-      cuda::indexer_topk(a, err.p, nullptr, max_keys);
+      cuda::indexer_topk(a, err.p, fast, nullptr, max_keys);
     }
     DSV4_CUDA_CHECK(cudaDeviceSynchronize());
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -369,6 +370,149 @@ TEST(CudaIndexer, SplitScoreThenSelectMatchesCpu) {
     EXPECT_EQ(first_diff(got.slots, want_slots, s.topk), "");
     EXPECT_EQ(got.err, 0);
   }
+}
+
+// ---- the fast tier ----
+// Its scores may differ from the exact ones by the rounding of differently summed dots, so its selection
+// is judged against scores in double: ref_j = Σ_h bf16(relu(bf16(q_h·K_j))·w_h) with exact dots, each
+// with a bound on how far either tier's score may lie from it (an ulp of each head's bf16 dot through
+// its weight, an ulp of each term, the fp32 head sum's rounding, the score's bf16 ulp; twice that). A
+// selection is right when no unselected eligible key's score can exceed a selected one's:
+// max over unselected (ref − bound) <= min over selected (ref + bound). Where the tiers' scores agree
+// the outputs do too, so at most 2% of the outputs may differ from the exact tier's.
+double ulp_bf16(double x) {
+  const double m = std::fabs(x);
+  return m < 0x1p-126 ? 0x1p-133 : std::ldexp(1.0, std::ilogb(m) - 7);
+}
+
+struct RefScores {
+  std::vector<double> score, bound;  // per eligible key of one token
+};
+
+RefScores reference_scores(const Inputs& in, size_t t) {
+  const Spec& s = in.spec;
+  const int32_t seq = in.seq[t];
+  const int64_t eligible =
+      std::max<int64_t>(0, std::min<int64_t>(in.key_count[static_cast<size_t>(seq)], (in.pos[t] + 1) / 4));
+  std::vector<double> w(static_cast<size_t>(s.heads));
+  for (int h = 0; h < s.heads; ++h)
+    w[static_cast<size_t>(h)] =
+        round_bf16(bf16_to_float(in.w[t * static_cast<size_t>(s.heads) + static_cast<size_t>(h)]) * in.weight_scale);
+  RefScores r;
+  std::vector<float> key(kDim);
+  for (int64_t j = 0; j < eligible; ++j) {
+    const int32_t slot = in.key_slots[static_cast<size_t>(seq * s.stride + j)];
+    decode_kv_entry(s.format, {kDim, 0}, {in.keys.entry(slot), static_cast<size_t>(in.keys.entry_bytes)}, key);
+    double total = 0, bound = 0, magnitude = 0;
+    for (int h = 0; h < s.heads; ++h) {
+      double dot = 0;
+      for (int i = 0; i < kDim; ++i)
+        dot += double{bf16_to_float(
+                   in.q[(t * static_cast<size_t>(s.heads) + static_cast<size_t>(h)) * kDim + static_cast<size_t>(i)])} *
+               key[static_cast<size_t>(i)];
+      const double sh = round_bf16(static_cast<float>(dot)), wh = w[static_cast<size_t>(h)];
+      const double term = round_bf16(static_cast<float>(std::max(sh, 0.0) * wh));
+      total += term;
+      magnitude += std::fabs(term);
+      bound += ulp_bf16(sh) * std::fabs(wh) + ulp_bf16(term);
+    }
+    bound += s.heads * 0x1p-24 * magnitude + ulp_bf16(total);
+    const bool finite = std::isfinite(total);
+    r.score.push_back(finite ? total : -INFINITY);
+    r.bound.push_back(finite ? 2 * bound : 0.0);
+  }
+  return r;
+}
+
+// The fast tier's output for `in`: a valid top-k of scores within the bounds, reproducible, within 2% of
+// the exact tier's (equal to it where the fast path does not apply: other key formats, over 64 heads).
+void check_fast(const Inputs& in, DeviceRun& dev, bool split = false) {
+  const Spec& s = in.spec;
+  const auto [want, want_slots] = in.cpu_run();
+  const auto got = dev.run(0, split, true);
+  EXPECT_EQ(got.err, 0);
+  EXPECT_EQ(dev.run(0, split, true).index, got.index) << "not reproducible run to run";
+  if (s.format != KvEntryFormat::kIndexFp4 || s.heads > 64) {
+    EXPECT_EQ(first_diff(got.index, want, s.topk), "") << "the exact path's output, as the exact tier";
+    return;
+  }
+  int64_t differ = 0;
+  for (size_t t = 0; t < in.pos.size(); ++t) {
+    SCOPED_TRACE(testing::Message() << "token " << t);
+    const RefScores ref = reference_scores(in, t);
+    const int64_t n = static_cast<int64_t>(ref.score.size()), k = std::min<int64_t>(n, s.topk);
+    const int32_t* row = got.index.data() + t * static_cast<size_t>(s.topk);
+    const int32_t* exact = want.data() + t * static_cast<size_t>(s.topk);
+    std::vector<bool> chosen(static_cast<size_t>(n), false);
+    double lowest_chosen = INFINITY;
+    for (int64_t r = 0; r < s.topk; ++r) {
+      const int32_t j = row[r];
+      if (r >= k) {
+        ASSERT_EQ(j, -1) << "rank " << r << " past the eligible keys";
+        continue;
+      }
+      ASSERT_TRUE(j >= 0 && j < n && !chosen[static_cast<size_t>(j)]) << "rank " << r << ": index " << j;
+      chosen[static_cast<size_t>(j)] = true;
+      lowest_chosen = std::min(lowest_chosen, ref.score[static_cast<size_t>(j)] + ref.bound[static_cast<size_t>(j)]);
+      differ += std::find(exact, exact + k, j) == exact + k;
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      if (chosen[static_cast<size_t>(j)]) continue;
+      ASSERT_LE(ref.score[static_cast<size_t>(j)] - ref.bound[static_cast<size_t>(j)], lowest_chosen)
+          << "key " << j << " left out above a chosen one";
+    }
+  }
+  EXPECT_LE(differ, static_cast<int64_t>(0.02 * static_cast<double>(want.size())) + 1)
+      << "outputs that differ from the exact tier's";
+}
+
+void run_fast_case(const Spec& s, uint32_t seed, const std::function<void(Inputs&)>& edit = {}) {
+  SCOPED_TRACE(testing::Message() << "fast: heads " << s.heads << " topk " << s.topk << " format "
+                                  << kv_entry_format_name(s.format) << " tokens " << s.tokens.size() << " seed "
+                                  << seed);
+  Inputs in(s, seed);
+  if (edit) edit(in);
+  DeviceRun dev(in);
+  check_fast(in, dev);
+}
+
+TEST(CudaIndexerFast, SelectsWithinTheBoundAtGoldenAndFlashDims) {
+  run_fast_case(tiny_spec(KvEntryFormat::kIndexFp4), 101);
+  run_fast_case({64,
+                 512,
+                 KvEntryFormat::kIndexFp4,
+                 {32768, 2048},
+                 32768,
+                 {{0, 131071}, {1, 8188}, {1, 8189}, {1, 8190}, {1, 8191}, {1, 2100}, {1, 1000}, {0, 50}}},
+                102);
+}
+
+// Heads that leave a 16-row group part empty (40, 8) or whole groups empty (4); long rows with and
+// without wide histograms; mass ties.
+TEST(CudaIndexerFast, SelectsWithinTheBoundWithPaddedHeadsLongRowsAndTies) {
+  run_fast_case(long_spec(40, 512, KvEntryFormat::kIndexFp4, 37001, 37001, 0), 103);
+  run_fast_case(long_spec(8, 2048, KvEntryFormat::kIndexFp4, 20001, 20004, 5), 104);
+  Spec s{4, 512, KvEntryFormat::kIndexFp4, {40000, 9000}, 40000, {}, 0};
+  for (int i = 0; i < 70; ++i) s.tokens.push_back({i % 5 == 0 ? 1 : 0, 4 * (40000 - 577 * i) + 2});
+  run_fast_case(s, 105);
+}
+
+// NaN block scales rank last; fp8 and bf16 keys and more than 64 heads keep the exact path.
+TEST(CudaIndexerFast, RanksNanKeysLastAndKeepsTheExactPathElsewhere) {
+  run_fast_case(long_spec(64, 512, KvEntryFormat::kIndexFp4, 9001, 9001, 0), 106, [](Inputs& in) {
+    for (const int32_t j : {0, 70, 1000, 9000})
+      in.keys.entry(in.key_slots[static_cast<size_t>(j)])[kDim / 2 + j % 4] = 0xff;
+  });
+  run_fast_case(tiny_spec(KvEntryFormat::kIndexFp8), 107);
+  run_fast_case(tiny_spec(KvEntryFormat::kBf16), 108);
+  run_fast_case(long_spec(100, 64, KvEntryFormat::kIndexFp4, 3001, 3001, 0), 109);
+}
+
+// The benchmarks' split entry point on the fast tier.
+TEST(CudaIndexerFast, SplitScoreThenSelectIsWithinTheBound) {
+  Inputs in(long_spec(64, 512, KvEntryFormat::kIndexFp4, 40000, 40000, 0), 110);
+  DeviceRun dev(in);
+  check_fast(in, dev, true);
 }
 
 }  // namespace

@@ -66,14 +66,6 @@ __device__ __forceinline__ uint32_t pack(float lo, float hi) {
   return static_cast<uint32_t>(f_to_bf16(lo)) | (static_cast<uint32_t>(f_to_bf16(hi)) << 16);
 }
 
-// d += a·b for a 16x16 bf16 A fragment and a 16x8 B fragment (b0, b1), fp32 accumulators.
-__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // Output columns 2c, 2c+1 of token t: bf16, then (positions set, c in the rope part) the inverse RoPE
 // of the bf16 pair, as a separate rope() would do it.
 __device__ __forceinline__ uint32_t output_pair(const AttentionLaunch& a, int64_t t, int c, float x, float y) {
@@ -169,8 +161,8 @@ __device__ void block_scores(const Smem& sm, int tile, int quarter, float (&s)[2
     uint32_t qf[4], kf[4];
     ldsm_x4(qa + 32 * k, qf);
     ldsm_x4(ka + 32 * k, kf);
-    mma(acc[k % 2][0], qf, kf[0], kf[1]);
-    mma(acc[k % 2][1], qf, kf[2], kf[3]);
+    mma_bf16(acc[k % 2][0], qf, kf[0], kf[1]);
+    mma_bf16(acc[k % 2][1], qf, kf[2], kf[3]);
   }
 #pragma unroll
   for (int j = 0; j < 2; ++j)
@@ -191,8 +183,8 @@ __device__ void block_pv(const Smem& sm, int tile, int quarter, float (&o)[kCols
     for (int n = 0; n < kCols / 16; ++n) {
       uint32_t vf[4];
       ldsm_x4_trans(va + 16 * kRow * k + 32 * n, vf);
-      mma(o[2 * n], pf, vf[0], vf[1]);
-      mma(o[2 * n + 1], pf, vf[2], vf[3]);
+      mma_bf16(o[2 * n], pf, vf[0], vf[1]);
+      mma_bf16(o[2 * n + 1], pf, vf[2], vf[3]);
     }
   }
 }

@@ -125,7 +125,9 @@ void CudaOps::do_compressor_emit(const CompressorEmitParams& p) {
   cuda::compressor_emit(p, frequencies(p.rope), dev_.error_flag(), dev_.stream());
 }
 
-void CudaOps::do_indexer_topk(const IndexerTopkParams& p) { cuda::indexer_topk(p, dev_.error_flag(), dev_.stream()); }
+void CudaOps::do_indexer_topk(const IndexerTopkParams& p) {
+  cuda::indexer_topk(p, dev_.error_flag(), gemm_->policy().numerics == Numerics::kFast, dev_.stream());
+}
 
 void CudaOps::do_moe_gate(const MoeGateParams& p) {
   DSV4_CHECK(dev_.stream() == dev_.main_stream(), "CudaOps: moe_gate runs on the main stream only");

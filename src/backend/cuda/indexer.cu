@@ -9,6 +9,7 @@
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/indexer.h"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/ptx.cuh"
 
 namespace dsv4::cuda {
 namespace {
@@ -44,6 +45,7 @@ constexpr int kChunk = kSelectThreads * kPerThread;
 struct IndexerLaunch : IndexerTopkParams {
   int32_t max_keys = 0;
   int32_t* err = nullptr;
+  bool fast = false;  // the fast tier: FP4 keys of at most kMmaHeads heads are scored on the tensor cores
 };
 
 // The selection's threshold: score key `key`, of which the first `ties` (in index order) are selected.
@@ -321,6 +323,34 @@ __device__ void count_score(bool live, float score, uint32_t* coarse, uint32_t* 
   if (live && lane == __ffs(peers) - 1) atomicAdd(&fine[key], static_cast<uint32_t>(__popc(peers)));
 }
 
+// The CTA's token (blockIdx.y of the group), its sequence and eligible keys, and its tiles.
+struct CtaToken {
+  int64_t t, seq, n, tiles;
+};
+__device__ CtaToken cta_token(const IndexerLaunch& a, const Scratch& s) {
+  CtaToken c;
+  c.t = s.t0 + blockIdx.y;
+  c.n = eligible_keys(a, c.t, s.cap, &c.seq);
+  c.tiles = (c.n + kTileKeys - 1) / kTileKeys;
+  return c;
+}
+
+// Key j's score from its head sum (bf16; −inf for a dead key or NaN, which ranks last; −0 → +0, a CPU
+// tie), stored when eligible and counted. Whole warps call.
+__device__ void put_score(int64_t j, int64_t n, float total, bool dead, float* out, uint32_t* coarse, uint32_t* fine) {
+  float score = round_bf16(total);
+  score = dead || isnan(score) ? -INFINITY : __fadd_rn(score, 0.0f);
+  if (j < n) out[j] = score;
+  count_score(j < n, score, coarse, fine);
+}
+
+// The CTA's byte counts into the token's histogram. The whole CTA calls.
+__device__ void flush_counts(const uint32_t* coarse, const Scratch& s, int64_t t) {
+  __syncthreads();
+  for (int b = threadIdx.x; b < kBins; b += kScoreThreads)
+    if (coarse[b]) atomicAdd(&s.coarse[(t - s.t0) * kBins + b], coarse[b]);
+}
+
 // Grid (CTAs per token, tokens of the group); a CTA takes the token's key tiles blockIdx.x, + gridDim.x, ...
 // and writes the scores, the byte histogram and (wide) the key histogram that the selection reads.
 // score_j = bf16(Σ_h bf16(relu(bf16(q_h·K_j)) · w_h)) as the CPU: each dot with its chains and fold, the
@@ -333,10 +363,7 @@ __global__ void __launch_bounds__(kScoreThreads, 2) score_kernel(IndexerLaunch a
   extern __shared__ float4 smem[];
   __shared__ uint32_t coarse[kBins];
   __shared__ bool bad[kTileKeys];
-  const int64_t t = s.t0 + blockIdx.y;
-  int64_t seq;
-  const int64_t n = eligible_keys(a, t, s.cap, &seq);
-  const int64_t tiles = (n + kTileKeys - 1) / kTileKeys;
+  const auto [t, seq, n, tiles] = cta_token(a, s);
   if (blockIdx.x >= tiles) return;  // the whole CTA
   const int rows = (a.heads + kPassHeads - 1) / kPassHeads * kPassHeads;
   uint16_t* q = reinterpret_cast<uint16_t*>(smem);
@@ -368,17 +395,173 @@ __global__ void __launch_bounds__(kScoreThreads, 2) score_kernel(IndexerLaunch a
       __syncthreads();
       if (threadIdx.x < kTileKeys) total = add_terms(terms, min(kPassHeads, a.heads - p * kPassHeads), total);
     }
-    if (threadIdx.x < kTileKeys) {  // whole warps
-      const int64_t j = tile * kTileKeys + threadIdx.x;
-      float score = round_bf16(total);
-      score = dead || isnan(score) ? -INFINITY : __fadd_rn(score, 0.0f);  // NaN ranks last; −0 → +0 (a CPU tie)
-      if (j < n) out[j] = score;
-      count_score(j < n, score, coarse, fine);
+    if (threadIdx.x < kTileKeys) put_score(tile * kTileKeys + threadIdx.x, n, total, dead, out, coarse, fine);
+  }
+  flush_counts(coarse, s, t);
+}
+
+// ---- scoring on the tensor cores (the fast tier) -------------------------------------------------------
+// spec/NUMERICS.md lets the indexer's dots use the tensor cores with fp32 accumulation. An FP4 key is
+// exact in bf16 (two significant bits times a power of two) and the query is bf16 already, so each dot
+// q_h·K_j is a bf16 mma.sync with fp32 accumulators; the terms bf16(relu(bf16(dot))·w_h) keep the exact
+// path's rounding points and the head sum is fixed: heads h and h + 8 of a thread, a butterfly over the
+// eight rows of its lane quad, then the four head groups in order. A CTA of 8 warps scores tiles of 64
+// keys: warp w multiplies heads 16(w % 4).. (q fragments held in registers for the whole CTA) by keys
+// 32(w / 4)..; the head groups meet in shared memory.
+constexpr int kMmaHeads = 64;           // heads the tensor-core path takes (zero rows pad them to 16s)
+constexpr int kKeyRow = 2 * kDim + 16;  // bytes per shared bf16 key row: ldmatrix's 8 rows on distinct banks
+
+struct MmaTile {
+  alignas(16) uint8_t keys[kTileKeys][kKeyRow];
+  float part[kMmaHeads / 16][kTileKeys];  // each head group's sums
+  bool bad[kTileKeys];
+};
+
+// Eight e2m1 codes (nibble i = element i) as eight bf16 times `scale` (a power of two, or NaN), exactly:
+// magnitudes by table (high and low bytes), the sign into bit 15, then a bf16 multiply per pair.
+__device__ __forceinline__ uint4 e2m1x8_bf16(uint32_t v, __nv_bfloat162 scale) {
+  constexpr uint32_t kHiLo = 0x3f3f3f00u, kHiHi = 0x40404040u;  // high bytes of {0, .5, 1, 1.5}, {2, 3, 4, 6}
+  constexpr uint32_t kLoLo = 0xc0800000u, kLoHi = 0xc0804000u;  // their low bytes
+  const uint32_t mag = v & 0x77777777u, sign = (v & 0x88888888u) >> 1;
+  uint32_t out[4];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {  // four codes a half
+    const uint32_t m = mag >> (16 * h);
+    const uint32_t hi = prmt(kHiLo, kHiHi, m) | prmt(0u, 0x80808080u, sign >> (16 * h));
+    const uint32_t lo = prmt(kLoLo, kLoHi, m);
+#pragma unroll
+    for (int p = 0; p < 2; ++p) {
+      const uint32_t pair = prmt(lo, hi, p == 0 ? 0x5140u : 0x7362u);  // elements 2p, 2p + 1 as bf16x2
+      const __nv_bfloat162 x = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&pair), scale);
+      out[2 * h + p] = *reinterpret_cast<const uint32_t*>(&x);
     }
   }
-  __syncthreads();
-  for (int b = threadIdx.x; b < kBins; b += kScoreThreads)
-    if (coarse[b]) atomicAdd(&s.coarse[(t - s.t0) * kBins + b], coarse[b]);
+  return make_uint4(out[0], out[1], out[2], out[3]);
+}
+
+// The fetched block (32 values) into the key's shared bf16 row: zeros for a dead key.
+__device__ __forceinline__ void stage_block_bf16(const RawBlock<KvEntryFormat::kIndexFp4>& raw, uint8_t* row) {
+  const int b = threadIdx.x % 4;
+  uint4* dst = reinterpret_cast<uint4*>(row + 64 * b);
+  if (!raw.live) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) dst[i] = make_uint4(0, 0, 0, 0);
+    return;
+  }
+  const uint16_t e = raw.scale == 0xffu ? 0x7fc0u : (raw.scale == 0 ? 0x0040u : static_cast<uint16_t>(raw.scale << 7));
+  const __nv_bfloat162 scale = __halves2bfloat162(__ushort_as_bfloat16(e), __ushort_as_bfloat16(e));
+#pragma unroll
+  for (int i = 0; i < 4; ++i) dst[i] = e2m1x8_bf16(raw.w[i], scale);
+}
+
+// The A fragments of heads h0.. (16 rows, all 128 columns: k-step k in a[k]) of token t, zero rows past
+// the heads, loaded straight from q.
+__device__ void load_q_fragments(const IndexerLaunch& a, int64_t t, int h0, uint32_t (&f)[kDim / 16][4]) {
+  const int lane = threadIdx.x % kWarp, g = lane / 4, c = lane % 4;
+  const uint16_t* q = a.q + t * a.heads * kDim;
+  const bool lo = h0 + g < a.heads, hi = h0 + g + 8 < a.heads;
+  const uint32_t* row_lo = reinterpret_cast<const uint32_t*>(q + (h0 + g) * kDim);
+  const uint32_t* row_hi = reinterpret_cast<const uint32_t*>(q + (h0 + g + 8) * kDim);
+#pragma unroll
+  for (int k = 0; k < kDim / 16; ++k) {
+    const int col = (16 * k + 2 * c) / 2;  // in bf16 pairs
+    f[k][0] = lo ? row_lo[col] : 0u;
+    f[k][1] = hi ? row_hi[col] : 0u;
+    f[k][2] = lo ? row_lo[col + 4] : 0u;
+    f[k][3] = hi ? row_hi[col + 4] : 0u;
+  }
+}
+
+// A head's term bf16(relu(bf16(dot))·w) (std::max(s, 0): NaN stays).
+__device__ __forceinline__ float head_term(float dot, float w) {
+  const float s = round_bf16(dot);
+  return round_bf16(__fmul_rn(s < 0.0f ? 0.0f : s, w));
+}
+
+// This warp's 16 heads x 32 keys of the staged tile into part[head group][key]: the dots on the tensor
+// cores (two accumulator sets over alternating k-steps), then the terms and their sum over the 16 heads.
+__device__ void mma_terms(MmaTile& sm, const uint32_t (&qf)[kDim / 16][4], float w_lo, float w_hi) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, group = warp % 4, key0 = 32 * (warp / 4);
+  // ldmatrix x4 for key pair p: rows key0 + 16p + (lane % 8) + 8(lane / 16), 16-byte column lane / 8 % 2.
+  const uint32_t ka = smem_addr(&sm.keys[key0 + lane % 8 + 8 * (lane / 16)][16 * (lane / 8 % 2)]);
+  float acc[2][4][4] = {};
+#pragma unroll
+  for (int k = 0; k < kDim / 16; ++k) {
+#pragma unroll
+    for (int p = 0; p < 2; ++p) {
+      uint32_t kf[4];
+      ldsm_x4(ka + 16 * p * kKeyRow + 32 * k, kf);
+      mma_bf16(acc[k % 2][2 * p], qf[k], kf[0], kf[1]);
+      mma_bf16(acc[k % 2][2 * p + 1], qf[k], kf[2], kf[3]);
+    }
+  }
+  // acc[.][n][r]: row (head) lane / 4 + 8 (r / 2), column (key) 8n + 2(lane % 4) + r % 2.
+  float sum[4][2];
+#pragma unroll
+  for (int n = 0; n < 4; ++n) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const float lo = acc[0][n][j] + acc[1][n][j], hi = acc[0][n][2 + j] + acc[1][n][2 + j];
+      sum[n][j] = __fadd_rn(head_term(lo, w_lo), head_term(hi, w_hi));
+    }
+  }
+#pragma unroll
+  for (int o = 4; o < kWarp; o *= 2) {
+#pragma unroll
+    for (int n = 0; n < 4; ++n) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j) sum[n][j] += __shfl_xor_sync(0xffffffffu, sum[n][j], o);
+    }
+  }
+  if (lane < 4) {
+#pragma unroll
+    for (int n = 0; n < 4; ++n) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j) sm.part[group][key0 + 8 * n + 2 * lane + j] = sum[n][j];
+    }
+  }
+}
+
+// score_kernel's grid, scratch and outputs with the dots on the tensor cores (FP4 keys, heads <= 64).
+__global__ void __launch_bounds__(kScoreThreads, 2) score_mma_kernel(IndexerLaunch a, Scratch s) {
+  pdl_enter();
+  __shared__ MmaTile sm;
+  __shared__ uint32_t coarse[kBins];
+  const auto [t, seq, n, tiles] = cta_token(a, s);
+  if (blockIdx.x >= tiles) return;  // the whole CTA
+  for (int b = threadIdx.x; b < kBins; b += kScoreThreads) coarse[b] = 0;
+  const int lane = threadIdx.x % kWarp, group = threadIdx.x / kWarp % 4, h0 = 16 * group;
+  const bool live_group = h0 < a.heads;  // warp-uniform: groups past the heads add zeros
+  uint32_t qf[kDim / 16][4];
+  load_q_fragments(a, t, h0, qf);
+  const auto weight = [&](int h) {
+    return h < a.heads ? round_bf16(__fmul_rn(bf16_to_f(a.weights[t * a.heads + h]), a.weight_scale)) : 0.0f;
+  };
+  const float w_lo = weight(h0 + lane / 4), w_hi = weight(h0 + lane / 4 + 8);
+  float* out = s.scores + (t - s.t0) * s.stride;
+  uint32_t* fine = s.wide ? s.fine + (t - s.t0) * kWideBins : nullptr;
+  RawBlock<KvEntryFormat::kIndexFp4> raw;
+  fetch_block(a, n, blockIdx.x, tile_slot(a, seq, n, blockIdx.x), raw);
+  int32_t ahead = tile_slot(a, seq, n, blockIdx.x + gridDim.x);
+  if (!live_group && lane < 4) {  // this warp's keys' sums stay zero
+    for (int i = 0; i < 8; ++i) sm.part[group][32 * (threadIdx.x / kWarp / 4) + 8 * (i / 2) + 2 * lane + i % 2] = 0.0f;
+  }
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    if (threadIdx.x % 4 == 0) sm.bad[threadIdx.x / 4] = raw.bad;
+    stage_block_bf16(raw, sm.keys[threadIdx.x / 4]);
+    __syncthreads();  // the tile is staged; the previous tile's part and bad were read
+    const bool dead = threadIdx.x < kTileKeys && sm.bad[threadIdx.x];
+    fetch_block(a, n, tile + gridDim.x, ahead, raw);  // in flight while this tile is scored
+    ahead = tile_slot(a, seq, n, tile + 2 * int64_t{gridDim.x});
+    if (live_group) mma_terms(sm, qf, w_lo, w_hi);
+    __syncthreads();                // every head group's sums are in part; the keys were read
+    if (threadIdx.x < kTileKeys) {  // whole warps
+      const float* p = &sm.part[0][threadIdx.x];
+      const float total = __fadd_rn(__fadd_rn(__fadd_rn(p[0], p[kTileKeys]), p[2 * kTileKeys]), p[3 * kTileKeys]);
+      put_score(tile * kTileKeys + threadIdx.x, n, total, dead, out, coarse, fine);
+    }
+  }
+  flush_counts(coarse, s, t);
 }
 
 // ---- the cut -----------------------------------------------------------------------------------------
@@ -688,19 +871,25 @@ size_t carve(char* base, int64_t group, int topk, Scratch& s, size_t* count_byte
   return used;
 }
 
+// One wave of a scoring kernel's CTAs over the group, each looping over its token's tiles (q loaded once
+// a CTA).
+template <typename Kernel>
+void launch_wave(Kernel kernel, size_t smem, const IndexerLaunch& a, const Scratch& s, int64_t group,
+                 cudaStream_t stream) {
+  int per_sm = 0;
+  DSV4_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kScoreThreads, smem));
+  const int64_t tiles = (s.cap + kTileKeys - 1) / kTileKeys;
+  const int64_t ctas = std::clamp<int64_t>((int64_t{sm_count()} * std::max(per_sm, 1) + group - 1) / group, 1, tiles);
+  const dim3 grid(static_cast<unsigned>(ctas), static_cast<unsigned>(group));
+  launch_kernel(kernel, grid, kScoreThreads, smem, stream, a, s);
+}
+
 template <KvEntryFormat F>
 void launch_scores(const IndexerLaunch& a, const Scratch& s, int64_t group, cudaStream_t stream) {
   const int rows = (a.heads + kPassHeads - 1) / kPassHeads * kPassHeads;
   const size_t smem = sizeof(uint16_t) * rows * kQRow + sizeof(float) * (rows + kTileKeys * (kRowFloats + kTermRow));
   allow_dynamic_smem(score_kernel<F>, smem);
-  int per_sm = 0;
-  const int sms = sm_count();
-  DSV4_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, score_kernel<F>, kScoreThreads, smem));
-  // One wave of CTAs over the group, each looping over its token's tiles (q staged once a CTA).
-  const int64_t tiles = (s.cap + kTileKeys - 1) / kTileKeys;
-  const int64_t ctas = std::clamp<int64_t>((int64_t{sms} * std::max(per_sm, 1) + group - 1) / group, 1, tiles);
-  const dim3 grid(static_cast<unsigned>(ctas), static_cast<unsigned>(group));
-  launch_kernel(score_kernel<F>, grid, kScoreThreads, smem, stream, a, s);
+  launch_wave(score_kernel<F>, smem, a, s, group, stream);
 }
 
 // A call's token group size and scratch layout (scratch.t0 = 0; pointers set by carve on the allocation).
@@ -744,6 +933,9 @@ void score_group(const IndexerLaunch& a, const Scratch& s, int64_t g, char* base
                  cudaStream_t stream) {
   DSV4_CUDA_CHECK(cudaMemsetAsync(base, 0, count_bytes, stream));
   if (s.cap == 0) return;
+  if (a.fast && a.keys.format == KvEntryFormat::kIndexFp4 && a.heads <= kMmaHeads) {
+    return launch_wave(score_mma_kernel, 0, a, s, g, stream);
+  }
   switch (a.keys.format) {
     case KvEntryFormat::kIndexFp4:
       launch_scores<KvEntryFormat::kIndexFp4>(a, s, g, stream);
@@ -768,8 +960,8 @@ void select_group(const IndexerLaunch& a, const Scratch& s, int64_t g, cudaStrea
 
 }  // namespace
 
-void indexer_topk(const IndexerTopkParams& params, int32_t* err, cudaStream_t stream, int32_t max_keys) {
-  const IndexerLaunch a{params, max_keys, err};
+void indexer_topk(const IndexerTopkParams& params, int32_t* err, bool fast, cudaStream_t stream, int32_t max_keys) {
+  const IndexerLaunch a{params, max_keys, err, fast};
   Plan p = make_plan(a);
   if (a.tokens == 0) return;
   Scratch& s = p.scratch;
@@ -791,10 +983,10 @@ struct IndexerSplit::State {
   char* base = nullptr;
 };
 
-IndexerSplit::IndexerSplit(const IndexerTopkParams& p, int32_t* err, cudaStream_t stream, int32_t max_keys)
+IndexerSplit::IndexerSplit(const IndexerTopkParams& p, int32_t* err, bool fast, cudaStream_t stream, int32_t max_keys)
     : state_(std::make_unique<State>()) {
   State& st = *state_;
-  st.a = {p, max_keys, err};
+  st.a = {p, max_keys, err, fast};
   const IndexerLaunch& a = st.a;
   st.stream = stream;
   st.plan = make_plan(a);

@@ -1,4 +1,4 @@
-// PTX wrappers shared by the CUDA kernels: shared-memory addresses, ldmatrix, cp.async and prmt.
+// PTX wrappers shared by the CUDA kernels: shared-memory addresses, ldmatrix, bf16 mma, cp.async and prmt.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +28,14 @@ __device__ __forceinline__ void ldsm_x4_trans(uint32_t addr, uint32_t (&r)[4]) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
+}
+
+// d += a·b for a 16x16 bf16 A fragment and a 16x8 B fragment (b0, b1), fp32 accumulators.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // cp.async of N (4, 8 or 16) bytes to shared memory. 16-byte copies bypass L1 (.cg); smaller ones
