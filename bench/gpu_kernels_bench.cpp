@@ -552,8 +552,11 @@ int main() {
     moe_rows(*mma, " mma fast", {8192});
     moe_rows(*mma, " e32 mma fast", {8192}, 32);
   }
-  if (want("gemv")) {  // the few-row kernel against the mma.sync kernel
+  if (want("gemv")) {  // the few-row kernel (FP4 per 128, and per 32) against the mma.sync kernel
     const auto mma = fast_with([](cuda::GemmPolicy& p) { p.gemv_max_rows = 0; });
+    const auto per32 = fast_with([](cuda::GemmPolicy& p) { p.gemv_fp4_per128 = false; });
+    moe_rows(*per32, " gemv per32", {1, 8, 32});
+    moe_rows(*per32, " e32 gemv per32", {1, 8, 32}, 32);
     gemm_rows(fast_ops, " gemv", {1, 2, 4, 8});
     gemm_rows(*mma, " mma", {1, 8});
     moe_rows(fast_ops, " gemv", {1, 8, 32});

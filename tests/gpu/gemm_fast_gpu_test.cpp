@@ -276,15 +276,23 @@ std::vector<T> wgmma_run(const Case& c, const DevInputs& d, int64_t scale_ld, in
 }
 
 // The few-row kernel's outputs from the codes, or from the bf16 rows x where given (dense calls),
-// poisoned before the run.
+// poisoned before the run; FP4 per 128 or per 32. Its error bits in *err (else expected 0).
 template <typename T>
-std::vector<T> gemv_run(const Case& c, const DevInputs& d, int64_t scale_ld, int k_parts, const uint16_t* x = nullptr) {
+std::vector<T> gemv_run(const Case& c, const DevInputs& d, int64_t scale_ld, cuda::GemvShape shape,
+                        const uint16_t* x = nullptr, int32_t* err = nullptr) {
   Dev<T> y = poisoned<T>(c);
   ExactBlockArgs p = d.args(c, scale_ld, y.p, y.p + c.rows * c.n, std::is_same_v<T, float>);
   if (x) p.x = x, p.x_ld = c.k, p.codes = nullptr, p.scales = nullptr;
   EXPECT_TRUE(cuda::fast_gemv_takes(p)) << c.name;
-  cuda::fast_gemv(p, k_parts, nullptr);
+  Dev<int32_t> bits(std::vector<int32_t>{0});
+  cuda::fast_gemv(p, shape, bits.p, nullptr);
   DSV4_CUDA_CHECK(cudaGetLastError());
+  const int32_t got = bits.get()[0];
+  if (err) {
+    *err = got;
+  } else {
+    EXPECT_EQ(got, 0) << c.name << ": error bits";
+  }
   return y.get();
 }
 
@@ -376,7 +384,7 @@ struct Oracle {
 
 // The mma.sync kernel (with shape s) or the wgmma kernel (s ignored) on a case under one mutation,
 // judged against the exact kernel.
-enum class Kernel { kMma, kWgmma, kGemv };
+enum class Kernel { kMma, kWgmma, kGemv, kGemvPer128 };  // kGemv: FP4 per 32
 Verdict run_fast(const Case& c, const Oracle& o, Mutation m, const cuda::FastMmaShape& s, bool twice = false,
                  Kernel kernel = Kernel::kMma, int gemv_k_parts = 2) {
   std::vector<int32_t> offs = c.offsets;
@@ -387,7 +395,8 @@ Verdict run_fast(const Case& c, const Oracle& o, Mutation m, const cuda::FastMma
       case Kernel::kWgmma:
         return wgmma_run<T>(c, fast, o.h.scale_ld);
       case Kernel::kGemv:
-        return gemv_run<T>(c, fast, o.h.scale_ld, gemv_k_parts);
+      case Kernel::kGemvPer128:
+        return gemv_run<T>(c, fast, o.h.scale_ld, {gemv_k_parts, kernel == Kernel::kGemvPer128});
       default:
         return fast_run<T>(c, fast, o.h.scale_ld, s);
     }
@@ -458,8 +467,11 @@ TEST(CudaGemmFast, TheGateFailsEachMutation) {
   for (const Case* c : {&dense8, &dense4, &grouped}) {
     const Oracle o(*c, ++seed);
     // Two shapes of the mma.sync kernel, then the wgmma and few-row kernels (which take no shape).
-    const std::pair<cuda::FastMmaShape, Kernel> runs[] = {
-        {{16, 1, false}, Kernel::kMma}, {{16, 2, true}, Kernel::kMma}, {{}, Kernel::kWgmma}, {{}, Kernel::kGemv}};
+    const std::pair<cuda::FastMmaShape, Kernel> runs[] = {{{16, 1, false}, Kernel::kMma},
+                                                          {{16, 2, true}, Kernel::kMma},
+                                                          {{}, Kernel::kWgmma},
+                                                          {{}, Kernel::kGemv},
+                                                          {{}, Kernel::kGemvPer128}};
     for (const auto& [s, kernel] : runs) {
       EXPECT_TRUE(run_fast(*c, o, Mutation::kNone, s, false, kernel).passes()) << c->name << ": the unmutated run";
       for (Mutation m : {Mutation::kDropBlock, Mutation::kScaleIndex, Mutation::kRowScale, Mutation::kKTail}) {
@@ -519,24 +531,50 @@ TEST(CudaGemmFast, GemvPassesTheOpGate) {
   uint32_t seed = 5000;
   for (const Case& c : list) {
     const Oracle o(c, ++seed);
-    for (int parts : {1, 2, 4, 8}) {
-      const Verdict v = run_fast(c, o, Mutation::kNone, {}, parts == 1, Kernel::kGemv, parts);
-      std::printf("[ gemv ] %-46s K runs %d: max |y-x|/A %.3e, worst tile calc_diff %.3e\n", c.name.c_str(), parts,
-                  v.worst_ratio, v.worst_tile);
-      EXPECT_TRUE(v.passes()) << c.name << " K runs " << parts << ": " << v.outside << " outside the bound, "
-                              << v.untouched << " unwritten, " << v.stray << " stray writes, tile calc_diff "
-                              << v.worst_tile;
+    const bool is_fp4 = c.kind == GemmWeightKind::kFp4;
+    for (const Kernel form : {Kernel::kGemv, Kernel::kGemvPer128}) {
+      if (form == Kernel::kGemvPer128 && !is_fp4) continue;
+      const char* name = form == Kernel::kGemvPer128 ? "per 128" : is_fp4 ? "per 32" : "";
+      for (int parts : {1, 2, 4, 8}) {
+        const Verdict v = run_fast(c, o, Mutation::kNone, {}, parts == 1, form, parts);
+        std::printf("[ gemv ] %-46s %-7s K runs %d: max |y-x|/A %.3e, worst tile calc_diff %.3e\n", c.name.c_str(),
+                    name, parts, v.worst_ratio, v.worst_tile);
+        EXPECT_TRUE(v.passes()) << c.name << " " << name << " K runs " << parts << ": " << v.outside
+                                << " outside the bound, " << v.untouched << " unwritten, " << v.stray
+                                << " stray writes, tile calc_diff " << v.worst_tile;
+      }
+      if (c.experts() > 0) continue;
+      const DevInputs d(c, o.h, c.offsets);
+      const Dev<uint16_t> x(o.h.x);
+      const cuda::GemvShape shape{4, form == Kernel::kGemvPer128};
+      EXPECT_TRUE(gemv_run<uint16_t>(c, d, o.h.scale_ld, shape, x.p) == gemv_run<uint16_t>(c, d, o.h.scale_ld, shape))
+          << c.name << " " << name << ": bf16 rows and codes differ (bf16 out)";
+      const std::vector<float> from_x = gemv_run<float>(c, d, o.h.scale_ld, shape, x.p);
+      const std::vector<float> from_codes = gemv_run<float>(c, d, o.h.scale_ld, shape);  // NaN poison: compare bits
+      EXPECT_EQ(std::memcmp(from_x.data(), from_codes.data(), from_x.size() * sizeof(float)), 0)
+          << c.name << " " << name << ": bf16 rows and codes differ (fp32 out)";
     }
-    if (c.experts() > 0) continue;
-    const DevInputs d(c, o.h, c.offsets);
-    const Dev<uint16_t> x(o.h.x);
-    EXPECT_TRUE(gemv_run<uint16_t>(c, d, o.h.scale_ld, 4, x.p) == gemv_run<uint16_t>(c, d, o.h.scale_ld, 4))
-        << c.name << ": bf16 rows and codes differ (bf16 out)";
-    const std::vector<float> from_x = gemv_run<float>(c, d, o.h.scale_ld, 4, x.p);
-    const std::vector<float> from_codes = gemv_run<float>(c, d, o.h.scale_ld, 4);  // NaN poison: compare bits
-    EXPECT_EQ(std::memcmp(from_x.data(), from_codes.data(), from_x.size() * sizeof(float)), 0)
-        << c.name << ": bf16 rows and codes differ (fp32 out)";
   }
+}
+
+// The few-row kernel per 128 re-encodes as the wgmma kernel does: FP4 row blocks whose four scales span
+// more than 26 octaves are reported (and only they); up to 26 octaves pass the op gate.
+TEST(CudaGemmFast, GemvPer128ReportsFp4ScalesBeyondItsSpan) {
+  Case c = experts("fp4 experts, scales over 26 octaves", GemmWeightKind::kFp4, {1, 0, 2, 1}, 1024, 2048, true);
+  c.scale_span = 27;
+  const Oracle o(c, 78);
+  const Verdict v = run_fast(c, o, Mutation::kNone, {}, true, Kernel::kGemvPer128, 2);
+  EXPECT_TRUE(v.passes()) << c.name << ": " << v.outside << " outside the bound, tile calc_diff " << v.worst_tile;
+  Case d = dense("fp4 span", GemmWeightKind::kFp4, 3, 256, 1024);
+  HostInputs h = make_inputs(d, 77);
+  int32_t err = -1;
+  (void)gemv_run<uint16_t>(d, DevInputs(d, h, d.offsets), h.scale_ld, {2, true}, nullptr, &err);
+  EXPECT_EQ(err, 0);
+  h.ws[5 * (d.k / 32) + 4] = 100, h.ws[5 * (d.k / 32) + 5] = 127;  // row 5, block 1: 27 octaves
+  (void)gemv_run<uint16_t>(d, DevInputs(d, h, d.offsets), h.scale_ld, {2, true}, nullptr, &err);
+  EXPECT_EQ(err, static_cast<int32_t>(cuda::DeviceError::kGemmFp4Span));
+  (void)gemv_run<uint16_t>(d, DevInputs(d, h, d.offsets), h.scale_ld, {2, false}, nullptr, &err);
+  EXPECT_EQ(err, 0) << "per 32 takes any span";
 }
 
 // FP4 row blocks whose four scales span more than 26 octaves cannot be re-encoded exactly: the kernel

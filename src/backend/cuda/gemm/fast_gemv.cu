@@ -26,13 +26,19 @@ constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * kWarp;
 constexpr int kTm = kFastGemvTileRows;
 
-constexpr bool is_fp8(GemmWeightKind k) { return k == GemmWeightKind::kFp8; }
+// The weight operand as the kernel reads it: FP8 blocks; FP4 per 32-wide scale block (codes widened
+// to e4m3, four promotions a 128-wide block); or FP4 re-encoded per 128-wide block (codes shifted into
+// e5m2 against the block's largest scale, exactly within 26 octaves, one promotion: as the wgmma
+// kernel). Per 128, a lane's four words of a row are one 16-byte load (its whole scale block t), and
+// MMA step j takes word j of every lane: K order mixes the scale blocks, which share one promotion.
+enum class Form { kFp8, kFp4, kFp4x128 };
+constexpr bool is_fp8(Form f) { return f == Form::kFp8; }
 
 // Element offset inside a 128-wide block of the lane's activation words 2q and 2q + 1 (eight
 // consecutive values), for lane column t.
-template <GemmWeightKind KIND>
+template <Form F>
 __device__ __forceinline__ int piece_k(int q, int t) {
-  return is_fp8(KIND) ? (q / 2) * 64 + 16 * t + 8 * (q % 2) : 32 * q + 8 * t;
+  return is_fp8(F) ? (q / 2) * 64 + 16 * t + 8 * (q % 2) : F == Form::kFp4 ? 32 * q + 8 * t : 32 * t + 8 * q;
 }
 
 // A weight load that is read once: not kept in L1. Volatile, so that a dense call's first block stays
@@ -52,9 +58,9 @@ __device__ __forceinline__ uint32_t ld_stream4(const void* p) {
 
 // One K block of a lane's weights: rows g and g + 8 (FP4: one packed word a scale block) and their
 // scales (FP8: ws[0] the 16 rows' block scale; FP4: each row's four).
-template <GemmWeightKind KIND>
+template <Form F>
 struct WeightBlock {
-  uint32_t w[2][is_fp8(KIND) ? 8 : 4];
+  uint32_t w[2][is_fp8(F) ? 8 : 4];
   uint32_t ws[2];
 };
 
@@ -69,11 +75,15 @@ struct Rows {
   const uint8_t* s[2];  // FP8: both the rows' block-scale row; FP4: each row's scales
 };
 
-template <GemmWeightKind KIND>
-__device__ __forceinline__ void load_weights(const Rows& r, int kb, int t, WeightBlock<KIND>& o) {
+template <Form F>
+__device__ __forceinline__ void load_weights(const Rows& r, int kb, int t, WeightBlock<F>& o) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    if constexpr (is_fp8(KIND)) {
+    if constexpr (F == Form::kFp4x128) {
+      const uint4 x = ld_stream16(r.w[h] + kb * 64 + 16 * t);
+      o.w[h][0] = x.x, o.w[h][1] = x.y, o.w[h][2] = x.z, o.w[h][3] = x.w;
+      o.ws[h] = __ldg(reinterpret_cast<const uint32_t*>(r.s[h] + kb * 4));
+    } else if constexpr (is_fp8(F)) {
       const uint8_t* q = r.w[h] + kb * 128 + 16 * t;
       const uint4 x = ld_stream16(q), y = ld_stream16(q + 64);
       o.w[h][0] = x.x, o.w[h][1] = x.y, o.w[h][2] = x.z, o.w[h][3] = x.w;
@@ -85,41 +95,43 @@ __device__ __forceinline__ void load_weights(const Rows& r, int kb, int t, Weigh
       o.ws[h] = __ldg(reinterpret_cast<const uint32_t*>(r.s[h] + kb * 4));
     }
   }
-  if constexpr (is_fp8(KIND)) o.ws[0] = r.s[0][kb];
+  if constexpr (is_fp8(F)) o.ws[0] = r.s[0][kb];
 }
 
 // Bytes of a tile row's codes in shared memory: padded so that a fragment load's rows fall in
 // distinct banks (FP8: 16-byte loads of rows g and g + 1 at 64 bytes apart; FP4: 8-byte loads of four
-// rows 32 apart). The rows' scales [kTm][nkb] follow the kTm rows.
-template <GemmWeightKind KIND>
+// rows 32 apart; per 128: 8-byte loads 32 bytes apart within a row, two rows of a half-warp on one
+// bank pair at best with 16-byte aligned rows). The rows' scales [kTm][nkb] follow the kTm rows.
+template <Form F>
 __host__ __device__ constexpr int64_t act_pitch(int64_t kg) {
-  return kg + (is_fp8(KIND) ? 64 : 32);
+  return kg + (is_fp8(F) ? 64 : F == Form::kFp4 ? 32 : 16);
 }
 
 // acc += block kb's products of the lane's fragment (weight rows g, g + 8 x tile rows 2t, 2t + 1), the
 // activation operand read from the shared codes of tile row g (zeros past the tile).
-template <GemmWeightKind KIND>
-__device__ __forceinline__ void multiply(const WeightBlock<KIND>& o, const uint8_t* acts, const float* sa_rows,
-                                         int64_t pitch, int nkb, int kb, int cnt, int g, int t, float (&acc)[4]) {
+template <Form F>
+__device__ __forceinline__ void multiply(const WeightBlock<F>& o, const uint8_t* acts, const float* sa_rows,
+                                         int64_t pitch, int nkb, int kb, int cnt, int g, int t, float (&acc)[4],
+                                         int32_t* err) {
   uint32_t b[8] = {};
   const uint8_t* row = acts + g * pitch + kb * 128;
   if (g < cnt) {
-    if constexpr (is_fp8(KIND)) {  // pieces 0-1 and 2-3 are 16 contiguous bytes each
+    if constexpr (is_fp8(F)) {  // pieces 0-1 and 2-3 are 16 contiguous bytes each
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const uint4 v = *reinterpret_cast<const uint4*>(row + piece_k<KIND>(2 * h, t));
+        const uint4 v = *reinterpret_cast<const uint4*>(row + piece_k<F>(2 * h, t));
         b[4 * h] = v.x, b[4 * h + 1] = v.y, b[4 * h + 2] = v.z, b[4 * h + 3] = v.w;
       }
     } else {
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        const uint2 v = *reinterpret_cast<const uint2*>(row + piece_k<KIND>(q, t));
+        const uint2 v = *reinterpret_cast<const uint2*>(row + piece_k<F>(q, t));
         b[2 * q] = v.x, b[2 * q + 1] = v.y;
       }
     }
   }
   const float sa[2] = {sa_rows[(2 * t) * nkb + kb], sa_rows[(2 * t + 1) * nkb + kb]};
-  if constexpr (is_fp8(KIND)) {
+  if constexpr (is_fp8(F)) {
     float d[4];
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
@@ -133,7 +145,7 @@ __device__ __forceinline__ void multiply(const WeightBlock<KIND>& o, const uint8
     const float sw = ue8m0_f(o.ws[0]);
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[e] = fmaf(d[e], sa[e % 2] * sw, acc[e]);
-  } else {
+  } else if constexpr (F == Form::kFp4) {
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
       const uint2 lo = e2m1x8_e4m3(o.w[0][ks]), hi = e2m1x8_e4m3(o.w[1][ks]);
@@ -144,6 +156,33 @@ __device__ __forceinline__ void multiply(const WeightBlock<KIND>& o, const uint8
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[e] = fmaf(d[e], sa[e % 2] * bs[e / 2], acc[e]);
     }
+  } else {  // kFp4x128: the lane's words are its scale block t, shifted against the row block's largest
+    int shift[2];
+    float bs[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t sw = o.ws[h];
+      const int e0 = sw & 255u, e1 = (sw >> 8) & 255u, e2 = (sw >> 16) & 255u, e3 = sw >> 24;
+      const int hi = max(max(e0, e1), max(e2, e3)), lo = min(min(e0, e1), min(e2, e3));
+      if (hi - lo > 26 && hi != 255) report(err, DeviceError::kGemmFp4Span);
+      shift[h] = static_cast<int>((sw >> (8 * t)) & 255u) - hi + 13;
+      bs[h] = hi == 255  ? __uint_as_float(0x7fc00000u)
+              : hi >= 14 ? __uint_as_float(static_cast<uint32_t>(hi - 13) << 23)  // 2^(hi - 127 - 13)
+                         : ldexpf(1.0f, hi - 140);
+    }
+    float d[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {  // a scale block below the span's reach flushes to zero
+      const uint2 lo = shift[0] >= -13 ? e2m1x8_e5m2(o.w[0][j], shift[0]) : make_uint2(0, 0);
+      const uint2 hi = shift[1] >= -13 ? e2m1x8_e5m2(o.w[1][j], shift[1]) : make_uint2(0, 0);
+      const uint32_t a[4] = {lo.x, hi.x, lo.y, hi.y};
+      if (j == 0) {
+        d[0] = d[1] = d[2] = d[3] = 0.0f;
+      }
+      mma_e5m2_e4m3(d, a, b[2 * j], b[2 * j + 1]);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[e] = fmaf(d[e], sa[e % 2] * bs[e / 2], acc[e]);
   }
 }
 
@@ -223,8 +262,8 @@ __device__ void stage_acts(const ExactBlockArgs& p, const Tile& tl, int64_t grp,
 
 // RG row groups of 16 weight rows a CTA; the CTA's kWarps / RG warps of a row group split its K blocks
 // into runs, added in K order at the end.
-template <GemmWeightKind KIND, int RG, int D>
-__global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlockArgs p) {
+template <Form F, int RG, int D>
+__global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlockArgs p, int32_t* err) {
   constexpr int KP = kWarps / RG;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
@@ -237,7 +276,7 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
   const int nv = static_cast<int>(imin(16, p.ng - c0));                  // of which exist (<= 0: none)
   const int nkb = static_cast<int>(p.kg / 128), kb0 = part * nkb / KP, kb1 = (part + 1) * nkb / KP;
   const bool work = nv > 0 && kb0 < kb1;
-  const int64_t row_bytes = is_fp8(KIND) ? p.kg : p.kg / 2, n0 = grp * p.ng + c0;
+  const int64_t row_bytes = is_fp8(F) ? p.kg : p.kg / 2, n0 = grp * p.ng + c0;
   Rows rows{};
   auto bind = [&](int e) {
     const void* wv = p.offsets ? (second ? p.w_list_b : p.w_list)[e] : (second ? p.w_b : p.w);
@@ -247,14 +286,14 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       rows.w[h] = static_cast<const uint8_t*>(wv) + (n0 + r[h]) * row_bytes;
-      rows.s[h] = is_fp8(KIND) ? ws + (n0 / 128) * nkb : ws + (n0 + r[h]) * (p.kg / 32);
+      rows.s[h] = is_fp8(F) ? ws + (n0 / 128) * nkb : ws + (n0 + r[h]) * (p.kg / 32);
     }
   };
-  WeightBlock<KIND> ring[D];
+  WeightBlock<F> ring[D];
   auto prologue = [&] {
 #pragma unroll
     for (int j = 0; j < D; ++j) {
-      if (kb0 + j < kb1) load_weights<KIND>(rows, kb0 + j, t, ring[j]);
+      if (kb0 + j < kb1) load_weights<F>(rows, kb0 + j, t, ring[j]);
     }
   };
   Tile tl;
@@ -275,7 +314,7 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
       prologue();
     }
   }
-  const int64_t pitch = act_pitch<KIND>(p.kg);
+  const int64_t pitch = act_pitch<F>(p.kg);
   uint8_t* acts = smem_raw;
   float* sa_rows = reinterpret_cast<float*>(smem_raw + kTm * pitch);
   stage_acts(p, tl, grp, acts, sa_rows, pitch);
@@ -286,8 +325,8 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
 #pragma unroll
       for (int j = 0; j < D; ++j) {
         if (kb + j < kb1) {
-          multiply<KIND>(ring[j], acts, sa_rows, pitch, nkb, kb + j, tl.cnt, g, t, acc);
-          if (kb + j + D < kb1) load_weights<KIND>(rows, kb + j + D, t, ring[j]);
+          multiply<F>(ring[j], acts, sa_rows, pitch, nkb, kb + j, tl.cnt, g, t, acc, err);
+          if (kb + j + D < kb1) load_weights<F>(rows, kb + j + D, t, ring[j]);
         }
       }
     }
@@ -312,33 +351,34 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
   }
 }
 
-int64_t smem_bytes(const ExactBlockArgs& a) {
-  const int64_t pitch =
-      a.kind == GemmWeightKind::kFp8 ? act_pitch<GemmWeightKind::kFp8>(a.kg) : act_pitch<GemmWeightKind::kFp4>(a.kg);
+int64_t smem_bytes(const ExactBlockArgs& a, Form f) {
+  const int64_t pitch = f == Form::kFp8   ? act_pitch<Form::kFp8>(a.kg)
+                        : f == Form::kFp4 ? act_pitch<Form::kFp4>(a.kg)
+                                          : act_pitch<Form::kFp4x128>(a.kg);
   return kTm * pitch + kTm * (a.kg / 128) * 4;
 }
 
-template <GemmWeightKind KIND, int RG, int D>
-void launch(const ExactBlockArgs& a, cudaStream_t stream) {
-  allow_dynamic_smem(fast_gemv_kernel<KIND, RG, D>, kFastGemvMaxSmem);
+template <Form F, int RG, int D>
+void launch(const ExactBlockArgs& a, int32_t* err, cudaStream_t stream) {
+  allow_dynamic_smem(fast_gemv_kernel<F, RG, D>, kFastGemvMaxSmem);
   const int64_t tiles = a.offsets ? row_tiles(a.rows, kTm, a.experts) : cdiv(a.rows, kTm);
   const int64_t cols = (a.y_b ? 2 : 1) * a.groups * cdiv(a.ng, 16 * RG);
   DSV4_CUDA_REQUIRE(tiles < (int64_t{1} << 31) && cols <= 65535, "fast gemv: grid out of range");
-  launch_kernel(fast_gemv_kernel<KIND, RG, D>, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(cols)),
-                kThreads, static_cast<size_t>(smem_bytes(a)), stream, a);
+  launch_kernel(fast_gemv_kernel<F, RG, D>, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(cols)), kThreads,
+                static_cast<size_t>(smem_bytes(a, F)), stream, a, err);
 }
 
-template <GemmWeightKind KIND, int D>
-void launch_parts(const ExactBlockArgs& a, int k_parts, cudaStream_t stream) {
+template <Form F, int D>
+void launch_parts(const ExactBlockArgs& a, int k_parts, int32_t* err, cudaStream_t stream) {
   switch (k_parts) {
     case 1:
-      return launch<KIND, 8, D>(a, stream);
+      return launch<F, 8, D>(a, err, stream);
     case 2:
-      return launch<KIND, 4, D>(a, stream);
+      return launch<F, 4, D>(a, err, stream);
     case 4:
-      return launch<KIND, 2, D>(a, stream);
+      return launch<F, 2, D>(a, err, stream);
     default:
-      return launch<KIND, 1, D>(a, stream);
+      return launch<F, 1, D>(a, err, stream);
   }
 }
 
@@ -350,7 +390,7 @@ bool fast_gemv_takes(const ExactBlockArgs& a) {
   const bool fp8 = a.kind == GemmWeightKind::kFp8;
   if (!(fp8 || a.kind == GemmWeightKind::kFp4) || a.kg <= 0 || a.kg % 128 != 0 || a.ng <= 0) return false;
   if (a.ng * a.groups != a.n || (fp8 && a.groups > 1 && a.ng % 128 != 0) || a.y_ld < a.n) return false;
-  if (smem_bytes(a) > kFastGemvMaxSmem) return false;
+  if (smem_bytes(a, fp8 ? Form::kFp8 : Form::kFp4) > kFastGemvMaxSmem) return false;  // FP4: the wider pitch
   if (a.offsets ? !(a.experts > 0 && a.w_list && a.w_scale_list) : !(a.w && a.w_scale && aligned_to(a.w, 16))) {
     return false;
   }
@@ -358,14 +398,17 @@ bool fast_gemv_takes(const ExactBlockArgs& a) {
   return a.codes && a.scales && aligned_to(a.codes, 16) && a.codes_ld % 16 == 0 && a.scale_ld >= a.rows;
 }
 
-void fast_gemv(const ExactBlockArgs& a, int k_parts, cudaStream_t stream) {
+void fast_gemv(const ExactBlockArgs& a, GemvShape shape, int32_t* err, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(fast_gemv_takes(a), "fast gemv: unsupported call (kind, shape, alignment or operands)");
-  DSV4_CUDA_REQUIRE(k_parts == 1 || k_parts == 2 || k_parts == 4 || k_parts == 8, "fast gemv: k_parts 1, 2, 4 or 8");
+  const int k = shape.k_parts;
+  DSV4_CUDA_REQUIRE(k == 1 || k == 2 || k == 4 || k == 8, "fast gemv: k_parts 1, 2, 4 or 8");
   if (a.rows <= 0) return;
   if (a.kind == GemmWeightKind::kFp8) {
-    launch_parts<GemmWeightKind::kFp8, kDepth>(a, k_parts, stream);
+    launch_parts<Form::kFp8, kDepth>(a, k, err, stream);
+  } else if (shape.fp4_per128) {
+    launch_parts<Form::kFp4x128, kDepth>(a, k, err, stream);
   } else {
-    launch_parts<GemmWeightKind::kFp4, kDepth>(a, k_parts, stream);
+    launch_parts<Form::kFp4, kDepth>(a, k, err, stream);
   }
 }
 

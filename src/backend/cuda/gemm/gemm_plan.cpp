@@ -43,6 +43,7 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.cublaslt = env_switch("DSV4_GEMM_CUBLASLT") != "0";
   p.fast_mma_max_rows = env_count("DSV4_GEMM_FAST_MMA_MAX_ROWS", p.fast_mma_max_rows);
   p.gemv_max_rows = env_count("DSV4_GEMM_FAST_GEMV_MAX_ROWS", p.gemv_max_rows);
+  p.gemv_fp4_per128 = env_switch("DSV4_GEMM_GEMV_FP4_PER128") != "0";
   p.wgmma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_WGMMA_MIN_ROWS", p.wgmma_min_rows));
   p.ctas_per_sm = static_cast<int>(std::max<int64_t>(1, env_count("DSV4_GEMM_CTAS_PER_SM", p.ctas_per_sm)));
   p.exact_imma = env_switch("DSV4_GEMM_IMMA") != "0";
@@ -59,9 +60,10 @@ std::string GemmPolicy::describe() const {
                : "exact (block sums exact, the CPU's bits; SIMT kernels only)";
   }
   return fmt::format(
-      "fast (FP8 tensor cores with per-block promotion; few-row kernel up to {} rows a weight; cuBLASLt {} above {} "
-      "rows; wgmma from {} rows a weight; {} CTAs an SM)",
-      gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows, ctas_per_sm);
+      "fast (FP8 tensor cores with per-block promotion; few-row kernel up to {} rows a weight, FP4 per {}; cuBLASLt "
+      "{} above {} rows; wgmma from {} rows a weight; {} CTAs an SM)",
+      gemv_max_rows, gemv_fp4_per128 ? 128 : 32, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
+      ctas_per_sm);
 }
 
 const char* route_name(GemmRoute r) {
@@ -197,6 +199,7 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
   if (few && plan.route == GemmRoute::kFastMma) {
     plan.route = GemmRoute::kFastGemv;
     plan.gemv_k_parts = fast_gemv_k_parts(p, caps);
+    plan.gemv_fp4_per128 = policy.gemv_fp4_per128 && p.weight == GemmWeightKind::kFp4;
   }
   return plan;
 }

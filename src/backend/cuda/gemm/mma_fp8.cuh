@@ -1,5 +1,6 @@
-// FP8 tensor-core helpers shared by the few-row kernels (fast_mma.cu, fast_gemv.cu): mma.sync
-// m16n8k32 on e4m3 operands with fp32 accumulation, and the exact widening of e2m1 codes to e4m3.
+// FP8 tensor-core helpers shared by the fast kernels (fast_mma.cu, fast_gemv.cu, wgmma_gemm.cu): mma.sync
+// m16n8k32 on e4m3 (or e5m2 x e4m3) operands with fp32 accumulation, and the exact widenings of e2m1
+// codes to e4m3 and, shifted, to e5m2.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,23 @@ __device__ __forceinline__ uint2 e2m1x8_e4m3(uint32_t v) {
   return r;
 }
 
+// Eight e2m1 codes (nibble i = code i) times 2^shift as eight e5m2 bytes, exactly for shift in
+// [-13, 13]: the magnitude at shift 0 by table, 4·shift added to the exponent field of the nonzero
+// ones (no byte carries or borrows: the results stay in 0x04..0x7a), the sign moved to bit 7.
+__device__ __forceinline__ uint2 e2m1x8_e5m2(uint32_t v, int shift) {
+  constexpr uint32_t kLo = 0x3e3c3800u, kHi = 0x46444240u;  // e5m2 of {0, .5, 1, 1.5} and {2, 3, 4, 6}
+  const uint32_t step = static_cast<uint32_t>(4 * (shift < 0 ? -shift : shift)) * 0x01010101u;
+  const uint32_t mag = v & 0x77777777u, sign = (v & 0x88888888u) >> 1;
+  uint32_t out[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const uint32_t sel = mag >> (16 * h);
+    const uint32_t m = __byte_perm(kLo, kHi, sel), delta = step & __byte_perm(0xffffff00u, 0xffffffffu, sel);
+    out[h] = (shift < 0 ? m - delta : m + delta) | __byte_perm(0u, 0x80808080u, sign >> (16 * h));
+  }
+  return {out[0], out[1]};
+}
+
 // d = a·b (+ d) on the FP8 tensor cores, fp32 accumulation.
 __device__ __forceinline__ void mma_e4m3(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
@@ -29,6 +47,14 @@ __device__ __forceinline__ void mma_e4m3_zero(float (&d)[4], const uint32_t (&a)
       "{%10, %10, %10, %10};\n"
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f));
+}
+
+// The same with an e5m2 A operand (FP4 weights re-encoded per 128-wide block) and e4m3 B.
+__device__ __forceinline__ void mma_e5m2_e4m3(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 }  // namespace dsv4::cuda

@@ -19,6 +19,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/gemm/mma_fp8.cuh"
 #include "backend/cuda/gemm/wgmma_gemm.h"
 #include "backend/cuda/gemm_tiles.cuh"
 #include "backend/cuda/launch.cuh"
@@ -92,23 +93,6 @@ __device__ __forceinline__ void wgmma_k32(float (&d)[64], uint64_t da, uint64_t 
 #undef DSV4_WGMMA_K32
 #undef DSV4_WG_D8
 #undef DSV4_WG_REGS
-
-// Eight e2m1 codes (nibble i = code i) times 2^shift as eight e5m2 bytes, exactly for shift in
-// [-13, 13]: the magnitude at shift 0 by table, 4·shift added to the exponent field of the nonzero
-// ones (no byte carries or borrows: the results stay in 0x04..0x7a), the sign moved to bit 7.
-__device__ __forceinline__ uint2 e2m1x8_e5m2(uint32_t v, int shift) {
-  constexpr uint32_t kLo = 0x3e3c3800u, kHi = 0x46444240u;  // e5m2 of {0, .5, 1, 1.5} and {2, 3, 4, 6}
-  const uint32_t step = static_cast<uint32_t>(4 * (shift < 0 ? -shift : shift)) * 0x01010101u;
-  const uint32_t mag = v & 0x77777777u, sign = (v & 0x88888888u) >> 1;
-  uint32_t out[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const uint32_t sel = mag >> (16 * h);
-    const uint32_t m = __byte_perm(kLo, kHi, sel), delta = step & __byte_perm(0xffffff00u, 0xffffffffu, sel);
-    out[h] = (shift < 0 ? m - delta : m + delta) | __byte_perm(0u, 0x80808080u, sign >> (16 * h));
-  }
-  return {out[0], out[1]};
-}
 
 struct Work {
   Tile t;
