@@ -257,6 +257,7 @@ void check_params(const HcPreParams& p) {
   need(p.x, op, "x");
   need(p.post, op, "post");
   need(p.comb, op, "comb");
+  if (p.out_norm) finite_non_negative(p.out_norm_eps, op, "out_norm_eps");
 }
 
 void check_params(const HcPostParams& p) {
@@ -283,6 +284,7 @@ void check_params(const HcHeadParams& p) {
   if (p.tokens == 0) return;
   need(p.h, op, "h");
   need(p.y, op, "y");
+  if (p.out_norm) finite_non_negative(p.out_norm_eps, op, "out_norm_eps");
 }
 
 void check_params(const MoeGateParams& p) {

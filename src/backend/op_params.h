@@ -251,7 +251,8 @@ struct IndexerTopkParams {
 // mix = (X·fnᵀ)·rs (true fp32); pre_j = sigmoid(mix_j·scale0 + base_j) + hc_eps;
 // post_j = 2·sigmoid(mix_{hc+j}·scale1 + base_{hc+j}); comb = Sinkhorn(mix_{2hc+4j+k}·scale2 + base):
 // row softmax + eps, column norm, then (iters−1)× (row norm, column norm), each x/(Σ + eps);
-// x = bf16(Σ_j pre_j · X_j).
+// x = bf16(Σ_j pre_j · X_j). With out_norm, x is then the sublayer's RMSNorm of that row, as rms_norm
+// computes it (the same bits as an rms_norm call on x; one pass on the device).
 struct HcPreParams {
   const uint16_t* h = nullptr;  // [tokens, hc, dim] bf16
   int64_t tokens = 0;
@@ -263,9 +264,11 @@ struct HcPreParams {
   float norm_eps = 1e-6f;
   float hc_eps = 1e-6f;
   int sinkhorn_iters = 20;
-  uint16_t* x = nullptr;  // [tokens, dim] bf16
-  float* post = nullptr;  // [tokens, hc]
-  float* comb = nullptr;  // [tokens, hc, hc], comb[j][k]: source stream j → destination k
+  uint16_t* x = nullptr;               // [tokens, dim] bf16
+  float* post = nullptr;               // [tokens, hc]
+  float* comb = nullptr;               // [tokens, hc, hc], comb[j][k]: source stream j → destination k
+  const uint16_t* out_norm = nullptr;  // optional [dim] bf16: RMSNorm weight applied to x
+  float out_norm_eps = 1e-6f;
 };
 
 // Hyper-connection post (§4.3): out[k] = bf16(post_k · x + Σ_j comb[j][k] · res_j) in fp32 (the sum
@@ -293,7 +296,9 @@ struct HcHeadParams {
   const float* base = nullptr;   // [hc]
   float norm_eps = 1e-6f;
   float hc_eps = 1e-6f;
-  uint16_t* y = nullptr;  // [tokens, dim] bf16
+  uint16_t* y = nullptr;               // [tokens, dim] bf16
+  const uint16_t* out_norm = nullptr;  // optional [dim] bf16: the final RMSNorm applied to y (as hc_pre's)
+  float out_norm_eps = 1e-6f;
 };
 
 // MoE gate (§6.1): z = fp32(x)·fp32(W)ᵀ; s = sqrt(softplus(z)) (threshold 20), sigmoid(z) or

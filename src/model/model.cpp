@@ -259,8 +259,7 @@ void Model::run_block(const Layer& L, StepIndex& s, KvAccess& kv, uint16_t* h) {
   const float eps = static_cast<float>(cfg_.norm_eps), hc_eps = static_cast<float>(cfg_.hc_eps);
   auto sublayer = [&](const HcWeights& hw, const NormWeight& norm, auto&& body) {
     ops_.hc_pre({h, T, hc, D, hw.fn, hw.scale, hw.base, eps, hc_eps, cfg_.hc_sinkhorn_iters, x.data(), post.data(),
-                 comb.data()});
-    ops_.rms_norm({x.data(), x.data(), norm.weight, T, D, eps});
+                 comb.data(), norm.weight, eps});  // the sublayer's norm in the same pass
     body(x.data(), y.data());
     ops_.hc_post({y.data(), h, post.data(), comb.data(), h, T, hc, D});
   };
@@ -520,8 +519,7 @@ void Model::head(const std::vector<int64_t>& rows, int64_t tokens, const uint16_
   auto y = scratch<uint16_t>(dev_, R * D);
   const float eps = static_cast<float>(cfg_.norm_eps);
   ops_.hc_head({all ? h : hs.data(), R, cfg_.hc_mult, D, w_.hc_head.fn, w_.hc_head.scale, w_.hc_head.base, eps,
-                static_cast<float>(cfg_.hc_eps), y.data()});
-  ops_.rms_norm({y.data(), y.data(), w_.norm.weight, R, D, eps});
+                static_cast<float>(cfg_.hc_eps), y.data(), w_.norm.weight, eps});  // and the final norm
   const Weight w = bf16_weight(w_.head.bf16(), w_.head.out, D);
   if (!shard_.layout.vocab.split()) return ops_.linear({y.data(), R, w, logits, ActType::kF32});
   auto part = scratch<float>(dev_, R * w.rows);  // this rank's vocabulary rows, gathered

@@ -17,6 +17,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/hyper_connection.h"
+#include "backend/cuda/row_kernels.h"
 #include "core/number_formats.h"
 #include "gpu/gpu_test_util.h"
 
@@ -305,6 +306,71 @@ TEST(CudaHyperConnection, FastPrePassesTheGate) {
       for (int o = 0; o < mix; ++o) std::fill_n(dropped.begin() + o * width + 256, 256, 0.0f);
       const auto [mx, mpost, mcomb] = run(dropped);
       EXPECT_GT(calc_diff(post, mpost) + calc_diff(comb, mcomb), 1e-10) << "a dropped chunk passed the gate";
+    }
+  }
+}
+
+// hc_pre and hc_head with out_norm (the sublayer's norm, the final norm) give the bits of the op
+// followed by rms_norm on its output, on every path of both tiers and at dims past the fused pass's
+// reach (8192: the op, then rms_norm); on the exact tier also the CPU's fused bits. The post and comb
+// outputs stay the unfused op's.
+TEST(CudaHyperConnection, OutNormGivesTheRmsNormOpsBits) {
+  uint32_t seed = 900;
+  for (const HcCase& c : {HcCase{1, 4096, 4}, HcCase{9, 4096, 4}, HcCase{32, 4096, 4}, HcCase{70, 4096, 4},
+                          HcCase{17, 256, 4}, HcCase{5, 35, 3}, HcCase{3, 7168, 4}, HcCase{2, 8192, 4}}) {
+    for (const bool head : {false, true}) {
+      SCOPED_TRACE(testing::Message() << (head ? "head" : "pre") << " tokens " << c.tokens << " dim " << c.dim);
+      const int mix = head ? c.hc : (2 + c.hc) * c.hc;
+      const HcInputs in(c, mix, seed += 10);
+      const auto w = to_bf16(mixed(static_cast<size_t>(c.dim), seed + 5, 1, 1));
+      const float eps = 1e-6f;
+      const Dev<uint16_t> dh(in.h), dw(w);
+      const Dev<float> dfn(in.fn), ds(in.scale), db(in.base);
+      const size_t nx = static_cast<size_t>(c.tokens * c.dim);
+      // The op on the device with or without out_norm, by tier and path: x (or y), post and comb.
+      auto run = [&](bool fused, bool fast, bool chain) {
+        Dev<uint16_t> dx(poisoned<uint16_t>(nx));
+        Dev<float> dpost(poisoned<float>(static_cast<size_t>(c.tokens * c.hc))),
+            dcomb(poisoned<float>(static_cast<size_t>(c.tokens * c.hc * c.hc)));
+        Scratch scratch(c, chain || fast ? c.tokens : 0, mix, fast);
+        const uint16_t* norm = fused ? dw.p : nullptr;
+        if (head) {
+          cuda::hc_head({dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, dx.p, norm, eps}, scratch.get(),
+                        fast, nullptr);
+        } else {
+          cuda::hc_pre({dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, c.iters, dx.p, dpost.p, dcomb.p,
+                        norm, eps},
+                       scratch.get(), fast, nullptr);
+        }
+        if (!fused) cuda::rms_norm({dx.p, dx.p, dw.p, c.tokens, c.dim, eps}, nullptr);
+        return std::tuple{dx.get(), bits(dpost.get()), bits(dcomb.get())};
+      };
+      for (const bool fast : {false, true}) {
+        for (const HcPath path : fast ? std::vector<HcPath>{HcPath::kChain} : paths(c, mix)) {
+          SCOPED_TRACE(testing::Message() << (fast ? "fast" : name(path)));
+          const PathSwitch sw(path);
+          const bool chain = path != HcPath::kWide;
+          const auto [fx, fpost, fcomb] = run(true, fast, chain);
+          const auto [ux, upost, ucomb] = run(false, fast, chain);
+          EXPECT_EQ(fx, ux) << "fused and unfused norms differ";
+          if (!head) {
+            EXPECT_EQ(fpost, upost);
+            EXPECT_EQ(fcomb, ucomb);
+          }
+        }
+      }
+      std::vector<uint16_t> x(nx);
+      std::vector<float> post(static_cast<size_t>(c.tokens * c.hc)), comb(static_cast<size_t>(c.tokens * c.hc * c.hc));
+      CpuOps cpu(2);
+      if (head) {
+        cpu.hc_head({in.h.data(), c.tokens, c.hc, c.dim, in.fn.data(), in.scale.data(), in.base.data(), 1e-6f, 1e-6f,
+                     x.data(), w.data(), eps});
+      } else {
+        cpu.hc_pre({in.h.data(), c.tokens, c.hc, c.dim, in.fn.data(), in.scale.data(), in.base.data(), 1e-6f, 1e-6f,
+                    c.iters, x.data(), post.data(), comb.data(), w.data(), eps});
+      }
+      const PathSwitch sw(HcPath::kChain);
+      EXPECT_EQ(std::get<0>(run(true, false, true)), x) << "the exact tier's fused pass is not the CPU's";
     }
   }
 }

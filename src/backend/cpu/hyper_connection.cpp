@@ -6,6 +6,7 @@
 
 #include "backend/cpu/cpu_support.h"
 #include "backend/cpu/linear.h"
+#include "backend/cpu/norms.h"
 
 namespace dsv4::cpu {
 namespace {
@@ -96,6 +97,7 @@ void hc_pre(ThreadPool& pool, const HcPreParams& p) {
     for (int i = 0; i < hc * hc; ++i) comb[i] = m[2 * hc + i] * p.scale[2] + p.base[2 * hc + i];
     sinkhorn(comb, hc, p.sinkhorn_iters, p.hc_eps);
   });
+  if (p.out_norm) rms_norm(pool, {p.x, p.x, p.out_norm, p.tokens, p.dim, p.out_norm_eps});
 }
 
 void hc_post(ThreadPool& pool, const HcPostParams& p) {
@@ -123,6 +125,7 @@ void hc_post(ThreadPool& pool, const HcPostParams& p) {
 
 void hc_head(ThreadPool& pool, const HcHeadParams& p) {
   pre_and_streams(pool, p, p.hc, p.y, [](int64_t, const float*) {});
+  if (p.out_norm) rms_norm(pool, {p.y, p.y, p.out_norm, p.tokens, p.dim, p.out_norm_eps});
 }
 
 }  // namespace dsv4::cpu

@@ -56,6 +56,13 @@ __device__ __forceinline__ float lane8_combine(float l) {
   return __fadd_rn(l, __shfl_xor_sync(0xffffffffu, l, 4));
 }
 
+// Warp 0 of a row's CTA, holding chain lane % 8 of the squares in every lane: r = 1/sqrt(ss/n + eps) from
+// ss = the CPU's lane combine, into *r_shared (lane 0): rms_norm's factor.
+__device__ __forceinline__ void publish_rms(float chain, float n, float eps, float* r_shared) {
+  const float ss = lane8_combine(chain);
+  if (threadIdx.x == 0) *r_shared = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, n), eps)));
+}
+
 // The 8 chains over values spread across a warp: add() takes one 32-element group (v = element
 // 32g + lane, groups in ascending g, 0 past the end); total() as lane8_combine.
 struct Lane8Sum {

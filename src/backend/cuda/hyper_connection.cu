@@ -10,6 +10,7 @@
 #include "backend/cuda/hyper_connection.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/ptx.cuh"
+#include "backend/cuda/row_kernels.h"
 #include "core/env.h"
 
 // Bit-exact with backend/cpu/hyper_connection.cpp: the mix is the CPU's plain fp32 GEMM (one sequential
@@ -265,21 +266,29 @@ __device__ __forceinline__ uint16_t weighted_column(const uint16_t* X, const flo
   return f_to_bf16(acc);
 }
 
-// From token t's scaled mix m: pre[hc] (shared memory), and with kPre and `write` the token's post and
-// comb (Sinkhorn in cm). One warp.
-template <bool kPre>
-__device__ void mix_outputs(const HcLaunch& a, const float* m, float* pre, float* cm, int64_t t, bool write) {
+// pre[hc] (shared memory) from token t's scaled mix m. One warp.
+__device__ void pre_weights(const HcLaunch& a, const float* m, float* pre) {
   const int lane = threadIdx.x % kWarp, hc = a.hc;
   if (lane < hc) pre[lane] = __fadd_rn(sigmoid(affine(m[lane], a.scale[0], a.base[lane])), a.hc_eps);
-  if (kPre && write) {
-    if (lane < hc)
-      a.post[t * hc + lane] = __fmul_rn(2.0f, sigmoid(affine(m[hc + lane], a.scale[1], a.base[hc + lane])));
-    for (int e = lane; e < hc * hc; e += kWarp) cm[e] = affine(m[2 * hc + e], a.scale[2], a.base[2 * hc + e]);
-    __syncwarp();
-    sinkhorn(cm, hc, a.sinkhorn_iters, a.hc_eps);
-    for (int e = lane; e < hc * hc; e += kWarp) a.comb[t * hc * hc + e] = cm[e];
-  }
   __syncwarp();
+}
+
+// Token t's post and comb (the Sinkhorn in cm, shared memory) from its scaled mix m. One warp.
+__device__ void post_comb(const HcLaunch& a, const float* m, float* cm, int64_t t) {
+  const int lane = threadIdx.x % kWarp, hc = a.hc;
+  if (lane < hc) a.post[t * hc + lane] = __fmul_rn(2.0f, sigmoid(affine(m[hc + lane], a.scale[1], a.base[hc + lane])));
+  for (int e = lane; e < hc * hc; e += kWarp) cm[e] = affine(m[2 * hc + e], a.scale[2], a.base[2 * hc + e]);
+  __syncwarp();
+  sinkhorn(cm, hc, a.sinkhorn_iters, a.hc_eps);
+  for (int e = lane; e < hc * hc; e += kWarp) a.comb[t * hc * hc + e] = cm[e];
+  __syncwarp();
+}
+
+// From token t's scaled mix m: pre[hc], and with kPre and `write` the token's post and comb. One warp.
+template <bool kPre>
+__device__ void mix_outputs(const HcLaunch& a, const float* m, float* pre, float* cm, int64_t t, bool write) {
+  pre_weights(a, m, pre);
+  if (kPre && write) post_comb(a, m, cm, t);
 }
 
 template <int kSlots, bool kPre>
@@ -635,10 +644,76 @@ __global__ void __launch_bounds__(kThreads) hc_finish_kernel(HcLaunch a, const f
     if (c0 + u * kThreads < a.dim) a.x[t * a.dim + c0 + u * kThreads] = v[u];
 }
 
+// ---- The finish with the sublayer's RMSNorm (out_norm): a CTA a token ----
+// Warp 0 makes the token's pre weights; then the last warp runs post, comb and the Sinkhorn beside the
+// others, which weight the streams (kNormPer columns a thread, kept in registers), stage the squares of
+// the bf16 row and finish as rms_norm does: warp 0's 8-lane chains, r = 1/sqrt(ss/dim + eps),
+// x = bf16(w · (x · r)), each step rounded apart (row_kernels.cu's bits).
+constexpr int kNormThreads = kThreads - kWarp;                     // the columns' threads
+constexpr int kNormPer = 32;                                       // columns a thread at most
+constexpr int64_t kNormMaxDim = int64_t{kNormThreads} * kNormPer;  // 7168 (V4-Pro's dim)
+constexpr int kBarColumns = 1;                                     // named barrier of the columns' threads
+
+template <bool kPre>
+__global__ void __launch_bounds__(kThreads, 3) hc_finish_norm_kernel(HcLaunch a, const float* raw, int parts) {
+  pdl_enter();
+  __shared__ float m[3 * kWarp + kSqLanes];
+  __shared__ float pre[kMaxHc], cm[kMaxHc * kMaxHc];
+  __shared__ float sq[kNormMaxDim];
+  __shared__ float r_shared;
+  const int64_t t = blockIdx.x, row = a.mix + kSqLanes;
+  const int warp = threadIdx.x / kWarp;
+  if (parts > 1) add_parts(raw + t * row, a.tokens * row, static_cast<int>(row), parts, m);
+  if (warp == 0) {
+    if (parts == 1) {
+      for (int64_t i = threadIdx.x; i < row; i += kWarp) m[i] = raw[t * row + i];
+    }
+    __syncwarp();
+    scale_by_rms(a, m);
+    pre_weights(a, m, pre);
+  }
+  __syncthreads();
+  if (warp == kThreads / kWarp - 1) {
+    if constexpr (kPre) post_comb(a, m, cm, t);
+    return;  // the columns' threads synchronize among themselves from here
+  }
+  const uint16_t* X = a.h + t * a.hc * a.dim;
+  float x[kNormPer];
+#pragma unroll
+  for (int u = 0; u < kNormPer; ++u) {
+    const int64_t c = threadIdx.x + int64_t{u} * kNormThreads;
+    x[u] = c < a.dim ? bf16_to_f(weighted_column(X, pre, a.hc, a.dim, c)) : 0.0f;
+    if (c < a.dim) sq[c] = __fmul_rn(x[u], x[u]);
+  }
+  bar_sync(kBarColumns, kNormThreads);
+  if (threadIdx.x < kWarp) {
+    float chain = 0.0f;
+    for (int64_t i = threadIdx.x % 8; i < a.dim; i += 8) chain = __fadd_rn(chain, sq[i]);
+    publish_rms(chain, static_cast<float>(a.dim), a.out_norm_eps, &r_shared);
+  }
+  bar_sync(kBarColumns, kNormThreads);
+  const float r = r_shared;
+#pragma unroll
+  for (int u = 0; u < kNormPer; ++u) {
+    const int64_t c = threadIdx.x + int64_t{u} * kNormThreads;
+    if (c < a.dim) a.x[t * a.dim + c] = f_to_bf16(__fmul_rn(load_bf16(a.out_norm + c), __fmul_rn(x[u], r)));
+  }
+}
+
+// The output rows' RMSNorm as its own op, where the pass above does not take it.
+void norm_rows(const HcLaunch& a, cudaStream_t stream) {
+  if (a.out_norm) rms_norm({a.x, a.x, a.out_norm, a.tokens, a.dim, a.out_norm_eps}, stream);
+}
+
 template <bool kPre>
 void finish(const HcLaunch& a, const float* raw, int parts, cudaStream_t stream) {
+  if (a.out_norm && a.dim <= kNormMaxDim) {
+    launch_kernel(hc_finish_norm_kernel<kPre>, static_cast<unsigned>(a.tokens), kThreads, 0, stream, a, raw, parts);
+    return;
+  }
   const dim3 grid(static_cast<unsigned>((a.dim + kFinishCols - 1) / kFinishCols), static_cast<unsigned>(a.tokens));
   launch_kernel(hc_finish_kernel<kPre>, grid, kThreads, 0, stream, a, raw, parts);
+  norm_rows(a, stream);
 }
 
 // ---- The fast tier's mix (spec/NUMERICS.md: fp32 sums in any fixed order) ----
@@ -835,7 +910,10 @@ void run(const HcLaunch& a, float* scratch, bool fast, cudaStream_t stream) {
   if (fast && scratch && fast_mix_applies(a.tokens, a.mix)) return run_fast<kPre>(a, scratch, stream);
   if (fast && scratch && tiles_apply(a)) return run_tiles<kPre>(a, scratch, stream);
   const int group = scratch ? chain_group(a) : 0;
-  if (group == 0) return run_wide<kPre>(a, stream);
+  if (group == 0) {
+    run_wide<kPre>(a, stream);
+    return norm_rows(a, stream);
+  }
   const bool vec = (a.hc * a.dim) % 8 == 0 && aligned16(a.fn) && aligned16(a.h);
   // A token a CTA while those CTAs fit one wave: each chain then runs on its products alone (the ring's
   // producers, issuing beside the chain lane, slow it at one token). More tokens share the ring's CTAs.
@@ -882,7 +960,9 @@ HcPreParams head_as_pre(const HcHeadParams& p) {
           .norm_eps = p.norm_eps,
           .hc_eps = p.hc_eps,
           .sinkhorn_iters = 0,
-          .x = p.y};
+          .x = p.y,
+          .out_norm = p.out_norm,
+          .out_norm_eps = p.out_norm_eps};
 }
 
 }  // namespace

@@ -16,13 +16,6 @@ namespace {
 constexpr int kRmsThreads = 256;
 constexpr int kRmsChunk = 2048;  // squares staged per step (a multiple of 8: chains keep their elements)
 
-// Warp 0 of a row's CTA, holding chain lane % 8 of the squares in every lane: r = 1/sqrt(ss/n + eps) from
-// ss = the CPU's lane combine, into *r_shared (lane 0).
-__device__ __forceinline__ void publish_rms(float chain, float n, float eps, float* r_shared) {
-  const float ss = lane8_combine(chain);
-  if (threadIdx.x == 0) *r_shared = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, n), eps)));
-}
-
 // The CPU's rms_norm_row: ss in its 8-lane order (warp 0 runs the chains over staged squares), then
 // r = 1/sqrt(ss/n + eps), y = bf16(w * (x * r)), every step rounded apart.
 __global__ void rms_norm_kernel(const uint16_t* x, uint16_t* y, const uint16_t* __restrict__ w, int64_t dim,

@@ -166,6 +166,44 @@ TEST(HcHead, MatchesDoubleReference) {
   }
 }
 
+// out_norm folds the sublayer's (or the final) RMSNorm into hc_pre and hc_head: the bits of the op
+// followed by rms_norm on its output, with random norm weights; post and comb unchanged.
+TEST(HcPre, OutNormIsTheOpThenRmsNorm) {
+  std::mt19937 rng(84);
+  CpuOps ops(2);
+  for (int64_t dim : {256L, 4096L}) {
+    HcCase k(5, dim, 24, rng);
+    std::vector<uint16_t> w(static_cast<size_t>(dim));
+    std::normal_distribution<float> nd(1.0f, 0.3f);
+    for (auto& v : w) v = float_to_bf16(nd(rng));
+    const size_t n = static_cast<size_t>(5 * dim);
+    std::vector<uint16_t> x(n), fused(n), y(n), head_fused(n);
+    std::vector<float> post(20), comb(80), post2(20), comb2(80);
+    ops.hc_pre(k.pre(k.h.data(), 5, x.data(), post.data(), comb.data()));
+    ops.rms_norm({x.data(), x.data(), w.data(), 5, dim, 1e-6f});
+    HcPreParams p = k.pre(k.h.data(), 5, fused.data(), post2.data(), comb2.data());
+    p.out_norm = w.data();
+    ops.hc_pre(p);
+    EXPECT_EQ(fused, x) << dim;
+    EXPECT_EQ(post2, post);
+    EXPECT_EQ(comb2, comb);
+    HcHeadParams hp{.h = k.h.data(),
+                    .tokens = 5,
+                    .hc = 4,
+                    .dim = dim,
+                    .fn = k.fn.data(),
+                    .scale = k.scale.data(),
+                    .base = k.base.data(),
+                    .y = y.data()};
+    ops.hc_head(hp);
+    ops.rms_norm({y.data(), y.data(), w.data(), 5, dim, 1e-6f});
+    hp.y = head_fused.data();
+    hp.out_norm = w.data();
+    ops.hc_head(hp);
+    EXPECT_EQ(head_fused, y) << dim;
+  }
+}
+
 // hc_post has no reduction of open order: bit-exact against the formula, in place too.
 TEST(HcPost, ExactAndInPlace) {
   std::mt19937 rng(84);
