@@ -554,7 +554,7 @@ int main() {
   }
   if (want("gemv")) {  // the few-row kernel (FP4 per 128, and per 32) against the mma.sync kernel
     const auto mma = fast_with([](cuda::GemmPolicy& p) { p.gemv_max_rows = 0; });
-    const auto per32 = fast_with([](cuda::GemmPolicy& p) { p.gemv_fp4_per128 = false; });
+    const auto per32 = fast_with([](cuda::GemmPolicy& p) { p.fp4_per128 = false; });
     moe_rows(*per32, " gemv per32", {1, 8, 32});
     moe_rows(*per32, " e32 gemv per32", {1, 8, 32}, 32);
     gemm_rows(fast_ops, " gemv", {1, 2, 4, 8});

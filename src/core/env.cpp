@@ -27,7 +27,7 @@ const std::array<Switch, 9> kSwitches{{
     {"DSV4_GEMM_CUBLASLT", {"0", "1"}},
     {"DSV4_GEMM_IMMA", {"0", "1"}},
     {"DSV4_GEMM_IMMA_STAGES", {"2", "4"}},
-    {"DSV4_GEMM_GEMV_FP4_PER128", {"0", "1"}},
+    {"DSV4_GEMM_FP4_PER128", {"0", "1"}},
 }};
 
 // Switches that were replaced, and by what: set, they fail the check instead of being ignored. The GEMM

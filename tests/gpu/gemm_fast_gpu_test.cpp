@@ -306,8 +306,10 @@ std::vector<T> fast_run(const Case& c, const DevInputs& d, int64_t scale_ld, con
       std::vector<float>(static_cast<size_t>(std::max<int64_t>(cuda::fast_mma_scratch_floats(p, s), 1))));
   Dev<int32_t> counters(
       std::vector<int32_t>(static_cast<size_t>(std::max<int64_t>(cuda::fast_mma_counters(p, s), 1)), 0));
-  cuda::fast_mma_gemm(p, s, partial.p, counters.p, nullptr);
+  Dev<int32_t> bits(std::vector<int32_t>{0});
+  cuda::fast_mma_gemm(p, s, partial.p, counters.p, bits.p, nullptr);
   DSV4_CUDA_CHECK(cudaGetLastError());
+  EXPECT_EQ(bits.get()[0], 0) << c.name << ": error bits";
   const std::vector<int32_t> left = counters.get();
   EXPECT_TRUE(std::all_of(left.begin(), left.end(), [](int32_t v) { return v == 0; }))
       << c.name << ": counters left set";
@@ -434,7 +436,7 @@ TEST(CudaGemmFast, EveryTileAndSplitPassesTheOpGate) {
   for (const Case& c : cases()) {
     cuda::GemmProblem prob{c.kind, c.rows, c.experts(), c.n, c.kg(), c.groups, c.pair};
     const cuda::GemmPlan plan = cuda::plan_fast_mma(prob, cuda::GemmPolicy{Numerics::kFast}, cuda::DeviceCaps{});
-    std::vector<cuda::FastMmaShape> shapes = {{plan.tile_rows, plan.splits, plan.resident}};
+    std::vector<cuda::FastMmaShape> shapes = {{plan.tile_rows, plan.splits, plan.resident, plan.fp4_per128}};
     for (int tile : {8, 16, 32}) {
       for (int splits : {1, static_cast<int>(std::min<int64_t>(3, c.kg() / 128))}) {
         shapes.push_back({tile, splits, false});
@@ -444,13 +446,19 @@ TEST(CudaGemmFast, EveryTileAndSplitPassesTheOpGate) {
         }
       }
     }
+    if (c.kind == GemmWeightKind::kFp4) {  // FP4 per 32 and per 128 in every shape
+      for (size_t i = 1, n = shapes.size(); i < n; ++i) {
+        shapes.push_back(shapes[i]);
+        shapes.back().fp4_per128 = !shapes[i].fp4_per128;
+      }
+    }
     const Oracle o(c, ++seed);
     for (size_t i = 0; i < shapes.size(); ++i) {
       const cuda::FastMmaShape& s = shapes[i];
       const Verdict v = run_fast(c, o, Mutation::kNone, s, i == 0);
-      std::printf("[ fast-mma ] %-36s tile %2d split %2d %s: max |y-x|/A %.3e, worst tile calc_diff %.3e\n",
-                  c.name.c_str(), s.tile_rows, s.splits, s.resident ? "resident" : "staged  ", v.worst_ratio,
-                  v.worst_tile);
+      std::printf("[ fast-mma ] %-36s tile %2d split %2d %s%s: max |y-x|/A %.3e, worst tile calc_diff %.3e\n",
+                  c.name.c_str(), s.tile_rows, s.splits, s.resident ? "resident" : "staged  ",
+                  s.fp4_per128 && c.kind == GemmWeightKind::kFp4 ? " per128" : "", v.worst_ratio, v.worst_tile);
       EXPECT_TRUE(v.passes()) << c.name << " tile " << s.tile_rows << " split " << s.splits << ": " << v.outside
                               << " outside the bound, " << v.untouched << " unwritten, " << v.stray
                               << " stray writes, tile calc_diff " << v.worst_tile;
@@ -467,11 +475,9 @@ TEST(CudaGemmFast, TheGateFailsEachMutation) {
   for (const Case* c : {&dense8, &dense4, &grouped}) {
     const Oracle o(*c, ++seed);
     // Two shapes of the mma.sync kernel, then the wgmma and few-row kernels (which take no shape).
-    const std::pair<cuda::FastMmaShape, Kernel> runs[] = {{{16, 1, false}, Kernel::kMma},
-                                                          {{16, 2, true}, Kernel::kMma},
-                                                          {{}, Kernel::kWgmma},
-                                                          {{}, Kernel::kGemv},
-                                                          {{}, Kernel::kGemvPer128}};
+    const std::pair<cuda::FastMmaShape, Kernel> runs[] = {
+        {{16, 1, false}, Kernel::kMma}, {{16, 2, true}, Kernel::kMma}, {{16, 2, true, true}, Kernel::kMma},
+        {{}, Kernel::kWgmma},           {{}, Kernel::kGemv},           {{}, Kernel::kGemvPer128}};
     for (const auto& [s, kernel] : runs) {
       EXPECT_TRUE(run_fast(*c, o, Mutation::kNone, s, false, kernel).passes()) << c->name << ": the unmutated run";
       for (Mutation m : {Mutation::kDropBlock, Mutation::kScaleIndex, Mutation::kRowScale, Mutation::kKTail}) {
@@ -557,14 +563,17 @@ TEST(CudaGemmFast, GemvPassesTheOpGate) {
   }
 }
 
-// The few-row kernel per 128 re-encodes as the wgmma kernel does: FP4 row blocks whose four scales span
-// more than 26 octaves are reported (and only they); up to 26 octaves pass the op gate.
-TEST(CudaGemmFast, GemvPer128ReportsFp4ScalesBeyondItsSpan) {
+// The few-row and mma.sync kernels per 128 re-encode as the wgmma kernel does: FP4 row blocks whose
+// four scales span more than 26 octaves are reported (and only they); up to 26 octaves pass the op gate.
+TEST(CudaGemmFast, Per128ReportsFp4ScalesBeyondItsSpan) {
   Case c = experts("fp4 experts, scales over 26 octaves", GemmWeightKind::kFp4, {1, 0, 2, 1}, 1024, 2048, true);
   c.scale_span = 27;
   const Oracle o(c, 78);
-  const Verdict v = run_fast(c, o, Mutation::kNone, {}, true, Kernel::kGemvPer128, 2);
-  EXPECT_TRUE(v.passes()) << c.name << ": " << v.outside << " outside the bound, tile calc_diff " << v.worst_tile;
+  for (const auto& [s, kernel] : {std::pair{cuda::FastMmaShape{}, Kernel::kGemvPer128},
+                                  std::pair{cuda::FastMmaShape{8, 2, false, true}, Kernel::kMma}}) {
+    const Verdict v = run_fast(c, o, Mutation::kNone, s, true, kernel, 2);
+    EXPECT_TRUE(v.passes()) << c.name << ": " << v.outside << " outside the bound, tile calc_diff " << v.worst_tile;
+  }
   Case d = dense("fp4 span", GemmWeightKind::kFp4, 3, 256, 1024);
   HostInputs h = make_inputs(d, 77);
   int32_t err = -1;
@@ -575,6 +584,15 @@ TEST(CudaGemmFast, GemvPer128ReportsFp4ScalesBeyondItsSpan) {
   EXPECT_EQ(err, static_cast<int32_t>(cuda::DeviceError::kGemmFp4Span));
   (void)gemv_run<uint16_t>(d, DevInputs(d, h, d.offsets), h.scale_ld, {2, false}, nullptr, &err);
   EXPECT_EQ(err, 0) << "per 32 takes any span";
+  // The mma.sync kernel per 128: the same (its own run, error bits read back).
+  {
+    const DevInputs di(d, h, d.offsets);
+    Dev<uint16_t> y = poisoned<uint16_t>(d);
+    const ExactBlockArgs p = di.args(d, h.scale_ld, y.p, y.p + d.rows * d.n, false);
+    Dev<int32_t> bits(std::vector<int32_t>{0});
+    cuda::fast_mma_gemm(p, {8, 1, false, true}, nullptr, nullptr, bits.p, nullptr);
+    EXPECT_EQ(bits.get()[0], static_cast<int32_t>(cuda::DeviceError::kGemmFp4Span)) << "mma.sync per 128";
+  }
 }
 
 // FP4 row blocks whose four scales span more than 26 octaves cannot be re-encoded exactly: the kernel

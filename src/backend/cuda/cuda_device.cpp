@@ -34,8 +34,8 @@ const char* error_name(int32_t code) {
       return "paged_slots: a row's page list or count out of range";
     case DeviceError::kGemmFp4Span:
       return "gemm: an FP4 weight's four scales in a 128-wide block span more than 26 octaves, beyond the exact "
-             "per-128 re-encoding of the wgmma and few-row kernels (DSV4_GEMM_WGMMA_MIN_ROWS above the step's rows "
-             "and DSV4_GEMM_GEMV_FP4_PER128=0 keep such weights on the per-32 kernels)";
+             "per-128 re-encoding of the fast kernels (DSV4_GEMM_WGMMA_MIN_ROWS above the step's rows and "
+             "DSV4_GEMM_FP4_PER128=0 keep such weights on the per-32 mma.sync and few-row kernels)";
     case DeviceError::kGatherRow:
       return "gather_rows: a row index outside the input's rows";
   }

@@ -122,13 +122,13 @@ TEST(GemmPlan, FastFewRowsAWeightGoToTheFewRowKernel) {
   EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), fast, kH200).gemv_k_parts, 1);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 1024, 256), fast, kH200).gemv_k_parts, 1);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 1024, 1024), fast, kH200).gemv_k_parts, 4);
-  // FP4 on the few-row kernel: per 128 as the policy says; FP8 and the other routes never.
-  EXPECT_TRUE(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), fast, kH200).gemv_fp4_per128);
-  EXPECT_TRUE(plan_gemm(dense(GemmWeightKind::kFp4, 1, 4096, 2048), fast, kH200).gemv_fp4_per128);
-  EXPECT_FALSE(plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 8192), fast, kH200).gemv_fp4_per128);
-  EXPECT_FALSE(plan_gemm(grouped(GemmWeightKind::kFp4, 65, 256, 2048, 4096), fast, kH200).gemv_fp4_per128);
-  fast.gemv_fp4_per128 = false;
-  EXPECT_FALSE(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), fast, kH200).gemv_fp4_per128);
+  // FP4 on the few-row and mma.sync kernels: per 128 as the policy says; FP8 never.
+  EXPECT_TRUE(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), fast, kH200).fp4_per128);
+  EXPECT_TRUE(plan_gemm(dense(GemmWeightKind::kFp4, 1, 4096, 2048), fast, kH200).fp4_per128);
+  EXPECT_FALSE(plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 8192), fast, kH200).fp4_per128);
+  EXPECT_TRUE(plan_gemm(grouped(GemmWeightKind::kFp4, 65, 256, 2048, 4096), fast, kH200).fp4_per128);
+  fast.fp4_per128 = false;
+  EXPECT_FALSE(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), fast, kH200).fp4_per128);
   fast.gemv_max_rows = 0;
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 8192), fast, kH200).route, GemmRoute::kFastMma);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 8192), policy(Numerics::kExact), kH200).route,
@@ -290,11 +290,11 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::unsetenv("DSV4_GEMM_WGMMA_MIN_ROWS");
   ::unsetenv("DSV4_GEMM_FAST_GEMV_MAX_ROWS");
   EXPECT_EQ(p.gemv_max_rows, 4);
-  EXPECT_NE(p.describe().find("few-row kernel up to 4 rows a weight, FP4 per 128"), std::string::npos) << p.describe();
-  ::setenv("DSV4_GEMM_GEMV_FP4_PER128", "0", 1);
+  EXPECT_NE(p.describe().find("FP4 per 128; few-row kernel up to 4 rows"), std::string::npos) << p.describe();
+  ::setenv("DSV4_GEMM_FP4_PER128", "0", 1);
   const GemmPolicy per32 = GemmPolicy::from_env(Numerics::kFast);
-  ::unsetenv("DSV4_GEMM_GEMV_FP4_PER128");
-  EXPECT_FALSE(per32.gemv_fp4_per128);
+  ::unsetenv("DSV4_GEMM_FP4_PER128");
+  EXPECT_FALSE(per32.fp4_per128);
   EXPECT_NE(per32.describe().find("FP4 per 32"), std::string::npos) << per32.describe();
   EXPECT_FALSE(p.cublaslt);
   EXPECT_EQ(p.wgmma_min_rows, 200);

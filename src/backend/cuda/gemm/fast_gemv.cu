@@ -157,28 +157,14 @@ __device__ __forceinline__ void multiply(const WeightBlock<F>& o, const uint8_t*
       for (int e = 0; e < 4; ++e) acc[e] = fmaf(d[e], sa[e % 2] * bs[e / 2], acc[e]);
     }
   } else {  // kFp4x128: the lane's words are its scale block t, shifted against the row block's largest
-    int shift[2];
     float bs[2];
+    const int top[2] = {fp4_block_top(o.ws[0], err, &bs[0]), fp4_block_top(o.ws[1], err, &bs[1])};
+    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const uint32_t sw = o.ws[h];
-      const int e0 = sw & 255u, e1 = (sw >> 8) & 255u, e2 = (sw >> 16) & 255u, e3 = sw >> 24;
-      const int hi = max(max(e0, e1), max(e2, e3)), lo = min(min(e0, e1), min(e2, e3));
-      if (hi - lo > 26 && hi != 255) report(err, DeviceError::kGemmFp4Span);
-      shift[h] = static_cast<int>((sw >> (8 * t)) & 255u) - hi + 13;
-      bs[h] = hi == 255  ? __uint_as_float(0x7fc00000u)
-              : hi >= 14 ? __uint_as_float(static_cast<uint32_t>(hi - 13) << 23)  // 2^(hi - 127 - 13)
-                         : ldexpf(1.0f, hi - 140);
-    }
-    float d[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {  // a scale block below the span's reach flushes to zero
-      const uint2 lo = shift[0] >= -13 ? e2m1x8_e5m2(o.w[0][j], shift[0]) : make_uint2(0, 0);
-      const uint2 hi = shift[1] >= -13 ? e2m1x8_e5m2(o.w[1][j], shift[1]) : make_uint2(0, 0);
+    for (int j = 0; j < 4; ++j) {
+      const uint2 lo = e2m1x8_e5m2_shifted(o.w[0][j], o.ws[0], t, top[0]);
+      const uint2 hi = e2m1x8_e5m2_shifted(o.w[1][j], o.ws[1], t, top[1]);
       const uint32_t a[4] = {lo.x, hi.x, lo.y, hi.y};
-      if (j == 0) {
-        d[0] = d[1] = d[2] = d[3] = 0.0f;
-      }
       mma_e5m2_e4m3(d, a, b[2 * j], b[2 * j + 1]);
     }
 #pragma unroll

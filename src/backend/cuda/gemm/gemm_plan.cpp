@@ -43,7 +43,7 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.cublaslt = env_switch("DSV4_GEMM_CUBLASLT") != "0";
   p.fast_mma_max_rows = env_count("DSV4_GEMM_FAST_MMA_MAX_ROWS", p.fast_mma_max_rows);
   p.gemv_max_rows = env_count("DSV4_GEMM_FAST_GEMV_MAX_ROWS", p.gemv_max_rows);
-  p.gemv_fp4_per128 = env_switch("DSV4_GEMM_GEMV_FP4_PER128") != "0";
+  p.fp4_per128 = env_switch("DSV4_GEMM_FP4_PER128") != "0";
   p.wgmma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_WGMMA_MIN_ROWS", p.wgmma_min_rows));
   p.ctas_per_sm = static_cast<int>(std::max<int64_t>(1, env_count("DSV4_GEMM_CTAS_PER_SM", p.ctas_per_sm)));
   p.exact_imma = env_switch("DSV4_GEMM_IMMA") != "0";
@@ -60,10 +60,9 @@ std::string GemmPolicy::describe() const {
                : "exact (block sums exact, the CPU's bits; SIMT kernels only)";
   }
   return fmt::format(
-      "fast (FP8 tensor cores with per-block promotion; few-row kernel up to {} rows a weight, FP4 per {}; cuBLASLt "
+      "fast (FP8 tensor cores with per-block promotion, FP4 per {}; few-row kernel up to {} rows a weight; cuBLASLt "
       "{} above {} rows; wgmma from {} rows a weight; {} CTAs an SM)",
-      gemv_max_rows, gemv_fp4_per128 ? 128 : 32, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
-      ctas_per_sm);
+      fp4_per128 ? 128 : 32, gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows, ctas_per_sm);
 }
 
 const char* route_name(GemmRoute r) {
@@ -98,6 +97,7 @@ GemmPlan plan_fast_mma(const GemmProblem& p, const GemmPolicy& policy, const Dev
   plan.route = plan.fallback = GemmRoute::kFastMma;
   plan.codes = true;
   plan.tile_rows = fast_tile_rows(p);
+  plan.fp4_per128 = policy.fp4_per128 && p.weight == GemmWeightKind::kFp4;
   const int64_t ng = p.n / p.groups, blocks = p.kg / 128, max_splits = std::max<int64_t>(1, blocks / kMinSplitBlocks);
   const int64_t ctas = row_tiles(p.rows, plan.tile_rows, p.experts) * p.groups *
                        ceil_div(ng, fast_mma_cta_cols(plan.tile_rows)) * (p.pair ? 2 : 1);
@@ -199,7 +199,6 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
   if (few && plan.route == GemmRoute::kFastMma) {
     plan.route = GemmRoute::kFastGemv;
     plan.gemv_k_parts = fast_gemv_k_parts(p, caps);
-    plan.gemv_fp4_per128 = policy.gemv_fp4_per128 && p.weight == GemmWeightKind::kFp4;
   }
   return plan;
 }

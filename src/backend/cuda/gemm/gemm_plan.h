@@ -48,10 +48,10 @@ struct GemmPolicy {
   // faster on the mma.sync kernel: docs/perf.md).
   int64_t gemv_max_rows = 8;
   int64_t gemv_grouped_max_rows = 64;
-  // Fast tier: the few-row kernel sums an FP4 weight's 128-wide block as one e5m2 block with one
-  // promotion (its codes re-encoded exactly, as the wgmma kernel's), not as four e4m3 blocks of 32
-  // (DSV4_GEMM_GEMV_FP4_PER128=0). Not yet measured against the per-32 form on the H200.
-  bool gemv_fp4_per128 = true;
+  // Fast tier: the few-row and mma.sync kernels sum an FP4 weight's 128-wide block as one e5m2 block
+  // with one promotion (its codes re-encoded exactly, as the wgmma kernel's), not as four e4m3 blocks
+  // of 32 (DSV4_GEMM_FP4_PER128=0). Not yet measured against the per-32 form on the H200.
+  bool fp4_per128 = true;
   // Fast tier: cuBLASLt's block-scaled FP8 and bf16 GEMMs on (DSV4_GEMM_CUBLASLT=0: off).
   bool cublaslt = true;
   // Fast tier: the wgmma kernel (wgmma_gemm.h) for grouped calls of at least wgmma_min_rows rows a
@@ -156,7 +156,7 @@ struct GemmPlan {
   int64_t workspace_floats = 0;                 // kFastMma: fp32 scratch of the splits
   int64_t workspace_counters = 0;               // kFastMma: the splits' arrival counters (zeroed once)
   int gemv_k_parts = 1;                         // kFastGemv: runs of K a CTA's warps split (1, 2, 4, 8)
-  bool gemv_fp4_per128 = false;                 // kFastGemv, FP4: one re-encoded block a 128 (the policy's)
+  bool fp4_per128 = false;                      // kFastGemv, kFastMma, FP4: one re-encoded block a 128
 };
 
 // kFastGemv: the K runs a CTA's eight warps split, doubled while each run keeps two K blocks and the

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "backend/cuda/device_math.cuh"
+
 namespace dsv4::cuda {
 
 // Eight e2m1 codes (nibble i = code i) as eight e4m3 bytes, exactly: the magnitude by table, the
@@ -33,6 +35,26 @@ __device__ __forceinline__ uint2 e2m1x8_e5m2(uint32_t v, int shift) {
     out[h] = (shift < 0 ? m - delta : m + delta) | __byte_perm(0u, 0x80808080u, sign >> (16 * h));
   }
   return {out[0], out[1]};
+}
+
+// FP4 per 128 (spec/NUMERICS.md's exact re-encoding): a row's 128-wide block, scale bytes sw (block b in
+// byte b), is summed as one e5m2 block against its largest scale byte `top`, with the block's scale
+// 2^(top − 127 − 13) (NaN for byte 255) in *scale. Four scales spanning more than 26 octaves cannot be
+// re-encoded: reported as kGemmFp4Span (the blocks out of reach flush to zero). Returns top.
+__device__ __forceinline__ int fp4_block_top(uint32_t sw, int32_t* err, float* scale) {
+  const int e0 = sw & 255u, e1 = (sw >> 8) & 255u, e2 = (sw >> 16) & 255u, e3 = sw >> 24;
+  const int top = max(max(e0, e1), max(e2, e3)), low = min(min(e0, e1), min(e2, e3));
+  if (top - low > 26 && top != 255) report(err, DeviceError::kGemmFp4Span);
+  *scale = top == 255  ? __uint_as_float(0x7fc00000u)
+           : top >= 14 ? __uint_as_float(static_cast<uint32_t>(top - 13) << 23)
+                       : ldexpf(1.0f, top - 140);
+  return top;
+}
+
+// Eight codes of scale block `block` of that row block as e5m2 against `top` (zeros out of reach).
+__device__ __forceinline__ uint2 e2m1x8_e5m2_shifted(uint32_t codes, uint32_t sw, int block, int top) {
+  const int shift = static_cast<int>((sw >> (8 * block)) & 255u) - top + 13;
+  return shift >= -13 ? e2m1x8_e5m2(codes, shift) : make_uint2(0, 0);
 }
 
 // d = a·b (+ d) on the FP8 tensor cores, fp32 accumulation.

@@ -174,21 +174,13 @@ __device__ __forceinline__ void widen_stage(uint8_t* st, int32_t* err) {
   for (int i = 0; i < kBN * 4 / kThreads; ++i) {
     const int q = tid + i * kThreads, r = q >> 2, u = q & 3;
     const uint32_t sw = *reinterpret_cast<const uint32_t*>(st + L::sraw + r * 4);
-    const int e0 = sw & 255u, e1 = (sw >> 8) & 255u, e2 = (sw >> 16) & 255u, e3 = sw >> 24;
-    const int hi = max(max(e0, e1), max(e2, e3)), lo = min(min(e0, e1), min(e2, e3));
-    const int shift = static_cast<int>((sw >> (8 * u)) & 255u) - hi + 13;
-    if (u == 0) {
-      reinterpret_cast<float*>(st + L::sb)[r] = hi == 255 ? __uint_as_float(0x7fc00000u) : ldexpf(1.0f, hi - 140);
-      if (hi - lo > 26 && hi != 255) report(err, DeviceError::kGemmFp4Span);
-    }
+    float scale;
+    const int top = fp4_block_top(sw, u == 0 ? err : nullptr, &scale);  // reported once a row block
+    if (u == 0) reinterpret_cast<float*>(st + L::sb)[r] = scale;
     const uint4 v = *reinterpret_cast<const uint4*>(st + L::raw + r * 64 + u * 16);
-    uint4 w0{0, 0, 0, 0}, w1{0, 0, 0, 0};  // a sub-block below the span's reach flushes to zero
-    if (shift >= -13) {
-      const uint2 c0 = e2m1x8_e5m2(v.x, shift), c1 = e2m1x8_e5m2(v.y, shift);
-      const uint2 c2 = e2m1x8_e5m2(v.z, shift), c3 = e2m1x8_e5m2(v.w, shift);
-      w0 = {c0.x, c0.y, c1.x, c1.y};
-      w1 = {c2.x, c2.y, c3.x, c3.y};
-    }
+    const uint2 c0 = e2m1x8_e5m2_shifted(v.x, sw, u, top), c1 = e2m1x8_e5m2_shifted(v.y, sw, u, top);
+    const uint2 c2 = e2m1x8_e5m2_shifted(v.z, sw, u, top), c3 = e2m1x8_e5m2_shifted(v.w, sw, u, top);
+    const uint4 w0{c0.x, c0.y, c1.x, c1.y}, w1{c2.x, c2.y, c3.x, c3.y};
     uint8_t* row = st + L::b + r * 128;
     *reinterpret_cast<uint4*>(row + (((2 * u) ^ (r & 7)) << 4)) = w0;
     *reinterpret_cast<uint4*>(row + (((2 * u + 1) ^ (r & 7)) << 4)) = w1;
