@@ -442,8 +442,8 @@ void hc_rows(Ops& ops, const std::string& suffix) {
 
 // (h) the KV host tier's restores: `bytes` of pinned host pages of one size, every other page (no two
 // adjacent, as a prefix's layer pages lie), into device pages on the copy stream, from the call until
-// landed() says so (host wall time, as the engine waits); per page (one cudaMemcpyAsync each) and
-// batched (Device::copy_many: one call where the device batches), against one contiguous copy.
+// landed() says so (host wall time, as the engine waits); Device::copy_many a cudaMemcpyAsync a page,
+// one copy kernel, one batched DMA call (page_copy.h), against one contiguous copy.
 void kv_restore_rows() {
   constexpr size_t kBytes = size_t{16} << 20;
   for (const size_t page : {size_t{400}, size_t{4096}, size_t{17216}}) {
@@ -471,11 +471,13 @@ void kv_restore_rows() {
     };
     const std::string size = std::to_string(page) + " B pages";
     const auto bytes = static_cast<double>(n * page);
-    emit("kv restore " + size + ", per page", time([&] {
-           for (const auto& c : pages) g_dev->copy(c.dst, c.src, c.bytes);
-         }),
-         bytes, 0);
-    emit("kv restore " + size + ", batched", time([&] { g_dev->copy_many(pages); }), bytes, 0);
+    using How = cuda::CudaDevice::PageCopy;
+    for (const auto& [how, name] : {std::pair{How::kPerPage, "per page"}, std::pair{How::kKernel, "kernel"},
+                                    std::pair{How::kBatched, "batched DMA"}}) {
+      g_dev->set_page_copy(how);
+      emit("kv restore " + size + ", " + name, time([&] { g_dev->copy_many(pages); }), bytes, 0);
+    }
+    g_dev->set_page_copy(How::kPerPage);
     emit("kv restore " + size + ", one contiguous copy", time([&] { g_dev->copy_many({&whole, 1}); }), bytes, 0);
     g_dev->synchronize();
     g_dev->release(dev);

@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_error.h"
+#include "backend/cuda/page_copy.h"
 #include "core/error.h"
 
 namespace dsv4::cuda {
@@ -208,6 +209,19 @@ void CudaDevice::to_host(void* dst, const void* src, size_t bytes) {
 // cudaMemcpyDefault: the direction from the pointers, so pinned host pages (the KV host tier) copy too.
 void CudaDevice::copy(void* dst, const void* src, size_t bytes) {
   if (bytes) DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, active_));
+}
+
+void CudaDevice::copy_many(std::span<const Copy> copies) {
+  switch (page_copy_) {
+    case PageCopy::kKernel:
+      return page_copy_kernel(copies, active_);
+    case PageCopy::kBatched:
+      refuse_while_recording("a batch of copies");
+      return page_copy_batched(copies, active_);
+    case PageCopy::kPerPage:
+      break;
+  }
+  for (const Copy& c : copies) copy(c.dst, c.src, c.bytes);
 }
 
 void CudaDevice::copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows) {

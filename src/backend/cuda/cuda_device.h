@@ -35,7 +35,8 @@ class CudaDevice final : public Device {
   void to_host(void* dst, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;  // any direction (unified addressing)
   void copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows) override;
-  void* allocate_pinned(size_t bytes) override;           // cudaHostAlloc
+  void copy_many(std::span<const Copy> copies) override;
+  void* allocate_pinned(size_t bytes) override;  // cudaHostAlloc
   void release_pinned(void* p) override;
   void fill_zero(void* p, size_t bytes) override;
   void synchronize() override;
@@ -55,6 +56,11 @@ class CudaDevice final : public Device {
   void abort_recording() noexcept override;
   void replay(const Recording& r) override;
 
+  // How copy_many moves a batch (page_copy.h), until one is measured the fastest (gpu_kernels_bench
+  // kv-restore): a cudaMemcpyAsync a page (the default), one kernel launch, or one batched DMA call.
+  enum class PageCopy : uint8_t { kPerPage, kKernel, kBatched };
+  void set_page_copy(PageCopy how) { page_copy_ = how; }
+
   // The stream work goes to now: the main stream, or the side stream between begin_side() and end_side().
   cudaStream_t stream() const { return active_; }
   cudaStream_t main_stream() const { return stream_; }
@@ -72,6 +78,7 @@ class CudaDevice final : public Device {
     void* p = nullptr;
     size_t bytes = 0;
   };
+  PageCopy page_copy_ = PageCopy::kPerPage;
   std::vector<Pinned> staging_;  // blocks, filled in order and reused after each synchronize()
   size_t current_ = 0;           // the block being filled
   size_t staged_ = 0;            // bytes used of it
