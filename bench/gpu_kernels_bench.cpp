@@ -563,6 +563,11 @@ int main() {
     gemm_rows(*mma, " mma", {1, 8});
     moe_rows(fast_ops, " gemv", {1, 8, 32});
     moe_rows(*mma, " mma", {1, 8, 32});
+    // Dense calls of 16 and 32 rows (a decode batch) on the few-row kernel, a row tile of 8 after
+    // another rereading the weight (from L2 where it fits), against the mma.sync kernel's m16 / m32.
+    const auto gemv32 = fast_with([](cuda::GemmPolicy& p) { p.gemv_max_rows = 32; });
+    gemm_rows(*gemv32, " gemv", {16, 32});
+    gemm_rows(fast_ops, " mma", {16, 32});
     moe_rows(fast_ops, " e32 gemv", {1, 8, 32}, 32);
     moe_rows(*mma, " e32 mma", {1, 8, 32}, 32);
   }
