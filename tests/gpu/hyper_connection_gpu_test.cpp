@@ -345,20 +345,24 @@ TEST(CudaHyperConnection, OutNormGivesTheRmsNormOpsBits) {
         if (!fused) cuda::rms_norm({dx.p, dx.p, dw.p, c.tokens, c.dim, eps}, nullptr);
         return std::tuple{dx.get(), bits(dpost.get()), bits(dcomb.get())};
       };
-      for (const bool fast : {false, true}) {
-        for (const HcPath path : fast ? std::vector<HcPath>{HcPath::kChain} : paths(c, mix)) {
-          SCOPED_TRACE(testing::Message() << (fast ? "fast" : name(path)));
-          const PathSwitch sw(path);
-          const bool chain = path != HcPath::kWide;
-          const auto [fx, fpost, fcomb] = run(true, fast, chain);
-          const auto [ux, upost, ucomb] = run(false, fast, chain);
-          EXPECT_EQ(fx, ux) << "fused and unfused norms differ";
-          if (!head) {
-            EXPECT_EQ(fpost, upost);
-            EXPECT_EQ(fcomb, ucomb);
+      for (const bool fused : {true, false}) {  // the norm in the finishing kernel, or rms_norm after it
+        cuda::set_hc_fused_norm(fused);
+        for (const bool fast : {false, true}) {
+          for (const HcPath path : fast ? std::vector<HcPath>{HcPath::kChain} : paths(c, mix)) {
+            SCOPED_TRACE(testing::Message() << (fast ? "fast" : name(path)) << (fused ? " fused" : " after"));
+            const PathSwitch sw(path);
+            const bool chain = path != HcPath::kWide;
+            const auto [fx, fpost, fcomb] = run(true, fast, chain);
+            const auto [ux, upost, ucomb] = run(false, fast, chain);
+            EXPECT_EQ(fx, ux) << "out_norm and a separate rms_norm differ";
+            if (!head) {
+              EXPECT_EQ(fpost, upost);
+              EXPECT_EQ(fcomb, ucomb);
+            }
           }
         }
       }
+      cuda::set_hc_fused_norm(true);
       std::vector<uint16_t> x(nx);
       std::vector<float> post(static_cast<size_t>(c.tokens * c.hc)), comb(static_cast<size_t>(c.tokens * c.hc * c.hc));
       CpuOps cpu(2);

@@ -126,7 +126,8 @@ void CudaOps::do_compressor_emit(const CompressorEmitParams& p) {
 }
 
 void CudaOps::do_indexer_topk(const IndexerTopkParams& p) {
-  cuda::indexer_topk(p, dev_.error_flag(), gemm_->policy().numerics == Numerics::kFast, dev_.stream());
+  const GemmPolicy& policy = gemm_->policy();
+  cuda::indexer_topk(p, dev_.error_flag(), policy.numerics == Numerics::kFast && policy.indexer_mma, dev_.stream());
 }
 
 void CudaOps::do_moe_gate(const MoeGateParams& p) {

@@ -707,7 +707,7 @@ void norm_rows(const HcLaunch& a, cudaStream_t stream) {
 
 template <bool kPre>
 void finish(const HcLaunch& a, const float* raw, int parts, cudaStream_t stream) {
-  if (a.out_norm && a.dim <= kNormMaxDim) {
+  if (a.out_norm && a.dim <= kNormMaxDim && hc_fused_norm()) {
     launch_kernel(hc_finish_norm_kernel<kPre>, static_cast<unsigned>(a.tokens), kThreads, 0, stream, a, raw, parts);
     return;
   }
@@ -894,6 +894,11 @@ std::atomic<bool>& ring_switch() {
   return on;
 }
 
+std::atomic<bool>& fused_norm_switch() {
+  static std::atomic<bool> on{env_switch("DSV4_HC_FUSED_NORM") != "0"};
+  return on;
+}
+
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 template <bool kPre>
@@ -969,6 +974,8 @@ HcPreParams head_as_pre(const HcHeadParams& p) {
 
 bool hc_products() { return products_switch().load(); }
 bool hc_ring() { return ring_switch().load(); }
+bool hc_fused_norm() { return fused_norm_switch().load(); }
+void set_hc_fused_norm(bool on) { fused_norm_switch().store(on); }
 void set_hc_ring(bool on) { ring_switch().store(on); }
 int64_t hc_ring_launches() { return g_ring_launches.load(); }
 void set_hc_products(bool on) { products_switch().store(on); }

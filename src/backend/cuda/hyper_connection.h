@@ -28,6 +28,10 @@ void set_hc_products(bool on);
 bool hc_ring();
 void set_hc_ring(bool on);
 int64_t hc_ring_launches();  // ring kernels launched so far (tests)
+// out_norm in the finishing kernel (below); DSV4_HC_FUSED_NORM=0: that kernel, then rms_norm's (the
+// same bits; until the fused one has run on the H200).
+bool hc_fused_norm();
+void set_hc_fused_norm(bool on);
 // Whether a call of `tokens` with scratch and 16-byte aligned h and fn takes that path (width = hc*dim).
 bool hc_uses_products(int64_t tokens, int mix, int64_t width);
 

@@ -291,11 +291,16 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::unsetenv("DSV4_GEMM_FAST_GEMV_MAX_ROWS");
   EXPECT_EQ(p.gemv_max_rows, 4);
   EXPECT_NE(p.describe().find("FP4 per 128; few-row kernel up to 4 rows"), std::string::npos) << p.describe();
+  EXPECT_NE(p.describe().find("indexer dots on tensor cores"), std::string::npos) << p.describe();
   ::setenv("DSV4_GEMM_FP4_PER128", "0", 1);
+  ::setenv("DSV4_INDEXER_MMA", "0", 1);
   const GemmPolicy per32 = GemmPolicy::from_env(Numerics::kFast);
   ::unsetenv("DSV4_GEMM_FP4_PER128");
+  ::unsetenv("DSV4_INDEXER_MMA");
   EXPECT_FALSE(per32.fp4_per128);
+  EXPECT_FALSE(per32.indexer_mma);
   EXPECT_NE(per32.describe().find("FP4 per 32"), std::string::npos) << per32.describe();
+  EXPECT_NE(per32.describe().find("indexer dots on CUDA cores"), std::string::npos) << per32.describe();
   EXPECT_FALSE(p.cublaslt);
   EXPECT_EQ(p.wgmma_min_rows, 200);
   EXPECT_EQ(p.fast_mma_max_rows, 128);

@@ -44,6 +44,7 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.fast_mma_max_rows = env_count("DSV4_GEMM_FAST_MMA_MAX_ROWS", p.fast_mma_max_rows);
   p.gemv_max_rows = env_count("DSV4_GEMM_FAST_GEMV_MAX_ROWS", p.gemv_max_rows);
   p.fp4_per128 = env_switch("DSV4_GEMM_FP4_PER128") != "0";
+  p.indexer_mma = env_switch("DSV4_INDEXER_MMA") != "0";
   p.wgmma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_WGMMA_MIN_ROWS", p.wgmma_min_rows));
   p.ctas_per_sm = static_cast<int>(std::max<int64_t>(1, env_count("DSV4_GEMM_CTAS_PER_SM", p.ctas_per_sm)));
   p.exact_imma = env_switch("DSV4_GEMM_IMMA") != "0";
@@ -61,8 +62,9 @@ std::string GemmPolicy::describe() const {
   }
   return fmt::format(
       "fast (FP8 tensor cores with per-block promotion, FP4 per {}; few-row kernel up to {} rows a weight; cuBLASLt "
-      "{} above {} rows; wgmma from {} rows a weight; {} CTAs an SM)",
-      fp4_per128 ? 128 : 32, gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows, ctas_per_sm);
+      "{} above {} rows; wgmma from {} rows a weight; {} CTAs an SM; indexer dots on {})",
+      fp4_per128 ? 128 : 32, gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows, ctas_per_sm,
+      indexer_mma ? "tensor cores" : "CUDA cores");
 }
 
 const char* route_name(GemmRoute r) {

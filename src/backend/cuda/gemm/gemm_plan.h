@@ -52,6 +52,9 @@ struct GemmPolicy {
   // with one promotion (its codes re-encoded exactly, as the wgmma kernel's), not as four e4m3 blocks
   // of 32 (DSV4_GEMM_FP4_PER128=0). Not yet measured against the per-32 form on the H200.
   bool fp4_per128 = true;
+  // Fast tier, beside the GEMMs: the indexer's dots of FP4 keys on the bf16 tensor cores (indexer.h;
+  // DSV4_INDEXER_MMA=0: its CUDA-core kernel, the exact tier's). Not yet run on the H200.
+  bool indexer_mma = true;
   // Fast tier: cuBLASLt's block-scaled FP8 and bf16 GEMMs on (DSV4_GEMM_CUBLASLT=0: off).
   bool cublaslt = true;
   // Fast tier: the wgmma kernel (wgmma_gemm.h) for grouped calls of at least wgmma_min_rows rows a
