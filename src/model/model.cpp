@@ -141,7 +141,7 @@ Model::Model(const ModelConfig& cfg, const ModelWeights& weights, Ops& ops, Devi
   set_step_mode(graphs ? StepMode::kGraphs : StepMode::kEager);
   if (dev.can_record())
     spdlog::info("model: decode steps {}", graphs ? "recorded once per batch shape and replayed (CUDA graphs), the "
-                                                    "indexer on a side stream"
+                                                    "indexer (or the window KV and compressor) on a side stream"
                                                   : "run eagerly (DSV4_CUDA_GRAPHS=0)");
 }
 
@@ -268,6 +268,20 @@ void Model::run_block(const Layer& L, StepIndex& s, KvAccess& kv, uint16_t* h) {
   sublayer(L.w->hc_ffn, L.w->ffn_norm, [&](const uint16_t* in, uint16_t* out) { moe(L, s, in, out); });
 }
 
+// The shared K=V head (norm, RoPE, FP8 simulation of the nope dims) into the window, one fused op;
+// then the layer's compressed entries (ratio 4 and 128).
+void Model::window_and_compressed_kv(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x) {
+  const AttentionWeights& a = L.w->attn;
+  const int64_t T = s.tokens;
+  const int d = cfg_.head_dim, r = cfg_.rope_head_dim;
+  auto kvx = scratch<uint16_t>(dev_, T * d);
+  ops_.linear({x, T, L.wkv, kvx.data()});
+  ops_.kv_insert({kvx.data(), T, KvEntryDims{d, r}, a.kv_norm.weight, static_cast<float>(cfg_.norm_eps),
+                  s.positions.data(), L.rope, kv.table(L.index, KvKind::kWindow),
+                  s.layers[static_cast<size_t>(L.index)].window_write.data()});
+  if (L.ratio != 0) compress(L, s, kv, x, /*for_indexer=*/false);
+}
+
 // MODEL.md §5: queries, the window KV, the compressor and indexer, sparse attention with sink,
 // inverse RoPE, grouped output projection.
 void Model::attention(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x, uint16_t* out) {
@@ -275,6 +289,15 @@ void Model::attention(const Layer& L, const StepIndex& s, KvAccess& kv, const ui
   const int64_t T = s.tokens;
   const int H = L.heads, d = cfg_.head_dim, r = cfg_.rope_head_dim;
   const float eps = static_cast<float>(cfg_.norm_eps);
+
+  // The window KV and the compressor need only x. Without an indexer (whose branch the side queue
+  // carries in ratio-4 layers) they go on the side queue first, beside the query path, and the queues
+  // meet before sparse attention reads the cache they write.
+  const bool kv_side = overlap_ && L.ratio != 4;
+  if (kv_side) {
+    const SideBranch side(dev_, true);
+    window_and_compressed_kv(L, s, kv, x);
+  }
 
   auto qr = scratch<uint16_t>(dev_, T * cfg_.q_lora_rank);
   ops_.linear({x, T, L.wq_a, qr.data()});
@@ -293,17 +316,12 @@ void Model::attention(const Layer& L, const StepIndex& s, KvAccess& kv, const ui
   ops_.linear({qr.data(), T, L.wq_b, q.data()});
   ops_.head_rms_norm({q.data(), T, H, d, eps, s.positions.data(), L.rope});  // Q-norm + RoPE, fused
 
-  // The shared K=V head: norm, RoPE, FP8 simulation of the nope dims, into the window (one fused op).
-  auto kvx = scratch<uint16_t>(dev_, T * d);
-  ops_.linear({x, T, L.wkv, kvx.data()});
-  ops_.kv_insert({kvx.data(), T, KvEntryDims{d, r}, a.kv_norm.weight, eps, s.positions.data(), L.rope,
-                  kv.table(L.index, KvKind::kWindow), s.layers[static_cast<size_t>(L.index)].window_write.data()});
+  if (!kv_side) window_and_compressed_kv(L, s, kv, x);
+  if (overlap_ && (kv_side || L.ratio == 4)) dev_.join_side();
 
   SparseAttentionParams p;
   if (L.ratio != 0) {
     const LayerIndex& ri = s.layers[static_cast<size_t>(L.index)];
-    compress(L, s, kv, x, /*for_indexer=*/false);
-    if (L.ratio == 4 && overlap_) dev_.join_side();
     p.compressed = kv.table(L.index, KvKind::kCompressed);
     if (L.ratio == 4) {
       p.compressed_slots = selected.data();

@@ -57,7 +57,8 @@ class Model {
   // side queue on, where the device can record, unless DSV4_CUDA_GRAPHS=0; eager elsewhere.
   void set_step_mode(StepMode mode);
   StepMode step_mode() const { return mode_; }
-  // The indexer pipeline on the device's side queue, beside the query and KV projections.
+  // The indexer pipeline on the device's side queue, beside the query and KV projections (layers
+  // without one: the window KV and the compressor there, beside the query projections).
   void set_overlap(bool on) { overlap_ = on; }
   bool overlap() const { return overlap_; }
   // With overlap on, also the MoE's shared expert on the side queue, beside the gate and the routed
@@ -97,6 +98,7 @@ class Model {
   // hc_head, final norm and head GEMM for the hc streams of `rows` of h.
   void head(const std::vector<int64_t>& rows, int64_t tokens, const uint16_t* h, float* logits);
   void attention(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x, uint16_t* out);
+  void window_and_compressed_kv(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x);
   void indexer(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x, const uint16_t* qr,
                int32_t* out_slots);
   void compress(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x, bool for_indexer);

@@ -1,6 +1,6 @@
-// The indexer on the device's side queue (Model::attention): which ops a CSA layer sends to the side
-// queue, and that the main queue joins it before sparse attention reads its choice. A host device
-// that logs the queue calls and an Ops that logs each op with the queue it ran on.
+// The device's side queue in Model::attention: a CSA layer sends its indexer there, the other layers
+// their window KV and compressor, and the main queue joins it before sparse attention reads what it
+// wrote. A host device that logs the queue calls and an Ops that logs each op with the queue it ran on.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -77,11 +77,9 @@ std::vector<float> step(Log& log, bool overlap, bool shared = false) {
   return m.forward(b, kv);
 }
 
-TEST(SideQueue, TheIndexerRunsBesideTheQueryAndJoinsBeforeSparseAttention) {
+TEST(SideQueue, TheIndexerOrTheKvPathRunsBesideTheQueryAndJoinsBeforeSparseAttention) {
   Log log;
   const std::vector<float> with = step(log, true);
-  int csa = 0;
-  for (int l = 0; l < tiny().config.n_layers; ++l) csa += tiny().config.compress_ratio(l) == 4;
   int begins = 0, attentions_after_join = 0;
   bool joined = true;  // since the last branch ended
   std::vector<std::string> side_ops;
@@ -97,15 +95,26 @@ TEST(SideQueue, TheIndexerRunsBesideTheQueryAndJoinsBeforeSparseAttention) {
     EXPECT_NE(e, "side:moe_experts");
     EXPECT_NE(e, "side:moe_gate");
   }
-  EXPECT_EQ(begins, csa);
+  EXPECT_EQ(begins, tiny().config.n_layers);
   EXPECT_EQ(attentions_after_join, tiny().config.n_layers);
   // Per CSA layer: the indexer's projection, RoPE, Hadamard, FP4 simulation, its compressor (step and
-  // emission), its weights and the top-k.
-  const std::vector<std::string> per_layer = {
-      "side:linear",          "side:rope",   "side:hadamard",    "side:quant_sim", "side:compressor_step",
-      "side:compressor_emit", "side:linear", "side:indexer_topk"};
-  ASSERT_EQ(side_ops.size(), per_layer.size() * static_cast<size_t>(csa));
-  for (size_t i = 0; i < side_ops.size(); ++i) EXPECT_EQ(side_ops[i], per_layer[i % per_layer.size()]) << i;
+  // emission), its weights and the top-k. Per other layer: wkv and the window insert, then (ratio 128)
+  // the compressor's step (its first emission comes at position 127, past the step's 9 tokens).
+  std::vector<std::string> want;
+  bool kinds[3] = {};  // ratio 0, 4 and 128 layers met: the test covers each
+  for (int l = 0; l < tiny().config.n_layers; ++l) {
+    const int ratio = tiny().config.compress_ratio(l);
+    kinds[ratio == 0 ? 0 : ratio == 4 ? 1 : 2] = true;
+    if (ratio == 4) {
+      want.insert(want.end(), {"side:linear", "side:rope", "side:hadamard", "side:quant_sim", "side:compressor_step",
+                               "side:compressor_emit", "side:linear", "side:indexer_topk"});
+      continue;
+    }
+    want.insert(want.end(), {"side:linear", "side:kv_insert"});
+    if (ratio != 0) want.push_back("side:compressor_step");
+  }
+  EXPECT_TRUE(kinds[1] && kinds[2]) << "the tiny model lacks a CSA or an HCA layer";
+  EXPECT_EQ(side_ops, want);
 
   Log serial;
   EXPECT_EQ(step(serial, false), with);  // the same bits in order
@@ -136,9 +145,7 @@ TEST(SideQueue, TheSharedExpertRunsBesideTheRoutedOnes) {
   }
   EXPECT_FALSE(in_branch);
   EXPECT_EQ(shared, tiny().config.n_layers);
-  int csa = 0;
-  for (int l = 0; l < tiny().config.n_layers; ++l) csa += tiny().config.compress_ratio(l) == 4;
-  EXPECT_EQ(branches, csa + tiny().config.n_layers);
+  EXPECT_EQ(branches, 2 * tiny().config.n_layers);  // each layer's attention branch and shared expert
   Log inside;
   EXPECT_EQ(step(inside, true, false), with);
 }
