@@ -298,18 +298,26 @@ void Model::attention(const Layer& L, const StepIndex& s, KvAccess& kv, const ui
     const SideBranch side(dev_, true);
     window_and_compressed_kv(L, s, kv, x);
   }
+  // The indexer's keys and weights need only x too: on the side queue beside wq_a and the query norm;
+  // its selection follows there once the query latent is made.
+  DeviceArray<int32_t> selected;
+  DeviceArray<uint16_t> index_w;
+  if (L.ratio == 4) {
+    selected = scratch<int32_t>(dev_, T * cfg_.index_topk);
+    index_w = scratch<uint16_t>(dev_, T * cfg_.index_n_heads);
+    const SideBranch side(dev_, overlap_);
+    indexer_keys(L, s, kv, x, index_w.data());
+  }
 
   auto qr = scratch<uint16_t>(dev_, T * cfg_.q_lora_rank);
   ops_.linear({x, T, L.wq_a, qr.data()});
   ops_.rms_norm({qr.data(), qr.data(), a.q_norm.weight, T, cfg_.q_lora_rank, eps});
 
-  // The indexer needs only x and the query latent: on the side queue it runs beside wq_b, the window KV
-  // and the main compressor, and the queues meet before sparse attention reads its choice.
-  DeviceArray<int32_t> selected;
+  // The indexer's selection needs the query latent: on the side queue it runs beside wq_b, the window
+  // KV and the main compressor, and the queues meet before sparse attention reads its choice.
   if (L.ratio == 4) {
-    selected = scratch<int32_t>(dev_, T * cfg_.index_topk);
     const SideBranch side(dev_, overlap_);
-    indexer(L, s, kv, x, qr.data(), selected.data());
+    indexer_select(L, s, kv, qr.data(), index_w.data(), selected.data());
   }
 
   auto q = scratch<uint16_t>(dev_, T * H * d);
@@ -423,9 +431,17 @@ void Model::compress(const Layer& L, const StepIndex& s, KvAccess& kv, const uin
   ops_.compressor_emit(em);
 }
 
-// The lightning indexer of MODEL.md §5.6: picks which compressed entries each query attends.
-void Model::indexer(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x, const uint16_t* qr,
-                    int32_t* out_slots) {
+// The lightning indexer (MODEL.md §5.6), which picks the compressed entries each query attends, in two
+// parts. This one needs only x: its compressor's keys into the index cache, the head weights w [T, heads].
+void Model::indexer_keys(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x, uint16_t* w) {
+  compress(L, s, kv, x, /*for_indexer=*/true);
+  ops_.linear({x, s.tokens, L.ix_proj, w});
+}
+
+// The rest, from the query latent: the index queries (RoPE, Hadamard, FP4 simulation), then each
+// token's top-k of the index keys, as compressed-entry slots.
+void Model::indexer_select(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* qr, const uint16_t* w,
+                           int32_t* out_slots) {
   const LayerIndex& ri = s.layers[static_cast<size_t>(L.index)];
   const int64_t T = s.tokens;
   const int ih = cfg_.index_n_heads, id = cfg_.index_head_dim;
@@ -435,14 +451,10 @@ void Model::indexer(const Layer& L, const StepIndex& s, KvAccess& kv, const uint
   ops_.rope({qi.data(), T, ih, id, s.positions.data(), rope, false});
   ops_.hadamard({qi.data(), T * ih, id});
   ops_.quant_sim({qi.data(), T * ih, id, id, QuantSim::kFp4, 32});
-  compress(L, s, kv, x, /*for_indexer=*/true);
-
-  auto w = scratch<uint16_t>(dev_, T * ih);
-  ops_.linear({x, T, L.ix_proj, w.data()});
   auto index = scratch<int32_t>(dev_, T * cfg_.index_topk);
   IndexerTopkParams p;
   p.q = qi.data();
-  p.weights = w.data();
+  p.weights = w;
   p.weight_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(id) * ih));
   p.tokens = T;
   p.heads = ih;

@@ -99,8 +99,9 @@ class Model {
   void head(const std::vector<int64_t>& rows, int64_t tokens, const uint16_t* h, float* logits);
   void attention(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x, uint16_t* out);
   void window_and_compressed_kv(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x);
-  void indexer(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x, const uint16_t* qr,
-               int32_t* out_slots);
+  void indexer_keys(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x, uint16_t* w);
+  void indexer_select(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* qr, const uint16_t* w,
+                      int32_t* out_slots);
   void compress(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x, bool for_indexer);
   void moe(const Layer& L, const StepIndex& s, const uint16_t* x, uint16_t* out);
   // Routing: indices and weights [tokens, topk] of x's tokens.

@@ -1,6 +1,7 @@
-// The device's side queue in Model::attention: a CSA layer sends its indexer there, the other layers
-// their window KV and compressor, and the main queue joins it before sparse attention reads what it
-// wrote. A host device that logs the queue calls and an Ops that logs each op with the queue it ran on.
+// The device's side queue in Model::attention: a CSA layer sends its indexer there (its keys and
+// weights from the layer's start, its selection once the query latent is made), the other layers their
+// window KV and compressor, and the main queue joins it before sparse attention reads what it wrote. A host device that
+// logs the queue calls and an Ops that logs each op with the queue it ran on.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -83,8 +84,13 @@ TEST(SideQueue, TheIndexerOrTheKvPathRunsBesideTheQueryAndJoinsBeforeSparseAtten
   int begins = 0, attentions_after_join = 0;
   bool joined = true;  // since the last branch ended
   std::vector<std::string> side_ops;
+  std::string last_main, fork_after;  // the main queue's last op, and that at the last fork
   for (const std::string& e : log.events) {
-    if (e == "[begin_side]") ++begins, joined = false;
+    if (e == "[begin_side]") ++begins, joined = false, fork_after = last_main;
+    if (e[0] != '[' && e.rfind("side:", 0) != 0) last_main = e;
+    if (e == "side:rope") {
+      EXPECT_EQ(fork_after, "rms_norm") << "the index queries forked before the query latent was made";
+    }
     if (e == "[join_side]") joined = true;
     if (e.rfind("side:", 0) == 0) side_ops.push_back(e);
     if (e == "sparse_attention") {
@@ -95,10 +101,12 @@ TEST(SideQueue, TheIndexerOrTheKvPathRunsBesideTheQueryAndJoinsBeforeSparseAtten
     EXPECT_NE(e, "side:moe_experts");
     EXPECT_NE(e, "side:moe_gate");
   }
-  EXPECT_EQ(begins, tiny().config.n_layers);
+  int csa = 0;
+  for (int l = 0; l < tiny().config.n_layers; ++l) csa += tiny().config.compress_ratio(l) == 4;
+  EXPECT_EQ(begins, tiny().config.n_layers + csa);
   EXPECT_EQ(attentions_after_join, tiny().config.n_layers);
-  // Per CSA layer: the indexer's projection, RoPE, Hadamard, FP4 simulation, its compressor (step and
-  // emission), its weights and the top-k. Per other layer: wkv and the window insert, then (ratio 128)
+  // Per CSA layer: the indexer's compressor (step and emission) and weights, then its projection, RoPE,
+  // Hadamard, FP4 simulation and the top-k. Per other layer: wkv and the window insert, then (ratio 128)
   // the compressor's step (its first emission comes at position 127, past the step's 9 tokens).
   std::vector<std::string> want;
   bool kinds[3] = {};  // ratio 0, 4 and 128 layers met: the test covers each
@@ -106,8 +114,8 @@ TEST(SideQueue, TheIndexerOrTheKvPathRunsBesideTheQueryAndJoinsBeforeSparseAtten
     const int ratio = tiny().config.compress_ratio(l);
     kinds[ratio == 0 ? 0 : ratio == 4 ? 1 : 2] = true;
     if (ratio == 4) {
-      want.insert(want.end(), {"side:linear", "side:rope", "side:hadamard", "side:quant_sim", "side:compressor_step",
-                               "side:compressor_emit", "side:linear", "side:indexer_topk"});
+      want.insert(want.end(), {"side:compressor_step", "side:compressor_emit", "side:linear", "side:linear",
+                               "side:rope", "side:hadamard", "side:quant_sim", "side:indexer_topk"});
       continue;
     }
     want.insert(want.end(), {"side:linear", "side:kv_insert"});
@@ -145,7 +153,9 @@ TEST(SideQueue, TheSharedExpertRunsBesideTheRoutedOnes) {
   }
   EXPECT_FALSE(in_branch);
   EXPECT_EQ(shared, tiny().config.n_layers);
-  EXPECT_EQ(branches, 2 * tiny().config.n_layers);  // each layer's attention branch and shared expert
+  int csa = 0;
+  for (int l = 0; l < tiny().config.n_layers; ++l) csa += tiny().config.compress_ratio(l) == 4;
+  EXPECT_EQ(branches, 2 * tiny().config.n_layers + csa);  // attention's branches (two a CSA layer), shared experts
   Log inside;
   EXPECT_EQ(step(inside, true, false), with);
 }
