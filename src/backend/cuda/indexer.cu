@@ -813,7 +813,8 @@ __device__ void finish_token(const IndexerLaunch& a, const Scratch& s, int64_t t
 }
 
 // Grid (chunks of the longest row, tokens of the group): the compaction of one chunk against the token's
-// cut (from the histograms when wide, else from cut_kernel), then the output row by the last CTA.
+// cut (from the histograms when wide; rows of one chunk by a pass over the row here; else from
+// cut_kernel), then the output row by the last CTA.
 __global__ void __launch_bounds__(kSelectThreads) select_kernel(IndexerLaunch a, Scratch s) {
   pdl_enter();
   const int64_t t = s.t0 + blockIdx.y;
@@ -824,7 +825,15 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(IndexerLaunch a,
   const int64_t g = t - s.t0;
   const int kk = static_cast<int>(min(n, int64_t{a.topk}));
   Cut cut{0, 0};
-  if (kk > 0) cut = s.wide ? wide_cut(s.coarse + g * kBins, s.fine + g * kWideBins, kk) : s.cuts[g];
+  if (kk > 0) {
+    if (s.wide) {
+      cut = wide_cut(s.coarse + g * kBins, s.fine + g * kWideBins, kk);
+    } else if (s.chunks == 1) {  // the whole row is this CTA's chunk: no cut_kernel launched
+      cut = row_cut(s.scores + g * s.stride, n, kk, s.coarse + g * kBins);
+    } else {
+      cut = s.cuts[g];
+    }
+  }
   compact_chunk(s.scores + g * s.stride, n, blockIdx.x, cut, a.topk, s.gt_count + g, s.gt + g * a.topk,
                 s.eq + (g * s.chunks + blockIdx.x) * s.eq_cap, s.eq_cap, s.eq_count + g * s.chunks + blockIdx.x);
   if (last_to_finish(s.done + g, chunks)) finish_token(a, s, t, seq, chunks, kk, cut);
@@ -951,7 +960,7 @@ void score_group(const IndexerLaunch& a, const Scratch& s, int64_t g, char* base
 
 // The output rows of the group from its scores and histograms (done and gt_count must be zero).
 void select_group(const IndexerLaunch& a, const Scratch& s, int64_t g, cudaStream_t stream) {
-  if (!s.wide) {
+  if (!s.wide && s.chunks > 1) {
     launch_kernel(cut_kernel, static_cast<unsigned>(g), kCutThreads, 0, stream, a, s);
   }
   launch_kernel(select_kernel, dim3(static_cast<unsigned>(s.chunks), static_cast<unsigned>(g)), kSelectThreads, 0,
