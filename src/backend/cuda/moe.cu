@@ -210,13 +210,10 @@ constexpr int kRouteSmall = 1024;
 
 // The same pairs_sorted, offsets and pos for n <= kRouteSmall: a stable counting sort by key (expert,
 // `experts` for an invalid id), which leaves pairs in ascending order within a key as the stable radix
-// sort does. One thread per pair; blockDim.x >= max(n, 32).
-__global__ void __launch_bounds__(kRouteSmall)
-    route_small_kernel(const int32_t* indices, int n, int experts, int32_t* pairs_sorted, int32_t* offsets,
-                       int32_t* pos, int32_t* err) {
-  pdl_enter();
-  __shared__ int32_t key[kRouteSmall];
-  __shared__ int32_t start[kMoeMaxExperts + 1];
+// sort does. By the whole CTA, one thread per pair (blockDim.x >= max(n, 32)): sorted[row] = pair,
+// start[key] = the key's first row (keys 0..experts), pos[pair] = its row (-1: invalid) where given.
+__device__ void sort_pairs(const int32_t* indices, int n, int experts, int32_t* key, int32_t* start, int32_t* sorted,
+                           int32_t* pos, int32_t* err) {
   const int i = static_cast<int>(threadIdx.x), bins = experts + 1;
   for (int b = i; b < bins; b += blockDim.x) start[b] = 0;
   int k = experts;
@@ -251,26 +248,34 @@ __global__ void __launch_bounds__(kRouteSmall)
     int rank = 0;  // earlier pairs with the same key
     for (int j = 0; j < i; ++j) rank += key[j] == k;
     const int at = start[k] + rank;
-    pairs_sorted[at] = i;
-    pos[i] = k < experts ? at : -1;
+    sorted[at] = i;
+    if (pos) pos[i] = k < experts ? at : -1;
   }
-  for (int b = i; b < bins; b += blockDim.x) offsets[b] = start[b];
+  __syncthreads();
+}
+
+__global__ void __launch_bounds__(kRouteSmall)
+    route_small_kernel(const int32_t* indices, int n, int experts, int32_t* pairs_sorted, int32_t* offsets,
+                       int32_t* pos, int32_t* err) {
+  pdl_enter();
+  __shared__ int32_t key[kRouteSmall];
+  __shared__ int32_t start[kMoeMaxExperts + 1];
+  sort_pairs(indices, n, experts, key, start, pairs_sorted, pos, err);
+  for (int b = static_cast<int>(threadIdx.x); b <= experts; b += blockDim.x) offsets[b] = start[b];
 }
 
 // ---- experts ----------------------------------------------------------------------------------
 
-// The sorted rows' activation codes: row j = x[token of pair j] quantized per 128-block (quantize_act's
-// arithmetic, without the gathered bf16 copy); rows past the routed ones are quantized zeros. One warp
-// per (row, block); codes [rows][dim], scales [dim/128][rows].
-__global__ void gather_quantize_kernel(const uint16_t* x, int64_t rows, int64_t dim, const int32_t* pairs, int topk,
-                                       const int32_t* routed, uint8_t* codes, float* scales) {
-  pdl_enter();
-  const int64_t nblk = dim / 128, warp = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
+// Row j of the sorted rows' activation codes (warp w: row w / nblk, block w % nblk): x[token of pair j]
+// quantized per 128-block (quantize_act's arithmetic, without the gathered bf16 copy); rows past the
+// routed ones are quantized zeros. Codes [rows][dim], scales [dim/128][rows].
+__device__ __forceinline__ void gather_quantize_row(const uint16_t* x, int64_t rows, int64_t dim, int64_t warp,
+                                                    const int32_t* pairs, int topk, int32_t routed, uint8_t* codes,
+                                                    float* scales) {
+  const int64_t nblk = dim / 128, j = warp / nblk, kb = warp % nblk;
   const int lane = threadIdx.x % kWarp;
-  if (warp >= rows * nblk) return;
-  const int64_t j = warp / nblk, kb = warp % nblk;
   float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  if (j < *routed) {
+  if (j < routed) {
     const uint16_t* src = x + int64_t{pairs[j] / topk} * dim + kb * 128 + lane * 4;
 #pragma unroll
     for (int i = 0; i < 4; ++i) v[i] = bf16_to_f(src[i]);
@@ -279,6 +284,39 @@ __global__ void gather_quantize_kernel(const uint16_t* x, int64_t rows, int64_t 
   const float sc = quantize_lane4(v, packed);
   *reinterpret_cast<uint32_t*>(codes + j * dim + kb * 128 + lane * 4) = packed;
   if (lane == 0) scales[kb * rows + j] = sc;
+}
+
+// One warp per (row, block) over the sorted pairs route_* made.
+__global__ void gather_quantize_kernel(const uint16_t* x, int64_t rows, int64_t dim, const int32_t* pairs, int topk,
+                                       const int32_t* routed, uint8_t* codes, float* scales) {
+  pdl_enter();
+  const int64_t warp = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
+  if (warp >= rows * (dim / 128)) return;
+  gather_quantize_row(x, rows, dim, warp, pairs, topk, *routed, codes, scales);
+}
+
+// Pairs the gather routes itself (a decode step's: one thread a pair).
+constexpr int kRouteFused = kThreads;
+
+// The route and the gather in one launch for n <= kRouteFused pairs: every CTA sorts the pairs into
+// shared memory (route_small_kernel's sort), the first also writes pairs_sorted, offsets and pos for
+// the kernels after it; then its warps gather and quantize their rows as gather_quantize_kernel.
+__global__ void __launch_bounds__(kThreads)
+    route_gather_quantize_kernel(const int32_t* indices, int n, int experts, const uint16_t* x, int64_t dim, int topk,
+                                 int32_t* pairs_sorted, int32_t* offsets, int32_t* pos, uint8_t* codes, float* scales,
+                                 int32_t* err) {
+  pdl_enter();
+  __shared__ int32_t key[kRouteFused], sorted[kRouteFused];
+  __shared__ int32_t start[kMoeMaxExperts + 1];
+  const bool first = blockIdx.x == 0;
+  sort_pairs(indices, n, experts, key, start, sorted, first ? pos : nullptr, first ? err : nullptr);
+  if (first) {
+    for (int i = static_cast<int>(threadIdx.x); i < n; i += blockDim.x) pairs_sorted[i] = sorted[i];
+    for (int b = static_cast<int>(threadIdx.x); b <= experts; b += blockDim.x) offsets[b] = start[b];
+  }
+  const int64_t warp = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
+  if (warp >= int64_t{n} * (dim / 128)) return;
+  gather_quantize_row(x, n, dim, warp, sorted, topk, start[experts], codes, scales);
 }
 
 // Eight bf16 values <-> fp32 (one 16-byte vector).
@@ -573,7 +611,8 @@ struct MoeRunner::Impl {
 
   const PointerTable& table(const Weight* w, int experts);
   void route(const MoeExpertsParams& a, int32_t* err, int n);
-  void routed_expert(const MoeExpertsParams& a, int n);
+  // route_err: the route is made here too, in the gather's launch (n <= kRouteFused; else route() first).
+  void routed_expert(const MoeExpertsParams& a, int n, int32_t* route_err);
   void shared_expert(const MoeExpertsParams& a, bool exact);
 
   // Digit planes of the sorted rows' codes [n][k] when the grouped GEMM's exact route takes them
@@ -634,8 +673,13 @@ void MoeRunner::Impl::route(const MoeExpertsParams& a, int32_t* err, int n) {
 }
 
 // ye [n, dim] (in kRows) = w2(swiglu(w1(xs), w3(xs)) · weight) over the sorted rows.
-void MoeRunner::Impl::routed_expert(const MoeExpertsParams& a, int n) {
+void MoeRunner::Impl::routed_expert(const MoeExpertsParams& a, int n, int32_t* route_err) {
   const int64_t D = a.dim, I = a.inter_dim, wide = std::max(D, I);
+  if (route_err) {  // the fused kernel below fills these
+    get<int32_t>(kPairsSorted, n);
+    get<int32_t>(kOffsets, a.experts + 1);
+    get<int32_t>(kPos, n);
+  }
   const int32_t* offsets = static_cast<const int32_t*>(buf[kOffsets].p);
   const int32_t* routed = offsets + a.experts;
   const int32_t* pairs = static_cast<const int32_t*>(buf[kPairsSorted].p);
@@ -664,8 +708,14 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsParams& a, int n) {
                      .w_data_b = t3.d_data(),
                      .w_scale_b = t3.d_scale(),
                      .y_b = u};
-  launch_kernel(gather_quantize_kernel, warp_blocks(n * (D / 128)), kThreads, 0, stream, a.x, n, D, pairs, a.topk,
-                routed, codes, scales);
+  if (route_err) {
+    launch_kernel(route_gather_quantize_kernel, warp_blocks(n * (D / 128)), kThreads, 0, stream, a.indices, n,
+                  a.experts, a.x, D, a.topk, static_cast<int32_t*>(buf[kPairsSorted].p),
+                  static_cast<int32_t*>(buf[kOffsets].p), static_cast<int32_t*>(buf[kPos].p), codes, scales, route_err);
+  } else {
+    launch_kernel(gather_quantize_kernel, warp_blocks(n * (D / 128)), kThreads, 0, stream, a.x, n, D, pairs, a.topk,
+                  routed, codes, scales);
+  }
   gg.a_digits = digit_planes_for(kind1, n, D, a.experts, codes);
   gemm.grouped(gg);  // w1 and w3 together
 
@@ -741,8 +791,9 @@ void MoeRunner::experts(const MoeExpertsParams& a, int32_t* err, bool exact_shar
   if (a.tokens == 0) return;
   Impl& m = *impl_;
   const int n = static_cast<int>(a.tokens * a.topk);
-  m.route(a, err, n);
-  m.routed_expert(a, n);
+  const bool fused_route = n <= kRouteFused;  // a decode step's pairs: routed in the gather's launch
+  if (!fused_route) m.route(a, err, n);
+  m.routed_expert(a, n, fused_route ? err : nullptr);
   if (!a.shared_y) m.shared_expert(a, exact_shared);
   if (before_combine) before_combine();
   const void* shared = a.shared_y ? a.shared_y : m.buf[kSharedY].p;
