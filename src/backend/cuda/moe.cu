@@ -611,8 +611,8 @@ struct MoeRunner::Impl {
 
   const PointerTable& table(const Weight* w, int experts);
   void route(const MoeExpertsParams& a, int32_t* err, int n);
-  // route_err: the route is made here too, in the gather's launch (n <= kRouteFused; else route() first).
-  void routed_expert(const MoeExpertsParams& a, int n, int32_t* route_err);
+  // route_here: the route is made here too, in the gather's launch (n <= kRouteFused; else route() first).
+  void routed_expert(const MoeExpertsParams& a, int n, bool route_here, int32_t* err);
   void shared_expert(const MoeExpertsParams& a, bool exact);
 
   // Digit planes of the sorted rows' codes [n][k] when the grouped GEMM's exact route takes them
@@ -673,9 +673,9 @@ void MoeRunner::Impl::route(const MoeExpertsParams& a, int32_t* err, int n) {
 }
 
 // ye [n, dim] (in kRows) = w2(swiglu(w1(xs), w3(xs)) · weight) over the sorted rows.
-void MoeRunner::Impl::routed_expert(const MoeExpertsParams& a, int n, int32_t* route_err) {
+void MoeRunner::Impl::routed_expert(const MoeExpertsParams& a, int n, bool route_here, int32_t* err) {
   const int64_t D = a.dim, I = a.inter_dim, wide = std::max(D, I);
-  if (route_err) {  // the fused kernel below fills these
+  if (route_here) {  // the fused kernel below fills these
     get<int32_t>(kPairsSorted, n);
     get<int32_t>(kOffsets, a.experts + 1);
     get<int32_t>(kPos, n);
@@ -708,10 +708,10 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsParams& a, int n, int32_t* r
                      .w_data_b = t3.d_data(),
                      .w_scale_b = t3.d_scale(),
                      .y_b = u};
-  if (route_err) {
+  if (route_here) {
     launch_kernel(route_gather_quantize_kernel, warp_blocks(n * (D / 128)), kThreads, 0, stream, a.indices, n,
                   a.experts, a.x, D, a.topk, static_cast<int32_t*>(buf[kPairsSorted].p),
-                  static_cast<int32_t*>(buf[kOffsets].p), static_cast<int32_t*>(buf[kPos].p), codes, scales, route_err);
+                  static_cast<int32_t*>(buf[kOffsets].p), static_cast<int32_t*>(buf[kPos].p), codes, scales, err);
   } else {
     launch_kernel(gather_quantize_kernel, warp_blocks(n * (D / 128)), kThreads, 0, stream, a.x, n, D, pairs, a.topk,
                   routed, codes, scales);
@@ -793,7 +793,7 @@ void MoeRunner::experts(const MoeExpertsParams& a, int32_t* err, bool exact_shar
   const int n = static_cast<int>(a.tokens * a.topk);
   const bool fused_route = n <= kRouteFused;  // a decode step's pairs: routed in the gather's launch
   if (!fused_route) m.route(a, err, n);
-  m.routed_expert(a, n, fused_route ? err : nullptr);
+  m.routed_expert(a, n, fused_route, err);
   if (!a.shared_y) m.shared_expert(a, exact_shared);
   if (before_combine) before_combine();
   const void* shared = a.shared_y ? a.shared_y : m.buf[kSharedY].p;
