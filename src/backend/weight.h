@@ -36,6 +36,12 @@ struct Weight {
   const uint8_t* scale = nullptr;  // FP8/FP4 only
   int64_t rows = 0;
   int64_t cols = 0;  // logical input columns K (for FP4 twice the packed byte columns)
+  // Optional, bf16 weights only: the same values stored as FP8 blocks (e4m3 [rows, cols] and ue8m0 scales
+  // [rows/128, cols/128], rows and cols multiples of 128), each value bf16(e4m3 · 2^s) as the bf16
+  // weight holds it. A backend may read these instead (half the bytes) for the same results: wo_a, whose
+  // checkpoint form is FP8 (MODEL.md §5.7). The CPU backend ignores them.
+  const uint8_t* fp8_twin = nullptr;
+  const uint8_t* fp8_twin_scale = nullptr;
 
   static Weight fp8(const Fp8BlockWeight& w) { return {WeightType::kFp8Block, w.data, w.scale, w.rows, w.cols}; }
   static Weight fp4(const Fp4BlockWeight& w) { return {WeightType::kFp4Block, w.data, w.scale, w.rows, w.cols}; }

@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <tuple>
+#include <utility>
 
 #include "backend/rope.h"
 #include "core/env.h"
@@ -31,6 +33,17 @@ Weight to_weight(const LinearWeight& w) {
 }
 
 Weight bf16_weight(const uint16_t* p, int64_t rows, int64_t cols) { return Weight::bf16(p, rows, cols); }
+
+// On a GPU, an FP8 checkpoint's wo_a also as uploaded FP8 blocks beside its bf16 form: few-row calls read
+// those, half the bytes, for the same sums (backend/weight.h's twin). Shapes in whole 128-blocks only;
+// empty arrays where not made.
+std::pair<DeviceArray<uint8_t>, DeviceArray<uint8_t>> fp8_twin(const LinearWeight& w, Device& dev) {
+  if (dev.host_memory() || w.format != WeightFormat::kFp8 || w.out % 128 != 0 || w.in % 128 != 0) return {};
+  const uint8_t* d = w.data;
+  const uint8_t* s = w.scale;
+  return {DeviceArray<uint8_t>(dev, std::vector<uint8_t>(d, d + w.out * w.in)),
+          DeviceArray<uint8_t>(dev, std::vector<uint8_t>(s, s + (w.out / 128) * (w.in / 128)))};
+}
 
 // wo_a runs as a bf16 GEMM (MODEL.md §5.7): FP8 storage dequantizes exactly to bf16. On all cores:
 // V4-Flash has 1.4 G wo_a values, a large part of a server's start when done on one.
@@ -104,6 +117,9 @@ Model::Model(const ModelConfig& cfg, const ModelWeights& weights, Ops& ops, Devi
     L.wo_b = to_weight(b.attn.wo_b);
     L.wo_a_bf16 = DeviceArray<uint16_t>(dev, dequant_bf16(host.attn.wo_a, pool));
     L.wo_a = bf16_weight(L.wo_a_bf16.data(), b.attn.wo_a.out, b.attn.wo_a.in);
+    std::tie(L.wo_a_fp8, L.wo_a_fp8_scale) = fp8_twin(host.attn.wo_a, dev);
+    L.wo_a.fp8_twin = L.wo_a_fp8.data();
+    L.wo_a.fp8_twin_scale = L.wo_a_fp8_scale.data();
     if (b.attn.compressor) {
       const auto& c = *b.attn.compressor;
       const int64_t width = (c.ratio == 4 ? 2 : 1) * c.head_dim;

@@ -1,5 +1,5 @@
 // Model::Layer: one block's weights as the ops take them (views into the placed weights, wo_a's bf16
-// form, tid2eid as int32), shared by the files that implement Model.
+// form and on a GPU its FP8 twin, tid2eid as int32), shared by the files that implement Model.
 #pragma once
 
 #include <vector>
@@ -15,6 +15,7 @@ struct Model::Layer {
   RopeConfig rope;
   Weight wq_a, wq_b, wkv, wo_a, wo_b;
   DeviceArray<uint16_t> wo_a_bf16;
+  DeviceArray<uint8_t> wo_a_fp8, wo_a_fp8_scale;  // a GPU's copy of an FP8 checkpoint's wo_a (Weight's twin)
   Weight c_wkv, c_wgate, ix_wq_b, ix_proj, ixc_wkv, ixc_wgate;
   Weight gate;
   DeviceArray<int32_t> tid2eid;

@@ -106,8 +106,13 @@ uint64_t walked_bytes(const ModelWeights& w, const ModelConfig& cfg) {
 
 uint64_t PlacedWeights::bytes_needed(const ModelWeights& host, const ModelConfig& cfg) {
   uint64_t total = walked_bytes(host, cfg);
-  // wo_a is uploaded by the model in bf16.
-  for (const auto& b : host.layers) total += static_cast<uint64_t>(b.attn.wo_a.out * b.attn.wo_a.in) * 2;
+  // wo_a is uploaded by the model in bf16, and an FP8 checkpoint's also as its FP8 twin (model.cpp).
+  for (const auto& b : host.layers) {
+    const LinearWeight& w = b.attn.wo_a;
+    const auto values = static_cast<uint64_t>(w.out * w.in);
+    total += values * 2;
+    if (w.format == WeightFormat::kFp8 && w.out % 128 == 0 && w.in % 128 == 0) total += values + values / (128 * 128);
+  }
   return total;
 }
 

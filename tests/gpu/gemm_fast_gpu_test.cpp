@@ -26,6 +26,7 @@
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemm/fast_gemv.h"
 #include "backend/cuda/gemm/fast_mma.h"
+#include "backend/cuda/gemm/fast_plain_gemv.h"
 #include "backend/cuda/gemm/wgmma_gemm.h"
 #include "backend/cuda/gemm_internal.h"
 #include "core/number_formats.h"
@@ -744,6 +745,70 @@ TEST(CudaGemmFast, RunnerRoutesPassTheOpGate) {
                   kind == GemmWeightKind::kFp8 ? "fp8" : "fp4", static_cast<long long>(rows), v.worst_ratio,
                   v.worst_tile);
       EXPECT_TRUE(v.passes()) << "rows " << rows << ": " << v.outside << " outside, " << v.untouched << " unwritten";
+    }
+  }
+}
+
+// A bf16 weight's FP8 twin (wo_a): the few-row plain kernel reading the FP8 blocks gives the bits it
+// gives reading the bf16 values they dequantize to (bf16(e4m3 · 2^s), as the model makes them), for 1-8
+// rows, one group and eight (wo_a's), fp32 and bf16 outputs; a wrong scale block (one row block's
+// scales rotated) changes them.
+TEST(CudaGemmFast, Fp8TwinGivesTheBf16WeightsBits) {
+  struct Shape {
+    int64_t rows, n, kg;
+    int groups;
+  };
+  uint32_t seed = 7000;
+  for (const Shape sh : {Shape{1, 512, 1024, 1}, Shape{5, 1024, 512, 8}, Shape{8, 8192, 4096, 8}}) {
+    SCOPED_TRACE(testing::Message() << "rows " << sh.rows << " n " << sh.n << " groups " << sh.groups);
+    std::mt19937 rng(++seed);
+    std::vector<uint8_t> codes(static_cast<size_t>(sh.n * sh.kg)),
+        scales(static_cast<size_t>(sh.n / 128 * (sh.kg / 128)));
+    for (auto& c : codes) c = random_fp8(rng);
+    for (auto& sc : scales) sc = static_cast<uint8_t>(118 + rng() % 12);
+    std::vector<uint16_t> bf(codes.size());
+    for (int64_t r = 0; r < sh.n; ++r) {
+      for (int64_t k = 0; k < sh.kg; ++k) {
+        const size_t i = static_cast<size_t>(r * sh.kg + k);
+        bf[i] = float_to_bf16(e4m3_to_float(codes[i]) *
+                              ue8m0_to_float(scales[static_cast<size_t>(r / 128 * (sh.kg / 128) + k / 128)]));
+      }
+    }
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<uint16_t> x(static_cast<size_t>(sh.rows * sh.kg * sh.groups));
+    for (auto& v : x) v = float_to_bf16(nd(rng));
+    const Dev<uint8_t> dcodes(codes), dscales(scales);
+    const Dev<uint16_t> dbf(bf), dx(x);
+    for (const bool f32 : {true, false}) {
+      auto run = [&](const uint8_t* twin, const uint8_t* twin_scale) {
+        Dev<float> y(std::vector<float>(static_cast<size_t>(sh.rows * sh.n), std::numeric_limits<float>::quiet_NaN()));
+        cuda::ExactPlainArgs p;
+        p.x = dx.p, p.x_ld = sh.kg * sh.groups, p.rows = sh.rows;
+        p.n = sh.n, p.ng = sh.n / sh.groups, p.kg = sh.kg, p.groups = sh.groups;
+        p.w = dbf.p, p.w_fp8 = twin, p.w_fp8_scale = twin_scale;
+        p.y = y.p, p.y_ld = sh.n, p.y_f32 = f32;
+        EXPECT_TRUE(cuda::fast_plain_gemv_takes(p));
+        cuda::fast_plain_gemv(p, nullptr);
+        DSV4_CUDA_CHECK(cudaGetLastError());
+        std::vector<float> got = y.get();
+        if (!f32) {  // bf16 outputs sit in the first half of each float's bytes' worth of room
+          std::vector<uint16_t> half(got.size());
+          std::memcpy(half.data(), got.data(), half.size() * sizeof(uint16_t));
+          for (size_t i = 0; i < got.size(); ++i) got[i] = bf16_to_float(half[i]);
+        }
+        return got;
+      };
+      const std::vector<float> from_bf16 = run(nullptr, nullptr), from_fp8 = run(dcodes.p, dscales.p);
+      EXPECT_TRUE(std::none_of(from_bf16.begin(), from_bf16.end(), [](float v) { return std::isnan(v); }))
+          << "an output left unwritten";
+      EXPECT_EQ(std::memcmp(from_bf16.data(), from_fp8.data(), from_bf16.size() * sizeof(float)), 0)
+          << (f32 ? "fp32" : "bf16") << " outputs differ";
+      std::vector<uint8_t> rotated = scales;  // row block 0's scales one K block off
+      std::rotate(rotated.begin(), rotated.begin() + 1, rotated.begin() + sh.kg / 128);
+      const Dev<uint8_t> dbad(rotated);
+      const std::vector<float> wrong = run(dcodes.p, dbad.p);
+      EXPECT_NE(std::memcmp(from_bf16.data(), wrong.data(), from_bf16.size() * sizeof(float)), 0)
+          << "a wrong scale block gave the same bits";
     }
   }
 }

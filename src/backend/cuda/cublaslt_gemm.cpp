@@ -324,6 +324,7 @@ struct GemmRunner::Impl {
     p.x = a.x, p.x_ld = a.x_stride ? a.x_stride : w.cols * a.groups, p.rows = a.rows;
     p.n = w.rows, p.ng = w.rows / a.groups, p.kg = w.cols, p.groups = a.groups;
     p.w = w.data, p.w_f32 = w.kind == GemmWeightKind::kF32;
+    p.w_fp8 = w.fp8_twin, p.w_fp8_scale = w.fp8_twin_scale;
     p.y = a.y, p.y_ld = a.y_stride ? a.y_stride : w.rows, p.y_f32 = a.out == GemmOut::kF32;
     p.min_wide_tiles = min_wide_tiles;
     return p;
@@ -399,6 +400,7 @@ struct GemmRunner::Impl {
     p.groups = a.groups;
     p.pair = pair;
     p.exact = a.exact;
+    p.fp8_twin = a.w.fp8_twin != nullptr;
     return plan_gemm(p, policy, caps);
   }
 

@@ -32,6 +32,8 @@ struct GemmWeight {
   const uint8_t* scale = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
+  const uint8_t* fp8_twin = nullptr;  // bf16 only: the same values as FP8 blocks (backend/weight.h)
+  const uint8_t* fp8_twin_scale = nullptr;
 };
 
 enum class GemmOut : uint8_t { kBf16, kF32 };

@@ -89,6 +89,10 @@ struct ExactPlainArgs {
   int groups = 1;
   const void* w = nullptr;  // [n][kg]
   bool w_f32 = false;
+  // Optional (bf16 weights): the same values as FP8 blocks, e4m3 [n][kg] and ue8m0 [n/128][kg/128]
+  // (backend/weight.h's twin); the few-row kernel reads these where given.
+  const uint8_t* w_fp8 = nullptr;
+  const uint8_t* w_fp8_scale = nullptr;
   void* y = nullptr;
   int64_t y_ld = 0;
   bool y_f32 = false;

@@ -21,6 +21,8 @@ inline GemmWeightKind gemm_kind(WeightType t) {
   return GemmWeightKind::kBf16;
 }
 
-inline GemmWeight gemm_weight(const Weight& w) { return {gemm_kind(w.type), w.data, w.scale, w.rows, w.cols}; }
+inline GemmWeight gemm_weight(const Weight& w) {
+  return {gemm_kind(w.type), w.data, w.scale, w.rows, w.cols, w.fp8_twin, w.fp8_twin_scale};
+}
 
 }  // namespace dsv4::cuda

@@ -135,6 +135,27 @@ TEST(GemmPlan, FastFewRowsAWeightGoToTheFewRowKernel) {
             GemmRoute::kExactBlock);
 }
 
+// A bf16 weight with its FP8 twin (wo_a: 8 groups of 1024 x 4096) on the fast tier: up to
+// plain_gemv_max_rows rows the few-row plain kernel (it reads the twin), more rows cuBLASLt as without
+// one; the exact tier never; no twin, the grouped call stays on cuBLASLt.
+TEST(GemmPlan, AnFp8TwinTakesTheFewRowPlainKernel) {
+  const GemmPolicy fast = policy(Numerics::kFast);
+  GemmProblem wo_a = dense(GemmWeightKind::kBf16, 1, 8192, 4096);
+  wo_a.groups = 8;
+  wo_a.kg = 4096;
+  EXPECT_EQ(plan_gemm(wo_a, fast, kH200).route, GemmRoute::kCublasLt);
+  wo_a.fp8_twin = true;
+  EXPECT_EQ(plan_gemm(wo_a, fast, kH200).route, GemmRoute::kFastPlainGemv);
+  wo_a.rows = 8;
+  EXPECT_EQ(plan_gemm(wo_a, fast, kH200).route, GemmRoute::kFastPlainGemv);
+  wo_a.rows = 9;
+  EXPECT_EQ(plan_gemm(wo_a, fast, kH200).route, GemmRoute::kCublasLt);
+  wo_a.rows = 1;
+  EXPECT_EQ(plan_gemm(wo_a, policy(Numerics::kExact), kH200).route, GemmRoute::kExactPlain);
+  wo_a.kg = 4000;  // not whole 128-blocks: no twin route
+  EXPECT_NE(plan_gemm(wo_a, fast, kH200).route, GemmRoute::kFastPlainGemv);
+}
+
 TEST(GemmPlan, FastSplitsKUntilTheGpuIsFull) {
   const GemmPolicy fast = policy(Numerics::kFast);
   // wo_b at one row: 16 column tiles, 64 K blocks: 17 splits fill 2 CTAs an SM.

@@ -57,8 +57,12 @@ TEST_F(PlacedWeightsTest, EveryViewPointsIntoTheCopies) {
   EXPECT_EQ(
       placed.device_bytes() +
           [&] {
-            uint64_t wo_a = 0;
-            for (const auto& b : w.layers) wo_a += static_cast<uint64_t>(b.attn.wo_a.out * b.attn.wo_a.in) * 2;
+            uint64_t wo_a = 0;  // the bf16 form the model uploads, and the FP8 twin beside it
+            for (const auto& b : w.layers) {
+              const auto values = static_cast<uint64_t>(b.attn.wo_a.out * b.attn.wo_a.in);
+              wo_a += values * 2;
+              if (b.attn.wo_a.format == WeightFormat::kFp8) wo_a += values + values / (128 * 128);
+            }
             return wo_a;
           }(),
       PlacedWeights::bytes_needed(model_->weights, c));

@@ -1,11 +1,14 @@
 // The fast tier's few-row plain GEMM (fast_plain_gemv.h): a warp an output column, every row of the
-// call at once (a chain a row a lane).
+// call at once (a chain a row a lane); fp32, bf16 or a bf16 weight's FP8 twin.
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/gemm/fast_plain_gemv.h"
 #include "backend/cuda/gemm/plain_loads.cuh"
+#include "backend/cuda/gemm_tiles.cuh"
 #include "backend/cuda/launch.cuh"
 
 namespace dsv4::cuda {
@@ -15,27 +18,51 @@ constexpr int kWarps = 8, kThreads = kWarps * kWarp, kMaxRows = static_cast<int>
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-// Columns [0, n) are the first weight's, [n, 2n) the pair's.
-template <bool kF32>
+enum class Form { kF32, kBf16, kFp8Twin };
+
+// Eight values of weight row n at column k (a multiple of 8): fp32, bf16, or the bf16 values of the FP8
+// twin, bf16(e4m3 · 2^s) (the bf16 weight's own values, so the sums match it bit for bit).
+template <Form F>
+__device__ __forceinline__ void weight8(const ExactPlainArgs& p, const void* w, int64_t n, int64_t k, float (&v)[8]) {
+  if constexpr (F == Form::kFp8Twin) {
+    const uint2 codes = __ldg(reinterpret_cast<const uint2*>(p.w_fp8 + n * p.kg + k));
+    const float s = gemm_tiles::ue8m0_f(p.w_fp8_scale[(n / 128) * (p.kg / 128) + k / 128]);  // 0: 2^-127
+    const uint32_t words[2] = {codes.x, codes.y};
+#pragma unroll
+    for (int h = 0; h < 4; ++h) {  // two codes a conversion (e4m3 -> f16 is exact)
+      const auto two = static_cast<__nv_fp8x2_storage_t>((words[h / 2] >> (16 * (h % 2))) & 0xffffu);
+      const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(two, __NV_E4M3)));
+      v[2 * h] = round_bf16(__fmul_rn(f.x, s));
+      v[2 * h + 1] = round_bf16(__fmul_rn(f.y, s));
+    }
+  } else {
+    load_w8<F == Form::kF32>(static_cast<const char*>(w) + (n * p.kg + k) * (F == Form::kF32 ? 4 : 2), v);
+  }
+}
+
+// Columns [0, n) are the first weight's, [n, 2n) the pair's; column c of group c / ng reads that group's
+// K columns of x.
+template <Form F>
 __global__ void __launch_bounds__(kThreads) fast_plain_gemv_kernel(const ExactPlainArgs p) {
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
   const int64_t col = int64_t{blockIdx.x} * kWarps + static_cast<int>(threadIdx.x) / kWarp;
   const bool second = col >= p.n;
   const int64_t n = second ? col - p.n : col;
   const bool live = n < p.n && (!second || p.w_b);  // past the last column (or the pair's): no work
-  const char* w = static_cast<const char*>(second ? p.w_b : p.w) + (live ? n : 0) * p.kg * (kF32 ? 4 : 2);
+  const void* w = second ? p.w_b : p.w;
+  const uint16_t* x = p.x + (live ? n / p.ng : 0) * p.kg;
   pdl_enter();
   if (!live) return;  // warp-uniform
   float acc[kMaxRows] = {};
 #pragma unroll 4
   for (int64_t k = 8 * lane; k < p.kg; k += 8 * kWarp) {
     float wv[8];
-    load_w8<kF32>(w + k * (kF32 ? 4 : 2), wv);
+    weight8<F>(p, w, n, k, wv);
 #pragma unroll
     for (int r = 0; r < kMaxRows; ++r) {
       if (r >= p.rows) break;
       float xv[8];
-      bf16x8(__ldg(reinterpret_cast<const uint4*>(p.x + r * p.x_ld + k)), xv);
+      bf16x8(__ldg(reinterpret_cast<const uint4*>(x + r * p.x_ld + k)), xv);
 #pragma unroll
       for (int i = 0; i < 8; ++i) acc[r] = fmaf(xv[i], wv[i], acc[r]);
     }
@@ -59,20 +86,25 @@ __global__ void __launch_bounds__(kThreads) fast_plain_gemv_kernel(const ExactPl
 }  // namespace
 
 bool fast_plain_gemv_takes(const ExactPlainArgs& a) {
-  const bool pair_ok = a.w_b == nullptr || (aligned16(a.w_b) && a.y_b != nullptr);
-  return a.rows <= kFastPlainGemvMaxRows && a.groups == 1 && a.ng == a.n && a.kg > 0 && a.kg % 8 == 0 &&
-         a.x_ld % 8 == 0 && aligned16(a.x) && aligned16(a.w) && pair_ok;
+  const bool pair_ok = a.w_b == nullptr || (aligned16(a.w_b) && a.y_b != nullptr && a.w_fp8 == nullptr);
+  const bool twin_ok = a.w_fp8 == nullptr || (!a.w_f32 && a.w_fp8_scale && a.kg % 128 == 0 && a.ng % 128 == 0 &&
+                                              reinterpret_cast<uintptr_t>(a.w_fp8) % 8 == 0);
+  return a.rows <= kFastPlainGemvMaxRows && a.groups >= 1 && a.ng * a.groups == a.n && a.kg > 0 && a.kg % 8 == 0 &&
+         a.x_ld % 8 == 0 && aligned16(a.x) && aligned16(a.w) && pair_ok && twin_ok;
 }
 
 void fast_plain_gemv(const ExactPlainArgs& a, cudaStream_t stream) {
-  DSV4_CUDA_REQUIRE(fast_plain_gemv_takes(a), "fast plain gemv: unsupported call (rows, one group, K % 8, alignment)");
+  DSV4_CUDA_REQUIRE(fast_plain_gemv_takes(a), "fast plain gemv: unsupported call (rows, groups, K % 8, alignment)");
   if (a.rows == 0) return;
   const int64_t cols = (a.w_b ? 2 : 1) * a.n, grid = (cols + kWarps - 1) / kWarps;
   DSV4_CUDA_REQUIRE(grid < (int64_t{1} << 31), "fast plain gemv: grid out of range");
+  const dim3 g(static_cast<unsigned>(grid)), b(kThreads);
   if (a.w_f32) {
-    launch_kernel(fast_plain_gemv_kernel<true>, dim3(static_cast<unsigned>(grid)), dim3(kThreads), 0, stream, a);
+    launch_kernel(fast_plain_gemv_kernel<Form::kF32>, g, b, 0, stream, a);
+  } else if (a.w_fp8) {
+    launch_kernel(fast_plain_gemv_kernel<Form::kFp8Twin>, g, b, 0, stream, a);
   } else {
-    launch_kernel(fast_plain_gemv_kernel<false>, dim3(static_cast<unsigned>(grid)), dim3(kThreads), 0, stream, a);
+    launch_kernel(fast_plain_gemv_kernel<Form::kBf16>, g, b, 0, stream, a);
   }
 }
 

@@ -165,6 +165,13 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
   const int64_t ng = p.n / p.groups;
   if (!block_scaled(p.weight)) {
     GemmPlan plan = exact_plan(p);
+    // A bf16 weight with its FP8 form (wo_a), few rows: the few-row kernel reads the FP8 bytes, half the
+    // bf16 ones, every group in one launch (the same sums as from the bf16 values).
+    const bool twin = p.fp8_twin && p.weight == GemmWeightKind::kBf16 && p.experts == 0 && !p.pair;
+    if (twin && p.rows <= policy.plain_gemv_max_rows && p.kg % 128 == 0 && ng % 128 == 0) {
+      plan.route = GemmRoute::kFastPlainGemv;
+      return plan;
+    }
     // bf16 on the tensor cores with fp32 accumulation; fp32 weights keep their fp32 sums.
     // Many rows, one group: fused multiply-add chains on the CUDA cores (fp32 weights; bf16 where
     // cuBLASLt is off or refuses).

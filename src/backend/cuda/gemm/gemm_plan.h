@@ -30,8 +30,9 @@ struct GemmProblem {
   int64_t n = 0;     // output columns, every group
   int64_t kg = 0;    // K of one group
   int groups = 1;
-  bool pair = false;   // a second weight of the same shape on the same rows
-  bool exact = false;  // the caller needs the exact tier's bits whatever the policy
+  bool pair = false;      // a second weight of the same shape on the same rows
+  bool exact = false;     // the caller needs the exact tier's bits whatever the policy
+  bool fp8_twin = false;  // a bf16 weight with its FP8 form beside it (backend/weight.h)
 };
 
 struct DeviceCaps {
