@@ -112,6 +112,7 @@ void check_params(const HadamardParams& p) {
   const char* op = "hadamard";
   non_negative(p.rows, op, "rows");
   DSV4_CHECK(is_pow2(p.dim), "hadamard: dim {} must be a power of two", p.dim);
+  DSV4_CHECK(!p.fp4_after || p.dim >= 32, "hadamard: the FP4 simulation after it needs dim >= 32, got {}", p.dim);
   if (p.rows > 0) need(p.x, op, "x");
 }
 

@@ -97,11 +97,13 @@ struct RopeParams {
 };
 
 // Hadamard rotation of each row in place (§2.4): x = bf16(dim^-½ · H_dim · x), H the Sylvester
-// matrix, computed in fp32 with one rounding. dim is a power of two.
+// matrix, computed in fp32 with one rounding. dim is a power of two. With fp4_after, x = Q4 of that
+// (quant_sim kFp4, 32-blocks): the index vectors' Q4(Had(x)) of §5.6 in one pass.
 struct HadamardParams {
   uint16_t* x = nullptr;  // [rows, dim] bf16
   int64_t rows = 0;
   int dim = 0;
+  bool fp4_after = false;
 };
 
 // Quantize-dequantize simulation in place: kFp8 = Q8(x, block) (§2.2, block 64 for KV nope,

@@ -465,8 +465,7 @@ void Model::indexer_select(const Layer& L, const StepIndex& s, KvAccess& kv, con
   ops_.linear({qr, T, L.ix_wq_b, qi.data()});
   RopeConfig rope = L.rope;
   ops_.rope({qi.data(), T, ih, id, s.positions.data(), rope, false});
-  ops_.hadamard({qi.data(), T * ih, id});
-  ops_.quant_sim({qi.data(), T * ih, id, id, QuantSim::kFp4, 32});
+  ops_.hadamard({qi.data(), T * ih, id, /*fp4_after=*/true});  // Q4(Had(qi)), one pass
   auto index = scratch<int32_t>(dev_, T * cfg_.index_topk);
   IndexerTopkParams p;
   p.q = qi.data();

@@ -242,6 +242,16 @@ TEST(CudaRowKernels, HadamardBitExact) {
   Dev<uint16_t> dx(x);
   cuda::hadamard({dx.p, rows, 128}, nullptr);
   EXPECT_EQ(dx.get(), want);
+  // With the FP4 simulation after it: one pass at 128 (and 64, 1024), the rotation then quant_sim's
+  // kernel at 32; the CPU's bits either way.
+  for (const int dim : {32, 64, 128, 1024}) {
+    const auto xs = random_bf16(static_cast<size_t>(rows * dim), 60 + dim, 3.0f);
+    auto q = xs;
+    cpu.hadamard({q.data(), rows, dim, true});
+    Dev<uint16_t> dq(xs);
+    cuda::hadamard({dq.p, rows, dim, true}, nullptr);
+    EXPECT_EQ(dq.get(), q) << "dim " << dim;
+  }
 }
 
 TEST(CudaRowKernels, QuantSimBitExact) {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_support.h"
+#include "backend/cpu/row_ops.h"
 
 namespace dsv4::cpu {
 
@@ -69,6 +70,7 @@ void hadamard(ThreadPool& pool, const HadamardParams& p) {
       f32_to_bf16(x, v, p.dim);
     }
   });
+  if (p.fp4_after) quant_sim(pool, {p.x, p.rows, p.dim, p.dim, QuantSim::kFp4, 32});
 }
 
 }  // namespace dsv4::cpu

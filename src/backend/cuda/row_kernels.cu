@@ -144,7 +144,19 @@ __global__ void rope_kernel(uint16_t* x, int64_t rows, int heads, int head_dim, 
               __fmul_rn(static_cast<float>(positions[row]), freqs[pair]), inverse);
 }
 
-// One block per row, dim/2 threads; the butterflies in the CPU's order with exact fp32 adds.
+__device__ __forceinline__ float ceil_pow2(float v) { return e8_value(ceil_pow2_e8(v)); }
+
+// Q4 of a bf16 value v whose 32-block is held by the calling warp's lanes (one value a lane): the
+// block's power-of-two scale from the warp's amax, the e2m1 code, the dequantized bf16 (quant_sim).
+__device__ __forceinline__ uint16_t q4_sim_warp(float v) {
+  const float s = ceil_pow2(fmaxf(warp_max(fabsf(v)), 6.0f * 0x1p-126f) * (1.0f / 6.0f));
+  const __nv_fp4_e2m1 q(fminf(fmaxf(v / s, -6.0f), 6.0f));
+  return f_to_bf16(static_cast<float>(q) * s);
+}
+
+// One block per row, dim/2 threads; the butterflies in the CPU's order with exact fp32 adds. kFp4:
+// then Q4 of each 32-block (dim >= 64: each warp's lanes hold one block in each of the two passes).
+template <bool kFp4>
 __global__ void hadamard_kernel(uint16_t* x, int dim, float scale) {
   pdl_enter();
   extern __shared__ float buf[];
@@ -152,10 +164,11 @@ __global__ void hadamard_kernel(uint16_t* x, int dim, float scale) {
   for (int i = threadIdx.x; i < dim; i += blockDim.x) buf[i] = load_bf16(row + i);
   __syncthreads();
   hadamard_butterflies(buf, dim);
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) row[i] = f_to_bf16(__fmul_rn(buf[i], scale));
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+    const uint16_t y = f_to_bf16(__fmul_rn(buf[i], scale));
+    row[i] = kFp4 ? q4_sim_warp(bf16_to_f(y)) : y;
+  }
 }
-
-__device__ __forceinline__ float ceil_pow2(float v) { return e8_value(ceil_pow2_e8(v)); }
 
 // One warp per block of `block` elements (32..512); each lane holds block/32 of them.
 template <int kPerLane>
@@ -183,11 +196,8 @@ __global__ void quant_sim_e2m1_kernel(uint16_t* x, int64_t rows, int64_t cols, i
   const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;  // cols % 32 == 0: warps align to blocks
   const bool live = i < rows * cols;
   uint16_t* p = x + (live ? (i / cols) * stride + i % cols : 0);
-  const float v = live ? load_bf16(p) : 0.0f;
-  const float s = ceil_pow2(fmaxf(warp_max(fabsf(v)), 6.0f * 0x1p-126f) * (1.0f / 6.0f));
-  if (!live) return;
-  const __nv_fp4_e2m1 q(fminf(fmaxf(v / s, -6.0f), 6.0f));
-  *p = f_to_bf16(static_cast<float>(q) * s);
+  const uint16_t q = q4_sim_warp(live ? load_bf16(p) : 0.0f);
+  if (live) *p = q;
 }
 
 // An id outside the vocabulary gives a zero row and is reported.
@@ -286,7 +296,13 @@ void hadamard(const HadamardParams& p, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(dim >= 2 && dim <= 1024 && (dim & (dim - 1)) == 0, "hadamard: dim must be a power of two <= 1024");
   if (p.rows == 0) return;
   const float scale = static_cast<float>(std::pow(static_cast<double>(dim), -0.5));
-  launch_kernel(hadamard_kernel, static_cast<unsigned>(p.rows), dim / 2, dim * sizeof(float), stream, p.x, dim, scale);
+  const auto rows = static_cast<unsigned>(p.rows);
+  const size_t smem = dim * sizeof(float);
+  if (p.fp4_after && dim >= 64) {
+    return launch_kernel(hadamard_kernel<true>, rows, dim / 2, smem, stream, p.x, dim, scale);
+  }
+  launch_kernel(hadamard_kernel<false>, rows, dim / 2, smem, stream, p.x, dim, scale);
+  if (p.fp4_after) quant_sim_e2m1(p.x, p.rows, dim, dim, stream);  // dim 32: blocks span the passes
 }
 
 void quant_sim(const QuantSimParams& p, cudaStream_t stream) {

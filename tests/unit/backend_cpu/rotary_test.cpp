@@ -125,6 +125,27 @@ TEST(Hadamard, OneHotGivesTheRoundedScale) {
   for (uint16_t v : x) EXPECT_EQ(v, float_to_bf16(static_cast<float>(std::pow(128.0, -0.5))));
 }
 
+// fp4_after: the rotation, then Q4 of each 32-block, as quant_sim computes it after a plain rotation.
+TEST(Hadamard, Fp4AfterIsTheRotationThenQuantSim) {
+  CpuOps ops(2);
+  std::mt19937 rng(31);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  for (const int dim : {32, 128, 256}) {
+    std::vector<uint16_t> x(static_cast<size_t>(5 * dim));
+    for (auto& v : x) v = float_to_bf16(nd(rng));
+    auto want = x, got = x;
+    ops.hadamard({.x = want.data(), .rows = 5, .dim = dim});
+    ops.quant_sim({want.data(), 5, dim, dim, QuantSim::kFp4, 32});
+    ops.hadamard({.x = got.data(), .rows = 5, .dim = dim, .fp4_after = true});
+    EXPECT_EQ(got, want) << dim;
+    auto plain = x;
+    ops.hadamard({.x = plain.data(), .rows = 5, .dim = dim});
+    EXPECT_NE(plain, want) << "the simulation must change something, or the check above proves nothing";
+  }
+  std::vector<uint16_t> x(16);
+  EXPECT_THROW(ops.hadamard({.x = x.data(), .rows = 1, .dim = 16, .fp4_after = true}), Error);
+}
+
 TEST(Rotary, RejectBadParameters) {
   CpuOps ops(1);
   std::vector<uint16_t> x(128);

@@ -106,7 +106,7 @@ TEST(SideQueue, TheIndexerOrTheKvPathRunsBesideTheQueryAndJoinsBeforeSparseAtten
   EXPECT_EQ(begins, tiny().config.n_layers + csa);
   EXPECT_EQ(attentions_after_join, tiny().config.n_layers);
   // Per CSA layer: the indexer's compressor (step and emission) and weights, then its projection, RoPE,
-  // Hadamard, FP4 simulation and the top-k. Per other layer: wkv and the window insert, then (ratio 128)
+  // Hadamard with the FP4 simulation, and the top-k. Per other layer: wkv and the window insert, then (ratio 128)
   // the compressor's step (its first emission comes at position 127, past the step's 9 tokens).
   std::vector<std::string> want;
   bool kinds[3] = {};  // ratio 0, 4 and 128 layers met: the test covers each
@@ -115,7 +115,7 @@ TEST(SideQueue, TheIndexerOrTheKvPathRunsBesideTheQueryAndJoinsBeforeSparseAtten
     kinds[ratio == 0 ? 0 : ratio == 4 ? 1 : 2] = true;
     if (ratio == 4) {
       want.insert(want.end(), {"side:compressor_step", "side:compressor_emit", "side:linear", "side:linear",
-                               "side:rope", "side:hadamard", "side:quant_sim", "side:indexer_topk"});
+                               "side:rope", "side:hadamard", "side:indexer_topk"});
       continue;
     }
     want.insert(want.end(), {"side:linear", "side:kv_insert"});
