@@ -7,7 +7,8 @@
 # 32768 / 1024 for M2.2's long-prompt row); the server's max model length follows them.
 # Runs inside bench/run-gpu.sh's GPU call; results go to OUT/serve-c{1,16}.log and .json.
 # Prefix caching is off: the benchmark's test request repeats its first prompt, which would turn the
-# measured prefill of a one-prompt run into a cache hit. The chunk policy is vLLM's (budget): with the
+# measured prefill of a one-prompt run into a cache hit. The chunk policy (DSV4_BENCH_POLICY, below) is
+# vLLM's (budget) unless set: with the
 # exact GEMMs a 2048-token chunk takes ~2.6 s against a ~46 ms decode step, so the latency policy (a
 # step within 1.4x a decode step) gives waiting prompts a few tokens a step, and 16 concurrent 8K
 # prompts would take most of an hour to start (measured: 48 prompt tokens/s).
@@ -16,23 +17,40 @@ DSV4=$1 MODEL=$2 OUT=$3
 PORT=${DSV4_BENCH_PORT:-8123}
 IN=${DSV4_BENCH_INPUT_LEN:-8192} OUTLEN=${DSV4_BENCH_OUTPUT_LEN:-1024}
 export DSV4_TOKENIZER=${DSV4_TOKENIZER:-$PWD/.carry/shared/tokenizer/tokenizer.json}
-"$DSV4" serve "$MODEL" --backend cuda --host 127.0.0.1 --port "$PORT" --max-model-len $((IN + OUTLEN + 1024)) \
-  --max-num-seqs "${DSV4_BENCH_MAX_SEQS:-32}" --no-enable-prefix-caching --chunked-prefill-policy "${DSV4_BENCH_POLICY:-budget}" \
-  ${DSV4_SERVE_ARGS:-} >"$OUT/serve.log" 2>&1 &
-server=$!
-trap 'kill $server 2>/dev/null; wait $server 2>/dev/null' EXIT
-for _ in $(seq 1 600); do
-  python3 -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:$PORT/health', timeout=1)" 2>/dev/null && break
-  kill -0 $server 2>/dev/null || { echo "serve exited:"; tail -n 20 "$OUT/serve.log"; exit 1; }
-  sleep 0.5
-done
+# DSV4_BENCH_POLICY: the chunk policy, or several ("latency budget") run one after the other, each
+# with its own server; with several, the logs carry the policy (serve-<policy>-c16.log).
+policies=(${DSV4_BENCH_POLICY:-budget})
 status=0
-for c in ${DSV4_BENCH_CONCURRENCY:-1 16}; do
-  n=$((c == 1 ? ${DSV4_BENCH_PROMPTS_C1:-2} : ${DSV4_BENCH_PROMPTS_C16:-16}))
-  [ -n "${DSV4_BENCH_PROMPTS_X:-}" ] && n=$((c * DSV4_BENCH_PROMPTS_X))
-  "$DSV4" bench serve --base-url "http://127.0.0.1:$PORT" --random-input-len "$IN" --random-output-len "$OUTLEN" \
-    --ignore-eos --num-prompts "$n" --max-concurrency "$c" --result-file "$OUT/serve-c$c.json" --disable-tqdm \
-    >"$OUT/serve-c$c.log" 2>&1 || status=1
-  tail -n 25 "$OUT/serve-c$c.log"
+for policy in "${policies[@]}"; do
+  tag="" log="$OUT/serve.log"
+  [ ${#policies[@]} -gt 1 ] && tag="$policy-" log="$OUT/serve-$policy.log"
+  "$DSV4" serve "$MODEL" --backend cuda --host 127.0.0.1 --port "$PORT" --max-model-len $((IN + OUTLEN + 1024)) \
+    --max-num-seqs "${DSV4_BENCH_MAX_SEQS:-32}" --no-enable-prefix-caching --chunked-prefill-policy "$policy" \
+    ${DSV4_SERVE_ARGS:-} >"$log" 2>&1 &
+  server=$!
+  trap 'kill $server 2>/dev/null; wait $server 2>/dev/null' EXIT
+  ready=0
+  for _ in $(seq 1 600); do
+    python3 -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:$PORT/health', timeout=1)" \
+      2>/dev/null && { ready=1; break; }
+    kill -0 $server 2>/dev/null || break
+    sleep 0.5
+  done
+  if [ $ready -eq 0 ]; then
+    echo "serve ($policy) did not come up:"
+    tail -n 20 "$log"
+    exit 1
+  fi
+  for c in ${DSV4_BENCH_CONCURRENCY:-1 16}; do
+    n=$((c == 1 ? ${DSV4_BENCH_PROMPTS_C1:-2} : ${DSV4_BENCH_PROMPTS_C16:-16}))
+    [ -n "${DSV4_BENCH_PROMPTS_X:-}" ] && n=$((c * DSV4_BENCH_PROMPTS_X))
+    echo "== policy $policy, concurrency $c, $n prompts"
+    "$DSV4" bench serve --base-url "http://127.0.0.1:$PORT" --random-input-len "$IN" --random-output-len "$OUTLEN" \
+      --ignore-eos --num-prompts "$n" --max-concurrency "$c" --result-file "$OUT/serve-${tag}c$c.json" \
+      --disable-tqdm >"$OUT/serve-${tag}c$c.log" 2>&1 || status=1
+    tail -n 25 "$OUT/serve-${tag}c$c.log"
+  done
+  kill $server 2>/dev/null
+  wait $server 2>/dev/null
 done
 exit $status
