@@ -39,10 +39,11 @@ Weight bf16_weight(const uint16_t* p, int64_t rows, int64_t cols) { return Weigh
 // empty arrays where not made.
 std::pair<DeviceArray<uint8_t>, DeviceArray<uint8_t>> fp8_twin(const LinearWeight& w, Device& dev) {
   if (dev.host_memory() || w.format != WeightFormat::kFp8 || w.out % 128 != 0 || w.in % 128 != 0) return {};
-  const uint8_t* d = w.data;
-  const uint8_t* s = w.scale;
-  return {DeviceArray<uint8_t>(dev, std::vector<uint8_t>(d, d + w.out * w.in)),
-          DeviceArray<uint8_t>(dev, std::vector<uint8_t>(s, s + (w.out / 128) * (w.in / 128)))};
+  const auto bytes = static_cast<size_t>(w.out * w.in), scale_bytes = bytes / (128 * 128);
+  DeviceArray<uint8_t> data(dev, bytes), scale(dev, scale_bytes);  // straight from the host views
+  dev.to_device(data.data(), w.data, bytes);
+  dev.to_device(scale.data(), w.scale, scale_bytes);
+  return {std::move(data), std::move(scale)};
 }
 
 // wo_a runs as a bf16 GEMM (MODEL.md §5.7): FP8 storage dequantizes exactly to bf16. On all cores:

@@ -221,7 +221,7 @@ void CudaDevice::copy_many(std::span<const Copy> copies) {
     case PageCopy::kPerPage:
       break;
   }
-  for (const Copy& c : copies) copy(c.dst, c.src, c.bytes);
+  Device::copy_many(copies);  // a copy a page
 }
 
 void CudaDevice::copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows) {
