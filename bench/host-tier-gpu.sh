@@ -21,6 +21,10 @@ for tier in 256MiB 0; do
   tail -n 30 "$OUT/host-tier-$tier.log"
   python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:$PORT/metrics').read().decode())" |
     grep -E '^dsv4:(kv_host_tier|prefix_cache)' | tee "$OUT/host-tier-$tier-metrics.txt"
+  # The restores' bandwidth: their bytes over their copies' own time (against the pinned copies below).
+  awk '/^dsv4:kv_host_tier_restore_bytes_total/ {b += $NF} /^dsv4:kv_host_tier_restore_copy_seconds_total/ {s += $NF}
+    END {if (s > 0) printf "restore copies: %.1f MB in %.2f ms, %.1f GB/s\n", b / 1e6, s * 1e3, b / s / 1e9}' \
+    "$OUT/host-tier-$tier-metrics.txt"
   stop_server
 done
 python3 - <<'PY'

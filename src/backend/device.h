@@ -84,9 +84,12 @@ class Device {
   // without waiting, whether they and every earlier background copy are complete. Nothing else orders
   // the main queue after them: the caller keeps their bytes unread and their sources untouched until
   // landed. A device with one queue copies in order and returns 0.
+  // background_seconds(): the device time the landed batches took, summed (each from its first copy
+  // starting to its last ending); 0 where copies are in place when end_background() returns.
   virtual void begin_background() {}
   virtual uint64_t end_background() { return 0; }
   virtual bool landed(uint64_t ticket) { return ticket == 0; }
+  virtual double background_seconds() const { return 0; }
 
   // Recording (CUDA graphs): between begin_recording() and end_recording() work is recorded instead of
   // run; replay() runs the recording again with the same pointers and sizes. Host copies, waits and

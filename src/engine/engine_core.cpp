@@ -413,7 +413,15 @@ void EngineCore::end(RequestId id, FinishReason reason, int32_t stop_token_id, s
 namespace {
 
 KvHostTierUsage host_tier_usage(const KvCacheStats& k) {
-  KvHostTierUsage u{0, 0, k.host_hits, k.host_restored_tokens, k.offload_bytes, k.restore_bytes, 0, k.restore_seconds};
+  KvHostTierUsage u{0,
+                    0,
+                    k.host_hits,
+                    k.host_restored_tokens,
+                    k.offload_bytes,
+                    k.restore_bytes,
+                    0,
+                    k.restore_seconds,
+                    k.restore_copy_seconds};
   for (const KvHostTierStats& p : k.host_pools) {
     u.capacity_bytes += p.capacity_pages * p.page_bytes;
     u.used_bytes += p.used_pages * p.page_bytes;

@@ -59,6 +59,7 @@ void add_host_tier(KvHostTierUsage& a, const KvHostTierUsage& b) {
   add(a, b, &H::capacity_bytes, &H::used_bytes, &H::hits, &H::restored_tokens, &H::offload_bytes, &H::restore_bytes);
   a.evictions += b.evictions;
   a.restore_seconds.merge(b.restore_seconds);
+  a.restore_copy_seconds += b.restore_copy_seconds;
 }
 
 }  // namespace

@@ -62,8 +62,9 @@ struct KvHostTierUsage {
   int64_t hits = 0;             // lookups that brought blocks back
   int64_t restored_tokens = 0;  // prefix positions found only thanks to the tier
   int64_t offload_bytes = 0, restore_bytes = 0;
-  uint64_t evictions = 0;     // entries dropped for room
-  Histogram restore_seconds;  // each restore: allocated, copied back, copies finished
+  uint64_t evictions = 0;           // entries dropped for room
+  Histogram restore_seconds;        // each restore: allocated, copied back, copies finished
+  double restore_copy_seconds = 0;  // the restores' copies alone (restore_bytes over it: their bandwidth)
 };
 
 struct EngineStats {

@@ -237,6 +237,7 @@ class ReplicaRanks::MirrorCopier final : public KvPageCopier {
     return ticket;
   }
   bool landed(uint64_t ticket) override { return first_.landed(ticket); }
+  double restore_copy_seconds() const override { return first_.restore_copy_seconds(); }  // the gating copies
 
  private:
   ReplicaRanks& ranks_;

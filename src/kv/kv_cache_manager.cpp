@@ -734,6 +734,7 @@ KvCacheStats KvCacheManager::stats() const {
   s.offload_bytes = offload_bytes_;
   s.restore_bytes = restore_bytes_;
   s.restore_seconds = restore_seconds_;
+  s.restore_copy_seconds = options_.copier ? options_.copier->restore_copy_seconds() : 0;
   return s;
 }
 

@@ -147,6 +147,9 @@ struct KvCacheStats {
   int64_t host_restored_tokens = 0;  // prefix positions those lookups found only with the host tier
   int64_t offload_bytes = 0;
   int64_t restore_bytes = 0;
+  // The copier's time for the restores' copies (KvPageCopier::restore_copy_seconds): restore_bytes over it
+  // is the restores' bandwidth.
+  double restore_copy_seconds = 0;
   // Wall time of each restore: from the lookup that starts it until its copies are seen landed (at the
   // next poll: the scheduler's next look at the waiting request).
   Histogram restore_seconds{kKvRestoreSecondsBuckets};

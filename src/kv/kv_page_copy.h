@@ -3,6 +3,7 @@
 // over a backend's Device), so kv/ stays free of backends.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -47,15 +48,33 @@ class KvPageCopier {
   virtual uint64_t copy(std::span<const KvPageCopy> batch) = 0;
   // Whether the restores of `ticket` (and of every earlier one) have landed; never waits.
   virtual bool landed(uint64_t ticket) { return ticket == 0; }
+  // The time the restores seen landed took to copy, summed: from a batch's first byte moving to its last
+  // (on a GPU the copy queue's own time, apart from when anyone looks), so restore bytes over it is the
+  // restores' bandwidth against the link's.
+  virtual double restore_copy_seconds() const { return 0; }
 };
 
 // Pools in host memory (the CPU backend, tests).
 class MemcpyKvPageCopier final : public KvPageCopier {
  public:
   uint64_t copy(std::span<const KvPageCopy> batch) override {
-    for (const KvPageCopy& c : batch) std::memcpy(c.dst, c.src, static_cast<size_t>(c.bytes));
+    // Offloads first, then restores (as a device's copier orders them), so the restores are timed apart.
+    for (const KvPageCopy& c : batch) {
+      if (!c.to_device) std::memcpy(c.dst, c.src, static_cast<size_t>(c.bytes));
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    bool restores = false;
+    for (const KvPageCopy& c : batch) {
+      if (c.to_device) std::memcpy(c.dst, c.src, static_cast<size_t>(c.bytes));
+      restores |= c.to_device;
+    }
+    if (restores) seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return 0;
   }
+  double restore_copy_seconds() const override { return seconds_; }
+
+ private:
+  double seconds_ = 0;
 };
 
 }  // namespace dsv4

@@ -180,6 +180,9 @@ void host_tier_metrics(PrometheusText& p, const KvHostTierUsage& h, const Labels
        v(h.offload_bytes)},
       {"dsv4:kv_host_tier_restore_bytes", "Bytes copied from the host tier back to the device pools.", true,
        v(h.restore_bytes)},
+      {"dsv4:kv_host_tier_restore_copy_seconds",
+       "Time the restores' copies took (on a GPU the copy queue's own): restore_bytes over it is their bandwidth.",
+       true, h.restore_copy_seconds},
       {"dsv4:kv_host_tier_evictions", "Blocks the host tier dropped for room.", true, v(h.evictions)},
   };
   for (const Metric& m : metrics)

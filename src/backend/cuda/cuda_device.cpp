@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_error.h"
@@ -105,7 +106,10 @@ CudaDevice::~CudaDevice() {
     cudaStreamDestroy(copies_);
     cudaEventDestroy(copies_after_);
   }
-  for (const auto& t : tickets_) cudaEventDestroy(t.second);
+  for (const Ticket& t : tickets_) {
+    cudaEventDestroy(t.start);
+    cudaEventDestroy(t.end);
+  }
   cudaEventDestroy(forked_);
   cudaEventDestroy(joined_);
   cudaStreamDestroy(side_);
@@ -281,26 +285,34 @@ void CudaDevice::begin_background() {
   }
   DSV4_CUDA_CHECK(cudaEventRecord(copies_after_, stream_));
   DSV4_CUDA_CHECK(cudaStreamWaitEvent(copies_, copies_after_, 0));
+  // Timed from here: after the wait, so the time is the copies' own, not the steps' before them.
+  DSV4_CUDA_CHECK(cudaEventCreate(&copies_start_));
+  DSV4_CUDA_CHECK(cudaEventRecord(copies_start_, copies_));
   active_ = copies_;
 }
 
 uint64_t CudaDevice::end_background() {
   DSV4_CHECK(active_ == copies_ && copies_ != nullptr, "cuda: end_background() without begin_background()");
   active_ = stream_;
-  cudaEvent_t e = nullptr;
-  DSV4_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-  DSV4_CUDA_CHECK(cudaEventRecord(e, copies_));
-  tickets_.emplace_back(next_ticket_, e);
+  Ticket t{next_ticket_, std::exchange(copies_start_, nullptr), nullptr};
+  DSV4_CUDA_CHECK(cudaEventCreate(&t.end));
+  DSV4_CUDA_CHECK(cudaEventRecord(t.end, copies_));
+  tickets_.push_back(t);
   return next_ticket_++;
 }
 
 bool CudaDevice::landed(uint64_t ticket) {
   while (!tickets_.empty() && ticket > landed_) {
-    const cudaError_t q = cudaEventQuery(tickets_.front().second);
+    const Ticket& t = tickets_.front();
+    const cudaError_t q = cudaEventQuery(t.end);
     if (q == cudaErrorNotReady) return false;
     DSV4_CUDA_CHECK(q);
-    landed_ = tickets_.front().first;
-    DSV4_CUDA_CHECK(cudaEventDestroy(tickets_.front().second));
+    float ms = 0;
+    DSV4_CUDA_CHECK(cudaEventElapsedTime(&ms, t.start, t.end));
+    background_seconds_ += ms * 1e-3;
+    landed_ = t.id;
+    DSV4_CUDA_CHECK(cudaEventDestroy(t.start));
+    DSV4_CUDA_CHECK(cudaEventDestroy(t.end));
     tickets_.pop_front();
   }
   return ticket <= landed_;

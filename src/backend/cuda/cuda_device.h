@@ -50,6 +50,7 @@ class CudaDevice final : public Device {
   void begin_background() override;  // the copy stream waits for the main one and becomes current
   uint64_t end_background() override;
   bool landed(uint64_t ticket) override;
+  double background_seconds() const override { return background_seconds_; }
   bool can_record() const override { return true; }
   void begin_recording() override;  // stream capture of the main stream (and its side branches)
   std::unique_ptr<Recording> end_recording() override;
@@ -92,12 +93,19 @@ class CudaDevice final : public Device {
   cudaStream_t side_ = nullptr;    // the side queue (begin_side)
   cudaStream_t active_ = nullptr;  // stream_ or side_
   cudaEvent_t forked_ = nullptr, joined_ = nullptr;
-  // Background copies: their stream (made on first use), one event a ticket (tickets count up from 1;
-  // the stream runs them in order, so events complete in ticket order), the last ticket seen complete.
+  // Background copies: their stream (made on first use), a ticket's start and end events (tickets
+  // count up from 1; the stream runs them in order, so they complete in ticket order), the last ticket
+  // seen complete and the device time of those landed.
+  struct Ticket {
+    uint64_t id;
+    cudaEvent_t start, end;
+  };
   cudaStream_t copies_ = nullptr;
   cudaEvent_t copies_after_ = nullptr;
-  std::deque<std::pair<uint64_t, cudaEvent_t>> tickets_;
+  cudaEvent_t copies_start_ = nullptr;  // recorded in begin_background, owned by the ticket that follows
+  std::deque<Ticket> tickets_;
   uint64_t next_ticket_ = 1, landed_ = 0;
+  double background_seconds_ = 0;
   bool recording_ = false;
   // Memory taken while recording lives in the graph: freed inside it, or never really there when the
   // recording is discarded. Memory from outside freed inside a recording breaks it (a replay would

@@ -227,6 +227,7 @@ TEST(KvHostTierManager, EvictedPrefixComesBackWithTheBytesOfAFreshComputation) {
     EXPECT_GT(s.offload_bytes, 0);
     EXPECT_GT(s.restore_bytes, 0);
     EXPECT_EQ(s.restore_seconds.count, 1u);  // one restore timed
+    EXPECT_GT(s.restore_copy_seconds, 0.0);  // and its copies apart
     expect_group_counters_add_up(f.m->layout(), s);
     EXPECT_NO_THROW(f.m->check_consistency());
   }

@@ -111,7 +111,7 @@ TEST(MetricsPage, VllmNamesAndKvGauges) {
   e.graphs.eager = 5;
   e.graphs.failed = 1;
   constexpr std::array<double, 2> restore_bounds = {0.0005, 0.001};
-  e.host_tier = {1 << 20, 4096, 2, 512, 8192, 6144, 1, Histogram(restore_bounds)};
+  e.host_tier = {1 << 20, 4096, 2, 512, 8192, 6144, 1, Histogram(restore_bounds), 0.25};
   e.host_tier.restore_seconds.observe(0.0003);
   e.groups[0].host_restored_blocks = 3;
   e.groups[0].host_restore_bytes = 3000;
@@ -148,6 +148,7 @@ TEST(MetricsPage, VllmNamesAndKvGauges) {
         "dsv4:kv_host_tier_offload_bytes_total" + l + " 8192",
         "dsv4:kv_host_tier_restore_bytes_total" + l + " 6144",
         "dsv4:kv_host_tier_evictions_total" + l + " 1",
+        "dsv4:kv_host_tier_restore_copy_seconds_total" + l + " 0.25",
         std::string("dsv4:kv_host_tier_restore_seconds_bucket{model_name=\"mod\",engine=\"0\",le=\"0.0005\"} 1"),
         "dsv4:kv_host_tier_restore_seconds_count" + l + " 1",
         std::string(
