@@ -58,8 +58,9 @@ done
 # The golden sets on both tiers (spec/NUMERICS.md), decode steps through CUDA graphs (the engine's
 # default) and eagerly; each must pass its tier's thresholds. The exact tier gives the CPU's numbers
 # (also with every block sum on the SIMT kernels); the fast tier is run twice and must repeat its bits.
+# DSV4_GPU_GOLDEN=0 leaves them out (a call that only times).
 golden_sets=()
-for g in "$DSV4_DATA"/golden/*/ "$DSV4_SHARED"/golden/*/; do
+[ "${DSV4_GPU_GOLDEN:-1}" = 1 ] && for g in "$DSV4_DATA"/golden/*/ "$DSV4_SHARED"/golden/*/; do
   [ -f "$g/tolerance.json" ] && golden_sets+=("${g%/}")
 done
 for g in "${golden_sets[@]}"; do
@@ -170,9 +171,11 @@ if [ "${DSV4_GPU_BENCH:-0}" = 1 ]; then
       # DSV4_GPU_STEP_EAGER=1: the same decode rows without graphs.
       [ "${DSV4_GPU_STEP_EAGER:-0}" = 1 ] && step bench-step-eager "$STAGE/bin/dsv4" bench step "$flash" --backend cuda \
         --json --enforce-eager --batch "${DSV4_STEP_BATCH:-1,8,32}" --context "${DSV4_STEP_CONTEXT:-8192,131072}" --prefill 0
-      # DSV4_GPU_STEP_ENV (variable assignments, e.g. DSV4_GEMM_IMMA=0): the 8K decode rows again under them.
+      # DSV4_GPU_STEP_ENV (variable assignments, e.g. DSV4_GEMM_IMMA=0): the decode rows again under them, at
+      # the contexts of DSV4_GPU_STEP_ENV_CONTEXT (default 8K) and the prefill of DSV4_GPU_STEP_ENV_PREFILL (none).
       [ -n "${DSV4_GPU_STEP_ENV:-}" ] && step bench-step-env env $DSV4_GPU_STEP_ENV "$STAGE/bin/dsv4" bench step "$flash" \
-        --backend cuda --json --batch "${DSV4_STEP_BATCH:-1,8,32}" --context 8192 --prefill 0
+        --backend cuda --json --batch "${DSV4_STEP_BATCH:-1,8,32}" --context "${DSV4_GPU_STEP_ENV_CONTEXT:-8192}" \
+        --prefill "${DSV4_GPU_STEP_ENV_PREFILL:-0}"
       # DSV4_GPU_NCU_STEP=BATCH:SKIP:COUNT: Nsight Compute's duration of COUNT kernels of eager decode
       # steps (8K context) after SKIP launches: where a step's device time goes, launch by launch.
       if [ -n "${DSV4_GPU_NCU_STEP:-}" ]; then
