@@ -359,7 +359,7 @@ void gemm_rows(Ops& ops, const std::string& suffix, std::initializer_list<int64_
 // (e) the FP4 MoE (256 experts, top-6, shared expert) at batch 1/32/256 (and more, if given); fewer
 // experts as in the flash-attn preset (32) put more rows on each.
 void moe_rows(Ops& ops, const std::string& suffix, std::initializer_list<int64_t> batches = {1, 32, 256},
-              int experts = 256) {
+              int experts = 256, bool fp8_experts = false) {
   const int topk = 6;
   const int64_t dim = 4096, inter = 2048;
   Buffers buf;
@@ -371,14 +371,17 @@ void moe_rows(Ops& ops, const std::string& suffix, std::initializer_list<int64_t
     return Weight{WeightType::kFp8Block, buf.make<uint8_t>(static_cast<size_t>(rows * cols), Fill::kE4m3),
                   buf.make<uint8_t>(static_cast<size_t>((rows / 128) * (cols / 128)), Fill::kScale), rows, cols};
   };
+  // fp8_experts: the routed experts as FP8 blocks (what the wgmma kernel reaches without FP4's widening).
+  auto expert = [&](int64_t rows, int64_t cols) { return fp8_experts ? fp8(rows, cols) : fp4(rows, cols); };
   std::vector<Weight> w1, w2, w3;
   for (int e = 0; e < experts; ++e) {
-    w1.push_back(fp4(inter, dim));
-    w3.push_back(fp4(inter, dim));
-    w2.push_back(fp4(dim, inter));
+    w1.push_back(expert(inter, dim));
+    w3.push_back(expert(inter, dim));
+    w2.push_back(expert(dim, inter));
   }
   const Weight s1 = fp8(inter, dim), s3 = fp8(inter, dim), s2 = fp8(dim, inter);
-  const double per_expert = 3.0 * static_cast<double>(inter * dim / 2 + inter * dim / 32);
+  const double per_expert =
+      3.0 * static_cast<double>(fp8_experts ? inter * dim + inter * dim / 16384 : inter * dim / 2 + inter * dim / 32);
   std::mt19937 rng(5);
   for (const int64_t b : batches) {
     std::vector<int32_t> idx;
@@ -415,7 +418,7 @@ void moe_rows(Ops& ops, const std::string& suffix, std::initializer_list<int64_t
 // hc_pre at V4-Flash dims (hc 4, dim 4096: 24 mix outputs over 16,384 columns), decode to prefill
 // token counts. Judged by bytes (fn, h, x) and its true-fp32 mix FLOPs; few tokens are bound by the
 // reference's sequential chain (16,384 dependent adds per output), not by either.
-void hc_rows(Ops& ops, const std::string& suffix) {
+void hc_rows(Ops& ops, const std::string& suffix, bool out_norm = false) {
   const int hc = 4, mix = (2 + hc) * hc;
   const int64_t dim = 4096, width = hc * dim;
   Buffers buf;
@@ -434,6 +437,7 @@ void hc_rows(Ops& ops, const std::string& suffix) {
       p.x = buf.make<uint16_t>(static_cast<size_t>(t * dim), Fill::kZero);
       p.post = buf.make<float>(static_cast<size_t>(t * hc), Fill::kZero);
       p.comb = buf.make<float>(static_cast<size_t>(t * hc * hc), Fill::kZero);
+      if (out_norm) p.out_norm = buf.make<uint16_t>(static_cast<size_t>(dim), Fill::kBf16);
       variants.push_back([&ops, p] { ops.hc_pre(p); });
     }
     emit("hc_pre" + suffix + " t" + std::to_string(t), time_ms(variants), bytes, 2.0 * t * mix * width);
@@ -507,7 +511,15 @@ int main() {
     gemm_rows(fast_ops, " fast");
     moe_rows(fast_ops, " fast", {1, 8, 32, 256, 8192});
     moe_rows(fast_ops, " e32 fast", {8, 32, 8192}, 32);
+    moe_rows(fast_ops, " e32 fp8 fast", {8192}, 32, true);
     hc_rows(fast_ops, " fast");
+    // With the sublayer's norm: fused into the finishing kernel, and apart (finish, then rms_norm).
+    const bool fused = cuda::hc_fused_norm();
+    cuda::set_hc_fused_norm(true);
+    hc_rows(fast_ops, " fast norm", true);
+    cuda::set_hc_fused_norm(false);
+    hc_rows(fast_ops, " fast norm apart", true);
+    cuda::set_hc_fused_norm(fused);
     indexer_rows(fast_ops, true, " fast");
   }
   if (want("attention")) attention_rows(ops);
