@@ -415,6 +415,31 @@ void moe_rows(Ops& ops, const std::string& suffix, std::initializer_list<int64_t
   }
 }
 
+// hc_post at V4-Flash dims (hc 4, dim 4096), in place as the model runs it: memory-bound (x and the four
+// streams read, the streams written).
+void hc_post_rows(Ops& ops) {
+  const int hc = 4;
+  const int64_t dim = 4096;
+  Buffers buf;
+  for (const int64_t t : {1, 32, 2048, 8192}) {
+    std::vector<std::function<void()>> variants;
+    const double bytes = 2.0 * t * dim + 4.0 * t * hc * dim;
+    for (int c = 0; c < copies_for(bytes); ++c) {
+      uint16_t* h = buf.make<uint16_t>(static_cast<size_t>(t * hc * dim), Fill::kBf16);
+      const HcPostParams p{buf.make<uint16_t>(static_cast<size_t>(t * dim), Fill::kBf16),
+                           h,
+                           buf.make<float>(static_cast<size_t>(t * hc), Fill::kF32),
+                           buf.make<float>(static_cast<size_t>(t * hc * hc), Fill::kF32),
+                           h,
+                           t,
+                           hc,
+                           dim};
+      variants.push_back([&ops, p] { ops.hc_post(p); });
+    }
+    emit("hc_post t" + std::to_string(t), time_ms(variants), bytes, 0.0);
+  }
+}
+
 // hc_pre at V4-Flash dims (hc 4, dim 4096: 24 mix outputs over 16,384 columns), decode to prefill
 // token counts. Judged by bytes (fn, h, x) and its true-fp32 mix FLOPs; few tokens are bound by the
 // reference's sequential chain (16,384 dependent adds per output), not by either.
@@ -520,6 +545,7 @@ int main() {
     cuda::set_hc_fused_norm(false);
     hc_rows(fast_ops, " fast norm apart", true);
     cuda::set_hc_fused_norm(fused);
+    hc_post_rows(fast_ops);
     indexer_rows(fast_ops, true, " fast");
   }
   if (want("attention")) attention_rows(ops);

@@ -198,19 +198,33 @@ TEST(CudaHyperConnection, PreIsBitExact) {
   EXPECT_EQ(products, 5);  // {1, 4096, 4}, {5, 4096, 4}, {2, 40, 6}, {3, 256, 4}, {2, 24, 4} (on 132 SMs)
 }
 
+// Both kernels: 8 channels a thread (hc 4, whole 16-byte units: a partial last CTA at dim 4104) and one
+// (other hc, dims off the unit, rows off 16-byte alignment), in place as the model runs it and apart.
 TEST(CudaHyperConnection, PostIsBitExact) {
-  for (const HcCase& c : {HcCase{9, 4096, 4}, HcCase{17, 256, 4}}) {
-    const auto h = to_bf16(mixed(static_cast<size_t>(c.tokens * c.hc * c.dim), 4, 1, 4));
-    const auto x = to_bf16(mixed(static_cast<size_t>(c.tokens * c.dim), 5, 1, 4));
-    const auto post = mixed(static_cast<size_t>(c.tokens * c.hc), 6, 1, 1);
-    const auto comb = mixed(static_cast<size_t>(c.tokens * c.hc * c.hc), 7, 0.25f, 2);
-    std::vector<uint16_t> want(h.size());
-    CpuOps cpu(2);
-    cpu.hc_post({x.data(), h.data(), post.data(), comb.data(), want.data(), c.tokens, c.hc, c.dim});
-    Dev<uint16_t> dx(x), dh(h);
-    Dev<float> dp(post), dc(comb);
-    cuda::hc_post({dx.p, dh.p, dp.p, dc.p, dh.p, c.tokens, c.hc, c.dim}, nullptr);  // in place, as the model runs it
-    EXPECT_EQ(dh.get(), want) << "dim " << c.dim;
+  uint32_t seed = 4;
+  for (const HcCase& c : {HcCase{9, 4096, 4}, HcCase{17, 256, 4}, HcCase{3, 4104, 4}, HcCase{1, 4096, 4},
+                          HcCase{4, 4100, 4}, HcCase{5, 40, 3}, HcCase{2, 64, 8}}) {
+    for (const int offset : {0, 1}) {  // offset: every row starts one bf16 past a 16-byte boundary
+      SCOPED_TRACE(testing::Message() << "tokens " << c.tokens << " dim " << c.dim << " hc " << c.hc << " offset "
+                                      << offset);
+      const auto h = to_bf16(mixed(static_cast<size_t>(c.tokens * c.hc * c.dim), seed++, 1, 4));
+      const auto x = to_bf16(mixed(static_cast<size_t>(c.tokens * c.dim), seed++, 1, 4));
+      const auto post = mixed(static_cast<size_t>(c.tokens * c.hc), seed++, 1, 1);
+      const auto comb = mixed(static_cast<size_t>(c.tokens * c.hc * c.hc), seed++, 0.25f, 2);
+      std::vector<uint16_t> want(h.size());
+      CpuOps cpu(2);
+      cpu.hc_post({x.data(), h.data(), post.data(), comb.data(), want.data(), c.tokens, c.hc, c.dim});
+      std::vector<uint16_t> xo(static_cast<size_t>(offset)), ho(static_cast<size_t>(offset));
+      xo.insert(xo.end(), x.begin(), x.end());
+      ho.insert(ho.end(), h.begin(), h.end());
+      Dev<uint16_t> dx(xo), dh(ho), dout(std::vector<uint16_t>(ho.size(), 0x7fc0));
+      Dev<float> dp(post), dc(comb);
+      cuda::hc_post({dx.p + offset, dh.p + offset, dp.p, dc.p, dout.p + offset, c.tokens, c.hc, c.dim}, nullptr);
+      cuda::hc_post({dx.p + offset, dh.p + offset, dp.p, dc.p, dh.p + offset, c.tokens, c.hc, c.dim}, nullptr);
+      const auto apart = dout.get(), in_place = dh.get();
+      EXPECT_EQ(std::vector<uint16_t>(apart.begin() + offset, apart.end()), want);
+      EXPECT_EQ(std::vector<uint16_t>(in_place.begin() + offset, in_place.end()), want);
+    }
   }
 }
 

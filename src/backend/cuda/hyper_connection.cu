@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.h"
@@ -934,6 +935,56 @@ void run(const HcLaunch& a, float* scratch, bool fast, cudaStream_t stream) {
   finish<kPre>(a, scratch, 1, stream);
 }
 
+// One thread per (token, 8 channels) for V4's hc = 4 where rows hold whole 16-byte units: post and comb
+// in registers, one 16-byte load per stream and per x, every output computed before any is stored (out
+// may alias res). A CTA's threads stay within one token (32-bit index arithmetic). The per-element
+// arithmetic is hc_post_kernel's.
+constexpr int kPostHc = 4;
+constexpr int kPostVec = 8;
+
+__device__ __forceinline__ float bf16_lane(const uint4& v, int e) {
+  const uint32_t w = (&v.x)[e / 2];
+  return __uint_as_float(e % 2 == 0 ? w << 16 : w & 0xffff0000u);
+}
+
+__global__ void __launch_bounds__(kThreads)
+    hc_post_vec_kernel(const uint16_t* x, const uint16_t* res, const float* post, const float* comb, uint16_t* out,
+                       int per_token, int64_t dim) {
+  pdl_enter();
+  const int64_t t = blockIdx.x / per_token;
+  const int64_t c = (int64_t{blockIdx.x % per_token} * kThreads + threadIdx.x) * kPostVec;
+  if (c >= dim) return;
+  float pw[kPostHc], cm[kPostHc * kPostHc];
+#pragma unroll
+  for (int k = 0; k < kPostHc; ++k) pw[k] = post[t * kPostHc + k];
+#pragma unroll
+  for (int e = 0; e < kPostHc * kPostHc; ++e) cm[e] = comb[t * kPostHc * kPostHc + e];
+  uint4 r[kPostHc];
+#pragma unroll
+  for (int j = 0; j < kPostHc; ++j) r[j] = *reinterpret_cast<const uint4*>(res + (t * kPostHc + j) * dim + c);
+  const uint4 xv = *reinterpret_cast<const uint4*>(x + t * dim + c);
+  uint4 o[kPostHc];
+#pragma unroll
+  for (int k = 0; k < kPostHc; ++k) {
+    uint32_t* w = &o[k].x;
+#pragma unroll
+    for (int e = 0; e < kPostVec; e += 2) {
+      uint32_t pair = 0;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float s = 0;
+#pragma unroll
+        for (int j = 0; j < kPostHc; ++j) s = __fadd_rn(s, __fmul_rn(cm[j * kPostHc + k], bf16_lane(r[j], e + h)));
+        const uint16_t b = f_to_bf16(__fadd_rn(__fmul_rn(pw[k], bf16_lane(xv, e + h)), s));
+        pair |= uint32_t{b} << (16 * h);
+      }
+      w[e / 2] = pair;
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < kPostHc; ++k) *reinterpret_cast<uint4*>(out + (t * kPostHc + k) * dim + c) = o[k];
+}
+
 // One thread per (token, channel): all hc outputs of that channel (reads precede writes: out may alias).
 __global__ void hc_post_kernel(const uint16_t* x, const uint16_t* res, const float* post, const float* comb,
                                uint16_t* out, int64_t tokens, int hc, int64_t dim) {
@@ -998,6 +1049,14 @@ void hc_post(const HcPostParams& p, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(p.hc >= 1 && p.hc <= kMaxHc, "hc_post: hc must lie in [1, 8]");
   const int64_t n = p.tokens * p.dim;
   if (n == 0) return;
+  const bool vec =
+      p.hc == kPostHc && p.dim % kPostVec == 0 && aligned16(p.x) && aligned16(p.residual) && aligned16(p.out);
+  const int64_t per_token = (p.dim / kPostVec + kThreads - 1) / kThreads;
+  if (vec && p.tokens * per_token <= std::numeric_limits<int32_t>::max()) {
+    launch_kernel(hc_post_vec_kernel, static_cast<unsigned>(p.tokens * per_token), kThreads, 0, stream, p.x, p.residual,
+                  p.post, p.comb, p.out, static_cast<int>(per_token), p.dim);
+    return;
+  }
   launch_kernel(hc_post_kernel, static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream, p.x,
                 p.residual, p.post, p.comb, p.out, p.tokens, p.hc, p.dim);
 }
