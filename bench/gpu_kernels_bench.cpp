@@ -537,6 +537,13 @@ int main() {
     moe_rows(fast_ops, " fast", {1, 8, 32, 256, 8192});
     moe_rows(fast_ops, " e32 fast", {8, 32, 8192}, 32);
     moe_rows(fast_ops, " e32 fp8 fast", {8192}, 32, true);
+    {  // FP4 experts widened once per call (DSV4_GEMM_FP4_PREWIDEN=1) against in shared memory (above)
+      cuda::GemmPolicy p = cuda::GemmPolicy::from_env(Numerics::kFast);
+      p.fp4_prewiden = true;
+      cuda::CudaOps widened(dev, p);
+      moe_rows(widened, " fast widened", {8192});
+      moe_rows(widened, " e32 fast widened", {8192}, 32);
+    }
     hc_rows(fast_ops, " fast");
     // With the sublayer's norm: fused into the finishing kernel, and apart (finish, then rms_norm).
     const bool fused = cuda::hc_fused_norm();

@@ -37,6 +37,7 @@ namespace {
 
 using cuda::ExactBlockArgs;
 using cuda::GemmWeightKind;
+using gputest::bits;
 using gputest::calc_diff;
 using gputest::Dev;
 
@@ -594,6 +595,61 @@ TEST(CudaGemmFast, Per128ReportsFp4ScalesBeyondItsSpan) {
     cuda::fast_mma_gemm(p, {8, 1, false, true}, nullptr, nullptr, bits.p, nullptr);
     EXPECT_EQ(bits.get()[0], static_cast<int32_t>(cuda::DeviceError::kGemmFp4Span)) << "mma.sync per 128";
   }
+}
+
+// The wgmma kernel with FP4 weights widened beforehand (GemmPolicy::fp4_prewiden) against the kernel
+// widening them in shared memory: the same codes, scales and sums, so the same bits (bf16 and fp32
+// outputs) in passes of one, three or every expert, and the same error report past the span.
+TEST(CudaGemmFast, WgmmaWidenedBeforehandGivesTheSameBits) {
+  const auto fp4 = GemmWeightKind::kFp4;
+  Case wide = experts("fp4 experts, scales over 26 octaves", fp4, {130, 0, 300, 77}, 1024, 2048, false, 3);
+  wide.scale_span = 27;
+  const std::vector<Case> list = {
+      experts("fp4 experts prefill pair", fp4, {700, 0, 1100, 250, 0, 64, 1}, 2048, 4096, true),
+      wide,
+      dense("fp4 1001x1536x2048", fp4, 1001, 1536, 2048),
+      dense("fp4 300x1100x1024 (N off the grid)", fp4, 300, 1100, 1024),
+  };
+  uint32_t seed = 7000;
+  for (const Case& c : list) {
+    const HostInputs h = make_inputs(c, ++seed);
+    const DevInputs d(c, h, c.offsets);
+    const auto want = wgmma_run<uint16_t>(c, d, h.scale_ld);
+    const auto want_f32 = wgmma_run<float>(c, d, h.scale_ld);
+    for (const int per : {1, 3, 64}) {
+      SCOPED_TRACE(testing::Message() << c.name << ", " << per << " experts a pass");
+      for (const bool f32 : {false, true}) {
+        Dev<uint16_t> y16 = poisoned<uint16_t>(c);
+        Dev<float> y32 = poisoned<float>(c);
+        void* y = f32 ? static_cast<void*>(y32.p) : static_cast<void*>(y16.p);
+        const size_t half = static_cast<size_t>(c.rows * c.n) * (f32 ? 4 : 2);
+        const ExactBlockArgs p = d.args(c, h.scale_ld, y, static_cast<char*>(y) + half, f32);
+        Dev<uint8_t> scratch(std::vector<uint8_t>(static_cast<size_t>(cuda::wgmma_widened_bytes(p, per)), 0xff));
+        Dev<int32_t> err_bits(std::vector<int32_t>{0});
+        cuda::wgmma_gemm_widened(p, per, scratch.p, err_bits.p, nullptr);
+        DSV4_CUDA_CHECK(cudaGetLastError());
+        EXPECT_EQ(err_bits.get()[0], 0);
+        if (f32) {
+          EXPECT_EQ(bits(y32.get()), bits(want_f32));
+        } else {
+          EXPECT_EQ(y16.get(), want);
+        }
+      }
+    }
+  }
+  // Past the span: reported as the shared-memory widening reports it.
+  Case c = dense("fp4 span", fp4, 130, 256, 1024);
+  HostInputs h = make_inputs(c, 77);
+  h.ws[5 * (c.k / 32) + 4] = 100, h.ws[5 * (c.k / 32) + 5] = 127;  // row 5, block 1: 27 octaves
+  const DevInputs d(c, h, c.offsets);
+  Dev<uint16_t> y = poisoned<uint16_t>(c);
+  const ExactBlockArgs p = d.args(c, h.scale_ld, y.p, y.p + c.rows * c.n, false);
+  Dev<uint8_t> scratch(std::vector<uint8_t>(static_cast<size_t>(cuda::wgmma_widened_bytes(p, 1))));
+  Dev<int32_t> err_bits(std::vector<int32_t>{0});
+  cuda::wgmma_gemm_widened(p, 1, scratch.p, err_bits.p, nullptr);
+  EXPECT_EQ(err_bits.get()[0], static_cast<int32_t>(cuda::DeviceError::kGemmFp4Span));
+  int32_t err = 0;
+  EXPECT_EQ(y.get(), wgmma_run<uint16_t>(c, d, h.scale_ld, &err));
 }
 
 // FP4 row blocks whose four scales span more than 26 octaves cannot be re-encoded exactly: the kernel

@@ -4,7 +4,9 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <random>
 #include <vector>
 
@@ -14,6 +16,13 @@
 #include "core/number_formats.h"
 
 namespace dsv4::gputest {
+
+// The bit patterns of fp32 values (compares NaNs and signed zeros as bits).
+inline std::vector<uint32_t> bits(const std::vector<float>& v) {
+  std::vector<uint32_t> b(v.size());
+  for (size_t i = 0; i < v.size(); ++i) b[i] = std::bit_cast<uint32_t>(v[i]);
+  return b;
+}
 
 // A device copy of a host vector; get() synchronizes and copies it back.
 template <typename T>

@@ -24,6 +24,7 @@
 namespace dsv4 {
 namespace {
 
+using gputest::bits;
 using gputest::calc_diff;
 using gputest::Dev;
 
@@ -40,12 +41,6 @@ std::vector<float> mixed(size_t n, uint32_t seed, float std, float spread) {
 std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
   std::vector<uint16_t> b(v.size());
   for (size_t i = 0; i < v.size(); ++i) b[i] = float_to_bf16(v[i]);
-  return b;
-}
-
-std::vector<uint32_t> bits(const std::vector<float>& v) {
-  std::vector<uint32_t> b(v.size());
-  for (size_t i = 0; i < v.size(); ++i) b[i] = std::bit_cast<uint32_t>(v[i]);
   return b;
 }
 

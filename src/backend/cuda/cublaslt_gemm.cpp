@@ -172,6 +172,8 @@ struct GemmRunner::Impl {
   int64_t partial_floats = 0;
   int32_t* counters = nullptr;  // its per-tile arrival counters (zero between GEMMs)
   int64_t counter_count = 0;
+  void* widened = nullptr;  // FP4 weights widened before a wgmma call (GemmPlan::widen_bytes)
+  int64_t widened_bytes = 0;
   int32_t* error_flag = nullptr;  // the device's error word (device_error.h), where kernels report
   std::map<std::array<int64_t, 15>, LtPlan> plans;
   GemmPolicy policy;
@@ -187,6 +189,7 @@ struct GemmRunner::Impl {
     if (act) cudaFreeAsync(act, stream);
     if (partial) cudaFreeAsync(partial, stream);
     if (counters) cudaFreeAsync(counters, stream);
+    if (widened) cudaFreeAsync(widened, stream);
     if (workspace) cudaFreeAsync(workspace, stream);
     if (lt) cublasLtDestroy(lt);
   }
@@ -201,6 +204,18 @@ struct GemmRunner::Impl {
       DSV4_CUDA_CHECK(cudaMallocAsync(&act, act_bytes, stream));
     }
     return act;
+  }
+
+  // Grow-only scratch for widened FP4 weights.
+  void* widen_scratch(int64_t bytes) {
+    if (bytes > widened_bytes) {
+      scratch_moves(stream, "the widened FP4 weights");
+      if (widened) DSV4_CUDA_CHECK(cudaFreeAsync(widened, stream));
+      widened = nullptr;
+      widened_bytes = bytes;
+      DSV4_CUDA_CHECK(cudaMallocAsync(&widened, static_cast<size_t>(bytes), stream));
+    }
+    return widened;
   }
 
   // Grow-only split-K scratch: partial sums and per-tile arrival counters (new counters start zeroed;
@@ -243,6 +258,11 @@ struct GemmRunner::Impl {
       return;
     }
     if (plan.fallback == GemmRoute::kWgmma) {
+      if (wgmma_takes(p) && plan.widen_experts > 0 && p.kind == GemmWeightKind::kFp4) {
+        const int64_t bytes = wgmma_widened_bytes(p, plan.widen_experts);
+        wgmma_gemm_widened(p, plan.widen_experts, widen_scratch(bytes), error_flag, stream);
+        return;
+      }
       if (wgmma_takes(p)) {
         wgmma_gemm(p, error_flag, stream);
         return;

@@ -68,6 +68,12 @@ struct ExactBlockArgs {
   const void* const* w_list_b = nullptr;
   const uint8_t* const* w_scale_list_b = nullptr;
   void* y_b = nullptr;
+  // Optional (wgmma, FP4): the weights widened beforehand (wgmma_gemm.h): weight slot s (expert e, or
+  // the pair's wide_slots + e) holds e5m2 codes [n][kg] at wide + s·n·kg and fp32 row-block scales
+  // [n][kg/128] at wide_scale + s·n·kg/128.
+  uint8_t* wide = nullptr;
+  float* wide_scale = nullptr;
+  int wide_slots = 0;
 };
 void exact_block_gemm(const ExactBlockArgs& a, const GemmPolicy& policy, cudaStream_t stream);
 

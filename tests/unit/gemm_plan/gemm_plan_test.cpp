@@ -86,6 +86,38 @@ TEST(GemmPlan, FastManyRowsAWeightGoToWgmma) {
   EXPECT_EQ(plan_gemm(g, fast, kH200).route, GemmRoute::kFastMma);
 }
 
+// FP4 wgmma calls with the weights widened beforehand (opt-in): as many experts a pass as the budget
+// holds (at least one, at most all), the scratch counted in the plan and in the runner's workspace.
+TEST(GemmPlan, WidenedFp4PassesStayWithinTheBudget) {
+  GemmPolicy on = policy(Numerics::kFast);
+  on.fp4_prewiden = true;
+  const GemmProblem moe = grouped(GemmWeightKind::kFp4, 8192 * 6, 32, 2048, 4096);  // w1 and w3 of 32 experts
+  EXPECT_EQ(plan_gemm(moe, policy(Numerics::kFast), kH200).widen_experts, 0);       // off by default
+  const GemmPlan plan = plan_gemm(moe, on, kH200);
+  EXPECT_EQ(plan.route, GemmRoute::kWgmma);
+  const int64_t per = 2 * 2048 * (4096 + 4096 / 128 * 4);  // the pair's e5m2 codes and row-block scales
+  EXPECT_EQ(plan.widen_experts, kWidenBudgetBytes / per);
+  EXPECT_EQ(plan.widen_bytes, plan.widen_experts * per);
+  EXPECT_LE(plan.widen_bytes, kWidenBudgetBytes);
+  GemmProblem few = moe;
+  few.experts = 4;
+  few.rows = 4 * 1024;
+  EXPECT_EQ(plan_gemm(few, on, kH200).widen_experts, 4);               // all of them in one pass
+  GemmProblem huge = dense(GemmWeightKind::kFp4, 4096, 65536, 16384);  // past the budget alone: one a pass
+  EXPECT_EQ(plan_gemm(huge, on, kH200).widen_experts, 1);
+  EXPECT_EQ(plan_gemm(huge, on, kH200).widen_bytes, widened_bytes(1, 65536, 16384));
+  // FP8 weights and calls off the wgmma route widen nothing.
+  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp8, 8192 * 6, 32, 2048, 4096), on, kH200).widen_experts, 0);
+  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 32, 2048, 4096), on, kH200).widen_experts, 0);
+  GemmWorkspaceQuery q;
+  q.rows = 8192;
+  q.routed_rows = 8192 * 6;
+  q.max_k = 4096;
+  q.max_n = 4096;
+  EXPECT_GE(gemm_workspace_bytes(q, on, kH200) - gemm_workspace_bytes(q, policy(Numerics::kFast), kH200),
+            kWidenBudgetBytes);
+}
+
 TEST(GemmPlan, FastFewRowsTakeTheSmallestRowTile) {
   const GemmPolicy fast = policy(Numerics::kFast);
   const int64_t expect[][2] = {{1, 8}, {8, 8}, {9, 16}, {16, 16}, {17, 32}, {64, 32}};
@@ -313,11 +345,16 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   EXPECT_EQ(p.gemv_max_rows, 4);
   EXPECT_NE(p.describe().find("FP4 per 128; few-row kernel up to 4 rows"), std::string::npos) << p.describe();
   EXPECT_NE(p.describe().find("indexer dots on tensor cores"), std::string::npos) << p.describe();
+  EXPECT_NE(p.describe().find("FP4 widened in shared memory"), std::string::npos) << p.describe();
   ::setenv("DSV4_GEMM_FP4_PER128", "0", 1);
   ::setenv("DSV4_INDEXER_MMA", "0", 1);
+  ::setenv("DSV4_GEMM_FP4_PREWIDEN", "1", 1);
   const GemmPolicy per32 = GemmPolicy::from_env(Numerics::kFast);
   ::unsetenv("DSV4_GEMM_FP4_PER128");
   ::unsetenv("DSV4_INDEXER_MMA");
+  ::unsetenv("DSV4_GEMM_FP4_PREWIDEN");
+  EXPECT_TRUE(per32.fp4_prewiden);
+  EXPECT_NE(per32.describe().find("FP4 widened before the call"), std::string::npos) << per32.describe();
   EXPECT_FALSE(per32.fp4_per128);
   EXPECT_FALSE(per32.indexer_mma);
   EXPECT_NE(per32.describe().find("FP4 per 32"), std::string::npos) << per32.describe();

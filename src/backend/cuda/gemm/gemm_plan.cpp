@@ -46,6 +46,7 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.fp4_per128 = env_switch("DSV4_GEMM_FP4_PER128") != "0";
   p.indexer_mma = env_switch("DSV4_INDEXER_MMA") != "0";
   p.wgmma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_WGMMA_MIN_ROWS", p.wgmma_min_rows));
+  p.fp4_prewiden = env_switch("DSV4_GEMM_FP4_PREWIDEN") == "1";
   p.ctas_per_sm = static_cast<int>(std::max<int64_t>(1, env_count("DSV4_GEMM_CTAS_PER_SM", p.ctas_per_sm)));
   p.exact_imma = env_switch("DSV4_GEMM_IMMA") != "0";
   p.imma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_IMMA_MIN_ROWS", p.imma_min_rows));
@@ -62,9 +63,9 @@ std::string GemmPolicy::describe() const {
   }
   return fmt::format(
       "fast (FP8 tensor cores with per-block promotion, FP4 per {}; few-row kernel up to {} rows a weight; cuBLASLt "
-      "{} above {} rows; wgmma from {} rows a weight; {} CTAs an SM; indexer dots on {})",
-      fp4_per128 ? 128 : 32, gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows, ctas_per_sm,
-      indexer_mma ? "tensor cores" : "CUDA cores");
+      "{} above {} rows; wgmma from {} rows a weight, FP4 widened {}; {} CTAs an SM; indexer dots on {})",
+      fp4_per128 ? 128 : 32, gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
+      fp4_prewiden ? "before the call" : "in shared memory", ctas_per_sm, indexer_mma ? "tensor cores" : "CUDA cores");
 }
 
 const char* route_name(GemmRoute r) {
@@ -153,6 +154,8 @@ int64_t gemm_workspace_bytes(const GemmWorkspaceQuery& q, const GemmPolicy& poli
       splits = std::max(splits, 4 * plan_fast_mma(p, policy, caps).workspace_floats);
     }
     bytes += splits;
+    // FP4 weights widened before a wgmma call: the budget, or one pair of the widest weight past it.
+    if (policy.fp4_prewiden) bytes += std::max(kWidenBudgetBytes, widened_bytes(2, q.max_n, q.max_k));
   }
   return bytes + kCublasLtWorkspaceBytes;
 }
@@ -196,10 +199,16 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
       p.weight == GemmWeightKind::kFp8 && p.experts == 0 && !p.pair && (p.groups == 1 || ng % 128 == 0);
   const bool many = p.experts > 0 ? p.rows >= policy.wgmma_min_rows * p.experts : p.rows > policy.fast_mma_max_rows;
   if (many && p.groups == 1) {
-    // Many rows a weight: wgmma, without splits or workspace (and behind cuBLASLt for dense FP8).
+    // Many rows a weight: wgmma, without splits or workspace (and behind cuBLASLt for dense FP8); FP4
+    // weights widened beforehand in passes of as many experts as the budget holds, where asked.
     plan = GemmPlan{};
     plan.route = plan.fallback = GemmRoute::kWgmma;
     plan.codes = true;
+    if (policy.fp4_prewiden && p.weight == GemmWeightKind::kFp4) {
+      const int64_t weights = std::max(p.experts, 1), per = widened_bytes(p.pair ? 2 : 1, p.n, p.kg);
+      plan.widen_experts = static_cast<int>(std::clamp<int64_t>(kWidenBudgetBytes / per, 1, weights));
+      plan.widen_bytes = plan.widen_experts * per;
+    }
   }
   if (policy.cublaslt && lt_shape && p.rows > policy.fast_mma_max_rows) plan.route = GemmRoute::kCublasLt;
   // Up to a tile of rows a weight: the few-row kernel, on the mma.sync plan where it refuses the call.

@@ -62,6 +62,10 @@ struct GemmPolicy {
   // weight on average (DSV4_GEMM_WGMMA_MIN_ROWS), dense FP4 calls above fast_mma_max_rows rows, and
   // dense FP8 ones that cuBLASLt refuses (measured against mma.sync there: docs/perf.md).
   int64_t wgmma_min_rows = 64;
+  // Fast tier, wgmma on FP4 weights: widened to e5m2 rows once per call, at most kWidenBudgetBytes of
+  // experts at a time, instead of in shared memory by every CTA that reads them (the same bits;
+  // DSV4_GEMM_FP4_PREWIDEN=1). Opt-in until measured on the H200.
+  bool fp4_prewiden = false;
   // Fast tier: fp32 weights of at least this many rows on the fused multiply-add kernel (fast_sgemm.h);
   // at most plain_gemv_max_rows rows on the few-row kernel (fast_plain_gemv.h): fp32 weights, plain
   // pairs and bf16 weights of at most kPlainGemvMaxCols columns (wider ones, the head, stay on
@@ -161,7 +165,14 @@ struct GemmPlan {
   int64_t workspace_counters = 0;               // kFastMma: the splits' arrival counters (zeroed once)
   int gemv_k_parts = 1;                         // kFastGemv: runs of K a CTA's warps split (1, 2, 4, 8)
   bool fp4_per128 = false;                      // kFastGemv, kFastMma, FP4: one re-encoded block a 128
+  int widen_experts = 0;                        // kWgmma, FP4: weights (experts) widened a pass (0: none)
+  int64_t widen_bytes = 0;                      // kWgmma, FP4: their scratch (wgmma_widened_bytes)
 };
+
+// The scratch of FP4 weights widened before a wgmma call (GemmPolicy::fp4_prewiden), at most.
+constexpr int64_t kWidenBudgetBytes = int64_t{256} << 20;
+// Bytes of `weights` FP4 weights of n x kg widened: e5m2 codes and an fp32 scale a row's 128-wide block.
+constexpr int64_t widened_bytes(int64_t weights, int64_t n, int64_t kg) { return weights * n * (kg + kg / 128 * 4); }
 
 // kFastGemv: the K runs a CTA's eight warps split, doubled while each run keeps two K blocks and the
 // call's warps (16 weight rows x a run each) still fit one wave of two CTAs an SM.

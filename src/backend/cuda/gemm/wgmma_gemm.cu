@@ -15,10 +15,12 @@
 // FP4: while block kb's first half is on the tensor cores the CTA widens block kb + 1's codes.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/gemm/gemm_plan.h"
 #include "backend/cuda/gemm/mma_fp8.cuh"
 #include "backend/cuda/gemm/wgmma_gemm.h"
 #include "backend/cuda/gemm_tiles.cuh"
@@ -34,17 +36,22 @@ constexpr int kBM = 128, kBN = 256;  // rows and output columns of a CTA
 constexpr int kHalf = 128;           // output columns of one wgmma (a warpgroup multiplies kBN in two)
 constexpr int kThreads = 256;        // two warpgroups
 
+// What the weight tile arrives as: FP8 codes with 128x128 block scales, packed FP4 codes and ue8m0
+// scales widened in shared memory, or FP4 widened beforehand (e5m2 codes and row-block scales).
+enum class BForm { kFp8, kFp4, kWide };
+
 // Byte offsets inside one stage; every tile that wgmma reads starts on a 1024-byte boundary.
-template <GemmWeightKind KIND>
+template <BForm F>
 struct StageLayout {
-  static constexpr bool kFp4 = KIND == GemmWeightKind::kFp4;
+  static constexpr bool kFp4 = F == BForm::kFp4;
+  static constexpr bool kRowScales = F != BForm::kFp8;    // a scale per weight row and K block
   static constexpr int a = 0;                             // e4m3 [kBM][128], swizzled
   static constexpr int b = a + kBM * 128;                 // e4m3 / e5m2 [kBN][128], swizzled
   static constexpr int raw = b + kBN * 128;               // FP4: packed codes [kBN][64]
   static constexpr int sa = raw + (kFp4 ? kBN * 64 : 0);  // fp32 [kBM] activation scales
   static constexpr int sraw = sa + kBM * 4;               // FP4: ue8m0 [kBN][4]
-  static constexpr int sb = sraw + (kFp4 ? kBN * 4 : 0);  // FP4: fp32 [kBN] row-block scales
-  static constexpr int bytes = (sb + (kFp4 ? kBN * 4 : 0) + 1023) / 1024 * 1024;
+  static constexpr int sb = sraw + (kFp4 ? kBN * 4 : 0);  // FP4, wide: fp32 [kBN] row-block scales
+  static constexpr int bytes = (sb + (kRowScales ? kBN * 4 : 0) + 1023) / 1024 * 1024;
   static constexpr int kStages = kFp4 ? 3 : 4;                    // as many as fit in 227 KB
   static constexpr size_t smem = size_t{bytes} * kStages + 1024;  // + the base's alignment
 };
@@ -94,11 +101,17 @@ __device__ __forceinline__ void wgmma_k32(float (&d)[64], uint64_t da, uint64_t 
 #undef DSV4_WG_D8
 #undef DSV4_WG_REGS
 
+// Whether a call has its pair (a second weight on the same rows, output at y_b).
+__host__ __device__ __forceinline__ bool has_pair(const ExactBlockArgs& a) {
+  return a.y_b && (a.offsets ? a.w_list_b != nullptr : a.w_b != nullptr);
+}
+
 struct Work {
   Tile t;
   int64_t n0 = 0;  // first output column
   const uint8_t* w = nullptr;
-  const uint8_t* ws = nullptr;
+  const uint8_t* ws = nullptr;  // FP8, FP4: the weight's scales as stored
+  const float* wsf = nullptr;   // wide: the row-block scales
   void* y = nullptr;
 };
 
@@ -120,14 +133,19 @@ __device__ __forceinline__ bool find_work(const ExactBlockArgs& p, int n_tiles, 
     k.w = static_cast<const uint8_t*>(second ? p.w_b : p.w);
     k.ws = second ? p.w_scale_b : p.w_scale;
   }
+  if (p.wide) {  // widened beforehand: the slot of this expert (or of the dense weight) and half
+    const int64_t slot = (second ? p.wide_slots : 0) + k.t.e;
+    k.w = p.wide + slot * p.n * p.kg;
+    k.wsf = p.wide_scale + slot * p.n * (p.kg / 128);
+  }
   k.y = second ? p.y_b : p.y;
   return k.t.cnt > 0;
 }
 
 // Issues the copies of K block kb into stage st (rows past the tile and columns past N zero-filled).
-template <GemmWeightKind KIND>
+template <BForm F>
 __device__ __forceinline__ void load_stage(const ExactBlockArgs& p, const Work& k, int64_t kb, uint8_t* st) {
-  using L = StageLayout<KIND>;
+  using L = StageLayout<F>;
   const int tid = static_cast<int>(threadIdx.x);
 #pragma unroll
   for (int i = 0; i < kBM * 8 / kThreads; ++i) {
@@ -143,6 +161,12 @@ __device__ __forceinline__ void load_stage(const ExactBlockArgs& p, const Work& 
       const bool ok = k.n0 + r < p.n;
       const uint8_t* src = k.w + (k.n0 + (ok ? r : 0)) * p.kg + kb * 128 + u * 16;
       cp_async<16>(st + L::b + r * 128 + ((u ^ (r & 7)) << 4), src, ok ? 16 : 0);
+    }
+    if constexpr (F == BForm::kWide) {
+      if (tid < kBN) {
+        const bool ok = k.n0 + tid < p.n;
+        cp_async<4>(st + L::sb + tid * 4, k.wsf + (k.n0 + (ok ? tid : 0)) * (p.kg / 128) + kb, ok ? 4 : 0);
+      }
     }
   } else {
 #pragma unroll
@@ -168,7 +192,7 @@ __device__ __forceinline__ void load_stage(const ExactBlockArgs& p, const Work& 
 // FP4: the stage's packed codes widened into its swizzled weight tile, and each row block's scale
 // 2^(max of its four ue8m0 exponents − 127 − 13). A 16-byte unit of codes is one 32-wide sub-block.
 __device__ __forceinline__ void widen_stage(uint8_t* st, int32_t* err) {
-  using L = StageLayout<GemmWeightKind::kFp4>;
+  using L = StageLayout<BForm::kFp4>;
   const int tid = static_cast<int>(threadIdx.x);
 #pragma unroll
   for (int i = 0; i < kBN * 4 / kThreads; ++i) {
@@ -213,9 +237,9 @@ __device__ __forceinline__ void store_pair(const ExactBlockArgs& p, void* y, int
   if (col + 1 < p.n) store_out(y, p.y_ld, p.y_f32, row, col + 1, v1);
 }
 
-template <GemmWeightKind KIND>
+template <BForm F>
 __global__ void __launch_bounds__(kThreads, 1) wgmma_kernel(const ExactBlockArgs p, int n_tiles, int32_t* err) {
-  using L = StageLayout<KIND>;
+  using L = StageLayout<F>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   pdl_enter();
@@ -227,7 +251,7 @@ __global__ void __launch_bounds__(kThreads, 1) wgmma_kernel(const ExactBlockArgs
   constexpr int kStages = L::kStages;
   auto stage = [&](int64_t kb) { return smem + (kb % kStages) * L::bytes; };
   for (int64_t kb = 0; kb < kStages - 1; ++kb) {
-    if (kb < nkb) load_stage<KIND>(p, k, kb, stage(kb));
+    if (kb < nkb) load_stage<F>(p, k, kb, stage(kb));
     cp_async_commit();
   }
   if constexpr (L::kFp4) {
@@ -250,7 +274,7 @@ __global__ void __launch_bounds__(kThreads, 1) wgmma_kernel(const ExactBlockArgs
       fence_async_shared();
       __syncthreads();
     }
-    if (kb + kStages - 1 < nkb) load_stage<KIND>(p, k, kb + kStages - 1, stage(kb + kStages - 1));
+    if (kb + kStages - 1 < nkb) load_stage<F>(p, k, kb + kStages - 1, stage(kb + kStages - 1));
     cp_async_commit();
     const uint32_t base = smem_addr(st);
     const float* sa = reinterpret_cast<const float*>(st + L::sa);
@@ -259,8 +283,8 @@ __global__ void __launch_bounds__(kThreads, 1) wgmma_kernel(const ExactBlockArgs
     for (int h = 0; h < 2; ++h) {
       if (h == 1 && !second_half) break;
       float sw = 0.0f;  // FP8: the weight's 128x128 block scale
-      if constexpr (!L::kFp4) sw = ue8m0_f(k.ws[(k.n0 / 128 + h) * nkb + kb]);
-      multiply_block<L::kFp4>(base + L::a + wg * 64 * 128, base + L::b + h * kHalf * 128, part, [&] {
+      if constexpr (F == BForm::kFp8) sw = ue8m0_f(k.ws[(k.n0 / 128 + h) * nkb + kb]);
+      multiply_block<L::kRowScales>(base + L::a + wg * 64 * 128, base + L::b + h * kHalf * 128, part, [&] {
         if constexpr (L::kFp4) {
           if (h == 0 && kb + 1 < nkb) {
             cp_async_wait<kStages - 2>();
@@ -273,7 +297,7 @@ __global__ void __launch_bounds__(kThreads, 1) wgmma_kernel(const ExactBlockArgs
 #pragma unroll
       for (int j = 0; j < 16; ++j) {
         float b0 = sw, b1 = sw;
-        if constexpr (L::kFp4) {
+        if constexpr (L::kRowScales) {
           const float2 b = *reinterpret_cast<const float2*>(st + L::sb + (h * kHalf + 8 * j + 2 * (lane % 4)) * 4);
           b0 = b.x, b1 = b.y;
         }
@@ -305,16 +329,60 @@ __global__ void __launch_bounds__(kThreads, 1) wgmma_kernel(const ExactBlockArgs
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-template <GemmWeightKind KIND>
+template <BForm F>
 void launch(const ExactBlockArgs& a, int32_t* err, cudaStream_t stream) {
-  constexpr size_t smem = StageLayout<KIND>::smem;
-  allow_dynamic_smem(wgmma_kernel<KIND>, smem);
+  constexpr size_t smem = StageLayout<F>::smem;
+  allow_dynamic_smem(wgmma_kernel<F>, smem);
   const int n_tiles = static_cast<int>(cdiv(a.n, kBN));
-  const bool pair = a.y_b && (a.offsets ? a.w_list_b != nullptr : a.w_b != nullptr);
+  const bool pair = has_pair(a);
   const int64_t m_tiles = a.offsets ? row_tiles(a.rows, kBM, a.experts) : cdiv(a.rows, kBM);
   DSV4_CUDA_REQUIRE(m_tiles <= 65535, "wgmma gemm: " + std::to_string(m_tiles) + " row tiles exceed the grid");
   const dim3 grid(static_cast<unsigned>(n_tiles * (pair ? 2 : 1)), static_cast<unsigned>(m_tiles));
-  launch_kernel(wgmma_kernel<KIND>, grid, dim3(kThreads), smem, stream, a, n_tiles, err);
+  launch_kernel(wgmma_kernel<F>, grid, dim3(kThreads), smem, stream, a, n_tiles, err);
+}
+
+// A thread a (weight slot, row, 128-wide K block): the block's codes as e5m2 against its largest scale
+// and that scale, exactly as widen_stage makes them in shared memory, in the row-major layout the
+// kernel's kWide stages load. Experts without rows are skipped (nothing reads their slots).
+__global__ void widen_kernel(const ExactBlockArgs p, int experts, int32_t* err) {
+  pdl_enter();
+  const int64_t kbs = p.kg / 128, per_slot = p.n * kbs;
+  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  const int halves = has_pair(p) ? 2 : 1;
+  if (i >= halves * experts * per_slot) return;
+  const int s = static_cast<int>(i / per_slot / experts), e = static_cast<int>(i / per_slot % experts);
+  const int64_t r = i % per_slot / kbs, kb = i % kbs;
+  if (p.offsets && p.offsets[e + 1] == p.offsets[e]) return;
+  const uint8_t* w = static_cast<const uint8_t*>(p.offsets ? (s ? p.w_list_b : p.w_list)[e] : (s ? p.w_b : p.w));
+  const uint8_t* ws = p.offsets ? (s ? p.w_scale_list_b : p.w_scale_list)[e] : (s ? p.w_scale_b : p.w_scale);
+  const uint32_t sw = *reinterpret_cast<const uint32_t*>(ws + r * (p.kg / 32) + kb * 4);
+  float scale;
+  const int top = fp4_block_top(sw, err, &scale);
+  const int64_t slot = (s ? p.wide_slots : 0) + e;
+  p.wide_scale[slot * per_slot + r * kbs + kb] = scale;
+  const uint4* src = reinterpret_cast<const uint4*>(w + r * (p.kg / 2) + kb * 64);
+  uint4* dst = reinterpret_cast<uint4*>(p.wide + slot * p.n * p.kg + r * p.kg + kb * 128);
+#pragma unroll
+  for (int u = 0; u < 4; ++u) {  // a 16-byte unit of codes is one 32-wide sub-block
+    const uint4 v = src[u];
+    const uint2 c0 = e2m1x8_e5m2_shifted(v.x, sw, u, top), c1 = e2m1x8_e5m2_shifted(v.y, sw, u, top);
+    const uint2 c2 = e2m1x8_e5m2_shifted(v.z, sw, u, top), c3 = e2m1x8_e5m2_shifted(v.w, sw, u, top);
+    dst[2 * u] = uint4{c0.x, c0.y, c1.x, c1.y};
+    dst[2 * u + 1] = uint4{c2.x, c2.y, c3.x, c3.y};
+  }
+}
+
+// `a` with its experts [e0, e0 + n): their offsets and weight lists (the dense call is its one weight).
+ExactBlockArgs expert_slice(const ExactBlockArgs& a, int e0, int n) {
+  if (!a.offsets) return a;
+  ExactBlockArgs s = a;
+  s.offsets = a.offsets + e0;
+  s.experts = n;
+  s.w_list = a.w_list + e0;
+  s.w_scale_list = a.w_scale_list + e0;
+  if (a.w_list_b) s.w_list_b = a.w_list_b + e0;
+  if (a.w_scale_list_b) s.w_scale_list_b = a.w_scale_list_b + e0;
+  return s;
 }
 
 }  // namespace
@@ -331,9 +399,36 @@ void wgmma_gemm(const ExactBlockArgs& a, int32_t* err, cudaStream_t stream) {
                                         ", K " + std::to_string(a.kg) + ", or alignment)");
   if (a.rows == 0) return;
   if (a.kind == GemmWeightKind::kFp8) {
-    launch<GemmWeightKind::kFp8>(a, err, stream);
+    launch<BForm::kFp8>(a, err, stream);
+  } else if (a.wide) {
+    launch<BForm::kWide>(a, err, stream);
   } else {
-    launch<GemmWeightKind::kFp4>(a, err, stream);
+    launch<BForm::kFp4>(a, err, stream);
+  }
+}
+
+int64_t wgmma_widened_bytes(const ExactBlockArgs& a, int experts) {
+  return widened_bytes(int64_t{experts} * (has_pair(a) ? 2 : 1), a.n, a.kg);
+}
+
+void wgmma_gemm_widened(const ExactBlockArgs& a, int experts_per_pass, void* scratch, int32_t* err,
+                        cudaStream_t stream) {
+  DSV4_CUDA_REQUIRE(wgmma_takes(a) && a.kind == GemmWeightKind::kFp4 && experts_per_pass >= 1,
+                    "wgmma gemm: widening beforehand needs an FP4 call it takes");
+  if (a.rows == 0) return;
+  const int weights = std::max(a.experts, 1);
+  const int per = std::min(experts_per_pass, weights);
+  const int halves = has_pair(a) ? 2 : 1;
+  const int64_t codes = int64_t{per} * halves * a.n * a.kg;
+  for (int e0 = 0; e0 < weights; e0 += per) {
+    const int n = std::min(per, weights - e0);
+    ExactBlockArgs s = expert_slice(a, e0, n);
+    s.wide = static_cast<uint8_t*>(scratch);
+    s.wide_scale = reinterpret_cast<float*>(s.wide + codes);
+    s.wide_slots = per;
+    const int64_t threads = int64_t{n} * halves * a.n * (a.kg / 128);
+    launch_kernel(widen_kernel, static_cast<unsigned>(cdiv(threads, 256)), dim3(256), 0, stream, s, n, err);
+    launch<BForm::kWide>(s, err, stream);
   }
 }
 
