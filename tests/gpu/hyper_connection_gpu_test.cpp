@@ -326,7 +326,8 @@ TEST(CudaHyperConnection, FastPrePassesTheGate) {
 TEST(CudaHyperConnection, OutNormGivesTheRmsNormOpsBits) {
   uint32_t seed = 900;
   for (const HcCase& c : {HcCase{1, 4096, 4}, HcCase{9, 4096, 4}, HcCase{32, 4096, 4}, HcCase{70, 4096, 4},
-                          HcCase{17, 256, 4}, HcCase{5, 35, 3}, HcCase{3, 7168, 4}, HcCase{2, 8192, 4}}) {
+                          HcCase{17, 256, 4}, HcCase{5, 35, 3}, HcCase{3, 7168, 4}, HcCase{2, 8192, 4},
+                          HcCase{2, 4100, 4}}) {  // 4100: the fused pass one column a unit
     for (const bool head : {false, true}) {
       SCOPED_TRACE(testing::Message() << (head ? "head" : "pre") << " tokens " << c.tokens << " dim " << c.dim);
       const int mix = head ? c.hc : (2 + c.hc) * c.hc;

@@ -31,6 +31,14 @@ constexpr int kTokens = kThreads / kWarp;  // tokens per block, one warp each
 constexpr int kMaxHc = 8;
 constexpr int kSqLanes = 8;  // the CPU's sum_squares lanes
 
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Element e (0-7) of eight bf16 values held in a 16-byte unit, as fp32.
+__device__ __forceinline__ float bf16_lane(const uint4& v, int e) {
+  const uint32_t w = (&v.x)[e / 2];
+  return __uint_as_float(e % 2 == 0 ? w << 16 : w & 0xffff0000u);
+}
+
 // hc_pre as its kernels get it, with the rows of fn; hc_head runs as an hc_pre with mix = hc and no
 // post or comb (head_as_pre), so one set of kernels serves both.
 struct HcLaunch : HcPreParams {
@@ -655,7 +663,9 @@ constexpr int kNormPer = 32;                                       // columns a 
 constexpr int64_t kNormMaxDim = int64_t{kNormThreads} * kNormPer;  // 7168 (V4-Pro's dim)
 constexpr int kBarColumns = 1;                                     // named barrier of the columns' threads
 
-template <bool kPre>
+// kVec (dim % 8 == 0, h, x and the norm weight 16-byte aligned): a thread's columns come in units of
+// eight, one 16-byte load a stream and one store a unit; the same per-column arithmetic.
+template <bool kPre, bool kVec>
 __global__ void __launch_bounds__(kThreads, 3) hc_finish_norm_kernel(HcLaunch a, const float* raw, int parts) {
   pdl_enter();
   __shared__ float m[3 * kWarp + kSqLanes];
@@ -679,12 +689,40 @@ __global__ void __launch_bounds__(kThreads, 3) hc_finish_norm_kernel(HcLaunch a,
     return;  // the columns' threads synchronize among themselves from here
   }
   const uint16_t* X = a.h + t * a.hc * a.dim;
+  // Column of x[u]: unit u / 8's eighth column u % 8 (kVec), or the u-th of the thread's stride.
+  const auto column = [&](int u) -> int64_t {
+    if constexpr (kVec) return (threadIdx.x + int64_t{u / 8} * kNormThreads) * 8 + u % 8;
+    return threadIdx.x + int64_t{u} * kNormThreads;
+  };
   float x[kNormPer];
+  if constexpr (kVec) {
 #pragma unroll
-  for (int u = 0; u < kNormPer; ++u) {
-    const int64_t c = threadIdx.x + int64_t{u} * kNormThreads;
-    x[u] = c < a.dim ? bf16_to_f(weighted_column(X, pre, a.hc, a.dim, c)) : 0.0f;
-    if (c < a.dim) sq[c] = __fmul_rn(x[u], x[u]);
+    for (int v = 0; v < kNormPer / 8; ++v) {
+      const int64_t c0 = column(8 * v);
+      if (c0 >= a.dim) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) x[8 * v + e] = 0.0f;
+        continue;
+      }
+      float acc[8] = {};
+      for (int j = 0; j < a.hc; ++j) {
+        const uint4 w = *reinterpret_cast<const uint4*>(X + j * a.dim + c0);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[e] = __fadd_rn(acc[e], __fmul_rn(pre[j], bf16_lane(w, e)));
+      }
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        x[8 * v + e] = bf16_to_f(f_to_bf16(acc[e]));
+        sq[c0 + e] = __fmul_rn(x[8 * v + e], x[8 * v + e]);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int u = 0; u < kNormPer; ++u) {
+      const int64_t c = column(u);
+      x[u] = c < a.dim ? bf16_to_f(weighted_column(X, pre, a.hc, a.dim, c)) : 0.0f;
+      if (c < a.dim) sq[c] = __fmul_rn(x[u], x[u]);
+    }
   }
   bar_sync(kBarColumns, kNormThreads);
   if (threadIdx.x < kWarp) {
@@ -694,10 +732,28 @@ __global__ void __launch_bounds__(kThreads, 3) hc_finish_norm_kernel(HcLaunch a,
   }
   bar_sync(kBarColumns, kNormThreads);
   const float r = r_shared;
+  if constexpr (kVec) {
 #pragma unroll
-  for (int u = 0; u < kNormPer; ++u) {
-    const int64_t c = threadIdx.x + int64_t{u} * kNormThreads;
-    if (c < a.dim) a.x[t * a.dim + c] = f_to_bf16(__fmul_rn(load_bf16(a.out_norm + c), __fmul_rn(x[u], r)));
+    for (int v = 0; v < kNormPer / 8; ++v) {
+      const int64_t c0 = column(8 * v);
+      if (c0 >= a.dim) continue;
+      const uint4 w = *reinterpret_cast<const uint4*>(a.out_norm + c0);
+      uint4 out;
+      uint32_t* o = &out.x;
+#pragma unroll
+      for (int e = 0; e < 8; e += 2) {
+        const uint16_t lo = f_to_bf16(__fmul_rn(bf16_lane(w, e), __fmul_rn(x[8 * v + e], r)));
+        const uint16_t hi = f_to_bf16(__fmul_rn(bf16_lane(w, e + 1), __fmul_rn(x[8 * v + e + 1], r)));
+        o[e / 2] = uint32_t{lo} | uint32_t{hi} << 16;
+      }
+      *reinterpret_cast<uint4*>(a.x + t * a.dim + c0) = out;
+    }
+  } else {
+#pragma unroll
+    for (int u = 0; u < kNormPer; ++u) {
+      const int64_t c = column(u);
+      if (c < a.dim) a.x[t * a.dim + c] = f_to_bf16(__fmul_rn(load_bf16(a.out_norm + c), __fmul_rn(x[u], r)));
+    }
   }
 }
 
@@ -709,7 +765,9 @@ void norm_rows(const HcLaunch& a, cudaStream_t stream) {
 template <bool kPre>
 void finish(const HcLaunch& a, const float* raw, int parts, cudaStream_t stream) {
   if (a.out_norm && a.dim <= kNormMaxDim && hc_fused_norm()) {
-    launch_kernel(hc_finish_norm_kernel<kPre>, static_cast<unsigned>(a.tokens), kThreads, 0, stream, a, raw, parts);
+    const bool vec = a.dim % 8 == 0 && aligned16(a.h) && aligned16(a.x) && aligned16(a.out_norm);
+    launch_kernel(vec ? hc_finish_norm_kernel<kPre, true> : hc_finish_norm_kernel<kPre, false>,
+                  static_cast<unsigned>(a.tokens), kThreads, 0, stream, a, raw, parts);
     return;
   }
   const dim3 grid(static_cast<unsigned>((a.dim + kFinishCols - 1) / kFinishCols), static_cast<unsigned>(a.tokens));
@@ -900,8 +958,6 @@ std::atomic<bool>& fused_norm_switch() {
   return on;
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 template <bool kPre>
 void run_tiles(const HcLaunch& a, float* scratch, cudaStream_t stream) {
   const int64_t parts = tile_parts(a.hc * a.dim);
@@ -941,11 +997,6 @@ void run(const HcLaunch& a, float* scratch, bool fast, cudaStream_t stream) {
 // arithmetic is hc_post_kernel's.
 constexpr int kPostHc = 4;
 constexpr int kPostVec = 8;
-
-__device__ __forceinline__ float bf16_lane(const uint4& v, int e) {
-  const uint32_t w = (&v.x)[e / 2];
-  return __uint_as_float(e % 2 == 0 ? w << 16 : w & 0xffff0000u);
-}
 
 __global__ void __launch_bounds__(kThreads)
     hc_post_vec_kernel(const uint16_t* x, const uint16_t* res, const float* post, const float* comb, uint16_t* out,
