@@ -546,12 +546,12 @@ int main() {
     }
     hc_rows(fast_ops, " fast");
     // With the sublayer's norm: fused into the finishing kernel, and apart (finish, then rms_norm).
-    const bool fused = cuda::hc_fused_norm();
-    cuda::set_hc_fused_norm(true);
-    hc_rows(fast_ops, " fast norm", true);
-    cuda::set_hc_fused_norm(false);
-    hc_rows(fast_ops, " fast norm apart", true);
-    cuda::set_hc_fused_norm(fused);
+    for (const bool fused : {true, false}) {
+      cuda::GemmPolicy p = cuda::GemmPolicy::from_env(Numerics::kFast);
+      p.hc_fused_norm = fused;
+      cuda::CudaOps norm_ops(dev, p);
+      hc_rows(norm_ops, fused ? " fast norm" : " fast norm apart", true);
+    }
     hc_post_rows(fast_ops);
     indexer_rows(fast_ops, true, " fast");
   }
@@ -559,17 +559,16 @@ int main() {
   if (want("indexer")) indexer_rows(ops, false, "");
   if (want("compressor")) compressor_rows(ops);
   if (want("moe")) moe_rows(ops, "", {1, 32, 256, 8192});
-  const bool products = cuda::hc_products(), ring = cuda::hc_ring();
   const auto hc_paths = [&](bool first, bool chunks, const std::string& suffix) {
-    cuda::set_hc_products(first);
-    cuda::set_hc_ring(chunks);
-    hc_rows(ops, suffix);
+    cuda::GemmPolicy p = cuda::GemmPolicy::from_env(Numerics::kExact);
+    p.hc_products = first;
+    p.hc_ring = chunks;
+    cuda::CudaOps path_ops(dev, p);
+    hc_rows(path_ops, suffix);
   };
   if (want("hc")) hc_paths(true, true, "");                // the default: products first, else the ring
   if (want("hc-chain")) hc_paths(false, false, " chain");  // DSV4_HC_PRODUCTS=0 DSV4_HC_RING=0
   if (want("hc-ring")) hc_paths(false, true, " ring");     // the ring at every token count
-  cuda::set_hc_products(products);
-  cuda::set_hc_ring(ring);
   // Exact-tier variants, each on its own ops made with the policy's field changed.
   const auto exact_with = [&](auto&& change) {
     cuda::GemmPolicy p = cuda::GemmPolicy::from_env(Numerics::kExact);

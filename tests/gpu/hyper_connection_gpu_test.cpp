@@ -126,23 +126,20 @@ const char* name(HcPath p) {
   }
 }
 
-// Sets the products and ring switches for one path and restores them after.
-struct PathSwitch {
-  explicit PathSwitch(HcPath p) : products(cuda::hc_products()), ring(cuda::hc_ring()) {
-    cuda::set_hc_products(p == HcPath::kProducts);
-    cuda::set_hc_ring(p == HcPath::kRing);
-  }
-  ~PathSwitch() {
-    cuda::set_hc_products(products);
-    cuda::set_hc_ring(ring);
-  }
-  bool products, ring;
-};
+// The policy that takes one path (the products and ring values), with the norm fused or apart.
+cuda::GemmPolicy path_policy(HcPath p, bool fused_norm = true) {
+  cuda::GemmPolicy policy;
+  policy.hc_products = p == HcPath::kProducts;
+  policy.hc_ring = p == HcPath::kRing;
+  policy.hc_fused_norm = fused_norm;
+  return policy;
+}
 
 std::vector<HcPath> paths(const HcCase& c, int mix) {
-  const PathSwitch on(HcPath::kProducts);
   std::vector<HcPath> p{HcPath::kWide, HcPath::kChain, HcPath::kRing};
-  if (cuda::hc_uses_products(c.tokens, mix, c.hc * c.dim)) p.push_back(HcPath::kProducts);
+  if (cuda::hc_uses_products(path_policy(HcPath::kProducts), c.tokens, mix, c.hc * c.dim)) {
+    p.push_back(HcPath::kProducts);
+  }
   return p;
 }
 
@@ -172,7 +169,6 @@ TEST(CudaHyperConnection, PreIsBitExact) {
     for (const HcPath path : paths(c, mix)) {
       SCOPED_TRACE(name(path));
       products += path == HcPath::kProducts;
-      const PathSwitch sw(path);
       const bool chain = path != HcPath::kWide;
       const int64_t launched = cuda::hc_ring_launches();
       Dev<uint16_t> dh(in.h), dx(poisoned<uint16_t>(x.size()));
@@ -180,7 +176,7 @@ TEST(CudaHyperConnection, PreIsBitExact) {
           dcomb(poisoned<float>(comb.size()));
       Scratch scratch(c, chain ? c.tokens : 0, mix);
       cuda::hc_pre({dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, c.iters, dx.p, dpost.p, dcomb.p},
-                   chain ? scratch.get() : nullptr, false, nullptr);
+                   chain ? scratch.get() : nullptr, false, path_policy(path), nullptr);
       EXPECT_EQ(bits(dpost.get()), bits(post));
       EXPECT_EQ(bits(dcomb.get()), bits(comb));
       EXPECT_EQ(dx.get(), x);
@@ -238,13 +234,12 @@ TEST(CudaHyperConnection, HeadIsBitExact) {
         {in.h.data(), c.tokens, c.hc, c.dim, in.fn.data(), in.scale.data(), in.base.data(), 1e-6f, 1e-6f, y.data()});
     for (const HcPath path : paths(c, c.hc)) {
       SCOPED_TRACE(name(path));
-      const PathSwitch sw(path);
       const bool chain = path != HcPath::kWide;
       Dev<uint16_t> dh(in.h), dy(poisoned<uint16_t>(y.size()));
       Dev<float> dfn(in.fn), ds(in.scale), db(in.base);
       Scratch scratch(c, chain ? c.tokens : 0, c.hc);
       cuda::hc_head({dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, dy.p}, scratch.get(), false,
-                    nullptr);
+                    path_policy(path), nullptr);
       EXPECT_EQ(dy.get(), y);
     }
   }
@@ -292,7 +287,7 @@ TEST(CudaHyperConnection, FastPrePassesTheGate) {
           dcomb(poisoned<float>(comb.size()));
       Scratch scratch(c, c.tokens, mix, true);
       cuda::hc_pre({dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, c.iters, dx.p, dpost.p, dcomb.p},
-                   scratch.get(), true, nullptr);
+                   scratch.get(), true, cuda::GemmPolicy{}, nullptr);
       return std::tuple{dx.get(), dpost.get(), dcomb.get()};
     };
     const auto [fx, fpost, fcomb] = run(in.fn);
@@ -338,7 +333,7 @@ TEST(CudaHyperConnection, OutNormGivesTheRmsNormOpsBits) {
       const Dev<float> dfn(in.fn), ds(in.scale), db(in.base);
       const size_t nx = static_cast<size_t>(c.tokens * c.dim);
       // The op on the device with or without out_norm, by tier and path: x (or y), post and comb.
-      auto run = [&](bool fused, bool fast, bool chain) {
+      auto run = [&](bool fused, bool fast, bool chain, const cuda::GemmPolicy& policy) {
         Dev<uint16_t> dx(poisoned<uint16_t>(nx));
         Dev<float> dpost(poisoned<float>(static_cast<size_t>(c.tokens * c.hc))),
             dcomb(poisoned<float>(static_cast<size_t>(c.tokens * c.hc * c.hc)));
@@ -346,24 +341,23 @@ TEST(CudaHyperConnection, OutNormGivesTheRmsNormOpsBits) {
         const uint16_t* norm = fused ? dw.p : nullptr;
         if (head) {
           cuda::hc_head({dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, dx.p, norm, eps}, scratch.get(),
-                        fast, nullptr);
+                        fast, policy, nullptr);
         } else {
           cuda::hc_pre({dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, c.iters, dx.p, dpost.p, dcomb.p,
                         norm, eps},
-                       scratch.get(), fast, nullptr);
+                       scratch.get(), fast, policy, nullptr);
         }
         if (!fused) cuda::rms_norm({dx.p, dx.p, dw.p, c.tokens, c.dim, eps}, nullptr);
         return std::tuple{dx.get(), bits(dpost.get()), bits(dcomb.get())};
       };
       for (const bool fused : {true, false}) {  // the norm in the finishing kernel, or rms_norm after it
-        cuda::set_hc_fused_norm(fused);
         for (const bool fast : {false, true}) {
           for (const HcPath path : fast ? std::vector<HcPath>{HcPath::kChain} : paths(c, mix)) {
             SCOPED_TRACE(testing::Message() << (fast ? "fast" : name(path)) << (fused ? " fused" : " after"));
-            const PathSwitch sw(path);
+            const cuda::GemmPolicy policy = path_policy(path, fused);
             const bool chain = path != HcPath::kWide;
-            const auto [fx, fpost, fcomb] = run(true, fast, chain);
-            const auto [ux, upost, ucomb] = run(false, fast, chain);
+            const auto [fx, fpost, fcomb] = run(true, fast, chain, policy);
+            const auto [ux, upost, ucomb] = run(false, fast, chain, policy);
             EXPECT_EQ(fx, ux) << "out_norm and a separate rms_norm differ";
             if (!head) {
               EXPECT_EQ(fpost, upost);
@@ -372,7 +366,6 @@ TEST(CudaHyperConnection, OutNormGivesTheRmsNormOpsBits) {
           }
         }
       }
-      cuda::set_hc_fused_norm(true);
       std::vector<uint16_t> x(nx);
       std::vector<float> post(static_cast<size_t>(c.tokens * c.hc)), comb(static_cast<size_t>(c.tokens * c.hc * c.hc));
       CpuOps cpu(2);
@@ -383,8 +376,8 @@ TEST(CudaHyperConnection, OutNormGivesTheRmsNormOpsBits) {
         cpu.hc_pre({in.h.data(), c.tokens, c.hc, c.dim, in.fn.data(), in.scale.data(), in.base.data(), 1e-6f, 1e-6f,
                     c.iters, x.data(), post.data(), comb.data(), w.data(), eps});
       }
-      const PathSwitch sw(HcPath::kChain);
-      EXPECT_EQ(std::get<0>(run(true, false, true)), x) << "the exact tier's fused pass is not the CPU's";
+      EXPECT_EQ(std::get<0>(run(true, false, true, path_policy(HcPath::kChain))), x)
+          << "the exact tier's fused pass is not the CPU's";
     }
   }
 }

@@ -12,7 +12,6 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/ptx.cuh"
 #include "backend/cuda/row_kernels.h"
-#include "core/env.h"
 
 // Bit-exact with backend/cpu/hyper_connection.cpp: the mix is the CPU's plain fp32 GEMM (one sequential
 // sum over k per output), rs its 8-lane sum of squares, exp is glibc's expf, and no product is fused
@@ -763,8 +762,8 @@ void norm_rows(const HcLaunch& a, cudaStream_t stream) {
 }
 
 template <bool kPre>
-void finish(const HcLaunch& a, const float* raw, int parts, cudaStream_t stream) {
-  if (a.out_norm && a.dim <= kNormMaxDim && hc_fused_norm()) {
+void finish(const HcLaunch& a, const float* raw, int parts, bool fused_norm, cudaStream_t stream) {
+  if (a.out_norm && a.dim <= kNormMaxDim && fused_norm) {
     const bool vec = a.dim % 8 == 0 && aligned16(a.h) && aligned16(a.x) && aligned16(a.out_norm);
     launch_kernel(vec ? hc_finish_norm_kernel<kPre, true> : hc_finish_norm_kernel<kPre, false>,
                   static_cast<unsigned>(a.tokens), kThreads, 0, stream, a, raw, parts);
@@ -917,11 +916,11 @@ int64_t tile_parts(int64_t width) { return (width + kTileChunk - 1) / kTileChunk
 int64_t fast_chunks(int64_t width) { return (width + kFastCols - 1) / kFastCols; }
 
 template <bool kPre>
-void run_fast(const HcLaunch& a, float* scratch, cudaStream_t stream) {
+void run_fast(const HcLaunch& a, float* scratch, bool fused_norm, cudaStream_t stream) {
   const int64_t width = a.hc * a.dim, chunks = fast_chunks(width);
   const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>((a.tokens + kFastTokens - 1) / kFastTokens));
   launch_kernel(hc_mix_fast_kernel, grid, kThreads, 0, stream, a, scratch);
-  finish<kPre>(a, scratch, static_cast<int>(chunks), stream);
+  finish<kPre>(a, scratch, static_cast<int>(chunks), fused_norm, stream);
 }
 
 // Tokens per chain CTA so that fn's row and the rows fit in shared memory; 0: the chain path does not apply.
@@ -943,34 +942,20 @@ void launch_chain(const HcLaunch& a, int group, float* raw, cudaStream_t stream)
   launch_kernel(hc_chain_kernel<kVec, kProducts>, grid, kThreads, bytes, stream, a, group, raw);
 }
 
-std::atomic<bool>& products_switch() {
-  static std::atomic<bool> on{env_switch("DSV4_HC_PRODUCTS") != "0"};
-  return on;
-}
-
-std::atomic<bool>& ring_switch() {
-  static std::atomic<bool> on{env_switch("DSV4_HC_RING") != "0"};
-  return on;
-}
-
-std::atomic<bool>& fused_norm_switch() {
-  static std::atomic<bool> on{env_switch("DSV4_HC_FUSED_NORM") != "0"};
-  return on;
-}
-
 template <bool kPre>
-void run_tiles(const HcLaunch& a, float* scratch, cudaStream_t stream) {
+void run_tiles(const HcLaunch& a, float* scratch, bool fused_norm, cudaStream_t stream) {
   const int64_t parts = tile_parts(a.hc * a.dim);
   const dim3 grid(static_cast<unsigned>(parts), static_cast<unsigned>((a.tokens + kTileTokens - 1) / kTileTokens));
   launch_kernel(hc_mix_tiles_kernel, grid, kThreads, 0, stream, a, scratch);
-  finish<kPre>(a, scratch, static_cast<int>(parts), stream);
+  finish<kPre>(a, scratch, static_cast<int>(parts), fused_norm, stream);
 }
 
 template <bool kPre>
-void run(const HcLaunch& a, float* scratch, bool fast, cudaStream_t stream) {
+void run(const HcLaunch& a, float* scratch, bool fast, const GemmPolicy& policy, cudaStream_t stream) {
   if (a.tokens == 0) return;
-  if (fast && scratch && fast_mix_applies(a.tokens, a.mix)) return run_fast<kPre>(a, scratch, stream);
-  if (fast && scratch && tiles_apply(a)) return run_tiles<kPre>(a, scratch, stream);
+  const bool fused = policy.hc_fused_norm;
+  if (fast && scratch && fast_mix_applies(a.tokens, a.mix)) return run_fast<kPre>(a, scratch, fused, stream);
+  if (fast && scratch && tiles_apply(a)) return run_tiles<kPre>(a, scratch, fused, stream);
   const int group = scratch ? chain_group(a) : 0;
   if (group == 0) {
     run_wide<kPre>(a, stream);
@@ -979,16 +964,16 @@ void run(const HcLaunch& a, float* scratch, bool fast, cudaStream_t stream) {
   const bool vec = (a.hc * a.dim) % 8 == 0 && aligned16(a.fn) && aligned16(a.h);
   // A token a CTA while those CTAs fit one wave: each chain then runs on its products alone (the ring's
   // producers, issuing beside the chain lane, slow it at one token). More tokens share the ring's CTAs.
-  if (vec && hc_uses_products(a.tokens, a.mix, a.hc * a.dim)) {
+  if (vec && hc_uses_products(policy, a.tokens, a.mix, a.hc * a.dim)) {
     launch_chain<true, true>(a, 1, scratch, stream);
-  } else if (vec && hc_ring()) {
+  } else if (vec && policy.hc_ring) {
     launch_ring(a, scratch, stream);
   } else if (vec) {
     launch_chain<true, false>(a, group, scratch, stream);
   } else {
     launch_chain<false, false>(a, group, scratch, stream);
   }
-  finish<kPre>(a, scratch, 1, stream);
+  finish<kPre>(a, scratch, 1, fused, stream);
 }
 
 // One thread per (token, 8 channels) for V4's hc = 4 where rows hold whole 16-byte units: post and comb
@@ -1074,15 +1059,9 @@ HcPreParams head_as_pre(const HcHeadParams& p) {
 
 }  // namespace
 
-bool hc_products() { return products_switch().load(); }
-bool hc_ring() { return ring_switch().load(); }
-bool hc_fused_norm() { return fused_norm_switch().load(); }
-void set_hc_fused_norm(bool on) { fused_norm_switch().store(on); }
-void set_hc_ring(bool on) { ring_switch().store(on); }
 int64_t hc_ring_launches() { return g_ring_launches.load(); }
-void set_hc_products(bool on) { products_switch().store(on); }
-bool hc_uses_products(int64_t tokens, int mix, int64_t width) {
-  return hc_products() && tokens <= kChainMaxTokens && width % 8 == 0 && tokens * (mix + 1) <= sm_count();
+bool hc_uses_products(const GemmPolicy& policy, int64_t tokens, int mix, int64_t width) {
+  return policy.hc_products && tokens <= kChainMaxTokens && width % 8 == 0 && tokens * (mix + 1) <= sm_count();
 }
 
 int64_t hc_scratch_floats(int64_t tokens, int hc, int64_t dim, int mix, bool fast) {
@@ -1091,9 +1070,9 @@ int64_t hc_scratch_floats(int64_t tokens, int hc, int64_t dim, int mix, bool fas
   return tokens <= kChainMaxTokens ? tokens * (mix + kSqLanes) : 0;
 }
 
-void hc_pre(const HcPreParams& p, float* scratch, bool fast, cudaStream_t stream) {
+void hc_pre(const HcPreParams& p, float* scratch, bool fast, const GemmPolicy& policy, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(p.hc >= 1 && p.hc <= kMaxHc, "hc_pre: hc must lie in [1, 8]");
-  run<true>(HcLaunch{p, (2 + p.hc) * p.hc}, scratch, fast, stream);
+  run<true>(HcLaunch{p, (2 + p.hc) * p.hc}, scratch, fast, policy, stream);
 }
 
 void hc_post(const HcPostParams& p, cudaStream_t stream) {
@@ -1112,9 +1091,9 @@ void hc_post(const HcPostParams& p, cudaStream_t stream) {
                 p.residual, p.post, p.comb, p.out, p.tokens, p.hc, p.dim);
 }
 
-void hc_head(const HcHeadParams& p, float* scratch, bool fast, cudaStream_t stream) {
+void hc_head(const HcHeadParams& p, float* scratch, bool fast, const GemmPolicy& policy, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(p.hc >= 1 && p.hc <= kMaxHc, "hc_head: hc must lie in [1, 8]");
-  run<false>(HcLaunch{head_as_pre(p), p.hc}, scratch, fast, stream);
+  run<false>(HcLaunch{head_as_pre(p), p.hc}, scratch, fast, policy, stream);
 }
 
 }  // namespace dsv4::cuda

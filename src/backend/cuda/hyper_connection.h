@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/gemm/gemm_plan.h"
 #include "backend/op_params.h"
 
 namespace dsv4::cuda {
@@ -16,24 +17,16 @@ namespace dsv4::cuda {
 // kernel serves (scratch may then be null).
 int64_t hc_scratch_floats(int64_t tokens, int hc, int64_t dim, int mix, bool fast);
 
-// Decode's chain with its products made first by the whole CTA, so that the chain lane only adds
-// (same bits; the chain then runs near the pace of its 16,384 dependent adds): on by default,
-// DSV4_HC_PRODUCTS=0 turns it off.
-bool hc_products();
-void set_hc_products(bool on);
-// Decode's chain fed by a ring of product chunks (producer warps a chunk ahead, up to eight tokens a
-// CTA; same bits; measured faster for a few tokens, docs/perf-history.md): on by default,
-// DSV4_HC_RING=0 turns it off. It takes the chain calls (scratch, 16-byte aligned h and fn,
-// width % 8 == 0) that the products-first path does not.
-bool hc_ring();
-void set_hc_ring(bool on);
+// The paths (GemmPolicy's hc_* values): decode's exact chain with its products made first by the whole
+// CTA, so that the chain lane only adds (same bits; near the pace of its 16,384 dependent adds), or fed
+// by a ring of product chunks (producer warps a chunk ahead, up to eight tokens a CTA; same bits;
+// measured faster for a few tokens, docs/perf-history.md), which takes the chain calls (scratch,
+// 16-byte aligned h and fn, width % 8 == 0) that the products-first path does not; out_norm in the
+// finishing kernel (below) or apart.
 int64_t hc_ring_launches();  // ring kernels launched so far (tests)
-// out_norm in the finishing kernel (below); DSV4_HC_FUSED_NORM=0: that kernel, then rms_norm's (the
-// same bits; until the fused one has run on the H200).
-bool hc_fused_norm();
-void set_hc_fused_norm(bool on);
-// Whether a call of `tokens` with scratch and 16-byte aligned h and fn takes that path (width = hc*dim).
-bool hc_uses_products(int64_t tokens, int mix, int64_t width);
+// Whether a call of `tokens` with scratch and 16-byte aligned h and fn takes the products-first path
+// (width = hc*dim).
+bool hc_uses_products(const GemmPolicy& policy, int64_t tokens, int mix, int64_t width);
 
 // hc <= 8. fast (the fast tier, spec/NUMERICS.md): the mix's fp32 sums in a fixed order without the
 // sequential chain (hc <= 4): over column chunks for a few tokens, in tiles of 32 tokens for more;
@@ -41,12 +34,12 @@ bool hc_uses_products(int64_t tokens, int mix, int64_t width);
 // scratch: hc_scratch_floats() device floats (may be null where that is 0). out_norm (hc_pre and
 // hc_head): the paths with a finishing kernel apply rms_norm in it, a CTA a token (dim <= 7168), with
 // the Sinkhorn on its own warp beside the columns; the others launch rms_norm after. rms_norm's bits.
-void hc_pre(const HcPreParams& p, float* scratch, bool fast, cudaStream_t stream);
+void hc_pre(const HcPreParams& p, float* scratch, bool fast, const GemmPolicy& policy, cudaStream_t stream);
 
 // out may equal residual.
 void hc_post(const HcPostParams& p, cudaStream_t stream);
 
 // hc_pre's kernels with the head's mix (fn [hc, hc·dim]); scratch and fast as there.
-void hc_head(const HcHeadParams& p, float* scratch, bool fast, cudaStream_t stream);
+void hc_head(const HcHeadParams& p, float* scratch, bool fast, const GemmPolicy& policy, cudaStream_t stream);
 
 }  // namespace dsv4::cuda

@@ -349,10 +349,20 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::setenv("DSV4_GEMM_FP4_PER128", "0", 1);
   ::setenv("DSV4_INDEXER_MMA", "0", 1);
   ::setenv("DSV4_GEMM_FP4_PREWIDEN", "1", 1);
+  ::setenv("DSV4_HC_FUSED_NORM", "0", 1);
+  ::setenv("DSV4_HC_RING", "0", 1);
   const GemmPolicy per32 = GemmPolicy::from_env(Numerics::kFast);
+  const GemmPolicy exact = GemmPolicy::from_env(Numerics::kExact);
   ::unsetenv("DSV4_GEMM_FP4_PER128");
   ::unsetenv("DSV4_INDEXER_MMA");
   ::unsetenv("DSV4_GEMM_FP4_PREWIDEN");
+  ::unsetenv("DSV4_HC_FUSED_NORM");
+  ::unsetenv("DSV4_HC_RING");
+  EXPECT_TRUE(p.hc_fused_norm && p.hc_ring && p.hc_products);
+  EXPECT_FALSE(per32.hc_fused_norm);
+  EXPECT_NE(per32.describe().find("hc_pre norm apart"), std::string::npos) << per32.describe();
+  EXPECT_NE(exact.describe().find("hc_pre chain products first on, ring off, norm apart"), std::string::npos)
+      << exact.describe();
   EXPECT_TRUE(per32.fp4_prewiden);
   EXPECT_NE(per32.describe().find("FP4 widened before the call"), std::string::npos) << per32.describe();
   EXPECT_FALSE(per32.fp4_per128);

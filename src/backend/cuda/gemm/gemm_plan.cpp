@@ -51,21 +51,29 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.exact_imma = env_switch("DSV4_GEMM_IMMA") != "0";
   p.imma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_IMMA_MIN_ROWS", p.imma_min_rows));
   p.imma_stages = env_switch("DSV4_GEMM_IMMA_STAGES") == "4" ? 4 : 2;
+  p.hc_products = env_switch("DSV4_HC_PRODUCTS") != "0";
+  p.hc_ring = env_switch("DSV4_HC_RING") != "0";
+  p.hc_fused_norm = env_switch("DSV4_HC_FUSED_NORM") != "0";
   return p;
 }
 
 std::string GemmPolicy::describe() const {
+  const std::string hc = fmt::format("hc_pre chain products first {}, ring {}, norm {}", hc_products ? "on" : "off",
+                                     hc_ring ? "on" : "off", hc_fused_norm ? "fused" : "apart");
   if (numerics == Numerics::kExact) {
-    return exact_imma
-               ? fmt::format("exact (block sums exact, the CPU's bits; int8 tensor cores from {} rows, {} stages)",
-                             imma_min_rows, imma_stages)
-               : "exact (block sums exact, the CPU's bits; SIMT kernels only)";
+    return exact_imma ? fmt::format(
+                            "exact (block sums exact, the CPU's bits; int8 tensor cores from {} rows, {} "
+                            "stages; {})",
+                            imma_min_rows, imma_stages, hc)
+                      : fmt::format("exact (block sums exact, the CPU's bits; SIMT kernels only; {})", hc);
   }
   return fmt::format(
       "fast (FP8 tensor cores with per-block promotion, FP4 per {}; few-row kernel up to {} rows a weight; cuBLASLt "
-      "{} above {} rows; wgmma from {} rows a weight, FP4 widened {}; {} CTAs an SM; indexer dots on {})",
+      "{} above {} rows; wgmma from {} rows a weight, FP4 widened {}; {} CTAs an SM; indexer dots on {}; hc_pre "
+      "norm {})",
       fp4_per128 ? 128 : 32, gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
-      fp4_prewiden ? "before the call" : "in shared memory", ctas_per_sm, indexer_mma ? "tensor cores" : "CUDA cores");
+      fp4_prewiden ? "before the call" : "in shared memory", ctas_per_sm, indexer_mma ? "tensor cores" : "CUDA cores",
+      hc_fused_norm ? "fused" : "apart");
 }
 
 const char* route_name(GemmRoute r) {

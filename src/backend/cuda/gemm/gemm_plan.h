@@ -83,8 +83,15 @@ struct GemmPolicy {
   // Exact tier: the plain kernels' wide row tiles keep at least this many CTAs (0: the SM count;
   // tests lower it so that small shapes take the wide tiles too).
   int64_t plain_wide_min_tiles = 0;
+  // hc_pre and hc_head (hyper_connection.h), whose mix is an fp32 GEMM: the exact tier's few-token chain
+  // with its products made first (DSV4_HC_PRODUCTS=0: off) or fed by a ring of product chunks
+  // (DSV4_HC_RING=0: off); the sublayer's norm in the finishing kernel (DSV4_HC_FUSED_NORM=0: that
+  // kernel, then rms_norm; the same bits). Not yet measured on the H200: the fused norm.
+  bool hc_products = true;
+  bool hc_ring = true;
+  bool hc_fused_norm = true;
 
-  // The defaults of a tier, with the DSV4_GEMM_* values of core/env.cpp applied.
+  // The defaults of a tier, with the DSV4_GEMM_* and DSV4_HC_* values of core/env.cpp applied.
   static GemmPolicy from_env(Numerics numerics);
   // One line for the startup summary.
   std::string describe() const;
