@@ -126,9 +126,10 @@ const char* name(HcPath p) {
   }
 }
 
-// The policy that takes one path (the products and ring values), with the norm fused or apart.
-cuda::GemmPolicy path_policy(HcPath p, bool fused_norm = true) {
+// The policy that takes one path (the products and ring values), with the norm fused or apart, on a tier.
+cuda::GemmPolicy path_policy(HcPath p, bool fused_norm = true, bool fast = false) {
   cuda::GemmPolicy policy;
+  policy.numerics = fast ? Numerics::kFast : Numerics::kExact;
   policy.hc_products = p == HcPath::kProducts;
   policy.hc_ring = p == HcPath::kRing;
   policy.hc_fused_norm = fused_norm;
@@ -176,7 +177,7 @@ TEST(CudaHyperConnection, PreIsBitExact) {
           dcomb(poisoned<float>(comb.size()));
       Scratch scratch(c, chain ? c.tokens : 0, mix);
       cuda::hc_pre({dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, c.iters, dx.p, dpost.p, dcomb.p},
-                   chain ? scratch.get() : nullptr, false, path_policy(path), nullptr);
+                   chain ? scratch.get() : nullptr, path_policy(path), nullptr);
       EXPECT_EQ(bits(dpost.get()), bits(post));
       EXPECT_EQ(bits(dcomb.get()), bits(comb));
       EXPECT_EQ(dx.get(), x);
@@ -238,7 +239,7 @@ TEST(CudaHyperConnection, HeadIsBitExact) {
       Dev<uint16_t> dh(in.h), dy(poisoned<uint16_t>(y.size()));
       Dev<float> dfn(in.fn), ds(in.scale), db(in.base);
       Scratch scratch(c, chain ? c.tokens : 0, c.hc);
-      cuda::hc_head({dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, dy.p}, scratch.get(), false,
+      cuda::hc_head({dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, dy.p}, scratch.get(),
                     path_policy(path), nullptr);
       EXPECT_EQ(dy.get(), y);
     }
@@ -287,7 +288,7 @@ TEST(CudaHyperConnection, FastPrePassesTheGate) {
           dcomb(poisoned<float>(comb.size()));
       Scratch scratch(c, c.tokens, mix, true);
       cuda::hc_pre({dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, c.iters, dx.p, dpost.p, dcomb.p},
-                   scratch.get(), true, cuda::GemmPolicy{}, nullptr);
+                   scratch.get(), path_policy(HcPath::kChain, true, true), nullptr);
       return std::tuple{dx.get(), dpost.get(), dcomb.get()};
     };
     const auto [fx, fpost, fcomb] = run(in.fn);
@@ -333,7 +334,8 @@ TEST(CudaHyperConnection, OutNormGivesTheRmsNormOpsBits) {
       const Dev<float> dfn(in.fn), ds(in.scale), db(in.base);
       const size_t nx = static_cast<size_t>(c.tokens * c.dim);
       // The op on the device with or without out_norm, by tier and path: x (or y), post and comb.
-      auto run = [&](bool fused, bool fast, bool chain, const cuda::GemmPolicy& policy) {
+      auto run = [&](bool fused, bool chain, const cuda::GemmPolicy& policy) {
+        const bool fast = policy.numerics == Numerics::kFast;
         Dev<uint16_t> dx(poisoned<uint16_t>(nx));
         Dev<float> dpost(poisoned<float>(static_cast<size_t>(c.tokens * c.hc))),
             dcomb(poisoned<float>(static_cast<size_t>(c.tokens * c.hc * c.hc)));
@@ -341,11 +343,11 @@ TEST(CudaHyperConnection, OutNormGivesTheRmsNormOpsBits) {
         const uint16_t* norm = fused ? dw.p : nullptr;
         if (head) {
           cuda::hc_head({dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, dx.p, norm, eps}, scratch.get(),
-                        fast, policy, nullptr);
+                        policy, nullptr);
         } else {
           cuda::hc_pre({dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, c.iters, dx.p, dpost.p, dcomb.p,
                         norm, eps},
-                       scratch.get(), fast, policy, nullptr);
+                       scratch.get(), policy, nullptr);
         }
         if (!fused) cuda::rms_norm({dx.p, dx.p, dw.p, c.tokens, c.dim, eps}, nullptr);
         return std::tuple{dx.get(), bits(dpost.get()), bits(dcomb.get())};
@@ -354,10 +356,10 @@ TEST(CudaHyperConnection, OutNormGivesTheRmsNormOpsBits) {
         for (const bool fast : {false, true}) {
           for (const HcPath path : fast ? std::vector<HcPath>{HcPath::kChain} : paths(c, mix)) {
             SCOPED_TRACE(testing::Message() << (fast ? "fast" : name(path)) << (fused ? " fused" : " after"));
-            const cuda::GemmPolicy policy = path_policy(path, fused);
+            const cuda::GemmPolicy policy = path_policy(path, fused, fast);
             const bool chain = path != HcPath::kWide;
-            const auto [fx, fpost, fcomb] = run(true, fast, chain, policy);
-            const auto [ux, upost, ucomb] = run(false, fast, chain, policy);
+            const auto [fx, fpost, fcomb] = run(true, chain, policy);
+            const auto [ux, upost, ucomb] = run(false, chain, policy);
             EXPECT_EQ(fx, ux) << "out_norm and a separate rms_norm differ";
             if (!head) {
               EXPECT_EQ(fpost, upost);
@@ -376,7 +378,7 @@ TEST(CudaHyperConnection, OutNormGivesTheRmsNormOpsBits) {
         cpu.hc_pre({in.h.data(), c.tokens, c.hc, c.dim, in.fn.data(), in.scale.data(), in.base.data(), 1e-6f, 1e-6f,
                     c.iters, x.data(), post.data(), comb.data(), w.data(), eps});
       }
-      EXPECT_EQ(std::get<0>(run(true, false, true, path_policy(HcPath::kChain))), x)
+      EXPECT_EQ(std::get<0>(run(true, true, path_policy(HcPath::kChain))), x)
           << "the exact tier's fused pass is not the CPU's";
     }
   }

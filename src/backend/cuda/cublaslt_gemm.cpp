@@ -172,7 +172,7 @@ struct GemmRunner::Impl {
   int64_t partial_floats = 0;
   int32_t* counters = nullptr;  // its per-tile arrival counters (zero between GEMMs)
   int64_t counter_count = 0;
-  void* widened = nullptr;  // FP4 weights widened before a wgmma call (GemmPlan::widen_bytes)
+  void* widened = nullptr;  // FP4 weights widened before a wgmma call (wgmma_widened_bytes)
   int64_t widened_bytes = 0;
   int32_t* error_flag = nullptr;  // the device's error word (device_error.h), where kernels report
   std::map<std::array<int64_t, 15>, LtPlan> plans;

@@ -218,7 +218,7 @@ void CudaOps::do_hc_pre(const HcPreParams& p) {
   const bool fast = gemm_->policy().numerics == Numerics::kFast;
   DeviceArray<float> scratch(dev_,
                              static_cast<size_t>(hc_scratch_floats(p.tokens, p.hc, p.dim, (2 + p.hc) * p.hc, fast)));
-  cuda::hc_pre(p, scratch.data(), fast, gemm_->policy(), dev_.stream());
+  cuda::hc_pre(p, scratch.data(), gemm_->policy(), dev_.stream());
 }
 
 void CudaOps::do_hc_post(const HcPostParams& p) { cuda::hc_post(p, dev_.stream()); }
@@ -226,7 +226,7 @@ void CudaOps::do_hc_post(const HcPostParams& p) { cuda::hc_post(p, dev_.stream()
 void CudaOps::do_hc_head(const HcHeadParams& p) {
   const bool fast = gemm_->policy().numerics == Numerics::kFast;
   DeviceArray<float> scratch(dev_, static_cast<size_t>(hc_scratch_floats(p.tokens, p.hc, p.dim, p.hc, fast)));
-  cuda::hc_head(p, scratch.data(), fast, gemm_->policy(), dev_.stream());
+  cuda::hc_head(p, scratch.data(), gemm_->policy(), dev_.stream());
 }
 
 void CudaOps::do_embed(const EmbedParams& p) { cuda::embed(p, dev_.error_flag(), dev_.stream()); }

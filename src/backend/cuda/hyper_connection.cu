@@ -951,8 +951,9 @@ void run_tiles(const HcLaunch& a, float* scratch, bool fused_norm, cudaStream_t 
 }
 
 template <bool kPre>
-void run(const HcLaunch& a, float* scratch, bool fast, const GemmPolicy& policy, cudaStream_t stream) {
+void run(const HcLaunch& a, float* scratch, const GemmPolicy& policy, cudaStream_t stream) {
   if (a.tokens == 0) return;
+  const bool fast = policy.numerics == Numerics::kFast;
   const bool fused = policy.hc_fused_norm;
   if (fast && scratch && fast_mix_applies(a.tokens, a.mix)) return run_fast<kPre>(a, scratch, fused, stream);
   if (fast && scratch && tiles_apply(a)) return run_tiles<kPre>(a, scratch, fused, stream);
@@ -1070,9 +1071,9 @@ int64_t hc_scratch_floats(int64_t tokens, int hc, int64_t dim, int mix, bool fas
   return tokens <= kChainMaxTokens ? tokens * (mix + kSqLanes) : 0;
 }
 
-void hc_pre(const HcPreParams& p, float* scratch, bool fast, const GemmPolicy& policy, cudaStream_t stream) {
+void hc_pre(const HcPreParams& p, float* scratch, const GemmPolicy& policy, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(p.hc >= 1 && p.hc <= kMaxHc, "hc_pre: hc must lie in [1, 8]");
-  run<true>(HcLaunch{p, (2 + p.hc) * p.hc}, scratch, fast, policy, stream);
+  run<true>(HcLaunch{p, (2 + p.hc) * p.hc}, scratch, policy, stream);
 }
 
 void hc_post(const HcPostParams& p, cudaStream_t stream) {
@@ -1091,9 +1092,9 @@ void hc_post(const HcPostParams& p, cudaStream_t stream) {
                 p.residual, p.post, p.comb, p.out, p.tokens, p.hc, p.dim);
 }
 
-void hc_head(const HcHeadParams& p, float* scratch, bool fast, const GemmPolicy& policy, cudaStream_t stream) {
+void hc_head(const HcHeadParams& p, float* scratch, const GemmPolicy& policy, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(p.hc >= 1 && p.hc <= kMaxHc, "hc_head: hc must lie in [1, 8]");
-  run<false>(HcLaunch{head_as_pre(p), p.hc}, scratch, fast, policy, stream);
+  run<false>(HcLaunch{head_as_pre(p), p.hc}, scratch, policy, stream);
 }
 
 }  // namespace dsv4::cuda

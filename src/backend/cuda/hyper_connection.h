@@ -28,18 +28,18 @@ int64_t hc_ring_launches();  // ring kernels launched so far (tests)
 // (width = hc*dim).
 bool hc_uses_products(const GemmPolicy& policy, int64_t tokens, int mix, int64_t width);
 
-// hc <= 8. fast (the fast tier, spec/NUMERICS.md): the mix's fp32 sums in a fixed order without the
+// hc <= 8. The fast tier (policy.numerics, spec/NUMERICS.md): the mix's fp32 sums in a fixed order without the
 // sequential chain (hc <= 4): over column chunks for a few tokens, in tiles of 32 tokens for more;
 // otherwise the exact paths, the CPU's bits.
 // scratch: hc_scratch_floats() device floats (may be null where that is 0). out_norm (hc_pre and
 // hc_head): the paths with a finishing kernel apply rms_norm in it, a CTA a token (dim <= 7168), with
 // the Sinkhorn on its own warp beside the columns; the others launch rms_norm after. rms_norm's bits.
-void hc_pre(const HcPreParams& p, float* scratch, bool fast, const GemmPolicy& policy, cudaStream_t stream);
+void hc_pre(const HcPreParams& p, float* scratch, const GemmPolicy& policy, cudaStream_t stream);
 
 // out may equal residual.
 void hc_post(const HcPostParams& p, cudaStream_t stream);
 
-// hc_pre's kernels with the head's mix (fn [hc, hc·dim]); scratch and fast as there.
-void hc_head(const HcHeadParams& p, float* scratch, bool fast, const GemmPolicy& policy, cudaStream_t stream);
+// hc_pre's kernels with the head's mix (fn [hc, hc·dim]); scratch and policy as there.
+void hc_head(const HcHeadParams& p, float* scratch, const GemmPolicy& policy, cudaStream_t stream);
 
 }  // namespace dsv4::cuda

@@ -215,7 +215,6 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
     if (policy.fp4_prewiden && p.weight == GemmWeightKind::kFp4) {
       const int64_t weights = std::max(p.experts, 1), per = widened_bytes(p.pair ? 2 : 1, p.n, p.kg);
       plan.widen_experts = static_cast<int>(std::clamp<int64_t>(kWidenBudgetBytes / per, 1, weights));
-      plan.widen_bytes = plan.widen_experts * per;
     }
   }
   if (policy.cublaslt && lt_shape && p.rows > policy.fast_mma_max_rows) plan.route = GemmRoute::kCublasLt;

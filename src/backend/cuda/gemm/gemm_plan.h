@@ -172,8 +172,7 @@ struct GemmPlan {
   int64_t workspace_counters = 0;               // kFastMma: the splits' arrival counters (zeroed once)
   int gemv_k_parts = 1;                         // kFastGemv: runs of K a CTA's warps split (1, 2, 4, 8)
   bool fp4_per128 = false;                      // kFastGemv, kFastMma, FP4: one re-encoded block a 128
-  int widen_experts = 0;                        // kWgmma, FP4: weights (experts) widened a pass (0: none)
-  int64_t widen_bytes = 0;                      // kWgmma, FP4: their scratch (wgmma_widened_bytes)
+  int widen_experts = 0;  // kWgmma, FP4: weights (experts) widened a pass, their scratch within kWidenBudgetBytes
 };
 
 // The scratch of FP4 weights widened before a wgmma call (GemmPolicy::fp4_prewiden), at most.

@@ -400,8 +400,6 @@ void wgmma_gemm(const ExactBlockArgs& a, int32_t* err, cudaStream_t stream) {
   if (a.rows == 0) return;
   if (a.kind == GemmWeightKind::kFp8) {
     launch<BForm::kFp8>(a, err, stream);
-  } else if (a.wide) {
-    launch<BForm::kWide>(a, err, stream);
   } else {
     launch<BForm::kFp4>(a, err, stream);
   }
