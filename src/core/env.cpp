@@ -18,9 +18,8 @@ struct Switch {
 
 // Every on/off or named-mode switch the engine reads (env_switch), and what each takes; numbers such
 // as DSV4_GEMM_IMMA_MIN_ROWS are parsed where they are read.
-const std::array<Switch, 12> kSwitches{{
+const std::array<Switch, 11> kSwitches{{
     {"DSV4_CUDA_GRAPHS", {"0", "1"}},
-    {"DSV4_PDL", {"0", "1"}},
     {"DSV4_MOE_SIDE", {"0", "1"}},
     {"DSV4_HC_PRODUCTS", {"0", "1"}},
     {"DSV4_HC_RING", {"0", "1"}},
@@ -37,9 +36,10 @@ const std::array<Switch, 12> kSwitches{{
 // switches of kernels measured faster than their alternatives went with the alternatives' code
 // (docs/perf-history.md names the measurements).
 constexpr const char* kAlwaysOn = "the kernel it switched is always taken where it applies (measured faster)";
-const std::array<std::pair<const char*, const char*>, 12> kRetired{{
+const std::array<std::pair<const char*, const char*>, 13> kRetired{{
     {"DSV4_GEMM", "use --numerics fast or exact (DSV4_NUMERICS)"},
     {"DSV4_GEMM_RING", kAlwaysOn},
+    {"DSV4_PDL", "kernels always launch with programmatic dependent launch (measured faster)"},
     {"DSV4_GEMM_FP4_INT", kAlwaysOn},
     {"DSV4_GEMM_GEMV", kAlwaysOn},
     {"DSV4_GEMM_GEMV_PAIR", kAlwaysOn},

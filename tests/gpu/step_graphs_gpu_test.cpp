@@ -88,23 +88,6 @@ TEST(CudaStepGraphs, TheSharedExpertOnTheSideStreamChangesNoBit) {
   expect_same_logits(cuda_steps(StepMode::kEager, true, true), cuda_steps(StepMode::kEager, true, false), "eager");
 }
 
-// Programmatic dependent launch (DSV4_PDL) lets each kernel launch while the one before finishes; every
-// kernel waits for its predecessor before touching memory, so steps recorded and eager, with the side
-// streams, give the same bits with it and without it.
-TEST(CudaStepGraphs, DependentLaunchChangesNoBit) {
-  struct Restore {
-    bool was = cuda::pdl_on();
-    ~Restore() { cuda::set_pdl(was); }
-  } restore;
-  cuda::set_pdl(true);
-  const CudaRun graphs = cuda_steps(StepMode::kGraphs, true, true);
-  expect_replayed(graphs);
-  const CudaRun eager = cuda_steps(StepMode::kEager, true, true);
-  cuda::set_pdl(false);
-  expect_same_logits(graphs, cuda_steps(StepMode::kGraphs, true, true), "recorded");
-  expect_same_logits(eager, cuda_steps(StepMode::kEager, true, true), "eager");
-}
-
 TEST(CudaStepGraphs, HostWorkIsRefusedWhileRecording) {
   cuda::CudaDevice dev;
   DeviceArray<float> a(dev, std::vector<float>(256, 1.5f));

@@ -1,20 +1,9 @@
-#include <atomic>
 #include <map>
 #include <utility>
 
 #include "backend/cuda/launch.cuh"
-#include "core/env.h"
 
 namespace dsv4::cuda {
-namespace {
-
-std::atomic<bool>& pdl_switch() {
-  static std::atomic<bool> on{env_switch("DSV4_PDL") != "0"};
-  return on;
-}
-
-}  // namespace
-
 void allow_dynamic_smem(const void* kernel, size_t bytes) {
   // Per thread, so a launch takes no lock; a thread meeting a (device, kernel) pair first sets it again,
   // which is harmless.
@@ -26,8 +15,5 @@ void allow_dynamic_smem(const void* kernel, size_t bytes) {
   DSV4_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   have = bytes;
 }
-
-bool pdl_on() { return pdl_switch().load(std::memory_order_relaxed); }
-void set_pdl(bool on) { pdl_switch().store(on); }
 
 }  // namespace dsv4::cuda

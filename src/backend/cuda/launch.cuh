@@ -6,7 +6,8 @@
 // memory. pdl_enter waits until the previous grid has completed and its writes are visible, so each
 // kernel still completes after all earlier work on its stream (the order is transitive), and only
 // then lets the next kernel begin launching: one kernel of lookahead, never a pile of waiting grids.
-// Launched without the attribute (DSV4_PDL=0, or a plain <<<>>> launch), pdl_enter costs nothing.
+// Launched without the attribute (a plain <<<>>> launch), pdl_enter costs nothing. Always on: measured
+// faster at batch 1 and no slower at 8 and 32 (docs/perf-history.md, session 14).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -48,13 +49,7 @@ void allow_dynamic_smem(void (*kernel)(Params...), size_t bytes) {
   allow_dynamic_smem(reinterpret_cast<const void*>(kernel), bytes);
 }
 
-// Whether launches carry the PDL attribute: on unless DSV4_PDL=0 (core/env.cpp); measured faster at
-// batch 1 and no slower at 8 and 32 (docs/perf-history.md, session 14).
-bool pdl_on();
-void set_pdl(bool on);
-
-// kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute while pdl_on(); launch
-// errors throw at once.
+// kernel<<<grid, block, smem, stream>>>(args...) with the PDL attribute; launch errors throw at once.
 template <typename... Params, typename... Args>
 void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
   cudaLaunchAttribute attr{};
@@ -66,7 +61,7 @@ void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cfg.attrs = &attr;
-  cfg.numAttrs = pdl_on() ? 1 : 0;
+  cfg.numAttrs = 1;
   DSV4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 
