@@ -525,7 +525,7 @@ int main() {
   cuda::CudaOps fast_ops(dev, cuda::GemmPolicy::from_env(Numerics::kFast));
   std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
   // DSV4_KERNELS (comma list of gemm, fast, attention, indexer, compressor, moe, hc, hc-chain, hc-ring,
-  // imma4, imma-decode, simt, wgmma, gemv, kv-restore): only those rows. "fast": the GEMM,
+  // imma4, imma-decode, simt, wgmma, gemv, gemv-parts, kv-restore): only those rows. "fast": the GEMM,
   // MoE and hc_pre rows on the fast tier (suffix " fast"); the others are the exact tier's.
   // Unset: the M1.8 table's families (the defaults' rows); the experiments' families only when named.
   const char* set = std::getenv("DSV4_KERNELS");
@@ -614,6 +614,15 @@ int main() {
     gemm_rows(fast_ops, " mma", {16, 32});
     moe_rows(fast_ops, " e32 gemv", {1, 8, 32}, 32);
     moe_rows(*mma, " e32 mma", {1, 8, 32}, 32);
+  }
+  if (want("gemv-parts")) {  // the few-row kernel's K runs a CTA forced, against the plan's occupancy rule
+    for (int parts : {1, 2, 4, 8}) {
+      const auto forced = fast_with([parts](cuda::GemmPolicy& p) { p.gemv_k_parts = parts; });
+      const std::string name = " gemv kp" + std::to_string(parts);
+      moe_rows(*forced, name, {1, 8});
+      moe_rows(*forced, " e32" + name, {1, 8}, 32);
+      gemm_rows(*forced, name, {1});
+    }
   }
   if (want("kv-restore")) kv_restore_rows();
   if (want("simt")) {  // the SIMT exact kernels where the int8 tensor cores take the default rows

@@ -152,6 +152,12 @@ TEST(GemmPlan, FastFewRowsAWeightGoToTheFewRowKernel) {
   EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), fast, kH200).gemv_k_parts, 1);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 1024, 256), fast, kH200).gemv_k_parts, 1);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 1024, 1024), fast, kH200).gemv_k_parts, 4);
+  {  // a policy's K runs (the bench's sweep) override the occupancy rule
+    GemmPolicy forced = fast;
+    forced.gemv_k_parts = 8;
+    EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), forced, kH200).gemv_k_parts, 8);
+    EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 32768, 1024), forced, kH200).gemv_k_parts, 8);
+  }
   // FP4 on the few-row and mma.sync kernels: per 128 as the policy says; FP8 never.
   EXPECT_TRUE(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), fast, kH200).fp4_per128);
   EXPECT_TRUE(plan_gemm(dense(GemmWeightKind::kFp4, 1, 4096, 2048), fast, kH200).fp4_per128);

@@ -223,7 +223,7 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
   const bool few = per_weight <= policy.gemv_max_rows && (p.experts == 0 || p.rows <= policy.gemv_grouped_max_rows);
   if (few && plan.route == GemmRoute::kFastMma) {
     plan.route = GemmRoute::kFastGemv;
-    plan.gemv_k_parts = fast_gemv_k_parts(p, caps);
+    plan.gemv_k_parts = policy.gemv_k_parts > 0 ? policy.gemv_k_parts : fast_gemv_k_parts(p, caps);
   }
   return plan;
 }

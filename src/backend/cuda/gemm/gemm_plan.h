@@ -49,6 +49,9 @@ struct GemmPolicy {
   // faster on the mma.sync kernel: docs/perf.md).
   int64_t gemv_max_rows = 8;
   int64_t gemv_grouped_max_rows = 64;
+  // Fast tier, few-row kernel: runs of K a CTA's warps split (1, 2, 4 or 8); 0: the plan's choice by
+  // occupancy (fast_gemv_k_parts). Set only by the bench's sweep, until a measured rule replaces it.
+  int gemv_k_parts = 0;
   // Fast tier: the few-row and mma.sync kernels sum an FP4 weight's 128-wide block as one e5m2 block
   // with one promotion (its codes re-encoded exactly, as the wgmma kernel's), not as four e4m3 blocks
   // of 32 (DSV4_GEMM_FP4_PER128=0). Not yet measured against the per-32 form on the H200.
