@@ -544,6 +544,13 @@ int main() {
       moe_rows(widened, " fast widened", {8192});
       moe_rows(widened, " e32 fast widened", {8192}, 32);
     }
+    {  // FP4 experts on cuBLASLt expert by expert (DSV4_GEMM_GROUPED_CUBLASLT=1): eager calls only
+      cuda::GemmPolicy p = cuda::GemmPolicy::from_env(Numerics::kFast);
+      p.grouped_cublaslt = true;
+      cuda::CudaOps lt(dev, p);
+      moe_rows(lt, " fast lt", {8192});
+      moe_rows(lt, " e32 fast lt", {8192}, 32);
+    }
     hc_rows(fast_ops, " fast");
     // With the sublayer's norm: fused into the finishing kernel, and apart (finish, then rms_norm).
     for (const bool fused : {true, false}) {

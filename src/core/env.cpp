@@ -18,7 +18,7 @@ struct Switch {
 
 // Every on/off or named-mode switch the engine reads (env_switch), and what each takes; numbers such
 // as DSV4_GEMM_IMMA_MIN_ROWS are parsed where they are read.
-const std::array<Switch, 11> kSwitches{{
+const std::array<Switch, 12> kSwitches{{
     {"DSV4_CUDA_GRAPHS", {"0", "1"}},
     {"DSV4_MOE_SIDE", {"0", "1"}},
     {"DSV4_HC_PRODUCTS", {"0", "1"}},
@@ -28,6 +28,7 @@ const std::array<Switch, 11> kSwitches{{
     {"DSV4_GEMM_IMMA_STAGES", {"2", "4"}},
     {"DSV4_GEMM_FP4_PER128", {"0", "1"}},
     {"DSV4_GEMM_FP4_PREWIDEN", {"0", "1"}},
+    {"DSV4_GEMM_GROUPED_CUBLASLT", {"0", "1"}},
     {"DSV4_INDEXER_MMA", {"0", "1"}},
     {"DSV4_HC_FUSED_NORM", {"0", "1"}},
 }};

@@ -116,6 +116,36 @@ TEST(GemmPlan, WidenedFp4PassesStayWithinTheBudget) {
             kWidenBudgetBytes);
 }
 
+// Grouped FP4 calls of wgmma's size on cuBLASLt expert by expert (opt-in): the route, with wgmma behind
+// it (a refused shape, a recording), the widening passes it needs whether or not wgmma widens
+// beforehand, and the scratch counted (the budget and the per-expert activation scales). FP8 experts,
+// dense calls and decode-sized calls keep their routes.
+TEST(GemmPlan, GroupedFp4TakesCublasLtWhenAsked) {
+  GemmPolicy on = policy(Numerics::kFast);
+  on.grouped_cublaslt = true;
+  const GemmProblem moe = grouped(GemmWeightKind::kFp4, 8192 * 6, 32, 2048, 4096);
+  EXPECT_EQ(plan_gemm(moe, policy(Numerics::kFast), kH200).route, GemmRoute::kWgmma);  // off by default
+  const GemmPlan plan = plan_gemm(moe, on, kH200);
+  EXPECT_EQ(plan.route, GemmRoute::kCublasLt);
+  EXPECT_EQ(plan.fallback, GemmRoute::kWgmma);
+  EXPECT_EQ(plan.widen_experts, kWidenBudgetBytes / (2 * 2048 * (4096 + 4096 / 128 * 4)));
+  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp8, 8192 * 6, 32, 2048, 4096), on, kH200).route, GemmRoute::kWgmma);
+  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 32, 2048, 4096), on, kH200).route, GemmRoute::kFastGemv);
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp4, 8192, 4096, 2048), on, kH200).route, GemmRoute::kWgmma);
+  GemmPolicy no_lt = on;
+  no_lt.cublaslt = false;
+  EXPECT_EQ(plan_gemm(moe, no_lt, kH200).route, GemmRoute::kWgmma);
+  GemmWorkspaceQuery q;
+  q.rows = 8192;
+  q.routed_rows = 8192 * 6;
+  q.max_k = 4096;
+  q.max_n = 4096;
+  q.experts = 256;
+  EXPECT_EQ(gemm_workspace_bytes(q, on, kH200) - gemm_workspace_bytes(q, policy(Numerics::kFast), kH200),
+            kWidenBudgetBytes + expert_scale_floats(8192 * 6, 256, 4096) * 4);
+  EXPECT_EQ(expert_scale_floats(10, 3, 256), 2 * (10 + 9));
+}
+
 TEST(GemmPlan, FastFewRowsTakeTheSmallestRowTile) {
   const GemmPolicy fast = policy(Numerics::kFast);
   const int64_t expect[][2] = {{1, 8}, {8, 8}, {9, 16}, {16, 16}, {17, 32}, {64, 32}};

@@ -69,6 +69,11 @@ struct GemmPolicy {
   // experts at a time, instead of in shared memory by every CTA that reads them (the same bits;
   // DSV4_GEMM_FP4_PREWIDEN=1). Opt-in until measured on the H200.
   bool fp4_prewiden = false;
+  // Fast tier, grouped FP4 calls of wgmma's size: each expert's rows on cuBLASLt's block-scaled FP8
+  // GEMM (its weights widened as above, 1x128 scales on both operands), the experts' row counts read
+  // back first, so eager steps only (a recording keeps wgmma); DSV4_GEMM_GROUPED_CUBLASLT=1. Opt-in
+  // until measured on the H200.
+  bool grouped_cublaslt = false;
   // Fast tier: fp32 weights of at least this many rows on the fused multiply-add kernel (fast_sgemm.h);
   // at most plain_gemv_max_rows rows on the few-row kernel (fast_plain_gemv.h): fp32 weights, plain
   // pairs and bf16 weights of at most kPlainGemvMaxCols columns (wider ones, the head, stay on
@@ -138,6 +143,7 @@ struct GemmWorkspaceQuery {
   int64_t max_k = 0;
   int64_t max_n = 0;
   int64_t largest_fp8_weight = 0;
+  int64_t experts = 0;  // the routed experts (per-expert cuBLASLt calls cut their scales per expert)
 };
 int64_t gemm_workspace_bytes(const GemmWorkspaceQuery& q, const GemmPolicy& policy, const DeviceCaps& caps);
 
@@ -175,13 +181,19 @@ struct GemmPlan {
   int64_t workspace_counters = 0;               // kFastMma: the splits' arrival counters (zeroed once)
   int gemv_k_parts = 1;                         // kFastGemv: runs of K a CTA's warps split (1, 2, 4, 8)
   bool fp4_per128 = false;                      // kFastGemv, kFastMma, FP4: one re-encoded block a 128
-  int widen_experts = 0;  // kWgmma, FP4: weights (experts) widened a pass, their scratch within kWidenBudgetBytes
+  int widen_experts = 0;  // kWgmma or grouped kCublasLt, FP4: weights widened a pass, within kWidenBudgetBytes
 };
 
 // The scratch of FP4 weights widened before a wgmma call (GemmPolicy::fp4_prewiden), at most.
 constexpr int64_t kWidenBudgetBytes = int64_t{256} << 20;
 // Bytes of `weights` FP4 weights of n x kg widened: e5m2 codes and an fp32 scale a row's 128-wide block.
 constexpr int64_t widened_bytes(int64_t weights, int64_t n, int64_t kg) { return weights * n * (kg + kg / 128 * 4); }
+
+// fp32 activation scales cut per expert for cuBLASLt's expert-by-expert calls (expert_scales.h): expert
+// e's [k/128][ceil4(its rows)] start at (k/128)·(offsets[e] + 3e), so `rows` + 3 an expert in all.
+constexpr int64_t expert_scale_floats(int64_t rows, int64_t experts, int64_t k) {
+  return k / 128 * (rows + 3 * experts);
+}
 
 // kFastGemv: the K runs a CTA's eight warps split, doubled while each run keeps two K blocks and the
 // call's warps (16 weight rows x a run each) still fit one wave of two CTAs an SM.

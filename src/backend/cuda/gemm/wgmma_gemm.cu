@@ -20,6 +20,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/gemm/fp4_widen.h"
 #include "backend/cuda/gemm/gemm_plan.h"
 #include "backend/cuda/gemm/mma_fp8.cuh"
 #include "backend/cuda/gemm/wgmma_gemm.h"
@@ -100,11 +101,6 @@ __device__ __forceinline__ void wgmma_k32(float (&d)[64], uint64_t da, uint64_t 
 #undef DSV4_WGMMA_K32
 #undef DSV4_WG_D8
 #undef DSV4_WG_REGS
-
-// Whether a call has its pair (a second weight on the same rows, output at y_b).
-__host__ __device__ __forceinline__ bool has_pair(const ExactBlockArgs& a) {
-  return a.y_b && (a.offsets ? a.w_list_b != nullptr : a.w_b != nullptr);
-}
 
 struct Work {
   Tile t;
@@ -341,50 +337,6 @@ void launch(const ExactBlockArgs& a, int32_t* err, cudaStream_t stream) {
   launch_kernel(wgmma_kernel<F>, grid, dim3(kThreads), smem, stream, a, n_tiles, err);
 }
 
-// A thread a (weight slot, row, 128-wide K block): the block's codes as e5m2 against its largest scale
-// and that scale, exactly as widen_stage makes them in shared memory, in the row-major layout the
-// kernel's kWide stages load. Experts without rows are skipped (nothing reads their slots).
-__global__ void widen_kernel(const ExactBlockArgs p, int experts, int32_t* err) {
-  pdl_enter();
-  const int64_t kbs = p.kg / 128, per_slot = p.n * kbs;
-  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  const int halves = has_pair(p) ? 2 : 1;
-  if (i >= halves * experts * per_slot) return;
-  const int s = static_cast<int>(i / per_slot / experts), e = static_cast<int>(i / per_slot % experts);
-  const int64_t r = i % per_slot / kbs, kb = i % kbs;
-  if (p.offsets && p.offsets[e + 1] == p.offsets[e]) return;
-  const uint8_t* w = static_cast<const uint8_t*>(p.offsets ? (s ? p.w_list_b : p.w_list)[e] : (s ? p.w_b : p.w));
-  const uint8_t* ws = p.offsets ? (s ? p.w_scale_list_b : p.w_scale_list)[e] : (s ? p.w_scale_b : p.w_scale);
-  const uint32_t sw = *reinterpret_cast<const uint32_t*>(ws + r * (p.kg / 32) + kb * 4);
-  float scale;
-  const int top = fp4_block_top(sw, err, &scale);
-  const int64_t slot = (s ? p.wide_slots : 0) + e;
-  p.wide_scale[slot * per_slot + r * kbs + kb] = scale;
-  const uint4* src = reinterpret_cast<const uint4*>(w + r * (p.kg / 2) + kb * 64);
-  uint4* dst = reinterpret_cast<uint4*>(p.wide + slot * p.n * p.kg + r * p.kg + kb * 128);
-#pragma unroll
-  for (int u = 0; u < 4; ++u) {  // a 16-byte unit of codes is one 32-wide sub-block
-    const uint4 v = src[u];
-    const uint2 c0 = e2m1x8_e5m2_shifted(v.x, sw, u, top), c1 = e2m1x8_e5m2_shifted(v.y, sw, u, top);
-    const uint2 c2 = e2m1x8_e5m2_shifted(v.z, sw, u, top), c3 = e2m1x8_e5m2_shifted(v.w, sw, u, top);
-    dst[2 * u] = uint4{c0.x, c0.y, c1.x, c1.y};
-    dst[2 * u + 1] = uint4{c2.x, c2.y, c3.x, c3.y};
-  }
-}
-
-// `a` with its experts [e0, e0 + n): their offsets and weight lists (the dense call is its one weight).
-ExactBlockArgs expert_slice(const ExactBlockArgs& a, int e0, int n) {
-  if (!a.offsets) return a;
-  ExactBlockArgs s = a;
-  s.offsets = a.offsets + e0;
-  s.experts = n;
-  s.w_list = a.w_list + e0;
-  s.w_scale_list = a.w_scale_list + e0;
-  if (a.w_list_b) s.w_list_b = a.w_list_b + e0;
-  if (a.w_scale_list_b) s.w_scale_list_b = a.w_scale_list_b + e0;
-  return s;
-}
-
 }  // namespace
 
 bool wgmma_takes(const ExactBlockArgs& a) {
@@ -424,8 +376,7 @@ void wgmma_gemm_widened(const ExactBlockArgs& a, int experts_per_pass, void* scr
     s.wide = static_cast<uint8_t*>(scratch);
     s.wide_scale = reinterpret_cast<float*>(s.wide + codes);
     s.wide_slots = per;
-    const int64_t threads = int64_t{n} * halves * a.n * (a.kg / 128);
-    launch_kernel(widen_kernel, static_cast<unsigned>(cdiv(threads, 256)), dim3(256), 0, stream, s, n, err);
+    widen_fp4(s, n, WideScales::kRowMajor, err, stream);
     launch<BForm::kWide>(s, err, stream);
   }
 }
