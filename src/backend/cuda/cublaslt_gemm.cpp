@@ -545,7 +545,8 @@ struct GemmRunner::Impl {
 
   void grouped(const GroupedGemmArgs& a) {
     const GemmPlan plan = plan_grouped(a.kind, a.rows, a.experts, a.n, a.k, a.y_b != nullptr);
-    if (plan.route != GemmRoute::kFastMma && plan.route != GemmRoute::kWgmma && plan.route != GemmRoute::kFastGemv) {
+    const GemmRoute r = plan.route;
+    if (r != GemmRoute::kFastMma && r != GemmRoute::kWgmma && r != GemmRoute::kFastGemv && r != GemmRoute::kCublasLt) {
       grouped_gemm(a, policy, stream);
       return;
     }
