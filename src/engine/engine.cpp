@@ -81,8 +81,9 @@ void Engine::shutdown() {
 }
 
 void Engine::wake_peers() {
-  if (lockstep_)
-    for (auto& c : cores_) c->wake();
+  if (!lockstep_) return;
+  lockstep_->note_work();  // before the wakes: a replica woken early still finds it noted at the gate
+  for (auto& c : cores_) c->wake();
 }
 
 std::shared_ptr<RequestStream> Engine::add_request(GenerateRequest request) {

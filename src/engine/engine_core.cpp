@@ -130,10 +130,7 @@ void EngineCore::join() {
 }
 
 void EngineCore::wake() {
-  {
-    std::lock_guard lock(mu_);
-    woken_ = true;
-  }
+  { std::lock_guard lock(mu_); }  // a loop between its look at the gate's epoch and its wait is not missed
   cv_.notify_all();
 }
 
@@ -199,9 +196,9 @@ EngineStats EngineCore::stats() const {
 bool EngineCore::take_inbox(std::vector<Pending>& adds, std::vector<RequestId>& aborts) {
   std::unique_lock lock(mu_);
   cv_.wait(lock, [&] {
-    return stop_ || !inbox_.empty() || !aborts_.empty() || sched_->has_work() || woken_ || keep_stepping_;
+    const bool noted = replica_.lockstep != nullptr && replica_.lockstep->noted_since(gate_epoch_);
+    return stop_ || !inbox_.empty() || !aborts_.empty() || sched_->has_work() || keep_stepping_ || noted;
   });
-  woken_ = false;
   if (stop_) return false;
   std::swap(adds, inbox_);
   std::swap(aborts, aborts_);
@@ -226,6 +223,7 @@ void EngineCore::loop() {
       const StepLockstep::Decision d = replica_.lockstep->arrive(!s.empty(), !stopping && sched_->has_work(), stopping);
       if (d.stop) break;
       keep_stepping_ = d.busy;
+      gate_epoch_ = d.epoch;
       if (s.empty() && d.step) idle_step();
     } else if (stopping) {
       break;

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -142,7 +143,6 @@ class EngineCore {
   std::vector<RequestId> aborts_;
   std::unordered_map<RequestId, std::shared_ptr<RequestStream>> live_;  // added, not yet finished
   bool stop_ = false;
-  bool woken_ = false;  // lockstep only
   Replica replica_;
   std::atomic<bool> healthy_{true};
   mutable std::mutex stats_mu_;
@@ -154,6 +154,7 @@ class EngineCore {
   std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();
   double last_group_count_ = -1;
   bool keep_stepping_ = false;  // lockstep: some replica had work at the last gate, so arrive again at once
+  uint64_t gate_epoch_ = 0;     // lockstep: the work noted when the last gate decided (wakes on newer)
   std::thread thread_;
 };
 

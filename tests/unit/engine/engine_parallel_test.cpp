@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <random>
+#include <thread>
 
 #include "engine/replica_ranks.h"
 #include "engine_test_support.h"
@@ -168,6 +170,28 @@ TEST(EngineDataParallelRouting, AbortsAndShutdownReachEveryReplica) {
   EXPECT_EQ(out.finish_reason, FinishReason::kAbort);
   drain(*d, &out);
   EXPECT_EQ(out.finish_reason, FinishReason::kAbort);
+  EXPECT_TRUE(e.healthy());
+}
+
+// Requests one after another, each arriving at a random moment of the replicas' passage from stepping
+// to sleeping: a replica that takes the wake for a request before the request reaches its peer's inbox
+// must still come back to the gate its peer then waits at (it slept there once, and both hung). Each
+// request must finish within the deadline.
+TEST(EngineDataParallelRouting, RequestsArrivingAtAnyMomentStrandNoReplica) {
+  const LoadedModel& m = tiny_model();
+  EngineConfig c = base_config();
+  c.parallel = {1, 2, true};
+  c.collective_timeout = std::chrono::seconds(30);
+  Engine e(m.config, m.weights, c);
+  std::mt19937 rng(std::random_device{}());
+  for (int i = 0; i < 300; ++i) {
+    auto s = e.add_request({random_ids(5 + static_cast<int64_t>(rng() % 20), rng()), greedy(1 + rng() % 3), {}});
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!s->finished() && std::chrono::steady_clock::now() < deadline) s->read(std::chrono::milliseconds(50));
+    ASSERT_TRUE(s->finished()) << "request " << i << " never finished: a replica left asleep at the gate";
+    const int pause[] = {0, 0, 2, 5, 10, 20, 40, 80, 160};  // often inside the replicas' last idle round
+    std::this_thread::sleep_for(std::chrono::microseconds(pause[rng() % 9]));
+  }
   EXPECT_TRUE(e.healthy());
 }
 

@@ -65,5 +65,20 @@ TEST(StepLockstep, OneReplicaDecidesAlone) {
   EXPECT_TRUE(gate.arrive(false, false, true).stop);
 }
 
+// Work noted between two gates makes the second busy (a replica may have taken the wake before the
+// work reached its peer); work noted after a gate is seen against that gate's epoch.
+TEST(StepLockstep, NotedWorkKeepsEveryReplicaComingBack) {
+  StepLockstep gate(1);
+  const StepLockstep::Decision quiet = gate.arrive(false, false, false);
+  EXPECT_FALSE(quiet.busy);
+  EXPECT_FALSE(gate.noted_since(quiet.epoch));
+  gate.note_work();
+  EXPECT_TRUE(gate.noted_since(quiet.epoch));  // a replica asleep after `quiet` wakes
+  const StepLockstep::Decision next = gate.arrive(false, false, false);
+  EXPECT_TRUE(next.busy);  // and every replica comes back once more
+  EXPECT_FALSE(gate.noted_since(next.epoch));
+  EXPECT_FALSE(gate.arrive(false, false, false).busy);
+}
+
 }  // namespace
 }  // namespace dsv4
