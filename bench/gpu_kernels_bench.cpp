@@ -471,8 +471,8 @@ void hc_rows(Ops& ops, const std::string& suffix, bool out_norm = false) {
 
 // (h) the KV host tier's restores: `bytes` of pinned host pages of one size, every other page (no two
 // adjacent, as a prefix's layer pages lie), into device pages on the copy stream, from the call until
-// landed() says so (host wall time, as the engine waits); Device::copy_many a cudaMemcpyAsync a page,
-// one copy kernel, one batched DMA call (page_copy.h), against one contiguous copy.
+// landed() says so (host wall time, as the engine waits); Device::copy_many's kernel (page_copy.h)
+// against one contiguous copy.
 void kv_restore_rows() {
   constexpr size_t kBytes = size_t{16} << 20;
   for (const size_t page : {size_t{400}, size_t{4096}, size_t{17216}}) {
@@ -500,13 +500,7 @@ void kv_restore_rows() {
     };
     const std::string size = std::to_string(page) + " B pages";
     const auto bytes = static_cast<double>(n * page);
-    using How = cuda::CudaDevice::PageCopy;
-    for (const auto& [how, name] : {std::pair{How::kPerPage, "per page"}, std::pair{How::kKernel, "kernel"},
-                                    std::pair{How::kBatched, "batched DMA"}}) {
-      g_dev->set_page_copy(how);
-      emit("kv restore " + size + ", " + name, time([&] { g_dev->copy_many(pages); }), bytes, 0);
-    }
-    g_dev->set_page_copy(How::kPerPage);
+    emit("kv restore " + size + ", kernel", time([&] { g_dev->copy_many(pages); }), bytes, 0);
     emit("kv restore " + size + ", one contiguous copy", time([&] { g_dev->copy_many({&whole, 1}); }), bytes, 0);
     g_dev->synchronize();
     g_dev->release(dev);
@@ -537,19 +531,13 @@ int main() {
     moe_rows(fast_ops, " fast", {1, 8, 32, 256, 8192});
     moe_rows(fast_ops, " e32 fast", {8, 32, 8192}, 32);
     moe_rows(fast_ops, " e32 fp8 fast", {8192}, 32, true);
-    {  // FP4 experts widened once per call (DSV4_GEMM_FP4_PREWIDEN=1) against in shared memory (above)
+    {  // FP4 experts widened in shared memory by every CTA, against the default (above: widened once a
+       // call from prewiden_min_rows rows an expert)
       cuda::GemmPolicy p = cuda::GemmPolicy::from_env(Numerics::kFast);
-      p.fp4_prewiden = true;
-      cuda::CudaOps widened(dev, p);
-      moe_rows(widened, " fast widened", {8192});
-      moe_rows(widened, " e32 fast widened", {8192}, 32);
-    }
-    {  // FP4 experts on cuBLASLt expert by expert (DSV4_GEMM_GROUPED_CUBLASLT=1): eager calls only
-      cuda::GemmPolicy p = cuda::GemmPolicy::from_env(Numerics::kFast);
-      p.grouped_cublaslt = true;
-      cuda::CudaOps lt(dev, p);
-      moe_rows(lt, " fast lt", {8192});
-      moe_rows(lt, " e32 fast lt", {8192}, 32);
+      p.fp4_prewiden = false;
+      cuda::CudaOps in_smem(dev, p);
+      moe_rows(in_smem, " fast in-smem", {8192});
+      moe_rows(in_smem, " e32 fast in-smem", {8192}, 32);
     }
     hc_rows(fast_ops, " fast");
     // With the sublayer's norm: fused into the finishing kernel, and apart (finish, then rms_norm).
@@ -605,20 +593,19 @@ int main() {
     moe_rows(*mma, " mma fast", {8192});
     moe_rows(*mma, " e32 mma fast", {8192}, 32);
   }
-  if (want("gemv")) {  // the few-row kernel (FP4 per 128, and per 32) against the mma.sync kernel
+  if (want("gemv")) {  // the few-row kernel (FP4 per 32, and per 128) against the mma.sync kernel
     const auto mma = fast_with([](cuda::GemmPolicy& p) { p.gemv_max_rows = 0; });
-    const auto per32 = fast_with([](cuda::GemmPolicy& p) { p.fp4_per128 = false; });
-    moe_rows(*per32, " gemv per32", {1, 8, 32});
-    moe_rows(*per32, " e32 gemv per32", {1, 8, 32}, 32);
+    const auto per128 = fast_with([](cuda::GemmPolicy& p) { p.fp4_per128 = true; });
+    moe_rows(*per128, " gemv per128", {1, 8, 32});
+    moe_rows(*per128, " e32 gemv per128", {1, 8, 32}, 32);
     gemm_rows(fast_ops, " gemv", {1, 2, 4, 8});
     gemm_rows(*mma, " mma", {1, 8});
     moe_rows(fast_ops, " gemv", {1, 8, 32});
     moe_rows(*mma, " mma", {1, 8, 32});
-    // Dense calls of 16 and 32 rows (a decode batch) on the few-row kernel, a row tile of 8 after
-    // another rereading the weight (from L2 where it fits), against the mma.sync kernel's m16 / m32.
-    const auto gemv32 = fast_with([](cuda::GemmPolicy& p) { p.gemv_max_rows = 32; });
-    gemm_rows(*gemv32, " gemv", {16, 32});
-    gemm_rows(fast_ops, " mma", {16, 32});
+    // Dense calls of 16 and 32 rows (a decode batch) on the few-row kernel (the default), a row tile of
+    // 8 after another rereading the weight (from L2 where it fits), against the mma.sync kernel's.
+    gemm_rows(fast_ops, " gemv", {16, 32});
+    gemm_rows(*mma, " mma", {16, 32});
     moe_rows(fast_ops, " e32 gemv", {1, 8, 32}, 32);
     moe_rows(*mma, " e32 mma", {1, 8, 32}, 32);
   }

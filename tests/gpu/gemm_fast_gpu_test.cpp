@@ -652,55 +652,6 @@ TEST(CudaGemmFast, WgmmaWidenedBeforehandGivesTheSameBits) {
   EXPECT_EQ(y.get(), wgmma_run<uint16_t>(c, d, h.scale_ld, &err));
 }
 
-// Grouped FP4 on cuBLASLt expert by expert (GemmPolicy::grouped_cublaslt) through the runner: weights
-// widened with K-block-major scales, activation scales cut per expert, cuBLASLt's block-scaled GEMM
-// an expert (and its pair) at a time, in passes of several experts. Judged against the exact kernel,
-// twice for the same bits, and counted as cuBLASLt's (a refusal falls back to wgmma, which passes too).
-TEST(CudaGemmFast, GroupedFp4OnCublasLtPassesTheOpGate) {
-  const auto fp4 = GemmWeightKind::kFp4;
-  const std::vector<Case> list = {
-      experts("fp4 experts prefill pair", fp4, {700, 0, 1100, 250, 0, 64, 1}, 2048, 4096, true),
-      experts("fp4 experts, odd row counts", fp4, {130, 5, 301, 77, 0, 3}, 1024, 2048, false, 3),
-  };
-  cuda::GemmPolicy policy{Numerics::kFast};
-  policy.grouped_cublaslt = true;
-  policy.wgmma_min_rows = 1;
-  cuda::GemmRunner runner(nullptr, policy);
-  uint32_t seed = 7700;
-  for (const Case& c : list) {
-    const Oracle o(c, ++seed);
-    const DevInputs d(c, o.h, c.offsets);
-    auto run = [&] {
-      Dev<uint16_t> y = poisoned<uint16_t>(c);
-      const int64_t before = runner.grouped_lt_calls();
-      runner.grouped({.a_codes = d.codes.p,
-                      .a_scales = d.scales.p,
-                      .scale_ld = o.h.scale_ld,
-                      .rows = c.rows,
-                      .n = c.n,
-                      .k = c.k,
-                      .experts = c.experts(),
-                      .offsets = d.offsets.p,
-                      .kind = fp4,
-                      .w_data = d.dwp.p,
-                      .w_scale = d.dsp.p,
-                      .y = y.p,
-                      .w_data_b = c.pair ? d.dwpb.p : nullptr,
-                      .w_scale_b = c.pair ? d.dspb.p : nullptr,
-                      .y_b = c.pair ? y.p + c.rows * c.n : nullptr});
-      DSV4_CUDA_CHECK(cudaDeviceSynchronize());
-      EXPECT_EQ(runner.grouped_lt_calls(), before + 1) << c.name << ": cuBLASLt did not take the call";
-      return y.get();
-    };
-    const std::vector<uint16_t> y = run();
-    EXPECT_EQ(run(), y) << c.name << ": not the same bits run to run";
-    const Verdict v = judge(c, o.x, o.a, y);
-    std::printf("[ grouped lt ] %-36s worst tile calc_diff %.3e\n", c.name.c_str(), v.worst_tile);
-    EXPECT_TRUE(v.passes()) << c.name << ": " << v.outside << " outside the bound, " << v.untouched << " unwritten, "
-                            << v.stray << " stray writes, tile calc_diff " << v.worst_tile;
-  }
-}
-
 // FP4 row blocks whose four scales span more than 26 octaves cannot be re-encoded exactly: the kernel
 // says so in its error bits (and only then).
 TEST(CudaGemmFast, WgmmaReportsFp4ScalesBeyondItsSpan) {

@@ -15,12 +15,10 @@
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/fp4_gemv.h"
 #include "backend/cuda/gemm.h"
-#include "backend/cuda/gemm/expert_scales.h"
 #include "backend/cuda/gemm/fast_gemv.h"
 #include "backend/cuda/gemm/fast_mma.h"
 #include "backend/cuda/gemm/fast_plain_gemv.h"
 #include "backend/cuda/gemm/fast_sgemm.h"
-#include "backend/cuda/gemm/fp4_widen.h"
 #include "backend/cuda/gemm/wgmma_gemm.h"
 #include "backend/cuda/gemm_imma.h"
 #include "backend/cuda/gemm_imma_skinny.h"
@@ -76,15 +74,14 @@ uint32_t alignment_of(const void* p) {
 // One cuBLASLt problem: y[n, m] (col-major yᵀ [m, n]) = Σ_k W[m, k]·x[n, k], optionally batched.
 struct LtShape {
   bool fp8 = false;
-  bool wide_a = false;  // FP8: A holds widened FP4 weights, e5m2 with 1x128 scales (fp4_widen.h)
   int64_t m = 0, n = 0, k = 0;
   int64_t lda = 0, ldb = 0, ldd = 0;
   int64_t batch = 1, stride_a = 0, stride_b = 0, stride_d = 0;
   bool d_f32 = false;
   uint32_t align_a = 0, align_b = 0, align_d = 0;
 
-  std::array<int64_t, 16> key() const {
-    return {fp8, wide_a, m, n, k, lda, ldb, ldd, batch, stride_a, stride_b, stride_d, d_f32, align_a, align_b, align_d};
+  std::array<int64_t, 15> key() const {
+    return {fp8, m, n, k, lda, ldb, ldd, batch, stride_a, stride_b, stride_d, d_f32, align_a, align_b, align_d};
   }
 };
 
@@ -131,16 +128,14 @@ LtPlan make_plan(cublasLtHandle_t lt, const LtShape& s, const float* scale_a, co
   set_desc(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
   set_desc(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
   if (s.fp8) {
-    // The weight's 128x128 blocks (a widened FP4 weight's 1x128 ones) on A, the activations' 1x128
-    // blocks on B (gemm_internal.h, fp4_widen.h layouts).
-    set_desc(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE,
-             int32_t{s.wide_a ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F});
+    // The weight's 128x128 blocks on A, the activations' 1x128 blocks on B (gemm_internal.h layouts).
+    set_desc(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, int32_t{CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F});
     set_desc(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, int32_t{CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F});
     set_desc(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, scale_a);
     set_desc(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, scale_b);
   }
   const cudaDataType_t in = s.fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
-  p.a = make_layout(s.wide_a ? CUDA_R_8F_E5M2 : in, s.k, s.m, s.lda, s.batch, s.stride_a);
+  p.a = make_layout(in, s.k, s.m, s.lda, s.batch, s.stride_a);
   p.b = make_layout(in, s.k, s.n, s.ldb, s.batch, s.stride_b);
   p.d = make_layout(s.d_f32 ? CUDA_R_32F : CUDA_R_16BF, s.m, s.n, s.ldd, s.batch, s.stride_d);
 
@@ -181,8 +176,7 @@ struct GemmRunner::Impl {
   void* widened = nullptr;  // FP4 weights widened before a wgmma call (wgmma_widened_bytes)
   int64_t widened_bytes = 0;
   int32_t* error_flag = nullptr;  // the device's error word (device_error.h), where kernels report
-  std::map<std::array<int64_t, 16>, LtPlan> plans;
-  int64_t lt_grouped_calls = 0;  // grouped calls cuBLASLt took (GemmRunner::grouped_lt_calls)
+  std::map<std::array<int64_t, 15>, LtPlan> plans;
   GemmPolicy policy;
   DeviceCaps caps;
 
@@ -545,8 +539,7 @@ struct GemmRunner::Impl {
 
   void grouped(const GroupedGemmArgs& a) {
     const GemmPlan plan = plan_grouped(a.kind, a.rows, a.experts, a.n, a.k, a.y_b != nullptr);
-    const GemmRoute r = plan.route;
-    if (r != GemmRoute::kFastMma && r != GemmRoute::kWgmma && r != GemmRoute::kFastGemv && r != GemmRoute::kCublasLt) {
+    if (plan.route != GemmRoute::kFastMma && plan.route != GemmRoute::kWgmma && plan.route != GemmRoute::kFastGemv) {
       grouped_gemm(a, policy, stream);
       return;
     }
@@ -558,60 +551,7 @@ struct GemmRunner::Impl {
     p.w_list = a.w_data, p.w_scale_list = a.w_scale, p.offsets = a.offsets, p.experts = a.experts;
     p.y = a.y, p.y_ld = a.n;
     p.w_list_b = a.w_data_b, p.w_scale_list_b = a.w_scale_b, p.y_b = a.y_b;
-    if (plan.route == GemmRoute::kCublasLt && lt_grouped(p, plan)) return;
     fast_mma(p, plan);
-  }
-
-  // Grouped FP4 on cuBLASLt, expert by expert (GemmPolicy::grouped_cublaslt): the experts' row counts
-  // read back (so never while a graph records), the activation scales cut per expert, then each pass
-  // of plan.widen_experts experts widened (scales K-block major) and multiplied, w1 and its pair in
-  // turn. False where cuBLASLt refuses a shape: the caller's wgmma run then rewrites every output.
-  bool lt_grouped(const ExactBlockArgs& p, const GemmPlan& gp) {
-    if (p.kind != GemmWeightKind::kFp4 || p.y_f32 || gp.widen_experts < 1 || !wgmma_takes(p)) return false;
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    DSV4_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-    if (capture != cudaStreamCaptureStatusNone) return false;
-    std::vector<int32_t> off(static_cast<size_t>(p.experts) + 1);
-    DSV4_CUDA_CHECK(
-        cudaMemcpyAsync(off.data(), p.offsets, off.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
-    DSV4_CUDA_CHECK(cudaStreamSynchronize(stream));
-    const int halves = has_pair(p) ? 2 : 1, per = std::min(gp.widen_experts, p.experts);
-    auto* seg = static_cast<float*>(act_scratch(static_cast<size_t>(expert_scale_floats(p.rows, p.experts, p.kg)) * 4));
-    auto* wide = static_cast<uint8_t*>(widen_scratch(cuda::widened_bytes(int64_t{per} * halves, p.n, p.kg)));
-    auto* wide_scale = reinterpret_cast<float*>(wide + int64_t{per} * halves * p.n * p.kg);
-    auto shape = [&](int e) {
-      LtShape s;
-      s.fp8 = s.wide_a = true;
-      s.m = p.n, s.n = off[e + 1] - off[e], s.k = p.kg;
-      s.lda = p.kg, s.ldb = p.codes_ld, s.ldd = p.y_ld;
-      s.align_a = alignment_of(wide), s.align_b = alignment_of(p.codes + off[e] * p.codes_ld);
-      s.align_d = alignment_of(static_cast<uint16_t*>(p.y) + off[e] * p.y_ld);
-      return s;
-    };
-    for (int e = 0; e < p.experts; ++e) {  // every shape planned before anything is enqueued
-      if (off[e + 1] > off[e] && !plan(shape(e), wide_scale, seg).ok) return false;
-    }
-    expert_scales(p.scales, p.scale_ld, p.offsets, p.experts, p.rows, p.kg, seg, stream);
-    for (int e0 = 0; e0 < p.experts; e0 += per) {
-      const int n = std::min(per, p.experts - e0);
-      if (off[e0 + n] == off[e0]) continue;  // no rows in this pass
-      ExactBlockArgs s = expert_slice(p, e0, n);
-      s.wide = wide, s.wide_scale = wide_scale, s.wide_slots = per;
-      widen_fp4(s, n, WideScales::kBlockMajor, error_flag, stream);
-      for (int e = e0; e < e0 + n; ++e) {
-        if (off[e + 1] == off[e]) continue;
-        for (int h = 0; h < halves; ++h) {
-          const int64_t slot = (h ? per : 0) + (e - e0);
-          void* y = static_cast<uint16_t*>(h ? p.y_b : p.y) + off[e] * p.y_ld;
-          if (!matmul(shape(e), wide + slot * p.n * p.kg, p.codes + off[e] * p.codes_ld, y,
-                      wide_scale + slot * p.n * (p.kg / 128), seg + expert_scale_offset(off[e], e, p.kg))) {
-            return false;
-          }
-        }
-      }
-    }
-    ++lt_grouped_calls;
-    return true;
   }
 };
 
@@ -623,7 +563,6 @@ void GemmRunner::run(const GemmArgs& a) { impl_->run(a); }
 void GemmRunner::run_pair(const GemmArgs& a, const GemmWeight& w_b, void* y_b) { impl_->run_pair(a, w_b, y_b); }
 void GemmRunner::grouped(const GroupedGemmArgs& a) { impl_->grouped(a); }
 const GemmPolicy& GemmRunner::policy() const { return impl_->policy; }
-int64_t GemmRunner::grouped_lt_calls() const { return impl_->lt_grouped_calls; }
 
 bool GemmRunner::wants_digit_planes(GemmWeightKind kind, int64_t rows, int experts, int64_t k) const {
   // A grouped call's route does not depend on its column count: any positive one plans it.

@@ -36,8 +36,8 @@ const char* error_name(int32_t code) {
       return "paged_slots: a row's page list or count out of range";
     case DeviceError::kGemmFp4Span:
       return "gemm: an FP4 weight's four scales in a 128-wide block span more than 26 octaves, beyond the exact "
-             "per-128 re-encoding of the fast kernels (DSV4_GEMM_WGMMA_MIN_ROWS above the step's rows and "
-             "DSV4_GEMM_FP4_PER128=0 keep such weights on the per-32 mma.sync and few-row kernels)";
+             "per-128 re-encoding of the wgmma kernel (DSV4_GEMM_WGMMA_MIN_ROWS above the step's rows keeps "
+             "such weights on the per-32 mma.sync and few-row kernels)";
     case DeviceError::kGatherRow:
       return "gather_rows: a row index outside the input's rows";
   }
@@ -215,17 +215,10 @@ void CudaDevice::copy(void* dst, const void* src, size_t bytes) {
   if (bytes) DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, active_));
 }
 
+// Pages in one kernel launch (page_copy.h); a single copy (one contiguous span) by DMA.
 void CudaDevice::copy_many(std::span<const Copy> copies) {
-  switch (page_copy_) {
-    case PageCopy::kKernel:
-      return page_copy_kernel(copies, active_);
-    case PageCopy::kBatched:
-      refuse_while_recording("a batch of copies");
-      return page_copy_batched(copies, active_);
-    case PageCopy::kPerPage:
-      break;
-  }
-  Device::copy_many(copies);  // a copy a page
+  if (copies.size() == 1) return copy(copies[0].dst, copies[0].src, copies[0].bytes);
+  page_copy_kernel(copies, active_);
 }
 
 void CudaDevice::copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows) {

@@ -57,11 +57,6 @@ class CudaDevice final : public Device {
   void abort_recording() noexcept override;
   void replay(const Recording& r) override;
 
-  // How copy_many moves a batch (page_copy.h), until one is measured the fastest (gpu_kernels_bench
-  // kv-restore): a cudaMemcpyAsync a page (the default), one kernel launch, or one batched DMA call.
-  enum class PageCopy : uint8_t { kPerPage, kKernel, kBatched };
-  void set_page_copy(PageCopy how) { page_copy_ = how; }
-
   // The stream work goes to now: the main stream, or the side stream between begin_side() and end_side().
   cudaStream_t stream() const { return active_; }
   cudaStream_t main_stream() const { return stream_; }
@@ -79,7 +74,6 @@ class CudaDevice final : public Device {
     void* p = nullptr;
     size_t bytes = 0;
   };
-  PageCopy page_copy_ = PageCopy::kPerPage;
   std::vector<Pinned> staging_;  // blocks, filled in order and reused after each synchronize()
   size_t current_ = 0;           // the block being filled
   size_t staged_ = 0;            // bytes used of it

@@ -39,7 +39,6 @@ int64_t CudaOps::step_workspace_bytes(const ModelConfig& m, int64_t tokens) cons
   q.max_k = std::max({m.dim, m.moe_inter_dim, m.o_groups * m.o_lora_rank, m.q_lora_rank});
   q.max_n = std::max({int64_t{m.n_heads} * m.head_dim, m.dim, m.moe_inter_dim});
   q.largest_fp8_weight = int64_t{m.n_heads} * m.head_dim * m.q_lora_rank;  // wq_b
-  q.experts = m.n_routed_experts;
   // Each stream's runner (the main one and the side queue's) keeps its own GEMM scratch.
   const int64_t gemm = 2 * gemm_workspace_bytes(q, gemm_->policy(), DeviceCaps{sm_count()});
   // The MoE's routed rows (bf16), their codes and scales, the w1 / w3 outputs, the shared expert's.

@@ -74,9 +74,6 @@ class GemmRunner {
   // activation digit planes (GroupedGemmArgs::a_digits), which the caller then makes.
   bool wants_digit_planes(GemmWeightKind kind, int64_t rows, int experts, int64_t k) const;
   const GemmPolicy& policy() const;
-  // Grouped calls cuBLASLt has taken expert by expert (GemmPolicy::grouped_cublaslt), for tests and
-  // benchmarks to tell its route from the wgmma fallback.
-  int64_t grouped_lt_calls() const;
 
  private:
   struct Impl;

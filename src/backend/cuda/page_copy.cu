@@ -1,6 +1,5 @@
 #include <algorithm>
 #include <cstdint>
-#include <vector>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.cuh"
@@ -67,25 +66,6 @@ void page_copy_kernel(std::span<const Device::Copy> copies, cudaStream_t stream)
     }
     launch_kernel(page_copy_kernel_impl, static_cast<unsigned>(count), kThreads, 0, stream, list);
   }
-}
-
-void page_copy_batched(std::span<const Device::Copy> copies, cudaStream_t stream) {
-  if (copies.empty()) return;
-  std::vector<void*> dsts(copies.size());
-  std::vector<const void*> srcs(copies.size());
-  std::vector<size_t> sizes(copies.size());
-  for (size_t i = 0; i < copies.size(); ++i) {
-    dsts[i] = copies[i].dst;
-    srcs[i] = copies[i].src;
-    sizes[i] = copies[i].bytes;
-  }
-  // Sources read in stream order (the work before on the stream may still write them).
-  cudaMemcpyAttributes attr{};
-  attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-  attr.flags = cudaMemcpyFlagPreferOverlapWithCompute;
-  size_t first = 0;
-  DSV4_CUDA_CHECK(
-      cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), copies.size(), &attr, &first, 1, stream));
 }
 
 }  // namespace dsv4::cuda

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 
+#include "core/env.h"
 #include "core/error.h"
 
 namespace dsv4::cuda {
@@ -86,13 +87,17 @@ TEST(GemmPlan, FastManyRowsAWeightGoToWgmma) {
   EXPECT_EQ(plan_gemm(g, fast, kH200).route, GemmRoute::kFastMma);
 }
 
-// FP4 wgmma calls with the weights widened beforehand (opt-in): as many experts a pass as the budget
-// holds (at least one, at most all), the scratch counted in the plan and in the runner's workspace.
+// FP4 wgmma calls with the weights widened beforehand (calls of at least prewiden_min_rows rows an
+// expert): as many experts a pass as the budget holds (at least one, at most all), the scratch counted
+// in the plan and in the runner's workspace; fewer rows an expert widen in shared memory.
 TEST(GemmPlan, WidenedFp4PassesStayWithinTheBudget) {
-  GemmPolicy on = policy(Numerics::kFast);
-  on.fp4_prewiden = true;
+  const GemmPolicy on = policy(Numerics::kFast);
+  GemmPolicy off = on;
+  off.fp4_prewiden = false;
   const GemmProblem moe = grouped(GemmWeightKind::kFp4, 8192 * 6, 32, 2048, 4096);  // w1 and w3 of 32 experts
-  EXPECT_EQ(plan_gemm(moe, policy(Numerics::kFast), kH200).widen_experts, 0);       // off by default
+  EXPECT_EQ(plan_gemm(moe, off, kH200).widen_experts, 0);
+  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 8192 * 6, 256, 2048, 4096), on, kH200).widen_experts, 0);
+  EXPECT_GT(plan_gemm(grouped(GemmWeightKind::kFp4, 512 * 256, 256, 2048, 4096), on, kH200).widen_experts, 0);
   const GemmPlan plan = plan_gemm(moe, on, kH200);
   EXPECT_EQ(plan.route, GemmRoute::kWgmma);
   const int64_t per = 2 * 2048 * (4096 + 4096 / 128 * 4);  // the pair's e5m2 codes and row-block scales
@@ -112,46 +117,15 @@ TEST(GemmPlan, WidenedFp4PassesStayWithinTheBudget) {
   q.routed_rows = 8192 * 6;
   q.max_k = 4096;
   q.max_n = 4096;
-  EXPECT_GE(gemm_workspace_bytes(q, on, kH200) - gemm_workspace_bytes(q, policy(Numerics::kFast), kH200),
-            kWidenBudgetBytes);
-}
-
-// Grouped FP4 calls of wgmma's size on cuBLASLt expert by expert (opt-in): the route, with wgmma behind
-// it (a refused shape, a recording), the widening passes it needs whether or not wgmma widens
-// beforehand, and the scratch counted (the budget and the per-expert activation scales). FP8 experts,
-// dense calls and decode-sized calls keep their routes.
-TEST(GemmPlan, GroupedFp4TakesCublasLtWhenAsked) {
-  GemmPolicy on = policy(Numerics::kFast);
-  on.grouped_cublaslt = true;
-  const GemmProblem moe = grouped(GemmWeightKind::kFp4, 8192 * 6, 32, 2048, 4096);
-  EXPECT_EQ(plan_gemm(moe, policy(Numerics::kFast), kH200).route, GemmRoute::kWgmma);  // off by default
-  const GemmPlan plan = plan_gemm(moe, on, kH200);
-  EXPECT_EQ(plan.route, GemmRoute::kCublasLt);
-  EXPECT_EQ(plan.fallback, GemmRoute::kWgmma);
-  EXPECT_EQ(plan.widen_experts, kWidenBudgetBytes / (2 * 2048 * (4096 + 4096 / 128 * 4)));
-  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp8, 8192 * 6, 32, 2048, 4096), on, kH200).route, GemmRoute::kWgmma);
-  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 32, 2048, 4096), on, kH200).route, GemmRoute::kFastGemv);
-  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp4, 8192, 4096, 2048), on, kH200).route, GemmRoute::kWgmma);
-  GemmPolicy no_lt = on;
-  no_lt.cublaslt = false;
-  EXPECT_EQ(plan_gemm(moe, no_lt, kH200).route, GemmRoute::kWgmma);
-  GemmWorkspaceQuery q;
-  q.rows = 8192;
-  q.routed_rows = 8192 * 6;
-  q.max_k = 4096;
-  q.max_n = 4096;
-  q.experts = 256;
-  EXPECT_EQ(gemm_workspace_bytes(q, on, kH200) - gemm_workspace_bytes(q, policy(Numerics::kFast), kH200),
-            kWidenBudgetBytes + expert_scale_floats(8192 * 6, 256, 4096) * 4);
-  EXPECT_EQ(expert_scale_floats(10, 3, 256), 2 * (10 + 9));
+  EXPECT_GE(gemm_workspace_bytes(q, on, kH200) - gemm_workspace_bytes(q, off, kH200), kWidenBudgetBytes);
 }
 
 TEST(GemmPlan, FastFewRowsTakeTheSmallestRowTile) {
   const GemmPolicy fast = policy(Numerics::kFast);
-  const int64_t expect[][2] = {{1, 8}, {8, 8}, {9, 16}, {16, 16}, {17, 32}, {64, 32}};
+  const int64_t expect[][2] = {{1, 8}, {8, 8}, {9, 16}, {16, 16}, {17, 32}, {33, 32}, {64, 32}};
   for (const auto& [rows, tile] : expect) {
     const GemmPlan plan = plan_gemm(dense(GemmWeightKind::kFp8, rows, 32768, 1024), fast, kH200);
-    EXPECT_EQ(plan.route, rows <= 8 ? GemmRoute::kFastGemv : GemmRoute::kFastMma) << rows;
+    EXPECT_EQ(plan.route, rows <= 32 ? GemmRoute::kFastGemv : GemmRoute::kFastMma) << rows;
     EXPECT_EQ(plan.fallback, GemmRoute::kFastMma) << rows;
     EXPECT_EQ(plan.tile_rows, tile) << rows;
   }
@@ -163,23 +137,26 @@ TEST(GemmPlan, FastFewRowsAWeightGoToTheFewRowKernel) {
   GemmPolicy fast = policy(Numerics::kFast);
   for (auto w : {GemmWeightKind::kFp8, GemmWeightKind::kFp4}) {
     EXPECT_EQ(plan_gemm(dense(w, 1, 4096, 8192), fast, kH200).route, GemmRoute::kFastGemv);
-    EXPECT_EQ(plan_gemm(dense(w, 9, 4096, 8192), fast, kH200).route, GemmRoute::kFastMma);
+    EXPECT_EQ(plan_gemm(dense(w, 32, 4096, 8192), fast, kH200).route, GemmRoute::kFastGemv);
+    EXPECT_EQ(plan_gemm(dense(w, 33, 4096, 8192), fast, kH200).route, GemmRoute::kFastMma);
     EXPECT_EQ(plan_gemm(grouped(w, 6, 256, 2048, 4096), fast, kH200).route, GemmRoute::kFastGemv);
     EXPECT_EQ(plan_gemm(grouped(w, 48, 32, 2048, 4096), fast, kH200).route, GemmRoute::kFastGemv);
     EXPECT_EQ(plan_gemm(grouped(w, 64, 256, 2048, 4096), fast, kH200).route, GemmRoute::kFastGemv);
-    // Beyond gemv_grouped_max_rows rows in all, or 8 a weight: the mma.sync kernel.
+    // Beyond gemv_grouped_max_rows rows in all, or 32 a weight: the mma.sync kernel.
     EXPECT_EQ(plan_gemm(grouped(w, 65, 256, 2048, 4096), fast, kH200).route, GemmRoute::kFastMma);
-    EXPECT_EQ(plan_gemm(grouped(w, 9 * 4, 4, 2048, 4096), fast, kH200).route, GemmRoute::kFastMma);
+    EXPECT_EQ(plan_gemm(grouped(w, 33, 1, 2048, 4096), fast, kH200).route, GemmRoute::kFastMma);
   }
   GemmProblem g = dense(GemmWeightKind::kFp8, 4, 1024, 1024);
   g.groups = 2;
   EXPECT_EQ(plan_gemm(g, fast, kH200).route, GemmRoute::kFastGemv);
   // K runs a CTA: wq_b's 2048 row groups fill a wave alone; wo_b's 256 split K eight ways, wq_a's 64
-  // too; a decode step's routed pair (6 tiles x 128 x 2) fills a wave; two K blocks never split.
+  // too; a decode step's routed pair (6 tiles x 128 x 2) splits four ways (grouped calls fill up to four
+  // waves); two K blocks never split.
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 32768, 1024), fast, kH200).gemv_k_parts, 1);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 8192), fast, kH200).gemv_k_parts, 8);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 8, 1024, 4096), fast, kH200).gemv_k_parts, 8);
-  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), fast, kH200).gemv_k_parts, 1);
+  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), fast, kH200).gemv_k_parts, 4);
+  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 48, 256, 2048, 4096), fast, kH200).gemv_k_parts, 1);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 1024, 256), fast, kH200).gemv_k_parts, 1);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 1024, 1024), fast, kH200).gemv_k_parts, 4);
   {  // a policy's K runs (the bench's sweep) override the occupancy rule
@@ -188,13 +165,13 @@ TEST(GemmPlan, FastFewRowsAWeightGoToTheFewRowKernel) {
     EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), forced, kH200).gemv_k_parts, 8);
     EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 32768, 1024), forced, kH200).gemv_k_parts, 8);
   }
-  // FP4 on the few-row and mma.sync kernels: per 128 as the policy says; FP8 never.
+  // FP4 on the few-row and mma.sync kernels: per 32 by default, per 128 where the policy asks; FP8 never.
+  EXPECT_FALSE(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), fast, kH200).fp4_per128);
+  fast.fp4_per128 = true;
   EXPECT_TRUE(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), fast, kH200).fp4_per128);
   EXPECT_TRUE(plan_gemm(dense(GemmWeightKind::kFp4, 1, 4096, 2048), fast, kH200).fp4_per128);
   EXPECT_FALSE(plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 8192), fast, kH200).fp4_per128);
   EXPECT_TRUE(plan_gemm(grouped(GemmWeightKind::kFp4, 65, 256, 2048, 4096), fast, kH200).fp4_per128);
-  fast.fp4_per128 = false;
-  EXPECT_FALSE(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), fast, kH200).fp4_per128);
   fast.gemv_max_rows = 0;
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 8192), fast, kH200).route, GemmRoute::kFastMma);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 8192), policy(Numerics::kExact), kH200).route,
@@ -349,10 +326,11 @@ TEST(GemmPlan, WorkspaceCoversEachTiersScratch) {
   const int64_t codes = 12288 * 8192 + 12288 * 64 * 4 + 32 * 64 * 4;
   EXPECT_EQ(gemm_workspace_bytes(q, policy(Numerics::kExact), kH200),
             codes + 3 * (12288 * 8192 + 32768 * 1024) + kCublasLtWorkspaceBytes);
-  // Fast: wo_b-wide pairs split K most at one row (17 splits of 2 x 4096 floats).
+  // Fast: wo_b-wide pairs split K most at one row (17 splits of 2 x 4096 floats), the widening's budget.
   const int64_t fast = gemm_workspace_bytes(q, policy(Numerics::kFast), kH200);
-  EXPECT_GE(fast, codes + 4 * 2 * 17 * 4096 + kCublasLtWorkspaceBytes);
-  EXPECT_LT(fast, codes + (int64_t{64} << 20) + kCublasLtWorkspaceBytes);
+  EXPECT_GE(fast, codes + 4 * 2 * 17 * 4096 + kWidenBudgetBytes + kCublasLtWorkspaceBytes);
+  // ... and the FP4 widening's budget (a pair of the widest weight past it).
+  EXPECT_LT(fast, codes + (int64_t{64} << 20) + kWidenBudgetBytes + kCublasLtWorkspaceBytes);
   // More rows, more codes.
   GemmWorkspaceQuery more = q;
   more.rows = more.routed_rows = 4 * q.routed_rows;
@@ -377,32 +355,24 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::unsetenv("DSV4_GEMM_WGMMA_MIN_ROWS");
   ::unsetenv("DSV4_GEMM_FAST_GEMV_MAX_ROWS");
   EXPECT_EQ(p.gemv_max_rows, 4);
-  EXPECT_NE(p.describe().find("FP4 per 128; few-row kernel up to 4 rows"), std::string::npos) << p.describe();
+  EXPECT_NE(p.describe().find("FP4 per 32; few-row kernel up to 4 rows"), std::string::npos) << p.describe();
   EXPECT_NE(p.describe().find("indexer dots on tensor cores"), std::string::npos) << p.describe();
-  EXPECT_NE(p.describe().find("FP4 widened in shared memory"), std::string::npos) << p.describe();
-  ::setenv("DSV4_GEMM_FP4_PER128", "0", 1);
-  ::setenv("DSV4_INDEXER_MMA", "0", 1);
-  ::setenv("DSV4_GEMM_FP4_PREWIDEN", "1", 1);
-  ::setenv("DSV4_HC_FUSED_NORM", "0", 1);
+  EXPECT_NE(p.describe().find("FP4 widened before the call from 512 rows an expert"), std::string::npos)
+      << p.describe();
+  EXPECT_NE(p.describe().find("hc_pre norm fused"), std::string::npos) << p.describe();
+  // Switches whose alternatives lost a measurement are refused, not ignored.
+  for (const char* retired :
+       {"DSV4_GEMM_FP4_PER128", "DSV4_INDEXER_MMA", "DSV4_GEMM_FP4_PREWIDEN", "DSV4_HC_FUSED_NORM"}) {
+    ::setenv(retired, "0", 1);
+    EXPECT_THROW(check_env_switches(), Error) << retired;
+    ::unsetenv(retired);
+  }
   ::setenv("DSV4_HC_RING", "0", 1);
-  const GemmPolicy per32 = GemmPolicy::from_env(Numerics::kFast);
   const GemmPolicy exact = GemmPolicy::from_env(Numerics::kExact);
-  ::unsetenv("DSV4_GEMM_FP4_PER128");
-  ::unsetenv("DSV4_INDEXER_MMA");
-  ::unsetenv("DSV4_GEMM_FP4_PREWIDEN");
-  ::unsetenv("DSV4_HC_FUSED_NORM");
   ::unsetenv("DSV4_HC_RING");
   EXPECT_TRUE(p.hc_fused_norm && p.hc_ring && p.hc_products);
-  EXPECT_FALSE(per32.hc_fused_norm);
-  EXPECT_NE(per32.describe().find("hc_pre norm apart"), std::string::npos) << per32.describe();
-  EXPECT_NE(exact.describe().find("hc_pre chain products first on, ring off, norm apart"), std::string::npos)
+  EXPECT_NE(exact.describe().find("hc_pre chain products first on, ring off, norm fused"), std::string::npos)
       << exact.describe();
-  EXPECT_TRUE(per32.fp4_prewiden);
-  EXPECT_NE(per32.describe().find("FP4 widened before the call"), std::string::npos) << per32.describe();
-  EXPECT_FALSE(per32.fp4_per128);
-  EXPECT_FALSE(per32.indexer_mma);
-  EXPECT_NE(per32.describe().find("FP4 per 32"), std::string::npos) << per32.describe();
-  EXPECT_NE(per32.describe().find("indexer dots on CUDA cores"), std::string::npos) << per32.describe();
   EXPECT_FALSE(p.cublaslt);
   EXPECT_EQ(p.wgmma_min_rows, 200);
   EXPECT_EQ(p.fast_mma_max_rows, 128);

@@ -15,7 +15,7 @@ using gemm_tiles::cdiv;
 
 // A thread a (weight slot, row, 128-wide K block): the block's codes as e5m2 against its largest scale
 // and that scale, exactly as the wgmma kernel's widen_stage makes them in shared memory.
-__global__ void widen_kernel(const ExactBlockArgs p, int experts, WideScales order, int32_t* err) {
+__global__ void widen_kernel(const ExactBlockArgs p, int experts, int32_t* err) {
   pdl_enter();
   const int64_t kbs = p.kg / 128, per_slot = p.n * kbs;
   const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
@@ -30,7 +30,7 @@ __global__ void widen_kernel(const ExactBlockArgs p, int experts, WideScales ord
   float scale;
   const int top = fp4_block_top(sw, err, &scale);
   const int64_t slot = (s ? p.wide_slots : 0) + e;
-  p.wide_scale[slot * per_slot + (order == WideScales::kRowMajor ? r * kbs + kb : kb * p.n + r)] = scale;
+  p.wide_scale[slot * per_slot + r * kbs + kb] = scale;
   const uint4* src = reinterpret_cast<const uint4*>(w + r * (p.kg / 2) + kb * 64);
   uint4* dst = reinterpret_cast<uint4*>(p.wide + slot * p.n * p.kg + r * p.kg + kb * 128);
 #pragma unroll
@@ -45,11 +45,11 @@ __global__ void widen_kernel(const ExactBlockArgs p, int experts, WideScales ord
 
 }  // namespace
 
-void widen_fp4(const ExactBlockArgs& a, int experts, WideScales order, int32_t* err, cudaStream_t stream) {
+void widen_fp4(const ExactBlockArgs& a, int experts, int32_t* err, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(a.kind == GemmWeightKind::kFp4 && a.kg % 128 == 0 && a.wide && a.wide_scale && experts >= 1,
                     "widen_fp4: an FP4 call with K % 128 == 0 and its scratch");
   const int64_t threads = int64_t{experts} * (has_pair(a) ? 2 : 1) * a.n * (a.kg / 128);
-  launch_kernel(widen_kernel, static_cast<unsigned>(cdiv(threads, 256)), dim3(256), 0, stream, a, experts, order, err);
+  launch_kernel(widen_kernel, static_cast<unsigned>(cdiv(threads, 256)), dim3(256), 0, stream, a, experts, err);
 }
 
 }  // namespace dsv4::cuda

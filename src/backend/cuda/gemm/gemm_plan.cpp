@@ -43,18 +43,13 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.cublaslt = env_switch("DSV4_GEMM_CUBLASLT") != "0";
   p.fast_mma_max_rows = env_count("DSV4_GEMM_FAST_MMA_MAX_ROWS", p.fast_mma_max_rows);
   p.gemv_max_rows = env_count("DSV4_GEMM_FAST_GEMV_MAX_ROWS", p.gemv_max_rows);
-  p.fp4_per128 = env_switch("DSV4_GEMM_FP4_PER128") != "0";
-  p.indexer_mma = env_switch("DSV4_INDEXER_MMA") != "0";
   p.wgmma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_WGMMA_MIN_ROWS", p.wgmma_min_rows));
-  p.fp4_prewiden = env_switch("DSV4_GEMM_FP4_PREWIDEN") == "1";
-  p.grouped_cublaslt = env_switch("DSV4_GEMM_GROUPED_CUBLASLT") == "1";
   p.ctas_per_sm = static_cast<int>(std::max<int64_t>(1, env_count("DSV4_GEMM_CTAS_PER_SM", p.ctas_per_sm)));
   p.exact_imma = env_switch("DSV4_GEMM_IMMA") != "0";
   p.imma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_IMMA_MIN_ROWS", p.imma_min_rows));
   p.imma_stages = env_switch("DSV4_GEMM_IMMA_STAGES") == "4" ? 4 : 2;
   p.hc_products = env_switch("DSV4_HC_PRODUCTS") != "0";
   p.hc_ring = env_switch("DSV4_HC_RING") != "0";
-  p.hc_fused_norm = env_switch("DSV4_HC_FUSED_NORM") != "0";
   return p;
 }
 
@@ -70,12 +65,11 @@ std::string GemmPolicy::describe() const {
   }
   return fmt::format(
       "fast (FP8 tensor cores with per-block promotion, FP4 per {}; few-row kernel up to {} rows a weight; cuBLASLt "
-      "{} above {} rows; wgmma from {} rows a weight, FP4 widened {}; grouped FP4 {}; {} CTAs an SM; indexer dots "
-      "on {}; hc_pre norm {})",
+      "{} above {} rows; wgmma from {} rows a weight, FP4 widened {}; {} CTAs an SM; indexer dots on {}; hc_pre "
+      "norm {})",
       fp4_per128 ? 128 : 32, gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
-      fp4_prewiden ? "before the call" : "in shared memory",
-      grouped_cublaslt && cublaslt ? "on cuBLASLt expert by expert" : "on wgmma", ctas_per_sm,
-      indexer_mma ? "tensor cores" : "CUDA cores", hc_fused_norm ? "fused" : "apart");
+      fp4_prewiden ? fmt::format("before the call from {} rows an expert", prewiden_min_rows) : "in shared memory",
+      ctas_per_sm, indexer_mma ? "tensor cores" : "CUDA cores", hc_fused_norm ? "fused" : "apart");
 }
 
 const char* route_name(GemmRoute r) {
@@ -139,8 +133,11 @@ int fast_gemv_k_parts(const GemmProblem& p, const DeviceCaps& caps) {
   const int64_t tiles = p.experts > 0 ? row_tiles(p.rows, kTileRows, p.experts) : ceil_div(p.rows, kTileRows);
   const int64_t warps = tiles * p.groups * ceil_div(p.n / p.groups, 16) * (p.pair ? 2 : 1);
   const int64_t slots = int64_t{caps.sm_count} * kWarpsPerSm, blocks = p.kg / 128;
+  // Grouped calls (the MoE's few routed rows) split up to four waves' worth: more weight bytes in flight
+  // (b1: 4 runs measured 9-11% faster than the one-wave rule's 1; b8 unchanged; docs/perf.md).
+  const int64_t room = p.experts > 0 ? 4 * slots : slots;
   int parts = 1;
-  while (parts < 8 && 4 * parts <= blocks && 2 * parts * warps <= slots) parts *= 2;
+  while (parts < 8 && 4 * parts <= blocks && 2 * parts * warps <= room) parts *= 2;
   return parts;
 }
 
@@ -164,12 +161,8 @@ int64_t gemm_workspace_bytes(const GemmWorkspaceQuery& q, const GemmPolicy& poli
       splits = std::max(splits, 4 * plan_fast_mma(p, policy, caps).workspace_floats);
     }
     bytes += splits;
-    // FP4 weights widened before a wgmma or cuBLASLt call: the budget, or one pair of the widest weight
-    // past it; for cuBLASLt also the activation scales cut per expert (expert_scales.h).
-    if (policy.fp4_prewiden || policy.grouped_cublaslt) {
-      bytes += std::max(kWidenBudgetBytes, widened_bytes(2, q.max_n, q.max_k));
-    }
-    if (policy.grouped_cublaslt) bytes += expert_scale_floats(q.routed_rows, q.experts, q.max_k) * 4;
+    // FP4 weights widened before a wgmma call: the budget, or one pair of the widest weight past it.
+    if (policy.fp4_prewiden) bytes += std::max(kWidenBudgetBytes, widened_bytes(2, q.max_n, q.max_k));
   }
   return bytes + kCublasLtWorkspaceBytes;
 }
@@ -218,12 +211,10 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
     plan = GemmPlan{};
     plan.route = plan.fallback = GemmRoute::kWgmma;
     plan.codes = true;
-    // Grouped FP4 on cuBLASLt, expert by expert, where asked (wgmma where it refuses or a graph records).
-    const bool lt_grouped = policy.grouped_cublaslt && policy.cublaslt && p.experts > 0;
-    if ((policy.fp4_prewiden || lt_grouped) && p.weight == GemmWeightKind::kFp4) {
+    const bool widen = policy.fp4_prewiden && p.rows >= policy.prewiden_min_rows * std::max<int64_t>(p.experts, 1);
+    if (widen && p.weight == GemmWeightKind::kFp4) {
       const int64_t weights = std::max(p.experts, 1), per = widened_bytes(p.pair ? 2 : 1, p.n, p.kg);
       plan.widen_experts = static_cast<int>(std::clamp<int64_t>(kWidenBudgetBytes / per, 1, weights));
-      if (lt_grouped) plan.route = GemmRoute::kCublasLt;
     }
   }
   if (policy.cublaslt && lt_shape && p.rows > policy.fast_mma_max_rows) plan.route = GemmRoute::kCublasLt;

@@ -47,17 +47,17 @@ struct GemmPolicy {
   // rows over its experts) on the few-row kernel, fast_gemv.h (DSV4_GEMM_FAST_GEMV_MAX_ROWS; 0: off);
   // grouped calls only up to gemv_grouped_max_rows rows in all (beyond, many experts' tiles run
   // faster on the mma.sync kernel: docs/perf.md).
-  int64_t gemv_max_rows = 8;
+  int64_t gemv_max_rows = 32;  // m16 / m32 measured 1.3-4x faster than mma.sync (docs/perf.md)
   int64_t gemv_grouped_max_rows = 64;
   // Fast tier, few-row kernel: runs of K a CTA's warps split (1, 2, 4 or 8); 0: the plan's choice by
   // occupancy (fast_gemv_k_parts). Set only by the bench's sweep, until a measured rule replaces it.
   int gemv_k_parts = 0;
   // Fast tier: the few-row and mma.sync kernels sum an FP4 weight's 128-wide block as one e5m2 block
-  // with one promotion (its codes re-encoded exactly, as the wgmma kernel's), not as four e4m3 blocks
-  // of 32 (DSV4_GEMM_FP4_PER128=0). Not yet measured against the per-32 form on the H200.
-  bool fp4_per128 = true;
+  // with one promotion (its codes re-encoded exactly, as the wgmma kernel's) instead of four e4m3 blocks
+  // of 32. Off: measured 5-32% slower on the MoE's decode rows (docs/perf.md); tests run both.
+  bool fp4_per128 = false;
   // Fast tier, beside the GEMMs: the indexer's dots of FP4 keys on the bf16 tensor cores (indexer.h;
-  // DSV4_INDEXER_MMA=0: its CUDA-core kernel, the exact tier's). Not yet run on the H200.
+  // off: its CUDA-core kernel, the exact tier's; measured 1.4-4x slower, docs/perf.md).
   bool indexer_mma = true;
   // Fast tier: cuBLASLt's block-scaled FP8 and bf16 GEMMs on (DSV4_GEMM_CUBLASLT=0: off).
   bool cublaslt = true;
@@ -66,14 +66,12 @@ struct GemmPolicy {
   // dense FP8 ones that cuBLASLt refuses (measured against mma.sync there: docs/perf.md).
   int64_t wgmma_min_rows = 64;
   // Fast tier, wgmma on FP4 weights: widened to e5m2 rows once per call, at most kWidenBudgetBytes of
-  // experts at a time, instead of in shared memory by every CTA that reads them (the same bits;
-  // DSV4_GEMM_FP4_PREWIDEN=1). Opt-in until measured on the H200.
-  bool fp4_prewiden = false;
-  // Fast tier, grouped FP4 calls of wgmma's size: each expert's rows on cuBLASLt's block-scaled FP8
-  // GEMM (its weights widened as above, 1x128 scales on both operands), the experts' row counts read
-  // back first, so eager steps only (a recording keeps wgmma); DSV4_GEMM_GROUPED_CUBLASLT=1. Opt-in
-  // until measured on the H200.
-  bool grouped_cublaslt = false;
+  // experts at a time, instead of in shared memory by every CTA that reads them (the same bits)...
+  bool fp4_prewiden = true;
+  // ... for calls of at least this many rows a weight (expert) on average: widening costs a read and a
+  // write of every weight the call touches, paid back by rows (32 experts at 8192 tokens, 1536 rows an
+  // expert: 26% faster; 256 experts, 192: 26% slower; docs/perf.md).
+  int64_t prewiden_min_rows = 512;
   // Fast tier: fp32 weights of at least this many rows on the fused multiply-add kernel (fast_sgemm.h);
   // at most plain_gemv_max_rows rows on the few-row kernel (fast_plain_gemv.h): fp32 weights, plain
   // pairs and bf16 weights of at most kPlainGemvMaxCols columns (wider ones, the head, stay on
@@ -93,8 +91,8 @@ struct GemmPolicy {
   int64_t plain_wide_min_tiles = 0;
   // hc_pre and hc_head (hyper_connection.h), whose mix is an fp32 GEMM: the exact tier's few-token chain
   // with its products made first (DSV4_HC_PRODUCTS=0: off) or fed by a ring of product chunks
-  // (DSV4_HC_RING=0: off); the sublayer's norm in the finishing kernel (DSV4_HC_FUSED_NORM=0: that
-  // kernel, then rms_norm; the same bits). Not yet measured on the H200: the fused norm.
+  // (DSV4_HC_RING=0: off); the sublayer's norm in the finishing kernel (off: that kernel, then
+  // rms_norm; the same bits; measured 12-29% slower, docs/perf.md).
   bool hc_products = true;
   bool hc_ring = true;
   bool hc_fused_norm = true;
@@ -143,7 +141,6 @@ struct GemmWorkspaceQuery {
   int64_t max_k = 0;
   int64_t max_n = 0;
   int64_t largest_fp8_weight = 0;
-  int64_t experts = 0;  // the routed experts (per-expert cuBLASLt calls cut their scales per expert)
 };
 int64_t gemm_workspace_bytes(const GemmWorkspaceQuery& q, const GemmPolicy& policy, const DeviceCaps& caps);
 
@@ -181,19 +178,13 @@ struct GemmPlan {
   int64_t workspace_counters = 0;               // kFastMma: the splits' arrival counters (zeroed once)
   int gemv_k_parts = 1;                         // kFastGemv: runs of K a CTA's warps split (1, 2, 4, 8)
   bool fp4_per128 = false;                      // kFastGemv, kFastMma, FP4: one re-encoded block a 128
-  int widen_experts = 0;  // kWgmma or grouped kCublasLt, FP4: weights widened a pass, within kWidenBudgetBytes
+  int widen_experts = 0;  // kWgmma, FP4: weights (experts) widened a pass, their scratch within kWidenBudgetBytes
 };
 
 // The scratch of FP4 weights widened before a wgmma call (GemmPolicy::fp4_prewiden), at most.
 constexpr int64_t kWidenBudgetBytes = int64_t{256} << 20;
 // Bytes of `weights` FP4 weights of n x kg widened: e5m2 codes and an fp32 scale a row's 128-wide block.
 constexpr int64_t widened_bytes(int64_t weights, int64_t n, int64_t kg) { return weights * n * (kg + kg / 128 * 4); }
-
-// fp32 activation scales cut per expert for cuBLASLt's expert-by-expert calls (expert_scales.h): expert
-// e's [k/128][ceil4(its rows)] start at (k/128)·(offsets[e] + 3e), so `rows` + 3 an expert in all.
-constexpr int64_t expert_scale_floats(int64_t rows, int64_t experts, int64_t k) {
-  return k / 128 * (rows + 3 * experts);
-}
 
 // kFastGemv: the K runs a CTA's eight warps split, doubled while each run keeps two K blocks and the
 // call's warps (16 weight rows x a run each) still fit one wave of two CTAs an SM.

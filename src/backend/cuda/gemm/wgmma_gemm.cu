@@ -376,7 +376,7 @@ void wgmma_gemm_widened(const ExactBlockArgs& a, int experts_per_pass, void* scr
     s.wide = static_cast<uint8_t*>(scratch);
     s.wide_scale = reinterpret_cast<float*>(s.wide + codes);
     s.wide_slots = per;
-    widen_fp4(s, n, WideScales::kRowMajor, err, stream);
+    widen_fp4(s, n, err, stream);
     launch<BForm::kWide>(s, err, stream);
   }
 }
