@@ -593,11 +593,8 @@ int main() {
     moe_rows(*mma, " mma fast", {8192});
     moe_rows(*mma, " e32 mma fast", {8192}, 32);
   }
-  if (want("gemv")) {  // the few-row kernel (FP4 per 32, and per 128) against the mma.sync kernel
+  if (want("gemv")) {  // the few-row kernel against the mma.sync kernel
     const auto mma = fast_with([](cuda::GemmPolicy& p) { p.gemv_max_rows = 0; });
-    const auto per128 = fast_with([](cuda::GemmPolicy& p) { p.fp4_per128 = true; });
-    moe_rows(*per128, " gemv per128", {1, 8, 32});
-    moe_rows(*per128, " e32 gemv per128", {1, 8, 32}, 32);
     gemm_rows(fast_ops, " gemv", {1, 2, 4, 8});
     gemm_rows(*mma, " mma", {1, 8});
     moe_rows(fast_ops, " gemv", {1, 8, 32});

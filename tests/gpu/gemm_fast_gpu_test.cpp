@@ -278,23 +278,16 @@ std::vector<T> wgmma_run(const Case& c, const DevInputs& d, int64_t scale_ld, in
 }
 
 // The few-row kernel's outputs from the codes, or from the bf16 rows x where given (dense calls),
-// poisoned before the run; FP4 per 128 or per 32. Its error bits in *err (else expected 0).
+// poisoned before the run.
 template <typename T>
 std::vector<T> gemv_run(const Case& c, const DevInputs& d, int64_t scale_ld, cuda::GemvShape shape,
-                        const uint16_t* x = nullptr, int32_t* err = nullptr) {
+                        const uint16_t* x = nullptr) {
   Dev<T> y = poisoned<T>(c);
   ExactBlockArgs p = d.args(c, scale_ld, y.p, y.p + c.rows * c.n, std::is_same_v<T, float>);
   if (x) p.x = x, p.x_ld = c.k, p.codes = nullptr, p.scales = nullptr;
   EXPECT_TRUE(cuda::fast_gemv_takes(p)) << c.name;
-  Dev<int32_t> bits(std::vector<int32_t>{0});
-  cuda::fast_gemv(p, shape, bits.p, nullptr);
+  cuda::fast_gemv(p, shape, nullptr);
   DSV4_CUDA_CHECK(cudaGetLastError());
-  const int32_t got = bits.get()[0];
-  if (err) {
-    *err = got;
-  } else {
-    EXPECT_EQ(got, 0) << c.name << ": error bits";
-  }
   return y.get();
 }
 
@@ -308,10 +301,8 @@ std::vector<T> fast_run(const Case& c, const DevInputs& d, int64_t scale_ld, con
       std::vector<float>(static_cast<size_t>(std::max<int64_t>(cuda::fast_mma_scratch_floats(p, s), 1))));
   Dev<int32_t> counters(
       std::vector<int32_t>(static_cast<size_t>(std::max<int64_t>(cuda::fast_mma_counters(p, s), 1)), 0));
-  Dev<int32_t> bits(std::vector<int32_t>{0});
-  cuda::fast_mma_gemm(p, s, partial.p, counters.p, bits.p, nullptr);
+  cuda::fast_mma_gemm(p, s, partial.p, counters.p, nullptr);
   DSV4_CUDA_CHECK(cudaGetLastError());
-  EXPECT_EQ(bits.get()[0], 0) << c.name << ": error bits";
   const std::vector<int32_t> left = counters.get();
   EXPECT_TRUE(std::all_of(left.begin(), left.end(), [](int32_t v) { return v == 0; }))
       << c.name << ": counters left set";
@@ -388,7 +379,7 @@ struct Oracle {
 
 // The mma.sync kernel (with shape s) or the wgmma kernel (s ignored) on a case under one mutation,
 // judged against the exact kernel.
-enum class Kernel { kMma, kWgmma, kGemv, kGemvPer128 };  // kGemv: FP4 per 32
+enum class Kernel { kMma, kWgmma, kGemv };
 Verdict run_fast(const Case& c, const Oracle& o, Mutation m, const cuda::FastMmaShape& s, bool twice = false,
                  Kernel kernel = Kernel::kMma, int gemv_k_parts = 2) {
   std::vector<int32_t> offs = c.offsets;
@@ -399,8 +390,7 @@ Verdict run_fast(const Case& c, const Oracle& o, Mutation m, const cuda::FastMma
       case Kernel::kWgmma:
         return wgmma_run<T>(c, fast, o.h.scale_ld);
       case Kernel::kGemv:
-      case Kernel::kGemvPer128:
-        return gemv_run<T>(c, fast, o.h.scale_ld, {gemv_k_parts, kernel == Kernel::kGemvPer128});
+        return gemv_run<T>(c, fast, o.h.scale_ld, {gemv_k_parts});
       default:
         return fast_run<T>(c, fast, o.h.scale_ld, s);
     }
@@ -438,7 +428,7 @@ TEST(CudaGemmFast, EveryTileAndSplitPassesTheOpGate) {
   for (const Case& c : cases()) {
     cuda::GemmProblem prob{c.kind, c.rows, c.experts(), c.n, c.kg(), c.groups, c.pair};
     const cuda::GemmPlan plan = cuda::plan_fast_mma(prob, cuda::GemmPolicy{Numerics::kFast}, cuda::DeviceCaps{});
-    std::vector<cuda::FastMmaShape> shapes = {{plan.tile_rows, plan.splits, plan.resident, plan.fp4_per128}};
+    std::vector<cuda::FastMmaShape> shapes = {{plan.tile_rows, plan.splits, plan.resident}};
     for (int tile : {8, 16, 32}) {
       for (int splits : {1, static_cast<int>(std::min<int64_t>(3, c.kg() / 128))}) {
         shapes.push_back({tile, splits, false});
@@ -448,19 +438,13 @@ TEST(CudaGemmFast, EveryTileAndSplitPassesTheOpGate) {
         }
       }
     }
-    if (c.kind == GemmWeightKind::kFp4) {  // FP4 per 32 and per 128 in every shape
-      for (size_t i = 1, n = shapes.size(); i < n; ++i) {
-        shapes.push_back(shapes[i]);
-        shapes.back().fp4_per128 = !shapes[i].fp4_per128;
-      }
-    }
     const Oracle o(c, ++seed);
     for (size_t i = 0; i < shapes.size(); ++i) {
       const cuda::FastMmaShape& s = shapes[i];
       const Verdict v = run_fast(c, o, Mutation::kNone, s, i == 0);
-      std::printf("[ fast-mma ] %-36s tile %2d split %2d %s%s: max |y-x|/A %.3e, worst tile calc_diff %.3e\n",
-                  c.name.c_str(), s.tile_rows, s.splits, s.resident ? "resident" : "staged  ",
-                  s.fp4_per128 && c.kind == GemmWeightKind::kFp4 ? " per128" : "", v.worst_ratio, v.worst_tile);
+      std::printf("[ fast-mma ] %-36s tile %2d split %2d %s: max |y-x|/A %.3e, worst tile calc_diff %.3e\n",
+                  c.name.c_str(), s.tile_rows, s.splits, s.resident ? "resident" : "staged  ", v.worst_ratio,
+                  v.worst_tile);
       EXPECT_TRUE(v.passes()) << c.name << " tile " << s.tile_rows << " split " << s.splits << ": " << v.outside
                               << " outside the bound, " << v.untouched << " unwritten, " << v.stray
                               << " stray writes, tile calc_diff " << v.worst_tile;
@@ -478,8 +462,7 @@ TEST(CudaGemmFast, TheGateFailsEachMutation) {
     const Oracle o(*c, ++seed);
     // Two shapes of the mma.sync kernel, then the wgmma and few-row kernels (which take no shape).
     const std::pair<cuda::FastMmaShape, Kernel> runs[] = {
-        {{16, 1, false}, Kernel::kMma}, {{16, 2, true}, Kernel::kMma}, {{16, 2, true, true}, Kernel::kMma},
-        {{}, Kernel::kWgmma},           {{}, Kernel::kGemv},           {{}, Kernel::kGemvPer128}};
+        {{16, 1, false}, Kernel::kMma}, {{16, 2, true}, Kernel::kMma}, {{}, Kernel::kWgmma}, {{}, Kernel::kGemv}};
     for (const auto& [s, kernel] : runs) {
       EXPECT_TRUE(run_fast(*c, o, Mutation::kNone, s, false, kernel).passes()) << c->name << ": the unmutated run";
       for (Mutation m : {Mutation::kDropBlock, Mutation::kScaleIndex, Mutation::kRowScale, Mutation::kKTail}) {
@@ -539,61 +522,24 @@ TEST(CudaGemmFast, GemvPassesTheOpGate) {
   uint32_t seed = 5000;
   for (const Case& c : list) {
     const Oracle o(c, ++seed);
-    const bool is_fp4 = c.kind == GemmWeightKind::kFp4;
-    for (const Kernel form : {Kernel::kGemv, Kernel::kGemvPer128}) {
-      if (form == Kernel::kGemvPer128 && !is_fp4) continue;
-      const char* name = form == Kernel::kGemvPer128 ? "per 128" : is_fp4 ? "per 32" : "";
-      for (int parts : {1, 2, 4, 8}) {
-        const Verdict v = run_fast(c, o, Mutation::kNone, {}, parts == 1, form, parts);
-        std::printf("[ gemv ] %-46s %-7s K runs %d: max |y-x|/A %.3e, worst tile calc_diff %.3e\n", c.name.c_str(),
-                    name, parts, v.worst_ratio, v.worst_tile);
-        EXPECT_TRUE(v.passes()) << c.name << " " << name << " K runs " << parts << ": " << v.outside
-                                << " outside the bound, " << v.untouched << " unwritten, " << v.stray
-                                << " stray writes, tile calc_diff " << v.worst_tile;
-      }
-      if (c.experts() > 0) continue;
-      const DevInputs d(c, o.h, c.offsets);
-      const Dev<uint16_t> x(o.h.x);
-      const cuda::GemvShape shape{4, form == Kernel::kGemvPer128};
-      EXPECT_TRUE(gemv_run<uint16_t>(c, d, o.h.scale_ld, shape, x.p) == gemv_run<uint16_t>(c, d, o.h.scale_ld, shape))
-          << c.name << " " << name << ": bf16 rows and codes differ (bf16 out)";
-      const std::vector<float> from_x = gemv_run<float>(c, d, o.h.scale_ld, shape, x.p);
-      const std::vector<float> from_codes = gemv_run<float>(c, d, o.h.scale_ld, shape);  // NaN poison: compare bits
-      EXPECT_EQ(std::memcmp(from_x.data(), from_codes.data(), from_x.size() * sizeof(float)), 0)
-          << c.name << " " << name << ": bf16 rows and codes differ (fp32 out)";
+    for (int parts : {1, 2, 4, 8}) {
+      const Verdict v = run_fast(c, o, Mutation::kNone, {}, parts == 1, Kernel::kGemv, parts);
+      std::printf("[ gemv ] %-46s K runs %d: max |y-x|/A %.3e, worst tile calc_diff %.3e\n", c.name.c_str(), parts,
+                  v.worst_ratio, v.worst_tile);
+      EXPECT_TRUE(v.passes()) << c.name << " K runs " << parts << ": " << v.outside << " outside the bound, "
+                              << v.untouched << " unwritten, " << v.stray << " stray writes, tile calc_diff "
+                              << v.worst_tile;
     }
-  }
-}
-
-// The few-row and mma.sync kernels per 128 re-encode as the wgmma kernel does: FP4 row blocks whose
-// four scales span more than 26 octaves are reported (and only they); up to 26 octaves pass the op gate.
-TEST(CudaGemmFast, Per128ReportsFp4ScalesBeyondItsSpan) {
-  Case c = experts("fp4 experts, scales over 26 octaves", GemmWeightKind::kFp4, {1, 0, 2, 1}, 1024, 2048, true);
-  c.scale_span = 27;
-  const Oracle o(c, 78);
-  for (const auto& [s, kernel] : {std::pair{cuda::FastMmaShape{}, Kernel::kGemvPer128},
-                                  std::pair{cuda::FastMmaShape{8, 2, false, true}, Kernel::kMma}}) {
-    const Verdict v = run_fast(c, o, Mutation::kNone, s, true, kernel, 2);
-    EXPECT_TRUE(v.passes()) << c.name << ": " << v.outside << " outside the bound, tile calc_diff " << v.worst_tile;
-  }
-  Case d = dense("fp4 span", GemmWeightKind::kFp4, 3, 256, 1024);
-  HostInputs h = make_inputs(d, 77);
-  int32_t err = -1;
-  (void)gemv_run<uint16_t>(d, DevInputs(d, h, d.offsets), h.scale_ld, {2, true}, nullptr, &err);
-  EXPECT_EQ(err, 0);
-  h.ws[5 * (d.k / 32) + 4] = 100, h.ws[5 * (d.k / 32) + 5] = 127;  // row 5, block 1: 27 octaves
-  (void)gemv_run<uint16_t>(d, DevInputs(d, h, d.offsets), h.scale_ld, {2, true}, nullptr, &err);
-  EXPECT_EQ(err, static_cast<int32_t>(cuda::DeviceError::kGemmFp4Span));
-  (void)gemv_run<uint16_t>(d, DevInputs(d, h, d.offsets), h.scale_ld, {2, false}, nullptr, &err);
-  EXPECT_EQ(err, 0) << "per 32 takes any span";
-  // The mma.sync kernel per 128: the same (its own run, error bits read back).
-  {
-    const DevInputs di(d, h, d.offsets);
-    Dev<uint16_t> y = poisoned<uint16_t>(d);
-    const ExactBlockArgs p = di.args(d, h.scale_ld, y.p, y.p + d.rows * d.n, false);
-    Dev<int32_t> bits(std::vector<int32_t>{0});
-    cuda::fast_mma_gemm(p, {8, 1, false, true}, nullptr, nullptr, bits.p, nullptr);
-    EXPECT_EQ(bits.get()[0], static_cast<int32_t>(cuda::DeviceError::kGemmFp4Span)) << "mma.sync per 128";
+    if (c.experts() > 0) continue;
+    const DevInputs d(c, o.h, c.offsets);
+    const Dev<uint16_t> x(o.h.x);
+    const cuda::GemvShape shape{4};
+    EXPECT_TRUE(gemv_run<uint16_t>(c, d, o.h.scale_ld, shape, x.p) == gemv_run<uint16_t>(c, d, o.h.scale_ld, shape))
+        << c.name << ": bf16 rows and codes differ (bf16 out)";
+    const std::vector<float> from_x = gemv_run<float>(c, d, o.h.scale_ld, shape, x.p);
+    const std::vector<float> from_codes = gemv_run<float>(c, d, o.h.scale_ld, shape);  // NaN poison: compare bits
+    EXPECT_EQ(std::memcmp(from_x.data(), from_codes.data(), from_x.size() * sizeof(float)), 0)
+        << c.name << ": bf16 rows and codes differ (fp32 out)";
   }
 }
 

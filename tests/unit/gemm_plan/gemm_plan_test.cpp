@@ -165,13 +165,6 @@ TEST(GemmPlan, FastFewRowsAWeightGoToTheFewRowKernel) {
     EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), forced, kH200).gemv_k_parts, 8);
     EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 32768, 1024), forced, kH200).gemv_k_parts, 8);
   }
-  // FP4 on the few-row and mma.sync kernels: per 32 by default, per 128 where the policy asks; FP8 never.
-  EXPECT_FALSE(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), fast, kH200).fp4_per128);
-  fast.fp4_per128 = true;
-  EXPECT_TRUE(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), fast, kH200).fp4_per128);
-  EXPECT_TRUE(plan_gemm(dense(GemmWeightKind::kFp4, 1, 4096, 2048), fast, kH200).fp4_per128);
-  EXPECT_FALSE(plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 8192), fast, kH200).fp4_per128);
-  EXPECT_TRUE(plan_gemm(grouped(GemmWeightKind::kFp4, 65, 256, 2048, 4096), fast, kH200).fp4_per128);
   fast.gemv_max_rows = 0;
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 8192), fast, kH200).route, GemmRoute::kFastMma);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 8192), policy(Numerics::kExact), kH200).route,
@@ -355,7 +348,8 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::unsetenv("DSV4_GEMM_WGMMA_MIN_ROWS");
   ::unsetenv("DSV4_GEMM_FAST_GEMV_MAX_ROWS");
   EXPECT_EQ(p.gemv_max_rows, 4);
-  EXPECT_NE(p.describe().find("FP4 per 32; few-row kernel up to 4 rows"), std::string::npos) << p.describe();
+  EXPECT_NE(p.describe().find("FP4 per 32 (wgmma: per 128); few-row kernel up to 4 rows"), std::string::npos)
+      << p.describe();
   EXPECT_NE(p.describe().find("indexer dots on tensor cores"), std::string::npos) << p.describe();
   EXPECT_NE(p.describe().find("FP4 widened before the call from 512 rows an expert"), std::string::npos)
       << p.describe();

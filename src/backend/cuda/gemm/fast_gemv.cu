@@ -26,19 +26,16 @@ constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * kWarp;
 constexpr int kTm = kFastGemvTileRows;
 
-// The weight operand as the kernel reads it: FP8 blocks; FP4 per 32-wide scale block (codes widened
-// to e4m3, four promotions a 128-wide block); or FP4 re-encoded per 128-wide block (codes shifted into
-// e5m2 against the block's largest scale, exactly within 26 octaves, one promotion: as the wgmma
-// kernel). Per 128, a lane's four words of a row are one 16-byte load (its whole scale block t), and
-// MMA step j takes word j of every lane: K order mixes the scale blocks, which share one promotion.
-enum class Form { kFp8, kFp4, kFp4x128 };
+// The weight operand as the kernel reads it: FP8 blocks, or FP4 per 32-wide scale block (codes widened
+// to e4m3, four promotions a 128-wide block; one re-encoded e5m2 block a 128 measured slower).
+enum class Form { kFp8, kFp4 };
 constexpr bool is_fp8(Form f) { return f == Form::kFp8; }
 
 // Element offset inside a 128-wide block of the lane's activation words 2q and 2q + 1 (eight
 // consecutive values), for lane column t.
 template <Form F>
 __device__ __forceinline__ int piece_k(int q, int t) {
-  return is_fp8(F) ? (q / 2) * 64 + 16 * t + 8 * (q % 2) : F == Form::kFp4 ? 32 * q + 8 * t : 32 * t + 8 * q;
+  return is_fp8(F) ? (q / 2) * 64 + 16 * t + 8 * (q % 2) : 32 * q + 8 * t;
 }
 
 // A weight load that is read once: not kept in L1. Volatile, so that a dense call's first block stays
@@ -79,11 +76,7 @@ template <Form F>
 __device__ __forceinline__ void load_weights(const Rows& r, int kb, int t, WeightBlock<F>& o) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    if constexpr (F == Form::kFp4x128) {
-      const uint4 x = ld_stream16(r.w[h] + kb * 64 + 16 * t);
-      o.w[h][0] = x.x, o.w[h][1] = x.y, o.w[h][2] = x.z, o.w[h][3] = x.w;
-      o.ws[h] = __ldg(reinterpret_cast<const uint32_t*>(r.s[h] + kb * 4));
-    } else if constexpr (is_fp8(F)) {
+    if constexpr (is_fp8(F)) {
       const uint8_t* q = r.w[h] + kb * 128 + 16 * t;
       const uint4 x = ld_stream16(q), y = ld_stream16(q + 64);
       o.w[h][0] = x.x, o.w[h][1] = x.y, o.w[h][2] = x.z, o.w[h][3] = x.w;
@@ -100,19 +93,17 @@ __device__ __forceinline__ void load_weights(const Rows& r, int kb, int t, Weigh
 
 // Bytes of a tile row's codes in shared memory: padded so that a fragment load's rows fall in
 // distinct banks (FP8: 16-byte loads of rows g and g + 1 at 64 bytes apart; FP4: 8-byte loads of four
-// rows 32 apart; per 128: 8-byte loads 32 bytes apart within a row, two rows of a half-warp on one
-// bank pair at best with 16-byte aligned rows). The rows' scales [kTm][nkb] follow the kTm rows.
+// rows 32 apart). The rows' scales [kTm][nkb] follow the kTm rows.
 template <Form F>
 __host__ __device__ constexpr int64_t act_pitch(int64_t kg) {
-  return kg + (is_fp8(F) ? 64 : F == Form::kFp4 ? 32 : 16);
+  return kg + (is_fp8(F) ? 64 : 32);
 }
 
 // acc += block kb's products of the lane's fragment (weight rows g, g + 8 x tile rows 2t, 2t + 1), the
 // activation operand read from the shared codes of tile row g (zeros past the tile).
 template <Form F>
 __device__ __forceinline__ void multiply(const WeightBlock<F>& o, const uint8_t* acts, const float* sa_rows,
-                                         int64_t pitch, int nkb, int kb, int cnt, int g, int t, float (&acc)[4],
-                                         int32_t* err) {
+                                         int64_t pitch, int nkb, int kb, int cnt, int g, int t, float (&acc)[4]) {
   uint32_t b[8] = {};
   const uint8_t* row = acts + g * pitch + kb * 128;
   if (g < cnt) {
@@ -145,7 +136,7 @@ __device__ __forceinline__ void multiply(const WeightBlock<F>& o, const uint8_t*
     const float sw = ue8m0_f(o.ws[0]);
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[e] = fmaf(d[e], sa[e % 2] * sw, acc[e]);
-  } else if constexpr (F == Form::kFp4) {
+  } else {
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
       const uint2 lo = e2m1x8_e4m3(o.w[0][ks]), hi = e2m1x8_e4m3(o.w[1][ks]);
@@ -156,19 +147,6 @@ __device__ __forceinline__ void multiply(const WeightBlock<F>& o, const uint8_t*
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[e] = fmaf(d[e], sa[e % 2] * bs[e / 2], acc[e]);
     }
-  } else {  // kFp4x128: the lane's words are its scale block t, shifted against the row block's largest
-    float bs[2];
-    const int top[2] = {fp4_block_top(o.ws[0], err, &bs[0]), fp4_block_top(o.ws[1], err, &bs[1])};
-    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const uint2 lo = e2m1x8_e5m2_shifted(o.w[0][j], o.ws[0], t, top[0]);
-      const uint2 hi = e2m1x8_e5m2_shifted(o.w[1][j], o.ws[1], t, top[1]);
-      const uint32_t a[4] = {lo.x, hi.x, lo.y, hi.y};
-      mma_e5m2_e4m3(d, a, b[2 * j], b[2 * j + 1]);
-    }
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc[e] = fmaf(d[e], sa[e % 2] * bs[e / 2], acc[e]);
   }
 }
 
@@ -249,7 +227,7 @@ __device__ void stage_acts(const ExactBlockArgs& p, const Tile& tl, int64_t grp,
 // RG row groups of 16 weight rows a CTA; the CTA's kWarps / RG warps of a row group split its K blocks
 // into runs, added in K order at the end.
 template <Form F, int RG, int D>
-__global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlockArgs p, int32_t* err) {
+__global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlockArgs p) {
   constexpr int KP = kWarps / RG;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
@@ -311,7 +289,7 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
 #pragma unroll
       for (int j = 0; j < D; ++j) {
         if (kb + j < kb1) {
-          multiply<F>(ring[j], acts, sa_rows, pitch, nkb, kb + j, tl.cnt, g, t, acc, err);
+          multiply<F>(ring[j], acts, sa_rows, pitch, nkb, kb + j, tl.cnt, g, t, acc);
           if (kb + j + D < kb1) load_weights<F>(rows, kb + j + D, t, ring[j]);
         }
       }
@@ -338,33 +316,31 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
 }
 
 int64_t smem_bytes(const ExactBlockArgs& a, Form f) {
-  const int64_t pitch = f == Form::kFp8   ? act_pitch<Form::kFp8>(a.kg)
-                        : f == Form::kFp4 ? act_pitch<Form::kFp4>(a.kg)
-                                          : act_pitch<Form::kFp4x128>(a.kg);
+  const int64_t pitch = f == Form::kFp8 ? act_pitch<Form::kFp8>(a.kg) : act_pitch<Form::kFp4>(a.kg);
   return kTm * pitch + kTm * (a.kg / 128) * 4;
 }
 
 template <Form F, int RG, int D>
-void launch(const ExactBlockArgs& a, int32_t* err, cudaStream_t stream) {
+void launch(const ExactBlockArgs& a, cudaStream_t stream) {
   allow_dynamic_smem(fast_gemv_kernel<F, RG, D>, kFastGemvMaxSmem);
   const int64_t tiles = a.offsets ? row_tiles(a.rows, kTm, a.experts) : cdiv(a.rows, kTm);
   const int64_t cols = (a.y_b ? 2 : 1) * a.groups * cdiv(a.ng, 16 * RG);
   DSV4_CUDA_REQUIRE(tiles < (int64_t{1} << 31) && cols <= 65535, "fast gemv: grid out of range");
   launch_kernel(fast_gemv_kernel<F, RG, D>, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(cols)), kThreads,
-                static_cast<size_t>(smem_bytes(a, F)), stream, a, err);
+                static_cast<size_t>(smem_bytes(a, F)), stream, a);
 }
 
 template <Form F, int D>
-void launch_parts(const ExactBlockArgs& a, int k_parts, int32_t* err, cudaStream_t stream) {
+void launch_parts(const ExactBlockArgs& a, int k_parts, cudaStream_t stream) {
   switch (k_parts) {
     case 1:
-      return launch<F, 8, D>(a, err, stream);
+      return launch<F, 8, D>(a, stream);
     case 2:
-      return launch<F, 4, D>(a, err, stream);
+      return launch<F, 4, D>(a, stream);
     case 4:
-      return launch<F, 2, D>(a, err, stream);
+      return launch<F, 2, D>(a, stream);
     default:
-      return launch<F, 1, D>(a, err, stream);
+      return launch<F, 1, D>(a, stream);
   }
 }
 
@@ -384,17 +360,15 @@ bool fast_gemv_takes(const ExactBlockArgs& a) {
   return a.codes && a.scales && aligned_to(a.codes, 16) && a.codes_ld % 16 == 0 && a.scale_ld >= a.rows;
 }
 
-void fast_gemv(const ExactBlockArgs& a, GemvShape shape, int32_t* err, cudaStream_t stream) {
+void fast_gemv(const ExactBlockArgs& a, GemvShape shape, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(fast_gemv_takes(a), "fast gemv: unsupported call (kind, shape, alignment or operands)");
   const int k = shape.k_parts;
   DSV4_CUDA_REQUIRE(k == 1 || k == 2 || k == 4 || k == 8, "fast gemv: k_parts 1, 2, 4 or 8");
   if (a.rows <= 0) return;
   if (a.kind == GemmWeightKind::kFp8) {
-    launch_parts<Form::kFp8, kDepth>(a, k, err, stream);
-  } else if (shape.fp4_per128) {
-    launch_parts<Form::kFp4x128, kDepth>(a, k, err, stream);
+    launch_parts<Form::kFp8, kDepth>(a, k, stream);
   } else {
-    launch_parts<Form::kFp4, kDepth>(a, k, err, stream);
+    launch_parts<Form::kFp4, kDepth>(a, k, stream);
   }
 }
 

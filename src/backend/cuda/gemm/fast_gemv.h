@@ -4,10 +4,8 @@
 // Arithmetic as fast_mma.h (spec/NUMERICS.md "fast"): the tensor cores sum each 128-wide K block
 // (FP8) or 32-wide block (FP4, codes widened exactly to e4m3) into a fresh fp32 fragment, promoted
 // into the accumulator with both scales, blocks in ascending K; the CTA's warps each own a run of K
-// blocks and their sums are added in K order at the end (the same bits run to run). FP4 per 128
-// (GemvShape::fp4_per128): a 128-wide block's codes re-encoded exactly as e5m2 against its largest
-// scale, as the wgmma kernel does, and summed as one block with one promotion (NUMERICS.md's
-// per-128 re-encoding; scales spanning more than 26 octaves are reported as kGemmFp4Span).
+// blocks and their sums are added in K order at the end (the same bits run to run). FP4 per 32: one
+// re-encoded e5m2 block a 128 (the wgmma kernel's form) measured slower here (docs/perf.md).
 //
 // Layout: a warp owns 16 weight rows (the MMA's 16-row operand) and a tile of up to 8 activation rows
 // (its 8-column operand). Each lane loads its weight bytes straight into the MMA's registers: the K
@@ -37,12 +35,10 @@ bool fast_gemv_takes(const ExactBlockArgs& a);
 
 // How the kernel runs a call: the plan's kFastGemv fields.
 struct GemvShape {
-  int k_parts = 1;          // runs of K each CTA's eight warps split (1, 2, 4 or 8)
-  bool fp4_per128 = false;  // FP4: one e5m2 re-encoding and promotion a 128-wide block, not four e4m3 ones
+  int k_parts = 1;  // runs of K each CTA's eight warps split (1, 2, 4 or 8)
 };
 
-// Runs `a` (with its pair) in that shape, four weight blocks in flight a warp; err: the device error
-// flag (kGemmFp4Span).
-void fast_gemv(const ExactBlockArgs& a, GemvShape shape, int32_t* err, cudaStream_t stream);
+// Runs `a` (with its pair) in that shape, four weight blocks in flight a warp.
+void fast_gemv(const ExactBlockArgs& a, GemvShape shape, cudaStream_t stream);
 
 }  // namespace dsv4::cuda

@@ -120,24 +120,15 @@ __device__ __forceinline__ void multiply_fp8(const St& st, const uint32_t (&b)[4
   }
 }
 
-// FP4 per 32: each 32-wide block into a fresh fragment, promoted with sa and that block's weight scales.
-// Per 128 (kP128): the four blocks' codes shifted into e5m2 against the row block's largest scale (a
-// block more than 26 octaves below it reported, and flushed), summed into one fragment, one promotion.
-template <int TN, bool kP128, typename St>
+// FP4: each 32-wide block into a fresh fragment, promoted with sa and that block's weight scales.
+template <int TN, typename St>
 __device__ __forceinline__ void multiply_fp4(const St& st, const uint32_t (&b)[4][TN / 8][2],
-                                             const float (&sa)[TN / 8][2], int lane, float (&C)[kFrags<TN>][TN / 8][4],
-                                             int32_t* err) {
+                                             const float (&sa)[TN / 8][2], int lane,
+                                             float (&C)[kFrags<TN>][TN / 8][4]) {
   const int gid = lane / 4;
 #pragma unroll
   for (int f = 0; f < kFrags<TN>; ++f) {
     const uint32_t sw[2] = {st.s[16 * f + gid], st.s[16 * f + gid + 8]};  // rows g and g + 8
-    int top[2] = {0, 0};
-    float bs128[2] = {0.0f, 0.0f};
-    if constexpr (kP128) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) top[h] = fp4_block_top(sw[h], err, &bs128[h]);
-    }
-    float d[TN / 8][4];
 #pragma unroll
     for (int jp = 0; jp < 2; ++jp) {
       uint32_t A[4];  // rows g, g + 8 of block 2jp, then of block 2jp + 1
@@ -146,17 +137,6 @@ __device__ __forceinline__ void multiply_fp4(const St& st, const uint32_t (&b)[4
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj) {
         const int ks = 2 * jp + jj;
-        if constexpr (kP128) {
-          const uint2 lo = e2m1x8_e5m2_shifted(A[2 * jj], sw[0], ks, top[0]);
-          const uint2 hi = e2m1x8_e5m2_shifted(A[2 * jj + 1], sw[1], ks, top[1]);
-          const uint32_t af[4] = {lo.x, hi.x, lo.y, hi.y};
-#pragma unroll
-          for (int j = 0; j < TN / 8; ++j) {
-            if (ks == 0) d[j][0] = d[j][1] = d[j][2] = d[j][3] = 0.0f;
-            mma_e5m2_e4m3(d[j], af, b[ks][j][0], b[ks][j][1]);
-          }
-          continue;
-        }
         const uint2 lo = e2m1x8_e4m3(A[2 * jj]), hi = e2m1x8_e4m3(A[2 * jj + 1]);
         const uint32_t af[4] = {lo.x, hi.x, lo.y, hi.y};
         const float bs[2] = {ue8m0_f((sw[0] >> (8 * ks)) & 255u), ue8m0_f((sw[1] >> (8 * ks)) & 255u)};
@@ -167,13 +147,6 @@ __device__ __forceinline__ void multiply_fp4(const St& st, const uint32_t (&b)[4
 #pragma unroll
           for (int e = 0; e < 4; ++e) C[f][j][e] = fmaf(dd[e], sa[j][e % 2] * bs[e / 2], C[f][j][e]);
         }
-      }
-    }
-    if constexpr (kP128) {
-#pragma unroll
-      for (int j = 0; j < TN / 8; ++j) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) C[f][j][e] = fmaf(d[j][e], sa[j][e % 2] * bs128[e / 2], C[f][j][e]);
       }
     }
   }
@@ -213,9 +186,9 @@ __device__ void quantize_resident(const ExactBlockArgs& p, const Tile& t, int64_
   for (int i = live + static_cast<int>(threadIdx.x); i < tn * nk; i += kThreads) sa[i] = 0.0f;
 }
 
-template <GemmWeightKind KIND, int TN, bool kResident, bool kP128>
+template <GemmWeightKind KIND, int TN, bool kResident>
 __global__ void __launch_bounds__(kThreads)
-    fast_mma_kernel(const ExactBlockArgs p, int splits, float* partial, int32_t* counters, int32_t* err) {
+    fast_mma_kernel(const ExactBlockArgs p, int splits, float* partial, int32_t* counters) {
   using St = Stage<KIND, TN, kResident>;
   constexpr int kR = kRing<kResident>, kCols = kWarpCols<TN>;
   constexpr int kRowBytes = row_bytes_of(KIND), kUnits = kRowBytes / 16;
@@ -358,7 +331,7 @@ __global__ void __launch_bounds__(kThreads)
     if constexpr (is_fp8(KIND)) {
       multiply_fp8<TN>(st, b, s, lane, C);
     } else {
-      multiply_fp4<TN, kP128>(st, b, s, lane, C, err);
+      multiply_fp4<TN>(st, b, s, lane, C);
     }
   }
   void* y = second ? p.y_b : p.y;
@@ -409,11 +382,11 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) *counter = 0;  // ready for the next call
 }
 
-template <GemmWeightKind KIND, int TN, bool kResident, bool kP128>
-void launch(const ExactBlockArgs& a, int splits, float* partial, int32_t* counters, int32_t* err, cudaStream_t stream) {
+template <GemmWeightKind KIND, int TN, bool kResident>
+void launch(const ExactBlockArgs& a, int splits, float* partial, int32_t* counters, cudaStream_t stream) {
   constexpr size_t kMaxSmem = ring_bytes<KIND, TN, kResident>() + sizeof(float) * TN * kMaxKb +
                               (kResident ? static_cast<size_t>(kFastMmaResidentBytes) : 0);
-  const auto kernel = fast_mma_kernel<KIND, TN, kResident, kP128>;
+  const auto kernel = fast_mma_kernel<KIND, TN, kResident>;
   allow_dynamic_smem(kernel, kMaxSmem);
   const int64_t nk = cdiv(a.kg / 128, splits);
   const size_t smem = ring_bytes<KIND, TN, kResident>() + sizeof(float) * TN * nk +
@@ -422,32 +395,24 @@ void launch(const ExactBlockArgs& a, int splits, float* partial, int32_t* counte
   const int64_t cols = (a.y_b ? 2 : 1) * a.groups * cdiv(a.ng, fast_mma_cta_cols(TN));
   DSV4_CUDA_REQUIRE(tiles < (int64_t{1} << 31) && cols <= 65535 && splits <= 65535, "fast mma gemm: grid out of range");
   launch_kernel(kernel, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(cols), static_cast<unsigned>(splits)),
-                kThreads, smem, stream, a, splits, partial, counters, err);
+                kThreads, smem, stream, a, splits, partial, counters);
 }
 
 template <GemmWeightKind KIND, int TN>
-void launch_tile(const ExactBlockArgs& a, const FastMmaShape& s, float* partial, int32_t* counters, int32_t* err,
-                 cudaStream_t st) {
-  if constexpr (KIND == GemmWeightKind::kFp4) {  // FP8 has one form
-    if (s.fp4_per128) {
-      return s.resident ? launch<KIND, TN, true, true>(a, s.splits, partial, counters, err, st)
-                        : launch<KIND, TN, false, true>(a, s.splits, partial, counters, err, st);
-    }
-  }
-  return s.resident ? launch<KIND, TN, true, false>(a, s.splits, partial, counters, err, st)
-                    : launch<KIND, TN, false, false>(a, s.splits, partial, counters, err, st);
+void launch_tile(const ExactBlockArgs& a, const FastMmaShape& s, float* partial, int32_t* counters, cudaStream_t st) {
+  return s.resident ? launch<KIND, TN, true>(a, s.splits, partial, counters, st)
+                    : launch<KIND, TN, false>(a, s.splits, partial, counters, st);
 }
 
 template <GemmWeightKind KIND>
-void launch_kind(const ExactBlockArgs& a, const FastMmaShape& s, float* partial, int32_t* counters, int32_t* err,
-                 cudaStream_t st) {
+void launch_kind(const ExactBlockArgs& a, const FastMmaShape& s, float* partial, int32_t* counters, cudaStream_t st) {
   switch (s.tile_rows) {
     case 8:
-      return launch_tile<KIND, 8>(a, s, partial, counters, err, st);
+      return launch_tile<KIND, 8>(a, s, partial, counters, st);
     case 16:
-      return launch_tile<KIND, 16>(a, s, partial, counters, err, st);
+      return launch_tile<KIND, 16>(a, s, partial, counters, st);
     case 32:
-      return launch_tile<KIND, 32>(a, s, partial, counters, err, st);
+      return launch_tile<KIND, 32>(a, s, partial, counters, st);
     default:
       DSV4_CUDA_REQUIRE(false, "fast mma gemm: tile rows must be 8, 16 or 32");
   }
@@ -474,7 +439,7 @@ bool fast_mma_takes_bf16(const ExactBlockArgs& a, const FastMmaShape& s) {
   return s.resident && short_work && !a.offsets && a.x && aligned_to(a.x, 16) && a.x_ld % 8 == 0;
 }
 
-void fast_mma_gemm(const ExactBlockArgs& a, const FastMmaShape& s, float* partial, int32_t* counters, int32_t* err,
+void fast_mma_gemm(const ExactBlockArgs& a, const FastMmaShape& s, float* partial, int32_t* counters,
                    cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(fast_mma_takes(a.kind, a.kg, a.ng, a.groups) && a.ng * a.groups == a.n,
                     "fast mma gemm: unsupported weight shape");
@@ -495,9 +460,9 @@ void fast_mma_gemm(const ExactBlockArgs& a, const FastMmaShape& s, float* partia
   DSV4_CUDA_REQUIRE(a.y_ld >= a.n, "fast mma gemm: bad output stride");
   if (a.rows <= 0) return;
   if (a.kind == GemmWeightKind::kFp8) {
-    launch_kind<GemmWeightKind::kFp8>(a, s, partial, counters, err, stream);
+    launch_kind<GemmWeightKind::kFp8>(a, s, partial, counters, stream);
   } else {
-    launch_kind<GemmWeightKind::kFp4>(a, s, partial, counters, err, stream);
+    launch_kind<GemmWeightKind::kFp4>(a, s, partial, counters, stream);
   }
 }
 

@@ -4,9 +4,8 @@
 // Per 128-wide K block (FP8) or 32-wide K block (FP4, its codes widened exactly to e4m3) the block
 // product is summed on the tensor cores into a fresh fp32 fragment and promoted into the fp32
 // accumulator with both scales (acc += block · (sa · sb)), as DeepSeek's own Hopper kernels do; blocks
-// are added in ascending K. FP4 per 128 (FastMmaShape::fp4_per128): a 128-wide block's codes
-// re-encoded exactly as e5m2 against its largest scale (as the wgmma kernel) and summed as one block with
-// one promotion; spans past 26 octaves are reported (kGemmFp4Span). With a split of K, each split's partial sums land
+// are added in ascending K (per 32 measured faster than one re-encoded block a 128: docs/perf.md).
+// With a split of K, each split's partial sums land
 // in fp32 scratch and one pass adds the splits in order: results are the same run to run, and depend on the rows beside
 // a row only through the plan's tile and split choice.
 //
@@ -25,12 +24,11 @@
 namespace dsv4::cuda {
 
 // How a call runs: rows per tile (8, 16 or 32), K splits (>= 1; each split a run of 128-blocks),
-// whether the tile's activation codes for a split stay in shared memory, and FP4's form (gemm_plan.h).
+// whether the tile's activation codes for a split stay in shared memory (gemm_plan.h).
 struct FastMmaShape {
   int tile_rows = 8;
   int splits = 1;
   bool resident = false;
-  bool fp4_per128 = false;
 };
 
 // fp32 scratch floats and zeroed int32 counters a call needs for its splits (0 when splits == 1).
@@ -43,8 +41,8 @@ bool fast_mma_takes_bf16(const ExactBlockArgs& a, const FastMmaShape& s);
 
 // Runs `a` (a pair in the same launch) with the shape's tiles and splits, from bf16 rows (a.x) or
 // activation codes; with splits, `partial` and `counters` hold what the two functions above ask for
-// (the counters zeroed before the first call; the kernel leaves them zeroed). err: the device error flag.
-void fast_mma_gemm(const ExactBlockArgs& a, const FastMmaShape& s, float* partial, int32_t* counters, int32_t* err,
+// (the counters zeroed before the first call; the kernel leaves them zeroed).
+void fast_mma_gemm(const ExactBlockArgs& a, const FastMmaShape& s, float* partial, int32_t* counters,
                    cudaStream_t stream);
 
 }  // namespace dsv4::cuda

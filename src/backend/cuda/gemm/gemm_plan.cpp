@@ -64,10 +64,11 @@ std::string GemmPolicy::describe() const {
                       : fmt::format("exact (block sums exact, the CPU's bits; SIMT kernels only; {})", hc);
   }
   return fmt::format(
-      "fast (FP8 tensor cores with per-block promotion, FP4 per {}; few-row kernel up to {} rows a weight; cuBLASLt "
+      "fast (FP8 tensor cores with per-block promotion, FP4 per 32 (wgmma: per 128); few-row kernel up to {} rows a "
+      "weight; cuBLASLt "
       "{} above {} rows; wgmma from {} rows a weight, FP4 widened {}; {} CTAs an SM; indexer dots on {}; hc_pre "
       "norm {})",
-      fp4_per128 ? 128 : 32, gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
+      gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
       fp4_prewiden ? fmt::format("before the call from {} rows an expert", prewiden_min_rows) : "in shared memory",
       ctas_per_sm, indexer_mma ? "tensor cores" : "CUDA cores", hc_fused_norm ? "fused" : "apart");
 }
@@ -104,7 +105,6 @@ GemmPlan plan_fast_mma(const GemmProblem& p, const GemmPolicy& policy, const Dev
   plan.route = plan.fallback = GemmRoute::kFastMma;
   plan.codes = true;
   plan.tile_rows = fast_tile_rows(p);
-  plan.fp4_per128 = policy.fp4_per128 && p.weight == GemmWeightKind::kFp4;
   const int64_t ng = p.n / p.groups, blocks = p.kg / 128, max_splits = std::max<int64_t>(1, blocks / kMinSplitBlocks);
   const int64_t ctas = row_tiles(p.rows, plan.tile_rows, p.experts) * p.groups *
                        ceil_div(ng, fast_mma_cta_cols(plan.tile_rows)) * (p.pair ? 2 : 1);

@@ -52,10 +52,6 @@ struct GemmPolicy {
   // Fast tier, few-row kernel: runs of K a CTA's warps split (1, 2, 4 or 8); 0: the plan's choice by
   // occupancy (fast_gemv_k_parts). Set only by the bench's sweep, until a measured rule replaces it.
   int gemv_k_parts = 0;
-  // Fast tier: the few-row and mma.sync kernels sum an FP4 weight's 128-wide block as one e5m2 block
-  // with one promotion (its codes re-encoded exactly, as the wgmma kernel's) instead of four e4m3 blocks
-  // of 32. Off: measured 5-32% slower on the MoE's decode rows (docs/perf.md); tests run both.
-  bool fp4_per128 = false;
   // Fast tier, beside the GEMMs: the indexer's dots of FP4 keys on the bf16 tensor cores (indexer.h;
   // off: its CUDA-core kernel, the exact tier's; measured 1.4-4x slower, docs/perf.md).
   bool indexer_mma = true;
@@ -177,7 +173,6 @@ struct GemmPlan {
   int64_t workspace_floats = 0;                 // kFastMma: fp32 scratch of the splits
   int64_t workspace_counters = 0;               // kFastMma: the splits' arrival counters (zeroed once)
   int gemv_k_parts = 1;                         // kFastGemv: runs of K a CTA's warps split (1, 2, 4, 8)
-  bool fp4_per128 = false;                      // kFastGemv, kFastMma, FP4: one re-encoded block a 128
   int widen_experts = 0;  // kWgmma, FP4: weights (experts) widened a pass, their scratch within kWidenBudgetBytes
 };
 

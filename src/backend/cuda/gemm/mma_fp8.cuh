@@ -1,6 +1,6 @@
-// FP8 tensor-core helpers shared by the fast kernels (fast_mma.cu, fast_gemv.cu, wgmma_gemm.cu): mma.sync
-// m16n8k32 on e4m3 (or e5m2 x e4m3) operands with fp32 accumulation, and the exact widenings of e2m1
-// codes to e4m3 and, shifted, to e5m2.
+// FP8 tensor-core helpers shared by the fast kernels (fast_mma.cu, fast_gemv.cu, wgmma_gemm.cu,
+// fp4_widen.cu): mma.sync m16n8k32 on e4m3 operands with fp32 accumulation, and the exact widenings of
+// e2m1 codes to e4m3 and, shifted, to e5m2 (the wgmma kernel's per-128 form).
 #pragma once
 
 #include <cstdint>
@@ -69,14 +69,6 @@ __device__ __forceinline__ void mma_e4m3_zero(float (&d)[4], const uint32_t (&a)
       "{%10, %10, %10, %10};\n"
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f));
-}
-
-// The same with an e5m2 A operand (FP4 weights re-encoded per 128-wide block) and e4m3 B.
-__device__ __forceinline__ void mma_e5m2_e4m3(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 }  // namespace dsv4::cuda
