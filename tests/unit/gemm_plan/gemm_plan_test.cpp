@@ -118,6 +118,8 @@ TEST(GemmPlan, WidenedFp4PassesStayWithinTheBudget) {
   q.max_k = 4096;
   q.max_n = 4096;
   EXPECT_GE(gemm_workspace_bytes(q, on, kH200) - gemm_workspace_bytes(q, off, kH200), kWidenBudgetBytes);
+  q.rows = 64, q.routed_rows = 64 * 6;  // a decode step's: no call widens, nothing reserved
+  EXPECT_EQ(gemm_workspace_bytes(q, on, kH200), gemm_workspace_bytes(q, off, kH200));
 }
 
 TEST(GemmPlan, FastFewRowsTakeTheSmallestRowTile) {

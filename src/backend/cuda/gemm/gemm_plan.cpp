@@ -161,8 +161,11 @@ int64_t gemm_workspace_bytes(const GemmWorkspaceQuery& q, const GemmPolicy& poli
       splits = std::max(splits, 4 * plan_fast_mma(p, policy, caps).workspace_floats);
     }
     bytes += splits;
-    // FP4 weights widened before a wgmma call: the budget, or one pair of the widest weight past it.
-    if (policy.fp4_prewiden) bytes += std::max(kWidenBudgetBytes, widened_bytes(2, q.max_n, q.max_k));
+    // FP4 weights widened before a wgmma call (a call of at least prewiden_min_rows rows a weight): the
+    // budget, or one pair of the widest weight past it.
+    if (policy.fp4_prewiden && rows >= policy.prewiden_min_rows) {
+      bytes += std::max(kWidenBudgetBytes, widened_bytes(2, q.max_n, q.max_k));
+    }
   }
   return bytes + kCublasLtWorkspaceBytes;
 }
