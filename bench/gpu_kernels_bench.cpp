@@ -525,27 +525,30 @@ int main() {
   const char* set = std::getenv("DSV4_KERNELS");
   const std::string only = "," + std::string(set ? set : "gemm,fast,attention,indexer,compressor,moe,hc") + ",";
   auto want = [&only](const char* family) { return only.find("," + std::string(family) + ",") != std::string::npos; };
+  // Fast- and exact-tier variants, each on its own ops made with the policy's field changed.
+  const auto ops_with = [&](Numerics tier, auto&& change) {
+    cuda::GemmPolicy p = cuda::GemmPolicy::from_env(tier);
+    change(p);
+    return std::make_unique<cuda::CudaOps>(dev, p);
+  };
+  const auto fast_with = [&](auto&& change) { return ops_with(Numerics::kFast, change); };
+  const auto exact_with = [&](auto&& change) { return ops_with(Numerics::kExact, change); };
   if (want("gemm")) gemm_rows(ops, "");
   if (want("fast")) {
     gemm_rows(fast_ops, " fast");
     moe_rows(fast_ops, " fast", {1, 8, 32, 256, 8192});
     moe_rows(fast_ops, " e32 fast", {8, 32, 8192}, 32);
     moe_rows(fast_ops, " e32 fp8 fast", {8192}, 32, true);
-    {  // FP4 experts widened in shared memory by every CTA, against the default (above: widened once a
-       // call from prewiden_min_rows rows an expert)
-      cuda::GemmPolicy p = cuda::GemmPolicy::from_env(Numerics::kFast);
-      p.fp4_prewiden = false;
-      cuda::CudaOps in_smem(dev, p);
-      moe_rows(in_smem, " fast in-smem", {8192});
-      moe_rows(in_smem, " e32 fast in-smem", {8192}, 32);
-    }
+    // FP4 experts widened in shared memory by every CTA, against the default (above: widened once a
+    // call from prewiden_min_rows rows an expert).
+    const auto in_smem = fast_with([](cuda::GemmPolicy& p) { p.fp4_prewiden = false; });
+    moe_rows(*in_smem, " fast in-smem", {8192});
+    moe_rows(*in_smem, " e32 fast in-smem", {8192}, 32);
     hc_rows(fast_ops, " fast");
     // With the sublayer's norm: fused into the finishing kernel, and apart (finish, then rms_norm).
     for (const bool fused : {true, false}) {
-      cuda::GemmPolicy p = cuda::GemmPolicy::from_env(Numerics::kFast);
-      p.hc_fused_norm = fused;
-      cuda::CudaOps norm_ops(dev, p);
-      hc_rows(norm_ops, fused ? " fast norm" : " fast norm apart", true);
+      const auto norm_ops = fast_with([fused](cuda::GemmPolicy& p) { p.hc_fused_norm = fused; });
+      hc_rows(*norm_ops, fused ? " fast norm" : " fast norm apart", true);
     }
     hc_post_rows(fast_ops);
     indexer_rows(fast_ops, true, " fast");
@@ -555,22 +558,13 @@ int main() {
   if (want("compressor")) compressor_rows(ops);
   if (want("moe")) moe_rows(ops, "", {1, 32, 256, 8192});
   const auto hc_paths = [&](bool first, bool chunks, const std::string& suffix) {
-    cuda::GemmPolicy p = cuda::GemmPolicy::from_env(Numerics::kExact);
-    p.hc_products = first;
-    p.hc_ring = chunks;
-    cuda::CudaOps path_ops(dev, p);
-    hc_rows(path_ops, suffix);
+    const auto path_ops = exact_with([&](cuda::GemmPolicy& p) { p.hc_products = first, p.hc_ring = chunks; });
+    hc_rows(*path_ops, suffix);
   };
   if (want("hc")) hc_paths(true, true, "");                // the default: products first, else the ring
   if (want("hc-chain")) hc_paths(false, false, " chain");  // DSV4_HC_PRODUCTS=0 DSV4_HC_RING=0
   if (want("hc-ring")) hc_paths(false, true, " ring");     // the ring at every token count
-  // Exact-tier variants, each on its own ops made with the policy's field changed.
-  const auto exact_with = [&](auto&& change) {
-    cuda::GemmPolicy p = cuda::GemmPolicy::from_env(Numerics::kExact);
-    change(p);
-    return std::make_unique<cuda::CudaOps>(dev, p);
-  };
-  if (want("imma4")) {  // the opt-in four-stage ring of the tensor-core kernel
+  if (want("imma4")) {                                     // the opt-in four-stage ring of the tensor-core kernel
     const auto four = exact_with([](cuda::GemmPolicy& p) { p.imma_stages = 4; });
     gemm_rows(*four, " imma4", {256, 8192});
     moe_rows(*four, " imma4", {8192});
@@ -580,12 +574,6 @@ int main() {
     gemm_rows(*decode, " imma", {8, 32});
     moe_rows(*decode, " imma", {32, 256});
   }
-  // Fast-tier variants, each on its own ops made with the policy's field changed.
-  const auto fast_with = [&](auto&& change) {
-    cuda::GemmPolicy p = cuda::GemmPolicy::from_env(Numerics::kFast);
-    change(p);
-    return std::make_unique<cuda::CudaOps>(dev, p);
-  };
   if (want("wgmma")) {  // the wgmma kernel against its alternatives: cuBLASLt (dense), mma.sync (grouped)
     const auto no_lt = fast_with([](cuda::GemmPolicy& p) { p.cublaslt = false; });
     gemm_rows(*no_lt, " wgmma", {256, 1024, 8192});

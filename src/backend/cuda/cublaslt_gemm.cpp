@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <array>
 #include <map>
-#include <vector>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.h"

@@ -82,19 +82,6 @@ __host__ __device__ inline bool has_pair(const ExactBlockArgs& a) {
   return a.y_b && (a.offsets ? a.w_list_b != nullptr : a.w_b != nullptr);
 }
 
-// `a` with its experts [e0, e0 + n): their offsets and weight lists (the dense call is its one weight).
-inline ExactBlockArgs expert_slice(const ExactBlockArgs& a, int e0, int n) {
-  if (!a.offsets) return a;
-  ExactBlockArgs s = a;
-  s.offsets = a.offsets + e0;
-  s.experts = n;
-  s.w_list = a.w_list + e0;
-  s.w_scale_list = a.w_scale_list + e0;
-  if (a.w_list_b) s.w_list_b = a.w_list_b + e0;
-  if (a.w_scale_list_b) s.w_scale_list_b = a.w_scale_list_b + e0;
-  return s;
-}
-
 // The split-K scratch exact_block_gemm would use for these arguments (zeros: it would not split).
 struct SplitNeed {
   int64_t floats = 0;

@@ -49,8 +49,8 @@ struct GemmPolicy {
   // faster on the mma.sync kernel: docs/perf.md).
   int64_t gemv_max_rows = 32;  // m16 / m32 measured 1.3-4x faster than mma.sync (docs/perf.md)
   int64_t gemv_grouped_max_rows = 64;
-  // Fast tier, few-row kernel: runs of K a CTA's warps split (1, 2, 4 or 8); 0: the plan's choice by
-  // occupancy (fast_gemv_k_parts). Set only by the bench's sweep, until a measured rule replaces it.
+  // Fast tier, few-row kernel: runs of K a CTA's warps split (1, 2, 4 or 8); 0: the plan's rule
+  // (fast_gemv_k_parts). Set only by the bench's sweep (gpu_kernels_bench gemv-parts) that checks the rule.
   int gemv_k_parts = 0;
   // Fast tier, beside the GEMMs: the indexer's dots of FP4 keys on the bf16 tensor cores (indexer.h;
   // off: its CUDA-core kernel, the exact tier's; measured 1.4-4x slower, docs/perf.md).
@@ -181,8 +181,9 @@ constexpr int64_t kWidenBudgetBytes = int64_t{256} << 20;
 // Bytes of `weights` FP4 weights of n x kg widened: e5m2 codes and an fp32 scale a row's 128-wide block.
 constexpr int64_t widened_bytes(int64_t weights, int64_t n, int64_t kg) { return weights * n * (kg + kg / 128 * 4); }
 
-// kFastGemv: the K runs a CTA's eight warps split, doubled while each run keeps two K blocks and the
-// call's warps (16 weight rows x a run each) still fit one wave of two CTAs an SM.
+// kFastGemv: the K runs a CTA's eight warps split, doubled while each run keeps four K blocks and the
+// call's warps (16 weight rows x a run each) still fit one wave of two CTAs an SM (grouped calls: four
+// waves, measured faster for the MoE's few routed rows).
 int fast_gemv_k_parts(const GemmProblem& p, const DeviceCaps& caps);
 
 // The fast kernel's tile and split choice for a problem (route kFastMma).

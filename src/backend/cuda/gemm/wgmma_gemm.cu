@@ -323,6 +323,19 @@ __global__ void __launch_bounds__(kThreads, 1) wgmma_kernel(const ExactBlockArgs
   }
 }
 
+// `a` with its experts [e0, e0 + n): their offsets and weight lists (the dense call is its one weight).
+ExactBlockArgs expert_slice(const ExactBlockArgs& a, int e0, int n) {
+  if (!a.offsets) return a;
+  ExactBlockArgs s = a;
+  s.offsets = a.offsets + e0;
+  s.experts = n;
+  s.w_list = a.w_list + e0;
+  s.w_scale_list = a.w_scale_list + e0;
+  if (a.w_list_b) s.w_list_b = a.w_list_b + e0;
+  if (a.w_scale_list_b) s.w_scale_list_b = a.w_scale_list_b + e0;
+  return s;
+}
+
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 template <BForm F>
