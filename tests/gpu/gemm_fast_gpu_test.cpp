@@ -506,8 +506,9 @@ TEST(CudaGemmFast, WgmmaPassesTheOpGate) {
 }
 
 // The few-row kernel (decode) on dense and grouped calls, FP8 and FP4, every K split of a CTA (K of
-// 1 to 64 blocks), rows in one tile and in many, N off the grid; twice for the same bits. Dense calls
-// also from their bf16 rows, quantized in the kernel: the same bits as from quantize_act's codes.
+// 1 to 64 blocks), rows in one tile and in many, N off the grid; twice for the same bits. FP4 with
+// 16-byte loads (the default) and 4-byte ones: the same bits. Dense calls also from their bf16 rows,
+// quantized in the kernel: the same bits as from quantize_act's codes.
 TEST(CudaGemmFast, GemvPassesTheOpGate) {
   const auto fp8 = GemmWeightKind::kFp8, fp4 = GemmWeightKind::kFp4;
   std::vector<int32_t> spread(256, 0);  // a decode step's six pairs over 256 experts
@@ -530,8 +531,16 @@ TEST(CudaGemmFast, GemvPassesTheOpGate) {
                               << v.untouched << " unwritten, " << v.stray << " stray writes, tile calc_diff "
                               << v.worst_tile;
     }
-    if (c.experts() > 0) continue;
     const DevInputs d(c, o.h, c.offsets);
+    if (c.kind == fp4) {  // FP4 rows read in 16-byte loads and passed round the quad: the 4-byte loads' bits
+      for (int parts : {1, 4}) {
+        const std::vector<float> wide = gemv_run<float>(c, d, o.h.scale_ld, {parts, true});
+        const std::vector<float> narrow = gemv_run<float>(c, d, o.h.scale_ld, {parts, false});
+        EXPECT_EQ(std::memcmp(wide.data(), narrow.data(), wide.size() * sizeof(float)), 0)
+            << c.name << " K runs " << parts << ": wide and narrow FP4 loads differ";
+      }
+    }
+    if (c.experts() > 0) continue;
     const Dev<uint16_t> x(o.h.x);
     const cuda::GemvShape shape{4};
     EXPECT_TRUE(gemv_run<uint16_t>(c, d, o.h.scale_ld, shape, x.p) == gemv_run<uint16_t>(c, d, o.h.scale_ld, shape))
@@ -613,7 +622,8 @@ TEST(CudaGemmFast, WgmmaReportsFp4ScalesBeyondItsSpan) {
 
 // Plain weights on the fast tier against the exact plain kernel, fp32 outputs, a pair (the
 // compressor's wkv and wgate): fp32 weights on the fused multiply-add kernel, bf16 ones on cuBLASLt
-// (two calls) and, with it off, on the same CUDA-core kernel; up to 8 rows on the few-row kernel.
+// (two calls) and, with it off, on the same CUDA-core kernel; up to 32 rows on the few-row kernel (one
+// column a warp up to 8 rows, two from 9 where n is even, one where it is odd).
 // Each tile of 128x128 outputs within calc_diff 1e-10 (spec/NUMERICS.md's fp32 bound), the same bits
 // twice; zeroing one 16-wide K tile of the weight (what a tile-indexing bug computes) must fail it.
 struct PlainRun {
@@ -637,7 +647,9 @@ TEST(CudaGemmFast, PlainWeightsPassTheFp32Gate) {
     // Many rows (the CUDA-core kernel or cuBLASLt), and decode's few (the few-row kernel).
     for (const auto& [rows, n, k] :
          {Shape{64, 1024, 4096}, Shape{200, 100, 48}, Shape{2048, 1024, 4096}, Shape{129, 515, 2048},
-          Shape{63, 256, 256}, Shape{1, 256, 4096}, Shape{3, 1024, 4096}, Shape{8, 515, 2048}, Shape{5, 100, 48}}) {
+          Shape{63, 256, 256}, Shape{1, 256, 4096}, Shape{3, 1024, 4096}, Shape{8, 515, 2048}, Shape{5, 100, 48},
+          Shape{9, 1024, 4096}, Shape{16, 1024, 4096}, Shape{32, 1024, 4096}, Shape{17, 515, 2048}, Shape{32, 100, 48},
+          Shape{33, 1024, 4096}}) {
       std::mt19937 rng(++seed);
       std::normal_distribution<float> nd(0.0f, 1.0f);
       std::vector<uint16_t> x(static_cast<size_t>(rows * k));
@@ -670,7 +682,7 @@ TEST(CudaGemmFast, PlainWeightsPassTheFp32Gate) {
       const std::vector<float> want = run(exact, ga), got = run(runner, ga), again = run(runner, ga);
       EXPECT_EQ(std::memcmp(again.data(), got.data(), got.size() * sizeof(float)), 0)
           << "rows " << rows << ": not the same bits run to run";
-      if (rows <= 8) {  // the few-row kernel without a pair: the first weight's outputs alone, untouched past them
+      if (rows <= 32) {  // the few-row kernel without a pair: the first weight's outputs alone, untouched past them
         Dev<float> y(std::vector<float>(2 * per, std::numeric_limits<float>::quiet_NaN()));
         runner.run({.x = dx.p, .rows = rows, .w = ga, .y = y.p, .out = cuda::GemmOut::kF32});
         const std::vector<float> alone = y.get();
@@ -752,16 +764,17 @@ TEST(CudaGemmFast, RunnerRoutesPassTheOpGate) {
 }
 
 // A bf16 weight's FP8 twin (wo_a): the few-row plain kernel reading the FP8 blocks gives the bits it
-// gives reading the bf16 values they dequantize to (bf16(e4m3 · 2^s), as the model makes them), for 1-8
-// rows, one group and eight (wo_a's), fp32 and bf16 outputs; a wrong scale block (one row block's
-// scales rotated) changes them.
+// gives reading the bf16 values they dequantize to (bf16(e4m3 · 2^s), as the model makes them), for 1-32
+// rows (one column a warp, and two), one group and eight (wo_a's), fp32 and bf16 outputs; a wrong scale
+// block (one row block's scales rotated) changes them.
 TEST(CudaGemmFast, Fp8TwinGivesTheBf16WeightsBits) {
   struct Shape {
     int64_t rows, n, kg;
     int groups;
   };
   uint32_t seed = 7000;
-  for (const Shape sh : {Shape{1, 512, 1024, 1}, Shape{5, 1024, 512, 8}, Shape{8, 8192, 4096, 8}}) {
+  for (const Shape sh : {Shape{1, 512, 1024, 1}, Shape{5, 1024, 512, 8}, Shape{8, 8192, 4096, 8},
+                         Shape{13, 1024, 512, 8}, Shape{32, 8192, 4096, 8}}) {
     SCOPED_TRACE(testing::Message() << "rows " << sh.rows << " n " << sh.n << " groups " << sh.groups);
     std::mt19937 rng(++seed);
     std::vector<uint8_t> codes(static_cast<size_t>(sh.n * sh.kg)),

@@ -14,7 +14,11 @@
 namespace dsv4::cuda {
 namespace {
 
-constexpr int kWarps = 8, kThreads = kWarps * kWarp, kMaxRows = static_cast<int>(kFastPlainGemvMaxRows);
+constexpr int kWarps = 8, kThreads = kWarps * kWarp;
+// Up to kFewRows rows a warp takes one column (the most warps for decode's bandwidth-bound calls); more
+// rows are bound by the multiply-adds and the loads of x, so a warp takes two columns where both are of
+// one weight and one group (each load of x then feeds both).
+constexpr int kFewRows = 8, kMaxRows = static_cast<int>(kFastPlainGemvMaxRows);
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
@@ -40,12 +44,15 @@ __device__ __forceinline__ void weight8(const ExactPlainArgs& p, const void* w, 
   }
 }
 
+// A warp's kCols consecutive columns (of one weight and one group: the launch sees to it), every row of
+// the call at once: a column's sum is the same whatever kCols (each lane's chain over its K slices,
+// then the butterfly), so a call's bits do not depend on the kernel's shape.
 // Columns [0, n) are the first weight's, [n, 2n) the pair's; column c of group c / ng reads that group's
 // K columns of x.
-template <Form F>
+template <Form F, int kRows, int kCols>
 __global__ void __launch_bounds__(kThreads) fast_plain_gemv_kernel(const ExactPlainArgs p) {
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
-  const int64_t col = int64_t{blockIdx.x} * kWarps + static_cast<int>(threadIdx.x) / kWarp;
+  const int64_t col = (int64_t{blockIdx.x} * kWarps + static_cast<int>(threadIdx.x) / kWarp) * kCols;
   const bool second = col >= p.n;
   const int64_t n = second ? col - p.n : col;
   const bool live = n < p.n && (!second || p.w_b);  // past the last column (or the pair's): no work
@@ -53,33 +60,55 @@ __global__ void __launch_bounds__(kThreads) fast_plain_gemv_kernel(const ExactPl
   const uint16_t* x = p.x + (live ? n / p.ng : 0) * p.kg;
   pdl_enter();
   if (!live) return;  // warp-uniform
-  float acc[kMaxRows] = {};
-#pragma unroll 4
+  float acc[kRows][kCols] = {};
+#pragma unroll(kRows > kFewRows ? 1 : 4)
   for (int64_t k = 8 * lane; k < p.kg; k += 8 * kWarp) {
-    float wv[8];
-    weight8<F>(p, w, n, k, wv);
+    float wv[kCols][8];
 #pragma unroll
-    for (int r = 0; r < kMaxRows; ++r) {
+    for (int c = 0; c < kCols; ++c) weight8<F>(p, w, n + c, k, wv[c]);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
       if (r >= p.rows) break;
       float xv[8];
       bf16x8(__ldg(reinterpret_cast<const uint4*>(x + r * p.x_ld + k)), xv);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) acc[r] = fmaf(xv[i], wv[i], acc[r]);
+      for (int c = 0; c < kCols; ++c) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[r][c] = fmaf(xv[i], wv[c][i], acc[r][c]);
+      }
     }
   }
   void* y = second ? p.y_b : p.y;
 #pragma unroll
-  for (int r = 0; r < kMaxRows; ++r) {
+  for (int r = 0; r < kRows; ++r) {
     if (r >= p.rows) break;
-    float v = acc[r];
 #pragma unroll
-    for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane != 0) continue;
-    if (p.y_f32) {
-      static_cast<float*>(y)[r * p.y_ld + n] = v;
-    } else {
-      static_cast<uint16_t*>(y)[r * p.y_ld + n] = f_to_bf16(v);
+    for (int c = 0; c < kCols; ++c) {
+      float v = acc[r][c];
+#pragma unroll
+      for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      if (lane != 0) continue;
+      if (p.y_f32) {
+        static_cast<float*>(y)[r * p.y_ld + n + c] = v;
+      } else {
+        static_cast<uint16_t*>(y)[r * p.y_ld + n + c] = f_to_bf16(v);
+      }
     }
+  }
+}
+
+template <int kRows, int kCols>
+void launch_form(const ExactPlainArgs& a, cudaStream_t stream) {
+  const int64_t cols = (a.w_b ? 2 : 1) * a.n, per_cta = int64_t{kWarps} * kCols;
+  const int64_t grid = (cols + per_cta - 1) / per_cta;
+  DSV4_CUDA_REQUIRE(grid < (int64_t{1} << 31), "fast plain gemv: grid out of range");
+  const dim3 g(static_cast<unsigned>(grid)), b(kThreads);
+  if (a.w_f32) {
+    launch_kernel(fast_plain_gemv_kernel<Form::kF32, kRows, kCols>, g, b, 0, stream, a);
+  } else if (a.w_fp8) {
+    launch_kernel(fast_plain_gemv_kernel<Form::kFp8Twin, kRows, kCols>, g, b, 0, stream, a);
+  } else {
+    launch_kernel(fast_plain_gemv_kernel<Form::kBf16, kRows, kCols>, g, b, 0, stream, a);
   }
 }
 
@@ -96,16 +125,10 @@ bool fast_plain_gemv_takes(const ExactPlainArgs& a) {
 void fast_plain_gemv(const ExactPlainArgs& a, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(fast_plain_gemv_takes(a), "fast plain gemv: unsupported call (rows, groups, K % 8, alignment)");
   if (a.rows == 0) return;
-  const int64_t cols = (a.w_b ? 2 : 1) * a.n, grid = (cols + kWarps - 1) / kWarps;
-  DSV4_CUDA_REQUIRE(grid < (int64_t{1} << 31), "fast plain gemv: grid out of range");
-  const dim3 g(static_cast<unsigned>(grid)), b(kThreads);
-  if (a.w_f32) {
-    launch_kernel(fast_plain_gemv_kernel<Form::kF32>, g, b, 0, stream, a);
-  } else if (a.w_fp8) {
-    launch_kernel(fast_plain_gemv_kernel<Form::kFp8Twin>, g, b, 0, stream, a);
-  } else {
-    launch_kernel(fast_plain_gemv_kernel<Form::kBf16>, g, b, 0, stream, a);
-  }
+  if (a.rows <= kFewRows) return launch_form<kFewRows, 1>(a, stream);
+  // A warp's two columns never straddle the pair's weights or a group when n and ng are even.
+  if (a.n % 2 == 0 && a.ng % 2 == 0) return launch_form<kMaxRows, 2>(a, stream);
+  launch_form<kMaxRows, 1>(a, stream);
 }
 
 }  // namespace dsv4::cuda

@@ -13,7 +13,7 @@
 namespace dsv4::cuda {
 
 // Rows a call may have.
-constexpr int64_t kFastPlainGemvMaxRows = 8;
+constexpr int64_t kFastPlainGemvMaxRows = 32;
 
 // Whether the kernel takes the call: at most kFastPlainGemvMaxRows rows, K % 8 == 0, 16-byte aligned x
 // (x_ld % 8 == 0) and weights (a pair alike); groups (column c reads group c / ng's K columns of x);
