@@ -620,6 +620,12 @@ int main() {
     const auto narrow = fast_with([](cuda::GemmPolicy& p) { p.fp4_wide_loads = false; });
     moe_rows(*narrow, " gemv narrow", {1, 8, 32});
     moe_rows(*narrow, " e32 gemv narrow", {1, 8, 32}, 32);
+    // Grouped calls past gemv_grouped_max_rows on the few-row kernel too, against the default (mma.sync).
+    const auto all_gemv = fast_with([](cuda::GemmPolicy& p) { p.gemv_grouped_max_rows = int64_t{1} << 40; });
+    moe_rows(*all_gemv, " gemv all", {32, 64});
+    moe_rows(*all_gemv, " e32 gemv all", {32, 64}, 32);
+    moe_rows(fast_ops, " fast", {64});
+    moe_rows(fast_ops, " e32 fast", {64}, 32);
   }
   if (want("gemv-parts")) {  // the few-row kernel's K runs a CTA forced, against the plan's occupancy rule
     for (int parts : {1, 2, 4, 8}) {
