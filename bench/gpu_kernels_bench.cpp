@@ -273,13 +273,13 @@ void indexer_rows(Ops& ops, bool fast, const std::string& suffix) {
 }
 
 // (c) the fused compressor of a CSA layer at a block boundary: step (fp32 GEMMs + state) and emit.
-void compressor_rows(Ops& ops, const std::string& suffix = "", std::initializer_list<int64_t> batches = {1, 32}) {
+void compressor_rows(Ops& ops) {
   const int64_t dim = 4096;
   const int dc = 512, ratio = 4, c = 2;
   const int64_t cd = c * dc;
   const KvEntryDims sdims{static_cast<int>(2 * cd), 0}, odims{dc, 64};
   const ModelConfig flash = v4_flash_config();
-  for (const int64_t b : batches) {
+  for (const int64_t b : {1, 32}) {
     Buffers buf;
     std::vector<int32_t> pos(static_cast<size_t>(b)), state_slots(static_cast<size_t>(b)),
         blocks(static_cast<size_t>(b)), rows(static_cast<size_t>(b * c * ratio)), out_slots(static_cast<size_t>(b));
@@ -320,7 +320,7 @@ void compressor_rows(Ops& ops, const std::string& suffix = "", std::initializer_
     em.out = table_of(out, b, KvEntryFormat::kAttnFp8, odims);
     em.out_slots = buf.upload(out_slots);
     const double bytes = 2.0 * cd * dim * 2 + static_cast<double>(b * c * ratio * 2 * cd * 4);
-    emit("compressor" + suffix + " b" + std::to_string(b), time_ms({[&] {
+    emit("compressor b" + std::to_string(b), time_ms({[&] {
            ops.compressor_step(st);
            ops.compressor_emit(em);
          }}),
@@ -356,25 +356,28 @@ void gemm_rows(Ops& ops, const std::string& suffix, std::initializer_list<int64_
   }
 }
 
-// wo_a at V4-Flash dims (8 groups of 1024 x 4096, bf16 with its FP8 twin), in chains over copies.
-void wo_a_rows(Ops& ops, const std::string& suffix, std::initializer_list<int64_t> ms) {
+// wo_a at V4-Flash dims (8 groups of 1024 x 4096, bf16 with its FP8 twin, or without it), in chains over
+// copies; judged by the bytes read (the twin's, or the bf16 weight's).
+void wo_a_rows(Ops& ops, const std::string& suffix, std::initializer_list<int64_t> ms, bool twin) {
   const int64_t n = 8192, kg = 4096, groups = 8;
-  const double twin_bytes = static_cast<double>(n * kg + (n / 128) * (kg / 128));
+  const double bytes = twin ? static_cast<double>(n * kg + (n / 128) * (kg / 128)) : 2.0 * static_cast<double>(n * kg);
   for (const int64_t m : ms) {
     Buffers buf;
     std::vector<std::function<void()>> variants;
-    for (int c = 0; c < copies_for(2.0 * twin_bytes); ++c) {
+    for (int c = 0; c < copies_for(bytes); ++c) {
       LinearParams p;
       p.x = buf.make<uint16_t>(static_cast<size_t>(m * kg * groups), Fill::kBf16);
       p.rows = m;
       p.groups = static_cast<int>(groups);
       p.w = Weight::bf16(buf.make<uint16_t>(static_cast<size_t>(n * kg), Fill::kBf16), n, kg);
-      p.w.fp8_twin = buf.make<uint8_t>(static_cast<size_t>(n * kg), Fill::kE4m3);
-      p.w.fp8_twin_scale = buf.make<uint8_t>(static_cast<size_t>((n / 128) * (kg / 128)), Fill::kScale);
+      if (twin) {
+        p.w.fp8_twin = buf.make<uint8_t>(static_cast<size_t>(n * kg), Fill::kE4m3);
+        p.w.fp8_twin_scale = buf.make<uint8_t>(static_cast<size_t>((n / 128) * (kg / 128)), Fill::kScale);
+      }
       p.y = buf.make<uint16_t>(static_cast<size_t>(m * n), Fill::kZero);
       variants.push_back([&ops, p] { ops.linear(p); });
     }
-    emit("wo_a" + suffix + " m" + std::to_string(m), time_chain_ms(variants), twin_bytes,
+    emit("wo_a" + suffix + " m" + std::to_string(m), time_chain_ms(variants), bytes,
          2.0 * static_cast<double>(m * n * kg));
   }
 }
@@ -542,7 +545,7 @@ int main() {
   cuda::CudaOps fast_ops(dev, cuda::GemmPolicy::from_env(Numerics::kFast));
   std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
   // DSV4_KERNELS (comma list of gemm, fast, attention, indexer, compressor, moe, hc, hc-chain, hc-ring,
-  // imma4, imma-decode, simt, wgmma, gemv, gemv-parts, plain, kv-restore): only those rows. "fast": the GEMM,
+  // imma4, imma-decode, simt, wgmma, gemv, gemv-parts, wo-a, kv-restore): only those rows. "fast": the GEMM,
   // MoE and hc_pre rows on the fast tier (suffix " fast"); the others are the exact tier's.
   // Unset: the M1.8 table's families (the defaults' rows); the experiments' families only when named.
   const char* set = std::getenv("DSV4_KERNELS");
@@ -616,34 +619,19 @@ int main() {
     gemm_rows(*mma, " mma", {16, 32});
     moe_rows(fast_ops, " e32 gemv", {1, 8, 32}, 32);
     moe_rows(*mma, " e32 mma", {1, 8, 32}, 32);
-    // FP4 rows read four bytes a lane at a time (the 16-byte loads off).
-    const auto narrow = fast_with([](cuda::GemmPolicy& p) { p.fp4_wide_loads = false; });
-    moe_rows(*narrow, " gemv narrow", {1, 8, 32});
-    moe_rows(*narrow, " e32 gemv narrow", {1, 8, 32}, 32);
-    // Grouped calls past gemv_grouped_max_rows on the few-row kernel too, against the default (mma.sync).
-    const auto all_gemv = fast_with([](cuda::GemmPolicy& p) { p.gemv_grouped_max_rows = int64_t{1} << 40; });
-    moe_rows(*all_gemv, " gemv all", {32, 64});
-    moe_rows(*all_gemv, " e32 gemv all", {32, 64}, 32);
-    moe_rows(fast_ops, " fast", {64});
-    moe_rows(fast_ops, " e32 fast", {64}, 32);
   }
   if (want("gemv-parts")) {  // the few-row kernel's K runs a CTA forced, against the plan's occupancy rule
     for (int parts : {1, 2, 4, 8}) {
       const auto forced = fast_with([parts](cuda::GemmPolicy& p) { p.gemv_k_parts = parts; });
       const std::string name = " gemv kp" + std::to_string(parts);
-      moe_rows(*forced, name, {1, 8, 32});
-      moe_rows(*forced, " e32" + name, {1, 8, 32}, 32);
+      moe_rows(*forced, name, {1, 8});
+      moe_rows(*forced, " e32" + name, {1, 8}, 32);
       gemm_rows(*forced, name, {1});
     }
   }
-  if (want("plain")) {  // plain weights of decode batches: the few-row kernel to 32 rows against 8 rows
-    const auto few8 = fast_with([](cuda::GemmPolicy& p) { p.plain_gemv_max_rows = 8; });
-    compressor_rows(fast_ops, " fast", {1, 8, 16, 32, 64});
-    compressor_rows(*few8, " fast few8", {16, 32});
-    // wo_a's FP8 twin on the few-row kernel to 8 rows (the default), then cuBLASLt; to 32 rows.
-    const auto twin32 = fast_with([](cuda::GemmPolicy& p) { p.twin_gemv_max_rows = 32; });
-    wo_a_rows(fast_ops, " fast", {1, 8, 16, 32});
-    wo_a_rows(*twin32, " fast twin32", {16, 32});
+  if (want("wo-a")) {  // wo_a from its FP8 twin (the few-row plain kernel up to its rows), and from bf16 alone
+    wo_a_rows(fast_ops, " twin", {1, 2, 4, 8}, true);
+    wo_a_rows(fast_ops, " bf16", {1, 2, 8}, false);
   }
   if (want("kv-restore")) kv_restore_rows();
   if (want("simt")) {  // the SIMT exact kernels where the int8 tensor cores take the default rows

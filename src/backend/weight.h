@@ -38,8 +38,8 @@ struct Weight {
   int64_t cols = 0;  // logical input columns K (for FP4 twice the packed byte columns)
   // Optional, bf16 weights only: the same values stored as FP8 blocks (e4m3 [rows, cols] and ue8m0 scales
   // [rows/128, cols/128], rows and cols multiples of 128), each value bf16(e4m3 · 2^s) as the bf16
-  // weight holds it. A backend may read these instead (half the bytes) for the same results: wo_a, whose
-  // checkpoint form is FP8 (MODEL.md §5.7). The CPU backend ignores them.
+  // weight holds it. A backend may read these instead (half the bytes) for the same products, summed in its
+  // own order: wo_a, whose checkpoint form is FP8 (MODEL.md §5.7). The CPU backend ignores them.
   const uint8_t* fp8_twin = nullptr;
   const uint8_t* fp8_twin_scale = nullptr;
 

@@ -506,9 +506,8 @@ TEST(CudaGemmFast, WgmmaPassesTheOpGate) {
 }
 
 // The few-row kernel (decode) on dense and grouped calls, FP8 and FP4, every K split of a CTA (K of
-// 1 to 64 blocks), rows in one tile and in many, N off the grid; twice for the same bits. FP4 with
-// 16-byte loads (the default) and 4-byte ones: the same bits. Dense calls also from their bf16 rows,
-// quantized in the kernel: the same bits as from quantize_act's codes.
+// 1 to 64 blocks), rows in one tile and in many, N off the grid; twice for the same bits. Dense calls
+// also from their bf16 rows, quantized in the kernel: the same bits as from quantize_act's codes.
 TEST(CudaGemmFast, GemvPassesTheOpGate) {
   const auto fp8 = GemmWeightKind::kFp8, fp4 = GemmWeightKind::kFp4;
   std::vector<int32_t> spread(256, 0);  // a decode step's six pairs over 256 experts
@@ -531,16 +530,8 @@ TEST(CudaGemmFast, GemvPassesTheOpGate) {
                               << v.untouched << " unwritten, " << v.stray << " stray writes, tile calc_diff "
                               << v.worst_tile;
     }
-    const DevInputs d(c, o.h, c.offsets);
-    if (c.kind == fp4) {  // FP4 rows read in 16-byte loads and passed round the quad: the 4-byte loads' bits
-      for (int parts : {1, 4}) {
-        const std::vector<float> wide = gemv_run<float>(c, d, o.h.scale_ld, {parts, true});
-        const std::vector<float> narrow = gemv_run<float>(c, d, o.h.scale_ld, {parts, false});
-        EXPECT_EQ(std::memcmp(wide.data(), narrow.data(), wide.size() * sizeof(float)), 0)
-            << c.name << " K runs " << parts << ": wide and narrow FP4 loads differ";
-      }
-    }
     if (c.experts() > 0) continue;
+    const DevInputs d(c, o.h, c.offsets);
     const Dev<uint16_t> x(o.h.x);
     const cuda::GemvShape shape{4};
     EXPECT_TRUE(gemv_run<uint16_t>(c, d, o.h.scale_ld, shape, x.p) == gemv_run<uint16_t>(c, d, o.h.scale_ld, shape))
@@ -622,8 +613,7 @@ TEST(CudaGemmFast, WgmmaReportsFp4ScalesBeyondItsSpan) {
 
 // Plain weights on the fast tier against the exact plain kernel, fp32 outputs, a pair (the
 // compressor's wkv and wgate): fp32 weights on the fused multiply-add kernel, bf16 ones on cuBLASLt
-// (two calls) and, with it off, on the same CUDA-core kernel; up to 32 rows on the few-row kernel (one
-// column a warp up to 8 rows, two from 9 where n is even, one where it is odd).
+// (two calls) and, with it off, on the same CUDA-core kernel; up to 8 rows on the few-row kernel.
 // Each tile of 128x128 outputs within calc_diff 1e-10 (spec/NUMERICS.md's fp32 bound), the same bits
 // twice; zeroing one 16-wide K tile of the weight (what a tile-indexing bug computes) must fail it.
 struct PlainRun {
@@ -647,9 +637,7 @@ TEST(CudaGemmFast, PlainWeightsPassTheFp32Gate) {
     // Many rows (the CUDA-core kernel or cuBLASLt), and decode's few (the few-row kernel).
     for (const auto& [rows, n, k] :
          {Shape{64, 1024, 4096}, Shape{200, 100, 48}, Shape{2048, 1024, 4096}, Shape{129, 515, 2048},
-          Shape{63, 256, 256}, Shape{1, 256, 4096}, Shape{3, 1024, 4096}, Shape{8, 515, 2048}, Shape{5, 100, 48},
-          Shape{9, 1024, 4096}, Shape{16, 1024, 4096}, Shape{32, 1024, 4096}, Shape{17, 515, 2048}, Shape{32, 100, 48},
-          Shape{33, 1024, 4096}}) {
+          Shape{63, 256, 256}, Shape{1, 256, 4096}, Shape{3, 1024, 4096}, Shape{8, 515, 2048}, Shape{5, 100, 48}}) {
       std::mt19937 rng(++seed);
       std::normal_distribution<float> nd(0.0f, 1.0f);
       std::vector<uint16_t> x(static_cast<size_t>(rows * k));
@@ -682,7 +670,7 @@ TEST(CudaGemmFast, PlainWeightsPassTheFp32Gate) {
       const std::vector<float> want = run(exact, ga), got = run(runner, ga), again = run(runner, ga);
       EXPECT_EQ(std::memcmp(again.data(), got.data(), got.size() * sizeof(float)), 0)
           << "rows " << rows << ": not the same bits run to run";
-      if (rows <= 32) {  // the few-row kernel without a pair: the first weight's outputs alone, untouched past them
+      if (rows <= 8) {  // the few-row kernel without a pair: the first weight's outputs alone, untouched past them
         Dev<float> y(std::vector<float>(2 * per, std::numeric_limits<float>::quiet_NaN()));
         runner.run({.x = dx.p, .rows = rows, .w = ga, .y = y.p, .out = cuda::GemmOut::kF32});
         const std::vector<float> alone = y.get();
@@ -763,18 +751,19 @@ TEST(CudaGemmFast, RunnerRoutesPassTheOpGate) {
   }
 }
 
-// A bf16 weight's FP8 twin (wo_a): the few-row plain kernel reading the FP8 blocks gives the bits it
-// gives reading the bf16 values they dequantize to (bf16(e4m3 · 2^s), as the model makes them), for 1-32
-// rows (one column a warp, and two), one group and eight (wo_a's), fp32 and bf16 outputs; a wrong scale
-// block (one row block's scales rotated) changes them.
-TEST(CudaGemmFast, Fp8TwinGivesTheBf16WeightsBits) {
+// A bf16 weight's FP8 twin (wo_a): the few-row plain kernel reading the FP8 blocks (products summed a
+// scale block at a time) against the exact plain kernel on the bf16 values they dequantize to
+// (bf16(e4m3 · 2^s), as the model makes them), for 1-8 rows, one group and eight (wo_a's): fp32 outputs
+// within calc_diff 1e-10 on every 128-column tile (spec/NUMERICS.md's fp32 bound), bf16 outputs within
+// one rounding; the same bits twice; a wrong scale block (one row block's scales rotated) fails the bound.
+TEST(CudaGemmFast, Fp8TwinPassesTheGateOfItsBf16Weights) {
   struct Shape {
     int64_t rows, n, kg;
     int groups;
   };
   uint32_t seed = 7000;
-  for (const Shape sh : {Shape{1, 512, 1024, 1}, Shape{5, 1024, 512, 8}, Shape{8, 8192, 4096, 8},
-                         Shape{13, 1024, 512, 8}, Shape{32, 8192, 4096, 8}}) {
+  for (const Shape sh :
+       {Shape{1, 512, 1024, 1}, Shape{5, 1024, 512, 8}, Shape{8, 8192, 4096, 8}, Shape{3, 256, 128, 2}}) {
     SCOPED_TRACE(testing::Message() << "rows " << sh.rows << " n " << sh.n << " groups " << sh.groups);
     std::mt19937 rng(++seed);
     std::vector<uint8_t> codes(static_cast<size_t>(sh.n * sh.kg)),
@@ -791,39 +780,65 @@ TEST(CudaGemmFast, Fp8TwinGivesTheBf16WeightsBits) {
     }
     std::normal_distribution<float> nd(0.0f, 1.0f);
     std::vector<uint16_t> x(static_cast<size_t>(sh.rows * sh.kg * sh.groups));
-    for (auto& v : x) v = float_to_bf16(nd(rng));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float_to_bf16(nd(rng) * (i % 97 == 5 ? 64.0f : 1.0f));
     const Dev<uint8_t> dcodes(codes), dscales(scales);
     const Dev<uint16_t> dbf(bf), dx(x);
-    for (const bool f32 : {true, false}) {
-      auto run = [&](const uint8_t* twin, const uint8_t* twin_scale) {
-        Dev<float> y(std::vector<float>(static_cast<size_t>(sh.rows * sh.n), std::numeric_limits<float>::quiet_NaN()));
-        cuda::ExactPlainArgs p;
-        p.x = dx.p, p.x_ld = sh.kg * sh.groups, p.rows = sh.rows;
-        p.n = sh.n, p.ng = sh.n / sh.groups, p.kg = sh.kg, p.groups = sh.groups;
-        p.w = dbf.p, p.w_fp8 = twin, p.w_fp8_scale = twin_scale;
-        p.y = y.p, p.y_ld = sh.n, p.y_f32 = f32;
+    // The kernel's outputs as floats (bf16 outputs widened), poisoned before the run.
+    auto run = [&](bool f32, const uint8_t* twin, const uint8_t* twin_scale) {
+      Dev<float> y(std::vector<float>(static_cast<size_t>(sh.rows * sh.n), std::numeric_limits<float>::quiet_NaN()));
+      cuda::ExactPlainArgs p;
+      p.x = dx.p, p.x_ld = sh.kg * sh.groups, p.rows = sh.rows;
+      p.n = sh.n, p.ng = sh.n / sh.groups, p.kg = sh.kg, p.groups = sh.groups;
+      p.w = dbf.p, p.w_fp8 = twin, p.w_fp8_scale = twin_scale;
+      p.y = y.p, p.y_ld = sh.n, p.y_f32 = f32;
+      if (twin) {
         EXPECT_TRUE(cuda::fast_plain_gemv_takes(p));
         cuda::fast_plain_gemv(p, nullptr);
-        DSV4_CUDA_CHECK(cudaGetLastError());
-        std::vector<float> got = y.get();
-        if (!f32) {  // bf16 outputs sit in the first half of each float's bytes' worth of room
-          std::vector<uint16_t> half(got.size());
-          std::memcpy(half.data(), got.data(), half.size() * sizeof(uint16_t));
-          for (size_t i = 0; i < got.size(); ++i) got[i] = bf16_to_float(half[i]);
+      } else {
+        cuda::exact_plain_gemm(p, nullptr);
+      }
+      DSV4_CUDA_CHECK(cudaGetLastError());
+      std::vector<float> got = y.get();
+      if (!f32) {  // bf16 outputs sit in the first half of each float's bytes' worth of room
+        std::vector<uint16_t> half(got.size());
+        std::memcpy(half.data(), got.data(), half.size() * sizeof(uint16_t));
+        for (size_t i = 0; i < got.size(); ++i) got[i] = bf16_to_float(half[i]);
+      }
+      return got;
+    };
+    // The worst calc_diff over tiles of 128 output columns (all rows).
+    auto worst_tile = [&](const std::vector<float>& want, const std::vector<float>& got) {
+      double worst = 0;
+      for (int64_t c0 = 0; c0 < sh.n; c0 += 128) {
+        std::vector<float> tx, ty;
+        for (int64_t r = 0; r < sh.rows; ++r) {
+          for (int64_t c = c0; c < std::min(c0 + 128, sh.n); ++c) {
+            tx.push_back(want[static_cast<size_t>(r * sh.n + c)]);
+            ty.push_back(got[static_cast<size_t>(r * sh.n + c)]);
+          }
         }
-        return got;
-      };
-      const std::vector<float> from_bf16 = run(nullptr, nullptr), from_fp8 = run(dcodes.p, dscales.p);
-      EXPECT_TRUE(std::none_of(from_bf16.begin(), from_bf16.end(), [](float v) { return std::isnan(v); }))
-          << "an output left unwritten";
-      EXPECT_EQ(std::memcmp(from_bf16.data(), from_fp8.data(), from_bf16.size() * sizeof(float)), 0)
-          << (f32 ? "fp32" : "bf16") << " outputs differ";
-      std::vector<uint8_t> rotated = scales;  // row block 0's scales one K block off
-      std::rotate(rotated.begin(), rotated.begin() + 1, rotated.begin() + sh.kg / 128);
-      const Dev<uint8_t> dbad(rotated);
-      const std::vector<float> wrong = run(dcodes.p, dbad.p);
-      EXPECT_NE(std::memcmp(from_bf16.data(), wrong.data(), from_bf16.size() * sizeof(float)), 0)
-          << "a wrong scale block gave the same bits";
+        const double d = calc_diff(tx, ty);
+        worst = std::max(worst, std::isnan(d) ? 1.0 : d);
+      }
+      return worst;
+    };
+    const std::vector<float> want = run(true, nullptr, nullptr), got = run(true, dcodes.p, dscales.p);
+    EXPECT_EQ(std::memcmp(run(true, dcodes.p, dscales.p).data(), got.data(), got.size() * sizeof(float)), 0)
+        << "not the same bits run to run";
+    const double worst = worst_tile(want, got);
+    std::printf("[ fp8 twin ] rows %lld n %lld groups %d: worst tile calc_diff %.3e\n", static_cast<long long>(sh.rows),
+                static_cast<long long>(sh.n), sh.groups, worst);
+    EXPECT_LE(worst, 1e-10);
+    const std::vector<float> want_bf = run(false, nullptr, nullptr), got_bf = run(false, dcodes.p, dscales.p);
+    for (size_t i = 0; i < want_bf.size(); ++i) {
+      const float ulp = std::ldexp(1.0f, std::ilogb(want_bf[i]) - 7);  // one bf16 step at x's magnitude
+      ASSERT_LE(std::fabs(got_bf[i] - want_bf[i]), want_bf[i] == 0.0f ? 1e-30f : ulp) << "bf16 output " << i;
+    }
+    std::vector<uint8_t> rotated = scales;  // row block 0's scales one K block off
+    std::rotate(rotated.begin(), rotated.begin() + 1, rotated.begin() + sh.kg / 128);
+    const Dev<uint8_t> dbad(rotated);
+    if (sh.kg > 128) {
+      EXPECT_GT(worst_tile(want, run(true, dcodes.p, dbad.p)), 1e-10) << "a wrong scale block passed the gate";
     }
   }
 }

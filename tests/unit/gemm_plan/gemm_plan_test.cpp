@@ -174,7 +174,7 @@ TEST(GemmPlan, FastFewRowsAWeightGoToTheFewRowKernel) {
 }
 
 // A bf16 weight with its FP8 twin (wo_a: 8 groups of 1024 x 4096) on the fast tier: up to
-// twin_gemv_max_rows rows the few-row plain kernel (it reads the twin), more rows cuBLASLt as without
+// plain_gemv_max_rows rows the few-row plain kernel (it reads the twin), more rows cuBLASLt as without
 // one; the exact tier never; no twin, the grouped call stays on cuBLASLt.
 TEST(GemmPlan, AnFp8TwinTakesTheFewRowPlainKernel) {
   const GemmPolicy fast = policy(Numerics::kFast);
@@ -188,9 +188,6 @@ TEST(GemmPlan, AnFp8TwinTakesTheFewRowPlainKernel) {
   EXPECT_EQ(plan_gemm(wo_a, fast, kH200).route, GemmRoute::kFastPlainGemv);
   wo_a.rows = 9;
   EXPECT_EQ(plan_gemm(wo_a, fast, kH200).route, GemmRoute::kCublasLt);
-  GemmPolicy twin16 = fast;  // the threshold is the policy's
-  twin16.twin_gemv_max_rows = 16;
-  EXPECT_EQ(plan_gemm(wo_a, twin16, kH200).route, GemmRoute::kFastPlainGemv);
   wo_a.rows = 1;
   EXPECT_EQ(plan_gemm(wo_a, policy(Numerics::kExact), kH200).route, GemmRoute::kExactPlain);
   wo_a.kg = 4000;  // not whole 128-blocks: no twin route
@@ -269,17 +266,11 @@ TEST(GemmPlan, FastPlainWeights) {
   const GemmPolicy fast = policy(Numerics::kFast);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kBf16, 32, 8192, 4096), fast, kH200).route, GemmRoute::kCublasLt);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kBf16, 32, 8192, 4096), fast, kH200).fallback, GemmRoute::kExactPlain);
-  // fp32 weights: up to plain_gemv_max_rows (32) rows the few-row kernel, more the fused multiply-add
-  // chains, the exact plain kernel behind them.
-  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kF32, 32, 512, 4096), fast, kH200).route, GemmRoute::kFastPlainGemv);
-  for (const int64_t rows : {33, 64}) {
-    GemmPlan f32 = plan_gemm(dense(GemmWeightKind::kF32, rows, 1024, 4096), fast, kH200);
-    EXPECT_EQ(f32.route, GemmRoute::kFastSgemm) << rows;
-    EXPECT_EQ(f32.fallback, GemmRoute::kExactPlain) << rows;
-  }
-  GemmPolicy few8 = fast;  // the threshold is the policy's
-  few8.plain_gemv_max_rows = 8;
-  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kF32, 9, 512, 4096), few8, kH200).route, GemmRoute::kFastSgemm);
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kF32, 32, 512, 4096), fast, kH200).route, GemmRoute::kExactPlain);
+  // fp32 weights of many rows: fused multiply-add chains, the exact plain kernel behind them.
+  GemmPlan f32 = plan_gemm(dense(GemmWeightKind::kF32, 64, 1024, 4096), fast, kH200);
+  EXPECT_EQ(f32.route, GemmRoute::kFastSgemm);
+  EXPECT_EQ(f32.fallback, GemmRoute::kExactPlain);
   GemmProblem f32_pair = dense(GemmWeightKind::kF32, 2048, 1024, 4096);
   f32_pair.pair = true;
   EXPECT_EQ(plan_gemm(f32_pair, fast, kH200).route, GemmRoute::kFastSgemm);
@@ -291,14 +282,11 @@ TEST(GemmPlan, FastPlainWeights) {
   GemmPolicy no_lt = fast;
   no_lt.cublaslt = false;
   EXPECT_EQ(plan_gemm(bf16_pair, no_lt, kH200).route, GemmRoute::kFastSgemm);
-  // Decode batches up to 32 rows: the few-row kernel's one launch; 33 rows: cuBLASLt's two.
-  for (const int64_t rows : {1, 8, 9, 32}) {
-    bf16_pair.rows = rows;
-    EXPECT_EQ(plan_gemm(bf16_pair, fast, kH200).route, GemmRoute::kFastPlainGemv) << rows;
-    EXPECT_EQ(plan_gemm(bf16_pair, fast, kH200).fallback, GemmRoute::kExactPlain) << rows;
-  }
-  bf16_pair.rows = 33;
-  EXPECT_EQ(plan_gemm(bf16_pair, fast, kH200).route, GemmRoute::kCublasLt);
+  bf16_pair.rows = 8;  // decode: the few-row kernel's one launch; 9 rows: the exact plain kernel's
+  EXPECT_EQ(plan_gemm(bf16_pair, fast, kH200).route, GemmRoute::kFastPlainGemv);
+  EXPECT_EQ(plan_gemm(bf16_pair, fast, kH200).fallback, GemmRoute::kExactPlain);
+  bf16_pair.rows = 9;
+  EXPECT_EQ(plan_gemm(bf16_pair, fast, kH200).route, GemmRoute::kExactPlain);
   f32_pair.exact = true;
   EXPECT_EQ(plan_gemm(f32_pair, fast, kH200).route, GemmRoute::kExactPlain);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kF32, 2048, 1024, 4096), policy(Numerics::kExact), kH200).route,
@@ -308,11 +296,9 @@ TEST(GemmPlan, FastPlainWeights) {
   EXPECT_EQ(plan_gemm(pair, policy(Numerics::kExact), kH200).route, GemmRoute::kExactPlain);
   // Few rows: fp32 weights (the MoE gate) and narrow bf16 ones (weights_proj) on the few-row kernel;
   // a wide bf16 one (the head) on cuBLASLt.
-  for (const int64_t rows : {1, 32}) {
-    EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kF32, rows, 256, 4096), fast, kH200).route, GemmRoute::kFastPlainGemv);
-    EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kBf16, rows, 64, 4096), fast, kH200).route, GemmRoute::kFastPlainGemv);
-    EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kBf16, rows, 129280, 4096), fast, kH200).route, GemmRoute::kCublasLt);
-  }
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kF32, 1, 256, 4096), fast, kH200).route, GemmRoute::kFastPlainGemv);
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kBf16, 1, 64, 4096), fast, kH200).route, GemmRoute::kFastPlainGemv);
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kBf16, 1, 129280, 4096), fast, kH200).route, GemmRoute::kCublasLt);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kF32, 1, 256, 4100), fast, kH200).route, GemmRoute::kExactPlain);
 }
 

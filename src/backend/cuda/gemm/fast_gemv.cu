@@ -4,8 +4,7 @@
 // tile. For one 128-wide K block it keeps eight operand words a row, word j covering four K values:
 //   FP8  bytes (j / 4)·64 + 16t + 4(j % 4): two 16-byte loads a row (pieces at 16t and 64 + 16t);
 //   FP4  codes 32(j / 2) + 8t + 4(j % 2): word ks of a row is the lane's eight codes of 32-wide scale
-//        block ks (a 4-byte load, or a quarter of lane ks's 16-byte load of the whole block, passed on
-//        by a quad transpose), widened to e4m3 words 2ks and 2ks + 1.
+//        block ks (one 4-byte load), widened to e4m3 words 2ks and 2ks + 1.
 // MMA step ks then multiplies words 2ks and 2ks + 1 of both operands: every K slot holds the same K
 // index in the weight and the activation, and an FP4 step never leaves its scale block.
 #include <cuda_runtime.h>
@@ -73,30 +72,8 @@ struct Rows {
   const uint8_t* s[2];  // FP8: both the rows' block-scale row; FP4: each row's scales
 };
 
-// m[j] of lane t of a lane quad is element (t, j) of a 4x4 matrix of words; after, it is element (j, t):
-// the off-diagonal 2x2 blocks swapped with lane t ^ 2, then each block transposed with lane t ^ 1. Every
-// lane of the warp calls it.
-__device__ __forceinline__ void quad_transpose(uint32_t (&m)[4], int t) {
-  const bool hi = (t & 2) != 0, odd = (t & 1) != 0;
-  uint32_t r0 = __shfl_xor_sync(kFull, hi ? m[0] : m[2], 2), r1 = __shfl_xor_sync(kFull, hi ? m[1] : m[3], 2);
-  if (hi) {
-    m[0] = r0, m[1] = r1;
-  } else {
-    m[2] = r0, m[3] = r1;
-  }
-  r0 = __shfl_xor_sync(kFull, odd ? m[0] : m[1], 1), r1 = __shfl_xor_sync(kFull, odd ? m[2] : m[3], 1);
-  if (odd) {
-    m[0] = r0, m[2] = r1;
-  } else {
-    m[1] = r0, m[3] = r1;
-  }
-}
-
-// wide (FP4, warp-uniform; rows 16-byte aligned): lane t reads scale block t of each row's 128-wide block
-// in one 16-byte load (its word j is lane j's slice) and the quad transposes, so that each lane holds
-// what four 4-byte loads give it: a quarter of the load instructions for the same words.
 template <Form F>
-__device__ __forceinline__ void load_weights(const Rows& r, int kb, int t, bool wide, WeightBlock<F>& o) {
+__device__ __forceinline__ void load_weights(const Rows& r, int kb, int t, WeightBlock<F>& o) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     if constexpr (is_fp8(F)) {
@@ -105,17 +82,9 @@ __device__ __forceinline__ void load_weights(const Rows& r, int kb, int t, bool 
       o.w[h][0] = x.x, o.w[h][1] = x.y, o.w[h][2] = x.z, o.w[h][3] = x.w;
       o.w[h][4] = y.x, o.w[h][5] = y.y, o.w[h][6] = y.z, o.w[h][7] = y.w;
     } else {
-      if (wide) {
-        const uint4 v = ld_stream16(r.w[h] + kb * 64 + 16 * t);
-        uint32_t m[4] = {v.x, v.y, v.z, v.w};
-        quad_transpose(m, t);
+      const uint8_t* q = r.w[h] + kb * 64 + 4 * t;
 #pragma unroll
-        for (int ks = 0; ks < 4; ++ks) o.w[h][ks] = m[ks];
-      } else {
-        const uint8_t* q = r.w[h] + kb * 64 + 4 * t;
-#pragma unroll
-        for (int ks = 0; ks < 4; ++ks) o.w[h][ks] = ld_stream4(q + 16 * ks);
-      }
+      for (int ks = 0; ks < 4; ++ks) o.w[h][ks] = ld_stream4(q + 16 * ks);
       o.ws[h] = __ldg(reinterpret_cast<const uint32_t*>(r.s[h] + kb * 4));
     }
   }
@@ -258,7 +227,7 @@ __device__ void stage_acts(const ExactBlockArgs& p, const Tile& tl, int64_t grp,
 // RG row groups of 16 weight rows a CTA; the CTA's kWarps / RG warps of a row group split its K blocks
 // into runs, added in K order at the end.
 template <Form F, int RG, int D>
-__global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlockArgs p, bool wide_fp4) {
+__global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlockArgs p) {
   constexpr int KP = kWarps / RG;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
@@ -284,15 +253,11 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
       rows.s[h] = is_fp8(F) ? ws + (n0 / 128) * nkb : ws + (n0 + r[h]) * (p.kg / 32);
     }
   };
-  // Wide FP4 loads where asked and the weight's rows are 16-byte aligned (row_bytes is a multiple of 64,
-  // so one base decides for the warp).
-  bool wide = false;
   WeightBlock<F> ring[D];
   auto prologue = [&] {
-    if constexpr (!is_fp8(F)) wide = __all_sync(kFull, wide_fp4 && reinterpret_cast<uintptr_t>(rows.w[0]) % 16 == 0);
 #pragma unroll
     for (int j = 0; j < D; ++j) {
-      if (kb0 + j < kb1) load_weights<F>(rows, kb0 + j, t, wide, ring[j]);
+      if (kb0 + j < kb1) load_weights<F>(rows, kb0 + j, t, ring[j]);
     }
   };
   Tile tl;
@@ -325,7 +290,7 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
       for (int j = 0; j < D; ++j) {
         if (kb + j < kb1) {
           multiply<F>(ring[j], acts, sa_rows, pitch, nkb, kb + j, tl.cnt, g, t, acc);
-          if (kb + j + D < kb1) load_weights<F>(rows, kb + j + D, t, wide, ring[j]);
+          if (kb + j + D < kb1) load_weights<F>(rows, kb + j + D, t, ring[j]);
         }
       }
     }
@@ -356,26 +321,26 @@ int64_t smem_bytes(const ExactBlockArgs& a, Form f) {
 }
 
 template <Form F, int RG, int D>
-void launch(const ExactBlockArgs& a, bool wide_fp4, cudaStream_t stream) {
+void launch(const ExactBlockArgs& a, cudaStream_t stream) {
   allow_dynamic_smem(fast_gemv_kernel<F, RG, D>, kFastGemvMaxSmem);
   const int64_t tiles = a.offsets ? row_tiles(a.rows, kTm, a.experts) : cdiv(a.rows, kTm);
   const int64_t cols = (a.y_b ? 2 : 1) * a.groups * cdiv(a.ng, 16 * RG);
   DSV4_CUDA_REQUIRE(tiles < (int64_t{1} << 31) && cols <= 65535, "fast gemv: grid out of range");
   launch_kernel(fast_gemv_kernel<F, RG, D>, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(cols)), kThreads,
-                static_cast<size_t>(smem_bytes(a, F)), stream, a, wide_fp4);
+                static_cast<size_t>(smem_bytes(a, F)), stream, a);
 }
 
 template <Form F, int D>
-void launch_parts(const ExactBlockArgs& a, GemvShape shape, cudaStream_t stream) {
-  switch (shape.k_parts) {
+void launch_parts(const ExactBlockArgs& a, int k_parts, cudaStream_t stream) {
+  switch (k_parts) {
     case 1:
-      return launch<F, 8, D>(a, shape.wide_fp4_loads, stream);
+      return launch<F, 8, D>(a, stream);
     case 2:
-      return launch<F, 4, D>(a, shape.wide_fp4_loads, stream);
+      return launch<F, 4, D>(a, stream);
     case 4:
-      return launch<F, 2, D>(a, shape.wide_fp4_loads, stream);
+      return launch<F, 2, D>(a, stream);
     default:
-      return launch<F, 1, D>(a, shape.wide_fp4_loads, stream);
+      return launch<F, 1, D>(a, stream);
   }
 }
 
@@ -401,9 +366,9 @@ void fast_gemv(const ExactBlockArgs& a, GemvShape shape, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(k == 1 || k == 2 || k == 4 || k == 8, "fast gemv: k_parts 1, 2, 4 or 8");
   if (a.rows <= 0) return;
   if (a.kind == GemmWeightKind::kFp8) {
-    launch_parts<Form::kFp8, kDepth>(a, shape, stream);
+    launch_parts<Form::kFp8, kDepth>(a, k, stream);
   } else {
-    launch_parts<Form::kFp4, kDepth>(a, shape, stream);
+    launch_parts<Form::kFp4, kDepth>(a, k, stream);
   }
 }
 

@@ -36,9 +36,6 @@ bool fast_gemv_takes(const ExactBlockArgs& a);
 // How the kernel runs a call: the plan's kFastGemv fields.
 struct GemvShape {
   int k_parts = 1;  // runs of K each CTA's eight warps split (1, 2, 4 or 8)
-  // FP4: each lane reads a whole 32-wide scale block of a row in one 16-byte load, passed to the lanes
-  // that multiply it by shuffles (rows not 16-byte aligned: four 4-byte loads, as off). The same bits.
-  bool wide_fp4_loads = true;
 };
 
 // Runs `a` (with its pair) in that shape, four weight blocks in flight a warp.

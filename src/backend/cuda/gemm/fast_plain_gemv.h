@@ -13,12 +13,12 @@
 namespace dsv4::cuda {
 
 // Rows a call may have.
-constexpr int64_t kFastPlainGemvMaxRows = 32;
+constexpr int64_t kFastPlainGemvMaxRows = 8;
 
 // Whether the kernel takes the call: at most kFastPlainGemvMaxRows rows, K % 8 == 0, 16-byte aligned x
 // (x_ld % 8 == 0) and weights (a pair alike); groups (column c reads group c / ng's K columns of x);
-// a bf16 weight's FP8 twin (a.w_fp8: then K and ng multiples of 128, no pair), read instead of its
-// bf16 bytes for the same bits.
+// a bf16 weight's FP8 twin (a.w_fp8 16-byte aligned: then K and ng multiples of 128, no pair), read
+// instead of its bf16 bytes: the same products, summed a 128-wide scale block at a time.
 bool fast_plain_gemv_takes(const ExactPlainArgs& a);
 
 // Runs `a` (and its pair, in the same launch).

@@ -65,11 +65,10 @@ std::string GemmPolicy::describe() const {
   }
   return fmt::format(
       "fast (FP8 tensor cores with per-block promotion, FP4 per 32 (wgmma: per 128); few-row kernel up to {} rows a "
-      "weight (plain weights {}, FP8 twins {}; FP4 loads {} bytes); cuBLASLt "
+      "weight; cuBLASLt "
       "{} above {} rows; wgmma from {} rows a weight, FP4 widened {}; {} CTAs an SM; indexer dots on {}; hc_pre "
       "norm {})",
-      gemv_max_rows, plain_gemv_max_rows, twin_gemv_max_rows, fp4_wide_loads ? 16 : 4, cublaslt ? "on" : "off",
-      fast_mma_max_rows, wgmma_min_rows,
+      gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
       fp4_prewiden ? fmt::format("before the call from {} rows an expert", prewiden_min_rows) : "in shared memory",
       ctas_per_sm, indexer_mma ? "tensor cores" : "CUDA cores", hc_fused_norm ? "fused" : "apart");
 }
@@ -180,23 +179,24 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
   if (!block_scaled(p.weight)) {
     GemmPlan plan = exact_plan(p);
     // A bf16 weight with its FP8 form (wo_a), few rows: the few-row kernel reads the FP8 bytes, half the
-    // bf16 ones, every group in one launch (the same sums as from the bf16 values).
+    // bf16 ones, every group in one launch (the bf16 values' products, summed a scale block at a time).
     const bool twin = p.fp8_twin && p.weight == GemmWeightKind::kBf16 && p.experts == 0 && !p.pair;
-    if (twin && p.rows <= policy.twin_gemv_max_rows && p.kg % 128 == 0 && ng % 128 == 0) {
+    if (twin && p.rows <= policy.plain_gemv_max_rows && p.kg % 128 == 0 && ng % 128 == 0) {
       plan.route = GemmRoute::kFastPlainGemv;
       return plan;
     }
-    // bf16 on the tensor cores with fp32 accumulation; fp32 weights keep their fp32 sums. Few rows: the
-    // few-row kernel; more, one group: fused multiply-add chains on the CUDA cores (fp32 weights; bf16
-    // where cuBLASLt is off or refuses).
+    // bf16 on the tensor cores with fp32 accumulation; fp32 weights keep their fp32 sums.
+    // Many rows, one group: fused multiply-add chains on the CUDA cores (fp32 weights; bf16 where
+    // cuBLASLt is off or refuses).
     const bool few = p.experts == 0 && p.groups == 1 && p.rows <= policy.plain_gemv_max_rows && p.kg % 8 == 0;
     if (few && (p.weight == GemmWeightKind::kF32 || p.pair || p.n <= kPlainGemvMaxCols)) {
       plan.route = GemmRoute::kFastPlainGemv;
       return plan;
     }
-    const bool many = p.experts == 0 && p.groups == 1 && p.rows > policy.plain_gemv_max_rows && p.kg % 16 == 0;
+    const bool many = p.experts == 0 && p.groups == 1 && p.rows >= policy.sgemm_min_rows && p.kg % 16 == 0;
     if (many) plan.route = GemmRoute::kFastSgemm;
-    // bf16 on cuBLASLt: single calls, and pairs (the compressor's, run as two) past the few-row kernel.
+    // bf16 on cuBLASLt: single calls, and pairs (the compressor's, run as two) of many rows; a few-row
+    // pair stays in the exact plain kernel's one launch.
     if (p.weight == GemmWeightKind::kBf16 && policy.cublaslt && p.experts == 0 && (!p.pair || many)) {
       if (plan.route == GemmRoute::kFastSgemm) plan.fallback = GemmRoute::kFastSgemm;
       plan.route = GemmRoute::kCublasLt;

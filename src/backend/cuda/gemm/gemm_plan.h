@@ -68,16 +68,12 @@ struct GemmPolicy {
   // write of every weight the call touches, paid back by rows (32 experts at 8192 tokens, 1536 rows an
   // expert: 26% faster; 256 experts, 192: 26% slower; docs/perf.md).
   int64_t prewiden_min_rows = 512;
-  // Fast tier, plain (fp32 and bf16) weights: at most plain_gemv_max_rows rows on the few-row kernel
-  // (fast_plain_gemv.h): fp32 weights, plain pairs and bf16 weights of at most kPlainGemvMaxCols columns
-  // (wider ones, the head, stay on cuBLASLt); more rows on the fused multiply-add kernel (fp32 weights,
-  // fast_sgemm.h) or cuBLASLt (bf16). A bf16 weight's FP8 twin (wo_a) up to twin_gemv_max_rows rows:
-  // past them its multiply-adds cost more than cuBLASLt's reading of the bf16 bytes.
-  int64_t plain_gemv_max_rows = 32;
-  int64_t twin_gemv_max_rows = 8;
-  // Fast tier, the few-row kernel on FP4 weights: a lane reads a whole 32-wide scale block in one 16-byte
-  // load, the quad's shuffles handing each lane its slices (off: four 4-byte loads a row; same bits).
-  bool fp4_wide_loads = true;
+  // Fast tier: fp32 weights of at least this many rows on the fused multiply-add kernel (fast_sgemm.h);
+  // at most plain_gemv_max_rows rows on the few-row kernel (fast_plain_gemv.h): fp32 weights, plain
+  // pairs and bf16 weights of at most kPlainGemvMaxCols columns (wider ones, the head, stay on
+  // cuBLASLt); the rows between on the exact plain kernels.
+  int64_t sgemm_min_rows = 64;
+  int64_t plain_gemv_max_rows = 8;
   // Fast tier: K splits until a call has this many CTAs per SM (each split at least kMinSplitBlocks).
   int ctas_per_sm = 2;
   // Exact tier: block sums on the int8 tensor cores (DSV4_GEMM_IMMA=0: every shape on the SIMT
