@@ -26,6 +26,24 @@ __device__ __forceinline__ void weight8(const ExactPlainArgs& p, const void* w, 
   load_w8<F == Form::kF32>(static_cast<const char*>(w) + (n * p.kg + k) * (F == Form::kF32 ? 4 : 2), v);
 }
 
+// Output column n of every row: each row's 32 lane sums added in a fixed butterfly, stored by lane 0.
+__device__ __forceinline__ void store_column(const ExactPlainArgs& p, const float (&acc)[kMaxRows], int lane, void* y,
+                                             int64_t n) {
+#pragma unroll
+  for (int r = 0; r < kMaxRows; ++r) {
+    if (r >= p.rows) break;
+    float v = acc[r];
+#pragma unroll
+    for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane != 0) continue;
+    if (p.y_f32) {
+      static_cast<float*>(y)[r * p.y_ld + n] = v;
+    } else {
+      static_cast<uint16_t*>(y)[r * p.y_ld + n] = f_to_bf16(v);
+    }
+  }
+}
+
 // Columns [0, n) are the first weight's, [n, 2n) the pair's; column c of group c / ng reads that group's
 // K columns of x.
 template <Form F>
@@ -53,20 +71,7 @@ __global__ void __launch_bounds__(kThreads) fast_plain_gemv_kernel(const ExactPl
       for (int i = 0; i < 8; ++i) acc[r] = fmaf(xv[i], wv[i], acc[r]);
     }
   }
-  void* y = second ? p.y_b : p.y;
-#pragma unroll
-  for (int r = 0; r < kMaxRows; ++r) {
-    if (r >= p.rows) break;
-    float v = acc[r];
-#pragma unroll
-    for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane != 0) continue;
-    if (p.y_f32) {
-      static_cast<float*>(y)[r * p.y_ld + n] = v;
-    } else {
-      static_cast<uint16_t*>(y)[r * p.y_ld + n] = f_to_bf16(v);
-    }
-  }
+  store_column(p, acc, lane, second ? p.y_b : p.y, n);
 }
 
 // A bf16 weight's FP8 twin (wo_a), a warp an output column: lane l reads the 16 codes at 16l + 512j (one
@@ -109,19 +114,7 @@ __global__ void __launch_bounds__(kThreads) fast_twin_gemv_kernel(const ExactPla
       acc[r] = fmaf(chain, s, acc[r]);
     }
   }
-#pragma unroll
-  for (int r = 0; r < kMaxRows; ++r) {
-    if (r >= p.rows) break;
-    float v = acc[r];
-#pragma unroll
-    for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane != 0) continue;
-    if (p.y_f32) {
-      static_cast<float*>(p.y)[r * p.y_ld + n] = v;
-    } else {
-      static_cast<uint16_t*>(p.y)[r * p.y_ld + n] = f_to_bf16(v);
-    }
-  }
+  store_column(p, acc, lane, p.y, n);
 }
 
 }  // namespace
