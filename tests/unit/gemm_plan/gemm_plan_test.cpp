@@ -174,7 +174,7 @@ TEST(GemmPlan, FastFewRowsAWeightGoToTheFewRowKernel) {
 }
 
 // A bf16 weight with its FP8 twin (wo_a: 8 groups of 1024 x 4096) on the fast tier: up to
-// plain_gemv_max_rows rows the few-row plain kernel (it reads the twin), more rows cuBLASLt as without
+// twin_gemv_max_rows (2) rows the few-row plain kernel (it reads the twin), more rows cuBLASLt as without
 // one; the exact tier never; no twin, the grouped call stays on cuBLASLt.
 TEST(GemmPlan, AnFp8TwinTakesTheFewRowPlainKernel) {
   const GemmPolicy fast = policy(Numerics::kFast);
@@ -184,10 +184,15 @@ TEST(GemmPlan, AnFp8TwinTakesTheFewRowPlainKernel) {
   EXPECT_EQ(plan_gemm(wo_a, fast, kH200).route, GemmRoute::kCublasLt);
   wo_a.fp8_twin = true;
   EXPECT_EQ(plan_gemm(wo_a, fast, kH200).route, GemmRoute::kFastPlainGemv);
-  wo_a.rows = 8;
+  wo_a.rows = 2;
   EXPECT_EQ(plan_gemm(wo_a, fast, kH200).route, GemmRoute::kFastPlainGemv);
-  wo_a.rows = 9;
+  wo_a.rows = 3;
   EXPECT_EQ(plan_gemm(wo_a, fast, kH200).route, GemmRoute::kCublasLt);
+  GemmPolicy twin8 = fast;  // the threshold is the policy's
+  twin8.twin_gemv_max_rows = 8;
+  EXPECT_EQ(plan_gemm(wo_a, twin8, kH200).route, GemmRoute::kFastPlainGemv);
+  wo_a.rows = 9;
+  EXPECT_EQ(plan_gemm(wo_a, twin8, kH200).route, GemmRoute::kCublasLt);
   wo_a.rows = 1;
   EXPECT_EQ(plan_gemm(wo_a, policy(Numerics::kExact), kH200).route, GemmRoute::kExactPlain);
   wo_a.kg = 4000;  // not whole 128-blocks: no twin route
@@ -352,6 +357,7 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   EXPECT_EQ(p.gemv_max_rows, 4);
   EXPECT_NE(p.describe().find("FP4 per 32 (wgmma: per 128); few-row kernel up to 4 rows"), std::string::npos)
       << p.describe();
+  EXPECT_NE(p.describe().find("up to 4 rows a weight (FP8 twins 2)"), std::string::npos) << p.describe();
   EXPECT_NE(p.describe().find("indexer dots on tensor cores"), std::string::npos) << p.describe();
   EXPECT_NE(p.describe().find("FP4 widened before the call from 512 rows an expert"), std::string::npos)
       << p.describe();

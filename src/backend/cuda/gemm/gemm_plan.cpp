@@ -65,10 +65,10 @@ std::string GemmPolicy::describe() const {
   }
   return fmt::format(
       "fast (FP8 tensor cores with per-block promotion, FP4 per 32 (wgmma: per 128); few-row kernel up to {} rows a "
-      "weight; cuBLASLt "
+      "weight (FP8 twins {}); cuBLASLt "
       "{} above {} rows; wgmma from {} rows a weight, FP4 widened {}; {} CTAs an SM; indexer dots on {}; hc_pre "
       "norm {})",
-      gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
+      gemv_max_rows, twin_gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
       fp4_prewiden ? fmt::format("before the call from {} rows an expert", prewiden_min_rows) : "in shared memory",
       ctas_per_sm, indexer_mma ? "tensor cores" : "CUDA cores", hc_fused_norm ? "fused" : "apart");
 }
@@ -181,7 +181,7 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
     // A bf16 weight with its FP8 form (wo_a), few rows: the few-row kernel reads the FP8 bytes, half the
     // bf16 ones, every group in one launch (the bf16 values' products, summed a scale block at a time).
     const bool twin = p.fp8_twin && p.weight == GemmWeightKind::kBf16 && p.experts == 0 && !p.pair;
-    if (twin && p.rows <= policy.plain_gemv_max_rows && p.kg % 128 == 0 && ng % 128 == 0) {
+    if (twin && p.rows <= policy.twin_gemv_max_rows && p.kg % 128 == 0 && ng % 128 == 0) {
       plan.route = GemmRoute::kFastPlainGemv;
       return plan;
     }

@@ -74,6 +74,10 @@ struct GemmPolicy {
   // cuBLASLt); the rows between on the exact plain kernels.
   int64_t sgemm_min_rows = 64;
   int64_t plain_gemv_max_rows = 8;
+  // Fast tier: a bf16 weight's FP8 twin (wo_a) read by the few-row kernel up to this many rows; more on
+  // cuBLASLt from the bf16 bytes (H100: twin 16.0 / 21.5 / 35.3 / 63.8 us at 1 / 2 / 4 / 8 rows,
+  // cuBLASLt 27 us at each: docs/perf.md).
+  int64_t twin_gemv_max_rows = 2;
   // Fast tier: K splits until a call has this many CTAs per SM (each split at least kMinSplitBlocks).
   int ctas_per_sm = 2;
   // Exact tier: block sums on the int8 tensor cores (DSV4_GEMM_IMMA=0: every shape on the SIMT
