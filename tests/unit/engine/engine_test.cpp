@@ -203,7 +203,12 @@ TEST(Engine, StatsCountPrefixHitsPerGroupAndPreemptions) {
   EngineConfig c = small_config();
   c.max_model_len = 0;
   c.kv_cache_memory = memory_for(tiny_config(), c, 1024);  // about 4 full blocks
-  Engine e(tiny_config(), c, fake_factory());
+  // While `hold` is set, steps wait: requests added meanwhile all reach the scheduler before any runs far
+  // (on a loaded machine the first could otherwise finish before the next arrives, and none be preempted).
+  std::atomic<bool> hold{false};
+  Engine e(tiny_config(), c, fake_factory([&hold](const Schedule&) {
+             while (hold.load()) std::this_thread::sleep_for(1ms);
+           }));
   const auto prompt = random_ids(700, 9);
   const RequestOutput first = finish_of(*e.add_request({prompt, greedy(4), {}}));
   EXPECT_EQ(first.usage.cached_tokens, 0);
@@ -219,7 +224,9 @@ TEST(Engine, StatsCountPrefixHitsPerGroupAndPreemptions) {
   }
   // Three requests that each grow past a third of the cache: someone is preempted, all finish.
   std::vector<std::shared_ptr<RequestStream>> streams;
+  hold = true;
   for (uint32_t i = 0; i < 3; ++i) streams.push_back(e.add_request({random_ids(300, 20 + i), greedy(300), {}}));
+  hold = false;
   for (auto& st : streams) EXPECT_EQ(*finish_of(*st).finish_reason, FinishReason::kLength);
   s = stats_after(e, 5);
   EXPECT_GT(s.preemptions, 0u);
