@@ -222,8 +222,6 @@ __global__ void __launch_bounds__(kThreads, 3) imma_skinny_kernel(const ExactBlo
 
 std::atomic<int64_t> g_launches{0};
 
-bool aligned_to(const void* q, uintptr_t n) { return reinterpret_cast<uintptr_t>(q) % n == 0; }
-
 }  // namespace
 
 int64_t imma_skinny_launches() { return g_launches.load(); }

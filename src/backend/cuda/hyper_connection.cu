@@ -30,8 +30,6 @@ constexpr int kTokens = kThreads / kWarp;  // tokens per block, one warp each
 constexpr int kMaxHc = 8;
 constexpr int kSqLanes = 8;  // the CPU's sum_squares lanes
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // Element e (0-7) of eight bf16 values held in a 16-byte unit, as fp32.
 __device__ __forceinline__ float bf16_lane(const uint4& v, int e) {
   const uint32_t w = (&v.x)[e / 2];

@@ -12,6 +12,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
@@ -38,6 +40,10 @@ __device__ __forceinline__ void prefetch_rows_l2(const void* base, int64_t strid
   }
 }
 #endif  // __CUDACC__
+
+// Whether p sits on an n-byte boundary (vector loads and stores: a launcher's precondition).
+inline bool aligned_to(const void* p, uintptr_t n) { return reinterpret_cast<uintptr_t>(p) % n == 0; }
+inline bool aligned16(const void* p) { return aligned_to(p, 16); }
 
 // Lets `kernel` launch with up to `bytes` of dynamic shared memory (past the default 48 KB, static and
 // dynamic together, it needs the opt-in).

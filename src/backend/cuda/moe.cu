@@ -488,8 +488,6 @@ unsigned blocks_for(int64_t n) {
   return static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, 1 << 20));
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % sizeof(uint4) == 0; }
-
 // Grow-only device buffer with stream-ordered allocation: a replaced block is freed after the work
 // already enqueued on the stream has run.
 struct Buffer {

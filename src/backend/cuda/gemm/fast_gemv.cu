@@ -344,8 +344,6 @@ void launch_parts(const ExactBlockArgs& a, int k_parts, cudaStream_t stream) {
   }
 }
 
-bool aligned_to(const void* q, uintptr_t n) { return reinterpret_cast<uintptr_t>(q) % n == 0; }
-
 }  // namespace
 
 bool fast_gemv_takes(const ExactBlockArgs& a) {

@@ -418,8 +418,6 @@ void launch_kind(const ExactBlockArgs& a, const FastMmaShape& s, float* partial,
   }
 }
 
-bool aligned_to(const void* q, uintptr_t n) { return reinterpret_cast<uintptr_t>(q) % n == 0; }
-
 }  // namespace
 
 int64_t fast_mma_scratch_floats(const ExactBlockArgs& a, const FastMmaShape& s) {

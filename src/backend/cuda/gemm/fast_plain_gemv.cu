@@ -16,8 +16,6 @@ namespace {
 
 constexpr int kWarps = 8, kThreads = kWarps * kWarp, kMaxRows = static_cast<int>(kFastPlainGemvMaxRows);
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
 enum class Form { kF32, kBf16 };
 
 // Eight values of weight row n at column k (a multiple of 8), fp32 or bf16.

@@ -25,8 +25,6 @@ struct Tiles {
   alignas(16) float b[2][kBK][kBN + kPad];
 };
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
 // Four outputs of one row at columns col..col+3 (those below n).
 __device__ __forceinline__ void store4(const ExactPlainArgs& p, void* y, int64_t row, int64_t col, const float* v) {
   const int64_t i = row * p.y_ld + col;

@@ -336,8 +336,6 @@ ExactBlockArgs expert_slice(const ExactBlockArgs& a, int e0, int n) {
   return s;
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
 template <BForm F>
 void launch(const ExactBlockArgs& a, int32_t* err, cudaStream_t stream) {
   constexpr size_t smem = StageLayout<F>::smem;
