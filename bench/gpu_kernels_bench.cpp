@@ -629,8 +629,10 @@ int main() {
       gemm_rows(*forced, name, {1});
     }
   }
-  if (want("wo-a")) {  // wo_a from its FP8 twin (the few-row plain kernel up to its rows), and from bf16 alone
-    wo_a_rows(fast_ops, " twin", {1, 2, 4, 8}, true);
+  if (want("wo-a")) {  // wo_a as the plan routes it, from its FP8 twin at every few-row count, from bf16 alone
+    const auto twin8 = fast_with([](cuda::GemmPolicy& p) { p.twin_gemv_max_rows = 8; });
+    wo_a_rows(fast_ops, " fast", {1, 2, 4, 8}, true);
+    wo_a_rows(*twin8, " twin", {1, 2, 4, 8}, true);
     wo_a_rows(fast_ops, " bf16", {1, 2, 8}, false);
   }
   if (want("kv-restore")) kv_restore_rows();

@@ -13,7 +13,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
