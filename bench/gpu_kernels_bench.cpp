@@ -273,13 +273,13 @@ void indexer_rows(Ops& ops, bool fast, const std::string& suffix) {
 }
 
 // (c) the fused compressor of a CSA layer at a block boundary: step (fp32 GEMMs + state) and emit.
-void compressor_rows(Ops& ops) {
+void compressor_rows(Ops& ops, const std::string& suffix = "", std::initializer_list<int64_t> batches = {1, 32}) {
   const int64_t dim = 4096;
   const int dc = 512, ratio = 4, c = 2;
   const int64_t cd = c * dc;
   const KvEntryDims sdims{static_cast<int>(2 * cd), 0}, odims{dc, 64};
   const ModelConfig flash = v4_flash_config();
-  for (const int64_t b : {1, 32}) {
+  for (const int64_t b : batches) {
     Buffers buf;
     std::vector<int32_t> pos(static_cast<size_t>(b)), state_slots(static_cast<size_t>(b)),
         blocks(static_cast<size_t>(b)), rows(static_cast<size_t>(b * c * ratio)), out_slots(static_cast<size_t>(b));
@@ -320,7 +320,7 @@ void compressor_rows(Ops& ops) {
     em.out = table_of(out, b, KvEntryFormat::kAttnFp8, odims);
     em.out_slots = buf.upload(out_slots);
     const double bytes = 2.0 * cd * dim * 2 + static_cast<double>(b * c * ratio * 2 * cd * 4);
-    emit("compressor b" + std::to_string(b), time_ms({[&] {
+    emit("compressor" + suffix + " b" + std::to_string(b), time_ms({[&] {
            ops.compressor_step(st);
            ops.compressor_emit(em);
          }}),
@@ -545,9 +545,9 @@ int main() {
   cuda::CudaOps fast_ops(dev, cuda::GemmPolicy::from_env(Numerics::kFast));
   std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
   // DSV4_KERNELS (comma list of gemm, fast, attention, indexer, compressor, moe, hc, hc-chain, hc-ring,
-  // imma4, imma-decode, simt, wgmma, gemv, gemv-parts, wo-a, kv-restore): only those rows. "fast": the GEMM,
-  // MoE and hc_pre rows on the fast tier (suffix " fast"); the others are the exact tier's.
-  // Unset: the M1.8 table's families (the defaults' rows); the experiments' families only when named.
+  // imma4, imma-decode, simt, wgmma, gemv, gemv-parts, wo-a, compressor-fast, kv-restore): only those rows. "fast": the
+  // GEMM, MoE and hc_pre rows on the fast tier (suffix " fast"); the others are the exact tier's. Unset: the M1.8
+  // table's families (the defaults' rows); the experiments' families only when named.
   const char* set = std::getenv("DSV4_KERNELS");
   const std::string only = "," + std::string(set ? set : "gemm,fast,attention,indexer,compressor,moe,hc") + ",";
   auto want = [&only](const char* family) { return only.find("," + std::string(family) + ",") != std::string::npos; };
@@ -634,6 +634,11 @@ int main() {
     wo_a_rows(fast_ops, " fast", {1, 2, 4, 8}, true);
     wo_a_rows(*twin8, " twin", {1, 2, 4, 8}, true);
     wo_a_rows(fast_ops, " bf16", {1, 2, 8}, false);
+  }
+  if (want("compressor-fast")) {  // the fast tier's compressor step; its bf16 pair from 9 rows on cuBLASLt
+    const auto lt9 = fast_with([](cuda::GemmPolicy& p) { p.sgemm_min_rows = 9; });
+    compressor_rows(fast_ops, " fast", {1, 8, 16, 32, 64});
+    compressor_rows(*lt9, " fast lt", {16, 32});
   }
   if (want("kv-restore")) kv_restore_rows();
   if (want("simt")) {  // the SIMT exact kernels where the int8 tensor cores take the default rows
