@@ -58,16 +58,19 @@ def main(paths):
         print()
         # mode: graphs (replayed), padded or eager; "vs eager": the row's last step rerun eagerly
         # (normalised logit error / argmax agreement), from `bench step --compare-eager`.
-        print("| model step | mode | batch | context | ms | host issued stack ms | tok/s | GB must read | "
-              "roofline ms (copy BW) | x roofline | TFLOP | % of FP8 rate | vs eager err / argmax |")
+        # host issued: the host's whole issue of the step; of which its index (page maps, upload) and the
+        # graph launch (graphs mode).
+        print("| model step | mode | batch | context | ms | host issued stack ms (index / launch) | tok/s | "
+              "GB must read | roofline ms (copy BW) | x roofline | TFLOP | % of FP8 rate | vs eager err / argmax |")
         print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
         for r in steps:
             roof = r["bytes"] / bw * 1e3 if bw and r["bytes"] else float("nan")
             fl = 100.0 * r["flops"] / (r["ms"] * 1e-3) / fp8 if fp8 and r["flops"] else float("nan")
             enq = r.get("enqueue_ms") or float("nan")
+            parts = f" ({r.get('index_ms', 0):.2f} / {r.get('launch_ms', 0):.2f})" if r.get("index_ms") else ""
             err, agree = r.get("eager_error", -1), r.get("eager_argmax", -1)
             vs = f"{err:.1e} / {agree:.3f}" if err is not None and err >= 0 else "-"
-            print(f"| {r['test']} | {r.get('mode', '?')} | {r['batch']} | {r['context']} | {r['ms']:.2f} | {enq:.2f} | "
+            print(f"| {r['test']} | {r.get('mode', '?')} | {r['batch']} | {r['context']} | {r['ms']:.2f} | {enq:.2f}{parts} | "
                   f"{r['tokens_per_s']:.1f} | {r['bytes'] / 1e9:.2f} | {roof:.3f} | "
                   f"{r['ms'] / roof if roof == roof and roof else float('nan'):.1f} | "
                   f"{r['flops'] / 1e12:.2f} | {fl:.1f} | {vs} |")

@@ -134,6 +134,9 @@ struct Row {
   int64_t batch = 0, context = 0;
   double ms = 0, tokens_per_s = 0, bytes = 0, flops = 0;
   double enqueue_ms = 0;  // decode: until the host had issued the whole stack (the rest is waiting)
+  // decode through graphs: of which building the step's index (page maps synced, one upload) and
+  // launching its recording (StepGraphStats); the rest is padding, shape lookup and the step's logits.
+  double index_ms = 0, launch_ms = 0;
   // --compare-eager: the last step again, eagerly: normalised logit error and argmax agreement.
   double eager_error = -1, eager_argmax = -1;
   std::string mode = "eager";  // decode: graphs, padded or eager (prefill always eager)
@@ -184,7 +187,7 @@ Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightByt
     cache.allocate(s, 1, std::span<const int32_t>(ids.data(), static_cast<size_t>(context + 1)));
   }
   fill_random_kv(c, cache.access(), dev, 12);
-  std::vector<double> ms, enqueue;
+  std::vector<double> ms, enqueue, index, launch;
   const int warm = reps > 0 ? 2 : 1;  // warm-up steps (reps 0: one untimed step, for --profile)
   ForwardBatch b;
   for (int i = 0; i < reps + warm; ++i) {
@@ -202,12 +205,17 @@ Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightByt
     if (i < warm) continue;
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     enqueue.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    const StepGraphStats g = model.graph_stats();
+    index.push_back(g.index_ms);
+    launch.push_back(g.launch_ms);
   }
   Row r{"decode", batch, context};
   r.mode = step_mode_name(model.step_mode());
   if (compare) compare_with_eager(model, b, cache.access(), r);
   r.ms = median(ms);
   r.enqueue_ms = median(enqueue);
+  r.index_ms = median(index);
+  r.launch_ms = median(launch);
   r.tokens_per_s = static_cast<double>(batch) * 1e3 / r.ms;
   r.bytes = static_cast<double>(decode_bytes(c, w, batch, context));
   return r;
@@ -279,8 +287,10 @@ std::vector<Row> bench_rows(const StepArgs& a, const LoadedModel& m, Backend& ba
         return time_decode(model, *backend.device, m.config, w, b, ctx, reps, a.compare_eager && reps > 0);
       });
       if (!logs) continue;
-      spdlog::info("decode batch {} context {}: {:.3f} ms (the host issued the stack in {:.3f} ms)", b, ctx,
-                   rows.back().ms, rows.back().enqueue_ms);
+      spdlog::info(
+          "decode batch {} context {}: {:.3f} ms (the host issued the stack in {:.3f} ms: index {:.3f}, "
+          "graph launch {:.3f})",
+          b, ctx, rows.back().ms, rows.back().enqueue_ms, rows.back().index_ms, rows.back().launch_ms);
       if (rows.back().eager_error >= 0)
         spdlog::info("decode batch {} context {}: against eager: logits error {:.2e}, argmax agreement {:.3f}", b, ctx,
                      rows.back().eager_error, rows.back().eager_argmax);
@@ -325,6 +335,8 @@ void run(const StepArgs& a) {
                                         {"bytes", r.bytes},
                                         {"flops", r.flops},
                                         {"enqueue_ms", r.enqueue_ms},
+                                        {"index_ms", r.index_ms},
+                                        {"launch_ms", r.launch_ms},
                                         {"mode", r.mode},
                                         {"eager_error", r.eager_error},
                                         {"eager_argmax", r.eager_argmax}}

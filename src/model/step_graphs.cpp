@@ -3,10 +3,18 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/error.h"
 
 namespace dsv4 {
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
 
 struct StepGraphs::Entry {
   StepArena arena;
@@ -81,7 +89,10 @@ const float* StepGraphs::run(const StepShape& shape, const ForwardBatch& padded,
              padded.seqs.size(), shape.batch);
   Entry& e = entry(shape);
   float* out = logits(shape.batch);
+  const auto t0 = std::chrono::steady_clock::now();
   StepIndex index(dev_, cfg_, padded, kv, StepLayout{true, &e.arena});
+  stats_.index_ms = ms_since(t0);
+  stats_.launch_ms = 0;
   auto eager = [&] {
     body(index, out);
     index.release_expanded();
@@ -117,7 +128,9 @@ const float* StepGraphs::run(const StepShape& shape, const ForwardBatch& padded,
       e.tables = std::move(now);
       ++stats_.recorded;
     }
+    const auto t1 = std::chrono::steady_clock::now();
     dev_.replay(*e.recording);
+    stats_.launch_ms = ms_since(t1);
     if (!fresh) ++stats_.replayed;
   } catch (const std::exception& ex) {
     dev_.abort_recording();

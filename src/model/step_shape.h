@@ -30,6 +30,10 @@ struct StepGraphStats {
   int64_t replayed = 0;  // steps replayed from a recording
   int64_t dropped = 0;   // recordings dropped as stale or evicted
   int64_t failed = 0;    // shapes that failed to record or replay
+  // The host's time in the last step run through the graphs (ms): building its index (the device page
+  // maps' sync and the one upload included), and launching its recording (0 where it ran eagerly).
+  double index_ms = 0;
+  double launch_ms = 0;
 };
 
 struct StepShape {

@@ -18,6 +18,7 @@ rows = [json.loads(l) for l in sys.stdin]
 assert [r["test"] for r in rows] == ["decode", "prefill"], rows
 d, p = rows
 assert d["batch"] == 2 and d["context"] == 300 and d["ms"] > 0 and d["bytes"] > 0, d
+assert d["index_ms"] == 0 and d["launch_ms"] == 0, d  # no step graphs on the CPU
 assert p["flops"] > 0 and p["tokens_per_s"] > 0, p'
 # --compare-eager: the row's last step again eagerly; on the CPU (eager steps) it must agree exactly.
 "$BIN" bench step "$MODEL" --backend cpu --batch 2 --context 300 --prefill 0 -r 1 --json --compare-eager 2>>"$ERR" |

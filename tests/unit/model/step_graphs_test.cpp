@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "backend/cpu/cpu_ops.h"
 #include "core/error.h"
 #include "model/dense_kv.h"
@@ -41,10 +44,12 @@ class RecordingHost final : public Device {
   void abort_recording() noexcept override { recording = false; }
   void replay(const Recording&) override {
     DSV4_CHECK(!fail_replay, "replay failed");
+    std::this_thread::sleep_for(replay_time);
     ++replays;
   }
 
   bool recording = false, fail_end = false, fail_replay = false;
+  std::chrono::milliseconds replay_time{0};
   int replays = 0;
 
  private:
@@ -107,6 +112,22 @@ TEST_F(StepGraphsTest, WarmsUpThenRecordsThenReplays) {
   EXPECT_EQ(g.stats().recorded, 1);
   EXPECT_EQ(g.stats().replayed, 3);
   EXPECT_EQ(dev.replays, 4);  // the recording's own launch too
+}
+
+// The host's share of the last step: its index built, its recording launched (none for an eager step).
+TEST_F(StepGraphsTest, StatsTimeTheLastStepsIndexAndLaunch) {
+  StepGraphs g(dev, ops, cfg);
+  step(g, 3, 40);  // the eager warm-up
+  EXPECT_GT(g.stats().index_ms, 0);
+  EXPECT_EQ(g.stats().launch_ms, 0);
+  dev.replay_time = std::chrono::milliseconds(5);
+  step(g, 3, 41);  // recorded and launched
+  step(g, 3, 42);  // replayed
+  EXPECT_GT(g.stats().index_ms, 0);
+  EXPECT_GE(g.stats().launch_ms, 5);
+  EXPECT_LT(g.stats().index_ms, g.stats().launch_ms + 1000);
+  step(g, 3, 43, nullptr, /*record=*/false);  // eager again
+  EXPECT_EQ(g.stats().launch_ms, 0);
 }
 
 TEST_F(StepGraphsTest, PaddedStepsAreNeverRecorded) {
