@@ -441,6 +441,115 @@ void moe_rows(Ops& ops, const std::string& suffix, std::initializer_list<int64_t
   }
 }
 
+// (f) A layer's GEMMs at V4-Flash dims (M2.1), one CUDA graph a row: attention's projections (wq_a, wq_b,
+// wkv, wo_a from its FP8 twin, wo_b), the compressor's bf16 pair (ratio 4: 1024 wide; ratio 128: 512, as
+// two calls), the indexer's (CSA only: its wq_b 8192 x 1024 FP8, weights_proj 64 x 4096 bf16, its
+// compressor's 256-wide pair), the MoE gate and the experts (256 FP4 experts, top-6, routing and SwiGLU
+// included, the FP8 shared expert). Recorded once after an eager run, then replayed: the sequence's time
+// against its bytes (weights touched and activations) and FLOPs, at decode and prefill token counts.
+void layer_gemm_rows(Ops& ops, std::initializer_list<int64_t> token_counts) {
+  const int64_t D = 4096, Q = 1024, HD = 512, QW = 64 * 512, O = 8 * 1024, I = 2048, IQ = 64 * 128;
+  const int E = 256, topk = 6;
+  Buffers buf;
+  double dense_bytes[2] = {0, 0}, dense_flops_per_token[2] = {0, 0};  // [CSA, HCA]
+  auto fp8 = [&](int64_t n, int64_t k) {
+    return Weight{WeightType::kFp8Block, buf.make<uint8_t>(static_cast<size_t>(n * k), Fill::kE4m3),
+                  buf.make<uint8_t>(static_cast<size_t>((n / 128) * (k / 128)), Fill::kScale), n, k};
+  };
+  auto bf16 = [&](int64_t n, int64_t k) {
+    return Weight::bf16(buf.make<uint16_t>(static_cast<size_t>(n * k), Fill::kBf16), n, k);
+  };
+  auto fp4 = [&](int64_t n, int64_t k) {
+    return Weight{WeightType::kFp4Block, buf.make<uint8_t>(static_cast<size_t>(n * k / 2), Fill::kE2m1),
+                  buf.make<uint8_t>(static_cast<size_t>(n * k / 32), Fill::kScale), n, k};
+  };
+  const Weight wq_a = fp8(Q, D), wq_b = fp8(QW, Q), wkv = fp8(HD, D), wo_b = fp8(D, O);
+  const Weight wo_a = [&] {
+    Weight w = bf16(O, QW / 8);
+    w.fp8_twin = buf.make<uint8_t>(static_cast<size_t>(O * QW / 8), Fill::kE4m3);
+    w.fp8_twin_scale = buf.make<uint8_t>(static_cast<size_t>((O / 128) * (QW / 8 / 128)), Fill::kScale);
+    return w;
+  }();
+  const Weight comp4[2] = {bf16(2 * HD, D), bf16(2 * HD, D)}, comp128[2] = {bf16(HD, D), bf16(HD, D)};
+  const Weight idx_wq_b = fp8(IQ, Q), idx_wp = bf16(64, D), idx_comp[2] = {bf16(256, D), bf16(256, D)};
+  const Weight gate = bf16(E, D), s1 = fp8(I, D), s3 = fp8(I, D), s2 = fp8(D, I);
+  std::vector<Weight> w1, w3, w2;
+  for (int e = 0; e < E; ++e) {
+    w1.push_back(fp4(I, D));
+    w3.push_back(fp4(I, D));
+    w2.push_back(fp4(D, I));
+  }
+  // The dense calls' weight bytes and FLOPs a token, per layer kind.
+  auto count = [&](const Weight& w, int kind_mask) {
+    const double n = static_cast<double>(w.rows), k = static_cast<double>(w.cols);
+    const double bytes = w.type == WeightType::kFp8Block ? n * k : w.fp8_twin ? n * k : 2.0 * n * k;
+    for (int kind = 0; kind < 2; ++kind) {
+      if (!(kind_mask >> kind & 1)) continue;
+      dense_bytes[kind] += bytes;
+      dense_flops_per_token[kind] += 2.0 * n * k;
+    }
+  };
+  for (const Weight* w : {&wq_a, &wq_b, &wkv, &wo_b, &wo_a, &gate}) count(*w, 3);
+  for (const Weight& w : comp4) count(w, 1);
+  for (const Weight& w : comp128) count(w, 2);
+  for (const Weight* w : {&idx_wq_b, &idx_wp, &idx_comp[0], &idx_comp[1]}) count(*w, 1);
+  const double expert_bytes = 3.0 * static_cast<double>(I * D / 2 + I * D / 32), shared_bytes = 3.0 * I * D;
+  for (const int64_t T : token_counts) {
+    Buffers act;
+    const auto rows16 = [&](int64_t cols) { return act.make<uint16_t>(static_cast<size_t>(T * cols), Fill::kBf16); };
+    const auto rows32 = [&](int64_t cols) { return act.make<float>(static_cast<size_t>(T * cols), Fill::kZero); };
+    uint16_t *x = rows16(D), *qa = rows16(Q), *q = rows16(QW), *kv = rows16(HD), *o = rows16(QW), *oa = rows16(O),
+             *y = rows16(D), *iq = rows16(IQ), *iw = rows16(64), *moe_y = rows16(D);
+    float *ca = rows32(2 * HD), *cb = rows32(2 * HD);
+    auto* indices = act.make<int32_t>(static_cast<size_t>(T * topk), Fill::kZero);
+    auto* weights = act.make<float>(static_cast<size_t>(T * topk), Fill::kZero);
+    auto linear = [&](const uint16_t* in, const Weight& w, void* out, ActType t = ActType::kBF16, int groups = 1) {
+      LinearParams p;
+      p.x = in, p.rows = T, p.w = w, p.y = out, p.y_type = t, p.groups = groups;
+      ops.linear(p);
+    };
+    MoeGateParams g;
+    g.x = x, g.tokens = T, g.dim = D, g.weight = gate, g.experts = E, g.topk = topk, g.route_scale = 1.5f;
+    g.indices = indices, g.weights = weights;
+    MoeExpertsParams m;
+    m.x = x, m.tokens = T, m.dim = D, m.inter_dim = I, m.indices = indices, m.weights = weights, m.topk = topk;
+    m.experts = E, m.w1 = w1.data(), m.w3 = w3.data(), m.w2 = w2.data();
+    m.shared_w1 = s1, m.shared_w3 = s3, m.shared_w2 = s2, m.swiglu_limit = 10.0f, m.y = moe_y;
+    for (const bool csa : {true, false}) {
+      const std::function<void()> body = [&] {
+        linear(x, wq_a, qa);
+        linear(qa, wq_b, q);
+        linear(x, wkv, kv);
+        const Weight* comp = csa ? comp4 : comp128;
+        linear(x, comp[0], ca, ActType::kF32);
+        linear(x, comp[1], cb, ActType::kF32);
+        if (csa) {
+          linear(qa, idx_wq_b, iq);
+          linear(x, idx_wp, iw);
+          linear(x, idx_comp[0], ca, ActType::kF32);
+          linear(x, idx_comp[1], cb, ActType::kF32);
+        }
+        linear(o, wo_a, oa, ActType::kBF16, 8);
+        linear(oa, wo_b, y);
+        ops.moe_gate(g);
+        ops.moe_experts(m);
+      };
+      body();  // sizes the ops' scratch before the recording
+      g_dev->synchronize();
+      g_dev->begin_recording();
+      body();
+      const std::unique_ptr<Device::Recording> graph = g_dev->end_recording();
+      const double touched = static_cast<double>(std::min<int64_t>(E, T * topk));
+      const double bytes = dense_bytes[csa ? 0 : 1] + touched * expert_bytes + shared_bytes +
+                           static_cast<double>(T) * 2.0 * static_cast<double>(2 * D + Q + QW + O);
+      const double flops = static_cast<double>(T) *
+                           (dense_flops_per_token[csa ? 0 : 1] + 2.0 * (topk + 1) * 3.0 * static_cast<double>(I * D));
+      emit(std::string("layer gemms ") + (csa ? "csa" : "hca") + " t" + std::to_string(T),
+           time_ms({[&] { g_dev->replay(*graph); }}), bytes, flops);
+    }
+  }
+}
+
 // hc_post at V4-Flash dims (hc 4, dim 4096), in place as the model runs it: memory-bound (x and the four
 // streams read, the streams written).
 void hc_post_rows(Ops& ops) {
@@ -545,9 +654,9 @@ int main() {
   cuda::CudaOps fast_ops(dev, cuda::GemmPolicy::from_env(Numerics::kFast));
   std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
   // DSV4_KERNELS (comma list of gemm, fast, attention, indexer, compressor, moe, hc, hc-chain, hc-ring,
-  // imma4, imma-decode, simt, wgmma, gemv, gemv-parts, wo-a, compressor-fast, kv-restore): only those rows. "fast": the
-  // GEMM, MoE and hc_pre rows on the fast tier (suffix " fast"); the others are the exact tier's. Unset: the M1.8
-  // table's families (the defaults' rows); the experiments' families only when named.
+  // imma4, imma-decode, simt, wgmma, gemv, gemv-parts, wo-a, compressor-fast, layer-gemms, kv-restore): only those
+  // rows. "fast": the GEMM, MoE and hc_pre rows on the fast tier (suffix " fast"); the others are the exact tier's.
+  // Unset: the M1.8 table's families (the defaults' rows); the experiments' families only when named.
   const char* set = std::getenv("DSV4_KERNELS");
   const std::string only = "," + std::string(set ? set : "gemm,fast,attention,indexer,compressor,moe,hc") + ",";
   auto want = [&only](const char* family) { return only.find("," + std::string(family) + ",") != std::string::npos; };
@@ -640,6 +749,7 @@ int main() {
     compressor_rows(fast_ops, " fast", {1, 8, 16, 32, 64});
     compressor_rows(*lt9, " fast lt", {16, 32});
   }
+  if (want("layer-gemms")) layer_gemm_rows(fast_ops, {1, 32, 8192});
   if (want("kv-restore")) kv_restore_rows();
   if (want("simt")) {  // the SIMT exact kernels where the int8 tensor cores take the default rows
     const auto simt = exact_with([](cuda::GemmPolicy& p) { p.exact_imma = false; });
