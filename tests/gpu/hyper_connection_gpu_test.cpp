@@ -270,7 +270,8 @@ int64_t beyond_bound(const std::vector<uint16_t>& got, const std::vector<uint16_
 // run to run; a dropped column chunk (what a chunk-indexing bug computes) fails that bound.
 TEST(CudaHyperConnection, FastPrePassesTheGate) {
   uint32_t seed = 500;
-  // 1-64 tokens: the column-chunk mix; more: the tiled mix (partial tiles, a part past the width).
+  // 1-64 tokens: the column-chunk mix (one, two or four tokens a CTA); more: the tiled mix (partial
+  // tiles, a part past the width).
   for (const HcCase& c :
        {HcCase{1, 4096, 4, 20}, HcCase{7, 4096, 4, 20}, HcCase{64, 4096, 4, 20}, HcCase{3, 1000, 4, 20},
         HcCase{2, 24, 4, 20}, HcCase{65, 4096, 4, 20}, HcCase{301, 1000, 4, 20}, HcCase{2048, 4096, 4, 20}}) {
@@ -282,12 +283,16 @@ TEST(CudaHyperConnection, FastPrePassesTheGate) {
     CpuOps cpu(2);
     cpu.hc_pre({in.h.data(), c.tokens, c.hc, c.dim, in.fn.data(), in.scale.data(), in.base.data(), 1e-6f, 1e-6f,
                 c.iters, x.data(), post.data(), comb.data()});
-    auto run = [&](const std::vector<float>& fn) {
-      Dev<uint16_t> dh(in.h), dx(poisoned<uint16_t>(x.size()));
-      Dev<float> dfn(fn), ds(in.scale), db(in.base), dpost(poisoned<float>(post.size())),
-          dcomb(poisoned<float>(comb.size()));
-      Scratch scratch(c, c.tokens, mix, true);
-      cuda::hc_pre({dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, c.iters, dx.p, dpost.p, dcomb.p},
+    // The fast op on the first `tokens` rows (all by default).
+    auto run = [&](const std::vector<float>& fn, int64_t tokens = -1) {
+      tokens = tokens < 0 ? c.tokens : tokens;
+      const auto n = static_cast<size_t>(tokens);
+      Dev<uint16_t> dh(std::vector<uint16_t>(in.h.begin(), in.h.begin() + static_cast<int64_t>(n * c.hc * c.dim))),
+          dx(poisoned<uint16_t>(n * c.dim));
+      Dev<float> dfn(fn), ds(in.scale), db(in.base), dpost(poisoned<float>(n * c.hc)),
+          dcomb(poisoned<float>(n * c.hc * c.hc));
+      Scratch scratch(c, tokens, mix, true);
+      cuda::hc_pre({dh.p, tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, c.iters, dx.p, dpost.p, dcomb.p},
                    scratch.get(), path_policy(HcPath::kChain, true, true), nullptr);
       return std::tuple{dx.get(), dpost.get(), dcomb.get()};
     };
@@ -305,6 +310,17 @@ TEST(CudaHyperConnection, FastPrePassesTheGate) {
     EXPECT_EQ(fx2, fx);
     EXPECT_EQ(bits(fpost2), bits(fpost));
     EXPECT_EQ(bits(fcomb2), bits(fcomb));
+    // One and two tokens (the mix's own launch shapes) give their rows' bits of the whole call.
+    for (const int64_t n : {int64_t{1}, int64_t{2}}) {
+      if (n >= c.tokens || c.tokens > 64) continue;
+      const auto [nx, npost, ncomb] = run(in.fn, n);
+      const auto head = [n](const auto& v, int64_t per) {
+        return std::vector(v.begin(), v.begin() + static_cast<int64_t>(n * per));
+      };
+      EXPECT_EQ(nx, head(fx, c.dim)) << n << " tokens";
+      EXPECT_EQ(bits(npost), bits(head(fpost, c.hc))) << n << " tokens";
+      EXPECT_EQ(bits(ncomb), bits(head(fcomb, c.hc * c.hc))) << n << " tokens";
+    }
     if (c.hc * c.dim >= 512) {  // the mutation: columns 256..511 of every fn row lost
       std::vector<float> dropped = in.fn;
       const int64_t width = c.hc * c.dim;

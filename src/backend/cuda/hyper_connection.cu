@@ -773,37 +773,39 @@ void finish(const HcLaunch& a, const float* raw, int parts, bool fused_norm, cud
 }
 
 // ---- The fast tier's mix (spec/NUMERICS.md: fp32 sums in any fixed order) ----
-// A CTA per (chunk of kFastCols columns, group of kFastTokens tokens): each thread one column, every
-// mix output's product and the sum of squares accumulated in registers, reduced over the warp and the
-// CTA in a fixed order into the chunk's partial row; hc_finish adds the chunks in order.
+// A CTA per (chunk of kFastCols columns, group of kT tokens): each thread one column, every mix output's
+// product and the sum of squares accumulated in registers, reduced over the warp and the CTA in a fixed
+// order into the chunk's partial row; hc_finish adds the chunks in order. A token's sums do not depend
+// on kT (kFastTokens; one or two for calls of so few tokens, whose butterflies would be mostly empty).
 constexpr int kFastCols = kThreads;
 constexpr int kFastTokens = 4;
 constexpr int kFastMaxMix = 24;  // hc <= 4
 constexpr int64_t kFastMaxTokens = kChainMaxTokens;
 
+template <int kT>
 __global__ void __launch_bounds__(kThreads) hc_mix_fast_kernel(HcLaunch a, float* raw) {
   pdl_enter();
   constexpr int kOut = kFastMaxMix + 1;  // the mix outputs, then the sum of squares
-  __shared__ float part[kThreads / kWarp][kFastTokens * kOut];
+  __shared__ float part[kThreads / kWarp][kT * kOut];
   const int64_t width = a.hc * a.dim, col = int64_t{blockIdx.x} * kFastCols + threadIdx.x;
-  const int64_t t0 = int64_t{blockIdx.y} * kFastTokens, row = a.mix + kSqLanes;
-  const int nt = static_cast<int>(min(int64_t{kFastTokens}, a.tokens - t0));
+  const int64_t t0 = int64_t{blockIdx.y} * kT, row = a.mix + kSqLanes;
+  const int nt = static_cast<int>(min(int64_t{kT}, a.tokens - t0));
   const bool in = col < width;
-  float x[kFastTokens];
+  float x[kT];
 #pragma unroll
-  for (int t = 0; t < kFastTokens; ++t) x[t] = in && t < nt ? load_bf16(a.h + (t0 + t) * width + col) : 0.0f;
-  float acc[kFastTokens][kOut];
+  for (int t = 0; t < kT; ++t) x[t] = in && t < nt ? load_bf16(a.h + (t0 + t) * width + col) : 0.0f;
+  float acc[kT][kOut];
 #pragma unroll
   for (int o = 0; o < kFastMaxMix; ++o) {
     const float w = in && o < a.mix ? __ldg(a.fn + o * width + col) : 0.0f;
 #pragma unroll
-    for (int t = 0; t < kFastTokens; ++t) acc[t][o] = x[t] * w;
+    for (int t = 0; t < kT; ++t) acc[t][o] = x[t] * w;
   }
 #pragma unroll
-  for (int t = 0; t < kFastTokens; ++t) acc[t][kFastMaxMix] = x[t] * x[t];
+  for (int t = 0; t < kT; ++t) acc[t][kFastMaxMix] = x[t] * x[t];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
 #pragma unroll
-  for (int t = 0; t < kFastTokens; ++t) {
+  for (int t = 0; t < kT; ++t) {
 #pragma unroll
     for (int o = 0; o < kOut; ++o) {
       float v = acc[t][o];
@@ -916,8 +918,15 @@ int64_t fast_chunks(int64_t width) { return (width + kFastCols - 1) / kFastCols;
 template <bool kPre>
 void run_fast(const HcLaunch& a, float* scratch, bool fused_norm, cudaStream_t stream) {
   const int64_t width = a.hc * a.dim, chunks = fast_chunks(width);
-  const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>((a.tokens + kFastTokens - 1) / kFastTokens));
-  launch_kernel(hc_mix_fast_kernel, grid, kThreads, 0, stream, a, scratch);
+  const auto grid = [&](int64_t per) {
+    return dim3(static_cast<unsigned>(chunks), static_cast<unsigned>((a.tokens + per - 1) / per));
+  };
+  if (a.tokens <= 2) {  // decode's one or two tokens: a CTA's butterflies only for those
+    if (a.tokens == 1) launch_kernel(hc_mix_fast_kernel<1>, grid(1), kThreads, 0, stream, a, scratch);
+    if (a.tokens == 2) launch_kernel(hc_mix_fast_kernel<2>, grid(2), kThreads, 0, stream, a, scratch);
+  } else {
+    launch_kernel(hc_mix_fast_kernel<kFastTokens>, grid(kFastTokens), kThreads, 0, stream, a, scratch);
+  }
   finish<kPre>(a, scratch, static_cast<int>(chunks), fused_norm, stream);
 }
 
