@@ -57,6 +57,25 @@ class Buffers {
       g_dev->to_device(static_cast<uint8_t*>(p) + at, block.data(), std::min(block.size(), bytes - at));
     return static_cast<T*>(p);
   }
+  // Weights [n][k] of random codes (FP8, FP4 with per-32 scales) or values (bf16) in these buffers.
+  Weight fp8(int64_t n, int64_t k) {
+    return {WeightType::kFp8Block, make<uint8_t>(static_cast<size_t>(n * k), Fill::kE4m3),
+            make<uint8_t>(static_cast<size_t>((n / 128) * (k / 128)), Fill::kScale), n, k};
+  }
+  Weight fp4(int64_t n, int64_t k) {
+    return {WeightType::kFp4Block, make<uint8_t>(static_cast<size_t>(n * k / 2), Fill::kE2m1),
+            make<uint8_t>(static_cast<size_t>(n * k / 32), Fill::kScale), n, k};
+  }
+  Weight bf16(int64_t n, int64_t k) {
+    return Weight::bf16(make<uint16_t>(static_cast<size_t>(n * k), Fill::kBf16), n, k);
+  }
+  // A bf16 weight with an FP8 twin beside it (wo_a's form; random codes, not the bf16 values').
+  Weight bf16_twin(int64_t n, int64_t k) {
+    Weight w = bf16(n, k);
+    w.fp8_twin = make<uint8_t>(static_cast<size_t>(n * k), Fill::kE4m3);
+    w.fp8_twin_scale = make<uint8_t>(static_cast<size_t>((n / 128) * (k / 128)), Fill::kScale);
+    return w;
+  }
   template <typename T>
   T* upload(const std::vector<T>& v) {
     T* p = make<T>(v.size(), Fill::kZero);
@@ -300,8 +319,8 @@ void compressor_rows(Ops& ops, const std::string& suffix = "", std::initializer_
     st.tokens = b;
     st.dim = dim;
     st.positions = buf.upload(pos);
-    st.wkv = Weight::bf16(buf.make<uint16_t>(static_cast<size_t>(cd * dim), Fill::kBf16), cd, dim);
-    st.wgate = Weight::bf16(buf.make<uint16_t>(static_cast<size_t>(cd * dim), Fill::kBf16), cd, dim);
+    st.wkv = buf.bf16(cd, dim);
+    st.wgate = buf.bf16(cd, dim);
     st.ape = buf.make<float>(static_cast<size_t>(ratio * cd), Fill::kF32);
     st.ratio = ratio;
     st.head_dim = dc;
@@ -345,8 +364,7 @@ void gemm_rows(Ops& ops, const std::string& suffix, std::initializer_list<int64_
         LinearParams p;
         p.x = buf.make<uint16_t>(static_cast<size_t>(m * k), Fill::kBf16);
         p.rows = m;
-        p.w = Weight{WeightType::kFp8Block, buf.make<uint8_t>(static_cast<size_t>(n * k), Fill::kE4m3),
-                     buf.make<uint8_t>(static_cast<size_t>((n / 128) * (k / 128)), Fill::kScale), n, k};
+        p.w = buf.fp8(n, k);
         p.y = buf.make<uint16_t>(static_cast<size_t>(m * n), Fill::kZero);
         variants.push_back([&ops, p] { ops.linear(p); });
       }
@@ -369,11 +387,7 @@ void wo_a_rows(Ops& ops, const std::string& suffix, std::initializer_list<int64_
       p.x = buf.make<uint16_t>(static_cast<size_t>(m * kg * groups), Fill::kBf16);
       p.rows = m;
       p.groups = static_cast<int>(groups);
-      p.w = Weight::bf16(buf.make<uint16_t>(static_cast<size_t>(n * kg), Fill::kBf16), n, kg);
-      if (twin) {
-        p.w.fp8_twin = buf.make<uint8_t>(static_cast<size_t>(n * kg), Fill::kE4m3);
-        p.w.fp8_twin_scale = buf.make<uint8_t>(static_cast<size_t>((n / 128) * (kg / 128)), Fill::kScale);
-      }
+      p.w = twin ? buf.bf16_twin(n, kg) : buf.bf16(n, kg);
       p.y = buf.make<uint16_t>(static_cast<size_t>(m * n), Fill::kZero);
       variants.push_back([&ops, p] { ops.linear(p); });
     }
@@ -389,23 +403,15 @@ void moe_rows(Ops& ops, const std::string& suffix, std::initializer_list<int64_t
   const int topk = 6;
   const int64_t dim = 4096, inter = 2048;
   Buffers buf;
-  auto fp4 = [&](int64_t rows, int64_t cols) {
-    return Weight{WeightType::kFp4Block, buf.make<uint8_t>(static_cast<size_t>(rows * cols / 2), Fill::kE2m1),
-                  buf.make<uint8_t>(static_cast<size_t>(rows * cols / 32), Fill::kScale), rows, cols};
-  };
-  auto fp8 = [&](int64_t rows, int64_t cols) {
-    return Weight{WeightType::kFp8Block, buf.make<uint8_t>(static_cast<size_t>(rows * cols), Fill::kE4m3),
-                  buf.make<uint8_t>(static_cast<size_t>((rows / 128) * (cols / 128)), Fill::kScale), rows, cols};
-  };
   // fp8_experts: the routed experts as FP8 blocks (what the wgmma kernel reaches without FP4's widening).
-  auto expert = [&](int64_t rows, int64_t cols) { return fp8_experts ? fp8(rows, cols) : fp4(rows, cols); };
+  auto expert = [&](int64_t rows, int64_t cols) { return fp8_experts ? buf.fp8(rows, cols) : buf.fp4(rows, cols); };
   std::vector<Weight> w1, w2, w3;
   for (int e = 0; e < experts; ++e) {
     w1.push_back(expert(inter, dim));
     w3.push_back(expert(inter, dim));
     w2.push_back(expert(dim, inter));
   }
-  const Weight s1 = fp8(inter, dim), s3 = fp8(inter, dim), s2 = fp8(dim, inter);
+  const Weight s1 = buf.fp8(inter, dim), s3 = buf.fp8(inter, dim), s2 = buf.fp8(dim, inter);
   const double per_expert =
       3.0 * static_cast<double>(fp8_experts ? inter * dim + inter * dim / 16384 : inter * dim / 2 + inter * dim / 32);
   std::mt19937 rng(5);
@@ -452,32 +458,16 @@ void layer_gemm_rows(Ops& ops, std::initializer_list<int64_t> token_counts) {
   const int E = 256, topk = 6;
   Buffers buf;
   double dense_bytes[2] = {0, 0}, dense_flops_per_token[2] = {0, 0};  // [CSA, HCA]
-  auto fp8 = [&](int64_t n, int64_t k) {
-    return Weight{WeightType::kFp8Block, buf.make<uint8_t>(static_cast<size_t>(n * k), Fill::kE4m3),
-                  buf.make<uint8_t>(static_cast<size_t>((n / 128) * (k / 128)), Fill::kScale), n, k};
-  };
-  auto bf16 = [&](int64_t n, int64_t k) {
-    return Weight::bf16(buf.make<uint16_t>(static_cast<size_t>(n * k), Fill::kBf16), n, k);
-  };
-  auto fp4 = [&](int64_t n, int64_t k) {
-    return Weight{WeightType::kFp4Block, buf.make<uint8_t>(static_cast<size_t>(n * k / 2), Fill::kE2m1),
-                  buf.make<uint8_t>(static_cast<size_t>(n * k / 32), Fill::kScale), n, k};
-  };
-  const Weight wq_a = fp8(Q, D), wq_b = fp8(QW, Q), wkv = fp8(HD, D), wo_b = fp8(D, O);
-  const Weight wo_a = [&] {
-    Weight w = bf16(O, QW / 8);
-    w.fp8_twin = buf.make<uint8_t>(static_cast<size_t>(O * QW / 8), Fill::kE4m3);
-    w.fp8_twin_scale = buf.make<uint8_t>(static_cast<size_t>((O / 128) * (QW / 8 / 128)), Fill::kScale);
-    return w;
-  }();
-  const Weight comp4[2] = {bf16(2 * HD, D), bf16(2 * HD, D)}, comp128[2] = {bf16(HD, D), bf16(HD, D)};
-  const Weight idx_wq_b = fp8(IQ, Q), idx_wp = bf16(64, D), idx_comp[2] = {bf16(256, D), bf16(256, D)};
-  const Weight gate = bf16(E, D), s1 = fp8(I, D), s3 = fp8(I, D), s2 = fp8(D, I);
+  const Weight wq_a = buf.fp8(Q, D), wq_b = buf.fp8(QW, Q), wkv = buf.fp8(HD, D), wo_b = buf.fp8(D, O);
+  const Weight wo_a = buf.bf16_twin(O, QW / 8);
+  const Weight comp4[2] = {buf.bf16(2 * HD, D), buf.bf16(2 * HD, D)}, comp128[2] = {buf.bf16(HD, D), buf.bf16(HD, D)};
+  const Weight idx_wq_b = buf.fp8(IQ, Q), idx_wp = buf.bf16(64, D), idx_comp[2] = {buf.bf16(256, D), buf.bf16(256, D)};
+  const Weight gate = buf.bf16(E, D), s1 = buf.fp8(I, D), s3 = buf.fp8(I, D), s2 = buf.fp8(D, I);
   std::vector<Weight> w1, w3, w2;
   for (int e = 0; e < E; ++e) {
-    w1.push_back(fp4(I, D));
-    w3.push_back(fp4(I, D));
-    w2.push_back(fp4(D, I));
+    w1.push_back(buf.fp4(I, D));
+    w3.push_back(buf.fp4(I, D));
+    w2.push_back(buf.fp4(D, I));
   }
   // The dense calls' weight bytes and FLOPs a token, per layer kind.
   auto count = [&](const Weight& w, int kind_mask) {

@@ -921,9 +921,10 @@ void run_fast(const HcLaunch& a, float* scratch, bool fused_norm, cudaStream_t s
   const auto grid = [&](int64_t per) {
     return dim3(static_cast<unsigned>(chunks), static_cast<unsigned>((a.tokens + per - 1) / per));
   };
-  if (a.tokens <= 2) {  // decode's one or two tokens: a CTA's butterflies only for those
-    if (a.tokens == 1) launch_kernel(hc_mix_fast_kernel<1>, grid(1), kThreads, 0, stream, a, scratch);
-    if (a.tokens == 2) launch_kernel(hc_mix_fast_kernel<2>, grid(2), kThreads, 0, stream, a, scratch);
+  if (a.tokens == 1) {  // decode's one or two tokens: a CTA's butterflies only for those
+    launch_kernel(hc_mix_fast_kernel<1>, grid(1), kThreads, 0, stream, a, scratch);
+  } else if (a.tokens == 2) {
+    launch_kernel(hc_mix_fast_kernel<2>, grid(2), kThreads, 0, stream, a, scratch);
   } else {
     launch_kernel(hc_mix_fast_kernel<kFastTokens>, grid(kFastTokens), kThreads, 0, stream, a, scratch);
   }
