@@ -644,9 +644,9 @@ int main() {
   cuda::CudaOps fast_ops(dev, cuda::GemmPolicy::from_env(Numerics::kFast));
   std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
   // DSV4_KERNELS (comma list of gemm, fast, attention, indexer, compressor, moe, hc, hc-chain, hc-ring,
-  // imma4, imma-decode, simt, wgmma, gemv, gemv-parts, wo-a, compressor-fast, layer-gemms, kv-restore): only those
-  // rows. "fast": the GEMM, MoE and hc_pre rows on the fast tier (suffix " fast"); the others are the exact tier's.
-  // Unset: the M1.8 table's families (the defaults' rows); the experiments' families only when named.
+  // imma4, imma-decode, simt, wgmma, gemv, gemv-parts, wo-a, compressor-fast, moe-decode, layer-gemms, kv-restore):
+  // only those rows. "fast": the GEMM, MoE and hc_pre rows on the fast tier (suffix " fast"); the others are the exact
+  // tier's. Unset: the M1.8 table's families (the defaults' rows); the experiments' families only when named.
   const char* set = std::getenv("DSV4_KERNELS");
   const std::string only = "," + std::string(set ? set : "gemm,fast,attention,indexer,compressor,moe,hc") + ",";
   auto want = [&only](const char* family) { return only.find("," + std::string(family) + ",") != std::string::npos; };
@@ -734,10 +734,15 @@ int main() {
     wo_a_rows(*twin8, " twin", {1, 2, 4, 8}, true);
     wo_a_rows(fast_ops, " bf16", {1, 2, 8}, false);
   }
-  if (want("compressor-fast")) {  // the fast tier's compressor step; its bf16 pair from 9 rows on cuBLASLt
-    const auto lt9 = fast_with([](cuda::GemmPolicy& p) { p.sgemm_min_rows = 9; });
-    compressor_rows(fast_ops, " fast", {1, 8, 16, 32, 64});
-    compressor_rows(*lt9, " fast lt", {16, 32});
+  // The fast tier's compressor step (its bf16 pair: the few-row kernel to 8 rows, cuBLASLt past them).
+  if (want("compressor-fast")) compressor_rows(fast_ops, " fast", {1, 8, 9, 16, 32, 64});
+  if (want("moe-decode")) {  // the MoE at decode batches, 32 experts (the preset) and 256, FP4 mma.sync rings
+    // b1 first and b32 next: Nsight's specs (run-gpu.sh DSV4_GPU_NCU_SPECS) count launches from here.
+    moe_rows(fast_ops, " e32 fast", {1, 32, 8, 16, 64}, 32);
+    moe_rows(fast_ops, " fast", {1, 8, 32});
+    const auto ring4 = fast_with([](cuda::GemmPolicy& p) { p.fp4_mma_ring = 4; });
+    moe_rows(*ring4, " e32 fast ring4", {16, 32, 64}, 32);
+    moe_rows(*ring4, " fast ring4", {32});
   }
   if (want("layer-gemms")) layer_gemm_rows(fast_ops, {1, 32, 8192});
   if (want("kv-restore")) kv_restore_rows();

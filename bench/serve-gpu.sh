@@ -8,10 +8,10 @@
 # Runs inside bench/run-gpu.sh's GPU call; results go to OUT/serve-c{1,16}.log and .json.
 # Prefix caching is off: the benchmark's test request repeats its first prompt, which would turn the
 # measured prefill of a one-prompt run into a cache hit. The chunk policy (DSV4_BENCH_POLICY, below) is
-# vLLM's (budget) unless set: with the
-# exact GEMMs a 2048-token chunk takes ~2.6 s against a ~46 ms decode step, so the latency policy (a
-# step within 1.4x a decode step) gives waiting prompts a few tokens a step, and 16 concurrent 8K
-# prompts would take most of an hour to start (measured: 48 prompt tokens/s).
+# the engine's default (latency) unless set: on the fast tier it keeps c16's ITL p99 under 200 ms, which
+# the budget policy's 2048-token chunks miss (H200: 156 vs 255 ms; docs/perf.md). On the exact tier use
+# budget: there a 2048-token chunk takes ~2.6 s against a ~46 ms decode step, and the latency policy
+# starves waiting prompts (measured: 48 prompt tokens/s).
 set -uo pipefail
 DSV4=$1 MODEL=$2 OUT=$3
 PORT=${DSV4_BENCH_PORT:-8123}
@@ -19,7 +19,7 @@ IN=${DSV4_BENCH_INPUT_LEN:-8192} OUTLEN=${DSV4_BENCH_OUTPUT_LEN:-1024}
 export DSV4_TOKENIZER=${DSV4_TOKENIZER:-$PWD/.carry/shared/tokenizer/tokenizer.json}
 # DSV4_BENCH_POLICY: the chunk policy, or several ("latency budget") run one after the other, each
 # with its own server; with several, the logs carry the policy (serve-<policy>-c16.log).
-policies=(${DSV4_BENCH_POLICY:-budget})
+policies=(${DSV4_BENCH_POLICY:-latency})
 status=0
 for policy in "${policies[@]}"; do
   tag="" log="$OUT/serve.log"

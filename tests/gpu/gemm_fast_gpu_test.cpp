@@ -428,13 +428,14 @@ TEST(CudaGemmFast, EveryTileAndSplitPassesTheOpGate) {
   for (const Case& c : cases()) {
     cuda::GemmProblem prob{c.kind, c.rows, c.experts(), c.n, c.kg(), c.groups, c.pair};
     const cuda::GemmPlan plan = cuda::plan_fast_mma(prob, cuda::GemmPolicy{Numerics::kFast}, cuda::DeviceCaps{});
-    std::vector<cuda::FastMmaShape> shapes = {{plan.tile_rows, plan.splits, plan.resident}};
+    std::vector<cuda::FastMmaShape> shapes = {{plan.tile_rows, plan.splits, plan.resident, plan.ring}};
     for (int tile : {8, 16, 32}) {
       for (int splits : {1, static_cast<int>(std::min<int64_t>(3, c.kg() / 128))}) {
         shapes.push_back({tile, splits, false});
         const int64_t nk = (c.kg() / 128 + splits - 1) / splits;
         if (tile * cuda::fast_mma_resident_pitch(c.kind, nk) <= cuda::kFastMmaResidentBytes) {
-          shapes.push_back({tile, splits, true});
+          shapes.push_back({tile, splits, true, 3});
+          if (c.kind == GemmWeightKind::kFp4) shapes.push_back({tile, splits, true, 4});
         }
       }
     }
@@ -442,11 +443,11 @@ TEST(CudaGemmFast, EveryTileAndSplitPassesTheOpGate) {
     for (size_t i = 0; i < shapes.size(); ++i) {
       const cuda::FastMmaShape& s = shapes[i];
       const Verdict v = run_fast(c, o, Mutation::kNone, s, i == 0);
-      std::printf("[ fast-mma ] %-36s tile %2d split %2d %s: max |y-x|/A %.3e, worst tile calc_diff %.3e\n",
-                  c.name.c_str(), s.tile_rows, s.splits, s.resident ? "resident" : "staged  ", v.worst_ratio,
+      std::printf("[ fast-mma ] %-36s tile %2d split %2d %s ring %d: max |y-x|/A %.3e, worst tile calc_diff %.3e\n",
+                  c.name.c_str(), s.tile_rows, s.splits, s.resident ? "resident" : "staged  ", s.ring, v.worst_ratio,
                   v.worst_tile);
-      EXPECT_TRUE(v.passes()) << c.name << " tile " << s.tile_rows << " split " << s.splits << ": " << v.outside
-                              << " outside the bound, " << v.untouched << " unwritten, " << v.stray
+      EXPECT_TRUE(v.passes()) << c.name << " tile " << s.tile_rows << " split " << s.splits << " ring " << s.ring
+                              << ": " << v.outside << " outside the bound, " << v.untouched << " unwritten, " << v.stray
                               << " stray writes, tile calc_diff " << v.worst_tile;
     }
   }
@@ -462,7 +463,7 @@ TEST(CudaGemmFast, TheGateFailsEachMutation) {
     const Oracle o(*c, ++seed);
     // Two shapes of the mma.sync kernel, then the wgmma and few-row kernels (which take no shape).
     const std::pair<cuda::FastMmaShape, Kernel> runs[] = {
-        {{16, 1, false}, Kernel::kMma}, {{16, 2, true}, Kernel::kMma}, {{}, Kernel::kWgmma}, {{}, Kernel::kGemv}};
+        {{16, 1, false}, Kernel::kMma}, {{16, 2, true, 3}, Kernel::kMma}, {{}, Kernel::kWgmma}, {{}, Kernel::kGemv}};
     for (const auto& [s, kernel] : runs) {
       EXPECT_TRUE(run_fast(*c, o, Mutation::kNone, s, false, kernel).passes()) << c->name << ": the unmutated run";
       for (Mutation m : {Mutation::kDropBlock, Mutation::kScaleIndex, Mutation::kRowScale, Mutation::kKTail}) {

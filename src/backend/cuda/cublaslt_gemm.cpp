@@ -271,7 +271,7 @@ struct GemmRunner::Impl {
       plan = plan_fast_mma(prob, policy, caps);
     }
     split_scratch(plan.workspace_floats, plan.workspace_counters);
-    fast_mma_gemm(p, {plan.tile_rows, plan.splits, plan.resident}, partial, counters, stream);
+    fast_mma_gemm(p, {plan.tile_rows, plan.splits, plan.resident, plan.ring}, partial, counters, stream);
   }
 
   const LtPlan& plan(const LtShape& s, const float* scale_a, const float* scale_b) {

@@ -263,6 +263,18 @@ TEST(GemmPlan, FastGroupedExpertsTileByRowsPerExpert) {
   EXPECT_EQ(plan.tile_rows, 32);
   EXPECT_EQ(plan.splits, 1);
   EXPECT_EQ(plan.workspace_floats, 0);
+  // A decode batch of 32 over 32 experts (192 routed rows): mma.sync tiles of 8, activations resident,
+  // the FP4 ring as the policy says; FP8 keeps three stages, staged activations two.
+  plan = plan_gemm(grouped(GemmWeightKind::kFp4, 192, 32, 2048, 4096), fast, kH200);
+  EXPECT_EQ(plan.route, GemmRoute::kFastMma);
+  EXPECT_EQ(plan.tile_rows, 8);
+  EXPECT_TRUE(plan.resident);
+  EXPECT_EQ(plan.ring, 3);
+  GemmPolicy deep = fast;
+  deep.fp4_mma_ring = 4;
+  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 192, 32, 2048, 4096), deep, kH200).ring, 4);
+  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp8, 192, 32, 2048, 4096), deep, kH200).ring, 3);
+  EXPECT_EQ(plan_fast_mma(dense(GemmWeightKind::kFp4, 32, 65536, 4096), deep, kH200).ring, 2);
   // Grouped calls never go to cuBLASLt.
   EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp8, 49152, 32, 2048, 4096), fast, kH200).route, GemmRoute::kWgmma);
 }
@@ -287,11 +299,13 @@ TEST(GemmPlan, FastPlainWeights) {
   GemmPolicy no_lt = fast;
   no_lt.cublaslt = false;
   EXPECT_EQ(plan_gemm(bf16_pair, no_lt, kH200).route, GemmRoute::kFastSgemm);
-  bf16_pair.rows = 8;  // decode: the few-row kernel's one launch; 9 rows: the exact plain kernel's
+  bf16_pair.rows = 8;  // decode: the few-row kernel's one launch; 9 rows: cuBLASLt's two calls
   EXPECT_EQ(plan_gemm(bf16_pair, fast, kH200).route, GemmRoute::kFastPlainGemv);
   EXPECT_EQ(plan_gemm(bf16_pair, fast, kH200).fallback, GemmRoute::kExactPlain);
   bf16_pair.rows = 9;
-  EXPECT_EQ(plan_gemm(bf16_pair, fast, kH200).route, GemmRoute::kExactPlain);
+  EXPECT_EQ(plan_gemm(bf16_pair, fast, kH200).route, GemmRoute::kCublasLt);
+  EXPECT_EQ(plan_gemm(bf16_pair, fast, kH200).fallback, GemmRoute::kExactPlain);
+  EXPECT_EQ(plan_gemm(bf16_pair, no_lt, kH200).route, GemmRoute::kExactPlain);
   f32_pair.exact = true;
   EXPECT_EQ(plan_gemm(f32_pair, fast, kH200).route, GemmRoute::kExactPlain);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kF32, 2048, 1024, 4096), policy(Numerics::kExact), kH200).route,
@@ -351,7 +365,11 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::setenv("DSV4_GEMM_FAST_MMA_MAX_ROWS", "128", 1);
   ::setenv("DSV4_GEMM_WGMMA_MIN_ROWS", "200", 1);
   ::setenv("DSV4_GEMM_FAST_GEMV_MAX_ROWS", "4", 1);
+  ::setenv("DSV4_GEMM_FP4_MMA_RING", "4", 1);
   GemmPolicy p = GemmPolicy::from_env(Numerics::kFast);
+  ::unsetenv("DSV4_GEMM_FP4_MMA_RING");
+  EXPECT_EQ(p.fp4_mma_ring, 4);
+  EXPECT_NE(p.describe().find("mma.sync FP4 ring 4"), std::string::npos) << p.describe();
   ::unsetenv("DSV4_GEMM_WGMMA_MIN_ROWS");
   ::unsetenv("DSV4_GEMM_FAST_GEMV_MAX_ROWS");
   EXPECT_EQ(p.gemv_max_rows, 4);

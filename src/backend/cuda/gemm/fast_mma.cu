@@ -40,10 +40,9 @@ template <int TN>
 constexpr int kFrags = static_cast<int>(fast_mma_cta_cols(TN) / kWarps / 16);
 template <int TN>
 constexpr int kWarpCols = 16 * kFrags<TN>;
-// Stages of a warp's ring, one 128-wide K block each: with resident activations a stage is weights
-// alone, and two stay in flight while one is multiplied.
-template <bool kResident>
-constexpr int kRing = kResident ? 3 : 2;
+// Stages of a warp's ring (FastMmaShape::ring), one 128-wide K block each: a stage staged beside its
+// activations (2: one in flight while one is multiplied), or weights alone with resident activations
+// (3 or 4: two or three in flight).
 
 constexpr bool is_fp8(GemmWeightKind k) { return k == GemmWeightKind::kFp8; }
 // Bytes of one weight row in a stage (128 codes), and the padding of staged or resident activation
@@ -58,9 +57,9 @@ struct Stage {
   uint32_t s[is_fp8(KIND) ? 1 : kWarpCols<TN>];  // FP4: each weight row's four ue8m0 block scales
 };
 
-template <GemmWeightKind KIND, int TN, bool kResident>
+template <GemmWeightKind KIND, int TN, bool kResident, int R>
 constexpr size_t ring_bytes() {
-  return sizeof(Stage<KIND, TN, kResident>) * kRing<kResident> * kWarps;
+  return sizeof(Stage<KIND, TN, kResident>) * R * kWarps;
 }
 
 // Physical 16-byte unit of unit u in weight row r: an ldmatrix phase's eight rows in distinct banks.
@@ -186,11 +185,11 @@ __device__ void quantize_resident(const ExactBlockArgs& p, const Tile& t, int64_
   for (int i = live + static_cast<int>(threadIdx.x); i < tn * nk; i += kThreads) sa[i] = 0.0f;
 }
 
-template <GemmWeightKind KIND, int TN, bool kResident>
+template <GemmWeightKind KIND, int TN, bool kResident, int kR>
 __global__ void __launch_bounds__(kThreads)
     fast_mma_kernel(const ExactBlockArgs p, int splits, float* partial, int32_t* counters) {
   using St = Stage<KIND, TN, kResident>;
-  constexpr int kR = kRing<kResident>, kCols = kWarpCols<TN>;
+  constexpr int kCols = kWarpCols<TN>;
   constexpr int kRowBytes = row_bytes_of(KIND), kUnits = kRowBytes / 16;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ int last_split;
@@ -266,7 +265,7 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   const int64_t k0 = g * p.kg + int64_t{kb0} * 128;  // this split's first activation column
-  float* sa = reinterpret_cast<float*>(smem_raw + ring_bytes<KIND, TN, kResident>());
+  float* sa = reinterpret_cast<float*>(smem_raw + ring_bytes<KIND, TN, kResident, kR>());
   uint8_t* res = reinterpret_cast<uint8_t*>(sa + TN * nk);
   const int64_t pitch = kResident ? fast_mma_resident_pitch(KIND, nk) : 128 + act_pad_of(KIND);
   auto issue_a = [&](int kb, St& st) {  // staged activations of one block
@@ -382,14 +381,14 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) *counter = 0;  // ready for the next call
 }
 
-template <GemmWeightKind KIND, int TN, bool kResident>
+template <GemmWeightKind KIND, int TN, bool kResident, int R>
 void launch(const ExactBlockArgs& a, int splits, float* partial, int32_t* counters, cudaStream_t stream) {
-  constexpr size_t kMaxSmem = ring_bytes<KIND, TN, kResident>() + sizeof(float) * TN * kMaxKb +
+  constexpr size_t kMaxSmem = ring_bytes<KIND, TN, kResident, R>() + sizeof(float) * TN * kMaxKb +
                               (kResident ? static_cast<size_t>(kFastMmaResidentBytes) : 0);
-  const auto kernel = fast_mma_kernel<KIND, TN, kResident>;
+  const auto kernel = fast_mma_kernel<KIND, TN, kResident, R>;
   allow_dynamic_smem(kernel, kMaxSmem);
   const int64_t nk = cdiv(a.kg / 128, splits);
-  const size_t smem = ring_bytes<KIND, TN, kResident>() + sizeof(float) * TN * nk +
+  const size_t smem = ring_bytes<KIND, TN, kResident, R>() + sizeof(float) * TN * nk +
                       (kResident ? static_cast<size_t>(TN * fast_mma_resident_pitch(a.kind, nk)) : 0);
   const int64_t tiles = row_tiles(a.rows, TN, a.offsets ? a.experts : 0);
   const int64_t cols = (a.y_b ? 2 : 1) * a.groups * cdiv(a.ng, fast_mma_cta_cols(TN));
@@ -400,8 +399,11 @@ void launch(const ExactBlockArgs& a, int splits, float* partial, int32_t* counte
 
 template <GemmWeightKind KIND, int TN>
 void launch_tile(const ExactBlockArgs& a, const FastMmaShape& s, float* partial, int32_t* counters, cudaStream_t st) {
-  return s.resident ? launch<KIND, TN, true>(a, s.splits, partial, counters, st)
-                    : launch<KIND, TN, false>(a, s.splits, partial, counters, st);
+  if (!s.resident) return launch<KIND, TN, false, 2>(a, s.splits, partial, counters, st);
+  if constexpr (!is_fp8(KIND)) {
+    if (s.ring == 4) return launch<KIND, TN, true, 4>(a, s.splits, partial, counters, st);
+  }
+  return launch<KIND, TN, true, 3>(a, s.splits, partial, counters, st);
 }
 
 template <GemmWeightKind KIND>
@@ -456,6 +458,8 @@ void fast_mma_gemm(const ExactBlockArgs& a, const FastMmaShape& s, float* partia
       !s.resident || s.tile_rows * fast_mma_resident_pitch(a.kind, cdiv(a.kg / 128, s.splits)) <= kFastMmaResidentBytes,
       "fast mma gemm: the split is too long for resident activations");
   DSV4_CUDA_REQUIRE(a.y_ld >= a.n, "fast mma gemm: bad output stride");
+  DSV4_CUDA_REQUIRE(s.resident ? s.ring == 3 || (s.ring == 4 && a.kind == GemmWeightKind::kFp4) : s.ring == 2,
+                    "fast mma gemm: the ring holds 2 stages (staged), 3 or 4 (resident; 4 for FP4 only)");
   if (a.rows <= 0) return;
   if (a.kind == GemmWeightKind::kFp8) {
     launch_kind<GemmWeightKind::kFp8>(a, s, partial, counters, stream);
