@@ -137,6 +137,7 @@ struct Row {
   // decode through graphs: of which building the step's index (page maps synced, one upload) and
   // launching its recording (StepGraphStats); the rest is padding, shape lookup and the step's logits.
   double index_ms = 0, launch_ms = 0;
+  double sync_ms = 0, upload_ms = 0;  // of index_ms: the page maps' sync, the upload
   // --compare-eager: the last step again, eagerly: normalised logit error and argmax agreement.
   double eager_error = -1, eager_argmax = -1;
   std::string mode = "eager";  // decode: graphs, padded or eager (prefill always eager)
@@ -187,7 +188,7 @@ Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightByt
     cache.allocate(s, 1, std::span<const int32_t>(ids.data(), static_cast<size_t>(context + 1)));
   }
   fill_random_kv(c, cache.access(), dev, 12);
-  std::vector<double> ms, enqueue, index, launch;
+  std::vector<double> ms, enqueue, index, launch, sync, upload;
   const int warm = reps > 0 ? 2 : 1;  // warm-up steps (reps 0: one untimed step, for --profile)
   ForwardBatch b;
   for (int i = 0; i < reps + warm; ++i) {
@@ -208,6 +209,8 @@ Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightByt
     const StepGraphStats g = model.graph_stats();
     index.push_back(g.index_ms);
     launch.push_back(g.launch_ms);
+    sync.push_back(g.sync_ms);
+    upload.push_back(g.upload_ms);
   }
   Row r{"decode", batch, context};
   r.mode = step_mode_name(model.step_mode());
@@ -216,6 +219,8 @@ Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightByt
   r.enqueue_ms = median(enqueue);
   r.index_ms = median(index);
   r.launch_ms = median(launch);
+  r.sync_ms = median(sync);
+  r.upload_ms = median(upload);
   r.tokens_per_s = static_cast<double>(batch) * 1e3 / r.ms;
   r.bytes = static_cast<double>(decode_bytes(c, w, batch, context));
   return r;
@@ -288,9 +293,10 @@ std::vector<Row> bench_rows(const StepArgs& a, const LoadedModel& m, Backend& ba
       });
       if (!logs) continue;
       spdlog::info(
-          "decode batch {} context {}: {:.3f} ms (the host issued the stack in {:.3f} ms: index {:.3f}, "
-          "graph launch {:.3f})",
-          b, ctx, rows.back().ms, rows.back().enqueue_ms, rows.back().index_ms, rows.back().launch_ms);
+          "decode batch {} context {}: {:.3f} ms (the host issued the stack in {:.3f} ms: index {:.3f} (page maps "
+          "{:.3f}, upload {:.3f}), graph launch {:.3f})",
+          b, ctx, rows.back().ms, rows.back().enqueue_ms, rows.back().index_ms, rows.back().sync_ms,
+          rows.back().upload_ms, rows.back().launch_ms);
       if (rows.back().eager_error >= 0)
         spdlog::info("decode batch {} context {}: against eager: logits error {:.2e}, argmax agreement {:.3f}", b, ctx,
                      rows.back().eager_error, rows.back().eager_argmax);
@@ -337,6 +343,8 @@ void run(const StepArgs& a) {
                                         {"enqueue_ms", r.enqueue_ms},
                                         {"index_ms", r.index_ms},
                                         {"launch_ms", r.launch_ms},
+                                        {"sync_ms", r.sync_ms},
+                                        {"upload_ms", r.upload_ms},
                                         {"mode", r.mode},
                                         {"eager_error", r.eager_error},
                                         {"eager_argmax", r.eager_argmax}}

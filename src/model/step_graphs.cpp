@@ -92,6 +92,8 @@ const float* StepGraphs::run(const StepShape& shape, const ForwardBatch& padded,
   const auto t0 = std::chrono::steady_clock::now();
   StepIndex index(dev_, cfg_, padded, kv, StepLayout{true, &e.arena});
   stats_.index_ms = ms_since(t0);
+  stats_.sync_ms = index.sync_ms;
+  stats_.upload_ms = index.upload_ms;
   stats_.launch_ms = 0;
   auto eager = [&] {
     body(index, out);

@@ -1,6 +1,7 @@
 #include "model/step_index.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <tuple>
 
@@ -404,7 +405,10 @@ StepIndex::StepIndex(Device& dev, const ModelConfig& cfg, const ForwardBatch& b,
     std::fill_n(slice_of.begin() + s.offset, s.count, static_cast<int32_t>(k));
     if (s.logits) logit_rows.push_back(s.offset + s.count - 1);
   }
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
   kv.sync(dev);  // the page maps the expansions read, before them
+  sync_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   StepUploads up(layout.padded, layout.arena);
   up.add(token_ids, b.token_ids);
   up.add(positions, b.positions);
@@ -416,7 +420,9 @@ StepIndex::StepIndex(Device& dev, const ModelConfig& cfg, const ForwardBatch& b,
     up.set_layer(l);
     build_layer(up, unit, layers[static_cast<size_t>(l)], cfg, b, kv, l, layout.padded);
   }
+  const auto t1 = Clock::now();
   expansions_ = up.finish(dev, layout.arena, uploads_);
+  upload_ms = std::chrono::duration<double, std::milli>(Clock::now() - t1).count();
   dev_ = &dev;
 }
 

@@ -87,6 +87,10 @@ struct StepIndex {
   int32_t window_width = 0;
   std::vector<LayerIndex> layers;   // [main layers]
   std::vector<int64_t> logit_rows;  // host: the last token of every slice that wants logits
+  // Host time the constructor spent in kv.sync (the device page maps and block tables) and in the one
+  // upload (ms): where an index build's time goes (bench step prints them).
+  double sync_ms = 0;
+  double upload_ms = 0;
 
   // Everything the host builds reaches the device in one copy. Long slot lists (windows, indexer keys,
   // ratio-128 entries) are page lists until expand() runs ops.paged_slots on a layer's.

@@ -126,6 +126,10 @@ TEST_F(StepGraphsTest, StatsTimeTheLastStepsIndexAndLaunch) {
   EXPECT_GT(g.stats().index_ms, 0);
   EXPECT_GE(g.stats().launch_ms, 5);
   EXPECT_LT(g.stats().index_ms, g.stats().launch_ms + 1000);
+  // Of the index build: the page maps' sync and the upload, each timed, inside it.
+  EXPECT_GT(g.stats().sync_ms, 0);
+  EXPECT_GT(g.stats().upload_ms, 0);
+  EXPECT_LE(g.stats().sync_ms + g.stats().upload_ms, g.stats().index_ms);
   step(g, 3, 43, nullptr, /*record=*/false);  // eager again
   EXPECT_EQ(g.stats().launch_ms, 0);
 }
