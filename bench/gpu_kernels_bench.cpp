@@ -736,13 +736,14 @@ int main() {
   }
   // The fast tier's compressor step (its bf16 pair: the few-row kernel to 8 rows, cuBLASLt past them).
   if (want("compressor-fast")) compressor_rows(fast_ops, " fast", {1, 8, 9, 16, 32, 64});
-  if (want("moe-decode")) {  // the MoE at decode batches, 32 experts (the preset) and 256, FP4 mma.sync rings
+  if (want("moe-decode")) {  // the MoE at decode batches, 32 experts (the preset) and 256
     // b1 first and b32 next: Nsight's specs (run-gpu.sh DSV4_GPU_NCU_SPECS) count launches from here.
     moe_rows(fast_ops, " e32 fast", {1, 32, 8, 16, 64}, 32);
     moe_rows(fast_ops, " fast", {1, 8, 32});
-    const auto ring4 = fast_with([](cuda::GemmPolicy& p) { p.fp4_mma_ring = 4; });
-    moe_rows(*ring4, " e32 fast ring4", {16, 32, 64}, 32);
-    moe_rows(*ring4, " fast ring4", {32});
+    // FP4 codes signed in one MMA a step (fp4_split off), against the split default above.
+    const auto signed_ops = fast_with([](cuda::GemmPolicy& p) { p.fp4_split = false; });
+    moe_rows(*signed_ops, " e32 fast signed", {1, 32, 8, 16, 64}, 32);
+    moe_rows(*signed_ops, " fast signed", {1, 8, 32});
   }
   if (want("layer-gemms")) layer_gemm_rows(fast_ops, {1, 32, 8192});
   if (want("kv-restore")) kv_restore_rows();

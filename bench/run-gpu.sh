@@ -107,7 +107,7 @@ if [ "${DSV4_GPU_NCU:-0}" = 1 ] && [ -x "$STAGE/bin/gpu_kernels_bench" ]; then
     ncu_sections="--section SpeedOfLight --section LaunchStats"
     [ "${ncu_count:-4}" -le 4 ] && ncu_sections="$ncu_sections --section WarpStateStats --section MemoryWorkloadAnalysis \
       --section ComputeWorkloadAnalysis --section Occupancy --section SchedulerStats --section SourceCounters"
-    step "ncu-$ncu_rows" env DSV4_KERNELS="$ncu_rows" "$ncu_bin" --clock-control none -k "regex:$ncu_kernel" \
+    step "ncu-$ncu_rows-${ncu_kernel//[^A-Za-z0-9_]/}" env DSV4_KERNELS="$ncu_rows" "$ncu_bin" --clock-control none -k "regex:$ncu_kernel" \
       --launch-skip "${ncu_skip:-2}" --launch-count "${ncu_count:-4}" $ncu_sections "$STAGE/bin/gpu_kernels_bench"
   done
 fi

@@ -381,7 +381,7 @@ struct Oracle {
 // judged against the exact kernel.
 enum class Kernel { kMma, kWgmma, kGemv };
 Verdict run_fast(const Case& c, const Oracle& o, Mutation m, const cuda::FastMmaShape& s, bool twice = false,
-                 Kernel kernel = Kernel::kMma, int gemv_k_parts = 2) {
+                 Kernel kernel = Kernel::kMma, int gemv_k_parts = 2, bool gemv_fp4_split = true) {
   std::vector<int32_t> offs = c.offsets;
   if (m == Mutation::kGroupStride) offs[offs.size() / 2] += 1;  // one expert boundary a row off
   const DevInputs fast(c, mutate(c, o.h, m), offs);
@@ -390,7 +390,7 @@ Verdict run_fast(const Case& c, const Oracle& o, Mutation m, const cuda::FastMma
       case Kernel::kWgmma:
         return wgmma_run<T>(c, fast, o.h.scale_ld);
       case Kernel::kGemv:
-        return gemv_run<T>(c, fast, o.h.scale_ld, {gemv_k_parts});
+        return gemv_run<T>(c, fast, o.h.scale_ld, {gemv_k_parts, gemv_fp4_split});
       default:
         return fast_run<T>(c, fast, o.h.scale_ld, s);
     }
@@ -428,14 +428,15 @@ TEST(CudaGemmFast, EveryTileAndSplitPassesTheOpGate) {
   for (const Case& c : cases()) {
     cuda::GemmProblem prob{c.kind, c.rows, c.experts(), c.n, c.kg(), c.groups, c.pair};
     const cuda::GemmPlan plan = cuda::plan_fast_mma(prob, cuda::GemmPolicy{Numerics::kFast}, cuda::DeviceCaps{});
-    std::vector<cuda::FastMmaShape> shapes = {{plan.tile_rows, plan.splits, plan.resident, plan.ring}};
+    std::vector<cuda::FastMmaShape> shapes = {{plan.tile_rows, plan.splits, plan.resident}};
+    // FP4: the signed codes in one MMA a step too (GemmPolicy::fp4_split off).
+    if (c.kind == GemmWeightKind::kFp4) shapes.push_back({plan.tile_rows, plan.splits, plan.resident, false});
     for (int tile : {8, 16, 32}) {
       for (int splits : {1, static_cast<int>(std::min<int64_t>(3, c.kg() / 128))}) {
         shapes.push_back({tile, splits, false});
         const int64_t nk = (c.kg() / 128 + splits - 1) / splits;
         if (tile * cuda::fast_mma_resident_pitch(c.kind, nk) <= cuda::kFastMmaResidentBytes) {
-          shapes.push_back({tile, splits, true, 3});
-          if (c.kind == GemmWeightKind::kFp4) shapes.push_back({tile, splits, true, 4});
+          shapes.push_back({tile, splits, true});
         }
       }
     }
@@ -443,11 +444,11 @@ TEST(CudaGemmFast, EveryTileAndSplitPassesTheOpGate) {
     for (size_t i = 0; i < shapes.size(); ++i) {
       const cuda::FastMmaShape& s = shapes[i];
       const Verdict v = run_fast(c, o, Mutation::kNone, s, i == 0);
-      std::printf("[ fast-mma ] %-36s tile %2d split %2d %s ring %d: max |y-x|/A %.3e, worst tile calc_diff %.3e\n",
-                  c.name.c_str(), s.tile_rows, s.splits, s.resident ? "resident" : "staged  ", s.ring, v.worst_ratio,
-                  v.worst_tile);
-      EXPECT_TRUE(v.passes()) << c.name << " tile " << s.tile_rows << " split " << s.splits << " ring " << s.ring
-                              << ": " << v.outside << " outside the bound, " << v.untouched << " unwritten, " << v.stray
+      std::printf("[ fast-mma ] %-36s tile %2d split %2d %s%s: max |y-x|/A %.3e, worst tile calc_diff %.3e\n",
+                  c.name.c_str(), s.tile_rows, s.splits, s.resident ? "resident" : "staged  ",
+                  s.fp4_split ? "" : " signed", v.worst_ratio, v.worst_tile);
+      EXPECT_TRUE(v.passes()) << c.name << " tile " << s.tile_rows << " split " << s.splits << ": " << v.outside
+                              << " outside the bound, " << v.untouched << " unwritten, " << v.stray
                               << " stray writes, tile calc_diff " << v.worst_tile;
     }
   }
@@ -463,7 +464,7 @@ TEST(CudaGemmFast, TheGateFailsEachMutation) {
     const Oracle o(*c, ++seed);
     // Two shapes of the mma.sync kernel, then the wgmma and few-row kernels (which take no shape).
     const std::pair<cuda::FastMmaShape, Kernel> runs[] = {
-        {{16, 1, false}, Kernel::kMma}, {{16, 2, true, 3}, Kernel::kMma}, {{}, Kernel::kWgmma}, {{}, Kernel::kGemv}};
+        {{16, 1, false}, Kernel::kMma}, {{16, 2, true}, Kernel::kMma}, {{}, Kernel::kWgmma}, {{}, Kernel::kGemv}};
     for (const auto& [s, kernel] : runs) {
       EXPECT_TRUE(run_fast(*c, o, Mutation::kNone, s, false, kernel).passes()) << c->name << ": the unmutated run";
       for (Mutation m : {Mutation::kDropBlock, Mutation::kScaleIndex, Mutation::kRowScale, Mutation::kKTail}) {
@@ -523,10 +524,13 @@ TEST(CudaGemmFast, GemvPassesTheOpGate) {
   uint32_t seed = 5000;
   for (const Case& c : list) {
     const Oracle o(c, ++seed);
-    for (int parts : {1, 2, 4, 8}) {
-      const Verdict v = run_fast(c, o, Mutation::kNone, {}, parts == 1, Kernel::kGemv, parts);
-      std::printf("[ gemv ] %-46s K runs %d: max |y-x|/A %.3e, worst tile calc_diff %.3e\n", c.name.c_str(), parts,
-                  v.worst_ratio, v.worst_tile);
+    for (int parts : {1, 2, 4, 8, -2}) {  // -2: two runs, FP4 codes signed in one MMA (fp4_split off)
+      const bool split = parts > 0;
+      if (!split && c.kind != GemmWeightKind::kFp4) continue;
+      parts = split ? parts : -parts;
+      const Verdict v = run_fast(c, o, Mutation::kNone, {}, parts == 1, Kernel::kGemv, parts, split);
+      std::printf("[ gemv ] %-46s K runs %d%s: max |y-x|/A %.3e, worst tile calc_diff %.3e\n", c.name.c_str(), parts,
+                  split ? "" : " signed", v.worst_ratio, v.worst_tile);
       EXPECT_TRUE(v.passes()) << c.name << " K runs " << parts << ": " << v.outside << " outside the bound, "
                               << v.untouched << " unwritten, " << v.stray << " stray writes, tile calc_diff "
                               << v.worst_tile;

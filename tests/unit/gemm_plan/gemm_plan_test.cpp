@@ -263,18 +263,11 @@ TEST(GemmPlan, FastGroupedExpertsTileByRowsPerExpert) {
   EXPECT_EQ(plan.tile_rows, 32);
   EXPECT_EQ(plan.splits, 1);
   EXPECT_EQ(plan.workspace_floats, 0);
-  // A decode batch of 32 over 32 experts (192 routed rows): mma.sync tiles of 8, activations resident,
-  // the FP4 ring as the policy says; FP8 keeps three stages, staged activations two.
+  // A decode batch of 32 over 32 experts (192 routed rows): mma.sync tiles of 8, activations resident.
   plan = plan_gemm(grouped(GemmWeightKind::kFp4, 192, 32, 2048, 4096), fast, kH200);
   EXPECT_EQ(plan.route, GemmRoute::kFastMma);
   EXPECT_EQ(plan.tile_rows, 8);
   EXPECT_TRUE(plan.resident);
-  EXPECT_EQ(plan.ring, 3);
-  GemmPolicy deep = fast;
-  deep.fp4_mma_ring = 4;
-  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 192, 32, 2048, 4096), deep, kH200).ring, 4);
-  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp8, 192, 32, 2048, 4096), deep, kH200).ring, 3);
-  EXPECT_EQ(plan_fast_mma(dense(GemmWeightKind::kFp4, 32, 65536, 4096), deep, kH200).ring, 2);
   // Grouped calls never go to cuBLASLt.
   EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp8, 49152, 32, 2048, 4096), fast, kH200).route, GemmRoute::kWgmma);
 }
@@ -365,24 +358,24 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::setenv("DSV4_GEMM_FAST_MMA_MAX_ROWS", "128", 1);
   ::setenv("DSV4_GEMM_WGMMA_MIN_ROWS", "200", 1);
   ::setenv("DSV4_GEMM_FAST_GEMV_MAX_ROWS", "4", 1);
-  ::setenv("DSV4_GEMM_FP4_MMA_RING", "4", 1);
   GemmPolicy p = GemmPolicy::from_env(Numerics::kFast);
-  ::unsetenv("DSV4_GEMM_FP4_MMA_RING");
-  EXPECT_EQ(p.fp4_mma_ring, 4);
-  EXPECT_NE(p.describe().find("mma.sync FP4 ring 4"), std::string::npos) << p.describe();
+  EXPECT_TRUE(p.fp4_split);
+  EXPECT_NE(p.describe().find("FP4 per 32 (wgmma: per 128), split by sign;"), std::string::npos) << p.describe();
+  ::setenv("DSV4_GEMM_FP4_SPLIT", "0", 1);
+  EXPECT_FALSE(GemmPolicy::from_env(Numerics::kFast).fp4_split);
+  ::unsetenv("DSV4_GEMM_FP4_SPLIT");
   ::unsetenv("DSV4_GEMM_WGMMA_MIN_ROWS");
   ::unsetenv("DSV4_GEMM_FAST_GEMV_MAX_ROWS");
   EXPECT_EQ(p.gemv_max_rows, 4);
-  EXPECT_NE(p.describe().find("FP4 per 32 (wgmma: per 128); few-row kernel up to 4 rows"), std::string::npos)
-      << p.describe();
+  EXPECT_NE(p.describe().find("split by sign; few-row kernel up to 4 rows"), std::string::npos) << p.describe();
   EXPECT_NE(p.describe().find("up to 4 rows a weight (FP8 twins 2)"), std::string::npos) << p.describe();
   EXPECT_NE(p.describe().find("indexer dots on tensor cores"), std::string::npos) << p.describe();
   EXPECT_NE(p.describe().find("FP4 widened before the call from 512 rows an expert"), std::string::npos)
       << p.describe();
   EXPECT_NE(p.describe().find("hc_pre norm fused"), std::string::npos) << p.describe();
   // Switches whose alternatives lost a measurement are refused, not ignored.
-  for (const char* retired :
-       {"DSV4_GEMM_FP4_PER128", "DSV4_INDEXER_MMA", "DSV4_GEMM_FP4_PREWIDEN", "DSV4_HC_FUSED_NORM"}) {
+  for (const char* retired : {"DSV4_GEMM_FP4_PER128", "DSV4_INDEXER_MMA", "DSV4_GEMM_FP4_PREWIDEN",
+                              "DSV4_HC_FUSED_NORM", "DSV4_GEMM_FP4_MMA_RING"}) {
     ::setenv(retired, "0", 1);
     EXPECT_THROW(check_env_switches(), Error) << retired;
     ::unsetenv(retired);

@@ -40,9 +40,10 @@ template <int TN>
 constexpr int kFrags = static_cast<int>(fast_mma_cta_cols(TN) / kWarps / 16);
 template <int TN>
 constexpr int kWarpCols = 16 * kFrags<TN>;
-// Stages of a warp's ring (FastMmaShape::ring), one 128-wide K block each: a stage staged beside its
-// activations (2: one in flight while one is multiplied), or weights alone with resident activations
-// (3 or 4: two or three in flight).
+// Stages of a warp's ring, one 128-wide K block each: with resident activations a stage is weights
+// alone, and two stay in flight while one is multiplied.
+template <bool kResident>
+constexpr int kRing = kResident ? 3 : 2;
 
 constexpr bool is_fp8(GemmWeightKind k) { return k == GemmWeightKind::kFp8; }
 // Bytes of one weight row in a stage (128 codes), and the padding of staged or resident activation
@@ -57,9 +58,9 @@ struct Stage {
   uint32_t s[is_fp8(KIND) ? 1 : kWarpCols<TN>];  // FP4: each weight row's four ue8m0 block scales
 };
 
-template <GemmWeightKind KIND, int TN, bool kResident, int R>
+template <GemmWeightKind KIND, int TN, bool kResident>
 constexpr size_t ring_bytes() {
-  return sizeof(Stage<KIND, TN, kResident>) * R * kWarps;
+  return sizeof(Stage<KIND, TN, kResident>) * kRing<kResident> * kWarps;
 }
 
 // Physical 16-byte unit of unit u in weight row r: an ldmatrix phase's eight rows in distinct banks.
@@ -119,8 +120,9 @@ __device__ __forceinline__ void multiply_fp8(const St& st, const uint32_t (&b)[4
   }
 }
 
-// FP4: each 32-wide block into a fresh fragment, promoted with sa and that block's weight scales.
-template <int TN, typename St>
+// FP4: each 32-wide block into a fresh fragment, promoted with sa and that block's weight scales; with
+// kSplit as two MMAs, the positive codes against x and the negative ones against -x (e2m1x8_split).
+template <int TN, bool kSplit, typename St>
 __device__ __forceinline__ void multiply_fp4(const St& st, const uint32_t (&b)[4][TN / 8][2],
                                              const float (&sa)[TN / 8][2], int lane,
                                              float (&C)[kFrags<TN>][TN / 8][4]) {
@@ -136,13 +138,23 @@ __device__ __forceinline__ void multiply_fp4(const St& st, const uint32_t (&b)[4
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj) {
         const int ks = 2 * jp + jj;
-        const uint2 lo = e2m1x8_e4m3(A[2 * jj]), hi = e2m1x8_e4m3(A[2 * jj + 1]);
-        const uint32_t af[4] = {lo.x, hi.x, lo.y, hi.y};
+        uint32_t af[4], an[4];
+        if constexpr (kSplit) {
+          uint2 p0, n0, p1, n1;
+          e2m1x8_split(A[2 * jj], p0, n0);
+          e2m1x8_split(A[2 * jj + 1], p1, n1);
+          af[0] = p0.x, af[1] = p1.x, af[2] = p0.y, af[3] = p1.y;
+          an[0] = n0.x, an[1] = n1.x, an[2] = n0.y, an[3] = n1.y;
+        } else {
+          const uint2 lo = e2m1x8_e4m3(A[2 * jj]), hi = e2m1x8_e4m3(A[2 * jj + 1]);
+          af[0] = lo.x, af[1] = hi.x, af[2] = lo.y, af[3] = hi.y;
+        }
         const float bs[2] = {ue8m0_f((sw[0] >> (8 * ks)) & 255u), ue8m0_f((sw[1] >> (8 * ks)) & 255u)};
 #pragma unroll
         for (int j = 0; j < TN / 8; ++j) {
           float dd[4];
           mma_e4m3_zero(dd, af, b[ks][j][0], b[ks][j][1]);
+          if constexpr (kSplit) mma_e4m3(dd, an, e4m3x4_neg(b[ks][j][0]), e4m3x4_neg(b[ks][j][1]));
 #pragma unroll
           for (int e = 0; e < 4; ++e) C[f][j][e] = fmaf(dd[e], sa[j][e % 2] * bs[e / 2], C[f][j][e]);
         }
@@ -185,11 +197,11 @@ __device__ void quantize_resident(const ExactBlockArgs& p, const Tile& t, int64_
   for (int i = live + static_cast<int>(threadIdx.x); i < tn * nk; i += kThreads) sa[i] = 0.0f;
 }
 
-template <GemmWeightKind KIND, int TN, bool kResident, int kR>
+template <GemmWeightKind KIND, int TN, bool kResident, bool kSplit>
 __global__ void __launch_bounds__(kThreads)
     fast_mma_kernel(const ExactBlockArgs p, int splits, float* partial, int32_t* counters) {
   using St = Stage<KIND, TN, kResident>;
-  constexpr int kCols = kWarpCols<TN>;
+  constexpr int kR = kRing<kResident>, kCols = kWarpCols<TN>;
   constexpr int kRowBytes = row_bytes_of(KIND), kUnits = kRowBytes / 16;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ int last_split;
@@ -265,7 +277,7 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   const int64_t k0 = g * p.kg + int64_t{kb0} * 128;  // this split's first activation column
-  float* sa = reinterpret_cast<float*>(smem_raw + ring_bytes<KIND, TN, kResident, kR>());
+  float* sa = reinterpret_cast<float*>(smem_raw + ring_bytes<KIND, TN, kResident>());
   uint8_t* res = reinterpret_cast<uint8_t*>(sa + TN * nk);
   const int64_t pitch = kResident ? fast_mma_resident_pitch(KIND, nk) : 128 + act_pad_of(KIND);
   auto issue_a = [&](int kb, St& st) {  // staged activations of one block
@@ -330,7 +342,7 @@ __global__ void __launch_bounds__(kThreads)
     if constexpr (is_fp8(KIND)) {
       multiply_fp8<TN>(st, b, s, lane, C);
     } else {
-      multiply_fp4<TN>(st, b, s, lane, C);
+      multiply_fp4<TN, kSplit>(st, b, s, lane, C);
     }
   }
   void* y = second ? p.y_b : p.y;
@@ -381,14 +393,14 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) *counter = 0;  // ready for the next call
 }
 
-template <GemmWeightKind KIND, int TN, bool kResident, int R>
+template <GemmWeightKind KIND, int TN, bool kResident, bool kSplit>
 void launch(const ExactBlockArgs& a, int splits, float* partial, int32_t* counters, cudaStream_t stream) {
-  constexpr size_t kMaxSmem = ring_bytes<KIND, TN, kResident, R>() + sizeof(float) * TN * kMaxKb +
+  constexpr size_t kMaxSmem = ring_bytes<KIND, TN, kResident>() + sizeof(float) * TN * kMaxKb +
                               (kResident ? static_cast<size_t>(kFastMmaResidentBytes) : 0);
-  const auto kernel = fast_mma_kernel<KIND, TN, kResident, R>;
+  const auto kernel = fast_mma_kernel<KIND, TN, kResident, kSplit>;
   allow_dynamic_smem(kernel, kMaxSmem);
   const int64_t nk = cdiv(a.kg / 128, splits);
-  const size_t smem = ring_bytes<KIND, TN, kResident, R>() + sizeof(float) * TN * nk +
+  const size_t smem = ring_bytes<KIND, TN, kResident>() + sizeof(float) * TN * nk +
                       (kResident ? static_cast<size_t>(TN * fast_mma_resident_pitch(a.kind, nk)) : 0);
   const int64_t tiles = row_tiles(a.rows, TN, a.offsets ? a.experts : 0);
   const int64_t cols = (a.y_b ? 2 : 1) * a.groups * cdiv(a.ng, fast_mma_cta_cols(TN));
@@ -397,13 +409,18 @@ void launch(const ExactBlockArgs& a, int splits, float* partial, int32_t* counte
                 kThreads, smem, stream, a, splits, partial, counters);
 }
 
+template <GemmWeightKind KIND, int TN, bool kSplit>
+void launch_split(const ExactBlockArgs& a, const FastMmaShape& s, float* partial, int32_t* counters, cudaStream_t st) {
+  return s.resident ? launch<KIND, TN, true, kSplit>(a, s.splits, partial, counters, st)
+                    : launch<KIND, TN, false, kSplit>(a, s.splits, partial, counters, st);
+}
+
 template <GemmWeightKind KIND, int TN>
 void launch_tile(const ExactBlockArgs& a, const FastMmaShape& s, float* partial, int32_t* counters, cudaStream_t st) {
-  if (!s.resident) return launch<KIND, TN, false, 2>(a, s.splits, partial, counters, st);
   if constexpr (!is_fp8(KIND)) {
-    if (s.ring == 4) return launch<KIND, TN, true, 4>(a, s.splits, partial, counters, st);
+    if (s.fp4_split) return launch_split<KIND, TN, true>(a, s, partial, counters, st);
   }
-  return launch<KIND, TN, true, 3>(a, s.splits, partial, counters, st);
+  return launch_split<KIND, TN, false>(a, s, partial, counters, st);
 }
 
 template <GemmWeightKind KIND>
@@ -458,8 +475,6 @@ void fast_mma_gemm(const ExactBlockArgs& a, const FastMmaShape& s, float* partia
       !s.resident || s.tile_rows * fast_mma_resident_pitch(a.kind, cdiv(a.kg / 128, s.splits)) <= kFastMmaResidentBytes,
       "fast mma gemm: the split is too long for resident activations");
   DSV4_CUDA_REQUIRE(a.y_ld >= a.n, "fast mma gemm: bad output stride");
-  DSV4_CUDA_REQUIRE(s.resident ? s.ring == 3 || (s.ring == 4 && a.kind == GemmWeightKind::kFp4) : s.ring == 2,
-                    "fast mma gemm: the ring holds 2 stages (staged), 3 or 4 (resident; 4 for FP4 only)");
   if (a.rows <= 0) return;
   if (a.kind == GemmWeightKind::kFp8) {
     launch_kind<GemmWeightKind::kFp8>(a, s, partial, counters, stream);

@@ -29,7 +29,7 @@ struct FastMmaShape {
   int tile_rows = 8;
   int splits = 1;
   bool resident = false;
-  int ring = 2;  // K stages a warp's ring holds: 2 (staged activations), 3 or 4 (resident; 4: FP4 only)
+  bool fp4_split = true;  // FP4: codes split by sign, two MMAs a step (GemmPolicy::fp4_split)
 };
 
 // fp32 scratch floats and zeroed int32 counters a call needs for its splits (0 when splits == 1).

@@ -64,6 +64,11 @@ struct GemmPolicy {
   // Fast tier, wgmma on FP4 weights: widened to e5m2 rows once per call, at most kWidenBudgetBytes of
   // experts at a time, instead of in shared memory by every CTA that reads them (the same bits)...
   bool fp4_prewiden = true;
+  // Fast tier, FP4 weights in the few-row and mma.sync kernels: codes split by sign into two e4m3
+  // operands (four byte permutes for eight codes instead of ten operations), two MMAs a 32-wide step,
+  // the negative half against -x (DSV4_GEMM_FP4_SPLIT=0: one signed operand). Those kernels are bound
+  // by their integer pipe (mma.sync at 192 routed rows: ALU 61% busy, DRAM 46%; docs/perf.md).
+  bool fp4_split = true;
   // ... for calls of at least this many rows a weight (expert) on average: widening costs a read and a
   // write of every weight the call touches, paid back by rows (32 experts at 8192 tokens, 1536 rows an
   // expert: 26% faster; 256 experts, 192: 26% slower; docs/perf.md).
@@ -78,10 +83,6 @@ struct GemmPolicy {
   // cuBLASLt from the bf16 bytes (H100: twin 16.0 / 21.5 / 35.3 / 63.8 us at 1 / 2 / 4 / 8 rows,
   // cuBLASLt 27 us at each: docs/perf.md).
   int64_t twin_gemv_max_rows = 2;
-  // Fast tier, the mma.sync kernel on FP4 weights with resident activations: K stages a warp's ring
-  // holds (3: two in flight while one is multiplied; 4: three, still two CTAs an SM), from
-  // DSV4_GEMM_FP4_MMA_RING. Under measurement (the MoE's routed calls of 9-63 rows an expert).
-  int fp4_mma_ring = 3;
   // Fast tier: K splits until a call has this many CTAs per SM (each split at least kMinSplitBlocks).
   int ctas_per_sm = 2;
   // Exact tier: block sums on the int8 tensor cores (DSV4_GEMM_IMMA=0: every shape on the SIMT
@@ -178,7 +179,6 @@ struct GemmPlan {
   int tile_rows = 0;                            // kFastMma: 8, 16 or 32
   int splits = 1;                               // kFastMma: K splits
   bool resident = false;                        // kFastMma: the tile's activation codes stay in shared memory
-  int ring = 2;                                 // kFastMma: K stages a warp's ring holds (3 or 4 when resident)
   int64_t workspace_floats = 0;                 // kFastMma: fp32 scratch of the splits
   int64_t workspace_counters = 0;               // kFastMma: the splits' arrival counters (zeroed once)
   int gemv_k_parts = 1;                         // kFastGemv: runs of K a CTA's warps split (1, 2, 4, 8)
