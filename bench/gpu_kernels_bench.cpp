@@ -740,10 +740,6 @@ int main() {
     // b1 first and b32 next: Nsight's specs (run-gpu.sh DSV4_GPU_NCU_SPECS) count launches from here.
     moe_rows(fast_ops, " e32 fast", {1, 32, 8, 16, 64}, 32);
     moe_rows(fast_ops, " fast", {1, 8, 32});
-    // FP4 codes signed in one MMA a step (fp4_split off), against the split default above.
-    const auto signed_ops = fast_with([](cuda::GemmPolicy& p) { p.fp4_split = false; });
-    moe_rows(*signed_ops, " e32 fast signed", {1, 32, 8, 16, 64}, 32);
-    moe_rows(*signed_ops, " fast signed", {1, 8, 32});
   }
   if (want("layer-gemms")) layer_gemm_rows(fast_ops, {1, 32, 8192});
   if (want("kv-restore")) kv_restore_rows();

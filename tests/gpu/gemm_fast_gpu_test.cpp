@@ -381,7 +381,7 @@ struct Oracle {
 // judged against the exact kernel.
 enum class Kernel { kMma, kWgmma, kGemv };
 Verdict run_fast(const Case& c, const Oracle& o, Mutation m, const cuda::FastMmaShape& s, bool twice = false,
-                 Kernel kernel = Kernel::kMma, int gemv_k_parts = 2, bool gemv_fp4_split = true) {
+                 Kernel kernel = Kernel::kMma, int gemv_k_parts = 2) {
   std::vector<int32_t> offs = c.offsets;
   if (m == Mutation::kGroupStride) offs[offs.size() / 2] += 1;  // one expert boundary a row off
   const DevInputs fast(c, mutate(c, o.h, m), offs);
@@ -390,7 +390,7 @@ Verdict run_fast(const Case& c, const Oracle& o, Mutation m, const cuda::FastMma
       case Kernel::kWgmma:
         return wgmma_run<T>(c, fast, o.h.scale_ld);
       case Kernel::kGemv:
-        return gemv_run<T>(c, fast, o.h.scale_ld, {gemv_k_parts, gemv_fp4_split});
+        return gemv_run<T>(c, fast, o.h.scale_ld, {gemv_k_parts});
       default:
         return fast_run<T>(c, fast, o.h.scale_ld, s);
     }
@@ -429,8 +429,6 @@ TEST(CudaGemmFast, EveryTileAndSplitPassesTheOpGate) {
     cuda::GemmProblem prob{c.kind, c.rows, c.experts(), c.n, c.kg(), c.groups, c.pair};
     const cuda::GemmPlan plan = cuda::plan_fast_mma(prob, cuda::GemmPolicy{Numerics::kFast}, cuda::DeviceCaps{});
     std::vector<cuda::FastMmaShape> shapes = {{plan.tile_rows, plan.splits, plan.resident}};
-    // FP4: the signed codes in one MMA a step too (GemmPolicy::fp4_split off).
-    if (c.kind == GemmWeightKind::kFp4) shapes.push_back({plan.tile_rows, plan.splits, plan.resident, false});
     for (int tile : {8, 16, 32}) {
       for (int splits : {1, static_cast<int>(std::min<int64_t>(3, c.kg() / 128))}) {
         shapes.push_back({tile, splits, false});
@@ -444,9 +442,9 @@ TEST(CudaGemmFast, EveryTileAndSplitPassesTheOpGate) {
     for (size_t i = 0; i < shapes.size(); ++i) {
       const cuda::FastMmaShape& s = shapes[i];
       const Verdict v = run_fast(c, o, Mutation::kNone, s, i == 0);
-      std::printf("[ fast-mma ] %-36s tile %2d split %2d %s%s: max |y-x|/A %.3e, worst tile calc_diff %.3e\n",
-                  c.name.c_str(), s.tile_rows, s.splits, s.resident ? "resident" : "staged  ",
-                  s.fp4_split ? "" : " signed", v.worst_ratio, v.worst_tile);
+      std::printf("[ fast-mma ] %-36s tile %2d split %2d %s: max |y-x|/A %.3e, worst tile calc_diff %.3e\n",
+                  c.name.c_str(), s.tile_rows, s.splits, s.resident ? "resident" : "staged  ", v.worst_ratio,
+                  v.worst_tile);
       EXPECT_TRUE(v.passes()) << c.name << " tile " << s.tile_rows << " split " << s.splits << ": " << v.outside
                               << " outside the bound, " << v.untouched << " unwritten, " << v.stray
                               << " stray writes, tile calc_diff " << v.worst_tile;
@@ -524,13 +522,10 @@ TEST(CudaGemmFast, GemvPassesTheOpGate) {
   uint32_t seed = 5000;
   for (const Case& c : list) {
     const Oracle o(c, ++seed);
-    for (int parts : {1, 2, 4, 8, -2}) {  // -2: two runs, FP4 codes signed in one MMA (fp4_split off)
-      const bool split = parts > 0;
-      if (!split && c.kind != GemmWeightKind::kFp4) continue;
-      parts = split ? parts : -parts;
-      const Verdict v = run_fast(c, o, Mutation::kNone, {}, parts == 1, Kernel::kGemv, parts, split);
-      std::printf("[ gemv ] %-46s K runs %d%s: max |y-x|/A %.3e, worst tile calc_diff %.3e\n", c.name.c_str(), parts,
-                  split ? "" : " signed", v.worst_ratio, v.worst_tile);
+    for (int parts : {1, 2, 4, 8}) {
+      const Verdict v = run_fast(c, o, Mutation::kNone, {}, parts == 1, Kernel::kGemv, parts);
+      std::printf("[ gemv ] %-46s K runs %d: max |y-x|/A %.3e, worst tile calc_diff %.3e\n", c.name.c_str(), parts,
+                  v.worst_ratio, v.worst_tile);
       EXPECT_TRUE(v.passes()) << c.name << " K runs " << parts << ": " << v.outside << " outside the bound, "
                               << v.untouched << " unwritten, " << v.stray << " stray writes, tile calc_diff "
                               << v.worst_tile;

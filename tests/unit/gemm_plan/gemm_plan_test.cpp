@@ -359,15 +359,11 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::setenv("DSV4_GEMM_WGMMA_MIN_ROWS", "200", 1);
   ::setenv("DSV4_GEMM_FAST_GEMV_MAX_ROWS", "4", 1);
   GemmPolicy p = GemmPolicy::from_env(Numerics::kFast);
-  EXPECT_TRUE(p.fp4_split);
-  EXPECT_NE(p.describe().find("FP4 per 32 (wgmma: per 128), split by sign;"), std::string::npos) << p.describe();
-  ::setenv("DSV4_GEMM_FP4_SPLIT", "0", 1);
-  EXPECT_FALSE(GemmPolicy::from_env(Numerics::kFast).fp4_split);
-  ::unsetenv("DSV4_GEMM_FP4_SPLIT");
   ::unsetenv("DSV4_GEMM_WGMMA_MIN_ROWS");
   ::unsetenv("DSV4_GEMM_FAST_GEMV_MAX_ROWS");
   EXPECT_EQ(p.gemv_max_rows, 4);
-  EXPECT_NE(p.describe().find("split by sign; few-row kernel up to 4 rows"), std::string::npos) << p.describe();
+  EXPECT_NE(p.describe().find("FP4 per 32 (wgmma: per 128); few-row kernel up to 4 rows"), std::string::npos)
+      << p.describe();
   EXPECT_NE(p.describe().find("up to 4 rows a weight (FP8 twins 2)"), std::string::npos) << p.describe();
   EXPECT_NE(p.describe().find("indexer dots on tensor cores"), std::string::npos) << p.describe();
   EXPECT_NE(p.describe().find("FP4 widened before the call from 512 rows an expert"), std::string::npos)
@@ -375,7 +371,7 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   EXPECT_NE(p.describe().find("hc_pre norm fused"), std::string::npos) << p.describe();
   // Switches whose alternatives lost a measurement are refused, not ignored.
   for (const char* retired : {"DSV4_GEMM_FP4_PER128", "DSV4_INDEXER_MMA", "DSV4_GEMM_FP4_PREWIDEN",
-                              "DSV4_HC_FUSED_NORM", "DSV4_GEMM_FP4_MMA_RING"}) {
+                              "DSV4_HC_FUSED_NORM", "DSV4_GEMM_FP4_MMA_RING", "DSV4_GEMM_FP4_SPLIT"}) {
     ::setenv(retired, "0", 1);
     EXPECT_THROW(check_env_switches(), Error) << retired;
     ::unsetenv(retired);

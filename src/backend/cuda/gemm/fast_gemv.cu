@@ -100,9 +100,8 @@ __host__ __device__ constexpr int64_t act_pitch(int64_t kg) {
 }
 
 // acc += block kb's products of the lane's fragment (weight rows g, g + 8 x tile rows 2t, 2t + 1), the
-// activation operand read from the shared codes of tile row g (zeros past the tile). FP4 with kSplit: each
-// 32-wide step as two MMAs, the positive codes against x and the negative ones against -x (e2m1x8_split).
-template <Form F, bool kSplit>
+// activation operand read from the shared codes of tile row g (zeros past the tile).
+template <Form F>
 __device__ __forceinline__ void multiply(const WeightBlock<F>& o, const uint8_t* acts, const float* sa_rows,
                                          int64_t pitch, int nkb, int kb, int cnt, int g, int t, float (&acc)[4]) {
   uint32_t b[8] = {};
@@ -140,19 +139,10 @@ __device__ __forceinline__ void multiply(const WeightBlock<F>& o, const uint8_t*
   } else {
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
+      const uint2 lo = e2m1x8_e4m3(o.w[0][ks]), hi = e2m1x8_e4m3(o.w[1][ks]);
+      const uint32_t a[4] = {lo.x, hi.x, lo.y, hi.y};
       float d[4];
-      if constexpr (kSplit) {
-        uint2 p0, n0, p1, n1;
-        e2m1x8_split(o.w[0][ks], p0, n0);
-        e2m1x8_split(o.w[1][ks], p1, n1);
-        const uint32_t ap[4] = {p0.x, p1.x, p0.y, p1.y}, an[4] = {n0.x, n1.x, n0.y, n1.y};
-        mma_e4m3_zero(d, ap, b[2 * ks], b[2 * ks + 1]);
-        mma_e4m3(d, an, e4m3x4_neg(b[2 * ks]), e4m3x4_neg(b[2 * ks + 1]));
-      } else {
-        const uint2 lo = e2m1x8_e4m3(o.w[0][ks]), hi = e2m1x8_e4m3(o.w[1][ks]);
-        const uint32_t a[4] = {lo.x, hi.x, lo.y, hi.y};
-        mma_e4m3_zero(d, a, b[2 * ks], b[2 * ks + 1]);
-      }
+      mma_e4m3_zero(d, a, b[2 * ks], b[2 * ks + 1]);
       const float bs[2] = {ue8m0_f((o.ws[0] >> (8 * ks)) & 255u), ue8m0_f((o.ws[1] >> (8 * ks)) & 255u)};
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[e] = fmaf(d[e], sa[e % 2] * bs[e / 2], acc[e]);
@@ -236,7 +226,7 @@ __device__ void stage_acts(const ExactBlockArgs& p, const Tile& tl, int64_t grp,
 
 // RG row groups of 16 weight rows a CTA; the CTA's kWarps / RG warps of a row group split its K blocks
 // into runs, added in K order at the end.
-template <Form F, int RG, int D, bool kSplit>
+template <Form F, int RG, int D>
 __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlockArgs p) {
   constexpr int KP = kWarps / RG;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -299,7 +289,7 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
 #pragma unroll
       for (int j = 0; j < D; ++j) {
         if (kb + j < kb1) {
-          multiply<F, kSplit>(ring[j], acts, sa_rows, pitch, nkb, kb + j, tl.cnt, g, t, acc);
+          multiply<F>(ring[j], acts, sa_rows, pitch, nkb, kb + j, tl.cnt, g, t, acc);
           if (kb + j + D < kb1) load_weights<F>(rows, kb + j + D, t, ring[j]);
         }
       }
@@ -330,27 +320,27 @@ int64_t smem_bytes(const ExactBlockArgs& a, Form f) {
   return kTm * pitch + kTm * (a.kg / 128) * 4;
 }
 
-template <Form F, int RG, int D, bool kSplit>
+template <Form F, int RG, int D>
 void launch(const ExactBlockArgs& a, cudaStream_t stream) {
-  allow_dynamic_smem(fast_gemv_kernel<F, RG, D, kSplit>, kFastGemvMaxSmem);
+  allow_dynamic_smem(fast_gemv_kernel<F, RG, D>, kFastGemvMaxSmem);
   const int64_t tiles = a.offsets ? row_tiles(a.rows, kTm, a.experts) : cdiv(a.rows, kTm);
   const int64_t cols = (a.y_b ? 2 : 1) * a.groups * cdiv(a.ng, 16 * RG);
   DSV4_CUDA_REQUIRE(tiles < (int64_t{1} << 31) && cols <= 65535, "fast gemv: grid out of range");
-  launch_kernel(fast_gemv_kernel<F, RG, D, kSplit>, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(cols)),
-                kThreads, static_cast<size_t>(smem_bytes(a, F)), stream, a);
+  launch_kernel(fast_gemv_kernel<F, RG, D>, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(cols)), kThreads,
+                static_cast<size_t>(smem_bytes(a, F)), stream, a);
 }
 
-template <Form F, int D, bool kSplit>
+template <Form F, int D>
 void launch_parts(const ExactBlockArgs& a, int k_parts, cudaStream_t stream) {
   switch (k_parts) {
     case 1:
-      return launch<F, 8, D, kSplit>(a, stream);
+      return launch<F, 8, D>(a, stream);
     case 2:
-      return launch<F, 4, D, kSplit>(a, stream);
+      return launch<F, 4, D>(a, stream);
     case 4:
-      return launch<F, 2, D, kSplit>(a, stream);
+      return launch<F, 2, D>(a, stream);
     default:
-      return launch<F, 1, D, kSplit>(a, stream);
+      return launch<F, 1, D>(a, stream);
   }
 }
 
@@ -374,11 +364,9 @@ void fast_gemv(const ExactBlockArgs& a, GemvShape shape, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(k == 1 || k == 2 || k == 4 || k == 8, "fast gemv: k_parts 1, 2, 4 or 8");
   if (a.rows <= 0) return;
   if (a.kind == GemmWeightKind::kFp8) {
-    launch_parts<Form::kFp8, kDepth, false>(a, k, stream);
-  } else if (shape.fp4_split) {
-    launch_parts<Form::kFp4, kDepth, true>(a, k, stream);
+    launch_parts<Form::kFp8, kDepth>(a, k, stream);
   } else {
-    launch_parts<Form::kFp4, kDepth, false>(a, k, stream);
+    launch_parts<Form::kFp4, kDepth>(a, k, stream);
   }
 }
 

@@ -35,8 +35,7 @@ bool fast_gemv_takes(const ExactBlockArgs& a);
 
 // How the kernel runs a call: the plan's kFastGemv fields.
 struct GemvShape {
-  int k_parts = 1;        // runs of K each CTA's eight warps split (1, 2, 4 or 8)
-  bool fp4_split = true;  // FP4: codes split by sign, two MMAs a step (GemmPolicy::fp4_split)
+  int k_parts = 1;  // runs of K each CTA's eight warps split (1, 2, 4 or 8)
 };
 
 // Runs `a` (with its pair) in that shape, four weight blocks in flight a warp.

@@ -120,9 +120,8 @@ __device__ __forceinline__ void multiply_fp8(const St& st, const uint32_t (&b)[4
   }
 }
 
-// FP4: each 32-wide block into a fresh fragment, promoted with sa and that block's weight scales; with
-// kSplit as two MMAs, the positive codes against x and the negative ones against -x (e2m1x8_split).
-template <int TN, bool kSplit, typename St>
+// FP4: each 32-wide block into a fresh fragment, promoted with sa and that block's weight scales.
+template <int TN, typename St>
 __device__ __forceinline__ void multiply_fp4(const St& st, const uint32_t (&b)[4][TN / 8][2],
                                              const float (&sa)[TN / 8][2], int lane,
                                              float (&C)[kFrags<TN>][TN / 8][4]) {
@@ -138,23 +137,13 @@ __device__ __forceinline__ void multiply_fp4(const St& st, const uint32_t (&b)[4
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj) {
         const int ks = 2 * jp + jj;
-        uint32_t af[4], an[4];
-        if constexpr (kSplit) {
-          uint2 p0, n0, p1, n1;
-          e2m1x8_split(A[2 * jj], p0, n0);
-          e2m1x8_split(A[2 * jj + 1], p1, n1);
-          af[0] = p0.x, af[1] = p1.x, af[2] = p0.y, af[3] = p1.y;
-          an[0] = n0.x, an[1] = n1.x, an[2] = n0.y, an[3] = n1.y;
-        } else {
-          const uint2 lo = e2m1x8_e4m3(A[2 * jj]), hi = e2m1x8_e4m3(A[2 * jj + 1]);
-          af[0] = lo.x, af[1] = hi.x, af[2] = lo.y, af[3] = hi.y;
-        }
+        const uint2 lo = e2m1x8_e4m3(A[2 * jj]), hi = e2m1x8_e4m3(A[2 * jj + 1]);
+        const uint32_t af[4] = {lo.x, hi.x, lo.y, hi.y};
         const float bs[2] = {ue8m0_f((sw[0] >> (8 * ks)) & 255u), ue8m0_f((sw[1] >> (8 * ks)) & 255u)};
 #pragma unroll
         for (int j = 0; j < TN / 8; ++j) {
           float dd[4];
           mma_e4m3_zero(dd, af, b[ks][j][0], b[ks][j][1]);
-          if constexpr (kSplit) mma_e4m3(dd, an, e4m3x4_neg(b[ks][j][0]), e4m3x4_neg(b[ks][j][1]));
 #pragma unroll
           for (int e = 0; e < 4; ++e) C[f][j][e] = fmaf(dd[e], sa[j][e % 2] * bs[e / 2], C[f][j][e]);
         }
@@ -197,7 +186,7 @@ __device__ void quantize_resident(const ExactBlockArgs& p, const Tile& t, int64_
   for (int i = live + static_cast<int>(threadIdx.x); i < tn * nk; i += kThreads) sa[i] = 0.0f;
 }
 
-template <GemmWeightKind KIND, int TN, bool kResident, bool kSplit>
+template <GemmWeightKind KIND, int TN, bool kResident>
 __global__ void __launch_bounds__(kThreads)
     fast_mma_kernel(const ExactBlockArgs p, int splits, float* partial, int32_t* counters) {
   using St = Stage<KIND, TN, kResident>;
@@ -342,7 +331,7 @@ __global__ void __launch_bounds__(kThreads)
     if constexpr (is_fp8(KIND)) {
       multiply_fp8<TN>(st, b, s, lane, C);
     } else {
-      multiply_fp4<TN, kSplit>(st, b, s, lane, C);
+      multiply_fp4<TN>(st, b, s, lane, C);
     }
   }
   void* y = second ? p.y_b : p.y;
@@ -393,11 +382,11 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) *counter = 0;  // ready for the next call
 }
 
-template <GemmWeightKind KIND, int TN, bool kResident, bool kSplit>
+template <GemmWeightKind KIND, int TN, bool kResident>
 void launch(const ExactBlockArgs& a, int splits, float* partial, int32_t* counters, cudaStream_t stream) {
   constexpr size_t kMaxSmem = ring_bytes<KIND, TN, kResident>() + sizeof(float) * TN * kMaxKb +
                               (kResident ? static_cast<size_t>(kFastMmaResidentBytes) : 0);
-  const auto kernel = fast_mma_kernel<KIND, TN, kResident, kSplit>;
+  const auto kernel = fast_mma_kernel<KIND, TN, kResident>;
   allow_dynamic_smem(kernel, kMaxSmem);
   const int64_t nk = cdiv(a.kg / 128, splits);
   const size_t smem = ring_bytes<KIND, TN, kResident>() + sizeof(float) * TN * nk +
@@ -409,18 +398,10 @@ void launch(const ExactBlockArgs& a, int splits, float* partial, int32_t* counte
                 kThreads, smem, stream, a, splits, partial, counters);
 }
 
-template <GemmWeightKind KIND, int TN, bool kSplit>
-void launch_split(const ExactBlockArgs& a, const FastMmaShape& s, float* partial, int32_t* counters, cudaStream_t st) {
-  return s.resident ? launch<KIND, TN, true, kSplit>(a, s.splits, partial, counters, st)
-                    : launch<KIND, TN, false, kSplit>(a, s.splits, partial, counters, st);
-}
-
 template <GemmWeightKind KIND, int TN>
 void launch_tile(const ExactBlockArgs& a, const FastMmaShape& s, float* partial, int32_t* counters, cudaStream_t st) {
-  if constexpr (!is_fp8(KIND)) {
-    if (s.fp4_split) return launch_split<KIND, TN, true>(a, s, partial, counters, st);
-  }
-  return launch_split<KIND, TN, false>(a, s, partial, counters, st);
+  return s.resident ? launch<KIND, TN, true>(a, s.splits, partial, counters, st)
+                    : launch<KIND, TN, false>(a, s.splits, partial, counters, st);
 }
 
 template <GemmWeightKind KIND>

@@ -29,7 +29,6 @@ struct FastMmaShape {
   int tile_rows = 8;
   int splits = 1;
   bool resident = false;
-  bool fp4_split = true;  // FP4: codes split by sign, two MMAs a step (GemmPolicy::fp4_split)
 };
 
 // fp32 scratch floats and zeroed int32 counters a call needs for its splits (0 when splits == 1).

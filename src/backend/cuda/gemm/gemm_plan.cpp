@@ -48,7 +48,6 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.exact_imma = env_switch("DSV4_GEMM_IMMA") != "0";
   p.imma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_IMMA_MIN_ROWS", p.imma_min_rows));
   p.imma_stages = env_switch("DSV4_GEMM_IMMA_STAGES") == "4" ? 4 : 2;
-  p.fp4_split = env_switch("DSV4_GEMM_FP4_SPLIT") != "0";
   p.hc_products = env_switch("DSV4_HC_PRODUCTS") != "0";
   p.hc_ring = env_switch("DSV4_HC_RING") != "0";
   return p;
@@ -65,11 +64,11 @@ std::string GemmPolicy::describe() const {
                       : fmt::format("exact (block sums exact, the CPU's bits; SIMT kernels only; {})", hc);
   }
   return fmt::format(
-      "fast (FP8 tensor cores with per-block promotion, FP4 per 32 (wgmma: per 128){}; few-row kernel up to {} rows a "
+      "fast (FP8 tensor cores with per-block promotion, FP4 per 32 (wgmma: per 128); few-row kernel up to {} rows a "
       "weight (FP8 twins {}); cuBLASLt "
-      "{} above {} rows; wgmma from {} rows a weight, FP4 widened {}; {} CTAs an SM; indexer "
-      "dots on {}; hc_pre norm {})",
-      fp4_split ? ", split by sign" : "", gemv_max_rows, twin_gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
+      "{} above {} rows; wgmma from {} rows a weight, FP4 widened {}; {} CTAs an SM; indexer dots on {}; hc_pre "
+      "norm {})",
+      gemv_max_rows, twin_gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
       fp4_prewiden ? fmt::format("before the call from {} rows an expert", prewiden_min_rows) : "in shared memory",
       ctas_per_sm, indexer_mma ? "tensor cores" : "CUDA cores", hc_fused_norm ? "fused" : "apart");
 }

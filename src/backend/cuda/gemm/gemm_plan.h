@@ -64,11 +64,6 @@ struct GemmPolicy {
   // Fast tier, wgmma on FP4 weights: widened to e5m2 rows once per call, at most kWidenBudgetBytes of
   // experts at a time, instead of in shared memory by every CTA that reads them (the same bits)...
   bool fp4_prewiden = true;
-  // Fast tier, FP4 weights in the few-row and mma.sync kernels: codes split by sign into two e4m3
-  // operands (four byte permutes for eight codes instead of ten operations), two MMAs a 32-wide step,
-  // the negative half against -x (DSV4_GEMM_FP4_SPLIT=0: one signed operand). Those kernels are bound
-  // by their integer pipe (mma.sync at 192 routed rows: ALU 61% busy, DRAM 46%; docs/perf.md).
-  bool fp4_split = true;
   // ... for calls of at least this many rows a weight (expert) on average: widening costs a read and a
   // write of every weight the call touches, paid back by rows (32 experts at 8192 tokens, 1536 rows an
   // expert: 26% faster; 256 experts, 192: 26% slower; docs/perf.md).

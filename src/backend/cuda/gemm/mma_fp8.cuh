@@ -20,27 +20,6 @@ __device__ __forceinline__ uint2 e2m1x8_e4m3(uint32_t v) {
   return r;
 }
 
-// Eight e2m1 codes (nibble i = code i) as two e4m3 operands by sign: pos holds the magnitudes of the
-// positive codes and neg those of the negative ones (0 elsewhere), so that an MMA of pos against x plus
-// one of neg against -x sums the same nonzero products as one of the signed codes against x. Four byte
-// permutes and one xor for eight codes (e2m1x8_e4m3 needs six more operations): a permute selector whose
-// bit 3 is set copies the sign of the table byte, 0 for every magnitude, so the code's own sign bit
-// zeroes the half it does not belong to.
-__device__ __forceinline__ uint32_t prmt_signed(uint32_t lo, uint32_t hi, uint32_t sel) {
-  uint32_t r;
-  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(lo), "r"(hi), "r"(sel));
-  return r;
-}
-__device__ __forceinline__ void e2m1x8_split(uint32_t v, uint2& pos, uint2& neg) {
-  constexpr uint32_t kLo = 0x3c383000u, kHi = 0x4c484440u;  // e4m3 of {0, .5, 1, 1.5} and {2, 3, 4, 6}
-  const uint32_t flipped = v ^ 0x88888888u;
-  pos = make_uint2(prmt_signed(kLo, kHi, v), prmt_signed(kLo, kHi, v >> 16));
-  neg = make_uint2(prmt_signed(kLo, kHi, flipped), prmt_signed(kLo, kHi, flipped >> 16));
-}
-
-// Four e4m3 activation bytes negated (their sign bits flipped): the operand paired with e2m1x8_split's neg.
-__device__ __forceinline__ uint32_t e4m3x4_neg(uint32_t v) { return v ^ 0x80808080u; }
-
 // Eight e2m1 codes (nibble i = code i) times 2^shift as eight e5m2 bytes, exactly for shift in
 // [-13, 13]: the magnitude at shift 0 by table, 4·shift added to the exponent field of the nonzero
 // ones (no byte carries or borrows: the results stay in 0x04..0x7a), the sign moved to bit 7.
