@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "backend/device.h"
@@ -65,6 +66,11 @@ class KvAccess {
   }
   virtual int32_t layer_slot(int /*layer*/, KvKind /*kind*/, int64_t unit_slot) const {
     return static_cast<int32_t>(unit_slot);
+  }
+  // layer_slot() of many unit slots (−1 stays −1) into out (as long as unit): a step maps every token of a
+  // key this way, once per layer, so implementations look the layer's place up once for all of them.
+  virtual void layer_slots(int layer, KvKind kind, std::span<const int64_t> unit, std::span<int32_t> out) const {
+    for (size_t i = 0; i < unit.size(); ++i) out[i] = unit[i] < 0 ? -1 : layer_slot(layer, kind, unit[i]);
   }
   // What item_pages' entries of a layer and kind go through on the device (default: nothing).
   virtual BlockPageMap page_map(int /*layer*/, KvKind /*kind*/) const { return {}; }

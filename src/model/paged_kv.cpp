@@ -124,13 +124,33 @@ int64_t PagedKv::unit_slot(int32_t seq, int layer, KvKind kind, int64_t index) c
 }
 
 int32_t PagedKv::layer_slot(int layer, KvKind kind, int64_t s) const {
-  if (s < 0) return -1;
+  int32_t out = -1;
+  layer_slots(layer, kind, {&s, 1}, {&out, 1});
+  return out;
+}
+
+// The layer's pool, unit and page index looked up once; then a block's page a slot.
+void PagedKv::layer_slots(int layer, KvKind kind, std::span<const int64_t> unit, std::span<int32_t> out) const {
+  DSV4_CHECK(out.size() >= unit.size(), "paged kv: {} slots into room for {}", unit.size(), out.size());
   const Where& w = where(layer, kind);
   const int64_t epp = w.table.entries_per_page;
-  const uint32_t page = mgr_.layer_pages(w.unit, static_cast<uint32_t>(s / epp))[static_cast<size_t>(w.layer_index)];
-  const int64_t global = int64_t{page} * epp + s % epp;
-  DSV4_CHECK(global < w.table.capacity && global <= INT32_MAX, "paged kv: slot {} out of range", global);
-  return static_cast<int32_t>(global);
+  const BlockPool& pool = mgr_.pool(mgr_.layout().units[static_cast<size_t>(w.unit)].bucket);
+  const int local = mgr_.local_unit(w.unit);
+  const auto li = static_cast<size_t>(w.layer_index);
+  for (size_t i = 0; i < unit.size(); ++i) {
+    const int64_t s = unit[i];
+    if (s < 0) {
+      out[i] = -1;
+      continue;
+    }
+    const int64_t b = s / epp;
+    const auto block = static_cast<uint32_t>(b);
+    DSV4_CHECK(b < pool.num_blocks() && pool.local_unit(block) == local,
+               "paged kv: block {} does not belong to unit {}", b, w.unit);
+    const int64_t global = int64_t{pool.layer_pages(block)[li]} * epp + s % epp;
+    DSV4_CHECK(global < w.table.capacity && global <= INT32_MAX, "paged kv: slot {} out of range", global);
+    out[i] = static_cast<int32_t>(global);
+  }
 }
 
 ItemPages PagedKv::item_pages(int32_t seq, int layer, KvKind kind, int64_t begin, int64_t end) const {

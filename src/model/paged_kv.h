@@ -50,6 +50,7 @@ class PagedKv final : public KvAccess {
   int64_t slot_key(int layer, KvKind kind) const override;
   int64_t unit_slot(int32_t seq, int layer, KvKind kind, int64_t index) const override;
   int32_t layer_slot(int layer, KvKind kind, int64_t unit_slot) const override;
+  void layer_slots(int layer, KvKind kind, std::span<const int64_t> unit, std::span<int32_t> out) const override;
   BlockPageMap page_map(int layer, KvKind kind) const override;
   // Creates the pools' device page maps and the full units' device block tables on first use (again
   // on another device) and syncs them, the tables for the bound requests that live; they live in

@@ -241,11 +241,9 @@ class UnitSlots {
     // Rows only of the items that emit: a padded step's other items (block −1) keep their −1s unread.
     const size_t per = m.block.empty() ? 0 : m.rows.size() / m.block.size();
     up.add_in_place(e.rows, m.rows.size(), [&](int32_t* rows) {
-      for (size_t k = 0; k < m.block.size(); ++k) {
-        if (m.block[k] < 0) continue;
-        for (size_t j = k * per; j < (k + 1) * per; ++j)
-          if (m.rows[j] >= 0) rows[j] = kv_.layer_slot(layer, state, m.rows[j]);
-      }
+      const std::span<const int64_t> unit(m.rows);
+      for (size_t k = 0; k < m.block.size(); ++k)
+        if (m.block[k] >= 0) kv_.layer_slots(layer, state, unit.subspan(k * per, per), {rows + k * per, per});
     });
     up.add(e.out_slots, to_layer(layer, out, m.slots));
   }
@@ -284,7 +282,7 @@ class UnitSlots {
 
   std::vector<int32_t> to_layer(int layer, KvKind kind, const std::vector<int64_t>& unit) const {
     std::vector<int32_t> out(unit.size());
-    for (size_t i = 0; i < unit.size(); ++i) out[i] = unit[i] < 0 ? -1 : kv_.layer_slot(layer, kind, unit[i]);
+    kv_.layer_slots(layer, kind, unit, out);
     return out;
   }
 

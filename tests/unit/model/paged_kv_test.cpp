@@ -7,6 +7,7 @@
 
 #include <random>
 
+#include "core/error.h"
 #include "model_tools/presets.h"
 
 namespace dsv4 {
@@ -59,6 +60,56 @@ TEST(PagedKv, ItemPagesExpandToTheSlotsOfEveryEntry) {
     }
   }
   EXPECT_GT(checked_pages, 20);
+}
+
+// layer_slots (a step's per-token slots, a layer at a time) names the slot slot() names, for every layer
+// and kind, with −1 kept; a unit slot of another unit's block is refused.
+TEST(PagedKv, LayerSlotsOfManyTokensAreEachTokensSlot) {
+  const ModelConfig c = find_preset("tiny").config;
+  OwnedPagedCache cache(c, 3, 2000, 2000);
+  std::mt19937 rng(2);
+  std::vector<int32_t> ids(2000);
+  for (auto& x : ids) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(c.vocab_size));
+  const int64_t lens[3] = {1900, 700, 333};
+  for (int32_t s = 0; s < 3; ++s) cache.add(s, lens[s]);
+  for (int64_t at = 0; at < 1900; at += 250)
+    for (int32_t s = 0; s < 3; ++s) {
+      const int64_t n = std::min<int64_t>(250, lens[s] - at);
+      if (n > 0) cache.allocate(s, n, std::span<const int32_t>(ids.data(), static_cast<size_t>(at + n)));
+    }
+  const PagedKv& kv = cache.access();
+  int64_t checked = 0;
+  for (int l = 0; l < c.n_layers; ++l) {
+    for (const KvKind kind : {KvKind::kWindow, KvKind::kCompressorState, KvKind::kCompressed}) {
+      const int ratio = c.compress_ratio(l);
+      if (ratio == 0 && kind != KvKind::kWindow) continue;
+      std::vector<int64_t> unit;
+      std::vector<int32_t> want;
+      for (int32_t s = 0; s < 3; ++s) {
+        const int64_t items = kind == KvKind::kCompressed ? lens[s] / ratio : lens[s];
+        for (int k = 0; k < 12; ++k) {  // the last items (a window's live positions), each with a −1 after it
+          const int64_t i = items - 1 - k * 3;
+          if (i < 0) break;
+          const int64_t u = kv.unit_slot(s, l, kind, i);
+          if (u < 0) continue;
+          unit.push_back(u);
+          want.push_back(kv.slot(s, l, kind, i));
+          unit.push_back(-1);
+          want.push_back(-1);
+        }
+      }
+      std::vector<int32_t> got(unit.size(), 7);
+      kv.layer_slots(l, kind, unit, got);
+      EXPECT_EQ(got, want) << "layer " << l << " kind " << static_cast<int>(kind);
+      for (size_t i = 0; i < unit.size(); ++i) EXPECT_EQ(kv.layer_slot(l, kind, unit[i]), want[i]);
+      checked += static_cast<int64_t>(unit.size());
+    }
+  }
+  EXPECT_GT(checked, 200);
+  // A unit slot past every block of the pool names no page.
+  std::vector<int64_t> wild = {int64_t{1} << 40};
+  std::vector<int32_t> out(1);
+  EXPECT_THROW(kv.layer_slots(0, KvKind::kWindow, wild, out), Error);
 }
 
 TEST(PagedKv, WindowPagesExpandToTheSlotsOfTheLastPositions) {
