@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <random>
 
 #include "core/error.h"
@@ -20,22 +21,30 @@ int32_t page_of(const BlockPageMap& m, int32_t entry) {
   return m.pages[int64_t{entry - m.first_block} * m.layers + m.layer];
 }
 
+// Three sequences of `lens` (the first the longest) in a cache of room for `room` positions each, allocated
+// `chunk` positions a turn: pages of the sequences alternate.
+std::unique_ptr<OwnedPagedCache> interleaved(const ModelConfig& c, const int64_t (&lens)[3], int64_t room,
+                                             int64_t chunk, uint32_t seed) {
+  auto cache = std::make_unique<OwnedPagedCache>(c, 3, room, room);
+  std::mt19937 rng(seed);
+  std::vector<int32_t> ids(static_cast<size_t>(room));
+  for (auto& x : ids) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(c.vocab_size));
+  for (int32_t s = 0; s < 3; ++s) cache->add(s, lens[s]);
+  for (int64_t at = 0; at < lens[0]; at += chunk)
+    for (int32_t s = 0; s < 3; ++s) {
+      const int64_t n = std::min<int64_t>(chunk, lens[s] - at);
+      if (n > 0) cache->allocate(s, n, std::span<const int32_t>(ids.data(), static_cast<size_t>(at + n)));
+    }
+  return cache;
+}
+
 TEST(PagedKv, ItemPagesExpandToTheSlotsOfEveryEntry) {
   const ModelConfig c = find_preset("tiny").config;
   HostDevice dev;  // outlives the cache's page maps
-  OwnedPagedCache cache(c, 3, 3000, 3000);
-  std::mt19937 rng(1);
-  std::vector<int32_t> ids(3000);
-  for (auto& x : ids) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(c.vocab_size));
   const int64_t lens[3] = {2900, 1000, 517};
-  for (int32_t s = 0; s < 3; ++s) cache.add(s, lens[s]);
-  for (int64_t at = 0; at < 2900; at += 300)  // interleaved: pages of the sequences alternate
-    for (int32_t s = 0; s < 3; ++s) {
-      const int64_t n = std::min<int64_t>(300, lens[s] - at);
-      if (n > 0) cache.allocate(s, n, std::span<const int32_t>(ids.data(), static_cast<size_t>(at + n)));
-    }
-  cache.access().sync(dev);
-  const PagedKv& kv = cache.access();
+  const auto cache = interleaved(c, lens, 3000, 300, 1);
+  cache->access().sync(dev);
+  const PagedKv& kv = cache->access();
   int checked_pages = 0;
   for (int l = 0; l < c.n_layers; ++l) {
     const int ratio = c.compress_ratio(l);
@@ -66,18 +75,9 @@ TEST(PagedKv, ItemPagesExpandToTheSlotsOfEveryEntry) {
 // and kind, with −1 kept; a unit slot of another unit's block is refused.
 TEST(PagedKv, LayerSlotsOfManyTokensAreEachTokensSlot) {
   const ModelConfig c = find_preset("tiny").config;
-  OwnedPagedCache cache(c, 3, 2000, 2000);
-  std::mt19937 rng(2);
-  std::vector<int32_t> ids(2000);
-  for (auto& x : ids) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(c.vocab_size));
   const int64_t lens[3] = {1900, 700, 333};
-  for (int32_t s = 0; s < 3; ++s) cache.add(s, lens[s]);
-  for (int64_t at = 0; at < 1900; at += 250)
-    for (int32_t s = 0; s < 3; ++s) {
-      const int64_t n = std::min<int64_t>(250, lens[s] - at);
-      if (n > 0) cache.allocate(s, n, std::span<const int32_t>(ids.data(), static_cast<size_t>(at + n)));
-    }
-  const PagedKv& kv = cache.access();
+  const auto cache = interleaved(c, lens, 2000, 250, 2);
+  const PagedKv& kv = cache->access();
   int64_t checked = 0;
   for (int l = 0; l < c.n_layers; ++l) {
     for (const KvKind kind : {KvKind::kWindow, KvKind::kCompressorState, KvKind::kCompressed}) {
