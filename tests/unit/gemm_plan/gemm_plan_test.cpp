@@ -263,11 +263,17 @@ TEST(GemmPlan, FastGroupedExpertsTileByRowsPerExpert) {
   EXPECT_EQ(plan.tile_rows, 32);
   EXPECT_EQ(plan.splits, 1);
   EXPECT_EQ(plan.workspace_floats, 0);
-  // A decode batch of 32 over 32 experts (192 routed rows): mma.sync tiles of 8, activations resident.
+  // A decode batch of 32 over 32 experts (192 routed rows): mma.sync tiles of 8, activations resident,
+  // or staged where the policy says so (dense calls keep theirs).
   plan = plan_gemm(grouped(GemmWeightKind::kFp4, 192, 32, 2048, 4096), fast, kH200);
   EXPECT_EQ(plan.route, GemmRoute::kFastMma);
   EXPECT_EQ(plan.tile_rows, 8);
   EXPECT_TRUE(plan.resident);
+  GemmPolicy staged = fast;
+  staged.grouped_resident = false;
+  EXPECT_FALSE(plan_gemm(grouped(GemmWeightKind::kFp4, 192, 32, 2048, 4096), staged, kH200).resident);
+  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 192, 32, 2048, 4096), staged, kH200).splits, 1);
+  EXPECT_TRUE(plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 8192), staged, kH200).resident);
   // Grouped calls never go to cuBLASLt.
   EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp8, 49152, 32, 2048, 4096), fast, kH200).route, GemmRoute::kWgmma);
 }
@@ -359,6 +365,11 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::setenv("DSV4_GEMM_WGMMA_MIN_ROWS", "200", 1);
   ::setenv("DSV4_GEMM_FAST_GEMV_MAX_ROWS", "4", 1);
   GemmPolicy p = GemmPolicy::from_env(Numerics::kFast);
+  EXPECT_TRUE(p.grouped_resident);
+  EXPECT_NE(p.describe().find("grouped mma.sync activations resident;"), std::string::npos) << p.describe();
+  ::setenv("DSV4_GEMM_GROUPED_RESIDENT", "0", 1);
+  EXPECT_FALSE(GemmPolicy::from_env(Numerics::kFast).grouped_resident);
+  ::unsetenv("DSV4_GEMM_GROUPED_RESIDENT");
   ::unsetenv("DSV4_GEMM_WGMMA_MIN_ROWS");
   ::unsetenv("DSV4_GEMM_FAST_GEMV_MAX_ROWS");
   EXPECT_EQ(p.gemv_max_rows, 4);

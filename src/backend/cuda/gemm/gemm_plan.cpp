@@ -48,6 +48,7 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.exact_imma = env_switch("DSV4_GEMM_IMMA") != "0";
   p.imma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_IMMA_MIN_ROWS", p.imma_min_rows));
   p.imma_stages = env_switch("DSV4_GEMM_IMMA_STAGES") == "4" ? 4 : 2;
+  p.grouped_resident = env_switch("DSV4_GEMM_GROUPED_RESIDENT") != "0";
   p.hc_products = env_switch("DSV4_HC_PRODUCTS") != "0";
   p.hc_ring = env_switch("DSV4_HC_RING") != "0";
   return p;
@@ -66,9 +67,11 @@ std::string GemmPolicy::describe() const {
   return fmt::format(
       "fast (FP8 tensor cores with per-block promotion, FP4 per 32 (wgmma: per 128); few-row kernel up to {} rows a "
       "weight (FP8 twins {}); cuBLASLt "
-      "{} above {} rows; wgmma from {} rows a weight, FP4 widened {}; {} CTAs an SM; indexer dots on {}; hc_pre "
+      "{} above {} rows; grouped mma.sync activations {}; wgmma from {} rows a weight, FP4 widened {}; {} CTAs an SM; "
+      "indexer dots on {}; hc_pre "
       "norm {})",
-      gemv_max_rows, twin_gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
+      gemv_max_rows, twin_gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows,
+      grouped_resident ? "resident" : "staged", wgmma_min_rows,
       fp4_prewiden ? fmt::format("before the call from {} rows an expert", prewiden_min_rows) : "in shared memory",
       ctas_per_sm, indexer_mma ? "tensor cores" : "CUDA cores", hc_fused_norm ? "fused" : "apart");
 }
@@ -116,7 +119,8 @@ GemmPlan plan_fast_mma(const GemmProblem& p, const GemmPolicy& policy, const Dev
   // More splits where that lets the activations stay resident, while the CTAs still fit one wave and
   // each split keeps its blocks.
   auto resident = [&](int64_t s) {
-    return plan.tile_rows * fast_mma_resident_pitch(p.weight, ceil_div(blocks, s)) <= kFastMmaResidentBytes;
+    return (p.experts == 0 || policy.grouped_resident) &&
+           plan.tile_rows * fast_mma_resident_pitch(p.weight, ceil_div(blocks, s)) <= kFastMmaResidentBytes;
   };
   while (!resident(splits) && splits < reduce_cap && ctas * (splits + 1) <= want) ++splits;
   plan.splits = static_cast<int>(splits);

@@ -78,6 +78,12 @@ struct GemmPolicy {
   // cuBLASLt from the bf16 bytes (H100: twin 16.0 / 21.5 / 35.3 / 63.8 us at 1 / 2 / 4 / 8 rows,
   // cuBLASLt 27 us at each: docs/perf.md).
   int64_t twin_gemv_max_rows = 2;
+  // Fast tier, grouped calls on the mma.sync kernel (the MoE's routed rows past the few-row kernel): the
+  // tile's activations resident in shared memory where they fit (86 KB a CTA at 8 rows of K 4096: two
+  // CTAs an SM), or staged beside each weight stage (46 KB: four CTAs, twice the warps for the same bytes
+  // in flight; Nsight found the resident form waiting on its 8 warps' dependent instructions). From
+  // DSV4_GEMM_GROUPED_RESIDENT (0: staged); under measurement.
+  bool grouped_resident = true;
   // Fast tier: K splits until a call has this many CTAs per SM (each split at least kMinSplitBlocks).
   int ctas_per_sm = 2;
   // Exact tier: block sums on the int8 tensor cores (DSV4_GEMM_IMMA=0: every shape on the SIMT
