@@ -14,11 +14,17 @@ namespace dsv4 {
 // uploads everything in one copy, points the arrays into it and resolves the expansions' pointers.
 class StepUploads {
  public:
-  // The upload is reserved at the size of the last one built on this thread (or the arena's): a
-  // long-context step's lists are megabytes, and growing into them would copy them again and again.
+  // The upload is built in this thread's buffer of the last step (its capacity kept: a long-context
+  // step's lists are megabytes, and a fresh buffer would be allocated, faulted in and grown every step),
+  // reserved at least at the arena's size.
   StepUploads(bool padded, const StepArena* arena) : padded_(padded) {
-    host_.reserve(std::max(arena ? arena->storage_.size() : 0, last_size_));
+    host_.swap(buffer_);
+    host_.clear();
+    host_.reserve(arena ? arena->storage_.size() : 0);
   }
+  ~StepUploads() { buffer_.swap(host_); }
+  StepUploads(const StepUploads&) = delete;
+  StepUploads& operator=(const StepUploads&) = delete;
   void set_layer(int layer) { layer_ = layer; }  // of the expansions that follow
 
   void add(IndexArray& a, const std::vector<int32_t>& v) {
@@ -181,7 +187,6 @@ class StepUploads {
 
   // The one copy, into the arena when its layout still fits (else the arena gets new storage).
   const int32_t* upload(Device& dev, StepArena* arena, DeviceArray<int32_t>& own) {
-    last_size_ = host_.size();
     if (!arena) {
       own = DeviceArray<int32_t>(dev, host_);
       return own.data();
@@ -195,7 +200,7 @@ class StepUploads {
     return arena->storage_.data();
   }
 
-  static thread_local size_t last_size_;
+  static thread_local std::vector<int32_t> buffer_;
   bool padded_;
   int layer_ = 0;
   std::vector<int32_t> host_;
@@ -205,7 +210,7 @@ class StepUploads {
   std::vector<Expansion> expansions_;
 };
 
-thread_local size_t StepUploads::last_size_ = 0;
+thread_local std::vector<int32_t> StepUploads::buffer_;
 
 namespace {
 
