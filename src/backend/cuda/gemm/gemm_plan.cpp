@@ -68,8 +68,7 @@ std::string GemmPolicy::describe() const {
       "fast (FP8 tensor cores with per-block promotion, FP4 per 32 (wgmma: per 128); few-row kernel up to {} rows a "
       "weight (FP8 twins {}); cuBLASLt "
       "{} above {} rows; grouped mma.sync activations {}; wgmma from {} rows a weight, FP4 widened {}; {} CTAs an SM; "
-      "indexer dots on {}; hc_pre "
-      "norm {})",
+      "indexer dots on {}; hc_pre norm {})",
       gemv_max_rows, twin_gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows,
       grouped_resident ? "resident" : "staged", wgmma_min_rows,
       fp4_prewiden ? fmt::format("before the call from {} rows an expert", prewiden_min_rows) : "in shared memory",
