@@ -217,6 +217,7 @@ void EngineCore::loop() {
     aborts.clear();
     const auto t0 = Clock::now();
     const Schedule s = !stopping && sched_->has_work() ? next_schedule() : Schedule{};
+    const auto scheduled = Clock::now();
     if (replica_.lockstep != nullptr) {
       // A replica with work but no batch (its next request waits for a restore) keeps every peer
       // coming back: one asleep would leave it alone at the gate once its batch is ready.
@@ -228,7 +229,7 @@ void EngineCore::loop() {
     } else if (stopping) {
       break;
     }
-    if (!s.empty()) run(s, t0);
+    if (!s.empty()) run(s, t0, scheduled);
     publish_stats();
     // Nothing could run while a prefix comes back from the host tier: look again shortly, not at once.
     if (s.empty() && kv_->restores_in_flight() > 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -277,10 +278,12 @@ Schedule EngineCore::next_schedule() {
   return s;
 }
 
-void EngineCore::run(const Schedule& s, Clock::time_point t0) {
+void EngineCore::run(const Schedule& s, Clock::time_point t0, Clock::time_point scheduled) {
   mark_scheduled(s);
+  Clock::time_point executed;
   try {
     const std::vector<SampledToken> sampled = executor_->execute(s);
+    executed = Clock::now();
     const auto want = std::count_if(s.chunks.begin(), s.chunks.end(), [](const ScheduledChunk& c) { return c.sample; });
     DSV4_CHECK(static_cast<int64_t>(sampled.size()) == want, "the step returned {} tokens for {} sampling chunks",
                sampled.size(), want);
@@ -289,9 +292,16 @@ void EngineCore::run(const Schedule& s, Clock::time_point t0) {
     fail_step(s, e.what());
     return;
   }
-  const double dt = seconds_since(t0);
+  const auto done = Clock::now();
+  const auto seconds = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  };
+  const double dt = seconds(t0, done);
   sched_->observe_step(s, dt);
   counters_.steps.add(dt);
+  counters_.steps.schedule_seconds += seconds(t0, scheduled);
+  counters_.steps.execute_seconds += seconds(scheduled, executed);
+  counters_.steps.outputs_seconds += seconds(executed, done);
   counters_.computed_tokens += s.num_tokens();
   counters_.iteration_tokens.observe(static_cast<double>(s.num_tokens()));
 }

@@ -112,7 +112,9 @@ class EngineCore {
   void start(Pending& p);
   // The next batch: empty when there is none (or scheduling failed, which ends its requests).
   Schedule next_schedule();
-  void run(const Schedule& s, std::chrono::steady_clock::time_point t0);
+  // t0: when making the schedule began; scheduled: when it was made.
+  void run(const Schedule& s, std::chrono::steady_clock::time_point t0,
+           std::chrono::steady_clock::time_point scheduled);
   void idle_step();
   void mark_scheduled(const Schedule& s);
   void apply(const Schedule& s, const std::vector<SampledToken>& sampled);

@@ -17,6 +17,9 @@ void StepTimes::add(double seconds) {
 }
 
 void StepTimes::merge(const StepTimes& o) {
+  schedule_seconds += o.schedule_seconds;
+  execute_seconds += o.execute_seconds;
+  outputs_seconds += o.outputs_seconds;
   count += o.count;
   total_seconds += o.total_seconds;
   last_seconds = std::max(last_seconds, o.last_seconds);

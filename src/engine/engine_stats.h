@@ -51,6 +51,9 @@ struct StepTimes {
   double last_seconds = 0;
   double max_seconds = 0;
   std::array<int64_t, kBuckets.size() + 1> buckets{};  // non-cumulative; the last is +Inf
+  // Of total_seconds: making the schedule, the executor's step (batch, forward, sampling, the tokens back)
+  // and applying its tokens (stop checks, streams): where a step's host time goes beside the forward.
+  double schedule_seconds = 0, execute_seconds = 0, outputs_seconds = 0;
 
   void add(double seconds);
   void merge(const StepTimes& o);

@@ -227,6 +227,14 @@ void engine_metrics(PrometheusText& p, const EngineStats& e, const RequestMetric
             static_cast<double>(e.requests_failed));
   p.family("dsv4:engine_step_seconds", "histogram", "Duration of engine steps.");
   p.histogram(l, step_histogram(e.steps));
+  p.counter("dsv4:engine_step_schedule_seconds", "Of the engine steps' time: making their schedules.", l,
+            e.steps.schedule_seconds);
+  p.counter("dsv4:engine_step_execute_seconds",
+            "Of the engine steps' time: the executor's steps (batch, forward, sampling, tokens back).", l,
+            e.steps.execute_seconds);
+  p.counter("dsv4:engine_step_outputs_seconds",
+            "Of the engine steps' time: applying the sampled tokens (stop checks, streams).", l,
+            e.steps.outputs_seconds);
 }
 
 }  // namespace

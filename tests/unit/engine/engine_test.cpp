@@ -232,6 +232,11 @@ TEST(Engine, StatsCountPrefixHitsPerGroupAndPreemptions) {
   EXPECT_GT(s.preemptions, 0u);
   EXPECT_EQ(s.running, 0);
   EXPECT_GT(s.steps.total_seconds, 0);
+  // Its phases, each timed, inside it (the rest: the step's bookkeeping around them).
+  EXPECT_GT(s.steps.schedule_seconds, 0);
+  EXPECT_GT(s.steps.execute_seconds, 0);
+  EXPECT_GT(s.steps.outputs_seconds, 0);
+  EXPECT_LE(s.steps.schedule_seconds + s.steps.execute_seconds + s.steps.outputs_seconds, s.steps.total_seconds + 1e-9);
   int64_t buckets = 0;
   for (int64_t b : s.steps.buckets) buckets += b;
   EXPECT_EQ(buckets, s.steps.count);
