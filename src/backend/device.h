@@ -54,6 +54,10 @@ class Device {
   virtual void fill_zero(void* p, size_t bytes) = 0;
   // Waits for all queued work; throws if a kernel reported an error.
   virtual void synchronize() = 0;
+  // Host time spent blocked in synchronize() (copies back to the host end in one), summed: over a step,
+  // what the host waited for the device, the rest of the step being host work. 0 where the work runs on
+  // the calling thread (nothing to wait for).
+  virtual double waited_seconds() const { return 0; }
   // Makes this device the calling thread's (CUDA: its GPU current). A thread that works on a device it
   // did not make (a rank's thread) calls it first.
   virtual void bind_thread() {}

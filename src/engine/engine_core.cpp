@@ -281,6 +281,7 @@ Schedule EngineCore::next_schedule() {
 void EngineCore::run(const Schedule& s, Clock::time_point t0, Clock::time_point scheduled) {
   mark_scheduled(s);
   Clock::time_point executed;
+  const double waited = backend_.device ? backend_.device->waited_seconds() : 0;
   try {
     const std::vector<SampledToken> sampled = executor_->execute(s);
     executed = Clock::now();
@@ -302,6 +303,7 @@ void EngineCore::run(const Schedule& s, Clock::time_point t0, Clock::time_point 
   counters_.steps.schedule_seconds += seconds(t0, scheduled);
   counters_.steps.execute_seconds += seconds(scheduled, executed);
   counters_.steps.outputs_seconds += seconds(executed, done);
+  if (backend_.device) counters_.steps.execute_wait_seconds += backend_.device->waited_seconds() - waited;
   counters_.computed_tokens += s.num_tokens();
   counters_.iteration_tokens.observe(static_cast<double>(s.num_tokens()));
 }

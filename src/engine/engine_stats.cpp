@@ -20,6 +20,7 @@ void StepTimes::merge(const StepTimes& o) {
   schedule_seconds += o.schedule_seconds;
   execute_seconds += o.execute_seconds;
   outputs_seconds += o.outputs_seconds;
+  execute_wait_seconds += o.execute_wait_seconds;
   count += o.count;
   total_seconds += o.total_seconds;
   last_seconds = std::max(last_seconds, o.last_seconds);

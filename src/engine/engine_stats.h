@@ -54,6 +54,9 @@ struct StepTimes {
   // Of total_seconds: making the schedule, the executor's step (batch, forward, sampling, the tokens back)
   // and applying its tokens (stop checks, streams): where a step's host time goes beside the forward.
   double schedule_seconds = 0, execute_seconds = 0, outputs_seconds = 0;
+  // Of execute_seconds: the engine thread blocked on its device (Device::waited_seconds; 0 on the CPU,
+  // whose work is host work): execute_seconds less this is the step's host work beside the forward.
+  double execute_wait_seconds = 0;
 
   void add(double seconds);
   void merge(const StepTimes& o);

@@ -232,6 +232,9 @@ void engine_metrics(PrometheusText& p, const EngineStats& e, const RequestMetric
   p.counter("dsv4:engine_step_execute_seconds",
             "Of the engine steps' time: the executor's steps (batch, forward, sampling, tokens back).", l,
             e.steps.execute_seconds);
+  p.counter("dsv4:engine_step_execute_wait_seconds",
+            "Of the executor's steps: the engine thread blocked on its device (the rest is host work).", l,
+            e.steps.execute_wait_seconds);
   p.counter("dsv4:engine_step_outputs_seconds",
             "Of the engine steps' time: applying the sampled tokens (stop checks, streams).", l,
             e.steps.outputs_seconds);

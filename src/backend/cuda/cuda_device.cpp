@@ -1,6 +1,7 @@
 #include "backend/cuda/cuda_device.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -404,8 +405,11 @@ double CudaDevice::elapsed_ms(size_t a, size_t b) const {
 
 void CudaDevice::synchronize() {
   refuse_while_recording("a synchronisation");
+  const auto t0 = std::chrono::steady_clock::now();
   DSV4_CUDA_CHECK(cudaStreamSynchronize(side_));
   DSV4_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  waited_.fetch_add(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                    std::memory_order_relaxed);
   // Every staged copy has landed: the blocks are free for reuse. Keep the largest ones within the cap
   // (pinning and unpinning cost milliseconds a block) and always at least the largest.
   std::sort(staging_.begin(), staging_.end(), [](const Pinned& a, const Pinned& b) { return a.bytes > b.bytes; });

@@ -10,6 +10,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -40,6 +41,7 @@ class CudaDevice final : public Device {
   void release_pinned(void* p) override;
   void fill_zero(void* p, size_t bytes) override;
   void synchronize() override;
+  double waited_seconds() const override { return waited_.load(std::memory_order_relaxed); }
   void bind_thread() override;
   size_t mark() override;  // a CUDA event recorded on the stream
   double elapsed_ms(size_t a, size_t b) const override;
@@ -83,6 +85,7 @@ class CudaDevice final : public Device {
   void end_side_capture() noexcept;
 
   int ordinal_ = 0;
+  std::atomic<double> waited_{0};  // waited_seconds()
   cudaStream_t stream_ = nullptr;  // main
   cudaStream_t side_ = nullptr;    // the side queue (begin_side)
   cudaStream_t active_ = nullptr;  // stream_ or side_

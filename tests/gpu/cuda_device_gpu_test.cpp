@@ -1,0 +1,39 @@
+// CudaDevice's wait accounting: the host time blocked in synchronize() grows by the wait for queued
+// work (a long fill), never by more than the wall time around it, and not at all while nothing is
+// queued long (the engine's per-step host work is the executor's step less this).
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "backend/cuda/cuda_device.h"
+
+namespace dsv4 {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+TEST(CudaDevice, WaitedSecondsCountTheHostsWaitInSynchronize) {
+  cuda::CudaDevice dev(0);
+  constexpr size_t kBytes = size_t{1} << 30;
+  void* p = dev.allocate(kBytes);
+  dev.synchronize();
+  const double before = dev.waited_seconds();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20; ++i) dev.fill_zero(p, kBytes);  // ~20 GB of writes: milliseconds queued
+  const double issued = seconds_since(t0);
+  dev.synchronize();
+  const double wall = seconds_since(t0);
+  const double waited = dev.waited_seconds() - before;
+  EXPECT_GT(waited, 0.5 * (wall - issued)) << "wall " << wall << " s, issued in " << issued << " s";
+  EXPECT_LE(waited, wall);
+  // Nothing queued: a synchronize waits (almost) nothing.
+  const double idle = dev.waited_seconds();
+  dev.synchronize();
+  EXPECT_LT(dev.waited_seconds() - idle, 0.01);
+  dev.release(p);
+}
+
+}  // namespace
+}  // namespace dsv4
