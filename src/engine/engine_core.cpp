@@ -17,7 +17,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+double seconds_since(Clock::time_point t0) { return seconds_between(t0, Clock::now()); }
 
 // GPU KV budget (vLLM's --gpu-memory-utilization): the share of the device's memory left after the
 // weights, the backend's own workspace for a step (Ops::step_workspace_bytes) and a reserve for one
@@ -294,15 +297,12 @@ void EngineCore::run(const Schedule& s, Clock::time_point t0, Clock::time_point 
     return;
   }
   const auto done = Clock::now();
-  const auto seconds = [](Clock::time_point a, Clock::time_point b) {
-    return std::chrono::duration<double>(b - a).count();
-  };
-  const double dt = seconds(t0, done);
+  const double dt = seconds_between(t0, done);
   sched_->observe_step(s, dt);
   counters_.steps.add(dt);
-  counters_.steps.schedule_seconds += seconds(t0, scheduled);
-  counters_.steps.execute_seconds += seconds(scheduled, executed);
-  counters_.steps.outputs_seconds += seconds(executed, done);
+  counters_.steps.schedule_seconds += seconds_between(t0, scheduled);
+  counters_.steps.execute_seconds += seconds_between(scheduled, executed);
+  counters_.steps.outputs_seconds += seconds_between(executed, done);
   if (backend_.device) counters_.steps.execute_wait_seconds += backend_.device->waited_seconds() - waited;
   counters_.computed_tokens += s.num_tokens();
   counters_.iteration_tokens.observe(static_cast<double>(s.num_tokens()));
