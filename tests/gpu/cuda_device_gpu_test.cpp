@@ -32,6 +32,17 @@ TEST(CudaDevice, WaitedSecondsCountTheHostsWaitInSynchronize) {
   const double idle = dev.waited_seconds();
   dev.synchronize();
   EXPECT_LT(dev.waited_seconds() - idle, 0.01);
+  // A copy to the host after queued work waits in the copy itself (pageable memory): counted too.
+  const double before_copy = dev.waited_seconds();
+  const auto t1 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20; ++i) dev.fill_zero(p, kBytes);
+  const double issued_copy = seconds_since(t1);
+  int32_t word = -1;
+  dev.to_host(&word, p, sizeof(word));
+  const double wall_copy = seconds_since(t1);
+  EXPECT_EQ(word, 0);
+  EXPECT_GT(dev.waited_seconds() - before_copy, 0.5 * (wall_copy - issued_copy))
+      << "wall " << wall_copy << " s, issued in " << issued_copy << " s";
   dev.release(p);
 }
 

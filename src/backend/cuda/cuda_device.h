@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -69,6 +70,7 @@ class CudaDevice final : public Device {
 
  private:
   void check_errors();
+  void add_waited(std::chrono::steady_clock::time_point since);  // to waited_seconds()
   // `bytes` of pinned staging valid until the next synchronize().
   void* stage(size_t bytes, bool after_sync = false);
 
