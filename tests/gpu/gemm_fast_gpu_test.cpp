@@ -598,6 +598,74 @@ TEST(CudaGemmFast, WgmmaWidenedBeforehandGivesTheSameBits) {
   EXPECT_EQ(y.get(), wgmma_run<uint16_t>(c, d, h.scale_ld, &err));
 }
 
+// A grouped FP4 case through the runner (bf16 out, poisoned first); the route's slack rows past the
+// experts' (GroupedGemmArgs::row_slack) poisoned again, so that the judge sees only rows it must not touch.
+std::vector<uint16_t> runner_run(cuda::GemmRunner& runner, const Case& c, const DevInputs& d, int64_t scale_ld) {
+  constexpr int kSlack = 3;
+  Dev<uint16_t> y = poisoned<uint16_t>(c);
+  cuda::GroupedGemmArgs a;
+  a.a_codes = d.codes.p, a.a_scales = d.scales.p, a.scale_ld = scale_ld;
+  a.rows = c.rows, a.n = c.n, a.k = c.k, a.experts = c.experts(), a.offsets = d.offsets.p, a.kind = c.kind;
+  a.w_data = d.dwp.p, a.w_scale = d.dsp.p, a.y = y.p;
+  if (c.pair) a.w_data_b = d.dwpb.p, a.w_scale_b = d.dspb.p, a.y_b = y.p + c.rows * c.n;
+  a.row_slack = kSlack;
+  runner.grouped(a);
+  DSV4_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<uint16_t> out = y.get();
+  const int64_t end = c.offsets.back();
+  for (int h = 0; h < (c.pair ? 2 : 1); ++h) {
+    for (int64_t r = end; r < std::min<int64_t>(end + kSlack, c.rows); ++r) {
+      std::fill_n(out.begin() + (h * c.rows + r) * c.n, c.n, kPoison);
+    }
+  }
+  return out;
+}
+
+// The routed FP4 experts as one cuBLASLt matmul an expert (GemmRoute::kCublasLtExperts), weights
+// re-encoded to e4m3 per 128x128 block: the op gate against the exact kernel, the same bits twice, the
+// route taken (the runner's stats), rows past the slack untouched. Scales spanning 14 octaves in a block
+// (the most the re-encoding keeps exact) take the route; 15 take the wgmma kernel and pass as well.
+// Mutated inputs (scales a row or a block off) fail the gate on this route.
+TEST(CudaGemmFast, CublasLtExpertsPassTheOpGate) {
+  const auto fp4 = GemmWeightKind::kFp4;
+  cuda::GemmPolicy policy{Numerics::kFast};
+  policy.wgmma_min_rows = 1, policy.lt_experts_min_rows = 1;
+  Case wide = experts("fp4 experts, scales over 15 octaves", fp4, {130, 0, 300, 77}, 1024, 2048, false, 3);
+  wide.scale_span = 16;
+  struct Run {
+    Case c;
+    bool on_lt;
+  };
+  const std::vector<Run> list = {
+      {experts("fp4 experts prefill pair", fp4, {700, 0, 1100, 250, 0, 64, 1}, 2048, 4096, true, 3), true},
+      {experts("fp4 experts 0..300 rows, 14 octaves", fp4, {0, 40, 3, 0, 300, 8, 129, 128}, 1024, 2048, false, 8),
+       true},
+      {wide, false},
+  };
+  uint32_t seed = 9000;
+  for (const Run& run : list) {
+    const Case& c = run.c;
+    cuda::GemmRunner runner(nullptr, policy);
+    const Oracle o(c, ++seed);
+    const DevInputs d(c, o.h, c.offsets);
+    const std::vector<uint16_t> y = runner_run(runner, c, d, o.h.scale_ld);
+    EXPECT_TRUE(runner_run(runner, c, d, o.h.scale_ld) == y) << c.name << ": not the same bits run to run";
+    const Verdict v = judge(c, o.x, o.a, y);
+    std::printf("[ lt-experts ] %-40s on cuBLASLt %d, worst tile calc_diff %.3e\n", c.name.c_str(),
+                static_cast<int>(runner.stats().lt_expert_calls), v.worst_tile);
+    EXPECT_TRUE(v.passes()) << c.name << ": " << v.outside << " outside the bound, " << v.untouched << " unwritten, "
+                            << v.stray << " stray writes, tile calc_diff " << v.worst_tile;
+    EXPECT_EQ(runner.stats().lt_expert_calls, run.on_lt ? 2 : 0) << c.name;
+    EXPECT_EQ(runner.stats().lt_expert_fallbacks, run.on_lt ? 0 : 2) << c.name;
+    if (!run.on_lt) continue;
+    for (const Mutation m : {Mutation::kRowScale, Mutation::kScaleIndex, Mutation::kDropBlock}) {
+      const DevInputs bad(c, mutate(c, o.h, m), c.offsets);
+      EXPECT_FALSE(judge(c, o.x, o.a, runner_run(runner, c, bad, o.h.scale_ld)).passes())
+          << c.name << ": mutation " << static_cast<int>(m) << " passes";
+    }
+  }
+}
+
 // FP4 row blocks whose four scales span more than 26 octaves cannot be re-encoded exactly: the kernel
 // says so in its error bits (and only then).
 TEST(CudaGemmFast, WgmmaReportsFp4ScalesBeyondItsSpan) {

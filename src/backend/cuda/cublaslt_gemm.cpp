@@ -18,6 +18,7 @@
 #include "backend/cuda/gemm/fast_mma.h"
 #include "backend/cuda/gemm/fast_plain_gemv.h"
 #include "backend/cuda/gemm/fast_sgemm.h"
+#include "backend/cuda/gemm/lt_experts.h"
 #include "backend/cuda/gemm/wgmma_gemm.h"
 #include "backend/cuda/gemm_imma.h"
 #include "backend/cuda/gemm_imma_skinny.h"
@@ -175,9 +176,13 @@ struct GemmRunner::Impl {
   void* widened = nullptr;  // FP4 weights widened before a wgmma call (wgmma_widened_bytes)
   int64_t widened_bytes = 0;
   int32_t* error_flag = nullptr;  // the device's error word (device_error.h), where kernels report
+  int32_t* span_flag = nullptr;   // lt_experts: set where a block cannot be re-encoded exactly
+  int32_t* host_words = nullptr;  // lt_experts, pinned: a call's offsets, then the span flag
+  int64_t host_word_count = 0;
   std::map<std::array<int64_t, 15>, LtPlan> plans;
   GemmPolicy policy;
   DeviceCaps caps;
+  GemmRunner::Stats stats;
 
   Impl(cudaStream_t s, const GemmPolicy& p, int32_t* err) : stream(s), error_flag(err), policy(p), caps{sm_count()} {
     DSV4_LT_CHECK(cublasLtCreate(&lt));
@@ -190,6 +195,8 @@ struct GemmRunner::Impl {
     if (partial) cudaFreeAsync(partial, stream);
     if (counters) cudaFreeAsync(counters, stream);
     if (widened) cudaFreeAsync(widened, stream);
+    if (span_flag) cudaFreeAsync(span_flag, stream);
+    if (host_words) cudaFreeHost(host_words);
     if (workspace) cudaFreeAsync(workspace, stream);
     if (lt) cublasLtDestroy(lt);
   }
@@ -296,6 +303,92 @@ struct GemmRunner::Impl {
       return false;
     }
     DSV4_LT_CHECK(st);
+    return true;
+  }
+
+  // One FP8 matmul of s.n rows under the plan of s.n rounded up to 128 (each expert's row count differs
+  // from call to call: one heuristic query a bucket, not one a count); false (nothing enqueued) where
+  // cuBLASLt refuses.
+  bool matmul_rows(const LtShape& s, const void* a, const void* b, void* d, const float* scale_a,
+                   const float* scale_b) {
+    LtShape bucket = s;
+    bucket.n = ceil_div(s.n, 128) * 128;
+    const LtPlan& p = plan(bucket, scale_a, scale_b);
+    if (!p.ok) return false;
+    struct Layouts {
+      cublasLtMatrixLayout_t b, d;
+      ~Layouts() {
+        cublasLtMatrixLayoutDestroy(b);
+        cublasLtMatrixLayoutDestroy(d);
+      }
+    } l{make_layout(CUDA_R_8F_E4M3, s.k, s.n, s.ldb, 1, 0), make_layout(CUDA_R_16BF, s.m, s.n, s.ldd, 1, 0)};
+    set_desc(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, scale_a);
+    set_desc(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, scale_b);
+    const float alpha = 1.0f, beta = 0.0f;
+    const cublasStatus_t st = cublasLtMatmul(lt, p.desc, &alpha, a, p.a, b, l.b, &beta, d, l.d, d, l.d, &p.algo,
+                                             workspace, kWorkspaceBytes, stream);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE) return false;
+    DSV4_LT_CHECK(st);
+    return true;
+  }
+
+  // The experts' row counts on the host, and whether every expert with rows re-encodes exactly: the
+  // stream's work so far waited for (a grouped call's offsets are made on the device).
+  bool lt_expert_counts(const ExactBlockArgs& p) {
+    if (!span_flag) DSV4_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&span_flag), sizeof(int32_t), stream));
+    if (host_word_count < p.experts + 2) {
+      if (host_words) DSV4_CUDA_CHECK(cudaFreeHost(host_words));
+      host_word_count = p.experts + 2;
+      DSV4_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host_words), host_word_count * sizeof(int32_t)));
+    }
+    DSV4_CUDA_CHECK(cudaMemsetAsync(span_flag, 0, sizeof(int32_t), stream));
+    lt_expert_span_check(p, span_flag, stream);
+    const size_t offset_bytes = static_cast<size_t>(p.experts + 1) * sizeof(int32_t);
+    DSV4_CUDA_CHECK(cudaMemcpyAsync(host_words, p.offsets, offset_bytes, cudaMemcpyDeviceToHost, stream));
+    DSV4_CUDA_CHECK(
+        cudaMemcpyAsync(host_words + p.experts + 1, span_flag, sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
+    DSV4_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return host_words[p.experts + 1] == 0;
+  }
+
+  // A grouped FP4 call as one cuBLASLt matmul an expert (lt_experts.h); false: the caller runs the
+  // wgmma kernel over every expert (rows this route wrote are written again).
+  bool lt_experts(const ExactBlockArgs& p, const GemmPlan& plan, int row_slack) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    DSV4_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+    if (capture != cudaStreamCaptureStatusNone || row_slack < 3 || p.codes_ld % 16 != 0) return false;
+    if (!lt_expert_counts(p)) return false;
+    const int32_t* off = host_words;
+    const int64_t kblocks = p.kg / 128, wsld = weight_scale_ld(p.kg), wide_scale_floats = p.n / 128 * wsld;
+    auto* x_scales =
+        static_cast<float*>(act_scratch(static_cast<size_t>(lt_expert_scale_floats(kblocks, p.rows, p.experts)) * 4));
+    lt_expert_regroup_scales(p, x_scales, stream);
+    const int halves = has_pair(p) ? 2 : 1, per_pass = std::max(1, plan.lt_pass_experts);
+    const int64_t slots = int64_t{halves} * per_pass;
+    auto* wide = static_cast<uint8_t*>(widen_scratch(cuda::widened_bytes(slots, p.n, p.kg)));
+    auto* wide_scales = reinterpret_cast<float*>(wide + slots * p.n * p.kg);
+    for (int first = 0; first < p.experts; first += per_pass) {
+      const int count = std::min(per_pass, p.experts - first);
+      if (off[first + count] == off[first]) continue;
+      lt_expert_widen(p, first, count, wide, wide_scales, stream);
+      for (int e = first; e < first + count; ++e) {
+        const int64_t rows = off[e + 1] - off[e];
+        if (rows == 0) continue;
+        for (int h = 0; h < halves; ++h) {
+          const int64_t slot = int64_t{h} * count + (e - first);
+          LtShape s;
+          s.fp8 = true;
+          s.m = p.n, s.n = (rows + 3) / 4 * 4, s.k = p.kg;  // row_slack: the count rounded up to 4
+          s.lda = p.kg, s.ldb = p.codes_ld, s.ldd = p.y_ld;
+          const void* w = wide + slot * p.n * p.kg;
+          const uint8_t* x = p.codes + off[e] * p.codes_ld;
+          void* y = static_cast<uint16_t*>(h ? p.y_b : p.y) + off[e] * p.y_ld;
+          s.align_a = alignment_of(w), s.align_b = alignment_of(x), s.align_d = alignment_of(y);
+          const float* sa = wide_scales + slot * wide_scale_floats;
+          if (!matmul_rows(s, w, x, y, sa, x_scales + lt_expert_scale_base(kblocks, off[e], e))) return false;
+        }
+      }
+    }
     return true;
   }
 
@@ -537,7 +630,9 @@ struct GemmRunner::Impl {
 
   void grouped(const GroupedGemmArgs& a) {
     const GemmPlan plan = plan_grouped(a.kind, a.rows, a.experts, a.n, a.k, a.y_b != nullptr);
-    if (plan.route != GemmRoute::kFastMma && plan.route != GemmRoute::kWgmma && plan.route != GemmRoute::kFastGemv) {
+    const bool fast = plan.route == GemmRoute::kFastMma || plan.route == GemmRoute::kWgmma ||
+                      plan.route == GemmRoute::kFastGemv || plan.route == GemmRoute::kCublasLtExperts;
+    if (!fast) {
       grouped_gemm(a, policy, stream);
       return;
     }
@@ -549,6 +644,13 @@ struct GemmRunner::Impl {
     p.w_list = a.w_data, p.w_scale_list = a.w_scale, p.offsets = a.offsets, p.experts = a.experts;
     p.y = a.y, p.y_ld = a.n;
     p.w_list_b = a.w_data_b, p.w_scale_list_b = a.w_scale_b, p.y_b = a.y_b;
+    if (plan.route == GemmRoute::kCublasLtExperts) {
+      if (lt_experts(p, plan, a.row_slack)) {
+        ++stats.lt_expert_calls;
+        return;
+      }
+      ++stats.lt_expert_fallbacks;
+    }
     fast_mma(p, plan);
   }
 };
@@ -561,6 +663,7 @@ void GemmRunner::run(const GemmArgs& a) { impl_->run(a); }
 void GemmRunner::run_pair(const GemmArgs& a, const GemmWeight& w_b, void* y_b) { impl_->run_pair(a, w_b, y_b); }
 void GemmRunner::grouped(const GroupedGemmArgs& a) { impl_->grouped(a); }
 const GemmPolicy& GemmRunner::policy() const { return impl_->policy; }
+GemmRunner::Stats GemmRunner::stats() const { return impl_->stats; }
 
 bool GemmRunner::wants_digit_planes(GemmWeightKind kind, int64_t rows, int experts, int64_t k) const {
   // A grouped call's route does not depend on its column count: any positive one plans it.

@@ -74,6 +74,14 @@ class GemmRunner {
   // activation digit planes (GroupedGemmArgs::a_digits), which the caller then makes.
   bool wants_digit_planes(GemmWeightKind kind, int64_t rows, int experts, int64_t k) const;
   const GemmPolicy& policy() const;
+  // Grouped calls run as a cuBLASLt matmul an expert (GemmRoute::kCublasLtExperts), and those its plan
+  // sent there that took the wgmma kernel instead (scales spanning too far, cuBLASLt refusing, a graph
+  // being recorded: the route reads the experts' row counts on the host).
+  struct Stats {
+    int64_t lt_expert_calls = 0;
+    int64_t lt_expert_fallbacks = 0;
+  };
+  Stats stats() const;
 
  private:
   struct Impl;
@@ -84,7 +92,8 @@ class GemmRunner {
 // [offsets[e], offsets[e+1]) (device array, experts + 1 entries, offsets[experts] <= rows). Each
 // expert has its own weight [N, K] (FP8 or FP4, all experts one kind and shape), given as device
 // arrays of per-expert data and scale pointers. Activations come pre-quantized (quantize_act).
-// y: bf16 [rows, N]; rows past offsets[experts] are left untouched. Same arithmetic as the exact kernel.
+// y: bf16 [rows, N]; rows past offsets[experts] are left untouched (but row_slack's). Same arithmetic as
+// the exact kernel.
 // a_codes and every expert's weight must be 16-byte aligned; K a multiple of 128.
 struct GroupedGemmArgs {
   const uint8_t* a_codes = nullptr;  // e4m3 [rows, K]
@@ -109,6 +118,10 @@ struct GroupedGemmArgs {
   const void* const* w_data_b = nullptr;
   const uint8_t* const* w_scale_b = nullptr;
   uint16_t* y_b = nullptr;
+  // Rows past offsets[experts] (up to 3) the call may read in a_codes and overwrite in y and y_b: the
+  // cuBLASLt route multiplies row counts rounded up to 4 (what its block-scaled GEMM takes), experts in
+  // ascending order, so each spill is overwritten by the next expert's own rows; it needs 3.
+  int row_slack = 0;
 };
 void grouped_gemm(const GroupedGemmArgs& a, const GemmPolicy& policy, cudaStream_t stream);
 

@@ -17,7 +17,7 @@ inline int64_t act_scale_ld(int64_t rows) { return (rows + 3) / 4 * 4; }
 
 // Leading dimension of the fp32 weight scales [ceil(N/128)][ld] (cuBLASLt BLK128x128 on the A
 // operand: the K-block index runs fastest, padded to a multiple of 4 = 16 bytes).
-inline int64_t weight_scale_ld(int64_t k) { return ((k + 127) / 128 + 3) / 4 * 4; }
+__host__ __device__ inline int64_t weight_scale_ld(int64_t k) { return ((k + 127) / 128 + 3) / 4 * 4; }
 
 // Block-scaled exact GEMM over activations quantized by quantize_act (codes) or, for dense GEMMs,
 // bf16 rows that the kernel quantizes as it stages them (x; 16-byte aligned, x_ld % 8 == 0): the same

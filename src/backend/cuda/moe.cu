@@ -682,11 +682,14 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsParams& a, int n, bool route
   const int32_t* routed = offsets + a.experts;
   const int32_t* pairs = static_cast<const int32_t*>(buf[kPairsSorted].p);
   const GemmWeightKind kind1 = gemm_kind(a.w1[0].type);
-  auto* rows = get<uint16_t>(kRows, n * D);
-  auto* codes = get<uint8_t>(kCodes, n * wide);
+  // kRowSlack rows past the routed ones in the codes and outputs: the grouped GEMM's cuBLASLt route
+  // may read and overwrite them (GroupedGemmArgs::row_slack).
+  constexpr int kRowSlack = 3;
+  auto* rows = get<uint16_t>(kRows, (n + kRowSlack) * D);
+  auto* codes = get<uint8_t>(kCodes, (n + kRowSlack) * wide);
   auto* scales = get<float>(kScales, n * (wide / 128));
-  auto* g = get<uint16_t>(kG, n * I);
-  auto* u = get<uint16_t>(kU, n * I);
+  auto* g = get<uint16_t>(kG, (n + kRowSlack) * I);
+  auto* u = get<uint16_t>(kU, (n + kRowSlack) * I);
   const PointerTable& t1 = table(a.w1, a.experts);
   const PointerTable& t3 = table(a.w3, a.experts);
   const PointerTable& t2 = table(a.w2, a.experts);
@@ -705,7 +708,8 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsParams& a, int n, bool route
                      .a_digit_stride = n * D,
                      .w_data_b = t3.d_data(),
                      .w_scale_b = t3.d_scale(),
-                     .y_b = u};
+                     .y_b = u,
+                     .row_slack = kRowSlack};
   if (route_here) {
     launch_kernel(route_gather_quantize_kernel, warp_blocks(n * (D / 128)), kThreads, 0, stream, a.indices, n,
                   a.experts, a.x, D, a.topk, static_cast<int32_t*>(buf[kPairsSorted].p),

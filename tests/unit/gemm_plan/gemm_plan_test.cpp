@@ -35,6 +35,16 @@ GemmProblem grouped(GemmWeightKind w, int64_t rows, int experts, int64_t n, int6
   return p;
 }
 
+// A step of `tokens` tokens with top-6 routing and V4-Flash's widest block-scaled weights.
+GemmWorkspaceQuery moe_step(int64_t tokens) {
+  GemmWorkspaceQuery q;
+  q.rows = tokens;
+  q.routed_rows = tokens * 6;
+  q.max_k = 4096;
+  q.max_n = 4096;
+  return q;
+}
+
 TEST(GemmPlan, ExactTierKeepsEveryCallOnTheExactKernels) {
   for (auto w : {GemmWeightKind::kFp8, GemmWeightKind::kFp4}) {
     const GemmPlan plan = plan_gemm(dense(w, 4096, 4096, 4096), policy(Numerics::kExact), kH200);
@@ -91,7 +101,8 @@ TEST(GemmPlan, FastManyRowsAWeightGoToWgmma) {
 // expert): as many experts a pass as the budget holds (at least one, at most all), the scratch counted
 // in the plan and in the runner's workspace; fewer rows an expert widen in shared memory.
 TEST(GemmPlan, WidenedFp4PassesStayWithinTheBudget) {
-  const GemmPolicy on = policy(Numerics::kFast);
+  GemmPolicy on = policy(Numerics::kFast);
+  on.lt_experts_min_rows = 0;  // the wgmma route alone (cuBLASLt an expert: the next test)
   GemmPolicy off = on;
   off.fp4_prewiden = false;
   const GemmProblem moe = grouped(GemmWeightKind::kFp4, 8192 * 6, 32, 2048, 4096);  // w1 and w3 of 32 experts
@@ -112,14 +123,48 @@ TEST(GemmPlan, WidenedFp4PassesStayWithinTheBudget) {
   // FP8 weights and calls off the wgmma route widen nothing.
   EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp8, 8192 * 6, 32, 2048, 4096), on, kH200).widen_experts, 0);
   EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 32, 2048, 4096), on, kH200).widen_experts, 0);
-  GemmWorkspaceQuery q;
-  q.rows = 8192;
-  q.routed_rows = 8192 * 6;
-  q.max_k = 4096;
-  q.max_n = 4096;
+  GemmWorkspaceQuery q = moe_step(8192);
   EXPECT_GE(gemm_workspace_bytes(q, on, kH200) - gemm_workspace_bytes(q, off, kH200), kWidenBudgetBytes);
   q.rows = 64, q.routed_rows = 64 * 6;  // a decode step's: no call widens, nothing reserved
   EXPECT_EQ(gemm_workspace_bytes(q, on, kH200), gemm_workspace_bytes(q, off, kH200));
+}
+
+// FP4 experts of at least lt_experts_min_rows rows on average: a cuBLASLt matmul an expert on weights
+// re-encoded in passes within the widening budget, the wgmma plan behind it; fewer rows an expert, FP8
+// experts, N off the 128-row scale blocks, cuBLASLt off or the route off stay on wgmma. The budget is
+// reserved in the workspace from the route's rows.
+TEST(GemmPlan, Fp4ExpertsOfManyRowsRunOnCublasLtOneByOne) {
+  const GemmPolicy fast = policy(Numerics::kFast);
+  EXPECT_EQ(fast.lt_experts_min_rows, 256);
+  const GemmProblem moe = grouped(GemmWeightKind::kFp4, 8192 * 6, 32, 2048, 4096);  // 1536 rows an expert
+  const GemmPlan plan = plan_gemm(moe, fast, kH200);
+  EXPECT_EQ(plan.route, GemmRoute::kCublasLtExperts);
+  EXPECT_EQ(plan.fallback, GemmRoute::kWgmma);
+  EXPECT_TRUE(plan.codes);
+  const int64_t per = 2 * 2048 * (4096 + 4096 / 128 * 4);
+  EXPECT_EQ(plan.lt_pass_experts, kWidenBudgetBytes / per);  // 15 of the 32 experts' pairs a pass
+  EXPECT_EQ(plan.widen_experts, kWidenBudgetBytes / per);    // the wgmma fallback's own passes
+  EXPECT_STREQ(route_name(plan.route), "cublaslt-experts");
+  GemmProblem few = moe;
+  few.experts = 4, few.rows = 4 * 300;
+  EXPECT_EQ(plan_gemm(few, fast, kH200).lt_pass_experts, 4);  // every expert in one pass
+  EXPECT_EQ(plan_gemm(few, fast, kH200).widen_experts, 0);    // below prewiden_min_rows: wgmma widens in smem
+  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 255 * 32, 32, 2048, 4096), fast, kH200).route, GemmRoute::kWgmma);
+  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 256 * 32, 32, 2048, 4096), fast, kH200).route,
+            GemmRoute::kCublasLtExperts);
+  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp8, 8192 * 6, 32, 2048, 4096), fast, kH200).route, GemmRoute::kWgmma);
+  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 8192 * 6, 32, 2000, 4096), fast, kH200).route, GemmRoute::kWgmma);
+  GemmPolicy no_lt = fast;
+  no_lt.cublaslt = false;
+  EXPECT_EQ(plan_gemm(moe, no_lt, kH200).route, GemmRoute::kWgmma);
+  GemmPolicy off = fast;
+  off.lt_experts_min_rows = 0;
+  EXPECT_EQ(plan_gemm(moe, off, kH200).route, GemmRoute::kWgmma);
+  EXPECT_EQ(plan_gemm(moe, off, kH200).lt_pass_experts, 0);
+  // Routed rows that reach the route's 256 but not prewiden's 512: the budget is reserved (the workspace
+  // asks per step, not per expert: at least that many rows in one expert).
+  const GemmWorkspaceQuery q = moe_step(50);
+  EXPECT_GE(gemm_workspace_bytes(q, fast, kH200) - gemm_workspace_bytes(q, off, kH200), kWidenBudgetBytes);
 }
 
 TEST(GemmPlan, FastFewRowsTakeTheSmallestRowTile) {
@@ -263,17 +308,11 @@ TEST(GemmPlan, FastGroupedExpertsTileByRowsPerExpert) {
   EXPECT_EQ(plan.tile_rows, 32);
   EXPECT_EQ(plan.splits, 1);
   EXPECT_EQ(plan.workspace_floats, 0);
-  // A decode batch of 32 over 32 experts (192 routed rows): mma.sync tiles of 8, activations resident,
-  // or staged where the policy says so (dense calls keep theirs).
+  // A decode batch of 32 over 32 experts (192 routed rows): mma.sync tiles of 8, activations resident.
   plan = plan_gemm(grouped(GemmWeightKind::kFp4, 192, 32, 2048, 4096), fast, kH200);
   EXPECT_EQ(plan.route, GemmRoute::kFastMma);
   EXPECT_EQ(plan.tile_rows, 8);
   EXPECT_TRUE(plan.resident);
-  GemmPolicy staged = fast;
-  staged.grouped_resident = false;
-  EXPECT_FALSE(plan_gemm(grouped(GemmWeightKind::kFp4, 192, 32, 2048, 4096), staged, kH200).resident);
-  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 192, 32, 2048, 4096), staged, kH200).splits, 1);
-  EXPECT_TRUE(plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 8192), staged, kH200).resident);
   // Grouped calls never go to cuBLASLt.
   EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp8, 49152, 32, 2048, 4096), fast, kH200).route, GemmRoute::kWgmma);
 }
@@ -365,11 +404,6 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::setenv("DSV4_GEMM_WGMMA_MIN_ROWS", "200", 1);
   ::setenv("DSV4_GEMM_FAST_GEMV_MAX_ROWS", "4", 1);
   GemmPolicy p = GemmPolicy::from_env(Numerics::kFast);
-  EXPECT_TRUE(p.grouped_resident);
-  EXPECT_NE(p.describe().find("grouped mma.sync activations resident;"), std::string::npos) << p.describe();
-  ::setenv("DSV4_GEMM_GROUPED_RESIDENT", "0", 1);
-  EXPECT_FALSE(GemmPolicy::from_env(Numerics::kFast).grouped_resident);
-  ::unsetenv("DSV4_GEMM_GROUPED_RESIDENT");
   ::unsetenv("DSV4_GEMM_WGMMA_MIN_ROWS");
   ::unsetenv("DSV4_GEMM_FAST_GEMV_MAX_ROWS");
   EXPECT_EQ(p.gemv_max_rows, 4);
@@ -380,9 +414,11 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   EXPECT_NE(p.describe().find("FP4 widened before the call from 512 rows an expert"), std::string::npos)
       << p.describe();
   EXPECT_NE(p.describe().find("hc_pre norm fused"), std::string::npos) << p.describe();
+  EXPECT_NE(p.describe().find("FP4 experts on cuBLASLt off"), std::string::npos) << p.describe();  // cuBLASLt off
   // Switches whose alternatives lost a measurement are refused, not ignored.
-  for (const char* retired : {"DSV4_GEMM_FP4_PER128", "DSV4_INDEXER_MMA", "DSV4_GEMM_FP4_PREWIDEN",
-                              "DSV4_HC_FUSED_NORM", "DSV4_GEMM_FP4_MMA_RING", "DSV4_GEMM_FP4_SPLIT"}) {
+  for (const char* retired :
+       {"DSV4_GEMM_FP4_PER128", "DSV4_INDEXER_MMA", "DSV4_GEMM_FP4_PREWIDEN", "DSV4_HC_FUSED_NORM",
+        "DSV4_GEMM_FP4_MMA_RING", "DSV4_GEMM_FP4_SPLIT", "DSV4_GEMM_GROUPED_RESIDENT"}) {
     ::setenv(retired, "0", 1);
     EXPECT_THROW(check_env_switches(), Error) << retired;
     ::unsetenv(retired);
@@ -405,6 +441,12 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::unsetenv("DSV4_GEMM_CUBLASLT");
   EXPECT_THROW(GemmPolicy::from_env(Numerics::kFast), Error);
   ::unsetenv("DSV4_GEMM_FAST_MMA_MAX_ROWS");
+  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("FP4 experts on cuBLASLt from 256 rows an expert"),
+            std::string::npos);
+  ::setenv("DSV4_GEMM_LT_EXPERTS_MIN_ROWS", "0", 1);
+  EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).lt_experts_min_rows, 0);
+  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("FP4 experts on cuBLASLt off"), std::string::npos);
+  ::unsetenv("DSV4_GEMM_LT_EXPERTS_MIN_ROWS");
   p = GemmPolicy::from_env(Numerics::kExact);
   EXPECT_TRUE(p.cublaslt);
   EXPECT_NE(p.describe().find("exact"), std::string::npos);

@@ -48,7 +48,7 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.exact_imma = env_switch("DSV4_GEMM_IMMA") != "0";
   p.imma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_IMMA_MIN_ROWS", p.imma_min_rows));
   p.imma_stages = env_switch("DSV4_GEMM_IMMA_STAGES") == "4" ? 4 : 2;
-  p.grouped_resident = env_switch("DSV4_GEMM_GROUPED_RESIDENT") != "0";
+  p.lt_experts_min_rows = std::max<int64_t>(0, env_count("DSV4_GEMM_LT_EXPERTS_MIN_ROWS", p.lt_experts_min_rows));
   p.hc_products = env_switch("DSV4_HC_PRODUCTS") != "0";
   p.hc_ring = env_switch("DSV4_HC_RING") != "0";
   return p;
@@ -67,11 +67,11 @@ std::string GemmPolicy::describe() const {
   return fmt::format(
       "fast (FP8 tensor cores with per-block promotion, FP4 per 32 (wgmma: per 128); few-row kernel up to {} rows a "
       "weight (FP8 twins {}); cuBLASLt "
-      "{} above {} rows; grouped mma.sync activations {}; wgmma from {} rows a weight, FP4 widened {}; {} CTAs an SM; "
+      "{} above {} rows; wgmma from {} rows a weight, FP4 widened {}; FP4 experts on cuBLASLt {}; {} CTAs an SM; "
       "indexer dots on {}; hc_pre norm {})",
-      gemv_max_rows, twin_gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows,
-      grouped_resident ? "resident" : "staged", wgmma_min_rows,
+      gemv_max_rows, twin_gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
       fp4_prewiden ? fmt::format("before the call from {} rows an expert", prewiden_min_rows) : "in shared memory",
+      cublaslt && lt_experts_min_rows > 0 ? fmt::format("from {} rows an expert", lt_experts_min_rows) : "off",
       ctas_per_sm, indexer_mma ? "tensor cores" : "CUDA cores", hc_fused_norm ? "fused" : "apart");
 }
 
@@ -93,6 +93,8 @@ const char* route_name(GemmRoute r) {
       return "fast-gemv";
     case GemmRoute::kFastPlainGemv:
       return "fast-plain-gemv";
+    case GemmRoute::kCublasLtExperts:
+      return "cublaslt-experts";
   }
   return "?";
 }
@@ -118,8 +120,7 @@ GemmPlan plan_fast_mma(const GemmProblem& p, const GemmPolicy& policy, const Dev
   // More splits where that lets the activations stay resident, while the CTAs still fit one wave and
   // each split keeps its blocks.
   auto resident = [&](int64_t s) {
-    return (p.experts == 0 || policy.grouped_resident) &&
-           plan.tile_rows * fast_mma_resident_pitch(p.weight, ceil_div(blocks, s)) <= kFastMmaResidentBytes;
+    return plan.tile_rows * fast_mma_resident_pitch(p.weight, ceil_div(blocks, s)) <= kFastMmaResidentBytes;
   };
   while (!resident(splits) && splits < reduce_cap && ctas * (splits + 1) <= want) ++splits;
   plan.splits = static_cast<int>(splits);
@@ -166,7 +167,8 @@ int64_t gemm_workspace_bytes(const GemmWorkspaceQuery& q, const GemmPolicy& poli
     bytes += splits;
     // FP4 weights widened before a wgmma call (a call of at least prewiden_min_rows rows a weight): the
     // budget, or one pair of the widest weight past it.
-    if (policy.fp4_prewiden && rows >= policy.prewiden_min_rows) {
+    const bool lt_experts = policy.cublaslt && policy.lt_experts_min_rows > 0 && rows >= policy.lt_experts_min_rows;
+    if ((policy.fp4_prewiden && rows >= policy.prewiden_min_rows) || lt_experts) {
       bytes += std::max(kWidenBudgetBytes, widened_bytes(2, q.max_n, q.max_k));
     }
   }
@@ -222,6 +224,16 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
     if (widen && p.weight == GemmWeightKind::kFp4) {
       const int64_t weights = std::max(p.experts, 1), per = widened_bytes(p.pair ? 2 : 1, p.n, p.kg);
       plan.widen_experts = static_cast<int>(std::clamp<int64_t>(kWidenBudgetBytes / per, 1, weights));
+    }
+    // Many rows an expert: one cuBLASLt matmul an expert on its weights re-encoded to e4m3 (within the
+    // same budget: the e4m3 form is at most the e5m2 one's bytes), wgmma behind it.
+    const bool lt = policy.cublaslt && policy.lt_experts_min_rows > 0 && p.experts > 0 &&
+                    p.weight == GemmWeightKind::kFp4 && p.rows >= policy.lt_experts_min_rows * p.experts &&
+                    p.n % 128 == 0;
+    if (lt) {
+      plan.route = GemmRoute::kCublasLtExperts;
+      const int64_t per = widened_bytes(p.pair ? 2 : 1, p.n, p.kg);
+      plan.lt_pass_experts = static_cast<int>(std::clamp<int64_t>(kWidenBudgetBytes / per, 1, p.experts));
     }
   }
   if (policy.cublaslt && lt_shape && p.rows > policy.fast_mma_max_rows) plan.route = GemmRoute::kCublasLt;

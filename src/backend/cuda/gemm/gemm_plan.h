@@ -68,6 +68,10 @@ struct GemmPolicy {
   // write of every weight the call touches, paid back by rows (32 experts at 8192 tokens, 1536 rows an
   // expert: 26% faster; 256 experts, 192: 26% slower; docs/perf.md).
   int64_t prewiden_min_rows = 512;
+  // Fast tier: grouped FP4 calls of at least this many rows an expert on average as one cuBLASLt matmul
+  // an expert, the weights re-encoded exactly to e4m3 with 128x128 block scales (gemm/lt_experts.h;
+  // wgmma where a block's scales span too far or cuBLASLt refuses). DSV4_GEMM_LT_EXPERTS_MIN_ROWS; 0: off.
+  int64_t lt_experts_min_rows = 256;
   // Fast tier: fp32 weights of at least this many rows on the fused multiply-add kernel (fast_sgemm.h);
   // at most plain_gemv_max_rows rows on the few-row kernel (fast_plain_gemv.h): fp32 weights, plain
   // pairs and bf16 weights of at most kPlainGemvMaxCols columns (wider ones, the head, stay on
@@ -78,12 +82,6 @@ struct GemmPolicy {
   // cuBLASLt from the bf16 bytes (H100: twin 16.0 / 21.5 / 35.3 / 63.8 us at 1 / 2 / 4 / 8 rows,
   // cuBLASLt 27 us at each: docs/perf.md).
   int64_t twin_gemv_max_rows = 2;
-  // Fast tier, grouped calls on the mma.sync kernel (the MoE's routed rows past the few-row kernel): the
-  // tile's activations resident in shared memory where they fit (86 KB a CTA at 8 rows of K 4096: two
-  // CTAs an SM), or staged beside each weight stage (46 KB: four CTAs, twice the warps for the same bytes
-  // in flight; Nsight found the resident form waiting on its 8 warps' dependent instructions). From
-  // DSV4_GEMM_GROUPED_RESIDENT (0: staged); under measurement.
-  bool grouped_resident = true;
   // Fast tier: K splits until a call has this many CTAs per SM (each split at least kMinSplitBlocks).
   int ctas_per_sm = 2;
   // Exact tier: block sums on the int8 tensor cores (DSV4_GEMM_IMMA=0: every shape on the SIMT
@@ -162,14 +160,15 @@ inline int64_t row_tiles(int64_t rows, int64_t tm, int64_t experts) {
 }
 
 enum class GemmRoute : uint8_t {
-  kExactBlock,     // the exact block-scaled kernels (their own sub-routes)
-  kExactPlain,     // the exact plain (bf16 / fp32 weight) kernels
-  kCublasLt,       // cuBLASLt: block-scaled FP8 or bf16 with fp32 accumulation
-  kFastMma,        // fast_mma.h
-  kWgmma,          // wgmma_gemm.h
-  kFastSgemm,      // fast_sgemm.h (fp32 weights)
-  kFastGemv,       // fast_gemv.h (few rows a weight; fallback: kFastMma's plan)
-  kFastPlainGemv,  // fast_plain_gemv.h (few rows, fp32 weights or a plain pair)
+  kExactBlock,       // the exact block-scaled kernels (their own sub-routes)
+  kExactPlain,       // the exact plain (bf16 / fp32 weight) kernels
+  kCublasLt,         // cuBLASLt: block-scaled FP8 or bf16 with fp32 accumulation
+  kFastMma,          // fast_mma.h
+  kWgmma,            // wgmma_gemm.h
+  kFastSgemm,        // fast_sgemm.h (fp32 weights)
+  kFastGemv,         // fast_gemv.h (few rows a weight; fallback: kFastMma's plan)
+  kFastPlainGemv,    // fast_plain_gemv.h (few rows, fp32 weights or a plain pair)
+  kCublasLtExperts,  // lt_experts.h: a cuBLASLt matmul an expert (fallback: kWgmma's plan)
 };
 const char* route_name(GemmRoute r);
 
@@ -183,7 +182,8 @@ struct GemmPlan {
   int64_t workspace_floats = 0;                 // kFastMma: fp32 scratch of the splits
   int64_t workspace_counters = 0;               // kFastMma: the splits' arrival counters (zeroed once)
   int gemv_k_parts = 1;                         // kFastGemv: runs of K a CTA's warps split (1, 2, 4, 8)
-  int widen_experts = 0;  // kWgmma, FP4: weights (experts) widened a pass, their scratch within kWidenBudgetBytes
+  int widen_experts = 0;    // kWgmma, FP4: weights (experts) widened a pass, their scratch within kWidenBudgetBytes
+  int lt_pass_experts = 0;  // kCublasLtExperts: experts re-encoded a pass, within kWidenBudgetBytes
 };
 
 // The scratch of FP4 weights widened before a wgmma call (GemmPolicy::fp4_prewiden), at most.

@@ -1,0 +1,162 @@
+// Device work of the cuBLASLt-per-expert route (lt_experts.h).
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gemm/lt_experts.h"
+#include "backend/cuda/gemm_tiles.cuh"
+#include "backend/cuda/launch.cuh"
+
+namespace dsv4::cuda {
+namespace {
+
+using gemm_tiles::cdiv;
+
+constexpr int kRowsPerBlock = 128;  // a CTA: one 128x128 block, a thread a row
+
+// The block's largest and smallest scale bytes over its 128 rows x 4 sub-blocks (every thread gets both).
+__device__ __forceinline__ int2 block_scale_range(uint32_t sw) {
+  __shared__ int top[kRowsPerBlock / 32], low[kRowsPerBlock / 32];
+  const int e0 = sw & 255u, e1 = (sw >> 8) & 255u, e2 = (sw >> 16) & 255u, e3 = sw >> 24;
+  const unsigned t = __reduce_max_sync(0xffffffffu, static_cast<unsigned>(max(max(e0, e1), max(e2, e3))));
+  const unsigned l = __reduce_min_sync(0xffffffffu, static_cast<unsigned>(min(min(e0, e1), min(e2, e3))));
+  if (threadIdx.x % 32 == 0) top[threadIdx.x / 32] = static_cast<int>(t), low[threadIdx.x / 32] = static_cast<int>(l);
+  __syncthreads();
+  int2 r{top[0], low[0]};
+#pragma unroll
+  for (int w = 1; w < kRowsPerBlock / 32; ++w) r.x = max(r.x, top[w]), r.y = min(r.y, low[w]);
+  return r;
+}
+
+// Whether the block re-encodes exactly (lt_experts.h): a span of at most kLtExpertSpan octaves, no NaN
+// byte, and a normal fp32 scale 2^(top − 6 − 127).
+__device__ __forceinline__ bool block_exact(int2 range) {
+  return range.x != 255 && range.x - range.y <= kLtExpertSpan && range.x - 6 >= 1;
+}
+
+// Expert e's weight and scale bytes (half 1: the pair's), or null when e has no rows.
+struct ExpertWeight {
+  const uint8_t* w = nullptr;
+  const uint8_t* ws = nullptr;
+};
+__device__ __forceinline__ ExpertWeight expert_weight(const ExactBlockArgs& p, int e, int half) {
+  if (p.offsets[e + 1] == p.offsets[e]) return {};
+  return {static_cast<const uint8_t*>((half ? p.w_list_b : p.w_list)[e]),
+          (half ? p.w_scale_list_b : p.w_scale_list)[e]};
+}
+
+// grid (K blocks, row blocks, experts x halves).
+__global__ void span_check_kernel(const ExactBlockArgs p, int32_t* flag) {
+  pdl_enter();
+  const int e = static_cast<int>(blockIdx.z) % p.experts, half = static_cast<int>(blockIdx.z) / p.experts;
+  const ExpertWeight w = expert_weight(p, e, half);
+  if (!w.w) return;
+  const int64_t r = int64_t{blockIdx.y} * kRowsPerBlock + threadIdx.x;
+  const uint32_t sw = *reinterpret_cast<const uint32_t*>(w.ws + r * (p.kg / 32) + blockIdx.x * 4);
+  if (!block_exact(block_scale_range(sw)) && threadIdx.x == 0) *flag = 1;
+}
+
+// An e2m1 code (sign in bit 3) times 2^shift as fp32, built from its bits: exponent field 0 holds 0
+// and 0.5, fields 1-3 hold 1-6 with one mantissa bit.
+__device__ __forceinline__ float e2m1_scaled(uint32_t code, int shift) {
+  const uint32_t m = code & 7u, sign = (code & 8u) << 28;
+  const uint32_t normal = (((m >> 1) + 126u + static_cast<uint32_t>(shift)) << 23) | ((m & 1u) << 22);
+  const uint32_t half = static_cast<uint32_t>(126 + shift) << 23;
+  return __uint_as_float(sign | (m >= 2 ? normal : (m ? half : 0u)));
+}
+
+// Eight e2m1 codes (nibble i = code i) times 2^shift as eight e4m3 bytes: exact for the shifts of an
+// exact block (−8..6), whose values e4m3 represents, so the conversion does not round.
+__device__ __forceinline__ uint2 e2m1x8_e4m3_scaled(uint32_t v, int shift) {
+  uint32_t out[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    uint32_t word = 0;
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      const uint32_t byte = v >> (16 * h + 8 * q);
+      const float2 f{e2m1_scaled(byte, shift), e2m1_scaled(byte >> 4, shift)};
+      word |= static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(f, __NV_SATFINITE, __NV_E4M3)) << (16 * q);
+    }
+    out[h] = word;
+  }
+  return {out[0], out[1]};
+}
+
+// grid (K blocks, row blocks, count x halves): one 128x128 block of one weight slot.
+__global__ void widen_kernel(const ExactBlockArgs p, int first, int count, uint8_t* wide, float* scales) {
+  pdl_enter();
+  const int j = static_cast<int>(blockIdx.z), e = first + j % count, half = j / count;
+  const ExpertWeight w = expert_weight(p, e, half);
+  if (!w.w) return;
+  const int64_t kb = blockIdx.x, rb = blockIdx.y, r = rb * kRowsPerBlock + threadIdx.x;
+  const uint32_t sw = *reinterpret_cast<const uint32_t*>(w.ws + r * (p.kg / 32) + kb * 4);
+  const int top = block_scale_range(sw).x - 6;  // exact blocks only (span_check_kernel ran first)
+  const int64_t ld = weight_scale_ld(p.kg);
+  if (threadIdx.x == 0) scales[(j * (p.n / 128) + rb) * ld + kb] = __int_as_float(top << 23);
+  const uint4* src = reinterpret_cast<const uint4*>(w.w + r * (p.kg / 2) + kb * 64);
+  uint4* dst = reinterpret_cast<uint4*>(wide + (j * p.n + r) * p.kg + kb * 128);
+#pragma unroll
+  for (int u = 0; u < 4; ++u) {  // 16 bytes of codes: sub-block u, scale byte u
+    const uint4 v = src[u];
+    const int shift = static_cast<int>((sw >> (8 * u)) & 255u) - top;
+    const uint2 c0 = e2m1x8_e4m3_scaled(v.x, shift), c1 = e2m1x8_e4m3_scaled(v.y, shift);
+    const uint2 c2 = e2m1x8_e4m3_scaled(v.z, shift), c3 = e2m1x8_e4m3_scaled(v.w, shift);
+    dst[2 * u] = uint4{c0.x, c0.y, c1.x, c1.y};
+    dst[2 * u + 1] = uint4{c2.x, c2.y, c3.x, c3.y};
+  }
+}
+
+// A thread a (K block, routed row): its scale copied into its expert's block.
+__global__ void regroup_kernel(const float* scales, int64_t scale_ld, int64_t kblocks, int64_t rows,
+                               const int32_t* offsets, int experts, float* out) {
+  pdl_enter();
+  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (i >= kblocks * rows) return;
+  const int64_t kb = i / rows, r = i % rows;
+  if (r >= offsets[experts]) return;
+  int lo = 0, hi = experts;  // the last expert whose first row is at most r: r lies in its rows
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (offsets[mid] <= r) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  const int64_t first = offsets[lo], ld = (offsets[lo + 1] - first + 3) / 4 * 4;
+  out[lt_expert_scale_base(kblocks, first, lo) + kb * ld + (r - first)] = scales[kb * scale_ld + r];
+}
+
+void require_call(const ExactBlockArgs& a) {
+  DSV4_CUDA_REQUIRE(a.kind == GemmWeightKind::kFp4 && a.offsets && a.experts > 0 && a.n % 128 == 0 && a.kg % 128 == 0,
+                    "lt_experts: a grouped FP4 call with N and K multiples of 128");
+}
+
+}  // namespace
+
+void lt_expert_span_check(const ExactBlockArgs& a, int32_t* flag, cudaStream_t stream) {
+  require_call(a);
+  const dim3 grid(static_cast<unsigned>(a.kg / 128), static_cast<unsigned>(a.n / 128),
+                  static_cast<unsigned>(a.experts * (has_pair(a) ? 2 : 1)));
+  launch_kernel(span_check_kernel, grid, dim3(kRowsPerBlock), 0, stream, a, flag);
+}
+
+void lt_expert_widen(const ExactBlockArgs& a, int first, int count, uint8_t* wide, float* scales, cudaStream_t stream) {
+  require_call(a);
+  DSV4_CUDA_REQUIRE(first >= 0 && count >= 1 && first + count <= a.experts && wide && scales,
+                    "lt_expert_widen: a range of the call's experts and its scratch");
+  const dim3 grid(static_cast<unsigned>(a.kg / 128), static_cast<unsigned>(a.n / 128),
+                  static_cast<unsigned>(count * (has_pair(a) ? 2 : 1)));
+  launch_kernel(widen_kernel, grid, dim3(kRowsPerBlock), 0, stream, a, first, count, wide, scales);
+}
+
+void lt_expert_regroup_scales(const ExactBlockArgs& a, float* out, cudaStream_t stream) {
+  require_call(a);
+  const int64_t kblocks = a.kg / 128, threads = kblocks * a.rows;
+  if (threads == 0) return;
+  launch_kernel(regroup_kernel, static_cast<unsigned>(cdiv(threads, 256)), dim3(256), 0, stream, a.scales, a.scale_ld,
+                kblocks, a.rows, a.offsets, a.experts, out);
+}
+
+}  // namespace dsv4::cuda
