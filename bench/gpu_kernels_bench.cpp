@@ -741,14 +741,14 @@ int main() {
     moe_rows(fast_ops, " e32 fast", {1, 32, 8, 16, 64}, 32);
     moe_rows(fast_ops, " fast", {1, 8, 32});
   }
-  if (want("moe-prefill")) {  // the MoE of a prefill chunk: a cuBLASLt matmul an expert (the default from
-    // 256 rows an expert) against the wgmma kernel; 32 experts (the preset) and 256 (V4-Flash)
+  if (want("moe-prefill")) {  // the MoE of a prefill chunk: a cuBLASLt matmul an expert (forced) against
+    // the wgmma kernel; 32 experts (the preset) and 256 (V4-Flash)
     const auto on_wgmma = fast_with([](cuda::GemmPolicy& p) { p.lt_experts_min_rows = 0; });
     const auto lt_all = fast_with([](cuda::GemmPolicy& p) { p.lt_experts_min_rows = 1; });
-    moe_rows(fast_ops, " e32 fast", {1024, 2048, 8192}, 32);
-    moe_rows(*on_wgmma, " e32 fast wgmma", {1024, 2048, 8192}, 32);
-    moe_rows(*lt_all, " fast lt", {8192, 16384});
-    moe_rows(*on_wgmma, " fast wgmma", {8192, 16384});
+    moe_rows(*lt_all, " e32 fast lt", {2048, 4096, 6144, 8192}, 32);
+    moe_rows(*on_wgmma, " e32 fast wgmma", {2048, 4096, 6144, 8192}, 32);
+    moe_rows(*lt_all, " fast lt", {16384, 32768, 49152});
+    moe_rows(*on_wgmma, " fast wgmma", {16384, 32768, 49152});
   }
   if (want("layer-gemms")) layer_gemm_rows(fast_ops, {1, 32, 8192});
   if (want("kv-restore")) kv_restore_rows();
