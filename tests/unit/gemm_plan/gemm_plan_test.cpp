@@ -135,7 +135,7 @@ TEST(GemmPlan, WidenedFp4PassesStayWithinTheBudget) {
 // reserved in the workspace from the route's rows.
 TEST(GemmPlan, Fp4ExpertsOfManyRowsRunOnCublasLtOneByOne) {
   const GemmPolicy fast = policy(Numerics::kFast);
-  EXPECT_EQ(fast.lt_experts_min_rows, 1024);
+  EXPECT_EQ(fast.lt_experts_min_rows, 768);
   const GemmProblem moe = grouped(GemmWeightKind::kFp4, 8192 * 6, 32, 2048, 4096);  // 1536 rows an expert
   const GemmPlan plan = plan_gemm(moe, fast, kH200);
   EXPECT_EQ(plan.route, GemmRoute::kCublasLtExperts);
@@ -149,8 +149,8 @@ TEST(GemmPlan, Fp4ExpertsOfManyRowsRunOnCublasLtOneByOne) {
   few.experts = 4, few.rows = 4 * 1100;
   EXPECT_EQ(plan_gemm(few, fast, kH200).lt_pass_experts, 4);  // every expert in one pass
   EXPECT_EQ(plan_gemm(few, fast, kH200).widen_experts, 4);    // the wgmma fallback's passes too
-  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 1023 * 32, 32, 2048, 4096), fast, kH200).route, GemmRoute::kWgmma);
-  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 1024 * 32, 32, 2048, 4096), fast, kH200).route,
+  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 767 * 32, 32, 2048, 4096), fast, kH200).route, GemmRoute::kWgmma);
+  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 768 * 32, 32, 2048, 4096), fast, kH200).route,
             GemmRoute::kCublasLtExperts);
   EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp8, 8192 * 6, 32, 2048, 4096), fast, kH200).route, GemmRoute::kWgmma);
   EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 8192 * 6, 32, 2000, 4096), fast, kH200).route, GemmRoute::kWgmma);
@@ -443,7 +443,7 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::unsetenv("DSV4_GEMM_CUBLASLT");
   EXPECT_THROW(GemmPolicy::from_env(Numerics::kFast), Error);
   ::unsetenv("DSV4_GEMM_FAST_MMA_MAX_ROWS");
-  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("FP4 experts on cuBLASLt from 1024 rows an expert"),
+  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("FP4 experts on cuBLASLt from 768 rows an expert"),
             std::string::npos);
   ::setenv("DSV4_GEMM_LT_EXPERTS_MIN_ROWS", "0", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).lt_experts_min_rows, 0);

@@ -71,9 +71,10 @@ struct GemmPolicy {
   // Fast tier: grouped FP4 calls of at least this many rows an expert on average as one cuBLASLt matmul
   // an expert, the weights re-encoded exactly to e4m3 with 128x128 block scales (gemm/lt_experts.h;
   // wgmma where a block's scales span too far or cuBLASLt refuses). DSV4_GEMM_LT_EXPERTS_MIN_ROWS; 0: off.
-  // H100, 32 experts: 1536 rows an expert 6.58 ms against wgmma's 8.21; 384 rows 3.79 against 3.21 (the
-  // host issuing a matmul an expert after reading the counts is slower than the GPU; docs/perf.md).
-  int64_t lt_experts_min_rows = 1024;
+  // H100 MoE, 32 / 256 experts: 768 rows an expert 4.46 / 35.4 ms against wgmma's 4.78 / 38.7, 1536
+  // rows 6.56 against 8.17; 384 rows 3.79 / 29.7 against 3.29 / 24.3: the host issuing a matmul an
+  // expert after reading the counts is slower than the GPU there (docs/perf.md).
+  int64_t lt_experts_min_rows = 768;
   // Fast tier: fp32 weights of at least this many rows on the fused multiply-add kernel (fast_sgemm.h);
   // at most plain_gemv_max_rows rows on the few-row kernel (fast_plain_gemv.h): fp32 weights, plain
   // pairs and bf16 weights of at most kPlainGemvMaxCols columns (wider ones, the head, stay on
