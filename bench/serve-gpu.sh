@@ -52,7 +52,7 @@ for policy in "${policies[@]}"; do
     # Where the engine's steps spent their time so far (cumulative over this server's runs): schedule,
     # the executor's step, applying its tokens; beside the steps' count and sum.
     python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:$PORT/metrics', timeout=5).read().decode())" \
-      2>/dev/null | grep -E '^dsv4:engine_step_((schedule|execute|execute_wait|outputs)_seconds_total|seconds_(sum|count))' |
+      2>/dev/null | grep -E '^dsv4:engine_step_((schedule|execute|execute_wait|outputs)_seconds_total|seconds_(sum|count))|^dsv4:cuda_graph|^dsv4:engine_graph_step' |
       tee "$OUT/serve-${tag}c$c-steps.txt"
   done
   kill $server 2>/dev/null

@@ -285,6 +285,7 @@ void EngineCore::run(const Schedule& s, Clock::time_point t0, Clock::time_point 
   mark_scheduled(s);
   Clock::time_point executed;
   const double waited = backend_.device ? backend_.device->waited_seconds() : 0;
+  const StepGraphStats graphs = executor_->graph_stats();
   try {
     const std::vector<SampledToken> sampled = executor_->execute(s);
     executed = Clock::now();
@@ -303,7 +304,17 @@ void EngineCore::run(const Schedule& s, Clock::time_point t0, Clock::time_point 
   counters_.steps.schedule_seconds += seconds_between(t0, scheduled);
   counters_.steps.execute_seconds += seconds_between(scheduled, executed);
   counters_.steps.outputs_seconds += seconds_between(executed, done);
-  if (backend_.device) counters_.steps.execute_wait_seconds += backend_.device->waited_seconds() - waited;
+  const double wait = backend_.device ? backend_.device->waited_seconds() - waited : 0;
+  counters_.steps.execute_wait_seconds += wait;
+  const StepGraphStats g = executor_->graph_stats();
+  if (g.replayed + g.recorded > graphs.replayed + graphs.recorded) {
+    StepTimes& t = counters_.steps;
+    ++t.graph_steps;
+    t.graph_execute_seconds += seconds_between(scheduled, executed);
+    t.graph_wait_seconds += wait;
+    t.graph_index_seconds += g.index_ms / 1e3;
+    t.graph_launch_seconds += g.launch_ms / 1e3;
+  }
   counters_.computed_tokens += s.num_tokens();
   counters_.iteration_tokens.observe(static_cast<double>(s.num_tokens()));
 }

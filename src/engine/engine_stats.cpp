@@ -21,6 +21,11 @@ void StepTimes::merge(const StepTimes& o) {
   execute_seconds += o.execute_seconds;
   outputs_seconds += o.outputs_seconds;
   execute_wait_seconds += o.execute_wait_seconds;
+  graph_steps += o.graph_steps;
+  graph_execute_seconds += o.graph_execute_seconds;
+  graph_wait_seconds += o.graph_wait_seconds;
+  graph_index_seconds += o.graph_index_seconds;
+  graph_launch_seconds += o.graph_launch_seconds;
   count += o.count;
   total_seconds += o.total_seconds;
   last_seconds = std::max(last_seconds, o.last_seconds);

@@ -57,6 +57,11 @@ struct StepTimes {
   // Of execute_seconds: the engine thread blocked on its device (Device::waited_seconds; 0 on the CPU,
   // whose work is host work): execute_seconds less this is the step's host work beside the forward.
   double execute_wait_seconds = 0;
+  // The steps replayed (or recorded) from CUDA graphs, apart: their count, execute and wait time, and of
+  // that the host's index build and graph launch (StepGraphStats); execute less the other three is the
+  // host work a decode step does beside them (batch, sampling, the ids back).
+  int64_t graph_steps = 0;
+  double graph_execute_seconds = 0, graph_wait_seconds = 0, graph_index_seconds = 0, graph_launch_seconds = 0;
 
   void add(double seconds);
   void merge(const StepTimes& o);

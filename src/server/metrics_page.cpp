@@ -238,6 +238,17 @@ void engine_metrics(PrometheusText& p, const EngineStats& e, const RequestMetric
   p.counter("dsv4:engine_step_outputs_seconds",
             "Of the engine steps' time: applying the sampled tokens (stop checks, streams).", l,
             e.steps.outputs_seconds);
+  const StepTimes& t = e.steps;
+  p.counter("dsv4:engine_graph_steps", "Engine steps run from CUDA graphs (decode steps).", l,
+            static_cast<double>(t.graph_steps));
+  p.counter("dsv4:engine_graph_step_execute_seconds", "Of the executor's time: its steps run from CUDA graphs.", l,
+            t.graph_execute_seconds);
+  p.counter("dsv4:engine_graph_step_wait_seconds", "Of the graph steps' time: blocked on the device.", l,
+            t.graph_wait_seconds);
+  p.counter("dsv4:engine_graph_step_index_seconds", "Of the graph steps' time: the host building the step's index.", l,
+            t.graph_index_seconds);
+  p.counter("dsv4:engine_graph_step_launch_seconds", "Of the graph steps' time: the host launching the graph.", l,
+            t.graph_launch_seconds);
 }
 
 }  // namespace

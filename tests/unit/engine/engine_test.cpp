@@ -237,6 +237,7 @@ TEST(Engine, StatsCountPrefixHitsPerGroupAndPreemptions) {
   EXPECT_GT(s.steps.execute_seconds, 0);
   EXPECT_GT(s.steps.outputs_seconds, 0);
   EXPECT_EQ(s.steps.execute_wait_seconds, 0);  // a CPU backend's work is the engine's host work
+  EXPECT_EQ(s.steps.graph_steps, 0);           // no CUDA graphs on the CPU
   EXPECT_LE(s.steps.schedule_seconds + s.steps.execute_seconds + s.steps.outputs_seconds, s.steps.total_seconds + 1e-9);
   int64_t buckets = 0;
   for (int64_t b : s.steps.buckets) buckets += b;

@@ -114,6 +114,8 @@ TEST(MetricsPage, VllmNamesAndKvGauges) {
   e.steps.execute_seconds = 4;
   e.steps.outputs_seconds = 0.25;
   e.steps.execute_wait_seconds = 3.5;
+  e.steps.graph_steps = 7;
+  e.steps.graph_index_seconds = 0.25;
   constexpr std::array<double, 2> restore_bounds = {0.0005, 0.001};
   e.host_tier = {1 << 20, 4096, 2, 512, 8192, 6144, 1, Histogram(restore_bounds), 0.25};
   e.host_tier.restore_seconds.observe(0.0003);
@@ -149,6 +151,8 @@ TEST(MetricsPage, VllmNamesAndKvGauges) {
         "dsv4:engine_step_execute_seconds_total" + l + " 4",
         "dsv4:engine_step_outputs_seconds_total" + l + " 0.25",
         "dsv4:engine_step_execute_wait_seconds_total" + l + " 3.5",
+        "dsv4:engine_graph_steps_total" + l + " 7",
+        "dsv4:engine_graph_step_index_seconds_total" + l + " 0.25",
         "dsv4:kv_host_tier_capacity_bytes" + l + " 1048576",
         "dsv4:kv_host_tier_used_bytes" + l + " 4096",
         "dsv4:kv_host_tier_hits_total" + l + " 2",
