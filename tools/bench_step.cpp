@@ -182,7 +182,8 @@ Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightByt
   const int64_t len = context + reps + 4;
   std::vector<int32_t> all_ids(static_cast<size_t>(batch * len));
   for (auto& x : all_ids) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(c.vocab_size));
-  auto ids = [&](int32_t s, int64_t n) { return std::span<const int32_t>(all_ids.data() + s * len, n); };
+  auto row = [&](int32_t s) { return all_ids.data() + s * len; };
+  auto ids = [&](int32_t s, int64_t n) { return std::span<const int32_t>(row(s), static_cast<size_t>(n)); };
   for (int32_t s = 0; s < batch; ++s) {
     cache.add(s, context);
     for (int64_t at = 0; at < context; at += kChunk) {
@@ -201,7 +202,7 @@ Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightByt
     b = ForwardBatch();
     for (int32_t s = 0; s < batch; ++s) {
       if (i > 0) cache.allocate(s, 1, ids(s, pos + 1));
-      b.add(s, pos, ids(s, pos + 1).data() + pos, 1);
+      b.add(s, pos, row(s) + pos, 1);
     }
     // The step to its logits, then a wait: the step's return says how long the host took to issue it.
     const auto t0 = Clock::now();
