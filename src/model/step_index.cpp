@@ -3,12 +3,35 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <memory>
+#include <new>
 #include <tuple>
+#include <utility>
 
 #include "core/error.h"
 #include "model/step_shape.h"
 
 namespace dsv4 {
+
+// An allocator whose resize() leaves new ints unwritten: the upload fills what is read (place() with −1
+// first, put() with its values), and a padded step's emission rows of items that emit nothing (most of
+// ~640 KB at b64: 128 rows an item of every ratio-128 layer) are never read, so never written.
+template <typename T>
+struct UnfilledAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = UnfilledAllocator<U>;
+  };
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+using UploadBuffer = std::vector<int32_t, UnfilledAllocator<int32_t>>;
 
 // Collects the host-built arrays of one step and the page-list expansions that read them; finish()
 // uploads everything in one copy, points the arrays into it and resolves the expansions' pointers.
@@ -31,11 +54,11 @@ class StepUploads {
     a.offset_ = put(v);
     pending_.push_back(&a);
   }
-  // An array of n values written in place by fill(int32_t* values), which starts at −1 everywhere
-  // (fill writes only what is not −1; the pointer is good until the next array is added).
+  // An array of n values written in place by fill(int32_t* values), which starts unwritten: fill writes
+  // every value a reader reads (the pointer is good until the next array is added).
   template <typename Fill>
   void add_in_place(IndexArray& a, size_t n, Fill&& fill) {
-    a.offset_ = place(n);
+    a.offset_ = place_unfilled(n);
     pending_.push_back(&a);
     fill(host_.data() + a.offset_);
   }
@@ -174,13 +197,20 @@ class StepUploads {
 
   // An array of n values (−1 until written) at the end of the upload; 256-byte aligned arrays.
   size_t place(size_t n) {
+    const size_t at = place_unfilled(n);
+    std::fill(host_.begin() + static_cast<int64_t>(at), host_.end(), -1);
+    return at;
+  }
+  // The same, its values unwritten (the padding to the next array −1).
+  size_t place_unfilled(size_t n) {
     const size_t at = host_.size();
     layout_.push_back(static_cast<int64_t>(n));
-    host_.resize(at + (n + 63) / 64 * 64, -1);
+    host_.resize(at + (n + 63) / 64 * 64);
+    std::fill(host_.begin() + static_cast<int64_t>(at + n), host_.end(), -1);
     return at;
   }
   size_t put(const std::vector<int32_t>& v) {
-    const size_t at = place(v.size());
+    const size_t at = place_unfilled(v.size());
     std::copy(v.begin(), v.end(), host_.begin() + static_cast<int64_t>(at));
     return at;
   }
@@ -188,7 +218,8 @@ class StepUploads {
   // The one copy, into the arena when its layout still fits (else the arena gets new storage).
   const int32_t* upload(Device& dev, StepArena* arena, DeviceArray<int32_t>& own) {
     if (!arena) {
-      own = DeviceArray<int32_t>(dev, host_);
+      own = DeviceArray<int32_t>(dev, std::max<size_t>(host_.size(), 1));
+      if (!host_.empty()) dev.to_device(own.data(), host_.data(), host_.size() * sizeof(int32_t));
       return own.data();
     }
     if (arena->layout_ != layout_) {  // the sizes of every array: equal layouts, equal uploads
@@ -200,17 +231,17 @@ class StepUploads {
     return arena->storage_.data();
   }
 
-  static thread_local std::vector<int32_t> buffer_;
+  static thread_local UploadBuffer buffer_;
   bool padded_;
   int layer_ = 0;
-  std::vector<int32_t> host_;
+  UploadBuffer host_;
   std::vector<int64_t> layout_;
   std::vector<IndexArray*> pending_;
   std::vector<Shared> shared_;
   std::vector<Expansion> expansions_;
 };
 
-thread_local std::vector<int32_t> StepUploads::buffer_;
+thread_local UploadBuffer StepUploads::buffer_;
 
 namespace {
 
@@ -221,8 +252,8 @@ class UnitSlots {
  public:
   UnitSlots(const ForwardBatch& b, const KvAccess& kv) : b_(b), kv_(kv) {}
 
-  // The slot each token writes (−1 for shadow slices: they write nothing).
-  std::vector<int32_t> per_token(int layer, KvKind kind) {
+  // The slot each token writes (−1 for shadow slices: they write nothing), into the upload as `a`.
+  void per_token(StepUploads& up, IndexArray& a, int layer, KvKind kind) {
     auto [it, fresh] = tokens_.try_emplace(kv_.slot_key(layer, kind));
     if (fresh) {
       it->second.assign(static_cast<size_t>(b_.tokens()), -1);
@@ -232,7 +263,7 @@ class UnitSlots {
           it->second[static_cast<size_t>(s.offset + i)] = kv_.unit_slot(s.seq, layer, kind, s.start + i);
       }
     }
-    return to_layer(layer, kind, it->second);
+    to_layer(up, a, layer, kind, it->second);
   }
 
   // Blocks i completed in this forward: (i + 1) * ratio - 1 in [start, end). Padded (one token a
@@ -243,14 +274,15 @@ class UnitSlots {
     const Emission& m = it->second;
     e.entries = static_cast<int64_t>(m.block.size());
     up.add(e.block_index, m.block);
-    // Rows only of the items that emit: a padded step's other items (block −1) keep their −1s unread.
+    // Rows only of the items that emit: a padded step's other items (block −1) leave theirs unwritten
+    // (the emit ops skip them).
     const size_t per = m.block.empty() ? 0 : m.rows.size() / m.block.size();
     up.add_in_place(e.rows, m.rows.size(), [&](int32_t* rows) {
       const std::span<const int64_t> unit(m.rows);
       for (size_t k = 0; k < m.block.size(); ++k)
         if (m.block[k] >= 0) kv_.layer_slots(layer, state, unit.subspan(k * per, per), {rows + k * per, per});
     });
-    up.add(e.out_slots, to_layer(layer, out, m.slots));
+    to_layer(up, e.out_slots, layer, out, m.slots);
   }
 
  private:
@@ -285,10 +317,9 @@ class UnitSlots {
     return m;
   }
 
-  std::vector<int32_t> to_layer(int layer, KvKind kind, const std::vector<int64_t>& unit) const {
-    std::vector<int32_t> out(unit.size());
-    kv_.layer_slots(layer, kind, unit, out);
-    return out;
+  // Unit slots as the layer's (every value written), straight into the upload.
+  void to_layer(StepUploads& up, IndexArray& a, int layer, KvKind kind, const std::vector<int64_t>& unit) const {
+    up.add_in_place(a, unit.size(), [&](int32_t* out) { kv_.layer_slots(layer, kind, unit, {out, unit.size()}); });
   }
 
   const ForwardBatch& b_;
@@ -373,11 +404,11 @@ void expand_keys(StepUploads& up, LayerIndex& r, const ForwardBatch& b, const Kv
 
 void build_layer(StepUploads& up, UnitSlots& unit, LayerIndex& r, const ModelConfig& cfg, const ForwardBatch& b,
                  const KvAccess& kv, int l, bool padded) {
-  up.add(r.window_write, unit.per_token(l, KvKind::kWindow));
+  unit.per_token(up, r.window_write, l, KvKind::kWindow);
   expand_window(up, r, b, kv, l, cfg.window_size);
   const int ratio = cfg.compress_ratio(l);
   if (ratio == 0) return;
-  up.add(r.state_slots, unit.per_token(l, KvKind::kCompressorState));
+  unit.per_token(up, r.state_slots, l, KvKind::kCompressorState);
   unit.emit_list(up, r.emit, l, ratio, KvKind::kCompressorState, KvKind::kCompressed, padded);
   // Rows of entries as wide as the widest slice's (at least 1 for the indexer's keys), bucketed when padded.
   const int64_t least = ratio == 4 ? 1 : 0;
@@ -389,7 +420,7 @@ void build_layer(StepUploads& up, UnitSlots& unit, LayerIndex& r, const ModelCon
     expand_visible(up, r, b, kv, l, ratio);
     return;
   }
-  up.add(r.index_state_slots, unit.per_token(l, KvKind::kIndexerState));
+  unit.per_token(up, r.index_state_slots, l, KvKind::kIndexerState);
   unit.emit_list(up, r.index_emit, l, ratio, KvKind::kIndexerState, KvKind::kIndexerKey, padded);
   r.key_stride = static_cast<int32_t>(width);
   expand_keys(up, r, b, kv, l, ratio);
