@@ -38,6 +38,7 @@ using Clock = std::chrono::steady_clock;
 struct StepArgs {
   std::string model, backend, batches = "1,8,32", contexts = "8192,131072", numerics;
   int64_t prefill = 8192;
+  int64_t prefill_chunk = 0;  // 0: the prompt as one step
   int reps = 5;
   int threads = 0;
   bool json = false;
@@ -232,21 +233,27 @@ Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightByt
   return r;
 }
 
-Row time_prefill(Model& model, Device& dev, const LoadedModel& m, int64_t p, int reps) {
+// A prompt of p tokens, as one step or in steps of `chunk` tokens (each attending to the ones before, as
+// chunked prefill does: what a prompt too long for one step's activations needs).
+Row time_prefill(Model& model, Device& dev, const LoadedModel& m, int64_t p, int64_t chunk, int reps) {
   const ModelConfig& c = m.config;
   std::mt19937 rng(12);
   std::vector<int32_t> ids(static_cast<size_t>(p));
   for (auto& x : ids) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(c.vocab_size));
+  const int64_t step = chunk > 0 ? std::min(chunk, p) : p;
   std::vector<double> ms;
   for (int i = 0; i < reps + 1; ++i) {
-    OwnedPagedCache cache(c, 1, p, p, KvDTypes{}, &dev);
+    OwnedPagedCache cache(c, 1, p, step, KvDTypes{}, &dev);
     cache.add(0, p);
-    cache.allocate(0, p, ids);
-    ForwardBatch b;
-    b.add(0, 0, ids.data(), p);
     dev.synchronize();
     const auto t0 = Clock::now();
-    model.forward(b, cache.access());
+    for (int64_t at = 0; at < p; at += step) {
+      const int64_t n = std::min(step, p - at);
+      cache.allocate(0, n, std::span<const int32_t>(ids.data(), static_cast<size_t>(at + n)));
+      ForwardBatch b;
+      b.add(0, at, ids.data() + at, n);
+      model.forward(b, cache.access());
+    }
     if (i >= 1) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
   Row r{"prefill", 1, p};
@@ -309,7 +316,7 @@ std::vector<Row> bench_rows(const StepArgs& a, const LoadedModel& m, Backend& ba
     }
   if (a.prefill > 0)
     profiled([&](int reps) {
-      return time_prefill(model, *backend.device, m, a.prefill, reps > 0 ? std::max(1, reps / 2) : 0);
+      return time_prefill(model, *backend.device, m, a.prefill, a.prefill_chunk, reps > 0 ? std::max(1, reps / 2) : 0);
     });
   const StepGraphStats g = model.graph_stats();
   if (logs)
@@ -376,6 +383,10 @@ void setup_bench_step(CLI::App& cmd) {
   cmd.add_option("--batch", a.batches, "decode batch sizes (comma list)")->capture_default_str();
   cmd.add_option("--context", a.contexts, "decode contexts (comma list)")->capture_default_str();
   cmd.add_option("--prefill", a.prefill, "prefill tokens to time (0 = none)")->capture_default_str();
+  cmd.add_option("--prefill-chunk", a.prefill_chunk,
+                 "prefill in steps of this many tokens, as chunked prefill runs a long prompt (0 = one step)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd.add_option("-r,--repetitions", a.reps, "timed steps per row (median reported)")->capture_default_str();
   cmd.add_flag("--json", a.json, "one JSON object per row");
   cmd.add_flag("--enforce-eager", a.enforce_eager, "decode steps eagerly (no CUDA graphs)");

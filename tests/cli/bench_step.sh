@@ -33,6 +33,15 @@ echo "$prof" | grep -Eq '^profile prefill batch 1 context 64: [0-9.]+ ms'
 for op in 'linear fp8 [0-9]+x[0-9]+' moe_experts hc_pre sparse_attention indexer_topk; do
   echo "$prof" | grep -Eq "^  $op +[0-9]+ calls" || { echo "FAIL: --profile lacks $op"; exit 1; }
 done
+# --prefill-chunk: the prompt in steps (as chunked prefill runs one too long for a step), 300 tokens in 128s.
+"$BIN" bench step "$MODEL" --backend cpu --batch 1 --context 260 --prefill 300 --prefill-chunk 128 -r 1 --json \
+  2>>"$ERR" | python3 -c '
+import json, sys
+p = [json.loads(l) for l in sys.stdin][-1]
+assert p["test"] == "prefill" and p["context"] == 300 and p["ms"] > 0 and p["flops"] > 0, p'
+if "$BIN" bench step "$MODEL" --backend cpu --prefill-chunk -1 2>>"$ERR" >/dev/null; then
+  echo "FAIL: a negative --prefill-chunk was accepted"; exit 1
+fi
 # A backend this machine cannot run is refused with a clear message.
 if "$BIN" bench step "$MODEL" --backend tpu 2>"${TMPDIR:-/tmp}/bench_step.err" >/dev/null; then
   echo "FAIL: an unknown backend was accepted"; exit 1
