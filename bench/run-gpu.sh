@@ -189,8 +189,10 @@ if [ "${DSV4_GPU_BENCH:-0}" = 1 ]; then
           --enforce-eager --batch "$ncu_batch" --context 8192 --prefill 0 -r 1
         python3 bench/ncu_durations.py "$LOGS/ncu-step.log" >"$LOGS/ncu-step-durations.txt" 2>&1
       fi
-      step bench-profile "$STAGE/bin/dsv4" bench step "$flash" --backend cuda --batch 1,32 --context 8192 \
-        --prefill 2048 -r 1 --profile
+      # DSV4_GPU_PROFILE_BATCH / DSV4_GPU_PROFILE_CONTEXT: the profiled decode rows (e.g. 1M context: where
+      # a long context's extra time goes).
+      step bench-profile "$STAGE/bin/dsv4" bench step "$flash" --backend cuda --batch "${DSV4_GPU_PROFILE_BATCH:-1,32}" \
+        --context "${DSV4_GPU_PROFILE_CONTEXT:-8192}" --prefill 2048 -r 1 --profile
       # DSV4_GPU_STEP_SIMT=1: prefill and a profile with every block sum on the SIMT kernels.
       if [ "${DSV4_GPU_STEP_SIMT:-0}" = 1 ]; then
         step bench-step-simt env DSV4_GEMM_IMMA=0 "$STAGE/bin/dsv4" bench step "$flash" --backend cuda --json \
