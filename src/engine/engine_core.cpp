@@ -302,7 +302,8 @@ void EngineCore::run(const Schedule& s, Clock::time_point t0, Clock::time_point 
   sched_->observe_step(s, dt);
   counters_.steps.add(dt);
   counters_.steps.schedule_seconds += seconds_between(t0, scheduled);
-  counters_.steps.execute_seconds += seconds_between(scheduled, executed);
+  const double execute = seconds_between(scheduled, executed);
+  counters_.steps.execute_seconds += execute;
   counters_.steps.outputs_seconds += seconds_between(executed, done);
   const double wait = backend_.device ? backend_.device->waited_seconds() - waited : 0;
   counters_.steps.execute_wait_seconds += wait;
@@ -310,7 +311,7 @@ void EngineCore::run(const Schedule& s, Clock::time_point t0, Clock::time_point 
   if (g.replayed + g.recorded > graphs.replayed + graphs.recorded) {
     StepTimes& t = counters_.steps;
     ++t.graph_steps;
-    t.graph_execute_seconds += seconds_between(scheduled, executed);
+    t.graph_execute_seconds += execute;
     t.graph_wait_seconds += wait;
     t.graph_index_seconds += g.index_ms / 1e3;
     t.graph_launch_seconds += g.launch_ms / 1e3;
