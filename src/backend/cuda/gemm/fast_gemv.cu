@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/gemm/fast_gemv.h"
+#include "backend/cuda/gemm/fp4_shift.h"
 #include "backend/cuda/gemm/mma_fp8.cuh"
 #include "backend/cuda/gemm_tiles.cuh"
 #include "backend/cuda/launch.cuh"
@@ -27,8 +28,9 @@ constexpr int kThreads = kWarps * kWarp;
 constexpr int kTm = kFastGemvTileRows;
 
 // The weight operand as the kernel reads it: FP8 blocks, or FP4 per 32-wide scale block (codes widened
-// to e4m3, four promotions a 128-wide block; one re-encoded e5m2 block a 128 measured slower).
-enum class Form { kFp8, kFp4 };
+// to e4m3, four promotions a 128-wide block; one re-encoded e5m2 block a 128 measured slower), the
+// codes and scale bytes decoded by table (kFp4) or by shifts (kFp4Shift, fp4_shift.h).
+enum class Form { kFp8, kFp4, kFp4Shift };
 constexpr bool is_fp8(Form f) { return f == Form::kFp8; }
 
 // Element offset inside a 128-wide block of the lane's activation words 2q and 2q + 1 (eight
@@ -136,7 +138,7 @@ __device__ __forceinline__ void multiply(const WeightBlock<F>& o, const uint8_t*
     const float sw = ue8m0_f(o.ws[0]);
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[e] = fmaf(d[e], sa[e % 2] * sw, acc[e]);
-  } else {
+  } else if constexpr (F == Form::kFp4) {
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
       const uint2 lo = e2m1x8_e4m3(o.w[0][ks]), hi = e2m1x8_e4m3(o.w[1][ks]);
@@ -146,6 +148,21 @@ __device__ __forceinline__ void multiply(const WeightBlock<F>& o, const uint8_t*
       const float bs[2] = {ue8m0_f((o.ws[0] >> (8 * ks)) & 255u), ue8m0_f((o.ws[1] >> (8 * ks)) & 255u)};
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[e] = fmaf(d[e], sa[e % 2] * bs[e / 2], acc[e]);
+    }
+  } else {  // codes as 2^-6 times their values by nibble parity, the activation bytes split alike
+    const float sa64[2] = {sa[0] * 64.0f, sa[1] * 64.0f};
+    const uint32_t special[2] = {ue8m0_specials(o.ws[0]), ue8m0_specials(o.ws[1])};
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      const ParityWords lo = e2m1x8_e4m3_shifted(o.w[0][ks]), hi = e2m1x8_e4m3_shifted(o.w[1][ks]);
+      const ParityWords x = bytes_by_parity(b[2 * ks], b[2 * ks + 1]);
+      const uint32_t a[4] = {lo.even, hi.even, lo.odd, hi.odd};
+      float d[4];
+      mma_e4m3_zero_f16(d, a, x.even, x.odd);
+      const float bs[2] = {__uint_as_float(ue8m0_bits(o.ws[0], special[0], ks)),
+                           __uint_as_float(ue8m0_bits(o.ws[1], special[1], ks))};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[e] = fmaf(d[e], sa64[e % 2] * bs[e / 2], acc[e]);
     }
   }
 }
@@ -365,6 +382,8 @@ void fast_gemv(const ExactBlockArgs& a, GemvShape shape, cudaStream_t stream) {
   if (a.rows <= 0) return;
   if (a.kind == GemmWeightKind::kFp8) {
     launch_parts<Form::kFp8, kDepth>(a, k, stream);
+  } else if (shape.fp4_shift) {
+    launch_parts<Form::kFp4Shift, kDepth>(a, k, stream);
   } else {
     launch_parts<Form::kFp4, kDepth>(a, k, stream);
   }

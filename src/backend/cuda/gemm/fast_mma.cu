@@ -20,6 +20,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/gemm/fast_mma.h"
+#include "backend/cuda/gemm/fp4_shift.h"
 #include "backend/cuda/gemm/mma_fp8.cuh"
 #include "backend/cuda/gemm_tiles.cuh"
 #include "backend/cuda/launch.cuh"
@@ -70,8 +71,9 @@ __device__ __forceinline__ int unit_at(int r, int u) {
 }
 
 // One 128-wide K block's activation fragments: b[ks][j] for K step ks (32 wide) and the tile's n8
-// fragment j, from rows of `pitch` bytes (staged or resident) starting at that block.
-template <GemmWeightKind KIND, int TN>
+// fragment j, from rows of `pitch` bytes (staged or resident) starting at that block; kShift: an FP4
+// fragment's eight bytes by parity, as the weight codes decoded by shifts pair them.
+template <GemmWeightKind KIND, int TN, bool kShift>
 __device__ __forceinline__ void load_b(const uint8_t* rows, int64_t pitch, int gid, int tig,
                                        uint32_t (&b)[4][TN / 8][2]) {
 #pragma unroll
@@ -84,8 +86,14 @@ __device__ __forceinline__ void load_b(const uint8_t* rows, int64_t pitch, int g
         b[ks][j][1] = *reinterpret_cast<const uint32_t*>(row + 16 + 4 * tig);
       } else {
         const uint2 v = *reinterpret_cast<const uint2*>(row + 8 * tig);
-        b[ks][j][0] = v.x;
-        b[ks][j][1] = v.y;
+        if constexpr (kShift) {
+          const ParityWords x = bytes_by_parity(v.x, v.y);
+          b[ks][j][0] = x.even;
+          b[ks][j][1] = x.odd;
+        } else {
+          b[ks][j][0] = v.x;
+          b[ks][j][1] = v.y;
+        }
       }
     }
   }
@@ -120,8 +128,9 @@ __device__ __forceinline__ void multiply_fp8(const St& st, const uint32_t (&b)[4
   }
 }
 
-// FP4: each 32-wide block into a fresh fragment, promoted with sa and that block's weight scales.
-template <int TN, typename St>
+// FP4: each 32-wide block into a fresh fragment, promoted with sa and that block's weight scales;
+// kShift: codes and scales decoded by shifts (sa then carries the codes' 2^6).
+template <int TN, bool kShift, typename St>
 __device__ __forceinline__ void multiply_fp4(const St& st, const uint32_t (&b)[4][TN / 8][2],
                                              const float (&sa)[TN / 8][2], int lane,
                                              float (&C)[kFrags<TN>][TN / 8][4]) {
@@ -129,6 +138,7 @@ __device__ __forceinline__ void multiply_fp4(const St& st, const uint32_t (&b)[4
 #pragma unroll
   for (int f = 0; f < kFrags<TN>; ++f) {
     const uint32_t sw[2] = {st.s[16 * f + gid], st.s[16 * f + gid + 8]};  // rows g and g + 8
+    const uint32_t special[2] = {kShift ? ue8m0_specials(sw[0]) : 0u, kShift ? ue8m0_specials(sw[1]) : 0u};
 #pragma unroll
     for (int jp = 0; jp < 2; ++jp) {
       uint32_t A[4];  // rows g, g + 8 of block 2jp, then of block 2jp + 1
@@ -137,13 +147,26 @@ __device__ __forceinline__ void multiply_fp4(const St& st, const uint32_t (&b)[4
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj) {
         const int ks = 2 * jp + jj;
-        const uint2 lo = e2m1x8_e4m3(A[2 * jj]), hi = e2m1x8_e4m3(A[2 * jj + 1]);
-        const uint32_t af[4] = {lo.x, hi.x, lo.y, hi.y};
-        const float bs[2] = {ue8m0_f((sw[0] >> (8 * ks)) & 255u), ue8m0_f((sw[1] >> (8 * ks)) & 255u)};
+        uint32_t af[4];
+        float bs[2];
+        if constexpr (kShift) {
+          const ParityWords lo = e2m1x8_e4m3_shifted(A[2 * jj]), hi = e2m1x8_e4m3_shifted(A[2 * jj + 1]);
+          af[0] = lo.even, af[1] = hi.even, af[2] = lo.odd, af[3] = hi.odd;
+          bs[0] = __uint_as_float(ue8m0_bits(sw[0], special[0], ks));
+          bs[1] = __uint_as_float(ue8m0_bits(sw[1], special[1], ks));
+        } else {
+          const uint2 lo = e2m1x8_e4m3(A[2 * jj]), hi = e2m1x8_e4m3(A[2 * jj + 1]);
+          af[0] = lo.x, af[1] = hi.x, af[2] = lo.y, af[3] = hi.y;
+          bs[0] = ue8m0_f((sw[0] >> (8 * ks)) & 255u), bs[1] = ue8m0_f((sw[1] >> (8 * ks)) & 255u);
+        }
 #pragma unroll
         for (int j = 0; j < TN / 8; ++j) {
           float dd[4];
-          mma_e4m3_zero(dd, af, b[ks][j][0], b[ks][j][1]);
+          if constexpr (kShift) {
+            mma_e4m3_zero_f16(dd, af, b[ks][j][0], b[ks][j][1]);
+          } else {
+            mma_e4m3_zero(dd, af, b[ks][j][0], b[ks][j][1]);
+          }
 #pragma unroll
           for (int e = 0; e < 4; ++e) C[f][j][e] = fmaf(dd[e], sa[j][e % 2] * bs[e / 2], C[f][j][e]);
         }
@@ -186,7 +209,7 @@ __device__ void quantize_resident(const ExactBlockArgs& p, const Tile& t, int64_
   for (int i = live + static_cast<int>(threadIdx.x); i < tn * nk; i += kThreads) sa[i] = 0.0f;
 }
 
-template <GemmWeightKind KIND, int TN, bool kResident>
+template <GemmWeightKind KIND, int TN, bool kResident, bool kShift>
 __global__ void __launch_bounds__(kThreads)
     fast_mma_kernel(const ExactBlockArgs p, int splits, float* partial, int32_t* counters) {
   using St = Stage<KIND, TN, kResident>;
@@ -317,12 +340,12 @@ __global__ void __launch_bounds__(kThreads)
     const St& st = ring[i % kR];
     uint32_t b[4][TN / 8][2];
     if constexpr (kResident) {
-      load_b<KIND, TN>(res + i * 128, pitch, gid, tig, b);
+      load_b<KIND, TN, kShift>(res + i * 128, pitch, gid, tig, b);
     } else {
-      load_b<KIND, TN>(&st.a[0][0], pitch, gid, tig, b);
+      load_b<KIND, TN, kShift>(&st.a[0][0], pitch, gid, tig, b);
     }
     float s[TN / 8][2];
-    const float sw = is_fp8(KIND) ? wscale[is_fp8(KIND) ? warp : 0][is_fp8(KIND) ? i : 0] : 1.0f;
+    const float sw = is_fp8(KIND) ? wscale[is_fp8(KIND) ? warp : 0][is_fp8(KIND) ? i : 0] : kShift ? 64.0f : 1.0f;
 #pragma unroll
     for (int j = 0; j < TN / 8; ++j) {
 #pragma unroll
@@ -331,7 +354,7 @@ __global__ void __launch_bounds__(kThreads)
     if constexpr (is_fp8(KIND)) {
       multiply_fp8<TN>(st, b, s, lane, C);
     } else {
-      multiply_fp4<TN>(st, b, s, lane, C);
+      multiply_fp4<TN, kShift>(st, b, s, lane, C);
     }
   }
   void* y = second ? p.y_b : p.y;
@@ -382,11 +405,11 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) *counter = 0;  // ready for the next call
 }
 
-template <GemmWeightKind KIND, int TN, bool kResident>
+template <GemmWeightKind KIND, int TN, bool kResident, bool kShift>
 void launch(const ExactBlockArgs& a, int splits, float* partial, int32_t* counters, cudaStream_t stream) {
   constexpr size_t kMaxSmem = ring_bytes<KIND, TN, kResident>() + sizeof(float) * TN * kMaxKb +
                               (kResident ? static_cast<size_t>(kFastMmaResidentBytes) : 0);
-  const auto kernel = fast_mma_kernel<KIND, TN, kResident>;
+  const auto kernel = fast_mma_kernel<KIND, TN, kResident, kShift>;
   allow_dynamic_smem(kernel, kMaxSmem);
   const int64_t nk = cdiv(a.kg / 128, splits);
   const size_t smem = ring_bytes<KIND, TN, kResident>() + sizeof(float) * TN * nk +
@@ -398,21 +421,21 @@ void launch(const ExactBlockArgs& a, int splits, float* partial, int32_t* counte
                 kThreads, smem, stream, a, splits, partial, counters);
 }
 
-template <GemmWeightKind KIND, int TN>
+template <GemmWeightKind KIND, int TN, bool kShift>
 void launch_tile(const ExactBlockArgs& a, const FastMmaShape& s, float* partial, int32_t* counters, cudaStream_t st) {
-  return s.resident ? launch<KIND, TN, true>(a, s.splits, partial, counters, st)
-                    : launch<KIND, TN, false>(a, s.splits, partial, counters, st);
+  return s.resident ? launch<KIND, TN, true, kShift>(a, s.splits, partial, counters, st)
+                    : launch<KIND, TN, false, kShift>(a, s.splits, partial, counters, st);
 }
 
-template <GemmWeightKind KIND>
+template <GemmWeightKind KIND, bool kShift = false>
 void launch_kind(const ExactBlockArgs& a, const FastMmaShape& s, float* partial, int32_t* counters, cudaStream_t st) {
   switch (s.tile_rows) {
     case 8:
-      return launch_tile<KIND, 8>(a, s, partial, counters, st);
+      return launch_tile<KIND, 8, kShift>(a, s, partial, counters, st);
     case 16:
-      return launch_tile<KIND, 16>(a, s, partial, counters, st);
+      return launch_tile<KIND, 16, kShift>(a, s, partial, counters, st);
     case 32:
-      return launch_tile<KIND, 32>(a, s, partial, counters, st);
+      return launch_tile<KIND, 32, kShift>(a, s, partial, counters, st);
     default:
       DSV4_CUDA_REQUIRE(false, "fast mma gemm: tile rows must be 8, 16 or 32");
   }
@@ -459,6 +482,8 @@ void fast_mma_gemm(const ExactBlockArgs& a, const FastMmaShape& s, float* partia
   if (a.rows <= 0) return;
   if (a.kind == GemmWeightKind::kFp8) {
     launch_kind<GemmWeightKind::kFp8>(a, s, partial, counters, stream);
+  } else if (s.fp4_shift) {
+    launch_kind<GemmWeightKind::kFp4, true>(a, s, partial, counters, stream);
   } else {
     launch_kind<GemmWeightKind::kFp4>(a, s, partial, counters, stream);
   }

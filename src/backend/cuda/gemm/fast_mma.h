@@ -29,6 +29,7 @@ struct FastMmaShape {
   int tile_rows = 8;
   int splits = 1;
   bool resident = false;
+  bool fp4_shift = false;  // FP4 codes and scales decoded by shifts (fp4_shift.h; the same bits)
 };
 
 // fp32 scratch floats and zeroed int32 counters a call needs for its splits (0 when splits == 1).

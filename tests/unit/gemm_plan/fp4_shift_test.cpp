@@ -1,0 +1,104 @@
+// The FP4 operands by shifts (backend/cuda/gemm/fp4_shift.h) against the formats' definitions
+// (core/number_formats.h): the kernels' decoding, checked without a GPU.
+#include "backend/cuda/gemm/fp4_shift.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <random>
+
+#include "core/number_formats.h"
+
+namespace dsv4::cuda {
+namespace {
+
+uint8_t byte_of(uint32_t w, int i) { return static_cast<uint8_t>(w >> (8 * i)); }
+
+// Byte i of the eight a word of codes widens to (nibble i's e4m3 byte).
+uint8_t widened(const ParityWords& p, int i) { return byte_of(i % 2 == 0 ? p.even : p.odd, i / 2); }
+
+void expect_codes_widen(uint32_t v) {
+  const ParityWords p = e2m1x8_e4m3_shifted(v);
+  for (int i = 0; i < 8; ++i) {
+    const uint8_t code = (v >> (4 * i)) & 15u;
+    const float want = std::ldexp(e2m1_to_float(code), -6), got = e4m3_to_float(widened(p, i));
+    ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want))
+        << "word " << std::hex << v << " nibble " << i << " code " << int{code};
+  }
+}
+
+TEST(Fp4Shift, EveryCodeInEveryNibbleWidensToItsValueTimesTwoToTheMinusSix) {
+  std::mt19937 rng(11);
+  for (int i = 0; i < 8; ++i) {
+    for (uint32_t code = 0; code < 16; ++code) {
+      for (int rep = 0; rep < 64; ++rep) {  // the other nibbles random: no bit may leak between them
+        const uint32_t v = (rng() & ~(15u << (4 * i))) | (code << (4 * i));
+        expect_codes_widen(v);
+      }
+    }
+  }
+  for (int rep = 0; rep < 100000; ++rep) expect_codes_widen(rng());
+  expect_codes_widen(0xffffffffu);
+  expect_codes_widen(0x88888888u);  // eight negative zeros
+}
+
+TEST(Fp4Shift, BytesSplitByParity) {
+  std::mt19937 rng(12);
+  for (int rep = 0; rep < 10000; ++rep) {
+    const uint32_t lo = rng(), hi = rng();
+    const ParityWords p = bytes_by_parity(lo, hi);
+    for (int i = 0; i < 8; ++i) {
+      const uint8_t want = i < 4 ? byte_of(lo, i) : byte_of(hi, i - 4);
+      ASSERT_EQ(widened(p, i), want) << "byte " << i;
+    }
+  }
+}
+
+// What the kernels rely on: an MMA's K slots filled with the parity words of a weight word and of its
+// activation bytes sum the same products as the codes against the bytes in order, times 2^-6.
+TEST(Fp4Shift, ParityOperandsPairEveryKIndexWithItself) {
+  std::mt19937 rng(13);
+  for (int rep = 0; rep < 20000; ++rep) {
+    const uint32_t codes = rng(), lo = rng(), hi = rng();
+    double want = 0;
+    for (int i = 0; i < 8; ++i) {
+      const uint8_t a = i < 4 ? byte_of(lo, i) : byte_of(hi, i - 4);
+      if ((a & 0x7f) == 0x7f) continue;  // e4m3 NaN: not an activation code
+      want += static_cast<double>(e2m1_to_float((codes >> (4 * i)) & 15u)) * e4m3_to_float(a);
+    }
+    const ParityWords w = e2m1x8_e4m3_shifted(codes), a = bytes_by_parity(lo, hi);
+    double got = 0;
+    for (int j = 0; j < 4; ++j) {
+      for (const auto& [wj, aj] : {std::pair{w.even, a.even}, std::pair{w.odd, a.odd}}) {
+        const uint8_t ab = byte_of(aj, j);
+        if ((ab & 0x7f) == 0x7f) continue;
+        got += static_cast<double>(e4m3_to_float(byte_of(wj, j))) * e4m3_to_float(ab);
+      }
+    }
+    ASSERT_EQ(std::ldexp(got, 6), want) << std::hex << codes << " " << lo << " " << hi;
+  }
+}
+
+void expect_scales(uint32_t sw) {
+  const uint32_t specials = ue8m0_specials(sw);
+  for (int b = 0; b < 4; ++b) {
+    const uint32_t want = std::bit_cast<uint32_t>(ue8m0_to_float(byte_of(sw, b)));
+    ASSERT_EQ(ue8m0_bits(sw, specials, b), want) << "word " << std::hex << sw << " byte " << b;
+  }
+}
+
+TEST(Fp4Shift, EveryScaleByteInEveryPositionGivesTheCpusFloat) {
+  std::mt19937 rng(14);
+  const uint32_t fills[] = {0x00000000u, 0xffffffffu, 0x7f7f7f7fu, 0x80808080u, 0x01fe00ffu};
+  for (int b = 0; b < 4; ++b) {
+    for (uint32_t e = 0; e < 256; ++e) {
+      for (const uint32_t fill : fills) expect_scales((fill & ~(255u << (8 * b))) | (e << (8 * b)));
+      for (int rep = 0; rep < 64; ++rep) expect_scales((rng() & ~(255u << (8 * b))) | (e << (8 * b)));
+    }
+  }
+  for (int rep = 0; rep < 100000; ++rep) expect_scales(rng());
+}
+
+}  // namespace
+}  // namespace dsv4::cuda
