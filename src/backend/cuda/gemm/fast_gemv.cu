@@ -4,7 +4,8 @@
 // tile. For one 128-wide K block it keeps eight operand words a row, word j covering four K values:
 //   FP8  bytes (j / 4)·64 + 16t + 4(j % 4): two 16-byte loads a row (pieces at 16t and 64 + 16t);
 //   FP4  codes 32(j / 2) + 8t + 4(j % 2): word ks of a row is the lane's eight codes of 32-wide scale
-//        block ks (one 4-byte load), widened to e4m3 words 2ks and 2ks + 1.
+//        block ks (one 4-byte load), widened to e4m3 words 2ks and 2ks + 1 (decoded by shifts,
+//        fp4_shift.h: codes 8t + 0, 2, 4, 6 and 8t + 1, 3, 5, 7, the activation's bytes split alike).
 // MMA step ks then multiplies words 2ks and 2ks + 1 of both operands: every K slot holds the same K
 // index in the weight and the activation, and an FP4 step never leaves its scale block.
 #include <cuda_runtime.h>

@@ -13,8 +13,10 @@
 // FP8 keeps K in order: ldmatrix hands each lane bytes 4t..4t+3 of a 16-byte unit, and the
 // activation fragments are two 32-bit words. FP4 rows hold packed e2m1 codes: ldmatrix hands a lane
 // one word of eight codes (k = 8t..8t+7), widened exactly to eight e4m3 bytes that fill both of the
-// lane's slot groups; the activation fragment is then the eight contiguous bytes at 8t. The K order
-// inside one MMA is free as long as both operands agree, and it never leaves a scale block.
+// lane's slot groups; the activation fragment is then the eight contiguous bytes at 8t (decoded by
+// shifts, fp4_shift.h: even codes in the first group, odd in the second, the activation bytes split
+// alike). The K order inside one MMA is free as long as both operands agree, and it never leaves a
+// scale block.
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cuda_check.h"
