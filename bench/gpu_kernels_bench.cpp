@@ -742,12 +742,14 @@ int main() {
     moe_rows(fast_ops, " e32 fast", {1, 32, 8, 16, 64}, 32);
     moe_rows(fast_ops, " fast", {1, 8, 32});
   }
-  if (want("fp4-shift")) {  // FP4 decoded by shifts (GemmPolicy::fp4_shift) against the table, MoE at decode
+  if (want("fp4-shift")) {  // FP4 decoded by shifts (GemmPolicy::fp4_shift) against the table: the MoE at
+    // decode (few-row and mma.sync kernels) and at prefill chunks of 192 and 384 rows an expert (wgmma,
+    // widened in shared memory)
     const auto shift = fast_with([](cuda::GemmPolicy& p) { p.fp4_shift = true; });
-    moe_rows(*shift, " e32 fast shift", {1, 8, 16, 32, 64}, 32);
-    moe_rows(fast_ops, " e32 fast table", {1, 8, 16, 32, 64}, 32);
-    moe_rows(*shift, " fast shift", {1, 8, 32});
-    moe_rows(fast_ops, " fast table", {1, 8, 32});
+    moe_rows(*shift, " e32 fast shift", {1, 8, 16, 32, 64, 1024, 2048}, 32);
+    moe_rows(fast_ops, " e32 fast table", {1, 8, 16, 32, 64, 1024, 2048}, 32);
+    moe_rows(*shift, " fast shift", {1, 8, 32, 8192, 16384});
+    moe_rows(fast_ops, " fast table", {1, 8, 32, 8192, 16384});
   }
   if (want("moe-prefill")) {  // the MoE of a prefill chunk: a cuBLASLt matmul an expert (forced) against
     // the wgmma kernel; 32 experts (the preset) and 256 (V4-Flash)

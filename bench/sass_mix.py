@@ -3,7 +3,7 @@
 
 Compiles one .cu of the build (its own nvcc command from build/build.ninja) to a cubin, disassembles it
 with nvdisasm and prints, per kernel, the loop holding the most tensor-core instructions: its length and
-its opcodes, per HMMA. A static count, not a timing: it says how many instructions a kernel's hot loop
+its opcodes, per tensor-core instruction. A static count, not a timing: it says how many instructions a kernel's hot loop
 issues (what bounds the FP4 decode kernels, docs/perf.md), so a change to that loop can be weighed on a
 machine without a GPU and then measured on one.
 
@@ -81,15 +81,20 @@ def parse(sass):
     return kernels
 
 
+def is_mma(instruction):
+    """A tensor-core instruction: mma.sync (HMMA, IMMA) or wgmma (HGMMA, QGMMA, IGMMA)."""
+    return re.match(r"(HMMA|IMMA|[HQI]GMMA)\b", instruction.split(".")[0]) is not None
+
+
 def hot_loop(k):
-    """The backward branch's span with the most HMMAs (the shortest such span on ties)."""
+    """The backward branch's span with the most tensor-core instructions (the shortest on ties)."""
     ins, best = k["ins"], None
     for i, x in enumerate(ins):
         m = re.search(r"(\.L_x_\d+)", x) if x.startswith("BRA") else None
         if not m or k["labels"].get(m.group(1), i + 1) > i:
             continue
         s = k["labels"][m.group(1)]
-        h = sum(1 for y in ins[s:i + 1] if y.startswith("HMMA"))
+        h = sum(1 for y in ins[s:i + 1] if is_mma(y))
         if h and (best is None or (h, s - i) > (best[0], best[1] - best[2])):
             best = (h, s, i)
     return best
@@ -126,7 +131,7 @@ def main():
             continue
         h, s, e = loop
         ops = collections.Counter(y.split()[0].split(".")[0] for y in k["ins"][s:e + 1])
-        print(f"{short_name(name)}\n  hot loop {e - s + 1} instructions, {h} HMMA ({(e - s + 1) / h:.1f} each): "
+        print(f"{short_name(name)}\n  hot loop {e - s + 1} instructions, {h} MMA ({(e - s + 1) / h:.1f} each): "
               + " ".join(f"{o}:{v}" for o, v in ops.most_common(12)))
 
 

@@ -260,13 +260,15 @@ Dev<T> poisoned(const Case& c) {
 }
 
 // The wgmma kernel's outputs, poisoned before the run; its error bits in *err (else expected 0).
+// fp4_shift: FP4 tiles widened by table words.
 template <typename T>
-std::vector<T> wgmma_run(const Case& c, const DevInputs& d, int64_t scale_ld, int32_t* err = nullptr) {
+std::vector<T> wgmma_run(const Case& c, const DevInputs& d, int64_t scale_ld, int32_t* err = nullptr,
+                         bool fp4_shift = false) {
   Dev<T> y = poisoned<T>(c);
   const ExactBlockArgs p = d.args(c, scale_ld, y.p, y.p + c.rows * c.n, std::is_same_v<T, float>);
   Dev<int32_t> bits(std::vector<int32_t>{0});
   EXPECT_TRUE(cuda::wgmma_takes(p)) << c.name;
-  cuda::wgmma_gemm(p, bits.p, nullptr);
+  cuda::wgmma_gemm(p, bits.p, nullptr, fp4_shift);
   DSV4_CUDA_CHECK(cudaGetLastError());
   const int32_t got = bits.get()[0];
   if (err) {
@@ -607,19 +609,58 @@ TEST(CudaGemmFast, GemvPassesTheOpGate) {
   }
 }
 
-// The wgmma kernel with FP4 weights widened beforehand (GemmPolicy::fp4_prewiden) against the kernel
-// widening them in shared memory: the same codes, scales and sums, so the same bits (bf16 and fp32
-// outputs) in passes of one, three or every expert, and the same error report past the span.
-TEST(CudaGemmFast, WgmmaWidenedBeforehandGivesTheSameBits) {
+// FP4 calls for the wgmma kernel's widening forms: experts with and without rows, a pair, scales over
+// 26 octaves (past the span: reported), N off the grid.
+std::vector<Case> fp4_widening_cases() {
   const auto fp4 = GemmWeightKind::kFp4;
   Case wide = experts("fp4 experts, scales over 26 octaves", fp4, {130, 0, 300, 77}, 1024, 2048, false, 3);
   wide.scale_span = 27;
-  const std::vector<Case> list = {
+  return {
       experts("fp4 experts prefill pair", fp4, {700, 0, 1100, 250, 0, 64, 1}, 2048, 4096, true),
       wide,
       dense("fp4 1001x1536x2048", fp4, 1001, 1536, 2048),
       dense("fp4 300x1100x1024 (N off the grid)", fp4, 300, 1100, 1024),
   };
+}
+
+// The wgmma kernel's FP4 tiles widened by table words (GemmPolicy::fp4_shift, gemm/fp4_shift.h) against
+// the widening it replaces: the same bits (bf16 and fp32 outputs) for experts with and without rows,
+// pairs, N off the grid, scale bytes 0 and 255, scales over 26 octaves, and the same report past them.
+TEST(CudaGemmFast, WgmmaFp4ByTableWordsGivesTheSameBits) {
+  const auto fp4 = GemmWeightKind::kFp4;
+  std::vector<Case> list = fp4_widening_cases();
+  list.push_back(experts("fp4 experts 0..300 rows", fp4, {0, 40, 3, 0, 300, 8, 129, 128}, 1024, 2048, false, 5));
+  list.push_back(dense("fp4 cancelling 129x512x1024", fp4, 129, 512, 1024, 1, true));
+  uint32_t seed = 9000;
+  for (const Case& c : list) {
+    SCOPED_TRACE(c.name);
+    HostInputs h = make_inputs(c, ++seed);
+    h.ws[7] = 0, h.ws[h.ws.size() / 3] = 255;  // a subnormal-scaled block and a NaN one
+    const DevInputs d(c, h, c.offsets);
+    int32_t err_table = 0, err_shift = 0;
+    EXPECT_EQ(wgmma_run<uint16_t>(c, d, h.scale_ld, &err_shift, true),
+              wgmma_run<uint16_t>(c, d, h.scale_ld, &err_table));
+    EXPECT_EQ(err_shift, err_table);
+    EXPECT_EQ(bits(wgmma_run<float>(c, d, h.scale_ld, &err_shift, true)),
+              bits(wgmma_run<float>(c, d, h.scale_ld, &err_table)));
+  }
+  Case span = dense("fp4 span", fp4, 130, 256, 1024);  // row 5, block 1: 27 octaves, reported alike
+  HostInputs h = make_inputs(span, 79);
+  h.ws[5 * (span.k / 32) + 4] = 100, h.ws[5 * (span.k / 32) + 5] = 127;
+  const DevInputs d(span, h, span.offsets);
+  int32_t err_table = 0, err_shift = 0;
+  EXPECT_EQ(wgmma_run<uint16_t>(span, d, h.scale_ld, &err_shift, true),
+            wgmma_run<uint16_t>(span, d, h.scale_ld, &err_table));
+  EXPECT_EQ(err_table, static_cast<int32_t>(cuda::DeviceError::kGemmFp4Span));
+  EXPECT_EQ(err_shift, err_table);
+}
+
+// The wgmma kernel with FP4 weights widened beforehand (GemmPolicy::fp4_prewiden) against the kernel
+// widening them in shared memory: the same codes, scales and sums, so the same bits (bf16 and fp32
+// outputs) in passes of one, three or every expert, and the same error report past the span.
+TEST(CudaGemmFast, WgmmaWidenedBeforehandGivesTheSameBits) {
+  const auto fp4 = GemmWeightKind::kFp4;
+  const std::vector<Case> list = fp4_widening_cases();
   uint32_t seed = 7000;
   for (const Case& c : list) {
     const HostInputs h = make_inputs(c, ++seed);

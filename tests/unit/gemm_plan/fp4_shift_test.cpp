@@ -100,5 +100,57 @@ TEST(Fp4Shift, EveryScaleByteInEveryPositionGivesTheCpusFloat) {
   for (int rep = 0; rep < 100000; ++rep) expect_scales(rng());
 }
 
+// e5m2: bias 15, two mantissa bits, subnormals below 2^-14 (the codes here are finite).
+double e5m2_value(uint8_t c) {
+  const int e = (c >> 2) & 31, m = c & 3;
+  const double mag = e == 0 ? std::ldexp(m, -16) : std::ldexp(1.0 + m / 4.0, e - 15);
+  return (c & 0x80) ? -mag : mag;
+}
+
+void expect_e5m2(uint32_t v, int shift) {
+  const HalfWords w = e2m1x8_e5m2_by_table(v, e5m2_table(shift));
+  for (int i = 0; i < 8; ++i) {
+    const uint8_t code = (v >> (4 * i)) & 15u, got = byte_of(i < 4 ? w.lo : w.hi, i % 4);
+    if (shift < -13) {
+      ASSERT_EQ(got, 0) << "shift " << shift << ": a block out of reach widens to zeros";
+      continue;
+    }
+    const double want = std::ldexp(static_cast<double>(e2m1_to_float(code)), shift);
+    ASSERT_EQ(e5m2_value(got), want) << "word " << std::hex << v << " nibble " << std::dec << i << " shift " << shift;
+    ASSERT_EQ(got & 0x80, (code & 8) << 4) << "the sign, zero's included";
+  }
+}
+
+// FP4 per 128 (the wgmma kernel's widening): every code in every nibble at every shift of the reach is
+// e5m2 of its value times 2^shift (the table words carry the shift), and a block past it is zeros.
+TEST(Fp4Shift, TableWordsWidenEveryCodeTimesTwoToTheShiftToE5m2) {
+  std::mt19937 rng(15);
+  for (int shift = -20; shift <= 13; ++shift) {
+    for (int i = 0; i < 8; ++i) {
+      for (uint32_t code = 0; code < 16; ++code) {
+        for (int rep = 0; rep < 8; ++rep) expect_e5m2((rng() & ~(15u << (4 * i))) | (code << (4 * i)), shift);
+      }
+    }
+    for (int rep = 0; rep < 2000; ++rep) expect_e5m2(rng(), shift);
+  }
+}
+
+// A row block's scale as the wgmma kernel stores it: 2^(top - 140) (NaN for byte 255), its bytes' extremes.
+TEST(Fp4Shift, RowBlockScaleAndScaleBytesExtremes) {
+  for (uint32_t top = 0; top < 256; ++top) {
+    const uint32_t want =
+        top == 255 ? 0x7fc00000u : std::bit_cast<uint32_t>(std::ldexp(1.0f, static_cast<int>(top) - 140));
+    EXPECT_EQ(fp4_block_scale_bits(top), want) << "top " << top;
+  }
+  std::mt19937 rng(16);
+  for (int rep = 0; rep < 100000; ++rep) {
+    const uint32_t w = rng();
+    uint32_t hi = 0, lo = 255;
+    for (int b = 0; b < 4; ++b) hi = std::max<uint32_t>(hi, byte_of(w, b)), lo = std::min<uint32_t>(lo, byte_of(w, b));
+    ASSERT_EQ(max_byte(w), hi);
+    ASSERT_EQ(min_byte(w), lo);
+  }
+}
+
 }  // namespace
 }  // namespace dsv4::cuda

@@ -220,9 +220,9 @@ TEST(GemmPlan, FastFewRowsAWeightGoToTheFewRowKernel) {
             GemmRoute::kExactBlock);
 }
 
-// FP4 decoded by shifts (GemmPolicy::fp4_shift) reaches the few-row and mma.sync plans of FP4 weights,
-// dense or grouped, and no other: FP8 weights, the wgmma and cuBLASLt routes and the exact tier keep theirs.
-TEST(GemmPlan, Fp4ShiftDecodeReachesOnlyTheFewRowAndMmaSyncPlansOfFp4) {
+// FP4 decoded by shifts (GemmPolicy::fp4_shift) reaches the few-row, mma.sync and wgmma plans of FP4
+// weights, dense or grouped, and no other: FP8 weights and the exact tier keep theirs.
+TEST(GemmPlan, Fp4ShiftDecodeReachesEveryFastPlanOfFp4AndNoOther) {
   GemmPolicy fast = policy(Numerics::kFast);
   EXPECT_FALSE(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), fast, kH200).fp4_shift);
   fast.fp4_shift = true;
@@ -234,11 +234,12 @@ TEST(GemmPlan, Fp4ShiftDecodeReachesOnlyTheFewRowAndMmaSyncPlansOfFp4) {
     EXPECT_TRUE(plan.fp4_shift) << p.rows << " rows";
     EXPECT_TRUE(plan_fast_mma(p, fast, kH200).fp4_shift);  // the runner's fallback plan too
   }
+  const GemmPlan many = plan_gemm(grouped(fp4, 8192, 32, 2048, 4096), fast, kH200);  // widened in shared memory
+  EXPECT_EQ(many.route, GemmRoute::kWgmma);
+  EXPECT_TRUE(many.fp4_shift);
   EXPECT_FALSE(plan_gemm(grouped(fp8, 6, 256, 2048, 4096), fast, kH200).fp4_shift);
   EXPECT_FALSE(plan_gemm(dense(fp8, 1, 4096, 8192), fast, kH200).fp4_shift);
-  const GemmPlan many = plan_gemm(grouped(fp4, 8192, 32, 2048, 4096), fast, kH200);
-  EXPECT_NE(many.route, GemmRoute::kFastMma);
-  EXPECT_FALSE(many.fp4_shift);
+  EXPECT_FALSE(plan_gemm(grouped(fp8, 8192, 32, 2048, 4096), fast, kH200).fp4_shift);
   GemmPolicy exact = policy(Numerics::kExact);
   exact.fp4_shift = true;
   EXPECT_FALSE(plan_gemm(grouped(fp4, 6, 256, 2048, 4096), exact, kH200).fp4_shift);

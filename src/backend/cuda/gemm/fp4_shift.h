@@ -14,7 +14,13 @@
 // CPU's ue8m0_to_float) are the byte shifted into the exponent field plus a quiet bit for the two
 // special bytes, found for all four bytes of the word at once.
 //
-// Plain C++ (core/host_device.h): the CPU tests check both forms against the formats' definitions.
+// FP4 per 128 (the wgmma kernel's form, widened in shared memory): a 32-wide block with scale byte e in a
+// 128-block whose largest byte is `top` becomes e5m2 codes of its values times 2^(e - top + 13). The
+// magnitudes come from a table word whose entries already carry the block's 4·shift in their exponent
+// field (one table a block instead of an addition a code; zero stays zero), the signs from a second
+// word that is empty for a block out of reach (shift below -13: zeros, as the wgmma kernel reports).
+//
+// Plain C++ (core/host_device.h): the CPU tests check every form against the formats' definitions.
 #pragma once
 
 #include <cstdint>
@@ -59,6 +65,62 @@ DSV4_HOST_DEVICE uint32_t ue8m0_bits(uint32_t sw, uint32_t specials, int b) {
   const uint32_t exponent = (b < 3 ? sw << (23 - 8 * b) : sw >> 1) & 0x7f800000u;
   const uint32_t quiet = (b < 2 ? specials << (15 - 8 * b) : specials >> (8 * b - 15)) & 0x00400000u;
   return exponent | quiet;
+}
+
+// byte_perm(x, y, s): byte i of the result is byte (s >> 4i) & 7 of y:x (x bytes 0-3, y bytes 4-7);
+// selector nibbles below 8 only (no sign replication), as every caller here passes.
+DSV4_HOST_DEVICE uint32_t byte_perm(uint32_t x, uint32_t y, uint32_t s) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(x, y, s);
+#else
+  const uint64_t v = (uint64_t{y} << 32) | x;
+  uint32_t r = 0;
+  for (int i = 0; i < 4; ++i) r |= static_cast<uint32_t>((v >> (8 * ((s >> (4 * i)) & 7))) & 0xff) << (8 * i);
+  return r;
+#endif
+}
+
+// A 32-wide block's table words for FP4 per 128: shift = e - top + 13 (at most 13).
+struct E5m2Table {
+  uint32_t lo;    // e5m2 of 2^shift x {0, 0.5, 1, 1.5}
+  uint32_t hi;    // of 2^shift x {2, 3, 4, 6}
+  uint32_t sign;  // 0x80 in every byte, or 0 past the reach
+};
+DSV4_HOST_DEVICE E5m2Table e5m2_table(int shift) {
+  if (shift < -13) return {0u, 0u, 0u};
+  // 4·shift added to every nonzero entry's exponent field: entries stay within 0x04..0x7a, so no byte
+  // carries or borrows (unsigned arithmetic wraps a negative step exactly).
+  const uint32_t step = static_cast<uint32_t>(4 * shift);
+  return {0x3e3c3800u + step * 0x01010100u, 0x46444240u + step * 0x01010101u, 0x80808080u};
+}
+
+struct HalfWords {
+  uint32_t lo;  // bytes from codes 0-3
+  uint32_t hi;  // from codes 4-7
+};
+
+// Eight e2m1 codes (nibble i = code i) as eight e5m2 bytes by a block's table, in K order.
+DSV4_HOST_DEVICE HalfWords e2m1x8_e5m2_by_table(uint32_t v, const E5m2Table& t) {
+  const uint32_t mag = v & 0x77777777u, sign = (v >> 1) & 0x44444444u;  // sign nibble 4 picks t.sign's byte
+  return {byte_perm(t.lo, t.hi, mag) | byte_perm(0u, t.sign, sign),
+          byte_perm(t.lo, t.hi, mag >> 16) | byte_perm(0u, t.sign, sign >> 16)};
+}
+
+// The largest and smallest byte of a word (FP4 per 128: a row block's four scale bytes).
+DSV4_HOST_DEVICE uint32_t max_byte(uint32_t w) {
+  uint32_t a = w & 0xffu, b = (w >> 8) & 0xffu, c = (w >> 16) & 0xffu, d = w >> 24;
+  a = a > b ? a : b, c = c > d ? c : d;
+  return a > c ? a : c;
+}
+DSV4_HOST_DEVICE uint32_t min_byte(uint32_t w) {
+  uint32_t a = w & 0xffu, b = (w >> 8) & 0xffu, c = (w >> 16) & 0xffu, d = w >> 24;
+  a = a < b ? a : b, c = c < d ? c : d;
+  return a < c ? a : c;
+}
+
+// fp32 bits of a row block's scale 2^(top - 127 - 13) (NaN for top 255; subnormal below top 14).
+DSV4_HOST_DEVICE uint32_t fp4_block_scale_bits(uint32_t top) {
+  return top == 255u ? 0x7fc00000u : top >= 14u ? (top - 13u) << 23 : 1u << (top + 9u);
 }
 
 }  // namespace dsv4::cuda

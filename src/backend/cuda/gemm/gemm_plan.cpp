@@ -70,7 +70,8 @@ std::string GemmPolicy::describe() const {
       "up to {} rows a weight (FP8 twins {}); cuBLASLt "
       "{} above {} rows; wgmma from {} rows a weight, FP4 widened {}; FP4 experts on cuBLASLt {}; {} CTAs an SM; "
       "indexer dots on {}; hc_pre norm {})",
-      fp4_shift ? "shifts" : "table", gemv_max_rows, twin_gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
+      fp4_shift ? "shifts" : "table", gemv_max_rows, twin_gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows,
+      wgmma_min_rows,
       fp4_prewiden ? fmt::format("before the call from {} rows an expert", prewiden_min_rows) : "in shared memory",
       cublaslt && lt_experts_min_rows > 0 ? fmt::format("from {} rows an expert", lt_experts_min_rows) : "off",
       ctas_per_sm, indexer_mma ? "tensor cores" : "CUDA cores", hc_fused_norm ? "fused" : "apart");
@@ -222,6 +223,7 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
     plan = GemmPlan{};
     plan.route = plan.fallback = GemmRoute::kWgmma;
     plan.codes = true;
+    plan.fp4_shift = policy.fp4_shift && p.weight == GemmWeightKind::kFp4;
     const bool widen = policy.fp4_prewiden && p.rows >= policy.prewiden_min_rows * std::max<int64_t>(p.experts, 1);
     if (widen && p.weight == GemmWeightKind::kFp4) {
       const int64_t weights = std::max(p.experts, 1), per = widened_bytes(p.pair ? 2 : 1, p.n, p.kg);
