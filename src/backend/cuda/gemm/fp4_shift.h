@@ -39,19 +39,22 @@ DSV4_HOST_DEVICE ParityWords e2m1x8_e4m3_shifted(uint32_t v) {
   return {((v << 2) & 0x1c1c1c1cu) | ((v << 4) & 0x80808080u), ((v >> 2) & 0x1c1c1c1cu) | (v & 0x80808080u)};
 }
 
-// Eight bytes (lo: bytes 0-3, hi: 4-7) by parity: even = bytes 0, 2, 4, 6 and odd = 1, 3, 5, 7.
-DSV4_HOST_DEVICE ParityWords bytes_by_parity(uint32_t lo, uint32_t hi) {
+// byte_perm(x, y, s): byte i of the result is byte (s >> 4i) & 7 of y:x (x bytes 0-3, y bytes 4-7);
+// selector nibbles below 8 only (no sign replication), as every caller here passes.
+DSV4_HOST_DEVICE uint32_t byte_perm(uint32_t x, uint32_t y, uint32_t s) {
 #if defined(__CUDA_ARCH__)
-  return {__byte_perm(lo, hi, 0x6420), __byte_perm(lo, hi, 0x7531)};
+  return __byte_perm(x, y, s);
 #else
-  const uint64_t v = (uint64_t{hi} << 32) | lo;
-  ParityWords r{0, 0};
-  for (int i = 0; i < 4; ++i) {
-    r.even |= static_cast<uint32_t>((v >> (16 * i)) & 0xff) << (8 * i);
-    r.odd |= static_cast<uint32_t>((v >> (16 * i + 8)) & 0xff) << (8 * i);
-  }
+  const uint64_t v = (uint64_t{y} << 32) | x;
+  uint32_t r = 0;
+  for (int i = 0; i < 4; ++i) r |= static_cast<uint32_t>((v >> (8 * ((s >> (4 * i)) & 7))) & 0xff) << (8 * i);
   return r;
 #endif
+}
+
+// Eight bytes (lo: bytes 0-3, hi: 4-7) by parity: even = bytes 0, 2, 4, 6 and odd = 1, 3, 5, 7.
+DSV4_HOST_DEVICE ParityWords bytes_by_parity(uint32_t lo, uint32_t hi) {
+  return {byte_perm(lo, hi, 0x6420u), byte_perm(lo, hi, 0x7531u)};
 }
 
 // Bit 7 of each byte of a word of ue8m0 scales that is 0x00 or 0xff (all its bits equal).
@@ -65,19 +68,6 @@ DSV4_HOST_DEVICE uint32_t ue8m0_bits(uint32_t sw, uint32_t specials, int b) {
   const uint32_t exponent = (b < 3 ? sw << (23 - 8 * b) : sw >> 1) & 0x7f800000u;
   const uint32_t quiet = (b < 2 ? specials << (15 - 8 * b) : specials >> (8 * b - 15)) & 0x00400000u;
   return exponent | quiet;
-}
-
-// byte_perm(x, y, s): byte i of the result is byte (s >> 4i) & 7 of y:x (x bytes 0-3, y bytes 4-7);
-// selector nibbles below 8 only (no sign replication), as every caller here passes.
-DSV4_HOST_DEVICE uint32_t byte_perm(uint32_t x, uint32_t y, uint32_t s) {
-#if defined(__CUDA_ARCH__)
-  return __byte_perm(x, y, s);
-#else
-  const uint64_t v = (uint64_t{y} << 32) | x;
-  uint32_t r = 0;
-  for (int i = 0; i < 4; ++i) r |= static_cast<uint32_t>((v >> (8 * ((s >> (4 * i)) & 7))) & 0xff) << (8 * i);
-  return r;
-#endif
 }
 
 // A 32-wide block's table words for FP4 per 128: shift = e - top + 13 (at most 13).
