@@ -5,7 +5,8 @@ Compiles one .cu of the build (its own nvcc command from build/build.ninja) to a
 with nvdisasm and prints, per kernel, the loop holding the most tensor-core instructions: its length and
 its opcodes, per tensor-core instruction. A static count, not a timing: it says how many instructions a kernel's hot loop
 issues (what bounds the FP4 decode kernels, docs/perf.md), so a change to that loop can be weighed on a
-machine without a GPU and then measured on one.
+machine without a GPU and then measured on one. A loop nested inside the hot loop counts once: unroll it
+(compile-time trip counts) before comparing.
 
   python3 bench/sass_mix.py src/backend/cuda/gemm/fast_gemv.cu [--build build] [--kernel REGEX]
 
