@@ -295,7 +295,7 @@ void run_latency(LatencyArgs& a) {
   Engine engine(m.config, m.weights, config);
   const std::string model = a.model.empty() ? "dsv4-serve" : dir.filename().string();
   const int threads = config.threads > 0 ? config.threads : static_cast<int>(std::thread::hardware_concurrency());
-  const int64_t n_batch = config.max_num_batched_tokens;
+  const int64_t n_batch = engine.config().max_num_batched_tokens;  // resolved by the engine
   std::vector<Row> rows;
   for (const int64_t p : parse_sizes(a.prompts, "-p")) {
     if (p > 0) rows.push_back(measure(engine, fmt::format("pp{}", p), p, a.reps, true, p));

@@ -60,8 +60,10 @@ void add_limit_flags(CLI::App& cmd, EngineConfig& c) {
                             kCpuDefaultMaxModelLen))
       ->check(CLI::NonNegativeNumber);
   engine_option(cmd, "--max-num-seqs", c.max_num_seqs, "running requests at most")->check(CLI::PositiveNumber);
-  engine_option(cmd, "--max-num-batched-tokens", c.max_num_batched_tokens, "tokens per engine step at most")
-      ->check(CLI::PositiveNumber);
+  engine_option(cmd, "--max-num-batched-tokens", c.max_num_batched_tokens,
+                "tokens per engine step at most (0 = 8192 on a GPU of at least 70 GiB, else 2048: vLLM's server "
+                "defaults)")
+      ->check(CLI::NonNegativeNumber);
   engine_option(cmd, "--kv-cache-memory", c.kv_cache_memory,
                 "KV cache bytes (KiB, MiB, GiB suffixes; 0 = CPU min(4 GiB, 25% of RAM), GPU from "
                 "--gpu-memory-utilization)")

@@ -48,6 +48,12 @@ int64_t resolve_kv_offload_bytes(int64_t requested, int64_t available) {
   return available / 2 / (int64_t{1} << 20) * (int64_t{1} << 20);
 }
 
+int64_t resolve_max_num_batched_tokens(int64_t requested, int64_t gpu_bytes) {
+  DSV4_CHECK(requested >= 0, "--max-num-batched-tokens must not be negative, got {}", requested);
+  if (requested > 0) return requested;
+  return gpu_bytes >= kLargeGpuBytes ? 8192 : SchedulerConfig{}.max_num_batched_tokens;
+}
+
 int64_t available_host_memory() {
   std::ifstream in("/proc/meminfo");
   std::string key;
@@ -76,13 +82,14 @@ KvCacheSetup plan_kv_cache(const ModelConfig& model, const EngineConfig& c) {
   s.kv_cache_memory = c.kv_cache_memory > 0 ? c.kv_cache_memory : default_kv_cache_memory();
   KvPoolSizing sizing;
   sizing.max_num_seqs = c.max_num_seqs;
-  sizing.max_num_batched_tokens = c.max_num_batched_tokens;
+  // The engine resolves 0 by its device before planning; alone, planning takes the CPU's default.
+  sizing.max_num_batched_tokens = resolve_max_num_batched_tokens(c.max_num_batched_tokens, 0);
   KvPoolSplit split;
   try {
     split = size_kv_pools(s.layout, s.kv_cache_memory, sizing);
   } catch (const Error& e) {
     fail("{}; raise --kv-cache-memory or lower --max-num-seqs ({}) or --max-num-batched-tokens ({})", e.what(),
-         c.max_num_seqs, c.max_num_batched_tokens);
+         c.max_num_seqs, sizing.max_num_batched_tokens);
   }
   s.pool_pages = split.pages;
   s.pool_bytes = split.bytes;

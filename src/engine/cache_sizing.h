@@ -34,6 +34,13 @@ int64_t resolve_kv_offload_bytes(int64_t requested, int64_t available);
 // MemAvailable of /proc/meminfo in bytes (0 when unreadable).
 int64_t available_host_memory();
 
+// Tokens a step takes at most: `requested`, or for 0 vLLM's default for its OpenAI server, 8192 on a GPU
+// (`gpu_bytes` > 0) of at least kLargeGpuBytes and 2048 on smaller ones and on the CPU. Where decodes run, the
+// latency policy still holds a step with prefill to its time target; alone, prompts take bigger chunks (an 8K
+// prompt in one step of 8192 tokens).
+inline constexpr int64_t kLargeGpuBytes = int64_t{70} << 30;
+int64_t resolve_max_num_batched_tokens(int64_t requested, int64_t gpu_bytes);
+
 // Positions one request can hold at most in pools of `pool_pages` (0 when not even one).
 int64_t largest_request(const KvLayout& layout, std::span<const int64_t> pool_pages);
 

@@ -31,7 +31,9 @@ struct EngineConfig {
   std::string numerics;
 
   int64_t max_num_seqs = SchedulerConfig{}.max_num_seqs;
-  int64_t max_num_batched_tokens = SchedulerConfig{}.max_num_batched_tokens;
+  // 0 = the backend's default (resolve_max_num_batched_tokens): vLLM's for its OpenAI server, 8192 on a GPU
+  // of at least 70 GiB and 2048 elsewhere. Set to the value in use by the engine.
+  int64_t max_num_batched_tokens = 0;
   // 0 = min(the model's max_position_embeddings, the largest one request the KV cache holds, and on the CPU
   // backend kCpuDefaultMaxModelLen), with a warning when the cache is the limit; an explicit value the cache
   // cannot hold is refused.

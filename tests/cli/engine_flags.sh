@@ -24,7 +24,7 @@ done
 # Defaults printed where the documentation states them.
 grep -q -- '--backend TEXT=cpu ' <<<"$ref" || fail "--backend default is not cpu: $ref"
 grep -q -- '--max-num-seqs INT:POSITIVE=256 ' <<<"$ref" || fail "--max-num-seqs default: $ref"
-grep -q -- '--max-num-batched-tokens INT:POSITIVE=2048 ' <<<"$ref" || fail "--max-num-batched-tokens default: $ref"
+grep -q -- '--max-num-batched-tokens INT:NONNEGATIVE=0 ' <<<"$ref" || fail "--max-num-batched-tokens default: $ref"
 grep -q -- '--itl-slack FLOAT:NONNEGATIVE=0.4 ' <<<"$ref" || fail "--itl-slack default: $ref"
 grep -q -- '--itl-target-ms FLOAT:NONNEGATIVE=150 ' <<<"$ref" || fail "--itl-target-ms default: $ref"
 grep -q 'reuse cached prompt prefixes (default: on)' <<<"$ref" || fail "--enable-prefix-caching default: $ref"
@@ -45,7 +45,7 @@ defaults=$(resolved serve)
 python3 -c '
 import json, sys
 j = json.loads(sys.argv[1])
-want = {"backend": "cpu", "threads": 0, "max-model-len": 0, "max-num-seqs": 256, "max-num-batched-tokens": 2048,
+want = {"backend": "cpu", "threads": 0, "max-model-len": 0, "max-num-seqs": 256, "max-num-batched-tokens": 0,
         "kv-cache-memory": 0, "kv-offload-bytes": 0, "gpu-memory-utilization": 0.9, "block-size": 256, "kv-cache-dtype": "fp8",
         "indexer-dtype": "fp4", "enforce-eager": False, "enable-prefix-caching": True,
         "prefix-cache-retention-interval": -1, "chunked-prefill-policy": "latency", "max-prefill-chunk": 0,

@@ -91,6 +91,19 @@ TEST(CacheSizing, RefusesWhatCannotFitWithTheNumbers) {
   EXPECT_NE(error_of([&] { plan_kv_cache(tiny_config(), c); }).find("lower --max-num-seqs"), std::string::npos);
 }
 
+// --max-num-batched-tokens 0: vLLM's server defaults, 8192 on a GPU of at least 70 GiB and 2048 on smaller
+// ones and on the CPU; a value given passes through; a negative one is refused.
+TEST(CacheSizing, MaxNumBatchedTokensDefaultsByDevice) {
+  EXPECT_EQ(resolve_max_num_batched_tokens(0, int64_t{141} << 30), 8192);  // an H200
+  EXPECT_EQ(resolve_max_num_batched_tokens(0, kLargeGpuBytes), 8192);
+  EXPECT_EQ(resolve_max_num_batched_tokens(0, kLargeGpuBytes - 1), 2048);
+  EXPECT_EQ(resolve_max_num_batched_tokens(0, int64_t{24} << 30), 2048);
+  EXPECT_EQ(resolve_max_num_batched_tokens(0, 0), 2048);  // the CPU
+  EXPECT_EQ(resolve_max_num_batched_tokens(512, int64_t{141} << 30), 512);
+  EXPECT_EQ(resolve_max_num_batched_tokens(16384, 0), 16384);
+  EXPECT_NE(error_of([] { resolve_max_num_batched_tokens(-1, 0); }).find("must not be negative"), std::string::npos);
+}
+
 // --kv-offload-bytes auto: half the host's available memory in whole MiB; sizes pass through; an unknown
 // amount is an error that says what to give instead. This machine's MemAvailable is read.
 TEST(CacheSizing, OffloadAutoTakesHalfTheAvailableHostMemory) {

@@ -67,6 +67,15 @@ TEST(Engine, GeneratesUntilLengthOrEosWithUsage) {
   EXPECT_EQ(s.running + s.waiting, 0);
 }
 
+// --max-num-batched-tokens left at 0 is the engine's to resolve: 2048 without a GPU (the scheduler's budget).
+TEST(Engine, ResolvesTheDefaultStepTokens) {
+  EngineConfig c = small_config();
+  c.max_num_batched_tokens = 0;
+  c.kv_cache_memory = 64 << 20;  // room for the windows of a 2048-token step
+  Engine e(tiny_config(), c, fake_factory());
+  EXPECT_EQ(e.config().max_num_batched_tokens, 2048);
+}
+
 TEST(Engine, StopTokenIdsEndTheRequest) {
   Engine e(tiny_config(), small_config(), fake_factory());
   const auto prompt = random_ids(20, 3);
