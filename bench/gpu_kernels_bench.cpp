@@ -644,8 +644,7 @@ int main() {
   cuda::CudaOps fast_ops(dev, cuda::GemmPolicy::from_env(Numerics::kFast));
   std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
   // DSV4_KERNELS (comma list of gemm, fast, attention, indexer, compressor, moe, hc, hc-chain, hc-ring,
-  // imma4, imma-decode, simt, wgmma, gemv, gemv-parts, wo-a, compressor-fast, moe-decode, fp4-shift, layer-gemms,
-  // kv-restore):
+  // imma4, imma-decode, simt, wgmma, gemv, gemv-parts, wo-a, compressor-fast, moe-decode, layer-gemms, kv-restore):
   // only those rows. "fast": the GEMM, MoE and hc_pre rows on the fast tier (suffix " fast"); the others are the exact
   // tier's. Unset: the M1.8 table's families (the defaults' rows); the experiments' families only when named.
   const char* set = std::getenv("DSV4_KERNELS");
@@ -741,15 +740,6 @@ int main() {
     // b1 first and b32 next: Nsight's specs (run-gpu.sh DSV4_GPU_NCU_SPECS) count launches from here.
     moe_rows(fast_ops, " e32 fast", {1, 32, 8, 16, 64}, 32);
     moe_rows(fast_ops, " fast", {1, 8, 32});
-  }
-  if (want("fp4-shift")) {  // FP4 decoded by shifts (GemmPolicy::fp4_shift) against the table: the MoE at
-    // decode (few-row and mma.sync kernels) and at prefill chunks of 192 and 384 rows an expert (wgmma,
-    // widened in shared memory)
-    const auto shift = fast_with([](cuda::GemmPolicy& p) { p.fp4_shift = true; });
-    moe_rows(*shift, " e32 fast shift", {1, 8, 16, 32, 64, 1024, 2048}, 32);
-    moe_rows(fast_ops, " e32 fast table", {1, 8, 16, 32, 64, 1024, 2048}, 32);
-    moe_rows(*shift, " fast shift", {1, 8, 32, 8192, 16384});
-    moe_rows(fast_ops, " fast table", {1, 8, 32, 8192, 16384});
   }
   if (want("moe-prefill")) {  // the MoE of a prefill chunk: a cuBLASLt matmul an expert (forced) against
     // the wgmma kernel; 32 experts (the preset) and 256 (V4-Flash)

@@ -260,15 +260,13 @@ Dev<T> poisoned(const Case& c) {
 }
 
 // The wgmma kernel's outputs, poisoned before the run; its error bits in *err (else expected 0).
-// fp4_shift: FP4 tiles widened by table words.
 template <typename T>
-std::vector<T> wgmma_run(const Case& c, const DevInputs& d, int64_t scale_ld, int32_t* err = nullptr,
-                         bool fp4_shift = false) {
+std::vector<T> wgmma_run(const Case& c, const DevInputs& d, int64_t scale_ld, int32_t* err = nullptr) {
   Dev<T> y = poisoned<T>(c);
   const ExactBlockArgs p = d.args(c, scale_ld, y.p, y.p + c.rows * c.n, std::is_same_v<T, float>);
   Dev<int32_t> bits(std::vector<int32_t>{0});
   EXPECT_TRUE(cuda::wgmma_takes(p)) << c.name;
-  cuda::wgmma_gemm(p, bits.p, nullptr, fp4_shift);
+  cuda::wgmma_gemm(p, bits.p, nullptr);
   DSV4_CUDA_CHECK(cudaGetLastError());
   const int32_t got = bits.get()[0];
   if (err) {
@@ -381,7 +379,7 @@ struct Oracle {
 
 // The mma.sync kernel (with shape s) or the wgmma kernel (s ignored) on a case under one mutation,
 // judged against the exact kernel.
-enum class Kernel { kMma, kWgmma, kGemv, kGemvShift };  // kGemvShift: FP4 decoded by shifts
+enum class Kernel { kMma, kWgmma, kGemv };
 Verdict run_fast(const Case& c, const Oracle& o, Mutation m, const cuda::FastMmaShape& s, bool twice = false,
                  Kernel kernel = Kernel::kMma, int gemv_k_parts = 2) {
   std::vector<int32_t> offs = c.offsets;
@@ -392,8 +390,7 @@ Verdict run_fast(const Case& c, const Oracle& o, Mutation m, const cuda::FastMma
       case Kernel::kWgmma:
         return wgmma_run<T>(c, fast, o.h.scale_ld);
       case Kernel::kGemv:
-      case Kernel::kGemvShift:
-        return gemv_run<T>(c, fast, o.h.scale_ld, {gemv_k_parts, kernel == Kernel::kGemvShift});
+        return gemv_run<T>(c, fast, o.h.scale_ld, {gemv_k_parts});
       default:
         return fast_run<T>(c, fast, o.h.scale_ld, s);
     }
@@ -463,11 +460,9 @@ TEST(CudaGemmFast, TheGateFailsEachMutation) {
   uint32_t seed = 900;
   for (const Case* c : {&dense8, &dense4, &grouped}) {
     const Oracle o(*c, ++seed);
-    // Two shapes of the mma.sync kernel, then the wgmma and few-row kernels (which take no shape); FP4
-    // decoded by shifts in both kernels too.
+    // Two shapes of the mma.sync kernel, then the wgmma and few-row kernels (which take no shape).
     const std::pair<cuda::FastMmaShape, Kernel> runs[] = {
-        {{16, 1, false}, Kernel::kMma},      {{16, 2, true}, Kernel::kMma}, {{}, Kernel::kWgmma}, {{}, Kernel::kGemv},
-        {{16, 2, true, true}, Kernel::kMma}, {{}, Kernel::kGemvShift}};
+        {{16, 1, false}, Kernel::kMma}, {{16, 2, true}, Kernel::kMma}, {{}, Kernel::kWgmma}, {{}, Kernel::kGemv}};
     for (const auto& [s, kernel] : runs) {
       EXPECT_TRUE(run_fast(*c, o, Mutation::kNone, s, false, kernel).passes()) << c->name << ": the unmutated run";
       for (Mutation m : {Mutation::kDropBlock, Mutation::kScaleIndex, Mutation::kRowScale, Mutation::kKTail}) {
@@ -477,67 +472,6 @@ TEST(CudaGemmFast, TheGateFailsEachMutation) {
       if (c == &grouped) {
         EXPECT_FALSE(run_fast(*c, o, Mutation::kGroupStride, s, false, kernel).passes())
             << "a wrong group stride passed";
-      }
-    }
-  }
-}
-
-// FP4 codes and scale bytes decoded by shifts (GemmPolicy::fp4_shift, gemm/fp4_shift.h) against the
-// table form: the op gate, then the same bits (bf16 and fp32 outputs) in the few-row kernel (every K run)
-// and the mma.sync kernel (every tile, staged and resident, split or not), with scale bytes 0 (2^-127)
-// and 255 (NaN) in some blocks and, in one case, scales over 26 octaves.
-TEST(CudaGemmFast, Fp4ShiftDecodeGivesTheTableBits) {
-  const auto fp4 = GemmWeightKind::kFp4;
-  std::vector<int32_t> spread(256, 0);  // a decode step's six pairs over 256 experts
-  for (int e : {3, 70, 71, 128, 200, 255}) spread[e] = 1;
-  Case wide = experts("fp4 experts, scales over 26 octaves", fp4, {13, 0, 30, 7}, 1024, 2048, false, 3);
-  wide.scale_span = 27;
-  const std::vector<Case> list = {
-      dense("fp4 1x4096x2048", fp4, 1, 4096, 2048),
-      dense("fp4 21x2000x4096", fp4, 21, 2000, 4096),
-      dense("fp4 cancelling 9x512x1024", fp4, 9, 512, 1024, 1, true),
-      experts("fp4 experts decode pair", fp4, {1, 0, 0, 1, 1, 0, 2, 1, 0, 1, 0, 1}, 2048, 4096, true),
-      experts("fp4 experts 0..40 rows", fp4, {0, 40, 3, 0, 17, 8, 1, 33}, 1024, 2048, false, 5),
-      experts("fp4 256 experts, six rows", fp4, spread, 4096, 2048, false),
-      wide,
-  };
-  uint32_t seed = 8000;
-  for (const Case& c : list) {
-    const Oracle o(c, ++seed);
-    const cuda::GemmProblem prob{c.kind, c.rows, c.experts(), c.n, c.kg(), c.groups, c.pair};
-    cuda::FastMmaShape planned;
-    {
-      const cuda::GemmPlan plan = cuda::plan_fast_mma(prob, cuda::GemmPolicy{Numerics::kFast}, cuda::DeviceCaps{});
-      planned = {plan.tile_rows, plan.splits, plan.resident, true};
-    }
-    for (const auto& [s, kernel] :
-         {std::pair{planned, Kernel::kMma}, std::pair{cuda::FastMmaShape{}, Kernel::kGemvShift}}) {
-      const Verdict v = run_fast(c, o, Mutation::kNone, s, true, kernel, 4);
-      std::printf("[ fp4 shift ] %-40s %s: max |y-x|/A %.3e, worst tile calc_diff %.3e\n", c.name.c_str(),
-                  kernel == Kernel::kMma ? "mma.sync" : "few-row ", v.worst_ratio, v.worst_tile);
-      EXPECT_TRUE(v.passes()) << c.name << ": " << v.outside << " outside the bound, " << v.untouched << " unwritten, "
-                              << v.stray << " stray writes, tile calc_diff " << v.worst_tile;
-    }
-    HostInputs h = o.h;
-    h.ws[1] = 0, h.ws[h.ws.size() / 2 + 5] = 255, h.ws[h.ws.size() - 2] = 0;
-    const DevInputs d(c, h, c.offsets);
-    for (int parts : {1, 2, 4, 8}) {
-      SCOPED_TRACE(testing::Message() << c.name << ", few-row kernel, K runs " << parts);
-      EXPECT_EQ(gemv_run<uint16_t>(c, d, h.scale_ld, {parts, true}), gemv_run<uint16_t>(c, d, h.scale_ld, {parts}));
-      EXPECT_EQ(bits(gemv_run<float>(c, d, h.scale_ld, {parts, true})),
-                bits(gemv_run<float>(c, d, h.scale_ld, {parts})));
-    }
-    for (int tile : {8, 16, 32}) {
-      for (int splits : {1, static_cast<int>(std::min<int64_t>(3, c.kg() / 128))}) {
-        for (bool resident : {false, true}) {
-          const int64_t nk = (c.kg() / 128 + splits - 1) / splits;
-          if (resident && tile * cuda::fast_mma_resident_pitch(c.kind, nk) > cuda::kFastMmaResidentBytes) continue;
-          SCOPED_TRACE(testing::Message() << c.name << ", mma.sync tile " << tile << " split " << splits
-                                          << (resident ? " resident" : " staged"));
-          const cuda::FastMmaShape table{tile, splits, resident}, shift{tile, splits, resident, true};
-          EXPECT_EQ(fast_run<uint16_t>(c, d, h.scale_ld, shift), fast_run<uint16_t>(c, d, h.scale_ld, table));
-          EXPECT_EQ(bits(fast_run<float>(c, d, h.scale_ld, shift)), bits(fast_run<float>(c, d, h.scale_ld, table)));
-        }
       }
     }
   }
@@ -609,58 +543,19 @@ TEST(CudaGemmFast, GemvPassesTheOpGate) {
   }
 }
 
-// FP4 calls for the wgmma kernel's widening forms: experts with and without rows, a pair, scales over
-// 26 octaves (past the span: reported), N off the grid.
-std::vector<Case> fp4_widening_cases() {
-  const auto fp4 = GemmWeightKind::kFp4;
-  Case wide = experts("fp4 experts, scales over 26 octaves", fp4, {130, 0, 300, 77}, 1024, 2048, false, 3);
-  wide.scale_span = 27;
-  return {
-      experts("fp4 experts prefill pair", fp4, {700, 0, 1100, 250, 0, 64, 1}, 2048, 4096, true),
-      wide,
-      dense("fp4 1001x1536x2048", fp4, 1001, 1536, 2048),
-      dense("fp4 300x1100x1024 (N off the grid)", fp4, 300, 1100, 1024),
-  };
-}
-
-// The wgmma kernel's FP4 tiles widened by table words (GemmPolicy::fp4_shift, gemm/fp4_shift.h) against
-// the widening it replaces: the same bits (bf16 and fp32 outputs) for experts with and without rows,
-// pairs, N off the grid, scale bytes 0 and 255, scales over 26 octaves, and the same report past them.
-TEST(CudaGemmFast, WgmmaFp4ByTableWordsGivesTheSameBits) {
-  const auto fp4 = GemmWeightKind::kFp4;
-  std::vector<Case> list = fp4_widening_cases();
-  list.push_back(experts("fp4 experts 0..300 rows", fp4, {0, 40, 3, 0, 300, 8, 129, 128}, 1024, 2048, false, 5));
-  list.push_back(dense("fp4 cancelling 129x512x1024", fp4, 129, 512, 1024, 1, true));
-  uint32_t seed = 9000;
-  for (const Case& c : list) {
-    SCOPED_TRACE(c.name);
-    HostInputs h = make_inputs(c, ++seed);
-    h.ws[7] = 0, h.ws[h.ws.size() / 3] = 255;  // a subnormal-scaled block and a NaN one
-    const DevInputs d(c, h, c.offsets);
-    int32_t err_table = 0, err_shift = 0;
-    EXPECT_EQ(wgmma_run<uint16_t>(c, d, h.scale_ld, &err_shift, true),
-              wgmma_run<uint16_t>(c, d, h.scale_ld, &err_table));
-    EXPECT_EQ(err_shift, err_table);
-    EXPECT_EQ(bits(wgmma_run<float>(c, d, h.scale_ld, &err_shift, true)),
-              bits(wgmma_run<float>(c, d, h.scale_ld, &err_table)));
-  }
-  Case span = dense("fp4 span", fp4, 130, 256, 1024);  // row 5, block 1: 27 octaves, reported alike
-  HostInputs h = make_inputs(span, 79);
-  h.ws[5 * (span.k / 32) + 4] = 100, h.ws[5 * (span.k / 32) + 5] = 127;
-  const DevInputs d(span, h, span.offsets);
-  int32_t err_table = 0, err_shift = 0;
-  EXPECT_EQ(wgmma_run<uint16_t>(span, d, h.scale_ld, &err_shift, true),
-            wgmma_run<uint16_t>(span, d, h.scale_ld, &err_table));
-  EXPECT_EQ(err_table, static_cast<int32_t>(cuda::DeviceError::kGemmFp4Span));
-  EXPECT_EQ(err_shift, err_table);
-}
-
 // The wgmma kernel with FP4 weights widened beforehand (GemmPolicy::fp4_prewiden) against the kernel
 // widening them in shared memory: the same codes, scales and sums, so the same bits (bf16 and fp32
 // outputs) in passes of one, three or every expert, and the same error report past the span.
 TEST(CudaGemmFast, WgmmaWidenedBeforehandGivesTheSameBits) {
   const auto fp4 = GemmWeightKind::kFp4;
-  const std::vector<Case> list = fp4_widening_cases();
+  Case wide = experts("fp4 experts, scales over 26 octaves", fp4, {130, 0, 300, 77}, 1024, 2048, false, 3);
+  wide.scale_span = 27;
+  const std::vector<Case> list = {
+      experts("fp4 experts prefill pair", fp4, {700, 0, 1100, 250, 0, 64, 1}, 2048, 4096, true),
+      wide,
+      dense("fp4 1001x1536x2048", fp4, 1001, 1536, 2048),
+      dense("fp4 300x1100x1024 (N off the grid)", fp4, 300, 1100, 1024),
+  };
   uint32_t seed = 7000;
   for (const Case& c : list) {
     const HostInputs h = make_inputs(c, ++seed);

@@ -162,8 +162,8 @@ LtPlan make_plan(cublasLtHandle_t lt, const LtShape& s, const float* scale_a, co
 }
 
 // How the few-row and mma.sync kernels run a plan.
-GemvShape gemv_shape(const GemmPlan& p) { return {p.gemv_k_parts, p.fp4_shift}; }
-FastMmaShape mma_shape(const GemmPlan& p) { return {p.tile_rows, p.splits, p.resident, p.fp4_shift}; }
+GemvShape gemv_shape(const GemmPlan& p) { return {p.gemv_k_parts}; }
+FastMmaShape mma_shape(const GemmPlan& p) { return {p.tile_rows, p.splits, p.resident}; }
 
 }  // namespace
 
@@ -275,7 +275,7 @@ struct GemmRunner::Impl {
         return;
       }
       if (wgmma_takes(p)) {
-        wgmma_gemm(p, error_flag, stream, plan.fp4_shift);
+        wgmma_gemm(p, error_flag, stream);
         return;
       }
       const GemmProblem prob{p.kind, p.rows, p.experts, p.n, p.kg, p.groups, p.y_b != nullptr};

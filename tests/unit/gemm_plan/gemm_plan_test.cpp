@@ -220,31 +220,6 @@ TEST(GemmPlan, FastFewRowsAWeightGoToTheFewRowKernel) {
             GemmRoute::kExactBlock);
 }
 
-// FP4 decoded by shifts (GemmPolicy::fp4_shift) reaches the few-row, mma.sync and wgmma plans of FP4
-// weights, dense or grouped, and no other: FP8 weights and the exact tier keep theirs.
-TEST(GemmPlan, Fp4ShiftDecodeReachesEveryFastPlanOfFp4AndNoOther) {
-  GemmPolicy fast = policy(Numerics::kFast);
-  EXPECT_FALSE(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), fast, kH200).fp4_shift);
-  fast.fp4_shift = true;
-  const auto fp4 = GemmWeightKind::kFp4, fp8 = GemmWeightKind::kFp8;
-  for (const GemmProblem& p : {grouped(fp4, 6, 256, 2048, 4096), grouped(fp4, 256, 32, 2048, 4096),
-                               dense(fp4, 1, 4096, 2048), dense(fp4, 40, 4096, 2048)}) {
-    const GemmPlan plan = plan_gemm(p, fast, kH200);
-    EXPECT_TRUE(plan.route == GemmRoute::kFastGemv || plan.route == GemmRoute::kFastMma) << route_name(plan.route);
-    EXPECT_TRUE(plan.fp4_shift) << p.rows << " rows";
-    EXPECT_TRUE(plan_fast_mma(p, fast, kH200).fp4_shift);  // the runner's fallback plan too
-  }
-  const GemmPlan many = plan_gemm(grouped(fp4, 8192, 32, 2048, 4096), fast, kH200);  // widened in shared memory
-  EXPECT_EQ(many.route, GemmRoute::kWgmma);
-  EXPECT_TRUE(many.fp4_shift);
-  EXPECT_FALSE(plan_gemm(grouped(fp8, 6, 256, 2048, 4096), fast, kH200).fp4_shift);
-  EXPECT_FALSE(plan_gemm(dense(fp8, 1, 4096, 8192), fast, kH200).fp4_shift);
-  EXPECT_FALSE(plan_gemm(grouped(fp8, 8192, 32, 2048, 4096), fast, kH200).fp4_shift);
-  GemmPolicy exact = policy(Numerics::kExact);
-  exact.fp4_shift = true;
-  EXPECT_FALSE(plan_gemm(grouped(fp4, 6, 256, 2048, 4096), exact, kH200).fp4_shift);
-}
-
 // A bf16 weight with its FP8 twin (wo_a: 8 groups of 1024 x 4096) on the fast tier: up to
 // twin_gemv_max_rows (2) rows the few-row plain kernel (it reads the twin), more rows cuBLASLt as without
 // one; the exact tier never; no twin, the grouped call stays on cuBLASLt.
@@ -434,15 +409,8 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::unsetenv("DSV4_GEMM_WGMMA_MIN_ROWS");
   ::unsetenv("DSV4_GEMM_FAST_GEMV_MAX_ROWS");
   EXPECT_EQ(p.gemv_max_rows, 4);
-  EXPECT_NE(p.describe().find("FP4 per 32 (wgmma: per 128), decoded by table; few-row kernel up to 4 rows"),
-            std::string::npos)
+  EXPECT_NE(p.describe().find("FP4 per 32 (wgmma: per 128); few-row kernel up to 4 rows"), std::string::npos)
       << p.describe();
-  ::setenv("DSV4_GEMM_FP4_SHIFT", "1", 1);
-  EXPECT_TRUE(GemmPolicy::from_env(Numerics::kFast).fp4_shift);
-  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("decoded by shifts"), std::string::npos);
-  ::setenv("DSV4_GEMM_FP4_SHIFT", "2", 1);
-  EXPECT_THROW(GemmPolicy::from_env(Numerics::kFast), Error);
-  ::unsetenv("DSV4_GEMM_FP4_SHIFT");
   EXPECT_NE(p.describe().find("up to 4 rows a weight (FP8 twins 2)"), std::string::npos) << p.describe();
   EXPECT_NE(p.describe().find("indexer dots on tensor cores"), std::string::npos) << p.describe();
   EXPECT_NE(p.describe().find("FP4 widened before the call from 512 rows an expert"), std::string::npos)
@@ -452,7 +420,7 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   // Switches whose alternatives lost a measurement are refused, not ignored.
   for (const char* retired :
        {"DSV4_GEMM_FP4_PER128", "DSV4_INDEXER_MMA", "DSV4_GEMM_FP4_PREWIDEN", "DSV4_HC_FUSED_NORM",
-        "DSV4_GEMM_FP4_MMA_RING", "DSV4_GEMM_FP4_SPLIT", "DSV4_GEMM_GROUPED_RESIDENT"}) {
+        "DSV4_GEMM_FP4_MMA_RING", "DSV4_GEMM_FP4_SPLIT", "DSV4_GEMM_GROUPED_RESIDENT", "DSV4_GEMM_FP4_SHIFT"}) {
     ::setenv(retired, "0", 1);
     EXPECT_THROW(check_env_switches(), Error) << retired;
     ::unsetenv(retired);

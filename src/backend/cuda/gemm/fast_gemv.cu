@@ -4,8 +4,8 @@
 // tile. For one 128-wide K block it keeps eight operand words a row, word j covering four K values:
 //   FP8  bytes (j / 4)·64 + 16t + 4(j % 4): two 16-byte loads a row (pieces at 16t and 64 + 16t);
 //   FP4  codes 32(j / 2) + 8t + 4(j % 2): word ks of a row is the lane's eight codes of 32-wide scale
-//        block ks (one 4-byte load), widened to e4m3 words 2ks and 2ks + 1 (decoded by shifts,
-//        fp4_shift.h: codes 8t + 0, 2, 4, 6 and 8t + 1, 3, 5, 7, the activation's bytes split alike).
+//        block ks (one 4-byte load), decoded by shifts (fp4_shift.h) to e4m3 words 2ks and 2ks + 1 of
+//        codes 8t + 0, 2, 4, 6 and 8t + 1, 3, 5, 7, the activation's bytes split alike.
 // MMA step ks then multiplies words 2ks and 2ks + 1 of both operands: every K slot holds the same K
 // index in the weight and the activation, and an FP4 step never leaves its scale block.
 #include <cuda_runtime.h>
@@ -28,10 +28,10 @@ constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * kWarp;
 constexpr int kTm = kFastGemvTileRows;
 
-// The weight operand as the kernel reads it: FP8 blocks, or FP4 per 32-wide scale block (codes widened
-// to e4m3, four promotions a 128-wide block; one re-encoded e5m2 block a 128 measured slower), the
-// codes and scale bytes decoded by table (kFp4) or by shifts (kFp4Shift, fp4_shift.h).
-enum class Form { kFp8, kFp4, kFp4Shift };
+// The weight operand as the kernel reads it: FP8 blocks, or FP4 per 32-wide scale block (codes and scale
+// bytes decoded by shifts, four promotions a 128-wide block; one re-encoded e5m2 block a 128, and the
+// codes decoded by table, measured slower).
+enum class Form { kFp8, kFp4 };
 constexpr bool is_fp8(Form f) { return f == Form::kFp8; }
 
 // Element offset inside a 128-wide block of the lane's activation words 2q and 2q + 1 (eight
@@ -139,17 +139,6 @@ __device__ __forceinline__ void multiply(const WeightBlock<F>& o, const uint8_t*
     const float sw = ue8m0_f(o.ws[0]);
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[e] = fmaf(d[e], sa[e % 2] * sw, acc[e]);
-  } else if constexpr (F == Form::kFp4) {
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-      const uint2 lo = e2m1x8_e4m3(o.w[0][ks]), hi = e2m1x8_e4m3(o.w[1][ks]);
-      const uint32_t a[4] = {lo.x, hi.x, lo.y, hi.y};
-      float d[4];
-      mma_e4m3_zero(d, a, b[2 * ks], b[2 * ks + 1]);
-      const float bs[2] = {ue8m0_f((o.ws[0] >> (8 * ks)) & 255u), ue8m0_f((o.ws[1] >> (8 * ks)) & 255u)};
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[e] = fmaf(d[e], sa[e % 2] * bs[e / 2], acc[e]);
-    }
   } else {  // codes as 2^-6 times their values by nibble parity, the activation bytes split alike
     const float sa64[2] = {sa[0] * 64.0f, sa[1] * 64.0f};
     const uint32_t special[2] = {ue8m0_specials(o.ws[0]), ue8m0_specials(o.ws[1])};
@@ -383,8 +372,6 @@ void fast_gemv(const ExactBlockArgs& a, GemvShape shape, cudaStream_t stream) {
   if (a.rows <= 0) return;
   if (a.kind == GemmWeightKind::kFp8) {
     launch_parts<Form::kFp8, kDepth>(a, k, stream);
-  } else if (shape.fp4_shift) {
-    launch_parts<Form::kFp4Shift, kDepth>(a, k, stream);
   } else {
     launch_parts<Form::kFp4, kDepth>(a, k, stream);
   }

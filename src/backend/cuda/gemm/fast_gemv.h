@@ -35,8 +35,7 @@ bool fast_gemv_takes(const ExactBlockArgs& a);
 
 // How the kernel runs a call: the plan's kFastGemv fields.
 struct GemvShape {
-  int k_parts = 1;         // runs of K each CTA's eight warps split (1, 2, 4 or 8)
-  bool fp4_shift = false;  // FP4 codes and scales decoded by shifts (fp4_shift.h; the same bits)
+  int k_parts = 1;  // runs of K each CTA's eight warps split (1, 2, 4 or 8)
 };
 
 // Runs `a` (with its pair) in that shape, four weight blocks in flight a warp.

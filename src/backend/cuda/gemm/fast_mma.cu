@@ -12,11 +12,10 @@
 // Operand layouts (mma m16n8k32, e4m3): lane (g, t) holds k slots 4t..4t+3 and 16+4t..16+4t+3.
 // FP8 keeps K in order: ldmatrix hands each lane bytes 4t..4t+3 of a 16-byte unit, and the
 // activation fragments are two 32-bit words. FP4 rows hold packed e2m1 codes: ldmatrix hands a lane
-// one word of eight codes (k = 8t..8t+7), widened exactly to eight e4m3 bytes that fill both of the
-// lane's slot groups; the activation fragment is then the eight contiguous bytes at 8t (decoded by
-// shifts, fp4_shift.h: even codes in the first group, odd in the second, the activation bytes split
-// alike). The K order inside one MMA is free as long as both operands agree, and it never leaves a
-// scale block.
+// one word of eight codes (k = 8t..8t+7), decoded exactly by shifts (fp4_shift.h) to eight e4m3 bytes,
+// the even codes in the lane's first slot group and the odd ones in its second; the activation
+// fragment's eight bytes at 8t are split the same way. The K order inside one MMA is free as long as
+// both operands agree, and it never leaves a scale block.
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cuda_check.h"
@@ -73,9 +72,9 @@ __device__ __forceinline__ int unit_at(int r, int u) {
 }
 
 // One 128-wide K block's activation fragments: b[ks][j] for K step ks (32 wide) and the tile's n8
-// fragment j, from rows of `pitch` bytes (staged or resident) starting at that block; kShift: an FP4
-// fragment's eight bytes by parity, as the weight codes decoded by shifts pair them.
-template <GemmWeightKind KIND, int TN, bool kShift>
+// fragment j, from rows of `pitch` bytes (staged or resident) starting at that block; FP4: a fragment's
+// eight bytes by parity, as the weight codes decoded by shifts pair them.
+template <GemmWeightKind KIND, int TN>
 __device__ __forceinline__ void load_b(const uint8_t* rows, int64_t pitch, int gid, int tig,
                                        uint32_t (&b)[4][TN / 8][2]) {
 #pragma unroll
@@ -88,14 +87,9 @@ __device__ __forceinline__ void load_b(const uint8_t* rows, int64_t pitch, int g
         b[ks][j][1] = *reinterpret_cast<const uint32_t*>(row + 16 + 4 * tig);
       } else {
         const uint2 v = *reinterpret_cast<const uint2*>(row + 8 * tig);
-        if constexpr (kShift) {
-          const ParityWords x = bytes_by_parity(v.x, v.y);
-          b[ks][j][0] = x.even;
-          b[ks][j][1] = x.odd;
-        } else {
-          b[ks][j][0] = v.x;
-          b[ks][j][1] = v.y;
-        }
+        const ParityWords x = bytes_by_parity(v.x, v.y);
+        b[ks][j][0] = x.even;
+        b[ks][j][1] = x.odd;
       }
     }
   }
@@ -130,9 +124,9 @@ __device__ __forceinline__ void multiply_fp8(const St& st, const uint32_t (&b)[4
   }
 }
 
-// FP4: each 32-wide block into a fresh fragment, promoted with sa and that block's weight scales;
-// kShift: codes and scales decoded by shifts (sa then carries the codes' 2^6).
-template <int TN, bool kShift, typename St>
+// FP4: each 32-wide block into a fresh fragment, promoted with sa (which carries the decoded codes'
+// 2^6) and that block's weight scales, codes and scales decoded by shifts.
+template <int TN, typename St>
 __device__ __forceinline__ void multiply_fp4(const St& st, const uint32_t (&b)[4][TN / 8][2],
                                              const float (&sa)[TN / 8][2], int lane,
                                              float (&C)[kFrags<TN>][TN / 8][4]) {
@@ -140,7 +134,7 @@ __device__ __forceinline__ void multiply_fp4(const St& st, const uint32_t (&b)[4
 #pragma unroll
   for (int f = 0; f < kFrags<TN>; ++f) {
     const uint32_t sw[2] = {st.s[16 * f + gid], st.s[16 * f + gid + 8]};  // rows g and g + 8
-    const uint32_t special[2] = {kShift ? ue8m0_specials(sw[0]) : 0u, kShift ? ue8m0_specials(sw[1]) : 0u};
+    const uint32_t special[2] = {ue8m0_specials(sw[0]), ue8m0_specials(sw[1])};
 #pragma unroll
     for (int jp = 0; jp < 2; ++jp) {
       uint32_t A[4];  // rows g, g + 8 of block 2jp, then of block 2jp + 1
@@ -149,26 +143,14 @@ __device__ __forceinline__ void multiply_fp4(const St& st, const uint32_t (&b)[4
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj) {
         const int ks = 2 * jp + jj;
-        uint32_t af[4];
-        float bs[2];
-        if constexpr (kShift) {
-          const ParityWords lo = e2m1x8_e4m3_shifted(A[2 * jj]), hi = e2m1x8_e4m3_shifted(A[2 * jj + 1]);
-          af[0] = lo.even, af[1] = hi.even, af[2] = lo.odd, af[3] = hi.odd;
-          bs[0] = __uint_as_float(ue8m0_bits(sw[0], special[0], ks));
-          bs[1] = __uint_as_float(ue8m0_bits(sw[1], special[1], ks));
-        } else {
-          const uint2 lo = e2m1x8_e4m3(A[2 * jj]), hi = e2m1x8_e4m3(A[2 * jj + 1]);
-          af[0] = lo.x, af[1] = hi.x, af[2] = lo.y, af[3] = hi.y;
-          bs[0] = ue8m0_f((sw[0] >> (8 * ks)) & 255u), bs[1] = ue8m0_f((sw[1] >> (8 * ks)) & 255u);
-        }
+        const ParityWords lo = e2m1x8_e4m3_shifted(A[2 * jj]), hi = e2m1x8_e4m3_shifted(A[2 * jj + 1]);
+        const uint32_t af[4] = {lo.even, hi.even, lo.odd, hi.odd};
+        const float bs[2] = {__uint_as_float(ue8m0_bits(sw[0], special[0], ks)),
+                             __uint_as_float(ue8m0_bits(sw[1], special[1], ks))};
 #pragma unroll
         for (int j = 0; j < TN / 8; ++j) {
           float dd[4];
-          if constexpr (kShift) {
-            mma_e4m3_zero_f16(dd, af, b[ks][j][0], b[ks][j][1]);
-          } else {
-            mma_e4m3_zero(dd, af, b[ks][j][0], b[ks][j][1]);
-          }
+          mma_e4m3_zero_f16(dd, af, b[ks][j][0], b[ks][j][1]);
 #pragma unroll
           for (int e = 0; e < 4; ++e) C[f][j][e] = fmaf(dd[e], sa[j][e % 2] * bs[e / 2], C[f][j][e]);
         }
@@ -211,7 +193,7 @@ __device__ void quantize_resident(const ExactBlockArgs& p, const Tile& t, int64_
   for (int i = live + static_cast<int>(threadIdx.x); i < tn * nk; i += kThreads) sa[i] = 0.0f;
 }
 
-template <GemmWeightKind KIND, int TN, bool kResident, bool kShift>
+template <GemmWeightKind KIND, int TN, bool kResident>
 __global__ void __launch_bounds__(kThreads)
     fast_mma_kernel(const ExactBlockArgs p, int splits, float* partial, int32_t* counters) {
   using St = Stage<KIND, TN, kResident>;
@@ -342,12 +324,12 @@ __global__ void __launch_bounds__(kThreads)
     const St& st = ring[i % kR];
     uint32_t b[4][TN / 8][2];
     if constexpr (kResident) {
-      load_b<KIND, TN, kShift>(res + i * 128, pitch, gid, tig, b);
+      load_b<KIND, TN>(res + i * 128, pitch, gid, tig, b);
     } else {
-      load_b<KIND, TN, kShift>(&st.a[0][0], pitch, gid, tig, b);
+      load_b<KIND, TN>(&st.a[0][0], pitch, gid, tig, b);
     }
     float s[TN / 8][2];
-    const float sw = is_fp8(KIND) ? wscale[is_fp8(KIND) ? warp : 0][is_fp8(KIND) ? i : 0] : kShift ? 64.0f : 1.0f;
+    const float sw = is_fp8(KIND) ? wscale[is_fp8(KIND) ? warp : 0][is_fp8(KIND) ? i : 0] : 64.0f;  // FP4: the 2^6
 #pragma unroll
     for (int j = 0; j < TN / 8; ++j) {
 #pragma unroll
@@ -356,7 +338,7 @@ __global__ void __launch_bounds__(kThreads)
     if constexpr (is_fp8(KIND)) {
       multiply_fp8<TN>(st, b, s, lane, C);
     } else {
-      multiply_fp4<TN, kShift>(st, b, s, lane, C);
+      multiply_fp4<TN>(st, b, s, lane, C);
     }
   }
   void* y = second ? p.y_b : p.y;
@@ -407,11 +389,11 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) *counter = 0;  // ready for the next call
 }
 
-template <GemmWeightKind KIND, int TN, bool kResident, bool kShift>
+template <GemmWeightKind KIND, int TN, bool kResident>
 void launch(const ExactBlockArgs& a, int splits, float* partial, int32_t* counters, cudaStream_t stream) {
   constexpr size_t kMaxSmem = ring_bytes<KIND, TN, kResident>() + sizeof(float) * TN * kMaxKb +
                               (kResident ? static_cast<size_t>(kFastMmaResidentBytes) : 0);
-  const auto kernel = fast_mma_kernel<KIND, TN, kResident, kShift>;
+  const auto kernel = fast_mma_kernel<KIND, TN, kResident>;
   allow_dynamic_smem(kernel, kMaxSmem);
   const int64_t nk = cdiv(a.kg / 128, splits);
   const size_t smem = ring_bytes<KIND, TN, kResident>() + sizeof(float) * TN * nk +
@@ -423,21 +405,21 @@ void launch(const ExactBlockArgs& a, int splits, float* partial, int32_t* counte
                 kThreads, smem, stream, a, splits, partial, counters);
 }
 
-template <GemmWeightKind KIND, int TN, bool kShift>
+template <GemmWeightKind KIND, int TN>
 void launch_tile(const ExactBlockArgs& a, const FastMmaShape& s, float* partial, int32_t* counters, cudaStream_t st) {
-  return s.resident ? launch<KIND, TN, true, kShift>(a, s.splits, partial, counters, st)
-                    : launch<KIND, TN, false, kShift>(a, s.splits, partial, counters, st);
+  return s.resident ? launch<KIND, TN, true>(a, s.splits, partial, counters, st)
+                    : launch<KIND, TN, false>(a, s.splits, partial, counters, st);
 }
 
-template <GemmWeightKind KIND, bool kShift = false>
+template <GemmWeightKind KIND>
 void launch_kind(const ExactBlockArgs& a, const FastMmaShape& s, float* partial, int32_t* counters, cudaStream_t st) {
   switch (s.tile_rows) {
     case 8:
-      return launch_tile<KIND, 8, kShift>(a, s, partial, counters, st);
+      return launch_tile<KIND, 8>(a, s, partial, counters, st);
     case 16:
-      return launch_tile<KIND, 16, kShift>(a, s, partial, counters, st);
+      return launch_tile<KIND, 16>(a, s, partial, counters, st);
     case 32:
-      return launch_tile<KIND, 32, kShift>(a, s, partial, counters, st);
+      return launch_tile<KIND, 32>(a, s, partial, counters, st);
     default:
       DSV4_CUDA_REQUIRE(false, "fast mma gemm: tile rows must be 8, 16 or 32");
   }
@@ -484,8 +466,6 @@ void fast_mma_gemm(const ExactBlockArgs& a, const FastMmaShape& s, float* partia
   if (a.rows <= 0) return;
   if (a.kind == GemmWeightKind::kFp8) {
     launch_kind<GemmWeightKind::kFp8>(a, s, partial, counters, stream);
-  } else if (s.fp4_shift) {
-    launch_kind<GemmWeightKind::kFp4, true>(a, s, partial, counters, stream);
   } else {
     launch_kind<GemmWeightKind::kFp4>(a, s, partial, counters, stream);
   }

@@ -1,7 +1,7 @@
 // The fast tier's block-scaled GEMM on the FP8 tensor cores (spec/NUMERICS.md "fast"), for FP8 and
 // FP4 weights, dense or grouped by expert, any number of rows.
 //
-// Per 128-wide K block (FP8) or 32-wide K block (FP4, its codes widened exactly to e4m3) the block
+// Per 128-wide K block (FP8) or 32-wide K block (FP4, its codes decoded exactly to e4m3) the block
 // product is summed on the tensor cores into a fresh fp32 fragment and promoted into the fp32
 // accumulator with both scales (acc += block · (sa · sb)), as DeepSeek's own Hopper kernels do; blocks
 // are added in ascending K (per 32 measured faster than one re-encoded block a 128: docs/perf.md).
@@ -29,7 +29,6 @@ struct FastMmaShape {
   int tile_rows = 8;
   int splits = 1;
   bool resident = false;
-  bool fp4_shift = false;  // FP4 codes and scales decoded by shifts (fp4_shift.h; the same bits)
 };
 
 // fp32 scratch floats and zeroed int32 counters a call needs for its splits (0 when splits == 1).

@@ -3,8 +3,8 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/gemm/fp4_shift.h"
 #include "backend/cuda/gemm/fp4_widen.h"
-#include "backend/cuda/gemm/mma_fp8.cuh"
 #include "backend/cuda/gemm_tiles.cuh"
 #include "backend/cuda/launch.cuh"
 
@@ -14,7 +14,8 @@ namespace {
 using gemm_tiles::cdiv;
 
 // A thread a (weight slot, row, 128-wide K block): the block's codes as e5m2 against its largest scale
-// and that scale, exactly as the wgmma kernel's widen_stage makes them in shared memory.
+// and that scale, exactly as the wgmma kernel's widen_stage makes them in shared memory (fp4_shift.h's
+// table words; a span past 26 octaves reported).
 __global__ void widen_kernel(const ExactBlockArgs p, int experts, int32_t* err) {
   pdl_enter();
   const int64_t kbs = p.kg / 128, per_slot = p.n * kbs;
@@ -26,20 +27,20 @@ __global__ void widen_kernel(const ExactBlockArgs p, int experts, int32_t* err) 
   if (p.offsets && p.offsets[e + 1] == p.offsets[e]) return;
   const uint8_t* w = static_cast<const uint8_t*>(p.offsets ? (s ? p.w_list_b : p.w_list)[e] : (s ? p.w_b : p.w));
   const uint8_t* ws = p.offsets ? (s ? p.w_scale_list_b : p.w_scale_list)[e] : (s ? p.w_scale_b : p.w_scale);
-  const uint32_t sw = *reinterpret_cast<const uint32_t*>(ws + r * (p.kg / 32) + kb * 4);
-  float scale;
-  const int top = fp4_block_top(sw, err, &scale);
+  const uint32_t sw = *reinterpret_cast<const uint32_t*>(ws + r * (p.kg / 32) + kb * 4), top = max_byte(sw);
+  if (top != 255u && top - min_byte(sw) > 26u) report(err, DeviceError::kGemmFp4Span);
   const int64_t slot = (s ? p.wide_slots : 0) + e;
-  p.wide_scale[slot * per_slot + r * kbs + kb] = scale;
+  p.wide_scale[slot * per_slot + r * kbs + kb] = __uint_as_float(fp4_block_scale_bits(top));
   const uint4* src = reinterpret_cast<const uint4*>(w + r * (p.kg / 2) + kb * 64);
   uint4* dst = reinterpret_cast<uint4*>(p.wide + slot * p.n * p.kg + r * p.kg + kb * 128);
 #pragma unroll
   for (int u = 0; u < 4; ++u) {  // a 16-byte unit of codes is one 32-wide sub-block
     const uint4 v = src[u];
-    const uint2 c0 = e2m1x8_e5m2_shifted(v.x, sw, u, top), c1 = e2m1x8_e5m2_shifted(v.y, sw, u, top);
-    const uint2 c2 = e2m1x8_e5m2_shifted(v.z, sw, u, top), c3 = e2m1x8_e5m2_shifted(v.w, sw, u, top);
-    dst[2 * u] = uint4{c0.x, c0.y, c1.x, c1.y};
-    dst[2 * u + 1] = uint4{c2.x, c2.y, c3.x, c3.y};
+    const E5m2Table t = e5m2_table(static_cast<int>((sw >> (8 * u)) & 255u) - static_cast<int>(top) + 13);
+    const HalfWords c0 = e2m1x8_e5m2_by_table(v.x, t), c1 = e2m1x8_e5m2_by_table(v.y, t);
+    const HalfWords c2 = e2m1x8_e5m2_by_table(v.z, t), c3 = e2m1x8_e5m2_by_table(v.w, t);
+    dst[2 * u] = uint4{c0.lo, c0.hi, c1.lo, c1.hi};
+    dst[2 * u + 1] = uint4{c2.lo, c2.hi, c3.lo, c3.hi};
   }
 }
 

@@ -49,7 +49,6 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.imma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_IMMA_MIN_ROWS", p.imma_min_rows));
   p.imma_stages = env_switch("DSV4_GEMM_IMMA_STAGES") == "4" ? 4 : 2;
   p.lt_experts_min_rows = std::max<int64_t>(0, env_count("DSV4_GEMM_LT_EXPERTS_MIN_ROWS", p.lt_experts_min_rows));
-  p.fp4_shift = env_switch("DSV4_GEMM_FP4_SHIFT") == "1";
   p.hc_products = env_switch("DSV4_HC_PRODUCTS") != "0";
   p.hc_ring = env_switch("DSV4_HC_RING") != "0";
   return p;
@@ -66,11 +65,11 @@ std::string GemmPolicy::describe() const {
                       : fmt::format("exact (block sums exact, the CPU's bits; SIMT kernels only; {})", hc);
   }
   return fmt::format(
-      "fast (FP8 tensor cores with per-block promotion, FP4 per 32 (wgmma: per 128), decoded by {}; few-row kernel "
+      "fast (FP8 tensor cores with per-block promotion, FP4 per 32 (wgmma: per 128); few-row kernel "
       "up to {} rows a weight (FP8 twins {}); cuBLASLt "
       "{} above {} rows; wgmma from {} rows a weight, FP4 widened {}; FP4 experts on cuBLASLt {}; {} CTAs an SM; "
       "indexer dots on {}; hc_pre norm {})",
-      fp4_shift ? "shifts" : "table", gemv_max_rows, twin_gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows,
+      gemv_max_rows, twin_gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows,
       wgmma_min_rows,
       fp4_prewiden ? fmt::format("before the call from {} rows an expert", prewiden_min_rows) : "in shared memory",
       cublaslt && lt_experts_min_rows > 0 ? fmt::format("from {} rows an expert", lt_experts_min_rows) : "off",
@@ -111,7 +110,6 @@ GemmPlan plan_fast_mma(const GemmProblem& p, const GemmPolicy& policy, const Dev
   plan.route = plan.fallback = GemmRoute::kFastMma;
   plan.codes = true;
   plan.tile_rows = fast_tile_rows(p);
-  plan.fp4_shift = policy.fp4_shift && p.weight == GemmWeightKind::kFp4;
   const int64_t ng = p.n / p.groups, blocks = p.kg / 128, max_splits = std::max<int64_t>(1, blocks / kMinSplitBlocks);
   const int64_t ctas = row_tiles(p.rows, plan.tile_rows, p.experts) * p.groups *
                        ceil_div(ng, fast_mma_cta_cols(plan.tile_rows)) * (p.pair ? 2 : 1);
@@ -223,7 +221,6 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
     plan = GemmPlan{};
     plan.route = plan.fallback = GemmRoute::kWgmma;
     plan.codes = true;
-    plan.fp4_shift = policy.fp4_shift && p.weight == GemmWeightKind::kFp4;
     const bool widen = policy.fp4_prewiden && p.rows >= policy.prewiden_min_rows * std::max<int64_t>(p.experts, 1);
     if (widen && p.weight == GemmWeightKind::kFp4) {
       const int64_t weights = std::max(p.experts, 1), per = widened_bytes(p.pair ? 2 : 1, p.n, p.kg);

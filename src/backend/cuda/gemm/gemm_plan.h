@@ -75,10 +75,6 @@ struct GemmPolicy {
   // rows 6.56 against 8.17; 384 rows 3.79 / 29.7 against 3.29 / 24.3: the host issuing a matmul an
   // expert after reading the counts is slower than the GPU there (docs/perf.md).
   int64_t lt_experts_min_rows = 768;
-  // Fast tier: FP4 codes and scale bytes decoded by shifts and table words (fp4_shift.h; the same bits):
-  // in the few-row and mma.sync kernels 23-30% fewer instructions a K loop, in the wgmma kernel's
-  // widening in shared memory 30% (bench/sass_mix.py). DSV4_GEMM_FP4_SHIFT=1; off until the GPU measures it.
-  bool fp4_shift = false;
   // Fast tier: fp32 weights of at least this many rows on the fused multiply-add kernel (fast_sgemm.h);
   // at most plain_gemv_max_rows rows on the few-row kernel (fast_plain_gemv.h): fp32 weights, plain
   // pairs and bf16 weights of at most kPlainGemvMaxCols columns (wider ones, the head, stay on
@@ -189,7 +185,6 @@ struct GemmPlan {
   int64_t workspace_floats = 0;                 // kFastMma: fp32 scratch of the splits
   int64_t workspace_counters = 0;               // kFastMma: the splits' arrival counters (zeroed once)
   int gemv_k_parts = 1;                         // kFastGemv: runs of K a CTA's warps split (1, 2, 4, 8)
-  bool fp4_shift = false;                       // kFastMma, kFastGemv, kWgmma: FP4 decoded by shifts (GemmPolicy)
   int widen_experts = 0;    // kWgmma, FP4: weights (experts) widened a pass, their scratch within kWidenBudgetBytes
   int lt_pass_experts = 0;  // kCublasLtExperts: experts re-encoded a pass, within kWidenBudgetBytes
 };

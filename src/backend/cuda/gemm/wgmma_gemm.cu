@@ -23,7 +23,6 @@
 #include "backend/cuda/gemm/fp4_shift.h"
 #include "backend/cuda/gemm/fp4_widen.h"
 #include "backend/cuda/gemm/gemm_plan.h"
-#include "backend/cuda/gemm/mma_fp8.cuh"
 #include "backend/cuda/gemm/wgmma_gemm.h"
 #include "backend/cuda/gemm_tiles.cuh"
 #include "backend/cuda/launch.cuh"
@@ -39,14 +38,13 @@ constexpr int kHalf = 128;           // output columns of one wgmma (a warpgroup
 constexpr int kThreads = 256;        // two warpgroups
 
 // What the weight tile arrives as: FP8 codes with 128x128 block scales, packed FP4 codes and ue8m0
-// scales widened in shared memory (kFp4Shift: by table words, fp4_shift.h: the same codes in fewer
-// instructions), or FP4 widened beforehand (e5m2 codes and row-block scales).
-enum class BForm { kFp8, kFp4, kFp4Shift, kWide };
+// scales widened in shared memory, or FP4 widened beforehand (e5m2 codes and row-block scales).
+enum class BForm { kFp8, kFp4, kWide };
 
 // Byte offsets inside one stage; every tile that wgmma reads starts on a 1024-byte boundary.
 template <BForm F>
 struct StageLayout {
-  static constexpr bool kFp4 = F == BForm::kFp4 || F == BForm::kFp4Shift;
+  static constexpr bool kFp4 = F == BForm::kFp4;
   static constexpr bool kRowScales = F != BForm::kFp8;    // a scale per weight row and K block
   static constexpr int a = 0;                             // e4m3 [kBM][128], swizzled
   static constexpr int b = a + kBM * 128;                 // e4m3 / e5m2 [kBN][128], swizzled
@@ -188,33 +186,12 @@ __device__ __forceinline__ void load_stage(const ExactBlockArgs& p, const Work& 
 }
 
 // FP4: the stage's packed codes widened into its swizzled weight tile, and each row block's scale
-// 2^(max of its four ue8m0 exponents − 127 − 13). A 16-byte unit of codes is one 32-wide sub-block.
-__device__ __forceinline__ void widen_stage(uint8_t* st, int32_t* err) {
+// 2^(max of its four ue8m0 exponents − 127 − 13), by table words (fp4_shift.h): a thread's 32-wide
+// block gets its shifted table once, the row block's largest scale byte comes from comparisons and its
+// scale from bits (the row's first thread, which reports a span past 26 octaves), and shared memory is
+// read and written by 32-bit addresses.
+__device__ __forceinline__ void widen_stage(uint32_t st, int32_t* err) {
   using L = StageLayout<BForm::kFp4>;
-  const int tid = static_cast<int>(threadIdx.x);
-#pragma unroll
-  for (int i = 0; i < kBN * 4 / kThreads; ++i) {
-    const int q = tid + i * kThreads, r = q >> 2, u = q & 3;
-    const uint32_t sw = *reinterpret_cast<const uint32_t*>(st + L::sraw + r * 4);
-    float scale;
-    const int top = fp4_block_top(sw, u == 0 ? err : nullptr, &scale);  // reported once a row block
-    if (u == 0) reinterpret_cast<float*>(st + L::sb)[r] = scale;
-    const uint4 v = *reinterpret_cast<const uint4*>(st + L::raw + r * 64 + u * 16);
-    const uint2 c0 = e2m1x8_e5m2_shifted(v.x, sw, u, top), c1 = e2m1x8_e5m2_shifted(v.y, sw, u, top);
-    const uint2 c2 = e2m1x8_e5m2_shifted(v.z, sw, u, top), c3 = e2m1x8_e5m2_shifted(v.w, sw, u, top);
-    const uint4 w0{c0.x, c0.y, c1.x, c1.y}, w1{c2.x, c2.y, c3.x, c3.y};
-    uint8_t* row = st + L::b + r * 128;
-    *reinterpret_cast<uint4*>(row + (((2 * u) ^ (r & 7)) << 4)) = w0;
-    *reinterpret_cast<uint4*>(row + (((2 * u + 1) ^ (r & 7)) << 4)) = w1;
-  }
-}
-
-// widen_stage by table words (GemmPolicy::fp4_shift): the same codes, scales and reports. A thread's
-// 32-wide block gets its shifted table once (no test or addition a code), the row block's largest
-// scale byte comes from comparisons and its scale from bits (the row's first thread), and shared memory
-// is read and written by 32-bit addresses.
-__device__ __forceinline__ void widen_stage_by_table(uint32_t st, int32_t* err) {
-  using L = StageLayout<BForm::kFp4Shift>;
   const int tid = static_cast<int>(threadIdx.x);
 #pragma unroll
   for (int i = 0; i < kBN * 4 / kThreads; ++i) {
@@ -231,15 +208,6 @@ __device__ __forceinline__ void widen_stage_by_table(uint32_t st, int32_t* err) 
     const uint32_t row = st + L::b + r * 128;
     sts_v4(row + (((2 * u) ^ (r & 7)) << 4), c0.lo, c0.hi, c1.lo, c1.hi);
     sts_v4(row + (((2 * u + 1) ^ (r & 7)) << 4), c2.lo, c2.hi, c3.lo, c3.hi);
-  }
-}
-
-template <BForm F>
-__device__ __forceinline__ void widen(uint8_t* st, int32_t* err) {
-  if constexpr (F == BForm::kFp4Shift) {
-    widen_stage_by_table(smem_addr(st), err);
-  } else {
-    widen_stage(st, err);
   }
 }
 
@@ -289,7 +257,7 @@ __global__ void __launch_bounds__(kThreads, 1) wgmma_kernel(const ExactBlockArgs
   if constexpr (L::kFp4) {
     cp_async_wait<kStages - 2>();
     __syncthreads();
-    widen<F>(stage(0), err);
+    widen_stage(smem_addr(stage(0)), err);
     fence_async_shared();
     __syncthreads();
   }
@@ -321,7 +289,7 @@ __global__ void __launch_bounds__(kThreads, 1) wgmma_kernel(const ExactBlockArgs
           if (h == 0 && kb + 1 < nkb) {
             cp_async_wait<kStages - 2>();
             __syncthreads();
-            widen<F>(stage(kb + 1), err);
+            widen_stage(smem_addr(stage(kb + 1)), err);
             fence_async_shared();
           }
         }
@@ -393,14 +361,12 @@ bool wgmma_takes(const ExactBlockArgs& a) {
          aligned16(a.codes) && a.codes_ld % 16 == 0 && dense_ok;
 }
 
-void wgmma_gemm(const ExactBlockArgs& a, int32_t* err, cudaStream_t stream, bool fp4_shift) {
+void wgmma_gemm(const ExactBlockArgs& a, int32_t* err, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(wgmma_takes(a), "wgmma gemm: unsupported call (weight kind, groups " + std::to_string(a.groups) +
                                         ", K " + std::to_string(a.kg) + ", or alignment)");
   if (a.rows == 0) return;
   if (a.kind == GemmWeightKind::kFp8) {
     launch<BForm::kFp8>(a, err, stream);
-  } else if (fp4_shift) {
-    launch<BForm::kFp4Shift>(a, err, stream);
   } else {
     launch<BForm::kFp4>(a, err, stream);
   }

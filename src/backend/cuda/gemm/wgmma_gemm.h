@@ -27,9 +27,8 @@ namespace dsv4::cuda {
 bool wgmma_takes(const ExactBlockArgs& a);
 
 // Runs `a` (with its pair) from activation codes and scales; err (optional, the device's error word:
-// device_error.h) records DeviceError::kGemmFp4Span. fp4_shift: FP4 tiles widened by table words
-// (GemmPolicy::fp4_shift; the same bits).
-void wgmma_gemm(const ExactBlockArgs& a, int32_t* err, cudaStream_t stream, bool fp4_shift = false);
+// device_error.h) records DeviceError::kGemmFp4Span.
+void wgmma_gemm(const ExactBlockArgs& a, int32_t* err, cudaStream_t stream);
 
 // FP4 calls with the weights widened beforehand (GemmPolicy::fp4_prewiden): each pass widens
 // `experts_per_pass` experts' weights (and the pair's) into `scratch` (wgmma_widened_bytes for that
