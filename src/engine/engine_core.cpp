@@ -70,13 +70,13 @@ EngineCore::EngineCore(const ModelConfig& model, EngineConfig config, const Exec
       host_tier_memory_ = std::make_unique<PinnedKvMemory>(*backend_.device);
     }
     copier_ = std::make_unique<DeviceKvPageCopier>(*backend_.device);
-    const bool gpu = !backend_.device->host_memory();
-    config_.max_num_batched_tokens = resolve_max_num_batched_tokens(
-        config_.max_num_batched_tokens, gpu ? static_cast<int64_t>(backend_.device->memory_capacity()) : 0);
-    if (!backend_.device->host_memory() && config_.kv_cache_memory == 0)
-      config_.kv_cache_memory = gpu_kv_budget(config_, model_, *backend_.device, *backend_.ops, replica_.ranks_per_gpu);
   }
-  config_.max_num_batched_tokens = resolve_max_num_batched_tokens(config_.max_num_batched_tokens, 0);  // no device
+  // The step budget's default depends on the GPU (none: the CPU's), and the GPU's KV budget on the step budget.
+  const bool gpu = kv_memory && !backend_.device->host_memory();
+  config_.max_num_batched_tokens = resolve_max_num_batched_tokens(
+      config_.max_num_batched_tokens, gpu ? static_cast<int64_t>(backend_.device->memory_capacity()) : 0);
+  if (gpu && config_.kv_cache_memory == 0)
+    config_.kv_cache_memory = gpu_kv_budget(config_, model_, *backend_.device, *backend_.ops, replica_.ranks_per_gpu);
   // Every rank keeps its own host tier of this size: "auto" shares the host's memory among them.
   config_.kv_offload_bytes =
       resolve_kv_offload_bytes(config_.kv_offload_bytes, available_host_memory() / config_.parallel.world());

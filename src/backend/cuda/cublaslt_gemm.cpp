@@ -161,10 +161,6 @@ LtPlan make_plan(cublasLtHandle_t lt, const LtShape& s, const float* scale_a, co
   return p;
 }
 
-// How the few-row and mma.sync kernels run a plan.
-GemvShape gemv_shape(const GemmPlan& p) { return {p.gemv_k_parts}; }
-FastMmaShape mma_shape(const GemmPlan& p) { return {p.tile_rows, p.splits, p.resident}; }
-
 }  // namespace
 
 struct GemmRunner::Impl {
@@ -265,7 +261,7 @@ struct GemmRunner::Impl {
   // the mma.sync kernel on its own plan.
   void fast_mma(const ExactBlockArgs& p, GemmPlan plan) {
     if (plan.route == GemmRoute::kFastGemv && fast_gemv_takes(p)) {
-      fast_gemv(p, gemv_shape(plan), stream);
+      fast_gemv(p, {plan.gemv_k_parts}, stream);
       return;
     }
     if (plan.fallback == GemmRoute::kWgmma) {
@@ -282,7 +278,7 @@ struct GemmRunner::Impl {
       plan = plan_fast_mma(prob, policy, caps);
     }
     split_scratch(plan.workspace_floats, plan.workspace_counters);
-    fast_mma_gemm(p, mma_shape(plan), partial, counters, stream);
+    fast_mma_gemm(p, {plan.tile_rows, plan.splits, plan.resident}, partial, counters, stream);
   }
 
   const LtPlan& plan(const LtShape& s, const float* scale_a, const float* scale_b) {
@@ -466,7 +462,7 @@ struct GemmRunner::Impl {
     p.x = a.x, p.x_ld = a.x_stride ? a.x_stride : k;
     p.w_b = w_b.data, p.w_scale_b = w_b.scale, p.y_b = y_b;
     if (!fast_gemv_takes(p)) return false;
-    fast_gemv(p, gemv_shape(plan), stream);
+    fast_gemv(p, {plan.gemv_k_parts}, stream);
     return true;
   }
 
@@ -559,10 +555,10 @@ struct GemmRunner::Impl {
       // bf16 rows straight in where the kernel quantizes them
       p.x = a.x, p.x_ld = x_ld;
       if (plan.route == GemmRoute::kFastGemv && fast_gemv_takes(p)) {
-        fast_gemv(p, gemv_shape(plan), stream);
+        fast_gemv(p, {plan.gemv_k_parts}, stream);
         return;
       }
-      if (plan.route == GemmRoute::kFastMma && fast_mma_takes_bf16(p, mma_shape(plan))) {
+      if (plan.route == GemmRoute::kFastMma && fast_mma_takes_bf16(p, {plan.tile_rows, plan.splits, plan.resident})) {
         fast_mma(p, plan);
         return;
       }
