@@ -232,9 +232,9 @@ uint8_t* fp4_keys(Buffers& buf, int64_t entries, int64_t eb, bool wild, uint32_t
 // Rows per (batch, context): "indexer bB ctxC" the whole op; "... scores" its scoring kernel alone (with
 // the score histograms, and the memset that clears them); "... select" its selection alone (cut,
 // compaction, sorted output) on scores made once beforehand, through cuda::IndexerSplit, which runs the
-// same kernels as the op. Whole op ≈ scores + select + the scratch allocation. `fast`: the ops' tier
-// (the split runs the same scoring kernel as the op); its rows carry the suffix.
-void indexer_rows(Ops& ops, bool fast, const std::string& suffix) {
+// same kernels as the op. Whole op ≈ scores + select + the scratch allocation. `dots`: where the ops'
+// scoring runs (the split runs the same kernel as the op); its rows carry the suffix.
+void indexer_rows(Ops& ops, cuda::IndexerDots dots, const std::string& suffix) {
   const int heads = 64, d = 128, topk = 512;
   const KvEntryDims dims{d, 0};
   const int64_t eb = kv_entry_bytes(KvEntryFormat::kIndexFp4, dims);
@@ -276,7 +276,7 @@ void indexer_rows(Ops& ops, bool fast, const std::string& suffix) {
       p.out_index = buf.make<int32_t>(static_cast<size_t>(b * topk), Fill::kZero);
       variants.push_back([&ops, p] { ops.indexer_topk(p); });
       if (cs.wild) continue;
-      splits.push_back(std::make_unique<cuda::IndexerSplit>(p, g_dev->error_flag(), fast, g_dev->stream()));
+      splits.push_back(std::make_unique<cuda::IndexerSplit>(p, g_dev->error_flag(), dots, g_dev->stream()));
       cuda::IndexerSplit* split = splits.back().get();
       split->score();  // select() reads these scores
       score_variants.push_back([split] { split->score(); });
@@ -676,10 +676,16 @@ int main() {
       hc_rows(*norm_ops, fused ? " fast norm" : " fast norm apart", true);
     }
     hc_post_rows(fast_ops);
-    indexer_rows(fast_ops, true, " fast");
+    indexer_rows(fast_ops, cuda::GemmPolicy::from_env(Numerics::kFast).indexer_dots, " fast");
   }
   if (want("attention")) attention_rows(ops);
-  if (want("indexer")) indexer_rows(ops, false, "");
+  if (want("indexer")) indexer_rows(ops, cuda::IndexerDots::kCudaCores, "");
+  if (want("indexer-fast")) {  // the fast tier's kernels side by side
+    for (const cuda::IndexerDots dots : {cuda::IndexerDots::kMmaSync, cuda::IndexerDots::kWgmma}) {
+      const auto dot_ops = fast_with([dots](cuda::GemmPolicy& p) { p.indexer_dots = dots; });
+      indexer_rows(*dot_ops, dots, std::string(" fast ") + cuda::indexer_dots_name(dots));
+    }
+  }
   if (want("compressor")) compressor_rows(ops);
   if (want("moe")) moe_rows(ops, "", {1, 32, 256, 8192});
   const auto hc_paths = [&](bool first, bool chunks, const std::string& suffix) {

@@ -49,6 +49,12 @@ suites=$("$STAGE/bin/test_gpu" --gtest_list_tests 2>/dev/null | grep -E '^[A-Za-
 [ -n "${DSV4_GPU_FILTER:-}" ] && suites=
 [ -n "${DSV4_GPU_FILTER:-}" ] && step gpu-filtered env ${DSV4_GPU_FILTER_ENV:-} timeout "${DSV4_GPU_SUITE_TIMEOUT:-300}" "$STAGE/bin/test_gpu" \
   --gtest_filter="$DSV4_GPU_FILTER" --gtest_output=json:"$LOGS/gpu-filtered.json"
+# DSV4_GPU_MUTANT (a gtest filter): test_gpu built from a deliberately broken source (stage-gpu.sh's
+# DSV4_GPU_MUTATION) must fail those tests; the step passes when they fail.
+if [ -n "${DSV4_GPU_MUTANT:-}" ] && [ -x "$STAGE/bin/test_gpu_mutant" ]; then
+  step gpu-mutant-fails bash -c '! timeout "${DSV4_GPU_SUITE_TIMEOUT:-300}" "$0" --gtest_filter="$1"' \
+    "$STAGE/bin/test_gpu_mutant" "$DSV4_GPU_MUTANT"
+fi
 for suite in $suites; do
   case "$suite" in DISABLED_*) continue ;; esac
   [ -n "${DSV4_GPU_TESTS:-}" ] && ! echo "$suite" | grep -Eq "$DSV4_GPU_TESTS" && continue
@@ -194,6 +200,14 @@ if [ "${DSV4_GPU_BENCH:-0}" = 1 ]; then
       # a long context's extra time goes).
       step bench-profile "$STAGE/bin/dsv4" bench step "$flash" --backend cuda --batch "${DSV4_GPU_PROFILE_BATCH:-1,32}" \
         --context "${DSV4_GPU_PROFILE_CONTEXT:-8192}" --prefill 2048 -r 1 --profile
+      # DSV4_GPU_STEP_EXTRA: more bench step runs, ';'-separated argument lists (rows that must not share a
+      # run: a batch x context whose KV does not fit beside another's, a second profile).
+      if [ -n "${DSV4_GPU_STEP_EXTRA:-}" ]; then
+        IFS=';' read -r -a extras <<<"$DSV4_GPU_STEP_EXTRA"
+        for i in "${!extras[@]}"; do
+          step "bench-step-extra-$((i + 1))" "$STAGE/bin/dsv4" bench step "$flash" --backend cuda ${extras[$i]}
+        done
+      fi
       # DSV4_GPU_STEP_SIMT=1: prefill and a profile with every block sum on the SIMT kernels.
       if [ "${DSV4_GPU_STEP_SIMT:-0}" = 1 ]; then
         step bench-step-simt env DSV4_GEMM_IMMA=0 "$STAGE/bin/dsv4" bench step "$flash" --backend cuda --json \

@@ -25,6 +25,25 @@ for b in "${bins[@]}"; do
   ldd "$b" | awk '/=> \// {print $3}'
 done | sort -u | grep -v -E '/(libc|libm|libdl|librt|libpthread|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so|libcuda|libcublas|libcudart|libnccl' |
   while read -r lib; do cp -L "$lib" "$STAGE/bin/lib/"; done
+# DSV4_GPU_MUTATION="FILE:SED-EXPRESSION": also a test_gpu built with that edit (a deliberate bug), staged as
+# test_gpu_mutant for run-gpu.sh's DSV4_GPU_MUTANT, whose tests must then fail: the tests' power, shown.
+# The file is restored (and touched, so that the next build compiles it again) and test_gpu rebuilt.
+if [ -n "${DSV4_GPU_MUTATION:-}" ]; then
+  file=${DSV4_GPU_MUTATION%%:*}
+  cp "$file" "$file.orig"
+  sed -i "${DSV4_GPU_MUTATION#*:}" "$file"
+  restore() { cp "$file.orig" "$file" && rm -f "$file.orig" && touch "$file"; }
+  if cmp -s "$file" "$file.orig"; then
+    restore
+    echo "stage-gpu: the mutation changed nothing in $file" >&2
+    exit 1
+  fi
+  DSV4_TARGETS=test_gpu scripts/build.sh >/dev/null || { restore; exit 1; }
+  cp "$BUILD_DIR/tests/gpu/test_gpu" "$STAGE/bin/test_gpu_mutant"
+  restore
+  DSV4_TARGETS=test_gpu scripts/build.sh >/dev/null
+  strip --strip-all "$STAGE/bin/test_gpu_mutant" && gzip -6 "$STAGE/bin/test_gpu_mutant"
+fi
 for g in "$SHARED"/golden/*/; do
   [ -f "$g/tolerance.json" ] && [ ! -d "tests/data/golden/$(basename "$g")" ] && cp -r "${g%/}" "$STAGE/shared/golden/"
 done

@@ -268,7 +268,6 @@ SampleResult Model::sample(const StepLogits& l, int64_t limit, const SampleInput
 
 // hc_pre -> norm -> sublayer -> hc_post, twice (MODEL.md §3).
 void Model::run_block(const Layer& L, StepIndex& s, KvAccess& kv, uint16_t* h) {
-  s.expand(ops_, L.index);  // the layer's long lists, for its attention
   const int64_t T = s.tokens, D = cfg_.dim;
   const int hc = cfg_.hc_mult;
   auto x = scratch<uint16_t>(dev_, T * D), y = scratch<uint16_t>(dev_, T * D);
@@ -301,7 +300,7 @@ void Model::window_and_compressed_kv(const Layer& L, const StepIndex& s, KvAcces
 
 // MODEL.md §5: queries, the window KV, the compressor and indexer, sparse attention with sink,
 // inverse RoPE, grouped output projection.
-void Model::attention(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x, uint16_t* out) {
+void Model::attention(const Layer& L, StepIndex& s, KvAccess& kv, const uint16_t* x, uint16_t* out) {
   const AttentionWeights& a = L.w->attn;
   const int64_t T = s.tokens;
   const int H = L.heads, d = cfg_.head_dim, r = cfg_.rope_head_dim;
@@ -310,10 +309,15 @@ void Model::attention(const Layer& L, const StepIndex& s, KvAccess& kv, const ui
   // The window KV and the compressor need only x. Without an indexer (whose branch the side queue
   // carries in ratio-4 layers) they go on the side queue first, beside the query path, and the queues
   // meet before sparse attention reads the cache they write.
+  // The layer's long lists (page lists expanded to slots, read by sparse attention and the indexer's
+  // selection) are made first on the side queue where one runs: off the query path.
   const bool kv_side = overlap_ && L.ratio != 4;
   if (kv_side) {
     const SideBranch side(dev_, true);
+    s.expand(ops_, L.index);
     window_and_compressed_kv(L, s, kv, x);
+  } else if (L.ratio != 4) {
+    s.expand(ops_, L.index);
   }
   // The indexer's keys and weights need only x too: on the side queue beside wq_a and the query norm;
   // its selection follows there once the query latent is made.
@@ -323,6 +327,7 @@ void Model::attention(const Layer& L, const StepIndex& s, KvAccess& kv, const ui
     selected = scratch<int32_t>(dev_, T * cfg_.index_topk);
     index_w = scratch<uint16_t>(dev_, T * cfg_.index_n_heads);
     const SideBranch side(dev_, overlap_);
+    s.expand(ops_, L.index);
     indexer_keys(L, s, kv, x, index_w.data());
   }
 

@@ -97,7 +97,7 @@ class Model {
   DeviceArray<uint16_t> embed(const int32_t* ids, int64_t tokens);
   // hc_head, final norm and head GEMM for the hc streams of `rows` of h.
   void head(const std::vector<int64_t>& rows, int64_t tokens, const uint16_t* h, float* logits);
-  void attention(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x, uint16_t* out);
+  void attention(const Layer& L, StepIndex& s, KvAccess& kv, const uint16_t* x, uint16_t* out);
   void window_and_compressed_kv(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x);
   void indexer_keys(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* x, uint16_t* w);
   void indexer_select(const Layer& L, const StepIndex& s, KvAccess& kv, const uint16_t* qr, const uint16_t* w,

@@ -173,8 +173,8 @@ struct DeviceRun {
   }
 
   // split: through cuda::IndexerSplit, score() once and then select() twice, the outputs poisoned between.
-  // fast: the fast tier's scoring.
-  Result run(int32_t max_keys = 0, bool split = false, bool fast = false) {
+  // dots: where the scoring's dots run (kCudaCores: the exact tier's kernel).
+  Result run(int32_t max_keys = 0, bool split = false, cuda::IndexerDots dots = cuda::IndexerDots::kCudaCores) {
     const size_t n = static_cast<size_t>(in.tokens() * in.spec.topk);
     Dev<int32_t> out(std::vector<int32_t>(n, 0x7eadbeef)), out_slots(std::vector<int32_t>(n, 0x7eadbeef));
     Dev<int32_t> err(std::vector<int32_t>{0});
@@ -182,7 +182,7 @@ struct DeviceRun {
     DSV4_CUDA_CHECK(cudaDeviceSynchronize());
     const auto t0 = std::chrono::steady_clock::now();
     if (split) {
-      cuda::IndexerSplit phases(a, err.p, fast, nullptr, max_keys);
+      cuda::IndexerSplit phases(a, err.p, dots, nullptr, max_keys);
       phases.score();
       phases.select();
       // Poisoned again: the second select() must write every output itself (its counters cleared).
@@ -190,7 +190,7 @@ struct DeviceRun {
       DSV4_CUDA_CHECK(cudaMemset(out_slots.p, 0x7e, n * sizeof(int32_t)));
       phases.select();
     } else {
-      cuda::indexer_topk(a, err.p, fast, nullptr, max_keys);
+      cuda::indexer_topk(a, err.p, dots, nullptr, max_keys);
     }
     DSV4_CUDA_CHECK(cudaDeviceSynchronize());
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -424,14 +424,18 @@ RefScores reference_scores(const Inputs& in, size_t t) {
   return r;
 }
 
+// Both fast kernels (mma.sync and wgmma) on `in`.
+void check_fast(const Inputs& in, DeviceRun& dev, bool split = false);
+
 // The fast tier's output for `in`: a valid top-k of scores within the bounds, reproducible, within 2% of
 // the exact tier's (equal to it where the fast path does not apply: other key formats, over 64 heads).
-void check_fast(const Inputs& in, DeviceRun& dev, bool split = false) {
+void check_fast(const Inputs& in, DeviceRun& dev, bool split, cuda::IndexerDots dots) {
+  SCOPED_TRACE(cuda::indexer_dots_name(dots));
   const Spec& s = in.spec;
   const auto [want, want_slots] = in.cpu_run();
-  const auto got = dev.run(0, split, true);
+  const auto got = dev.run(0, split, dots);
   EXPECT_EQ(got.err, 0);
-  EXPECT_EQ(dev.run(0, split, true).index, got.index) << "not reproducible run to run";
+  EXPECT_EQ(dev.run(0, split, dots).index, got.index) << "not reproducible run to run";
   if (s.format != KvEntryFormat::kIndexFp4 || s.heads > 64) {
     EXPECT_EQ(first_diff(got.index, want, s.topk), "") << "the exact path's output, as the exact tier";
     return;
@@ -464,6 +468,11 @@ void check_fast(const Inputs& in, DeviceRun& dev, bool split = false) {
   }
   EXPECT_LE(differ, static_cast<int64_t>(0.02 * static_cast<double>(want.size())) + 1)
       << "outputs that differ from the exact tier's";
+}
+
+void check_fast(const Inputs& in, DeviceRun& dev, bool split) {
+  for (const cuda::IndexerDots dots : {cuda::IndexerDots::kMmaSync, cuda::IndexerDots::kWgmma})
+    check_fast(in, dev, split, dots);
 }
 
 void run_fast_case(const Spec& s, uint32_t seed, const std::function<void(Inputs&)>& edit = {}) {

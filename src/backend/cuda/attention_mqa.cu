@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "backend/cuda/attention.h"
 #include "backend/cuda/cuda_check.h"
@@ -358,30 +359,47 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_partial_kernel(MqaLaunch ma) 
   if (h0 < a.heads) store_result(ma, t, split, h0, quarter, st, o);
 }
 
-// One CTA per (token, head): merges the splits' (m, l, acc) and applies the sink.
+// One CTA per (token, head): merges the splits' (m, l, acc) and applies the sink. The splits' m and l
+// come to shared memory first, read by the whole CTA at once, and each split's weight exp(m_s − m) is
+// made there; the merge then adds the splits in order (as one thread would) with loads that wait on
+// nothing before them, so a long list's many splits cost a few round trips to memory, not one each.
 __global__ void __launch_bounds__(kCombineThreads) mqa_combine_kernel(MqaLaunch ma) {
   pdl_enter();
+  extern __shared__ float2 split_ml[];  // [splits]: (m_s, l_s), then (weight or −1 for an empty split, l_s)
+  __shared__ float warp_max[kCombineThreads / kWarp];
   const AttentionLaunch& a = ma.a;
   const int64_t th = blockIdx.x;  // token * heads + head
   const int h = static_cast<int>(th % a.heads);
   const int64_t stride = a.tokens * a.heads;
   float m = -INFINITY;
-  for (int s = 0; s < ma.splits; ++s) m = fmaxf(m, ma.part_ml[(s * stride + th) * 2]);
+  for (int s = threadIdx.x; s < ma.splits; s += kCombineThreads) {
+    split_ml[s] = reinterpret_cast<const float2*>(ma.part_ml)[s * stride + th];
+    m = fmaxf(m, split_ml[s].x);
+  }
+  for (int o = kWarp / 2; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if (threadIdx.x % kWarp == 0) warp_max[threadIdx.x / kWarp] = m;
+  __syncthreads();
+  for (int w = 0; w < kCombineThreads / kWarp; ++w) m = fmaxf(m, warp_max[w]);
   uint32_t* out = reinterpret_cast<uint32_t*>(a.out + th * kDim);
   const int c = threadIdx.x;
   if (m == -INFINITY) {
     out[c] = 0;
     return;
   }
+  for (int s = threadIdx.x; s < ma.splits; s += kCombineThreads) {
+    const float ms = split_ml[s].x;
+    split_ml[s].x = ms == -INFINITY ? -1.0f : expf(ms - m);
+  }
+  __syncthreads();
   float l = 0, x = 0, y = 0;
+#pragma unroll 8
   for (int s = 0; s < ma.splits; ++s) {
-    const float ms = ma.part_ml[(s * stride + th) * 2];
-    if (ms == -INFINITY) continue;
-    const float w = expf(ms - m);
-    l += ma.part_ml[(s * stride + th) * 2 + 1] * w;
     const float2 v = reinterpret_cast<const float2*>(ma.part_acc + (s * stride + th) * kDim)[c];
-    x += v.x * w;
-    y += v.y * w;
+    const float2 ml = split_ml[s];
+    if (ml.x < 0.0f) continue;  // no entry in this split
+    l += ml.y * ml.x;
+    x += v.x * ml.x;
+    y += v.y * ml.x;
   }
   const float denom = l + expf(a.sink[h] - m);
   out[c] = output_pair(a, th / a.heads, c, x / denom, y / denom);
@@ -434,7 +452,9 @@ void sparse_attention_mqa(const AttentionLaunch& a, cudaStream_t stream) {
   allow_dynamic_smem(mqa_partial_kernel, sizeof(Smem));  // the tile needs more than the default 48 KB
   launch_kernel(mqa_partial_kernel, static_cast<unsigned>(base * ma.splits), kThreads, sizeof(Smem), stream, ma);
   if (ma.splits > 1) {
-    launch_kernel(mqa_combine_kernel, static_cast<unsigned>(a.tokens * a.heads), kCombineThreads, 0, stream, ma);
+    const size_t smem = sizeof(float2) * static_cast<size_t>(ma.splits);
+    DSV4_CUDA_REQUIRE(smem <= 48 * 1024, "sparse_attention: " + std::to_string(ma.splits) + " splits of one list");
+    launch_kernel(mqa_combine_kernel, static_cast<unsigned>(a.tokens * a.heads), kCombineThreads, smem, stream, ma);
     DSV4_CUDA_CHECK(cudaFreeAsync(scratch, stream));
   }
 }

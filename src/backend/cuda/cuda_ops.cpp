@@ -127,7 +127,9 @@ void CudaOps::do_compressor_emit(const CompressorEmitParams& p) {
 
 void CudaOps::do_indexer_topk(const IndexerTopkParams& p) {
   const GemmPolicy& policy = gemm_->policy();
-  cuda::indexer_topk(p, dev_.error_flag(), policy.numerics == Numerics::kFast && policy.indexer_mma, dev_.stream());
+  const cuda::IndexerDots dots =
+      policy.numerics == Numerics::kFast ? policy.indexer_dots : cuda::IndexerDots::kCudaCores;
+  cuda::indexer_topk(p, dev_.error_flag(), dots, dev_.stream());
 }
 
 void CudaOps::do_moe_gate(const MoeGateParams& p) {

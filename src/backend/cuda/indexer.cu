@@ -45,7 +45,20 @@ constexpr int kChunk = kSelectThreads * kPerThread;
 struct IndexerLaunch : IndexerTopkParams {
   int32_t max_keys = 0;
   int32_t* err = nullptr;
-  bool fast = false;  // the fast tier: FP4 keys of at most kMmaHeads heads are scored on the tensor cores
+  IndexerDots dots =
+      IndexerDots::kCudaCores;  // the fast tier's: FP4 keys of at most kMmaHeads heads on the tensor cores
+  // slot / keys.entries_per_page as (umulhi(slot, page_magic) + slot) >> page_shift (slots are < 2^31):
+  // the key table's page found without a 64-bit division.
+  uint32_t page_magic = 0;
+  int page_shift = 0;
+
+  IndexerLaunch(const IndexerTopkParams& p, int32_t max_keys_, int32_t* err_, IndexerDots dots_)
+      : IndexerTopkParams(p), max_keys(max_keys_), err(err_), dots(dots_) {
+    const uint32_t d = static_cast<uint32_t>(std::max(keys.entries_per_page, 1));
+    while ((uint64_t{1} << page_shift) < d) ++page_shift;
+    page_magic = static_cast<uint32_t>((uint64_t{1} << 32) * ((uint64_t{1} << page_shift) - d) / d + 1);
+  }
+  IndexerLaunch() = default;
 };
 
 // The selection's threshold: score key `key`, of which the first `ties` (in index order) are selected.
@@ -128,27 +141,41 @@ struct RawBlock {
   bool bad;        // an eligible key whose slot is outside the table (scores −inf)
 };
 
-// Slot of the key whose block this thread fetches for `tile` (junk past the eligible keys).
-__device__ __forceinline__ int32_t tile_slot(const IndexerLaunch& a, int64_t seq, int64_t n, int64_t tile) {
-  const int64_t j = tile * kTileKeys + threadIdx.x / 4;
-  return j < n ? a.key_slots[seq * a.key_stride + j] : -1;
+// a.keys.entry(slot) for a slot the table holds, by the launch's 32-bit page divider.
+__device__ __forceinline__ const uint8_t* key_entry(const IndexerLaunch& a, int32_t slot) {
+  const uint32_t n = static_cast<uint32_t>(slot);
+  const uint32_t page = (__umulhi(n, a.page_magic) + n) >> a.page_shift;
+  const uint32_t in_page = n - page * static_cast<uint32_t>(a.keys.entries_per_page);
+  return a.keys.base + int64_t{page} * a.keys.page_bytes + in_page * static_cast<uint32_t>(a.keys.entry_bytes);
 }
 
+// Slot of key j (−1 past the eligible keys), and of the key whose block this thread fetches for `tile`.
+__device__ __forceinline__ int32_t key_slot(const IndexerLaunch& a, int64_t seq, int64_t n, int64_t j) {
+  return j < n ? a.key_slots[seq * a.key_stride + j] : -1;
+}
+__device__ __forceinline__ int32_t tile_slot(const IndexerLaunch& a, int64_t seq, int64_t n, int64_t tile) {
+  return key_slot(a, seq, n, tile * kTileKeys + threadIdx.x / 4);
+}
+
+// Block b of key j (at `slot`), as fetch_block's thread takes it.
 template <KvEntryFormat F>
-__device__ __forceinline__ void fetch_block(const IndexerLaunch& a, int64_t n, int64_t tile, int32_t slot,
-                                            RawBlock<F>& raw) {
-  const int64_t j = tile * kTileKeys + threadIdx.x / 4;
-  const int b = threadIdx.x % 4;
+__device__ __forceinline__ void fetch_key_block(const IndexerLaunch& a, int64_t n, int64_t j, int b, int32_t slot,
+                                                RawBlock<F>& raw) {
   raw.live = j < n && a.keys.holds(slot);
   raw.bad = j < n && !raw.live;
   if (raw.bad && b == 0) report(a.err, DeviceError::kIndexerSlot);
   if (!raw.live) return;
-  const uint8_t* e = a.keys.entry(slot);
+  const uint8_t* e = key_entry(a, slot);
   const uint32_t* p = reinterpret_cast<const uint32_t*>(e + 4 * RawBlock<F>::kWords * b);
 #pragma unroll
   for (int i = 0; i < RawBlock<F>::kWords; ++i) raw.w[i] = p[i];
   if constexpr (F == KvEntryFormat::kIndexFp4) raw.scale = e[kDim / 2 + b];  // [64 B nibbles][4 ue8m0]
   if constexpr (F == KvEntryFormat::kIndexFp8) raw.scale = *reinterpret_cast<const uint32_t*>(e + kDim);
+}
+template <KvEntryFormat F>
+__device__ __forceinline__ void fetch_block(const IndexerLaunch& a, int64_t n, int64_t tile, int32_t slot,
+                                            RawBlock<F>& raw) {
+  fetch_key_block(a, n, tile * kTileKeys + threadIdx.x / 4, static_cast<int>(threadIdx.x % 4), slot, raw);
 }
 
 // The 32 values of a fetched block and what the fused-product check needs: bounds on the smallest nonzero
@@ -347,7 +374,7 @@ __device__ void put_score(int64_t j, int64_t n, float total, bool dead, float* o
 // The CTA's byte counts into the token's histogram. The whole CTA calls.
 __device__ void flush_counts(const uint32_t* coarse, const Scratch& s, int64_t t) {
   __syncthreads();
-  for (int b = threadIdx.x; b < kBins; b += kScoreThreads)
+  for (int b = threadIdx.x; b < kBins; b += blockDim.x)
     if (coarse[b]) atomicAdd(&s.coarse[(t - s.t0) * kBins + b], coarse[b]);
 }
 
@@ -439,6 +466,12 @@ __device__ __forceinline__ uint4 e2m1x8_bf16(uint32_t v, __nv_bfloat162 scale) {
   return make_uint4(out[0], out[1], out[2], out[3]);
 }
 
+// A ue8m0 scale byte as a bf16 pair (byte 0 is 2^-127, a subnormal; 255 is NaN).
+__device__ __forceinline__ __nv_bfloat162 ue8m0_bf16x2(uint32_t scale) {
+  const uint16_t e = scale == 0xffu ? 0x7fc0u : (scale == 0 ? 0x0040u : static_cast<uint16_t>(scale << 7));
+  return __halves2bfloat162(__ushort_as_bfloat16(e), __ushort_as_bfloat16(e));
+}
+
 // The fetched block (32 values) into the key's shared bf16 row: zeros for a dead key.
 __device__ __forceinline__ void stage_block_bf16(const RawBlock<KvEntryFormat::kIndexFp4>& raw, uint8_t* row) {
   const int b = threadIdx.x % 4;
@@ -448,8 +481,7 @@ __device__ __forceinline__ void stage_block_bf16(const RawBlock<KvEntryFormat::k
     for (int i = 0; i < 4; ++i) dst[i] = make_uint4(0, 0, 0, 0);
     return;
   }
-  const uint16_t e = raw.scale == 0xffu ? 0x7fc0u : (raw.scale == 0 ? 0x0040u : static_cast<uint16_t>(raw.scale << 7));
-  const __nv_bfloat162 scale = __halves2bfloat162(__ushort_as_bfloat16(e), __ushort_as_bfloat16(e));
+  const __nv_bfloat162 scale = ue8m0_bf16x2(raw.scale);
 #pragma unroll
   for (int i = 0; i < 4; ++i) dst[i] = e2m1x8_bf16(raw.w[i], scale);
 }
@@ -560,6 +592,154 @@ __global__ void __launch_bounds__(kScoreThreads, 2) score_mma_kernel(IndexerLaun
       const float total = __fadd_rn(__fadd_rn(__fadd_rn(p[0], p[kTileKeys]), p[2 * kTileKeys]), p[3 * kTileKeys]);
       put_score(tile * kTileKeys + threadIdx.x, n, total, dead, out, coarse, fine);
     }
+  }
+  flush_counts(coarse, s, t);
+}
+
+// ---- scoring on wgmma (the fast tier's default) ------------------------------------------------------
+// The same scores as score_mma_kernel with far fewer instructions a key. A CTA is one warpgroup over
+// tiles of 64 keys: wgmma m64n64k16 with the keys as A, decoded from FP4 straight into registers, and q
+// as B in shared memory (64 heads, 128-byte swizzle), fp32 accumulators. Thread (g, t) of warp w takes
+// the 32-wide block t of keys 16w + g and 16w + g + 8; its A slots 2t, 2t + 1, 2t + 8, 2t + 9 of k step s
+// hold that block's elements 4s .. 4s + 3, so q's B tile holds the dims in that permuted order (the K
+// order of a dot is free as long as both operands agree). The terms bf16(relu(bf16(dot))·w_h) are formed
+// as bf16 pairs, each rounding as the exact path's, and the head sum runs on the tensor cores too: the
+// terms of 16 heads are an mma.sync A fragment as the accumulators lie, multiplied by ones (fp32
+// accumulation, four head groups in order).
+constexpr int kWgThreads = 128;
+constexpr int kWgHalf = kMmaHeads * 128;  // bytes of q's B tile for 64 of the 128 dims
+constexpr uint32_t kBf16Ones = 0x3f803f80u;
+
+// q of token t as the B tile at qs (1024-byte aligned): head h's row of logical positions p (k step p / 16,
+// slot p % 16), 64 to a half; position p holds dim 32(slot % 8 / 2) + 4(p / 16) + 2(slot / 8) + slot % 2,
+// 16-byte units swizzled by h % 8; heads past a.heads are zeros. Every load is issued before the first
+// store (a store could alias a later load: the loop would wait on each load in turn).
+__device__ void stage_q_wgmma(const IndexerLaunch& a, int64_t t, uint8_t* qs) {
+  constexpr int kPer = kMmaHeads * kDim / 8 / kWgThreads;  // 16-byte pieces (8 dims) a thread
+  const uint4* q = reinterpret_cast<const uint4*>(a.q + t * a.heads * kDim);
+  uint4 v[kPer];
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int piece = static_cast<int>(threadIdx.x) + i * kWgThreads, h = piece / (kDim / 8);
+    v[i] = h < a.heads ? q[piece] : make_uint4(0, 0, 0, 0);
+  }
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int piece = static_cast<int>(threadIdx.x) + i * kWgThreads, h = piece / (kDim / 8), m = piece % (kDim / 8);
+    const uint32_t words[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {  // dims 8m + 2k, + 1: block m / 4, k step 2(m % 4) + k / 2, slot 8(k % 2) + 2(m / 4)
+      const int p = 16 * (2 * (m % 4) + k / 2) + 8 * (k % 2) + 2 * (m / 4), byte = 2 * (p % 64);
+      sts_u32(smem_addr(qs + (p / 64) * kWgHalf + h * 128 + (((byte / 16) ^ (h % 8)) << 4) + byte % 16), words[k]);
+    }
+  }
+}
+
+// The 16 bf16 pairs of a fetched block, in element order (zeros for a dead key).
+__device__ __forceinline__ void block_pairs(const RawBlock<KvEntryFormat::kIndexFp4>& raw, uint32_t (&pairs)[16]) {
+  if (!raw.live) {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) pairs[i] = 0u;
+    return;
+  }
+  const __nv_bfloat162 scale = ue8m0_bf16x2(raw.scale);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint4 v = e2m1x8_bf16(raw.w[i], scale);
+    pairs[4 * i] = v.x, pairs[4 * i + 1] = v.y, pairs[4 * i + 2] = v.z, pairs[4 * i + 3] = v.w;
+  }
+}
+
+// d (+)= A[64 x 16] · B[16 x 64]: A bf16 from registers (the mma.sync m16n8k16 layout a warp), B bf16 by
+// descriptor, fp32 out.
+__device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t db,
+                                                   int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, "
+      "%13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, "
+      "%35}, %36, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
+        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+}
+
+// Heads 8i + 2t, + 1 of accumulator row `row` (0: g, 1: g + 8) as the bf16 pair of their terms
+// bf16(relu(bf16(dot))·w) (relu keeps NaN; a product of two bf16 rounded once, as the exact path's fp32
+// product rounded to bf16).
+__device__ __forceinline__ uint32_t term_pair(const float (&d)[32], int i, int row, uint32_t w) {
+  const __nv_bfloat162 s = __floats2bfloat162_rn(d[4 * i + 2 * row], d[4 * i + 2 * row + 1]);
+  const __nv_bfloat162 r = __hmax2_nan(s, __float2bfloat162_rn(0.0f));
+  const __nv_bfloat162 x = __hmul2(r, *reinterpret_cast<const __nv_bfloat162*>(&w));
+  return *reinterpret_cast<const uint32_t*>(&x);
+}
+
+// score_kernel's grid, scratch and outputs on wgmma (FP4 keys, heads <= 64); dynamic shared memory: q's B
+// tile and its alignment.
+__global__ void __launch_bounds__(kWgThreads, 4) score_wgmma_kernel(IndexerLaunch a, Scratch s) {
+  pdl_enter();
+  extern __shared__ uint8_t dyn[];
+  __shared__ uint32_t coarse[kBins];
+  const auto [t, seq, n, tiles] = cta_token(a, s);
+  if (blockIdx.x >= tiles) return;  // the whole CTA
+  uint8_t* qs = dyn + ((1024 - smem_addr(dyn) % 1024) % 1024);
+  const int lane = threadIdx.x % kWarp, tq = lane % 4;
+  const int r0 = 16 * static_cast<int>(threadIdx.x / kWarp) + lane / 4;  // this thread's keys r0, r0 + 8 of a tile
+  const auto key = [&](int64_t tile, int k) { return tile * kTileKeys + r0 + 8 * k; };
+  RawBlock<KvEntryFormat::kIndexFp4> raw[2];
+  int32_t ahead[2];
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {  // the first tile in flight while q is staged
+    fetch_key_block(a, n, key(blockIdx.x, k), tq, key_slot(a, seq, n, key(blockIdx.x, k)), raw[k]);
+    ahead[k] = key_slot(a, seq, n, key(blockIdx.x + gridDim.x, k));
+  }
+  for (int b = threadIdx.x; b < kBins; b += kWgThreads) coarse[b] = 0;
+  stage_q_wgmma(a, t, qs);
+  const auto weight_bits = [&](int h) {
+    return h < a.heads
+               ? __float_as_uint(round_bf16(__fmul_rn(bf16_to_f(a.weights[t * a.heads + h]), a.weight_scale))) >> 16
+               : 0u;
+  };
+  uint32_t w[8];  // bf16 pairs of w_h, heads 8i + 2t and + 1
+#pragma unroll
+  for (int i = 0; i < 8; ++i) w[i] = weight_bits(8 * i + 2 * tq) | weight_bits(8 * i + 2 * tq + 1) << 16;
+  fence_async_shared();
+  __syncthreads();  // q's tile and the counts are in place
+  const uint32_t qa = smem_addr(qs);
+  float* out = s.scores + (t - s.t0) * s.stride;
+  uint32_t* fine = s.wide ? s.fine + (t - s.t0) * kWideBins : nullptr;
+  float d[32] = {};
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    uint32_t p0[16], p1[16];
+    block_pairs(raw[0], p0);
+    block_pairs(raw[1], p1);
+    const bool bad = tq == 0 ? raw[0].bad : raw[1].bad;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {  // in flight while this tile is scored
+      fetch_key_block(a, n, key(tile + gridDim.x, k), tq, ahead[k], raw[k]);
+      ahead[k] = key_slot(a, seq, n, key(tile + 2 * int64_t{gridDim.x}, k));
+    }
+    wgmma_fence();
+    pin_registers(d);
+#pragma unroll
+    for (int st = 0; st < 8; ++st) {
+      const uint32_t af[4] = {p0[2 * st], p1[2 * st], p0[2 * st + 1], p1[2 * st + 1]};
+      wgmma_m64n64k16_rs(d, af, sw128_desc(qa + (st / 4) * kWgHalf + 32 * (st % 4)), st);
+    }
+    wgmma_commit();
+    wgmma_wait_all();
+    pin_registers(d);
+    float sum[4] = {};
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {  // heads 16m .. 16m + 15
+      const uint32_t tf[4] = {term_pair(d, 2 * m, 0, w[2 * m]), term_pair(d, 2 * m, 1, w[2 * m]),
+                              term_pair(d, 2 * m + 1, 0, w[2 * m + 1]), term_pair(d, 2 * m + 1, 1, w[2 * m + 1])};
+      mma_bf16(sum, tf, kBf16Ones, kBf16Ones);
+    }
+    // sum[0]: key r0's head sum (in every lane of the quad), sum[2]: key r0 + 8's; lanes 0 and 1 put them.
+    put_score(tq < 2 ? key(tile, tq) : n, n, tq == 0 ? sum[0] : sum[2], bad, out, coarse, fine);
   }
   flush_counts(coarse, s, t);
 }
@@ -884,13 +1064,13 @@ size_t carve(char* base, int64_t group, int topk, Scratch& s, size_t* count_byte
 // a CTA).
 template <typename Kernel>
 void launch_wave(Kernel kernel, size_t smem, const IndexerLaunch& a, const Scratch& s, int64_t group,
-                 cudaStream_t stream) {
+                 cudaStream_t stream, int threads = kScoreThreads) {
   int per_sm = 0;
-  DSV4_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kScoreThreads, smem));
+  DSV4_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
   const int64_t tiles = (s.cap + kTileKeys - 1) / kTileKeys;
   const int64_t ctas = std::clamp<int64_t>((int64_t{sm_count()} * std::max(per_sm, 1) + group - 1) / group, 1, tiles);
   const dim3 grid(static_cast<unsigned>(ctas), static_cast<unsigned>(group));
-  launch_kernel(kernel, grid, kScoreThreads, smem, stream, a, s);
+  launch_kernel(kernel, grid, threads, smem, stream, a, s);
 }
 
 template <KvEntryFormat F>
@@ -942,8 +1122,10 @@ void score_group(const IndexerLaunch& a, const Scratch& s, int64_t g, char* base
                  cudaStream_t stream) {
   DSV4_CUDA_CHECK(cudaMemsetAsync(base, 0, count_bytes, stream));
   if (s.cap == 0) return;
-  if (a.fast && a.keys.format == KvEntryFormat::kIndexFp4 && a.heads <= kMmaHeads) {
-    return launch_wave(score_mma_kernel, 0, a, s, g, stream);
+  if (a.dots != IndexerDots::kCudaCores && a.keys.format == KvEntryFormat::kIndexFp4 && a.heads <= kMmaHeads) {
+    if (a.dots == IndexerDots::kMmaSync) return launch_wave(score_mma_kernel, 0, a, s, g, stream);
+    const size_t smem = 2 * kWgHalf + 1024;  // q's tile, aligned to 1024 bytes inside
+    return launch_wave(score_wgmma_kernel, smem, a, s, g, stream, kWgThreads);
   }
   switch (a.keys.format) {
     case KvEntryFormat::kIndexFp4:
@@ -969,8 +1151,9 @@ void select_group(const IndexerLaunch& a, const Scratch& s, int64_t g, cudaStrea
 
 }  // namespace
 
-void indexer_topk(const IndexerTopkParams& params, int32_t* err, bool fast, cudaStream_t stream, int32_t max_keys) {
-  const IndexerLaunch a{params, max_keys, err, fast};
+void indexer_topk(const IndexerTopkParams& params, int32_t* err, IndexerDots dots, cudaStream_t stream,
+                  int32_t max_keys) {
+  const IndexerLaunch a(params, max_keys, err, dots);
   Plan p = make_plan(a);
   if (a.tokens == 0) return;
   Scratch& s = p.scratch;
@@ -992,10 +1175,11 @@ struct IndexerSplit::State {
   char* base = nullptr;
 };
 
-IndexerSplit::IndexerSplit(const IndexerTopkParams& p, int32_t* err, bool fast, cudaStream_t stream, int32_t max_keys)
+IndexerSplit::IndexerSplit(const IndexerTopkParams& p, int32_t* err, IndexerDots dots, cudaStream_t stream,
+                           int32_t max_keys)
     : state_(std::make_unique<State>()) {
   State& st = *state_;
-  st.a = {p, max_keys, err, fast};
+  st.a = IndexerLaunch(p, max_keys, err, dots);
   const IndexerLaunch& a = st.a;
   st.stream = stream;
   st.plan = make_plan(a);

@@ -1,7 +1,8 @@
 // Indexer scores and top-k on the paged index-key cache (MODEL.md §5.6), as backend/cpu/indexer.cpp
-// computes them, bit for bit (fast = false: the exact tier). With fast (spec/NUMERICS.md's fast tier) the
-// dots of FP4 keys with at most 64 heads run on the bf16 tensor cores with fp32 accumulators and the head
-// sum in another fixed order; the rounding points, the selection and its ties stay. The contract is
+// computes them, bit for bit (dots kCudaCores: the exact tier). With kWgmma or kMmaSync (spec/NUMERICS.md's
+// fast tier) the dots of FP4 keys with at most 64 heads run on the bf16 tensor cores with fp32 accumulators
+// and the head sum in another fixed order (kWgmma: on the tensor cores too); the rounding points, the
+// selection and its ties stay. The contract is
 // backend/op_params.h's IndexerTopkParams, taken with device pointers (q 16-byte aligned, head_dim 128, heads <= 256,
 // topk <= 2048; keys kIndexFp4, kIndexFp8 or kBf16). What the device adds: err, the device error flag (kIndexerSlot: a
 // bad slot, whose score is −inf, sequence id or key count), and max_keys, an optional bound on any token's eligible
@@ -15,6 +16,7 @@
 #include <memory>
 
 #include "backend/cuda/device_error.h"
+#include "backend/cuda/gemm/gemm_plan.h"
 #include "backend/op_params.h"
 
 namespace dsv4::cuda {
@@ -23,7 +25,8 @@ namespace dsv4::cuda {
 // register-blocked over keys and heads with the CPU's exact fp32 order, with a histogram of the score
 // keys; then per token the radix cut at the top-k, a compaction over chunks of the row (one CTA each)
 // and, by the last CTA, the sorted output. Deterministic; no host synchronisation.
-void indexer_topk(const IndexerTopkParams& p, int32_t* err, bool fast, cudaStream_t stream, int32_t max_keys = 0);
+void indexer_topk(const IndexerTopkParams& p, int32_t* err, IndexerDots dots, cudaStream_t stream,
+                  int32_t max_keys = 0);
 
 // Benchmarks and tests only: indexer_topk's two halves on a scratch this object keeps, so that each can
 // be timed alone. score() runs the scoring kernel with its histograms (what indexer_topk launches first);
@@ -31,7 +34,7 @@ void indexer_topk(const IndexerTopkParams& p, int32_t* err, bool fast, cudaStrea
 // score() then select() gives indexer_topk's output. The tokens must fit one token group (throws else).
 class IndexerSplit {
  public:
-  IndexerSplit(const IndexerTopkParams& p, int32_t* err, bool fast, cudaStream_t stream, int32_t max_keys = 0);
+  IndexerSplit(const IndexerTopkParams& p, int32_t* err, IndexerDots dots, cudaStream_t stream, int32_t max_keys = 0);
   ~IndexerSplit();
   IndexerSplit(const IndexerSplit&) = delete;
   IndexerSplit& operator=(const IndexerSplit&) = delete;

@@ -1,4 +1,5 @@
-// PTX wrappers shared by the CUDA kernels: shared-memory addresses, ldmatrix, bf16 mma, cp.async and prmt.
+// PTX wrappers shared by the CUDA kernels: shared-memory addresses, ldmatrix, bf16 mma, cp.async, prmt and
+// wgmma's descriptors and ordering.
 #pragma once
 
 #include <cstdint>
@@ -100,6 +101,28 @@ __device__ __forceinline__ void bar_sync(int id, int count) {
 }
 __device__ __forceinline__ void bar_arrive(int id, int count) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
+// wgmma's shared-memory matrix descriptor for a K-major tile with the 128-byte swizzle: rows of 128 bytes,
+// 16-byte unit u of row r stored at unit u ^ (r % 8), 8-row groups 1024 bytes apart (the tile's base on a
+// 1024-byte boundary; a K step inside the row adds its byte offset to addr).
+__device__ __forceinline__ uint64_t sw128_desc(uint32_t addr) {
+  return uint64_t{(addr & 0x3ffffu) >> 4} | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
+}
+
+// Orders register writes (operands, accumulators) before the wgmmas issued after it.
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// Shared memory written through the generic proxy (stores, cp.async) before wgmma reads it.
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// Keeps the compiler from moving reads or writes of these registers (wgmma accumulators) across the
+// asynchronous wgmma.
+template <int N>
+__device__ __forceinline__ void pin_registers(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 }  // namespace dsv4::cuda

@@ -412,7 +412,14 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   EXPECT_NE(p.describe().find("FP4 per 32 (wgmma: per 128); few-row kernel up to 4 rows"), std::string::npos)
       << p.describe();
   EXPECT_NE(p.describe().find("up to 4 rows a weight (FP8 twins 2)"), std::string::npos) << p.describe();
-  EXPECT_NE(p.describe().find("indexer dots on tensor cores"), std::string::npos) << p.describe();
+  EXPECT_NE(p.describe().find("indexer dots on wgmma"), std::string::npos) << p.describe();
+  ::setenv("DSV4_INDEXER_DOTS", "mma", 1);
+  EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).indexer_dots, IndexerDots::kMmaSync);
+  ::setenv("DSV4_INDEXER_DOTS", "cuda-cores", 1);
+  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("indexer dots on CUDA cores"), std::string::npos);
+  ::setenv("DSV4_INDEXER_DOTS", "tensor", 1);
+  EXPECT_THROW(GemmPolicy::from_env(Numerics::kFast), Error);
+  ::unsetenv("DSV4_INDEXER_DOTS");
   EXPECT_NE(p.describe().find("FP4 widened before the call from 512 rows an expert"), std::string::npos)
       << p.describe();
   EXPECT_NE(p.describe().find("hc_pre norm fused"), std::string::npos) << p.describe();

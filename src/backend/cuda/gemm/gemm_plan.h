@@ -23,6 +23,11 @@ namespace dsv4::cuda {
 
 enum class GemmWeightKind : uint8_t { kFp8, kFp4, kBf16, kF32 };
 
+// Where the indexer's dots run (indexer.h): the CUDA cores (the exact tier's kernel), mma.sync, or wgmma
+// with the head sum on the tensor cores too (both: the fast tier, FP4 keys and at most 64 heads).
+enum class IndexerDots : uint8_t { kCudaCores, kMmaSync, kWgmma };
+const char* indexer_dots_name(IndexerDots d);
+
 struct GemmProblem {
   GemmWeightKind weight = GemmWeightKind::kFp8;
   int64_t rows = 0;  // dense: the rows; grouped: the bound of the experts' rows
@@ -52,9 +57,9 @@ struct GemmPolicy {
   // Fast tier, few-row kernel: runs of K a CTA's warps split (1, 2, 4 or 8); 0: the plan's rule
   // (fast_gemv_k_parts). Set only by the bench's sweep (gpu_kernels_bench gemv-parts) that checks the rule.
   int gemv_k_parts = 0;
-  // Fast tier, beside the GEMMs: the indexer's dots of FP4 keys on the bf16 tensor cores (indexer.h;
-  // off: its CUDA-core kernel, the exact tier's; measured 1.4-4x slower, docs/perf.md).
-  bool indexer_mma = true;
+  // Fast tier, beside the GEMMs: where the indexer's dots of FP4 keys run (DSV4_INDEXER_DOTS=cuda-cores,
+  // mma or wgmma; the CUDA cores measured 1.4-4x slower than mma.sync, docs/perf.md).
+  IndexerDots indexer_dots = IndexerDots::kWgmma;
   // Fast tier: cuBLASLt's block-scaled FP8 and bf16 GEMMs on (DSV4_GEMM_CUBLASLT=0: off).
   bool cublaslt = true;
   // Fast tier: the wgmma kernel (wgmma_gemm.h) for grouped calls of at least wgmma_min_rows rows a

@@ -57,22 +57,8 @@ struct StageLayout {
   static constexpr size_t smem = size_t{bytes} * kStages + 1024;  // + the base's alignment
 };
 
-// wgmma's shared-memory matrix descriptor for a K-major tile with the 128-byte swizzle.
-__device__ __forceinline__ uint64_t sw128_desc(uint32_t addr) {
-  return uint64_t{(addr & 0x3ffffu) >> 4} | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
-}
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-// Shared memory written through the generic proxy (stores, cp.async) before wgmma reads it.
-__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
 // Keeps the compiler from moving accumulator reads or writes across the asynchronous wgmma.
-__device__ __forceinline__ void pin(float (&d)[64]) {
-#pragma unroll
-  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
+__device__ __forceinline__ void pin(float (&d)[64]) { pin_registers(d); }
 
 #define DSV4_WG_D8(i)                                                                                         \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
