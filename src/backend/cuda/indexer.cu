@@ -7,6 +7,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/gemm/fast_divide.h"
 #include "backend/cuda/indexer.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/ptx.cuh"
@@ -47,17 +48,14 @@ struct IndexerLaunch : IndexerTopkParams {
   int32_t* err = nullptr;
   IndexerDots dots =
       IndexerDots::kCudaCores;  // the fast tier's: FP4 keys of at most kMmaHeads heads on the tensor cores
-  // slot / keys.entries_per_page as (umulhi(slot, page_magic) + slot) >> page_shift (slots are < 2^31):
-  // the key table's page found without a 64-bit division.
-  uint32_t page_magic = 0;
-  int page_shift = 0;
+  FastDivide per_page;          // slot / keys.entries_per_page without a division
 
   IndexerLaunch(const IndexerTopkParams& p, int32_t max_keys_, int32_t* err_, IndexerDots dots_)
-      : IndexerTopkParams(p), max_keys(max_keys_), err(err_), dots(dots_) {
-    const uint32_t d = static_cast<uint32_t>(std::max(keys.entries_per_page, 1));
-    while ((uint64_t{1} << page_shift) < d) ++page_shift;
-    page_magic = static_cast<uint32_t>((uint64_t{1} << 32) * ((uint64_t{1} << page_shift) - d) / d + 1);
-  }
+      : IndexerTopkParams(p),
+        max_keys(max_keys_),
+        err(err_),
+        dots(dots_),
+        per_page(static_cast<uint32_t>(std::max(keys.entries_per_page, 1))) {}
   IndexerLaunch() = default;
 };
 
@@ -141,10 +139,10 @@ struct RawBlock {
   bool bad;        // an eligible key whose slot is outside the table (scores −inf)
 };
 
-// a.keys.entry(slot) for a slot the table holds, by the launch's 32-bit page divider.
+// a.keys.entry(slot) for a slot the table holds (slots are int32), without a division.
 __device__ __forceinline__ const uint8_t* key_entry(const IndexerLaunch& a, int32_t slot) {
   const uint32_t n = static_cast<uint32_t>(slot);
-  const uint32_t page = (__umulhi(n, a.page_magic) + n) >> a.page_shift;
+  const uint32_t page = a.per_page(n);
   const uint32_t in_page = n - page * static_cast<uint32_t>(a.keys.entries_per_page);
   return a.keys.base + int64_t{page} * a.keys.page_bytes + in_page * static_cast<uint32_t>(a.keys.entry_bytes);
 }
