@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/gemm/fast_divide.h"
+#include "backend/cuda/gemm/mma_layout.h"
 #include "backend/cuda/indexer.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/ptx.cuh"
@@ -608,10 +609,9 @@ constexpr int kWgThreads = 128;
 constexpr int kWgHalf = kMmaHeads * 128;  // bytes of q's B tile for 64 of the 128 dims
 constexpr uint32_t kBf16Ones = 0x3f803f80u;
 
-// q of token t as the B tile at qs (1024-byte aligned): head h's row of logical positions p (k step p / 16,
-// slot p % 16), 64 to a half; position p holds dim 32(slot % 8 / 2) + 4(p / 16) + 2(slot / 8) + slot % 2,
-// 16-byte units swizzled by h % 8; heads past a.heads are zeros. Every load is issued before the first
-// store (a store could alias a later load: the loop would wait on each load in turn).
+// q of token t as the B tile at qs (1024-byte aligned): head h's row of logical positions (mma_layout.h's
+// indexer_b_position), 64 to a half, swizzled by 128 bytes; heads past a.heads are zeros. Every load is issued before
+// the first store (a store could alias a later load: the loop would wait on each load in turn).
 __device__ void stage_q_wgmma(const IndexerLaunch& a, int64_t t, uint8_t* qs) {
   constexpr int kPer = kMmaHeads * kDim / 8 / kWgThreads;  // 16-byte pieces (8 dims) a thread
   const uint4* q = reinterpret_cast<const uint4*>(a.q + t * a.heads * kDim);
@@ -626,9 +626,9 @@ __device__ void stage_q_wgmma(const IndexerLaunch& a, int64_t t, uint8_t* qs) {
     const int piece = static_cast<int>(threadIdx.x) + i * kWgThreads, h = piece / (kDim / 8), m = piece % (kDim / 8);
     const uint32_t words[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {  // dims 8m + 2k, + 1: block m / 4, k step 2(m % 4) + k / 2, slot 8(k % 2) + 2(m / 4)
-      const int p = 16 * (2 * (m % 4) + k / 2) + 8 * (k % 2) + 2 * (m / 4), byte = 2 * (p % 64);
-      sts_u32(smem_addr(qs + (p / 64) * kWgHalf + h * 128 + (((byte / 16) ^ (h % 8)) << 4) + byte % 16), words[k]);
+    for (int k = 0; k < 4; ++k) {  // dims 8m + 2k, + 1: positions p, p + 1
+      const int p = indexer_b_position(8 * m + 2 * k);
+      sts_u32(smem_addr(qs + (p / 64) * kWgHalf + sw128_offset(h, 2 * (p % 64))), words[k]);
     }
   }
 }
