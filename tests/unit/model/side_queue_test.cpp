@@ -85,14 +85,23 @@ TEST(SideQueue, TheIndexerOrTheKvPathRunsBesideTheQueryAndJoinsBeforeSparseAtten
   bool joined = true;  // since the last branch ended
   std::vector<std::string> side_ops;
   std::string last_main, fork_after;  // the main queue's last op, and that at the last fork
+  std::string previous;               // the event before this one
+  int expansions = 0;
   for (const std::string& e : log.events) {
     if (e == "[begin_side]") ++begins, joined = false, fork_after = last_main;
+    // A layer's page-list expansions run on the side queue, first in their branch, off the query path.
+    EXPECT_NE(e, "paged_slots") << "an expansion on the main queue";
+    if (e == "side:paged_slots") {
+      ++expansions;
+      EXPECT_TRUE(previous == "[begin_side]" || previous == "side:paged_slots") << "an expansion after " << previous;
+    }
+    previous = e;
     if (e[0] != '[' && e.rfind("side:", 0) != 0) last_main = e;
     if (e == "side:rope") {
       EXPECT_EQ(fork_after, "rms_norm") << "the index queries forked before the query latent was made";
     }
     if (e == "[join_side]") joined = true;
-    if (e.rfind("side:", 0) == 0) side_ops.push_back(e);
+    if (e.rfind("side:", 0) == 0 && e != "side:paged_slots") side_ops.push_back(e);
     if (e == "sparse_attention") {
       EXPECT_TRUE(joined) << "sparse attention before the side queue joined";
       attentions_after_join += joined;
@@ -105,9 +114,10 @@ TEST(SideQueue, TheIndexerOrTheKvPathRunsBesideTheQueryAndJoinsBeforeSparseAtten
   for (int l = 0; l < tiny().config.n_layers; ++l) csa += tiny().config.compress_ratio(l) == 4;
   EXPECT_EQ(begins, tiny().config.n_layers + csa);
   EXPECT_EQ(attentions_after_join, tiny().config.n_layers);
-  // Per CSA layer: the indexer's compressor (step and emission) and weights, then its projection, RoPE,
-  // Hadamard with the FP4 simulation, and the top-k. Per other layer: wkv and the window insert, then (ratio 128)
-  // the compressor's step (its first emission comes at position 127, past the step's 9 tokens).
+  // Besides the expansions (checked above): per CSA layer, the indexer's compressor (step and emission)
+  // and weights, then its projection, RoPE, Hadamard with the FP4 simulation, and the top-k. Per other
+  // layer: wkv and the window insert, then (ratio 128) the compressor's step (its first emission comes
+  // at position 127, past the step's 9 tokens).
   std::vector<std::string> want;
   bool kinds[3] = {};  // ratio 0, 4 and 128 layers met: the test covers each
   for (int l = 0; l < tiny().config.n_layers; ++l) {
@@ -123,6 +133,7 @@ TEST(SideQueue, TheIndexerOrTheKvPathRunsBesideTheQueryAndJoinsBeforeSparseAtten
   }
   EXPECT_TRUE(kinds[1] && kinds[2]) << "the tiny model lacks a CSA or an HCA layer";
   EXPECT_EQ(side_ops, want);
+  EXPECT_GE(expansions, tiny().config.n_layers) << "every layer expands at least its window";
 
   Log serial;
   EXPECT_EQ(step(serial, false), with);  // the same bits in order
