@@ -643,8 +643,9 @@ int main() {
   cuda::CudaOps ops(dev, cuda::GemmPolicy::from_env(Numerics::kExact));
   cuda::CudaOps fast_ops(dev, cuda::GemmPolicy::from_env(Numerics::kFast));
   std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
-  // DSV4_KERNELS (comma list of gemm, fast, attention, indexer, compressor, moe, hc, hc-chain, hc-ring,
-  // imma4, imma-decode, simt, wgmma, gemv, gemv-parts, wo-a, compressor-fast, moe-decode, layer-gemms, kv-restore):
+  // DSV4_KERNELS (comma list of gemm, fast, attention, indexer, indexer-fast, compressor, moe, hc, hc-chain,
+  // hc-ring, imma4, imma-decode, simt, wgmma, gemv, gemv-parts, wo-a, compressor-fast, moe-decode, layer-gemms,
+  // kv-restore):
   // only those rows. "fast": the GEMM, MoE and hc_pre rows on the fast tier (suffix " fast"); the others are the exact
   // tier's. Unset: the M1.8 table's families (the defaults' rows); the experiments' families only when named.
   const char* set = std::getenv("DSV4_KERNELS");
