@@ -229,6 +229,11 @@ __device__ __forceinline__ bool stage_block(const RawBlock<F>& raw, float2 qb, f
   return exact;
 }
 
+// w_h = bf16(weights_h · scale) of token t (0 for heads past a.heads: padded rows add nothing).
+__device__ __forceinline__ float head_weight(const IndexerLaunch& a, int64_t t, int h) {
+  return h < a.heads ? round_bf16(__fmul_rn(bf16_to_f(a.weights[t * a.heads + h]), a.weight_scale)) : 0.0f;
+}
+
 // q of token t into shared bf16 rows (heads padded to whole passes with zeros) and w[h] = bf16(w_h · scale);
 // returns the smallest nonzero |q| and the largest |q|.
 __device__ float2 load_query(const IndexerLaunch& a, int64_t t, int rows, uint16_t* q, float* w) {
@@ -248,8 +253,7 @@ __device__ float2 load_query(const IndexerLaunch& a, int64_t t, int rows, uint16
       if (mag != 0.0f) lo = fminf(lo, mag);
     }
   }
-  for (int h = threadIdx.x; h < rows; h += kScoreThreads)
-    w[h] = h < a.heads ? round_bf16(__fmul_rn(bf16_to_f(a.weights[t * a.heads + h]), a.weight_scale)) : 0.0f;
+  for (int h = threadIdx.x; h < rows; h += kScoreThreads) w[h] = head_weight(a, t, h);
   for (int o = kWarp / 2; o > 0; o >>= 1) {
     lo = fminf(lo, __shfl_xor_sync(0xffffffffu, lo, o));
     hi = fmaxf(hi, __shfl_xor_sync(0xffffffffu, hi, o));
@@ -565,10 +569,7 @@ __global__ void __launch_bounds__(kScoreThreads, 2) score_mma_kernel(IndexerLaun
   const bool live_group = h0 < a.heads;  // warp-uniform: groups past the heads add zeros
   uint32_t qf[kDim / 16][4];
   load_q_fragments(a, t, h0, qf);
-  const auto weight = [&](int h) {
-    return h < a.heads ? round_bf16(__fmul_rn(bf16_to_f(a.weights[t * a.heads + h]), a.weight_scale)) : 0.0f;
-  };
-  const float w_lo = weight(h0 + lane / 4), w_hi = weight(h0 + lane / 4 + 8);
+  const float w_lo = head_weight(a, t, h0 + lane / 4), w_hi = head_weight(a, t, h0 + lane / 4 + 8);
   float* out = s.scores + (t - s.t0) * s.stride;
   uint32_t* fine = s.wide ? s.fine + (t - s.t0) * kWideBins : nullptr;
   RawBlock<KvEntryFormat::kIndexFp4> raw;
@@ -695,11 +696,7 @@ __global__ void __launch_bounds__(kWgThreads, 4) score_wgmma_kernel(IndexerLaunc
   }
   for (int b = threadIdx.x; b < kBins; b += kWgThreads) coarse[b] = 0;
   stage_q_wgmma(a, t, qs);
-  const auto weight_bits = [&](int h) {
-    return h < a.heads
-               ? __float_as_uint(round_bf16(__fmul_rn(bf16_to_f(a.weights[t * a.heads + h]), a.weight_scale))) >> 16
-               : 0u;
-  };
+  const auto weight_bits = [&](int h) { return __float_as_uint(head_weight(a, t, h)) >> 16; };  // bf16 exact
   uint32_t w[8];  // bf16 pairs of w_h, heads 8i + 2t and + 1
 #pragma unroll
   for (int i = 0; i < 8; ++i) w[i] = weight_bits(8 * i + 2 * tq) | weight_bits(8 * i + 2 * tq + 1) << 16;

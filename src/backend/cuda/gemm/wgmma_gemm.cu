@@ -57,9 +57,6 @@ struct StageLayout {
   static constexpr size_t smem = size_t{bytes} * kStages + 1024;  // + the base's alignment
 };
 
-// Keeps the compiler from moving accumulator reads or writes across the asynchronous wgmma.
-__device__ __forceinline__ void pin(float (&d)[64]) { pin_registers(d); }
-
 #define DSV4_WG_D8(i)                                                                                         \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
       "+f"(d[i + 7])
@@ -202,13 +199,13 @@ __device__ __forceinline__ void widen_stage(uint32_t st, int32_t* err) {
 template <bool kE5m2, typename Overlap>
 __device__ __forceinline__ void multiply_block(uint32_t a_tile, uint32_t b_tile, float (&part)[64], Overlap&& overlap) {
   wgmma_fence();
-  pin(part);
+  pin_registers(part);
 #pragma unroll
   for (int ks = 0; ks < 4; ++ks) wgmma_k32<kE5m2>(part, sw128_desc(a_tile + 32 * ks), sw128_desc(b_tile + 32 * ks), ks);
   wgmma_commit();
   overlap();
   wgmma_wait_all();
-  pin(part);
+  pin_registers(part);
 }
 
 // Output pair (v0, v1) at (row, col), (row, col + 1), within the tile's rows and N.
