@@ -644,10 +644,10 @@ int main() {
   cuda::CudaOps fast_ops(dev, cuda::GemmPolicy::from_env(Numerics::kFast));
   std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
   // DSV4_KERNELS (comma list of gemm, fast, attention, indexer, indexer-fast, compressor, moe, hc, hc-chain,
-  // hc-ring, imma4, imma-decode, simt, wgmma, gemv, gemv-parts, wo-a, compressor-fast, moe-decode, layer-gemms,
-  // kv-restore):
-  // only those rows. "fast": the GEMM, MoE and hc_pre rows on the fast tier (suffix " fast"); the others are the exact
-  // tier's. Unset: the M1.8 table's families (the defaults' rows); the experiments' families only when named.
+  // hc-ring, imma4, imma-decode, simt, wgmma, wgmma-ws, gemv, gemv-parts, wo-a, compressor-fast, moe-decode,
+  // layer-gemms, kv-restore): only those rows. "fast": the GEMM, MoE and hc_pre rows on the fast tier (suffix " fast");
+  // the others are the exact tier's. Unset: the M1.8 table's families (the defaults' rows); the experiments' families
+  // only when named.
   const char* set = std::getenv("DSV4_KERNELS");
   const std::string only = "," + std::string(set ? set : "gemm,fast,attention,indexer,compressor,moe,hc") + ",";
   auto want = [&only](const char* family) { return only.find("," + std::string(family) + ",") != std::string::npos; };
@@ -712,6 +712,17 @@ int main() {
     const auto mma = fast_with([](cuda::GemmPolicy& p) { p.wgmma_min_rows = int64_t{1} << 40; });
     moe_rows(*mma, " mma fast", {8192});
     moe_rows(*mma, " e32 mma fast", {8192}, 32);
+  }
+  if (want("wgmma-ws")) {  // the wgmma kernel's two forms: a CTA a tile in lockstep, warp-specialized persistent
+    for (const bool ws : {false, true}) {
+      const std::string form = ws ? " ws" : " lockstep";
+      const auto on = fast_with([ws](cuda::GemmPolicy& p) { p.wgmma_specialized = ws, p.lt_experts_min_rows = 0; });
+      const auto dense = fast_with([ws](cuda::GemmPolicy& p) { p.wgmma_specialized = ws, p.cublaslt = false; });
+      moe_rows(*on, form, {2048, 8192});         // 256 experts: 48 / 192 rows an expert, FP4 widened in smem
+      moe_rows(*on, " e32" + form, {8192}, 32);  // 1536 rows an expert: FP4 widened beforehand
+      moe_rows(*on, " e32 fp8" + form, {8192}, 32, true);
+      gemm_rows(*dense, form, {1024, 8192});
+    }
   }
   if (want("gemv")) {  // the few-row kernel against the mma.sync kernel
     const auto mma = fast_with([](cuda::GemmPolicy& p) { p.gemv_max_rows = 0; });

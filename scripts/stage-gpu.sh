@@ -25,19 +25,28 @@ for b in "${bins[@]}"; do
   ldd "$b" | awk '/=> \// {print $3}'
 done | sort -u | grep -v -E '/(libc|libm|libdl|librt|libpthread|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so|libcuda|libcublas|libcudart|libnccl' |
   while read -r lib; do cp -L "$lib" "$STAGE/bin/lib/"; done
-# DSV4_GPU_MUTATION="FILE:SED-EXPRESSION": also a test_gpu built with that edit (a deliberate bug), staged as
-# test_gpu_mutant for run-gpu.sh's DSV4_GPU_MUTANT, whose tests must then fail: the tests' power, shown.
-# The file is restored (and touched, so that the next build compiles it again) and test_gpu rebuilt.
-if [ -n "${DSV4_GPU_MUTATION:-}" ]; then
-  file=${DSV4_GPU_MUTATION%%:*}
-  cp "$file" "$file.orig"
-  sed -i "${DSV4_GPU_MUTATION#*:}" "$file"
-  restore() { cp "$file.orig" "$file" && rm -f "$file.orig" && touch "$file"; }
-  if cmp -s "$file" "$file.orig"; then
-    restore
-    echo "stage-gpu: the mutation changed nothing in $file" >&2
-    exit 1
-  fi
+# DSV4_GPU_MUTATION="FILE:SED-EXPRESSION" (and DSV4_GPU_MUTATION2, another file's): also a test_gpu built with
+# those edits (deliberate bugs), staged as test_gpu_mutant for run-gpu.sh's DSV4_GPU_MUTANT, whose tests must then
+# fail: the tests' power, shown. The files are restored (and touched, so that the next build compiles them again)
+# and test_gpu rebuilt.
+mutations=()
+for m in "${DSV4_GPU_MUTATION:-}" "${DSV4_GPU_MUTATION2:-}"; do [ -n "$m" ] && mutations+=("$m"); done
+if [ ${#mutations[@]} -gt 0 ]; then
+  files=()
+  restore() {
+    for f in "${files[@]}"; do cp "$f.orig" "$f" && rm -f "$f.orig" && touch "$f"; done
+  }
+  for m in "${mutations[@]}"; do
+    file=${m%%:*}
+    cp "$file" "$file.orig"
+    files+=("$file")
+    sed -i "${m#*:}" "$file"
+    if cmp -s "$file" "$file.orig"; then
+      restore
+      echo "stage-gpu: the mutation changed nothing in $file" >&2
+      exit 1
+    fi
+  done
   DSV4_TARGETS=test_gpu scripts/build.sh >/dev/null || { restore; exit 1; }
   cp "$BUILD_DIR/tests/gpu/test_gpu" "$STAGE/bin/test_gpu_mutant"
   restore

@@ -267,11 +267,11 @@ struct GemmRunner::Impl {
     if (plan.fallback == GemmRoute::kWgmma) {
       if (wgmma_takes(p) && plan.widen_experts > 0 && p.kind == GemmWeightKind::kFp4) {
         const int64_t bytes = wgmma_widened_bytes(p, plan.widen_experts);
-        wgmma_gemm_widened(p, plan.widen_experts, widen_scratch(bytes), error_flag, stream);
+        wgmma_gemm_widened(p, plan.widen_experts, policy.wgmma_specialized, widen_scratch(bytes), error_flag, stream);
         return;
       }
       if (wgmma_takes(p)) {
-        wgmma_gemm(p, error_flag, stream);
+        wgmma_gemm(p, policy.wgmma_specialized, error_flag, stream);
         return;
       }
       const GemmProblem prob{p.kind, p.rows, p.experts, p.n, p.kg, p.groups, p.y_b != nullptr};

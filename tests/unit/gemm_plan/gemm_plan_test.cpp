@@ -441,7 +441,12 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   EXPECT_FALSE(p.cublaslt);
   EXPECT_EQ(p.wgmma_min_rows, 200);
   EXPECT_EQ(p.fast_mma_max_rows, 128);
-  EXPECT_NE(p.describe().find("wgmma from 200 rows"), std::string::npos) << p.describe();
+  EXPECT_NE(p.describe().find("wgmma (lockstep) from 200 rows"), std::string::npos) << p.describe();
+  ::setenv("DSV4_GEMM_WGMMA_SPECIALIZED", "1", 1);
+  const GemmPolicy ws = GemmPolicy::from_env(Numerics::kFast);
+  ::unsetenv("DSV4_GEMM_WGMMA_SPECIALIZED");
+  EXPECT_TRUE(ws.wgmma_specialized && !p.wgmma_specialized);
+  EXPECT_NE(ws.describe().find("wgmma (warp-specialized)"), std::string::npos) << ws.describe();
   EXPECT_NE(p.describe().find("fast"), std::string::npos);
   EXPECT_NE(p.describe().find("cuBLASLt off"), std::string::npos);
   ::setenv("DSV4_GEMM_CUBLASLT", "2", 1);

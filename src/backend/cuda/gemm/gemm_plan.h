@@ -66,6 +66,9 @@ struct GemmPolicy {
   // weight on average (DSV4_GEMM_WGMMA_MIN_ROWS), dense FP4 calls above fast_mma_max_rows rows, and
   // dense FP8 ones that cuBLASLt refuses (measured against mma.sync there: docs/perf.md).
   int64_t wgmma_min_rows = 64;
+  // Fast tier: the wgmma kernel's warp-specialized persistent form (a producer warpgroup, mbarriers)
+  // instead of a CTA a tile in lockstep (DSV4_GEMM_WGMMA_SPECIALIZED=1; the same bits; not yet measured).
+  bool wgmma_specialized = false;
   // Fast tier, wgmma on FP4 weights: widened to e5m2 rows once per call, at most kWidenBudgetBytes of
   // experts at a time, instead of in shared memory by every CTA that reads them (the same bits)...
   bool fp4_prewiden = true;
