@@ -644,10 +644,10 @@ int main() {
   cuda::CudaOps fast_ops(dev, cuda::GemmPolicy::from_env(Numerics::kFast));
   std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
   // DSV4_KERNELS (comma list of gemm, fast, attention, indexer, indexer-fast, compressor, moe, hc, hc-chain,
-  // hc-ring, imma4, imma-decode, simt, wgmma, wgmma-ws, gemv, gemv-parts, wo-a, compressor-fast, moe-decode,
-  // layer-gemms, kv-restore): only those rows. "fast": the GEMM, MoE and hc_pre rows on the fast tier (suffix " fast");
-  // the others are the exact tier's. Unset: the M1.8 table's families (the defaults' rows); the experiments' families
-  // only when named.
+  // hc-ring, imma4, imma-decode, simt, wgmma, wgmma-ws, gemv, gemv-staged, gemv-parts, wo-a, compressor-fast,
+  // moe-decode, layer-gemms, kv-restore): only those rows. "fast": the GEMM, MoE and hc_pre rows on the fast tier
+  // (suffix " fast"); the others are the exact tier's. Unset: the M1.8 table's families (the defaults' rows); the
+  // experiments' families only when named.
   const char* set = std::getenv("DSV4_KERNELS");
   const std::string only = "," + std::string(set ? set : "gemm,fast,attention,indexer,compressor,moe,hc") + ",";
   auto want = [&only](const char* family) { return only.find("," + std::string(family) + ",") != std::string::npos; };
@@ -736,6 +736,15 @@ int main() {
     gemm_rows(*mma, " mma", {16, 32});
     moe_rows(fast_ops, " e32 gemv", {1, 8, 32}, 32);
     moe_rows(*mma, " e32 mma", {1, 8, 32}, 32);
+  }
+  if (want("gemv-staged")) {  // the few-row kernel's FP4 codes: 4-byte loads into registers against staged
+    const auto staged = fast_with([](cuda::GemmPolicy& p) { p.gemv_fp4_staged = true; });
+    for (int rep = 0; rep < 2; ++rep) {  // in turn twice: the order's effect shows
+      moe_rows(fast_ops, " e32 regs", {1, 8}, 32);
+      moe_rows(*staged, " e32 staged", {1, 8}, 32);
+    }
+    moe_rows(fast_ops, " regs", {1, 8});
+    moe_rows(*staged, " staged", {1, 8});
   }
   if (want("gemv-parts")) {  // the few-row kernel's K runs a CTA forced, against the plan's occupancy rule
     for (int parts : {1, 2, 4, 8}) {

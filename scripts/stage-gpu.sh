@@ -25,12 +25,12 @@ for b in "${bins[@]}"; do
   ldd "$b" | awk '/=> \// {print $3}'
 done | sort -u | grep -v -E '/(libc|libm|libdl|librt|libpthread|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so|libcuda|libcublas|libcudart|libnccl' |
   while read -r lib; do cp -L "$lib" "$STAGE/bin/lib/"; done
-# DSV4_GPU_MUTATION="FILE:SED-EXPRESSION" (and DSV4_GPU_MUTATION2, another file's): also a test_gpu built with
+# DSV4_GPU_MUTATION="FILE:SED-EXPRESSION" (and DSV4_GPU_MUTATION2 and 3, other files'): also a test_gpu built with
 # those edits (deliberate bugs), staged as test_gpu_mutant for run-gpu.sh's DSV4_GPU_MUTANT, whose tests must then
 # fail: the tests' power, shown. The files are restored (and touched, so that the next build compiles them again)
 # and test_gpu rebuilt.
 mutations=()
-for m in "${DSV4_GPU_MUTATION:-}" "${DSV4_GPU_MUTATION2:-}"; do [ -n "$m" ] && mutations+=("$m"); done
+for m in "${DSV4_GPU_MUTATION:-}" "${DSV4_GPU_MUTATION2:-}" "${DSV4_GPU_MUTATION3:-}"; do [ -n "$m" ] && mutations+=("$m"); done
 if [ ${#mutations[@]} -gt 0 ]; then
   files=()
   restore() {

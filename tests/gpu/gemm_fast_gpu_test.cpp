@@ -544,6 +544,40 @@ TEST(CudaGemmFast, GemvPassesTheOpGate) {
   }
 }
 
+// The few-row kernel's FP4 codes staged through shared memory (GemvShape::fp4_staged: cp.async and
+// ldmatrix) against the 4-byte loads into registers, which pass the op gate above: the same operand words,
+// so the same bits (bf16 and fp32 outputs) at every K split, dense and grouped, from codes and (dense) from
+// bf16 rows, N off the grid.
+TEST(CudaGemmFast, GemvFp4StagedGivesTheSameBits) {
+  const auto fp4 = GemmWeightKind::kFp4;
+  std::vector<int32_t> spread(32, 0);  // a decode step's six pairs over 32 experts, one expert twice
+  for (int e : {3, 7, 8, 20, 31}) spread[e] = 1;
+  spread[8] = 2;
+  const std::vector<Case> list = {
+      dense("fp4 7x2000x4096", fp4, 7, 2000, 4096),
+      dense("fp4 1x4096x2048", fp4, 1, 4096, 2048),
+      dense("fp4 3x1100x1024 (N off the grid)", fp4, 3, 1100, 1024),
+      experts("fp4 32 experts, seven rows", fp4, spread, 4096, 2048, true),
+      experts("fp4 experts 0..5 rows", fp4, {0, 5, 1, 0, 2}, 2048, 4096, false),
+  };
+  uint32_t seed = 5500;
+  for (const Case& c : list) {
+    const HostInputs h = make_inputs(c, ++seed);
+    const DevInputs d(c, h, c.offsets);
+    const Dev<uint16_t> x(h.x);
+    for (int parts : {1, 2, 4, 8}) {
+      SCOPED_TRACE(testing::Message() << c.name << ", K runs " << parts);
+      const cuda::GemvShape regs{parts, false}, staged{parts, true};
+      const auto got = gemv_run<uint16_t>(c, d, h.scale_ld, staged);
+      EXPECT_EQ(got, gemv_run<uint16_t>(c, d, h.scale_ld, regs));
+      EXPECT_EQ(bits(gemv_run<float>(c, d, h.scale_ld, staged)), bits(gemv_run<float>(c, d, h.scale_ld, regs)));
+      if (c.experts() == 0) {
+        EXPECT_EQ(gemv_run<uint16_t>(c, d, h.scale_ld, staged, x.p), got) << "from bf16 rows";
+      }
+    }
+  }
+}
+
 // The wgmma kernel with FP4 weights widened beforehand (GemmPolicy::fp4_prewiden) against the kernel
 // widening them in shared memory: the same codes, scales and sums, so the same bits (bf16 and fp32
 // outputs) in passes of one, three or every expert, and the same error report past the span.

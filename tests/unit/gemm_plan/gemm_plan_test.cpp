@@ -411,7 +411,8 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   EXPECT_EQ(p.gemv_max_rows, 4);
   EXPECT_NE(p.describe().find("FP4 per 32 (wgmma: per 128); few-row kernel up to 4 rows"), std::string::npos)
       << p.describe();
-  EXPECT_NE(p.describe().find("up to 4 rows a weight (FP8 twins 2)"), std::string::npos) << p.describe();
+  EXPECT_NE(p.describe().find("up to 4 rows a weight (FP8 twins 2; FP4 codes in registers)"), std::string::npos)
+      << p.describe();
   EXPECT_NE(p.describe().find("indexer dots on wgmma"), std::string::npos) << p.describe();
   ::setenv("DSV4_INDEXER_DOTS", "mma", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).indexer_dots, IndexerDots::kMmaSync);
@@ -447,6 +448,10 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::unsetenv("DSV4_GEMM_WGMMA_SPECIALIZED");
   EXPECT_TRUE(ws.wgmma_specialized && !p.wgmma_specialized);
   EXPECT_NE(ws.describe().find("wgmma (warp-specialized)"), std::string::npos) << ws.describe();
+  ::setenv("DSV4_GEMM_GEMV_FP4_STAGED", "1", 1);
+  EXPECT_TRUE(GemmPolicy::from_env(Numerics::kFast).gemv_fp4_staged);
+  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("FP4 codes staged"), std::string::npos);
+  ::unsetenv("DSV4_GEMM_GEMV_FP4_STAGED");
   EXPECT_NE(p.describe().find("fast"), std::string::npos);
   EXPECT_NE(p.describe().find("cuBLASLt off"), std::string::npos);
   ::setenv("DSV4_GEMM_CUBLASLT", "2", 1);

@@ -75,6 +75,14 @@ struct Rows {
   const uint8_t* s[2];  // FP8: both the rows' block-scale row; FP4: each row's scales
 };
 
+// FP4 staged (GemvShape::fp4_staged): a warp's 16 rows of a K block (64 bytes each) copied by cp.async,
+// 16 bytes a lane, into a ring slot of its own, rows kStagePitch bytes apart (16 more than a row, so that
+// ldmatrix's eight row reads of a phase fall in distinct banks); ldmatrix then hands each lane the same
+// words the 4-byte loads give (lane (g, t), matrix ks: row g's bytes 16ks + 4t). Four 4-byte loads a row
+// become one 16-byte copy; the codes pass through shared memory instead of straight into registers.
+constexpr int kStagePitch = 80;
+constexpr int kStageSlot = 16 * kStagePitch;
+
 template <Form F>
 __device__ __forceinline__ void load_weights(const Rows& r, int kb, int t, WeightBlock<F>& o) {
 #pragma unroll
@@ -92,6 +100,29 @@ __device__ __forceinline__ void load_weights(const Rows& r, int kb, int t, Weigh
     }
   }
   if constexpr (is_fp8(F)) o.ws[0] = r.s[0][kb];
+}
+
+// Staged FP4: lane (g, t) copies rows g and g + 8's 16 bytes at 16t of block kb into the slot (one commit
+// group a block) and loads their scale words.
+__device__ __forceinline__ void stage_weights(const Rows& r, int kb, int g, int t, uint8_t* slot,
+                                              WeightBlock<Form::kFp4>& o) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    cp_async<16>(slot + (g + 8 * h) * kStagePitch + 16 * t, r.w[h] + kb * 64 + 16 * t);
+    o.ws[h] = __ldg(reinterpret_cast<const uint32_t*>(r.s[h] + kb * 4));
+  }
+  cp_async_commit();
+}
+
+// The slot's codes into the lane's operand words, once its copies (the oldest of D groups) have landed.
+template <int D>
+__device__ __forceinline__ void unstage_weights(const uint8_t* slot, int lane, WeightBlock<Form::kFp4>& o) {
+  cp_async_wait<D - 1>();
+  __syncwarp();
+  const uint32_t a = smem_addr(slot + (lane % 8) * kStagePitch + 16 * (lane / 8));
+  ldsm_x4(a, o.w[0]);
+  ldsm_x4(a + 8 * kStagePitch, o.w[1]);
+  __syncwarp();  // every lane's reads before the slot's next copies
 }
 
 // Bytes of a tile row's codes in shared memory: padded so that a fragment load's rows fall in
@@ -233,8 +264,9 @@ __device__ void stage_acts(const ExactBlockArgs& p, const Tile& tl, int64_t grp,
 
 // RG row groups of 16 weight rows a CTA; the CTA's kWarps / RG warps of a row group split its K blocks
 // into runs, added in K order at the end.
-template <Form F, int RG, int D>
+template <Form F, int RG, int D, bool kStaged>
 __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlockArgs p) {
+  static_assert(!kStaged || F == Form::kFp4);
   constexpr int KP = kWarps / RG;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
@@ -261,11 +293,22 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
     }
   };
   WeightBlock<F> ring[D];
+  const int64_t pitch = act_pitch<F>(p.kg);
+  uint8_t* slots = smem_raw + kTm * pitch + kTm * nkb * 4 + warp * D * kStageSlot;  // staged: the warp's ring
+  auto load = [&](int kb, int j) {
+    if constexpr (kStaged) {
+      if (kb < kb1) {
+        stage_weights(rows, kb, g, t, slots + j * kStageSlot, ring[j]);
+      } else {
+        cp_async_commit();  // an empty group: the waits count D groups a block
+      }
+    } else if (kb < kb1) {
+      load_weights<F>(rows, kb, t, ring[j]);
+    }
+  };
   auto prologue = [&] {
 #pragma unroll
-    for (int j = 0; j < D; ++j) {
-      if (kb0 + j < kb1) load_weights<F>(rows, kb0 + j, t, ring[j]);
-    }
+    for (int j = 0; j < D; ++j) load(kb0 + j, j);
   };
   Tile tl;
   const bool dense = !p.offsets;
@@ -285,7 +328,6 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
       prologue();
     }
   }
-  const int64_t pitch = act_pitch<F>(p.kg);
   uint8_t* acts = smem_raw;
   float* sa_rows = reinterpret_cast<float*>(smem_raw + kTm * pitch);
   stage_acts(p, tl, grp, acts, sa_rows, pitch);
@@ -296,8 +338,9 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
 #pragma unroll
       for (int j = 0; j < D; ++j) {
         if (kb + j < kb1) {
+          if constexpr (kStaged) unstage_weights<D>(slots + j * kStageSlot, lane, ring[j]);
           multiply<F>(ring[j], acts, sa_rows, pitch, nkb, kb + j, tl.cnt, g, t, acc);
-          if (kb + j + D < kb1) load_weights<F>(rows, kb + j + D, t, ring[j]);
+          load(kb + j + D, j);
         }
       }
     }
@@ -322,32 +365,33 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
   }
 }
 
-int64_t smem_bytes(const ExactBlockArgs& a, Form f) {
+// The tile's codes and scales, then (staged FP4) every warp's ring of kDepth slots.
+int64_t smem_bytes(const ExactBlockArgs& a, Form f, bool staged = false) {
   const int64_t pitch = f == Form::kFp8 ? act_pitch<Form::kFp8>(a.kg) : act_pitch<Form::kFp4>(a.kg);
-  return kTm * pitch + kTm * (a.kg / 128) * 4;
+  return kTm * pitch + kTm * (a.kg / 128) * 4 + (staged ? int64_t{kWarps} * kDepth * kStageSlot : 0);
 }
 
-template <Form F, int RG, int D>
+template <Form F, int RG, int D, bool kStaged>
 void launch(const ExactBlockArgs& a, cudaStream_t stream) {
-  allow_dynamic_smem(fast_gemv_kernel<F, RG, D>, kFastGemvMaxSmem);
+  allow_dynamic_smem(fast_gemv_kernel<F, RG, D, kStaged>, kFastGemvMaxSmem);
   const int64_t tiles = a.offsets ? row_tiles(a.rows, kTm, a.experts) : cdiv(a.rows, kTm);
   const int64_t cols = (a.y_b ? 2 : 1) * a.groups * cdiv(a.ng, 16 * RG);
   DSV4_CUDA_REQUIRE(tiles < (int64_t{1} << 31) && cols <= 65535, "fast gemv: grid out of range");
-  launch_kernel(fast_gemv_kernel<F, RG, D>, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(cols)), kThreads,
-                static_cast<size_t>(smem_bytes(a, F)), stream, a);
+  launch_kernel(fast_gemv_kernel<F, RG, D, kStaged>, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(cols)),
+                kThreads, static_cast<size_t>(smem_bytes(a, F, kStaged)), stream, a);
 }
 
-template <Form F, int D>
+template <Form F, int D, bool kStaged = false>
 void launch_parts(const ExactBlockArgs& a, int k_parts, cudaStream_t stream) {
   switch (k_parts) {
     case 1:
-      return launch<F, 8, D>(a, stream);
+      return launch<F, 8, D, kStaged>(a, stream);
     case 2:
-      return launch<F, 4, D>(a, stream);
+      return launch<F, 4, D, kStaged>(a, stream);
     case 4:
-      return launch<F, 2, D>(a, stream);
+      return launch<F, 2, D, kStaged>(a, stream);
     default:
-      return launch<F, 1, D>(a, stream);
+      return launch<F, 1, D, kStaged>(a, stream);
   }
 }
 
@@ -372,6 +416,8 @@ void fast_gemv(const ExactBlockArgs& a, GemvShape shape, cudaStream_t stream) {
   if (a.rows <= 0) return;
   if (a.kind == GemmWeightKind::kFp8) {
     launch_parts<Form::kFp8, kDepth>(a, k, stream);
+  } else if (shape.fp4_staged && smem_bytes(a, Form::kFp4, true) <= kFastGemvMaxSmem) {
+    launch_parts<Form::kFp4, kDepth, true>(a, k, stream);
   } else {
     launch_parts<Form::kFp4, kDepth>(a, k, stream);
   }

@@ -35,7 +35,8 @@ bool fast_gemv_takes(const ExactBlockArgs& a);
 
 // How the kernel runs a call: the plan's kFastGemv fields.
 struct GemvShape {
-  int k_parts = 1;  // runs of K each CTA's eight warps split (1, 2, 4 or 8)
+  int k_parts = 1;          // runs of K each CTA's eight warps split (1, 2, 4 or 8)
+  bool fp4_staged = false;  // FP4 codes through a shared-memory ring by cp.async and ldmatrix (same bits)
 };
 
 // Runs `a` (with its pair) in that shape, four weight blocks in flight a warp.

@@ -57,6 +57,9 @@ struct GemmPolicy {
   // Fast tier, few-row kernel: runs of K a CTA's warps split (1, 2, 4 or 8); 0: the plan's rule
   // (fast_gemv_k_parts). Set only by the bench's sweep (gpu_kernels_bench gemv-parts) that checks the rule.
   int gemv_k_parts = 0;
+  // Fast tier, few-row kernel: FP4 codes staged through shared memory (16-byte cp.async, ldmatrix) instead
+  // of 4-byte loads into registers (DSV4_GEMM_GEMV_FP4_STAGED=1; the same bits; not yet measured).
+  bool gemv_fp4_staged = false;
   // Fast tier, beside the GEMMs: where the indexer's dots of FP4 keys run (DSV4_INDEXER_DOTS=cuda-cores,
   // mma or wgmma; the CUDA cores measured 1.4-4x slower than mma.sync, docs/perf.md).
   IndexerDots indexer_dots = IndexerDots::kWgmma;
@@ -193,6 +196,7 @@ struct GemmPlan {
   int64_t workspace_floats = 0;                 // kFastMma: fp32 scratch of the splits
   int64_t workspace_counters = 0;               // kFastMma: the splits' arrival counters (zeroed once)
   int gemv_k_parts = 1;                         // kFastGemv: runs of K a CTA's warps split (1, 2, 4, 8)
+  bool gemv_fp4_staged = false;                 // kFastGemv: FP4 codes through shared memory (the policy's)
   int widen_experts = 0;    // kWgmma, FP4: weights (experts) widened a pass, their scratch within kWidenBudgetBytes
   int lt_pass_experts = 0;  // kCublasLtExperts: experts re-encoded a pass, within kWidenBudgetBytes
 };
