@@ -13,7 +13,9 @@
 #include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
+#include <string>
 
 #include "backend/backend.h"
 #include "backend/op_profile.h"
@@ -169,18 +171,37 @@ void compare_with_eager(Model& model, const ForwardBatch& b, KvAccess& kv, Row& 
   r.eager_argmax = static_cast<double>(agree) / static_cast<double>(std::max<size_t>(1, want.size() / V));
 }
 
+// The context is allocated the way chunked prefill would (kDecodeChunk positions at a time), so the pools
+// need room for one chunk in flight, not the whole context's sliding state.
+constexpr int64_t kDecodeChunk = 8192;
+constexpr int kDecodeSlack = 4;  // positions past context + reps: the warm-up steps and the last allocation
+
+// Whether a decode row's KV pools fit the device's free memory with room to spare for the step's
+// activations and scratch (a tenth of what is free, at least 1 GiB); else why not.
+std::optional<std::string> decode_misfit(const ModelConfig& c, const Device& dev, int64_t batch, int64_t context,
+                                         int reps) {
+  double kv = 0;
+  try {
+    kv = static_cast<double>(
+        OwnedPagedCache::bytes_for(c, static_cast<int>(batch), context + reps + kDecodeSlack, kDecodeChunk));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  const double free = static_cast<double>(dev.memory_free());
+  if (kv <= 0.9 * free - static_cast<double>(int64_t{1} << 30)) return std::nullopt;
+  return fmt::format("its KV pools take {:.1f} GiB with {:.1f} GiB free", kv / (1 << 30), free / (1 << 30));
+}
+
 // One decode step of `batch` sequences at position `context` (their caches allocated to it).
 Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightBytes& w, int64_t batch, int64_t context,
                 int reps, bool compare) {
-  // The context is allocated the way chunked prefill would (kChunk positions at a time), so the pools
-  // need room for one chunk in flight, not the whole context's sliding state.
-  constexpr int64_t kChunk = 8192;
-  OwnedPagedCache cache(c, static_cast<int>(batch), context + reps + 4, kChunk, KvDTypes{}, &dev);
+  constexpr int64_t kChunk = kDecodeChunk;
+  OwnedPagedCache cache(c, static_cast<int>(batch), context + reps + kDecodeSlack, kChunk, KvDTypes{}, &dev);
   // Each sequence its own tokens, as in serving: with one shared row every sequence decoded the same
   // token, whose routing likely shared experts (b16 on the H100: 17.5 ms against the 21.9 ms of device
   // time serving's decode steps took).
   std::mt19937 rng(11);
-  const int64_t len = context + reps + 4;
+  const int64_t len = context + reps + kDecodeSlack;
   std::vector<int32_t> all_ids(static_cast<size_t>(batch * len));
   for (auto& x : all_ids) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(c.vocab_size));
   auto row = [&](int32_t s) { return all_ids.data() + s * len; };
@@ -301,6 +322,10 @@ std::vector<Row> bench_rows(const StepArgs& a, const LoadedModel& m, Backend& ba
   for (const int64_t ctx : parse_int_list(a.contexts, "--context"))
     for (const int64_t b : parse_int_list(a.batches, "--batch")) {
       DSV4_CHECK(b > 0 && ctx > 0, "bench step: batch and context must be positive");
+      if (const auto why = decode_misfit(m.config, *backend.device, b, ctx, a.reps)) {
+        if (logs) spdlog::warn("decode batch {} context {}: skipped: {}", b, ctx, *why);
+        continue;
+      }
       profiled([&](int reps) {
         return time_decode(model, *backend.device, m.config, w, b, ctx, reps, a.compare_eager && reps > 0);
       });

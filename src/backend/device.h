@@ -25,6 +25,8 @@ class Device {
   virtual bool host_memory() const = 0;
   // Bytes of memory the device has in all (physical RAM for the host).
   virtual uint64_t memory_capacity() const = 0;
+  // Bytes it could still allocate now (the host: its available physical RAM).
+  virtual uint64_t memory_free() const = 0;
   virtual void* allocate(size_t bytes) = 0;
   virtual void release(void* p) = 0;
   virtual void to_device(void* dst, const void* src, size_t bytes) = 0;
@@ -119,6 +121,9 @@ class HostDevice final : public Device {
   bool host_memory() const override { return true; }
   uint64_t memory_capacity() const override {
     return static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
+  }
+  uint64_t memory_free() const override {
+    return static_cast<uint64_t>(sysconf(_SC_AVPHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
   }
   void* allocate(size_t bytes) override {
     void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);

@@ -233,6 +233,36 @@ void PagedKv::sync(Device& dev) {
 
 namespace dsv4 {
 
+namespace {
+
+// The pools for `sequences` requests of max_len positions: the budget grown until every sequence fits at full
+// length (a model of sliding windows only, e.g. a few ratio-0 layers, has no full unit to fill: its first
+// split that holds the windows does).
+KvPoolSplit owned_split(const KvLayout& layout, int sequences, int64_t max_len, int64_t chunk_tokens) {
+  KvPoolSizing sizing;
+  sizing.max_num_seqs = sequences;
+  sizing.max_num_batched_tokens = chunk_tokens;
+  const bool full_units =
+      std::any_of(layout.units.begin(), layout.units.end(), [](const KvUnit& u) { return !u.sliding(); });
+  for (int64_t budget = int64_t{16} << 20;; budget *= 2) {
+    DSV4_CHECK(budget < (int64_t{1} << 40), "paged cache: no pool split holds {} x {} positions", sequences, max_len);
+    KvPoolSplit split;
+    try {
+      split = size_kv_pools(layout, budget, sizing);
+    } catch (const Error&) {
+      continue;
+    }
+    if (!full_units || split.full_tokens >= int64_t{sequences} * (max_len + 256)) return split;
+  }
+}
+
+}  // namespace
+
+int64_t OwnedPagedCache::bytes_for(const ModelConfig& cfg, int sequences, int64_t max_len, int64_t chunk_tokens,
+                                   KvDTypes dtypes) {
+  return owned_split(make_kv_layout(cfg, dtypes), sequences, max_len, chunk_tokens).bytes;
+}
+
 OwnedPagedCache::OwnedPagedCache(const ModelConfig& cfg, int sequences, int64_t max_len, int64_t chunk_tokens,
                                  KvDTypes dtypes, Device* device) {
   if (device) {
@@ -241,24 +271,7 @@ OwnedPagedCache::OwnedPagedCache(const ModelConfig& cfg, int sequences, int64_t 
     memory_ = std::make_unique<HostKvMemory>();
   }
   KvLayout layout = make_kv_layout(cfg, dtypes);
-  KvPoolSizing sizing;
-  sizing.max_num_seqs = sequences;
-  sizing.max_num_batched_tokens = chunk_tokens;
-  // Grow the budget until every sequence fits at full length (a model of sliding windows only, e.g. a few
-  // ratio-0 layers, has no full unit to fill: its first split that holds the windows does).
-  const bool full_units =
-      std::any_of(layout.units.begin(), layout.units.end(), [](const KvUnit& u) { return !u.sliding(); });
-  int64_t budget = int64_t{16} << 20;
-  KvPoolSplit split;
-  for (;; budget *= 2) {
-    DSV4_CHECK(budget < (int64_t{1} << 40), "paged cache: no pool split holds {} x {} positions", sequences, max_len);
-    try {
-      split = size_kv_pools(layout, budget, sizing);
-    } catch (const Error&) {
-      continue;
-    }
-    if (!full_units || split.full_tokens >= int64_t{sequences} * (max_len + 256)) break;
-  }
+  const KvPoolSplit split = owned_split(layout, sequences, max_len, chunk_tokens);
   KvCacheOptions opts;
   opts.enable_prefix_caching = false;
   opts.max_model_len = max_len;

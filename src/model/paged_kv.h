@@ -89,6 +89,9 @@ class OwnedPagedCache {
   // `device` (optional) places the pools in its memory; default host memory.
   OwnedPagedCache(const ModelConfig& cfg, int sequences, int64_t max_len, int64_t chunk_tokens, KvDTypes dtypes = {},
                   Device* device = nullptr);
+  // The bytes its pools would take (nothing allocated): a caller's check that they fit.
+  static int64_t bytes_for(const ModelConfig& cfg, int sequences, int64_t max_len, int64_t chunk_tokens,
+                           KvDTypes dtypes = {});
 
   KvCacheManager& manager() { return *mgr_; }
   PagedKv& access() { return *kv_; }

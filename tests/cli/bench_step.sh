@@ -42,6 +42,11 @@ assert p["test"] == "prefill" and p["context"] == 300 and p["ms"] > 0 and p["flo
 if "$BIN" bench step "$MODEL" --backend cpu --prefill-chunk -1 2>>"$ERR" >/dev/null; then
   echo "FAIL: a negative --prefill-chunk was accepted"; exit 1
 fi
+# A row whose KV pools cannot fit the device's free memory is skipped with the reason; the others still run.
+skip=$("$BIN" bench step "$MODEL" --backend cpu --batch 64 --context 260,16777216 --prefill 0 -r 1 2>&1)
+echo "$skip" | grep -Eq 'decode batch 64 context 16777216: skipped: its KV pools take [0-9.]+ GiB with [0-9.]+ GiB free'
+echo "$skip" | grep -Eq '\| +decode \| +64 \| +260 \| +[0-9.]+ \|'
+if echo "$skip" | grep -Eq '\| +decode \| +64 \| +16777216 \|'; then echo "FAIL: the misfit row ran"; exit 1; fi
 # A backend this machine cannot run is refused with a clear message.
 if "$BIN" bench step "$MODEL" --backend tpu 2>"${TMPDIR:-/tmp}/bench_step.err" >/dev/null; then
   echo "FAIL: an unknown backend was accepted"; exit 1

@@ -12,6 +12,7 @@ class HostBackedDevice : public Device {
   explicit HostBackedDevice(bool host_memory) : host_memory_(host_memory) {}
   bool host_memory() const override { return host_memory_; }
   uint64_t memory_capacity() const override { return host_.memory_capacity(); }
+  uint64_t memory_free() const override { return host_.memory_free(); }
   void* allocate(size_t bytes) override { return host_.allocate(bytes); }
   void release(void* p) override { host_.release(p); }
   void to_device(void* dst, const void* src, size_t bytes) override { host_.to_device(dst, src, bytes); }

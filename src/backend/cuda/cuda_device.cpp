@@ -132,6 +132,12 @@ uint64_t CudaDevice::memory_capacity() const {
   return total;
 }
 
+uint64_t CudaDevice::memory_free() const {
+  size_t free_b = 0, total = 0;
+  DSV4_CUDA_CHECK(cudaMemGetInfo(&free_b, &total));
+  return free_b;
+}
+
 void* CudaDevice::allocate(size_t bytes) {
   void* p = nullptr;
   const cudaError_t e = cudaMallocAsync(&p, bytes ? bytes : 1, active_);

@@ -31,6 +31,7 @@ class CudaDevice final : public Device {
 
   bool host_memory() const override { return false; }
   uint64_t memory_capacity() const override;
+  uint64_t memory_free() const override;
   void* allocate(size_t bytes) override;
   void release(void* p) override;
   void to_device(void* dst, const void* src, size_t bytes) override;

@@ -20,6 +20,7 @@ class RecordingHost final : public Device {
  public:
   bool host_memory() const override { return true; }
   uint64_t memory_capacity() const override { return host_.memory_capacity(); }
+  uint64_t memory_free() const override { return host_.memory_free(); }
   void* allocate(size_t bytes) override { return host_.allocate(bytes); }
   void release(void* p) override { host_.release(p); }
   void to_device(void* dst, const void* src, size_t bytes) override {
