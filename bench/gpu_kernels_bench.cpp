@@ -644,7 +644,7 @@ int main() {
   cuda::CudaOps fast_ops(dev, cuda::GemmPolicy::from_env(Numerics::kFast));
   std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
   // DSV4_KERNELS (comma list of gemm, fast, attention, indexer, indexer-fast, compressor, moe, hc, hc-chain,
-  // hc-ring, imma4, imma-decode, simt, wgmma, wgmma-ws, gemv, gemv-staged, gemv-parts, wo-a, compressor-fast,
+  // hc-ring, imma4, imma-decode, simt, wgmma, gemv, gemv-parts, wo-a, compressor-fast,
   // moe-decode, layer-gemms, kv-restore): only those rows. "fast": the GEMM, MoE and hc_pre rows on the fast tier
   // (suffix " fast"); the others are the exact tier's. Unset: the M1.8 table's families (the defaults' rows); the
   // experiments' families only when named.
@@ -713,17 +713,6 @@ int main() {
     moe_rows(*mma, " mma fast", {8192});
     moe_rows(*mma, " e32 mma fast", {8192}, 32);
   }
-  if (want("wgmma-ws")) {  // the wgmma kernel's two forms: a CTA a tile in lockstep, warp-specialized persistent
-    for (const bool ws : {false, true}) {
-      const std::string form = ws ? " ws" : " lockstep";
-      const auto on = fast_with([ws](cuda::GemmPolicy& p) { p.wgmma_specialized = ws, p.lt_experts_min_rows = 0; });
-      const auto dense = fast_with([ws](cuda::GemmPolicy& p) { p.wgmma_specialized = ws, p.cublaslt = false; });
-      moe_rows(*on, form, {2048, 8192});         // 256 experts: 48 / 192 rows an expert, FP4 widened in smem
-      moe_rows(*on, " e32" + form, {8192}, 32);  // 1536 rows an expert: FP4 widened beforehand
-      moe_rows(*on, " e32 fp8" + form, {8192}, 32, true);
-      gemm_rows(*dense, form, {1024, 8192});
-    }
-  }
   if (want("gemv")) {  // the few-row kernel against the mma.sync kernel
     const auto mma = fast_with([](cuda::GemmPolicy& p) { p.gemv_max_rows = 0; });
     gemm_rows(fast_ops, " gemv", {1, 2, 4, 8});
@@ -736,15 +725,6 @@ int main() {
     gemm_rows(*mma, " mma", {16, 32});
     moe_rows(fast_ops, " e32 gemv", {1, 8, 32}, 32);
     moe_rows(*mma, " e32 mma", {1, 8, 32}, 32);
-  }
-  if (want("gemv-staged")) {  // the few-row kernel's FP4 codes: 4-byte loads into registers against staged
-    const auto staged = fast_with([](cuda::GemmPolicy& p) { p.gemv_fp4_staged = true; });
-    for (int rep = 0; rep < 2; ++rep) {  // in turn twice: the order's effect shows
-      moe_rows(fast_ops, " e32 regs", {1, 8}, 32);
-      moe_rows(*staged, " e32 staged", {1, 8}, 32);
-    }
-    moe_rows(fast_ops, " regs", {1, 8});
-    moe_rows(*staged, " staged", {1, 8});
   }
   if (want("gemv-parts")) {  // the few-row kernel's K runs a CTA forced, against the plan's occupancy rule
     for (int parts : {1, 2, 4, 8}) {

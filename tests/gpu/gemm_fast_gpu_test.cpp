@@ -261,13 +261,12 @@ Dev<T> poisoned(const Case& c) {
 
 // The wgmma kernel's outputs, poisoned before the run; its error bits in *err (else expected 0).
 template <typename T>
-std::vector<T> wgmma_run(const Case& c, const DevInputs& d, int64_t scale_ld, int32_t* err = nullptr,
-                         bool specialized = false) {
+std::vector<T> wgmma_run(const Case& c, const DevInputs& d, int64_t scale_ld, int32_t* err = nullptr) {
   Dev<T> y = poisoned<T>(c);
   const ExactBlockArgs p = d.args(c, scale_ld, y.p, y.p + c.rows * c.n, std::is_same_v<T, float>);
   Dev<int32_t> bits(std::vector<int32_t>{0});
   EXPECT_TRUE(cuda::wgmma_takes(p)) << c.name;
-  cuda::wgmma_gemm(p, specialized, bits.p, nullptr);
+  cuda::wgmma_gemm(p, bits.p, nullptr);
   DSV4_CUDA_CHECK(cudaGetLastError());
   const int32_t got = bits.get()[0];
   if (err) {
@@ -544,40 +543,6 @@ TEST(CudaGemmFast, GemvPassesTheOpGate) {
   }
 }
 
-// The few-row kernel's FP4 codes staged through shared memory (GemvShape::fp4_staged: cp.async and
-// ldmatrix) against the 4-byte loads into registers, which pass the op gate above: the same operand words,
-// so the same bits (bf16 and fp32 outputs) at every K split, dense and grouped, from codes and (dense) from
-// bf16 rows, N off the grid.
-TEST(CudaGemmFast, GemvFp4StagedGivesTheSameBits) {
-  const auto fp4 = GemmWeightKind::kFp4;
-  std::vector<int32_t> spread(32, 0);  // a decode step's six pairs over 32 experts, one expert twice
-  for (int e : {3, 7, 8, 20, 31}) spread[e] = 1;
-  spread[8] = 2;
-  const std::vector<Case> list = {
-      dense("fp4 7x2000x4096", fp4, 7, 2000, 4096),
-      dense("fp4 1x4096x2048", fp4, 1, 4096, 2048),
-      dense("fp4 3x1100x1024 (N off the grid)", fp4, 3, 1100, 1024),
-      experts("fp4 32 experts, seven rows", fp4, spread, 4096, 2048, true),
-      experts("fp4 experts 0..5 rows", fp4, {0, 5, 1, 0, 2}, 2048, 4096, false),
-  };
-  uint32_t seed = 5500;
-  for (const Case& c : list) {
-    const HostInputs h = make_inputs(c, ++seed);
-    const DevInputs d(c, h, c.offsets);
-    const Dev<uint16_t> x(h.x);
-    for (int parts : {1, 2, 4, 8}) {
-      SCOPED_TRACE(testing::Message() << c.name << ", K runs " << parts);
-      const cuda::GemvShape regs{parts, false}, staged{parts, true};
-      const auto got = gemv_run<uint16_t>(c, d, h.scale_ld, staged);
-      EXPECT_EQ(got, gemv_run<uint16_t>(c, d, h.scale_ld, regs));
-      EXPECT_EQ(bits(gemv_run<float>(c, d, h.scale_ld, staged)), bits(gemv_run<float>(c, d, h.scale_ld, regs)));
-      if (c.experts() == 0) {
-        EXPECT_EQ(gemv_run<uint16_t>(c, d, h.scale_ld, staged, x.p), got) << "from bf16 rows";
-      }
-    }
-  }
-}
-
 // The wgmma kernel with FP4 weights widened beforehand (GemmPolicy::fp4_prewiden) against the kernel
 // widening them in shared memory: the same codes, scales and sums, so the same bits (bf16 and fp32
 // outputs) in passes of one, three or every expert, and the same error report past the span.
@@ -607,7 +572,7 @@ TEST(CudaGemmFast, WgmmaWidenedBeforehandGivesTheSameBits) {
         const ExactBlockArgs p = d.args(c, h.scale_ld, y, static_cast<char*>(y) + half, f32);
         Dev<uint8_t> scratch(std::vector<uint8_t>(static_cast<size_t>(cuda::wgmma_widened_bytes(p, per)), 0xff));
         Dev<int32_t> err_bits(std::vector<int32_t>{0});
-        cuda::wgmma_gemm_widened(p, per, false, scratch.p, err_bits.p, nullptr);
+        cuda::wgmma_gemm_widened(p, per, scratch.p, err_bits.p, nullptr);
         DSV4_CUDA_CHECK(cudaGetLastError());
         EXPECT_EQ(err_bits.get()[0], 0);
         if (f32) {
@@ -627,58 +592,10 @@ TEST(CudaGemmFast, WgmmaWidenedBeforehandGivesTheSameBits) {
   const ExactBlockArgs p = d.args(c, h.scale_ld, y.p, y.p + c.rows * c.n, false);
   Dev<uint8_t> scratch(std::vector<uint8_t>(static_cast<size_t>(cuda::wgmma_widened_bytes(p, 1))));
   Dev<int32_t> err_bits(std::vector<int32_t>{0});
-  cuda::wgmma_gemm_widened(p, 1, false, scratch.p, err_bits.p, nullptr);
+  cuda::wgmma_gemm_widened(p, 1, scratch.p, err_bits.p, nullptr);
   EXPECT_EQ(err_bits.get()[0], static_cast<int32_t>(cuda::DeviceError::kGemmFp4Span));
   int32_t err = 0;
   EXPECT_EQ(y.get(), wgmma_run<uint16_t>(c, d, h.scale_ld, &err));
-}
-
-// The wgmma kernel's warp-specialized persistent form (GemmPolicy::wgmma_specialized) against the lockstep
-// form, which passes the op gate above: the same sums in the same order, so the same bits (bf16 and fp32
-// outputs), on FP8, FP4 (widened in shared memory) and FP4 widened beforehand; calls of more tiles than
-// CTAs (each CTA walks several tiles through one stage ring), pairs, empty experts, N off the grid; the
-// same error report past FP4's span.
-TEST(CudaGemmFast, WgmmaSpecializedGivesTheLockstepBits) {
-  const auto fp8 = GemmWeightKind::kFp8, fp4 = GemmWeightKind::kFp4;
-  Case wide = experts("fp4 experts, scales over 26 octaves", fp4, {130, 0, 300, 77}, 1024, 2048, false, 3);
-  wide.scale_span = 27;
-  const std::vector<Case> list = {
-      experts("fp4 experts prefill pair", fp4, {700, 0, 1100, 250, 0, 64, 1}, 2048, 4096, true),
-      experts("fp8 experts pair", fp8, {300, 5, 0, 129}, 1024, 2048, true),
-      wide,
-      dense("fp4 2000x4096x1024 (256 tiles)", fp4, 2000, 4096, 1024),
-      dense("fp8 2100x4096x1024 (272 tiles)", fp8, 2100, 4096, 1024),
-      dense("fp8 13x1100x1024 (N off the grid)", fp8, 13, 1100, 1024),
-      dense("fp4 300x1100x1024 (N off the grid)", fp4, 300, 1100, 1024),
-  };
-  uint32_t seed = 9000;
-  for (const Case& c : list) {
-    SCOPED_TRACE(c.name);
-    const HostInputs h = make_inputs(c, ++seed);
-    const DevInputs d(c, h, c.offsets);
-    const auto got = wgmma_run<uint16_t>(c, d, h.scale_ld, nullptr, true);
-    EXPECT_EQ(got, wgmma_run<uint16_t>(c, d, h.scale_ld));
-    EXPECT_EQ(got, wgmma_run<uint16_t>(c, d, h.scale_ld, nullptr, true)) << "not the same bits run to run";
-    EXPECT_EQ(bits(wgmma_run<float>(c, d, h.scale_ld, nullptr, true)), bits(wgmma_run<float>(c, d, h.scale_ld)));
-    if (c.kind != fp4) continue;
-    for (const int per : {1, 64}) {  // widened beforehand: the persistent form's third stage layout
-      Dev<uint16_t> y = poisoned<uint16_t>(c);
-      const ExactBlockArgs p = d.args(c, h.scale_ld, y.p, y.p + c.rows * c.n, false);
-      Dev<uint8_t> scratch(std::vector<uint8_t>(static_cast<size_t>(cuda::wgmma_widened_bytes(p, per)), 0xff));
-      Dev<int32_t> err_bits(std::vector<int32_t>{0});
-      cuda::wgmma_gemm_widened(p, per, true, scratch.p, err_bits.p, nullptr);
-      DSV4_CUDA_CHECK(cudaGetLastError());
-      EXPECT_EQ(err_bits.get()[0], 0);
-      EXPECT_EQ(y.get(), got) << per << " experts a pass";
-    }
-  }
-  Case c = dense("fp4 span", fp4, 130, 256, 1024);  // past the span: reported by the widening warps
-  HostInputs h = make_inputs(c, 78);
-  h.ws[5 * (c.k / 32) + 4] = 100, h.ws[5 * (c.k / 32) + 5] = 127;  // row 5, block 1: 27 octaves
-  const DevInputs d(c, h, c.offsets);
-  int32_t err = 0;
-  (void)wgmma_run<uint16_t>(c, d, h.scale_ld, &err, true);
-  EXPECT_EQ(err, static_cast<int32_t>(cuda::DeviceError::kGemmFp4Span));
 }
 
 // A grouped FP4 case through the runner (bf16 out, poisoned first); the route's slack rows past the

@@ -261,17 +261,17 @@ struct GemmRunner::Impl {
   // the mma.sync kernel on its own plan.
   void fast_mma(const ExactBlockArgs& p, GemmPlan plan) {
     if (plan.route == GemmRoute::kFastGemv && fast_gemv_takes(p)) {
-      fast_gemv(p, {plan.gemv_k_parts, plan.gemv_fp4_staged}, stream);
+      fast_gemv(p, {plan.gemv_k_parts}, stream);
       return;
     }
     if (plan.fallback == GemmRoute::kWgmma) {
       if (wgmma_takes(p) && plan.widen_experts > 0 && p.kind == GemmWeightKind::kFp4) {
         const int64_t bytes = wgmma_widened_bytes(p, plan.widen_experts);
-        wgmma_gemm_widened(p, plan.widen_experts, policy.wgmma_specialized, widen_scratch(bytes), error_flag, stream);
+        wgmma_gemm_widened(p, plan.widen_experts, widen_scratch(bytes), error_flag, stream);
         return;
       }
       if (wgmma_takes(p)) {
-        wgmma_gemm(p, policy.wgmma_specialized, error_flag, stream);
+        wgmma_gemm(p, error_flag, stream);
         return;
       }
       const GemmProblem prob{p.kind, p.rows, p.experts, p.n, p.kg, p.groups, p.y_b != nullptr};
@@ -462,7 +462,7 @@ struct GemmRunner::Impl {
     p.x = a.x, p.x_ld = a.x_stride ? a.x_stride : k;
     p.w_b = w_b.data, p.w_scale_b = w_b.scale, p.y_b = y_b;
     if (!fast_gemv_takes(p)) return false;
-    fast_gemv(p, {plan.gemv_k_parts, plan.gemv_fp4_staged}, stream);
+    fast_gemv(p, {plan.gemv_k_parts}, stream);
     return true;
   }
 
@@ -555,7 +555,7 @@ struct GemmRunner::Impl {
       // bf16 rows straight in where the kernel quantizes them
       p.x = a.x, p.x_ld = x_ld;
       if (plan.route == GemmRoute::kFastGemv && fast_gemv_takes(p)) {
-        fast_gemv(p, {plan.gemv_k_parts, plan.gemv_fp4_staged}, stream);
+        fast_gemv(p, {plan.gemv_k_parts}, stream);
         return;
       }
       if (plan.route == GemmRoute::kFastMma && fast_mma_takes_bf16(p, {plan.tile_rows, plan.splits, plan.resident})) {

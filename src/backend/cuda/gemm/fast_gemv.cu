@@ -4,8 +4,9 @@
 // tile. For one 128-wide K block it keeps eight operand words a row, word j covering four K values:
 //   FP8  bytes (j / 4)·64 + 16t + 4(j % 4): two 16-byte loads a row (pieces at 16t and 64 + 16t);
 //   FP4  codes 32(j / 2) + 8t + 4(j % 2): word ks of a row is the lane's eight codes of 32-wide scale
-//        block ks (one 4-byte load), decoded by shifts (fp4_shift.h) to e4m3 words 2ks and 2ks + 1 of
-//        codes 8t + 0, 2, 4, 6 and 8t + 1, 3, 5, 7, the activation's bytes split alike.
+//        block ks (row bytes 16ks + 4t, handed over by ldmatrix from the warp's staged block), decoded by
+//        shifts (fp4_shift.h) to e4m3 words 2ks and 2ks + 1 of codes 8t + 0, 2, 4, 6 and 8t + 1, 3, 5, 7,
+//        the activation's bytes split alike.
 // MMA step ks then multiplies words 2ks and 2ks + 1 of both operands: every K slot holds the same K
 // index in the weight and the activation, and an FP4 step never leaves its scale block.
 #include <cuda_runtime.h>
@@ -50,11 +51,6 @@ __device__ __forceinline__ uint4 ld_stream16(const void* p) {
                : "l"(p));
   return r;
 }
-__device__ __forceinline__ uint32_t ld_stream4(const void* p) {
-  uint32_t r;
-  asm volatile("ld.global.nc.u32 %0, [%1];\n" : "=r"(r) : "l"(p));
-  return r;
-}
 
 // One K block of a lane's weights: rows g and g + 8 (FP4: one packed word a scale block) and their
 // scales (FP8: ws[0] the 16 rows' block scale; FP4: each row's four).
@@ -75,35 +71,28 @@ struct Rows {
   const uint8_t* s[2];  // FP8: both the rows' block-scale row; FP4: each row's scales
 };
 
-// FP4 staged (GemvShape::fp4_staged): a warp's 16 rows of a K block (64 bytes each) copied by cp.async,
-// 16 bytes a lane, into a ring slot of its own, rows kStagePitch bytes apart (16 more than a row, so that
-// ldmatrix's eight row reads of a phase fall in distinct banks); ldmatrix then hands each lane the same
-// words the 4-byte loads give (lane (g, t), matrix ks: row g's bytes 16ks + 4t). Four 4-byte loads a row
-// become one 16-byte copy; the codes pass through shared memory instead of straight into registers.
+// FP4: a warp's 16 rows of a K block (64 bytes each) copied by cp.async, 16 bytes a lane, into a ring slot
+// of its own, rows kStagePitch bytes apart (16 more than a row, so that ldmatrix's eight row reads of a
+// phase fall in distinct banks); ldmatrix then hands lane (g, t) its operand words (matrix ks: row g's
+// bytes 16ks + 4t). Measured 5-21% faster than four 4-byte loads a row straight into the registers, each
+// touching eight rows' lines (docs/perf.md).
 constexpr int kStagePitch = 80;
 constexpr int kStageSlot = 16 * kStagePitch;
 
-template <Form F>
-__device__ __forceinline__ void load_weights(const Rows& r, int kb, int t, WeightBlock<F>& o) {
+// FP8: the lane's two 16-byte pieces of rows g and g + 8 and the rows' block scale, into registers.
+__device__ __forceinline__ void load_weights(const Rows& r, int kb, int t, WeightBlock<Form::kFp8>& o) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    if constexpr (is_fp8(F)) {
-      const uint8_t* q = r.w[h] + kb * 128 + 16 * t;
-      const uint4 x = ld_stream16(q), y = ld_stream16(q + 64);
-      o.w[h][0] = x.x, o.w[h][1] = x.y, o.w[h][2] = x.z, o.w[h][3] = x.w;
-      o.w[h][4] = y.x, o.w[h][5] = y.y, o.w[h][6] = y.z, o.w[h][7] = y.w;
-    } else {
-      const uint8_t* q = r.w[h] + kb * 64 + 4 * t;
-#pragma unroll
-      for (int ks = 0; ks < 4; ++ks) o.w[h][ks] = ld_stream4(q + 16 * ks);
-      o.ws[h] = __ldg(reinterpret_cast<const uint32_t*>(r.s[h] + kb * 4));
-    }
+    const uint8_t* q = r.w[h] + kb * 128 + 16 * t;
+    const uint4 x = ld_stream16(q), y = ld_stream16(q + 64);
+    o.w[h][0] = x.x, o.w[h][1] = x.y, o.w[h][2] = x.z, o.w[h][3] = x.w;
+    o.w[h][4] = y.x, o.w[h][5] = y.y, o.w[h][6] = y.z, o.w[h][7] = y.w;
   }
-  if constexpr (is_fp8(F)) o.ws[0] = r.s[0][kb];
+  o.ws[0] = r.s[0][kb];
 }
 
-// Staged FP4: lane (g, t) copies rows g and g + 8's 16 bytes at 16t of block kb into the slot (one commit
-// group a block) and loads their scale words.
+// FP4: lane (g, t) copies rows g and g + 8's 16 bytes at 16t of block kb into the slot (one commit group
+// a block) and loads their scale words.
 __device__ __forceinline__ void stage_weights(const Rows& r, int kb, int g, int t, uint8_t* slot,
                                               WeightBlock<Form::kFp4>& o) {
 #pragma unroll
@@ -264,9 +253,9 @@ __device__ void stage_acts(const ExactBlockArgs& p, const Tile& tl, int64_t grp,
 
 // RG row groups of 16 weight rows a CTA; the CTA's kWarps / RG warps of a row group split its K blocks
 // into runs, added in K order at the end.
-template <Form F, int RG, int D, bool kStaged>
+template <Form F, int RG, int D>
 __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlockArgs p) {
-  static_assert(!kStaged || F == Form::kFp4);
+  constexpr bool kStaged = !is_fp8(F);  // FP4 codes through the warp's shared-memory ring
   constexpr int KP = kWarps / RG;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
@@ -294,7 +283,7 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
   };
   WeightBlock<F> ring[D];
   const int64_t pitch = act_pitch<F>(p.kg);
-  uint8_t* slots = smem_raw + kTm * pitch + kTm * nkb * 4 + warp * D * kStageSlot;  // staged: the warp's ring
+  uint8_t* slots = smem_raw + kTm * pitch + kTm * nkb * 4 + warp * D * kStageSlot;  // FP4: the warp's ring
   auto load = [&](int kb, int j) {
     if constexpr (kStaged) {
       if (kb < kb1) {
@@ -303,7 +292,7 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
         cp_async_commit();  // an empty group: the waits count D groups a block
       }
     } else if (kb < kb1) {
-      load_weights<F>(rows, kb, t, ring[j]);
+      load_weights(rows, kb, t, ring[j]);
     }
   };
   auto prologue = [&] {
@@ -365,33 +354,33 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
   }
 }
 
-// The tile's codes and scales, then (staged FP4) every warp's ring of kDepth slots.
-int64_t smem_bytes(const ExactBlockArgs& a, Form f, bool staged = false) {
+// The tile's codes and scales, then (FP4) every warp's ring of kDepth slots.
+int64_t smem_bytes(const ExactBlockArgs& a, Form f) {
   const int64_t pitch = f == Form::kFp8 ? act_pitch<Form::kFp8>(a.kg) : act_pitch<Form::kFp4>(a.kg);
-  return kTm * pitch + kTm * (a.kg / 128) * 4 + (staged ? int64_t{kWarps} * kDepth * kStageSlot : 0);
+  return kTm * pitch + kTm * (a.kg / 128) * 4 + (f == Form::kFp4 ? int64_t{kWarps} * kDepth * kStageSlot : 0);
 }
 
-template <Form F, int RG, int D, bool kStaged>
+template <Form F, int RG, int D>
 void launch(const ExactBlockArgs& a, cudaStream_t stream) {
-  allow_dynamic_smem(fast_gemv_kernel<F, RG, D, kStaged>, kFastGemvMaxSmem);
+  allow_dynamic_smem(fast_gemv_kernel<F, RG, D>, kFastGemvMaxSmem);
   const int64_t tiles = a.offsets ? row_tiles(a.rows, kTm, a.experts) : cdiv(a.rows, kTm);
   const int64_t cols = (a.y_b ? 2 : 1) * a.groups * cdiv(a.ng, 16 * RG);
   DSV4_CUDA_REQUIRE(tiles < (int64_t{1} << 31) && cols <= 65535, "fast gemv: grid out of range");
-  launch_kernel(fast_gemv_kernel<F, RG, D, kStaged>, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(cols)),
-                kThreads, static_cast<size_t>(smem_bytes(a, F, kStaged)), stream, a);
+  launch_kernel(fast_gemv_kernel<F, RG, D>, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(cols)), kThreads,
+                static_cast<size_t>(smem_bytes(a, F)), stream, a);
 }
 
-template <Form F, int D, bool kStaged = false>
+template <Form F, int D>
 void launch_parts(const ExactBlockArgs& a, int k_parts, cudaStream_t stream) {
   switch (k_parts) {
     case 1:
-      return launch<F, 8, D, kStaged>(a, stream);
+      return launch<F, 8, D>(a, stream);
     case 2:
-      return launch<F, 4, D, kStaged>(a, stream);
+      return launch<F, 4, D>(a, stream);
     case 4:
-      return launch<F, 2, D, kStaged>(a, stream);
+      return launch<F, 2, D>(a, stream);
     default:
-      return launch<F, 1, D, kStaged>(a, stream);
+      return launch<F, 1, D>(a, stream);
   }
 }
 
@@ -416,8 +405,6 @@ void fast_gemv(const ExactBlockArgs& a, GemvShape shape, cudaStream_t stream) {
   if (a.rows <= 0) return;
   if (a.kind == GemmWeightKind::kFp8) {
     launch_parts<Form::kFp8, kDepth>(a, k, stream);
-  } else if (shape.fp4_staged && smem_bytes(a, Form::kFp4, true) <= kFastGemvMaxSmem) {
-    launch_parts<Form::kFp4, kDepth, true>(a, k, stream);
   } else {
     launch_parts<Form::kFp4, kDepth>(a, k, stream);
   }

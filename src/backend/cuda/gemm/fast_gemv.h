@@ -8,13 +8,14 @@
 // re-encoded e5m2 block a 128 (the wgmma kernel's form) measured slower here (docs/perf.md).
 //
 // Layout: a warp owns 16 weight rows (the MMA's 16-row operand) and a tile of up to 8 activation rows
-// (its 8-column operand). Each lane loads its weight bytes straight into the MMA's registers: the K
-// order inside one MMA is free as long as both operands agree, so a lane's two 16-byte loads of a
-// 128-byte FP8 row block are its operand words (FP4: one 4-byte word of each 32-code scale block).
-// Four blocks of a warp's weights are in flight in registers; no shared memory stages them and no
-// barrier runs inside the K loop, and a dense call's first blocks load before the wait on the previous
-// kernel. The tile's activation codes sit in shared memory, copied, or quantized there from bf16 rows
-// (the exact quantizer's codes, without quantize_act's launch) from a dense call's bf16 rows.
+// (its 8-column operand). The K order inside one MMA is free as long as both operands agree, so a
+// lane's two 16-byte loads of a 128-byte FP8 row block are its operand words, loaded straight into the
+// registers; FP4 blocks (64 bytes a row) go by 16-byte cp.async into a ring of the warp's own in shared
+// memory and reach the registers by ldmatrix (one 4-byte word of each 32-code scale block a lane).
+// Four blocks of a warp's weights are in flight; no barrier runs inside the K loop, and a dense call's
+// first blocks load before the wait on the previous kernel. The tile's activation codes sit in shared memory, copied,
+// or quantized there from bf16 rows (the exact quantizer's codes, without quantize_act's launch) from a dense call's
+// bf16 rows.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -35,8 +36,7 @@ bool fast_gemv_takes(const ExactBlockArgs& a);
 
 // How the kernel runs a call: the plan's kFastGemv fields.
 struct GemvShape {
-  int k_parts = 1;          // runs of K each CTA's eight warps split (1, 2, 4 or 8)
-  bool fp4_staged = false;  // FP4 codes through a shared-memory ring by cp.async and ldmatrix (same bits)
+  int k_parts = 1;  // runs of K each CTA's eight warps split (1, 2, 4 or 8)
 };
 
 // Runs `a` (with its pair) in that shape, four weight blocks in flight a warp.

@@ -57,9 +57,6 @@ struct GemmPolicy {
   // Fast tier, few-row kernel: runs of K a CTA's warps split (1, 2, 4 or 8); 0: the plan's rule
   // (fast_gemv_k_parts). Set only by the bench's sweep (gpu_kernels_bench gemv-parts) that checks the rule.
   int gemv_k_parts = 0;
-  // Fast tier, few-row kernel: FP4 codes staged through shared memory (16-byte cp.async, ldmatrix) instead
-  // of 4-byte loads into registers (DSV4_GEMM_GEMV_FP4_STAGED=1; the same bits; not yet measured).
-  bool gemv_fp4_staged = false;
   // Fast tier, beside the GEMMs: where the indexer's dots of FP4 keys run (DSV4_INDEXER_DOTS=cuda-cores,
   // mma or wgmma; the CUDA cores measured 1.4-4x slower than mma.sync, docs/perf.md).
   IndexerDots indexer_dots = IndexerDots::kWgmma;
@@ -69,9 +66,6 @@ struct GemmPolicy {
   // weight on average (DSV4_GEMM_WGMMA_MIN_ROWS), dense FP4 calls above fast_mma_max_rows rows, and
   // dense FP8 ones that cuBLASLt refuses (measured against mma.sync there: docs/perf.md).
   int64_t wgmma_min_rows = 64;
-  // Fast tier: the wgmma kernel's warp-specialized persistent form (a producer warpgroup, mbarriers)
-  // instead of a CTA a tile in lockstep (DSV4_GEMM_WGMMA_SPECIALIZED=1; the same bits; not yet measured).
-  bool wgmma_specialized = false;
   // Fast tier, wgmma on FP4 weights: widened to e5m2 rows once per call, at most kWidenBudgetBytes of
   // experts at a time, instead of in shared memory by every CTA that reads them (the same bits)...
   bool fp4_prewiden = true;
@@ -196,7 +190,6 @@ struct GemmPlan {
   int64_t workspace_floats = 0;                 // kFastMma: fp32 scratch of the splits
   int64_t workspace_counters = 0;               // kFastMma: the splits' arrival counters (zeroed once)
   int gemv_k_parts = 1;                         // kFastGemv: runs of K a CTA's warps split (1, 2, 4, 8)
-  bool gemv_fp4_staged = false;                 // kFastGemv: FP4 codes through shared memory (the policy's)
   int widen_experts = 0;    // kWgmma, FP4: weights (experts) widened a pass, their scratch within kWidenBudgetBytes
   int lt_pass_experts = 0;  // kCublasLtExperts: experts re-encoded a pass, within kWidenBudgetBytes
 };

@@ -19,7 +19,6 @@
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/cuda_device.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/gemm/fp4_shift.h"
 #include "backend/cuda/gemm/fp4_widen.h"
@@ -95,18 +94,17 @@ struct Work {
   void* y = nullptr;
 };
 
-// Tile (col, row)'s rows (a dense row tile or one of the experts' tiles), columns and weight; col
-// counts the pair's tiles after the first weight's n_tiles. Whole warps (find_expert_tile).
-__device__ __forceinline__ bool find_work(const ExactBlockArgs& p, int n_tiles, int col, int64_t row, Work& k) {
+// The CTA's rows (blockIdx.y: a dense row tile or one of the experts' tiles), columns and weight.
+__device__ __forceinline__ bool find_work(const ExactBlockArgs& p, int n_tiles, Work& k) {
   if (p.offsets) {
-    if (!find_expert_tile(p.offsets, p.experts, kBM, row, k.t)) return false;
+    if (!find_expert_tile(p.offsets, p.experts, kBM, blockIdx.y, k.t)) return false;
   } else {
-    k.t.r0 = row * kBM;
+    k.t.r0 = int64_t{blockIdx.y} * kBM;
     k.t.cnt = static_cast<int>(imin(kBM, p.rows - k.t.r0));
     k.t.e = 0;
   }
-  const bool second = col >= n_tiles;
-  k.n0 = int64_t{col % n_tiles} * kBN;
+  const bool second = static_cast<int>(blockIdx.x) >= n_tiles;
+  k.n0 = int64_t{static_cast<int>(blockIdx.x) % n_tiles} * kBN;
   if (p.offsets) {
     k.w = static_cast<const uint8_t*>((second ? p.w_list_b : p.w_list)[k.t.e]);
     k.ws = (second ? p.w_scale_list_b : p.w_scale_list)[k.t.e];
@@ -123,55 +121,48 @@ __device__ __forceinline__ bool find_work(const ExactBlockArgs& p, int n_tiles, 
   return k.t.cnt > 0;
 }
 
-// Issues the copies of K block kb into stage st by kN threads (tid < kN; rows past the tile and columns
-// past N zero-filled); loops unrolled kUnroll times (a producer warp's few registers want 1).
-template <BForm F, int kN = kThreads, int kUnroll = 16>
-__device__ __forceinline__ void load_stage(const ExactBlockArgs& p, const Work& k, int64_t kb, uint8_t* st,
-                                           int tid = static_cast<int>(threadIdx.x)) {
+// Issues the copies of K block kb into stage st (rows past the tile and columns past N zero-filled).
+template <BForm F>
+__device__ __forceinline__ void load_stage(const ExactBlockArgs& p, const Work& k, int64_t kb, uint8_t* st) {
   using L = StageLayout<F>;
-  static_assert(kBM * 8 % kN == 0 && kBN * 4 % kN == 0);
-#pragma unroll kUnroll
-  for (int i = 0; i < kBM * 8 / kN; ++i) {
-    const int q = tid + i * kN, r = q >> 3, u = q & 7;
+  const int tid = static_cast<int>(threadIdx.x);
+#pragma unroll
+  for (int i = 0; i < kBM * 8 / kThreads; ++i) {
+    const int q = tid + i * kThreads, r = q >> 3, u = q & 7;
     const bool ok = r < k.t.cnt;
     const uint8_t* src = p.codes + (k.t.r0 + (ok ? r : 0)) * p.codes_ld + kb * 128 + u * 16;
     cp_async<16>(st + L::a + r * 128 + ((u ^ (r & 7)) << 4), src, ok ? 16 : 0);
   }
   if constexpr (!L::kFp4) {
-#pragma unroll kUnroll
-    for (int i = 0; i < kBN * 8 / kN; ++i) {
-      const int q = tid + i * kN, r = q >> 3, u = q & 7;
+#pragma unroll
+    for (int i = 0; i < kBN * 8 / kThreads; ++i) {
+      const int q = tid + i * kThreads, r = q >> 3, u = q & 7;
       const bool ok = k.n0 + r < p.n;
       const uint8_t* src = k.w + (k.n0 + (ok ? r : 0)) * p.kg + kb * 128 + u * 16;
       cp_async<16>(st + L::b + r * 128 + ((u ^ (r & 7)) << 4), src, ok ? 16 : 0);
     }
     if constexpr (F == BForm::kWide) {
-#pragma unroll kUnroll
-      for (int r = tid; r < kBN; r += kN) {
-        const bool ok = k.n0 + r < p.n;
-        cp_async<4>(st + L::sb + r * 4, k.wsf + (k.n0 + (ok ? r : 0)) * (p.kg / 128) + kb, ok ? 4 : 0);
+      if (tid < kBN) {
+        const bool ok = k.n0 + tid < p.n;
+        cp_async<4>(st + L::sb + tid * 4, k.wsf + (k.n0 + (ok ? tid : 0)) * (p.kg / 128) + kb, ok ? 4 : 0);
       }
     }
   } else {
-#pragma unroll kUnroll
-    for (int i = 0; i < kBN * 4 / kN; ++i) {
-      const int q = tid + i * kN, r = q >> 2, u = q & 3;
+#pragma unroll
+    for (int i = 0; i < kBN * 4 / kThreads; ++i) {
+      const int q = tid + i * kThreads, r = q >> 2, u = q & 3;
       const bool ok = k.n0 + r < p.n;
       const uint8_t* src = k.w + (k.n0 + (ok ? r : 0)) * (p.kg / 2) + kb * 64 + u * 16;
       cp_async<16>(st + L::raw + r * 64 + u * 16, src, ok ? 16 : 0);
     }
-#pragma unroll kUnroll
-    for (int r = tid; r < kBN; r += kN) {
-      const bool ok = k.n0 + r < p.n;
-      const uint8_t* src = k.ws + (k.n0 + (ok ? r : 0)) * (p.kg / 32) + kb * 4;
-      cp_async<4>(st + L::sraw + r * 4, src, ok ? 4 : 0);
+    if (tid < kBN) {
+      const bool ok = k.n0 + tid < p.n;
+      const uint8_t* src = k.ws + (k.n0 + (ok ? tid : 0)) * (p.kg / 32) + kb * 4;
+      cp_async<4>(st + L::sraw + tid * 4, src, ok ? 4 : 0);
     }
   }
-  // The activations' scales: the last kBM threads of the old kernel, every loader here.
-  const int first = kN > kBM ? kN - kBM : 0;
-#pragma unroll kUnroll
-  for (int r = tid - first; r < kBM; r += (kN > kBM ? kBM : kN)) {
-    if (r < 0) break;
+  if (tid >= kThreads - kBM) {
+    const int r = tid - (kThreads - kBM);
     const bool ok = r < k.t.cnt;
     cp_async<4>(st + L::sa + r * 4, p.scales + kb * p.scale_ld + k.t.r0 + (ok ? r : 0), ok ? 4 : 0);
   }
@@ -182,11 +173,11 @@ __device__ __forceinline__ void load_stage(const ExactBlockArgs& p, const Work& 
 // block gets its shifted table once, the row block's largest scale byte comes from comparisons and its
 // scale from bits (the row's first thread, which reports a span past 26 octaves), and shared memory is
 // read and written by 32-bit addresses.
-template <int kN = kThreads, int kUnroll = 4>
-__device__ __forceinline__ void widen_stage(uint32_t st, int32_t* err, int tid = static_cast<int>(threadIdx.x)) {
+__device__ __forceinline__ void widen_stage(uint32_t st, int32_t* err) {
   using L = StageLayout<BForm::kFp4>;
-#pragma unroll kUnroll
-  for (int q = tid; q < kBN * 4; q += kN) {
+  const int tid = static_cast<int>(threadIdx.x);
+#pragma unroll
+  for (int q = tid; q < kBN * 4; q += kThreads) {  // this loop form: no spill at 255 registers (the index form: 8 B)
     const int r = q >> 2, u = q & 3;
     const uint32_t sw = lds_u32(st + L::sraw + r * 4), top = max_byte(sw);
     if (u == 0) {
@@ -274,7 +265,7 @@ __global__ void __launch_bounds__(kThreads, 1) wgmma_kernel(const ExactBlockArgs
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   pdl_enter();
   Work k;
-  if (!find_work(p, n_tiles, static_cast<int>(blockIdx.x), blockIdx.y, k)) return;  // CTA-uniform
+  if (!find_work(p, n_tiles, k)) return;  // CTA-uniform
 
   const int tid = static_cast<int>(threadIdx.x), wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32;
   const int64_t nkb = p.kg / 128;
@@ -332,106 +323,6 @@ __global__ void __launch_bounds__(kThreads, 1) wgmma_kernel(const ExactBlockArgs
   store_tile(p, k, acc, rl, lane);
 }
 
-// The warp-specialized persistent form (GemmPolicy::wgmma_specialized): three warpgroups, CTAs looping
-// over the tiles (columns fastest, so the CTAs at work share activation tiles and an expert's two row
-// tiles run close together). Warpgroup 0 produces stages: its loaders issue a stage's cp.asyncs once
-// the consumers have freed it (mbarrier `empty`), the copies' landing arrives on `loaded` (FP4) or
-// `full`; for FP4 its other three warps widen a loaded stage and arrive on `full`. Warpgroups 1 and 2
-// each multiply 64 rows of every stage as the lockstep kernel does, free it, and store their tile while
-// the producer runs ahead into the next. Neither consumer waits for the other, so one's promotion runs
-// beside the other's wgmmas; the ring carries on across tiles. Same sums, same order, same bits.
-constexpr int kWsThreads = 384;
-constexpr int kProducerRegs = 40, kConsumerRegs = 232;  // 40 + 2 x 232 <= 512 (64K registers / 128)
-constexpr int kFp4Loaders = 32;                         // FP4: warp 0 loads, warps 1-3 widen
-
-template <BForm F>
-struct WsLayout {
-  using L = StageLayout<F>;
-  static constexpr int bars = L::bytes * L::kStages;  // full, empty, loaded: 8 bytes a stage each
-  static constexpr size_t smem = L::smem + 3 * 8 * L::kStages;
-};
-
-template <BForm F>
-__global__ void __launch_bounds__(kWsThreads, 1)
-    wgmma_ws_kernel(const ExactBlockArgs p, int n_tiles, int tiles, int32_t* err) {
-  using L = StageLayout<F>;
-  constexpr int S = L::kStages;
-  extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-  const uint32_t bars = smem_addr(smem + WsLayout<F>::bars);
-  const auto full = [&](int s) { return bars + 8 * s; };
-  const auto empty = [&](int s) { return bars + 8 * (S + s); };
-  const auto loaded = [&](int s) { return bars + 8 * (2 * S + s); };
-  const int tid = static_cast<int>(threadIdx.x), wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32;
-  if (tid == 0) {
-    for (int s = 0; s < S; ++s) {
-      mbar_init(full(s), L::kFp4 ? 128 - kFp4Loaders : 128);
-      mbar_init(empty(s), 8);  // a consumer warp each
-      mbar_init(loaded(s), kFp4Loaders);
-    }
-  }
-  __syncthreads();
-  pdl_enter();
-  const int cols = n_tiles * (has_pair(p) ? 2 : 1);
-  const int nkb = static_cast<int>(p.kg / 128);
-  uint32_t it = 0;  // the ring's position: every role walks the same tiles and K blocks
-  if (wg == 0) {
-    registers_give_back<kProducerRegs>();
-    const bool loads = !L::kFp4 || warp < kFp4Loaders / 32;
-    const int ptid = loads ? tid : tid - kFp4Loaders;  // the thread among its role's
-    for (int tile = static_cast<int>(blockIdx.x); tile < tiles; tile += static_cast<int>(gridDim.x)) {
-      Work k;
-      if (!find_work(p, n_tiles, tile % cols, tile / cols, k)) continue;
-      for (int kb = 0; kb < nkb; ++kb, ++it) {
-        const int s = static_cast<int>(it % S);
-        const uint32_t phase = (it / S) & 1u;
-        if (loads) {
-          mbar_wait(empty(s), phase ^ 1u);
-          load_stage<F, L::kFp4 ? kFp4Loaders : 128, 1>(p, k, kb, smem + s * L::bytes, ptid);
-          mbar_arrive_cp_async(L::kFp4 ? loaded(s) : full(s));
-        } else if constexpr (L::kFp4) {
-          mbar_wait(loaded(s), phase);
-          widen_stage<128 - kFp4Loaders, 1>(smem_addr(smem + s * L::bytes), err, ptid);
-          fence_async_shared();
-          mbar_arrive(full(s));
-        }
-      }
-    }
-    cp_async_wait_all();
-    return;
-  }
-  registers_take<kConsumerRegs>();
-  const int rl = (wg - 1) * 64 + warp * 16 + lane / 4;  // this thread's rows rl and rl + 8 of the tile
-  float acc[2 * 64], part[64];
-  for (int tile = static_cast<int>(blockIdx.x); tile < tiles; tile += static_cast<int>(gridDim.x)) {
-    Work k;
-    if (!find_work(p, n_tiles, tile % cols, tile / cols, k)) continue;
-    const bool second_half = k.n0 + kHalf < p.n;  // tile-uniform: past N the second half is skipped
-#pragma unroll
-    for (int i = 0; i < 2 * 64; ++i) acc[i] = 0.0f;
-    for (int kb = 0; kb < nkb; ++kb, ++it) {
-      const int s = static_cast<int>(it % S);
-      mbar_wait(full(s), (it / S) & 1u);
-      fence_async_shared();  // the stage's cp.async writes before the async proxy's reads
-      const uint8_t* st = smem + s * L::bytes;
-      const uint32_t base = smem_addr(st);
-      const float* sa = reinterpret_cast<const float*>(st + L::sa);
-      const float s0 = sa[rl], s1 = sa[rl + 8];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        if (h == 1 && !second_half) break;
-        float sw = 0.0f;  // FP8: the weight's 128x128 block scale
-        if constexpr (F == BForm::kFp8) sw = ue8m0_f(k.ws[(k.n0 / 128 + h) * nkb + kb]);
-        multiply_block<L::kRowScales>(base + L::a + (wg - 1) * 64 * 128, base + L::b + h * kHalf * 128, part, [] {});
-        promote<L::kRowScales>(acc + 64 * h, part, s0, s1, sw, base + L::sb + h * kHalf * 4, lane);
-      }
-      __syncwarp();
-      if (lane == 0) mbar_arrive(empty(s));
-    }
-    store_tile(p, k, acc, rl, lane);
-  }
-}
-
 // `a` with its experts [e0, e0 + n): their offsets and weight lists (the dense call is its one weight).
 ExactBlockArgs expert_slice(const ExactBlockArgs& a, int e0, int n) {
   if (!a.offsets) return a;
@@ -446,24 +337,13 @@ ExactBlockArgs expert_slice(const ExactBlockArgs& a, int e0, int n) {
 }
 
 template <BForm F>
-void launch(const ExactBlockArgs& a, bool specialized, int32_t* err, cudaStream_t stream) {
-  const int n_tiles = static_cast<int>(cdiv(a.n, kBN));
-  const int cols = n_tiles * (has_pair(a) ? 2 : 1);
-  const int64_t m_tiles = a.offsets ? row_tiles(a.rows, kBM, a.experts) : cdiv(a.rows, kBM);
-  if (specialized) {
-    constexpr size_t smem = WsLayout<F>::smem;
-    allow_dynamic_smem(wgmma_ws_kernel<F>, smem);
-    const int64_t tiles = m_tiles * cols;
-    DSV4_CUDA_REQUIRE(tiles < (int64_t{1} << 31), "wgmma gemm: " + std::to_string(tiles) + " tiles");
-    const auto grid = static_cast<unsigned>(imin(tiles, sm_count()));
-    launch_kernel(wgmma_ws_kernel<F>, dim3(grid), dim3(kWsThreads), smem, stream, a, n_tiles, static_cast<int>(tiles),
-                  err);
-    return;
-  }
+void launch(const ExactBlockArgs& a, int32_t* err, cudaStream_t stream) {
   constexpr size_t smem = StageLayout<F>::smem;
   allow_dynamic_smem(wgmma_kernel<F>, smem);
+  const int n_tiles = static_cast<int>(cdiv(a.n, kBN));
+  const int64_t m_tiles = a.offsets ? row_tiles(a.rows, kBM, a.experts) : cdiv(a.rows, kBM);
   DSV4_CUDA_REQUIRE(m_tiles <= 65535, "wgmma gemm: " + std::to_string(m_tiles) + " row tiles exceed the grid");
-  const dim3 grid(static_cast<unsigned>(cols), static_cast<unsigned>(m_tiles));
+  const dim3 grid(static_cast<unsigned>(n_tiles * (has_pair(a) ? 2 : 1)), static_cast<unsigned>(m_tiles));
   launch_kernel(wgmma_kernel<F>, grid, dim3(kThreads), smem, stream, a, n_tiles, err);
 }
 
@@ -476,14 +356,14 @@ bool wgmma_takes(const ExactBlockArgs& a) {
          aligned16(a.codes) && a.codes_ld % 16 == 0 && dense_ok;
 }
 
-void wgmma_gemm(const ExactBlockArgs& a, bool specialized, int32_t* err, cudaStream_t stream) {
+void wgmma_gemm(const ExactBlockArgs& a, int32_t* err, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(wgmma_takes(a), "wgmma gemm: unsupported call (weight kind, groups " + std::to_string(a.groups) +
                                         ", K " + std::to_string(a.kg) + ", or alignment)");
   if (a.rows == 0) return;
   if (a.kind == GemmWeightKind::kFp8) {
-    launch<BForm::kFp8>(a, specialized, err, stream);
+    launch<BForm::kFp8>(a, err, stream);
   } else {
-    launch<BForm::kFp4>(a, specialized, err, stream);
+    launch<BForm::kFp4>(a, err, stream);
   }
 }
 
@@ -491,7 +371,7 @@ int64_t wgmma_widened_bytes(const ExactBlockArgs& a, int experts) {
   return widened_bytes(int64_t{experts} * (has_pair(a) ? 2 : 1), a.n, a.kg);
 }
 
-void wgmma_gemm_widened(const ExactBlockArgs& a, int experts_per_pass, bool specialized, void* scratch, int32_t* err,
+void wgmma_gemm_widened(const ExactBlockArgs& a, int experts_per_pass, void* scratch, int32_t* err,
                         cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(wgmma_takes(a) && a.kind == GemmWeightKind::kFp4 && experts_per_pass >= 1,
                     "wgmma gemm: widening beforehand needs an FP4 call it takes");
@@ -507,7 +387,7 @@ void wgmma_gemm_widened(const ExactBlockArgs& a, int experts_per_pass, bool spec
     s.wide_scale = reinterpret_cast<float*>(s.wide + codes);
     s.wide_slots = per;
     widen_fp4(s, n, err, stream);
-    launch<BForm::kWide>(s, specialized, err, stream);
+    launch<BForm::kWide>(s, err, stream);
   }
 }
 

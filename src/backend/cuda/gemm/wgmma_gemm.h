@@ -9,11 +9,9 @@
 // at most 26 octaves; checkpoints span 0-2), so one promotion per 128 stands for four. A wider span
 // is reported in `err` (DeviceError::kGemmFp4Span: the backend throws at its next synchronisation).
 //
-// A tile is 128 rows (one expert's, grouped) x 256 output columns; two warpgroups each multiply 64
+// A CTA owns 128 rows (one expert's, grouped) x 256 output columns; two warpgroups each multiply 64
 // rows, 128 columns at a time. K stages arrive by cp.async four (FP8, FP4 widened beforehand) or three
-// (FP4) deep; FP4 codes are widened in shared memory one stage ahead of the multiply. Two forms
-// (GemmPolicy::wgmma_specialized): a CTA a tile with its warpgroups in lockstep, or persistent CTAs
-// whose third warpgroup loads (and widens) stages for the other two, synchronized by mbarriers.
+// (FP4) deep; FP4 codes are widened in shared memory one stage ahead of the multiply.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -30,14 +28,14 @@ bool wgmma_takes(const ExactBlockArgs& a);
 
 // Runs `a` (with its pair) from activation codes and scales; err (optional, the device's error word:
 // device_error.h) records DeviceError::kGemmFp4Span.
-void wgmma_gemm(const ExactBlockArgs& a, bool specialized, int32_t* err, cudaStream_t stream);
+void wgmma_gemm(const ExactBlockArgs& a, int32_t* err, cudaStream_t stream);
 
 // FP4 calls with the weights widened beforehand (GemmPolicy::fp4_prewiden): each pass widens
 // `experts_per_pass` experts' weights (and the pair's) into `scratch` (wgmma_widened_bytes for that
 // many) with one launch, then multiplies their rows with another; the same bits and error reports as
 // wgmma_gemm, which widens every weight tile in shared memory, once per CTA that reads it.
 int64_t wgmma_widened_bytes(const ExactBlockArgs& a, int experts_per_pass);
-void wgmma_gemm_widened(const ExactBlockArgs& a, int experts_per_pass, bool specialized, void* scratch, int32_t* err,
+void wgmma_gemm_widened(const ExactBlockArgs& a, int experts_per_pass, void* scratch, int32_t* err,
                         cudaStream_t stream);
 
 }  // namespace dsv4::cuda
