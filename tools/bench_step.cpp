@@ -195,8 +195,7 @@ std::optional<std::string> decode_misfit(const ModelConfig& c, const Device& dev
 // One decode step of `batch` sequences at position `context` (their caches allocated to it).
 Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightBytes& w, int64_t batch, int64_t context,
                 int reps, bool compare) {
-  constexpr int64_t kChunk = kDecodeChunk;
-  OwnedPagedCache cache(c, static_cast<int>(batch), context + reps + kDecodeSlack, kChunk, KvDTypes{}, &dev);
+  OwnedPagedCache cache(c, static_cast<int>(batch), context + reps + kDecodeSlack, kDecodeChunk, KvDTypes{}, &dev);
   // Each sequence its own tokens, as in serving: with one shared row every sequence decoded the same
   // token, whose routing likely shared experts (b16 on the H100: 17.5 ms against the 21.9 ms of device
   // time serving's decode steps took).
@@ -208,8 +207,8 @@ Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightByt
   auto ids = [&](int32_t s, int64_t n) { return std::span<const int32_t>(row(s), static_cast<size_t>(n)); };
   for (int32_t s = 0; s < batch; ++s) {
     cache.add(s, context);
-    for (int64_t at = 0; at < context; at += kChunk) {
-      const int64_t n = std::min(kChunk, context - at);
+    for (int64_t at = 0; at < context; at += kDecodeChunk) {
+      const int64_t n = std::min(kDecodeChunk, context - at);
       cache.allocate(s, n, ids(s, at + n));
     }
     // The first decode position too: that releases the last chunk's sliding pages.
