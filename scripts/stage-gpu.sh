@@ -25,6 +25,9 @@ for b in "${bins[@]}"; do
   ldd "$b" | awk '/=> \// {print $3}'
 done | sort -u | grep -v -E '/(libc|libm|libdl|librt|libpthread|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so|libcuda|libcublas|libcudart|libnccl' |
   while read -r lib; do cp -L "$lib" "$STAGE/bin/lib/"; done
+# CUPTI, for bench step --timeline: dlopen()ed (kernel_trace.cpp), so ldd does not list it.
+cupti=$(find /usr/local/cuda/ /usr/local/cuda-*/ -name 'libcupti.so.13' -print -quit 2>/dev/null || true)
+[ -n "$cupti" ] && cp -L "$cupti" "$STAGE/bin/lib/"
 # DSV4_GPU_MUTATION="FILE:SED-EXPRESSION" (and DSV4_GPU_MUTATION2 and 3, other files'): also a test_gpu built with
 # those edits (deliberate bugs), staged as test_gpu_mutant for run-gpu.sh's DSV4_GPU_MUTANT, whose tests must then
 # fail: the tests' power, shown. The files are restored (and touched, so that the next build compiles them again)

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "backend/kernel_timeline.h"
 #include "backend/op_profile.h"
 #include "core/error.h"
 #include "core/kv_entry.h"
@@ -45,6 +46,7 @@ struct StepArgs {
   int threads = 0;
   bool json = false;
   bool profile = false;
+  bool timeline = false;
   bool enforce_eager = false;
   bool compare_eager = false;
   LoadFlags load;
@@ -192,9 +194,19 @@ std::optional<std::string> decode_misfit(const ModelConfig& c, const Device& dev
   return fmt::format("its KV pools take {:.1f} GiB with {:.1f} GiB free", kv / (1 << 30), free / (1 << 30));
 }
 
+// --timeline: the kernels of each timed step (Device::start_trace), one list a step.
+using StepTraces = std::vector<std::vector<Device::KernelSpan>>;
+
+void start_trace(Device& dev, StepTraces* traces) {
+  if (traces) DSV4_CHECK(dev.start_trace(), "bench step --timeline: {}", dev.trace_unavailable());
+}
+void stop_trace(Device& dev, StepTraces* traces) {
+  if (traces) traces->push_back(dev.stop_trace());
+}
+
 // One decode step of `batch` sequences at position `context` (their caches allocated to it).
 Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightBytes& w, int64_t batch, int64_t context,
-                int reps, bool compare) {
+                int reps, bool compare, StepTraces* traces) {
   OwnedPagedCache cache(c, static_cast<int>(batch), context + reps + kDecodeSlack, kDecodeChunk, KvDTypes{}, &dev);
   // Each sequence its own tokens, as in serving: with one shared row every sequence decoded the same
   // token, whose routing likely shared experts (b16 on the H100: 17.5 ms against the 21.9 ms of device
@@ -226,11 +238,13 @@ Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightByt
       b.add(s, pos, row(s) + pos, 1);
     }
     // The step to its logits, then a wait: the step's return says how long the host took to issue it.
+    if (i >= warm) start_trace(dev, traces);
     const auto t0 = Clock::now();
     const StepLogits l = model.step(b, cache.access());
     const auto t1 = Clock::now();
     dev.synchronize();
     if (i < warm) continue;
+    stop_trace(dev, traces);
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     enqueue.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     const StepGraphStats g = model.graph_stats();
@@ -255,7 +269,8 @@ Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightByt
 
 // A prompt of p tokens, as one step or in steps of `chunk` tokens (each attending to the ones before, as
 // chunked prefill does: what a prompt too long for one step's activations needs).
-Row time_prefill(Model& model, Device& dev, const LoadedModel& m, int64_t p, int64_t chunk, int reps) {
+Row time_prefill(Model& model, Device& dev, const LoadedModel& m, int64_t p, int64_t chunk, int reps,
+                 StepTraces* traces) {
   const ModelConfig& c = m.config;
   std::mt19937 rng(12);
   std::vector<int32_t> ids(static_cast<size_t>(p));
@@ -266,6 +281,7 @@ Row time_prefill(Model& model, Device& dev, const LoadedModel& m, int64_t p, int
     OwnedPagedCache cache(c, 1, p, step, KvDTypes{}, &dev);
     cache.add(0, p);
     dev.synchronize();
+    if (i >= 1) start_trace(dev, traces);
     const auto t0 = Clock::now();
     for (int64_t at = 0; at < p; at += step) {
       const int64_t n = std::min(step, p - at);
@@ -274,7 +290,9 @@ Row time_prefill(Model& model, Device& dev, const LoadedModel& m, int64_t p, int
       b.add(0, at, ids.data() + at, n);
       model.forward(b, cache.access());
     }
-    if (i >= 1) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    if (i < 1) continue;
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    stop_trace(dev, traces);
   }
   Row r{"prefill", 1, p};
   r.mode = "eager";
@@ -294,6 +312,42 @@ void print_profile(const Row& r, OpProfile& prof) {
     fmt::print("  {:26} {:6} calls {:10.3f} ms {:5.1f}%\n", t.op, t.calls, t.ms, 100 * t.ms / all);
 }
 
+// Where the traced steps of the row went on the device: span, busy and idle time, the kernels by time.
+constexpr int kTimelineSteps = 3;
+constexpr size_t kTimelineRows = 40;
+
+void print_timeline(const Row& r, const KernelTimeline& t, bool json) {
+  if (json) {
+    nlohmann::json kernels = nlohmann::json::array();
+    for (const KernelTotal& k : t.by_time)
+      kernels.push_back({{"name", k.name}, {"calls", k.calls}, {"us", k.us}, {"idle_before_us", k.idle_before_us}});
+    fmt::print("{}\n", nlohmann::json{{"test", "timeline"},
+                                      {"of", r.test},
+                                      {"batch", r.batch},
+                                      {"context", r.context},
+                                      {"mode", r.mode},
+                                      {"steps", t.steps},
+                                      {"kernels", t.kernels},
+                                      {"span_us", t.span_us},
+                                      {"busy_us", t.busy_us},
+                                      {"sum_us", t.sum_us},
+                                      {"by_time", kernels}}
+                           .dump());
+    return;
+  }
+  fmt::print(
+      "timeline {} batch {} context {} ({}, {} steps): span {:.1f} us, busy {:.1f} us ({:.1f}%), idle {:.1f} us, "
+      "{:.0f} kernels a step ({:.1f} us of kernel time: queues overlap where above busy)\n",
+      r.test, r.batch, r.context, r.mode, t.steps, t.span_us, t.busy_us,
+      t.span_us > 0 ? 100 * t.busy_us / t.span_us : 0, t.idle_us(), t.kernels, t.sum_us);
+  fmt::print("  {:52} {:>7} {:>10} {:>6} {:>9} {:>12}\n", "kernel", "calls", "us", "%", "us/call", "idle before");
+  for (size_t i = 0; i < std::min(kTimelineRows, t.by_time.size()); ++i) {
+    const KernelTotal& k = t.by_time[i];
+    fmt::print("  {:52.52} {:7.1f} {:10.1f} {:6.1f} {:9.2f} {:12.1f}\n", k.name, k.calls, k.us,
+               t.span_us > 0 ? 100 * k.us / t.span_us : 0, k.calls > 0 ? k.us / k.calls : 0, k.idle_before_us);
+  }
+}
+
 // Every row asked for, on one model: one rank, or a rank of a sharded run (all ranks run the same steps
 // together; rank 0 logs).
 std::vector<Row> bench_rows(const StepArgs& a, const LoadedModel& m, Backend& backend, const ModelShard& shard) {
@@ -305,14 +359,20 @@ std::vector<Row> bench_rows(const StepArgs& a, const LoadedModel& m, Backend& ba
   if (a.enforce_eager) model.set_step_mode(StepMode::kEager);
   const StepMode mode = model.step_mode();
   const bool overlap = model.overlap();
-  auto profiled = [&](auto&& time_row) {
-    rows.push_back(time_row(a.reps));
+  // A row, then (--timeline) its steps again with the kernel trace on, then (--profile) one profiled step.
+  auto measured = [&](auto&& time_row) {
+    rows.push_back(time_row(a.reps, nullptr));
+    if (a.timeline) {
+      StepTraces traces;
+      const Row again = time_row(kTimelineSteps, &traces);
+      if (logs) print_timeline(again, summarize_timeline(traces), a.json);
+    }
     if (!a.profile) return;
     // Marks around every op: nothing can be recorded, and the side queue would blur each op's time.
     model.set_step_mode(StepMode::kEager);
     model.set_overlap(false);
     prof.enable(true);
-    time_row(0);
+    time_row(0, nullptr);
     prof.enable(false);
     model.set_step_mode(mode);
     model.set_overlap(overlap);
@@ -325,8 +385,9 @@ std::vector<Row> bench_rows(const StepArgs& a, const LoadedModel& m, Backend& ba
         if (logs) spdlog::warn("decode batch {} context {}: skipped: {}", b, ctx, *why);
         continue;
       }
-      profiled([&](int reps) {
-        return time_decode(model, *backend.device, m.config, w, b, ctx, reps, a.compare_eager && reps > 0);
+      measured([&](int reps, StepTraces* traces) {
+        return time_decode(model, *backend.device, m.config, w, b, ctx, reps, a.compare_eager && reps > 0 && !traces,
+                           traces);
       });
       if (!logs) continue;
       spdlog::info(
@@ -339,8 +400,9 @@ std::vector<Row> bench_rows(const StepArgs& a, const LoadedModel& m, Backend& ba
                      rows.back().eager_error, rows.back().eager_argmax);
     }
   if (a.prefill > 0)
-    profiled([&](int reps) {
-      return time_prefill(model, *backend.device, m, a.prefill, a.prefill_chunk, reps > 0 ? std::max(1, reps / 2) : 0);
+    measured([&](int reps, StepTraces* traces) {
+      return time_prefill(model, *backend.device, m, a.prefill, a.prefill_chunk, reps > 0 ? std::max(1, reps / 2) : 0,
+                          traces);
     });
   const StepGraphStats g = model.graph_stats();
   if (logs)
@@ -415,6 +477,9 @@ void setup_bench_step(CLI::App& cmd) {
   cmd.add_flag("--json", a.json, "one JSON object per row");
   cmd.add_flag("--enforce-eager", a.enforce_eager, "decode steps eagerly (no CUDA graphs)");
   cmd.add_flag("--compare-eager", a.compare_eager, "per decode row, the last step again eagerly: logit error, argmax");
+  cmd.add_flag("--timeline", a.timeline,
+               "after each row, its steps again with the device's kernel trace on (CUDA: CUPTI): span, busy and idle "
+               "time, kernels by time");
   cmd.add_flag("--profile", a.profile, "after each row, one more step with per-op times (each op waited for)");
   add_load_flags(cmd, a.load);
   cmd.callback([] { run(a); });

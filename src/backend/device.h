@@ -14,6 +14,7 @@
 #include <new>
 #include <span>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace dsv4 {
@@ -63,6 +64,19 @@ class Device {
   // Makes this device the calling thread's (CUDA: its GPU current). A thread that works on a device it
   // did not make (a rank's thread) calls it first.
   virtual void bind_thread() {}
+
+  // Kernel timeline: between start_trace() and stop_trace() the device notes each kernel's start and end
+  // on its own clock, graph replays included, without waiting between them (unlike marks, which
+  // serialize eager ops). start_trace() is false where the device keeps no such record (the CPU; a GPU
+  // whose tracing library is missing: why, in trace_unavailable()). stop_trace() waits for the device.
+  struct KernelSpan {
+    std::string name;  // the kernel's function name, demangled, without namespaces or parameters
+    uint64_t start_ns = 0, end_ns = 0;
+    uint32_t stream = 0;
+  };
+  virtual bool start_trace() { return false; }
+  virtual std::vector<KernelSpan> stop_trace() { return {}; }
+  virtual std::string trace_unavailable() const { return "this device keeps no kernel timeline"; }
 
   // Profiling marks: mark() records a point in the device's work queue; after synchronize(),
   // elapsed_ms(a, b) is the device time between two marks. The default reads the host clock, which

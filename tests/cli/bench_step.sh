@@ -47,6 +47,12 @@ skip=$("$BIN" bench step "$MODEL" --backend cpu --batch 64 --context 260,1677721
 echo "$skip" | grep -Eq 'decode batch 64 context 16777216: skipped: its KV pools take [0-9.]+ GiB with [0-9.]+ GiB free'
 echo "$skip" | grep -Eq '\| +decode \| +64 \| +260 \| +[0-9.]+ \|'
 if echo "$skip" | grep -Eq '\| +decode \| +64 \| +16777216 \|'; then echo "FAIL: the misfit row ran"; exit 1; fi
+# --timeline needs a device that keeps a kernel timeline (CUDA's CUPTI): the CPU says it has none.
+if "$BIN" bench step "$MODEL" --backend cpu --batch 1 --context 260 --prefill 0 -r 1 --timeline \
+  2>"${TMPDIR:-/tmp}/bench_step.err" >/dev/null; then
+  echo "FAIL: --timeline ran on a device without a kernel timeline"; exit 1
+fi
+grep -q 'bench step --timeline: this device keeps no kernel timeline' "${TMPDIR:-/tmp}/bench_step.err"
 # A backend this machine cannot run is refused with a clear message.
 if "$BIN" bench step "$MODEL" --backend tpu 2>"${TMPDIR:-/tmp}/bench_step.err" >/dev/null; then
   echo "FAIL: an unknown backend was accepted"; exit 1

@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_error.h"
+#include "backend/cuda/kernel_trace.h"
 #include "backend/cuda/page_copy.h"
 #include "core/error.h"
 
@@ -442,6 +443,16 @@ void CudaDevice::check_errors() {
   if (code == 0) return;
   DSV4_CUDA_CHECK(cudaMemset(err_, 0, sizeof(int32_t)));
   fail("cuda: {} (device error {})", error_name(code), code);
+}
+
+bool CudaDevice::start_trace() {
+  synchronize();  // earlier work stays out of the trace
+  return start_kernel_trace(trace_why_);
+}
+
+std::vector<Device::KernelSpan> CudaDevice::stop_trace() {
+  synchronize();
+  return stop_kernel_trace(ordinal_);
 }
 
 }  // namespace dsv4::cuda

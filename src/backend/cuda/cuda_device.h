@@ -55,6 +55,9 @@ class CudaDevice final : public Device {
   uint64_t end_background() override;
   bool landed(uint64_t ticket) override;
   double background_seconds() const override { return background_seconds_; }
+  bool start_trace() override;  // CUPTI (kernel_trace.h)
+  std::vector<KernelSpan> stop_trace() override;
+  std::string trace_unavailable() const override { return trace_why_; }
   bool can_record() const override { return true; }
   void begin_recording() override;  // stream capture of the main stream (and its side branches)
   std::unique_ptr<Recording> end_recording() override;
@@ -88,6 +91,7 @@ class CudaDevice final : public Device {
   void end_side_capture() noexcept;
 
   int ordinal_ = 0;
+  std::string trace_why_ = "the kernel trace was not started";
   std::atomic<double> waited_{0};  // waited_seconds()
   cudaStream_t stream_ = nullptr;  // main
   cudaStream_t side_ = nullptr;    // the side queue (begin_side)

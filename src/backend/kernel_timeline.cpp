@@ -1,0 +1,110 @@
+#include "backend/kernel_timeline.h"
+
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <map>
+#include <memory>
+
+namespace dsv4 {
+namespace {
+
+bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// Drops every "qualifier::" (identifiers and "(anonymous namespace)") before a name.
+std::string drop_qualifiers(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    if (s.compare(i, 2, "::") == 0) {  // the qualifier just written ends here: take it back
+      while (!out.empty() && (ident_char(out.back()))) out.pop_back();
+      if (!out.empty() && out.back() == ')' && out.size() >= 21 &&
+          out.compare(out.size() - 21, 21, "(anonymous namespace)") == 0)
+        out.resize(out.size() - 21);
+      i += 2;
+      continue;
+    }
+    out += s[i++];
+  }
+  return out;
+}
+
+std::string demangle(std::string_view symbol) {
+  const std::string s(symbol);
+  if (!s.starts_with("_Z")) return s;  // "a", "b", ... alone would demangle as type names
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> d(abi::__cxa_demangle(s.c_str(), nullptr, nullptr, &status), std::free);
+  return status == 0 && d ? std::string(d.get()) : s;
+}
+
+}  // namespace
+
+std::string kernel_short_name(std::string_view symbol) {
+  const std::string full = demangle(symbol);
+  // The name ends at the parameter list: the first '(' outside template arguments, not "(anonymous".
+  size_t end = full.size();
+  int depth = 0;
+  for (size_t i = 0; i < full.size(); ++i) {
+    const char c = full[i];
+    if (c == '<') ++depth;
+    if (c == '>') --depth;
+    if (c == '(' && depth == 0 && full.compare(i, 10, "(anonymous") != 0) {
+      end = i;
+      break;
+    }
+  }
+  std::string_view head(full.data(), end);
+  // A return type before the name ("void f<...>"): the last space outside template arguments.
+  depth = 0;
+  size_t start = 0;
+  for (size_t i = 0; i < head.size(); ++i) {
+    if (head[i] == '<') ++depth;
+    if (head[i] == '>') --depth;
+    if (head[i] == ' ' && depth == 0 && head.compare(i + 1, 10, "namespace)") != 0) start = i + 1;
+  }
+  return drop_qualifiers(head.substr(start));
+}
+
+KernelTimeline summarize_timeline(const std::vector<std::vector<Device::KernelSpan>>& steps) {
+  KernelTimeline t;
+  t.steps = static_cast<int>(steps.size());
+  std::map<std::string, KernelTotal> totals;
+  std::map<std::string, std::string> short_names;  // symbol -> short name, each demangled once
+  for (const std::vector<Device::KernelSpan>& step : steps) {
+    std::vector<const Device::KernelSpan*> by_start;
+    for (const Device::KernelSpan& s : step) by_start.push_back(&s);
+    std::sort(by_start.begin(), by_start.end(), [](auto* a, auto* b) { return a->start_ns < b->start_ns; });
+    uint64_t first = 0, last = 0, busy = 0, covered_to = 0;
+    for (const Device::KernelSpan* s : by_start) {
+      const uint64_t end = std::max(s->end_ns, s->start_ns);
+      if (s == by_start.front()) first = covered_to = last = s->start_ns;
+      auto [at, fresh] = short_names.try_emplace(s->name);
+      if (fresh) at->second = kernel_short_name(s->name);
+      KernelTotal& k = totals[at->second];
+      k.calls += 1;
+      k.us += static_cast<double>(end - s->start_ns) / 1e3;
+      if (s->start_ns > covered_to) k.idle_before_us += static_cast<double>(s->start_ns - covered_to) / 1e3;
+      // Busy time: the union of the spans, walked in start order.
+      if (end > covered_to) busy += end - std::max(covered_to, s->start_ns);
+      covered_to = std::max(covered_to, end);
+      last = std::max(last, end);
+      t.sum_us += static_cast<double>(end - s->start_ns) / 1e3;
+    }
+    t.kernels += static_cast<double>(step.size());
+    t.span_us += static_cast<double>(last - first) / 1e3;
+    t.busy_us += static_cast<double>(busy) / 1e3;
+  }
+  const double n = std::max(1, t.steps);
+  t.kernels /= n, t.span_us /= n, t.busy_us /= n, t.sum_us /= n;
+  for (auto& [name, k] : totals) {
+    k.name = name;
+    k.calls /= n, k.us /= n, k.idle_before_us /= n;
+    t.by_time.push_back(k);
+  }
+  std::sort(t.by_time.begin(), t.by_time.end(),
+            [](const KernelTotal& a, const KernelTotal& b) { return a.us != b.us ? a.us > b.us : a.name < b.name; });
+  return t;
+}
+
+}  // namespace dsv4

@@ -1,0 +1,42 @@
+// What a traced step spent where on the device (Device::start_trace / stop_trace): the span from its
+// first kernel's start to its last kernel's end, the part of it some kernel was running (busy), the
+// rest (idle: launch latency, waits on the host or between queues), and per kernel function its calls
+// and time. Unlike the op profile, whose marks serialize eager ops, this is the step as it runs
+// (graph replays, the side queue beside the main one).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend/device.h"
+
+namespace dsv4 {
+
+struct KernelTotal {
+  std::string name;  // kernel_short_name
+  double calls = 0;  // per step
+  double us = 0;     // device time per step, summed over the calls
+  // Per step: the idle time just before this kernel's calls (the device ran nothing from the end of the
+  // work before to this start): where the timeline waits on a launch.
+  double idle_before_us = 0;
+};
+
+struct KernelTimeline {
+  int steps = 0;
+  double kernels = 0;                           // per step
+  double span_us = 0, busy_us = 0, sum_us = 0;  // per step; sum_us > busy_us where queues overlap
+  std::vector<KernelTotal> by_time;             // the most time first
+  double idle_us() const { return span_us - busy_us; }
+};
+
+// Summarizes steps traced one at a time (each a stop_trace result); an empty step counts as no time.
+KernelTimeline summarize_timeline(const std::vector<std::vector<Device::KernelSpan>>& steps);
+
+// A kernel's symbol as a short readable name: demangled, without return type, parameters and
+// namespaces, template arguments kept ("_ZN4dsv44cuda...hc_mix_fast_kernelILi1EEEvNS1_8HcLaunchEPf" ->
+// "hc_mix_fast_kernel<1>").
+std::string kernel_short_name(std::string_view symbol);
+
+}  // namespace dsv4
