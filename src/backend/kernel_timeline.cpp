@@ -91,6 +91,15 @@ KernelTimeline summarize_timeline(const std::vector<std::vector<Device::KernelSp
       last = std::max(last, end);
       t.sum_us += static_cast<double>(end - s->start_ns) / 1e3;
     }
+    // Shares: spans in end order, each the time from the latest end before it (or the first start) to its own.
+    std::vector<const Device::KernelSpan*> by_end = by_start;
+    std::stable_sort(by_end.begin(), by_end.end(), [](auto* a, auto* b) { return a->end_ns < b->end_ns; });
+    uint64_t done_to = first;
+    for (const Device::KernelSpan* s : by_end) {
+      const uint64_t end = std::max(s->end_ns, s->start_ns);
+      if (end > done_to) totals[short_names[s->name]].share_us += static_cast<double>(end - done_to) / 1e3;
+      done_to = std::max(done_to, end);
+    }
     t.kernels += static_cast<double>(step.size());
     t.span_us += static_cast<double>(last - first) / 1e3;
     t.busy_us += static_cast<double>(busy) / 1e3;
@@ -99,11 +108,12 @@ KernelTimeline summarize_timeline(const std::vector<std::vector<Device::KernelSp
   t.kernels /= n, t.span_us /= n, t.busy_us /= n, t.sum_us /= n;
   for (auto& [name, k] : totals) {
     k.name = name;
-    k.calls /= n, k.us /= n, k.idle_before_us /= n;
+    k.calls /= n, k.us /= n, k.share_us /= n, k.idle_before_us /= n;
     t.by_time.push_back(k);
   }
-  std::sort(t.by_time.begin(), t.by_time.end(),
-            [](const KernelTotal& a, const KernelTotal& b) { return a.us != b.us ? a.us > b.us : a.name < b.name; });
+  std::sort(t.by_time.begin(), t.by_time.end(), [](const KernelTotal& a, const KernelTotal& b) {
+    return a.share_us != b.share_us ? a.share_us > b.share_us : a.name < b.name;
+  });
   return t;
 }
 

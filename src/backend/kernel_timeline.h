@@ -17,7 +17,12 @@ namespace dsv4 {
 struct KernelTotal {
   std::string name;  // kernel_short_name
   double calls = 0;  // per step
-  double us = 0;     // device time per step, summed over the calls
+  // Per step, summed over the calls: how much later the step's work stood done because of this kernel
+  // (its end minus the latest end before it, any queue): the shares add up to the span. With launches
+  // that overlap their predecessor's tail (PDL), a kernel's own span includes its wait on the one
+  // before; its share does not.
+  double share_us = 0;
+  double us = 0;  // its own spans, start to end, summed over the calls
   // Per step: the idle time just before this kernel's calls (the device ran nothing from the end of the
   // work before to this start): where the timeline waits on a launch.
   double idle_before_us = 0;

@@ -36,11 +36,19 @@ TEST(KernelTimeline, TwoQueuesAndGaps) {
   EXPECT_DOUBLE_EQ(t.busy_us, 21);
   EXPECT_DOUBLE_EQ(t.idle_us(), 10);
   EXPECT_DOUBLE_EQ(t.sum_us, 10 + 13 + 5 + 1);
+  // Shares in end order: a 10 (from the start), c 8, b 2, d 11: they add up to the span.
   ASSERT_EQ(t.by_time.size(), 4u);
-  EXPECT_EQ(t.by_time[0].name, "c");
-  EXPECT_EQ(t.by_time[3].name, "d");
-  EXPECT_DOUBLE_EQ(t.by_time[3].idle_before_us, 10);
-  EXPECT_DOUBLE_EQ(t.by_time[0].idle_before_us, 0);
+  EXPECT_EQ(t.by_time[0].name, "d");
+  EXPECT_DOUBLE_EQ(t.by_time[0].share_us, 11);
+  EXPECT_DOUBLE_EQ(t.by_time[0].idle_before_us, 10);
+  EXPECT_EQ(t.by_time[1].name, "a");
+  EXPECT_DOUBLE_EQ(t.by_time[1].share_us, 10);
+  EXPECT_DOUBLE_EQ(t.by_time[1].idle_before_us, 0);
+  EXPECT_EQ(t.by_time[2].name, "c");
+  EXPECT_DOUBLE_EQ(t.by_time[2].share_us, 8);
+  EXPECT_DOUBLE_EQ(t.by_time[2].us, 13);
+  EXPECT_EQ(t.by_time[3].name, "b");
+  EXPECT_DOUBLE_EQ(t.by_time[3].share_us, 2);
 }
 
 TEST(KernelTimeline, BusyTimeIsTheUnionOfRandomSpans) {
@@ -78,9 +86,13 @@ TEST(KernelTimeline, BusyTimeIsTheUnionOfRandomSpans) {
     const KernelTimeline t = summarize_timeline({step});
     EXPECT_NEAR(t.busy_us, busy, 1e-9) << "trial " << trial;
     EXPECT_NEAR(t.span_us, static_cast<double>(last - first) / 1e3, 1e-9);
-    double idle = 0;
-    for (const KernelTotal& k : t.by_time) idle += k.name == "x" ? k.idle_before_us : 0;
+    double idle = 0, shares = 0;
+    for (const KernelTotal& k : t.by_time) {
+      idle += k.name == "x" ? k.idle_before_us : 0;
+      shares += k.share_us;
+    }
     EXPECT_NEAR(idle, idle_x, 1e-9) << "trial " << trial;
+    EXPECT_NEAR(shares, t.span_us, 1e-9) << "trial " << trial;
   }
 }
 
