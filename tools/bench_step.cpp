@@ -360,6 +360,11 @@ void print_timeline(const Row& r, const KernelTimeline& t, bool json) {
 // together; rank 0 logs).
 std::vector<Row> bench_rows(const StepArgs& a, const LoadedModel& m, Backend& backend, const ModelShard& shard) {
   const bool logs = shard.rank == 0;
+  if (a.timeline) {  // the tracer attached before any graph is made (and its absence said at once)
+    StepTraces none;
+    start_trace(*backend.device, &none);
+    stop_trace(*backend.device, &none);
+  }
   OpProfile prof(*backend.ops, *backend.device);  // off unless --profile: forwards without waiting
   Model model(m.config, m.weights, prof, *backend.device, shard);
   const WeightBytes w = weight_bytes(m);
