@@ -178,14 +178,14 @@ void compare_with_eager(Model& model, const ForwardBatch& b, KvAccess& kv, Row& 
 constexpr int64_t kDecodeChunk = 8192;
 constexpr int kDecodeSlack = 4;  // positions past context + reps: the warm-up steps and the last allocation
 
-// Whether a decode row's KV pools fit the device's free memory with room to spare for the step's
-// activations and scratch (a tenth of what is free, at least 1 GiB); else why not.
-std::optional<std::string> decode_misfit(const ModelConfig& c, const Device& dev, int64_t batch, int64_t context,
-                                         int reps) {
+// Whether a row's KV pools (batch sequences of `positions`, allocated `chunk` positions at a time) fit the
+// device's free memory with room to spare for the step's activations and scratch (a tenth of what is
+// free, at least 1 GiB); else why not.
+std::optional<std::string> misfit(const ModelConfig& c, const Device& dev, int64_t batch, int64_t positions,
+                                  int64_t chunk) {
   double kv = 0;
   try {
-    kv = static_cast<double>(
-        OwnedPagedCache::bytes_for(c, static_cast<int>(batch), context + reps + kDecodeSlack, kDecodeChunk));
+    kv = static_cast<double>(OwnedPagedCache::bytes_for(c, static_cast<int>(batch), positions, chunk));
   } catch (const Error& e) {
     return e.what();
   }
@@ -394,7 +394,7 @@ std::vector<Row> bench_rows(const StepArgs& a, const LoadedModel& m, Backend& ba
   for (const int64_t ctx : parse_int_list(a.contexts, "--context"))
     for (const int64_t b : parse_int_list(a.batches, "--batch")) {
       DSV4_CHECK(b > 0 && ctx > 0, "bench step: batch and context must be positive");
-      if (const auto why = decode_misfit(m.config, *backend.device, b, ctx, a.reps)) {
+      if (const auto why = misfit(m.config, *backend.device, b, ctx + a.reps + kDecodeSlack, kDecodeChunk)) {
         if (logs) spdlog::warn("decode batch {} context {}: skipped: {}", b, ctx, *why);
         continue;
       }
@@ -412,7 +412,10 @@ std::vector<Row> bench_rows(const StepArgs& a, const LoadedModel& m, Backend& ba
         spdlog::info("decode batch {} context {}: against eager: logits error {:.2e}, argmax agreement {:.3f}", b, ctx,
                      rows.back().eager_error, rows.back().eager_argmax);
     }
-  if (a.prefill > 0)
+  const int64_t prefill_step = a.prefill_chunk > 0 ? std::min(a.prefill_chunk, a.prefill) : a.prefill;
+  const auto prefill_why = a.prefill > 0 ? misfit(m.config, *backend.device, 1, a.prefill, prefill_step) : std::nullopt;
+  if (prefill_why && logs) spdlog::warn("prefill {}: skipped: {}", a.prefill, *prefill_why);
+  if (a.prefill > 0 && !prefill_why)
     measured([&](int reps, StepTraces* traces) {
       return time_prefill(model, *backend.device, m, a.prefill, a.prefill_chunk, reps > 0 ? std::max(1, reps / 2) : 0,
                           traces);

@@ -47,6 +47,10 @@ skip=$("$BIN" bench step "$MODEL" --backend cpu --batch 64 --context 260,1677721
 echo "$skip" | grep -Eq 'decode batch 64 context 16777216: skipped: its KV pools take [0-9.]+ GiB with [0-9.]+ GiB free'
 echo "$skip" | grep -Eq '\| +decode \| +64 \| +260 \| +[0-9.]+ \|'
 if echo "$skip" | grep -Eq '\| +decode \| +64 \| +16777216 \|'; then echo "FAIL: the misfit row ran"; exit 1; fi
+# So is a prefill whose cache cannot fit.
+skip=$("$BIN" bench step "$MODEL" --backend cpu --batch 1 --context 260 --prefill 1073741824 --prefill-chunk 4096 -r 1 2>&1)
+echo "$skip" | grep -Eq 'prefill 1073741824: skipped: its KV pools take [0-9.]+ GiB with [0-9.]+ GiB free'
+if echo "$skip" | grep -Eq '\| +prefill \|'; then echo "FAIL: the misfit prefill ran"; exit 1; fi
 # --timeline needs a device that keeps a kernel timeline (CUDA's CUPTI): the CPU says it has none.
 if "$BIN" bench step "$MODEL" --backend cpu --batch 1 --context 260 --prefill 0 -r 1 --timeline \
   2>"${TMPDIR:-/tmp}/bench_step.err" >/dev/null; then
