@@ -28,6 +28,7 @@ done | sort -u | grep -v -E '/(libc|libm|libdl|librt|libpthread|libgcc_s|libstdc
 # CUPTI, for bench step --timeline: dlopen()ed (kernel_trace.cpp), so ldd does not list it.
 cupti=$(find /usr/local/cuda/ /usr/local/cuda-*/ -name 'libcupti.so.13' -print -quit 2>/dev/null || true)
 [ -n "$cupti" ] && cp -L "$cupti" "$STAGE/bin/lib/"
+gzip -6 "$STAGE"/bin/lib/libcupti* "$STAGE"/bin/lib/libcrypto* 2>/dev/null || true  # the largest libraries
 # DSV4_GPU_MUTATION="FILE:SED-EXPRESSION" (and DSV4_GPU_MUTATION2 and 3, other files'): also a test_gpu built with
 # those edits (deliberate bugs), staged as test_gpu_mutant for run-gpu.sh's DSV4_GPU_MUTANT, whose tests must then
 # fail: the tests' power, shown. The files are restored (and touched, so that the next build compiles them again)

@@ -273,6 +273,15 @@ void check_params(const HcPostParams& p) {
   need(p.out, op, "out");
 }
 
+void check_params(const HcPostPreParams& p) {
+  check_params(p.post);
+  check_params(p.pre);
+  DSV4_CHECK(p.pre.h == p.post.out, "hc_post_pre: the pre must read the streams the post writes (pre.h == post.out)");
+  DSV4_CHECK(p.pre.tokens == p.post.tokens && p.pre.hc == p.post.hc && p.pre.dim == p.post.dim,
+             "hc_post_pre: the post's shape [{}, {}, {}] and the pre's [{}, {}, {}] differ", p.post.tokens, p.post.hc,
+             p.post.dim, p.pre.tokens, p.pre.hc, p.pre.dim);
+}
+
 void check_params(const HcHeadParams& p) {
   const char* op = "hc_head";
   non_negative(p.tokens, op, "tokens");

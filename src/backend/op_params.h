@@ -286,6 +286,14 @@ struct HcPostParams {
   int64_t dim = 0;
 };
 
+// A sublayer's hc_post, then the next sublayer's hc_pre on the streams it wrote (pre.h == post.out):
+// what every sublayer boundary runs, one op so that a backend may fuse the two (the CUDA fast tier:
+// one launch instead of three at decode). Each part as its own op defines it.
+struct HcPostPreParams {
+  HcPostParams post;
+  HcPreParams pre;
+};
+
 // Final hyper-connection head (§4.4): mix = (X·fnᵀ)·rs; pre_j = sigmoid(mix_j·scale0 + base_j) + hc_eps;
 // y = bf16(Σ_j pre_j · X_j).
 struct HcHeadParams {
@@ -538,6 +546,7 @@ struct SampleParams {
   X(indexer_topk, IndexerTopk)         \
   X(hc_pre, HcPre)                     \
   X(hc_post, HcPost)                   \
+  X(hc_post_pre, HcPostPre)            \
   X(hc_head, HcHead)                   \
   X(moe_gate, MoeGate)                 \
   X(moe_experts, MoeExperts)           \

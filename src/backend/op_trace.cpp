@@ -188,15 +188,28 @@ void OpTrace::do_indexer_topk(const IndexerTopkParams& p) {
   inner_.indexer_topk(p);
   keep("indexer_topk", TraceElem::kI32, ReplayGate::kSelection, p.out_index, p.tokens, p.topk);
 }
-void OpTrace::do_hc_pre(const HcPreParams& p) {
-  inner_.hc_pre(p);
+void OpTrace::keep_hc_pre(const HcPreParams& p) {
   keep("hc_pre.x", TraceElem::kBf16, ReplayGate::kLowSums, p.x, p.tokens, p.dim);
   keep("hc_pre.post", TraceElem::kF32, ReplayGate::kFp32Sums, p.post, p.tokens, p.hc);
   keep("hc_pre.comb", TraceElem::kF32, ReplayGate::kFp32Sums, p.comb, p.tokens, int64_t{p.hc} * p.hc);
 }
+void OpTrace::keep_hc_post(const HcPostParams& p) {
+  keep("hc_post", TraceElem::kBf16, kBits, p.out, p.tokens, p.hc * p.dim);
+}
+void OpTrace::do_hc_pre(const HcPreParams& p) {
+  inner_.hc_pre(p);
+  keep_hc_pre(p);
+}
 void OpTrace::do_hc_post(const HcPostParams& p) {
   inner_.hc_post(p);
-  keep("hc_post", TraceElem::kBf16, kBits, p.out, p.tokens, p.hc * p.dim);
+  keep_hc_post(p);
+}
+// The streams the post wrote are the pre's input: replaying, the pre part ran on this run's own streams,
+// which the post's gate (the exact op's bits) holds equal to the earlier run's.
+void OpTrace::do_hc_post_pre(const HcPostPreParams& p) {
+  inner_.hc_post_pre(p);
+  keep_hc_post(p.post);
+  keep_hc_pre(p.pre);
 }
 void OpTrace::do_hc_head(const HcHeadParams& p) {
   inner_.hc_head(p);

@@ -51,6 +51,8 @@ class OpTrace final : public Ops {
   // (replaying: then writes the earlier run's record over them).
   void keep(std::string op, TraceElem e, ReplayGate gate, const void* p, int64_t rows, int64_t cols,
             int64_t stride = 0);
+  void keep_hc_pre(const HcPreParams& p);  // its three outputs
+  void keep_hc_post(const HcPostParams& p);
   // The entries a call stored at slots[0..rows) of `table` (−1: none), as keep() does for dense outputs.
   void keep_entries(std::string op, ReplayGate gate, const EntryTable& table, const int32_t* slots, int64_t rows);
   // The earlier run's record for the call being kept, checked to be the same op and size.

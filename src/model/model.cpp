@@ -185,12 +185,16 @@ DeviceArray<uint16_t> Model::embed(const int32_t* ids, int64_t tokens) {
 void Model::run_block(int layer, const ForwardBatch& batch, KvAccess& kv, uint16_t* h) {
   DSV4_CHECK(layer >= 0 && layer < cfg_.n_layers, "run_block: layer {} out of range", layer);
   StepIndex s(dev_, cfg_, batch, kv);
-  run_block(layers_[static_cast<size_t>(layer)], s, kv, h);
+  HcCarry c = hc_carry(s.tokens);
+  run_block(layers_[static_cast<size_t>(layer)], s, kv, h, c);
+  flush_hc_post(c);
 }
 
 void Model::run_step(StepIndex& s, KvAccess& kv, float* logits) {
   auto h = embed(s.token_ids.data(), s.tokens);
-  for (const Layer& L : layers_) run_block(L, s, kv, h.data());
+  HcCarry c = hc_carry(s.tokens);
+  for (const Layer& L : layers_) run_block(L, s, kv, h.data(), c);
+  flush_hc_post(c);
   head(s.logit_rows, s.tokens, h.data(), logits);
 }
 
@@ -266,18 +270,45 @@ SampleResult Model::sample(const StepLogits& l, int64_t limit, const SampleInput
   return out;
 }
 
-// hc_pre -> norm -> sublayer -> hc_post, twice (MODEL.md §3).
-void Model::run_block(const Layer& L, StepIndex& s, KvAccess& kv, uint16_t* h) {
+Model::HcCarry Model::hc_carry(int64_t tokens) {
+  const int64_t D = cfg_.dim, hc = cfg_.hc_mult;
+  return {scratch<uint16_t>(dev_, tokens * D), scratch<uint16_t>(dev_, tokens * D), scratch<float>(dev_, tokens * hc),
+          scratch<float>(dev_, tokens * hc * hc), std::nullopt};
+}
+
+void Model::flush_hc_post(HcCarry& c) {
+  if (c.pending) ops_.hc_post(*c.pending);
+  c.pending.reset();
+}
+
+// hc_pre -> norm -> sublayer -> hc_post, twice (MODEL.md §3); each hc_pre runs with the hc_post before it.
+void Model::run_block(const Layer& L, StepIndex& s, KvAccess& kv, uint16_t* h, HcCarry& c) {
   const int64_t T = s.tokens, D = cfg_.dim;
   const int hc = cfg_.hc_mult;
-  auto x = scratch<uint16_t>(dev_, T * D), y = scratch<uint16_t>(dev_, T * D);
-  auto post = scratch<float>(dev_, T * hc), comb = scratch<float>(dev_, T * hc * hc);
   const float eps = static_cast<float>(cfg_.norm_eps), hc_eps = static_cast<float>(cfg_.hc_eps);
   auto sublayer = [&](const HcWeights& hw, const NormWeight& norm, auto&& body) {
-    ops_.hc_pre({h, T, hc, D, hw.fn, hw.scale, hw.base, eps, hc_eps, cfg_.hc_sinkhorn_iters, x.data(), post.data(),
-                 comb.data(), norm.weight, eps});  // the sublayer's norm in the same pass
-    body(x.data(), y.data());
-    ops_.hc_post({y.data(), h, post.data(), comb.data(), h, T, hc, D});
+    const HcPreParams pre{h,
+                          T,
+                          hc,
+                          D,
+                          hw.fn,
+                          hw.scale,
+                          hw.base,
+                          eps,
+                          hc_eps,
+                          cfg_.hc_sinkhorn_iters,
+                          c.x.data(),
+                          c.post.data(),
+                          c.comb.data(),
+                          norm.weight,
+                          eps};  // the sublayer's norm too
+    if (c.pending) {
+      ops_.hc_post_pre({*c.pending, pre});
+    } else {
+      ops_.hc_pre(pre);
+    }
+    body(c.x.data(), c.y.data());
+    c.pending = HcPostParams{c.y.data(), h, c.post.data(), c.comb.data(), h, T, hc, D};
   };
   sublayer(L.w->hc_attn, L.w->attn_norm, [&](const uint16_t* in, uint16_t* out) { attention(L, s, kv, in, out); });
   s.release_expanded(L.index);  // only attention reads them

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -119,8 +120,18 @@ class Model {
   // The shared expert's output on every rank (its rows split by TP rank, or whole): [T, dim], or with
   // `whole` false and w2 split, this rank's w2 rows of it [T, its rows] (no gather).
   DeviceArray<uint16_t> shared_expert(const Layer& L, int64_t T, const uint16_t* x, bool whole);
-  // One block; expands the layer's lists first and frees them after.
-  void run_block(const Layer& L, StepIndex& s, KvAccess& kv, uint16_t* h);
+  // A step's hyper-connection scratch (a sublayer's input x and output y, its post and comb) and the last
+  // sublayer's hc_post, held back to run with the next sublayer's hc_pre as one op (Ops::hc_post_pre), or
+  // alone before the head (flush_hc_post).
+  struct HcCarry {
+    DeviceArray<uint16_t> x, y;
+    DeviceArray<float> post, comb;
+    std::optional<HcPostParams> pending;
+  };
+  HcCarry hc_carry(int64_t tokens);
+  void flush_hc_post(HcCarry& c);
+  // One block; expands the layer's lists first and frees them after. Its last hc_post stays pending in c.
+  void run_block(const Layer& L, StepIndex& s, KvAccess& kv, uint16_t* h, HcCarry& c);
 
   ModelConfig cfg_;
   ModelShard shard_;

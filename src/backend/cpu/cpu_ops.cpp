@@ -32,6 +32,10 @@ DSV4_CPU_OP(compressor_emit, CompressorEmitParams)
 DSV4_CPU_OP(indexer_topk, IndexerTopkParams)
 DSV4_CPU_OP(hc_pre, HcPreParams)
 DSV4_CPU_OP(hc_post, HcPostParams)
+void CpuOps::do_hc_post_pre(const HcPostPreParams& p) {  // the two parts in order: nothing to fuse on the CPU
+  cpu::hc_post(pool_, p.post);
+  cpu::hc_pre(pool_, p.pre);
+}
 DSV4_CPU_OP(hc_head, HcHeadParams)
 DSV4_CPU_OP(moe_gate, MoeGateParams)
 DSV4_CPU_OP(moe_experts, MoeExpertsParams)

@@ -21,8 +21,10 @@ namespace dsv4::cuda {
 CudaOps::CudaOps(CudaDevice& dev, const GemmPolicy& gemm)
     : dev_(dev),
       gemm_(std::make_unique<GemmRunner>(dev.main_stream(), gemm, dev.error_flag())),
-      moe_(std::make_unique<MoeRunner>(*gemm_, dev.main_stream())) {
+      moe_(std::make_unique<MoeRunner>(*gemm_, dev.main_stream())),
+      hc_counters_(dev, static_cast<size_t>(std::max<int64_t>(1, gemm.hc_post_pre_max_tokens))) {
   DSV4_CHECK(dev.stream() == dev.main_stream(), "CudaOps: made inside a side branch");
+  dev.fill_zero(hc_counters_.data(), hc_counters_.size() * sizeof(int32_t));
 }
 
 CudaOps::~CudaOps() = default;
@@ -224,6 +226,15 @@ void CudaOps::do_hc_pre(const HcPreParams& p) {
 }
 
 void CudaOps::do_hc_post(const HcPostParams& p) { cuda::hc_post(p, dev_.stream()); }
+
+void CudaOps::do_hc_post_pre(const HcPostPreParams& p) {
+  const HcPreParams& q = p.pre;
+  const bool fast = gemm_->policy().numerics == Numerics::kFast;
+  const int64_t floats = std::max(hc_scratch_floats(q.tokens, q.hc, q.dim, (2 + q.hc) * q.hc, fast),
+                                  hc_post_pre_scratch_floats(q.tokens, q.hc, q.dim));
+  DeviceArray<float> scratch(dev_, static_cast<size_t>(floats));
+  cuda::hc_post_pre(p, scratch.data(), hc_counters_.data(), gemm_->policy(), dev_.stream());
+}
 
 void CudaOps::do_hc_head(const HcHeadParams& p) {
   const bool fast = gemm_->policy().numerics == Numerics::kFast;

@@ -41,6 +41,7 @@ class CudaOps final : public Ops {
   std::unique_ptr<GemmRunner> side_gemm_;  // side stream (Device::begin_side)
   std::unique_ptr<MoeRunner> moe_;         // main stream only
   std::map<std::tuple<int, double, int64_t, double, double, double>, DeviceArray<float>> freqs_;
+  DeviceArray<int32_t> hc_counters_;  // hc_post_pre's per-token counts (zero between its calls)
 };
 
 }  // namespace dsv4::cuda

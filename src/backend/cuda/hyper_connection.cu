@@ -601,13 +601,14 @@ constexpr int kFinishCols = kThreads * 4;  // columns of x per finishing CTA
 // (the fast mix's column chunks, [part][token][row]), added in part order; the exact paths give one.
 // m[i] = the sum over parts of src[part * stride + i] for i < row (the mix and the square lanes):
 // each warp adds every eighth part in order, then warp 0 adds the warps' sums in order (fixed order;
-// loads of a warp's parts independent of each other). The whole CTA calls.
+// loads of a warp's parts independent of each other). The whole CTA calls. Loads from L2: the parts
+// may be other CTAs' of the same grid (hc_post_pre_kernel).
 __device__ void add_parts(const float* src, int64_t stride, int row, int parts, float* m) {
   __shared__ float by_warp[kThreads / kWarp][3 * kWarp + kSqLanes];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   for (int i = lane; i < row; i += kWarp) {
     float v = 0.0f;
-    for (int c = warp; c < parts; c += kThreads / kWarp) v += src[c * stride + i];
+    for (int c = warp; c < parts; c += kThreads / kWarp) v += __ldcg(src + c * stride + i);
     by_warp[warp][i] = v;
   }
   __syncthreads();
@@ -662,19 +663,20 @@ constexpr int kBarColumns = 1;                                     // named barr
 
 // kVec (dim % 8 == 0, h, x and the norm weight 16-byte aligned): a thread's columns come in units of
 // eight, one 16-byte load a stream and one store a unit; the same per-column arithmetic.
+// Token t's finish, by the whole CTA (kThreads threads); h and the parts read from L2 (hc_post_pre_kernel's
+// last CTA reads what the grid's other CTAs wrote).
 template <bool kPre, bool kVec>
-__global__ void __launch_bounds__(kThreads, 3) hc_finish_norm_kernel(HcLaunch a, const float* raw, int parts) {
-  pdl_enter();
+__device__ void finish_norm_token(const HcLaunch& a, const float* raw, int parts, int64_t t) {
   __shared__ float m[3 * kWarp + kSqLanes];
   __shared__ float pre[kMaxHc], cm[kMaxHc * kMaxHc];
   __shared__ float sq[kNormMaxDim];
   __shared__ float r_shared;
-  const int64_t t = blockIdx.x, row = a.mix + kSqLanes;
+  const int64_t row = a.mix + kSqLanes;
   const int warp = threadIdx.x / kWarp;
   if (parts > 1) add_parts(raw + t * row, a.tokens * row, static_cast<int>(row), parts, m);
   if (warp == 0) {
     if (parts == 1) {
-      for (int64_t i = threadIdx.x; i < row; i += kWarp) m[i] = raw[t * row + i];
+      for (int64_t i = threadIdx.x; i < row; i += kWarp) m[i] = __ldcg(raw + t * row + i);
     }
     __syncwarp();
     scale_by_rms(a, m);
@@ -703,7 +705,7 @@ __global__ void __launch_bounds__(kThreads, 3) hc_finish_norm_kernel(HcLaunch a,
       }
       float acc[8] = {};
       for (int j = 0; j < a.hc; ++j) {
-        const uint4 w = *reinterpret_cast<const uint4*>(X + j * a.dim + c0);
+        const uint4 w = __ldcg(reinterpret_cast<const uint4*>(X + j * a.dim + c0));
 #pragma unroll
         for (int e = 0; e < 8; ++e) acc[e] = __fadd_rn(acc[e], __fmul_rn(pre[j], bf16_lane(w, e)));
       }
@@ -752,6 +754,12 @@ __global__ void __launch_bounds__(kThreads, 3) hc_finish_norm_kernel(HcLaunch a,
       if (c < a.dim) a.x[t * a.dim + c] = f_to_bf16(__fmul_rn(load_bf16(a.out_norm + c), __fmul_rn(x[u], r)));
     }
   }
+}
+
+template <bool kPre, bool kVec>
+__global__ void __launch_bounds__(kThreads, 3) hc_finish_norm_kernel(HcLaunch a, const float* raw, int parts) {
+  pdl_enter();
+  finish_norm_token<kPre, kVec>(a, raw, parts, blockIdx.x);
 }
 
 // The output rows' RMSNorm as its own op, where the pass above does not take it.
@@ -1048,6 +1056,88 @@ __global__ void hc_post_kernel(const uint16_t* x, const uint16_t* res, const flo
   }
 }
 
+// ---- hc_post fused with the next sublayer's hc_pre (fast tier, V4's hc 4, a few tokens) ----
+// A CTA per (kThreads channels, token), a thread a channel: fn's 24 x 4 weights of its columns loaded before
+// the wait on the previous kernel (weights); the post's four new stream values (hc_post_kernel's
+// arithmetic; every read before the write, in place); their products with each fn row and their squares
+// (fp32, streams in order), summed over the CTA in a fixed order into the token's partial row of this
+// chunk. The last CTA of a token to finish (counters[t], set back to 0 by it) adds the rows and runs
+// hc_finish_norm's pass: one launch where hc_post, the mix and the finish took three.
+constexpr int kFusedMix = (2 + kPostHc) * kPostHc;
+
+__global__ void __launch_bounds__(kThreads, 1)
+    hc_post_pre_kernel(HcPostParams p, HcLaunch a, float* raw, int32_t* counters) {
+  const int64_t t = blockIdx.y, c = int64_t{blockIdx.x} * kThreads + threadIdx.x, width = kPostHc * a.dim;
+  const bool in = c < a.dim;
+  float w[kPostHc][kFusedMix];
+#pragma unroll
+  for (int j = 0; j < kPostHc; ++j) {
+#pragma unroll
+    for (int o = 0; o < kFusedMix; ++o) w[j][o] = in ? __ldg(a.fn + o * width + j * a.dim + c) : 0.0f;
+  }
+  pdl_enter();
+  float hn[kPostHc] = {};
+  if (in) {
+    float r[kPostHc];
+#pragma unroll
+    for (int j = 0; j < kPostHc; ++j) r[j] = load_bf16(p.residual + (t * kPostHc + j) * a.dim + c);
+    const float xv = load_bf16(p.x + t * a.dim + c);
+    const float* cm = p.comb + t * kPostHc * kPostHc;
+#pragma unroll
+    for (int k = 0; k < kPostHc; ++k) {
+      float s = 0;
+#pragma unroll
+      for (int j = 0; j < kPostHc; ++j) s = __fadd_rn(s, __fmul_rn(cm[j * kPostHc + k], r[j]));
+      const uint16_t b = f_to_bf16(__fadd_rn(__fmul_rn(p.post[t * kPostHc + k], xv), s));
+      hn[k] = bf16_to_f(b);
+      p.out[(t * kPostHc + k) * a.dim + c] = b;
+    }
+  }
+  constexpr int kOut = kFusedMix + 1;  // the mix outputs, then the sum of squares
+  float acc[kOut];
+#pragma unroll
+  for (int o = 0; o < kFusedMix; ++o) {
+    float v = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kPostHc; ++j) v = fmaf(hn[j], w[j][o], v);
+    acc[o] = v;
+  }
+  acc[kFusedMix] = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kPostHc; ++j) acc[kFusedMix] = fmaf(hn[j], hn[j], acc[kFusedMix]);
+  __shared__ float part[kThreads / kWarp][kOut];
+  __shared__ bool last;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+#pragma unroll
+  for (int o = 0; o < kOut; ++o) {
+    float v = acc[o];
+#pragma unroll
+    for (int s = kWarp / 2; s > 0; s /= 2) v += __shfl_xor_sync(0xffffffffu, v, s);
+    if (lane == 0) part[warp][o] = v;
+  }
+  __syncthreads();
+  // The chunk's row: the mix sums, the sum of squares in the first square lane, zeros in the others.
+  const int64_t row = a.mix + kSqLanes;
+  if (threadIdx.x < row) {
+    const int o = static_cast<int>(threadIdx.x), src = o < a.mix ? o : o == a.mix ? kFusedMix : -1;
+    float v = 0.0f;
+    if (src >= 0) {
+      for (int q = 0; q < kThreads / kWarp; ++q) v += part[q][src];
+    }
+    raw[(int64_t{blockIdx.x} * a.tokens + t) * row + o] = v;
+  }
+  __threadfence();  // this CTA's streams and row, visible before its count
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicAdd(counters + t, 1) == static_cast<int>(gridDim.x) - 1;
+    if (last) counters[t] = 0;  // for the next launch (after this grid: stream order)
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  finish_norm_token<true, true>(a, raw, static_cast<int>(gridDim.x), t);
+}
+
 // The head's parameters as the pre's that the shared kernels read (kPre false: post, comb and the
 // Sinkhorn iterations unused; the weighted streams go to y).
 HcPreParams head_as_pre(const HcHeadParams& p) {
@@ -1098,6 +1188,29 @@ void hc_post(const HcPostParams& p, cudaStream_t stream) {
   }
   launch_kernel(hc_post_kernel, static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream, p.x,
                 p.residual, p.post, p.comb, p.out, p.tokens, p.hc, p.dim);
+}
+
+bool hc_post_pre_fuses(const HcPostPreParams& p, const GemmPolicy& policy) {
+  const HcPreParams& q = p.pre;
+  return policy.numerics == Numerics::kFast && policy.hc_fused_norm && q.tokens >= 1 &&
+         q.tokens <= std::min<int64_t>(policy.hc_post_pre_max_tokens, kFastMaxTokens) && q.hc == kPostHc &&
+         q.out_norm && q.dim % 8 == 0 && q.dim <= kNormMaxDim && aligned16(q.h) && aligned16(q.x) &&
+         aligned16(q.out_norm);
+}
+
+int64_t hc_post_pre_scratch_floats(int64_t tokens, int hc, int64_t dim) {
+  return (dim + kThreads - 1) / kThreads * tokens * ((2 + hc) * hc + kSqLanes);
+}
+
+void hc_post_pre(const HcPostPreParams& p, float* scratch, int32_t* counters, const GemmPolicy& policy,
+                 cudaStream_t stream) {
+  if (!scratch || !counters || !hc_post_pre_fuses(p, policy)) {
+    hc_post(p.post, stream);
+    return hc_pre(p.pre, scratch, policy, stream);
+  }
+  const HcLaunch a{p.pre, kFusedMix};
+  const dim3 grid(static_cast<unsigned>((a.dim + kThreads - 1) / kThreads), static_cast<unsigned>(a.tokens));
+  launch_kernel(hc_post_pre_kernel, grid, kThreads, 0, stream, p.post, a, scratch, counters);
 }
 
 void hc_head(const HcHeadParams& p, float* scratch, const GemmPolicy& policy, cudaStream_t stream) {

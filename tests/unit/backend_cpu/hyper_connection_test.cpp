@@ -238,6 +238,37 @@ TEST(HcPost, ExactAndInPlace) {
   EXPECT_EQ(inplace, out);
 }
 
+// hc_post_pre is the post, then the pre on the streams it wrote (in place, post and comb shared as in the
+// model); a pre that reads other streams, or another shape, is refused.
+TEST(HcPostPre, IsThePostThenThePre) {
+  std::mt19937 rng(87);
+  CpuOps ops(2);
+  const int64_t T = 3, D = 256;
+  HcCase k(T, D, 24, rng);
+  const auto y = random_bf16(static_cast<size_t>(T * D), rng);
+  const auto post0 = testing::random_f32(static_cast<size_t>(T * 4), rng);
+  const auto comb0 = testing::random_f32(static_cast<size_t>(T * 16), rng);
+  auto h_apart = k.h, h_fused = k.h;
+  std::vector<uint16_t> x_apart(static_cast<size_t>(T * D)), x_fused(x_apart.size());
+  auto post_apart = post0, comb_apart = comb0, post_fused = post0, comb_fused = comb0;
+  ops.hc_post({y.data(), h_apart.data(), post_apart.data(), comb_apart.data(), h_apart.data(), T, 4, D});
+  ops.hc_pre(k.pre(h_apart.data(), T, x_apart.data(), post_apart.data(), comb_apart.data()));
+  HcPostPreParams p{{y.data(), h_fused.data(), post_fused.data(), comb_fused.data(), h_fused.data(), T, 4, D},
+                    k.pre(h_fused.data(), T, x_fused.data(), post_fused.data(), comb_fused.data())};
+  ops.hc_post_pre(p);
+  EXPECT_EQ(h_fused, h_apart);
+  EXPECT_EQ(x_fused, x_apart);
+  EXPECT_EQ(post_fused, post_apart);
+  EXPECT_EQ(comb_fused, comb_apart);
+  EXPECT_NE(h_fused, k.h);  // the post wrote the streams
+  auto other = k.h;
+  p.pre.h = other.data();
+  EXPECT_THROW(ops.hc_post_pre(p), Error);
+  p.pre.h = h_fused.data();
+  p.pre.tokens = T - 1;
+  EXPECT_THROW(ops.hc_post_pre(p), Error);
+}
+
 TEST(HcPre, BatchAndThreadInvariant) {
   std::mt19937 rng(85);
   CpuOps one(1), three(3);

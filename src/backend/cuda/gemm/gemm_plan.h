@@ -108,6 +108,9 @@ struct GemmPolicy {
   bool hc_products = true;
   bool hc_ring = true;
   bool hc_fused_norm = true;
+  // Fast tier: a sublayer boundary's hc_post and the next hc_pre as one kernel (hc_post_pre) up to this
+  // many tokens (DSV4_HC_POST_PRE_MAX_TOKENS; 0: the two ops, three launches).
+  int64_t hc_post_pre_max_tokens = 8;
 
   // The defaults of a tier, with the DSV4_GEMM_* and DSV4_HC_* values of core/env.cpp applied.
   static GemmPolicy from_env(Numerics numerics);
