@@ -183,9 +183,15 @@ if [ "${DSV4_GPU_BENCH:-0}" = 1 ]; then
       # DSV4_GPU_STEP_ENV (variable assignments, e.g. DSV4_GEMM_IMMA=0): the decode rows again under them, at
       # the contexts of DSV4_GPU_STEP_ENV_CONTEXT (default 8K) and the prefill of DSV4_GPU_STEP_ENV_PREFILL (none),
       # in steps of DSV4_STEP_PREFILL_CHUNK as above.
-      [ -n "${DSV4_GPU_STEP_ENV:-}" ] && step bench-step-env env $DSV4_GPU_STEP_ENV "$STAGE/bin/dsv4" bench step "$flash" \
-        --backend cuda --json --batch "${DSV4_STEP_BATCH:-1,8,32}" --context "${DSV4_GPU_STEP_ENV_CONTEXT:-8192}" \
-        --prefill "${DSV4_GPU_STEP_ENV_PREFILL:-0}" --prefill-chunk "${DSV4_STEP_PREFILL_CHUNK:-0}"
+      # Several sets, ';'-separated: a run each (bench-step-env-1, -2, ...).
+      if [ -n "${DSV4_GPU_STEP_ENV:-}" ]; then
+        IFS=';' read -r -a env_sets <<<"$DSV4_GPU_STEP_ENV"
+        for i in "${!env_sets[@]}"; do
+          step "bench-step-env-$((i + 1))" env ${env_sets[$i]} "$STAGE/bin/dsv4" bench step "$flash" \
+            --backend cuda --json --batch "${DSV4_STEP_BATCH:-1,8,32}" --context "${DSV4_GPU_STEP_ENV_CONTEXT:-8192}" \
+            --prefill "${DSV4_GPU_STEP_ENV_PREFILL:-0}" --prefill-chunk "${DSV4_STEP_PREFILL_CHUNK:-0}"
+        done
+      fi
       # DSV4_GPU_NCU_STEP=BATCH:SKIP:COUNT: Nsight Compute's duration of COUNT kernels of eager decode
       # steps (8K context) after SKIP launches: where a step's device time goes, launch by launch.
       if [ -n "${DSV4_GPU_NCU_STEP:-}" ]; then
