@@ -204,8 +204,10 @@ if [ "${DSV4_GPU_BENCH:-0}" = 1 ]; then
       fi
       # DSV4_GPU_PROFILE_BATCH / DSV4_GPU_PROFILE_CONTEXT: the profiled decode rows (e.g. 1M context: where
       # a long context's extra time goes): each row's kernel timeline as it runs (graphs), then its op profile.
-      step bench-profile "$STAGE/bin/dsv4" bench step "$flash" --backend cuda --batch "${DSV4_GPU_PROFILE_BATCH:-1,32}" \
-        --context "${DSV4_GPU_PROFILE_CONTEXT:-8192}" --prefill 2048 -r 1 --timeline --profile
+      # DSV4_GPU_PROFILE=0 leaves it out.
+      [ "${DSV4_GPU_PROFILE:-1}" = 1 ] && step bench-profile "$STAGE/bin/dsv4" bench step "$flash" --backend cuda \
+        --batch "${DSV4_GPU_PROFILE_BATCH:-1,32}" --context "${DSV4_GPU_PROFILE_CONTEXT:-8192}" --prefill 2048 -r 1 \
+        --timeline --profile
       # DSV4_GPU_STEP_EXTRA: more bench step runs, ';'-separated argument lists (rows that must not share a
       # run: a batch x context whose KV does not fit beside another's, a second profile).
       if [ -n "${DSV4_GPU_STEP_EXTRA:-}" ]; then
