@@ -644,7 +644,7 @@ int main() {
   cuda::CudaOps fast_ops(dev, cuda::GemmPolicy::from_env(Numerics::kFast));
   std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
   // DSV4_KERNELS (comma list of gemm, fast, attention, indexer, indexer-fast, compressor, moe, hc, hc-chain,
-  // hc-ring, imma4, imma-decode, simt, wgmma, gemv, gemv-wgmma, gemv-parts, wo-a, compressor-fast,
+  // hc-ring, imma4, imma-decode, simt, wgmma, gemv, gemv-parts, wo-a, compressor-fast,
   // moe-decode, layer-gemms, kv-restore): only those rows. "fast": the GEMM, MoE and hc_pre rows on the fast tier
   // (suffix " fast"); the others are the exact tier's. Unset: the M1.8 table's families (the defaults' rows); the
   // experiments' families only when named.
@@ -725,18 +725,6 @@ int main() {
     gemm_rows(*mma, " mma", {16, 32});
     moe_rows(fast_ops, " e32 gemv", {1, 8, 32}, 32);
     moe_rows(*mma, " e32 mma", {1, 8, 32}, 32);
-  }
-  if (want("gemv-wgmma")) {  // the few-row kernel's FP4 sums on wgmma against mma.sync (the default)
-    // The wgmma form's b1 rows first: Nsight's specs count launches from here.
-    const auto wg = fast_with([](cuda::GemmPolicy& p) { p.gemv_wgmma = true; });
-    const auto wg3 = fast_with([](cuda::GemmPolicy& p) { p.gemv_wgmma = true, p.gemv_wgmma_ctas = 3; });
-    const auto mma = fast_with([](cuda::GemmPolicy& p) { p.gemv_wgmma = false; });
-    moe_rows(*wg3, " e32 gemv wgmma3", {1, 8, 16, 32}, 32);
-    moe_rows(*wg, " e32 gemv wgmma", {1, 8, 16, 32}, 32);
-    moe_rows(*mma, " e32 gemv mma", {1, 8, 16, 32}, 32);
-    moe_rows(*wg3, " gemv wgmma3", {1, 8, 32});
-    moe_rows(*wg, " gemv wgmma", {1, 8, 32});
-    moe_rows(*mma, " gemv mma", {1, 8, 32});
   }
   if (want("gemv-parts")) {  // the few-row kernel's K runs a CTA forced, against the plan's occupancy rule
     for (int parts : {1, 2, 4, 8}) {

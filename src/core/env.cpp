@@ -18,7 +18,7 @@ struct Switch {
 
 // Every on/off or named-mode switch the engine reads (env_switch), and what each takes; numbers such
 // as DSV4_GEMM_IMMA_MIN_ROWS are parsed where they are read.
-const std::array<Switch, 9> kSwitches{{
+const std::array<Switch, 8> kSwitches{{
     {"DSV4_CUDA_GRAPHS", {"0", "1"}},
     {"DSV4_MOE_SIDE", {"0", "1"}},
     {"DSV4_HC_PRODUCTS", {"0", "1"}},
@@ -26,7 +26,6 @@ const std::array<Switch, 9> kSwitches{{
     {"DSV4_GEMM_CUBLASLT", {"0", "1"}},
     {"DSV4_GEMM_IMMA", {"0", "1"}},
     {"DSV4_GEMM_IMMA_STAGES", {"2", "4"}},
-    {"DSV4_GEMM_GEMV_WGMMA", {"0", "1", "3"}},
     {"DSV4_INDEXER_DOTS", {"cuda-cores", "mma", "wgmma"}},
 }};
 
@@ -34,7 +33,7 @@ const std::array<Switch, 9> kSwitches{{
 // switches of kernels measured faster than their alternatives went with the alternatives' code
 // (docs/perf-history.md names the measurements).
 constexpr const char* kAlwaysOn = "the kernel it switched is always taken where it applies (measured faster)";
-const std::array<std::pair<const char*, const char*>, 23> kRetired{{
+const std::array<std::pair<const char*, const char*>, 24> kRetired{{
     {"DSV4_GEMM", "use --numerics fast or exact (DSV4_NUMERICS)"},
     {"DSV4_GEMM_RING", kAlwaysOn},
     {"DSV4_PDL", "kernels always launch with programmatic dependent launch (measured faster)"},
@@ -60,6 +59,9 @@ const std::array<std::pair<const char*, const char*>, 23> kRetired{{
      "the MoE quantizes its gathered rows in one launch (the in-kernel gather measured no faster)"},
     {"DSV4_GEMM_WGMMA_SPECIALIZED",
      "the wgmma kernel runs a CTA a tile, warpgroups in lockstep (the warp-specialized form measured 5-39% slower)"},
+    {"DSV4_GEMM_GEMV_WGMMA",
+     "the few-row kernel sums FP4 on mma.sync (wgmma's FP8 accumulation failed the replay gate at decode: "
+     "docs/perf.md)"},
     {"DSV4_GEMM_GEMV_FP4_STAGED",
      "the few-row kernel always stages FP4 codes through shared memory (measured 5-21% faster than 4-byte loads)"},
     {"DSV4_GEMM_FP4_SHIFT",

@@ -378,9 +378,8 @@ struct Oracle {
 };
 
 // The mma.sync kernel (with shape s) or the wgmma kernel (s ignored) on a case under one mutation,
-// judged against the exact kernel; the few-row kernel with its sums on mma.sync or wgmma (kGemvWg: two
-// CTAs an SM, kGemvWg3: three).
-enum class Kernel { kMma, kWgmma, kGemv, kGemvWg, kGemvWg3 };
+// judged against the exact kernel.
+enum class Kernel { kMma, kWgmma, kGemv };
 Verdict run_fast(const Case& c, const Oracle& o, Mutation m, const cuda::FastMmaShape& s, bool twice = false,
                  Kernel kernel = Kernel::kMma, int gemv_k_parts = 2) {
   std::vector<int32_t> offs = c.offsets;
@@ -392,10 +391,6 @@ Verdict run_fast(const Case& c, const Oracle& o, Mutation m, const cuda::FastMma
         return wgmma_run<T>(c, fast, o.h.scale_ld);
       case Kernel::kGemv:
         return gemv_run<T>(c, fast, o.h.scale_ld, {gemv_k_parts});
-      case Kernel::kGemvWg:
-        return gemv_run<T>(c, fast, o.h.scale_ld, {std::min(gemv_k_parts, 2), true});
-      case Kernel::kGemvWg3:
-        return gemv_run<T>(c, fast, o.h.scale_ld, {std::min(gemv_k_parts, 2), true, 3});
       default:
         return fast_run<T>(c, fast, o.h.scale_ld, s);
     }
@@ -466,9 +461,8 @@ TEST(CudaGemmFast, TheGateFailsEachMutation) {
   for (const Case* c : {&dense8, &dense4, &grouped}) {
     const Oracle o(*c, ++seed);
     // Two shapes of the mma.sync kernel, then the wgmma and few-row kernels (which take no shape).
-    const std::pair<cuda::FastMmaShape, Kernel> runs[] = {{{16, 1, false}, Kernel::kMma}, {{16, 2, true}, Kernel::kMma},
-                                                          {{}, Kernel::kWgmma},           {{}, Kernel::kGemv},
-                                                          {{}, Kernel::kGemvWg},          {{}, Kernel::kGemvWg3}};
+    const std::pair<cuda::FastMmaShape, Kernel> runs[] = {
+        {{16, 1, false}, Kernel::kMma}, {{16, 2, true}, Kernel::kMma}, {{}, Kernel::kWgmma}, {{}, Kernel::kGemv}};
     for (const auto& [s, kernel] : runs) {
       EXPECT_TRUE(run_fast(*c, o, Mutation::kNone, s, false, kernel).passes()) << c->name << ": the unmutated run";
       for (Mutation m : {Mutation::kDropBlock, Mutation::kScaleIndex, Mutation::kRowScale, Mutation::kKTail}) {
@@ -528,29 +522,24 @@ TEST(CudaGemmFast, GemvPassesTheOpGate) {
   uint32_t seed = 5000;
   for (const Case& c : list) {
     const Oracle o(c, ++seed);
-    for (const Kernel kernel : {Kernel::kGemv, Kernel::kGemvWg, Kernel::kGemvWg3}) {
-      for (int parts : {1, 2, 4, 8}) {
-        if (kernel != Kernel::kGemv && parts > 2) continue;
-        const Verdict v = run_fast(c, o, Mutation::kNone, {}, parts == 1, kernel, parts);
-        const char* form = kernel == Kernel::kGemv ? "gemv" : kernel == Kernel::kGemvWg ? "gemv wgmma" : "gemv wgmma3";
-        std::printf("[ %s ] %-46s K runs %d: max |y-x|/A %.3e, worst tile calc_diff %.3e\n", form, c.name.c_str(),
-                    parts, v.worst_ratio, v.worst_tile);
-        EXPECT_TRUE(v.passes()) << form << " " << c.name << " K runs " << parts << ": " << v.outside
-                                << " outside the bound, " << v.untouched << " unwritten, " << v.stray
-                                << " stray writes, tile calc_diff " << v.worst_tile;
-      }
+    for (int parts : {1, 2, 4, 8}) {
+      const Verdict v = run_fast(c, o, Mutation::kNone, {}, parts == 1, Kernel::kGemv, parts);
+      std::printf("[ gemv ] %-46s K runs %d: max |y-x|/A %.3e, worst tile calc_diff %.3e\n", c.name.c_str(), parts,
+                  v.worst_ratio, v.worst_tile);
+      EXPECT_TRUE(v.passes()) << c.name << " K runs " << parts << ": " << v.outside << " outside the bound, "
+                              << v.untouched << " unwritten, " << v.stray << " stray writes, tile calc_diff "
+                              << v.worst_tile;
     }
     if (c.experts() > 0) continue;
     const DevInputs d(c, o.h, c.offsets);
     const Dev<uint16_t> x(o.h.x);
-    for (const cuda::GemvShape shape : {cuda::GemvShape{4}, cuda::GemvShape{2, true}, cuda::GemvShape{1, true, 3}}) {
-      EXPECT_TRUE(gemv_run<uint16_t>(c, d, o.h.scale_ld, shape, x.p) == gemv_run<uint16_t>(c, d, o.h.scale_ld, shape))
-          << c.name << ": bf16 rows and codes differ (bf16 out)" << (shape.wgmma ? ", wgmma" : "");
-      const std::vector<float> from_x = gemv_run<float>(c, d, o.h.scale_ld, shape, x.p);
-      const std::vector<float> from_codes = gemv_run<float>(c, d, o.h.scale_ld, shape);  // NaN poison: compare bits
-      EXPECT_EQ(std::memcmp(from_x.data(), from_codes.data(), from_x.size() * sizeof(float)), 0)
-          << c.name << ": bf16 rows and codes differ (fp32 out)" << (shape.wgmma ? ", wgmma" : "");
-    }
+    const cuda::GemvShape shape{4};
+    EXPECT_TRUE(gemv_run<uint16_t>(c, d, o.h.scale_ld, shape, x.p) == gemv_run<uint16_t>(c, d, o.h.scale_ld, shape))
+        << c.name << ": bf16 rows and codes differ (bf16 out)";
+    const std::vector<float> from_x = gemv_run<float>(c, d, o.h.scale_ld, shape, x.p);
+    const std::vector<float> from_codes = gemv_run<float>(c, d, o.h.scale_ld, shape);  // NaN poison: compare bits
+    EXPECT_EQ(std::memcmp(from_x.data(), from_codes.data(), from_x.size() * sizeof(float)), 0)
+        << c.name << ": bf16 rows and codes differ (fp32 out)";
   }
 }
 

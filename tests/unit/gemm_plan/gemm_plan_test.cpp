@@ -198,10 +198,9 @@ TEST(GemmPlan, FastFewRowsAWeightGoToTheFewRowKernel) {
   GemmProblem g = dense(GemmWeightKind::kFp8, 4, 1024, 1024);
   g.groups = 2;
   EXPECT_EQ(plan_gemm(g, fast, kH200).route, GemmRoute::kFastGemv);
-  // K runs a CTA (mma.sync form): wq_b's 2048 row groups fill a wave alone; wo_b's 256 split K eight ways,
-  // wq_a's 64 too; a decode step's routed pair (6 tiles x 128 x 2) splits four ways (grouped calls fill up
-  // to four waves); two K blocks never split.
-  fast.gemv_wgmma = false;
+  // K runs a CTA: wq_b's 2048 row groups fill a wave alone; wo_b's 256 split K eight ways, wq_a's 64
+  // too; a decode step's routed pair (6 tiles x 128 x 2) splits four ways (grouped calls fill up to four
+  // waves); two K blocks never split.
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 32768, 1024), fast, kH200).gemv_k_parts, 1);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 8192), fast, kH200).gemv_k_parts, 8);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 8, 1024, 4096), fast, kH200).gemv_k_parts, 8);
@@ -214,18 +213,6 @@ TEST(GemmPlan, FastFewRowsAWeightGoToTheFewRowKernel) {
     forced.gemv_k_parts = 8;
     EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), forced, kH200).gemv_k_parts, 8);
     EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 32768, 1024), forced, kH200).gemv_k_parts, 8);
-  }
-  {  // the wgmma form (the default): FP4 only, K split at most in two (a warpgroup's warps share one run)
-    GemmPolicy wg = policy(Numerics::kFast);
-    EXPECT_TRUE(wg.gemv_wgmma);
-    const GemmPlan four = plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), wg, kH200);
-    EXPECT_TRUE(four.gemv_wgmma);
-    EXPECT_EQ(four.gemv_k_parts, 2);
-    EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 48, 256, 2048, 4096), wg, kH200).gemv_k_parts, 1);
-    const GemmPlan fp8 = plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 8192), wg, kH200);
-    EXPECT_FALSE(fp8.gemv_wgmma);
-    EXPECT_EQ(fp8.gemv_k_parts, 8);
-    EXPECT_FALSE(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), fast, kH200).gemv_wgmma);
   }
   fast.gemv_max_rows = 0;
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 8192), fast, kH200).route, GemmRoute::kFastMma);
@@ -424,20 +411,11 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   EXPECT_EQ(p.gemv_max_rows, 4);
   EXPECT_NE(p.describe().find("FP4 per 32 (wgmma: per 128); few-row kernel up to 4 rows"), std::string::npos)
       << p.describe();
-  EXPECT_NE(p.describe().find("up to 4 rows a weight on wgmma (FP8 twins 2)"), std::string::npos) << p.describe();
+  EXPECT_NE(p.describe().find("up to 4 rows a weight (FP8 twins 2)"), std::string::npos) << p.describe();
   EXPECT_NE(p.describe().find("fused with the post before it up to 8 tokens"), std::string::npos) << p.describe();
-  ::setenv("DSV4_GEMM_GEMV_WGMMA", "0", 1);
   ::setenv("DSV4_HC_POST_PRE_MAX_TOKENS", "0", 1);
-  const GemmPolicy q = GemmPolicy::from_env(Numerics::kFast);
-  ::setenv("DSV4_GEMM_GEMV_WGMMA", "3", 1);
-  const GemmPolicy q3 = GemmPolicy::from_env(Numerics::kFast);
-  ::unsetenv("DSV4_GEMM_GEMV_WGMMA");
+  EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).hc_post_pre_max_tokens, 0);
   ::unsetenv("DSV4_HC_POST_PRE_MAX_TOKENS");
-  EXPECT_FALSE(q.gemv_wgmma);
-  EXPECT_TRUE(q3.gemv_wgmma);
-  EXPECT_EQ(q3.gemv_wgmma_ctas, 3);
-  EXPECT_EQ(q.hc_post_pre_max_tokens, 0);
-  EXPECT_NE(q.describe().find("rows a weight on mma.sync"), std::string::npos) << q.describe();
   EXPECT_NE(p.describe().find("indexer dots on wgmma"), std::string::npos) << p.describe();
   ::setenv("DSV4_INDEXER_DOTS", "mma", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).indexer_dots, IndexerDots::kMmaSync);
@@ -454,7 +432,7 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   for (const char* retired :
        {"DSV4_GEMM_FP4_PER128", "DSV4_INDEXER_MMA", "DSV4_GEMM_FP4_PREWIDEN", "DSV4_HC_FUSED_NORM",
         "DSV4_GEMM_FP4_MMA_RING", "DSV4_GEMM_FP4_SPLIT", "DSV4_GEMM_GROUPED_RESIDENT", "DSV4_GEMM_FP4_SHIFT",
-        "DSV4_GEMM_WGMMA_SPECIALIZED", "DSV4_GEMM_GEMV_FP4_STAGED"}) {
+        "DSV4_GEMM_WGMMA_SPECIALIZED", "DSV4_GEMM_GEMV_FP4_STAGED", "DSV4_GEMM_GEMV_WGMMA"}) {
     ::setenv(retired, "0", 1);
     EXPECT_THROW(check_env_switches(), Error) << retired;
     ::unsetenv(retired);

@@ -11,8 +11,6 @@
 // index in the weight and the activation, and an FP4 step never leaves its scale block.
 #include <cuda_runtime.h>
 
-#include <algorithm>
-
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/gemm/fast_gemv.h"
@@ -66,9 +64,6 @@ struct WeightBlock {
 // multiply. 4 for both kinds (an FP8 block is 2 KB a warp, FP4 half that): 6 FP4 blocks measured no
 // faster on the H200 (docs/perf-history.md, session 23), 8 spill at the 128 registers of 2 CTAs an SM.
 constexpr int kDepth = 4;
-// The wgmma form at three CTAs an SM (GemvShape::ctas: a decode step's routed pair, 384 CTAs, in one wave
-// instead of 1.45 at two) within 80 registers: three blocks in flight a warp.
-constexpr int kWg3Depth = 3;
 
 // Where a lane reads: its two weight rows (clamped to rows that exist) and their scales.
 struct Rows {
@@ -182,94 +177,6 @@ __device__ __forceinline__ void multiply(const WeightBlock<F>& o, const uint8_t*
   }
 }
 
-// ---- The wgmma form (GemvShape::wgmma): the same operand words, summed by wgmma.m64n8k32 ----
-// A warpgroup's four warps own 64 consecutive weight rows and one run of K; a lane's A words are the very
-// words the mma.sync form passes (no widening to f16: Hopper has FP8 tensor cores only in wgmma), and B,
-// the tile's activation codes, sits in shared memory in wgmma's 128-byte-swizzled K-major layout, a 1 KB
-// tile per 128-wide K block whose byte `slot` holds the K index the A words put there (put8).
-
-// Byte offset in a K block's swizzled tile of row r (< 8), slot byte p (0-127): 16-byte unit u of the row
-// stored at unit u ^ r (sw128_desc's layout).
-__device__ __forceinline__ int tile_offset(int r, int p) { return r * 128 + ((p / 16) ^ r) * 16 + p % 16; }
-
-// Activation bytes [8j, 8j + 8) of row r of a 128-block (lo: bytes 0-3) into its tile, at the slots that
-// hold them: FP8 two whole words (slots 32ks + 4t and + 16), FP4 split by byte parity (codes 8t..8t+7 of
-// step ks: even ones at slot 32ks + 4t, odd ones 16 later).
-template <Form F>
-__device__ __forceinline__ void put8(uint8_t* tile, int r, int j, uint32_t lo, uint32_t hi) {
-  int ks, t;
-  uint32_t w0 = lo, w1 = hi;
-  if constexpr (is_fp8(F)) {
-    ks = j / 8 * 2 + j % 2, t = j % 8 / 2;
-  } else {
-    ks = j / 4, t = j % 4;
-    const ParityWords x = bytes_by_parity(lo, hi);
-    w0 = x.even, w1 = x.odd;
-  }
-  *reinterpret_cast<uint32_t*>(tile + tile_offset(r, 32 * ks + 4 * t)) = w0;
-  *reinterpret_cast<uint32_t*>(tile + tile_offset(r, 32 * ks + 16 + 4 * t)) = w1;
-}
-
-// d (+)= A[64 x 32] · B[32 x 8]: A e4m3 from the lane's four words, B e4m3 from shared memory, fp32 out;
-// accumulate 0: d is overwritten.
-__device__ __forceinline__ void wgmma_n8_k32(float (&d)[4], const uint32_t (&a)[4], uint64_t b, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
-}
-
-// acc += block kb's products (weight rows g, g + 8 of the warp x tile rows 2t, 2t + 1), B from the block's
-// tile: the four steps issued together, waited for, then promoted with both scales as multiply() does.
-// The whole warpgroup calls (wgmma is warpgroup-wide).
-template <Form F>
-__device__ __forceinline__ void multiply_wg(const WeightBlock<F>& o, uint32_t tile, const float* sa_rows, int nkb,
-                                            int kb, int t, float (&acc)[4]) {
-  const float sa[2] = {sa_rows[(2 * t) * nkb + kb], sa_rows[(2 * t + 1) * nkb + kb]};
-  if constexpr (is_fp8(F)) {  // the block's four steps into one fresh fragment: one promotion a 128-block
-    float d[4] = {};
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-      const uint32_t a[4] = {o.w[0][2 * ks], o.w[1][2 * ks], o.w[0][2 * ks + 1], o.w[1][2 * ks + 1]};
-      wgmma_n8_k32(d, a, sw128_desc(tile + 32 * ks), ks > 0);
-    }
-    wgmma_commit();
-    wgmma_wait_all();
-    pin_registers(d);
-    const float sw = ue8m0_f(o.ws[0]);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc[e] = fmaf(d[e], sa[e % 2] * sw, acc[e]);
-  } else {  // a fresh fragment a step (its own scales), two steps in flight (three CTAs an SM: 80 registers)
-    const float sa64[2] = {sa[0] * 64.0f, sa[1] * 64.0f};
-    const uint32_t special[2] = {ue8m0_specials(o.ws[0]), ue8m0_specials(o.ws[1])};
-#pragma unroll
-    for (int k0 = 0; k0 < 4; k0 += 2) {
-      uint32_t a[2][4];
-#pragma unroll
-      for (int q = 0; q < 2; ++q) {
-        const ParityWords lo = e2m1x8_e4m3_shifted(o.w[0][k0 + q]), hi = e2m1x8_e4m3_shifted(o.w[1][k0 + q]);
-        a[q][0] = lo.even, a[q][1] = hi.even, a[q][2] = lo.odd, a[q][3] = hi.odd;
-      }
-      float d[2][4] = {};
-      wgmma_fence();
-#pragma unroll
-      for (int q = 0; q < 2; ++q) wgmma_n8_k32(d[q], a[q], sw128_desc(tile + 32 * (k0 + q)), 0);
-      wgmma_commit();
-      wgmma_wait_all();
-#pragma unroll
-      for (int q = 0; q < 2; ++q) {
-        pin_registers(d[q]);
-        const float bs[2] = {__uint_as_float(ue8m0_bits(o.ws[0], special[0], k0 + q)),
-                             __uint_as_float(ue8m0_bits(o.ws[1], special[1], k0 + q))};
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[e] = fmaf(d[q][e], sa64[e % 2] * bs[e / 2], acc[e]);
-      }
-    }
-  }
-}
-
 // v / s for a power-of-two scale s as v · (1/s): the same correctly rounded value, without a division.
 __device__ __forceinline__ uint32_t act_codes2(uint32_t bf16_pair, float inv) {
   const float a = __uint_as_float(bf16_pair << 16), b = __uint_as_float(bf16_pair & 0xffff0000u);
@@ -278,12 +185,9 @@ __device__ __forceinline__ uint32_t act_codes2(uint32_t bf16_pair, float inv) {
 }
 
 // Lane quad g quantizes tile row g's 128-block (lane t: values 32t..32t+31, loaded as raw) into the
-// shared codes (the wgmma form: into row g of the block's tile), with the exact quantizer's scale (the
-// quad's amax), stored by lane t = 0. Every lane of the warp calls it (the quads exchange through
-// shuffles); only rows of the tile store.
-template <Form F, bool kWg>
-__device__ __forceinline__ void quantize_quad(const uint4 (&raw)[4], bool store, uint8_t* codes, float* scale, int t,
-                                              int g) {
+// shared codes, with the exact quantizer's scale (the quad's amax), stored by lane t = 0. Every lane of
+// the warp calls it (the quads exchange through shuffles); only rows of the tile store.
+__device__ __forceinline__ void quantize_quad(const uint4 (&raw)[4], bool store, uint8_t* codes, float* scale, int t) {
   float amax = 0.0f;
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
@@ -305,21 +209,14 @@ __device__ __forceinline__ void quantize_quad(const uint4 (&raw)[4], bool store,
     c[2 * q + 1] = act_codes2(raw[q].z, inv) | (act_codes2(raw[q].w, inv) << 16);
   }
   if (!store) return;
-  if constexpr (kWg) {
-#pragma unroll
-    for (int q = 0; q < 4; ++q) put8<F>(codes, g, 4 * t + q, c[2 * q], c[2 * q + 1]);
-  } else {
-    reinterpret_cast<uint4*>(codes + 32 * t)[0] = make_uint4(c[0], c[1], c[2], c[3]);
-    reinterpret_cast<uint4*>(codes + 32 * t)[1] = make_uint4(c[4], c[5], c[6], c[7]);
-  }
+  reinterpret_cast<uint4*>(codes + 32 * t)[0] = make_uint4(c[0], c[1], c[2], c[3]);
+  reinterpret_cast<uint4*>(codes + 32 * t)[1] = make_uint4(c[4], c[5], c[6], c[7]);
   if (t == 0) *scale = s;
 }
 
 // The tile's activations for every K block of group grp into shared memory: codes and scales copied
 // (cp.async, all in flight at once), or a dense call's bf16 rows quantized here, a warp a block of every tile row at a
-// time (a lane quad a row). Scales past the tile are 0. The wgmma form: codes into each block's tile (acts:
-// 1 KB a block), copied through the registers (8 bytes a thread a step) to reach their slots.
-template <Form F, bool kWg>
+// time (a lane quad a row). Scales past the tile are 0.
 __device__ void stage_acts(const ExactBlockArgs& p, const Tile& tl, int64_t grp, uint8_t* acts, float* sa_rows,
                            int64_t pitch) {
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
@@ -336,19 +233,7 @@ __device__ void stage_acts(const ExactBlockArgs& p, const Tile& tl, int64_t grp,
 #pragma unroll
         for (int q = 0; q < 4; ++q) raw[q] = __ldg(reinterpret_cast<const uint4*>(x + kb * 128 + 8 * q));
       }
-      uint8_t* dst = kWg ? acts + kb * 1024 : acts + g * pitch + kb * 128;
-      quantize_quad<F, kWg>(raw, g < tl.cnt, dst, sa_rows + g * nkb + kb, t, g);
-    }
-  } else if constexpr (kWg) {
-    const int per_row = static_cast<int>(p.kg / 8);
-    for (int i = static_cast<int>(threadIdx.x); i < tl.cnt * per_row; i += kThreads) {
-      const int r = i / per_row, u = i % per_row;
-      const uint2 v = __ldg(reinterpret_cast<const uint2*>(p.codes + (tl.r0 + r) * p.codes_ld + k0 + u * 8));
-      put8<F>(acts + (u / 16) * 1024, r, u % 16, v.x, v.y);
-    }
-    for (int i = static_cast<int>(threadIdx.x); i < live; i += kThreads) {
-      const int r = i / nkb, kb = i % nkb;
-      sa_rows[i] = __ldg(p.scales + (grp * nkb + kb) * p.scale_ld + tl.r0 + r);
+      quantize_quad(raw, g < tl.cnt, acts + g * pitch + kb * 128, sa_rows + g * nkb + kb, t);
     }
   } else {
     const int per_row = static_cast<int>(p.kg / 16);
@@ -366,39 +251,24 @@ __device__ void stage_acts(const ExactBlockArgs& p, const Tile& tl, int64_t grp,
   for (int i = live + static_cast<int>(threadIdx.x); i < kTm * nkb; i += kThreads) sa_rows[i] = 0.0f;
 }
 
-// Shared memory of a CTA: the tile's activation codes (the wgmma form: a 1 KB swizzled tile a K block, on a
-// 1 KB boundary), their scales [kTm][nkb], then (FP4) every warp's ring of D slots.
-template <Form F, bool kWg>
-__host__ __device__ constexpr int64_t acts_bytes(int64_t kg) {
-  return kWg ? kg / 128 * 1024 : kTm * act_pitch<F>(kg);
-}
-template <Form F, bool kWg>
-__host__ __device__ constexpr int64_t smem_bytes_of(int64_t kg, int depth) {
-  return (kWg ? 1024 : 0) + acts_bytes<F, kWg>(kg) + kTm * (kg / 128) * 4 +
-         (is_fp8(F) ? 0 : int64_t{kWarps} * depth * kStageSlot);
-}
-
 // RG row groups of 16 weight rows a CTA; the CTA's kWarps / RG warps of a row group split its K blocks
-// into runs, added in K order at the end. kWg: wgmma sums (RG 4 or 8: each warpgroup 64 rows, one run);
-// rows past the weight's are read from its first row and not stored.
-template <Form F, int RG, int D, bool kWg, int kCtas = 2>
-__global__ void __launch_bounds__(kThreads, kCtas) fast_gemv_kernel(const ExactBlockArgs p) {
+// into runs, added in K order at the end.
+template <Form F, int RG, int D>
+__global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlockArgs p) {
   constexpr bool kStaged = !is_fp8(F);  // FP4 codes through the warp's shared-memory ring
   constexpr int KP = kWarps / RG;
-  static_assert(!kWg || RG >= 4, "wgmma: a warpgroup's four warps share one run of K");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
-  // wgmma: a warpgroup's warps share a part (warp / RG); mma.sync: a row group's warps sit side by side.
-  const int g = lane / 4, t = lane % 4, part = kWg ? warp / RG : warp % KP, group = kWg ? warp % RG : warp / KP;
+  const int g = lane / 4, t = lane % 4, part = warp % KP;
   // Column tiles of every group, then (a pair) those of the second weight.
   const int64_t col_tiles = cdiv(p.ng, 16 * RG), half = p.groups * col_tiles;
   const bool second = blockIdx.y >= half;
   const int64_t tile = blockIdx.y - (second ? half : 0), grp = tile / col_tiles;
-  const int64_t c0 = (tile % col_tiles) * (16 * RG) + group * 16;  // the warp's first row in its group
-  const int nv = static_cast<int>(imin(16, p.ng - c0));            // of which exist (<= 0: none)
+  const int64_t c0 = (tile % col_tiles) * (16 * RG) + (warp / KP) * 16;  // the warp's first row in its group
+  const int nv = static_cast<int>(imin(16, p.ng - c0));                  // of which exist (<= 0: none)
   const int nkb = static_cast<int>(p.kg / 128), kb0 = part * nkb / KP, kb1 = (part + 1) * nkb / KP;
-  const bool work = (kWg || nv > 0) && kb0 < kb1;  // wgmma: the whole warpgroup runs
-  const int64_t row_bytes = is_fp8(F) ? p.kg : p.kg / 2, n0 = grp * p.ng + (kWg && nv <= 0 ? 0 : c0);
+  const bool work = nv > 0 && kb0 < kb1;
+  const int64_t row_bytes = is_fp8(F) ? p.kg : p.kg / 2, n0 = grp * p.ng + c0;
   Rows rows{};
   auto bind = [&](int e) {
     const void* wv = p.offsets ? (second ? p.w_list_b : p.w_list)[e] : (second ? p.w_b : p.w);
@@ -413,9 +283,7 @@ __global__ void __launch_bounds__(kThreads, kCtas) fast_gemv_kernel(const ExactB
   };
   WeightBlock<F> ring[D];
   const int64_t pitch = act_pitch<F>(p.kg);
-  // The wgmma form's tiles start on a 1 KB boundary of the shared window.
-  const int64_t head = kWg ? (1024 - smem_addr(smem_raw) % 1024) % 1024 + acts_bytes<F, kWg>(p.kg) : kTm * pitch;
-  uint8_t* slots = smem_raw + head + kTm * nkb * 4 + warp * D * kStageSlot;  // FP4: the warp's ring
+  uint8_t* slots = smem_raw + kTm * pitch + kTm * nkb * 4 + warp * D * kStageSlot;  // FP4: the warp's ring
   auto load = [&](int kb, int j) {
     if constexpr (kStaged) {
       if (kb < kb1) {
@@ -449,10 +317,9 @@ __global__ void __launch_bounds__(kThreads, kCtas) fast_gemv_kernel(const ExactB
       prologue();
     }
   }
-  uint8_t* acts = kWg ? smem_raw + head - acts_bytes<F, kWg>(p.kg) : smem_raw;
-  float* sa_rows = reinterpret_cast<float*>(smem_raw + head);
-  stage_acts<F, kWg>(p, tl, grp, acts, sa_rows, pitch);
-  if constexpr (kWg) fence_async_shared();  // the tiles, written by stores, are read by wgmma
+  uint8_t* acts = smem_raw;
+  float* sa_rows = reinterpret_cast<float*>(smem_raw + kTm * pitch);
+  stage_acts(p, tl, grp, acts, sa_rows, pitch);
   __syncthreads();
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   if (work) {
@@ -461,11 +328,7 @@ __global__ void __launch_bounds__(kThreads, kCtas) fast_gemv_kernel(const ExactB
       for (int j = 0; j < D; ++j) {
         if (kb + j < kb1) {
           if constexpr (kStaged) unstage_weights<D>(slots + j * kStageSlot, lane, ring[j]);
-          if constexpr (kWg) {
-            multiply_wg<F>(ring[j], smem_addr(acts + (kb + j) * 1024), sa_rows, nkb, kb + j, t, acc);
-          } else {
-            multiply<F>(ring[j], acts, sa_rows, pitch, nkb, kb + j, tl.cnt, g, t, acc);
-          }
+          multiply<F>(ring[j], acts, sa_rows, pitch, nkb, kb + j, tl.cnt, g, t, acc);
           load(kb + j + D, j);
         }
       }
@@ -479,7 +342,7 @@ __global__ void __launch_bounds__(kThreads, kCtas) fast_gemv_kernel(const ExactB
     if (part != 0) return;
     for (int q = 1; q < KP; ++q) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) acc[e] += run_sums[kWg ? warp + q * RG : warp + q][e][lane];
+      for (int e = 0; e < 4; ++e) acc[e] += run_sums[warp + q][e][lane];
     }
   }
   if (nv <= 0) return;
@@ -491,46 +354,33 @@ __global__ void __launch_bounds__(kThreads, kCtas) fast_gemv_kernel(const ExactB
   }
 }
 
-// The largest of the forms' (the wgmma form's tiles drop the rows' padding but align to 1 KB).
+// The tile's codes and scales, then (FP4) every warp's ring of kDepth slots.
 int64_t smem_bytes(const ExactBlockArgs& a, Form f) {
-  if (f == Form::kFp8) {
-    return std::max(smem_bytes_of<Form::kFp8, true>(a.kg, kDepth), smem_bytes_of<Form::kFp8, false>(a.kg, kDepth));
-  }
-  return std::max(smem_bytes_of<Form::kFp4, true>(a.kg, kDepth), smem_bytes_of<Form::kFp4, false>(a.kg, kDepth));
+  const int64_t pitch = f == Form::kFp8 ? act_pitch<Form::kFp8>(a.kg) : act_pitch<Form::kFp4>(a.kg);
+  return kTm * pitch + kTm * (a.kg / 128) * 4 + (f == Form::kFp4 ? int64_t{kWarps} * kDepth * kStageSlot : 0);
 }
 
-template <Form F, int RG, int D, bool kWg, int kCtas = 2>
+template <Form F, int RG, int D>
 void launch(const ExactBlockArgs& a, cudaStream_t stream) {
-  allow_dynamic_smem(fast_gemv_kernel<F, RG, D, kWg, kCtas>, kFastGemvMaxSmem);
+  allow_dynamic_smem(fast_gemv_kernel<F, RG, D>, kFastGemvMaxSmem);
   const int64_t tiles = a.offsets ? row_tiles(a.rows, kTm, a.experts) : cdiv(a.rows, kTm);
   const int64_t cols = (a.y_b ? 2 : 1) * a.groups * cdiv(a.ng, 16 * RG);
   DSV4_CUDA_REQUIRE(tiles < (int64_t{1} << 31) && cols <= 65535, "fast gemv: grid out of range");
-  launch_kernel(fast_gemv_kernel<F, RG, D, kWg, kCtas>, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(cols)),
-                kThreads, static_cast<size_t>(smem_bytes_of<F, kWg>(a.kg, D)), stream, a);
-}
-
-template <Form F, int RG>
-void launch_wgmma(const ExactBlockArgs& a, int ctas, cudaStream_t stream) {
-  if (ctas == 3) return launch<F, RG, kWg3Depth, true, 3>(a, stream);
-  launch<F, RG, kDepth, true>(a, stream);
+  launch_kernel(fast_gemv_kernel<F, RG, D>, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(cols)), kThreads,
+                static_cast<size_t>(smem_bytes(a, F)), stream, a);
 }
 
 template <Form F, int D>
-void launch_parts(const ExactBlockArgs& a, GemvShape shape, cudaStream_t stream) {
-  if constexpr (!is_fp8(F)) {  // FP8 words need no widening (and its ring leaves no registers for wgmma's)
-    if (shape.wgmma) {
-      return shape.k_parts == 1 ? launch_wgmma<F, 8>(a, shape.ctas, stream) : launch_wgmma<F, 4>(a, shape.ctas, stream);
-    }
-  }
-  switch (shape.k_parts) {
+void launch_parts(const ExactBlockArgs& a, int k_parts, cudaStream_t stream) {
+  switch (k_parts) {
     case 1:
-      return launch<F, 8, D, false>(a, stream);
+      return launch<F, 8, D>(a, stream);
     case 2:
-      return launch<F, 4, D, false>(a, stream);
+      return launch<F, 4, D>(a, stream);
     case 4:
-      return launch<F, 2, D, false>(a, stream);
+      return launch<F, 2, D>(a, stream);
     default:
-      return launch<F, 1, D, false>(a, stream);
+      return launch<F, 1, D>(a, stream);
   }
 }
 
@@ -552,13 +402,11 @@ void fast_gemv(const ExactBlockArgs& a, GemvShape shape, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(fast_gemv_takes(a), "fast gemv: unsupported call (kind, shape, alignment or operands)");
   const int k = shape.k_parts;
   DSV4_CUDA_REQUIRE(k == 1 || k == 2 || k == 4 || k == 8, "fast gemv: k_parts 1, 2, 4 or 8");
-  DSV4_CUDA_REQUIRE(!shape.wgmma || k <= 2, "fast gemv: the wgmma form splits K at most in two");
-  DSV4_CUDA_REQUIRE(shape.ctas == 2 || shape.ctas == 3, "fast gemv: 2 or 3 CTAs an SM");
   if (a.rows <= 0) return;
   if (a.kind == GemmWeightKind::kFp8) {
-    launch_parts<Form::kFp8, kDepth>(a, shape, stream);
+    launch_parts<Form::kFp8, kDepth>(a, k, stream);
   } else {
-    launch_parts<Form::kFp4, kDepth>(a, shape, stream);
+    launch_parts<Form::kFp4, kDepth>(a, k, stream);
   }
 }
 

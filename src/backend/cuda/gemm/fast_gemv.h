@@ -36,9 +36,7 @@ bool fast_gemv_takes(const ExactBlockArgs& a);
 
 // How the kernel runs a call: the plan's kFastGemv fields.
 struct GemvShape {
-  int k_parts = 1;     // runs of K each CTA's eight warps split (1, 2, 4 or 8; the wgmma form 1 or 2)
-  bool wgmma = false;  // FP4: the sums on wgmma (m64n8k32, A from the lanes' words) instead of mma.sync
-  int ctas = 2;        // the wgmma form: CTAs an SM its registers allow (2, or 3 with three blocks in flight)
+  int k_parts = 1;  // runs of K each CTA's eight warps split (1, 2, 4 or 8)
 };
 
 // Runs `a` (with its pair) in that shape, four weight blocks in flight a warp.

@@ -51,9 +51,6 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.lt_experts_min_rows = std::max<int64_t>(0, env_count("DSV4_GEMM_LT_EXPERTS_MIN_ROWS", p.lt_experts_min_rows));
   p.hc_products = env_switch("DSV4_HC_PRODUCTS") != "0";
   p.hc_ring = env_switch("DSV4_HC_RING") != "0";
-  const std::string_view gemv_wgmma = env_switch("DSV4_GEMM_GEMV_WGMMA");
-  p.gemv_wgmma = gemv_wgmma != "0";
-  if (gemv_wgmma == "3") p.gemv_wgmma_ctas = 3;
   p.hc_post_pre_max_tokens = std::max<int64_t>(0, env_count("DSV4_HC_POST_PRE_MAX_TOKENS", p.hc_post_pre_max_tokens));
   const std::string_view dots = env_switch("DSV4_INDEXER_DOTS");
   if (dots == "cuda-cores") p.indexer_dots = IndexerDots::kCudaCores;
@@ -74,11 +71,10 @@ std::string GemmPolicy::describe() const {
   }
   return fmt::format(
       "fast (FP8 tensor cores with per-block promotion, FP4 per 32 (wgmma: per 128); few-row kernel "
-      "up to {} rows a weight on {} (FP8 twins {}); cuBLASLt "
+      "up to {} rows a weight (FP8 twins {}); cuBLASLt "
       "{} above {} rows; wgmma from {} rows a weight, FP4 widened {}; FP4 experts on cuBLASLt {}; {} CTAs an SM; "
       "indexer dots on {}; hc_pre norm {}, fused with the post before it up to {} tokens)",
-      gemv_max_rows, gemv_wgmma ? "wgmma" : "mma.sync", twin_gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows,
-      wgmma_min_rows,
+      gemv_max_rows, twin_gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
       fp4_prewiden ? fmt::format("before the call from {} rows an expert", prewiden_min_rows) : "in shared memory",
       cublaslt && lt_experts_min_rows > 0 ? fmt::format("from {} rows an expert", lt_experts_min_rows) : "off",
       ctas_per_sm, indexer_dots_name(indexer_dots), hc_fused_norm ? "fused" : "apart", hc_post_pre_max_tokens);
@@ -264,9 +260,6 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
   if (few && plan.route == GemmRoute::kFastMma) {
     plan.route = GemmRoute::kFastGemv;
     plan.gemv_k_parts = policy.gemv_k_parts > 0 ? policy.gemv_k_parts : fast_gemv_k_parts(p, caps);
-    plan.gemv_wgmma = policy.gemv_wgmma && p.weight == GemmWeightKind::kFp4;
-    plan.gemv_wgmma_ctas = policy.gemv_wgmma_ctas;
-    if (plan.gemv_wgmma) plan.gemv_k_parts = std::min(plan.gemv_k_parts, 2);
   }
   return plan;
 }

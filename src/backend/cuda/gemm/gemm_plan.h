@@ -54,13 +54,6 @@ struct GemmPolicy {
   // faster on the mma.sync kernel: docs/perf.md).
   int64_t gemv_max_rows = 32;  // m16 / m32 measured 1.3-4x faster than mma.sync (docs/perf.md)
   int64_t gemv_grouped_max_rows = 64;
-  // The few-row kernel's FP4 sums on wgmma (m64n8k32, the widened codes from the lanes' registers) instead
-  // of mma.sync, which sm_90a runs as f16 HMMAs after widening both operands again (DSV4_GEMM_GEMV_WGMMA=0:
-  // mma.sync; H100: the MoE 7% faster at b1, the b1 step 3%: docs/perf.md). Its K splits at most two (a
-  // warpgroup's warps share one run). Its CTAs an SM: 2, or 3 (80 registers, three blocks in flight a
-  // warp; DSV4_GEMM_GEMV_WGMMA=3).
-  bool gemv_wgmma = true;
-  int gemv_wgmma_ctas = 2;
   // Fast tier, few-row kernel: runs of K a CTA's warps split (1, 2, 4 or 8); 0: the plan's rule
   // (fast_gemv_k_parts). Set only by the bench's sweep (gpu_kernels_bench gemv-parts) that checks the rule.
   int gemv_k_parts = 0;
@@ -200,8 +193,6 @@ struct GemmPlan {
   int64_t workspace_floats = 0;                 // kFastMma: fp32 scratch of the splits
   int64_t workspace_counters = 0;               // kFastMma: the splits' arrival counters (zeroed once)
   int gemv_k_parts = 1;                         // kFastGemv: runs of K a CTA's warps split (1, 2, 4, 8)
-  bool gemv_wgmma = false;                      // kFastGemv: its sums on wgmma (GemmPolicy::gemv_wgmma)
-  int gemv_wgmma_ctas = 2;                      // kFastGemv, wgmma: CTAs an SM (GemmPolicy::gemv_wgmma_ctas)
   int widen_experts = 0;    // kWgmma, FP4: weights (experts) widened a pass, their scratch within kWidenBudgetBytes
   int lt_pass_experts = 0;  // kCublasLtExperts: experts re-encoded a pass, within kWidenBudgetBytes
 };
