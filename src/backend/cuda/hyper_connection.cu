@@ -661,10 +661,10 @@ constexpr int kNormPer = 32;                                       // columns a 
 constexpr int64_t kNormMaxDim = int64_t{kNormThreads} * kNormPer;  // 7168 (V4-Pro's dim)
 constexpr int kBarColumns = 1;                                     // named barrier of the columns' threads
 
-// kVec (dim % 8 == 0, h, x and the norm weight 16-byte aligned): a thread's columns come in units of
-// eight, one 16-byte load a stream and one store a unit; the same per-column arithmetic.
 // Token t's finish, by the whole CTA (kThreads threads); h and the parts read from L2 (hc_post_pre_kernel's
-// last CTA reads what the grid's other CTAs wrote).
+// last CTA reads what the grid's other CTAs wrote). kVec (dim % 8 == 0, h, x and the norm weight 16-byte
+// aligned): a thread's columns come in units of eight, one 16-byte load a stream and one store a unit; the
+// same per-column arithmetic.
 template <bool kPre, bool kVec>
 __device__ void finish_norm_token(const HcLaunch& a, const float* raw, int parts, int64_t t) {
   __shared__ float m[3 * kWarp + kSqLanes];
