@@ -321,6 +321,7 @@ void print_timeline(const Row& r, const KernelTimeline& t, bool json) {
     nlohmann::json kernels = nlohmann::json::array();
     for (const KernelTotal& k : t.by_time)
       kernels.push_back({{"name", k.name},
+                         {"stream", k.stream},
                          {"calls", k.calls},
                          {"share_us", k.share_us},
                          {"us", k.us},
@@ -335,6 +336,7 @@ void print_timeline(const Row& r, const KernelTimeline& t, bool json) {
                                       {"span_us", t.span_us},
                                       {"busy_us", t.busy_us},
                                       {"sum_us", t.sum_us},
+                                      {"stream_busy_us", t.stream_busy_us},
                                       {"by_time", kernels}}
                            .dump());
     return;
@@ -344,15 +346,17 @@ void print_timeline(const Row& r, const KernelTimeline& t, bool json) {
       "{:.0f} kernels a step ({:.1f} us of kernel time: queues overlap where above busy)\n",
       r.test, r.batch, r.context, r.mode, t.steps, t.span_us, t.busy_us,
       t.span_us > 0 ? 100 * t.busy_us / t.span_us : 0, t.idle_us(), t.kernels, t.sum_us);
+  for (const auto& [stream, us] : t.stream_busy_us) fmt::print("  queue {}: busy {:.1f} us\n", stream, us);
   // share: how much later the step stood done because of the kernel (end minus the latest end before it);
   // own: its spans start to end (with PDL, its wait on the kernel before included).
-  fmt::print("  {:52} {:>7} {:>10} {:>6} {:>10} {:>10} {:>12}\n", "kernel", "calls", "share us", "%", "share/call",
-             "own/call", "idle before");
+  fmt::print("  {:52} {:>6} {:>7} {:>10} {:>6} {:>10} {:>10} {:>12}\n", "kernel", "queue", "calls", "share us", "%",
+             "share/call", "own/call", "idle before");
   for (size_t i = 0; i < std::min(kTimelineRows, t.by_time.size()); ++i) {
     const KernelTotal& k = t.by_time[i];
     const double calls = std::max(k.calls, 1e-9);
-    fmt::print("  {:52.52} {:7.1f} {:10.1f} {:6.1f} {:10.2f} {:10.2f} {:12.1f}\n", k.name, k.calls, k.share_us,
-               t.span_us > 0 ? 100 * k.share_us / t.span_us : 0, k.share_us / calls, k.us / calls, k.idle_before_us);
+    fmt::print("  {:52.52} {:6} {:7.1f} {:10.1f} {:6.1f} {:10.2f} {:10.2f} {:12.1f}\n", k.name, k.stream, k.calls,
+               k.share_us, t.span_us > 0 ? 100 * k.share_us / t.span_us : 0, k.share_us / calls, k.us / calls,
+               k.idle_before_us);
   }
 }
 

@@ -71,6 +71,7 @@ KernelTimeline summarize_timeline(const std::vector<std::vector<Device::KernelSp
   t.steps = static_cast<int>(steps.size());
   std::map<std::string, KernelTotal> totals;
   std::map<std::string, std::string> short_names;  // symbol -> short name, each demangled once
+  std::map<uint32_t, double> streams;              // stream -> busy us, summed over steps
   for (const std::vector<Device::KernelSpan>& step : steps) {
     std::vector<const Device::KernelSpan*> by_start;
     for (const Device::KernelSpan& s : step) by_start.push_back(&s);
@@ -82,6 +83,7 @@ KernelTimeline summarize_timeline(const std::vector<std::vector<Device::KernelSp
       auto [at, fresh] = short_names.try_emplace(s->name);
       if (fresh) at->second = kernel_short_name(s->name);
       KernelTotal& k = totals[at->second];
+      if (k.calls == 0) k.stream = s->stream;
       k.calls += 1;
       k.us += static_cast<double>(end - s->start_ns) / 1e3;
       if (s->start_ns > covered_to) k.idle_before_us += static_cast<double>(s->start_ns - covered_to) / 1e3;
@@ -100,12 +102,23 @@ KernelTimeline summarize_timeline(const std::vector<std::vector<Device::KernelSp
       if (end > done_to) totals[short_names[s->name]].share_us += static_cast<double>(end - done_to) / 1e3;
       done_to = std::max(done_to, end);
     }
+    // Each queue's busy time: the union of its own spans, walked in start order.
+    std::map<uint32_t, std::pair<uint64_t, uint64_t>> queue;  // stream -> (busy ns, covered to)
+    for (const Device::KernelSpan* s : by_start) {
+      auto [at, fresh] = queue.try_emplace(s->stream, 0, s->start_ns);
+      auto& [qbusy, qcovered] = at->second;
+      const uint64_t end = std::max(s->end_ns, s->start_ns);
+      if (end > qcovered) qbusy += end - std::max(qcovered, s->start_ns);
+      qcovered = std::max(qcovered, end);
+    }
+    for (const auto& [stream, q] : queue) streams[stream] += static_cast<double>(q.first) / 1e3;
     t.kernels += static_cast<double>(step.size());
     t.span_us += static_cast<double>(last - first) / 1e3;
     t.busy_us += static_cast<double>(busy) / 1e3;
   }
   const double n = std::max(1, t.steps);
   t.kernels /= n, t.span_us /= n, t.busy_us /= n, t.sum_us /= n;
+  for (const auto& [stream, us] : streams) t.stream_busy_us.emplace_back(stream, us / n);
   for (auto& [name, k] : totals) {
     k.name = name;
     k.calls /= n, k.us /= n, k.share_us /= n, k.idle_before_us /= n;

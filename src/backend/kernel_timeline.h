@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "backend/device.h"
@@ -22,7 +23,8 @@ struct KernelTotal {
   // that overlap their predecessor's tail (PDL), a kernel's own span includes its wait on the one
   // before; its share does not.
   double share_us = 0;
-  double us = 0;  // its own spans, start to end, summed over the calls
+  double us = 0;        // its own spans, start to end, summed over the calls
+  uint32_t stream = 0;  // the queue of its first call (the main queue or the side one)
   // Per step: the idle time just before this kernel's calls (the device ran nothing from the end of the
   // work before to this start): where the timeline waits on a launch.
   double idle_before_us = 0;
@@ -32,7 +34,10 @@ struct KernelTimeline {
   int steps = 0;
   double kernels = 0;                           // per step
   double span_us = 0, busy_us = 0, sum_us = 0;  // per step; sum_us > busy_us where queues overlap
-  std::vector<KernelTotal> by_time;             // the most time first
+  std::vector<KernelTotal> by_time;             // the largest share first
+  // Per queue (stream id ascending): the union of its kernels' spans, per step: how long each queue
+  // worked, so that a side queue's share of the critical path can be read beside the main one's.
+  std::vector<std::pair<uint32_t, double>> stream_busy_us;
   double idle_us() const { return span_us - busy_us; }
 };
 

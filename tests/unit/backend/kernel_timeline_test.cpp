@@ -49,6 +49,12 @@ TEST(KernelTimeline, TwoQueuesAndGaps) {
   EXPECT_DOUBLE_EQ(t.by_time[2].us, 13);
   EXPECT_EQ(t.by_time[3].name, "b");
   EXPECT_DOUBLE_EQ(t.by_time[3].share_us, 2);
+  EXPECT_EQ(t.by_time[2].stream, 2u);
+  // Each queue's own busy time: the main one 10 + 5 + 1, the side one 13.
+  ASSERT_EQ(t.stream_busy_us.size(), 2u);
+  EXPECT_EQ(t.stream_busy_us[0].first, 1u);
+  EXPECT_DOUBLE_EQ(t.stream_busy_us[0].second, 16);
+  EXPECT_DOUBLE_EQ(t.stream_busy_us[1].second, 13);
 }
 
 TEST(KernelTimeline, BusyTimeIsTheUnionOfRandomSpans) {
@@ -60,11 +66,12 @@ TEST(KernelTimeline, BusyTimeIsTheUnionOfRandomSpans) {
       const uint64_t start = 1'000 + rng() % 5'000, len = rng() % 400;
       step.push_back({i % 3 == 0 ? "x" : "y", start, start + len, static_cast<uint32_t>(i % 2)});
     }
-    std::vector<bool> on(7'000, false);
+    std::vector<bool> on(7'000, false), on1(7'000, false);  // any queue, queue 1
     uint64_t first = ~uint64_t{0}, last = 0;
     double idle_x = 0;
     for (const Span& s : step) {
       for (uint64_t ns = s.start_ns; ns < s.end_ns; ++ns) on[ns] = true;
+      for (uint64_t ns = s.start_ns; ns < s.end_ns && s.stream == 1; ++ns) on1[ns] = true;
       first = std::min(first, s.start_ns);
       last = std::max(last, s.end_ns);
     }
@@ -85,6 +92,11 @@ TEST(KernelTimeline, BusyTimeIsTheUnionOfRandomSpans) {
     const double busy = static_cast<double>(std::count(on.begin(), on.end(), true)) / 1e3;
     const KernelTimeline t = summarize_timeline({step});
     EXPECT_NEAR(t.busy_us, busy, 1e-9) << "trial " << trial;
+    for (const auto& [stream, us] : t.stream_busy_us) {
+      if (stream == 1) {
+        EXPECT_NEAR(us, static_cast<double>(std::count(on1.begin(), on1.end(), true)) / 1e3, 1e-9);
+      }
+    }
     EXPECT_NEAR(t.span_us, static_cast<double>(last - first) / 1e3, 1e-9);
     double idle = 0, shares = 0;
     for (const KernelTotal& k : t.by_time) {
