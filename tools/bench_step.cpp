@@ -267,6 +267,9 @@ Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightByt
   return r;
 }
 
+// Tokens a prefill step of a p-token prompt takes: `chunk` (0: the whole prompt), at most p.
+int64_t prefill_step(int64_t p, int64_t chunk) { return chunk > 0 ? std::min(chunk, p) : p; }
+
 // A prompt of p tokens, as one step or in steps of `chunk` tokens (each attending to the ones before, as
 // chunked prefill does: what a prompt too long for one step's activations needs).
 Row time_prefill(Model& model, Device& dev, const LoadedModel& m, int64_t p, int64_t chunk, int reps,
@@ -275,7 +278,7 @@ Row time_prefill(Model& model, Device& dev, const LoadedModel& m, int64_t p, int
   std::mt19937 rng(12);
   std::vector<int32_t> ids(static_cast<size_t>(p));
   for (auto& x : ids) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(c.vocab_size));
-  const int64_t step = chunk > 0 ? std::min(chunk, p) : p;
+  const int64_t step = prefill_step(p, chunk);
   std::vector<double> ms;
   for (int i = 0; i < reps + 1; ++i) {
     OwnedPagedCache cache(c, 1, p, step, KvDTypes{}, &dev);
@@ -416,8 +419,9 @@ std::vector<Row> bench_rows(const StepArgs& a, const LoadedModel& m, Backend& ba
         spdlog::info("decode batch {} context {}: against eager: logits error {:.2e}, argmax agreement {:.3f}", b, ctx,
                      rows.back().eager_error, rows.back().eager_argmax);
     }
-  const int64_t prefill_step = a.prefill_chunk > 0 ? std::min(a.prefill_chunk, a.prefill) : a.prefill;
-  const auto prefill_why = a.prefill > 0 ? misfit(m.config, *backend.device, 1, a.prefill, prefill_step) : std::nullopt;
+  const auto prefill_why =
+      a.prefill > 0 ? misfit(m.config, *backend.device, 1, a.prefill, prefill_step(a.prefill, a.prefill_chunk))
+                    : std::nullopt;
   if (prefill_why && logs) spdlog::warn("prefill {}: skipped: {}", a.prefill, *prefill_why);
   if (a.prefill > 0 && !prefill_why)
     measured([&](int reps, StepTraces* traces) {

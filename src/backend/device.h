@@ -70,7 +70,7 @@ class Device {
   // serialize eager ops). start_trace() is false where the device keeps no such record (the CPU; a GPU
   // whose tracing library is missing: why, in trace_unavailable()). stop_trace() waits for the device.
   struct KernelSpan {
-    std::string name;  // the kernel's function name, demangled, without namespaces or parameters
+    std::string name;  // the kernel's symbol as the device reports it (kernel_timeline.h shortens it)
     uint64_t start_ns = 0, end_ns = 0;
     uint32_t stream = 0;
   };

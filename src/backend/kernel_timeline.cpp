@@ -38,6 +38,20 @@ std::string demangle(std::string_view symbol) {
   return status == 0 && d ? std::string(d.get()) : s;
 }
 
+// The union of spans added in start order: its length so far, and how far it reaches.
+struct Coverage {
+  uint64_t busy = 0, to = 0;
+  bool any = false;
+  // The gap before a span starting at `start` (0 for the first), then the span added.
+  uint64_t add(uint64_t start, uint64_t end) {
+    if (!any) to = start, any = true;
+    const uint64_t gap = start > to ? start - to : 0;
+    if (end > to) busy += end - std::max(to, start);
+    to = std::max(to, end);
+    return gap;
+  }
+};
+
 }  // namespace
 
 std::string kernel_short_name(std::string_view symbol) {
@@ -76,20 +90,21 @@ KernelTimeline summarize_timeline(const std::vector<std::vector<Device::KernelSp
     std::vector<const Device::KernelSpan*> by_start;
     for (const Device::KernelSpan& s : step) by_start.push_back(&s);
     std::sort(by_start.begin(), by_start.end(), [](auto* a, auto* b) { return a->start_ns < b->start_ns; });
-    uint64_t first = 0, last = 0, busy = 0, covered_to = 0;
+    // Busy time: the union of the spans, all queues' and each queue's own.
+    Coverage all;
+    std::map<uint32_t, Coverage> queue;
+    const uint64_t first = by_start.empty() ? 0 : by_start.front()->start_ns;
+    uint64_t last = first;
     for (const Device::KernelSpan* s : by_start) {
       const uint64_t end = std::max(s->end_ns, s->start_ns);
-      if (s == by_start.front()) first = covered_to = last = s->start_ns;
       auto [at, fresh] = short_names.try_emplace(s->name);
       if (fresh) at->second = kernel_short_name(s->name);
       KernelTotal& k = totals[at->second];
       if (k.calls == 0) k.stream = s->stream;
       k.calls += 1;
       k.us += static_cast<double>(end - s->start_ns) / 1e3;
-      if (s->start_ns > covered_to) k.idle_before_us += static_cast<double>(s->start_ns - covered_to) / 1e3;
-      // Busy time: the union of the spans, walked in start order.
-      if (end > covered_to) busy += end - std::max(covered_to, s->start_ns);
-      covered_to = std::max(covered_to, end);
+      k.idle_before_us += static_cast<double>(all.add(s->start_ns, end)) / 1e3;
+      queue[s->stream].add(s->start_ns, end);
       last = std::max(last, end);
       t.sum_us += static_cast<double>(end - s->start_ns) / 1e3;
     }
@@ -102,19 +117,10 @@ KernelTimeline summarize_timeline(const std::vector<std::vector<Device::KernelSp
       if (end > done_to) totals[short_names[s->name]].share_us += static_cast<double>(end - done_to) / 1e3;
       done_to = std::max(done_to, end);
     }
-    // Each queue's busy time: the union of its own spans, walked in start order.
-    std::map<uint32_t, std::pair<uint64_t, uint64_t>> queue;  // stream -> (busy ns, covered to)
-    for (const Device::KernelSpan* s : by_start) {
-      auto [at, fresh] = queue.try_emplace(s->stream, 0, s->start_ns);
-      auto& [qbusy, qcovered] = at->second;
-      const uint64_t end = std::max(s->end_ns, s->start_ns);
-      if (end > qcovered) qbusy += end - std::max(qcovered, s->start_ns);
-      qcovered = std::max(qcovered, end);
-    }
-    for (const auto& [stream, q] : queue) streams[stream] += static_cast<double>(q.first) / 1e3;
+    for (const auto& [stream, q] : queue) streams[stream] += static_cast<double>(q.busy) / 1e3;
     t.kernels += static_cast<double>(step.size());
     t.span_us += static_cast<double>(last - first) / 1e3;
-    t.busy_us += static_cast<double>(busy) / 1e3;
+    t.busy_us += static_cast<double>(all.busy) / 1e3;
   }
   const double n = std::max(1, t.steps);
   t.kernels /= n, t.span_us /= n, t.busy_us /= n, t.sum_us /= n;

@@ -466,8 +466,7 @@ TEST(CudaHyperConnection, FusedPostPrePassesTheGate) {
           {dy.p, dh.p, dpost.p, dcomb.p, dh.p, c.tokens, c.hc, c.dim},
           {dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, c.iters, dx.p, dpost.p, dcomb.p, dw.p, eps}};
       Dev<float> scratch(
-          poisoned<float>(static_cast<size_t>(std::max(cuda::hc_scratch_floats(c.tokens, c.hc, c.dim, mix, true),
-                                                       cuda::hc_post_pre_scratch_floats(c.tokens, c.hc, c.dim)))));
+          poisoned<float>(static_cast<size_t>(cuda::hc_scratch_floats(c.tokens, c.hc, c.dim, mix, true))));
       if (apart) {
         cuda::hc_post(p.post, nullptr);
         cuda::hc_pre(p.pre, scratch.p, policy, nullptr);

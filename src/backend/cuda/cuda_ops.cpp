@@ -230,9 +230,8 @@ void CudaOps::do_hc_post(const HcPostParams& p) { cuda::hc_post(p, dev_.stream()
 void CudaOps::do_hc_post_pre(const HcPostPreParams& p) {
   const HcPreParams& q = p.pre;
   const bool fast = gemm_->policy().numerics == Numerics::kFast;
-  const int64_t floats = std::max(hc_scratch_floats(q.tokens, q.hc, q.dim, (2 + q.hc) * q.hc, fast),
-                                  hc_post_pre_scratch_floats(q.tokens, q.hc, q.dim));
-  DeviceArray<float> scratch(dev_, static_cast<size_t>(floats));
+  DeviceArray<float> scratch(dev_,
+                             static_cast<size_t>(hc_scratch_floats(q.tokens, q.hc, q.dim, (2 + q.hc) * q.hc, fast)));
   cuda::hc_post_pre(p, scratch.data(), hc_counters_.data(), gemm_->policy(), dev_.stream());
 }
 

@@ -1198,10 +1198,6 @@ bool hc_post_pre_fuses(const HcPostPreParams& p, const GemmPolicy& policy) {
          aligned16(q.out_norm);
 }
 
-int64_t hc_post_pre_scratch_floats(int64_t tokens, int hc, int64_t dim) {
-  return (dim + kThreads - 1) / kThreads * tokens * ((2 + hc) * hc + kSqLanes);
-}
-
 void hc_post_pre(const HcPostPreParams& p, float* scratch, int32_t* counters, const GemmPolicy& policy,
                  cudaStream_t stream) {
   if (!scratch || !counters || !hc_post_pre_fuses(p, policy)) {
@@ -1209,6 +1205,9 @@ void hc_post_pre(const HcPostPreParams& p, float* scratch, int32_t* counters, co
     return hc_pre(p.pre, scratch, policy, stream);
   }
   const HcLaunch a{p.pre, kFusedMix};
+  // Its parts (a row per kThreads channels) within the fast mix's scratch (a row per kFastCols columns of
+  // the hc streams, kFastCols == kThreads), which hc_post_pre_fuses implies.
+  static_assert(kFastCols == kThreads);
   const dim3 grid(static_cast<unsigned>((a.dim + kThreads - 1) / kThreads), static_cast<unsigned>(a.tokens));
   launch_kernel(hc_post_pre_kernel, grid, kThreads, 0, stream, p.post, a, scratch, counters);
 }

@@ -42,11 +42,10 @@ void hc_post(const HcPostParams& p, cudaStream_t stream);
 // hc_post then hc_pre (HcPostPreParams). On the fast tier, for up to policy.hc_post_pre_max_tokens tokens
 // (hc 4, dim % 8 == 0 and <= 7168, the sublayer's norm fused, 16-byte aligned h, x and norm), one kernel:
 // each CTA writes its channels' new streams and their share of the mix, and a token's last CTA finishes
-// its pre (the fast mix's bounds; post's bits). Elsewhere the two ops. scratch: the larger of
-// hc_scratch_floats and hc_post_pre_scratch_floats; counters: hc_post_pre_max_tokens zeroed ints, kept
-// zero between calls (each call leaves them so).
+// its pre (the fast mix's bounds; post's bits). Elsewhere the two ops. scratch: hc_scratch_floats of the
+// pre (the fused kernel's parts, a row per 256 channels, fit in the fast mix's); counters:
+// hc_post_pre_max_tokens zeroed ints, kept zero between calls (each call leaves them so).
 bool hc_post_pre_fuses(const HcPostPreParams& p, const GemmPolicy& policy);
-int64_t hc_post_pre_scratch_floats(int64_t tokens, int hc, int64_t dim);
 void hc_post_pre(const HcPostPreParams& p, float* scratch, int32_t* counters, const GemmPolicy& policy,
                  cudaStream_t stream);
 
