@@ -89,7 +89,8 @@ KernelTimeline summarize_timeline(const std::vector<std::vector<Device::KernelSp
   for (const std::vector<Device::KernelSpan>& step : steps) {
     std::vector<const Device::KernelSpan*> by_start;
     for (const Device::KernelSpan& s : step) by_start.push_back(&s);
-    std::sort(by_start.begin(), by_start.end(), [](auto* a, auto* b) { return a->start_ns < b->start_ns; });
+    // Ties in the order the device reported them: a gap goes to the same kernel every time.
+    std::stable_sort(by_start.begin(), by_start.end(), [](auto* a, auto* b) { return a->start_ns < b->start_ns; });
     // Busy time: the union of the spans, all queues' and each queue's own.
     Coverage all;
     std::map<uint32_t, Coverage> queue;
