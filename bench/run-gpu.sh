@@ -263,7 +263,7 @@ done
 echo
 echo "dsv4 GPU run: commit $(cat "$STAGE/COMMIT" | tr '\n' ' '), $(date -u +%Y-%m-%dT%H:%MZ), $(cat "$LOGS/gpu.txt")"
 printf '%-28s %-6s %9s  %s\n' step result time "last line"
-printf '%s\n' "${rows[@]}"
+printf '%s\n' "${rows[@]}" | tee "$OUT/steps.txt"
 # The first failures of each failed step, so the call's output alone says what broke.
 for f in "$LOGS"/*.log; do
   grep -q -E '^\[  FAILED  \]|^E [0-9:.]+ |Traceback' "$f" || continue

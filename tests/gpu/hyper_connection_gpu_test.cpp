@@ -427,9 +427,10 @@ int64_t beyond_norm_bound(const std::vector<uint16_t>& got, const std::vector<ui
 
 // hc_post_pre on the fast tier: one kernel up to policy.hc_post_pre_max_tokens tokens (the streams are
 // hc_post's bits; post and comb within the fp32 gate; x, normed, within the mix's reassociation bound
-// carried through the norm), the same bits run after run, its counters left at zero; past the limit the
-// two ops' bits. The post and comb buffers are also the pre's outputs, as in the model; a dropped
-// column chunk fails the gate.
+// carried through the norm, whose sum of squares is reassociated too), the same bits run after run, its
+// counters left at zero; past the limit the two ops' bits. The post and comb buffers are also the pre's
+// outputs, as in the model; a dropped column chunk fails the gate (and a warp's squares left out of the
+// norm's sum, session 35's mutant).
 TEST(CudaHyperConnection, FusedPostPrePassesTheGate) {
   uint32_t seed = 1300;
   constexpr int64_t kMax = 8;

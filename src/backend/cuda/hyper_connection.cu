@@ -664,15 +664,22 @@ constexpr int kBarColumns = 1;                                     // named barr
 // Token t's finish, by the whole CTA (kThreads threads); h and the parts read from L2 (hc_post_pre_kernel's
 // last CTA reads what the grid's other CTAs wrote). kVec (dim % 8 == 0, h, x and the norm weight 16-byte
 // aligned): a thread's columns come in units of eight, one 16-byte load a stream and one store a unit; the
-// same per-column arithmetic.
-template <bool kPre, bool kVec>
+// same per-column arithmetic. kTree (the fast tier: fp32 sums in any fixed order): the sum of squares as
+// each thread's columns in order, the warp's butterfly and the warps' sums in order, instead of
+// rms_norm's eight 512-long chains (the finish's longest dependent run). The norm weight's lines are
+// pulled into L1 as the finish starts: its load after the sum then waits on no DRAM round trip.
+template <bool kPre, bool kVec, bool kTree = false>
 __device__ void finish_norm_token(const HcLaunch& a, const float* raw, int parts, int64_t t) {
   __shared__ float m[3 * kWarp + kSqLanes];
   __shared__ float pre[kMaxHc], cm[kMaxHc * kMaxHc];
-  __shared__ float sq[kNormMaxDim];
+  __shared__ float sq[kTree ? 1 : kNormMaxDim];
+  __shared__ float warp_ss[kNormThreads / kWarp];
   __shared__ float r_shared;
   const int64_t row = a.mix + kSqLanes;
   const int warp = threadIdx.x / kWarp;
+  for (int64_t i = threadIdx.x * 64; i < a.dim; i += int64_t{kThreads} * 64) {  // a 128-byte line a thread
+    asm volatile("prefetch.global.L1 [%0];\n" ::"l"(a.out_norm + i));
+  }
   if (parts > 1) add_parts(raw + t * row, a.tokens * row, static_cast<int>(row), parts, m);
   if (warp == 0) {
     if (parts == 1) {
@@ -712,7 +719,7 @@ __device__ void finish_norm_token(const HcLaunch& a, const float* raw, int parts
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
         x[8 * v + e] = bf16_to_f(f_to_bf16(acc[e]));
-        sq[c0 + e] = __fmul_rn(x[8 * v + e], x[8 * v + e]);
+        if constexpr (!kTree) sq[c0 + e] = __fmul_rn(x[8 * v + e], x[8 * v + e]);
       }
     }
   } else {
@@ -720,14 +727,29 @@ __device__ void finish_norm_token(const HcLaunch& a, const float* raw, int parts
     for (int u = 0; u < kNormPer; ++u) {
       const int64_t c = column(u);
       x[u] = c < a.dim ? bf16_to_f(weighted_column(X, pre, a.hc, a.dim, c)) : 0.0f;
-      if (c < a.dim) sq[c] = __fmul_rn(x[u], x[u]);
+      if (!kTree && c < a.dim) sq[c] = __fmul_rn(x[u], x[u]);
     }
   }
-  bar_sync(kBarColumns, kNormThreads);
-  if (threadIdx.x < kWarp) {
-    float chain = 0.0f;
-    for (int64_t i = threadIdx.x % 8; i < a.dim; i += 8) chain = __fadd_rn(chain, sq[i]);
-    publish_rms(chain, static_cast<float>(a.dim), a.out_norm_eps, &r_shared);
+  if constexpr (kTree) {  // columns past dim hold 0
+    float ss = 0.0f;
+#pragma unroll
+    for (int u = 0; u < kNormPer; ++u) ss = __fadd_rn(ss, __fmul_rn(x[u], x[u]));
+#pragma unroll
+    for (int s = kWarp / 2; s > 0; s /= 2) ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, s));
+    if (threadIdx.x % kWarp == 0) warp_ss[warp] = ss;
+    bar_sync(kBarColumns, kNormThreads);
+    if (threadIdx.x == 0) {
+      float total = warp_ss[0];
+      for (int w = 1; w < kNormThreads / kWarp; ++w) total = __fadd_rn(total, warp_ss[w]);
+      r_shared = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(total, static_cast<float>(a.dim)), a.out_norm_eps)));
+    }
+  } else {
+    bar_sync(kBarColumns, kNormThreads);
+    if (threadIdx.x < kWarp) {
+      float chain = 0.0f;
+      for (int64_t i = threadIdx.x % 8; i < a.dim; i += 8) chain = __fadd_rn(chain, sq[i]);
+      publish_rms(chain, static_cast<float>(a.dim), a.out_norm_eps, &r_shared);
+    }
   }
   bar_sync(kBarColumns, kNormThreads);
   const float r = r_shared;
@@ -1069,6 +1091,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     hc_post_pre_kernel(HcPostParams p, HcLaunch a, float* raw, int32_t* counters) {
   const int64_t t = blockIdx.y, c = int64_t{blockIdx.x} * kThreads + threadIdx.x, width = kPostHc * a.dim;
   const bool in = c < a.dim;
+  // The norm weight of this CTA's channels toward L2 (the finish's last CTA reads all of it).
+  if (in && threadIdx.x % 64 == 0) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(a.out_norm + c));
   float w[kPostHc][kFusedMix];
 #pragma unroll
   for (int j = 0; j < kPostHc; ++j) {
@@ -1135,7 +1159,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
   if (!last) return;
   __threadfence();
-  finish_norm_token<true, true>(a, raw, static_cast<int>(gridDim.x), t);
+  finish_norm_token<true, true, true>(a, raw, static_cast<int>(gridDim.x), t);
 }
 
 // The head's parameters as the pre's that the shared kernels read (kPre false: post, comb and the
