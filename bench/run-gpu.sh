@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one entry point for GPU work. Here (no GPU): builds and stages .carry/ (scripts/stage-gpu.sh).
 # On the H200 (the device call carries .carry): runs the GPU tests and checks from the staged
-# binaries, writes logs under $OUT, and prints a summary table last.
+# binaries, writes logs under $OUT, and prints a summary table last (each step's result also in
+# $OUT/steps.txt, the kernel and step rows in $OUT/table.md: a call's cut output loses neither).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
