@@ -749,12 +749,19 @@ int main() {
     moe_rows(fast_ops, " fast", {1, 8, 32});
   }
   if (want("moe-prefill")) {  // the MoE of a prefill chunk: a cuBLASLt matmul an expert (forced) against
-    // the wgmma kernel; 32 experts (the preset) and 256 (V4-Flash)
+    // the wgmma kernel; 32 experts (the preset) and 256 (V4-Flash); the cuBLASLt matmuls on the policy's
+    // stream(s) and on four
     const auto on_wgmma = fast_with([](cuda::GemmPolicy& p) { p.lt_experts_min_rows = 0; });
     const auto lt_all = fast_with([](cuda::GemmPolicy& p) { p.lt_experts_min_rows = 1; });
+    const auto lt_four = fast_with([](cuda::GemmPolicy& p) {
+      p.lt_experts_min_rows = 1;
+      p.lt_expert_streams = 4;
+    });
     moe_rows(*lt_all, " e32 fast lt", {2048, 4096, 6144, 8192}, 32);
+    moe_rows(*lt_four, " e32 fast lt s4", {2048, 4096, 6144, 8192}, 32);
     moe_rows(*on_wgmma, " e32 fast wgmma", {2048, 4096, 6144, 8192}, 32);
     moe_rows(*lt_all, " fast lt", {16384, 32768, 49152});
+    moe_rows(*lt_four, " fast lt s4", {16384, 32768, 49152});
     moe_rows(*on_wgmma, " fast wgmma", {16384, 32768, 49152});
   }
   if (want("layer-gemms")) layer_gemm_rows(fast_ops, {1, 32, 8192});

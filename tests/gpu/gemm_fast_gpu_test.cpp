@@ -622,8 +622,9 @@ std::vector<uint16_t> runner_run(cuda::GemmRunner& runner, const Case& c, const 
 }
 
 // The routed FP4 experts as one cuBLASLt matmul an expert (GemmRoute::kCublasLtExperts), weights
-// re-encoded to e4m3 per 128x128 block: the op gate against the exact kernel, the same bits twice, the
-// route taken (the runner's stats), rows past the slack untouched. Scales spanning 14 octaves in a block
+// re-encoded to e4m3 per 128x128 block: the op gate against the exact kernel, the same bits twice (the
+// matmuls on one stream, and on three), the route taken (the runner's stats), rows past the slack
+// untouched. Scales spanning 14 octaves in a block
 // (the most the re-encoding keeps exact) take the route; 15 take the wgmma kernel and pass as well.
 // Mutated inputs (scales a row or a block off) fail the gate on this route.
 TEST(CudaGemmFast, CublasLtExpertsPassTheOpGate) {
@@ -658,12 +659,47 @@ TEST(CudaGemmFast, CublasLtExpertsPassTheOpGate) {
     EXPECT_EQ(runner.stats().lt_expert_calls, run.on_lt ? 2 : 0) << c.name;
     EXPECT_EQ(runner.stats().lt_expert_fallbacks, run.on_lt ? 0 : 2) << c.name;
     if (!run.on_lt) continue;
+    {  // The matmuls on three streams, each expert of 4 rows or more in its own rows (its last rows by a
+       // second matmul where its count is not a multiple of 4): the gate, the same bits twice.
+      cuda::GemmPolicy lanes = policy;
+      lanes.lt_expert_streams = 3;
+      cuda::GemmRunner spread(nullptr, lanes);
+      const std::vector<uint16_t> z = runner_run(spread, c, d, o.h.scale_ld);
+      EXPECT_TRUE(runner_run(spread, c, d, o.h.scale_ld) == z) << c.name << ": three streams, not the same bits";
+      const Verdict vz = judge(c, o.x, o.a, z);
+      EXPECT_TRUE(vz.passes()) << c.name << " on three streams: " << vz.outside << " outside the bound, "
+                               << vz.untouched << " unwritten, " << vz.stray << " stray writes";
+      EXPECT_EQ(spread.stats().lt_expert_calls, 2) << c.name;
+    }
     for (const Mutation m : {Mutation::kRowScale, Mutation::kScaleIndex, Mutation::kDropBlock}) {
       const DevInputs bad(c, mutate(c, o.h, m), c.offsets);
       EXPECT_FALSE(judge(c, o.x, o.a, runner_run(runner, c, bad, o.h.scale_ld)).passes())
           << c.name << ": mutation " << static_cast<int>(m) << " passes";
     }
   }
+}
+
+// The route's matmuls spread over streams start after their pass's widening and end before the next
+// pass widens into the same scratch: at V4-Flash's expert shapes, 16 experts in two passes (a pass of
+// 14 widens ~240 MB, long enough that a matmul on another stream that did not wait for it would read
+// the scratch unwidened; session 35's mutant), four streams give one stream's bits (row counts that are
+// multiples of 4: the same matmuls), twice.
+TEST(CudaGemmFast, CublasLtExpertsOnSeveralStreamsWaitForTheirPass) {
+  const Case c =
+      experts("fp4 experts, two passes", GemmWeightKind::kFp4, std::vector<int32_t>(16, 96), 2048, 4096, true, 3);
+  const HostInputs h = make_inputs(c, 9100);
+  const DevInputs d(c, h, c.offsets);
+  cuda::GemmPolicy policy{Numerics::kFast};
+  policy.wgmma_min_rows = 1, policy.lt_experts_min_rows = 1, policy.lt_expert_streams = 1;
+  cuda::GemmRunner one(nullptr, policy);
+  const std::vector<uint16_t> want = runner_run(one, c, d, h.scale_ld);
+  policy.lt_expert_streams = 4;
+  cuda::GemmRunner several(nullptr, policy);
+  for (int run = 0; run < 2; ++run) {
+    EXPECT_TRUE(runner_run(several, c, d, h.scale_ld) == want) << "run " << run << ": four streams differ";
+  }
+  EXPECT_EQ(one.stats().lt_expert_calls, 1);
+  EXPECT_EQ(several.stats().lt_expert_calls, 2);
 }
 
 // FP4 row blocks whose four scales span more than 26 octaves cannot be re-encoded exactly: the kernel

@@ -179,6 +179,15 @@ struct GemmRunner::Impl {
   int32_t* span_flag = nullptr;   // lt_experts: set where a block cannot be re-encoded exactly
   int32_t* host_words = nullptr;  // lt_experts, pinned: a call's offsets, then the span flag
   int64_t host_word_count = 0;
+  // lt_experts: streams beside `stream` for the experts' matmuls (GemmPolicy::lt_expert_streams), each
+  // with a workspace of the same size (so the same plans, algorithms and bits) and an event to join.
+  struct Lane {
+    cudaStream_t stream = nullptr;
+    void* workspace = nullptr;
+    cudaEvent_t done = nullptr;
+  };
+  std::vector<Lane> lanes;
+  cudaEvent_t forked = nullptr;
   std::map<std::array<int64_t, 15>, LtPlan> plans;
   GemmPolicy policy;
   DeviceCaps caps;
@@ -191,6 +200,12 @@ struct GemmRunner::Impl {
 
   ~Impl() {
     for (auto& [key, plan] : plans) plan.destroy();
+    for (Lane& l : lanes) {  // their work was joined into `stream` (lt_experts), so frees there are ordered
+      if (l.workspace) cudaFreeAsync(l.workspace, stream);
+      if (l.done) cudaEventDestroy(l.done);
+      if (l.stream) cudaStreamDestroy(l.stream);
+    }
+    if (forked) cudaEventDestroy(forked);
     if (act) cudaFreeAsync(act, stream);
     if (partial) cudaFreeAsync(partial, stream);
     if (counters) cudaFreeAsync(counters, stream);
@@ -309,8 +324,8 @@ struct GemmRunner::Impl {
   // One FP8 matmul of s.n rows under the plan of s.n rounded up to 128 (each expert's row count differs
   // from call to call: one heuristic query a bucket, not one a count); false (nothing enqueued) where
   // cuBLASLt refuses.
-  bool matmul_rows(const LtShape& s, const void* a, const void* b, void* d, const float* scale_a,
-                   const float* scale_b) {
+  bool matmul_rows(const LtShape& s, const void* a, const void* b, void* d, const float* scale_a, const float* scale_b,
+                   cudaStream_t st, void* ws) {
     LtShape bucket = s;
     bucket.n = ceil_div(s.n, 128) * 128;
     const LtPlan& p = plan(bucket, scale_a, scale_b);
@@ -325,11 +340,36 @@ struct GemmRunner::Impl {
     set_desc(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, scale_a);
     set_desc(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, scale_b);
     const float alpha = 1.0f, beta = 0.0f;
-    const cublasStatus_t st = cublasLtMatmul(lt, p.desc, &alpha, a, p.a, b, l.b, &beta, d, l.d, d, l.d, &p.algo,
-                                             workspace, kWorkspaceBytes, stream);
-    if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE) return false;
-    DSV4_LT_CHECK(st);
+    const cublasStatus_t status =
+        cublasLtMatmul(lt, p.desc, &alpha, a, p.a, b, l.b, &beta, d, l.d, d, l.d, &p.algo, ws, kWorkspaceBytes, st);
+    if (status == CUBLAS_STATUS_NOT_SUPPORTED || status == CUBLAS_STATUS_INVALID_VALUE) return false;
+    DSV4_LT_CHECK(status);
     return true;
+  }
+
+  // The lanes beside `stream` (lt_expert_streams - 1 of them), made at first use.
+  void make_lanes() {
+    const int want = std::max(1, policy.lt_expert_streams) - 1;
+    if (static_cast<int>(lanes.size()) >= want) return;
+    if (!forked) DSV4_CUDA_CHECK(cudaEventCreateWithFlags(&forked, cudaEventDisableTiming));
+    while (static_cast<int>(lanes.size()) < want) {
+      Lane& l = lanes.emplace_back();
+      DSV4_CUDA_CHECK(cudaStreamCreateWithFlags(&l.stream, cudaStreamNonBlocking));
+      DSV4_CUDA_CHECK(cudaEventCreateWithFlags(&l.done, cudaEventDisableTiming));
+      DSV4_CUDA_CHECK(cudaMallocAsync(&l.workspace, kWorkspaceBytes, stream));
+    }
+  }
+  // The lanes start after `stream`'s work so far (fork) and `stream` continues after theirs (join).
+  void fork_lanes() {
+    if (lanes.empty()) return;
+    DSV4_CUDA_CHECK(cudaEventRecord(forked, stream));
+    for (Lane& l : lanes) DSV4_CUDA_CHECK(cudaStreamWaitEvent(l.stream, forked));
+  }
+  void join_lanes() {
+    for (Lane& l : lanes) {
+      DSV4_CUDA_CHECK(cudaEventRecord(l.done, l.stream));
+      DSV4_CUDA_CHECK(cudaStreamWaitEvent(stream, l.done));
+    }
   }
 
   // The experts' row counts on the host, and whether every expert with rows re-encodes exactly: the
@@ -351,43 +391,70 @@ struct GemmRunner::Impl {
     return host_words[p.experts + 1] == 0;
   }
 
-  // A grouped FP4 call as one cuBLASLt matmul an expert (lt_experts.h); false: the caller runs the
-  // wgmma kernel over every expert (rows this route wrote are written again).
+  // A grouped FP4 call as one cuBLASLt matmul an expert (lt_experts.h); false: the caller runs the wgmma
+  // kernel over every expert (rows this route wrote are written again). With lanes (lt_expert_streams > 1)
+  // the matmuls of a pass of widened experts spread over `stream` and the lanes, an expert and half on one
+  // of them, each expert of 4 rows or more writing only its own rows (gemm_plan.h lt_expert_pieces); experts
+  // of 1-3 rows spill and go first, on `stream` in ascending order, before the lanes fork.
   bool lt_experts(const ExactBlockArgs& p, const GemmPlan& plan, int row_slack) {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     DSV4_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
     if (capture != cudaStreamCaptureStatusNone || row_slack < 3 || p.codes_ld % 16 != 0) return false;
     if (!lt_expert_counts(p)) return false;
+    make_lanes();
+    const bool own_rows = !lanes.empty();
     const int32_t* off = host_words;
     const int64_t kblocks = p.kg / 128, wsld = weight_scale_ld(p.kg), wide_scale_floats = p.n / 128 * wsld;
     auto* x_scales =
         static_cast<float*>(act_scratch(static_cast<size_t>(lt_expert_scale_floats(kblocks, p.rows, p.experts)) * 4));
-    lt_expert_regroup_scales(p, x_scales, stream);
+    lt_expert_regroup_scales(p, own_rows, x_scales, stream);
     const int halves = has_pair(p) ? 2 : 1, per_pass = std::max(1, plan.lt_pass_experts);
     const int64_t slots = int64_t{halves} * per_pass;
     auto* wide = static_cast<uint8_t*>(widen_scratch(cuda::widened_bytes(slots, p.n, p.kg)));
     auto* wide_scales = reinterpret_cast<float*>(wide + slots * p.n * p.kg);
+    // Expert e's half h of the pass starting at `first`, its pieces in order on st.
+    const auto expert = [&](int first, int count, int e, int h, cudaStream_t st, void* ws) {
+      const int64_t slot = int64_t{h} * count + (e - first);
+      const void* w = wide + slot * p.n * p.kg;
+      const float* sa = wide_scales + slot * wide_scale_floats;
+      const LtPieces pieces = lt_expert_pieces(off[e + 1] - off[e], own_rows, kblocks);
+      for (int i = 0; i < pieces.count; ++i) {
+        const LtPiece& piece = pieces.piece[i];
+        LtShape s;
+        s.fp8 = true;
+        s.m = p.n, s.n = piece.rows, s.k = p.kg;
+        s.lda = p.kg, s.ldb = p.codes_ld, s.ldd = p.y_ld;
+        const int64_t row = off[e] + piece.first;
+        const uint8_t* x = p.codes + row * p.codes_ld;
+        void* y = static_cast<uint16_t*>(h ? p.y_b : p.y) + row * p.y_ld;
+        s.align_a = alignment_of(w), s.align_b = alignment_of(x), s.align_d = alignment_of(y);
+        const float* xs = x_scales + lt_expert_scale_base(kblocks, off[e], e) + piece.scale_offset;
+        if (!matmul_rows(s, w, x, y, sa, xs, st, ws)) return false;
+      }
+      return true;
+    };
     for (int first = 0; first < p.experts; first += per_pass) {
       const int count = std::min(per_pass, p.experts - first);
       if (off[first + count] == off[first]) continue;
       lt_expert_widen(p, first, count, wide, wide_scales, stream);
-      for (int e = first; e < first + count; ++e) {
-        const int64_t rows = off[e + 1] - off[e];
-        if (rows == 0) continue;
-        for (int h = 0; h < halves; ++h) {
-          const int64_t slot = int64_t{h} * count + (e - first);
-          LtShape s;
-          s.fp8 = true;
-          s.m = p.n, s.n = (rows + 3) / 4 * 4, s.k = p.kg;  // row_slack: the count rounded up to 4
-          s.lda = p.kg, s.ldb = p.codes_ld, s.ldd = p.y_ld;
-          const void* w = wide + slot * p.n * p.kg;
-          const uint8_t* x = p.codes + off[e] * p.codes_ld;
-          void* y = static_cast<uint16_t*>(h ? p.y_b : p.y) + off[e] * p.y_ld;
-          s.align_a = alignment_of(w), s.align_b = alignment_of(x), s.align_d = alignment_of(y);
-          const float* sa = wide_scales + slot * wide_scale_floats;
-          if (!matmul_rows(s, w, x, y, sa, x_scales + lt_expert_scale_base(kblocks, off[e], e))) return false;
+      bool ok = true;
+      const auto spills = [&](int e) { return !own_rows || off[e + 1] - off[e] < 4; };
+      for (int e = first; ok && e < first + count; ++e) {  // the spilling experts, in order, on `stream`
+        if (off[e + 1] == off[e] || !spills(e)) continue;
+        for (int h = 0; ok && h < halves; ++h) ok = expert(first, count, e, h, stream, workspace);
+      }
+      if (own_rows) fork_lanes();
+      int issued = 0;
+      for (int e = first; ok && e < first + count; ++e) {
+        if (off[e + 1] == off[e] || spills(e)) continue;
+        for (int h = 0; ok && h < halves; ++h) {
+          const size_t lane = static_cast<size_t>(issued++) % (lanes.size() + 1);  // 0: `stream` itself
+          ok = lane == 0 ? expert(first, count, e, h, stream, workspace)
+                         : expert(first, count, e, h, lanes[lane - 1].stream, lanes[lane - 1].workspace);
         }
       }
+      if (own_rows) join_lanes();  // before the next pass widens into the same scratch, and the caller goes on
+      if (!ok) return false;
     }
     return true;
   }

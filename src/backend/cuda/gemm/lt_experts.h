@@ -32,8 +32,9 @@ void lt_expert_span_check(const ExactBlockArgs& a, int32_t* flag, cudaStream_t s
 // at wide + j·n·kg and fp32 block scales [n/128][weight_scale_ld(kg)] at scales + j·(n/128)·ld.
 void lt_expert_widen(const ExactBlockArgs& a, int first, int count, uint8_t* wide, float* scales, cudaStream_t stream);
 
-// Where expert e's regrouped activation scales start (floats), from its first row: kblocks blocks of
-// round4(rows) floats, 16-byte aligned, apart from every other expert's for any row counts.
+// Where expert e's regrouped activation scales start (floats), from its first row: room for kblocks x
+// (rows + 4) floats (its pieces', gemm_plan.h lt_expert_pieces), 16-byte aligned, apart from every other
+// expert's for any row counts.
 __host__ __device__ inline int64_t lt_expert_scale_base(int64_t kblocks, int64_t first_row, int e) {
   return kblocks * ((first_row + 7 * int64_t{e} + 3) / 4 * 4);
 }
@@ -42,8 +43,9 @@ inline int64_t lt_expert_scale_floats(int64_t kblocks, int64_t rows, int experts
   return lt_expert_scale_base(kblocks, rows, experts) + 4 * kblocks;
 }
 
-// scales [kblocks][scale_ld] (a.scales, a.scale_ld: the routed rows' 1x128 scales) -> each expert's
-// [kblocks][round4(its rows)] at out + lt_expert_scale_base(kblocks, offsets[e], e).
-void lt_expert_regroup_scales(const ExactBlockArgs& a, float* out, cudaStream_t stream);
+// scales [kblocks][scale_ld] (a.scales, a.scale_ld: the routed rows' 1x128 scales) -> each piece of each
+// expert (lt_expert_pieces(rows, own_rows)): [kblocks][the piece's rows] at out +
+// lt_expert_scale_base(kblocks, offsets[e], e) + its scale_offset (rows past the expert's: left unwritten).
+void lt_expert_regroup_scales(const ExactBlockArgs& a, bool own_rows, float* out, cudaStream_t stream);
 
 }  // namespace dsv4::cuda
