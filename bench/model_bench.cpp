@@ -105,10 +105,13 @@ void BM_StepIndex(benchmark::State& state) {
   const auto shape = decode_shape(c, b);
   const ForwardBatch p = padded ? pad_batch(b, *shape) : b;
   StepArena arena;
+  int64_t bytes = 0;
   for (auto _ : state) {
     const StepIndex index(dev, c, p, cache.access(), StepLayout{padded, padded ? &arena : nullptr});
     benchmark::DoNotOptimize(index.tokens);
+    bytes = index.upload_bytes;
   }
+  state.counters["upload_KiB"] = static_cast<double>(bytes) / 1024;
 }
 
 BENCHMARK(BM_StepIndex)

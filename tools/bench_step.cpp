@@ -143,6 +143,7 @@ struct Row {
   // launching its recording (StepGraphStats); the rest is padding, shape lookup and the step's logits.
   double index_ms = 0, launch_ms = 0;
   double sync_ms = 0, upload_ms = 0;  // of index_ms: the page maps' sync, the upload
+  int64_t upload_bytes = 0;           // of that upload (the last step's)
   // --compare-eager: the last step again, eagerly: normalised logit error and argmax agreement.
   double eager_error = -1, eager_argmax = -1;
   std::string mode = "eager";  // decode: graphs, padded or eager (prefill always eager)
@@ -262,6 +263,7 @@ Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightByt
   r.launch_ms = median(launch);
   r.sync_ms = median(sync);
   r.upload_ms = median(upload);
+  r.upload_bytes = model.graph_stats().upload_bytes;
   r.tokens_per_s = static_cast<double>(batch) * 1e3 / r.ms;
   r.bytes = static_cast<double>(decode_bytes(c, w, batch, context));
   return r;
@@ -412,9 +414,9 @@ std::vector<Row> bench_rows(const StepArgs& a, const LoadedModel& m, Backend& ba
       if (!logs) continue;
       spdlog::info(
           "decode batch {} context {}: {:.3f} ms (the host issued the stack in {:.3f} ms: index {:.3f} (page maps "
-          "{:.3f}, upload {:.3f}), graph launch {:.3f})",
+          "{:.3f}, upload {:.3f} of {} KiB), graph launch {:.3f})",
           b, ctx, rows.back().ms, rows.back().enqueue_ms, rows.back().index_ms, rows.back().sync_ms,
-          rows.back().upload_ms, rows.back().launch_ms);
+          rows.back().upload_ms, rows.back().upload_bytes / 1024, rows.back().launch_ms);
       if (rows.back().eager_error >= 0)
         spdlog::info("decode batch {} context {}: against eager: logits error {:.2e}, argmax agreement {:.3f}", b, ctx,
                      rows.back().eager_error, rows.back().eager_argmax);
@@ -468,6 +470,7 @@ void run(const StepArgs& a) {
                                         {"launch_ms", r.launch_ms},
                                         {"sync_ms", r.sync_ms},
                                         {"upload_ms", r.upload_ms},
+                                        {"upload_bytes", r.upload_bytes},
                                         {"mode", r.mode},
                                         {"eager_error", r.eager_error},
                                         {"eager_argmax", r.eager_argmax}}

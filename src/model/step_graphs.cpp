@@ -94,6 +94,7 @@ const float* StepGraphs::run(const StepShape& shape, const ForwardBatch& padded,
   stats_.index_ms = ms_since(t0);
   stats_.sync_ms = index.sync_ms;
   stats_.upload_ms = index.upload_ms;
+  stats_.upload_bytes = index.upload_bytes;
   stats_.launch_ms = 0;
   auto eager = [&] {
     body(index, out);

@@ -49,6 +49,7 @@ class StepUploads {
   StepUploads(const StepUploads&) = delete;
   StepUploads& operator=(const StepUploads&) = delete;
   void set_layer(int layer) { layer_ = layer; }  // of the expansions that follow
+  int64_t bytes() const { return static_cast<int64_t>(host_.size() * sizeof(int32_t)); }
 
   void add(IndexArray& a, const std::vector<int32_t>& v) {
     a.offset_ = put(v);
@@ -457,6 +458,7 @@ StepIndex::StepIndex(Device& dev, const ModelConfig& cfg, const ForwardBatch& b,
   const auto t1 = Clock::now();
   expansions_ = up.finish(dev, layout.arena, uploads_);
   upload_ms = std::chrono::duration<double, std::milli>(Clock::now() - t1).count();
+  upload_bytes = up.bytes();
   dev_ = &dev;
 }
 

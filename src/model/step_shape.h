@@ -34,8 +34,9 @@ struct StepGraphStats {
   // maps' sync and the one upload included), and launching its recording (0 where it ran eagerly).
   double index_ms = 0;
   double launch_ms = 0;
-  double sync_ms = 0;    // of index_ms: the device page maps' and block tables' sync
-  double upload_ms = 0;  // of index_ms: the one upload
+  double sync_ms = 0;        // of index_ms: the device page maps' and block tables' sync
+  double upload_ms = 0;      // of index_ms: the one upload
+  int64_t upload_bytes = 0;  // of that upload
 };
 
 struct StepShape {

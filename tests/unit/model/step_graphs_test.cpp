@@ -131,6 +131,7 @@ TEST_F(StepGraphsTest, StatsTimeTheLastStepsIndexAndLaunch) {
   EXPECT_GT(g.stats().sync_ms, 0);
   EXPECT_GT(g.stats().upload_ms, 0);
   EXPECT_LE(g.stats().sync_ms + g.stats().upload_ms, g.stats().index_ms);
+  EXPECT_GT(g.stats().upload_bytes, 0);
   step(g, 3, 43, nullptr, /*record=*/false);  // eager again
   EXPECT_EQ(g.stats().launch_ms, 0);
 }
