@@ -644,7 +644,7 @@ int main() {
   cuda::CudaOps fast_ops(dev, cuda::GemmPolicy::from_env(Numerics::kFast));
   std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
   // DSV4_KERNELS (comma list of gemm, fast, attention, indexer, indexer-fast, compressor, moe, hc, hc-chain,
-  // hc-ring, imma4, imma-decode, simt, wgmma, gemv, gemv-parts, wo-a, compressor-fast,
+  // hc-ring, imma-decode, simt, wgmma, gemv, gemv-parts, wo-a, compressor-fast,
   // moe-decode, layer-gemms, kv-restore): only those rows. "fast": the GEMM, MoE and hc_pre rows on the fast tier
   // (suffix " fast"); the others are the exact tier's. Unset: the M1.8 table's families (the defaults' rows); the
   // experiments' families only when named.
@@ -696,11 +696,6 @@ int main() {
   if (want("hc")) hc_paths(true, true, "");                // the default: products first, else the ring
   if (want("hc-chain")) hc_paths(false, false, " chain");  // DSV4_HC_PRODUCTS=0 DSV4_HC_RING=0
   if (want("hc-ring")) hc_paths(false, true, " ring");     // the ring at every token count
-  if (want("imma4")) {                                     // the opt-in four-stage ring of the tensor-core kernel
-    const auto four = exact_with([](cuda::GemmPolicy& p) { p.imma_stages = 4; });
-    gemm_rows(*four, " imma4", {256, 8192});
-    moe_rows(*four, " imma4", {8192});
-  }
   if (want("imma-decode")) {  // decode-sized calls forced onto the tensor-core kernel (part-empty tiles)
     const auto decode = exact_with([](cuda::GemmPolicy& p) { p.imma_min_rows = 1; });
     gemm_rows(*decode, " imma", {8, 32});

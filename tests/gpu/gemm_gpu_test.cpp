@@ -888,23 +888,21 @@ TEST(CudaGemm, ImmaGroupedMatchesCpuBitForBit) {
   }
 }
 
-// The opt-in four-stage ring (DSV4_GEMM_IMMA_STAGES=4): K shorter than the ring (k128: 2 stages,
-// k256: 4), digit planes of both operands, the table path, FP4, grouped.
-TEST(CudaGemm, ImmaFourStagesMatchCpuBitForBit) {
-  const PolicyScope four([](cuda::GemmPolicy& p) {
-    p.exact_imma = true;
-    p.imma_stages = 4;
-  });
+// The tensor-core kernel at its edges (kept from the four-stage ring's test when that form went): K of
+// one or two 128-blocks (k128: 2 stages, k256: 4), an odd row stride, cancelling digit planes of both
+// operands, the table path, FP4, grouped, and two V4 shapes.
+TEST(CudaGemm, ImmaEdgeShapesMatchCpuBitForBit) {
+  const PolicyScope imma([](cuda::GemmPolicy& p) { p.exact_imma = true; });
   for (auto kind : {GemmWeightKind::kFp8, GemmWeightKind::kFp4}) {
-    const std::string name = kind == GemmWeightKind::kFp8 ? "imma4 fp8" : "imma4 fp4";
+    const std::string name = kind == GemmWeightKind::kFp8 ? "imma fp8" : "imma fp4";
     check_exact({name + " n72 k128", kind, 72, 128}, {64, 129}, 150);
     check_exact({name + " n200 k256", kind, 200, 256}, {100}, 151);
     check_exact({name + " odd stride", kind, 200, 384, 1, false, 6, 0}, {300}, 152);
     check_exact({name + " cancelling planes", kind, 256, 1024, 1, true, 0, 0, true}, {600}, 153);
     check_grouped(kind, 512, 1024, {70, 0, 200, 9, 130}, 2, 154, true);
   }
-  check_exact({"imma4 wq_a fp8", GemmWeightKind::kFp8, 1024, 4096}, {1000}, 155);
-  check_exact({"imma4 w1 fp4", GemmWeightKind::kFp4, 2048, 4096}, {300}, 156);
+  check_exact({"imma wq_a fp8", GemmWeightKind::kFp8, 1024, 4096}, {1000}, 155);
+  check_exact({"imma w1 fp4", GemmWeightKind::kFp4, 2048, 4096}, {300}, 156);
 }
 
 // ---- timings (run with --gtest_also_run_disabled_tests) -----------------------------------------

@@ -1419,7 +1419,7 @@ void exact_block_gemm(const ExactBlockArgs& a, const GemmPolicy& policy, cudaStr
   const ExactBlockArgs& p = r.args;
   switch (r.route) {
     case Route::kImma:
-      imma_block_gemm(p, policy.imma_stages, stream);
+      imma_block_gemm(p, stream);
       return;
     case Route::kImmaSkinny:
       DSV4_CUDA_REQUIRE(imma_skinny_gemm(p, policy, stream),

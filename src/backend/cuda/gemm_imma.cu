@@ -41,13 +41,13 @@ struct ImmaShape {
   static constexpr int kSums = kActDigits + kWDigits - 1;  // digit weights 2^0, 2^7, ...
 };
 
-// kStages buffers of one K stage each (a ring).
-template <GemmWeightKind KIND, int kStages>
+// Two buffers of one K stage each: one multiplied while the next is filled.
+template <GemmWeightKind KIND>
 struct ImmaSmem {
   using S = ImmaShape<KIND>;
   uint32_t lut[256];  // e4m3 code -> its three digits, bytes 0..2
-  alignas(16) int8_t a[kStages][kActDigits][kImRows][kImLd];
-  alignas(16) int8_t b[kStages][S::kWDigits][S::kCols][kImLd];
+  alignas(16) int8_t a[2][kActDigits][kImRows][kImLd];
+  alignas(16) int8_t b[2][S::kWDigits][S::kCols][kImLd];
 };
 
 // The digits of an e4m3 code: X = value·2^9 = m (subnormal) or (8 + m)·2^(e-1), in base 128, each
@@ -77,16 +77,15 @@ __device__ __forceinline__ void st_shared4(void* p, uint32_t x, uint32_t y, uint
 }
 
 // kAPlanes / kBPlanes: the activations / the (dense FP8) weight come as digit planes, copied to
-// shared memory with cp.async kStages - 1 stages ahead; otherwise the loaders convert codes through
-// the table, one stage ahead (loaded before a stage's products, stored after them).
-template <GemmWeightKind KIND, bool kAPlanes, bool kBPlanes, int kStages>
+// shared memory with cp.async one stage ahead; otherwise the loaders convert codes through the table,
+// one stage ahead (loaded before a stage's products, stored after them).
+template <GemmWeightKind KIND, bool kAPlanes, bool kBPlanes>
 __global__ void __launch_bounds__(kImThreads) imma_block_kernel(const ExactBlockArgs p) {
   pdl_enter();
   using S = ImmaShape<KIND>;
   static_assert(!kBPlanes || !S::kFp4, "FP4 weights are converted as they are loaded");
-  static_assert(kStages >= 2, "a stage is copied while another is multiplied");
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  auto& s = *reinterpret_cast<ImmaSmem<KIND, kStages>*>(smem_raw);
+  auto& s = *reinterpret_cast<ImmaSmem<KIND>*>(smem_raw);
   Tile t;
   if (!row_tile(p, kImRows, t)) return;
   const int64_t col_tiles = cdiv(p.ng, S::kCols);
@@ -261,46 +260,22 @@ __global__ void __launch_bounds__(kImThreads) imma_block_kernel(const ExactBlock
     }
     if (!S::kFp4 && (k0 + kImK) % 128 == 0) fold(k0 + kImK - 128);
   };
-  if constexpr (kStages == 2) {
-    // Two buffers: stage st+1 is copied and converted while stage st is multiplied.
-    load_async(0, 0);
-    load_regs(0);
-    __syncthreads();  // the table is complete
-    store(0);
+  // Two buffers: stage st+1 is copied and converted while stage st is multiplied.
+  load_async(0, 0);
+  load_regs(0);
+  __syncthreads();  // the table is complete
+  store(0);
+  cp_async_wait_all();
+  __syncthreads();
+  for (int st = 0; st < stages; ++st) {
+    if (st + 1 < stages) {
+      load_async(st + 1, (st + 1) & 1);
+      load_regs(st + 1);
+    }
+    multiply(st, st & 1);
+    if (st + 1 < stages) store((st + 1) & 1);
     cp_async_wait_all();
     __syncthreads();
-    for (int st = 0; st < stages; ++st) {
-      if (st + 1 < stages) {
-        load_async(st + 1, (st + 1) & 1);
-        load_regs(st + 1);
-      }
-      multiply(st, st & 1);
-      if (st + 1 < stages) store((st + 1) & 1);
-      cp_async_wait_all();
-      __syncthreads();
-    }
-  } else {
-    // A ring: at stage st its copies are complete (wait) and visible, and every warp is done with
-    // stage st-1 (barrier); then the copies of stage st+kStages-1 go into st-1's buffer, the code
-    // operands of st+1 are read, st is multiplied, and st+1's codes are converted into its buffer
-    // (last read at stage st+1-kStages <= st-1). One commit group per stage.
-    for (int st = 0; st < kStages - 1; ++st) {
-      if (st < stages) load_async(st, st);
-      cp_async_commit();
-    }
-    load_regs(0);
-    __syncthreads();  // the table is complete
-    store(0);
-    for (int st = 0; st < stages; ++st) {
-      cp_async_wait<kStages - 2>();
-      __syncthreads();
-      const int ahead = st + kStages - 1;
-      if (ahead < stages) load_async(ahead, ahead % kStages);
-      cp_async_commit();
-      if (st + 1 < stages) load_regs(st + 1);
-      multiply(st, st % kStages);
-      if (st + 1 < stages) store((st + 1) % kStages);
-    }
   }
   for (int mf = 0; mf < 2; ++mf) {
     for (int nf = 0; nf < S::kNf; ++nf) {
@@ -313,21 +288,15 @@ __global__ void __launch_bounds__(kImThreads) imma_block_kernel(const ExactBlock
   }
 }
 
-template <GemmWeightKind KIND, bool kAPlanes, bool kBPlanes, int kStages>
-void launch_stages(const ExactBlockArgs& p, cudaStream_t stream) {
+template <GemmWeightKind KIND, bool kAPlanes, bool kBPlanes>
+void launch(const ExactBlockArgs& p, cudaStream_t stream) {
   using S = ImmaShape<KIND>;
-  constexpr size_t kSmem = sizeof(ImmaSmem<KIND, kStages>);
-  auto* kernel = imma_block_kernel<KIND, kAPlanes, kBPlanes, kStages>;
+  constexpr size_t kSmem = sizeof(ImmaSmem<KIND>);
+  auto* kernel = imma_block_kernel<KIND, kAPlanes, kBPlanes>;
   allow_dynamic_smem(kernel, kSmem);
   const int64_t gx = row_tiles(p.rows, kImRows, p.offsets ? p.experts : 0), gy = p.groups * cdiv(p.ng, S::kCols);
   DSV4_CUDA_REQUIRE(gx < (int64_t{1} << 31) && gy <= 65535, "imma gemm: grid out of range");
   launch_kernel(kernel, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy)), kImThreads, kSmem, stream, p);
-}
-
-template <GemmWeightKind KIND, bool kAPlanes, bool kBPlanes>
-void launch(const ExactBlockArgs& p, int stages, cudaStream_t stream) {
-  if (stages == 4) return launch_stages<KIND, kAPlanes, kBPlanes, 4>(p, stream);
-  launch_stages<KIND, kAPlanes, kBPlanes, 2>(p, stream);
 }
 
 // One thread per 16 codes: three 16-byte digit pieces (the table in shared memory).
@@ -364,7 +333,7 @@ bool imma_wanted(GemmWeightKind kind, int64_t rows_per_weight, int64_t kg, int64
   return dense_n > 0 && rows_per_weight >= kImmaDecodeRows && cdiv(dense_n, cols) >= kImmaDecodeTiles;
 }
 
-void imma_block_gemm(const ExactBlockArgs& a, int stages, cudaStream_t stream) {
+void imma_block_gemm(const ExactBlockArgs& a, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(!a.x && a.codes && a.scales, "imma gemm: needs activation codes and scales");
   DSV4_CUDA_REQUIRE(a.codes_ld % 16 == 0 && reinterpret_cast<uintptr_t>(a.codes) % 16 == 0,
                     "imma gemm: activation codes must be 16-byte aligned rows");
@@ -374,13 +343,13 @@ void imma_block_gemm(const ExactBlockArgs& a, int stages, cudaStream_t stream) {
   if (a.rows <= 0) return;
   const bool ap = a.a_digits != nullptr, bp = a.w_digits != nullptr;
   if (a.kind == GemmWeightKind::kFp4) {
-    return ap ? launch<GemmWeightKind::kFp4, true, false>(a, stages, stream)
-              : launch<GemmWeightKind::kFp4, false, false>(a, stages, stream);
+    return ap ? launch<GemmWeightKind::kFp4, true, false>(a, stream)
+              : launch<GemmWeightKind::kFp4, false, false>(a, stream);
   }
-  if (ap && bp) return launch<GemmWeightKind::kFp8, true, true>(a, stages, stream);
-  if (ap) return launch<GemmWeightKind::kFp8, true, false>(a, stages, stream);
-  if (bp) return launch<GemmWeightKind::kFp8, false, true>(a, stages, stream);
-  launch<GemmWeightKind::kFp8, false, false>(a, stages, stream);
+  if (ap && bp) return launch<GemmWeightKind::kFp8, true, true>(a, stream);
+  if (ap) return launch<GemmWeightKind::kFp8, true, false>(a, stream);
+  if (bp) return launch<GemmWeightKind::kFp8, false, true>(a, stream);
+  launch<GemmWeightKind::kFp8, false, false>(a, stream);
 }
 
 void digit_planes(const uint8_t* codes, int64_t rows, int64_t k, int64_t ld, int8_t* out, int64_t plane_stride,

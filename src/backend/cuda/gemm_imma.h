@@ -25,9 +25,10 @@ namespace dsv4::cuda {
 constexpr int64_t kImmaDecodeRows = 24, kImmaDecodeTiles = 96;
 bool imma_wanted(GemmWeightKind kind, int64_t rows_per_weight, int64_t kg, int64_t dense_n, const GemmPolicy& policy);
 
-// The GEMM of exact_block_gemm (codes input only, dense or grouped), on the tensor cores, with 2 or 4
-// K stages in flight.
-void imma_block_gemm(const ExactBlockArgs& a, int stages, cudaStream_t stream);
+// The GEMM of exact_block_gemm (codes input only, dense or grouped), on the tensor cores, a K stage
+// copied and converted while the one before it is multiplied (four stages in a cp.async ring measured
+// 10% slower on the MoE: docs/perf-history.md, session 10).
+void imma_block_gemm(const ExactBlockArgs& a, cudaStream_t stream);
 
 // The three digit planes of e4m3 codes [rows][ld] (the first k of each row, k % 16 == 0, 16-byte
 // aligned rows): digit p of code (r, c) at out[p·plane_stride + r·ld + c].

@@ -41,7 +41,7 @@ std::string switch_error() {
 }
 
 TEST(EnvSwitches, KnownValuesAndEmptyPass) {
-  const ScopedEnv a("DSV4_GEMM_IMMA", "0"), b("DSV4_GEMM_CUBLASLT", "0"), c("DSV4_GEMM_IMMA_STAGES", "4"),
+  const ScopedEnv a("DSV4_GEMM_IMMA", "0"), b("DSV4_GEMM_CUBLASLT", "0"), c("DSV4_INDEXER_DOTS", "mma"),
       d("DSV4_MOE_SIDE", "");
   EXPECT_EQ(switch_error(), "");
 }
@@ -52,8 +52,8 @@ TEST(EnvSwitches, AnUnknownValueNamesTheSwitchAndWhatItTakes) {
 }
 
 TEST(EnvSwitches, ModeSwitchesListTheirModes) {
-  const ScopedEnv a("DSV4_GEMM_IMMA_STAGES", "3");
-  EXPECT_EQ(switch_error(), "DSV4_GEMM_IMMA_STAGES=3: expected 2 or 4 (or unset)");
+  const ScopedEnv a("DSV4_INDEXER_DOTS", "tensor");
+  EXPECT_EQ(switch_error(), "DSV4_INDEXER_DOTS=tensor: expected cuda-cores or mma or wgmma (or unset)");
 }
 
 // A switch that was replaced says by what, instead of being ignored.
@@ -69,11 +69,11 @@ TEST(EnvSwitches, RetiredSwitchesNameTheirReplacement) {
 
 TEST(EnvSwitches, ReadingOneChecksItsValue) {
   {
-    const ScopedEnv a("DSV4_GEMM_IMMA_STAGES", "4");
-    EXPECT_EQ(env_switch("DSV4_GEMM_IMMA_STAGES"), "4");
+    const ScopedEnv a("DSV4_INDEXER_DOTS", "wgmma");
+    EXPECT_EQ(env_switch("DSV4_INDEXER_DOTS"), "wgmma");
   }
-  const ScopedEnv b("DSV4_GEMM_IMMA_STAGES", "3");
-  EXPECT_THROW(env_switch("DSV4_GEMM_IMMA_STAGES"), Error);
+  const ScopedEnv b("DSV4_INDEXER_DOTS", "3");
+  EXPECT_THROW(env_switch("DSV4_INDEXER_DOTS"), Error);
 }
 
 TEST(EnvSwitches, ReadingAnUnlistedNameIsAnError) { EXPECT_THROW(env_switch("DSV4_NOT_A_SWITCH"), Error); }

@@ -47,7 +47,6 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.ctas_per_sm = static_cast<int>(std::max<int64_t>(1, env_count("DSV4_GEMM_CTAS_PER_SM", p.ctas_per_sm)));
   p.exact_imma = env_switch("DSV4_GEMM_IMMA") != "0";
   p.imma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_IMMA_MIN_ROWS", p.imma_min_rows));
-  p.imma_stages = env_switch("DSV4_GEMM_IMMA_STAGES") == "4" ? 4 : 2;
   p.lt_experts_min_rows = std::max<int64_t>(0, env_count("DSV4_GEMM_LT_EXPERTS_MIN_ROWS", p.lt_experts_min_rows));
   p.lt_expert_streams =
       static_cast<int>(std::clamp<int64_t>(env_count("DSV4_GEMM_LT_EXPERT_STREAMS", p.lt_expert_streams), 1, 8));
@@ -65,10 +64,8 @@ std::string GemmPolicy::describe() const {
   const std::string hc = fmt::format("hc_pre chain products first {}, ring {}, norm {}", hc_products ? "on" : "off",
                                      hc_ring ? "on" : "off", hc_fused_norm ? "fused" : "apart");
   if (numerics == Numerics::kExact) {
-    return exact_imma ? fmt::format(
-                            "exact (block sums exact, the CPU's bits; int8 tensor cores from {} rows, {} "
-                            "stages; {})",
-                            imma_min_rows, imma_stages, hc)
+    return exact_imma ? fmt::format("exact (block sums exact, the CPU's bits; int8 tensor cores from {} rows; {})",
+                                    imma_min_rows, hc)
                       : fmt::format("exact (block sums exact, the CPU's bits; SIMT kernels only; {})", hc);
   }
   return fmt::format(

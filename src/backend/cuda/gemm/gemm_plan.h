@@ -99,11 +99,9 @@ struct GemmPolicy {
   // Fast tier: K splits until a call has this many CTAs per SM (each split at least kMinSplitBlocks).
   int ctas_per_sm = 2;
   // Exact tier: block sums on the int8 tensor cores (DSV4_GEMM_IMMA=0: every shape on the SIMT
-  // kernels, the same bits), from imma_min_rows rows per weight (DSV4_GEMM_IMMA_MIN_ROWS), with 2 or
-  // 4 K stages in flight (DSV4_GEMM_IMMA_STAGES=4: opt-in, not yet measured).
+  // kernels, the same bits), from imma_min_rows rows per weight (DSV4_GEMM_IMMA_MIN_ROWS).
   bool exact_imma = true;
   int64_t imma_min_rows = 64;
-  int imma_stages = 2;
   // Exact tier: the plain kernels' wide row tiles keep at least this many CTAs (0: the SM count;
   // tests lower it so that small shapes take the wide tiles too).
   int64_t plain_wide_min_tiles = 0;
