@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -31,6 +32,16 @@ class Device {
   virtual void* allocate(size_t bytes) = 0;
   virtual void release(void* p) = 0;
   virtual void to_device(void* dst, const void* src, size_t bytes) = 0;
+  // to_device, where the bytes of `skip` (ascending, disjoint [begin, end) ranges) are never read on the
+  // device: their device bytes may keep what they held or take anything. A copy through host staging then
+  // moves only the rest (a padded step's upload is mostly rows no one writes or reads).
+  struct Range {
+    size_t begin = 0, end = 0;
+  };
+  virtual void to_device_skipping(void* dst, const void* src, size_t bytes, std::span<const Range> skip) {
+    (void)skip;
+    to_device(dst, src, bytes);
+  }
   // Copies back; returns when dst holds the data (all earlier work on the device finished).
   virtual void to_host(void* dst, const void* src, size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;  // device to device
@@ -130,6 +141,16 @@ class Device {
   std::vector<std::chrono::steady_clock::time_point> host_marks_;
 };
 
+// memcpy of [0, bytes) but the ranges of `skip` (ascending, disjoint).
+inline void copy_around(void* dst, const void* src, size_t bytes, std::span<const Device::Range> skip) {
+  size_t at = 0;
+  for (const Device::Range& r : skip) {
+    if (r.begin > at) std::memcpy(static_cast<char*>(dst) + at, static_cast<const char*>(src) + at, r.begin - at);
+    at = std::max(at, r.end);
+  }
+  if (bytes > at) std::memcpy(static_cast<char*>(dst) + at, static_cast<const char*>(src) + at, bytes - at);
+}
+
 class HostDevice final : public Device {
  public:
   bool host_memory() const override { return true; }
@@ -146,6 +167,9 @@ class HostDevice final : public Device {
   }
   void release(void* p) override { std::free(p); }
   void to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void to_device_skipping(void* dst, const void* src, size_t bytes, std::span<const Range> skip) override {
+    copy_around(dst, src, bytes, skip);
+  }
   void to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void copy(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void fill_zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }

@@ -49,7 +49,12 @@ class StepUploads {
   StepUploads(const StepUploads&) = delete;
   StepUploads& operator=(const StepUploads&) = delete;
   void set_layer(int layer) { layer_ = layer; }  // of the expansions that follow
-  int64_t bytes() const { return static_cast<int64_t>(host_.size() * sizeof(int32_t)); }
+  // Bytes the upload copies on the host: the whole span but the skipped values.
+  int64_t bytes() const {
+    size_t n = host_.size() * sizeof(int32_t);
+    for (const Device::Range& r : holes_) n -= r.end - r.begin;
+    return static_cast<int64_t>(n);
+  }
 
   void add(IndexArray& a, const std::vector<int32_t>& v) {
     a.offset_ = put(v);
@@ -62,6 +67,16 @@ class StepUploads {
     a.offset_ = place_unfilled(n);
     pending_.push_back(&a);
     fill(host_.data() + a.offset_);
+  }
+  // Values [at, at + n) of the array `a` just added stay unwritten and are never read: the upload leaves
+  // them out of its staging copy (Device::to_device_skipping).
+  void skip(const IndexArray& a, size_t at, size_t n) {
+    const size_t begin = (a.offset_ + at) * sizeof(int32_t), end = begin + n * sizeof(int32_t);
+    if (!holes_.empty() && holes_.back().end == begin) {
+      holes_.back().end = end;
+    } else {
+      holes_.push_back({begin, end});
+    }
   }
 
   // out = rows of items from page lists (see PagedSlotsParams), built on the device by
@@ -218,24 +233,27 @@ class StepUploads {
 
   // The one copy, into the arena when its layout still fits (else the arena gets new storage).
   const int32_t* upload(Device& dev, StepArena* arena, DeviceArray<int32_t>& own) {
+    int32_t* d = nullptr;
     if (!arena) {
       own = DeviceArray<int32_t>(dev, std::max<size_t>(host_.size(), 1));
-      if (!host_.empty()) dev.to_device(own.data(), host_.data(), host_.size() * sizeof(int32_t));
-      return own.data();
+      d = own.data();
+    } else {
+      if (arena->layout_ != layout_) {  // the sizes of every array: equal layouts, equal uploads
+        arena->storage_ = DeviceArray<int32_t>(dev, std::max<size_t>(host_.size(), 1));
+        arena->layout_ = layout_;
+        ++arena->generation_;
+      }
+      d = arena->storage_.data();
     }
-    if (arena->layout_ != layout_) {  // the sizes of every array: equal layouts, equal uploads
-      arena->storage_ = DeviceArray<int32_t>(dev, std::max<size_t>(host_.size(), 1));
-      arena->layout_ = layout_;
-      ++arena->generation_;
-    }
-    if (!host_.empty()) dev.to_device(arena->storage_.data(), host_.data(), host_.size() * sizeof(int32_t));
-    return arena->storage_.data();
+    if (!host_.empty()) dev.to_device_skipping(d, host_.data(), host_.size() * sizeof(int32_t), holes_);
+    return d;
   }
 
   static thread_local UploadBuffer buffer_;
   bool padded_;
   int layer_ = 0;
   UploadBuffer host_;
+  std::vector<Device::Range> holes_;  // bytes of host_ never written nor read (skip), ascending
   std::vector<int64_t> layout_;
   std::vector<IndexArray*> pending_;
   std::vector<Shared> shared_;
@@ -283,6 +301,8 @@ class UnitSlots {
       for (size_t k = 0; k < m.block.size(); ++k)
         if (m.block[k] >= 0) kv_.layer_slots(layer, state, unit.subspan(k * per, per), {rows + k * per, per});
     });
+    for (size_t k = 0; k < m.block.size(); ++k)
+      if (m.block[k] < 0) up.skip(e.rows, k * per, per);
     to_layer(up, e.out_slots, layer, out, m.slots);
   }
 

@@ -91,7 +91,7 @@ struct StepIndex {
   // upload (ms): where an index build's time goes (bench step prints them).
   double sync_ms = 0;
   double upload_ms = 0;
-  int64_t upload_bytes = 0;  // of the one upload (unwritten rows of a padded step included)
+  int64_t upload_bytes = 0;  // the one upload copies on the host (rows no one reads left out)
 
   // Everything the host builds reaches the device in one copy. Long slot lists (windows, indexer keys,
   // ratio-128 entries) are page lists until expand() runs ops.paged_slots on a layer's.

@@ -171,6 +171,10 @@ void CudaDevice::release(void* p) {
   DSV4_CUDA_CHECK(cudaFreeAsync(p, active_));
 }
 
+// Host-to-device copies up to this size go through pinned staging (a copy from pageable memory would
+// wait for the device); larger ones (weights) go straight from the source.
+constexpr size_t kStageMax = size_t{64} << 20;
+
 void* CudaDevice::stage(size_t bytes, bool after_sync) {
   constexpr size_t kAlign = 256, kBlock = size_t{8} << 20;
   staged_ = (staged_ + kAlign - 1) / kAlign * kAlign;
@@ -202,13 +206,22 @@ void* CudaDevice::stage(size_t bytes, bool after_sync) {
 void CudaDevice::to_device(void* dst, const void* src, size_t bytes) {
   if (!bytes) return;
   refuse_while_recording("a host-to-device copy");  // a replay would copy whatever staging then holds
-  constexpr size_t kStageMax = size_t{64} << 20;    // larger copies (weights) go straight from the source
-  if (bytes > kStageMax) {
+  if (bytes > kStageMax) {                          // larger copies (weights) go straight from the source
     DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, active_));
     return;
   }
   void* pinned = stage(bytes);
   std::memcpy(pinned, src, bytes);
+  DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, pinned, bytes, cudaMemcpyHostToDevice, active_));
+}
+
+// The staging copy leaves the skipped bytes out; the one device copy still moves the whole span (what
+// the skipped bytes then hold on the device is never read).
+void CudaDevice::to_device_skipping(void* dst, const void* src, size_t bytes, std::span<const Range> skip) {
+  if (!bytes || bytes > kStageMax || skip.empty()) return to_device(dst, src, bytes);
+  refuse_while_recording("a host-to-device copy");
+  void* pinned = stage(bytes);
+  copy_around(pinned, src, bytes, skip);
   DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, pinned, bytes, cudaMemcpyHostToDevice, active_));
 }
 

@@ -35,6 +35,7 @@ class CudaDevice final : public Device {
   void* allocate(size_t bytes) override;
   void release(void* p) override;
   void to_device(void* dst, const void* src, size_t bytes) override;
+  void to_device_skipping(void* dst, const void* src, size_t bytes, std::span<const Range> skip) override;
   void to_host(void* dst, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;  // any direction (unified addressing)
   void copy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows) override;
