@@ -15,7 +15,8 @@ namespace dsv4 {
 
 // An allocator whose resize() leaves new ints unwritten: the upload fills what is read (place() with −1
 // first, put() with its values), and a padded step's emission rows of items that emit nothing (most of
-// ~640 KB at b64: 128 rows an item of every ratio-128 layer) are never read, so never written.
+// ~640 KB at b64: 128 rows an item of every ratio-128 layer) are never read, so never written, nor copied
+// (StepUploads::skip).
 template <typename T>
 struct UnfilledAllocator : std::allocator<T> {
   template <typename U>

@@ -449,8 +449,8 @@ struct GemmRunner::Impl {
         if (off[e + 1] == off[e] || spills(e)) continue;
         for (int h = 0; ok && h < halves; ++h) {
           const size_t lane = static_cast<size_t>(issued++) % (lanes.size() + 1);  // 0: `stream` itself
-          ok = lane == 0 ? expert(first, count, e, h, stream, workspace)
-                         : expert(first, count, e, h, lanes[lane - 1].stream, lanes[lane - 1].workspace);
+          const Lane on = lane == 0 ? Lane{stream, workspace, nullptr} : lanes[lane - 1];
+          ok = expert(first, count, e, h, on.stream, on.workspace);
         }
       }
       if (own_rows) join_lanes();  // before the next pass widens into the same scratch, and the caller goes on

@@ -203,23 +203,17 @@ void* CudaDevice::stage(size_t bytes, bool after_sync) {
   return p;
 }
 
-void CudaDevice::to_device(void* dst, const void* src, size_t bytes) {
+void CudaDevice::to_device(void* dst, const void* src, size_t bytes) { to_device_skipping(dst, src, bytes, {}); }
+
+// The staging copy leaves the skipped bytes out; the one device copy still moves the whole span (what
+// the skipped bytes then hold on the device is never read).
+void CudaDevice::to_device_skipping(void* dst, const void* src, size_t bytes, std::span<const Range> skip) {
   if (!bytes) return;
   refuse_while_recording("a host-to-device copy");  // a replay would copy whatever staging then holds
   if (bytes > kStageMax) {                          // larger copies (weights) go straight from the source
     DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, active_));
     return;
   }
-  void* pinned = stage(bytes);
-  std::memcpy(pinned, src, bytes);
-  DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, pinned, bytes, cudaMemcpyHostToDevice, active_));
-}
-
-// The staging copy leaves the skipped bytes out; the one device copy still moves the whole span (what
-// the skipped bytes then hold on the device is never read).
-void CudaDevice::to_device_skipping(void* dst, const void* src, size_t bytes, std::span<const Range> skip) {
-  if (!bytes || bytes > kStageMax || skip.empty()) return to_device(dst, src, bytes);
-  refuse_while_recording("a host-to-device copy");
   void* pinned = stage(bytes);
   copy_around(pinned, src, bytes, skip);
   DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, pinned, bytes, cudaMemcpyHostToDevice, active_));
