@@ -166,6 +166,43 @@ std::vector<int32_t> random_slots(size_t n, int64_t range, std::mt19937& rng) {
   return v;
 }
 
+// (a') a prefill chunk's attention: `tokens` queries at the end of an 8K prompt, every list full (CSA: the
+// window and the indexer's 512; HCA: the window and the prompt's 64 entries), slots drawn from the prompt's
+// pool of entries (L2-resident, as the chunk's own keys and the prompt's compressed entries are).
+void attention_prefill_rows(Ops& ops) {
+  const int heads = 64, d = 512, r = 64, window = 128;
+  const int64_t ctx = 8192;
+  const KvEntryDims dims{d, r};
+  const int64_t eb = kv_entry_bytes(KvEntryFormat::kAttnFp8, dims);
+  std::mt19937 rng(2);
+  for (const char* kind : {"csa", "hca"}) {
+    const int64_t n_cmp = kind[0] == 'c' ? 512 : ctx / 128;
+    for (const int64_t t : {2048, 8192}) {
+      const int64_t pool = ctx + ctx / 4;
+      Buffers buf;
+      uint8_t* mem = buf.make<uint8_t>(static_cast<size_t>(pool * eb), Fill::kE4m3);
+      SparseAttentionParams p;
+      p.q = buf.make<uint16_t>(static_cast<size_t>(t * heads * d), Fill::kBf16);
+      p.out = buf.make<uint16_t>(static_cast<size_t>(t * heads * d), Fill::kZero);
+      p.tokens = t;
+      p.heads = heads;
+      p.head_dim = d;
+      p.rope_dim = r;
+      p.sink = buf.make<float>(static_cast<size_t>(heads), Fill::kF32);
+      p.softmax_scale = 1.0f / std::sqrt(static_cast<float>(d));
+      p.window = p.compressed = table_of(mem, pool, KvEntryFormat::kAttnFp8, dims);
+      p.window_slots = buf.upload(random_slots(static_cast<size_t>(t * window), pool, rng));
+      p.window_width = window;
+      p.compressed_slots = buf.upload(random_slots(static_cast<size_t>(t * n_cmp), pool, rng));
+      p.compressed_width = static_cast<int32_t>(n_cmp);
+      const double bytes = static_cast<double>(pool * eb + t * 2 * heads * d * 2);
+      const double flops = 4.0 * static_cast<double>(t * heads * d * (window + n_cmp));
+      emit(std::string("attn ") + kind + " prefill t" + std::to_string(t), time_ms({[&ops, p] { ops.sparse_attention(p); }}),
+           bytes, flops);
+    }
+  }
+}
+
 // (a) decode attention: window 128 + compressed (CSA: the indexer's 512, HCA: context/128).
 void attention_rows(Ops& ops) {
   const int heads = 64, d = 512, r = 64, window = 128, topk = 512;
@@ -207,6 +244,7 @@ void attention_rows(Ops& ops) {
       }
     }
   }
+  attention_prefill_rows(ops);
 }
 
 // (b) indexer scoring + top-512 over FP4 keys.
@@ -745,18 +783,18 @@ int main() {
   }
   if (want("moe-prefill")) {  // the MoE of a prefill chunk: a cuBLASLt matmul an expert (forced) against
     // the wgmma kernel; 32 experts (the preset) and 256 (V4-Flash); the cuBLASLt matmuls on the policy's
-    // stream(s) and on four
+    // streams and on one
     const auto on_wgmma = fast_with([](cuda::GemmPolicy& p) { p.lt_experts_min_rows = 0; });
     const auto lt_all = fast_with([](cuda::GemmPolicy& p) { p.lt_experts_min_rows = 1; });
-    const auto lt_four = fast_with([](cuda::GemmPolicy& p) {
+    const auto lt_one = fast_with([](cuda::GemmPolicy& p) {
       p.lt_experts_min_rows = 1;
-      p.lt_expert_streams = 4;
+      p.lt_expert_streams = 1;
     });
     moe_rows(*lt_all, " e32 fast lt", {2048, 4096, 6144, 8192}, 32);
-    moe_rows(*lt_four, " e32 fast lt s4", {2048, 4096, 6144, 8192}, 32);
+    moe_rows(*lt_one, " e32 fast lt s1", {2048, 4096, 6144, 8192}, 32);
     moe_rows(*on_wgmma, " e32 fast wgmma", {2048, 4096, 6144, 8192}, 32);
     moe_rows(*lt_all, " fast lt", {16384, 32768, 49152});
-    moe_rows(*lt_four, " fast lt s4", {16384, 32768, 49152});
+    moe_rows(*lt_one, " fast lt s1", {16384, 32768, 49152});
     moe_rows(*on_wgmma, " fast wgmma", {16384, 32768, 49152});
   }
   if (want("layer-gemms")) layer_gemm_rows(fast_ops, {1, 32, 8192});

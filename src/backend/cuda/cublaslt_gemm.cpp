@@ -392,22 +392,21 @@ struct GemmRunner::Impl {
   }
 
   // A grouped FP4 call as one cuBLASLt matmul an expert (lt_experts.h); false: the caller runs the wgmma
-  // kernel over every expert (rows this route wrote are written again). With lanes (lt_expert_streams > 1)
-  // the matmuls of a pass of widened experts spread over `stream` and the lanes, an expert and half on one
-  // of them, each expert of 4 rows or more writing only its own rows (gemm_plan.h lt_expert_pieces); experts
-  // of 1-3 rows spill and go first, on `stream` in ascending order, before the lanes fork.
+  // kernel over every expert (rows this route wrote are written again). The matmuls of a pass of widened
+  // experts spread over `stream` and the lanes (lt_expert_streams - 1), an expert and half on one of them,
+  // each expert of 4 rows or more writing only its own rows (gemm_plan.h lt_expert_pieces); experts of 1-3
+  // rows spill and go first, on `stream` in ascending order, before the lanes fork.
   bool lt_experts(const ExactBlockArgs& p, const GemmPlan& plan, int row_slack) {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     DSV4_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
     if (capture != cudaStreamCaptureStatusNone || row_slack < 3 || p.codes_ld % 16 != 0) return false;
     if (!lt_expert_counts(p)) return false;
     make_lanes();
-    const bool own_rows = !lanes.empty();
     const int32_t* off = host_words;
     const int64_t kblocks = p.kg / 128, wsld = weight_scale_ld(p.kg), wide_scale_floats = p.n / 128 * wsld;
     auto* x_scales =
         static_cast<float*>(act_scratch(static_cast<size_t>(lt_expert_scale_floats(kblocks, p.rows, p.experts)) * 4));
-    lt_expert_regroup_scales(p, own_rows, x_scales, stream);
+    lt_expert_regroup_scales(p, x_scales, stream);
     const int halves = has_pair(p) ? 2 : 1, per_pass = std::max(1, plan.lt_pass_experts);
     const int64_t slots = int64_t{halves} * per_pass;
     auto* wide = static_cast<uint8_t*>(widen_scratch(cuda::widened_bytes(slots, p.n, p.kg)));
@@ -417,7 +416,7 @@ struct GemmRunner::Impl {
       const int64_t slot = int64_t{h} * count + (e - first);
       const void* w = wide + slot * p.n * p.kg;
       const float* sa = wide_scales + slot * wide_scale_floats;
-      const LtPieces pieces = lt_expert_pieces(off[e + 1] - off[e], own_rows, kblocks);
+      const LtPieces pieces = lt_expert_pieces(off[e + 1] - off[e], kblocks);
       for (int i = 0; i < pieces.count; ++i) {
         const LtPiece& piece = pieces.piece[i];
         LtShape s;
@@ -438,12 +437,12 @@ struct GemmRunner::Impl {
       if (off[first + count] == off[first]) continue;
       lt_expert_widen(p, first, count, wide, wide_scales, stream);
       bool ok = true;
-      const auto spills = [&](int e) { return !own_rows || off[e + 1] - off[e] < 4; };
+      const auto spills = [&](int e) { return off[e + 1] - off[e] < 4; };
       for (int e = first; ok && e < first + count; ++e) {  // the spilling experts, in order, on `stream`
         if (off[e + 1] == off[e] || !spills(e)) continue;
         for (int h = 0; ok && h < halves; ++h) ok = expert(first, count, e, h, stream, workspace);
       }
-      if (own_rows) fork_lanes();
+      fork_lanes();
       int issued = 0;
       for (int e = first; ok && e < first + count; ++e) {
         if (off[e + 1] == off[e] || spills(e)) continue;
@@ -453,7 +452,7 @@ struct GemmRunner::Impl {
           ok = expert(first, count, e, h, on.stream, on.workspace);
         }
       }
-      if (own_rows) join_lanes();  // before the next pass widens into the same scratch, and the caller goes on
+      join_lanes();  // before the next pass widens into the same scratch, and the caller goes on
       if (!ok) return false;
     }
     return true;

@@ -119,9 +119,9 @@ struct GroupedGemmArgs {
   const uint8_t* const* w_scale_b = nullptr;
   uint16_t* y_b = nullptr;
   // Rows past offsets[experts] (up to 3) the call may read in a_codes and overwrite in y and y_b: the
-  // cuBLASLt route multiplies row counts rounded up to 4 (what its block-scaled GEMM takes), experts in
-  // ascending order, so each spill is overwritten by the next expert's own rows (on several streams only
-  // experts of 1-3 rows spill, before the others: gemm_plan.h lt_expert_pieces); it needs 3.
+  // cuBLASLt route multiplies an expert of 1-3 rows as 4 (what its block-scaled GEMM takes), those experts
+  // first, in ascending order on one stream, so each spill is written again by a later expert's own rows
+  // or lands past the last (gemm_plan.h lt_expert_pieces); it needs 3.
   int row_slack = 0;
 };
 void grouped_gemm(const GroupedGemmArgs& a, const GemmPolicy& policy, cudaStream_t stream);

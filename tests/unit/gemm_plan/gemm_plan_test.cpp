@@ -168,57 +168,52 @@ TEST(GemmPlan, Fp4ExpertsOfManyRowsRunOnCublasLtOneByOne) {
   low.lt_experts_min_rows = 256;
   const GemmWorkspaceQuery q = moe_step(50);
   EXPECT_GE(gemm_workspace_bytes(q, low, kH200) - gemm_workspace_bytes(q, off, kH200), kWidenBudgetBytes);
-  // The route's matmuls on lt_expert_streams streams (one by default): a cuBLASLt workspace for each beyond
-  // the first.
-  EXPECT_EQ(low.lt_expert_streams, 1);
+  // The route's matmuls on lt_expert_streams streams (four by default): a cuBLASLt workspace for each
+  // beyond the first.
+  EXPECT_EQ(low.lt_expert_streams, 4);
   GemmPolicy one = low;
-  low.lt_expert_streams = 4;
+  one.lt_expert_streams = 1;
   EXPECT_EQ(gemm_workspace_bytes(q, low, kH200) - gemm_workspace_bytes(q, one, kH200), 3 * kCublasLtWorkspaceBytes);
   EXPECT_EQ(gemm_workspace_bytes(q, one, kH200) - gemm_workspace_bytes(q, off, kH200), kWidenBudgetBytes);
 }
 
-// An expert's matmuls on the cuBLASLt route: one of its rows rounded up to 4 (spilling past it) on one
-// stream; on several, experts of 4 rows or more write only their own rows (the rows rounded down, then
-// the last four), experts of 1-3 rows keep the spilling form. Every row is covered, each piece's scales
-// fit the expert's block (kblocks x (rows + 4) floats) without overlapping the one before.
+// An expert's matmuls on the cuBLASLt route (on several streams): experts of 4 rows or more write only
+// their own rows (the rows rounded down, then the last four), experts of 1-3 rows multiply 4 (spilling
+// past them). Every row is covered, each piece's scales fit the expert's block (kblocks x (rows + 4)
+// floats) without overlapping the one before.
 TEST(GemmPlan, CublasLtExpertPiecesCoverTheirRows) {
   constexpr int64_t kb = 32;
-  const auto pieces = [](int64_t rows, bool own) { return lt_expert_pieces(rows, own, kb); };
-  EXPECT_EQ(pieces(0, true).count, 0);
-  EXPECT_EQ(pieces(0, false).count, 0);
+  const auto pieces = [](int64_t rows) { return lt_expert_pieces(rows, kb); };
+  EXPECT_EQ(pieces(0).count, 0);
   for (const int64_t rows : {1, 2, 3}) {
-    const LtPieces p = pieces(rows, true);
+    const LtPieces p = pieces(rows);
     ASSERT_EQ(p.count, 1);
     EXPECT_EQ(p.piece[0].first, 0);
     EXPECT_EQ(p.piece[0].rows, 4);
   }
-  const LtPieces nine = pieces(9, true);
+  const LtPieces nine = pieces(9);
   ASSERT_EQ(nine.count, 2);
   EXPECT_EQ(nine.piece[0].rows, 8);
   EXPECT_EQ(nine.piece[1].first, 5);
   EXPECT_EQ(nine.piece[1].rows, 4);
   EXPECT_EQ(nine.piece[1].scale_offset, 8 * kb);
-  EXPECT_EQ(pieces(9, false).count, 1);
-  EXPECT_EQ(pieces(9, false).piece[0].rows, 12);
-  EXPECT_EQ(pieces(96, true).count, 1);
+  EXPECT_EQ(pieces(96).count, 1);
   for (int64_t rows = 1; rows <= 70; ++rows) {
-    for (const bool own : {false, true}) {
-      const LtPieces p = pieces(rows, own);
-      std::vector<int> covered(static_cast<size_t>(rows + 4), 0);
-      int64_t scale_end = 0;
-      for (int i = 0; i < p.count; ++i) {
-        const LtPiece& x = p.piece[i];
-        EXPECT_EQ(x.rows % 4, 0);
-        EXPECT_GE(x.scale_offset, scale_end) << rows;
-        scale_end = x.scale_offset + kb * x.rows;
-        for (int64_t r = x.first; r < x.first + x.rows; ++r) ++covered[static_cast<size_t>(r)];
-      }
-      EXPECT_LE(scale_end, kb * (rows + 4)) << rows;
-      for (int64_t r = 0; r < rows; ++r) EXPECT_GE(covered[static_cast<size_t>(r)], 1) << rows << " row " << r;
-      // Own rows only, where the expert has four or more: nothing written past it.
-      if (own && rows >= 4) {
-        for (int64_t r = rows; r < rows + 4; ++r) EXPECT_EQ(covered[static_cast<size_t>(r)], 0) << rows;
-      }
+    const LtPieces p = pieces(rows);
+    std::vector<int> covered(static_cast<size_t>(rows + 4), 0);
+    int64_t scale_end = 0;
+    for (int i = 0; i < p.count; ++i) {
+      const LtPiece& x = p.piece[i];
+      EXPECT_EQ(x.rows % 4, 0);
+      EXPECT_GE(x.scale_offset, scale_end) << rows;
+      scale_end = x.scale_offset + kb * x.rows;
+      for (int64_t r = x.first; r < x.first + x.rows; ++r) ++covered[static_cast<size_t>(r)];
+    }
+    EXPECT_LE(scale_end, kb * (rows + 4)) << rows;
+    for (int64_t r = 0; r < rows; ++r) EXPECT_GE(covered[static_cast<size_t>(r)], 1) << rows << " row " << r;
+    // Own rows only, where the expert has four or more: nothing written past it.
+    if (rows >= 4) {
+      for (int64_t r = rows; r < rows + 4; ++r) EXPECT_EQ(covered[static_cast<size_t>(r)], 0) << rows;
     }
   }
 }
@@ -437,8 +432,9 @@ TEST(GemmPlan, WorkspaceCoversEachTiersScratch) {
   // Fast: wo_b-wide pairs split K most at one row (17 splits of 2 x 4096 floats), the widening's budget.
   const int64_t fast = gemm_workspace_bytes(q, policy(Numerics::kFast), kH200);
   EXPECT_GE(fast, codes + 4 * 2 * 17 * 4096 + kWidenBudgetBytes + kCublasLtWorkspaceBytes);
-  // ... and the FP4 widening's budget (a pair of the widest weight past it).
-  EXPECT_LT(fast, codes + (int64_t{64} << 20) + kWidenBudgetBytes + kCublasLtWorkspaceBytes);
+  // ... and the FP4 widening's budget (a pair of the widest weight past it), a cuBLASLt workspace a stream
+  // of the experts' matmuls.
+  EXPECT_LT(fast, codes + (int64_t{64} << 20) + kWidenBudgetBytes + 4 * kCublasLtWorkspaceBytes);
   // More rows, more codes.
   GemmWorkspaceQuery more = q;
   more.rows = more.routed_rows = 4 * q.routed_rows;
@@ -511,11 +507,11 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::unsetenv("DSV4_GEMM_FAST_MMA_MAX_ROWS");
   EXPECT_NE(GemmPolicy::from_env(Numerics::kFast)
                 .describe()
-                .find("FP4 experts on cuBLASLt from 768 rows an expert, 1 stream;"),
+                .find("FP4 experts on cuBLASLt from 768 rows an expert, 4 streams;"),
             std::string::npos);
-  ::setenv("DSV4_GEMM_LT_EXPERT_STREAMS", "4", 1);
-  EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).lt_expert_streams, 4);
-  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("768 rows an expert, 4 streams;"), std::string::npos);
+  ::setenv("DSV4_GEMM_LT_EXPERT_STREAMS", "2", 1);
+  EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).lt_expert_streams, 2);
+  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("768 rows an expert, 2 streams;"), std::string::npos);
   ::setenv("DSV4_GEMM_LT_EXPERT_STREAMS", "0", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).lt_expert_streams, 1);
   ::unsetenv("DSV4_GEMM_LT_EXPERT_STREAMS");

@@ -81,11 +81,11 @@ struct GemmPolicy {
   // expert after reading the counts is slower than the GPU there (docs/perf.md).
   int64_t lt_experts_min_rows = 768;
   // ... their matmuls spread over this many streams (the runner's and lt_expert_streams - 1 more, each
-  // with its own cuBLASLt workspace; DSV4_GEMM_LT_EXPERT_STREAMS, 1 to 8), each expert then writing only its
-  // own rows (lt_expert_pieces): one expert's matmul of a few hundred rows fills a fraction of the GPU. One
-  // until the spill-free form is measured (the spilling form on four streams: 8-19% faster on the H200 and
-  // wrong, docs/perf.md).
-  int lt_expert_streams = 1;
+  // with its own cuBLASLt workspace; DSV4_GEMM_LT_EXPERT_STREAMS, 1 to 8), each expert writing only its own
+  // rows (lt_expert_pieces): one expert's matmul of a few hundred rows fills a fraction of the GPU. H100,
+  // four streams against one: the MoE of 2048-8192 tokens over 32 experts 1.5-7% faster, 256 experts
+  // 1-8% (docs/perf.md).
+  int lt_expert_streams = 4;
   // Fast tier: fp32 weights of at least this many rows on the fused multiply-add kernel (fast_sgemm.h);
   // at most plain_gemv_max_rows rows on the few-row kernel (fast_plain_gemv.h): fp32 weights, plain
   // pairs and bf16 weights of at most kPlainGemvMaxCols columns (wider ones, the head, stay on
@@ -202,11 +202,11 @@ struct GemmPlan {
 };
 
 // kCublasLtExperts: the matmuls of one expert of `rows` rows. cuBLASLt's block-scaled GEMM takes row
-// counts that are multiples of 4, so the serial form multiplies round4(rows) rows and writes up to three
-// rows past the expert, which the next expert's own matmul (after it, on one stream) writes again. On
-// several streams (`own_rows`) an expert of at least 4 rows writes only its own: its rows rounded down to 4,
-// then (rows % 4) its last four rows, a second matmul on the same stream after the first; experts of 1-3
-// rows keep the spilling form and run first, on one stream in ascending order. A piece's rows start at
+// counts that are multiples of 4, and the experts' matmuls run on several streams, so an expert of at
+// least 4 rows writes only its own: its rows rounded down to 4, then (rows % 4) its last four rows, a
+// second matmul on the same stream after the first. An expert of 1-3 rows multiplies 4 and writes past
+// its rows, which the next experts' matmuls write again: those run first, on one stream in ascending
+// order, before the streams fork. A piece's rows start at
 // `first` (from the expert's first row); its regrouped activation scales, [kblocks][rows], start
 // `scale_offset` floats into the expert's block (lt_experts.h), which has room for kblocks x (rows + 4).
 struct LtPiece {
@@ -218,11 +218,11 @@ struct LtPieces {
   LtPiece piece[2];
   int count = 0;
 };
-constexpr LtPieces lt_expert_pieces(int64_t rows, bool own_rows, int64_t kblocks) {
+constexpr LtPieces lt_expert_pieces(int64_t rows, int64_t kblocks) {
   LtPieces p;
   if (rows <= 0) return p;
-  if (!own_rows || rows < 4) {
-    p.piece[p.count++] = {0, (rows + 3) / 4 * 4, 0};
+  if (rows < 4) {
+    p.piece[p.count++] = {0, 4, 0};
     return p;
   }
   const int64_t body = rows / 4 * 4;

@@ -109,7 +109,7 @@ __global__ void widen_kernel(const ExactBlockArgs p, int first, int count, uint8
 
 // A thread a (K block, routed row): its scale copied into each piece of its expert that holds the row.
 __global__ void regroup_kernel(const float* scales, int64_t scale_ld, int64_t kblocks, int64_t rows,
-                               const int32_t* offsets, int experts, bool own_rows, float* out) {
+                               const int32_t* offsets, int experts, float* out) {
   pdl_enter();
   const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (i >= kblocks * rows) return;
@@ -125,7 +125,7 @@ __global__ void regroup_kernel(const float* scales, int64_t scale_ld, int64_t kb
     }
   }
   const int64_t first = offsets[lo], at = r - first, base = lt_expert_scale_base(kblocks, first, lo);
-  const LtPieces pieces = lt_expert_pieces(offsets[lo + 1] - first, own_rows, kblocks);
+  const LtPieces pieces = lt_expert_pieces(offsets[lo + 1] - first, kblocks);
   const float v = scales[kb * scale_ld + r];
   for (int p = 0; p < pieces.count; ++p) {
     const LtPiece& x = pieces.piece[p];
@@ -156,12 +156,12 @@ void lt_expert_widen(const ExactBlockArgs& a, int first, int count, uint8_t* wid
   launch_kernel(widen_kernel, grid, dim3(kRowsPerBlock), 0, stream, a, first, count, wide, scales);
 }
 
-void lt_expert_regroup_scales(const ExactBlockArgs& a, bool own_rows, float* out, cudaStream_t stream) {
+void lt_expert_regroup_scales(const ExactBlockArgs& a, float* out, cudaStream_t stream) {
   require_call(a);
   const int64_t kblocks = a.kg / 128, threads = kblocks * a.rows;
   if (threads == 0) return;
   launch_kernel(regroup_kernel, static_cast<unsigned>(cdiv(threads, 256)), dim3(256), 0, stream, a.scales, a.scale_ld,
-                kblocks, a.rows, a.offsets, a.experts, own_rows, out);
+                kblocks, a.rows, a.offsets, a.experts, out);
 }
 
 }  // namespace dsv4::cuda

@@ -44,8 +44,8 @@ inline int64_t lt_expert_scale_floats(int64_t kblocks, int64_t rows, int experts
 }
 
 // scales [kblocks][scale_ld] (a.scales, a.scale_ld: the routed rows' 1x128 scales) -> each piece of each
-// expert (lt_expert_pieces(rows, own_rows)): [kblocks][the piece's rows] at out +
+// expert (lt_expert_pieces): [kblocks][the piece's rows] at out +
 // lt_expert_scale_base(kblocks, offsets[e], e) + its scale_offset (rows past the expert's: left unwritten).
-void lt_expert_regroup_scales(const ExactBlockArgs& a, bool own_rows, float* out, cudaStream_t stream);
+void lt_expert_regroup_scales(const ExactBlockArgs& a, float* out, cudaStream_t stream);
 
 }  // namespace dsv4::cuda
