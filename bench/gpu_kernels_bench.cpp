@@ -205,6 +205,7 @@ void attention_prefill_rows(Ops& ops) {
 
 // (a) decode attention: window 128 + compressed (CSA: the indexer's 512, HCA: context/128).
 void attention_rows(Ops& ops) {
+  attention_prefill_rows(ops);
   const int heads = 64, d = 512, r = 64, window = 128, topk = 512;
   const KvEntryDims dims{d, r};
   const int64_t eb = kv_entry_bytes(KvEntryFormat::kAttnFp8, dims);
@@ -244,7 +245,6 @@ void attention_rows(Ops& ops) {
       }
     }
   }
-  attention_prefill_rows(ops);
 }
 
 // (b) indexer scoring + top-512 over FP4 keys.
@@ -388,11 +388,14 @@ void compressor_rows(Ops& ops, const std::string& suffix = "", std::initializer_
 // (d) FP8 GEMMs at the V4-Flash shapes, timed in chains of launches (time_chain_ms) over weight
 // copies that together exceed L2.
 // suffix names the FP8 GEMM mode of ops ("" for the default exact kernel); ms the row counts.
-void gemm_rows(Ops& ops, const std::string& suffix, std::initializer_list<int64_t> ms = {1, 32, 256, 8192}) {
+// `only`: those weights (by name), else all.
+void gemm_rows(Ops& ops, const std::string& suffix, std::initializer_list<int64_t> ms = {1, 32, 256, 8192},
+               std::initializer_list<std::string_view> only = {}) {
   const std::pair<const char*, std::pair<int64_t, int64_t>> shapes[] = {
       {"wq_a", {1024, 4096}}, {"wq_b", {32768, 1024}},     {"wkv", {512, 4096}},
       {"wo_b", {4096, 8192}}, {"shared_w1", {2048, 4096}}, {"shared_w2", {4096, 2048}}};
   for (const auto& [name, nk] : shapes) {
+    if (only.size() > 0 && std::find(only.begin(), only.end(), name) == only.end()) continue;
     const auto [n, k] = nk;
     for (const int64_t m : ms) {
       Buffers buf;
@@ -718,6 +721,8 @@ int main() {
     indexer_rows(fast_ops, cuda::GemmPolicy::from_env(Numerics::kFast).indexer_dots, " fast");
   }
   if (want("attention")) attention_rows(ops);
+  if (want("attention-prefill")) attention_prefill_rows(ops);  // for Nsight: its first launches are CSA t2048's
+  if (want("gemv-m32")) gemm_rows(fast_ops, " gemv", {32}, {"wq_b", "wo_b"});  // for Nsight: a decode batch
   if (want("indexer")) indexer_rows(ops, cuda::IndexerDots::kCudaCores, "");
   if (want("indexer-fast")) {  // the fast tier's kernels side by side
     for (const cuda::IndexerDots dots : {cuda::IndexerDots::kMmaSync, cuda::IndexerDots::kWgmma}) {
