@@ -197,8 +197,8 @@ void attention_prefill_rows(Ops& ops) {
       p.compressed_width = static_cast<int32_t>(n_cmp);
       const double bytes = static_cast<double>(pool * eb + t * 2 * heads * d * 2);
       const double flops = 4.0 * static_cast<double>(t * heads * d * (window + n_cmp));
-      emit(std::string("attn ") + kind + " prefill t" + std::to_string(t), time_ms({[&ops, p] { ops.sparse_attention(p); }}),
-           bytes, flops);
+      emit(std::string("attn ") + kind + " prefill t" + std::to_string(t),
+           time_ms({[&ops, p] { ops.sparse_attention(p); }}), bytes, flops);
     }
   }
 }
@@ -240,8 +240,8 @@ void attention_rows(Ops& ops) {
         }
         const double bytes = static_cast<double>(b * ((window + n_cmp) * eb + 2 * heads * d * 2));
         const double flops = 4.0 * static_cast<double>(b * heads * d * (window + n_cmp));
-        emit(std::string("attn ") + kind + " b" + std::to_string(b) + " ctx" + std::to_string(ctx), time_ms(variants),
-             bytes, flops);
+        emit(std::string("attn ") + kind + " b" + std::to_string(b) + " ctx" + std::to_string(ctx),
+             time_ms(variants), bytes, flops);
       }
     }
   }
@@ -685,7 +685,7 @@ int main() {
   cuda::CudaOps fast_ops(dev, cuda::GemmPolicy::from_env(Numerics::kFast));
   std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
   // DSV4_KERNELS (comma list of gemm, fast, attention, indexer, indexer-fast, compressor, moe, hc, hc-chain,
-  // hc-ring, imma-decode, simt, wgmma, gemv, gemv-parts, wo-a, compressor-fast,
+  // hc-ring, hc-fast, imma-decode, simt, wgmma, gemv, gemv-parts, gemv-m32, wo-a, compressor-fast, attention-prefill,
   // moe-decode, layer-gemms, kv-restore): only those rows. "fast": the GEMM, MoE and hc_pre rows on the fast tier
   // (suffix " fast"); the others are the exact tier's. Unset: the M1.8 table's families (the defaults' rows); the
   // experiments' families only when named.
@@ -722,6 +722,7 @@ int main() {
   }
   if (want("attention")) attention_rows(ops);
   if (want("attention-prefill")) attention_prefill_rows(ops);  // for Nsight: its first launches are CSA t2048's
+  if (want("hc-fast")) hc_rows(fast_ops, " fast");             // the fast tier's hc_pre alone
   if (want("gemv-m32")) gemm_rows(fast_ops, " gemv", {32}, {"wq_b", "wo_b"});  // for Nsight: a decode batch
   if (want("indexer")) indexer_rows(ops, cuda::IndexerDots::kCudaCores, "");
   if (want("indexer-fast")) {  // the fast tier's kernels side by side

@@ -859,48 +859,69 @@ __global__ void __launch_bounds__(kThreads) hc_mix_fast_kernel(HcLaunch a, float
 
 // ---- The fast tier's mix for many tokens ----
 // A CTA per (part of kTileChunk columns, kTileTokens tokens), four tokens a warp: each step stages the
-// fn columns [c0, c0 + 128) of every mix row in shared memory once for the CTA's tokens, each lane
+// fn columns [c0, c0 + 128) of every mix row and the CTA's tokens' h columns in shared memory (cp.async,
+// two buffers: the next step's copies run under this step's multiplies, one barrier a step), each lane
 // multiplies four columns of its warp's tokens into registers; at the end each warp adds its lanes
 // in a fixed butterfly and writes the part's rows. fn is read once a token group, not once a token.
+// A lane's 4 x 25 sums take ~200 registers: one CTA an SM (two spilled them).
 constexpr int kTileTokens = 32;
 constexpr int kTileWarpTokens = kTileTokens / (kThreads / kWarp);
 constexpr int kTileStep = 4 * kWarp;
 constexpr int64_t kTileChunk = 2048;
 
-__global__ void __launch_bounds__(kThreads, 2) hc_mix_tiles_kernel(HcLaunch a, float* raw) {
+struct MixTileSmem {
+  float4 fn[2][kFastMaxMix][kTileStep / 4];
+  uint2 h[2][kTileTokens][kTileStep / 4];  // four bf16 a lane
+};
+
+// cp.async of step c0's fn and h columns into buffer `buf` (zeros past c_end and past the last token).
+__device__ void stage_mix_tile(const HcLaunch& a, int64_t c0, int64_t c_end, int64_t t_base, int buf,
+                               MixTileSmem& sm) {
+  const int64_t width = a.hc * a.dim;
+  constexpr int kUnits = kTileStep / 4;
+  for (int i = threadIdx.x; i < a.mix * kUnits; i += kThreads) {
+    const int o = i / kUnits, q = i % kUnits;
+    const int64_t c = c0 + 4 * q;
+    const bool in = c < c_end;
+    cp_async<16>(&sm.fn[buf][o][q], a.fn + o * width + (in ? c : 0), in ? 16 : 0);
+  }
+  for (int i = threadIdx.x; i < kTileTokens * kUnits; i += kThreads) {
+    const int t = i / kUnits, q = i % kUnits;
+    const int64_t c = c0 + 4 * q, token = t_base + t;
+    const bool in = c < c_end && token < a.tokens;
+    cp_async<8>(&sm.h[buf][t][q], a.h + (in ? token * width + c : 0), in ? 8 : 0);
+  }
+  cp_async_commit();
+}
+
+__global__ void __launch_bounds__(kThreads, 1) hc_mix_tiles_kernel(HcLaunch a, float* raw) {
   pdl_enter();
   constexpr int kOut = kFastMaxMix + 1;  // the mix outputs, then the sum of squares
   constexpr int kT = kTileWarpTokens;
-  __shared__ float4 ws[kFastMaxMix][kTileStep / 4];
+  __shared__ MixTileSmem sm;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int64_t width = a.hc * a.dim, row = a.mix + kSqLanes;
   const int64_t c_begin = int64_t{blockIdx.x} * kTileChunk, c_end = min(width, c_begin + kTileChunk);
-  const int64_t t0 = int64_t{blockIdx.y} * kTileTokens + warp * kT;
+  const int64_t t_base = int64_t{blockIdx.y} * kTileTokens, t0 = t_base + warp * kT;
   float acc[kT][kOut];
 #pragma unroll
   for (int t = 0; t < kT; ++t) {
 #pragma unroll
     for (int o = 0; o < kOut; ++o) acc[t][o] = 0.0f;
   }
-  for (int64_t c0 = c_begin; c0 < c_end; c0 += kTileStep) {  // width % 4 == 0: whole float4s
-    __syncthreads();                                         // the last step's reads of ws are done
-    for (int i = threadIdx.x; i < a.mix * (kTileStep / 4); i += kThreads) {
-      const int o = i / (kTileStep / 4), q = i % (kTileStep / 4);
-      const int64_t c = c0 + 4 * q;
-      ws[o][q] = c < c_end ? __ldg(reinterpret_cast<const float4*>(a.fn + o * width + c)) : make_float4(0, 0, 0, 0);
-    }
-    __syncthreads();
-    const int64_t c = c0 + 4 * lane;
+  stage_mix_tile(a, c_begin, c_end, t_base, 0, sm);
+  int buf = 0;
+  for (int64_t c0 = c_begin; c0 < c_end; c0 += kTileStep, buf ^= 1) {
+    cp_async_wait_all();
+    __syncthreads();  // this step's columns are in `buf`; every warp is done with the other buffer
+    if (c0 + kTileStep < c_end) stage_mix_tile(a, c0 + kTileStep, c_end, t_base, buf ^ 1, sm);
     float x[kT][4];
 #pragma unroll
-    for (int t = 0; t < kT; ++t) {
-      x[t][0] = x[t][1] = x[t][2] = x[t][3] = 0.0f;
-      if (c < c_end && t0 + t < a.tokens) bf16x4(a.h + (t0 + t) * width + c, x[t]);
-    }
+    for (int t = 0; t < kT; ++t) bf16x4(sm.h[buf][warp * kT + t][lane], x[t]);
 #pragma unroll
     for (int o = 0; o < kFastMaxMix; ++o) {
       if (o >= a.mix) break;  // uniform
-      const float4 w = ws[o][lane];
+      const float4 w = sm.fn[buf][o][lane];
 #pragma unroll
       for (int t = 0; t < kT; ++t) {
         float v = acc[t][o];
