@@ -108,7 +108,7 @@ double e5m2_value(uint8_t c) {
 }
 
 void expect_e5m2(uint32_t v, int shift) {
-  const HalfWords w = e2m1x8_e5m2_by_table(v, e5m2_table(shift));
+  const HalfWords w = e2m1x8_by_table(v, e5m2_table(shift));
   for (int i = 0; i < 8; ++i) {
     const uint8_t code = (v >> (4 * i)) & 15u, got = byte_of(i < 4 ? w.lo : w.hi, i % 4);
     if (shift < -13) {
@@ -132,6 +132,31 @@ TEST(Fp4Shift, TableWordsWidenEveryCodeTimesTwoToTheShiftToE5m2) {
       }
     }
     for (int rep = 0; rep < 2000; ++rep) expect_e5m2(rng(), shift);
+  }
+}
+
+void expect_e4m3(uint32_t v, int shift) {
+  const HalfWords w = e2m1x8_by_table(v, e4m3_table(shift));
+  for (int i = 0; i < 8; ++i) {
+    const uint8_t code = (v >> (4 * i)) & 15u, got = byte_of(i < 4 ? w.lo : w.hi, i % 4);
+    const float want = std::ldexp(e2m1_to_float(code), shift);
+    ASSERT_EQ(std::bit_cast<uint32_t>(e4m3_to_float(got)), std::bit_cast<uint32_t>(want))
+        << "word " << std::hex << v << " nibble " << std::dec << i << " shift " << shift;
+  }
+}
+
+// The cuBLASLt route's re-encoding (lt_experts.cu): every code in every nibble at every shift an exact
+// block can have (-8 to 6: subnormal entries below -5) is the e4m3 code of its value times 2^shift, the
+// sign (negative zero's included) as the float conversion it replaced gives it.
+TEST(Fp4Shift, TableWordsReencodeEveryCodeTimesTwoToTheShiftToE4m3) {
+  std::mt19937 rng(17);
+  for (int shift = -8; shift <= 6; ++shift) {
+    for (int i = 0; i < 8; ++i) {
+      for (uint32_t code = 0; code < 16; ++code) {
+        for (int rep = 0; rep < 8; ++rep) expect_e4m3((rng() & ~(15u << (4 * i))) | (code << (4 * i)), shift);
+      }
+    }
+    for (int rep = 0; rep < 2000; ++rep) expect_e4m3(rng(), shift);
   }
 }
 

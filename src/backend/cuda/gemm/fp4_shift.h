@@ -19,6 +19,7 @@
 // magnitudes come from a table word whose entries already carry the block's 4·shift in their exponent
 // field (one table a block instead of an addition a code; zero stays zero), the signs from a second
 // word that is empty for a block out of reach (shift below -13: zeros, as the wgmma kernel reports).
+// The cuBLASLt route's re-encoding to e4m3 (lt_experts.h) takes the same table form with e4m3 entries.
 //
 // Plain C++ (core/host_device.h): the CPU tests check every form against the formats' definitions.
 #pragma once
@@ -70,13 +71,15 @@ DSV4_HOST_DEVICE uint32_t ue8m0_bits(uint32_t sw, uint32_t specials, int b) {
   return exponent | quiet;
 }
 
-// A 32-wide block's table words for FP4 per 128: shift = e - top + 13 (at most 13).
-struct E5m2Table {
-  uint32_t lo;    // e5m2 of 2^shift x {0, 0.5, 1, 1.5}
+// A 32-wide block's table words: the FP8 codes of its eight e2m1 magnitudes times 2^shift.
+struct Fp8Table {
+  uint32_t lo;    // codes of 2^shift x {0, 0.5, 1, 1.5}
   uint32_t hi;    // of 2^shift x {2, 3, 4, 6}
   uint32_t sign;  // 0x80 in every byte, or 0 past the reach
 };
-DSV4_HOST_DEVICE E5m2Table e5m2_table(int shift) {
+
+// e5m2, FP4 per 128: shift = e - top + 13 (at most 13).
+DSV4_HOST_DEVICE Fp8Table e5m2_table(int shift) {
   if (shift < -13) return {0u, 0u, 0u};
   // 4·shift added to every nonzero entry's exponent field: entries stay within 0x04..0x7a, so no byte
   // carries or borrows (unsigned arithmetic wraps a negative step exactly).
@@ -89,8 +92,29 @@ struct HalfWords {
   uint32_t hi;  // from codes 4-7
 };
 
-// Eight e2m1 codes (nibble i = code i) as eight e5m2 bytes by a block's table, in K order.
-DSV4_HOST_DEVICE HalfWords e2m1x8_e5m2_by_table(uint32_t v, const E5m2Table& t) {
+// e4m3 code of num·2^exp2 (num 1 or 3), a value e4m3 holds: normal from 2^-6, else a multiple of 2^-9.
+DSV4_HOST_DEVICE uint32_t e4m3_of(uint32_t num, int exp2) {
+  const int lg = num == 1 ? exp2 : exp2 + 1;  // 3·2^k = 1.5·2^(k+1)
+  if (lg >= -6) return (static_cast<uint32_t>(lg + 7) << 3) | (num == 1 ? 0u : 4u);
+  return exp2 >= -9 ? num << (exp2 + 9) : 0u;
+}
+
+// e4m3, the cuBLASLt route's exact re-encoding (lt_experts.h): shift = e - top, from -8 to 6. From -5 up
+// every nonzero entry is normal and gets 8·shift added to its exponent field (entries stay within
+// 0x08..0x7c: no byte carries or borrows); below, 0.5·2^shift is subnormal and each entry is made alone.
+DSV4_HOST_DEVICE Fp8Table e4m3_table(int shift) {
+  if (shift >= -5) {
+    const uint32_t step = static_cast<uint32_t>(8 * shift);
+    return {0x3c383000u + step * 0x01010100u, 0x4c484440u + step * 0x01010101u, 0x80808080u};
+  }
+  return {(e4m3_of(1, shift - 1) << 8) | (e4m3_of(1, shift) << 16) | (e4m3_of(3, shift - 1) << 24),
+          e4m3_of(1, shift + 1) | (e4m3_of(3, shift) << 8) | (e4m3_of(1, shift + 2) << 16) |
+              (e4m3_of(3, shift + 1) << 24),
+          0x80808080u};
+}
+
+// Eight e2m1 codes (nibble i = code i) as eight FP8 bytes by a block's table, in K order.
+DSV4_HOST_DEVICE HalfWords e2m1x8_by_table(uint32_t v, const Fp8Table& t) {
   const uint32_t mag = v & 0x77777777u, sign = (v >> 1) & 0x44444444u;  // sign nibble 4 picks t.sign's byte
   return {byte_perm(t.lo, t.hi, mag) | byte_perm(0u, t.sign, sign),
           byte_perm(t.lo, t.hi, mag >> 16) | byte_perm(0u, t.sign, sign >> 16)};

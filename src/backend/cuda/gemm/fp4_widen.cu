@@ -36,9 +36,9 @@ __global__ void widen_kernel(const ExactBlockArgs p, int experts, int32_t* err) 
 #pragma unroll
   for (int u = 0; u < 4; ++u) {  // a 16-byte unit of codes is one 32-wide sub-block
     const uint4 v = src[u];
-    const E5m2Table t = e5m2_table(static_cast<int>((sw >> (8 * u)) & 255u) - static_cast<int>(top) + 13);
-    const HalfWords c0 = e2m1x8_e5m2_by_table(v.x, t), c1 = e2m1x8_e5m2_by_table(v.y, t);
-    const HalfWords c2 = e2m1x8_e5m2_by_table(v.z, t), c3 = e2m1x8_e5m2_by_table(v.w, t);
+    const Fp8Table t = e5m2_table(static_cast<int>((sw >> (8 * u)) & 255u) - static_cast<int>(top) + 13);
+    const HalfWords c0 = e2m1x8_by_table(v.x, t), c1 = e2m1x8_by_table(v.y, t);
+    const HalfWords c2 = e2m1x8_by_table(v.z, t), c3 = e2m1x8_by_table(v.w, t);
     dst[2 * u] = uint4{c0.lo, c0.hi, c1.lo, c1.hi};
     dst[2 * u + 1] = uint4{c2.lo, c2.hi, c3.lo, c3.hi};
   }

@@ -1,8 +1,8 @@
 // Device work of the cuBLASLt-per-expert route (lt_experts.h).
-#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gemm/fp4_shift.h"
 #include "backend/cuda/gemm/lt_experts.h"
 #include "backend/cuda/gemm_tiles.cuh"
 #include "backend/cuda/launch.cuh"
@@ -56,54 +56,34 @@ __global__ void span_check_kernel(const ExactBlockArgs p, int32_t* flag) {
   if (!block_exact(block_scale_range(sw)) && threadIdx.x == 0) *flag = 1;
 }
 
-// An e2m1 code (sign in bit 3) times 2^shift as fp32, built from its bits: exponent field 0 holds 0
-// and 0.5, fields 1-3 hold 1-6 with one mantissa bit.
-__device__ __forceinline__ float e2m1_scaled(uint32_t code, int shift) {
-  const uint32_t m = code & 7u, sign = (code & 8u) << 28;
-  const uint32_t normal = (((m >> 1) + 126u + static_cast<uint32_t>(shift)) << 23) | ((m & 1u) << 22);
-  const uint32_t half = static_cast<uint32_t>(126 + shift) << 23;
-  return __uint_as_float(sign | (m >= 2 ? normal : (m ? half : 0u)));
-}
-
-// Eight e2m1 codes (nibble i = code i) times 2^shift as eight e4m3 bytes: exact for the shifts of an
-// exact block (−8..6), whose values e4m3 represents, so the conversion does not round.
-__device__ __forceinline__ uint2 e2m1x8_e4m3_scaled(uint32_t v, int shift) {
-  uint32_t out[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    uint32_t word = 0;
-#pragma unroll
-    for (int q = 0; q < 2; ++q) {
-      const uint32_t byte = v >> (16 * h + 8 * q);
-      const float2 f{e2m1_scaled(byte, shift), e2m1_scaled(byte >> 4, shift)};
-      word |= static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(f, __NV_SATFINITE, __NV_E4M3)) << (16 * q);
-    }
-    out[h] = word;
-  }
-  return {out[0], out[1]};
-}
-
-// grid (K blocks, row blocks, count x halves): one 128x128 block of one weight slot.
+// grid (K blocks, row blocks, count x halves): one 128x128 block of one weight slot. Thread t reads row
+// t's scale word for the block's range, then re-encodes sub-block t % 4 of rows t / 4 + 32i by its table
+// (fp4_shift.h): a warp's loads and stores cover eight rows' contiguous bytes.
 __global__ void widen_kernel(const ExactBlockArgs p, int first, int count, uint8_t* wide, float* scales) {
   pdl_enter();
+  __shared__ uint32_t row_scales[kRowsPerBlock];
   const int j = static_cast<int>(blockIdx.z), e = first + j % count, half = j / count;
   const ExpertWeight w = expert_weight(p, e, half);
   if (!w.w) return;
-  const int64_t kb = blockIdx.x, rb = blockIdx.y, r = rb * kRowsPerBlock + threadIdx.x;
-  const uint32_t sw = *reinterpret_cast<const uint32_t*>(w.ws + r * (p.kg / 32) + kb * 4);
-  const int top = block_scale_range(sw).x - 6;  // exact blocks only (span_check_kernel ran first)
+  const int64_t kb = blockIdx.x, rb = blockIdx.y;
+  const uint32_t sw =
+      *reinterpret_cast<const uint32_t*>(w.ws + (rb * kRowsPerBlock + threadIdx.x) * (p.kg / 32) + kb * 4);
+  row_scales[threadIdx.x] = sw;
+  const int top = block_scale_range(sw).x - 6;  // exact blocks only (span_check_kernel ran first); it syncs
   const int64_t ld = weight_scale_ld(p.kg);
   if (threadIdx.x == 0) scales[(j * (p.n / 128) + rb) * ld + kb] = __int_as_float(top << 23);
-  const uint4* src = reinterpret_cast<const uint4*>(w.w + r * (p.kg / 2) + kb * 64);
-  uint4* dst = reinterpret_cast<uint4*>(wide + (j * p.n + r) * p.kg + kb * 128);
+  const int u = static_cast<int>(threadIdx.x % 4);  // 16 bytes of codes: sub-block u, scale byte u
 #pragma unroll
-  for (int u = 0; u < 4; ++u) {  // 16 bytes of codes: sub-block u, scale byte u
-    const uint4 v = src[u];
-    const int shift = static_cast<int>((sw >> (8 * u)) & 255u) - top;
-    const uint2 c0 = e2m1x8_e4m3_scaled(v.x, shift), c1 = e2m1x8_e4m3_scaled(v.y, shift);
-    const uint2 c2 = e2m1x8_e4m3_scaled(v.z, shift), c3 = e2m1x8_e4m3_scaled(v.w, shift);
-    dst[2 * u] = uint4{c0.x, c0.y, c1.x, c1.y};
-    dst[2 * u + 1] = uint4{c2.x, c2.y, c3.x, c3.y};
+  for (int i = 0; i < kRowsPerBlock / 32; ++i) {
+    const int row = static_cast<int>(threadIdx.x / 4) + 32 * i;
+    const int64_t r = rb * kRowsPerBlock + row;
+    const uint4 v = *reinterpret_cast<const uint4*>(w.w + r * (p.kg / 2) + kb * 64 + 16 * u);
+    const Fp8Table t = e4m3_table(static_cast<int>((row_scales[row] >> (8 * u)) & 255u) - top);
+    const HalfWords c0 = e2m1x8_by_table(v.x, t), c1 = e2m1x8_by_table(v.y, t);
+    const HalfWords c2 = e2m1x8_by_table(v.z, t), c3 = e2m1x8_by_table(v.w, t);
+    uint4* dst = reinterpret_cast<uint4*>(wide + (j * p.n + r) * p.kg + kb * 128 + 32 * u);
+    dst[0] = uint4{c0.lo, c0.hi, c1.lo, c1.hi};
+    dst[1] = uint4{c2.lo, c2.hi, c3.lo, c3.hi};
   }
 }
 

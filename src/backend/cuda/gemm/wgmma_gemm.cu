@@ -184,10 +184,10 @@ __device__ __forceinline__ void widen_stage(uint32_t st, int32_t* err) {
       if (top != 255u && top - min_byte(sw) > 26u) report(err, DeviceError::kGemmFp4Span);
       sts_u32(st + L::sb + r * 4, fp4_block_scale_bits(top));
     }
-    const E5m2Table t = e5m2_table(static_cast<int>((sw >> (8 * u)) & 255u) - static_cast<int>(top) + 13);
+    const Fp8Table t = e5m2_table(static_cast<int>((sw >> (8 * u)) & 255u) - static_cast<int>(top) + 13);
     const uint4 v = lds_v4(st + L::raw + r * 64 + u * 16);
-    const HalfWords c0 = e2m1x8_e5m2_by_table(v.x, t), c1 = e2m1x8_e5m2_by_table(v.y, t);
-    const HalfWords c2 = e2m1x8_e5m2_by_table(v.z, t), c3 = e2m1x8_e5m2_by_table(v.w, t);
+    const HalfWords c0 = e2m1x8_by_table(v.x, t), c1 = e2m1x8_by_table(v.y, t);
+    const HalfWords c2 = e2m1x8_by_table(v.z, t), c3 = e2m1x8_by_table(v.w, t);
     const uint32_t row = st + L::b + r * 128;
     sts_v4(row + (((2 * u) ^ (r & 7)) << 4), c0.lo, c0.hi, c1.lo, c1.hi);
     sts_v4(row + (((2 * u + 1) ^ (r & 7)) << 4), c2.lo, c2.hi, c3.lo, c3.hi);
