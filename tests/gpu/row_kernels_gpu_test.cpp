@@ -242,15 +242,19 @@ TEST(CudaRowKernels, HadamardBitExact) {
   Dev<uint16_t> dx(x);
   cuda::hadamard({dx.p, rows, 128}, nullptr);
   EXPECT_EQ(dx.get(), want);
-  // With the FP4 simulation after it: one pass at 128 (and 64, 1024), the rotation then quant_sim's
-  // kernel at 32; the CPU's bits either way.
-  for (const int dim : {32, 64, 128, 1024}) {
-    const auto xs = random_bf16(static_cast<size_t>(rows * dim), 60 + dim, 3.0f);
-    auto q = xs;
-    cpu.hadamard({q.data(), rows, dim, true});
-    Dev<uint16_t> dq(xs);
-    cuda::hadamard({dq.p, rows, dim, true}, nullptr);
-    EXPECT_EQ(dq.get(), q) << "dim " << dim;
+  // A warp a row from 32 (strides below 32 across lanes, wider ones in a lane's registers; 300 rows: a
+  // part-filled last CTA), a block a row below; with the FP4 simulation after it (a warp's register i is
+  // one 32-block): the CPU's bits every way.
+  for (const int dim : {16, 32, 64, 128, 256, 512, 1024}) {
+    for (const bool fp4 : {false, true}) {
+      if (fp4 && dim < 32) continue;
+      const auto xs = random_bf16(static_cast<size_t>(rows * dim), 60 + dim, 3.0f);
+      auto q = xs;
+      cpu.hadamard({q.data(), rows, dim, fp4});
+      Dev<uint16_t> dq(xs);
+      cuda::hadamard({dq.p, rows, dim, fp4}, nullptr);
+      EXPECT_EQ(dq.get(), q) << "dim " << dim << " fp4 " << fp4;
+    }
   }
 }
 

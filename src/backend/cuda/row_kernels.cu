@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
@@ -154,9 +155,8 @@ __device__ __forceinline__ uint16_t q4_sim_warp(float v) {
   return f_to_bf16(static_cast<float>(q) * s);
 }
 
-// One block per row, dim/2 threads; the butterflies in the CPU's order with exact fp32 adds. kFp4:
-// then Q4 of each 32-block (dim >= 64: each warp's lanes hold one block in each of the two passes).
-template <bool kFp4>
+// Rows shorter than a warp (dim 2..16): one block per row, dim/2 threads; the butterflies in the CPU's
+// order with exact fp32 adds.
 __global__ void hadamard_kernel(uint16_t* x, int dim, float scale) {
   pdl_enter();
   extern __shared__ float buf[];
@@ -164,9 +164,47 @@ __global__ void hadamard_kernel(uint16_t* x, int dim, float scale) {
   for (int i = threadIdx.x; i < dim; i += blockDim.x) buf[i] = load_bf16(row + i);
   __syncthreads();
   hadamard_butterflies(buf, dim);
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-    const uint16_t y = f_to_bf16(__fmul_rn(buf[i], scale));
-    row[i] = kFp4 ? q4_sim_warp(bf16_to_f(y)) : y;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) row[i] = f_to_bf16(__fmul_rn(buf[i], scale));
+}
+
+// A warp a row of dim = 32·kPerLane (32..1024), kHadamardRows rows a CTA: lane l holds elements l + 32i.
+// The butterflies of strides below 32 pair lanes (shuffles), the wider ones a lane's own registers, in
+// the CPU's stage order; each output is the CPU's add or subtract of the same two values, so the bits
+// are the CPU's. kFp4: then Q4 of each 32-block (register i across the warp is block i).
+constexpr int kHadamardRows = 8;
+template <int kPerLane, bool kFp4>
+__global__ void hadamard_warp_kernel(uint16_t* x, int64_t rows, float scale) {
+  pdl_enter();
+  const int64_t row = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
+  if (row >= rows) return;  // the whole warp
+  const int lane = static_cast<int>(threadIdx.x % kWarp);
+  uint16_t* p = x + row * (kPerLane * kWarp) + lane;
+  float v[kPerLane];
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) v[i] = load_bf16(p + kWarp * i);
+#pragma unroll
+  for (int h = 1; h < kWarp; h *= 2) {
+    const bool upper = lane & h;  // element j + h of its pair
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const float o = __shfl_xor_sync(0xffffffffu, v[i], h);
+      v[i] = upper ? __fsub_rn(o, v[i]) : __fadd_rn(v[i], o);
+    }
+  }
+#pragma unroll
+  for (int h = 1; h < kPerLane; h *= 2) {  // strides 32h
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      if (i & h) continue;
+      const float a = v[i], b = v[i + h];
+      v[i] = __fadd_rn(a, b);
+      v[i + h] = __fsub_rn(a, b);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const uint16_t y = f_to_bf16(__fmul_rn(v[i], scale));
+    p[kWarp * i] = kFp4 ? q4_sim_warp(bf16_to_f(y)) : y;
   }
 }
 
@@ -296,13 +334,24 @@ void hadamard(const HadamardParams& p, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(dim >= 2 && dim <= 1024 && (dim & (dim - 1)) == 0, "hadamard: dim must be a power of two <= 1024");
   if (p.rows == 0) return;
   const float scale = static_cast<float>(std::pow(static_cast<double>(dim), -0.5));
-  const auto rows = static_cast<unsigned>(p.rows);
-  const size_t smem = dim * sizeof(float);
-  if (p.fp4_after && dim >= 64) {
-    return launch_kernel(hadamard_kernel<true>, rows, dim / 2, smem, stream, p.x, dim, scale);
+  if (dim >= kWarp) {  // a warp a row
+    const auto grid = static_cast<unsigned>((p.rows + kHadamardRows - 1) / kHadamardRows);
+    const auto go = [&](auto per_lane) {
+      constexpr int kPer = decltype(per_lane)::value;
+      const auto kernel = p.fp4_after ? hadamard_warp_kernel<kPer, true> : hadamard_warp_kernel<kPer, false>;
+      launch_kernel(kernel, grid, kHadamardRows * kWarp, 0, stream, p.x, p.rows, scale);
+    };
+    switch (dim / kWarp) {
+      case 1: return go(std::integral_constant<int, 1>{});
+      case 2: return go(std::integral_constant<int, 2>{});
+      case 4: return go(std::integral_constant<int, 4>{});
+      case 8: return go(std::integral_constant<int, 8>{});
+      case 16: return go(std::integral_constant<int, 16>{});
+      default: return go(std::integral_constant<int, 32>{});
+    }
   }
-  launch_kernel(hadamard_kernel<false>, rows, dim / 2, smem, stream, p.x, dim, scale);
-  if (p.fp4_after) quant_sim_e2m1(p.x, p.rows, dim, dim, stream);  // dim 32: blocks span the passes
+  DSV4_CUDA_REQUIRE(!p.fp4_after, "hadamard: the FP4 simulation after it takes rows of 32 or more");
+  launch_kernel(hadamard_kernel, static_cast<unsigned>(p.rows), dim / 2, dim * sizeof(float), stream, p.x, dim, scale);
 }
 
 void quant_sim(const QuantSimParams& p, cudaStream_t stream) {
