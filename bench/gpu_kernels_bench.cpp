@@ -166,37 +166,44 @@ std::vector<int32_t> random_slots(size_t n, int64_t range, std::mt19937& rng) {
   return v;
 }
 
+// Sparse attention at V4-Flash dims (64 heads of 512, 64 rope dims, the window's 128) over `pool` random
+// attn-fp8 entries in `buf`: `tokens` queries, each with random window slots and n_cmp compressed ones.
+constexpr int kAttnHeads = 64, kAttnDim = 512, kAttnRope = 64, kAttnWindow = 128;
+SparseAttentionParams attention_case(Buffers& buf, int64_t tokens, int64_t pool, int64_t n_cmp, std::mt19937& rng) {
+  const KvEntryDims dims{kAttnDim, kAttnRope};
+  uint8_t* mem =
+      buf.make<uint8_t>(static_cast<size_t>(pool * kv_entry_bytes(KvEntryFormat::kAttnFp8, dims)), Fill::kE4m3);
+  SparseAttentionParams p;
+  p.q = buf.make<uint16_t>(static_cast<size_t>(tokens * kAttnHeads * kAttnDim), Fill::kBf16);
+  p.out = buf.make<uint16_t>(static_cast<size_t>(tokens * kAttnHeads * kAttnDim), Fill::kZero);
+  p.tokens = tokens;
+  p.heads = kAttnHeads;
+  p.head_dim = kAttnDim;
+  p.rope_dim = kAttnRope;
+  p.sink = buf.make<float>(static_cast<size_t>(kAttnHeads), Fill::kF32);
+  p.softmax_scale = 1.0f / std::sqrt(static_cast<float>(kAttnDim));
+  p.window = p.compressed = table_of(mem, pool, KvEntryFormat::kAttnFp8, dims);
+  p.window_slots = buf.upload(random_slots(static_cast<size_t>(tokens * kAttnWindow), pool, rng));
+  p.window_width = kAttnWindow;
+  p.compressed_slots = buf.upload(random_slots(static_cast<size_t>(tokens * n_cmp), pool, rng));
+  p.compressed_width = static_cast<int32_t>(n_cmp);
+  return p;
+}
+
 // (a') a prefill chunk's attention: `tokens` queries at the end of an 8K prompt, every list full (CSA: the
 // window and the indexer's 512; HCA: the window and the prompt's 64 entries), slots drawn from the prompt's
 // pool of entries (L2-resident, as the chunk's own keys and the prompt's compressed entries are).
 void attention_prefill_rows(Ops& ops) {
-  const int heads = 64, d = 512, r = 64, window = 128;
-  const int64_t ctx = 8192;
-  const KvEntryDims dims{d, r};
-  const int64_t eb = kv_entry_bytes(KvEntryFormat::kAttnFp8, dims);
+  const int64_t ctx = 8192, pool = ctx + ctx / 4;
+  const int64_t eb = kv_entry_bytes(KvEntryFormat::kAttnFp8, {kAttnDim, kAttnRope});
   std::mt19937 rng(2);
   for (const char* kind : {"csa", "hca"}) {
     const int64_t n_cmp = kind[0] == 'c' ? 512 : ctx / 128;
     for (const int64_t t : {2048, 8192}) {
-      const int64_t pool = ctx + ctx / 4;
       Buffers buf;
-      uint8_t* mem = buf.make<uint8_t>(static_cast<size_t>(pool * eb), Fill::kE4m3);
-      SparseAttentionParams p;
-      p.q = buf.make<uint16_t>(static_cast<size_t>(t * heads * d), Fill::kBf16);
-      p.out = buf.make<uint16_t>(static_cast<size_t>(t * heads * d), Fill::kZero);
-      p.tokens = t;
-      p.heads = heads;
-      p.head_dim = d;
-      p.rope_dim = r;
-      p.sink = buf.make<float>(static_cast<size_t>(heads), Fill::kF32);
-      p.softmax_scale = 1.0f / std::sqrt(static_cast<float>(d));
-      p.window = p.compressed = table_of(mem, pool, KvEntryFormat::kAttnFp8, dims);
-      p.window_slots = buf.upload(random_slots(static_cast<size_t>(t * window), pool, rng));
-      p.window_width = window;
-      p.compressed_slots = buf.upload(random_slots(static_cast<size_t>(t * n_cmp), pool, rng));
-      p.compressed_width = static_cast<int32_t>(n_cmp);
-      const double bytes = static_cast<double>(pool * eb + t * 2 * heads * d * 2);
-      const double flops = 4.0 * static_cast<double>(t * heads * d * (window + n_cmp));
+      const SparseAttentionParams p = attention_case(buf, t, pool, n_cmp, rng);
+      const double bytes = static_cast<double>(pool * eb + t * 2 * kAttnHeads * kAttnDim * 2);
+      const double flops = 4.0 * static_cast<double>(t * kAttnHeads * kAttnDim * (kAttnWindow + n_cmp));
       emit(std::string("attn ") + kind + " prefill t" + std::to_string(t),
            time_ms({[&ops, p] { ops.sparse_attention(p); }}), bytes, flops);
     }
@@ -206,9 +213,8 @@ void attention_prefill_rows(Ops& ops) {
 // (a) decode attention: window 128 + compressed (CSA: the indexer's 512, HCA: context/128).
 void attention_rows(Ops& ops) {
   attention_prefill_rows(ops);
-  const int heads = 64, d = 512, r = 64, window = 128, topk = 512;
-  const KvEntryDims dims{d, r};
-  const int64_t eb = kv_entry_bytes(KvEntryFormat::kAttnFp8, dims);
+  const int heads = kAttnHeads, d = kAttnDim, window = kAttnWindow, topk = 512;
+  const int64_t eb = kv_entry_bytes(KvEntryFormat::kAttnFp8, {kAttnDim, kAttnRope});
   std::mt19937 rng(1);
   for (const char* kind : {"csa", "hca"}) {
     const bool csa = kind[0] == 'c';
@@ -221,27 +227,13 @@ void attention_rows(Ops& ops) {
         const int copies = copies_for(static_cast<double>(pool * eb));
         std::vector<std::function<void()>> variants;
         for (int c = 0; c < copies; ++c) {
-          uint8_t* mem = buf.make<uint8_t>(static_cast<size_t>(pool * eb), Fill::kE4m3);
-          SparseAttentionParams p;
-          p.q = buf.make<uint16_t>(static_cast<size_t>(b * heads * d), Fill::kBf16);
-          p.out = buf.make<uint16_t>(static_cast<size_t>(b * heads * d), Fill::kZero);
-          p.tokens = b;
-          p.heads = heads;
-          p.head_dim = d;
-          p.rope_dim = r;
-          p.sink = buf.make<float>(static_cast<size_t>(heads), Fill::kF32);
-          p.softmax_scale = 1.0f / std::sqrt(static_cast<float>(d));
-          p.window = p.compressed = table_of(mem, pool, KvEntryFormat::kAttnFp8, dims);
-          p.window_slots = buf.upload(random_slots(static_cast<size_t>(b * window), pool, rng));
-          p.window_width = window;
-          p.compressed_slots = buf.upload(random_slots(static_cast<size_t>(b * n_cmp), pool, rng));
-          p.compressed_width = static_cast<int32_t>(n_cmp);
+          const SparseAttentionParams p = attention_case(buf, b, pool, n_cmp, rng);
           variants.push_back([&ops, p] { ops.sparse_attention(p); });
         }
         const double bytes = static_cast<double>(b * ((window + n_cmp) * eb + 2 * heads * d * 2));
         const double flops = 4.0 * static_cast<double>(b * heads * d * (window + n_cmp));
-        emit(std::string("attn ") + kind + " b" + std::to_string(b) + " ctx" + std::to_string(ctx),
-             time_ms(variants), bytes, flops);
+        emit(std::string("attn ") + kind + " b" + std::to_string(b) + " ctx" + std::to_string(ctx), time_ms(variants),
+             bytes, flops);
       }
     }
   }

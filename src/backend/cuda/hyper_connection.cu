@@ -875,8 +875,7 @@ struct MixTileSmem {
 };
 
 // cp.async of step c0's fn and h columns into buffer `buf` (zeros past c_end and past the last token).
-__device__ void stage_mix_tile(const HcLaunch& a, int64_t c0, int64_t c_end, int64_t t_base, int buf,
-                               MixTileSmem& sm) {
+__device__ void stage_mix_tile(const HcLaunch& a, int64_t c0, int64_t c_end, int64_t t_base, int buf, MixTileSmem& sm) {
   const int64_t width = a.hc * a.dim;
   constexpr int kUnits = kTileStep / 4;
   for (int i = threadIdx.x; i < a.mix * kUnits; i += kThreads) {

@@ -342,12 +342,18 @@ void hadamard(const HadamardParams& p, cudaStream_t stream) {
       launch_kernel(kernel, grid, kHadamardRows * kWarp, 0, stream, p.x, p.rows, scale);
     };
     switch (dim / kWarp) {
-      case 1: return go(std::integral_constant<int, 1>{});
-      case 2: return go(std::integral_constant<int, 2>{});
-      case 4: return go(std::integral_constant<int, 4>{});
-      case 8: return go(std::integral_constant<int, 8>{});
-      case 16: return go(std::integral_constant<int, 16>{});
-      default: return go(std::integral_constant<int, 32>{});
+      case 1:
+        return go(std::integral_constant<int, 1>{});
+      case 2:
+        return go(std::integral_constant<int, 2>{});
+      case 4:
+        return go(std::integral_constant<int, 4>{});
+      case 8:
+        return go(std::integral_constant<int, 8>{});
+      case 16:
+        return go(std::integral_constant<int, 16>{});
+      default:
+        return go(std::integral_constant<int, 32>{});
     }
   }
   DSV4_CUDA_REQUIRE(!p.fp4_after, "hadamard: the FP4 simulation after it takes rows of 32 or more");

@@ -121,18 +121,23 @@ void expect_e5m2(uint32_t v, int shift) {
   }
 }
 
+// check(v) for words with every code in every nibble (the other nibbles random: no bit may leak between
+// them), then for random words.
+template <typename Check>
+void each_code_word(std::mt19937& rng, Check check) {
+  for (int i = 0; i < 8; ++i) {
+    for (uint32_t code = 0; code < 16; ++code) {
+      for (int rep = 0; rep < 8; ++rep) check((rng() & ~(15u << (4 * i))) | (code << (4 * i)));
+    }
+  }
+  for (int rep = 0; rep < 2000; ++rep) check(rng());
+}
+
 // FP4 per 128 (the wgmma kernel's widening): every code in every nibble at every shift of the reach is
 // e5m2 of its value times 2^shift (the table words carry the shift), and a block past it is zeros.
 TEST(Fp4Shift, TableWordsWidenEveryCodeTimesTwoToTheShiftToE5m2) {
   std::mt19937 rng(15);
-  for (int shift = -20; shift <= 13; ++shift) {
-    for (int i = 0; i < 8; ++i) {
-      for (uint32_t code = 0; code < 16; ++code) {
-        for (int rep = 0; rep < 8; ++rep) expect_e5m2((rng() & ~(15u << (4 * i))) | (code << (4 * i)), shift);
-      }
-    }
-    for (int rep = 0; rep < 2000; ++rep) expect_e5m2(rng(), shift);
-  }
+  for (int shift = -20; shift <= 13; ++shift) each_code_word(rng, [&](uint32_t v) { expect_e5m2(v, shift); });
 }
 
 void expect_e4m3(uint32_t v, int shift) {
@@ -150,14 +155,7 @@ void expect_e4m3(uint32_t v, int shift) {
 // sign (negative zero's included) as the float conversion it replaced gives it.
 TEST(Fp4Shift, TableWordsReencodeEveryCodeTimesTwoToTheShiftToE4m3) {
   std::mt19937 rng(17);
-  for (int shift = -8; shift <= 6; ++shift) {
-    for (int i = 0; i < 8; ++i) {
-      for (uint32_t code = 0; code < 16; ++code) {
-        for (int rep = 0; rep < 8; ++rep) expect_e4m3((rng() & ~(15u << (4 * i))) | (code << (4 * i)), shift);
-      }
-    }
-    for (int rep = 0; rep < 2000; ++rep) expect_e4m3(rng(), shift);
-  }
+  for (int shift = -8; shift <= 6; ++shift) each_code_word(rng, [&](uint32_t v) { expect_e4m3(v, shift); });
 }
 
 // A row block's scale as the wgmma kernel stores it: 2^(top - 140) (NaN for byte 255), its bytes' extremes.

@@ -107,10 +107,10 @@ DSV4_HOST_DEVICE Fp8Table e4m3_table(int shift) {
     const uint32_t step = static_cast<uint32_t>(8 * shift);
     return {0x3c383000u + step * 0x01010100u, 0x4c484440u + step * 0x01010101u, 0x80808080u};
   }
-  return {(e4m3_of(1, shift - 1) << 8) | (e4m3_of(1, shift) << 16) | (e4m3_of(3, shift - 1) << 24),
-          e4m3_of(1, shift + 1) | (e4m3_of(3, shift) << 8) | (e4m3_of(1, shift + 2) << 16) |
-              (e4m3_of(3, shift + 1) << 24),
-          0x80808080u};
+  return {
+      (e4m3_of(1, shift - 1) << 8) | (e4m3_of(1, shift) << 16) | (e4m3_of(3, shift - 1) << 24),
+      e4m3_of(1, shift + 1) | (e4m3_of(3, shift) << 8) | (e4m3_of(1, shift + 2) << 16) | (e4m3_of(3, shift + 1) << 24),
+      0x80808080u};
 }
 
 // Eight e2m1 codes (nibble i = code i) as eight FP8 bytes by a block's table, in K order.
