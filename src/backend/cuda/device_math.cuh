@@ -34,6 +34,13 @@ __device__ __forceinline__ void bf16x4(uint2 u, float (&v)[4]) {
 __device__ __forceinline__ void bf16x4(const uint16_t* src, float (&v)[4]) {
   bf16x4(__ldg(reinterpret_cast<const uint2*>(src)), v);
 }
+// Four consecutive bf16 values (not written while the kernel runs) as floats: one 8-byte load where
+// src allows it, else four 2-byte ones.
+__device__ __forceinline__ void bf16x4_at(const uint16_t* src, float (&v)[4]) {
+  if (reinterpret_cast<uintptr_t>(src) % 8 == 0) return bf16x4(src, v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) v[i] = bf16_to_f(src[i]);
+}
 
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -93,7 +93,6 @@ __device__ __forceinline__ void bf16x8(uint4 v, float* out) {
 
 // One warp per (row, 128-block), 4 elements a lane: quant.cu's quantize_e4m3 with fp32 scales.
 // Threads past the activation warps convert the weight's ue8m0 scales (ws) in the same launch.
-template <bool kVec>
 __global__ void __launch_bounds__(256)
     quantize_act_kernel(const uint16_t* __restrict__ x, int64_t rows, int64_t k, int64_t x_ld,
                         uint8_t* __restrict__ codes, float* __restrict__ scales, int64_t scale_ld, WeightScaleJob ws) {
@@ -109,13 +108,8 @@ __global__ void __launch_bounds__(256)
     return;
   }
   const int64_t row = warp / nblk, kb = warp % nblk;
-  const uint16_t* src = x + row * x_ld + kb * 128 + lane * 4;
   float v[4];
-  if constexpr (kVec) {
-    bf16x4(src, v);
-  } else {
-    for (int i = 0; i < 4; ++i) v[i] = bf16_to_f(src[i]);
-  }
+  bf16x4_at(x + row * x_ld + kb * 128 + lane * 4, v);
   uint32_t packed = 0;
   const float s = quantize_lane4(v, packed);
   *reinterpret_cast<uint32_t*>(codes + row * k + kb * 128 + lane * 4) = packed;
@@ -1315,13 +1309,7 @@ void quantize_act(const uint16_t* x, int64_t rows, int64_t k, int64_t x_stride, 
   const int64_t ws_count = ws.scale ? cdiv(ws.n, 128) * weight_scale_ld(ws.k) : 0;
   const int64_t threads = rows * (k / 128) * kWarp + ws_count;
   const auto grid = static_cast<unsigned>(cdiv(threads, kThreads));
-  if (aligned(x, 8) && x_stride % 4 == 0) {
-    launch_kernel(quantize_act_kernel<true>, grid, kThreads, 0, stream, x, rows, k, x_stride, codes, scales, scale_ld,
-                  ws);
-  } else {
-    launch_kernel(quantize_act_kernel<false>, grid, kThreads, 0, stream, x, rows, k, x_stride, codes, scales, scale_ld,
-                  ws);
-  }
+  launch_kernel(quantize_act_kernel, grid, kThreads, 0, stream, x, rows, k, x_stride, codes, scales, scale_ld, ws);
 }
 
 namespace {

@@ -275,11 +275,7 @@ __device__ __forceinline__ void gather_quantize_row(const uint16_t* x, int64_t r
   const int64_t nblk = dim / 128, j = warp / nblk, kb = warp % nblk;
   const int lane = threadIdx.x % kWarp;
   float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  if (j < routed) {
-    const uint16_t* src = x + int64_t{pairs[j] / topk} * dim + kb * 128 + lane * 4;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) v[i] = bf16_to_f(src[i]);
-  }
+  if (j < routed) bf16x4_at(x + int64_t{pairs[j] / topk} * dim + kb * 128 + lane * 4, v);
   uint32_t packed = 0;
   const float sc = quantize_lane4(v, packed);
   *reinterpret_cast<uint32_t*>(codes + j * dim + kb * 128 + lane * 4) = packed;
@@ -390,9 +386,11 @@ __global__ void swiglu_quantize_kernel(const uint16_t* g, const uint16_t* u, int
   float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   if (r < *routed) {
     const float w = weights[pairs[r]];
+    float gv[4], uv[4];
+    bf16x4_at(g + at, gv);
+    bf16x4_at(u + at, uv);
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
-      v[i] = bf16_to_f(swiglu_one(bf16_to_f(g[at + i]), bf16_to_f(u[at + i]), limit, w, true));
+    for (int i = 0; i < 4; ++i) v[i] = bf16_to_f(swiglu_one(gv[i], uv[i], limit, w, true));
   }
   uint32_t packed = 0;
   const float sc = quantize_lane4(v, packed);
