@@ -270,10 +270,13 @@ def hc_pre_rows(tokens_list):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="fewer rows")
+    ap.add_argument("--ceilings", action="store_true", help="the ceilings only (no peer rows)")
     args = ap.parse_args()
     torch.manual_seed(0)
     print(json.dumps({"row": "device", "side": "torch", "name": torch.cuda.get_device_name(), "torch": torch.__version__}))
     ceilings()
+    if args.ceilings:
+        return
     contexts = [8192, 131072] if args.quick else [8192, 131072, 1048576]
     attention_rows([1, 8, 32], contexts)
     indexer_rows([1, 8], [131072, 1048576])

@@ -164,8 +164,13 @@ fi
 # model steps of the flash-attn preset and a serving run against it; one joined table at the end.
 if [ "${DSV4_GPU_BENCH:-0}" = 1 ]; then
   [ -x "$STAGE/bin/gpu_kernels_bench" ] && step gpu-kernels "$STAGE/bin/gpu_kernels_bench"
-  # DSV4_GPU_PEER=0 / DSV4_GPU_STEP=0 / DSV4_GPU_SERVE=0 leave out the PyTorch peers / model steps / serving.
-  [ "${DSV4_GPU_PEER:-1}" = 1 ] && step torch-peer python3 bench/peer_torch.py ${DSV4_GPU_BENCH_QUICK:+--quick}
+  # DSV4_GPU_PEER=0 / DSV4_GPU_STEP=0 / DSV4_GPU_SERVE=0 leave out the PyTorch peers (not the ceilings,
+  # a few seconds: the table's fractions need them) / model steps / serving.
+  if [ "${DSV4_GPU_PEER:-1}" = 1 ]; then
+    step torch-peer python3 bench/peer_torch.py ${DSV4_GPU_BENCH_QUICK:+--quick}
+  else
+    step torch-peer python3 bench/peer_torch.py --ceilings
+  fi
   if [ -d "$flash" ]; then
     if [ "${DSV4_GPU_STEP:-1}" = 1 ]; then
       # Decode rows replay CUDA graphs; --compare-eager reruns each row's last step eagerly (logit error).
