@@ -206,9 +206,9 @@ struct GemmPlan {
 // least 4 rows writes only its own: its rows rounded down to 4, then (rows % 4) its last four rows, a
 // second matmul on the same stream after the first. An expert of 1-3 rows multiplies 4 and writes past
 // its rows, which the next experts' matmuls write again: those run first, on one stream in ascending
-// order, before the streams fork. A piece's rows start at
-// `first` (from the expert's first row); its regrouped activation scales, [kblocks][rows], start
-// `scale_offset` floats into the expert's block (lt_experts.h), which has room for kblocks x (rows + 4).
+// order, before the streams fork. A piece's rows start at `first` (from the expert's first row); its
+// regrouped activation scales, [kblocks][rows], start `scale_offset` floats into the expert's block
+// (lt_experts.h), which has room for kblocks x (rows + 4).
 struct LtPiece {
   int64_t first = 0;
   int64_t rows = 0;
