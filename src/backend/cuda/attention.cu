@@ -35,8 +35,8 @@ __global__ void store_fp8_kernel(const uint16_t* x, int64_t rows, int d, int r, 
   }
   for (int o = kWarp / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   const uint8_t eb = ceil_pow2_e8(fmaxf(amax, 1e-4f) * (1.0f / 448.0f));
-  const float s = e8_value(eb);
-  for (int i = 0; i < 2; ++i) e[b * 64 + lane * 2 + i] = f_to_e4m3(fminf(fmaxf(v[i] / s, -448.0f), 448.0f));
+  const float inv = pow2_inverse(e8_value(eb));
+  for (int i = 0; i < 2; ++i) e[b * 64 + lane * 2 + i] = static_cast<uint8_t>(act_code(v[i], inv));
   if (lane == 0) e[n + 2 * r + b] = eb;
   if (b == 0) {
     uint16_t* rope = reinterpret_cast<uint16_t*>(e + n);
@@ -117,9 +117,9 @@ __global__ void kv_insert_kernel(KvInsertLaunch a) {
   } else {  // Q8 of this thread's 64-dim block (the warp's amax), then the entry codec on the result
     const auto quantize = [](float v0, float v1, uint8_t& c0, uint8_t& c1) {
       const uint8_t eb = ceil_pow2_e8(fmaxf(warp_max(fmaxf(fabsf(v0), fabsf(v1))), 1e-4f) * (1.0f / 448.0f));
-      const float sc = e8_value(eb);
-      c0 = f_to_e4m3(fminf(fmaxf(v0 / sc, -448.0f), 448.0f));
-      c1 = f_to_e4m3(fminf(fmaxf(v1 / sc, -448.0f), 448.0f));
+      const float inv = pow2_inverse(e8_value(eb));
+      c0 = static_cast<uint8_t>(act_code(v0, inv));
+      c1 = static_cast<uint8_t>(act_code(v1, inv));
       return eb;
     };
     uint8_t c0, c1;

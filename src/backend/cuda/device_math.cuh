@@ -111,9 +111,13 @@ __device__ __forceinline__ float act_scale(float amax) {
   return e8_value(ceil_pow2_e8(fmaxf(amax, 1e-4f) * (1.0f / 448.0f)));
 }
 
-// The e4m3 code of v under scale s (core/quant.h's quantize_e4m3).
-__device__ __forceinline__ uint32_t act_code(float v, float s) {
-  return f_to_e4m3(fminf(fmaxf(v / s, -448.0f), 448.0f));
+// 1/s for a power-of-two scale s (or 0, inf, NaN): exact, so v · pow2_inverse(s) is v / s bit for bit (both
+// round the same real v·2^-k) at a multiply's cost instead of a division's.
+__device__ __forceinline__ float pow2_inverse(float s) { return __frcp_rn(s); }
+
+// The e4m3 code of v under scale s = 1 / inv (core/quant.h's quantize_e4m3; inv = pow2_inverse(s)).
+__device__ __forceinline__ uint32_t act_code(float v, float inv) {
+  return f_to_e4m3(fminf(fmaxf(v * inv, -448.0f), 448.0f));
 }
 
 // A warp quantizes one 128-block, four values a lane: returns the block's scale, codes packed in lane order.
@@ -121,10 +125,10 @@ __device__ __forceinline__ float quantize_lane4(const float (&v)[4], uint32_t& p
   float amax = 0.0f;
 #pragma unroll
   for (int i = 0; i < 4; ++i) amax = fmaxf(amax, fabsf(v[i]));
-  const float s = act_scale(warp_max(amax));
+  const float s = act_scale(warp_max(amax)), inv = pow2_inverse(s);
   packed = 0;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) packed |= act_code(v[i], s) << (8 * i);
+  for (int i = 0; i < 4; ++i) packed |= act_code(v[i], inv) << (8 * i);
   return s;
 }
 

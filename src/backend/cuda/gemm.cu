@@ -780,11 +780,11 @@ __global__ void __launch_bounds__(kTlThreads) tiled_block_kernel(const ExactBloc
     float v[8];
     if (from_x) {
       bf16x8(x_reg, v);
-      const float sa = s.sa[lr];
+      const float inv = pow2_inverse(s.sa[lr]);
       a_reg.x = a_reg.y = 0;
       for (int i = 0; i < 4; ++i) {
-        a_reg.x |= a_ok ? act_code(v[i], sa) << (8 * i) : 0u;
-        a_reg.y |= a_ok ? act_code(v[i + 4], sa) << (8 * i) : 0u;
+        a_reg.x |= a_ok ? act_code(v[i], inv) << (8 * i) : 0u;
+        a_reg.y |= a_ok ? act_code(v[i + 4], inv) << (8 * i) : 0u;
       }
     }
     e4m3x4(a_reg.x, v);

@@ -282,13 +282,39 @@ __device__ __forceinline__ void gather_quantize_row(const uint16_t* x, int64_t r
   if (lane == 0) scales[kb * rows + j] = sc;
 }
 
-// One warp per (row, block) over the sorted pairs route_* made.
+// 128-blocks a warp of the many-row quantizations: a lane's loads for all of them go out before the
+// first block's reductions, four loads in flight a lane instead of one (each warp is short-lived: one
+// load in flight kept these kernels at ~35% of copy bandwidth).
+constexpr int kQuantBlocks = 4;
+
+// Warps of a quantization of `rows` rows of `dim` columns, kQuantBlocks 128-blocks each.
+int64_t quant_warps(int64_t rows, int64_t dim) { return rows * ((dim / 128 + kQuantBlocks - 1) / kQuantBlocks); }
+
+// gather_quantize_row's values for kQuantBlocks blocks of one row: warp w takes row w / groups, blocks
+// kQuantBlocks · (w % groups) on, over the sorted pairs route_* made.
 __global__ void gather_quantize_kernel(const uint16_t* x, int64_t rows, int64_t dim, const int32_t* pairs, int topk,
                                        const int32_t* routed, uint8_t* codes, float* scales) {
   pdl_enter();
+  const int64_t nblk = dim / 128, groups = (nblk + kQuantBlocks - 1) / kQuantBlocks;
   const int64_t warp = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
-  if (warp >= rows * (dim / 128)) return;
-  gather_quantize_row(x, rows, dim, warp, pairs, topk, *routed, codes, scales);
+  if (warp >= rows * groups) return;
+  const int64_t j = warp / groups, kb0 = warp % groups * kQuantBlocks;
+  const int lane = threadIdx.x % kWarp;
+  const uint16_t* src = j < *routed ? x + int64_t{pairs[j] / topk} * dim + lane * 4 : nullptr;
+  float v[kQuantBlocks][4] = {};
+#pragma unroll
+  for (int b = 0; b < kQuantBlocks; ++b) {
+    if (src && kb0 + b < nblk) bf16x4_at(src + (kb0 + b) * 128, v[b]);
+  }
+#pragma unroll
+  for (int b = 0; b < kQuantBlocks; ++b) {
+    const int64_t kb = kb0 + b;
+    if (kb >= nblk) break;  // uniform over the warp
+    uint32_t packed = 0;
+    const float sc = quantize_lane4(v[b], packed);
+    *reinterpret_cast<uint32_t*>(codes + j * dim + kb * 128 + lane * 4) = packed;
+    if (lane == 0) scales[kb * rows + j] = sc;
+  }
 }
 
 // Pairs the gather routes itself (a decode step's: one thread a pair).
@@ -379,23 +405,35 @@ __global__ void swiglu_quantize_kernel(const uint16_t* g, const uint16_t* u, int
                                        const float* weights, const int32_t* pairs, const int32_t* routed,
                                        uint8_t* codes, float* scales) {
   pdl_enter();
-  const int64_t nblk = inter / 128, warp = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
+  const int64_t nblk = inter / 128, groups = (nblk + kQuantBlocks - 1) / kQuantBlocks;
+  const int64_t warp = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
   const int lane = threadIdx.x % kWarp;
-  if (warp >= rows * nblk) return;
-  const int64_t r = warp / nblk, kb = warp % nblk, at = r * inter + kb * 128 + lane * 4;
-  float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  if (r < *routed) {
-    const float w = weights[pairs[r]];
-    float gv[4], uv[4];
-    bf16x4_at(g + at, gv);
-    bf16x4_at(u + at, uv);
+  if (warp >= rows * groups) return;
+  const int64_t r = warp / groups, kb0 = warp % groups * kQuantBlocks, row = r * inter + lane * 4;
+  const bool live = r < *routed;
+  float gv[kQuantBlocks][4] = {}, uv[kQuantBlocks][4] = {};
 #pragma unroll
-    for (int i = 0; i < 4; ++i) v[i] = bf16_to_f(swiglu_one(gv[i], uv[i], limit, w, true));
+  for (int b = 0; b < kQuantBlocks; ++b) {
+    if (live && kb0 + b < nblk) {
+      bf16x4_at(g + row + (kb0 + b) * 128, gv[b]);
+      bf16x4_at(u + row + (kb0 + b) * 128, uv[b]);
+    }
   }
-  uint32_t packed = 0;
-  const float sc = quantize_lane4(v, packed);
-  *reinterpret_cast<uint32_t*>(codes + at) = packed;
-  if (lane == 0) scales[kb * rows + r] = sc;
+  const float w = live ? weights[pairs[r]] : 0.0f;
+#pragma unroll
+  for (int b = 0; b < kQuantBlocks; ++b) {
+    const int64_t kb = kb0 + b;
+    if (kb >= nblk) break;  // uniform over the warp
+    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (live) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) v[i] = bf16_to_f(swiglu_one(gv[b][i], uv[b][i], limit, w, true));
+    }
+    uint32_t packed = 0;
+    const float sc = quantize_lane4(v, packed);
+    *reinterpret_cast<uint32_t*>(codes + row + kb * 128) = packed;
+    if (lane == 0) scales[kb * rows + r] = sc;
+  }
 }
 
 unsigned warp_blocks(int64_t warps) { return static_cast<unsigned>((warps * kWarp + kThreads - 1) / kThreads); }
@@ -713,13 +751,13 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsParams& a, int n, bool route
                   a.experts, a.x, D, a.topk, static_cast<int32_t*>(buf[kPairsSorted].p),
                   static_cast<int32_t*>(buf[kOffsets].p), static_cast<int32_t*>(buf[kPos].p), codes, scales, err);
   } else {
-    launch_kernel(gather_quantize_kernel, warp_blocks(n * (D / 128)), kThreads, 0, stream, a.x, n, D, pairs, a.topk,
+    launch_kernel(gather_quantize_kernel, warp_blocks(quant_warps(n, D)), kThreads, 0, stream, a.x, n, D, pairs, a.topk,
                   routed, codes, scales);
   }
   gg.a_digits = digit_planes_for(kind1, n, D, a.experts, codes);
   gemm.grouped(gg);  // w1 and w3 together
 
-  launch_kernel(swiglu_quantize_kernel, warp_blocks(n * (I / 128)), kThreads, 0, stream, g, u, n, I, a.swiglu_limit,
+  launch_kernel(swiglu_quantize_kernel, warp_blocks(quant_warps(n, I)), kThreads, 0, stream, g, u, n, I, a.swiglu_limit,
                 a.weights, pairs, routed, codes, scales);
   const GemmWeightKind kind2 = gemm_kind(a.w2[0].type);
   gg.w_data_b = nullptr, gg.w_scale_b = nullptr, gg.y_b = nullptr;

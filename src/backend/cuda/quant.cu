@@ -30,12 +30,9 @@ __global__ void quantize_e4m3_kernel(const __nv_bfloat16* __restrict__ x, int64_
   }
   amax = fmaxf(warp_max(amax), 1e-4f);
   const uint8_t e = ceil_pow2_e8(amax * (1.0f / 448.0f));
-  const float s = e8_value(e);
+  const float inv = pow2_inverse(e8_value(e));
 #pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    const float q = fminf(fmaxf(v[i] / s, -448.0f), 448.0f);
-    codes[base + i] = __nv_cvt_float_to_fp8(q, __NV_SATFINITE, __NV_E4M3);
-  }
+  for (int i = 0; i < kPerLane; ++i) codes[base + i] = static_cast<uint8_t>(act_code(v[i], inv));
   if (lane == 0) scales[warp] = e;
 }
 

@@ -221,10 +221,10 @@ __global__ void quant_sim_e4m3_kernel(uint16_t* x, int64_t rows, int64_t cols, i
   float amax = 0;
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) amax = fmaxf(amax, fabsf(v[i] = load_bf16(p + i)));
-  const float s = ceil_pow2(fmaxf(warp_max(amax), 1e-4f) * (1.0f / 448.0f));
+  const float s = ceil_pow2(fmaxf(warp_max(amax), 1e-4f) * (1.0f / 448.0f)), inv = pow2_inverse(s);
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
-    const __nv_fp8_e4m3 q(fminf(fmaxf(v[i] / s, -448.0f), 448.0f));
+    const __nv_fp8_e4m3 q(fminf(fmaxf(v[i] * inv, -448.0f), 448.0f));
     p[i] = f_to_bf16(static_cast<float>(q) * s);
   }
 }
