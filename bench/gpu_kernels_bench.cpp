@@ -601,11 +601,12 @@ void hc_post_rows(Ops& ops) {
 // hc_pre at V4-Flash dims (hc 4, dim 4096: 24 mix outputs over 16,384 columns), decode to prefill
 // token counts. Judged by bytes (fn, h, x) and its true-fp32 mix FLOPs; few tokens are bound by the
 // reference's sequential chain (16,384 dependent adds per output), not by either.
-void hc_rows(Ops& ops, const std::string& suffix, bool out_norm = false) {
+void hc_rows(Ops& ops, const std::string& suffix, bool out_norm = false,
+             const std::vector<int64_t>& tokens = {1, 4, 32, 2048}) {
   const int hc = 4, mix = (2 + hc) * hc;
   const int64_t dim = 4096, width = hc * dim;
   Buffers buf;
-  for (const int64_t t : {1, 4, 32, 2048}) {
+  for (const int64_t t : tokens) {
     std::vector<std::function<void()>> variants;
     const double bytes = 4.0 * mix * width + 2.0 * t * width + 2.0 * t * dim;
     for (int c = 0; c < copies_for(bytes); ++c) {
@@ -714,7 +715,7 @@ int main() {
   }
   if (want("attention")) attention_rows(ops);
   if (want("attention-prefill")) attention_prefill_rows(ops);  // for Nsight: its first launches are CSA t2048's
-  if (want("hc-fast")) hc_rows(fast_ops, " fast");             // the fast tier's hc_pre alone
+  if (want("hc-fast")) hc_rows(fast_ops, " fast", true, {1, 32, 2048, 8192});  // the fast tier's hc_pre alone
   if (want("gemv-m32")) gemm_rows(fast_ops, " gemv", {32}, {"wq_b", "wo_b"});  // for Nsight: a decode batch
   if (want("indexer")) indexer_rows(ops, cuda::IndexerDots::kCudaCores, "");
   if (want("indexer-fast")) {  // the fast tier's kernels side by side

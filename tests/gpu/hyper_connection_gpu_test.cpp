@@ -270,11 +270,11 @@ int64_t beyond_bound(const std::vector<uint16_t>& got, const std::vector<uint16_
 // run to run; a dropped column chunk (what a chunk-indexing bug computes) fails that bound.
 TEST(CudaHyperConnection, FastPrePassesTheGate) {
   uint32_t seed = 500;
-  // 1-64 tokens: the column-chunk mix (one, two or four tokens a CTA); more: the tiled mix (partial
-  // tiles, a part past the width).
-  for (const HcCase& c :
-       {HcCase{1, 4096, 4, 20}, HcCase{7, 4096, 4, 20}, HcCase{64, 4096, 4, 20}, HcCase{3, 1000, 4, 20},
-        HcCase{2, 24, 4, 20}, HcCase{65, 4096, 4, 20}, HcCase{301, 1000, 4, 20}, HcCase{2048, 4096, 4, 20}}) {
+  // 1-64 tokens: the column-chunk mix (one, two or four tokens a CTA); more: the tensor-core mix (partial
+  // token tiles, a part past the width, a step past it at dim 1002).
+  for (const HcCase& c : {HcCase{1, 4096, 4, 20}, HcCase{7, 4096, 4, 20}, HcCase{64, 4096, 4, 20},
+                          HcCase{3, 1000, 4, 20}, HcCase{2, 24, 4, 20}, HcCase{65, 4096, 4, 20},
+                          HcCase{301, 1000, 4, 20}, HcCase{130, 1002, 4, 20}, HcCase{2048, 4096, 4, 20}}) {
     SCOPED_TRACE(testing::Message() << "tokens " << c.tokens << " dim " << c.dim);
     const int mix = (2 + c.hc) * c.hc;
     const HcInputs in(c, mix, seed += 10);
@@ -328,6 +328,31 @@ TEST(CudaHyperConnection, FastPrePassesTheGate) {
       const auto [mx, mpost, mcomb] = run(dropped);
       EXPECT_GT(calc_diff(post, mpost) + calc_diff(comb, mcomb), 1e-10) << "a dropped chunk passed the gate";
     }
+  }
+}
+
+// The fast tier's hc_head (mix = hc rows: one n8 tile of the tensor-core mix) against the exact op: x within
+// a bf16 ulp plus what reassociation can move, the same bits run to run.
+TEST(CudaHyperConnection, FastHeadPassesTheGate) {
+  uint32_t seed = 700;
+  for (const HcCase& c : {HcCase{65, 4096, 4}, HcCase{300, 1002, 4}}) {
+    SCOPED_TRACE(testing::Message() << "tokens " << c.tokens << " dim " << c.dim);
+    const HcInputs in(c, c.hc, seed += 10);
+    std::vector<uint16_t> x(static_cast<size_t>(c.tokens * c.dim));
+    CpuOps cpu(2);
+    cpu.hc_head(
+        {in.h.data(), c.tokens, c.hc, c.dim, in.fn.data(), in.scale.data(), in.base.data(), 1e-6f, 1e-6f, x.data()});
+    auto run = [&] {
+      Dev<uint16_t> dh(in.h), dx(poisoned<uint16_t>(x.size()));
+      Dev<float> dfn(in.fn), ds(in.scale), db(in.base);
+      Scratch scratch(c, c.tokens, c.hc, true);
+      cuda::hc_head({dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, dx.p}, scratch.get(),
+                    path_policy(HcPath::kChain, true, true), nullptr);
+      return dx.get();
+    };
+    const auto gx = run();
+    EXPECT_EQ(beyond_bound(gx, x, in.h, c), 0);
+    EXPECT_EQ(run(), gx);
   }
 }
 

@@ -857,111 +857,149 @@ __global__ void __launch_bounds__(kThreads) hc_mix_fast_kernel(HcLaunch a, float
   }
 }
 
-// ---- The fast tier's mix for many tokens ----
-// A CTA per (part of kTileChunk columns, kTileTokens tokens), four tokens a warp: each step stages the
-// fn columns [c0, c0 + 128) of every mix row and the CTA's tokens' h columns in shared memory (cp.async,
-// two buffers: the next step's copies run under this step's multiplies, one barrier a step), each lane
-// multiplies four columns of its warp's tokens into registers; at the end each warp adds its lanes
-// in a fixed butterfly and writes the part's rows. fn is read once a token group, not once a token.
-// A lane's 4 x 25 sums take ~200 registers: one CTA an SM (two spilled them).
-constexpr int kTileTokens = 32;
-constexpr int kTileWarpTokens = kTileTokens / (kThreads / kWarp);
-constexpr int kTileStep = 4 * kWarp;
-constexpr int64_t kTileChunk = 2048;
+bool fast_mix_applies(int64_t tokens, int mix) { return tokens <= kFastMaxTokens && mix <= kFastMaxMix; }
 
-struct MixTileSmem {
-  float4 fn[2][kFastMaxMix][kTileStep / 4];
-  uint2 h[2][kTileTokens][kTileStep / 4];  // four bf16 a lane
+// ---- The fast tier's mix for many tokens on the bf16 tensor cores ----
+// fn's fp32 rows split exactly into three bf16 planes, fn = f1 + f2 + f3 (each rounding leaves a
+// remainder of at most 16, then 8 significant bits), so h·fn = Σ_p h·f_p with every product exact in
+// fp32 (h is bf16): m16n8k16 MMAs with fp32 accumulation form the sums in their fixed order, and the
+// sum of squares runs on the CUDA cores from the same A fragments. The planes are made once a call
+// (a few MB, behind the raw parts in scratch). A CTA per (part of kMixChunk columns, kMmaTokens tokens),
+// a warp per 16 tokens; h and the planes go through a kMmaStages ring of kMmaStep columns (cp.async, one
+// barrier a step). The finish adds the parts in order. Measured 1.7x the fp32 FMA tiles it replaced
+// (docs/perf.md); its sums keep calc_diff ~1e-12 from the exact op (bound 1e-10).
+constexpr int64_t kMixChunk = 1024;
+constexpr int kMmaWarps = 4;
+constexpr int kMmaThreads = kMmaWarps * kWarp;
+constexpr int kMmaTokens = 16 * kMmaWarps;
+constexpr int kMmaStep = 32;
+constexpr int kMmaStages = 3;
+constexpr int kMmaRow =
+    kMmaStep + 8;  // bf16 a staged row: 80 bytes keep ldmatrix's and the B loads' rows in distinct banks
+constexpr int kPlanes = 3;
+constexpr int kPlaneRows = kFastMaxMix;  // mix rows rounded up to 8, at most
+
+struct MixMmaSmem {
+  alignas(16) uint16_t h[kMmaStages][kMmaTokens][kMmaRow];
+  alignas(16) uint16_t f[kMmaStages][kPlanes * kPlaneRows][kMmaRow];
 };
 
-// cp.async of step c0's fn and h columns into buffer `buf` (zeros past c_end and past the last token).
-__device__ void stage_mix_tile(const HcLaunch& a, int64_t c0, int64_t c_end, int64_t t_base, int buf, MixTileSmem& sm) {
+// More tokens than the column-chunk mix takes, whole 16-byte units of h rows (and of the planes, as wide).
+bool mma_mix_applies(const HcLaunch& a) {
+  return a.tokens > kFastMaxTokens && a.mix <= kFastMaxMix && a.mix + kSqLanes <= kWarp && (a.hc * a.dim) % 8 == 0 &&
+         aligned16(a.h);
+}
+int64_t tile_parts(int64_t width) { return (width + kMixChunk - 1) / kMixChunk; }
+int plane_rows(int mix) { return (mix + 7) / 8 * 8; }
+// Floats of scratch before the planes: the tiled mix's raw parts, rounded to 16 bytes.
+int64_t planes_offset(int64_t tokens, int mix, int64_t width) {
+  return (tile_parts(width) * tokens * (mix + kSqLanes) + 3) / 4 * 4;
+}
+int64_t planes_floats(int mix, int64_t width) { return int64_t{kPlanes} * plane_rows(mix) * width / 2; }
+
+// planes[p][o][c] (o < plane_rows(mix); rows past mix zero): fn[o][c] = Σ_p planes[p][o][c] exactly.
+__global__ void hc_fn_planes_kernel(const float* fn, int mix, int rows, int64_t width, uint16_t* planes) {
+  pdl_enter();
+  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (i >= rows * width) return;
+  const int64_t o = i / width;
+  const float f = o < mix ? fn[i] : 0.0f;
+  const float f1 = round_bf16(f), r = f - f1, f2 = round_bf16(r);
+  const int64_t plane = rows * width;
+  planes[i] = f_to_bf16(f1);
+  planes[plane + i] = f_to_bf16(f2);
+  planes[2 * plane + i] = f_to_bf16(r - f2);
+}
+
+// cp.async of the step of columns [c0, c0 + kMmaStep) into ring slot `slot` (zeros past c_end and the
+// last token); a commit even when empty keeps the ring's group count.
+__device__ void stage_mix_mma(const HcLaunch& a, const uint16_t* planes, int rows, int64_t c0, int64_t c_end,
+                              int64_t t_base, int slot, MixMmaSmem& sm) {
   const int64_t width = a.hc * a.dim;
-  constexpr int kUnits = kTileStep / 4;
-  for (int i = threadIdx.x; i < a.mix * kUnits; i += kThreads) {
-    const int o = i / kUnits, q = i % kUnits;
-    const int64_t c = c0 + 4 * q;
-    const bool in = c < c_end;
-    cp_async<16>(&sm.fn[buf][o][q], a.fn + o * width + (in ? c : 0), in ? 16 : 0);
-  }
-  for (int i = threadIdx.x; i < kTileTokens * kUnits; i += kThreads) {
-    const int t = i / kUnits, q = i % kUnits;
-    const int64_t c = c0 + 4 * q, token = t_base + t;
+  constexpr int kUnits = kMmaStep / 8;  // 16-byte units a row
+  for (int i = threadIdx.x; i < kMmaTokens * kUnits; i += kMmaThreads) {
+    const int t = i / kUnits, u = i % kUnits;
+    const int64_t c = c0 + 8 * u, token = t_base + t;
     const bool in = c < c_end && token < a.tokens;
-    cp_async<8>(&sm.h[buf][t][q], a.h + (in ? token * width + c : 0), in ? 8 : 0);
+    cp_async<16>(&sm.h[slot][t][8 * u], a.h + (in ? token * width + c : 0), in ? 16 : 0);
+  }
+  for (int i = threadIdx.x; i < kPlanes * rows * kUnits; i += kMmaThreads) {
+    const int r = i / kUnits, u = i % kUnits;
+    const int64_t c = c0 + 8 * u;
+    const bool in = c < c_end;
+    cp_async<16>(&sm.f[slot][r][8 * u], planes + (in ? r * width + c : 0), in ? 16 : 0);
   }
   cp_async_commit();
 }
 
-__global__ void __launch_bounds__(kThreads, 1) hc_mix_tiles_kernel(HcLaunch a, float* raw) {
+__device__ __forceinline__ float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
+
+// kTiles n8 tiles of mix outputs (mix <= 8·kTiles).
+template <int kTiles>
+__global__ void __launch_bounds__(kMmaThreads) hc_mix_mma_kernel(HcLaunch a, const uint16_t* planes, float* raw) {
   pdl_enter();
-  constexpr int kOut = kFastMaxMix + 1;  // the mix outputs, then the sum of squares
-  constexpr int kT = kTileWarpTokens;
-  __shared__ MixTileSmem sm;
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  __shared__ MixMmaSmem sm;
+  constexpr int kRows = 8 * kTiles;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t4 = lane % 4;
   const int64_t width = a.hc * a.dim, row = a.mix + kSqLanes;
-  const int64_t c_begin = int64_t{blockIdx.x} * kTileChunk, c_end = min(width, c_begin + kTileChunk);
-  const int64_t t_base = int64_t{blockIdx.y} * kTileTokens, t0 = t_base + warp * kT;
-  float acc[kT][kOut];
+  const int64_t c_begin = int64_t{blockIdx.x} * kMixChunk, c_end = min(width, c_begin + kMixChunk);
+  const int64_t t_base = int64_t{blockIdx.y} * kMmaTokens;
+  const int steps = static_cast<int>((c_end - c_begin + kMmaStep - 1) / kMmaStep);
+  float acc[kTiles][4] = {};
+  float sq[2] = {0.0f, 0.0f};  // rows g and g + 8 of the warp's tokens
 #pragma unroll
-  for (int t = 0; t < kT; ++t) {
+  for (int s = 0; s < kMmaStages - 1; ++s)
+    stage_mix_mma(a, planes, kRows, c_begin + s * kMmaStep, c_end, t_base, s, sm);
+  for (int s = 0; s < steps; ++s) {
+    cp_async_wait<kMmaStages - 2>();
+    __syncthreads();  // step s landed for every thread; every warp is done with step s - 1's slot
+    const int next = s + kMmaStages - 1;
+    stage_mix_mma(a, planes, kRows, c_begin + int64_t{next} * kMmaStep, c_end, t_base, next % kMmaStages, sm);
+    const int slot = s % kMmaStages;
 #pragma unroll
-    for (int o = 0; o < kOut; ++o) acc[t][o] = 0.0f;
-  }
-  stage_mix_tile(a, c_begin, c_end, t_base, 0, sm);
-  int buf = 0;
-  for (int64_t c0 = c_begin; c0 < c_end; c0 += kTileStep, buf ^= 1) {
-    cp_async_wait_all();
-    __syncthreads();  // this step's columns are in `buf`; every warp is done with the other buffer
-    if (c0 + kTileStep < c_end) stage_mix_tile(a, c0 + kTileStep, c_end, t_base, buf ^ 1, sm);
-    float x[kT][4];
+    for (int kk = 0; kk < kMmaStep / 16; ++kk) {
+      uint32_t af[4];
+      ldsm_x4(smem_addr(&sm.h[slot][16 * warp + lane % 16][16 * kk + 8 * (lane / 16)]), af);
 #pragma unroll
-    for (int t = 0; t < kT; ++t) bf16x4(sm.h[buf][warp * kT + t][lane], x[t]);
+      for (int half = 0; half < 2; ++half) {  // a0, a2: row g; a1, a3: row g + 8
+        const uint32_t x = af[half], y = af[half + 2];
+        sq[half] = fmaf(bf16_lo(x), bf16_lo(x), sq[half]);
+        sq[half] = fmaf(bf16_hi(x), bf16_hi(x), sq[half]);
+        sq[half] = fmaf(bf16_lo(y), bf16_lo(y), sq[half]);
+        sq[half] = fmaf(bf16_hi(y), bf16_hi(y), sq[half]);
+      }
 #pragma unroll
-    for (int o = 0; o < kFastMaxMix; ++o) {
-      if (o >= a.mix) break;  // uniform
-      const float4 w = sm.fn[buf][o][lane];
+      for (int j = 0; j < kTiles; ++j) {
 #pragma unroll
-      for (int t = 0; t < kT; ++t) {
-        float v = acc[t][o];
-        v = fmaf(x[t][0], w.x, v);
-        v = fmaf(x[t][1], w.y, v);
-        v = fmaf(x[t][2], w.z, v);
-        acc[t][o] = fmaf(x[t][3], w.w, v);
+        for (int p = 0; p < kPlanes; ++p) {
+          const uint32_t b = smem_addr(&sm.f[slot][p * kRows + 8 * j + g][16 * kk + 2 * t4]);
+          mma_bf16(acc[j], af, lds_u32(b), lds_u32(b + 16));
+        }
       }
     }
-#pragma unroll
-    for (int t = 0; t < kT; ++t) {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) acc[t][kFastMaxMix] = fmaf(x[t][j], x[t][j], acc[t][kFastMaxMix]);
-    }
   }
-  // Lane l writes element l of each token's partial row: mix sums, the sum of squares in the first
-  // square lane, zeros in the others.
+  cp_async_wait<0>();  // no copy outlives the CTA (the ring's trailing groups are empty)
+  // The partial row of each token: mix sums, the sum of squares in the first square lane, zeros after.
   float* out = raw + int64_t{blockIdx.x} * a.tokens * row;
 #pragma unroll
-  for (int t = 0; t < kT; ++t) {
-    float mine = 0.0f;
+  for (int half = 0; half < 2; ++half) {
+    float v = sq[half];
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    v += __shfl_xor_sync(0xffffffffu, v, 2);
+    const int64_t token = t_base + 16 * warp + g + 8 * half;
+    if (token >= a.tokens) continue;
+    float* o = out + token * row;
 #pragma unroll
-    for (int o = 0; o < kOut; ++o) {
-      float v = acc[t][o];
-#pragma unroll
-      for (int s = kWarp / 2; s > 0; s /= 2) v += __shfl_xor_sync(0xffffffffu, v, s);
-      const int at = o < kFastMaxMix ? o : a.mix;
-      if (lane == at && (o < a.mix || o == kFastMaxMix)) mine = v;
+    for (int j = 0; j < kTiles; ++j) {
+      const int c = 8 * j + 2 * t4;
+      if (c < a.mix) o[c] = acc[j][2 * half];
+      if (c + 1 < a.mix) o[c + 1] = acc[j][2 * half + 1];
     }
-    if (t0 + t < a.tokens && lane < row) out[(t0 + t) * row + lane] = mine;
+    o[a.mix + 2 * t4] = t4 == 0 ? v : 0.0f;
+    o[a.mix + 2 * t4 + 1] = 0.0f;
   }
 }
-
-bool fast_mix_applies(int64_t tokens, int mix) { return tokens <= kFastMaxTokens && mix <= kFastMaxMix; }
-// The tiled mix: more tokens, whole float4s of fn and h (16-byte fn rows, 8-byte h rows).
-bool tiles_apply(const HcLaunch& a) {
-  const int64_t width = a.hc * a.dim;
-  return a.tokens > kFastMaxTokens && a.mix <= kFastMaxMix && a.mix + kSqLanes <= kWarp && width % 4 == 0 &&
-         reinterpret_cast<uintptr_t>(a.fn) % 16 == 0 && reinterpret_cast<uintptr_t>(a.h) % 8 == 0;
-}
-int64_t tile_parts(int64_t width) { return (width + kTileChunk - 1) / kTileChunk; }
 
 int64_t fast_chunks(int64_t width) { return (width + kFastCols - 1) / kFastCols; }
 
@@ -1000,12 +1038,28 @@ void launch_chain(const HcLaunch& a, int group, float* raw, cudaStream_t stream)
   launch_kernel(hc_chain_kernel<kVec, kProducts>, grid, kThreads, bytes, stream, a, group, raw);
 }
 
+void launch_mix_mma(const HcLaunch& a, float* scratch, cudaStream_t stream) {
+  const int64_t width = a.hc * a.dim;
+  const int rows = plane_rows(a.mix);
+  auto* planes = reinterpret_cast<uint16_t*>(scratch + planes_offset(a.tokens, a.mix, width));
+  launch_kernel(hc_fn_planes_kernel, static_cast<unsigned>((rows * width + kThreads - 1) / kThreads), kThreads, 0,
+                stream, a.fn, a.mix, rows, width, planes);
+  const dim3 grid(static_cast<unsigned>(tile_parts(width)),
+                  static_cast<unsigned>((a.tokens + kMmaTokens - 1) / kMmaTokens));
+  switch (rows / 8) {
+    case 1:
+      return launch_kernel(hc_mix_mma_kernel<1>, grid, kMmaThreads, 0, stream, a, planes, scratch);
+    case 2:
+      return launch_kernel(hc_mix_mma_kernel<2>, grid, kMmaThreads, 0, stream, a, planes, scratch);
+    default:
+      return launch_kernel(hc_mix_mma_kernel<3>, grid, kMmaThreads, 0, stream, a, planes, scratch);
+  }
+}
+
 template <bool kPre>
-void run_tiles(const HcLaunch& a, float* scratch, bool fused_norm, cudaStream_t stream) {
-  const int64_t parts = tile_parts(a.hc * a.dim);
-  const dim3 grid(static_cast<unsigned>(parts), static_cast<unsigned>((a.tokens + kTileTokens - 1) / kTileTokens));
-  launch_kernel(hc_mix_tiles_kernel, grid, kThreads, 0, stream, a, scratch);
-  finish<kPre>(a, scratch, static_cast<int>(parts), fused_norm, stream);
+void run_mma_mix(const HcLaunch& a, float* scratch, bool fused_norm, cudaStream_t stream) {
+  launch_mix_mma(a, scratch, stream);
+  finish<kPre>(a, scratch, static_cast<int>(tile_parts(a.hc * a.dim)), fused_norm, stream);
 }
 
 template <bool kPre>
@@ -1014,7 +1068,7 @@ void run(const HcLaunch& a, float* scratch, const GemmPolicy& policy, cudaStream
   const bool fast = policy.numerics == Numerics::kFast;
   const bool fused = policy.hc_fused_norm;
   if (fast && scratch && fast_mix_applies(a.tokens, a.mix)) return run_fast<kPre>(a, scratch, fused, stream);
-  if (fast && scratch && tiles_apply(a)) return run_tiles<kPre>(a, scratch, fused, stream);
+  if (fast && scratch && mma_mix_applies(a)) return run_mma_mix<kPre>(a, scratch, fused, stream);
   const int group = scratch ? chain_group(a) : 0;
   if (group == 0) {
     run_wide<kPre>(a, stream);
@@ -1209,7 +1263,7 @@ bool hc_uses_products(const GemmPolicy& policy, int64_t tokens, int mix, int64_t
 
 int64_t hc_scratch_floats(int64_t tokens, int hc, int64_t dim, int mix, bool fast) {
   if (fast && fast_mix_applies(tokens, mix)) return fast_chunks(hc * dim) * tokens * (mix + kSqLanes);
-  if (fast && mix <= kFastMaxMix) return tile_parts(hc * dim) * tokens * (mix + kSqLanes);  // the tiled mix
+  if (fast && mix <= kFastMaxMix) return planes_offset(tokens, mix, hc * dim) + planes_floats(mix, hc * dim);
   return tokens <= kChainMaxTokens ? tokens * (mix + kSqLanes) : 0;
 }
 

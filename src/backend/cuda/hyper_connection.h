@@ -29,7 +29,8 @@ int64_t hc_ring_launches();  // ring kernels launched so far (tests)
 bool hc_uses_products(const GemmPolicy& policy, int64_t tokens, int mix, int64_t width);
 
 // hc <= 8. The fast tier (policy.numerics, spec/NUMERICS.md): the mix's fp32 sums in a fixed order without the
-// sequential chain (hc <= 4): over column chunks for a few tokens, in tiles of 32 tokens for more;
+// sequential chain (hc <= 4): over column chunks for a few tokens, on the bf16 tensor cores (fn in three
+// exact bf16 planes) for more;
 // otherwise the exact paths, the CPU's bits.
 // scratch: hc_scratch_floats() device floats (may be null where that is 0). out_norm (hc_pre and
 // hc_head): the paths with a finishing kernel apply rms_norm in it, a CTA a token (dim <= 7168), with
