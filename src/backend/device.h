@@ -166,7 +166,7 @@ class HostDevice final : public Device {
     return p;
   }
   void release(void* p) override { std::free(p); }
-  void to_device(void* dst, const void* src, size_t bytes) override { copy_around(dst, src, bytes, {}); }
+  void to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void to_device_skipping(void* dst, const void* src, size_t bytes, std::span<const Range> skip) override {
     copy_around(dst, src, bytes, skip);
   }

@@ -912,9 +912,10 @@ __global__ void hc_fn_planes_kernel(const float* fn, int mix, int rows, int64_t 
 }
 
 // cp.async of the step of columns [c0, c0 + kMmaStep) into ring slot `slot` (zeros past c_end and the
-// last token); a commit even when empty keeps the ring's group count.
-__device__ void stage_mix_mma(const HcLaunch& a, const uint16_t* planes, int rows, int64_t c0, int64_t c_end,
-                              int64_t t_base, int slot, MixMmaSmem& sm) {
+// last token), planes of kRows rows; a commit even when empty keeps the ring's group count.
+template <int kRows>
+__device__ void stage_mix_mma(const HcLaunch& a, const uint16_t* planes, int64_t c0, int64_t c_end, int64_t t_base,
+                              int slot, MixMmaSmem& sm) {
   const int64_t width = a.hc * a.dim;
   constexpr int kUnits = kMmaStep / 8;  // 16-byte units a row
   for (int i = threadIdx.x; i < kMmaTokens * kUnits; i += kMmaThreads) {
@@ -923,7 +924,7 @@ __device__ void stage_mix_mma(const HcLaunch& a, const uint16_t* planes, int row
     const bool in = c < c_end && token < a.tokens;
     cp_async<16>(&sm.h[slot][t][8 * u], a.h + (in ? token * width + c : 0), in ? 16 : 0);
   }
-  for (int i = threadIdx.x; i < kPlanes * rows * kUnits; i += kMmaThreads) {
+  for (int i = threadIdx.x; i < kPlanes * kRows * kUnits; i += kMmaThreads) {
     const int r = i / kUnits, u = i % kUnits;
     const int64_t c = c0 + 8 * u;
     const bool in = c < c_end;
@@ -950,12 +951,12 @@ __global__ void __launch_bounds__(kMmaThreads) hc_mix_mma_kernel(HcLaunch a, con
   float sq[2] = {0.0f, 0.0f};  // rows g and g + 8 of the warp's tokens
 #pragma unroll
   for (int s = 0; s < kMmaStages - 1; ++s)
-    stage_mix_mma(a, planes, kRows, c_begin + s * kMmaStep, c_end, t_base, s, sm);
+    stage_mix_mma<kRows>(a, planes, c_begin + s * kMmaStep, c_end, t_base, s, sm);
   for (int s = 0; s < steps; ++s) {
     cp_async_wait<kMmaStages - 2>();
     __syncthreads();  // step s landed for every thread; every warp is done with step s - 1's slot
     const int next = s + kMmaStages - 1;
-    stage_mix_mma(a, planes, kRows, c_begin + int64_t{next} * kMmaStep, c_end, t_base, next % kMmaStages, sm);
+    stage_mix_mma<kRows>(a, planes, c_begin + int64_t{next} * kMmaStep, c_end, t_base, next % kMmaStages, sm);
     const int slot = s % kMmaStages;
 #pragma unroll
     for (int kk = 0; kk < kMmaStep / 16; ++kk) {

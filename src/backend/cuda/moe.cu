@@ -266,41 +266,25 @@ __global__ void __launch_bounds__(kRouteSmall)
 
 // ---- experts ----------------------------------------------------------------------------------
 
-// Row j of the sorted rows' activation codes (warp w: row w / nblk, block w % nblk): x[token of pair j]
-// quantized per 128-block (quantize_act's arithmetic, without the gathered bf16 copy); rows past the
-// routed ones are quantized zeros. Codes [rows][dim], scales [dim/128][rows].
-__device__ __forceinline__ void gather_quantize_row(const uint16_t* x, int64_t rows, int64_t dim, int64_t warp,
-                                                    const int32_t* pairs, int topk, int32_t routed, uint8_t* codes,
-                                                    float* scales) {
-  const int64_t nblk = dim / 128, j = warp / nblk, kb = warp % nblk;
-  const int lane = threadIdx.x % kWarp;
-  float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  if (j < routed) bf16x4_at(x + int64_t{pairs[j] / topk} * dim + kb * 128 + lane * 4, v);
-  uint32_t packed = 0;
-  const float sc = quantize_lane4(v, packed);
-  *reinterpret_cast<uint32_t*>(codes + j * dim + kb * 128 + lane * 4) = packed;
-  if (lane == 0) scales[kb * rows + j] = sc;
-}
-
-// 128-blocks a warp of the many-row quantizations: a lane's loads for all of them go out before the
-// first block's reductions, four loads in flight a lane instead of one (each warp is short-lived: one
-// load in flight kept these kernels at ~35% of copy bandwidth).
+// 128-blocks a warp of the MoE's quantizations: a lane's loads for all of them go out before the first
+// block's reductions, four loads in flight a lane instead of one (each warp is short-lived: one load in
+// flight kept these kernels at ~35% of copy bandwidth).
 constexpr int kQuantBlocks = 4;
 
-// Warps of a quantization of `rows` rows of `dim` columns, kQuantBlocks 128-blocks each.
-int64_t quant_warps(int64_t rows, int64_t dim) { return rows * ((dim / 128 + kQuantBlocks - 1) / kQuantBlocks); }
+// 128-block groups a row of dim columns; warps of a quantization of `rows` such rows.
+__host__ __device__ inline int64_t quant_groups(int64_t dim) { return (dim / 128 + kQuantBlocks - 1) / kQuantBlocks; }
+int64_t quant_warps(int64_t rows, int64_t dim) { return rows * quant_groups(dim); }
 
-// gather_quantize_row's values for kQuantBlocks blocks of one row: warp w takes row w / groups, blocks
-// kQuantBlocks · (w % groups) on, over the sorted pairs route_* made.
-__global__ void gather_quantize_kernel(const uint16_t* x, int64_t rows, int64_t dim, const int32_t* pairs, int topk,
-                                       const int32_t* routed, uint8_t* codes, float* scales) {
-  pdl_enter();
-  const int64_t nblk = dim / 128, groups = (nblk + kQuantBlocks - 1) / kQuantBlocks;
-  const int64_t warp = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
-  if (warp >= rows * groups) return;
-  const int64_t j = warp / groups, kb0 = warp % groups * kQuantBlocks;
+// Blocks kQuantBlocks·(w % groups) on of row j = w / groups of the sorted rows' activation codes (warp w of
+// quant_warps): x[token of pair j] quantized per 128-block (quantize_act's arithmetic, without the
+// gathered bf16 copy); rows past the routed ones are quantized zeros. Codes [rows][dim], scales
+// [dim/128][rows].
+__device__ __forceinline__ void gather_quantize_blocks(const uint16_t* x, int64_t rows, int64_t dim, int64_t warp,
+                                                       const int32_t* pairs, int topk, int32_t routed, uint8_t* codes,
+                                                       float* scales) {
+  const int64_t nblk = dim / 128, groups = quant_groups(dim), j = warp / groups, kb0 = warp % groups * kQuantBlocks;
   const int lane = threadIdx.x % kWarp;
-  const uint16_t* src = j < *routed ? x + int64_t{pairs[j] / topk} * dim + lane * 4 : nullptr;
+  const uint16_t* src = j < routed ? x + int64_t{pairs[j] / topk} * dim + lane * 4 : nullptr;
   float v[kQuantBlocks][4] = {};
 #pragma unroll
   for (int b = 0; b < kQuantBlocks; ++b) {
@@ -317,12 +301,22 @@ __global__ void gather_quantize_kernel(const uint16_t* x, int64_t rows, int64_t 
   }
 }
 
+// gather_quantize_blocks over the sorted pairs route_* made.
+__global__ void gather_quantize_kernel(const uint16_t* x, int64_t rows, int64_t dim, const int32_t* pairs, int topk,
+                                       const int32_t* routed, uint8_t* codes, float* scales) {
+  pdl_enter();
+  const int64_t warp = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
+  if (warp >= rows * quant_groups(dim)) return;
+  gather_quantize_blocks(x, rows, dim, warp, pairs, topk, *routed, codes, scales);
+}
+
 // Pairs the gather routes itself (a decode step's: one thread a pair).
 constexpr int kRouteFused = kThreads;
 
 // The route and the gather in one launch for n <= kRouteFused pairs: every CTA sorts the pairs into
 // shared memory (route_small_kernel's sort), the first also writes pairs_sorted, offsets and pos for
-// the kernels after it; then its warps gather and quantize their rows as gather_quantize_kernel.
+// the kernels after it; then its warps gather and quantize their rows as gather_quantize_kernel (a
+// quarter of the CTAs, each re-sorting the pairs, that a warp a block would take).
 __global__ void __launch_bounds__(kThreads)
     route_gather_quantize_kernel(const int32_t* indices, int n, int experts, const uint16_t* x, int64_t dim, int topk,
                                  int32_t* pairs_sorted, int32_t* offsets, int32_t* pos, uint8_t* codes, float* scales,
@@ -337,8 +331,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int b = static_cast<int>(threadIdx.x); b <= experts; b += blockDim.x) offsets[b] = start[b];
   }
   const int64_t warp = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
-  if (warp >= int64_t{n} * (dim / 128)) return;
-  gather_quantize_row(x, n, dim, warp, sorted, topk, start[experts], codes, scales);
+  if (warp >= int64_t{n} * quant_groups(dim)) return;
+  gather_quantize_blocks(x, n, dim, warp, sorted, topk, start[experts], codes, scales);
 }
 
 // Eight bf16 values <-> fp32 (one 16-byte vector).
@@ -405,7 +399,7 @@ __global__ void swiglu_quantize_kernel(const uint16_t* g, const uint16_t* u, int
                                        const float* weights, const int32_t* pairs, const int32_t* routed,
                                        uint8_t* codes, float* scales) {
   pdl_enter();
-  const int64_t nblk = inter / 128, groups = (nblk + kQuantBlocks - 1) / kQuantBlocks;
+  const int64_t nblk = inter / 128, groups = quant_groups(inter);
   const int64_t warp = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (warp >= rows * groups) return;
@@ -747,7 +741,7 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsParams& a, int n, bool route
                      .y_b = u,
                      .row_slack = kRowSlack};
   if (route_here) {
-    launch_kernel(route_gather_quantize_kernel, warp_blocks(n * (D / 128)), kThreads, 0, stream, a.indices, n,
+    launch_kernel(route_gather_quantize_kernel, warp_blocks(quant_warps(n, D)), kThreads, 0, stream, a.indices, n,
                   a.experts, a.x, D, a.topk, static_cast<int32_t*>(buf[kPairsSorted].p),
                   static_cast<int32_t*>(buf[kOffsets].p), static_cast<int32_t*>(buf[kPos].p), codes, scales, err);
   } else {
