@@ -600,18 +600,27 @@ TEST(CudaGemmFast, WgmmaWidenedBeforehandGivesTheSameBits) {
 
 // A grouped FP4 case through the runner (bf16 out, poisoned first); the route's slack rows past the
 // experts' (GroupedGemmArgs::row_slack) poisoned again, so that the judge sees only rows it must not touch.
-std::vector<uint16_t> runner_run(cuda::GemmRunner& runner, const Case& c, const DevInputs& d, int64_t scale_ld) {
+// side_by_side (a pair): y and y_b interleaved a row (y_b = y + n, y_ld = 2n), returned apart.
+std::vector<uint16_t> runner_run(cuda::GemmRunner& runner, const Case& c, const DevInputs& d, int64_t scale_ld,
+                                 bool side_by_side = false) {
   constexpr int kSlack = 3;
   Dev<uint16_t> y = poisoned<uint16_t>(c);
   cuda::GroupedGemmArgs a;
   a.a_codes = d.codes.p, a.a_scales = d.scales.p, a.scale_ld = scale_ld;
   a.rows = c.rows, a.n = c.n, a.k = c.k, a.experts = c.experts(), a.offsets = d.offsets.p, a.kind = c.kind;
   a.w_data = d.dwp.p, a.w_scale = d.dsp.p, a.y = y.p;
-  if (c.pair) a.w_data_b = d.dwpb.p, a.w_scale_b = d.dspb.p, a.y_b = y.p + c.rows * c.n;
+  if (c.pair) a.w_data_b = d.dwpb.p, a.w_scale_b = d.dspb.p, a.y_b = y.p + (side_by_side ? c.n : c.rows * c.n);
+  if (c.pair && side_by_side) a.y_ld = 2 * c.n;
   a.row_slack = kSlack;
   runner.grouped(a);
   DSV4_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<uint16_t> out = y.get();
+  if (c.pair && side_by_side) {
+    const std::vector<uint16_t> rows = out;
+    for (int64_t r = 0; r < c.rows; ++r)
+      for (int h = 0; h < 2; ++h)
+        std::copy_n(rows.begin() + (2 * r + h) * c.n, c.n, out.begin() + (h * c.rows + r) * c.n);
+  }
   const int64_t end = c.offsets.back();
   for (int h = 0; h < (c.pair ? 2 : 1); ++h) {
     for (int64_t r = end; r < std::min<int64_t>(end + kSlack, c.rows); ++r) {
@@ -659,6 +668,16 @@ TEST(CudaGemmFast, CublasLtExpertsPassTheOpGate) {
     EXPECT_EQ(runner.stats().lt_expert_calls, run.on_lt ? 2 : 0) << c.name;
     EXPECT_EQ(runner.stats().lt_expert_fallbacks, run.on_lt ? 0 : 2) << c.name;
     if (!run.on_lt) continue;
+    if (c.pair) {  // side by side: an expert's pair in one matmul of 2n columns (cuBLASLt may pick another
+                   // algorithm for it: the gate, not the bits)
+      const std::vector<uint16_t> j = runner_run(runner, c, d, o.h.scale_ld, true);
+      const Verdict vj = judge(c, o.x, o.a, j);
+      std::printf("[ lt-experts ] %-40s side by side: worst tile calc_diff %.3e, %s bits\n", c.name.c_str(),
+                  vj.worst_tile, j == y ? "the same" : "other");
+      EXPECT_TRUE(vj.passes()) << c.name << " side by side: " << vj.outside << " outside the bound, " << vj.untouched
+                               << " unwritten, " << vj.stray << " stray writes";
+      EXPECT_EQ(runner.stats().lt_expert_calls, 3) << c.name;
+    }
     {  // The matmuls on three streams, each expert of 4 rows or more in its own rows (its last rows by a
        // second matmul where its count is not a multiple of 4): the gate, the same bits twice.
       cuda::GemmPolicy lanes = policy;

@@ -107,7 +107,8 @@ struct Stream {
 };
 
 struct Runners {
-  explicit Runners(Numerics numerics = Numerics::kFast) : gemm(stream.s, cuda::GemmPolicy{numerics}) {}
+  explicit Runners(Numerics numerics = Numerics::kFast) : Runners(cuda::GemmPolicy{numerics}) {}
+  explicit Runners(const cuda::GemmPolicy& policy) : gemm(stream.s, policy) {}
   Stream stream;
   cuda::GemmRunner gemm;  // fast: exact_shared picks the shared expert's tier per call
   cuda::MoeRunner moe{gemm, stream.s};
@@ -502,6 +503,44 @@ TEST(CudaMoeExperts, Fp8TinyMatchesCpu) {
 TEST(CudaMoeExperts, Fp4FlashShapesMatchCpu) {
   const ExpertBank bank(4096, 2048, 256, 32, cuda::GemmWeightKind::kFp4, 500);
   for (int64_t tokens : {1, 32, 256}) check_experts(bank, tokens, 6, 600 + static_cast<uint32_t>(tokens));
+}
+
+// The fast tier's cuBLASLt route an expert (GemmRoute::kCublasLtExperts) through the MoE: each expert's
+// rows padded to a multiple of 4 (one matmul an expert, no second one for its last rows), w1 and w3 side
+// by side in one matmul. Within the fast tier's error of the CPU, the same bits twice, the route taken
+// for both grouped calls, and the same output as the layout without padding on the wgmma kernel within
+// that error (the row counts, random, are rarely multiples of 4). A slot naming no expert is skipped.
+TEST(CudaMoeExperts, Fp4ExpertsOnCublasLtMatchCpu) {
+  const ExpertBank bank(1024, 512, 16, 16, cuda::GemmWeightKind::kFp4, 900);
+  cuda::GemmPolicy policy{Numerics::kFast};
+  policy.wgmma_min_rows = 1, policy.lt_experts_min_rows = 1;
+  Runners lt(policy);
+  ExpertsRun r = routed_run(bank, 601, 4, 901);
+  std::vector<int32_t> cpu_idx = r.idx;
+  std::vector<float> cpu_w = r.w;
+  r.idx[5] = -1;  // token 1's second slot: the CPU gets an expert the token lacks at weight 0
+  for (int e = 0; e < bank.experts; ++e) {
+    if (std::find(r.idx.begin() + 4, r.idx.begin() + 8, e) == r.idx.begin() + 8) {
+      cpu_idx[5] = e;
+      break;
+    }
+  }
+  cpu_w[5] = 0.0f;
+  const auto want = r.cpu(cpu_idx, cpu_w);
+  int32_t err = 0;
+  const auto got = r.gpu(lt, false, 2, &err);
+  EXPECT_EQ(err, static_cast<int32_t>(cuda::DeviceError::kMoeExpert));
+  EXPECT_EQ(lt.gemm.stats().lt_expert_calls, 4);  // two grouped calls a run
+  EXPECT_EQ(lt.gemm.stats().lt_expert_fallbacks, 0);
+  const double e = normalized_error(got[0], want);
+  std::printf("cuBLASLt an expert, padded: normalised error %.2e\n", e);
+  EXPECT_LE(e, 1e-2) << bf16_diff(got[0], want);
+  EXPECT_TRUE(got[1] == got[0]) << "run to run: " << bf16_diff(got[1], got[0]);
+  policy.lt_experts_min_rows = int64_t{1} << 40;  // the wgmma kernel on the unpadded layout
+  Runners wg(policy);
+  const auto other = r.gpu(wg, false, 1, &err);
+  EXPECT_EQ(wg.gemm.stats().lt_expert_calls, 0);
+  EXPECT_LE(normalized_error(got[0], other[0]), 1e-2) << bf16_diff(got[0], other[0]);
 }
 
 // Slots naming no expert are reported and contribute nothing: the CPU result with those slots moved

@@ -393,9 +393,11 @@ struct GemmRunner::Impl {
 
   // A grouped FP4 call as one cuBLASLt matmul an expert (lt_experts.h); false: the caller runs the wgmma
   // kernel over every expert (rows this route wrote are written again). The matmuls of a pass of widened
-  // experts spread over `stream` and the lanes (lt_expert_streams - 1), an expert and half on one of them,
-  // each expert of 4 rows or more writing only its own rows (gemm_plan.h lt_expert_pieces); experts of 1-3
-  // rows spill and go first, on `stream` in ascending order, before the lanes fork.
+  // experts spread over `stream` and the lanes (lt_expert_streams - 1), an expert on one of them (a pair
+  // side by side, y_b = y + n: both weights, widened next to each other, in one matmul of 2n columns; else
+  // a matmul a weight), each expert of 4 rows or more writing only its own rows (gemm_plan.h
+  // lt_expert_pieces); experts of 1-3 rows spill and go first, on `stream` in ascending order, before the
+  // lanes fork.
   bool lt_experts(const ExactBlockArgs& p, const GemmPlan& plan, int row_slack) {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     DSV4_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
@@ -408,12 +410,13 @@ struct GemmRunner::Impl {
         static_cast<float*>(act_scratch(static_cast<size_t>(lt_expert_scale_floats(kblocks, p.rows, p.experts)) * 4));
     lt_expert_regroup_scales(p, x_scales, stream);
     const int halves = has_pair(p) ? 2 : 1, per_pass = std::max(1, plan.lt_pass_experts);
+    const bool joint = halves == 2 && static_cast<uint16_t*>(p.y_b) == static_cast<uint16_t*>(p.y) + p.n;
     const int64_t slots = int64_t{halves} * per_pass;
     auto* wide = static_cast<uint8_t*>(widen_scratch(cuda::widened_bytes(slots, p.n, p.kg)));
     auto* wide_scales = reinterpret_cast<float*>(wide + slots * p.n * p.kg);
-    // Expert e's half h of the pass starting at `first`, its pieces in order on st.
-    const auto expert = [&](int first, int count, int e, int h, cudaStream_t st, void* ws) {
-      const int64_t slot = int64_t{h} * count + (e - first);
+    // Expert e's half h of the pass starting at `first` (both halves where joint), its pieces in order on st.
+    const auto expert = [&](int first, int e, int h, cudaStream_t st, void* ws) {
+      const int64_t slot = int64_t{e - first} * halves + h;  // lt_expert_widen's slot of (e, h)
       const void* w = wide + slot * p.n * p.kg;
       const float* sa = wide_scales + slot * wide_scale_floats;
       const LtPieces pieces = lt_expert_pieces(off[e + 1] - off[e], kblocks);
@@ -421,7 +424,7 @@ struct GemmRunner::Impl {
         const LtPiece& piece = pieces.piece[i];
         LtShape s;
         s.fp8 = true;
-        s.m = p.n, s.n = piece.rows, s.k = p.kg;
+        s.m = joint ? 2 * p.n : p.n, s.n = piece.rows, s.k = p.kg;
         s.lda = p.kg, s.ldb = p.codes_ld, s.ldd = p.y_ld;
         const int64_t row = off[e] + piece.first;
         const uint8_t* x = p.codes + row * p.codes_ld;
@@ -432,6 +435,7 @@ struct GemmRunner::Impl {
       }
       return true;
     };
+    const int matmuls = joint ? 1 : halves;  // an expert's
     for (int first = 0; first < p.experts; first += per_pass) {
       const int count = std::min(per_pass, p.experts - first);
       if (off[first + count] == off[first]) continue;
@@ -440,16 +444,16 @@ struct GemmRunner::Impl {
       const auto spills = [&](int e) { return off[e + 1] - off[e] < 4; };
       for (int e = first; ok && e < first + count; ++e) {  // the spilling experts, in order, on `stream`
         if (off[e + 1] == off[e] || !spills(e)) continue;
-        for (int h = 0; ok && h < halves; ++h) ok = expert(first, count, e, h, stream, workspace);
+        for (int h = 0; ok && h < matmuls; ++h) ok = expert(first, e, h, stream, workspace);
       }
       fork_lanes();
       int issued = 0;
       for (int e = first; ok && e < first + count; ++e) {
         if (off[e + 1] == off[e] || spills(e)) continue;
-        for (int h = 0; ok && h < halves; ++h) {
+        for (int h = 0; ok && h < matmuls; ++h) {
           const size_t lane = static_cast<size_t>(issued++) % (lanes.size() + 1);  // 0: `stream` itself
           const Lane on = lane == 0 ? Lane{stream, workspace, nullptr} : lanes[lane - 1];
-          ok = expert(first, count, e, h, on.stream, on.workspace);
+          ok = expert(first, e, h, on.stream, on.workspace);
         }
       }
       join_lanes();  // before the next pass widens into the same scratch, and the caller goes on
@@ -708,7 +712,7 @@ struct GemmRunner::Impl {
     p.codes = a.a_codes, p.codes_ld = a.k, p.scales = a.a_scales, p.scale_ld = a.scale_ld;
     p.rows = a.rows, p.n = a.n, p.ng = a.n, p.kg = a.k;
     p.w_list = a.w_data, p.w_scale_list = a.w_scale, p.offsets = a.offsets, p.experts = a.experts;
-    p.y = a.y, p.y_ld = a.n;
+    p.y = a.y, p.y_ld = a.y_ld ? a.y_ld : a.n;
     p.w_list_b = a.w_data_b, p.w_scale_list_b = a.w_scale_b, p.y_b = a.y_b;
     if (plan.route == GemmRoute::kCublasLtExperts) {
       if (lt_experts(p, plan, a.row_slack)) {
@@ -738,6 +742,10 @@ bool GemmRunner::wants_digit_planes(GemmWeightKind kind, int64_t rows, int exper
   const GemmPolicy& policy = impl_->policy;
   return imma_wanted(kind, per_weight, k, 0, policy) || fp4_gemv_takes(kind, per_weight, k) ||
          imma_skinny_takes(kind, per_weight, k, policy);
+}
+
+bool GemmRunner::lt_experts_planned(GemmWeightKind kind, int64_t rows, int experts, int64_t k) const {
+  return impl_->plan_grouped(kind, rows, experts, /*n=*/k, k, true).route == GemmRoute::kCublasLtExperts;
 }
 
 }  // namespace dsv4::cuda

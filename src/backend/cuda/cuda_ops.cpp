@@ -34,7 +34,9 @@ uint64_t CudaOps::scratch_epoch() const { return cuda::scratch_epoch(); }
 int64_t CudaOps::step_workspace_bytes(const ModelConfig& m, int64_t tokens) const {
   // The runtime's own: the context, cuBLASLt's handle, the stream-ordered allocator's slack.
   constexpr int64_t kRuntime = int64_t{2} << 30;
-  const int64_t routed = tokens * m.n_activated_experts, wide = std::max(m.dim, m.moe_inter_dim);
+  // Routed rows, with the padded layout's up to 3 an expert (moe.cu).
+  const int64_t routed = tokens * m.n_activated_experts + 3 * int64_t{m.n_routed_experts};
+  const int64_t wide = std::max(m.dim, m.moe_inter_dim);
   GemmWorkspaceQuery q;
   q.rows = tokens;
   q.routed_rows = routed;

@@ -1460,7 +1460,7 @@ void grouped_gemm(const GroupedGemmArgs& a, const GemmPolicy& policy, cudaStream
   p.offsets = a.offsets;
   p.experts = a.experts;
   p.y = a.y;
-  p.y_ld = a.n;
+  p.y_ld = a.y_ld ? a.y_ld : a.n;
   p.a_digits = a.a_digits;
   p.a_digit_stride = a.a_digit_stride;
   p.w_list_b = a.w_data_b;

@@ -73,6 +73,11 @@ class GemmRunner {
   // Whether grouped() of `kind` weights over `rows` rows (experts > 0) or a dense call would use
   // activation digit planes (GroupedGemmArgs::a_digits), which the caller then makes.
   bool wants_digit_planes(GemmWeightKind kind, int64_t rows, int experts, int64_t k) const;
+  // Whether grouped() of `kind` weights over `rows` rows plans a cuBLASLt matmul an expert
+  // (GemmRoute::kCublasLtExperts), which takes an expert's rows in one matmul when their count is a
+  // multiple of 4 (else a second one for its last 4 rows, reading the weight again): callers that can
+  // pad their row layout to that then do (the MoE).
+  bool lt_experts_planned(GemmWeightKind kind, int64_t rows, int experts, int64_t k) const;
   const GemmPolicy& policy() const;
   // Grouped calls run as a cuBLASLt matmul an expert (GemmRoute::kCublasLtExperts), and those its plan
   // sent there that took the wgmma kernel instead (scales spanning too far, cuBLASLt refusing, a graph
@@ -108,6 +113,9 @@ struct GroupedGemmArgs {
   const void* const* w_data = nullptr;      // device [experts]
   const uint8_t* const* w_scale = nullptr;  // device [experts]
   uint16_t* y = nullptr;
+  // Row stride of y and y_b (0: n). The pair side by side (y_b = y + n, y_ld = 2n) lets the cuBLASLt
+  // route multiply both weights of an expert in one matmul.
+  int64_t y_ld = 0;
   // Optional digit planes of a_codes (gemm_imma.h digit_planes, rows of k bytes): plane p at
   // a_digits + p·a_digit_stride. They spare the tensor-core kernel converting codes per CTA.
   const int8_t* a_digits = nullptr;

@@ -204,6 +204,54 @@ __global__ void route_offsets_kernel(const uint32_t* keys, const int32_t* pairs,
   }
 }
 
+// The padded layout (GemmRunner::lt_experts_planned): expert e's rows start at padded[e], a multiple of
+// 4, and take round4(count) rows, so that a cuBLASLt matmul an expert covers them in one piece. From the
+// sorted layout (offsets, pairs_sorted): padded offsets (written by CTA 0), row_pairs[q] = the pair of
+// padded row q (−1: padding) for q < capacity, and pos[pair] = its padded row. Each CTA scans the
+// (at most kMoeMaxExperts) counts itself; a row finds its expert by binary search.
+__global__ void route_pad_kernel(const int32_t* offsets, const int32_t* pairs_sorted, int experts, int64_t capacity,
+                                 int32_t* padded, int32_t* row_pairs, int32_t* pos) {
+  pdl_enter();
+  __shared__ int32_t start[kMoeMaxExperts + 1];
+  for (int e = static_cast<int>(threadIdx.x); e < experts; e += blockDim.x) start[e + 1] = offsets[e + 1] - offsets[e];
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int32_t at = 0;
+    for (int e = 0; e < experts; ++e) {
+      const int32_t count = start[e + 1];
+      start[e] = at;
+      at += (count + 3) / 4 * 4;
+    }
+    start[experts] = at;
+  }
+  __syncthreads();
+  if (blockIdx.x == 0)
+    for (int e = static_cast<int>(threadIdx.x); e <= experts; e += blockDim.x) padded[e] = start[e];
+  for (int64_t q = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; q < capacity; q += int64_t{gridDim.x} * blockDim.x) {
+    int32_t pair = -1;
+    if (q < start[experts]) {
+      int lo = 0, hi = experts;  // start[lo] <= q < start[hi]
+      while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (start[mid] <= q) {
+          lo = mid;
+        } else {
+          hi = mid;
+        }
+      }
+      const int64_t local = q - start[lo];
+      if (local < offsets[lo + 1] - offsets[lo]) {
+        pair = pairs_sorted[offsets[lo] + local];
+        pos[pair] = static_cast<int32_t>(q);
+      }
+    }
+    row_pairs[q] = pair;
+  }
+}
+
+// Rows the padded layout may add: up to 3 an expert.
+inline int64_t padded_rows(int64_t n, int experts) { return n + 3 * int64_t{experts}; }
+
 // Pairs one CTA routes (a decode step's tokens x topk): route_keys, the radix sort and route_offsets
 // in one launch instead of four or more.
 constexpr int kRouteSmall = 1024;
@@ -277,14 +325,15 @@ int64_t quant_warps(int64_t rows, int64_t dim) { return rows * quant_groups(dim)
 
 // Blocks kQuantBlocks·(w % groups) on of row j = w / groups of the sorted rows' activation codes (warp w of
 // quant_warps): x[token of pair j] quantized per 128-block (quantize_act's arithmetic, without the
-// gathered bf16 copy); rows past the routed ones are quantized zeros. Codes [rows][dim], scales
+// gathered bf16 copy); rows past the routed ones and padding rows (pair −1) are quantized zeros. Codes [rows][dim], scales
 // [dim/128][rows].
 __device__ __forceinline__ void gather_quantize_blocks(const uint16_t* x, int64_t rows, int64_t dim, int64_t warp,
                                                        const int32_t* pairs, int topk, int32_t routed, uint8_t* codes,
                                                        float* scales) {
   const int64_t nblk = dim / 128, groups = quant_groups(dim), j = warp / groups, kb0 = warp % groups * kQuantBlocks;
   const int lane = threadIdx.x % kWarp;
-  const uint16_t* src = j < routed ? x + int64_t{pairs[j] / topk} * dim + lane * 4 : nullptr;
+  const int32_t pair = j < routed ? pairs[j] : -1;
+  const uint16_t* src = pair >= 0 ? x + int64_t{pair / topk} * dim + lane * 4 : nullptr;
   float v[kQuantBlocks][4] = {};
 #pragma unroll
   for (int b = 0; b < kQuantBlocks; ++b) {
@@ -393,27 +442,29 @@ __global__ void swiglu_elementwise_kernel(SwigluParams p) {
 }
 
 // swiglu_kernel's routed rows and quantize_act over them in one pass: each (row, 128-block) warp rounds
-// its SwiGLU outputs to bf16 and quantizes them, so the bf16 hidden row is never stored. Codes
-// [rows][inter], scales [inter/128][rows].
-__global__ void swiglu_quantize_kernel(const uint16_t* g, const uint16_t* u, int64_t rows, int64_t inter, float limit,
-                                       const float* weights, const int32_t* pairs, const int32_t* routed,
-                                       uint8_t* codes, float* scales) {
+// its SwiGLU outputs to bf16 and quantizes them, so the bf16 hidden row is never stored. g and u: rows
+// of stride ld; codes [rows][inter], scales [inter/128][rows]; padding rows (pair −1) quantize zeros.
+__global__ void swiglu_quantize_kernel(const uint16_t* g, const uint16_t* u, int64_t ld, int64_t rows, int64_t inter,
+                                       float limit, const float* weights, const int32_t* pairs,
+                                       const int32_t* routed, uint8_t* codes, float* scales) {
   pdl_enter();
   const int64_t nblk = inter / 128, groups = quant_groups(inter);
   const int64_t warp = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (warp >= rows * groups) return;
   const int64_t r = warp / groups, kb0 = warp % groups * kQuantBlocks, row = r * inter + lane * 4;
-  const bool live = r < *routed;
+  const int64_t in = r * ld + lane * 4;
+  const int32_t pair = r < *routed ? pairs[r] : -1;
+  const bool live = pair >= 0;
   float gv[kQuantBlocks][4] = {}, uv[kQuantBlocks][4] = {};
 #pragma unroll
   for (int b = 0; b < kQuantBlocks; ++b) {
     if (live && kb0 + b < nblk) {
-      bf16x4_at(g + row + (kb0 + b) * 128, gv[b]);
-      bf16x4_at(u + row + (kb0 + b) * 128, uv[b]);
+      bf16x4_at(g + in + (kb0 + b) * 128, gv[b]);
+      bf16x4_at(u + in + (kb0 + b) * 128, uv[b]);
     }
   }
-  const float w = live ? weights[pairs[r]] : 0.0f;
+  const float w = live ? weights[pair] : 0.0f;
 #pragma unroll
   for (int b = 0; b < kQuantBlocks; ++b) {
     const int64_t kb = kb0 + b;
@@ -565,6 +616,8 @@ enum Buf : int {
   kPairsSorted,
   kPos,
   kOffsets,
+  kPadOffsets,
+  kRowPairs,
   kSortTemp,
   kRows,
   kCodes,
@@ -639,6 +692,7 @@ struct MoeRunner::Impl {
 
   const PointerTable& table(const Weight* w, int experts);
   void route(const MoeExpertsParams& a, int32_t* err, int n);
+  void pad_routes(const MoeExpertsParams& a, int n);
   // route_here: the route is made here too, in the gather's launch (n <= kRouteFused; else route() first).
   void routed_expert(const MoeExpertsParams& a, int n, bool route_here, int32_t* err);
   void shared_expert(const MoeExpertsParams& a, bool exact);
@@ -700,7 +754,20 @@ void MoeRunner::Impl::route(const MoeExpertsParams& a, int32_t* err, int n) {
                 a.experts, get<int32_t>(kOffsets, a.experts + 1), get<int32_t>(kPos, n));
 }
 
-// ye [n, dim] (in kRows) = w2(swiglu(w1(xs), w3(xs)) · weight) over the sorted rows.
+// The padded layout of the sorted pairs (route_pad_kernel): kPadOffsets, kRowPairs, and kPos again.
+void MoeRunner::Impl::pad_routes(const MoeExpertsParams& a, int n) {
+  const int64_t capacity = padded_rows(n, a.experts);
+  launch_kernel(route_pad_kernel, blocks_for(capacity), kThreads, 0, stream,
+                static_cast<const int32_t*>(buf[kOffsets].p), static_cast<const int32_t*>(buf[kPairsSorted].p),
+                a.experts, capacity, get<int32_t>(kPadOffsets, a.experts + 1), get<int32_t>(kRowPairs, capacity),
+                static_cast<int32_t*>(buf[kPos].p));
+}
+
+// ye [rows, dim] (in kRows) = w2(swiglu(w1(xs), w3(xs)) · weight) over the sorted rows: n of them, or
+// padded to a multiple of 4 an expert where the grouped GEMM plans a cuBLASLt matmul an expert (its
+// experts then take one matmul each instead of a second for their last rows, which reads the weight
+// again). w1's and w3's outputs side by side in one row of 2·inter (kG), so that route takes both in
+// one matmul.
 void MoeRunner::Impl::routed_expert(const MoeExpertsParams& a, int n, bool route_here, int32_t* err) {
   const int64_t D = a.dim, I = a.inter_dim, wide = std::max(D, I);
   if (route_here) {  // the fused kernel below fills these
@@ -708,25 +775,28 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsParams& a, int n, bool route
     get<int32_t>(kOffsets, a.experts + 1);
     get<int32_t>(kPos, n);
   }
-  const int32_t* offsets = static_cast<const int32_t*>(buf[kOffsets].p);
-  const int32_t* routed = offsets + a.experts;
-  const int32_t* pairs = static_cast<const int32_t*>(buf[kPairsSorted].p);
   const GemmWeightKind kind1 = gemm_kind(a.w1[0].type);
-  // kRowSlack rows past the routed ones in the codes and outputs: the grouped GEMM's cuBLASLt route
+  const bool padded = !route_here && gemm.lt_experts_planned(kind1, n, a.experts, D);
+  if (padded) pad_routes(a, n);
+  const int64_t m = padded ? padded_rows(n, a.experts) : n;  // rows of the layout
+  const int32_t* offsets = static_cast<const int32_t*>(buf[padded ? kPadOffsets : kOffsets].p);
+  const int32_t* routed = offsets + a.experts;
+  const int32_t* pairs = static_cast<const int32_t*>(buf[padded ? kRowPairs : kPairsSorted].p);
+  // kRowSlack rows past the layout's in the codes and outputs: the grouped GEMM's cuBLASLt route
   // may read and overwrite them (GroupedGemmArgs::row_slack).
   constexpr int kRowSlack = 3;
-  auto* rows = get<uint16_t>(kRows, (n + kRowSlack) * D);
-  auto* codes = get<uint8_t>(kCodes, (n + kRowSlack) * wide);
-  auto* scales = get<float>(kScales, n * (wide / 128));
-  auto* g = get<uint16_t>(kG, (n + kRowSlack) * I);
-  auto* u = get<uint16_t>(kU, (n + kRowSlack) * I);
+  auto* rows = get<uint16_t>(kRows, (m + kRowSlack) * D);
+  auto* codes = get<uint8_t>(kCodes, (m + kRowSlack) * wide);
+  auto* scales = get<float>(kScales, m * (wide / 128));
+  auto* g = get<uint16_t>(kG, (m + kRowSlack) * 2 * I);
+  uint16_t* u = g + I;
   const PointerTable& t1 = table(a.w1, a.experts);
   const PointerTable& t3 = table(a.w3, a.experts);
   const PointerTable& t2 = table(a.w2, a.experts);
   GroupedGemmArgs gg{.a_codes = codes,
                      .a_scales = scales,
-                     .scale_ld = n,
-                     .rows = n,
+                     .scale_ld = m,
+                     .rows = m,
                      .n = I,
                      .k = D,
                      .experts = a.experts,
@@ -735,7 +805,8 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsParams& a, int n, bool route
                      .w_data = t1.d_data(),
                      .w_scale = t1.d_scale(),
                      .y = g,
-                     .a_digit_stride = n * D,
+                     .y_ld = 2 * I,
+                     .a_digit_stride = m * D,
                      .w_data_b = t3.d_data(),
                      .w_scale_b = t3.d_scale(),
                      .y_b = u,
@@ -745,19 +816,19 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsParams& a, int n, bool route
                   a.experts, a.x, D, a.topk, static_cast<int32_t*>(buf[kPairsSorted].p),
                   static_cast<int32_t*>(buf[kOffsets].p), static_cast<int32_t*>(buf[kPos].p), codes, scales, err);
   } else {
-    launch_kernel(gather_quantize_kernel, warp_blocks(quant_warps(n, D)), kThreads, 0, stream, a.x, n, D, pairs, a.topk,
+    launch_kernel(gather_quantize_kernel, warp_blocks(quant_warps(m, D)), kThreads, 0, stream, a.x, m, D, pairs, a.topk,
                   routed, codes, scales);
   }
-  gg.a_digits = digit_planes_for(kind1, n, D, a.experts, codes);
+  gg.a_digits = digit_planes_for(kind1, m, D, a.experts, codes);
   gemm.grouped(gg);  // w1 and w3 together
 
-  launch_kernel(swiglu_quantize_kernel, warp_blocks(quant_warps(n, I)), kThreads, 0, stream, g, u, n, I, a.swiglu_limit,
-                a.weights, pairs, routed, codes, scales);
+  launch_kernel(swiglu_quantize_kernel, warp_blocks(quant_warps(m, I)), kThreads, 0, stream, g, u, 2 * I, m, I,
+                a.swiglu_limit, a.weights, pairs, routed, codes, scales);
   const GemmWeightKind kind2 = gemm_kind(a.w2[0].type);
   gg.w_data_b = nullptr, gg.w_scale_b = nullptr, gg.y_b = nullptr;
-  gg.n = D, gg.k = I, gg.kind = kind2, gg.w_data = t2.d_data(), gg.w_scale = t2.d_scale(), gg.y = rows;
-  gg.a_digits = digit_planes_for(kind2, n, I, a.experts, codes);
-  gg.a_digit_stride = n * I;
+  gg.n = D, gg.k = I, gg.kind = kind2, gg.w_data = t2.d_data(), gg.w_scale = t2.d_scale(), gg.y = rows, gg.y_ld = 0;
+  gg.a_digits = digit_planes_for(kind2, m, I, a.experts, codes);
+  gg.a_digit_stride = m * I;
   gemm.grouped(gg);
 }
 

@@ -63,6 +63,7 @@ __global__ void widen_kernel(const ExactBlockArgs p, int first, int count, uint8
   pdl_enter();
   __shared__ uint32_t row_scales[kRowsPerBlock];
   const int j = static_cast<int>(blockIdx.z), e = first + j % count, half = j / count;
+  const int slot = (j % count) * static_cast<int>(gridDim.z / count) + half;  // an expert's halves side by side
   const ExpertWeight w = expert_weight(p, e, half);
   if (!w.w) return;
   const int64_t kb = blockIdx.x, rb = blockIdx.y;
@@ -71,7 +72,7 @@ __global__ void widen_kernel(const ExactBlockArgs p, int first, int count, uint8
   row_scales[threadIdx.x] = sw;
   const int top = block_scale_range(sw).x - 6;  // exact blocks only (span_check_kernel ran first); it syncs
   const int64_t ld = weight_scale_ld(p.kg);
-  if (threadIdx.x == 0) scales[(j * (p.n / 128) + rb) * ld + kb] = __int_as_float(top << 23);
+  if (threadIdx.x == 0) scales[(slot * (p.n / 128) + rb) * ld + kb] = __int_as_float(top << 23);
   const int u = static_cast<int>(threadIdx.x % 4);  // 16 bytes of codes: sub-block u, scale byte u
 #pragma unroll
   for (int i = 0; i < kRowsPerBlock / 32; ++i) {
@@ -81,7 +82,7 @@ __global__ void widen_kernel(const ExactBlockArgs p, int first, int count, uint8
     const Fp8Table t = e4m3_table(static_cast<int>((row_scales[row] >> (8 * u)) & 255u) - top);
     const HalfWords c0 = e2m1x8_by_table(v.x, t), c1 = e2m1x8_by_table(v.y, t);
     const HalfWords c2 = e2m1x8_by_table(v.z, t), c3 = e2m1x8_by_table(v.w, t);
-    uint4* dst = reinterpret_cast<uint4*>(wide + (j * p.n + r) * p.kg + kb * 128 + 32 * u);
+    uint4* dst = reinterpret_cast<uint4*>(wide + (slot * p.n + r) * p.kg + kb * 128 + 32 * u);
     dst[0] = uint4{c0.lo, c0.hi, c1.lo, c1.hi};
     dst[1] = uint4{c2.lo, c2.hi, c3.lo, c3.hi};
   }

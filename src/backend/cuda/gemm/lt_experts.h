@@ -28,8 +28,9 @@ constexpr int kLtExpertSpan = 14;
 void lt_expert_span_check(const ExactBlockArgs& a, int32_t* flag, cudaStream_t stream);
 
 // Re-encodes experts [first, first + count) that have rows, and their pair's weights, into weight slots:
-// slot j (expert first + j, or the pair's weight of expert first + j - count) holds e4m3 codes [n][kg]
-// at wide + j·n·kg and fp32 block scales [n/128][weight_scale_ld(kg)] at scales + j·(n/128)·ld.
+// slot j = (e - first)·halves + h (h 1: the pair's weight; halves 2 with a pair, else 1) holds e4m3 codes
+// [n][kg] at wide + j·n·kg and fp32 block scales [n/128][weight_scale_ld(kg)] at scales + j·(n/128)·ld,
+// so that an expert's two weights read as one of 2n rows.
 void lt_expert_widen(const ExactBlockArgs& a, int first, int count, uint8_t* wide, float* scales, cudaStream_t stream);
 
 // Where expert e's regrouped activation scales start (floats), from its first row: room for kblocks x
