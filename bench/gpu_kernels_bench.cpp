@@ -193,18 +193,18 @@ SparseAttentionParams attention_case(Buffers& buf, int64_t tokens, int64_t pool,
 // (a') a prefill chunk's attention: `tokens` queries at the end of an 8K prompt, every list full (CSA: the
 // window and the indexer's 512; HCA: the window and the prompt's 64 entries), slots drawn from the prompt's
 // pool of entries (L2-resident, as the chunk's own keys and the prompt's compressed entries are).
-void attention_prefill_rows(Ops& ops) {
+void attention_prefill_rows(Ops& ops, const std::string& suffix = "") {
   const int64_t ctx = 8192, pool = ctx + ctx / 4;
   const int64_t eb = kv_entry_bytes(KvEntryFormat::kAttnFp8, {kAttnDim, kAttnRope});
   std::mt19937 rng(2);
   for (const char* kind : {"csa", "hca"}) {
     const int64_t n_cmp = kind[0] == 'c' ? 512 : ctx / 128;
-    for (const int64_t t : {2048, 8192}) {
+    for (const int64_t t : {512, 2048, 8192}) {
       Buffers buf;
       const SparseAttentionParams p = attention_case(buf, t, pool, n_cmp, rng);
       const double bytes = static_cast<double>(pool * eb + t * 2 * kAttnHeads * kAttnDim * 2);
       const double flops = 4.0 * static_cast<double>(t * kAttnHeads * kAttnDim * (kAttnWindow + n_cmp));
-      emit(std::string("attn ") + kind + " prefill t" + std::to_string(t),
+      emit(std::string("attn ") + kind + " prefill t" + std::to_string(t) + suffix,
            time_ms({[&ops, p] { ops.sparse_attention(p); }}), bytes, flops);
     }
   }
@@ -714,7 +714,10 @@ int main() {
     indexer_rows(fast_ops, cuda::GemmPolicy::from_env(Numerics::kFast).indexer_dots, " fast");
   }
   if (want("attention")) attention_rows(ops);
-  if (want("attention-prefill")) attention_prefill_rows(ops);  // for Nsight: its first launches are CSA t2048's
+  if (want("attention-prefill")) {  // for Nsight: its first launches are CSA t512's
+    attention_prefill_rows(ops);        // the shadow from the policy's tokens on
+    attention_prefill_rows(*fast_with([](cuda::GemmPolicy& p) { p.attention_shadow_min_tokens = 0; }), " no-shadow");
+  }
   if (want("hc-fast")) hc_rows(fast_ops, " fast", true, {1, 32, 2048, 8192});  // the fast tier's hc_pre alone
   if (want("gemv-m32")) gemm_rows(fast_ops, " gemv", {32}, {"wq_b", "wo_b"});  // for Nsight: a decode batch
   if (want("indexer")) indexer_rows(ops, cuda::IndexerDots::kCudaCores, "");

@@ -56,7 +56,8 @@ bool order_shows(const Case& c, const std::vector<uint16_t>& q, const std::vecto
   return false;
 }
 
-// The generic kernel must match the CPU bit for bit; the fast path within the tolerance below.
+// The generic kernel must match the CPU bit for bit; the fast path within the tolerance below, and with a
+// shadow (attention_mqa.cu) the same bits as without.
 void run_case(const Case& c, uint32_t seed, bool generic = false) {
   CpuOps cpu(2);
   const KvEntryDims dims{c.d, c.r};
@@ -179,6 +180,15 @@ void run_case(const Case& c, uint32_t seed, bool generic = false) {
     cuda::sparse_attention(a, a.freqs, a.err, nullptr);
   }
   const auto got = dout.get();
+  if (!exact) {  // the fast path with a shadow: all rows shadowed, and most past a shadow of 37 rows
+    for (const int64_t rows : {cuda::kMqaShadowRows, int64_t{37}}) {
+      Dev<uint16_t> shadowed(std::vector<uint16_t>(q.size(), 0x7fc0));
+      cuda::AttentionLaunch b = a;
+      b.out = shadowed.p;
+      cuda::sparse_attention_mqa(b, nullptr, rows);
+      EXPECT_TRUE(shadowed.get() == got) << "heads " << c.heads << ": a shadow of " << rows << " rows changes bits";
+    }
+  }
   if (exact) {
     ASSERT_TRUE(order_shows(c, q, vals)) << "inputs blind to the dot's summation order";
     EXPECT_EQ(got, want) << "heads " << c.heads << " d " << c.d;

@@ -356,10 +356,14 @@ void kv_insert(const KvInsertParams& p, const float* freqs, int32_t* err, cudaSt
   launch_kernel(kv_insert_kernel, static_cast<unsigned>(p.rows), d / 2, 0, stream, KvInsertLaunch{p, freqs, err});
 }
 
-void sparse_attention(const SparseAttentionParams& p, const float* freqs, int32_t* err, cudaStream_t stream) {
+void sparse_attention(const SparseAttentionParams& p, const float* freqs, int32_t* err, cudaStream_t stream,
+                      int64_t shadow_min_tokens) {
   if (p.tokens * p.heads == 0) return;
   const AttentionLaunch a{p, freqs, err};
-  if (mqa_fast_path(p)) return sparse_attention_mqa(a, stream);  // inverse RoPE in its epilogue
+  if (mqa_fast_path(p)) {  // inverse RoPE in its epilogue
+    const bool shadow = shadow_min_tokens > 0 && p.tokens >= shadow_min_tokens;
+    return sparse_attention_mqa(a, stream, shadow ? kMqaShadowRows : 0);
+  }
   sparse_attention_generic(a, stream);
   if (p.positions)
     rope({p.out, p.tokens, p.heads, p.head_dim, p.positions, p.rope, true}, freqs, stream);  // as the CPU

@@ -8,6 +8,13 @@
 // Long lists are split over CTAs at 64-block boundaries (flash-decoding); a combine kernel merges the
 // partial (m, l, acc). Arithmetic per block as the reference: fp32 scores, block max, l += Σ exp(s − m),
 // acc += bf16(p)·v, sink in the denominator; summation order differs (tolerance, not bits).
+//
+// Many tokens (a prefill) name the same entries many times over (a window entry 128 times), and each CTA
+// decoding its own copy cost a fifth of the kernel. There the call first makes a shadow: every distinct
+// entry its lists name decoded once into a bf16 row (a slot -> row map per table, claimed by atomics);
+// the CTAs then copy rows (cp.async, the next block's while the current one is computed, two buffers
+// where the raw bytes sat) and decode only the entries past the shadow's rows. The same bf16 values and
+// the same MMAs in the same order: the same bits as decoding in every CTA.
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
@@ -42,15 +49,40 @@ constexpr int kPRow = 2 * kEntries + 16;
 constexpr int kCols = kDim / kQuarters;  // output columns per warp
 constexpr int kCombineThreads = kDim / 2;
 
+using Rows = uint8_t[kEntries][kRow];  // a block's entries in bf16 (zero rows for holes)
+
 struct Smem {
   alignas(16) uint8_t q[kHeads][kRow];           // the CTA's queries (zeros past the last head)
-  alignas(16) uint8_t kv[kEntries][kRow];        // the block's entries in bf16 (zero rows for holes)
+  alignas(16) Rows kv;                           // the block's entries
   alignas(16) uint8_t raw[kEntries][kRawBytes];  // the next block's entries as stored
   alignas(16) uint8_t p[kHeads][kPRow];          // bf16(exp(s − m))
   float red[kQuarters][kHeads];                  // each quarter's row maxima; at the end, row sums
   const uint8_t* entry[2][kEntries];             // entries of blocks b, b + 1 by parity (null: none)
+  __device__ bool valid(int64_t b, int e) const { return entry[b & 1][e] != nullptr; }
 };
 static_assert(sizeof(Smem) <= 227 * 1024, "the tile must fit one SM's shared memory");
+
+// The shadowed kernel's: two row buffers instead of one and the raw bytes, and each element's source for
+// blocks b, b + 1, b + 2 (by b mod 3): its shadow row, else its stored entry (null: a hole).
+struct ShadowSmem {
+  alignas(16) uint8_t q[kHeads][kRow];
+  alignas(16) Rows kv[2];  // block b in kv[b & 1]
+  alignas(16) uint8_t p[kHeads][kPRow];
+  float red[kQuarters][kHeads];
+  const uint8_t* src[3][kEntries];
+  bool shadowed[3][kEntries];
+  __device__ bool valid(int64_t b, int e) const { return src[b % 3][e] != nullptr; }
+};
+static_assert(sizeof(ShadowSmem) <= 227 * 1024, "the tile must fit one SM's shared memory");
+
+// A call's shadow (device pointers; rows 0: none).
+struct Shadow {
+  int32_t* map[2] = {};        // window, compressed: slot -> its row (−1 unnamed, −2 being claimed, −3 no row left)
+  int32_t* claimed = nullptr;  // rows claimed (may pass `rows`)
+  int2* named = nullptr;       // [rows]: (table, slot) of each row
+  uint8_t* data = nullptr;     // [rows][kDim] bf16
+  int32_t rows = 0;
+};
 
 // The fast path as its kernels get it: the attention and how its index list splits over CTAs.
 struct MqaLaunch {
@@ -61,6 +93,7 @@ struct MqaLaunch {
   int64_t blocks = 0;         // 64-blocks of the list
   float* part_acc = nullptr;  // [splits, tokens, heads, kDim] when splits > 1
   float* part_ml = nullptr;   // [splits, tokens, heads, 2]
+  Shadow shadow;
 };
 
 __device__ __forceinline__ uint32_t pack(float lo, float hi) {
@@ -107,7 +140,8 @@ __device__ void load_block(int64_t b, Smem& sm) {
 }
 
 // The 64 query rows of heads h0.. as bf16 (16-byte pieces when q allows, else 4-byte ones).
-__device__ void load_q(const AttentionLaunch& a, int64_t t, int h0, Smem& sm) {
+template <class S>
+__device__ void load_q(const AttentionLaunch& a, int64_t t, int h0, S& sm) {
   const uint8_t* src = reinterpret_cast<const uint8_t*>(a.q + (t * a.heads + h0) * kDim);
   const int rows = min(kHeads, a.heads - h0);
   const bool wide = reinterpret_cast<uintptr_t>(a.q) % 16 == 0;
@@ -132,6 +166,20 @@ __device__ __forceinline__ uint32_t e4m3x2_bf16x2(uint32_t two, float scale) {
   return pack(f.x * scale, f.y * scale);
 }
 
+// 16-byte piece u (dims 8u..8u+7) of the bf16 row of a stored entry: u < 56 decodes 8 e4m3 dims with
+// their 64-dim block's scale, the others copy 8 rope dims. Loads of 8 bytes (entries are 8-byte aligned).
+__device__ __forceinline__ uint4 decode_piece(const uint8_t* entry, int u) {
+  if (u < kNopeUnits) {
+    const uint2 v = *reinterpret_cast<const uint2*>(entry + 8 * u);
+    const float scale = e8_value(entry[kNope + 2 * kRope + u / 8]);
+    return make_uint4(e4m3x2_bf16x2(v.x, scale), e4m3x2_bf16x2(v.x >> 16, scale), e4m3x2_bf16x2(v.y, scale),
+                      e4m3x2_bf16x2(v.y >> 16, scale));
+  }
+  const uint2* rope = reinterpret_cast<const uint2*>(entry + kNope + 16 * (u - kNopeUnits));
+  const uint2 lo = rope[0], hi = rope[1];
+  return make_uint4(lo.x, lo.y, hi.x, hi.y);
+}
+
 // sm.raw -> sm.kv for block b: unit u < 56 decodes 8 e4m3 dims with their 64-dim block's scale, the
 // others copy 4 rope dims. A hole becomes a zero row: its p is 0, but 0·NaN would not be 0.
 __device__ void decode_block(int64_t b, Smem& sm) {
@@ -152,10 +200,11 @@ __device__ void decode_block(int64_t b, Smem& sm) {
 
 // Raw scores of the warp's 16 heads x 16 entries: s[j] is the C fragment of entries 16·quarter + 8j..
 // Two accumulator sets over alternating k-steps keep two MMA chains in flight per n-tile.
-__device__ void block_scores(const Smem& sm, int tile, int quarter, float (&s)[2][4]) {
+__device__ void block_scores(const uint8_t (&q)[kHeads][kRow], const Rows& kv, int tile, int quarter,
+                             float (&s)[2][4]) {
   const int lane = threadIdx.x % kWarp;
-  const uint32_t qa = smem_addr(&sm.q[16 * tile + lane % 16][16 * (lane / 16)]);
-  const uint32_t ka = smem_addr(&sm.kv[16 * quarter + lane % 8 + 8 * (lane / 16)][16 * (lane / 8 % 2)]);
+  const uint32_t qa = smem_addr(&q[16 * tile + lane % 16][16 * (lane / 16)]);
+  const uint32_t ka = smem_addr(&kv[16 * quarter + lane % 8 + 8 * (lane / 16)][16 * (lane / 8 % 2)]);
   float acc[2][2][4] = {};
 #pragma unroll 8
   for (int k = 0; k < kDim / 16; ++k) {
@@ -172,10 +221,11 @@ __device__ void block_scores(const Smem& sm, int tile, int quarter, float (&s)[2
 }
 
 // O += P·V for the warp's 16 heads x 128 columns: o[j] is the C fragment of columns 128·quarter + 8j..
-__device__ void block_pv(const Smem& sm, int tile, int quarter, float (&o)[kCols / 8][4]) {
+__device__ void block_pv(const uint8_t (&p)[kHeads][kPRow], const Rows& kv, int tile, int quarter,
+                         float (&o)[kCols / 8][4]) {
   const int lane = threadIdx.x % kWarp;
-  const uint32_t pa = smem_addr(&sm.p[16 * tile + lane % 16][16 * (lane / 16)]);
-  const uint32_t va = smem_addr(&sm.kv[lane % 16][2 * kCols * quarter + 16 * (lane / 16)]);
+  const uint32_t pa = smem_addr(&p[16 * tile + lane % 16][16 * (lane / 16)]);
+  const uint32_t va = smem_addr(&kv[lane % 16][2 * kCols * quarter + 16 * (lane / 16)]);
 #pragma unroll
   for (int k = 0; k < kEntries / 16; ++k) {
     uint32_t pf[4];
@@ -207,14 +257,15 @@ struct RowState {
 };
 
 // Scaled scores with −inf at holes, and the warp's row maxima into sm.red.
-__device__ void mask_and_max(const AttentionLaunch& a, int64_t b, int tile, int quarter, Smem& sm, float (&s)[2][4]) {
+template <class S>
+__device__ void mask_and_max(const AttentionLaunch& a, int64_t b, int tile, int quarter, S& sm, float (&s)[2][4]) {
   const int lane = threadIdx.x % kWarp;
   float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int j = 0; j < 2; ++j)
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
-      const bool valid = sm.entry[b & 1][16 * quarter + 8 * j + 2 * (lane % 4) + c] != nullptr;
+      const bool valid = sm.valid(b, 16 * quarter + 8 * j + 2 * (lane % 4) + c);
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         float& v = s[j][2 * r + c];
@@ -230,7 +281,8 @@ __device__ void mask_and_max(const AttentionLaunch& a, int64_t b, int tile, int 
 }
 
 // The block's update given every quarter's maxima: new m, alpha (applied to o), l, and bf16 P into sm.p.
-__device__ void softmax_update(int tile, int quarter, Smem& sm, const float (&s)[2][4], RowState& st,
+template <class S>
+__device__ void softmax_update(int tile, int quarter, S& sm, const float (&s)[2][4], RowState& st,
                                float (&o)[kCols / 8][4]) {
   const int lane = threadIdx.x % kWarp;
 #pragma unroll
@@ -263,7 +315,8 @@ __device__ void softmax_update(int tile, int quarter, Smem& sm, const float (&s)
 }
 
 // Sums each row's l over the quad and the tile's four warps (sm.red is free after the last block).
-__device__ void total_l(int tile, int quarter, Smem& sm, RowState& st) {
+template <class S>
+__device__ void total_l(int tile, int quarter, S& sm, RowState& st) {
   const int lane = threadIdx.x % kWarp;
   __syncthreads();
 #pragma unroll
@@ -347,12 +400,123 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_partial_kernel(MqaLaunch ma) 
     __syncthreads();  // sm.kv holds block b; sm.raw is free
     if (b + 1 < b_end) load_block(b + 1, sm);
     float s[2][4];
-    block_scores(sm, tile, quarter, s);
+    block_scores(sm.q, sm.kv, tile, quarter, s);
     mask_and_max(a, b, tile, quarter, sm, s);
     __syncthreads();
     softmax_update(tile, quarter, sm, s, st, o);
     __syncthreads();
-    block_pv(sm, tile, quarter, o);
+    block_pv(sm.p, sm.kv, tile, quarter, o);
+  }
+  total_l(tile, quarter, sm, st);
+  const int h0 = group * kHeads + 16 * tile;
+  if (h0 < a.heads) store_result(ma, t, split, h0, quarter, st, o);
+}
+
+// ---- the shadow --------------------------------------------------------------------------------
+
+// A row for each distinct usable slot the lists name (grid-stride over every list element): the first
+// to swap −1 for −2 claims the slot, takes a row number and publishes it (or −3 past the last row).
+// Unusable slots are left to the attention kernel, which reports them.
+__global__ void shadow_claim_kernel(MqaLaunch ma) {
+  pdl_enter();
+  const AttentionLaunch& a = ma.a;
+  const int64_t width = int64_t{a.window_width} + a.compressed_width, n = a.tokens * width;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t t = i / width, g = i % width;
+    const int32_t slot = list_slot(a, t, g);
+    const int which = g < a.window_width ? 0 : 1;
+    if (!(which ? a.compressed : a.window).holds(slot)) continue;
+    int32_t* m = ma.shadow.map[which] + slot;
+    if (*m != -1 || atomicCAS(m, -1, -2) != -1) continue;  // named before (most elements of a prefill)
+    const int32_t row = atomicAdd(ma.shadow.claimed, 1);
+    if (row < ma.shadow.rows) ma.shadow.named[row] = make_int2(which, slot);
+    atomicExch(m, row < ma.shadow.rows ? row : -3);
+  }
+}
+
+// The claimed rows decoded: a thread a 16-byte piece, four rows a CTA of 256.
+constexpr int kShadowThreads = 256;
+__global__ void __launch_bounds__(kShadowThreads) shadow_decode_kernel(MqaLaunch ma) {
+  pdl_enter();
+  const int64_t row = int64_t{blockIdx.x} * (kShadowThreads / 64) + threadIdx.x / 64;
+  if (row >= min(*ma.shadow.claimed, ma.shadow.rows)) return;
+  const int2 named = ma.shadow.named[row];
+  const uint8_t* entry = (named.x ? ma.a.compressed : ma.a.window).entry(named.y);
+  reinterpret_cast<uint4*>(ma.shadow.data + row * 2 * kDim)[threadIdx.x % 64] = decode_piece(entry, threadIdx.x % 64);
+}
+
+// Element g's source (slot from its list): its shadow row, else its stored entry; null for a hole.
+__device__ void resolve(const MqaLaunch& ma, int64_t g, int32_t slot, const uint8_t*& src, bool& shadowed) {
+  src = list_entry(ma.a, g, slot);
+  shadowed = false;
+  if (!src) return;
+  const int32_t row = ma.shadow.map[g < ma.a.window_width ? 0 : 1][slot];
+  if (row < 0) return;
+  src = ma.shadow.data + int64_t{row} * 2 * kDim;
+  shadowed = true;
+}
+
+// Block b's rows into sm.kv[b & 1]: a warp copies 512 contiguous bytes of one row (cp.async from the
+// shadow; entries past it decoded here; zeros for holes). Committed as one group.
+__device__ void fetch_block(int64_t b, ShadowSmem& sm) {
+  const int k = static_cast<int>(b % 3);
+  Rows& kv = sm.kv[b & 1];
+  for (int i = threadIdx.x; i < kEntries * 64; i += kThreads) {
+    const int e = i / 64, u = i % 64;
+    const uint8_t* src = sm.src[k][e];
+    uint8_t* dst = &kv[e][16 * u];
+    if (src && sm.shadowed[k][e]) {
+      cp_async<16>(dst, src + 16 * u);
+    } else {
+      *reinterpret_cast<uint4*>(dst) = src ? decode_piece(src, u) : make_uint4(0, 0, 0, 0);
+    }
+  }
+  cp_async_commit();
+}
+
+// mqa_partial_kernel on a shadowed call. Per block: (after a barrier) the next block's copies start and
+// the block after it is resolved; scores and row maxima | softmax, P | P·V: three barriers, no decode.
+__global__ void __launch_bounds__(kThreads, 1) mqa_shadow_kernel(MqaLaunch ma) {
+  pdl_enter();
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  ShadowSmem& sm = *reinterpret_cast<ShadowSmem*>(smem_raw);
+  const AttentionLaunch& a = ma.a;
+  const int split = static_cast<int>(blockIdx.x % ma.splits);
+  const int group = static_cast<int>(blockIdx.x / ma.splits % ma.groups);
+  const int64_t t = blockIdx.x / (int64_t{ma.splits} * ma.groups);
+  const int warp = threadIdx.x / kWarp, tile = warp / kQuarters, quarter = warp % kQuarters;
+  const int64_t b_begin = int64_t{split} * ma.blocks_per;
+  const int64_t b_end = std::min<int64_t>(ma.blocks, b_begin + ma.blocks_per);
+  const int e = threadIdx.x;  // list element e of a block, for the first 64 threads
+  int32_t ahead = -1;         // slot of element e of the block after the last one resolved
+  load_q(a, t, group * kHeads, sm);
+  if (e < kEntries) {
+    for (int64_t b = b_begin; b < std::min(b_begin + 2, b_end); ++b) {
+      const int64_t g = b * kEntries + e;
+      resolve(ma, g, list_slot(a, t, g), sm.src[b % 3][e], sm.shadowed[b % 3][e]);
+    }
+    ahead = b_begin + 2 < b_end ? list_slot(a, t, (b_begin + 2) * kEntries + e) : -1;
+  }
+  __syncthreads();
+  fetch_block(b_begin, sm);  // one group with the queries
+  float o[kCols / 8][4] = {};
+  RowState st;
+  for (int64_t b = b_begin; b < b_end; ++b) {
+    cp_async_wait_all();
+    __syncthreads();  // block b is in kv[b & 1]; block b − 1's readers (of kv[(b + 1) & 1], src) are done
+    if (b + 1 < b_end) fetch_block(b + 1, sm);
+    if (e < kEntries && b + 2 < b_end) {
+      const int64_t g = (b + 2) * kEntries + e;
+      resolve(ma, g, ahead, sm.src[(b + 2) % 3][e], sm.shadowed[(b + 2) % 3][e]);
+      ahead = b + 3 < b_end ? list_slot(a, t, g + kEntries) : -1;
+    }
+    float s[2][4];
+    block_scores(sm.q, sm.kv[b & 1], tile, quarter, s);
+    mask_and_max(a, b, tile, quarter, sm, s);
+    __syncthreads();
+    softmax_update(tile, quarter, sm, s, st, o);
+    __syncthreads();
+    block_pv(sm.p, sm.kv[b & 1], tile, quarter, o);
   }
   total_l(tile, quarter, sm, st);
   const int h0 = group * kHeads + 16 * tile;
@@ -424,6 +588,42 @@ int blocks_per_split(int64_t ctas, int64_t blocks, int sms) {
   return static_cast<int>(best_per);
 }
 
+// Bytes of a shadow of `rows` rows over tables of these capacities (maps and count, names, rows), and
+// the shadow laid out in them.
+size_t shadow_bytes(int64_t rows, int64_t cap_w, int64_t cap_c) {
+  const auto up = [](int64_t b) { return static_cast<size_t>((b + 255) / 256 * 256); };
+  return up(4 * (cap_w + cap_c) + 4) + up(8 * rows) + up(2 * kDim * rows);
+}
+Shadow shadow_at(void* p, int64_t rows, int64_t cap_w, int64_t cap_c) {
+  Shadow sh;
+  sh.rows = static_cast<int32_t>(rows);
+  sh.map[0] = static_cast<int32_t*>(p);
+  sh.map[1] = sh.map[0] + cap_w;
+  sh.claimed = sh.map[1] + cap_c;
+  uint8_t* at = static_cast<uint8_t*>(p) + shadow_bytes(0, cap_w, cap_c);
+  sh.named = reinterpret_cast<int2*>(at);
+  sh.data = at + (8 * rows + 255) / 256 * 256;
+  return sh;
+}
+
+// The shadow's maps cleared, its rows claimed and decoded (the kernel after reads them); its scratch
+// in *scratch (freed by the caller after that kernel).
+void make_shadow(MqaLaunch& ma, int64_t want_rows, void** scratch, cudaStream_t stream) {
+  const AttentionLaunch& a = ma.a;
+  const int64_t width = int64_t{a.window_width} + a.compressed_width;
+  const int64_t cap_w = a.window.capacity, cap_c = a.compressed_width > 0 ? a.compressed.capacity : 0;
+  const int64_t rows = std::min({want_rows, a.tokens * width, cap_w + cap_c});
+  DSV4_CUDA_CHECK(cudaMallocAsync(scratch, shadow_bytes(rows, cap_w, cap_c), stream));
+  ma.shadow = shadow_at(*scratch, rows, cap_w, cap_c);
+  DSV4_CUDA_CHECK(cudaMemsetAsync(ma.shadow.map[0], 0xff, 4 * static_cast<size_t>(cap_w + cap_c), stream));
+  DSV4_CUDA_CHECK(cudaMemsetAsync(ma.shadow.claimed, 0, 4, stream));
+  const int64_t claim_ctas = std::min<int64_t>((a.tokens * width + 255) / 256, 8 * int64_t{sm_count()});
+  launch_kernel(shadow_claim_kernel, static_cast<unsigned>(std::max<int64_t>(1, claim_ctas)), 256, 0, stream, ma);
+  const int64_t decode_ctas = (rows + kShadowThreads / 64 - 1) / (kShadowThreads / 64);
+  if (decode_ctas > 0)
+    launch_kernel(shadow_decode_kernel, static_cast<unsigned>(decode_ctas), kShadowThreads, 0, stream, ma);
+}
+
 }  // namespace
 
 bool mqa_fast_path(const SparseAttentionParams& a) {
@@ -433,7 +633,7 @@ bool mqa_fast_path(const SparseAttentionParams& a) {
          a.window.entry_bytes % 8 == 0 && (a.compressed_width == 0 || a.compressed.entry_bytes % 8 == 0);
 }
 
-void sparse_attention_mqa(const AttentionLaunch& a, cudaStream_t stream) {
+void sparse_attention_mqa(const AttentionLaunch& a, cudaStream_t stream, int64_t shadow_rows) {
   MqaLaunch ma;
   ma.a = a;
   ma.groups = (a.heads + kHeads - 1) / kHeads;
@@ -449,8 +649,17 @@ void sparse_attention_mqa(const AttentionLaunch& a, cudaStream_t stream) {
     ma.part_acc = static_cast<float*>(scratch);
     ma.part_ml = ma.part_acc + n * kDim;
   }
-  allow_dynamic_smem(mqa_partial_kernel, sizeof(Smem));  // the tile needs more than the default 48 KB
-  launch_kernel(mqa_partial_kernel, static_cast<unsigned>(base * ma.splits), kThreads, sizeof(Smem), stream, ma);
+  const unsigned ctas = static_cast<unsigned>(base * ma.splits);
+  if (shadow_rows > 0) {  // the tiles need more than the default 48 KB
+    void* shadow = nullptr;
+    make_shadow(ma, shadow_rows, &shadow, stream);
+    allow_dynamic_smem(mqa_shadow_kernel, sizeof(ShadowSmem));
+    launch_kernel(mqa_shadow_kernel, ctas, kThreads, sizeof(ShadowSmem), stream, ma);
+    DSV4_CUDA_CHECK(cudaFreeAsync(shadow, stream));
+  } else {
+    allow_dynamic_smem(mqa_partial_kernel, sizeof(Smem));
+    launch_kernel(mqa_partial_kernel, ctas, kThreads, sizeof(Smem), stream, ma);
+  }
   if (ma.splits > 1) {
     const size_t smem = sizeof(float2) * static_cast<size_t>(ma.splits);
     DSV4_CUDA_REQUIRE(smem <= 48 * 1024, "sparse_attention: " + std::to_string(ma.splits) + " splits of one list");

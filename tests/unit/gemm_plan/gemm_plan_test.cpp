@@ -466,6 +466,10 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::setenv("DSV4_HC_POST_PRE_MAX_TOKENS", "0", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).hc_post_pre_max_tokens, 0);
   ::unsetenv("DSV4_HC_POST_PRE_MAX_TOKENS");
+  EXPECT_NE(p.describe().find("attention's shadow from 1024 tokens"), std::string::npos) << p.describe();
+  ::setenv("DSV4_ATTENTION_SHADOW_MIN_TOKENS", "0", 1);
+  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("attention's shadow off"), std::string::npos);
+  ::unsetenv("DSV4_ATTENTION_SHADOW_MIN_TOKENS");
   EXPECT_NE(p.describe().find("indexer dots on wgmma"), std::string::npos) << p.describe();
   ::setenv("DSV4_INDEXER_DOTS", "mma", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).indexer_dots, IndexerDots::kMmaSync);

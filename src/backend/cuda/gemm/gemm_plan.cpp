@@ -53,6 +53,8 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.hc_products = env_switch("DSV4_HC_PRODUCTS") != "0";
   p.hc_ring = env_switch("DSV4_HC_RING") != "0";
   p.hc_post_pre_max_tokens = std::max<int64_t>(0, env_count("DSV4_HC_POST_PRE_MAX_TOKENS", p.hc_post_pre_max_tokens));
+  p.attention_shadow_min_tokens =
+      std::max<int64_t>(0, env_count("DSV4_ATTENTION_SHADOW_MIN_TOKENS", p.attention_shadow_min_tokens));
   const std::string_view dots = env_switch("DSV4_INDEXER_DOTS");
   if (dots == "cuda-cores") p.indexer_dots = IndexerDots::kCudaCores;
   if (dots == "mma") p.indexer_dots = IndexerDots::kMmaSync;
@@ -72,13 +74,14 @@ std::string GemmPolicy::describe() const {
       "fast (FP8 tensor cores with per-block promotion, FP4 per 32 (wgmma: per 128); few-row kernel "
       "up to {} rows a weight (FP8 twins {}); cuBLASLt "
       "{} above {} rows; wgmma from {} rows a weight, FP4 widened {}; FP4 experts on cuBLASLt {}; {} CTAs an SM; "
-      "indexer dots on {}; hc_pre norm {}, fused with the post before it up to {} tokens)",
+      "indexer dots on {}; hc_pre norm {}, fused with the post before it up to {} tokens; attention's shadow {})",
       gemv_max_rows, twin_gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
       fp4_prewiden ? fmt::format("before the call from {} rows an expert", prewiden_min_rows) : "in shared memory",
       cublaslt && lt_experts_min_rows > 0 ? fmt::format("from {} rows an expert, {} stream{}", lt_experts_min_rows,
                                                         lt_expert_streams, lt_expert_streams == 1 ? "" : "s")
                                           : "off",
-      ctas_per_sm, indexer_dots_name(indexer_dots), hc_fused_norm ? "fused" : "apart", hc_post_pre_max_tokens);
+      ctas_per_sm, indexer_dots_name(indexer_dots), hc_fused_norm ? "fused" : "apart", hc_post_pre_max_tokens,
+      attention_shadow_min_tokens > 0 ? fmt::format("from {} tokens", attention_shadow_min_tokens) : "off");
 }
 
 const char* indexer_dots_name(IndexerDots d) {

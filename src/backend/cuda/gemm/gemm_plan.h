@@ -115,6 +115,11 @@ struct GemmPolicy {
   // Fast tier: a sublayer boundary's hc_post and the next hc_pre as one kernel (hc_post_pre) up to this
   // many tokens (DSV4_HC_POST_PRE_MAX_TOKENS; 0: the two ops, three launches).
   int64_t hc_post_pre_max_tokens = 8;
+  // Sparse attention's fast path (attention_mqa.cu), from this many tokens: the entries the lists name
+  // decoded once into a shadow of bf16 rows instead of by every CTA that reads them (the same bits;
+  // DSV4_ATTENTION_SHADOW_MIN_TOKENS, 0: never). H100: CSA lists 11-14% faster from 2048 tokens, HCA
+  // 2-6%; at 512 tokens HCA 6% slower (docs/perf.md).
+  int64_t attention_shadow_min_tokens = 1024;
 
   // The defaults of a tier, with the DSV4_GEMM_* and DSV4_HC_* values of core/env.cpp applied.
   static GemmPolicy from_env(Numerics numerics);
