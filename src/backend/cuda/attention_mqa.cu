@@ -11,10 +11,11 @@
 //
 // Many tokens (a prefill) name the same entries many times over (a window entry 128 times), and each CTA
 // decoding its own copy cost a fifth of the kernel. There the call first makes a shadow: every distinct
-// entry its lists name decoded once into a bf16 row (a slot -> row map per table, claimed by atomics);
-// the CTAs then copy rows (cp.async, the next block's while the current one is computed, two buffers
-// where the raw bytes sat) and decode only the entries past the shadow's rows. The same bf16 values and
-// the same MMAs in the same order: the same bits as decoding in every CTA.
+// entry its lists name decoded once into a bf16 row (a slot -> row map per table, claimed by atomics),
+// each list element coded once with its row; the CTAs then copy rows (cp.async, the next block's while
+// the current one is computed, two buffers where the raw bytes sat) and decode only the entries past the
+// shadow's rows. The same bf16 values and the same MMAs in the same order: the same bits as decoding in
+// every CTA. The output's inverse RoPE takes the token's (cos, sin) made once a CTA there.
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
@@ -71,16 +72,18 @@ struct ShadowSmem {
   float red[kQuarters][kHeads];
   const uint8_t* src[3][kEntries];
   bool shadowed[3][kEntries];
+  float2 cs[kRope / 2];
   __device__ bool valid(int64_t b, int e) const { return src[b % 3][e] != nullptr; }
 };
 static_assert(sizeof(ShadowSmem) <= 227 * 1024, "the tile must fit one SM's shared memory");
 
 // A call's shadow (device pointers; rows 0: none).
 struct Shadow {
-  int32_t* map[2] = {};        // window, compressed: slot -> its row (−1 unnamed, −2 being claimed, −3 no row left)
+  int32_t* map[2] = {};  // window, compressed: slot -> its row (−1 unnamed, −2 being claimed, −3 no row left)
   int32_t* claimed = nullptr;  // rows claimed (may pass `rows`)
   int2* named = nullptr;       // [rows]: (table, slot) of each row
   uint8_t* data = nullptr;     // [rows][kDim] bf16
+  int32_t* list = nullptr;     // [tokens][window + compressed width]: each element's code (shadow_list_kernel)
   int32_t rows = 0;
 };
 
@@ -100,15 +103,28 @@ __device__ __forceinline__ uint32_t pack(float lo, float hi) {
   return static_cast<uint32_t>(f_to_bf16(lo)) | (static_cast<uint32_t>(f_to_bf16(hi)) << 16);
 }
 
+// Token t's rope pair i: (cos, sin) of its angle.
+__device__ __forceinline__ float2 token_cos_sin(const AttentionLaunch& a, int64_t t, int i) {
+  return rope_cos_sin(static_cast<float>(a.positions[t]) * a.freqs[i]);
+}
+
 // Output columns 2c, 2c+1 of token t: bf16, then (positions set, c in the rope part) the inverse RoPE
-// of the bf16 pair, as a separate rope() would do it.
-__device__ __forceinline__ uint32_t output_pair(const AttentionLaunch& a, int64_t t, int c, float x, float y) {
+// of the bf16 pair, as a separate rope() would do it; cs: token t's (cos, sin) made beforehand, or null.
+__device__ __forceinline__ uint32_t output_pair(const AttentionLaunch& a, int64_t t, int c, float x, float y,
+                                                const float2* cs = nullptr) {
   x = round_bf16(x);
   y = round_bf16(y);
   if (a.positions && 2 * c >= kNope) {
-    rope_rotate(x, y, static_cast<float>(a.positions[t]) * a.freqs[(2 * c - kNope) / 2], true);
+    const int i = (2 * c - kNope) / 2;
+    rope_rotate_cs(x, y, cs ? cs[i] : token_cos_sin(a, t, i), true);
   }
   return pack(x, y);
+}
+
+// The CTA's token's rope pairs' (cos, sin) into cs (threads 0..kRope/2 − 1; read after a barrier), once
+// for its 64 heads.
+__device__ __forceinline__ void cta_cos_sin(const AttentionLaunch& a, int64_t t, float2* cs) {
+  if (a.positions && threadIdx.x < kRope / 2) cs[threadIdx.x] = token_cos_sin(a, t, static_cast<int>(threadIdx.x));
 }
 
 // Slot of list element g of token t (−1: none). A load only: its latency hides behind a block's work.
@@ -334,7 +350,7 @@ __device__ void total_l(int tile, int quarter, S& sm, RowState& st) {
 
 // The thread's outputs: normalised bf16 (one split) or the partial state for the combine.
 __device__ void store_result(const MqaLaunch& ma, int64_t t, int split, int h0, int quarter, const RowState& st,
-                             const float (&o)[kCols / 8][4]) {
+                             const float (&o)[kCols / 8][4], const float2* cs) {
   const AttentionLaunch& a = ma.a;
   const int lane = threadIdx.x % kWarp;
 #pragma unroll
@@ -348,7 +364,7 @@ __device__ void store_result(const MqaLaunch& ma, int64_t t, int split, int h0, 
 #pragma unroll
       for (int j = 0; j < kCols / 8; ++j) {
         const int c = (kCols * quarter + 8 * j) / 2 + lane % 4;  // column pair
-        out[c] = m == -INFINITY ? 0u : output_pair(a, t, c, o[j][2 * r] / denom, o[j][2 * r + 1] / denom);
+        out[c] = m == -INFINITY ? 0u : output_pair(a, t, c, o[j][2 * r] / denom, o[j][2 * r + 1] / denom, cs);
       }
       continue;
     }
@@ -409,29 +425,35 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_partial_kernel(MqaLaunch ma) 
   }
   total_l(tile, quarter, sm, st);
   const int h0 = group * kHeads + 16 * tile;
-  if (h0 < a.heads) store_result(ma, t, split, h0, quarter, st, o);
+  if (h0 < a.heads) store_result(ma, t, split, h0, quarter, st, o, nullptr);
 }
 
 // ---- the shadow --------------------------------------------------------------------------------
 
-// A row for each distinct usable slot the lists name (grid-stride over every list element): the first
-// to swap −1 for −2 claims the slot, takes a row number and publishes it (or −3 past the last row).
-// Unusable slots are left to the attention kernel, which reports them.
-__global__ void shadow_claim_kernel(MqaLaunch ma) {
-  pdl_enter();
-  const AttentionLaunch& a = ma.a;
+// f(i, which, slot) for every element i = t·width + g of the call's lists (grid-stride): which 0 for the
+// window's, 1 for the compressed list's.
+template <class F>
+__device__ __forceinline__ void for_each_element(const AttentionLaunch& a, F&& f) {
   const int64_t width = int64_t{a.window_width} + a.compressed_width, n = a.tokens * width;
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t t = i / width, g = i % width;
-    const int32_t slot = list_slot(a, t, g);
-    const int which = g < a.window_width ? 0 : 1;
-    if (!(which ? a.compressed : a.window).holds(slot)) continue;
+    const int64_t g = i % width;
+    f(i, g < a.window_width ? 0 : 1, list_slot(a, i / width, g));
+  }
+}
+
+// A row for each distinct usable slot the lists name: the first to swap −1 for −2 claims the slot, takes
+// a row number and publishes it (or −3 past the last row). Unusable slots are left to shadow_list_kernel,
+// which reports them.
+__global__ void shadow_claim_kernel(MqaLaunch ma) {
+  pdl_enter();
+  for_each_element(ma.a, [&](int64_t, int which, int32_t slot) {
+    if (!(which ? ma.a.compressed : ma.a.window).holds(slot)) return;
     int32_t* m = ma.shadow.map[which] + slot;
-    if (*m != -1 || atomicCAS(m, -1, -2) != -1) continue;  // named before (most elements of a prefill)
+    if (*m != -1 || atomicCAS(m, -1, -2) != -1) return;  // named before (most elements of a prefill)
     const int32_t row = atomicAdd(ma.shadow.claimed, 1);
     if (row < ma.shadow.rows) ma.shadow.named[row] = make_int2(which, slot);
     atomicExch(m, row < ma.shadow.rows ? row : -3);
-  }
+  });
 }
 
 // The claimed rows decoded: a thread a 16-byte piece, four rows a CTA of 256.
@@ -445,15 +467,39 @@ __global__ void __launch_bounds__(kShadowThreads) shadow_decode_kernel(MqaLaunch
   reinterpret_cast<uint4*>(ma.shadow.data + row * 2 * kDim)[threadIdx.x % 64] = decode_piece(entry, threadIdx.x % 64);
 }
 
-// Element g's source (slot from its list): its shadow row, else its stored entry; null for a hole.
-__device__ void resolve(const MqaLaunch& ma, int64_t g, int32_t slot, const uint8_t*& src, bool& shadowed) {
-  src = list_entry(ma.a, g, slot);
-  shadowed = false;
-  if (!src) return;
-  const int32_t row = ma.shadow.map[g < ma.a.window_width ? 0 : 1][slot];
-  if (row < 0) return;
-  src = ma.shadow.data + int64_t{row} * 2 * kDim;
-  shadowed = true;
+// Each list element's code once the rows are claimed: its shadow row (>= 0), −2 − slot for a slot past
+// the shadow's rows, −1 for a hole or an unusable slot (reported here). The CTAs then resolve an element
+// with one load, as without a shadow, instead of a slot and then its map entry (a dependent L2 round
+// trip a block on the warps that resolve).
+__global__ void shadow_list_kernel(MqaLaunch ma) {
+  pdl_enter();
+  for_each_element(ma.a, [&](int64_t i, int which, int32_t slot) {
+    const EntryTable& tab = which ? ma.a.compressed : ma.a.window;
+    int32_t code = -1;
+    if (slot >= 0 && !tab.holds(slot)) report(ma.a.err, DeviceError::kAttentionSlot);
+    if (tab.holds(slot)) {
+      const int32_t row = ma.shadow.map[which][slot];
+      code = row >= 0 ? row : -2 - slot;
+    }
+    ma.shadow.list[i] = code;
+  });
+}
+
+// Code of list element g of token t (−1 past the list).
+__device__ __forceinline__ int32_t shadow_code(const MqaLaunch& ma, int64_t t, int64_t g) {
+  const int64_t width = int64_t{ma.a.window_width} + ma.a.compressed_width;
+  return g < width ? ma.shadow.list[t * width + g] : -1;
+}
+
+// Element g's source from its code: its shadow row, else its stored entry; null for a hole.
+__device__ __forceinline__ void resolve(const MqaLaunch& ma, int64_t g, int32_t code, const uint8_t*& src,
+                                        bool& shadowed) {
+  shadowed = code >= 0;
+  if (code >= 0) {
+    src = ma.shadow.data + int64_t{code} * 2 * kDim;
+  } else {
+    src = code == -1 ? nullptr : (g < ma.a.window_width ? ma.a.window : ma.a.compressed).entry(-2 - code);
+  }
 }
 
 // Block b's rows into sm.kv[b & 1]: a warp copies 512 contiguous bytes of one row (cp.async from the
@@ -488,14 +534,15 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_shadow_kernel(MqaLaunch ma) {
   const int64_t b_begin = int64_t{split} * ma.blocks_per;
   const int64_t b_end = std::min<int64_t>(ma.blocks, b_begin + ma.blocks_per);
   const int e = threadIdx.x;  // list element e of a block, for the first 64 threads
-  int32_t ahead = -1;         // slot of element e of the block after the last one resolved
+  int32_t ahead = -1;         // code of element e of the block after the last one resolved
   load_q(a, t, group * kHeads, sm);
+  cta_cos_sin(a, t, sm.cs);
   if (e < kEntries) {
     for (int64_t b = b_begin; b < std::min(b_begin + 2, b_end); ++b) {
       const int64_t g = b * kEntries + e;
-      resolve(ma, g, list_slot(a, t, g), sm.src[b % 3][e], sm.shadowed[b % 3][e]);
+      resolve(ma, g, shadow_code(ma, t, g), sm.src[b % 3][e], sm.shadowed[b % 3][e]);
     }
-    ahead = b_begin + 2 < b_end ? list_slot(a, t, (b_begin + 2) * kEntries + e) : -1;
+    ahead = b_begin + 2 < b_end ? shadow_code(ma, t, (b_begin + 2) * kEntries + e) : -1;
   }
   __syncthreads();
   fetch_block(b_begin, sm);  // one group with the queries
@@ -508,7 +555,7 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_shadow_kernel(MqaLaunch ma) {
     if (e < kEntries && b + 2 < b_end) {
       const int64_t g = (b + 2) * kEntries + e;
       resolve(ma, g, ahead, sm.src[(b + 2) % 3][e], sm.shadowed[(b + 2) % 3][e]);
-      ahead = b + 3 < b_end ? list_slot(a, t, g + kEntries) : -1;
+      ahead = b + 3 < b_end ? shadow_code(ma, t, g + kEntries) : -1;
     }
     float s[2][4];
     block_scores(sm.q, sm.kv[b & 1], tile, quarter, s);
@@ -520,7 +567,7 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_shadow_kernel(MqaLaunch ma) {
   }
   total_l(tile, quarter, sm, st);
   const int h0 = group * kHeads + 16 * tile;
-  if (h0 < a.heads) store_result(ma, t, split, h0, quarter, st, o);
+  if (h0 < a.heads) store_result(ma, t, split, h0, quarter, st, o, sm.cs);
 }
 
 // One CTA per (token, head): merges the splits' (m, l, acc) and applies the sink. The splits' m and l
@@ -588,11 +635,11 @@ int blocks_per_split(int64_t ctas, int64_t blocks, int sms) {
   return static_cast<int>(best_per);
 }
 
-// Bytes of a shadow of `rows` rows over tables of these capacities (maps and count, names, rows), and
-// the shadow laid out in them.
-size_t shadow_bytes(int64_t rows, int64_t cap_w, int64_t cap_c) {
-  const auto up = [](int64_t b) { return static_cast<size_t>((b + 255) / 256 * 256); };
-  return up(4 * (cap_w + cap_c) + 4) + up(8 * rows) + up(2 * kDim * rows);
+// Bytes of a shadow of `rows` rows over tables of these capacities and lists of `elements` elements
+// (maps and count, names, rows, codes), and the shadow laid out in them.
+constexpr size_t up256(int64_t b) { return static_cast<size_t>((b + 255) / 256 * 256); }
+size_t shadow_bytes(int64_t rows, int64_t cap_w, int64_t cap_c, int64_t elements) {
+  return up256(4 * (cap_w + cap_c) + 4) + up256(8 * rows) + up256(2 * kDim * rows) + up256(4 * elements);
 }
 Shadow shadow_at(void* p, int64_t rows, int64_t cap_w, int64_t cap_c) {
   Shadow sh;
@@ -600,25 +647,28 @@ Shadow shadow_at(void* p, int64_t rows, int64_t cap_w, int64_t cap_c) {
   sh.map[0] = static_cast<int32_t*>(p);
   sh.map[1] = sh.map[0] + cap_w;
   sh.claimed = sh.map[1] + cap_c;
-  uint8_t* at = static_cast<uint8_t*>(p) + shadow_bytes(0, cap_w, cap_c);
+  uint8_t* at = static_cast<uint8_t*>(p) + up256(4 * (cap_w + cap_c) + 4);
   sh.named = reinterpret_cast<int2*>(at);
-  sh.data = at + (8 * rows + 255) / 256 * 256;
+  sh.data = at + up256(8 * rows);
+  sh.list = reinterpret_cast<int32_t*>(sh.data + up256(2 * kDim * rows));
   return sh;
 }
 
-// The shadow's maps cleared, its rows claimed and decoded (the kernel after reads them); its scratch
-// in *scratch (freed by the caller after that kernel).
+// The shadow's maps cleared, its rows claimed, the lists coded and the rows decoded (the kernel after
+// reads them); its scratch in *scratch (freed by the caller after that kernel).
 void make_shadow(MqaLaunch& ma, int64_t want_rows, void** scratch, cudaStream_t stream) {
   const AttentionLaunch& a = ma.a;
   const int64_t width = int64_t{a.window_width} + a.compressed_width;
   const int64_t cap_w = a.window.capacity, cap_c = a.compressed_width > 0 ? a.compressed.capacity : 0;
   const int64_t rows = std::min({want_rows, a.tokens * width, cap_w + cap_c});
-  DSV4_CUDA_CHECK(cudaMallocAsync(scratch, shadow_bytes(rows, cap_w, cap_c), stream));
+  DSV4_CUDA_CHECK(cudaMallocAsync(scratch, shadow_bytes(rows, cap_w, cap_c, a.tokens * width), stream));
   ma.shadow = shadow_at(*scratch, rows, cap_w, cap_c);
   DSV4_CUDA_CHECK(cudaMemsetAsync(ma.shadow.map[0], 0xff, 4 * static_cast<size_t>(cap_w + cap_c), stream));
   DSV4_CUDA_CHECK(cudaMemsetAsync(ma.shadow.claimed, 0, 4, stream));
-  const int64_t claim_ctas = std::min<int64_t>((a.tokens * width + 255) / 256, 8 * int64_t{sm_count()});
-  launch_kernel(shadow_claim_kernel, static_cast<unsigned>(std::max<int64_t>(1, claim_ctas)), 256, 0, stream, ma);
+  const int64_t list_ctas =
+      std::max<int64_t>(1, std::min<int64_t>((a.tokens * width + 255) / 256, 8 * int64_t{sm_count()}));
+  launch_kernel(shadow_claim_kernel, static_cast<unsigned>(list_ctas), 256, 0, stream, ma);
+  launch_kernel(shadow_list_kernel, static_cast<unsigned>(list_ctas), 256, 0, stream, ma);
   const int64_t decode_ctas = (rows + kShadowThreads / 64 - 1) / (kShadowThreads / 64);
   if (decode_ctas > 0)
     launch_kernel(shadow_decode_kernel, static_cast<unsigned>(decode_ctas), kShadowThreads, 0, stream, ma);

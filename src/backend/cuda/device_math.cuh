@@ -135,13 +135,17 @@ __device__ __forceinline__ float quantize_lane4(const float (&v)[4], uint32_t& p
 // RoPE of one interleaved pair (re, im) by `angle`, forward or inverse, in fp32 without contraction;
 // cos/sin bit for bit as the CPU's glibc cosf/sinf (glibc_sincosf.cuh: the correctly rounded values
 // differ from them on ~1% of angles). Callers round the results to bf16.
-__device__ __forceinline__ void rope_rotate(float& re, float& im, float angle, bool inverse) {
-  const float c = host_cosf(angle);
-  float s = host_sinf(angle);
-  if (inverse) s = -s;
+// The same with the angle's (cos, sin) made beforehand (rope_cos_sin): kernels whose heads share a
+// position make them once instead of once a head.
+__device__ __forceinline__ void rope_rotate_cs(float& re, float& im, float2 cs, bool inverse) {
+  const float c = cs.x, s = inverse ? -cs.y : cs.y;
   const float r = re, i = im;
   re = __fsub_rn(__fmul_rn(r, c), __fmul_rn(i, s));
   im = __fadd_rn(__fmul_rn(r, s), __fmul_rn(i, c));
+}
+__device__ __forceinline__ float2 rope_cos_sin(float angle) { return make_float2(host_cosf(angle), host_sinf(angle)); }
+__device__ __forceinline__ void rope_rotate(float& re, float& im, float angle, bool inverse) {
+  rope_rotate_cs(re, im, rope_cos_sin(angle), inverse);
 }
 
 // The butterflies of H_n (Sylvester order) over v[0, n) in shared memory, in the CPU's order with exact

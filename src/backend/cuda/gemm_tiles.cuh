@@ -124,6 +124,21 @@ struct Tile {
   int e = 0;       // expert (grouped)
 };
 
+// The expert whose rows [start[e], start[e + 1]) hold `row` (start ascending, start[0] <= row <
+// start[experts]): the last e with start[e] <= row.
+__device__ __forceinline__ int expert_of_row(const int32_t* start, int experts, int64_t row) {
+  int lo = 0, hi = experts;  // start[lo] <= row < start[hi]
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (start[mid] <= row) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
 // Tile `tile` in the list of every expert's row tiles (whole warp; tile is warp-uniform).
 __device__ __forceinline__ bool find_expert_tile(const int32_t* off, int experts, int tm, int64_t tile, Tile& t) {
   const int lane = threadIdx.x % kWarp;

@@ -12,6 +12,7 @@
 #include "backend/cuda/fp4_gemv.h"
 #include "backend/cuda/gemm_imma.h"
 #include "backend/cuda/gemm_imma_skinny.h"
+#include "backend/cuda/gemm_tiles.cuh"
 #include "backend/cuda/glibc_expf.cuh"
 #include "backend/cuda/glibc_log1pf.cuh"
 #include "backend/cuda/launch.cuh"
@@ -230,15 +231,7 @@ __global__ void route_pad_kernel(const int32_t* offsets, const int32_t* pairs_so
   for (int64_t q = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; q < capacity; q += int64_t{gridDim.x} * blockDim.x) {
     int32_t pair = -1;
     if (q < start[experts]) {
-      int lo = 0, hi = experts;  // start[lo] <= q < start[hi]
-      while (hi - lo > 1) {
-        const int mid = (lo + hi) / 2;
-        if (start[mid] <= q) {
-          lo = mid;
-        } else {
-          hi = mid;
-        }
-      }
+      const int lo = gemm_tiles::expert_of_row(start, experts, q);
       const int64_t local = q - start[lo];
       if (local < offsets[lo + 1] - offsets[lo]) {
         pair = pairs_sorted[offsets[lo] + local];
@@ -325,8 +318,8 @@ int64_t quant_warps(int64_t rows, int64_t dim) { return rows * quant_groups(dim)
 
 // Blocks kQuantBlocks·(w % groups) on of row j = w / groups of the sorted rows' activation codes (warp w of
 // quant_warps): x[token of pair j] quantized per 128-block (quantize_act's arithmetic, without the
-// gathered bf16 copy); rows past the routed ones and padding rows (pair −1) are quantized zeros. Codes [rows][dim], scales
-// [dim/128][rows].
+// gathered bf16 copy); rows past the routed ones and padding rows (pair −1) are quantized zeros. Codes [rows][dim],
+// scales [dim/128][rows].
 __device__ __forceinline__ void gather_quantize_blocks(const uint16_t* x, int64_t rows, int64_t dim, int64_t warp,
                                                        const int32_t* pairs, int topk, int32_t routed, uint8_t* codes,
                                                        float* scales) {
@@ -445,8 +438,8 @@ __global__ void swiglu_elementwise_kernel(SwigluParams p) {
 // its SwiGLU outputs to bf16 and quantizes them, so the bf16 hidden row is never stored. g and u: rows
 // of stride ld; codes [rows][inter], scales [inter/128][rows]; padding rows (pair −1) quantize zeros.
 __global__ void swiglu_quantize_kernel(const uint16_t* g, const uint16_t* u, int64_t ld, int64_t rows, int64_t inter,
-                                       float limit, const float* weights, const int32_t* pairs,
-                                       const int32_t* routed, uint8_t* codes, float* scales) {
+                                       float limit, const float* weights, const int32_t* pairs, const int32_t* routed,
+                                       uint8_t* codes, float* scales) {
   pdl_enter();
   const int64_t nblk = inter / 128, groups = quant_groups(inter);
   const int64_t warp = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;

@@ -101,16 +101,25 @@ __global__ void __launch_bounds__(kRmsThreads)
   }
 }
 
-// RoPE of the bf16 pair at v, in place.
-__device__ __forceinline__ void rotate_pair(uint16_t* v, float angle, bool inverse) {
+// RoPE of the bf16 pair at v, in place, by an angle's (cos, sin).
+__device__ __forceinline__ void rotate_pair(uint16_t* v, float2 cs, bool inverse) {
   float re = load_bf16(v), im = load_bf16(v + 1);
-  rope_rotate(re, im, angle, inverse);
+  rope_rotate_cs(re, im, cs, inverse);
   v[0] = f_to_bf16(re);
   v[1] = f_to_bf16(im);
 }
 
+// Row `row`'s rope pairs' (cos, sin) into shared cs[half] by the CTA's threads, once for all its heads
+// (read after a barrier).
+__device__ __forceinline__ void row_cos_sin(float2* cs, int64_t row, int half, const int32_t* positions,
+                                            const float* freqs) {
+  for (int i = static_cast<int>(threadIdx.x); i < half; i += blockDim.x)
+    cs[i] = rope_cos_sin(__fmul_rn(static_cast<float>(positions[row]), freqs[i]));
+}
+
 // One warp per head, every step a bf16 op as on the CPU (sum of the bf16 squares in its 8-lane order);
-// with positions, the head's RoPE follows in the same warp.
+// with positions, the head's RoPE follows in the same warp (each warp its own (cos, sin): a CTA-shared
+// copy made behind a barrier measured slower, the warps' sincos overlapping the others' loads).
 __global__ void head_rms_norm_kernel(uint16_t* x, int64_t heads, int d, float eps, int heads_per_row,
                                      const int32_t* positions, const float* freqs, int half) {
   pdl_enter();
@@ -130,19 +139,22 @@ __global__ void head_rms_norm_kernel(uint16_t* x, int64_t heads, int d, float ep
   __syncwarp();  // the normalised values written by other lanes
   const float p = static_cast<float>(positions[h / heads_per_row]);
   for (int pair = lane; pair < half; pair += kWarp)
-    rotate_pair(q + (d - 2 * half) + 2 * pair, __fmul_rn(p, freqs[pair]), false);
+    rotate_pair(q + (d - 2 * half) + 2 * pair, rope_cos_sin(__fmul_rn(p, freqs[pair])), false);
 }
 
-// One thread per (row, head, pair); cos/sin as the CPU's glibc (rope_rotate).
-__global__ void rope_kernel(uint16_t* x, int64_t rows, int heads, int head_dim, int half, const int32_t* positions,
+// A CTA a row: the row's (cos, sin) as the CPU's glibc (rope_rotate) made once, then a thread a
+// (head, pair).
+__global__ void rope_kernel(uint16_t* x, int heads, int head_dim, int half, const int32_t* positions,
                             const float* freqs, bool inverse) {
   pdl_enter();
-  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (i >= rows * heads * half) return;
-  const int pair = static_cast<int>(i % half);
-  const int64_t rh = i / half, row = rh / heads;
-  rotate_pair(x + rh * head_dim + (head_dim - 2 * half) + 2 * pair,
-              __fmul_rn(static_cast<float>(positions[row]), freqs[pair]), inverse);
+  extern __shared__ float2 cs[];  // [half]
+  const int64_t row = blockIdx.x;
+  row_cos_sin(cs, row, half, positions, freqs);
+  __syncthreads();
+  for (int i = static_cast<int>(threadIdx.x); i < heads * half; i += blockDim.x) {
+    const int pair = i % half;
+    rotate_pair(x + (row * heads + i / half) * head_dim + (head_dim - 2 * half) + 2 * pair, cs[pair], inverse);
+  }
 }
 
 __device__ __forceinline__ float ceil_pow2(float v) { return e8_value(ceil_pow2_e8(v)); }
@@ -323,10 +335,10 @@ void head_rms_norm(const HeadRmsNormParams& p, const float* freqs, cudaStream_t 
 
 void rope(const RopeParams& p, const float* freqs, cudaStream_t stream) {
   const int half = p.rope.rope_dim / 2;
-  const int64_t n = p.rows * p.heads * half;
-  if (n == 0) return;
-  launch_kernel(rope_kernel, blocks_for(n, 256), 256, 0, stream, p.x, p.rows, p.heads, p.head_dim, half, p.positions,
-                freqs, p.inverse);
+  if (p.rows * p.heads * half == 0) return;
+  DSV4_CUDA_REQUIRE(half <= 4096, "rope: rope_dim above 8192");
+  launch_kernel(rope_kernel, static_cast<unsigned>(p.rows), 256, sizeof(float2) * half, stream, p.x, p.heads,
+                p.head_dim, half, p.positions, freqs, p.inverse);
 }
 
 void hadamard(const HadamardParams& p, cudaStream_t stream) {

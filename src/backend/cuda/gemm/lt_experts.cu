@@ -96,15 +96,7 @@ __global__ void regroup_kernel(const float* scales, int64_t scale_ld, int64_t kb
   if (i >= kblocks * rows) return;
   const int64_t kb = i / rows, r = i % rows;
   if (r >= offsets[experts]) return;
-  int lo = 0, hi = experts;  // the last expert whose first row is at most r: r lies in its rows
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (offsets[mid] <= r) {
-      lo = mid;
-    } else {
-      hi = mid;
-    }
-  }
+  const int lo = gemm_tiles::expert_of_row(offsets, experts, r);  // r lies in its rows
   const int64_t first = offsets[lo], at = r - first, base = lt_expert_scale_base(kblocks, first, lo);
   const LtPieces pieces = lt_expert_pieces(offsets[lo + 1] - first, kblocks);
   const float v = scales[kb * scale_ld + r];
