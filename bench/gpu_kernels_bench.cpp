@@ -716,6 +716,7 @@ int main() {
   if (want("attention")) attention_rows(ops);
   if (want("attention-prefill")) {  // for Nsight: its first launches are CSA t512's
     attention_prefill_rows(ops);    // the shadow from the policy's tokens on
+    attention_prefill_rows(*fast_with([](cuda::GemmPolicy& p) { p.attention_cta_heads = 32; }), " 32-head");
     attention_prefill_rows(*fast_with([](cuda::GemmPolicy& p) { p.attention_shadow_min_tokens = 0; }), " no-shadow");
   }
   if (want("hc-fast")) hc_rows(fast_ops, " fast", true, {1, 32, 2048, 8192});  // the fast tier's hc_pre alone
