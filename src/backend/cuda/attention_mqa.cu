@@ -33,7 +33,7 @@
 namespace dsv4::cuda {
 namespace {
 
-constexpr int kHeads = 64;                            // heads per CTA
+constexpr int kHeads = 64;                            // heads per CTA (the shadow kernel: 64 or 32)
 constexpr int kTiles = kHeads / 16;                   // MMA row tiles
 constexpr int kQuarters = 4;                          // warps per tile
 constexpr int kThreads = kTiles * kQuarters * kWarp;  // 512
