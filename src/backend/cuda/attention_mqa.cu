@@ -43,9 +43,8 @@ constexpr int kNope = kDim - kRope;                   // 448 e4m3 dims
 constexpr int kEntries = 64;                          // the reference's index block
 constexpr int kRawBytes = kNope + 2 * kRope + 8;      // bytes copied per entry: dims, 7 scales, pad (73 x 8)
 constexpr int kRawUnits = kRawBytes / 8;
-constexpr int kNopeUnits = kNope / 8;                 // decode units of 8 e4m3 dims
-constexpr int kDecodeUnits = kNopeUnits + kRope / 4;  // ... then units of 4 rope dims
-constexpr int kRow = 2 * kDim + 16;                   // bytes per bf16 row: +16 keeps ldmatrix conflict-free
+constexpr int kNopeUnits = kNope / 8;  // decode units of 8 e4m3 dims
+constexpr int kRow = 2 * kDim + 16;    // bytes per bf16 row: +16 keeps ldmatrix conflict-free
 constexpr int kPRow = 2 * kEntries + 16;
 constexpr int kCols = kDim / kQuarters;  // output columns per warp
 constexpr int kCombineThreads = kDim / 2;
@@ -204,21 +203,13 @@ __device__ __forceinline__ uint4 decode_piece(const uint8_t* entry, int u) {
   return make_uint4(lo.x, lo.y, hi.x, hi.y);
 }
 
-// sm.raw -> sm.kv for block b: unit u < 56 decodes 8 e4m3 dims with their 64-dim block's scale, the
-// others copy 4 rope dims. A hole becomes a zero row: its p is 0, but 0·NaN would not be 0.
+// sm.raw -> sm.kv for block b, a 16-byte piece a thread (decode_piece on the stored bytes). A hole
+// becomes a zero row: its p is 0, but 0·NaN would not be 0.
 __device__ void decode_block(int64_t b, Smem& sm) {
-  for (int i = threadIdx.x; i < kEntries * kDecodeUnits; i += kThreads) {
-    const int e = i / kDecodeUnits, u = i % kDecodeUnits;
-    const bool valid = sm.entry[b & 1][e] != nullptr;
-    const uint2 v = valid ? *reinterpret_cast<const uint2*>(&sm.raw[e][8 * u]) : make_uint2(0, 0);
-    if (u < kNopeUnits) {
-      const float scale = valid ? e8_value(sm.raw[e][kNope + 2 * kRope + u / 8]) : 0.0f;
-      *reinterpret_cast<uint4*>(&sm.kv[e][16 * u]) =
-          make_uint4(e4m3x2_bf16x2(v.x, scale), e4m3x2_bf16x2(v.x >> 16, scale), e4m3x2_bf16x2(v.y, scale),
-                     e4m3x2_bf16x2(v.y >> 16, scale));
-    } else {
-      *reinterpret_cast<uint2*>(&sm.kv[e][2 * kNope + 8 * (u - kNopeUnits)]) = v;
-    }
+  for (int i = threadIdx.x; i < kEntries * 64; i += kThreads) {
+    const int e = i / 64, u = i % 64;
+    *reinterpret_cast<uint4*>(&sm.kv[e][16 * u]) =
+        sm.entry[b & 1][e] ? decode_piece(sm.raw[e], u) : make_uint4(0, 0, 0, 0);
   }
 }
 
@@ -386,6 +377,21 @@ __device__ void store_result(const MqaLaunch& ma, int64_t t, int split, int h0, 
   }
 }
 
+// The CTA's item of a grid of token x group x split, and its blocks [b_begin, b_end) of the list.
+struct CtaItem {
+  int split, group;
+  int64_t t, b_begin, b_end;
+};
+__device__ __forceinline__ CtaItem cta_item(const MqaLaunch& ma) {
+  CtaItem c;
+  c.split = static_cast<int>(blockIdx.x % ma.splits);
+  c.group = static_cast<int>(blockIdx.x / ma.splits % ma.groups);
+  c.t = blockIdx.x / (int64_t{ma.splits} * ma.groups);
+  c.b_begin = int64_t{c.split} * ma.blocks_per;
+  c.b_end = std::min<int64_t>(ma.blocks, c.b_begin + ma.blocks_per);
+  return c;
+}
+
 // grid: token x group x split, 512 threads; blocks [split·blocks_per, ..) of the list. Per block:
 // decode (raw -> kv) | next block's copy starts; scores and row maxima | softmax, P | P·V.
 __global__ void __launch_bounds__(kThreads, 1) mqa_partial_kernel(MqaLaunch ma) {
@@ -393,12 +399,10 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_partial_kernel(MqaLaunch ma) 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
   const AttentionLaunch& a = ma.a;
-  const int split = static_cast<int>(blockIdx.x % ma.splits);
-  const int group = static_cast<int>(blockIdx.x / ma.splits % ma.groups);
-  const int64_t t = blockIdx.x / (int64_t{ma.splits} * ma.groups);
+  const CtaItem it = cta_item(ma);
+  const int split = it.split, group = it.group;
+  const int64_t t = it.t, b_begin = it.b_begin, b_end = it.b_end;
   const int warp = threadIdx.x / kWarp, tile = warp / kQuarters, quarter = warp % kQuarters;
-  const int64_t b_begin = int64_t{split} * ma.blocks_per;
-  const int64_t b_end = std::min<int64_t>(ma.blocks, b_begin + ma.blocks_per);
   const int e = threadIdx.x;  // list element e of a block, for the first 64 threads
   int32_t ahead = -1;         // slot of element e of the block after next
   load_q(a, t, group * kHeads, sm);
@@ -537,12 +541,10 @@ __global__ void __launch_bounds__(ShadowSmem<H, NB>::kThreads, H == 32 ? 2 : 1) 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   S& sm = *reinterpret_cast<S*>(smem_raw);
   const AttentionLaunch& a = ma.a;
-  const int split = static_cast<int>(blockIdx.x % ma.splits);
-  const int group = static_cast<int>(blockIdx.x / ma.splits % ma.groups);
-  const int64_t t = blockIdx.x / (int64_t{ma.splits} * ma.groups);
+  const CtaItem it = cta_item(ma);
+  const int split = it.split, group = it.group;
+  const int64_t t = it.t, b_begin = it.b_begin, b_end = it.b_end;
   const int warp = threadIdx.x / kWarp, tile = warp / kQuarters, quarter = warp % kQuarters;
-  const int64_t b_begin = int64_t{split} * ma.blocks_per;
-  const int64_t b_end = std::min<int64_t>(ma.blocks, b_begin + ma.blocks_per);
   const int e = threadIdx.x;  // list element e of a block, for the first 64 threads
   int32_t ahead = -1;         // code of element e of the block after the last one resolved
   load_q(a, t, group * H, sm);

@@ -132,18 +132,20 @@ __device__ __forceinline__ float quantize_lane4(const float (&v)[4], uint32_t& p
   return s;
 }
 
-// RoPE of one interleaved pair (re, im) by `angle`, forward or inverse, in fp32 without contraction;
-// cos/sin bit for bit as the CPU's glibc cosf/sinf (glibc_sincosf.cuh: the correctly rounded values
-// differ from them on ~1% of angles). Callers round the results to bf16.
-// The same with the angle's (cos, sin) made beforehand (rope_cos_sin): kernels whose heads share a
-// position make them once instead of once a head.
+// An angle's (cos, sin) bit for bit as the CPU's glibc cosf/sinf (glibc_sincosf.cuh: the correctly
+// rounded values differ from them on ~1% of angles).
+__device__ __forceinline__ float2 rope_cos_sin(float angle) { return make_float2(host_cosf(angle), host_sinf(angle)); }
+
+// RoPE of one interleaved pair (re, im) by an angle's (cos, sin), forward or inverse, in fp32 without
+// contraction; callers round the results to bf16. Kernels whose heads share a position make the
+// (cos, sin) once (rope_cos_sin) instead of once a head.
 __device__ __forceinline__ void rope_rotate_cs(float& re, float& im, float2 cs, bool inverse) {
   const float c = cs.x, s = inverse ? -cs.y : cs.y;
   const float r = re, i = im;
   re = __fsub_rn(__fmul_rn(r, c), __fmul_rn(i, s));
   im = __fadd_rn(__fmul_rn(r, s), __fmul_rn(i, c));
 }
-__device__ __forceinline__ float2 rope_cos_sin(float angle) { return make_float2(host_cosf(angle), host_sinf(angle)); }
+// The same by `angle`.
 __device__ __forceinline__ void rope_rotate(float& re, float& im, float angle, bool inverse) {
   rope_rotate_cs(re, im, rope_cos_sin(angle), inverse);
 }

@@ -109,14 +109,6 @@ __device__ __forceinline__ void rotate_pair(uint16_t* v, float2 cs, bool inverse
   v[1] = f_to_bf16(im);
 }
 
-// Row `row`'s rope pairs' (cos, sin) into shared cs[half] by the CTA's threads, once for all its heads
-// (read after a barrier).
-__device__ __forceinline__ void row_cos_sin(float2* cs, int64_t row, int half, const int32_t* positions,
-                                            const float* freqs) {
-  for (int i = static_cast<int>(threadIdx.x); i < half; i += blockDim.x)
-    cs[i] = rope_cos_sin(__fmul_rn(static_cast<float>(positions[row]), freqs[i]));
-}
-
 // One warp per head, every step a bf16 op as on the CPU (sum of the bf16 squares in its 8-lane order);
 // with positions, the head's RoPE follows in the same warp (each warp its own (cos, sin): a CTA-shared
 // copy made behind a barrier measured slower, the warps' sincos overlapping the others' loads).
@@ -149,7 +141,8 @@ __global__ void rope_kernel(uint16_t* x, int heads, int head_dim, int half, cons
   pdl_enter();
   extern __shared__ float2 cs[];  // [half]
   const int64_t row = blockIdx.x;
-  row_cos_sin(cs, row, half, positions, freqs);
+  for (int i = static_cast<int>(threadIdx.x); i < half; i += blockDim.x)
+    cs[i] = rope_cos_sin(__fmul_rn(static_cast<float>(positions[row]), freqs[i]));
   __syncthreads();
   for (int i = static_cast<int>(threadIdx.x); i < heads * half; i += blockDim.x) {
     const int pair = i % half;
