@@ -257,6 +257,10 @@ void add_server_options(CLI::App& cmd, Args& a) {
       ->capture_default_str();
   cmd.add_option("--sse-ping-interval", s.sse_ping_interval, "seconds of silence before an SSE keep-alive comment")
       ->capture_default_str();
+  cmd.add_option("--timeout-keep-alive", s.keep_alive_timeout,
+                 "seconds an idle connection stays open (keep it above the clients' and load balancers' own)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd.add_option("--shutdown-timeout", s.shutdown_timeout,
                  "seconds SIGTERM waits for in-flight requests before aborting them")
       ->capture_default_str();

@@ -355,8 +355,10 @@ void RequestReader::sweep() {
     if (c->phase_ != Connection::Phase::kBusy && now >= c->deadline_) expired.push_back(c);
   }
   for (const auto& c : expired) {
-    if (c->phase_ == Connection::Phase::kLingering || c->framer_.state() == RequestFramer::State::kIdle) {
-      close(c->id_);  // done lingering, or idle between requests
+    if (c->phase_ == Connection::Phase::kLingering) {
+      close(c->id_);
+    } else if (c->framer_.state() == RequestFramer::State::kIdle) {
+      close_or_read_idle(c);
     } else {
       const bool head = c->framer_.state() == RequestFramer::State::kHead;
       refuse(*c, ApiError(408, "invalid_request_error",
@@ -365,6 +367,15 @@ void RequestReader::sweep() {
                                : fmt::format("The request body sent nothing for {} s", options_.body_timeout)));
     }
   }
+}
+
+// An idle connection past its deadline is closed, unless a request began arriving after the last poll:
+// closing then would drop a request the client already sent.
+void RequestReader::close_or_read_idle(const std::shared_ptr<Connection>& c) {
+  char byte = 0;
+  if (::recv(c->fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) <= 0) return close(c->id_);
+  read_some(*c);
+  if (conns_.count(c->id_)) advance(c);
 }
 
 void RequestReader::watch(const Connection& c, uint32_t events, int op) {

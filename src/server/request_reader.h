@@ -6,7 +6,8 @@
 // enforced while the body arrives, before anything parses it), answers "Expect: 100-continue", and hands
 // the complete request to `dispatch` (a request thread answers it through a ConnectionStream, then gives
 // the connection back with release()). Timeouts, from ServerConfig:
-//   keep_alive_timeout  a connection that has not started a request (new, or between requests) is closed;
+//   keep_alive_timeout  a connection that has not started a request (new, or between requests) is closed,
+//                       unless its next request's first bytes are already waiting;
 //   header_timeout      the request line and headers must be complete this long after their first byte
 //                       (however slowly they trickle in);
 //   body_timeout        a body that sends nothing for this long is dropped.
@@ -38,7 +39,7 @@ namespace dsv4::server {
 struct ReaderOptions {
   size_t max_body_bytes = size_t{64} << 20;
   size_t max_buffered_bytes = size_t{1} << 30;  // over all connections; a body read past it gets 503
-  double keep_alive_timeout = 5;
+  double keep_alive_timeout = 65;
   double header_timeout = 20;
   double body_timeout = 60;
 };
@@ -80,6 +81,7 @@ class RequestReader {
   void take_back(const std::shared_ptr<Connection>& c, bool keep_alive);
   void refuse(Connection& c, const ApiError& e);
   void sweep();
+  void close_or_read_idle(const std::shared_ptr<Connection>& c);
   void watch(const Connection& c, uint32_t events, int op);
   void close(uint64_t id);
   void close_listener_now();

@@ -22,11 +22,14 @@ struct ServerConfig {
   double stats_interval = 5;      // seconds between stats log lines (0 = none)
   int64_t max_num_seqs = EngineConfig{}.max_num_seqs;  // the engine's (serve copies it), for admission and threads
   size_t http_threads = 0;                             // request threads at most (0 = max_num_seqs + max_waiting + 64)
-  // Connections (request_reader.h). Seconds: an idle connection is closed after keep_alive_timeout
-  // (uvicorn's and so vLLM's 5); a request's line and headers must arrive within header_timeout of their first
-  // byte; a body may pause at most body_timeout; a client that takes no response bytes for write_timeout is
-  // dropped; a request thread above the pool's minimum exits after thread_idle_timeout without work.
-  double keep_alive_timeout = 5;
+  // Connections (request_reader.h). Seconds: an idle connection is closed after keep_alive_timeout, longer
+  // than the clients' own pool expiry (httpx, and so the OpenAI client: 5; a load balancer's idle timeout:
+  // 60) so that the client always drops an idle connection first: with equal timeouts a client could send
+  // its next request on a connection the server is closing, and lose it. A request's line and headers must
+  // arrive within header_timeout of their first byte; a body may pause at most body_timeout; a client that
+  // takes no response bytes for write_timeout is dropped; a request thread above the pool's minimum exits
+  // after thread_idle_timeout without work.
+  double keep_alive_timeout = 65;
   double header_timeout = 20;
   double body_timeout = 60;
   double write_timeout = 30;

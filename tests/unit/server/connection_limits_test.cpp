@@ -288,6 +288,22 @@ TEST_F(ConnectionLimitsTest, SlowAndIdleClientsTimeOut) {
   for (const int fd : {silent, trickle, stalled_body}) ::close(fd);
 }
 
+TEST_F(ConnectionLimitsTest, AnIdleConnectionOutlivesTheOpenAiClientsPoolExpiry) {
+  // httpx (the OpenAI client's transport) reuses a connection idle for up to 5 s; a server closing at the
+  // same moment loses the request sent on it (seen on CI as "Server disconnected without a response").
+  TestServer s;
+  const int fd = connect_loopback(s.port());
+  ASSERT_TRUE(send_all(fd, "GET /health HTTP/1.1\r\n\r\n"));
+  EXPECT_EQ(status_at(read_until(fd, 5s, [](const std::string& a) { return has_responses(a, 1); })), 200);
+  std::this_thread::sleep_for(5200ms);
+  ASSERT_TRUE(send_all(fd, "GET /health HTTP/1.1\r\n\r\n"));
+  bool closed = false;
+  const std::string second = read_until(
+      fd, 5s, [](const std::string& a) { return has_responses(a, 1); }, &closed);
+  EXPECT_EQ(status_at(second), 200) << "closed: " << closed;
+  ::close(fd);
+}
+
 TEST_F(ConnectionLimitsTest, KeepAliveAndPipelinedRequestsAnswerInOrder) {
   TestServer s;
   const int fd = connect_loopback(s.port());
