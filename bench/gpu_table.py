@@ -53,7 +53,7 @@ def main(paths):
         sms = same["ms"] if same else float("nan")
         print(f"| {name} | {ms:.4f} | {r.get('bytes', 0) / 1e6:.1f} | {r.get('flops', 0) / 1e9:.2f} | "
               f"{bw_frac:.1f} | {fl_frac:.1f} | {tms:.4f} | {tms / ms:.2f} | {sms:.4f} | {sms / ms:.2f} |")
-    steps = [r for r in rows if r.get("test") in ("decode", "prefill")]
+    steps = [r for r in rows if r.get("test") in ("decode", "mixed", "prefill")]
     if steps:
         print()
         # mode: graphs (replayed), padded or eager; "vs eager": the row's last step rerun eagerly
@@ -70,7 +70,8 @@ def main(paths):
             parts = f" ({r.get('index_ms', 0):.2f} / {r.get('launch_ms', 0):.2f})" if r.get("index_ms") else ""
             err, agree = r.get("eager_error", -1), r.get("eager_argmax", -1)
             vs = f"{err:.1e} / {agree:.3f}" if err is not None and err >= 0 else "-"
-            print(f"| {r['test']} | {r.get('mode', '?')} | {r['batch']} | {r['context']} | {r['ms']:.2f} | {enq:.2f}{parts} | "
+            test = f"{r['test']} +{r['chunk']}" if r.get("chunk") else r["test"]  # mixed: the prompt chunk
+            print(f"| {test} | {r.get('mode', '?')} | {r['batch']} | {r['context']} | {r['ms']:.2f} | {enq:.2f}{parts} | "
                   f"{r['tokens_per_s']:.1f} | {r['bytes'] / 1e9:.2f} | {roof:.3f} | "
                   f"{r['ms'] / roof if roof == roof and roof else float('nan'):.1f} | "
                   f"{r['flops'] / 1e12:.2f} | {fl:.1f} | {vs} |")

@@ -175,10 +175,11 @@ if [ "${DSV4_GPU_BENCH:-0}" = 1 ]; then
     if [ "${DSV4_GPU_STEP:-1}" = 1 ]; then
       # Decode rows replay CUDA graphs; --compare-eager reruns each row's last step eagerly (logit error).
       # DSV4_STEP_PREFILL_CHUNK: the prefill in steps of that many tokens (a 128K prompt: one step's
-      # activations do not fit beside the KV pool).
+      # activations do not fit beside the KV pool). DSV4_STEP_MIXED (comma list): per decode row, mixed
+      # steps of its decodes and a prompt chunk of each size (serving under load), with the host's issue time.
       step bench-step "$STAGE/bin/dsv4" bench step "$flash" --backend cuda --json --compare-eager \
         --batch "${DSV4_STEP_BATCH:-1,8,32}" --context "${DSV4_STEP_CONTEXT:-8192,131072}" --prefill "${DSV4_STEP_PREFILL:-8192}" \
-        --prefill-chunk "${DSV4_STEP_PREFILL_CHUNK:-0}"
+        --prefill-chunk "${DSV4_STEP_PREFILL_CHUNK:-0}" ${DSV4_STEP_MIXED:+--mixed "$DSV4_STEP_MIXED"}
       # DSV4_GPU_STEP_EXACT=1: the same rows on the exact tier (the CPU's bits), for comparison.
       [ "${DSV4_GPU_STEP_EXACT:-0}" = 1 ] && step bench-step-exact "$STAGE/bin/dsv4" bench step "$flash" --backend cuda \
         --json --numerics exact --batch "${DSV4_STEP_BATCH:-1,8,32}" --context "${DSV4_STEP_CONTEXT:-8192,131072}" \

@@ -40,6 +40,7 @@ using Clock = std::chrono::steady_clock;
 
 struct StepArgs {
   std::string model, backend, batches = "1,8,32", contexts = "8192,131072", numerics;
+  std::string mixed;  // prompt chunk sizes of mixed steps (comma list; empty: none)
   int64_t prefill = 8192;
   int64_t prefill_chunk = 0;  // 0: the prompt as one step
   int reps = 5;
@@ -138,7 +139,7 @@ struct Row {
   std::string test;
   int64_t batch = 0, context = 0;
   double ms = 0, tokens_per_s = 0, bytes = 0, flops = 0;
-  double enqueue_ms = 0;  // decode: until the host had issued the whole stack (the rest is waiting)
+  double enqueue_ms = 0;  // until the host had issued the whole step (prefill: its steps; the rest is waiting)
   // decode through graphs: of which building the step's index (page maps synced, one upload) and
   // launching its recording (StepGraphStats); the rest is padding, shape lookup and the step's logits.
   double index_ms = 0, launch_ms = 0;
@@ -146,7 +147,8 @@ struct Row {
   int64_t upload_bytes = 0;           // of that upload (the last step's)
   // --compare-eager: the last step again, eagerly: normalised logit error and argmax agreement.
   double eager_error = -1, eager_argmax = -1;
-  std::string mode = "eager";  // decode: graphs, padded or eager (prefill always eager)
+  std::string mode = "eager";  // decode: graphs, padded or eager (prefill and mixed always eager)
+  int64_t chunk = 0;           // mixed: the prompt chunk's tokens beside the decodes
 };
 
 // The last decode step once more in the model's mode and once eagerly (the repeated step rewrites
@@ -205,16 +207,20 @@ void stop_trace(Device& dev, StepTraces* traces) {
   if (traces) traces->push_back(dev.stop_trace());
 }
 
-// One decode step of `batch` sequences at position `context` (their caches allocated to it).
+// One decode step of `batch` sequences at position `context` (their caches allocated to it); with `chunk`
+// > 0 a mixed step: the same decodes and the first `chunk` tokens of one more prompt, as serving runs a
+// prompt's chunk beside the running decodes (chunked prefill). Mixed steps run eagerly (only decode-only
+// steps are recorded); their chunk is written again at the same positions each step.
 Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightBytes& w, int64_t batch, int64_t context,
-                int reps, bool compare, StepTraces* traces) {
-  OwnedPagedCache cache(c, static_cast<int>(batch), context + reps + kDecodeSlack, kDecodeChunk, KvDTypes{}, &dev);
+                int64_t chunk, int reps, bool compare, StepTraces* traces) {
+  const int64_t len = std::max(context + reps + kDecodeSlack, chunk);
+  const auto prompt = static_cast<int32_t>(batch);  // the mixed step's prompt, after the decodes
+  OwnedPagedCache cache(c, static_cast<int>(batch + (chunk > 0)), len, kDecodeChunk, KvDTypes{}, &dev);
   // Each sequence its own tokens, as in serving: with one shared row every sequence decoded the same
   // token, whose routing likely shared experts (b16 on the H100: 17.5 ms against the 21.9 ms of device
   // time serving's decode steps took).
   std::mt19937 rng(11);
-  const int64_t len = context + reps + kDecodeSlack;
-  std::vector<int32_t> all_ids(static_cast<size_t>(batch * len));
+  std::vector<int32_t> all_ids(static_cast<size_t>((batch + 1) * len));
   for (auto& x : all_ids) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(c.vocab_size));
   auto row = [&](int32_t s) { return all_ids.data() + s * len; };
   auto ids = [&](int32_t s, int64_t n) { return std::span<const int32_t>(row(s), static_cast<size_t>(n)); };
@@ -227,6 +233,10 @@ Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightByt
     // The first decode position too: that releases the last chunk's sliding pages.
     cache.allocate(s, 1, ids(s, context + 1));
   }
+  if (chunk > 0) {
+    cache.add(prompt, chunk);
+    cache.allocate(prompt, chunk, ids(prompt, chunk));
+  }
   fill_random_kv(c, cache.access(), dev, 12);
   std::vector<double> ms, enqueue, index, launch, sync, upload;
   const int warm = reps > 0 ? 2 : 1;  // warm-up steps (reps 0: one untimed step, for --profile)
@@ -238,6 +248,7 @@ Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightByt
       if (i > 0) cache.allocate(s, 1, ids(s, pos + 1));
       b.add(s, pos, row(s) + pos, 1);
     }
+    if (chunk > 0) b.add(prompt, 0, row(prompt), chunk);
     // The step to its logits, then a wait: the step's return says how long the host took to issue it.
     if (i >= warm) start_trace(dev, traces);
     const auto t0 = Clock::now();
@@ -254,17 +265,20 @@ Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightByt
     sync.push_back(g.sync_ms);
     upload.push_back(g.upload_ms);
   }
-  Row r{"decode", batch, context};
-  r.mode = step_mode_name(model.step_mode());
+  Row r{chunk > 0 ? "mixed" : "decode", batch, context};
+  r.chunk = chunk;
+  r.mode = chunk > 0 ? "eager" : step_mode_name(model.step_mode());
   if (compare) compare_with_eager(model, b, cache.access(), r);
   r.ms = median(ms);
   r.enqueue_ms = median(enqueue);
-  r.index_ms = median(index);
-  r.launch_ms = median(launch);
-  r.sync_ms = median(sync);
-  r.upload_ms = median(upload);
-  r.upload_bytes = model.graph_stats().upload_bytes;
-  r.tokens_per_s = static_cast<double>(batch) * 1e3 / r.ms;
+  if (chunk == 0) {  // graph statistics: a mixed step is never recorded
+    r.index_ms = median(index);
+    r.launch_ms = median(launch);
+    r.sync_ms = median(sync);
+    r.upload_ms = median(upload);
+    r.upload_bytes = model.graph_stats().upload_bytes;
+  }
+  r.tokens_per_s = static_cast<double>(batch + chunk) * 1e3 / r.ms;
   r.bytes = static_cast<double>(decode_bytes(c, w, batch, context));
   return r;
 }
@@ -281,30 +295,43 @@ Row time_prefill(Model& model, Device& dev, const LoadedModel& m, int64_t p, int
   std::vector<int32_t> ids(static_cast<size_t>(p));
   for (auto& x : ids) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(c.vocab_size));
   const int64_t step = prefill_step(p, chunk);
-  std::vector<double> ms;
+  std::vector<double> ms, enqueue;
   for (int i = 0; i < reps + 1; ++i) {
     OwnedPagedCache cache(c, 1, p, step, KvDTypes{}, &dev);
     cache.add(0, p);
     dev.synchronize();
     if (i >= 1) start_trace(dev, traces);
     const auto t0 = Clock::now();
+    double issued = 0;  // the host's time to issue the steps, each step waited for before the next
     for (int64_t at = 0; at < p; at += step) {
       const int64_t n = std::min(step, p - at);
       cache.allocate(0, n, std::span<const int32_t>(ids.data(), static_cast<size_t>(at + n)));
       ForwardBatch b;
       b.add(0, at, ids.data() + at, n);
-      model.forward(b, cache.access());
+      const auto s0 = Clock::now();
+      const StepLogits l = model.step(b, cache.access());
+      issued += std::chrono::duration<double, std::milli>(Clock::now() - s0).count();
+      dev.synchronize();
     }
     if (i < 1) continue;
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    enqueue.push_back(issued);
     stop_trace(dev, traces);
   }
   Row r{"prefill", 1, p};
   r.mode = "eager";
   r.ms = median(ms);
+  r.enqueue_ms = median(enqueue);
   r.tokens_per_s = static_cast<double>(p) * 1e3 / r.ms;
   r.flops = prefill_flops(c, m, p);
   return r;
+}
+
+// "decode batch 8 context 8192", with a mixed step's " chunk 2048".
+std::string label(const Row& r) {
+  std::string s = fmt::format("{} batch {} context {}", r.test, r.batch, r.context);
+  if (r.chunk > 0) s += fmt::format(" chunk {}", r.chunk);
+  return s;
 }
 
 // Where one more step of the row went, op by op: device time between marks around each op.
@@ -312,7 +339,7 @@ void print_profile(const Row& r, OpProfile& prof) {
   const std::vector<OpTime> totals = prof.totals();
   double all = 0;
   for (const OpTime& t : totals) all += t.ms;
-  fmt::print("profile {} batch {} context {}: {:.3f} ms of device time in ops\n", r.test, r.batch, r.context, all);
+  fmt::print("profile {}: {:.3f} ms of device time in ops\n", label(r), all);
   for (const OpTime& t : totals)
     fmt::print("  {:26} {:6} calls {:10.3f} ms {:5.1f}%\n", t.op, t.calls, t.ms, 100 * t.ms / all);
 }
@@ -335,6 +362,7 @@ void print_timeline(const Row& r, const KernelTimeline& t, bool json) {
                                       {"of", r.test},
                                       {"batch", r.batch},
                                       {"context", r.context},
+                                      {"chunk", r.chunk},
                                       {"mode", r.mode},
                                       {"steps", t.steps},
                                       {"kernels", t.kernels},
@@ -347,10 +375,10 @@ void print_timeline(const Row& r, const KernelTimeline& t, bool json) {
     return;
   }
   fmt::print(
-      "timeline {} batch {} context {} ({}, {} steps): span {:.1f} us, busy {:.1f} us ({:.1f}%), idle {:.1f} us, "
+      "timeline {} ({}, {} steps): span {:.1f} us, busy {:.1f} us ({:.1f}%), idle {:.1f} us, "
       "{:.0f} kernels a step ({:.1f} us of kernel time: queues overlap where above busy)\n",
-      r.test, r.batch, r.context, r.mode, t.steps, t.span_us, t.busy_us,
-      t.span_us > 0 ? 100 * t.busy_us / t.span_us : 0, t.idle_us(), t.kernels, t.sum_us);
+      label(r), r.mode, t.steps, t.span_us, t.busy_us, t.span_us > 0 ? 100 * t.busy_us / t.span_us : 0, t.idle_us(),
+      t.kernels, t.sum_us);
   for (const auto& [stream, us] : t.stream_busy_us) fmt::print("  queue {}: busy {:.1f} us\n", stream, us);
   // share: how much later the step stood done because of the kernel (end minus the latest end before it);
   // own: its spans start to end (with PDL, its wait on the kernel before included).
@@ -400,6 +428,8 @@ std::vector<Row> bench_rows(const StepArgs& a, const LoadedModel& m, Backend& ba
     model.set_overlap(overlap);
     if (logs) print_profile(rows.back(), prof);
   };
+  const std::vector<int64_t> mixed = a.mixed.empty() ? std::vector<int64_t>{} : parse_int_list(a.mixed, "--mixed");
+  for (const int64_t chunk : mixed) DSV4_CHECK(chunk > 0, "bench step: --mixed chunks must be positive");
   for (const int64_t ctx : parse_int_list(a.contexts, "--context"))
     for (const int64_t b : parse_int_list(a.batches, "--batch")) {
       DSV4_CHECK(b > 0 && ctx > 0, "bench step: batch and context must be positive");
@@ -408,28 +438,48 @@ std::vector<Row> bench_rows(const StepArgs& a, const LoadedModel& m, Backend& ba
         continue;
       }
       measured([&](int reps, StepTraces* traces) {
-        return time_decode(model, *backend.device, m.config, w, b, ctx, reps, a.compare_eager && reps > 0 && !traces,
+        return time_decode(model, *backend.device, m.config, w, b, ctx, 0, reps, a.compare_eager && reps > 0 && !traces,
                            traces);
       });
-      if (!logs) continue;
-      spdlog::info(
-          "decode batch {} context {}: {:.3f} ms (the host issued the stack in {:.3f} ms: index {:.3f} (page maps "
-          "{:.3f}, upload {:.3f} of {} KiB), graph launch {:.3f})",
-          b, ctx, rows.back().ms, rows.back().enqueue_ms, rows.back().index_ms, rows.back().sync_ms,
-          rows.back().upload_ms, rows.back().upload_bytes / 1024, rows.back().launch_ms);
-      if (rows.back().eager_error >= 0)
-        spdlog::info("decode batch {} context {}: against eager: logits error {:.2e}, argmax agreement {:.3f}", b, ctx,
-                     rows.back().eager_error, rows.back().eager_argmax);
+      if (logs) {
+        spdlog::info(
+            "decode batch {} context {}: {:.3f} ms (the host issued the stack in {:.3f} ms: index {:.3f} (page maps "
+            "{:.3f}, upload {:.3f} of {} KiB), graph launch {:.3f})",
+            b, ctx, rows.back().ms, rows.back().enqueue_ms, rows.back().index_ms, rows.back().sync_ms,
+            rows.back().upload_ms, rows.back().upload_bytes / 1024, rows.back().launch_ms);
+        if (rows.back().eager_error >= 0)
+          spdlog::info("decode batch {} context {}: against eager: logits error {:.2e}, argmax agreement {:.3f}", b,
+                       ctx, rows.back().eager_error, rows.back().eager_argmax);
+      }
+      for (const int64_t chunk : mixed) {
+        if (const auto why =
+                misfit(m.config, *backend.device, b + 1, std::max(ctx + a.reps + kDecodeSlack, chunk), kDecodeChunk)) {
+          if (logs) spdlog::warn("mixed batch {} context {} chunk {}: skipped: {}", b, ctx, chunk, *why);
+          continue;
+        }
+        measured([&](int reps, StepTraces* traces) {
+          Row r = time_decode(model, *backend.device, m.config, w, b, ctx, chunk, reps, false, traces);
+          r.flops = prefill_flops(m.config, m, chunk);
+          return r;
+        });
+        if (logs)
+          spdlog::info("mixed batch {} context {} + a {}-token chunk: {:.3f} ms (the host issued it in {:.3f} ms)", b,
+                       ctx, chunk, rows.back().ms, rows.back().enqueue_ms);
+      }
     }
   const auto prefill_why =
       a.prefill > 0 ? misfit(m.config, *backend.device, 1, a.prefill, prefill_step(a.prefill, a.prefill_chunk))
                     : std::nullopt;
   if (prefill_why && logs) spdlog::warn("prefill {}: skipped: {}", a.prefill, *prefill_why);
-  if (a.prefill > 0 && !prefill_why)
+  if (a.prefill > 0 && !prefill_why) {
     measured([&](int reps, StepTraces* traces) {
       return time_prefill(model, *backend.device, m, a.prefill, a.prefill_chunk, reps > 0 ? std::max(1, reps / 2) : 0,
                           traces);
     });
+    if (logs)
+      spdlog::info("prefill {}: {:.3f} ms (the host issued its steps in {:.3f} ms)", a.prefill, rows.back().ms,
+                   rows.back().enqueue_ms);
+  }
   const StepGraphStats g = model.graph_stats();
   if (logs)
     spdlog::info("bench step: decode steps {} eager, {} recorded, {} replayed ({} dropped, {} failed)", g.eager,
@@ -461,6 +511,7 @@ void run(const StepArgs& a) {
                                         {"parallel", layout.config.describe()},
                                         {"batch", r.batch},
                                         {"context", r.context},
+                                        {"chunk", r.chunk},
                                         {"ms", r.ms},
                                         {"tokens_per_s", r.tokens_per_s},
                                         {"bytes", r.bytes},
@@ -477,11 +528,12 @@ void run(const StepArgs& a) {
                              .dump());
     return;
   }
-  fmt::print("| {:>7} | {:>5} | {:>8} | {:>10} | {:>10} | {:>14} | {:>16} |\n", "test", "batch", "context", "ms",
-             "tok/s", "GB read", "GB/s (bytes/ms)");
+  fmt::print("| {:>7} | {:>5} | {:>8} | {:>6} | {:>10} | {:>10} | {:>14} | {:>16} | {:>13} |\n", "test", "batch",
+             "context", "chunk", "ms", "tok/s", "GB read", "GB/s (bytes/ms)", "host issue ms");
   for (const Row& r : rows)
-    fmt::print("| {:>7} | {:>5} | {:>8} | {:>10.3f} | {:>10.1f} | {:>14.3f} | {:>16.1f} |\n", r.test, r.batch,
-               r.context, r.ms, r.tokens_per_s, r.bytes / 1e9, r.bytes / 1e6 / r.ms);
+    fmt::print("| {:>7} | {:>5} | {:>8} | {:>6} | {:>10.3f} | {:>10.1f} | {:>14.3f} | {:>16.1f} | {:>13.3f} |\n",
+               r.test, r.batch, r.context, r.chunk, r.ms, r.tokens_per_s, r.bytes / 1e9, r.bytes / 1e6 / r.ms,
+               r.enqueue_ms);
 }
 
 }  // namespace
@@ -500,6 +552,9 @@ void setup_bench_step(CLI::App& cmd) {
                  "prefill in steps of this many tokens, as chunked prefill runs a long prompt (0 = one step)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--mixed", a.mixed,
+                 "per decode row, mixed steps: its decodes and a prompt chunk of each of these sizes (comma list), "
+                 "as serving steps under load");
   cmd.add_option("-r,--repetitions", a.reps, "timed steps per row (median reported)")->capture_default_str();
   cmd.add_flag("--json", a.json, "one JSON object per row");
   cmd.add_flag("--enforce-eager", a.enforce_eager, "decode steps eagerly (no CUDA graphs)");

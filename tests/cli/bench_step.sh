@@ -19,7 +19,8 @@ assert [r["test"] for r in rows] == ["decode", "prefill"], rows
 d, p = rows
 assert d["batch"] == 2 and d["context"] == 300 and d["ms"] > 0 and d["bytes"] > 0, d
 assert d["index_ms"] == 0 and d["launch_ms"] == 0, d  # no step graphs on the CPU
-assert p["flops"] > 0 and p["tokens_per_s"] > 0, p'
+assert p["flops"] > 0 and p["tokens_per_s"] > 0, p
+assert 0 < p["enqueue_ms"] <= p["ms"], p  # the host issue time of the prefill step'
 # --compare-eager: the row's last step again eagerly; on the CPU (eager steps) it must agree exactly.
 "$BIN" bench step "$MODEL" --backend cpu --batch 2 --context 300 --prefill 0 -r 1 --json --compare-eager 2>>"$ERR" |
   python3 -c '
@@ -39,6 +40,25 @@ done
 import json, sys
 p = [json.loads(l) for l in sys.stdin][-1]
 assert p["test"] == "prefill" and p["context"] == 300 and p["ms"] > 0 and p["flops"] > 0, p'
+# --mixed: per decode row, steps of its decodes and one prompt chunk beside them (what serving runs under
+# load): a row per chunk size, eager, with the chunk's FLOPs and the host's issue time; a step of 2 decodes
+# and 256 prompt tokens costs more than the 2 decodes alone.
+"$BIN" bench step "$MODEL" --backend cpu --batch 2 --context 300 --mixed 64,256 --prefill 0 -r 2 --json 2>>"$ERR" |
+  python3 -c '
+import json, sys
+rows = [json.loads(l) for l in sys.stdin]
+assert [(r["test"], r["chunk"]) for r in rows] == [("decode", 0), ("mixed", 64), ("mixed", 256)], rows
+d, m64, m256 = rows
+for m in (m64, m256):
+    assert m["batch"] == 2 and m["context"] == 300 and m["mode"] == "eager" and m["flops"] > 0, m
+    assert 0 < m["enqueue_ms"] <= m["ms"], m
+assert m256["flops"] > m64["flops"] and m256["ms"] > 2 * d["ms"], rows  # ~5x on a CPU
+assert m256["tokens_per_s"] > d["tokens_per_s"], rows'
+prof=$("$BIN" bench step "$MODEL" --backend cpu --batch 1 --context 260 --mixed 32 --prefill 0 -r 1 --profile 2>>"$ERR")
+echo "$prof" | grep -Eq '^profile mixed batch 1 context 260 chunk 32: [0-9.]+ ms'
+if "$BIN" bench step "$MODEL" --backend cpu --mixed 0 2>>"$ERR" >/dev/null; then
+  echo "FAIL: a mixed chunk of 0 tokens was accepted"; exit 1
+fi
 if "$BIN" bench step "$MODEL" --backend cpu --prefill-chunk -1 2>>"$ERR" >/dev/null; then
   echo "FAIL: a negative --prefill-chunk was accepted"; exit 1
 fi
