@@ -13,6 +13,8 @@
 #include "server/connection_probe.h"
 #include "server/handler_guard.h"
 #include "server/prompt_truncation.h"
+#include "server/responses_format.h"
+#include "server/responses_request.h"
 #include "server/sse.h"
 #include "server/stream_session.h"
 #include "server/structured_output.h"
@@ -100,10 +102,10 @@ void completions(ServerContext& ctx, const httplib::Request& req, httplib::Respo
   respond(ctx, res, r.options, std::move(job), std::move(format));
 }
 
-void chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  const auto arrival = Clock::now();
-  check_serving(ctx);
-  ChatRequest r = parse_chat_request(parse_request_body(req.body));
+// A chat request as an engine job (its constraint made, its messages encoded): what /v1/chat/completions
+// and /v1/responses share; `parse_mode` receives how the generated text starts.
+std::unique_ptr<GenerationJob> chat_job(ServerContext& ctx, ChatRequest& r, Clock::time_point arrival,
+                                        chat::ThinkingMode& parse_mode) {
   check_model(ctx, r.options.model);
   r.options.constraint = make_constraint(
       ctx.grammars, *ctx.tokenizer, ctx.model.eos_token_id,
@@ -114,13 +116,22 @@ void chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::
   } catch (const Error& e) {
     bad_request("messages", "{}", e.what());
   }
+  parse_mode = prompt.parse_mode;
   // Special tokens stay in the text: the completion parser needs </think> and DSML, and drops the rest.
   std::vector<std::vector<int32_t>> prompts;
   prompts.push_back(ctx.tokenizer->encode(prompt.text));
   prepare(ctx, r.options, prompts);
-  auto job = std::make_unique<GenerationJob>(ctx, std::move(prompts), r.options, false, arrival,
-                                             ctx.config.default_max_tokens);
-  ChatFormatOptions fo{prompt.parse_mode,
+  return std::make_unique<GenerationJob>(ctx, std::move(prompts), r.options, false, arrival,
+                                         ctx.config.default_max_tokens);
+}
+
+void chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const auto arrival = Clock::now();
+  check_serving(ctx);
+  ChatRequest r = parse_chat_request(parse_request_body(req.body));
+  chat::ThinkingMode parse_mode{};
+  auto job = chat_job(ctx, r, arrival, parse_mode);
+  ChatFormatOptions fo{parse_mode,
                        r.logprobs,
                        r.top_logprobs,
                        r.options.tokens_as_ids,
@@ -129,6 +140,19 @@ void chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::
                        !r.options.skip_special_tokens.value_or(true)};
   auto format = std::make_unique<ChatFormat>(ctx.model.name, job->created(), *ctx.tokenizer, fo, job->choices().size());
   respond(ctx, res, r.options, std::move(job), std::move(format));
+}
+
+void responses(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const auto arrival = Clock::now();
+  check_serving(ctx);
+  ResponsesRequest r = parse_responses_request(parse_request_body(req.body));
+  chat::ThinkingMode parse_mode{};
+  auto job = chat_job(ctx, r.chat, arrival, parse_mode);
+  const ResponsesFormatOptions fo{parse_mode, r.chat.parallel_tool_calls,
+                                  !r.chat.options.skip_special_tokens.value_or(true)};
+  auto format =
+      std::make_unique<ResponsesFormat>(ctx.model.name, job->created(), *ctx.tokenizer, fo, std::move(r.echo));
+  respond(ctx, res, r.chat.options, std::move(job), std::move(format));
 }
 
 }  // namespace
@@ -143,6 +167,8 @@ void add_generation_routes(RoutedServer& svr, ServerContext& ctx) {
   svr.Post("/v1/chat/completions",
            guard([&ctx](const httplib::Request& req, httplib::Response& res) { chat_completions(ctx, req, res); },
                  rejected));
+  svr.Post("/v1/responses",
+           guard([&ctx](const httplib::Request& req, httplib::Response& res) { responses(ctx, req, res); }, rejected));
 }
 
 }  // namespace dsv4::server

@@ -4,8 +4,9 @@
 
 #include <random>
 
+#include "server/sse.h"
+
 namespace dsv4::server {
-namespace {
 
 std::string random_hex(size_t n) {
   thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -13,8 +14,6 @@ std::string random_hex(size_t n) {
   while (s.size() < n) s += fmt::format("{:016x}", rng());
   return s.substr(0, n);
 }
-
-}  // namespace
 
 ResponseFormat::ResponseFormat(std::string id_prefix, std::string chunk_object, std::string model, int64_t created)
     : id_prefix_(std::move(id_prefix)),
@@ -24,6 +23,8 @@ ResponseFormat::ResponseFormat(std::string id_prefix, std::string chunk_object, 
       created_(created) {}
 
 void ResponseFormat::start(const GenerationJob&, std::vector<Json>&) {}
+void ResponseFormat::finish(const GenerationJob&, std::vector<Json>&) {}
+std::string ResponseFormat::sse(const Json& chunk) const { return sse_event(chunk); }
 
 Json ResponseFormat::envelope(std::string_view object, Json choices) const {
   return Json{

@@ -18,9 +18,14 @@ class ResponseFormat {
   ResponseFormat(std::string id_prefix, std::string chunk_object, std::string model, int64_t created);
   virtual ~ResponseFormat() = default;
 
-  // Streaming: chunks sent before any token (chat: the assistant role), then the chunks of each update.
+  // Streaming: chunks sent before any token (chat: the assistant role), then the chunks of each update,
+  // then (finish) those after the last one, before the stream ends.
   virtual void start(const GenerationJob& job, std::vector<Json>& chunks);
   virtual void stream(const Choice& c, const ChoiceUpdate& u, std::vector<Json>& chunks) = 0;
+  virtual void finish(const GenerationJob& job, std::vector<Json>& chunks);
+  // One chunk as a server-sent event ("data: {json}"), and whether the stream ends with "data: [DONE]".
+  virtual std::string sse(const Json& chunk) const;
+  virtual bool done_marker() const { return true; }
   // Non-streaming: every update, then the whole response.
   virtual void collect(const Choice& c, const ChoiceUpdate& u) = 0;
   virtual Json response(const GenerationJob& job) = 0;
@@ -29,6 +34,7 @@ class ResponseFormat {
   Json usage_chunk(const GenerationJob& job) const;
 
   const std::string& id() const { return id_; }
+  const std::string& model() const { return model_; }
   // The client's request_id in place of the random part (vLLM's "chatcmpl-{request_id}").
   void use_request_id(const std::string& request_id) { id_ = id_prefix_ + request_id; }
 
@@ -42,5 +48,8 @@ class ResponseFormat {
 };
 
 Json usage_json(const Usage& u);
+
+// n random hex digits (ids: "chatcmpl-", "resp_", "msg_", ... followed by them).
+std::string random_hex(size_t n);
 
 }  // namespace dsv4::server

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <optional>
+
 #include "server/api_error.h"
 #include "server/sse.h"
 
@@ -34,7 +36,7 @@ bool StreamSession::write(httplib::DataSink& sink, std::string_view data) {
 bool StreamSession::write_chunks(httplib::DataSink& sink, std::vector<Json>& chunks) {
   for (Json& c : chunks) {
     if (continuous_usage_) c["usage"] = usage_json(job_->usage());
-    if (!write(sink, sse_event(c))) return false;
+    if (!write(sink, format_->sse(c))) return false;
   }
   chunks.clear();
   return true;
@@ -68,15 +70,21 @@ bool StreamSession::pump(httplib::DataSink& sink) {
 
 bool StreamSession::finish(httplib::DataSink& sink) {
   // After the status line has gone, errors travel as an event (vLLM's convention).
+  std::optional<ApiError> failure;
   if (const auto err = job_->error()) {
-    if (!write(sink, sse_event(Json::parse(error_body(internal_error(*err)))))) return false;
+    failure = internal_error(*err);
   } else if (job_->any_aborted() && ctx_.state() == ServerState::kFailed) {
-    if (!write(sink, sse_event(Json::parse(error_body(internal_error("The engine failed: " + ctx_.failure())))))) {
-      return false;
-    }
+    failure = internal_error("The engine failed: " + ctx_.failure());
+  }
+  if (failure) {
+    if (!write(sink, sse_event(Json::parse(error_body(*failure))))) return false;
+  } else {  // the format's closing chunks (a response's "response.completed")
+    std::vector<Json> last;
+    format_->finish(*job_, last);
+    if (!write_chunks(sink, last)) return false;
   }
   if (include_usage_ && !write(sink, sse_event(format_->usage_chunk(*job_)))) return false;
-  if (!write(sink, kSseDone)) return false;
+  if (format_->done_marker() && !write(sink, kSseDone)) return false;
   sink.done();
   return true;
 }
