@@ -148,8 +148,9 @@ void responses(ServerContext& ctx, const httplib::Request& req, httplib::Respons
   ResponsesRequest r = parse_responses_request(parse_request_body(req.body));
   chat::ThinkingMode parse_mode{};
   auto job = chat_job(ctx, r.chat, arrival, parse_mode);
-  const ResponsesFormatOptions fo{parse_mode, r.chat.parallel_tool_calls,
-                                  !r.chat.options.skip_special_tokens.value_or(true)};
+  const ResponsesFormatOptions fo{
+      parse_mode,      r.chat.parallel_tool_calls, !r.chat.options.skip_special_tokens.value_or(true),
+      r.chat.logprobs, r.chat.top_logprobs,        r.chat.options.tokens_as_ids};
   auto format =
       std::make_unique<ResponsesFormat>(ctx.model.name, job->created(), *ctx.tokenizer, fo, std::move(r.echo));
   respond(ctx, res, r.chat.options, std::move(job), std::move(format));

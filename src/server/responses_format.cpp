@@ -1,5 +1,6 @@
 #include "server/responses_format.h"
 
+#include "server/logprobs_json.h"
 #include "server/sse.h"
 
 namespace dsv4::server {
@@ -14,10 +15,11 @@ chat::ParserOptions parser_options(const ResponsesFormatOptions& o) {
   return po;
 }
 
-// The content part of a text item: output_text (a message) or reasoning_text.
-Json text_part(bool reasoning, const std::string& text) {
+// The content part of a text item: output_text (a message, with its tokens' logprobs) or reasoning_text.
+Json text_part(bool reasoning, const std::string& text, Json logprobs = Json::array()) {
   if (reasoning) return Json{{"type", "reasoning_text"}, {"text", text}};
-  return Json{{"type", "output_text"}, {"text", text}, {"annotations", Json::array()}, {"logprobs", Json::array()}};
+  return Json{
+      {"type", "output_text"}, {"text", text}, {"annotations", Json::array()}, {"logprobs", std::move(logprobs)}};
 }
 
 Json text_item(bool reasoning, const std::string& id, const std::string& status, Json content) {
@@ -54,6 +56,7 @@ void ResponsesFormat::open_text(Open kind, std::vector<Json>* out) {
   open_ = kind;
   open_id_ = (reasoning ? "rs_" : "msg_") + random_hex(32);
   open_text_.clear();
+  open_logprobs_ = Json::array();
   const int64_t index = static_cast<int64_t>(items_.size());
   emit(out, Json{{"type", "response.output_item.added"},
                  {"output_index", index},
@@ -75,16 +78,16 @@ void ResponsesFormat::close_text(std::vector<Json>* out) {
             {"output_index", index},
             {"content_index", 0},
             {"text", open_text_}};
-  if (!reasoning) done["logprobs"] = Json::array();
+  if (!reasoning) done["logprobs"] = open_logprobs_;
   emit(out, std::move(done));
   emit(out, Json{{"type", "response.content_part.done"},
                  {"item_id", open_id_},
                  {"output_index", index},
                  {"content_index", 0},
-                 {"part", text_part(reasoning, open_text_)}});
+                 {"part", text_part(reasoning, open_text_, open_logprobs_)}});
   // An item the token limit cut is incomplete (known here once the choice finished).
   const std::string status = finish_reason_ == "length" ? "incomplete" : "completed";
-  Json item = text_item(reasoning, open_id_, status, Json::array({text_part(reasoning, open_text_)}));
+  Json item = text_item(reasoning, open_id_, status, Json::array({text_part(reasoning, open_text_, open_logprobs_)}));
   emit(out, Json{{"type", "response.output_item.done"}, {"output_index", index}, {"item", item}});
   items_.push_back(std::move(item));
   open_ = Open::kNone;
@@ -116,23 +119,33 @@ void ResponsesFormat::add_tool_call(const chat::ToolCall& call, std::vector<Json
 
 void ResponsesFormat::on_event(const chat::ParseEvent& e, std::vector<Json>* out) {
   if (e.kind == Kind::kToolCall) {
+    pending_logprobs_ = Json::array();  // the call's tokens: no output text carries them
     if (e.tool_index == 0 || options_.parallel_tool_calls) add_tool_call(e.tool_call, out);
     return;
   }
-  if (e.text.empty()) return;
-  const Open kind = e.kind == Kind::kReasoning ? Open::kReasoning : Open::kMessage;
+  if (!e.text.empty()) text_delta(e.kind == Kind::kReasoning ? Open::kReasoning : Open::kMessage, e.text, out);
+}
+
+// A text delta into the open item of its kind (opened first if need be). An output_text delta carries the
+// logprobs of the tokens since the last one; a reasoning delta's tokens have none.
+void ResponsesFormat::text_delta(Open kind, const std::string& text, std::vector<Json>* out) {
   if (open_ != kind) {
     close_text(out);
     open_text(kind, out);
   }
-  open_text_ += e.text;
-  if (kind == Open::kReasoning) reasoning_ += e.text;
-  Json delta{{"type", kind == Open::kReasoning ? "response.reasoning_text.delta" : "response.output_text.delta"},
+  open_text_ += text;
+  const bool reasoning = kind == Open::kReasoning;
+  if (reasoning) reasoning_ += text;
+  Json delta{{"type", reasoning ? "response.reasoning_text.delta" : "response.output_text.delta"},
              {"item_id", open_id_},
              {"output_index", static_cast<int64_t>(items_.size())},
              {"content_index", 0},
-             {"delta", e.text}};
-  if (kind == Open::kMessage) delta["logprobs"] = Json::array();
+             {"delta", text}};
+  if (!reasoning) {
+    for (const Json& lp : pending_logprobs_) open_logprobs_.push_back(lp);
+    delta["logprobs"] = std::move(pending_logprobs_);
+  }
+  pending_logprobs_ = Json::array();
   emit(out, std::move(delta));
 }
 
@@ -142,9 +155,18 @@ void ResponsesFormat::feed(const Choice& c, const ChoiceUpdate& u, std::vector<J
     auto tail = parser_.finish();
     events.insert(events.end(), std::make_move_iterator(tail.begin()), std::make_move_iterator(tail.end()));
   }
+  if (options_.logprobs && !u.token_ids.empty()) {
+    for (Json& lp : chat_logprobs_content(tok_, u.token_ids, u.logprobs, options_.top_logprobs, options_.tokens_as_ids))
+      pending_logprobs_.push_back(std::move(lp));
+  }
   for (const chat::ParseEvent& e : events) on_event(e, out);
   if (!u.finished) return;
   finish_reason_ = std::string(c.finish_reason());
+  // Tokens whose text never showed (an end token, held-back bytes) still have their logprobs: with the
+  // message, in an empty delta.
+  if (!pending_logprobs_.empty() && (open_ == Open::kMessage || (open_ == Open::kNone && items_.empty()))) {
+    text_delta(Open::kMessage, "", out);
+  }
   close_text(out);
   if (items_.empty()) {  // nothing generated: an empty message, as the object always has an answer
     open_text(Open::kMessage, out);

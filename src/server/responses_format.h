@@ -20,6 +20,9 @@ struct ResponsesFormatOptions {
   chat::ThinkingMode thinking_mode = chat::ThinkingMode::kChat;
   bool parallel_tool_calls = true;
   bool keep_special_tokens = false;
+  bool logprobs = false;  // the output text's token logprobs (include "message.output_text.logprobs")
+  int top_logprobs = 0;
+  bool tokens_as_ids = false;
 };
 
 class ResponsesFormat final : public ResponseFormat {
@@ -40,6 +43,7 @@ class ResponsesFormat final : public ResponseFormat {
   // Feeds an update's parser events; events go to `out` (null: not streaming).
   void feed(const Choice& c, const ChoiceUpdate& u, std::vector<Json>* out);
   void on_event(const chat::ParseEvent& e, std::vector<Json>* out);
+  void text_delta(Open kind, const std::string& text, std::vector<Json>* out);
   void open_text(Open kind, std::vector<Json>* out);
   void close_text(std::vector<Json>* out);
   void add_tool_call(const chat::ToolCall& call, std::vector<Json>* out);
@@ -54,7 +58,9 @@ class ResponsesFormat final : public ResponseFormat {
   Json items_ = Json::array();  // the output items closed so far
   Open open_ = Open::kNone;     // the text item being written, if any
   std::string open_id_, open_text_;
-  std::string reasoning_;  // all reasoning text (its tokens are usage's reasoning_tokens)
+  Json open_logprobs_ = Json::array();     // the open message's token logprobs
+  Json pending_logprobs_ = Json::array();  // tokens' logprobs not yet sent with an output_text delta
+  std::string reasoning_;                  // all reasoning text (its tokens are usage's reasoning_tokens)
   int tool_calls_ = 0;
   std::string finish_reason_;
   int64_t sequence_ = 0;

@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <string_view>
 
+#include "engine/sampling_params.h"
 #include "server/api_error.h"
 
 namespace dsv4::server {
@@ -17,6 +19,8 @@ namespace {
                              what),
                  std::move(param), "not_supported");
 }
+
+constexpr std::string_view kLogprobsInclude = "message.output_text.logprobs";
 
 // Fields the translation consumes; everything else passes through to the chat request.
 constexpr std::string_view kResponsesFields[] = {"input",
@@ -233,10 +237,12 @@ void refuse_unsupported_responses(const RequestFields& f) {
   if (f.boolean("background").value_or(false)) not_supported("background", "background responses");
   if (f.has("prompt")) not_supported("prompt", "prompt templates");
   if (f.has("max_tool_calls")) not_supported("max_tool_calls", "max_tool_calls");
-  if (f.integer("top_logprobs").value_or(0) != 0) not_supported("top_logprobs", "logprobs on /v1/responses");
   if (const Json* include = f.array("include")) {
-    for (const Json& i : *include)
-      if (i != "reasoning.encrypted_content") not_supported("include", fmt::format("include {}", i.dump()));
+    for (const Json& i : *include) {
+      if (i != kLogprobsInclude && i != "reasoning.encrypted_content") {
+        not_supported("include", fmt::format("include {}", i.dump()));
+      }
+    }
   }
   if (const auto t = f.string("truncation"); t && *t != "disabled") {
     not_supported("truncation", "truncation \"" + *t + "\" (disabled only)");
@@ -263,6 +269,13 @@ Json chat_body_of_responses(const Json& body) {
     if (const auto effort = RequestFields(*reasoning, "reasoning.").string("effort")) {
       chat["reasoning_effort"] = chat_effort(*effort);
     }
+  }
+  // Logprobs of the output text: asked for by include, or by top_logprobs alone.
+  const int64_t top = f.integer_in("top_logprobs", 0, kMaxLogprobs).value_or(0);
+  const Json* include = f.array("include");
+  if (top > 0 || (include && std::find(include->begin(), include->end(), kLogprobsInclude) != include->end())) {
+    chat["logprobs"] = true;
+    chat["top_logprobs"] = top;
   }
   if (const Json* max = f.get("max_output_tokens")) {
     if (!max->is_number_integer() || max->get<int64_t>() < 1) {

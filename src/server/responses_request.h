@@ -13,7 +13,8 @@
 //  - Other fields pass through to the chat request (seed, top_k, stop, ... as vLLM extensions).
 //  - Refused with a 400 naming the field: previous_response_id, conversation and item_reference (there is
 //    no store: send the whole conversation as input), background, prompt templates, non-function tools,
-//    image / file / audio parts (a text-only model), logprobs, n other than 1, truncation "auto".
+//    image / file / audio parts (a text-only model), n other than 1, truncation "auto".
+//  - include "message.output_text.logprobs" (or top_logprobs) asks for the output text's logprobs.
 #pragma once
 
 #include "server/chat_request.h"

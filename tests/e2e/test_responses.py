@@ -73,6 +73,24 @@ class SameAsChat(unittest.TestCase):
         self.assertEqual(got.output_text, text)
 
 
+    def test_logprobs(self):
+        got = client.responses.create(model=MODEL, input="Count.", max_output_tokens=5, top_logprobs=2,
+                                      include=["message.output_text.logprobs"], extra_body={"seed": 2})
+        r = client.chat.completions.create(model=MODEL, messages=user("Count."), max_tokens=5, seed=2, logprobs=True,
+                                           top_logprobs=2)
+        lps = got.output[0].content[0].logprobs
+        want = r.choices[0].logprobs.content
+        self.assertEqual(len(lps), 5)
+        self.assertEqual([(p.token, p.logprob) for p in lps], [(p.token, p.logprob) for p in want])
+        self.assertEqual([[t.token for t in p.top_logprobs] for p in lps],
+                         [[t.token for t in p.top_logprobs] for p in want])
+        events = list(client.responses.create(model=MODEL, input="Count.", max_output_tokens=5, top_logprobs=2,
+                                              include=["message.output_text.logprobs"], extra_body={"seed": 2},
+                                              stream=True))
+        streamed = [p.token for e in events if e.type == "response.output_text.delta" for p in e.logprobs]
+        self.assertEqual(streamed, [p.token for p in lps])
+
+
 class Answers(unittest.TestCase):
     def test_object(self):
         r = client.responses.create(model=MODEL, input="Hello", max_output_tokens=6, metadata={"k": "v"})

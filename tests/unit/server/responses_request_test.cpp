@@ -76,6 +76,18 @@ TEST(ResponsesRequest, ToolsTextFormatAndReasoningBecomeTheChatFields) {
   EXPECT_EQ(chat_of(R"({"input": "x", "tool_choice": "required"})")["tool_choice"], "required");
 }
 
+TEST(ResponsesRequest, LogprobsAreAskedByIncludeOrTopLogprobs) {
+  const ResponsesRequest a = parse_responses_request(
+      Json::parse(R"({"input": "x", "include": ["message.output_text.logprobs"], "top_logprobs": 3})"));
+  EXPECT_TRUE(a.chat.logprobs);
+  EXPECT_EQ(a.chat.top_logprobs, 3);
+  const ResponsesRequest b = parse_responses_request(Json::parse(R"({"input": "x", "top_logprobs": 2})"));
+  EXPECT_TRUE(b.chat.logprobs);
+  EXPECT_EQ(b.chat.top_logprobs, 2);
+  const ResponsesRequest c = parse_responses_request(Json::parse(R"({"input": "x", "include": []})"));
+  EXPECT_FALSE(c.chat.logprobs);
+}
+
 TEST(ResponsesRequest, TheResponseRepeatsTheRequestsSettings) {
   const ResponsesRequest r = parse_responses_request(Json::parse(R"({"input": "x", "max_output_tokens": 5,
                                                                      "metadata": {"a": "b"}})"));
@@ -103,6 +115,8 @@ TEST(ResponsesRequest, RefusalsNameTheField) {
       {R"({"input": "x", "text": {"format": {"type": "yaml"}}})", "text.format.type"},
       {R"({"input": "x", "truncation": "auto"})", "truncation"},
       {R"({"input": "x", "n": 2})", "n"},
+      {R"({"input": "x", "include": ["file_search_call.results"]})", "include"},
+      {R"({"input": "x", "top_logprobs": 21})", "top_logprobs"},
       {R"({"input": "x", "messages": []})", "messages"},
       {R"({"input": "x", "reasoning": {"effort": "extreme"}})", "reasoning.effort"},
   };
