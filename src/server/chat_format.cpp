@@ -46,20 +46,17 @@ ChatFormat::ChatFormat(std::string model, int64_t created, const Tokenizer& tok,
     : ResponseFormat("chatcmpl-", "chat.completion.chunk", std::move(model), created), tok_(tok), options_(options) {
   states_.reserve(num_choices);
   for (size_t i = 0; i < num_choices; ++i) {
-    chat::ParserOptions po;
-    po.thinking_mode = options_.thinking_mode;
-    po.keep_special_tokens = options_.keep_special_tokens;
-    states_.push_back(State{chat::CompletionParser(po), {}, Json::array(), 0});
+    states_.push_back(
+        State{chat::CompletionParser(answer_parser_options(options_.thinking_mode, options_.keep_special_tokens)),
+              {},
+              Json::array(),
+              0});
   }
 }
 
 // The parser's events, less those the request asked to leave out.
 std::vector<chat::ParseEvent> ChatFormat::parse(State& s, const ChoiceUpdate& u) {
-  std::vector<chat::ParseEvent> events = s.parser.feed(u.text);
-  if (u.finished) {
-    auto tail = s.parser.finish();
-    events.insert(events.end(), std::make_move_iterator(tail.begin()), std::make_move_iterator(tail.end()));
-  }
+  std::vector<chat::ParseEvent> events = parse_update(s.parser, u);
   std::erase_if(events, [this](const chat::ParseEvent& e) {
     return (e.kind == Kind::kReasoning && !options_.include_reasoning) ||
            (e.kind == Kind::kToolCall && e.tool_index > 0 && !options_.parallel_tool_calls);

@@ -12,6 +12,8 @@
 #include "server/completion_request.h"
 #include "server/connection_probe.h"
 #include "server/handler_guard.h"
+#include "server/messages_format.h"
+#include "server/messages_request.h"
 #include "server/prompt_truncation.h"
 #include "server/responses_format.h"
 #include "server/responses_request.h"
@@ -102,58 +104,93 @@ void completions(ServerContext& ctx, const httplib::Request& req, httplib::Respo
   respond(ctx, res, r.options, std::move(job), std::move(format));
 }
 
-// A chat request as an engine job (its constraint made, its messages encoded): what /v1/chat/completions
-// and /v1/responses share; `parse_mode` receives how the generated text starts.
-std::unique_ptr<GenerationJob> chat_job(ServerContext& ctx, ChatRequest& r, Clock::time_point arrival,
-                                        chat::ThinkingMode& parse_mode) {
+// A chat request's prompt: its constraint made, its messages encoded.
+chat::ChatPrompt chat_prompt(ServerContext& ctx, ChatRequest& r) {
   check_model(ctx, r.options.model);
   r.options.constraint = make_constraint(
       ctx.grammars, *ctx.tokenizer, ctx.model.eos_token_id,
       {&r.structured, &r.tool_choice, &r.tools, r.encode.thinking_mode == chat::ThinkingMode::kThinking});
-  chat::ChatPrompt prompt;
   try {
-    prompt = chat::encode_chat_prompt(std::move(r.messages), r.encode, r.continue_final);
+    return chat::encode_chat_prompt(std::move(r.messages), r.encode, r.continue_final);
   } catch (const Error& e) {
     bad_request("messages", "{}", e.what());
   }
-  parse_mode = prompt.parse_mode;
+}
+
+// A chat request run and answered: what /v1/chat/completions, /v1/responses and /v1/messages share.
+// `make_format(parse_mode, job)` makes the answer's format, parse_mode saying how the generated text starts.
+template <class MakeFormat>
+void answer_chat(ServerContext& ctx, httplib::Response& res, ChatRequest& r, Clock::time_point arrival,
+                 MakeFormat&& make_format) {
+  const chat::ChatPrompt prompt = chat_prompt(ctx, r);
   // Special tokens stay in the text: the completion parser needs </think> and DSML, and drops the rest.
   std::vector<std::vector<int32_t>> prompts;
   prompts.push_back(ctx.tokenizer->encode(prompt.text));
   prepare(ctx, r.options, prompts);
-  return std::make_unique<GenerationJob>(ctx, std::move(prompts), r.options, false, arrival,
-                                         ctx.config.default_max_tokens);
+  auto job = std::make_unique<GenerationJob>(ctx, std::move(prompts), r.options, false, arrival,
+                                             ctx.config.default_max_tokens);
+  std::unique_ptr<ResponseFormat> format = make_format(prompt.parse_mode, *job);
+  respond(ctx, res, r.options, std::move(job), std::move(format));
 }
+
+bool keep_special_tokens(const ChatRequest& r) { return !r.options.skip_special_tokens.value_or(true); }
 
 void chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   const auto arrival = Clock::now();
   check_serving(ctx);
   ChatRequest r = parse_chat_request(parse_request_body(req.body));
-  chat::ThinkingMode parse_mode{};
-  auto job = chat_job(ctx, r, arrival, parse_mode);
-  ChatFormatOptions fo{parse_mode,
-                       r.logprobs,
-                       r.top_logprobs,
-                       r.options.tokens_as_ids,
-                       r.include_reasoning,
-                       r.parallel_tool_calls,
-                       !r.options.skip_special_tokens.value_or(true)};
-  auto format = std::make_unique<ChatFormat>(ctx.model.name, job->created(), *ctx.tokenizer, fo, job->choices().size());
-  respond(ctx, res, r.options, std::move(job), std::move(format));
+  answer_chat(ctx, res, r, arrival, [&](chat::ThinkingMode mode, const GenerationJob& job) {
+    const ChatFormatOptions fo{mode,
+                               r.logprobs,
+                               r.top_logprobs,
+                               r.options.tokens_as_ids,
+                               r.include_reasoning,
+                               r.parallel_tool_calls,
+                               keep_special_tokens(r)};
+    return std::make_unique<ChatFormat>(ctx.model.name, job.created(), *ctx.tokenizer, fo, job.choices().size());
+  });
 }
 
 void responses(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   const auto arrival = Clock::now();
   check_serving(ctx);
   ResponsesRequest r = parse_responses_request(parse_request_body(req.body));
-  chat::ThinkingMode parse_mode{};
-  auto job = chat_job(ctx, r.chat, arrival, parse_mode);
-  const ResponsesFormatOptions fo{
-      parse_mode,      r.chat.parallel_tool_calls, !r.chat.options.skip_special_tokens.value_or(true),
-      r.chat.logprobs, r.chat.top_logprobs,        r.chat.options.tokens_as_ids};
-  auto format =
-      std::make_unique<ResponsesFormat>(ctx.model.name, job->created(), *ctx.tokenizer, fo, std::move(r.echo));
-  respond(ctx, res, r.chat.options, std::move(job), std::move(format));
+  answer_chat(ctx, res, r.chat, arrival, [&](chat::ThinkingMode mode, const GenerationJob& job) {
+    const ResponsesFormatOptions fo{{mode, r.chat.parallel_tool_calls, keep_special_tokens(r.chat)},
+                                    r.chat.logprobs,
+                                    r.chat.top_logprobs,
+                                    r.chat.options.tokens_as_ids};
+    return std::make_unique<ResponsesFormat>(ctx.model.name, job.created(), *ctx.tokenizer, fo, std::move(r.echo));
+  });
+}
+
+void messages(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const auto arrival = Clock::now();
+  check_serving(ctx);
+  ChatRequest r = parse_messages_request(parse_request_body(req.body));
+  answer_chat(ctx, res, r, arrival, [&](chat::ThinkingMode mode, const GenerationJob& job) {
+    const AnswerOptions fo{mode, r.parallel_tool_calls, keep_special_tokens(r)};
+    return std::make_unique<MessagesFormat>(ctx.model.name, job.created(), fo);
+  });
+}
+
+// Anthropic's token count: the prompt a Messages request would run (max_tokens not needed).
+void count_message_tokens(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  Json body = parse_request_body(req.body);
+  if (!body.contains("max_tokens")) body["max_tokens"] = 1;
+  ChatRequest r = parse_messages_request(body);
+  const chat::ChatPrompt prompt = chat_prompt(ctx, r);
+  res.set_content(dump_json(Json{{"input_tokens", ctx.tokenizer->encode(prompt.text).size()}}), "application/json");
+}
+
+// Anthropic's clients read an error as {"type": "error", "error": {...}}.
+httplib::Server::Handler with_messages_errors(httplib::Server::Handler handler) {
+  return [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+    handler(req, res);
+    if (res.status < 400) return;
+    const Json body = Json::parse(res.body, nullptr, false);
+    if (body.is_object()) res.set_content(dump_json(messages_error(body)), "application/json");
+  };
 }
 
 }  // namespace
@@ -168,6 +205,12 @@ void add_generation_routes(RoutedServer& svr, ServerContext& ctx) {
   svr.Post("/v1/chat/completions",
            guard([&ctx](const httplib::Request& req, httplib::Response& res) { chat_completions(ctx, req, res); },
                  rejected));
+  svr.Post("/v1/messages",
+           with_messages_errors(guard(
+               [&ctx](const httplib::Request& req, httplib::Response& res) { messages(ctx, req, res); }, rejected)));
+  svr.Post("/v1/messages/count_tokens",
+           with_messages_errors(guard(
+               [&ctx](const httplib::Request& req, httplib::Response& res) { count_message_tokens(ctx, req, res); })));
   svr.Post("/v1/responses",
            guard([&ctx](const httplib::Request& req, httplib::Response& res) { responses(ctx, req, res); }, rejected));
 }

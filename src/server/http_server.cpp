@@ -17,14 +17,23 @@ namespace {
 // Endpoints reachable without the API key (vLLM protects /v1 only): probes and scrapers.
 bool is_public(const std::string& path) { return path == "/health" || path == "/metrics" || path == "/version"; }
 
+// `given` equals `key`, in time constant over the key (the comparison leaks no prefix length).
+bool same_key(std::string_view given, const std::string& key) {
+  if (given.size() != key.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < key.size(); ++i) diff |= static_cast<unsigned char>(given[i] ^ key[i]);
+  return diff == 0;
+}
+
+// "Authorization: Bearer KEY" (OpenAI's clients), or "x-api-key: KEY" (Anthropic's).
 bool authorized(const httplib::Request& req, const std::string& key) {
   const std::string header = req.get_header_value("Authorization");
   constexpr std::string_view kBearer = "Bearer ";
-  if (header.size() != kBearer.size() + key.size() || header.compare(0, kBearer.size(), kBearer) != 0) return false;
-  // Constant time over the key, so the comparison leaks no prefix length.
-  unsigned char diff = 0;
-  for (size_t i = 0; i < key.size(); ++i) diff |= static_cast<unsigned char>(header[kBearer.size() + i] ^ key[i]);
-  return diff == 0;
+  if (header.size() > kBearer.size() && header.compare(0, kBearer.size(), kBearer) == 0 &&
+      same_key(std::string_view(header).substr(kBearer.size()), key)) {
+    return true;
+  }
+  return req.has_header("x-api-key") && same_key(req.get_header_value("x-api-key"), key);
 }
 
 size_t max_request_threads(const ServerConfig& c) {

@@ -25,10 +25,27 @@ ResponseFormat::ResponseFormat(std::string id_prefix, std::string chunk_object, 
 void ResponseFormat::start(const GenerationJob&, std::vector<Json>&) {}
 void ResponseFormat::finish(const GenerationJob&, std::vector<Json>&) {}
 std::string ResponseFormat::sse(const Json& chunk) const { return sse_event(chunk); }
+Json ResponseFormat::error_chunk(const ApiError& e) const { return Json::parse(error_body(e)); }
 
 Json ResponseFormat::envelope(std::string_view object, Json choices) const {
   return Json{
       {"id", id_}, {"object", object}, {"created", created_}, {"model", model_}, {"choices", std::move(choices)}};
+}
+
+std::vector<chat::ParseEvent> parse_update(chat::CompletionParser& parser, const ChoiceUpdate& u) {
+  std::vector<chat::ParseEvent> events = parser.feed(u.text);
+  if (u.finished) {
+    auto tail = parser.finish();
+    events.insert(events.end(), std::make_move_iterator(tail.begin()), std::make_move_iterator(tail.end()));
+  }
+  return events;
+}
+
+chat::ParserOptions answer_parser_options(chat::ThinkingMode mode, bool keep_special_tokens) {
+  chat::ParserOptions po;
+  po.thinking_mode = mode;
+  po.keep_special_tokens = keep_special_tokens;
+  return po;
 }
 
 Json usage_json(const Usage& u) {

@@ -6,10 +6,19 @@
 #include <string>
 #include <vector>
 
+#include "chat/completion_parser.h"
+#include "server/api_error.h"
 #include "server/choice.h"
 #include "server/generation_job.h"
 
 namespace dsv4::server {
+
+// How an answer of the chat encoding is parsed and filtered (the formats of /v1/responses, /v1/messages).
+struct AnswerOptions {
+  chat::ThinkingMode thinking_mode = chat::ThinkingMode::kChat;  // how the generated text starts
+  bool parallel_tool_calls = true;                               // false: the first tool call only
+  bool keep_special_tokens = false;                              // skip_special_tokens false
+};
 
 class ResponseFormat {
  public:
@@ -26,6 +35,8 @@ class ResponseFormat {
   // One chunk as a server-sent event ("data: {json}"), and whether the stream ends with "data: [DONE]".
   virtual std::string sse(const Json& chunk) const;
   virtual bool done_marker() const { return true; }
+  // The event a stream ends with when the engine failed (the status line has gone): vLLM's {"error": ...}.
+  virtual Json error_chunk(const ApiError& e) const;
   // Non-streaming: every update, then the whole response.
   virtual void collect(const Choice& c, const ChoiceUpdate& u) = 0;
   virtual Json response(const GenerationJob& job) = 0;
@@ -48,6 +59,11 @@ class ResponseFormat {
 };
 
 Json usage_json(const Usage& u);
+
+// An update's parser events: those its text completes and, when it ends the choice, what the parser held.
+std::vector<chat::ParseEvent> parse_update(chat::CompletionParser& parser, const ChoiceUpdate& u);
+// The parser of a chat-encoded answer that starts in `mode`.
+chat::ParserOptions answer_parser_options(chat::ThinkingMode mode, bool keep_special_tokens);
 
 // n random hex digits (ids: "chatcmpl-", "resp_", "msg_", ... followed by them).
 std::string random_hex(size_t n);

@@ -8,13 +8,6 @@ namespace {
 
 using Kind = chat::ParseEvent::Kind;
 
-chat::ParserOptions parser_options(const ResponsesFormatOptions& o) {
-  chat::ParserOptions po;
-  po.thinking_mode = o.thinking_mode;
-  po.keep_special_tokens = o.keep_special_tokens;
-  return po;
-}
-
 // The content part of a text item: output_text (a message, with its tokens' logprobs) or reasoning_text.
 Json text_part(bool reasoning, const std::string& text, Json logprobs = Json::array()) {
   if (reasoning) return Json{{"type", "reasoning_text"}, {"text", text}};
@@ -42,7 +35,7 @@ ResponsesFormat::ResponsesFormat(std::string model, int64_t created, const Token
       tok_(tok),
       options_(options),
       echo_(std::move(echo)),
-      parser_(parser_options(options)) {}
+      parser_(answer_parser_options(options.thinking_mode, options.keep_special_tokens)) {}
 
 void ResponsesFormat::emit(std::vector<Json>* out, Json event) {
   if (out == nullptr) return;
@@ -150,11 +143,7 @@ void ResponsesFormat::text_delta(Open kind, const std::string& text, std::vector
 }
 
 void ResponsesFormat::feed(const Choice& c, const ChoiceUpdate& u, std::vector<Json>* out) {
-  std::vector<chat::ParseEvent> events = parser_.feed(u.text);
-  if (u.finished) {
-    auto tail = parser_.finish();
-    events.insert(events.end(), std::make_move_iterator(tail.begin()), std::make_move_iterator(tail.end()));
-  }
+  const std::vector<chat::ParseEvent> events = parse_update(parser_, u);
   if (options_.logprobs && !u.token_ids.empty()) {
     for (Json& lp : chat_logprobs_content(tok_, u.token_ids, u.logprobs, options_.top_logprobs, options_.tokens_as_ids))
       pending_logprobs_.push_back(std::move(lp));
@@ -226,10 +215,6 @@ Json ResponsesFormat::object(const GenerationJob& job, const std::string& status
   return r;
 }
 
-std::string ResponsesFormat::sse(const Json& chunk) const {
-  const auto type = chunk.find("type");
-  if (type == chunk.end() || !type->is_string()) return sse_event(chunk);  // an error event
-  return "event: " + type->get<std::string>() + "\n" + sse_event(chunk);
-}
+std::string ResponsesFormat::sse(const Json& chunk) const { return named_sse_event(chunk); }
 
 }  // namespace dsv4::server

@@ -10,16 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "chat/completion_parser.h"
 #include "server/response_format.h"
 #include "tokenizer/tokenizer.h"
 
 namespace dsv4::server {
 
-struct ResponsesFormatOptions {
-  chat::ThinkingMode thinking_mode = chat::ThinkingMode::kChat;
-  bool parallel_tool_calls = true;
-  bool keep_special_tokens = false;
+struct ResponsesFormatOptions : AnswerOptions {
   bool logprobs = false;  // the output text's token logprobs (include "message.output_text.logprobs")
   int top_logprobs = 0;
   bool tokens_as_ids = false;

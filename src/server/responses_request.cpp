@@ -7,6 +7,7 @@
 
 #include "engine/sampling_params.h"
 #include "server/api_error.h"
+#include "server/chat_translation.h"
 
 namespace dsv4::server {
 namespace {
@@ -48,12 +49,6 @@ constexpr std::string_view kResponsesFields[] = {"input",
 constexpr std::string_view kChatOnly[] = {"messages",        "max_tokens", "max_completion_tokens",
                                           "response_format", "logprobs",   "reasoning_effort"};
 
-bool consumed(std::string_view key) {
-  for (const std::string_view k : kResponsesFields)
-    if (k == key) return true;
-  return false;
-}
-
 // The text of a content: a string, or parts of input_text / output_text / text (joined); other parts
 // (images, files, audio) are refused.
 std::string content_text(const Json& content, const std::string& where) {
@@ -77,12 +72,6 @@ std::string content_text(const Json& content, const std::string& where) {
     }
   }
   return text;
-}
-
-std::string string_field(const Json& item, const char* key, const std::string& at) {
-  const auto it = item.find(key);
-  if (it == item.end() || !it->is_string()) bad_request(at + "." + key, "'{}.{}' must be a string", at, key);
-  return it->get<std::string>();
 }
 
 // The chat messages of `input` (after the instructions' system message, when given).
@@ -172,22 +161,12 @@ Json messages_of(const RequestFields& f) {
   return messages;
 }
 
-// {"type": "function", "name", "description", "parameters", "strict"} as a chat tool.
-Json chat_tools(const Json& tools) {
-  if (!tools.is_array()) bad_request("tools", "'tools' must be a list");
-  Json out = Json::array();
-  for (size_t i = 0; i < tools.size(); ++i) {
-    const Json& t = tools[i];
-    const std::string at = fmt::format("tools[{}]", i);
-    if (!t.is_object()) bad_request(at, "'{}' must be an object", at);
-    const std::string type = t.value("type", "");
-    if (type != "function") not_supported(at + ".type", fmt::format("'{}' tools (function tools only)", type));
-    Json fn{{"name", string_field(t, "name", at)}};
-    for (const char* key : {"description", "parameters", "strict"})
-      if (t.contains(key) && !t[key].is_null()) fn[key] = t[key];
-    out.push_back(Json{{"type", "function"}, {"function", std::move(fn)}});
-  }
-  return out;
+// {"type": "function", "name", "description", "parameters", "strict"} as a chat tool's function.
+Json tool_function(const Json& t, const std::string& at) {
+  Json fn{{"name", string_field(t, "name", at)}};
+  for (const char* key : {"description", "parameters", "strict"})
+    if (t.contains(key) && !t[key].is_null()) fn[key] = t[key];
+  return fn;
 }
 
 Json chat_tool_choice(const Json& choice) {
@@ -195,7 +174,7 @@ Json chat_tool_choice(const Json& choice) {
   if (!choice.is_object() || choice.value("type", "") != "function") {
     not_supported("tool_choice", "tool_choice other than none, auto, required or {\"type\": \"function\", \"name\"}");
   }
-  return Json{{"type", "function"}, {"function", {{"name", string_field(choice, "name", "tool_choice")}}}};
+  return named_tool_choice(string_field(choice, "name", "tool_choice"));
 }
 
 // text.format as response_format (none for "text").
@@ -248,9 +227,6 @@ void refuse_unsupported_responses(const RequestFields& f) {
     not_supported("truncation", "truncation \"" + *t + "\" (disabled only)");
   }
   if (f.integer("n").value_or(1) != 1) not_supported("n", "n other than 1 on /v1/responses");
-  for (const std::string_view key : kChatOnly) {
-    if (f.has(key)) bad_request(std::string(key), "'{}' is a chat completions field; see the Responses API's", key);
-  }
 }
 
 }  // namespace
@@ -258,11 +234,9 @@ void refuse_unsupported_responses(const RequestFields& f) {
 Json chat_body_of_responses(const Json& body) {
   const RequestFields f(body);
   refuse_unsupported_responses(f);
-  Json chat = Json::object();
-  for (auto it = body.begin(); it != body.end(); ++it)
-    if (!consumed(it.key())) chat[it.key()] = it.value();
+  Json chat = pass_through(body, kResponsesFields, kChatOnly, "Responses API");
   chat["messages"] = messages_of(f);
-  if (const Json* tools = f.get("tools")) chat["tools"] = chat_tools(*tools);
+  if (const Json* tools = f.get("tools")) chat["tools"] = chat_tools(*tools, "function", "", tool_function);
   if (const Json* choice = f.get("tool_choice")) chat["tool_choice"] = chat_tool_choice(*choice);
   if (const Json* text = f.get("text")) translate_text(*text, chat);
   if (const Json* reasoning = f.object("reasoning")) {

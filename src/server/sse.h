@@ -14,6 +14,9 @@ inline constexpr std::string_view kSsePing = ": ping\n\n";
 
 // "data: <json>\n\n"; invalid UTF-8 (never expected: the detokenizer repairs it) becomes U+FFFD.
 std::string sse_event(const Json& data);
+// "event: <data.type>\n" then the same (the Responses and Messages APIs' named events); `data` without a
+// string "type" goes unnamed.
+std::string named_sse_event(const Json& data);
 
 // Compact JSON with invalid UTF-8 replaced, for response bodies.
 std::string dump_json(const Json& j);

@@ -77,7 +77,7 @@ bool StreamSession::finish(httplib::DataSink& sink) {
     failure = internal_error("The engine failed: " + ctx_.failure());
   }
   if (failure) {
-    if (!write(sink, sse_event(Json::parse(error_body(*failure))))) return false;
+    if (!write(sink, format_->sse(format_->error_chunk(*failure)))) return false;
   } else {  // the format's closing chunks (a response's "response.completed")
     std::vector<Json> last;
     format_->finish(*job_, last);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "api_error_of.h"
 #include "server/api_error.h"
 #include "server/chat_request.h"
 #include "server/completion_request.h"
@@ -12,15 +13,9 @@ namespace {
 
 Json body(const char* text) { return Json::parse(text); }
 
-// The ApiError f throws (status 0 when none).
 template <typename F>
 ApiError error_of(F&& f) {
-  try {
-    f();
-  } catch (const ApiError& e) {
-    return e;
-  }
-  return ApiError(0, "", "");
+  return api_error_of(std::forward<F>(f));
 }
 
 TEST(RequestBody, MalformedAndNonObjectBodiesAre400) {

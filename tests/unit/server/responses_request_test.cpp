@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "server/api_error.h"
+#include "api_error_of.h"
 
 namespace dsv4::server {
 namespace {
@@ -13,12 +13,7 @@ Json chat_of(const char* text) { return chat_body_of_responses(Json::parse(text)
 
 // The ApiError of a Responses body (status 0 when none).
 ApiError error_of(const char* text) {
-  try {
-    parse_responses_request(Json::parse(text));
-  } catch (const ApiError& e) {
-    return e;
-  }
-  return ApiError(0, "", "");
+  return api_error_of([&] { parse_responses_request(Json::parse(text)); });
 }
 
 TEST(ResponsesRequest, AStringInputIsAUserTurnAfterTheInstructions) {
@@ -120,11 +115,7 @@ TEST(ResponsesRequest, RefusalsNameTheField) {
       {R"({"input": "x", "messages": []})", "messages"},
       {R"({"input": "x", "reasoning": {"effort": "extreme"}})", "reasoning.effort"},
   };
-  for (const auto& [text, param] : cases) {
-    const ApiError e = error_of(text);
-    EXPECT_EQ(e.status(), 400) << text;
-    EXPECT_EQ(e.param(), param) << text << ": " << e.what();
-  }
+  expect_refusals(cases, [](const Json& body) { parse_responses_request(body); });
   EXPECT_EQ(error_of(R"({"input": "x", "store": true, "include": [], "truncation": "disabled"})").status(), 0);
 }
 
