@@ -85,10 +85,11 @@ class Conversation {
     if (type == "message") return message(item, at);
     if (type == "function_call") return function_call(item, at);
     if (type == "function_call_output") return function_output(item, at);
-    if (type == "reasoning") {
-      const Json* content = item.contains("content") && !item["content"].is_null() ? &item["content"] : nullptr;
-      if (content == nullptr && item.contains("summary")) content = &item["summary"];
-      reasoning_ = content ? content_text(*content, at + (item.contains("content") ? ".content" : ".summary")) : "";
+    if (type == "reasoning") {  // its full text (content), else its summary
+      const auto content = item.find("content");
+      const bool full = content != item.end() && !content->is_null() && !content->empty();
+      const std::string key = full ? "content" : "summary";
+      reasoning_ = item.contains(key) ? content_text(item[key], at + "." + key) : "";
       return;
     }
     if (type == "item_reference") needs_store(at + ".type", "item_reference");

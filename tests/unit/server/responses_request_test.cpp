@@ -32,7 +32,7 @@ TEST(ResponsesRequest, ItemsBecomeTurnsToolCallsJoinTheirAssistantTurn) {
   const Json c = chat_of(R"({"input": [
       {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "a"},
                                                       {"type": "input_text", "text": "b"}]},
-      {"type": "reasoning", "content": [{"type": "reasoning_text", "text": "think"}]},
+      {"type": "reasoning", "content": [], "summary": [{"type": "summary_text", "text": "think"}]},
       {"role": "assistant", "content": [{"type": "output_text", "text": "Let me look."}]},
       {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
       {"type": "function_call", "call_id": "c2", "name": "g", "arguments": "{\"x\": 1}"},
