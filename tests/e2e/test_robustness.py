@@ -1,7 +1,8 @@
 """Robustness of a real `dsv4 serve`: the error table (status and OpenAI error type per bad request), bearer
 auth, the bounded waiting queue, SSE keep-alives during a long prefill, client disconnects (streaming and
-not) aborting their requests and freeing every KV block, engine failure (500s, /health 503, exit code 1)
-and graceful SIGTERM (in-flight requests finish, exit code 0)."""
+not; completions, Responses and Messages streams) aborting their requests and freeing every KV block, engine
+failure (500s, /health 503, exit code 1, a stream's error event) and graceful SIGTERM (in-flight requests
+finish, exit code 0)."""
 import json
 import socket
 import threading
@@ -30,11 +31,11 @@ def raw_http(port, method, path, body=b"", headers=()):
     return status, data.split(b"\r\n\r\n", 1)[1].decode(errors="replace")
 
 
-def open_stream(port, body):
+def open_stream(port, body, path="/v1/completions"):
     """Sends a streaming request and returns the socket (the caller reads and closes it)."""
     s = socket.create_connection(("127.0.0.1", port), timeout=30)
     data = json.dumps(body).encode()
-    s.sendall(f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    s.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
               f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
     return s
 
@@ -148,6 +149,20 @@ class Disconnects(ServerTestCase):
         self.assertTrue(self.server.wait_kv_free(10), "KV blocks were not all released")
         self.assertEqual(self.wait_aborted(before + 1), before + 1)
 
+    def test_responses_and_messages_streams_abort_on_disconnect(self):
+        for path, body, marker in (
+                ("/v1/responses", {"input": "x", "max_output_tokens": 3000, "ignore_eos": True, "stream": True},
+                 b"response.output_text.delta"),
+                ("/v1/messages", {"messages": [{"role": "user", "content": "x"}], "max_tokens": 3000,
+                                  "ignore_eos": True, "stream": True}, b"content_block_delta")):
+            with self.subTest(path=path):
+                before = self.aborted()
+                sock = open_stream(self.server.port, body, path)
+                read_until(sock, marker)
+                sock.close()
+                self.assertTrue(self.server.wait_kv_free(10), "KV blocks were not all released")
+                self.assertEqual(self.wait_aborted(before + 1), before + 1)
+
     def test_non_streaming_disconnect_aborts_too(self):
         before = self.aborted()
         sock = socket.create_connection(("127.0.0.1", self.server.port))
@@ -185,6 +200,18 @@ class Failure(unittest.TestCase):
             sock.close()
             self.assertIn('"error"', data)
             self.assertIn('"server_error"', data)
+            self.assertEqual(s.proc.wait(timeout=30), 1)
+
+
+    def test_messages_stream_gets_anthropics_error_event(self):
+        with Server("--fail-after-steps", "4") as s:
+            body = {"messages": [{"role": "user", "content": "x"}], "max_tokens": 50, "ignore_eos": True,
+                    "stream": True}
+            sock = open_stream(s.port, body, "/v1/messages")
+            data = read_until(sock, b"server_error").decode(errors="replace")
+            sock.close()
+            self.assertIn('event: error\ndata: {"type":"error","error":{', data)
+            self.assertNotIn("message_stop", data)
             self.assertEqual(s.proc.wait(timeout=30), 1)
 
 
