@@ -173,6 +173,7 @@ void ResponsesFormat::stream(const Choice& c, const ChoiceUpdate& u, std::vector
 
 void ResponsesFormat::finish(const GenerationJob& job, std::vector<Json>& chunks) {
   const std::string s = status();
+  // A cancelled response ends as an incomplete one does (the stream has no event of its own for it).
   emit(&chunks,
        Json{{"type", s == "completed" ? "response.completed" : "response.incomplete"}, {"response", object(job, s)}});
 }
@@ -181,7 +182,11 @@ void ResponsesFormat::collect(const Choice& c, const ChoiceUpdate& u) { feed(c, 
 
 Json ResponsesFormat::response(const GenerationJob& job) { return object(job, status()); }
 
-std::string ResponsesFormat::status() const { return finish_reason_ == "length" ? "incomplete" : "completed"; }
+// incomplete when the token limit ended it, cancelled when the server aborted it (shutting down).
+std::string ResponsesFormat::status() const {
+  if (finish_reason_ == "length") return "incomplete";
+  return finish_reason_ == "abort" ? "cancelled" : "completed";
+}
 
 // The response object: the output so far (none while in progress), usage once done, and what the request
 // set (echo_).

@@ -401,6 +401,24 @@ TEST_F(HttpServerTest, DrainFinishesInFlightAndRefusesNew) {
   draining.get();
 }
 
+TEST_F(HttpServerTest, AResponsesStreamAbortedAtShutdownEndsCancelled) {
+  TestServerOptions o;
+  o.step_delay = 10ms;
+  o.config.shutdown_timeout = 0.1;  // the in-flight stream outlives it and is aborted
+  TestServer s(o);
+  auto streamed = std::async(std::launch::async, [&] {
+    return stream(s, "/v1/responses", R"({"input": "x", "max_output_tokens": 3000, "stream": true})");
+  });
+  std::this_thread::sleep_for(100ms);
+  s.server().drain();
+  const Streamed st = streamed.get();
+  ASSERT_FALSE(st.chunks.empty());
+  EXPECT_EQ(st.chunks.front()["type"], "response.created");
+  EXPECT_EQ(st.chunks.back()["type"], "response.incomplete") << st.chunks.back().dump();
+  EXPECT_EQ(st.chunks.back()["response"]["status"], "cancelled");
+  EXPECT_FALSE(st.done);  // no "data: [DONE]" on this API
+}
+
 TEST_F(HttpServerTest, MetricsAfterTraffic) {
   TestServer s;
   post(s, "/v1/completions", R"({"prompt": "x", "max_tokens": 4})");
