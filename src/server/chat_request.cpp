@@ -148,6 +148,9 @@ ChatRequest parse_chat_request(const Json& body) {
   r.structured = parse_structured_output(f);
   if (r.tool_choice.mode != ToolChoice::Mode::kNone && !r.tools.empty()) attach_tools(r.messages, r.tools);
   r.encode = thinking_options(f);
+  if (const Json* t = f.object("thinking")) {
+    r.thinking_budget = RequestFields(*t, "thinking.").integer_in("budget_tokens", 0, INT32_MAX).value_or(-1);
+  }
   r.encode.add_generation_prompt = !r.continue_final && f.boolean("add_generation_prompt").value_or(true);
   r.include_reasoning = f.boolean("include_reasoning").value_or(true);
   r.parallel_tool_calls = f.boolean("parallel_tool_calls").value_or(true);

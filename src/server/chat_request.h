@@ -3,7 +3,8 @@
 // Decisions (docs/server.md):
 //  - Thinking is off unless the request asks: chat_template_kwargs.thinking (or enable_thinking), DeepSeek's
 //    {"thinking": {"type": "enabled"}}, or a reasoning_effort other than "none". Effort "max" selects the
-//    encoder's maximum-effort preamble; the others render as the official default.
+//    encoder's maximum-effort preamble; the others render as the official default. The thinking object's
+//    "budget_tokens" (Anthropic's field) caps the reasoning: past it "</think>" is forced.
 //  - Request-level tools go on the leading system (or developer) message, or on a new empty system message
 //    put first, as the official encoder expects; tool_choice "none" leaves them out of the prompt;
 //    "required" and a named function constrain the output to a DSML call (forced_tool_call.h).
@@ -35,7 +36,8 @@ struct ChatRequest {
   bool parallel_tool_calls = true;
   StructuredOutputRequest structured;
   ToolChoice tool_choice;
-  Json tools = Json::array();  // for tool_choice required or named (the constrained call)
+  Json tools = Json::array();    // for tool_choice required or named (the constrained call)
+  int64_t thinking_budget = -1;  // thinking.budget_tokens: reasoning tokens at most (-1: no limit)
 };
 
 ChatRequest parse_chat_request(const Json& body);

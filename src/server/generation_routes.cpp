@@ -107,9 +107,9 @@ void completions(ServerContext& ctx, const httplib::Request& req, httplib::Respo
 // A chat request's prompt: its constraint made, its messages encoded.
 chat::ChatPrompt chat_prompt(ServerContext& ctx, ChatRequest& r) {
   check_model(ctx, r.options.model);
-  r.options.constraint = make_constraint(
-      ctx.grammars, *ctx.tokenizer, ctx.model.eos_token_id,
-      {&r.structured, &r.tool_choice, &r.tools, r.encode.thinking_mode == chat::ThinkingMode::kThinking});
+  r.options.constraint = make_constraint(ctx.grammars, *ctx.tokenizer, ctx.model.eos_token_id,
+                                         {&r.structured, &r.tool_choice, &r.tools,
+                                          r.encode.thinking_mode == chat::ThinkingMode::kThinking, r.thinking_budget});
   try {
     return chat::encode_chat_prompt(std::move(r.messages), r.encode, r.continue_final);
   } catch (const Error& e) {

@@ -124,6 +124,7 @@ void translate_thinking(const Json& thinking, Json& chat) {
     bad_request("thinking.type", "'thinking.type' must be enabled or disabled; got \"{}\"", type);
   }
   chat["thinking"] = Json{{"type", type}};  // DeepSeek's spelling, which the chat request reads
+  if (thinking.contains("budget_tokens")) chat["thinking"]["budget_tokens"] = thinking["budget_tokens"];
 }
 
 }  // namespace

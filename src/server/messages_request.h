@@ -9,8 +9,9 @@
 //    string or text blocks) and thinking (the assistant turn's reasoning_content).
 //  - tools ({"name", "description", "input_schema"}) become function tools; tool_choice auto / any / tool /
 //    none becomes auto / required / a named function / none, disable_parallel_tool_use parallel_tool_calls
-//    false; thinking {"type": "enabled"} turns thinking on (budget_tokens is accepted: max_tokens bounds
-//    the answer); stop_sequences becomes stop, metadata.user_id user; max_tokens is required.
+//    false; thinking {"type": "enabled", "budget_tokens"} turns thinking on, its budget capping the
+//    reasoning (thinking_budget.h); stop_sequences becomes stop, metadata.user_id user; max_tokens is
+//    required.
 //  - Other fields pass through to the chat request (seed and vLLM's extensions).
 //  - Refused with a 400 naming the field: image and document blocks (a text-only model), server tools
 //    (web search, code execution, ...), mcp_servers, container.

@@ -10,6 +10,7 @@
 #include "grammar/regex.h"
 #include "server/api_error.h"
 #include "server/forced_tool_call.h"
+#include "server/thinking_budget.h"
 
 namespace dsv4::server {
 namespace {
@@ -89,8 +90,10 @@ grammar::Grammar after_reasoning(const grammar::Grammar& body) {
 
 }  // namespace
 
-std::shared_ptr<const TokenConstraintFactory> make_constraint(GrammarCache& cache, const Tokenizer& tokenizer,
-                                                              int32_t eos, const ConstraintRequest& r) {
+namespace {
+
+std::shared_ptr<const TokenConstraintFactory> grammar_constraint(GrammarCache& cache, const Tokenizer& tokenizer,
+                                                                 int32_t eos, const ConstraintRequest& r) {
   const bool forced = r.tool_choice != nullptr && (r.tool_choice->mode == ToolChoice::Mode::kRequired ||
                                                    r.tool_choice->mode == ToolChoice::Mode::kNamed);
   const bool structured = r.structured != nullptr && r.structured->kind != Kind::kNone;
@@ -112,6 +115,17 @@ std::shared_ptr<const TokenConstraintFactory> make_constraint(GrammarCache& cach
   } catch (const Error& e) {
     bad_request(param, "'{}' cannot be enforced: {}", param, e.what());
   }
+}
+
+}  // namespace
+
+std::shared_ptr<const TokenConstraintFactory> make_constraint(GrammarCache& cache, const Tokenizer& tokenizer,
+                                                              int32_t eos, const ConstraintRequest& r) {
+  auto grammar = grammar_constraint(cache, tokenizer, eos, r);
+  if (!r.thinking || r.thinking_budget < 0) return grammar;
+  const std::vector<int32_t> end = tokenizer.encode(chat::kThinkEnd);
+  if (end.size() != 1) bad_request("thinking", "a thinking budget needs \"{}\" as one token", chat::kThinkEnd);
+  return std::make_shared<ThinkingBudgetFactory>(r.thinking_budget, end[0], tokenizer.vocab_size(), std::move(grammar));
 }
 
 }  // namespace dsv4::server

@@ -18,9 +18,10 @@ struct ConstraintRequest {
   const ToolChoice* tool_choice = nullptr;  // chat: forced calls when required or named
   const Json* tools = nullptr;
   bool thinking = false;
+  int64_t thinking_budget = -1;  // thinking: reasoning tokens at most (thinking_budget.h); -1: no limit
 };
 
-// Null when the request constrains nothing.
+// Null when the request constrains nothing. A thinking budget wraps the grammar (or stands alone).
 std::shared_ptr<const TokenConstraintFactory> make_constraint(GrammarCache& cache, const Tokenizer& tokenizer,
                                                               int32_t eos, const ConstraintRequest& r);
 

@@ -100,6 +100,25 @@ class Answers(unittest.TestCase):
         self.assertEqual(r.content[0].type, "thinking")
         self.assertTrue(r.content[0].thinking)
 
+    def test_thinking_budget(self):
+        # Past budget_tokens of reasoning "</think>" is forced, so the answer starts; chat takes the same field.
+        kw = dict(model=MODEL, max_tokens=12, messages=[{"role": "user", "content": "Think."}], extra_body={"seed": 8})
+        r = client.messages.create(thinking={"type": "enabled", "budget_tokens": 3}, **kw)
+        self.assertEqual([b.type for b in r.content], ["thinking", "text"])
+        self.assertEqual(r.usage.output_tokens, 12)
+        c = chat.chat.completions.create(model=MODEL, max_tokens=12, seed=8, messages=user("Think."),
+                                         extra_body={"thinking": {"type": "enabled", "budget_tokens": 3}})
+        self.assertEqual(c.choices[0].message.reasoning_content, r.content[0].thinking)
+        self.assertEqual(c.choices[0].message.content, r.content[1].text)
+        unlimited = client.messages.create(thinking={"type": "enabled", "budget_tokens": 1024}, **kw)
+        self.assertEqual([b.type for b in unlimited.content], ["thinking"])  # a random model never ends it
+        # With a forced tool call the grammar takes over once the reasoning ends.
+        r = client.messages.create(model=MODEL, max_tokens=200, thinking={"type": "enabled", "budget_tokens": 3},
+                                   tools=[TOOL], tool_choice={"type": "any"}, extra_body={"seed": 8},
+                                   messages=[{"role": "user", "content": "Weather?"}])
+        self.assertEqual([b.type for b in r.content], ["thinking", "tool_use"])
+        jsonschema.validate(r.content[1].input, WEATHER)
+
     def test_forced_tool_use(self):
         for choice in ({"type": "any"}, {"type": "tool", "name": "get_weather"}):
             r = client.messages.create(model=MODEL, max_tokens=200, tools=[TOOL], tool_choice=choice,

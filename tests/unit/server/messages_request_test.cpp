@@ -54,7 +54,7 @@ TEST(MessagesRequest, ToolsChoiceThinkingStopAndUser) {
                                           "parameters": {"type": "object"}}}])"));
   EXPECT_EQ(c["tool_choice"], Json::parse(R"({"type": "function", "function": {"name": "w"}})"));
   EXPECT_EQ(c["parallel_tool_calls"], false);
-  EXPECT_EQ(c["thinking"], Json::parse(R"({"type": "enabled"})"));
+  EXPECT_EQ(c["thinking"], Json::parse(R"({"type": "enabled", "budget_tokens": 2048})"));
   EXPECT_EQ(c["stop"], Json::parse(R"(["END"])"));
   EXPECT_EQ(c["user"], "u1");
   const char* any = R"({"max_tokens": 1, "messages": [], "tool_choice": {"type": "any"}})";
@@ -62,7 +62,14 @@ TEST(MessagesRequest, ToolsChoiceThinkingStopAndUser) {
   const ChatRequest r = parse_messages_request(Json::parse(R"({"max_tokens": 3, "messages": [
       {"role": "user", "content": "x"}], "thinking": {"type": "enabled"}})"));
   EXPECT_EQ(r.encode.thinking_mode, chat::ThinkingMode::kThinking);
+  EXPECT_EQ(r.thinking_budget, -1);
   EXPECT_EQ(r.options.max_tokens, 3);
+  EXPECT_EQ(parse_messages_request(
+                Json::parse(
+                    R"({"max_tokens": 3, "messages": [{"role": "user", "content": "x"}], "thinking": {"type": "enabled",
+                                                  "budget_tokens": 7}})"))
+                .thinking_budget,
+            7);
 }
 
 TEST(MessagesRequest, RefusalsNameTheField) {
