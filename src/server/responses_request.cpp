@@ -181,8 +181,10 @@ Json chat_tool_choice(const Json& choice) {
 // text.format as response_format (none for "text").
 void translate_text(const Json& text, Json& chat) {
   if (!text.is_object()) bad_request("text", "'text' must be an object");
-  if (text.contains("verbosity") && !text["verbosity"].is_null() && text["verbosity"] != "medium") {
-    not_supported("text.verbosity", "verbosity other than medium");
+  // verbosity is accepted and does nothing here, as in vLLM (a hint some OpenAI models take).
+  if (const auto v = RequestFields(text, "text.").string("verbosity");
+      v && *v != "low" && *v != "medium" && *v != "high") {
+    bad_request("text.verbosity", "'text.verbosity' must be low, medium or high; got \"{}\"", *v);
   }
   if (!text.contains("format") || text["format"].is_null()) return;
   const Json& format = text["format"];

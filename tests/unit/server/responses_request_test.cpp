@@ -109,6 +109,7 @@ TEST(ResponsesRequest, RefusalsNameTheField) {
       {R"({"input": "x", "max_output_tokens": 0})", "max_output_tokens"},
       {R"({"input": "x", "text": {"format": {"type": "yaml"}}})", "text.format.type"},
       {R"({"input": "x", "truncation": "auto"})", "truncation"},
+      {R"({"input": "x", "text": {"verbosity": "loud"}})", "text.verbosity"},
       {R"({"input": "x", "n": 2})", "n"},
       {R"({"input": "x", "include": ["file_search_call.results"]})", "include"},
       {R"({"input": "x", "top_logprobs": 21})", "top_logprobs"},
@@ -117,6 +118,11 @@ TEST(ResponsesRequest, RefusalsNameTheField) {
   };
   expect_refusals(cases, [](const Json& body) { parse_responses_request(body); });
   EXPECT_EQ(error_of(R"({"input": "x", "store": true, "include": [], "truncation": "disabled"})").status(), 0);
+  EXPECT_EQ(error_of(R"({"input": "x", "text": {"verbosity": "low"}, "include": ["reasoning.encrypted_content"],
+                        "reasoning": {"effort": "medium", "summary": "auto"}, "parallel_tool_calls": false,
+                        "prompt_cache_key": "k", "service_tier": "auto"})")
+                .status(),
+            0);  // what Codex-style clients send
 }
 
 }  // namespace
