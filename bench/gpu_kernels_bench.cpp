@@ -193,7 +193,9 @@ SparseAttentionParams attention_case(Buffers& buf, int64_t tokens, int64_t pool,
 // (a') a prefill chunk's attention: `tokens` queries at the end of an 8K prompt, every list full (CSA: the
 // window and the indexer's 512; HCA: the window and the prompt's 64 entries), slots drawn from the prompt's
 // pool of entries (L2-resident, as the chunk's own keys and the prompt's compressed entries are).
-void attention_prefill_rows(Ops& ops, const std::string& suffix = "") {
+// `table_slots` > 0: the tables claim that many slots, as a serving pool's do (the entries the lists name
+// stay the same): what a call costs that grows with the pool, not the step.
+void attention_prefill_rows(Ops& ops, const std::string& suffix = "", int64_t table_slots = 0) {
   const int64_t ctx = 8192, pool = ctx + ctx / 4;
   const int64_t eb = kv_entry_bytes(KvEntryFormat::kAttnFp8, {kAttnDim, kAttnRope});
   std::mt19937 rng(2);
@@ -201,7 +203,8 @@ void attention_prefill_rows(Ops& ops, const std::string& suffix = "") {
     const int64_t n_cmp = kind[0] == 'c' ? 512 : ctx / 128;
     for (const int64_t t : {512, 2048, 8192}) {
       Buffers buf;
-      const SparseAttentionParams p = attention_case(buf, t, pool, n_cmp, rng);
+      SparseAttentionParams p = attention_case(buf, t, pool, n_cmp, rng);
+      if (table_slots > 0) p.window.capacity = p.compressed.capacity = table_slots;
       const double bytes = static_cast<double>(pool * eb + t * 2 * kAttnHeads * kAttnDim * 2);
       const double flops = 4.0 * static_cast<double>(t * kAttnHeads * kAttnDim * (kAttnWindow + n_cmp));
       emit(std::string("attn ") + kind + " prefill t" + std::to_string(t) + suffix,
@@ -718,6 +721,8 @@ int main() {
     attention_prefill_rows(ops);    // the shadow from the policy's tokens on
     attention_prefill_rows(*fast_with([](cuda::GemmPolicy& p) { p.attention_cta_heads = 32; }), " 32-head");
     attention_prefill_rows(*fast_with([](cuda::GemmPolicy& p) { p.attention_shadow_min_tokens = 0; }), " no-shadow");
+    // A V4-Flash-shaped cache in ~95 GB of pools gives its c4.kv table ~141M slots (`dsv4 kv-plan`).
+    attention_prefill_rows(ops, " 141M-slot tables", 141'000'000);
   }
   if (want("hc-fast")) hc_rows(fast_ops, " fast", true, {1, 32, 2048, 8192});  // the fast tier's hc_pre alone
   if (want("gemv-m32")) gemm_rows(fast_ops, " gemv", {32}, {"wq_b", "wo_b"});  // for Nsight: a decode batch
