@@ -63,8 +63,11 @@ std::string startup_summary(const StartupFacts& f) {
                      bytes_text(p.pages * p.page_bytes), p.units);
   }
   s += fmt::format("  endpoints    {0}/v1/chat/completions {0}/v1/completions {0}/v1/models\n", url);
+  s += fmt::format("               {0}/v1/responses (OpenAI Responses) {0}/v1/messages (Anthropic Messages)\n", url);
   s += fmt::format("               {0}/health {0}/metrics {0}/tokenize {0}/detokenize {0}/version\n", url);
-  if (f.api_key) s += "  auth         bearer token required on /v1/* and the tokenizer endpoints (--api-key)\n";
+  if (f.api_key) {
+    s += "  auth         bearer token (or x-api-key) required on /v1/* and the tokenizer endpoints (--api-key)\n";
+  }
   s += "  try:\n    " + curl_example(url, f.model_name, f.api_key) + "\n";
   return s;
 }
