@@ -55,10 +55,17 @@ SampledToken Sampler::sample(std::span<const float> logits, SamplerState& s) {
   return finish(s, row, token, logprob, top_id_, top_logprob_);
 }
 
+namespace {
+
+// Whether the request's constraint restricts its next token (the constraint still sees every token).
+bool constrains(const SamplerState& s) { return s.constraint && s.constraint->restricts(); }
+
+}  // namespace
+
 bool Sampler::plain_greedy(const SamplerState& s) const {
   const SamplingParams& p = s.params;
   return p.greedy() && p.logprobs < 0 && p.logit_bias.empty() && p.repetition_penalty == 1.0 &&
-         p.presence_penalty == 0 && p.frequency_penalty == 0 && !s.constraint && !token_mask(s).restricts();
+         p.presence_penalty == 0 && p.frequency_penalty == 0 && !constrains(s) && !token_mask(s).restricts();
 }
 
 TokenMask Sampler::token_mask(const SamplerState& s) const {
@@ -71,7 +78,7 @@ TokenMask Sampler::token_mask(const SamplerState& s) const {
   for (const auto& word : p.bad_words)
     if (completes(s.tail, word)) mask.ban(word.back());
   if (!s.allowed.empty()) mask.allow_only(s.allowed);
-  if (s.constraint) mask.allow_only(s.constraint->allowed());
+  if (constrains(s)) mask.allow_only(s.constraint->allowed());
   return mask;
 }
 

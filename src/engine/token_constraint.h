@@ -17,6 +17,9 @@ class TokenConstraint {
   // May be slow the first time a position is met (the engine asks while the step's forward runs); the
   // span stays valid and unchanged until the next accept or rollback, so the sample op reads it in place.
   virtual std::span<const uint32_t> allowed() = 0;
+  // False when any id may come next (a thinking budget not yet spent): the sampler then applies no
+  // allow-set, and a greedy request may take the argmax where the logits are. Cheap: asked before the step.
+  virtual bool restricts() { return true; }
   // Moves past a sampled id; false (and no move) when the id was not allowed.
   virtual bool accept(int32_t token) = 0;
   // Takes back the last k accepted ids.

@@ -104,12 +104,8 @@ void completions(ServerContext& ctx, const httplib::Request& req, httplib::Respo
   respond(ctx, res, r.options, std::move(job), std::move(format));
 }
 
-// A chat request's prompt: its constraint made, its messages encoded.
-chat::ChatPrompt chat_prompt(ServerContext& ctx, ChatRequest& r) {
-  check_model(ctx, r.options.model);
-  r.options.constraint = make_constraint(ctx.grammars, *ctx.tokenizer, ctx.model.eos_token_id,
-                                         {&r.structured, &r.tool_choice, &r.tools,
-                                          r.encode.thinking_mode == chat::ThinkingMode::kThinking, r.thinking_budget});
+// A chat request's messages encoded into its prompt (a bad conversation is a 400 naming them).
+chat::ChatPrompt encoded_prompt(ChatRequest& r) {
   try {
     return chat::encode_chat_prompt(std::move(r.messages), r.encode, r.continue_final);
   } catch (const Error& e) {
@@ -122,7 +118,11 @@ chat::ChatPrompt chat_prompt(ServerContext& ctx, ChatRequest& r) {
 template <class MakeFormat>
 void answer_chat(ServerContext& ctx, httplib::Response& res, ChatRequest& r, Clock::time_point arrival,
                  MakeFormat&& make_format) {
-  const chat::ChatPrompt prompt = chat_prompt(ctx, r);
+  check_model(ctx, r.options.model);
+  r.options.constraint = make_constraint(ctx.grammars, *ctx.tokenizer, ctx.model.eos_token_id,
+                                         {&r.structured, &r.tool_choice, &r.tools,
+                                          r.encode.thinking_mode == chat::ThinkingMode::kThinking, r.thinking_budget});
+  const chat::ChatPrompt prompt = encoded_prompt(r);
   // Special tokens stay in the text: the completion parser needs </think> and DSML, and drops the rest.
   std::vector<std::vector<int32_t>> prompts;
   prompts.push_back(ctx.tokenizer->encode(prompt.text));
@@ -179,7 +179,8 @@ void count_message_tokens(ServerContext& ctx, const httplib::Request& req, httpl
   Json body = parse_request_body(req.body);
   if (!body.contains("max_tokens")) body["max_tokens"] = 1;
   ChatRequest r = parse_messages_request(body);
-  const chat::ChatPrompt prompt = chat_prompt(ctx, r);
+  check_model(ctx, r.options.model);
+  const chat::ChatPrompt prompt = encoded_prompt(r);  // no constraint: nothing is generated
   res.set_content(dump_json(Json{{"input_tokens", ctx.tokenizer->encode(prompt.text).size()}}), "application/json");
 }
 

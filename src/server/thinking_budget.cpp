@@ -16,12 +16,13 @@ class ThinkingBudget final : public TokenConstraint {
         inner_(std::move(inner)) {}
 
   std::span<const uint32_t> allowed() override {
-    if (!ended_ && reasoning_ >= budget_) return *end_only_;
+    if (spent()) return *end_only_;
     return inner_ ? inner_->allowed() : std::span<const uint32_t>(*any_);
   }
+  bool restricts() override { return spent() || (inner_ && inner_->restricts()); }
 
   bool accept(int32_t token) override {
-    if (!ended_ && reasoning_ >= budget_ && token != think_end_) return false;
+    if (spent() && token != think_end_) return false;
     if (inner_ && !inner_->accept(token)) return false;
     history_.push_back(ended_);
     if (!ended_) {
@@ -51,6 +52,8 @@ class ThinkingBudget final : public TokenConstraint {
   }
 
  private:
+  bool spent() const { return !ended_ && reasoning_ >= budget_; }  // only "</think>" may come
+
   int64_t budget_;
   int32_t think_end_;
   std::shared_ptr<const std::vector<uint32_t>> any_, end_only_;

@@ -289,6 +289,48 @@ TEST(Sampler, TokenConstraintAllowsOnlyItsIdsAndSeesEachToken) {
   EXPECT_EQ(s.sample(logits, greedy).token, 3);
 }
 
+// A constraint that restricts nothing this step (a thinking budget not yet spent) applies no allow-set: a
+// greedy request stays plain (the argmax where the logits are) and the constraint still sees its token.
+TEST(Sampler, AConstraintThatRestrictsNothingKeepsGreedyPlain) {
+  struct Open : SetConstraint {
+    bool restricting = true;
+    bool restricts() override { return restricting; }
+    bool accept(int32_t t) override {
+      if (restricting) return SetConstraint::accept(t);
+      accepted->push_back(t);
+      return true;
+    }
+  };
+  struct OpenFactory : TokenConstraintFactory {
+    std::vector<int32_t>* accepted;
+    std::unique_ptr<TokenConstraint> make() const override {
+      auto c = std::make_unique<Open>();
+      const std::vector<int32_t> ids{5};
+      c->set = TokenMask::allow_set_of(ids, 70);
+      c->accepted = accepted;
+      return c;
+    }
+  };
+  Sampler s(70, 70, -1);
+  std::vector<int32_t> accepted;
+  auto f = std::make_shared<OpenFactory>();
+  f->accepted = &accepted;
+  SamplingParams g = params(0);
+  g.constraint = f;
+  SamplerState st = s.start(g, {}, 1);
+  EXPECT_FALSE(s.plain_greedy(st));  // it restricts by default
+  static_cast<Open*>(st.constraint.get())->restricting = false;
+  EXPECT_TRUE(s.plain_greedy(st));
+  EXPECT_FALSE(s.token_mask(st).restricts());
+  std::vector<float> logits(70, 0.0f);
+  logits[9] = 5;
+  EXPECT_EQ(s.sample(logits, st).token, 9);
+  EXPECT_EQ(accepted, (std::vector<int32_t>{9}));
+  static_cast<Open*>(st.constraint.get())->restricting = true;
+  EXPECT_TRUE(s.token_mask(st).restricts());
+  EXPECT_EQ(s.sample(logits, st).token, 5);
+}
+
 // A grammar and allowed_token_ids / bad_words / logit_bias on one row: the intersection, through the one
 // token mask; a row with a single allow-set hands the op the set where it lies (no copy per step).
 TEST(Sampler, TokenConstraintIntersectsTheOtherMasks) {

@@ -44,15 +44,18 @@ class EvenIdsFactory final : public TokenConstraintFactory {
 
 TEST(ThinkingBudget, OnlyTheEndOfThinkingPastTheBudgetAndRollbacksRestoreTheCount) {
   const auto c = ThinkingBudgetFactory(2, kEnd, kVocab, nullptr).make();
+  EXPECT_FALSE(c->restricts());  // within the budget any id may come: the sampler applies no allow-set
   EXPECT_TRUE(allows(*c, 5));
   EXPECT_TRUE(allows(*c, kVocab - 1));
   EXPECT_FALSE(allows(*c, kVocab));  // past the vocabulary
   ASSERT_TRUE(c->accept(5));
   ASSERT_TRUE(c->accept(6));
+  EXPECT_TRUE(c->restricts());
   EXPECT_FALSE(allows(*c, 5));  // the budget is spent
   EXPECT_TRUE(allows(*c, kEnd));
   EXPECT_FALSE(c->accept(5));
   ASSERT_TRUE(c->accept(kEnd));
+  EXPECT_FALSE(c->restricts());
   EXPECT_TRUE(allows(*c, 5));  // the answer: no limit
   ASSERT_TRUE(c->accept(5));
   ASSERT_TRUE(c->accept(9));
@@ -68,6 +71,7 @@ TEST(ThinkingBudget, OnlyTheEndOfThinkingPastTheBudgetAndRollbacksRestoreTheCoun
 TEST(ThinkingBudget, TheWrappedConstraintSeesEveryTokenAndDecidesWithinTheBudget) {
   std::vector<int32_t> log;
   const auto c = ThinkingBudgetFactory(1, kEnd, kVocab, std::make_shared<EvenIdsFactory>(&log)).make();
+  EXPECT_TRUE(c->restricts());  // the wrapped constraint does
   EXPECT_FALSE(allows(*c, 3));  // the wrapped constraint's mask
   EXPECT_FALSE(c->accept(3));
   ASSERT_TRUE(c->accept(4));
