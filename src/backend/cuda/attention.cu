@@ -357,12 +357,12 @@ void kv_insert(const KvInsertParams& p, const float* freqs, int32_t* err, cudaSt
 }
 
 void sparse_attention(const SparseAttentionParams& p, const float* freqs, int32_t* err, cudaStream_t stream,
-                      int64_t shadow_min_tokens, int cta_heads) {
+                      int64_t shadow_min_tokens) {
   if (p.tokens * p.heads == 0) return;
   const AttentionLaunch a{p, freqs, err};
   if (mqa_fast_path(p)) {  // inverse RoPE in its epilogue
     const bool shadow = shadow_min_tokens > 0 && p.tokens >= shadow_min_tokens;
-    return sparse_attention_mqa(a, stream, shadow ? kMqaShadowRows : 0, cta_heads);
+    return sparse_attention_mqa(a, stream, shadow ? kMqaShadowRows : 0);
   }
   sparse_attention_generic(a, stream);
   if (p.positions)

@@ -33,7 +33,7 @@
 namespace dsv4::cuda {
 namespace {
 
-constexpr int kHeads = 64;                            // heads per CTA (the shadow kernel: 64 or 32)
+constexpr int kHeads = 64;                            // heads per CTA
 constexpr int kTiles = kHeads / 16;                   // MMA row tiles
 constexpr int kQuarters = 4;                          // warps per tile
 constexpr int kThreads = kTiles * kQuarters * kWarp;  // 512
@@ -52,7 +52,6 @@ constexpr int kCombineThreads = kDim / 2;
 using Rows = uint8_t[kEntries][kRow];  // a block's entries in bf16 (zero rows for holes)
 
 struct Smem {
-  static constexpr int kCtaHeads = kHeads;
   alignas(16) uint8_t q[kHeads][kRow];           // the CTA's queries (zeros past the last head)
   alignas(16) Rows kv;                           // the block's entries
   alignas(16) uint8_t raw[kEntries][kRawBytes];  // the next block's entries as stored
@@ -63,25 +62,19 @@ struct Smem {
 };
 static_assert(sizeof(Smem) <= 227 * 1024, "the tile must fit one SM's shared memory");
 
-// The shadowed kernel's, for H heads a CTA: NB row buffers instead of one and the raw bytes (two: the
-// next block's copies run under the current one's work; one: a CTA of 32 heads in ~105 KB, two CTAs an
-// SM, each one's copies and barriers under the other's work), and each element's source for blocks b,
-// b + 1, b + 2 (by b mod 3): its shadow row, else its stored entry (null: a hole).
-template <int H, int NB>
+// The shadowed kernel's: two row buffers instead of one and the raw bytes, and each element's source for
+// blocks b, b + 1, b + 2 (by b mod 3): its shadow row, else its stored entry (null: a hole).
 struct ShadowSmem {
-  static constexpr int kCtaHeads = H, kBuffers = NB;
-  static constexpr int kThreads = H / 16 * kQuarters * kWarp;
-  alignas(16) uint8_t q[H][kRow];
-  alignas(16) Rows kv[NB];  // block b in kv[b % NB]
-  alignas(16) uint8_t p[H][kPRow];
-  float red[kQuarters][H];
+  alignas(16) uint8_t q[kHeads][kRow];
+  alignas(16) Rows kv[2];  // block b in kv[b & 1]
+  alignas(16) uint8_t p[kHeads][kPRow];
+  float red[kQuarters][kHeads];
   const uint8_t* src[3][kEntries];
   bool shadowed[3][kEntries];
   float2 cs[kRope / 2];
   __device__ bool valid(int64_t b, int e) const { return src[b % 3][e] != nullptr; }
 };
-static_assert(sizeof(ShadowSmem<64, 2>) <= 227 * 1024, "the tile must fit one SM's shared memory");
-static_assert(2 * (sizeof(ShadowSmem<32, 1>) + 1024) <= 228 * 1024, "two tiles must fit one SM's shared memory");
+static_assert(sizeof(ShadowSmem) <= 227 * 1024, "the tile must fit one SM's shared memory");
 
 // A call's shadow (device pointers; rows 0: none).
 struct Shadow {
@@ -96,7 +89,7 @@ struct Shadow {
 // The fast path as its kernels get it: the attention and how its index list splits over CTAs.
 struct MqaLaunch {
   AttentionLaunch a;
-  int groups = 0;             // ceil(heads / heads a CTA)
+  int groups = 0;             // ceil(heads / kHeads)
   int splits = 1;             // CTAs per (token, group) along the index list
   int blocks_per = 0;         // 64-blocks per split
   int64_t blocks = 0;         // 64-blocks of the list
@@ -161,15 +154,14 @@ __device__ void load_block(int64_t b, Smem& sm) {
   cp_async_commit();
 }
 
-// The CTA's query rows (S::kCtaHeads) of heads h0.. as bf16 (16-byte pieces when q allows, else 4-byte
-// ones).
+// The 64 query rows of heads h0.. as bf16 (16-byte pieces when q allows, else 4-byte ones).
 template <class S>
 __device__ void load_q(const AttentionLaunch& a, int64_t t, int h0, S& sm) {
   const uint8_t* src = reinterpret_cast<const uint8_t*>(a.q + (t * a.heads + h0) * kDim);
-  const int rows = min(S::kCtaHeads, a.heads - h0);
+  const int rows = min(kHeads, a.heads - h0);
   const bool wide = reinterpret_cast<uintptr_t>(a.q) % 16 == 0;
   constexpr int kPieces = 2 * kDim / 16;  // per row
-  for (int i = threadIdx.x; i < S::kCtaHeads * kPieces; i += blockDim.x) {
+  for (int i = threadIdx.x; i < kHeads * kPieces; i += kThreads) {
     const int r = i / kPieces, c = 16 * (i % kPieces);
     uint8_t* dst = &sm.q[r][c];
     if (r >= rows) {
@@ -215,7 +207,8 @@ __device__ void decode_block(int64_t b, Smem& sm) {
 
 // Raw scores of the warp's 16 heads x 16 entries: s[j] is the C fragment of entries 16·quarter + 8j..
 // Two accumulator sets over alternating k-steps keep two MMA chains in flight per n-tile.
-__device__ void block_scores(const uint8_t (*q)[kRow], const Rows& kv, int tile, int quarter, float (&s)[2][4]) {
+__device__ void block_scores(const uint8_t (&q)[kHeads][kRow], const Rows& kv, int tile, int quarter,
+                             float (&s)[2][4]) {
   const int lane = threadIdx.x % kWarp;
   const uint32_t qa = smem_addr(&q[16 * tile + lane % 16][16 * (lane / 16)]);
   const uint32_t ka = smem_addr(&kv[16 * quarter + lane % 8 + 8 * (lane / 16)][16 * (lane / 8 % 2)]);
@@ -235,7 +228,8 @@ __device__ void block_scores(const uint8_t (*q)[kRow], const Rows& kv, int tile,
 }
 
 // O += P·V for the warp's 16 heads x 128 columns: o[j] is the C fragment of columns 128·quarter + 8j..
-__device__ void block_pv(const uint8_t (*p)[kPRow], const Rows& kv, int tile, int quarter, float (&o)[kCols / 8][4]) {
+__device__ void block_pv(const uint8_t (&p)[kHeads][kPRow], const Rows& kv, int tile, int quarter,
+                         float (&o)[kCols / 8][4]) {
   const int lane = threadIdx.x % kWarp;
   const uint32_t pa = smem_addr(&p[16 * tile + lane % 16][16 * (lane / 16)]);
   const uint32_t va = smem_addr(&kv[lane % 16][2 * kCols * quarter + 16 * (lane / 16)]);
@@ -512,13 +506,12 @@ __device__ __forceinline__ void resolve(const MqaLaunch& ma, int64_t g, int32_t 
   }
 }
 
-// Block b's rows into sm.kv[b % NB]: a warp copies 512 contiguous bytes of one row (cp.async from the
+// Block b's rows into sm.kv[b & 1]: a warp copies 512 contiguous bytes of one row (cp.async from the
 // shadow; entries past it decoded here; zeros for holes). Committed as one group.
-template <class S>
-__device__ void fetch_block(int64_t b, S& sm) {
+__device__ void fetch_block(int64_t b, ShadowSmem& sm) {
   const int k = static_cast<int>(b % 3);
-  Rows& kv = sm.kv[b % S::kBuffers];
-  for (int i = threadIdx.x; i < kEntries * 64; i += S::kThreads) {
+  Rows& kv = sm.kv[b & 1];
+  for (int i = threadIdx.x; i < kEntries * 64; i += kThreads) {
     const int e = i / 64, u = i % 64;
     const uint8_t* src = sm.src[k][e];
     uint8_t* dst = &kv[e][16 * u];
@@ -531,15 +524,12 @@ __device__ void fetch_block(int64_t b, S& sm) {
   cp_async_commit();
 }
 
-// mqa_partial_kernel on a shadowed call, H heads a CTA. Per block: (after a barrier) the next block's
-// copies start (two buffers; with one, after a fourth barrier at its end) and the block after it is
-// resolved; scores and row maxima | softmax, P | P·V; no decode. H 32 takes two CTAs an SM.
-template <int H, int NB>
-__global__ void __launch_bounds__(ShadowSmem<H, NB>::kThreads, H == 32 ? 2 : 1) mqa_shadow_kernel(MqaLaunch ma) {
-  using S = ShadowSmem<H, NB>;
+// mqa_partial_kernel on a shadowed call. Per block: (after a barrier) the next block's copies start and
+// the block after it is resolved; scores and row maxima | softmax, P | P·V: three barriers, no decode.
+__global__ void __launch_bounds__(kThreads, 1) mqa_shadow_kernel(MqaLaunch ma) {
   pdl_enter();
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  S& sm = *reinterpret_cast<S*>(smem_raw);
+  ShadowSmem& sm = *reinterpret_cast<ShadowSmem*>(smem_raw);
   const AttentionLaunch& a = ma.a;
   const CtaItem it = cta_item(ma);
   const int split = it.split, group = it.group;
@@ -547,7 +537,7 @@ __global__ void __launch_bounds__(ShadowSmem<H, NB>::kThreads, H == 32 ? 2 : 1) 
   const int warp = threadIdx.x / kWarp, tile = warp / kQuarters, quarter = warp % kQuarters;
   const int e = threadIdx.x;  // list element e of a block, for the first 64 threads
   int32_t ahead = -1;         // code of element e of the block after the last one resolved
-  load_q(a, t, group * H, sm);
+  load_q(a, t, group * kHeads, sm);
   cta_cos_sin(a, t, sm.cs);
   if (e < kEntries) {
     for (int64_t b = b_begin; b < std::min(b_begin + 2, b_end); ++b) {
@@ -562,27 +552,23 @@ __global__ void __launch_bounds__(ShadowSmem<H, NB>::kThreads, H == 32 ? 2 : 1) 
   RowState st;
   for (int64_t b = b_begin; b < b_end; ++b) {
     cp_async_wait_all();
-    __syncthreads();  // block b is in kv[b % NB]; block b − 1's readers (of kv[(b + 1) % NB], src) are done
-    if (NB == 2 && b + 1 < b_end) fetch_block(b + 1, sm);
+    __syncthreads();  // block b is in kv[b & 1]; block b − 1's readers (of kv[(b + 1) & 1], src) are done
+    if (b + 1 < b_end) fetch_block(b + 1, sm);
     if (e < kEntries && b + 2 < b_end) {
       const int64_t g = (b + 2) * kEntries + e;
       resolve(ma, g, ahead, sm.src[(b + 2) % 3][e], sm.shadowed[(b + 2) % 3][e]);
       ahead = b + 3 < b_end ? shadow_code(ma, t, g + kEntries) : -1;
     }
     float s[2][4];
-    block_scores(sm.q, sm.kv[b % NB], tile, quarter, s);
+    block_scores(sm.q, sm.kv[b & 1], tile, quarter, s);
     mask_and_max(a, b, tile, quarter, sm, s);
     __syncthreads();
     softmax_update(tile, quarter, sm, s, st, o);
     __syncthreads();
-    block_pv(sm.p, sm.kv[b % NB], tile, quarter, o);
-    if (NB == 1 && b + 1 < b_end) {
-      __syncthreads();  // every warp's P·V done: the one buffer is free
-      fetch_block(b + 1, sm);
-    }
+    block_pv(sm.p, sm.kv[b & 1], tile, quarter, o);
   }
   total_l(tile, quarter, sm, st);
-  const int h0 = group * H + 16 * tile;
+  const int h0 = group * kHeads + 16 * tile;
   if (h0 < a.heads) store_result(ma, t, split, h0, quarter, st, o, sm.cs);
 }
 
@@ -632,8 +618,8 @@ __global__ void __launch_bounds__(kCombineThreads) mqa_combine_kernel(MqaLaunch 
   out[c] = output_pair(a, th / a.heads, c, x / denom, y / denom);
 }
 
-// 64-blocks per split, by a cost model in units of one block's time: waves of `sms` CTAs (SMs times
-// CTAs an SM), each costing its blocks plus about one block for the queries and the epilogue; a split
+// 64-blocks per split, by a cost model in units of one block's time: one CTA per SM, so waves of
+// `sms` CTAs, each costing its blocks plus about one block for the queries and the epilogue; a split
 // list adds the combine (a launch, and reading every partial state back).
 int blocks_per_split(int64_t ctas, int64_t blocks, int sms) {
   double best = 0;
@@ -699,24 +685,14 @@ bool mqa_fast_path(const SparseAttentionParams& a) {
          a.window.entry_bytes % 8 == 0 && (a.compressed_width == 0 || a.compressed.entry_bytes % 8 == 0);
 }
 
-// Launches the shadow kernel of H heads a CTA.
-template <int H, int NB>
-void launch_shadow(const MqaLaunch& ma, unsigned ctas, cudaStream_t stream) {
-  using S = ShadowSmem<H, NB>;
-  allow_dynamic_smem(mqa_shadow_kernel<H, NB>, sizeof(S));
-  launch_kernel(mqa_shadow_kernel<H, NB>, ctas, S::kThreads, sizeof(S), stream, ma);
-}
-
-void sparse_attention_mqa(const AttentionLaunch& a, cudaStream_t stream, int64_t shadow_rows, int cta_heads) {
-  DSV4_CUDA_REQUIRE(cta_heads == 64 || cta_heads == 32, "sparse_attention: 64 or 32 heads a CTA");
-  const int h = shadow_rows > 0 ? cta_heads : kHeads;  // heads a CTA (the unshadowed kernel: 64)
+void sparse_attention_mqa(const AttentionLaunch& a, cudaStream_t stream, int64_t shadow_rows) {
   MqaLaunch ma;
   ma.a = a;
-  ma.groups = (a.heads + h - 1) / h;
+  ma.groups = (a.heads + kHeads - 1) / kHeads;
   const int64_t width = int64_t{a.window_width} + a.compressed_width;
   ma.blocks = std::max<int64_t>(1, (width + kEntries - 1) / kEntries);
   const int64_t base = a.tokens * ma.groups;
-  ma.blocks_per = blocks_per_split(base, ma.blocks, sm_count() * (h == 32 ? 2 : 1));
+  ma.blocks_per = blocks_per_split(base, ma.blocks, sm_count());
   ma.splits = static_cast<int>((ma.blocks + ma.blocks_per - 1) / ma.blocks_per);  // never an empty split
   void* scratch = nullptr;
   if (ma.splits > 1) {
@@ -729,11 +705,8 @@ void sparse_attention_mqa(const AttentionLaunch& a, cudaStream_t stream, int64_t
   if (shadow_rows > 0) {  // the tiles need more than the default 48 KB
     void* shadow = nullptr;
     make_shadow(ma, shadow_rows, &shadow, stream);
-    if (h == 32) {
-      launch_shadow<32, 1>(ma, ctas, stream);
-    } else {
-      launch_shadow<64, 2>(ma, ctas, stream);
-    }
+    allow_dynamic_smem(mqa_shadow_kernel, sizeof(ShadowSmem));
+    launch_kernel(mqa_shadow_kernel, ctas, kThreads, sizeof(ShadowSmem), stream, ma);
     DSV4_CUDA_CHECK(cudaFreeAsync(shadow, stream));
   } else {
     allow_dynamic_smem(mqa_partial_kernel, sizeof(Smem));

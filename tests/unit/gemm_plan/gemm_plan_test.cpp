@@ -466,13 +466,7 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::setenv("DSV4_HC_POST_PRE_MAX_TOKENS", "0", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).hc_post_pre_max_tokens, 0);
   ::unsetenv("DSV4_HC_POST_PRE_MAX_TOKENS");
-  EXPECT_NE(p.describe().find("attention's shadow from 1024 tokens, 64 heads a CTA"), std::string::npos)
-      << p.describe();
-  ::setenv("DSV4_ATTENTION_CTA_HEADS", "32", 1);
-  EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).attention_cta_heads, 32);
-  ::setenv("DSV4_ATTENTION_CTA_HEADS", "48", 1);
-  EXPECT_THROW(GemmPolicy::from_env(Numerics::kFast), Error);
-  ::unsetenv("DSV4_ATTENTION_CTA_HEADS");
+  EXPECT_NE(p.describe().find("attention's shadow from 1024 tokens"), std::string::npos) << p.describe();
   ::setenv("DSV4_ATTENTION_SHADOW_MIN_TOKENS", "0", 1);
   EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("attention's shadow off"), std::string::npos);
   ::unsetenv("DSV4_ATTENTION_SHADOW_MIN_TOKENS");

@@ -55,8 +55,6 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.hc_post_pre_max_tokens = std::max<int64_t>(0, env_count("DSV4_HC_POST_PRE_MAX_TOKENS", p.hc_post_pre_max_tokens));
   p.attention_shadow_min_tokens =
       std::max<int64_t>(0, env_count("DSV4_ATTENTION_SHADOW_MIN_TOKENS", p.attention_shadow_min_tokens));
-  p.attention_cta_heads = static_cast<int>(env_count("DSV4_ATTENTION_CTA_HEADS", p.attention_cta_heads));
-  DSV4_CHECK(p.attention_cta_heads == 64 || p.attention_cta_heads == 32, "DSV4_ATTENTION_CTA_HEADS: 64 or 32");
   const std::string_view dots = env_switch("DSV4_INDEXER_DOTS");
   if (dots == "cuda-cores") p.indexer_dots = IndexerDots::kCudaCores;
   if (dots == "mma") p.indexer_dots = IndexerDots::kMmaSync;
@@ -83,9 +81,7 @@ std::string GemmPolicy::describe() const {
                                                         lt_expert_streams, lt_expert_streams == 1 ? "" : "s")
                                           : "off",
       ctas_per_sm, indexer_dots_name(indexer_dots), hc_fused_norm ? "fused" : "apart", hc_post_pre_max_tokens,
-      attention_shadow_min_tokens > 0
-          ? fmt::format("from {} tokens, {} heads a CTA", attention_shadow_min_tokens, attention_cta_heads)
-          : "off");
+      attention_shadow_min_tokens > 0 ? fmt::format("from {} tokens", attention_shadow_min_tokens) : "off");
 }
 
 const char* indexer_dots_name(IndexerDots d) {

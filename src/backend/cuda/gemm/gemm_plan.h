@@ -120,9 +120,6 @@ struct GemmPolicy {
   // DSV4_ATTENTION_SHADOW_MIN_TOKENS, 0: never). H100: CSA lists 11-14% faster from 2048 tokens, HCA
   // 2-6%; at 512 tokens HCA 6% slower (docs/perf.md).
   int64_t attention_shadow_min_tokens = 1024;
-  // ... in CTAs of this many heads (DSV4_ATTENTION_CTA_HEADS): 64, or 32 with one row buffer, two CTAs an
-  // SM so that one's copies and barriers run under the other's MMAs (not yet measured: a switch until it is).
-  int attention_cta_heads = 64;
 
   // The defaults of a tier, with the DSV4_GEMM_* and DSV4_HC_* values of core/env.cpp applied.
   static GemmPolicy from_env(Numerics numerics);
