@@ -76,9 +76,13 @@ struct ShadowSmem {
 };
 static_assert(sizeof(ShadowSmem) <= 227 * 1024, "the tile must fit one SM's shared memory");
 
-// A call's shadow (device pointers; rows 0: none).
+// A call's shadow (device pointers; rows 0: none). Its map from (table, slot) to row is a hash table of
+// the step's size, not the tables': keys[h] a slot's key (kNoKey: empty), vals[h] its row (−3: none left),
+// linear probing within kShadowProbes; a slot the table could not take is decoded in the kernel.
 struct Shadow {
-  int32_t* map[2] = {};  // window, compressed: slot -> its row (−1 unnamed, −2 being claimed, −3 no row left)
+  uint32_t* keys = nullptr;  // [mask + 1]
+  int32_t* vals = nullptr;   // [mask + 1]
+  uint32_t mask = 0;
   int32_t* claimed = nullptr;  // rows claimed (may pass `rows`)
   int2* named = nullptr;       // [rows]: (table, slot) of each row
   uint8_t* data = nullptr;     // [rows][kDim] bf16
@@ -445,19 +449,53 @@ __device__ __forceinline__ void for_each_element(const AttentionLaunch& a, F&& f
   }
 }
 
-// A row for each distinct usable slot the lists name: the first to swap −1 for −2 claims the slot, takes
-// a row number and publishes it (or −3 past the last row). Unusable slots are left to shadow_list_kernel,
-// which reports them.
+constexpr uint32_t kNoKey = 0xffffffffu;
+constexpr int kShadowProbes = 32;
+
+// A usable slot's key (slots are below 2^31): the table in the top bit.
+__device__ __forceinline__ uint32_t shadow_key(int which, int32_t slot) {
+  return static_cast<uint32_t>(slot) | (static_cast<uint32_t>(which) << 31);
+}
+// The key's first bucket (Fibonacci hashing: neighbouring slots land far apart).
+__device__ __forceinline__ uint32_t shadow_bucket(uint32_t key, uint32_t mask) {
+  const uint32_t h = key * 0x9e3779b1u;
+  return (h ^ (h >> 15)) & mask;
+}
+
+// A row for each distinct usable slot the lists name, while rows are left: the thread whose compare-and-swap
+// puts the key into an empty bucket takes a row number and publishes it (or −3 past the last row). A slot
+// named before (most elements of a prefill) is found on the way. Unusable slots are left to
+// shadow_list_kernel, which reports them.
 __global__ void shadow_claim_kernel(MqaLaunch ma) {
   pdl_enter();
+  const Shadow& sh = ma.shadow;
   for_each_element(ma.a, [&](int64_t, int which, int32_t slot) {
-    if (!(which ? ma.a.compressed : ma.a.window).holds(slot)) return;
-    int32_t* m = ma.shadow.map[which] + slot;
-    if (*m != -1 || atomicCAS(m, -1, -2) != -1) return;  // named before (most elements of a prefill)
-    const int32_t row = atomicAdd(ma.shadow.claimed, 1);
-    if (row < ma.shadow.rows) ma.shadow.named[row] = make_int2(which, slot);
-    atomicExch(m, row < ma.shadow.rows ? row : -3);
+    if (!(which ? ma.a.compressed : ma.a.window).holds(slot) || *sh.claimed >= sh.rows) return;
+    const uint32_t key = shadow_key(which, slot);
+    uint32_t h = shadow_bucket(key, sh.mask);
+    for (int probe = 0; probe < kShadowProbes; ++probe, h = (h + 1) & sh.mask) {
+      uint32_t k = sh.keys[h];
+      if (k == kNoKey) k = atomicCAS(sh.keys + h, kNoKey, key);
+      if (k == key) return;       // claimed by another thread
+      if (k != kNoKey) continue;  // another slot's bucket
+      const int32_t row = atomicAdd(sh.claimed, 1);
+      if (row < sh.rows) sh.named[row] = make_int2(which, slot);
+      sh.vals[h] = row < sh.rows ? row : -3;
+      return;
+    }
   });
+}
+
+// The row of a usable slot, or −3: none (past the rows, or the table was full along its probes).
+__device__ __forceinline__ int32_t shadow_row(const Shadow& sh, int which, int32_t slot) {
+  const uint32_t key = shadow_key(which, slot);
+  uint32_t h = shadow_bucket(key, sh.mask);
+  for (int probe = 0; probe < kShadowProbes; ++probe, h = (h + 1) & sh.mask) {
+    const uint32_t k = sh.keys[h];
+    if (k == key) return sh.vals[h];
+    if (k == kNoKey) return -3;
+  }
+  return -3;
 }
 
 // The claimed rows decoded: a thread a 16-byte piece, four rows a CTA of 256.
@@ -482,7 +520,7 @@ __global__ void shadow_list_kernel(MqaLaunch ma) {
     int32_t code = -1;
     if (slot >= 0 && !tab.holds(slot)) report(ma.a.err, DeviceError::kAttentionSlot);
     if (tab.holds(slot)) {
-      const int32_t row = ma.shadow.map[which][slot];
+      const int32_t row = shadow_row(ma.shadow, which, slot);
       code = row >= 0 ? row : -2 - slot;
     }
     ma.shadow.list[i] = code;
@@ -637,35 +675,45 @@ int blocks_per_split(int64_t ctas, int64_t blocks, int sms) {
   return static_cast<int>(best_per);
 }
 
-// Bytes of a shadow of `rows` rows over tables of these capacities and lists of `elements` elements
-// (maps and count, names, rows, codes), and the shadow laid out in them.
-constexpr size_t up256(int64_t b) { return static_cast<size_t>((b + 255) / 256 * 256); }
-size_t shadow_bytes(int64_t rows, int64_t cap_w, int64_t cap_c, int64_t elements) {
-  return up256(4 * (cap_w + cap_c) + 4) + up256(8 * rows) + up256(2 * kDim * rows) + up256(4 * elements);
+// Buckets of the shadow's hash table: at least four a row (a quarter full when every row is claimed).
+uint32_t shadow_buckets(int64_t rows) {
+  uint32_t n = 1024;
+  while (n < 4 * rows) n *= 2;
+  return n;
 }
-Shadow shadow_at(void* p, int64_t rows, int64_t cap_w, int64_t cap_c) {
+
+// Bytes of a shadow of `rows` rows over lists of `elements` elements (table and count, names, rows, codes),
+// and the shadow laid out in them.
+constexpr size_t up256(int64_t b) { return static_cast<size_t>((b + 255) / 256 * 256); }
+size_t shadow_bytes(int64_t rows, int64_t elements) {
+  return up256(8 * int64_t{shadow_buckets(rows)} + 4) + up256(8 * rows) + up256(2 * kDim * rows) + up256(4 * elements);
+}
+Shadow shadow_at(void* p, int64_t rows) {
+  const uint32_t buckets = shadow_buckets(rows);
   Shadow sh;
   sh.rows = static_cast<int32_t>(rows);
-  sh.map[0] = static_cast<int32_t*>(p);
-  sh.map[1] = sh.map[0] + cap_w;
-  sh.claimed = sh.map[1] + cap_c;
-  uint8_t* at = static_cast<uint8_t*>(p) + up256(4 * (cap_w + cap_c) + 4);
+  sh.mask = buckets - 1;
+  sh.keys = static_cast<uint32_t*>(p);
+  sh.vals = reinterpret_cast<int32_t*>(sh.keys + buckets);
+  sh.claimed = sh.vals + buckets;
+  uint8_t* at = static_cast<uint8_t*>(p) + up256(8 * int64_t{buckets} + 4);
   sh.named = reinterpret_cast<int2*>(at);
   sh.data = at + up256(8 * rows);
   sh.list = reinterpret_cast<int32_t*>(sh.data + up256(2 * kDim * rows));
   return sh;
 }
 
-// The shadow's maps cleared, its rows claimed, the lists coded and the rows decoded (the kernel after
+// The shadow's table cleared, its rows claimed, the lists coded and the rows decoded (the kernel after
 // reads them); its scratch in *scratch (freed by the caller after that kernel).
 void make_shadow(MqaLaunch& ma, int64_t want_rows, void** scratch, cudaStream_t stream) {
   const AttentionLaunch& a = ma.a;
   const int64_t width = int64_t{a.window_width} + a.compressed_width;
   const int64_t cap_w = a.window.capacity, cap_c = a.compressed_width > 0 ? a.compressed.capacity : 0;
   const int64_t rows = std::min({want_rows, a.tokens * width, cap_w + cap_c});
-  DSV4_CUDA_CHECK(cudaMallocAsync(scratch, shadow_bytes(rows, cap_w, cap_c, a.tokens * width), stream));
-  ma.shadow = shadow_at(*scratch, rows, cap_w, cap_c);
-  DSV4_CUDA_CHECK(cudaMemsetAsync(ma.shadow.map[0], 0xff, 4 * static_cast<size_t>(cap_w + cap_c), stream));
+  DSV4_CUDA_CHECK(cudaMallocAsync(scratch, shadow_bytes(rows, a.tokens * width), stream));
+  ma.shadow = shadow_at(*scratch, rows);
+  // The keys empty (all ones) and the count zero, the values left as they are (written with their key).
+  DSV4_CUDA_CHECK(cudaMemsetAsync(ma.shadow.keys, 0xff, 4 * (size_t{ma.shadow.mask} + 1), stream));
   DSV4_CUDA_CHECK(cudaMemsetAsync(ma.shadow.claimed, 0, 4, stream));
   const int64_t list_ctas =
       std::max<int64_t>(1, std::min<int64_t>((a.tokens * width + 255) / 256, 8 * int64_t{sm_count()}));

@@ -47,12 +47,13 @@ int64_t CudaOps::step_workspace_bytes(const ModelConfig& m, int64_t tokens) cons
   const int64_t gemm = 2 * gemm_workspace_bytes(q, gemm_->policy(), DeviceCaps{sm_count()});
   // The MoE's routed rows (bf16), their codes and scales, the w1 / w3 outputs, the shared expert's.
   const int64_t moe = routed * (2 * m.dim + wide + wide / 128 * 4 + 4 * m.moe_inter_dim) + tokens * m.dim * 2;
-  // Sparse attention's shadow (attention_mqa.cu) on a step of many tokens: its bf16 rows and each list
-  // element's code (its slot maps, 4 bytes a table slot, come out of the runtime's slack above).
+  // Sparse attention's shadow (attention_mqa.cu) on a step of many tokens: its bf16 rows, each list
+  // element's code, each row's name (8 bytes) and its hash table (8 bytes a bucket, under 8 buckets a row).
   const int64_t width = int64_t{m.window_size} + m.index_topk;
   const int64_t shadow_from = gemm_->policy().attention_shadow_min_tokens;
+  const int64_t shadow_rows = std::min(cuda::kMqaShadowRows, tokens * width);
   const int64_t shadow = shadow_from > 0 && tokens >= shadow_from
-                             ? std::min(cuda::kMqaShadowRows, tokens * width) * 2 * m.head_dim + tokens * width * 4
+                             ? shadow_rows * (2 * m.head_dim + 8 + 64) + tokens * width * 4 + (int64_t{1} << 13)
                              : 0;
   return kRuntime + gemm + moe + shadow;
 }
