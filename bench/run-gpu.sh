@@ -25,7 +25,7 @@ cublas_dir=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidi
   dirname "$(find / -name 'libcublasLt.so.13*' -print -quit 2>/dev/null)")
 # The golden sets: the repository's (tests/data, in the working tree) and any extra ones staged.
 export DSV4_DATA="$PWD/tests/data" DSV4_SHARED="$PWD/$STAGE/shared" LD_LIBRARY_PATH="$PWD/$STAGE/bin/lib:$cublas_dir:${LD_LIBRARY_PATH:-}"
-for z in "$STAGE"/bin/*.gz "$STAGE"/bin/lib/*.gz; do  # stage-gpu.sh packs binaries and large libraries
+for z in "$STAGE"/bin/*.gz "$STAGE"/bin/lib/*.gz "$STAGE"/shared/tokenizer/*.gz; do  # stage-gpu.sh packs these
   [ -e "$z" ] && gunzip -f "$z" && chmod +x "${z%.gz}"
 done
 [ -x "$STAGE/bin/dsv4" ] || { echo "run-gpu: $STAGE/bin/dsv4 missing: run bench/run-gpu.sh here first and carry .carry"; exit 2; }

