@@ -789,9 +789,8 @@ int main() {
     moe_rows(fast_ops, " fast", {1, 8, 32});
   }
   if (want("moe-prefill")) {  // the MoE of a prefill chunk: a cuBLASLt matmul an expert (forced) against
-    // the wgmma kernel with its FP4 weights widened in shared memory (by each CTA, or by clusters of two)
-    // and widened before the call, at the rows an expert around the policy's thresholds; 32 experts (the
-    // preset) and 256 (V4-Flash)
+    // the wgmma kernel with its FP4 weights widened in shared memory and widened before the call, at the
+    // rows an expert around the policy's thresholds; 32 experts (the preset) and 256 (V4-Flash)
     const auto lt_all = fast_with([](cuda::GemmPolicy& p) { p.lt_experts_min_rows = 1; });
     const auto in_smem = fast_with([](cuda::GemmPolicy& p) {
       p.lt_experts_min_rows = 0;
@@ -801,18 +800,11 @@ int main() {
       p.lt_experts_min_rows = 0;
       p.prewiden_min_rows = 1;
     });
-    const auto in_pairs = fast_with([](cuda::GemmPolicy& p) {
-      p.lt_experts_min_rows = 0;
-      p.fp4_prewiden = false;
-      p.fp4_cluster = 2;
-    });
     moe_rows(*lt_all, " e32 fast lt", {2048, 4096, 6144, 8192}, 32);
-    moe_rows(*in_smem, " e32 fast wgmma in-smem", {1024, 2048, 3072, 4096, 8192}, 32);
-    moe_rows(*in_pairs, " e32 fast wgmma in-smem pairs", {1024, 2048, 3072, 4096, 8192}, 32);
-    moe_rows(*widened, " e32 fast wgmma widened", {1024, 2048, 3072, 4096, 8192}, 32);
+    moe_rows(*in_smem, " e32 fast wgmma in-smem", {1024, 2048, 3072, 4096}, 32);
+    moe_rows(*widened, " e32 fast wgmma widened", {1024, 2048, 3072, 4096}, 32);
     moe_rows(*lt_all, " fast lt", {16384, 32768, 49152});
     moe_rows(*in_smem, " fast wgmma in-smem", {8192, 16384, 24576});
-    moe_rows(*in_pairs, " fast wgmma in-smem pairs", {8192, 16384, 24576});
     moe_rows(*widened, " fast wgmma widened", {8192, 16384, 24576});
   }
   if (want("layer-gemms")) layer_gemm_rows(fast_ops, {1, 32, 8192});

@@ -286,7 +286,7 @@ struct GemmRunner::Impl {
         return;
       }
       if (wgmma_takes(p)) {
-        wgmma_gemm(p, plan.wgmma_cluster, error_flag, stream);
+        wgmma_gemm(p, error_flag, stream);
         return;
       }
       const GemmProblem prob{p.kind, p.rows, p.experts, p.n, p.kg, p.groups, p.y_b != nullptr};

@@ -70,25 +70,4 @@ void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem
   DSV4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 
-// ... in thread block clusters of `cluster` CTAs (grid a multiple of it in each dimension).
-template <typename... Params, typename... Args>
-void launch_cluster_kernel(void (*kernel)(Params...), dim3 grid, dim3 cluster, dim3 block, size_t smem,
-                           cudaStream_t stream, Args&&... args) {
-  cudaLaunchAttribute attr[2]{};
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  attr[1].id = cudaLaunchAttributeClusterDimension;
-  attr[1].val.clusterDim.x = cluster.x;
-  attr[1].val.clusterDim.y = cluster.y;
-  attr[1].val.clusterDim.z = cluster.z;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = 2;
-  DSV4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
-}
-
 }  // namespace dsv4::cuda

@@ -122,35 +122,6 @@ __device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_grou
 // Shared memory written through the generic proxy (stores, cp.async) before wgmma reads it.
 __device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-// ... and through the cluster's window (stores into another CTA's shared memory) before its wgmma reads it.
-__device__ __forceinline__ void fence_async_cluster() {
-  asm volatile("fence.proxy.async.shared::cluster;\n" ::: "memory");
-}
-
-// Thread block clusters (sm_90): this CTA's rank, the address of shared-memory address `addr` in the
-// CTA of rank `rank`, a 16-byte store there, and the cluster-wide barrier (every thread of every CTA;
-// writes before it are visible to all of them after it).
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ uint32_t cluster_addr(uint32_t addr, uint32_t rank) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
-  return r;
-}
-__device__ __forceinline__ void st_cluster_v4(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
-  asm volatile("st.shared::cluster.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d)
-               : "memory");
-}
-__device__ __forceinline__ void st_cluster_u32(uint32_t addr, uint32_t v) {
-  asm volatile("st.shared::cluster.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-
 // Keeps the compiler from moving reads or writes of these registers (wgmma accumulators) across the
 // asynchronous wgmma.
 template <int N>

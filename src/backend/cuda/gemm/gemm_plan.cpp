@@ -48,8 +48,6 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.exact_imma = env_switch("DSV4_GEMM_IMMA") != "0";
   p.imma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_IMMA_MIN_ROWS", p.imma_min_rows));
   p.lt_experts_min_rows = std::max<int64_t>(0, env_count("DSV4_GEMM_LT_EXPERTS_MIN_ROWS", p.lt_experts_min_rows));
-  p.fp4_cluster = static_cast<int>(env_count("DSV4_GEMM_FP4_CLUSTER", p.fp4_cluster));
-  DSV4_CHECK(p.fp4_cluster == 1 || p.fp4_cluster == 2, "DSV4_GEMM_FP4_CLUSTER: 1 or 2");
   p.lt_expert_streams =
       static_cast<int>(std::clamp<int64_t>(env_count("DSV4_GEMM_LT_EXPERT_STREAMS", p.lt_expert_streams), 1, 8));
   p.hc_products = env_switch("DSV4_HC_PRODUCTS") != "0";
@@ -78,9 +76,7 @@ std::string GemmPolicy::describe() const {
       "{} above {} rows; wgmma from {} rows a weight, FP4 widened {}; FP4 experts on cuBLASLt {}; {} CTAs an SM; "
       "indexer dots on {}; hc_pre norm {}, fused with the post before it up to {} tokens; attention's shadow {})",
       gemv_max_rows, twin_gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
-      fmt::format("{}in shared memory{}",
-                  fp4_prewiden ? fmt::format("before the call from {} rows an expert, else ", prewiden_min_rows) : "",
-                  fp4_cluster > 1 ? fmt::format(" by clusters of {} CTAs", fp4_cluster) : ""),
+      fp4_prewiden ? fmt::format("before the call from {} rows an expert", prewiden_min_rows) : "in shared memory",
       cublaslt && lt_experts_min_rows > 0 ? fmt::format("from {} rows an expert, {} stream{}", lt_experts_min_rows,
                                                         lt_expert_streams, lt_expert_streams == 1 ? "" : "s")
                                           : "off",
@@ -250,8 +246,6 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
     if (widen && p.weight == GemmWeightKind::kFp4) {
       const int64_t weights = std::max(p.experts, 1), per = widened_bytes(p.pair ? 2 : 1, p.n, p.kg);
       plan.widen_experts = static_cast<int>(std::clamp<int64_t>(kWidenBudgetBytes / per, 1, weights));
-    } else if (p.weight == GemmWeightKind::kFp4) {
-      plan.wgmma_cluster = policy.fp4_cluster;
     }
     // Many rows an expert: one cuBLASLt matmul an expert on its weights re-encoded to e4m3 (within the
     // same budget: the e4m3 form is at most the e5m2 one's bytes), wgmma behind it.

@@ -73,10 +73,6 @@ struct GemmPolicy {
   // write of every weight the call touches, paid back by rows (32 experts at 8192 tokens, 1536 rows an
   // expert: 26% faster; 256 experts, 192: 26% slower; docs/perf.md).
   int64_t prewiden_min_rows = 512;
-  // ... and below that, widened in shared memory by each CTA (1) or by clusters of two CTAs on 256 rows of
-  // one expert, each widening half the weight tile for both (2; DSV4_GEMM_FP4_CLUSTER): the widening is
-  // what bounds the kernel there (issue-bound, docs/perf.md). Not yet measured: a switch until it is.
-  int fp4_cluster = 1;
   // Fast tier: grouped FP4 calls of at least this many rows an expert on average as one cuBLASLt matmul
   // an expert, the weights re-encoded exactly to e4m3 with 128x128 block scales (gemm/lt_experts.h;
   // wgmma where a block's scales span too far or cuBLASLt refuses). DSV4_GEMM_LT_EXPERTS_MIN_ROWS; 0: off.
@@ -207,7 +203,6 @@ struct GemmPlan {
   int64_t workspace_counters = 0;               // kFastMma: the splits' arrival counters (zeroed once)
   int gemv_k_parts = 1;                         // kFastGemv: runs of K a CTA's warps split (1, 2, 4, 8)
   int widen_experts = 0;    // kWgmma, FP4: weights (experts) widened a pass, their scratch within kWidenBudgetBytes
-  int wgmma_cluster = 1;    // kWgmma, FP4 widened in shared memory: CTAs a cluster sharing it (1 or 2)
   int lt_pass_experts = 0;  // kCublasLtExperts: experts re-encoded a pass, within kWidenBudgetBytes
 };
 

@@ -12,10 +12,7 @@
 // A warpgroup multiplies its 64 rows by the block's two 128-column halves in turn: four k32 wgmmas
 // into a fresh fragment (the first with scale-d 0), waited for, then promoted into that half's
 // accumulator: acc = fmaf(block, sa · sw, acc) per element, as gemm/fast_mma.cu.
-// FP4: while block kb's first half is on the tensor cores the CTA widens block kb + 1's codes. In
-// clusters of C CTAs along the rows (C x 128 rows of one expert, the same columns) each CTA loads and
-// widens 256 / C of the weight rows and stores them into every CTA of the cluster; a cluster barrier
-// then stands where the CTA barrier stood.
+// FP4: while block kb's first half is on the tensor cores the CTA widens block kb + 1's codes.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -97,22 +94,15 @@ struct Work {
   void* y = nullptr;
 };
 
-// The CTA's rows, columns and weight. blockIdx.y / C: a dense row tile of C x kBM rows or one of the
-// experts' tiles, of which the CTA of cluster rank `rank` takes kBM rows (maybe none). False, for the
-// whole cluster alike, past the last tile.
-template <int C>
-__device__ __forceinline__ bool find_work(const ExactBlockArgs& p, int n_tiles, int rank, Work& k) {
-  const int64_t tile = blockIdx.y / C;
+// The CTA's rows (blockIdx.y: a dense row tile or one of the experts' tiles), columns and weight.
+__device__ __forceinline__ bool find_work(const ExactBlockArgs& p, int n_tiles, Work& k) {
   if (p.offsets) {
-    if (!find_expert_tile(p.offsets, p.experts, kBM * C, tile, k.t)) return false;
+    if (!find_expert_tile(p.offsets, p.experts, kBM, blockIdx.y, k.t)) return false;
   } else {
-    k.t.r0 = tile * kBM * C;
-    k.t.cnt = static_cast<int>(imax(0, imin(kBM * C, p.rows - k.t.r0)));
+    k.t.r0 = int64_t{blockIdx.y} * kBM;
+    k.t.cnt = static_cast<int>(imin(kBM, p.rows - k.t.r0));
     k.t.e = 0;
   }
-  if (k.t.cnt <= 0) return false;
-  k.t.r0 += int64_t{rank} * kBM;
-  k.t.cnt = static_cast<int>(imax(0, imin(kBM, k.t.cnt - rank * kBM)));
   const bool second = static_cast<int>(blockIdx.x) >= n_tiles;
   k.n0 = int64_t{static_cast<int>(blockIdx.x) % n_tiles} * kBN;
   if (p.offsets) {
@@ -128,13 +118,12 @@ __device__ __forceinline__ bool find_work(const ExactBlockArgs& p, int n_tiles, 
     k.wsf = p.wide_scale + slot * p.n * (p.kg / 128);
   }
   k.y = second ? p.y_b : p.y;
-  return true;
+  return k.t.cnt > 0;
 }
 
-// Issues the copies of K block kb into stage st (rows past the tile and columns past N zero-filled);
-// FP4 in clusters of C: the packed weight rows of this CTA's rank only.
-template <BForm F, int C>
-__device__ __forceinline__ void load_stage(const ExactBlockArgs& p, const Work& k, int64_t kb, uint8_t* st, int rank) {
+// Issues the copies of K block kb into stage st (rows past the tile and columns past N zero-filled).
+template <BForm F>
+__device__ __forceinline__ void load_stage(const ExactBlockArgs& p, const Work& k, int64_t kb, uint8_t* st) {
   using L = StageLayout<F>;
   const int tid = static_cast<int>(threadIdx.x);
 #pragma unroll
@@ -159,19 +148,17 @@ __device__ __forceinline__ void load_stage(const ExactBlockArgs& p, const Work& 
       }
     }
   } else {
-    constexpr int kRows = kBN / C;
 #pragma unroll
-    for (int i = 0; i < kRows * 4 / kThreads; ++i) {
-      const int q = tid + i * kThreads, r = rank * kRows + (q >> 2), u = q & 3;
+    for (int i = 0; i < kBN * 4 / kThreads; ++i) {
+      const int q = tid + i * kThreads, r = q >> 2, u = q & 3;
       const bool ok = k.n0 + r < p.n;
       const uint8_t* src = k.w + (k.n0 + (ok ? r : 0)) * (p.kg / 2) + kb * 64 + u * 16;
       cp_async<16>(st + L::raw + r * 64 + u * 16, src, ok ? 16 : 0);
     }
-    if (tid < kRows) {
-      const int r = rank * kRows + tid;
-      const bool ok = k.n0 + r < p.n;
-      const uint8_t* src = k.ws + (k.n0 + (ok ? r : 0)) * (p.kg / 32) + kb * 4;
-      cp_async<4>(st + L::sraw + r * 4, src, ok ? 4 : 0);
+    if (tid < kBN) {
+      const bool ok = k.n0 + tid < p.n;
+      const uint8_t* src = k.ws + (k.n0 + (ok ? tid : 0)) * (p.kg / 32) + kb * 4;
+      cp_async<4>(st + L::sraw + tid * 4, src, ok ? 4 : 0);
     }
   }
   if (tid >= kThreads - kBM) {
@@ -185,64 +172,25 @@ __device__ __forceinline__ void load_stage(const ExactBlockArgs& p, const Work& 
 // 2^(max of its four ue8m0 exponents − 127 − 13), by table words (fp4_shift.h): a thread's 32-wide
 // block gets its shifted table once, the row block's largest scale byte comes from comparisons and its
 // scale from bits (the row's first thread, which reports a span past 26 octaves), and shared memory is
-// read and written by 32-bit addresses. In clusters of C: this rank's rows, stored into every CTA's stage.
-template <int C>
-__device__ __forceinline__ void widen_stage(uint32_t st, int32_t* err, int rank) {
+// read and written by 32-bit addresses.
+__device__ __forceinline__ void widen_stage(uint32_t st, int32_t* err) {
   using L = StageLayout<BForm::kFp4>;
-  constexpr int kRows = kBN / C;
   const int tid = static_cast<int>(threadIdx.x);
 #pragma unroll
-  for (int q = tid; q < kRows * 4; q += kThreads) {  // this loop form: no spill at 255 registers (the index form: 8 B)
-    const int r = rank * kRows + (q >> 2), u = q & 3;
+  for (int q = tid; q < kBN * 4; q += kThreads) {  // this loop form: no spill at 255 registers (the index form: 8 B)
+    const int r = q >> 2, u = q & 3;
     const uint32_t sw = lds_u32(st + L::sraw + r * 4), top = max_byte(sw);
     if (u == 0) {
       if (top != 255u && top - min_byte(sw) > 26u) report(err, DeviceError::kGemmFp4Span);
-      const uint32_t scale = fp4_block_scale_bits(top);
-      if constexpr (C == 1) {
-        sts_u32(st + L::sb + r * 4, scale);
-      } else {
-#pragma unroll
-        for (int c = 0; c < C; ++c) st_cluster_u32(cluster_addr(st + L::sb + r * 4, c), scale);
-      }
+      sts_u32(st + L::sb + r * 4, fp4_block_scale_bits(top));
     }
     const Fp8Table t = e5m2_table(static_cast<int>((sw >> (8 * u)) & 255u) - static_cast<int>(top) + 13);
     const uint4 v = lds_v4(st + L::raw + r * 64 + u * 16);
     const HalfWords c0 = e2m1x8_by_table(v.x, t), c1 = e2m1x8_by_table(v.y, t);
     const HalfWords c2 = e2m1x8_by_table(v.z, t), c3 = e2m1x8_by_table(v.w, t);
     const uint32_t row = st + L::b + r * 128;
-    const uint32_t at0 = row + (((2 * u) ^ (r & 7)) << 4), at1 = row + (((2 * u + 1) ^ (r & 7)) << 4);
-    if constexpr (C == 1) {
-      sts_v4(at0, c0.lo, c0.hi, c1.lo, c1.hi);
-      sts_v4(at1, c2.lo, c2.hi, c3.lo, c3.hi);
-    } else {
-#pragma unroll
-      for (int c = 0; c < C; ++c) {
-        st_cluster_v4(cluster_addr(at0, c), c0.lo, c0.hi, c1.lo, c1.hi);
-        st_cluster_v4(cluster_addr(at1, c), c2.lo, c2.hi, c3.lo, c3.hi);
-      }
-    }
-  }
-}
-
-// A thread's widened stores ordered before the wgmmas that read them (its own CTA's, or in clusters
-// every CTA's) ...
-template <int C>
-__device__ __forceinline__ void fence_widened() {
-  if constexpr (C == 1) {
-    fence_async_shared();
-  } else {
-    fence_async_cluster();
-  }
-}
-// ... and published by the barrier after them: the CTA's, or the cluster's (which also keeps a CTA from
-// storing into a stage another CTA still multiplies).
-template <int C>
-__device__ __forceinline__ void stage_barrier() {
-  if constexpr (C == 1) {
-    __syncthreads();
-  } else {
-    cluster_sync();
-    fence_async_shared();
+    sts_v4(row + (((2 * u) ^ (r & 7)) << 4), c0.lo, c0.hi, c1.lo, c1.hi);
+    sts_v4(row + (((2 * u + 1) ^ (r & 7)) << 4), c2.lo, c2.hi, c3.lo, c3.hi);
   }
 }
 
@@ -310,37 +258,33 @@ __device__ __forceinline__ void store_tile(const ExactBlockArgs& p, const Work& 
   }
 }
 
-template <BForm F, int C>
+template <BForm F>
 __global__ void __launch_bounds__(kThreads, 1) wgmma_kernel(const ExactBlockArgs p, int n_tiles, int32_t* err) {
-  static_assert(C == 1 || F == BForm::kFp4, "clusters share FP4 widening only");
   using L = StageLayout<F>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   pdl_enter();
-  const int rank = C == 1 ? 0 : static_cast<int>(cluster_rank());
   Work k;
-  if (!find_work<C>(p, n_tiles, rank, k)) return;  // cluster-uniform
-  if constexpr (C > 1) cluster_sync();              // every CTA of the cluster running before any stores into it
+  if (!find_work(p, n_tiles, k)) return;  // CTA-uniform
 
   const int tid = static_cast<int>(threadIdx.x), wg = tid / 128, warp = (tid / 32) % 4, lane = tid % 32;
   const int64_t nkb = p.kg / 128;
   constexpr int kStages = L::kStages;
   auto stage = [&](int64_t kb) { return smem + (kb % kStages) * L::bytes; };
   for (int64_t kb = 0; kb < kStages - 1; ++kb) {
-    if (kb < nkb) load_stage<F, C>(p, k, kb, stage(kb), rank);
+    if (kb < nkb) load_stage<F>(p, k, kb, stage(kb));
     cp_async_commit();
   }
   if constexpr (L::kFp4) {
     cp_async_wait<kStages - 2>();
     __syncthreads();
-    widen_stage<C>(smem_addr(stage(0)), err, rank);
-    fence_widened<C>();
-    stage_barrier<C>();
+    widen_stage(smem_addr(stage(0)), err);
+    fence_async_shared();
+    __syncthreads();
   }
 
   const int rl = wg * 64 + warp * 16 + lane / 4;  // this thread's rows rl and rl + 8 of the tile
   const bool second_half = k.n0 + kHalf < p.n;    // CTA-uniform: past N the second half is skipped
-  const bool rows = k.t.cnt > 0;                  // CTA-uniform: a cluster's last CTAs may have none
   float acc[2 * 64], part[64];
 #pragma unroll
   for (int i = 0; i < 2 * 64; ++i) acc[i] = 0.0f;
@@ -351,7 +295,7 @@ __global__ void __launch_bounds__(kThreads, 1) wgmma_kernel(const ExactBlockArgs
       fence_async_shared();
       __syncthreads();
     }
-    if (kb + kStages - 1 < nkb) load_stage<F, C>(p, k, kb + kStages - 1, stage(kb + kStages - 1), rank);
+    if (kb + kStages - 1 < nkb) load_stage<F>(p, k, kb + kStages - 1, stage(kb + kStages - 1));
     cp_async_commit();
     const uint32_t base = smem_addr(st);
     const float* sa = reinterpret_cast<const float*>(st + L::sa);
@@ -361,27 +305,22 @@ __global__ void __launch_bounds__(kThreads, 1) wgmma_kernel(const ExactBlockArgs
       if (h == 1 && !second_half) break;
       float sw = 0.0f;  // FP8: the weight's 128x128 block scale
       if constexpr (F == BForm::kFp8) sw = ue8m0_f(k.ws[(k.n0 / 128 + h) * nkb + kb]);
-      const auto widen_next = [&] {
+      multiply_block<L::kRowScales>(base + L::a + wg * 64 * 128, base + L::b + h * kHalf * 128, part, [&] {
         if constexpr (L::kFp4) {
           if (h == 0 && kb + 1 < nkb) {
             cp_async_wait<kStages - 2>();
             __syncthreads();
-            widen_stage<C>(smem_addr(stage(kb + 1)), err, rank);
-            fence_widened<C>();
+            widen_stage(smem_addr(stage(kb + 1)), err);
+            fence_async_shared();
           }
         }
-      };
-      if (!rows) {  // nothing to multiply: only this CTA's share of the cluster's widening
-        widen_next();
-        continue;
-      }
-      multiply_block<L::kRowScales>(base + L::a + wg * 64 * 128, base + L::b + h * kHalf * 128, part, widen_next);
+      });
       promote<L::kRowScales>(acc + 64 * h, part, s0, s1, sw, base + L::sb + h * kHalf * 4, lane);
     }
-    if constexpr (L::kFp4) stage_barrier<C>();  // the widened block kb + 1 is published; stage kb is free
+    if constexpr (L::kFp4) __syncthreads();  // the widened block kb + 1 is published; stage kb is free
   }
   cp_async_wait_all();
-  if (rows) store_tile(p, k, acc, rl, lane);
+  store_tile(p, k, acc, rl, lane);
 }
 
 // `a` with its experts [e0, e0 + n): their offsets and weight lists (the dense call is its one weight).
@@ -397,19 +336,15 @@ ExactBlockArgs expert_slice(const ExactBlockArgs& a, int e0, int n) {
   return s;
 }
 
-template <BForm F, int C = 1>
+template <BForm F>
 void launch(const ExactBlockArgs& a, int32_t* err, cudaStream_t stream) {
   constexpr size_t smem = StageLayout<F>::smem;
-  allow_dynamic_smem(wgmma_kernel<F, C>, smem);
+  allow_dynamic_smem(wgmma_kernel<F>, smem);
   const int n_tiles = static_cast<int>(cdiv(a.n, kBN));
-  const int64_t m_tiles = C * (a.offsets ? row_tiles(a.rows, int64_t{kBM} * C, a.experts) : cdiv(a.rows, kBM * C));
+  const int64_t m_tiles = a.offsets ? row_tiles(a.rows, kBM, a.experts) : cdiv(a.rows, kBM);
   DSV4_CUDA_REQUIRE(m_tiles <= 65535, "wgmma gemm: " + std::to_string(m_tiles) + " row tiles exceed the grid");
   const dim3 grid(static_cast<unsigned>(n_tiles * (has_pair(a) ? 2 : 1)), static_cast<unsigned>(m_tiles));
-  if constexpr (C == 1) {
-    launch_kernel(wgmma_kernel<F, C>, grid, dim3(kThreads), smem, stream, a, n_tiles, err);
-  } else {
-    launch_cluster_kernel(wgmma_kernel<F, C>, grid, dim3(1, C, 1), dim3(kThreads), smem, stream, a, n_tiles, err);
-  }
+  launch_kernel(wgmma_kernel<F>, grid, dim3(kThreads), smem, stream, a, n_tiles, err);
 }
 
 }  // namespace
@@ -421,15 +356,12 @@ bool wgmma_takes(const ExactBlockArgs& a) {
          aligned16(a.codes) && a.codes_ld % 16 == 0 && dense_ok;
 }
 
-void wgmma_gemm(const ExactBlockArgs& a, int fp4_cluster, int32_t* err, cudaStream_t stream) {
+void wgmma_gemm(const ExactBlockArgs& a, int32_t* err, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(wgmma_takes(a), "wgmma gemm: unsupported call (weight kind, groups " + std::to_string(a.groups) +
                                         ", K " + std::to_string(a.kg) + ", or alignment)");
-  DSV4_CUDA_REQUIRE(fp4_cluster == 1 || fp4_cluster == 2, "wgmma gemm: FP4 clusters of 1 or 2 CTAs");
   if (a.rows == 0) return;
   if (a.kind == GemmWeightKind::kFp8) {
     launch<BForm::kFp8>(a, err, stream);
-  } else if (fp4_cluster == 2) {
-    launch<BForm::kFp4, 2>(a, err, stream);
   } else {
     launch<BForm::kFp4>(a, err, stream);
   }

@@ -27,10 +27,8 @@ namespace dsv4::cuda {
 bool wgmma_takes(const ExactBlockArgs& a);
 
 // Runs `a` (with its pair) from activation codes and scales; err (optional, the device's error word:
-// device_error.h) records DeviceError::kGemmFp4Span. FP4 weights are widened in shared memory by each
-// CTA (fp4_cluster 1) or by clusters of two CTAs on 256 rows of one weight, each widening half the
-// tile for both (2; GemmPolicy::fp4_cluster): the same bits.
-void wgmma_gemm(const ExactBlockArgs& a, int fp4_cluster, int32_t* err, cudaStream_t stream);
+// device_error.h) records DeviceError::kGemmFp4Span.
+void wgmma_gemm(const ExactBlockArgs& a, int32_t* err, cudaStream_t stream);
 
 // FP4 calls with the weights widened beforehand (GemmPolicy::fp4_prewiden): each pass widens
 // `experts_per_pass` experts' weights (and the pair's) into `scratch` (wgmma_widened_bytes for that
