@@ -789,8 +789,9 @@ int main() {
     moe_rows(fast_ops, " fast", {1, 8, 32});
   }
   if (want("moe-prefill")) {  // the MoE of a prefill chunk: a cuBLASLt matmul an expert (forced) against
-    // the wgmma kernel with its FP4 weights widened in shared memory and widened before the call, at the
-    // rows an expert around the policy's thresholds; 32 experts (the preset) and 256 (V4-Flash)
+    // the wgmma kernel with its FP4 weights widened in shared memory, at 96-384 rows an expert (serving's
+    // chunks of ~1,000-2,000 tokens), and widened before the call from 768; 32 experts (the preset) and
+    // 256 (V4-Flash)
     const auto lt_all = fast_with([](cuda::GemmPolicy& p) { p.lt_experts_min_rows = 1; });
     const auto in_smem = fast_with([](cuda::GemmPolicy& p) {
       p.lt_experts_min_rows = 0;
@@ -800,12 +801,11 @@ int main() {
       p.lt_experts_min_rows = 0;
       p.prewiden_min_rows = 1;
     });
-    moe_rows(*lt_all, " e32 fast lt", {2048, 4096, 6144, 8192}, 32);
-    moe_rows(*in_smem, " e32 fast wgmma in-smem", {1024, 2048, 3072, 4096}, 32);
-    moe_rows(*widened, " e32 fast wgmma widened", {1024, 2048, 3072, 4096}, 32);
-    moe_rows(*lt_all, " fast lt", {16384, 32768, 49152});
-    moe_rows(*in_smem, " fast wgmma in-smem", {8192, 16384, 24576});
-    moe_rows(*widened, " fast wgmma widened", {8192, 16384, 24576});
+    moe_rows(*lt_all, " e32 fast lt", {512, 768, 1024, 1365, 1536, 2048, 8192}, 32);
+    moe_rows(*in_smem, " e32 fast wgmma in-smem", {512, 768, 1024, 1365, 1536, 2048}, 32);
+    moe_rows(*widened, " e32 fast wgmma widened", {4096, 6144, 8192}, 32);
+    moe_rows(*lt_all, " fast lt", {4096, 8192, 10923, 16384});
+    moe_rows(*in_smem, " fast wgmma in-smem", {4096, 8192, 10923, 16384});
   }
   if (want("layer-gemms")) layer_gemm_rows(fast_ops, {1, 32, 8192});
   if (want("kv-restore")) kv_restore_rows();

@@ -187,7 +187,7 @@ if [ "${DSV4_GPU_BENCH:-0}" = 1 ]; then
       # DSV4_GPU_STEP_EAGER=1: the same decode rows without graphs.
       [ "${DSV4_GPU_STEP_EAGER:-0}" = 1 ] && step bench-step-eager "$STAGE/bin/dsv4" bench step "$flash" --backend cuda \
         --json --enforce-eager --batch "${DSV4_STEP_BATCH:-1,8,32}" --context "${DSV4_STEP_CONTEXT:-8192,131072}" --prefill 0
-      # DSV4_GPU_STEP_ENV (variable assignments, e.g. DSV4_GEMM_IMMA=0): the decode rows again under them, at
+      # DSV4_GPU_STEP_ENV (variable assignments, e.g. DSV4_GEMM_IMMA=0): the decode (and mixed) rows again under them, at
       # the contexts of DSV4_GPU_STEP_ENV_CONTEXT (default 8K) and the prefill of DSV4_GPU_STEP_ENV_PREFILL (none),
       # in steps of DSV4_STEP_PREFILL_CHUNK as above.
       # Several sets, ';'-separated: a run each (bench-step-env-1, -2, ...).
@@ -196,7 +196,8 @@ if [ "${DSV4_GPU_BENCH:-0}" = 1 ]; then
         for i in "${!env_sets[@]}"; do
           step "bench-step-env-$((i + 1))" env ${env_sets[$i]} "$STAGE/bin/dsv4" bench step "$flash" \
             --backend cuda --json --batch "${DSV4_STEP_BATCH:-1,8,32}" --context "${DSV4_GPU_STEP_ENV_CONTEXT:-8192}" \
-            --prefill "${DSV4_GPU_STEP_ENV_PREFILL:-0}" --prefill-chunk "${DSV4_STEP_PREFILL_CHUNK:-0}"
+            --prefill "${DSV4_GPU_STEP_ENV_PREFILL:-0}" --prefill-chunk "${DSV4_STEP_PREFILL_CHUNK:-0}" \
+            ${DSV4_STEP_MIXED:+--mixed "$DSV4_STEP_MIXED"}
         done
       fi
       # DSV4_GPU_NCU_STEP=BATCH:SKIP:COUNT: Nsight Compute's duration of COUNT kernels of eager decode

@@ -109,7 +109,8 @@ TEST(GemmPlan, WidenedFp4PassesStayWithinTheBudget) {
   const GemmProblem moe = grouped(GemmWeightKind::kFp4, 8192 * 6, 32, 2048, 4096);  // w1 and w3 of 32 experts
   EXPECT_EQ(plan_gemm(moe, off, kH200).widen_experts, 0);
   EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 8192 * 6, 256, 2048, 4096), on, kH200).widen_experts, 0);
-  EXPECT_GT(plan_gemm(grouped(GemmWeightKind::kFp4, 512 * 256, 256, 2048, 4096), on, kH200).widen_experts, 0);
+  EXPECT_GT(plan_gemm(grouped(GemmWeightKind::kFp4, 1024 * 256, 256, 2048, 4096), on, kH200).widen_experts, 0);
+  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 1023 * 256, 256, 2048, 4096), on, kH200).widen_experts, 0);
   const GemmPlan plan = plan_gemm(moe, on, kH200);
   EXPECT_EQ(plan.route, GemmRoute::kWgmma);
   const int64_t per = 2 * 2048 * (4096 + 4096 / 128 * 4);  // the pair's e5m2 codes and row-block scales
@@ -136,7 +137,7 @@ TEST(GemmPlan, WidenedFp4PassesStayWithinTheBudget) {
 // reserved in the workspace from the route's rows.
 TEST(GemmPlan, Fp4ExpertsOfManyRowsRunOnCublasLtOneByOne) {
   const GemmPolicy fast = policy(Numerics::kFast);
-  EXPECT_EQ(fast.lt_experts_min_rows, 768);
+  EXPECT_EQ(fast.lt_experts_min_rows, 160);
   const GemmProblem moe = grouped(GemmWeightKind::kFp4, 8192 * 6, 32, 2048, 4096);  // 1536 rows an expert
   const GemmPlan plan = plan_gemm(moe, fast, kH200);
   EXPECT_EQ(plan.route, GemmRoute::kCublasLtExperts);
@@ -150,8 +151,8 @@ TEST(GemmPlan, Fp4ExpertsOfManyRowsRunOnCublasLtOneByOne) {
   few.experts = 4, few.rows = 4 * 1100;
   EXPECT_EQ(plan_gemm(few, fast, kH200).lt_pass_experts, 4);  // every expert in one pass
   EXPECT_EQ(plan_gemm(few, fast, kH200).widen_experts, 4);    // the wgmma fallback's passes too
-  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 767 * 32, 32, 2048, 4096), fast, kH200).route, GemmRoute::kWgmma);
-  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 768 * 32, 32, 2048, 4096), fast, kH200).route,
+  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 159 * 32, 32, 2048, 4096), fast, kH200).route, GemmRoute::kWgmma);
+  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 160 * 32, 32, 2048, 4096), fast, kH200).route,
             GemmRoute::kCublasLtExperts);
   EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp8, 8192 * 6, 32, 2048, 4096), fast, kH200).route, GemmRoute::kWgmma);
   EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 8192 * 6, 32, 2000, 4096), fast, kH200).route, GemmRoute::kWgmma);
@@ -162,7 +163,7 @@ TEST(GemmPlan, Fp4ExpertsOfManyRowsRunOnCublasLtOneByOne) {
   off.lt_experts_min_rows = 0;
   EXPECT_EQ(plan_gemm(moe, off, kH200).route, GemmRoute::kWgmma);
   EXPECT_EQ(plan_gemm(moe, off, kH200).lt_pass_experts, 0);
-  // Routed rows that reach the route's threshold (here 256) but not prewiden's 512: the budget is reserved
+  // Routed rows that reach the route's threshold (here 256) but not prewiden's 1024: the budget is reserved
   // (the workspace asks per step, not per expert: at least that many rows in one expert).
   GemmPolicy low = fast;
   low.lt_experts_min_rows = 256;
@@ -478,7 +479,7 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::setenv("DSV4_INDEXER_DOTS", "tensor", 1);
   EXPECT_THROW(GemmPolicy::from_env(Numerics::kFast), Error);
   ::unsetenv("DSV4_INDEXER_DOTS");
-  EXPECT_NE(p.describe().find("FP4 widened before the call from 512 rows an expert"), std::string::npos)
+  EXPECT_NE(p.describe().find("FP4 widened before the call from 1024 rows an expert"), std::string::npos)
       << p.describe();
   EXPECT_NE(p.describe().find("hc_pre norm fused"), std::string::npos) << p.describe();
   EXPECT_NE(p.describe().find("FP4 experts on cuBLASLt off"), std::string::npos) << p.describe();  // cuBLASLt off
@@ -511,11 +512,11 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::unsetenv("DSV4_GEMM_FAST_MMA_MAX_ROWS");
   EXPECT_NE(GemmPolicy::from_env(Numerics::kFast)
                 .describe()
-                .find("FP4 experts on cuBLASLt from 768 rows an expert, 4 streams;"),
+                .find("FP4 experts on cuBLASLt from 160 rows an expert, 4 streams;"),
             std::string::npos);
   ::setenv("DSV4_GEMM_LT_EXPERT_STREAMS", "2", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).lt_expert_streams, 2);
-  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("768 rows an expert, 2 streams;"), std::string::npos);
+  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("160 rows an expert, 2 streams;"), std::string::npos);
   ::setenv("DSV4_GEMM_LT_EXPERT_STREAMS", "0", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).lt_expert_streams, 1);
   ::unsetenv("DSV4_GEMM_LT_EXPERT_STREAMS");

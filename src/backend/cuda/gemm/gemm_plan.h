@@ -70,16 +70,18 @@ struct GemmPolicy {
   // experts at a time, instead of in shared memory by every CTA that reads them (the same bits)...
   bool fp4_prewiden = true;
   // ... for calls of at least this many rows a weight (expert) on average: widening costs a read and a
-  // write of every weight the call touches, paid back by rows (32 experts at 8192 tokens, 1536 rows an
-  // expert: 26% faster; 256 experts, 192: 26% slower; docs/perf.md).
-  int64_t prewiden_min_rows = 512;
+  // write of every weight the call touches, paid back by rows (H100, 32 experts: 1536 rows an expert
+  // 7.69 ms against 8.54, 768 rows 4.57 against 4.52, 384 rows 3.06 against 2.42; 256 experts, 576
+  // rows 30.5 against 26.9; docs/perf.md). Behind cuBLASLt's route (below) only where that refuses.
+  int64_t prewiden_min_rows = 1024;
   // Fast tier: grouped FP4 calls of at least this many rows an expert on average as one cuBLASLt matmul
   // an expert, the weights re-encoded exactly to e4m3 with 128x128 block scales (gemm/lt_experts.h;
   // wgmma where a block's scales span too far or cuBLASLt refuses). DSV4_GEMM_LT_EXPERTS_MIN_ROWS; 0: off.
-  // H100 MoE, 32 / 256 experts: 768 rows an expert 4.46 / 35.4 ms against wgmma's 4.78 / 38.7, 1536
-  // rows 6.56 against 8.17; 384 rows 3.79 / 29.7 against 3.29 / 24.3: the host issuing a matmul an
-  // expert after reading the counts is slower than the GPU there (docs/perf.md).
-  int64_t lt_experts_min_rows = 768;
+  // H100 MoE (its matmuls on four streams since session 36), 32 / 256 experts at 384 rows an expert:
+  // 1.89 / 14.5 ms against wgmma's 2.42 / 18.7; 768 rows 2.81 against 4.52; serving's prompt chunks
+  // (~1,100-1,250 tokens beside the decodes, ~200 rows an expert) sit below that: the threshold under
+  // them is being measured (session 40; docs/perf.md).
+  int64_t lt_experts_min_rows = 160;
   // ... their matmuls spread over this many streams (the runner's and lt_expert_streams - 1 more, each
   // with its own cuBLASLt workspace; DSV4_GEMM_LT_EXPERT_STREAMS, 1 to 8), each expert writing only its own
   // rows (lt_expert_pieces): one expert's matmul of a few hundred rows fills a fraction of the GPU. H100,
