@@ -137,7 +137,7 @@ TEST(GemmPlan, WidenedFp4PassesStayWithinTheBudget) {
 // reserved in the workspace from the route's rows.
 TEST(GemmPlan, Fp4ExpertsOfManyRowsRunOnCublasLtOneByOne) {
   const GemmPolicy fast = policy(Numerics::kFast);
-  EXPECT_EQ(fast.lt_experts_min_rows, 160);
+  EXPECT_EQ(fast.lt_experts_min_rows, 224);
   const GemmProblem moe = grouped(GemmWeightKind::kFp4, 8192 * 6, 32, 2048, 4096);  // 1536 rows an expert
   const GemmPlan plan = plan_gemm(moe, fast, kH200);
   EXPECT_EQ(plan.route, GemmRoute::kCublasLtExperts);
@@ -151,8 +151,8 @@ TEST(GemmPlan, Fp4ExpertsOfManyRowsRunOnCublasLtOneByOne) {
   few.experts = 4, few.rows = 4 * 1100;
   EXPECT_EQ(plan_gemm(few, fast, kH200).lt_pass_experts, 4);  // every expert in one pass
   EXPECT_EQ(plan_gemm(few, fast, kH200).widen_experts, 4);    // the wgmma fallback's passes too
-  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 159 * 32, 32, 2048, 4096), fast, kH200).route, GemmRoute::kWgmma);
-  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 160 * 32, 32, 2048, 4096), fast, kH200).route,
+  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 223 * 32, 32, 2048, 4096), fast, kH200).route, GemmRoute::kWgmma);
+  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 224 * 32, 32, 2048, 4096), fast, kH200).route,
             GemmRoute::kCublasLtExperts);
   EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp8, 8192 * 6, 32, 2048, 4096), fast, kH200).route, GemmRoute::kWgmma);
   EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 8192 * 6, 32, 2000, 4096), fast, kH200).route, GemmRoute::kWgmma);
@@ -512,11 +512,11 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::unsetenv("DSV4_GEMM_FAST_MMA_MAX_ROWS");
   EXPECT_NE(GemmPolicy::from_env(Numerics::kFast)
                 .describe()
-                .find("FP4 experts on cuBLASLt from 160 rows an expert, 4 streams;"),
+                .find("FP4 experts on cuBLASLt from 224 rows an expert, 4 streams;"),
             std::string::npos);
   ::setenv("DSV4_GEMM_LT_EXPERT_STREAMS", "2", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).lt_expert_streams, 2);
-  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("160 rows an expert, 2 streams;"), std::string::npos);
+  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("224 rows an expert, 2 streams;"), std::string::npos);
   ::setenv("DSV4_GEMM_LT_EXPERT_STREAMS", "0", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).lt_expert_streams, 1);
   ::unsetenv("DSV4_GEMM_LT_EXPERT_STREAMS");

@@ -77,11 +77,11 @@ struct GemmPolicy {
   // Fast tier: grouped FP4 calls of at least this many rows an expert on average as one cuBLASLt matmul
   // an expert, the weights re-encoded exactly to e4m3 with 128x128 block scales (gemm/lt_experts.h;
   // wgmma where a block's scales span too far or cuBLASLt refuses). DSV4_GEMM_LT_EXPERTS_MIN_ROWS; 0: off.
-  // H100 MoE (its matmuls on four streams since session 36), 32 / 256 experts at 384 rows an expert:
-  // 1.89 / 14.5 ms against wgmma's 2.42 / 18.7; 768 rows 2.81 against 4.52; serving's prompt chunks
-  // (~1,100-1,250 tokens beside the decodes, ~200 rows an expert) sit below that: the threshold under
-  // them is being measured (session 40; docs/perf.md).
-  int64_t lt_experts_min_rows = 160;
+  // H100 MoE (its matmuls on four streams since session 36), 32 / 256 experts, this route against wgmma
+  // widening in shared memory: 96 rows an expert 1.23 / 9.11 ms against 0.75 / 5.37, 192 rows 1.42 /
+  // 10.58 against 1.39 / 10.39, 256 rows 1.69 / 12.54 against 1.81 / 13.43, 384 rows 1.93 / 14.5 against
+  // 2.37 / 18.5 (session 40; docs/perf.md): the crossover between 192 and 256.
+  int64_t lt_experts_min_rows = 224;
   // ... their matmuls spread over this many streams (the runner's and lt_expert_streams - 1 more, each
   // with its own cuBLASLt workspace; DSV4_GEMM_LT_EXPERT_STREAMS, 1 to 8), each expert writing only its own
   // rows (lt_expert_pieces): one expert's matmul of a few hundred rows fills a fraction of the GPU. H100,
