@@ -35,7 +35,9 @@ ResponsesFormat::ResponsesFormat(std::string model, int64_t created, const Token
       tok_(tok),
       options_(options),
       echo_(std::move(echo)),
-      parser_(answer_parser_options(options.thinking_mode, options.keep_special_tokens)) {}
+      parser_(answer_parser_options(options.thinking_mode, options.keep_special_tokens)),
+      thinking_(options.thinking_mode == chat::ThinkingMode::kThinking),
+      end_think_(tok.token_to_id("</think>")) {}
 
 void ResponsesFormat::emit(std::vector<Json>* out, Json event) {
   if (out == nullptr) return;
@@ -128,7 +130,6 @@ void ResponsesFormat::text_delta(Open kind, const std::string& text, std::vector
   }
   open_text_ += text;
   const bool reasoning = kind == Open::kReasoning;
-  if (reasoning) reasoning_ += text;
   Json delta{{"type", reasoning ? "response.reasoning_text.delta" : "response.output_text.delta"},
              {"item_id", open_id_},
              {"output_index", static_cast<int64_t>(items_.size())},
@@ -143,6 +144,10 @@ void ResponsesFormat::text_delta(Open kind, const std::string& text, std::vector
 }
 
 void ResponsesFormat::feed(const Choice& c, const ChoiceUpdate& u, std::vector<Json>* out) {
+  for (size_t i = 0; i < u.token_ids.size() && thinking_; ++i) {
+    ++reasoning_tokens_;
+    thinking_ = u.token_ids[i] != end_think_;
+  }
   const std::vector<chat::ParseEvent> events = parse_update(parser_, u);
   if (options_.logprobs && !u.token_ids.empty()) {
     for (Json& lp : chat_logprobs_content(tok_, u.token_ids, u.logprobs, options_.top_logprobs, options_.tokens_as_ids))
@@ -211,12 +216,11 @@ Json ResponsesFormat::object(const GenerationJob& job, const std::string& status
     return r;
   }
   const Usage u = job.usage();
-  r["usage"] =
-      Json{{"input_tokens", u.prompt_tokens},
-           {"input_tokens_details", {{"cached_tokens", u.cached_tokens}}},
-           {"output_tokens", u.completion_tokens},
-           {"output_tokens_details", {{"reasoning_tokens", static_cast<int64_t>(tok_.encode(reasoning_).size())}}},
-           {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+  r["usage"] = Json{{"input_tokens", u.prompt_tokens},
+                    {"input_tokens_details", {{"cached_tokens", u.cached_tokens}}},
+                    {"output_tokens", u.completion_tokens},
+                    {"output_tokens_details", {{"reasoning_tokens", reasoning_tokens_}}},
+                    {"total_tokens", u.prompt_tokens + u.completion_tokens}};
   return r;
 }
 

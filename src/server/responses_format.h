@@ -7,6 +7,8 @@
 // with the whole object; no "data: [DONE]" (OpenAI sends none).
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,7 +58,11 @@ class ResponsesFormat final : public ResponseFormat {
   std::string open_id_, open_text_;
   Json open_logprobs_ = Json::array();     // the open message's token logprobs
   Json pending_logprobs_ = Json::array();  // tokens' logprobs not yet sent with an output_text delta
-  std::string reasoning_;                  // all reasoning text (its tokens are usage's reasoning_tokens)
+  // usage's reasoning_tokens: the generated tokens up to and with "</think>" while thinking (all of them
+  // if it never came), counted from the engine's tokens, not the text (special tokens leave no text).
+  bool thinking_ = false;
+  std::optional<int32_t> end_think_;
+  int64_t reasoning_tokens_ = 0;
   int tool_calls_ = 0;
   std::string finish_reason_;
   int64_t sequence_ = 0;

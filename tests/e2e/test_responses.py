@@ -120,10 +120,16 @@ class Answers(unittest.TestCase):
         self.assertEqual(final.usage.output_tokens, 12)
 
     def test_reasoning_item(self):
-        r = client.responses.create(model=MODEL, input="Think.", reasoning={"effort": "high"}, max_output_tokens=8)
+        r = client.responses.create(model=MODEL, input="Think.", reasoning={"effort": "high"}, max_output_tokens=8,
+                                    extra_body={"seed": 5})
         self.assertEqual(r.output[0].type, "reasoning")
         self.assertEqual(r.output[0].content[0].type, "reasoning_text")
-        self.assertGreater(r.usage.output_tokens_details.reasoning_tokens, 0)
+        # Every generated token counts while thinking: here the token limit ends it there.
+        self.assertEqual([o.type for o in r.output], ["reasoning"])
+        self.assertEqual(r.usage.output_tokens_details.reasoning_tokens, r.usage.output_tokens)
+        # Chat mode: no reasoning tokens.
+        r = client.responses.create(model=MODEL, input="Hi.", max_output_tokens=4, extra_body={"seed": 5})
+        self.assertEqual(r.usage.output_tokens_details.reasoning_tokens, 0)
 
     def test_forced_tool_call(self):
         for choice in ("required", {"type": "function", "name": "get_weather"}):
