@@ -38,7 +38,7 @@ const std::array<std::pair<const char*, const char*>, 25> kRetired{{
     {"DSV4_PDL", "kernels always launch with programmatic dependent launch (measured faster)"},
     {"DSV4_GEMM_FP4_PER128",
      "FP4 sums per 32-wide block in the few-row and mma.sync kernels (per 128 measured slower)"},
-    {"DSV4_GEMM_FP4_PREWIDEN", "FP4 weights are widened before wgmma calls of at least 512 rows an expert (measured)"},
+    {"DSV4_GEMM_FP4_PREWIDEN", "FP4 weights are widened before wgmma calls of at least 1024 rows an expert (measured)"},
     {"DSV4_INDEXER_MMA", "the fast tier's indexer dots run on the tensor cores (measured 1.4-4x faster)"},
     {"DSV4_HC_FUSED_NORM", "hc_pre's finishing kernel applies the sublayer's norm (measured faster)"},
     {"DSV4_GEMM_FP4_MMA_RING", "the mma.sync kernel keeps three FP4 stages a warp (four measured 4-11% slower)"},
