@@ -335,13 +335,17 @@ std::string label(const Row& r) {
 }
 
 // Where one more step of the row went, op by op: device time between marks around each op.
+// Beside each op's device time, the host's time in its calls (issuing them, and any wait for the device
+// inside: a sync for the MoE's row counts shows there).
 void print_profile(const Row& r, OpProfile& prof) {
   const std::vector<OpTime> totals = prof.totals();
-  double all = 0;
-  for (const OpTime& t : totals) all += t.ms;
-  fmt::print("profile {}: {:.3f} ms of device time in ops\n", label(r), all);
+  double all = 0, host = 0;
+  for (const OpTime& t : totals) all += t.ms, host += t.host_ms;
+  fmt::print("profile {}: {:.3f} ms of device time in ops, {:.3f} ms of host time in their calls\n", label(r), all,
+             host);
   for (const OpTime& t : totals)
-    fmt::print("  {:26} {:6} calls {:10.3f} ms {:5.1f}%\n", t.op, t.calls, t.ms, 100 * t.ms / all);
+    fmt::print("  {:26} {:6} calls {:10.3f} ms {:5.1f}%  host {:9.3f} ms\n", t.op, t.calls, t.ms, 100 * t.ms / all,
+               t.host_ms);
 }
 
 // Where the traced steps of the row went on the device: span, busy and idle time, the kernels by time.

@@ -20,9 +20,11 @@ void OpProfile::collect() {
   if (spans_.empty()) return;
   dev_.synchronize();
   for (const Span& s : spans_) {
-    auto& t = totals_[s.op];
-    ++t.first;
-    t.second += dev_.elapsed_ms(s.begin, s.end);
+    OpTime& t = totals_[s.op];
+    t.op = s.op;
+    ++t.calls;
+    t.ms += dev_.elapsed_ms(s.begin, s.end);
+    t.host_ms += s.host_ms;
   }
   spans_.clear();
   dev_.clear_marks();
@@ -37,7 +39,7 @@ std::string OpProfile::label(const char*, const LinearParams& p) {
 std::vector<OpTime> OpProfile::totals() {
   collect();
   std::vector<OpTime> v;
-  for (const auto& [op, t] : totals_) v.push_back({op, t.first, t.second});
+  for (const auto& [op, t] : totals_) v.push_back(t);
   std::sort(v.begin(), v.end(), [](const OpTime& a, const OpTime& b) { return a.ms > b.ms; });
   return v;
 }

@@ -2,9 +2,11 @@
 // (a CUDA event on the GPU) before and after each op; disabling it waits once and adds each op's device
 // time to a per-op total. Nothing waits in between, so the step runs as unprofiled and the totals sum
 // to the device's busy time (`bench step --profile`); an op the device had to wait for the host to
-// issue also carries that wait.
+// issue also carries that wait. Each op's host time (the call's wall time: issuing it, and any wait for
+// the device inside it) is summed beside: where an eager step's issue time goes.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <string>
 #include <vector>
@@ -17,7 +19,8 @@ namespace dsv4 {
 struct OpTime {
   std::string op;
   int64_t calls = 0;
-  double ms = 0;
+  double ms = 0;       // device
+  double host_ms = 0;  // the calls' wall time on the host
 };
 
 class OpProfile final : public Ops {
@@ -54,20 +57,23 @@ class OpProfile final : public Ops {
   void timed(const std::string& op, F&& run) {
     if (!on_) return run();
     const size_t m0 = dev_.mark();
+    const auto t0 = std::chrono::steady_clock::now();
     run();
-    spans_.push_back({op, m0, dev_.mark()});
+    const std::chrono::duration<double, std::milli> host = std::chrono::steady_clock::now() - t0;
+    spans_.push_back({op, m0, dev_.mark(), host.count()});
   }
 
   struct Span {
     std::string op;
     size_t begin, end;  // device marks
+    double host_ms;
   };
 
   Ops& inner_;
   Device& dev_;
   bool on_ = false;
   std::vector<Span> spans_;  // recorded, not yet read
-  std::map<std::string, std::pair<int64_t, double>> totals_;
+  std::map<std::string, OpTime> totals_;
 };
 
 }  // namespace dsv4

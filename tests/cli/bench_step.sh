@@ -29,7 +29,8 @@ d = json.loads(sys.stdin.readline())
 assert d["mode"] == "eager" and d["eager_error"] == 0 and d["eager_argmax"] == 1.0, d'
 # --profile: one more step per row, op by op; the ops every model step runs must all be there.
 prof=$("$BIN" bench step "$MODEL" --backend cpu --batch 1 --context 260 --prefill 64 -r 1 --profile 2>>"$ERR")
-echo "$prof" | grep -Eq '^profile decode batch 1 context 260: [0-9.]+ ms'
+echo "$prof" | grep -Eq '^profile decode batch 1 context 260: [0-9.]+ ms of device time in ops, [0-9.]+ ms of host time'
+echo "$prof" | grep -Eq '^  rms_norm +[0-9]+ calls +[0-9.]+ ms +[0-9.]+%  host +[0-9.]+ ms$'
 echo "$prof" | grep -Eq '^profile prefill batch 1 context 64: [0-9.]+ ms'
 for op in 'linear fp8 [0-9]+x[0-9]+' moe_experts hc_pre sparse_attention indexer_topk; do
   echo "$prof" | grep -Eq "^  $op +[0-9]+ calls" || { echo "FAIL: --profile lacks $op"; exit 1; }

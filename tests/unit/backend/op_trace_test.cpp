@@ -10,6 +10,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "backend/cpu/cpu_ops.h"
@@ -166,6 +167,41 @@ TEST(OpProfile, CountsCallsOnlyWhileEnabled) {
   ASSERT_EQ(t.size(), 2u);
   for (const OpTime& o : t) EXPECT_EQ(o.calls, o.op == "rms_norm" ? 2 : 1) << o.op;
   EXPECT_NE(y, std::vector<uint16_t>(y.size()));  // the ops really ran through the wrapper
+}
+
+// Each op's host time is the wall time of its calls: an op that holds the host (here a sleeping one)
+// shows it, summed over its calls, beside its device time.
+TEST(OpProfile, SumsEachOpsHostTime) {
+  struct SlowNorms final : Ops {  // the CPU's ops, rms_norm holding the host 4 ms a call
+    explicit SlowNorms(Ops& in) : inner(in) {}
+    uint64_t scratch_epoch() const override { return inner.scratch_epoch(); }
+#define DSV4_SLOW_OP(name, P)                                                                             \
+  void do_##name(const P##Params& p) override {                                                          \
+    if (std::string_view(#name) == "rms_norm") std::this_thread::sleep_for(std::chrono::milliseconds(4)); \
+    inner.name(p);                                                                                        \
+  }
+    DSV4_FOR_EACH_OP(DSV4_SLOW_OP)
+#undef DSV4_SLOW_OP
+    Ops& inner;
+  };
+  CpuOps cpu(1);
+  SlowNorms slow(cpu);
+  HostDevice dev;
+  OpProfile prof(slow, dev);
+  const int64_t dim = 64;
+  auto x = random_row(dim, 3), w = random_row(dim, 4), y = std::vector<uint16_t>(x.size());
+  prof.enable(true);
+  prof.rms_norm({.x = x.data(), .y = y.data(), .weight = w.data(), .rows = 1, .dim = dim});
+  prof.rms_norm({.x = x.data(), .y = y.data(), .weight = w.data(), .rows = 1, .dim = dim});
+  prof.head_rms_norm({.x = y.data(), .rows = 1, .heads = 2, .head_dim = 32});
+  prof.enable(false);
+  for (const OpTime& o : prof.totals()) {
+    if (o.op == "rms_norm") {
+      EXPECT_GE(o.host_ms, 8.0);
+    } else {
+      EXPECT_LT(o.host_ms, 4.0) << o.op;
+    }
+  }
 }
 
 TEST(OpProfile, NamesEachLinearByWeightKindAndShape) {
