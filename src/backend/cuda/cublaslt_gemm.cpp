@@ -188,6 +188,10 @@ struct GemmRunner::Impl {
   };
   std::vector<Lane> lanes;
   cudaEvent_t forked = nullptr;
+  // lt_experts with GemmPolicy::lt_widen_ahead: the stream that re-encodes a pass ahead of the matmuls,
+  // the event of the call's start it waits on, and a buffer's re-encoding done / matmuls done.
+  cudaStream_t ahead = nullptr;
+  cudaEvent_t begun = nullptr, widened_at[2] = {}, used_at[2] = {};
   std::map<std::array<int64_t, 15>, LtPlan> plans;
   GemmPolicy policy;
   DeviceCaps caps;
@@ -206,6 +210,9 @@ struct GemmRunner::Impl {
       if (l.stream) cudaStreamDestroy(l.stream);
     }
     if (forked) cudaEventDestroy(forked);
+    for (cudaEvent_t e : {begun, widened_at[0], widened_at[1], used_at[0], used_at[1]})
+      if (e) cudaEventDestroy(e);
+    if (ahead) cudaStreamDestroy(ahead);  // its work was waited for by `stream` (lt_experts)
     if (act) cudaFreeAsync(act, stream);
     if (partial) cudaFreeAsync(partial, stream);
     if (counters) cudaFreeAsync(counters, stream);
@@ -359,6 +366,19 @@ struct GemmRunner::Impl {
       DSV4_CUDA_CHECK(cudaMallocAsync(&l.workspace, kWorkspaceBytes, stream));
     }
   }
+  // The re-encoding stream and its events, made at first use.
+  void make_ahead() {
+    if (ahead) return;
+    DSV4_CUDA_CHECK(cudaStreamCreateWithFlags(&ahead, cudaStreamNonBlocking));
+    for (cudaEvent_t* e : {&begun, &widened_at[0], &widened_at[1], &used_at[0], &used_at[1]})
+      DSV4_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+  }
+  // `to` waits for the work issued to `from` so far.
+  static void wait_for(cudaStream_t to, cudaStream_t from, cudaEvent_t e) {
+    DSV4_CUDA_CHECK(cudaEventRecord(e, from));
+    DSV4_CUDA_CHECK(cudaStreamWaitEvent(to, e));
+  }
+
   // The lanes start after `stream`'s work so far (fork) and `stream` continues after theirs (join).
   void fork_lanes() {
     if (lanes.empty()) return;
@@ -402,49 +422,74 @@ struct GemmRunner::Impl {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     DSV4_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
     if (capture != cudaStreamCaptureStatusNone || row_slack < 3 || p.codes_ld % 16 != 0) return false;
-    if (!lt_expert_counts(p)) return false;
+    const int halves = has_pair(p) ? 2 : 1, per_pass = std::max(1, plan.lt_pass_experts);
+    const int64_t slots = int64_t{halves} * per_pass, buffer_bytes = cuda::widened_bytes(slots, p.n, p.kg);
+    // Each pass re-encoded into a buffer, then multiplied on `stream` and the lanes. With lt_widen_ahead,
+    // two buffers and the re-encoding on `ahead`: the first pass's while the counts come to the host, each
+    // next one's while the pass before it multiplies.
+    const int buffers = policy.lt_widen_ahead ? 2 : 1;
+    auto* scratch = static_cast<uint8_t*>(widen_scratch(buffers * buffer_bytes));
+    const auto widen = [&](int first, int buffer, cudaStream_t st) {
+      uint8_t* wide = scratch + buffer * buffer_bytes;
+      const int count = std::min(per_pass, p.experts - first);
+      lt_expert_widen(p, first, count, wide, reinterpret_cast<float*>(wide + slots * p.n * p.kg), st);
+    };
+    if (buffers == 2) {
+      make_ahead();
+      wait_for(ahead, stream, begun);  // after the routing (and the last call's matmuls)
+      widen(0, 0, ahead);
+    }
+    const bool counted = lt_expert_counts(p);
+    std::vector<int> passes;  // the first expert of each pass with rows
+    for (int first = 0; counted && first < p.experts; first += per_pass) {
+      if (host_words[std::min(p.experts, first + per_pass)] != host_words[first]) passes.push_back(first);
+    }
+    const bool ok = counted && lt_passes(p, plan, passes, scratch, buffer_bytes, widen);
+    // Nothing on `ahead` outlives the call unseen (a refused call or a failed matmul leaves re-encoding
+    // there; the caller's fallback may widen into the same scratch).
+    if (buffers == 2) wait_for(stream, ahead, begun);
+    return ok;
+  }
+
+  // lt_experts' passes, their experts' row counts on the host (host_words).
+  template <typename Widen>
+  bool lt_passes(const ExactBlockArgs& p, const GemmPlan& plan, const std::vector<int>& passes, uint8_t* scratch,
+                 int64_t buffer_bytes, const Widen& widen) {
     make_lanes();
     const int32_t* off = host_words;
-    const int64_t kblocks = p.kg / 128, wsld = weight_scale_ld(p.kg), wide_scale_floats = p.n / 128 * wsld;
+    const int64_t kblocks = p.kg / 128;
     auto* x_scales =
         static_cast<float*>(act_scratch(static_cast<size_t>(lt_expert_scale_floats(kblocks, p.rows, p.experts)) * 4));
     lt_expert_regroup_scales(p, x_scales, stream);
     const int halves = has_pair(p) ? 2 : 1, per_pass = std::max(1, plan.lt_pass_experts);
     const bool joint = halves == 2 && static_cast<uint16_t*>(p.y_b) == static_cast<uint16_t*>(p.y) + p.n;
     const int64_t slots = int64_t{halves} * per_pass;
-    auto* wide = static_cast<uint8_t*>(widen_scratch(cuda::widened_bytes(slots, p.n, p.kg)));
-    auto* wide_scales = reinterpret_cast<float*>(wide + slots * p.n * p.kg);
-    // Expert e's half h of the pass starting at `first` (both halves where joint), its pieces in order on st.
-    const auto expert = [&](int first, int e, int h, cudaStream_t st, void* ws) {
-      const int64_t slot = int64_t{e - first} * halves + h;  // lt_expert_widen's slot of (e, h)
-      const void* w = wide + slot * p.n * p.kg;
-      const float* sa = wide_scales + slot * wide_scale_floats;
-      const LtPieces pieces = lt_expert_pieces(off[e + 1] - off[e], kblocks);
-      for (int i = 0; i < pieces.count; ++i) {
-        const LtPiece& piece = pieces.piece[i];
-        LtShape s;
-        s.fp8 = true;
-        s.m = joint ? 2 * p.n : p.n, s.n = piece.rows, s.k = p.kg;
-        s.lda = p.kg, s.ldb = p.codes_ld, s.ldd = p.y_ld;
-        const int64_t row = off[e] + piece.first;
-        const uint8_t* x = p.codes + row * p.codes_ld;
-        void* y = static_cast<uint16_t*>(h ? p.y_b : p.y) + row * p.y_ld;
-        s.align_a = alignment_of(w), s.align_b = alignment_of(x), s.align_d = alignment_of(y);
-        const float* xs = x_scales + lt_expert_scale_base(kblocks, off[e], e) + piece.scale_offset;
-        if (!matmul_rows(s, w, x, y, sa, xs, st, ws)) return false;
-      }
-      return true;
-    };
     const int matmuls = joint ? 1 : halves;  // an expert's
-    for (int first = 0; first < p.experts; first += per_pass) {
-      const int count = std::min(per_pass, p.experts - first);
-      if (off[first + count] == off[first]) continue;
-      lt_expert_widen(p, first, count, wide, wide_scales, stream);
-      bool ok = true;
+    const bool ahead_mode = policy.lt_widen_ahead;
+    const int count_passes = static_cast<int>(passes.size());
+    if (ahead_mode && count_passes > 0 && passes[0] != 0) widen(passes[0], 0, ahead);  // experts 0.. had none
+    bool ok = true;
+    for (int k = 0; ok && k < count_passes; ++k) {
+      const int first = passes[static_cast<size_t>(k)], count = std::min(per_pass, p.experts - first);
+      if (ahead_mode) {
+        DSV4_CUDA_CHECK(cudaEventRecord(widened_at[k % 2], ahead));
+        if (k + 1 < count_passes) {  // the next pass, into the buffer pass k - 1 used
+          if (k >= 1) DSV4_CUDA_CHECK(cudaStreamWaitEvent(ahead, used_at[(k + 1) % 2]));
+          widen(passes[static_cast<size_t>(k) + 1], (k + 1) % 2, ahead);
+        }
+        DSV4_CUDA_CHECK(cudaStreamWaitEvent(stream, widened_at[k % 2]));
+      } else {
+        widen(first, 0, stream);
+      }
+      const uint8_t* wide = scratch + (ahead_mode ? k % 2 : 0) * buffer_bytes;
+      const float* wide_scales = reinterpret_cast<const float*>(wide + slots * p.n * p.kg);
+      const auto expert = [&](int e, int h, cudaStream_t st, void* ws) {
+        return lt_expert_matmul(p, joint, halves, off, x_scales, wide, wide_scales, first, e, h, st, ws);
+      };
       const auto spills = [&](int e) { return off[e + 1] - off[e] < 4; };
       for (int e = first; ok && e < first + count; ++e) {  // the spilling experts, in order, on `stream`
         if (off[e + 1] == off[e] || !spills(e)) continue;
-        for (int h = 0; ok && h < matmuls; ++h) ok = expert(first, e, h, stream, workspace);
+        for (int h = 0; ok && h < matmuls; ++h) ok = expert(e, h, stream, workspace);
       }
       fork_lanes();
       int issued = 0;
@@ -453,11 +498,37 @@ struct GemmRunner::Impl {
         for (int h = 0; ok && h < matmuls; ++h) {
           const size_t lane = static_cast<size_t>(issued++) % (lanes.size() + 1);  // 0: `stream` itself
           const Lane on = lane == 0 ? Lane{stream, workspace, nullptr} : lanes[lane - 1];
-          ok = expert(first, e, h, on.stream, on.workspace);
+          ok = expert(e, h, on.stream, on.workspace);
         }
       }
-      join_lanes();  // before the next pass widens into the same scratch, and the caller goes on
-      if (!ok) return false;
+      join_lanes();  // before this buffer is re-encoded into again, and the caller goes on
+      if (ahead_mode) DSV4_CUDA_CHECK(cudaEventRecord(used_at[k % 2], stream));
+    }
+    return ok;
+  }
+
+  // Expert e's half h of the pass starting at `first` (both halves where joint) from the pass's
+  // re-encoded weights, its pieces in order on st.
+  bool lt_expert_matmul(const ExactBlockArgs& p, bool joint, int halves, const int32_t* off, const float* x_scales,
+                        const uint8_t* wide, const float* wide_scales, int first, int e, int h, cudaStream_t st,
+                        void* ws) {
+    const int64_t kblocks = p.kg / 128, wide_scale_floats = p.n / 128 * weight_scale_ld(p.kg);
+    const int64_t slot = int64_t{e - first} * halves + h;  // lt_expert_widen's slot of (e, h)
+    const void* w = wide + slot * p.n * p.kg;
+    const float* sa = wide_scales + slot * wide_scale_floats;
+    const LtPieces pieces = lt_expert_pieces(off[e + 1] - off[e], kblocks);
+    for (int i = 0; i < pieces.count; ++i) {
+      const LtPiece& piece = pieces.piece[i];
+      LtShape s;
+      s.fp8 = true;
+      s.m = joint ? 2 * p.n : p.n, s.n = piece.rows, s.k = p.kg;
+      s.lda = p.kg, s.ldb = p.codes_ld, s.ldd = p.y_ld;
+      const int64_t row = off[e] + piece.first;
+      const uint8_t* x = p.codes + row * p.codes_ld;
+      void* y = static_cast<uint16_t*>(h ? p.y_b : p.y) + row * p.y_ld;
+      s.align_a = alignment_of(w), s.align_b = alignment_of(x), s.align_d = alignment_of(y);
+      const float* xs = x_scales + lt_expert_scale_base(kblocks, off[e], e) + piece.scale_offset;
+      if (!matmul_rows(s, w, x, y, sa, xs, st, ws)) return false;
     }
     return true;
   }

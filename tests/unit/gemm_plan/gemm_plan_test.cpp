@@ -176,6 +176,15 @@ TEST(GemmPlan, Fp4ExpertsOfManyRowsRunOnCublasLtOneByOne) {
   one.lt_expert_streams = 1;
   EXPECT_EQ(gemm_workspace_bytes(q, low, kH200) - gemm_workspace_bytes(q, one, kH200), 3 * kCublasLtWorkspaceBytes);
   EXPECT_EQ(gemm_workspace_bytes(q, one, kH200) - gemm_workspace_bytes(q, off, kH200), kWidenBudgetBytes);
+  // Re-encoding a pass ahead: a second buffer of the budget; a smaller budget, more passes.
+  GemmPolicy ahead = one;
+  ahead.lt_widen_ahead = true;
+  EXPECT_EQ(gemm_workspace_bytes(q, ahead, kH200) - gemm_workspace_bytes(q, one, kH200), kWidenBudgetBytes);
+  GemmPolicy small = fast;
+  small.widen_budget_bytes = 40 << 20;
+  EXPECT_EQ(plan_gemm(moe, small, kH200).lt_pass_experts, 2);  // 16.8 MB a pair
+  small.widen_budget_bytes = 1;
+  EXPECT_EQ(plan_gemm(moe, small, kH200).lt_pass_experts, 1);  // at least one
 }
 
 // An expert's matmuls on the cuBLASLt route (on several streams): experts of 4 rows or more write only
@@ -514,6 +523,10 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
                 .describe()
                 .find("FP4 experts on cuBLASLt from 224 rows an expert, 4 streams;"),
             std::string::npos);
+  ::setenv("DSV4_GEMM_LT_WIDEN_AHEAD", "1", 1);
+  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("4 streams, re-encoding a pass ahead;"),
+            std::string::npos);
+  ::unsetenv("DSV4_GEMM_LT_WIDEN_AHEAD");
   ::setenv("DSV4_GEMM_LT_EXPERT_STREAMS", "2", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).lt_expert_streams, 2);
   EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("224 rows an expert, 2 streams;"), std::string::npos);

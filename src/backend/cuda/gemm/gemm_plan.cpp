@@ -50,6 +50,7 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.lt_experts_min_rows = std::max<int64_t>(0, env_count("DSV4_GEMM_LT_EXPERTS_MIN_ROWS", p.lt_experts_min_rows));
   p.lt_expert_streams =
       static_cast<int>(std::clamp<int64_t>(env_count("DSV4_GEMM_LT_EXPERT_STREAMS", p.lt_expert_streams), 1, 8));
+  p.lt_widen_ahead = env_switch("DSV4_GEMM_LT_WIDEN_AHEAD") == "1";
   p.hc_products = env_switch("DSV4_HC_PRODUCTS") != "0";
   p.hc_ring = env_switch("DSV4_HC_RING") != "0";
   p.hc_post_pre_max_tokens = std::max<int64_t>(0, env_count("DSV4_HC_POST_PRE_MAX_TOKENS", p.hc_post_pre_max_tokens));
@@ -77,9 +78,10 @@ std::string GemmPolicy::describe() const {
       "indexer dots on {}; hc_pre norm {}, fused with the post before it up to {} tokens; attention's shadow {})",
       gemv_max_rows, twin_gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
       fp4_prewiden ? fmt::format("before the call from {} rows an expert", prewiden_min_rows) : "in shared memory",
-      cublaslt && lt_experts_min_rows > 0 ? fmt::format("from {} rows an expert, {} stream{}", lt_experts_min_rows,
-                                                        lt_expert_streams, lt_expert_streams == 1 ? "" : "s")
-                                          : "off",
+      cublaslt && lt_experts_min_rows > 0
+          ? fmt::format("from {} rows an expert, {} stream{}{}", lt_experts_min_rows, lt_expert_streams,
+                        lt_expert_streams == 1 ? "" : "s", lt_widen_ahead ? ", re-encoding a pass ahead" : "")
+          : "off",
       ctas_per_sm, indexer_dots_name(indexer_dots), hc_fused_norm ? "fused" : "apart", hc_post_pre_max_tokens,
       attention_shadow_min_tokens > 0 ? fmt::format("from {} tokens", attention_shadow_min_tokens) : "off");
 }
@@ -189,9 +191,9 @@ int64_t gemm_workspace_bytes(const GemmWorkspaceQuery& q, const GemmPolicy& poli
     // FP4 weights widened before a wgmma call (a call of at least prewiden_min_rows rows a weight): the
     // budget, or one pair of the widest weight past it.
     const bool lt_experts = policy.cublaslt && policy.lt_experts_min_rows > 0 && rows >= policy.lt_experts_min_rows;
-    if ((policy.fp4_prewiden && rows >= policy.prewiden_min_rows) || lt_experts) {
-      bytes += std::max(kWidenBudgetBytes, widened_bytes(2, q.max_n, q.max_k));
-    }
+    const int64_t widen = std::max(policy.widen_budget_bytes, widened_bytes(2, q.max_n, q.max_k));
+    if ((policy.fp4_prewiden && rows >= policy.prewiden_min_rows) || lt_experts) bytes += widen;
+    if (lt_experts && policy.lt_widen_ahead) bytes += widen;  // the passes' second buffer
     if (lt_experts) bytes += int64_t{std::max(1, policy.lt_expert_streams) - 1} * kCublasLtWorkspaceBytes;
   }
   return bytes + kCublasLtWorkspaceBytes;
@@ -245,7 +247,7 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
     const bool widen = policy.fp4_prewiden && p.rows >= policy.prewiden_min_rows * std::max<int64_t>(p.experts, 1);
     if (widen && p.weight == GemmWeightKind::kFp4) {
       const int64_t weights = std::max(p.experts, 1), per = widened_bytes(p.pair ? 2 : 1, p.n, p.kg);
-      plan.widen_experts = static_cast<int>(std::clamp<int64_t>(kWidenBudgetBytes / per, 1, weights));
+      plan.widen_experts = static_cast<int>(std::clamp<int64_t>(policy.widen_budget_bytes / per, 1, weights));
     }
     // Many rows an expert: one cuBLASLt matmul an expert on its weights re-encoded to e4m3 (within the
     // same budget: the e4m3 form is at most the e5m2 one's bytes), wgmma behind it.
@@ -255,7 +257,7 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
     if (lt) {
       plan.route = GemmRoute::kCublasLtExperts;
       const int64_t per = widened_bytes(p.pair ? 2 : 1, p.n, p.kg);
-      plan.lt_pass_experts = static_cast<int>(std::clamp<int64_t>(kWidenBudgetBytes / per, 1, p.experts));
+      plan.lt_pass_experts = static_cast<int>(std::clamp<int64_t>(policy.widen_budget_bytes / per, 1, p.experts));
     }
   }
   if (policy.cublaslt && lt_shape && p.rows > policy.fast_mma_max_rows) plan.route = GemmRoute::kCublasLt;

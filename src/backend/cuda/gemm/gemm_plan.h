@@ -44,6 +44,10 @@ struct DeviceCaps {
   int sm_count = 132;
 };
 
+// The scratch of FP4 weights widened before a wgmma call or re-encoded for cuBLASLt's route, at most
+// (GemmPolicy::widen_budget_bytes' default).
+constexpr int64_t kWidenBudgetBytes = int64_t{256} << 20;
+
 struct GemmPolicy {
   Numerics numerics = Numerics::kExact;
   // Fast tier: dense FP8 GEMMs of more rows than this go to cuBLASLt (where it takes the shape).
@@ -66,7 +70,7 @@ struct GemmPolicy {
   // weight on average (DSV4_GEMM_WGMMA_MIN_ROWS), dense FP4 calls above fast_mma_max_rows rows, and
   // dense FP8 ones that cuBLASLt refuses (measured against mma.sync there: docs/perf.md).
   int64_t wgmma_min_rows = 64;
-  // Fast tier, wgmma on FP4 weights: widened to e5m2 rows once per call, at most kWidenBudgetBytes of
+  // Fast tier, wgmma on FP4 weights: widened to e5m2 rows once per call, at most widen_budget_bytes of
   // experts at a time, instead of in shared memory by every CTA that reads them (the same bits)...
   bool fp4_prewiden = true;
   // ... for calls of at least this many rows a weight (expert) on average: widening costs a read and a
@@ -88,6 +92,12 @@ struct GemmPolicy {
   // four streams against one: the MoE of 2048-8192 tokens over 32 experts 1.5-7% faster, 256 experts
   // 1-8% (docs/perf.md).
   int lt_expert_streams = 4;
+  // ... and each pass's re-encoding on a stream of its own into the other of two scratch buffers while the
+  // previous pass's matmuls run (DSV4_GEMM_LT_WIDEN_AHEAD=1; a second widening budget of workspace).
+  // Not yet measured: a switch until it is.
+  bool lt_widen_ahead = false;
+  // The widened or re-encoded experts a pass holds at most (bytes; tests lower it for many passes).
+  int64_t widen_budget_bytes = kWidenBudgetBytes;
   // Fast tier: fp32 weights of at least this many rows on the fused multiply-add kernel (fast_sgemm.h);
   // at most plain_gemv_max_rows rows on the few-row kernel (fast_plain_gemv.h): fp32 weights, plain
   // pairs and bf16 weights of at most kPlainGemvMaxCols columns (wider ones, the head, stay on
@@ -204,8 +214,8 @@ struct GemmPlan {
   int64_t workspace_floats = 0;                 // kFastMma: fp32 scratch of the splits
   int64_t workspace_counters = 0;               // kFastMma: the splits' arrival counters (zeroed once)
   int gemv_k_parts = 1;                         // kFastGemv: runs of K a CTA's warps split (1, 2, 4, 8)
-  int widen_experts = 0;    // kWgmma, FP4: weights (experts) widened a pass, their scratch within kWidenBudgetBytes
-  int lt_pass_experts = 0;  // kCublasLtExperts: experts re-encoded a pass, within kWidenBudgetBytes
+  int widen_experts = 0;    // kWgmma, FP4: weights (experts) widened a pass, their scratch within the widening budget
+  int lt_pass_experts = 0;  // kCublasLtExperts: experts re-encoded a pass, within the widening budget
 };
 
 // kCublasLtExperts: the matmuls of one expert of `rows` rows. cuBLASLt's block-scaled GEMM takes row
@@ -238,8 +248,6 @@ constexpr LtPieces lt_expert_pieces(int64_t rows, int64_t kblocks) {
   return p;
 }
 
-// The scratch of FP4 weights widened before a wgmma call (GemmPolicy::fp4_prewiden), at most.
-constexpr int64_t kWidenBudgetBytes = int64_t{256} << 20;
 // Bytes of `weights` FP4 weights of n x kg widened: e5m2 codes and an fp32 scale a row's 128-wide block.
 constexpr int64_t widened_bytes(int64_t weights, int64_t n, int64_t kg) { return weights * n * (kg + kg / 128 * 4); }
 
