@@ -790,8 +790,8 @@ int main() {
   }
   if (want("moe-prefill")) {  // the MoE of a prefill chunk: a cuBLASLt matmul an expert (forced) against
     // the wgmma kernel with its FP4 weights widened in shared memory, at 96-384 rows an expert (serving's
-    // chunks of ~1,000-2,000 tokens), and widened before the call from 768; cuBLASLt's route with each
-    // pass re-encoded ahead (" ahead"); 32 experts (the preset) and 256 (V4-Flash)
+    // chunks of ~1,000-2,000 tokens), and widened before the call from 768; 32 experts (the preset) and
+    // 256 (V4-Flash)
     const auto lt_all = fast_with([](cuda::GemmPolicy& p) { p.lt_experts_min_rows = 1; });
     const auto in_smem = fast_with([](cuda::GemmPolicy& p) {
       p.lt_experts_min_rows = 0;
@@ -801,13 +801,7 @@ int main() {
       p.lt_experts_min_rows = 0;
       p.prewiden_min_rows = 1;
     });
-    const auto lt_ahead = fast_with([](cuda::GemmPolicy& p) {
-      p.lt_experts_min_rows = 1;
-      p.lt_widen_ahead = true;
-    });
     moe_rows(*lt_all, " e32 fast lt", {512, 768, 1024, 1365, 1536, 2048, 8192}, 32);
-    moe_rows(*lt_ahead, " e32 fast lt ahead", {1365, 2048, 8192}, 32);
-    moe_rows(*lt_ahead, " fast lt ahead", {10923, 16384});
     moe_rows(*in_smem, " e32 fast wgmma in-smem", {512, 768, 1024, 1365, 1536, 2048}, 32);
     moe_rows(*widened, " e32 fast wgmma widened", {4096, 6144, 8192}, 32);
     moe_rows(*lt_all, " fast lt", {4096, 8192, 10923, 16384});

@@ -678,17 +678,14 @@ TEST(CudaGemmFast, CublasLtExpertsPassTheOpGate) {
                                << " unwritten, " << vj.stray << " stray writes";
       EXPECT_EQ(runner.stats().lt_expert_calls, 3) << c.name;
     }
-    {  // Passes of one or two experts (a 5 MB budget), each re-encoded on its own stream while the previous
-       // pass's matmuls run (GemmPolicy::lt_widen_ahead) or before them: the same bits as one pass.
+    {  // Passes of one or two experts (a 5 MB budget), each re-encoded on its own stream into one of two
+       // buffers while the previous pass's matmuls run: the same bits as one pass.
       cuda::GemmPolicy small = policy;
       small.widen_budget_bytes = 5 << 20;
-      for (const bool ahead : {false, true}) {
-        small.lt_widen_ahead = ahead;
-        cuda::GemmRunner passes(nullptr, small);
-        EXPECT_TRUE(runner_run(passes, c, d, o.h.scale_ld) == y) << c.name << ": passes of one or two, ahead " << ahead;
-        EXPECT_TRUE(runner_run(passes, c, d, o.h.scale_ld) == y) << c.name << ": again, ahead " << ahead;
-        EXPECT_EQ(passes.stats().lt_expert_calls, 2) << c.name;
-      }
+      cuda::GemmRunner passes(nullptr, small);
+      EXPECT_TRUE(runner_run(passes, c, d, o.h.scale_ld) == y) << c.name << ": passes of one or two";
+      EXPECT_TRUE(runner_run(passes, c, d, o.h.scale_ld) == y) << c.name << ": again";
+      EXPECT_EQ(passes.stats().lt_expert_calls, 2) << c.name;
     }
     {  // The matmuls on three streams, each expert of 4 rows or more in its own rows (its last rows by a
        // second matmul where its count is not a multiple of 4): the gate, the same bits twice.

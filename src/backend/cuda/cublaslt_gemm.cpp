@@ -188,7 +188,7 @@ struct GemmRunner::Impl {
   };
   std::vector<Lane> lanes;
   cudaEvent_t forked = nullptr;
-  // lt_experts with GemmPolicy::lt_widen_ahead: the stream that re-encodes a pass ahead of the matmuls,
+  // lt_experts: the stream that re-encodes a pass ahead of the matmuls,
   // the event of the call's start it waits on, and a buffer's re-encoding done / matmuls done.
   cudaStream_t ahead = nullptr;
   cudaEvent_t begun = nullptr, widened_at[2] = {}, used_at[2] = {};
@@ -424,21 +424,19 @@ struct GemmRunner::Impl {
     if (capture != cudaStreamCaptureStatusNone || row_slack < 3 || p.codes_ld % 16 != 0) return false;
     const int halves = has_pair(p) ? 2 : 1, per_pass = std::max(1, plan.lt_pass_experts);
     const int64_t slots = int64_t{halves} * per_pass, buffer_bytes = cuda::widened_bytes(slots, p.n, p.kg);
-    // Each pass re-encoded into a buffer, then multiplied on `stream` and the lanes. With lt_widen_ahead,
-    // two buffers and the re-encoding on `ahead`: the first pass's while the counts come to the host, each
-    // next one's while the pass before it multiplies.
-    const int buffers = policy.lt_widen_ahead ? 2 : 1;
+    // Each pass re-encoded into one of two buffers on `ahead`, then multiplied on `stream` and the lanes:
+    // the first pass's re-encoding runs while the counts come to the host, each next one's while the pass
+    // before it multiplies (1-4% faster than re-encoding on `stream` between the passes: docs/perf.md).
+    constexpr int buffers = 2;
     auto* scratch = static_cast<uint8_t*>(widen_scratch(buffers * buffer_bytes));
     const auto widen = [&](int first, int buffer, cudaStream_t st) {
       uint8_t* wide = scratch + buffer * buffer_bytes;
       const int count = std::min(per_pass, p.experts - first);
       lt_expert_widen(p, first, count, wide, reinterpret_cast<float*>(wide + slots * p.n * p.kg), st);
     };
-    if (buffers == 2) {
-      make_ahead();
-      wait_for(ahead, stream, begun);  // after the routing (and the last call's matmuls)
-      widen(0, 0, ahead);
-    }
+    make_ahead();
+    wait_for(ahead, stream, begun);  // after the routing (and the last call's matmuls)
+    widen(0, 0, ahead);
     const bool counted = lt_expert_counts(p);
     std::vector<int> passes;  // the first expert of each pass with rows
     for (int first = 0; counted && first < p.experts; first += per_pass) {
@@ -447,7 +445,7 @@ struct GemmRunner::Impl {
     const bool ok = counted && lt_passes(p, plan, passes, scratch, buffer_bytes, widen);
     // Nothing on `ahead` outlives the call unseen (a refused call or a failed matmul leaves re-encoding
     // there; the caller's fallback may widen into the same scratch).
-    if (buffers == 2) wait_for(stream, ahead, begun);
+    wait_for(stream, ahead, begun);
     return ok;
   }
 
@@ -465,23 +463,18 @@ struct GemmRunner::Impl {
     const bool joint = halves == 2 && static_cast<uint16_t*>(p.y_b) == static_cast<uint16_t*>(p.y) + p.n;
     const int64_t slots = int64_t{halves} * per_pass;
     const int matmuls = joint ? 1 : halves;  // an expert's
-    const bool ahead_mode = policy.lt_widen_ahead;
     const int count_passes = static_cast<int>(passes.size());
-    if (ahead_mode && count_passes > 0 && passes[0] != 0) widen(passes[0], 0, ahead);  // experts 0.. had none
+    if (count_passes > 0 && passes[0] != 0) widen(passes[0], 0, ahead);  // experts 0.. had none
     bool ok = true;
     for (int k = 0; ok && k < count_passes; ++k) {
       const int first = passes[static_cast<size_t>(k)], count = std::min(per_pass, p.experts - first);
-      if (ahead_mode) {
-        DSV4_CUDA_CHECK(cudaEventRecord(widened_at[k % 2], ahead));
-        if (k + 1 < count_passes) {  // the next pass, into the buffer pass k - 1 used
-          if (k >= 1) DSV4_CUDA_CHECK(cudaStreamWaitEvent(ahead, used_at[(k + 1) % 2]));
-          widen(passes[static_cast<size_t>(k) + 1], (k + 1) % 2, ahead);
-        }
-        DSV4_CUDA_CHECK(cudaStreamWaitEvent(stream, widened_at[k % 2]));
-      } else {
-        widen(first, 0, stream);
+      DSV4_CUDA_CHECK(cudaEventRecord(widened_at[k % 2], ahead));
+      if (k + 1 < count_passes) {  // the next pass, into the buffer pass k - 1 used
+        if (k >= 1) DSV4_CUDA_CHECK(cudaStreamWaitEvent(ahead, used_at[(k + 1) % 2]));
+        widen(passes[static_cast<size_t>(k) + 1], (k + 1) % 2, ahead);
       }
-      const uint8_t* wide = scratch + (ahead_mode ? k % 2 : 0) * buffer_bytes;
+      DSV4_CUDA_CHECK(cudaStreamWaitEvent(stream, widened_at[k % 2]));
+      const uint8_t* wide = scratch + (k % 2) * buffer_bytes;
       const float* wide_scales = reinterpret_cast<const float*>(wide + slots * p.n * p.kg);
       const auto expert = [&](int e, int h, cudaStream_t st, void* ws) {
         return lt_expert_matmul(p, joint, halves, off, x_scales, wide, wide_scales, first, e, h, st, ws);
@@ -502,7 +495,7 @@ struct GemmRunner::Impl {
         }
       }
       join_lanes();  // before this buffer is re-encoded into again, and the caller goes on
-      if (ahead_mode) DSV4_CUDA_CHECK(cudaEventRecord(used_at[k % 2], stream));
+      DSV4_CUDA_CHECK(cudaEventRecord(used_at[k % 2], stream));
     }
     return ok;
   }

@@ -50,7 +50,6 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.lt_experts_min_rows = std::max<int64_t>(0, env_count("DSV4_GEMM_LT_EXPERTS_MIN_ROWS", p.lt_experts_min_rows));
   p.lt_expert_streams =
       static_cast<int>(std::clamp<int64_t>(env_count("DSV4_GEMM_LT_EXPERT_STREAMS", p.lt_expert_streams), 1, 8));
-  p.lt_widen_ahead = env_switch("DSV4_GEMM_LT_WIDEN_AHEAD") == "1";
   p.hc_products = env_switch("DSV4_HC_PRODUCTS") != "0";
   p.hc_ring = env_switch("DSV4_HC_RING") != "0";
   p.hc_post_pre_max_tokens = std::max<int64_t>(0, env_count("DSV4_HC_POST_PRE_MAX_TOKENS", p.hc_post_pre_max_tokens));
@@ -78,10 +77,9 @@ std::string GemmPolicy::describe() const {
       "indexer dots on {}; hc_pre norm {}, fused with the post before it up to {} tokens; attention's shadow {})",
       gemv_max_rows, twin_gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
       fp4_prewiden ? fmt::format("before the call from {} rows an expert", prewiden_min_rows) : "in shared memory",
-      cublaslt && lt_experts_min_rows > 0
-          ? fmt::format("from {} rows an expert, {} stream{}{}", lt_experts_min_rows, lt_expert_streams,
-                        lt_expert_streams == 1 ? "" : "s", lt_widen_ahead ? ", re-encoding a pass ahead" : "")
-          : "off",
+      cublaslt && lt_experts_min_rows > 0 ? fmt::format("from {} rows an expert, {} stream{}", lt_experts_min_rows,
+                                                        lt_expert_streams, lt_expert_streams == 1 ? "" : "s")
+                                          : "off",
       ctas_per_sm, indexer_dots_name(indexer_dots), hc_fused_norm ? "fused" : "apart", hc_post_pre_max_tokens,
       attention_shadow_min_tokens > 0 ? fmt::format("from {} tokens", attention_shadow_min_tokens) : "off");
 }
@@ -193,8 +191,9 @@ int64_t gemm_workspace_bytes(const GemmWorkspaceQuery& q, const GemmPolicy& poli
     const bool lt_experts = policy.cublaslt && policy.lt_experts_min_rows > 0 && rows >= policy.lt_experts_min_rows;
     const int64_t widen = std::max(policy.widen_budget_bytes, widened_bytes(2, q.max_n, q.max_k));
     if ((policy.fp4_prewiden && rows >= policy.prewiden_min_rows) || lt_experts) bytes += widen;
-    if (lt_experts && policy.lt_widen_ahead) bytes += widen;  // the passes' second buffer
-    if (lt_experts) bytes += int64_t{std::max(1, policy.lt_expert_streams) - 1} * kCublasLtWorkspaceBytes;
+    if (lt_experts) {  // cuBLASLt's route: a second buffer (re-encoded a pass ahead) and the lanes' workspaces
+      bytes += widen + int64_t{std::max(1, policy.lt_expert_streams) - 1} * kCublasLtWorkspaceBytes;
+    }
   }
   return bytes + kCublasLtWorkspaceBytes;
 }

@@ -92,10 +92,6 @@ struct GemmPolicy {
   // four streams against one: the MoE of 2048-8192 tokens over 32 experts 1.5-7% faster, 256 experts
   // 1-8% (docs/perf.md).
   int lt_expert_streams = 4;
-  // ... and each pass's re-encoding on a stream of its own into the other of two scratch buffers while the
-  // previous pass's matmuls run (DSV4_GEMM_LT_WIDEN_AHEAD=1; a second widening budget of workspace).
-  // Not yet measured: a switch until it is.
-  bool lt_widen_ahead = false;
   // The widened or re-encoded experts a pass holds at most (bytes; tests lower it for many passes).
   int64_t widen_budget_bytes = kWidenBudgetBytes;
   // Fast tier: fp32 weights of at least this many rows on the fused multiply-add kernel (fast_sgemm.h);
