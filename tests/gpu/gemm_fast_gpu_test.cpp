@@ -16,6 +16,7 @@
 #include <limits>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -601,8 +602,9 @@ TEST(CudaGemmFast, WgmmaWidenedBeforehandGivesTheSameBits) {
 // A grouped FP4 case through the runner (bf16 out, poisoned first); the route's slack rows past the
 // experts' (GroupedGemmArgs::row_slack) poisoned again, so that the judge sees only rows it must not touch.
 // side_by_side (a pair): y and y_b interleaved a row (y_b = y + n, y_ld = 2n), returned apart.
+// checked, same_offsets: what the caller tells the route (GroupedGemmArgs::reencode_checked, same_offsets).
 std::vector<uint16_t> runner_run(cuda::GemmRunner& runner, const Case& c, const DevInputs& d, int64_t scale_ld,
-                                 bool side_by_side = false) {
+                                 bool side_by_side = false, bool checked = false, bool same_offsets = false) {
   constexpr int kSlack = 3;
   Dev<uint16_t> y = poisoned<uint16_t>(c);
   cuda::GroupedGemmArgs a;
@@ -612,6 +614,7 @@ std::vector<uint16_t> runner_run(cuda::GemmRunner& runner, const Case& c, const 
   if (c.pair) a.w_data_b = d.dwpb.p, a.w_scale_b = d.dspb.p, a.y_b = y.p + (side_by_side ? c.n : c.rows * c.n);
   if (c.pair && side_by_side) a.y_ld = 2 * c.n;
   a.row_slack = kSlack;
+  a.reencode_checked = checked, a.same_offsets = same_offsets;
   runner.grouped(a);
   DSV4_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<uint16_t> out = y.get();
@@ -667,7 +670,26 @@ TEST(CudaGemmFast, CublasLtExpertsPassTheOpGate) {
                             << v.stray << " stray writes, tile calc_diff " << v.worst_tile;
     EXPECT_EQ(runner.stats().lt_expert_calls, run.on_lt ? 2 : 0) << c.name;
     EXPECT_EQ(runner.stats().lt_expert_fallbacks, run.on_lt ? 0 : 2) << c.name;
+    EXPECT_EQ(runner.stats().lt_count_reads, 2) << c.name;  // a read a call (the fallback's too)
+    {  // Every expert's blocks checked once (all of them, rows or not): exact but for the wide case.
+      cuda::GroupedGemmArgs w;
+      w.rows = c.rows, w.n = c.n, w.k = c.k, w.experts = c.experts(), w.offsets = d.offsets.p, w.kind = c.kind;
+      w.w_data = d.dwp.p, w.w_scale = d.dsp.p;
+      EXPECT_EQ(runner.fp4_experts_reencode_exactly(w), std::optional<bool>(run.on_lt)) << c.name;
+    }
     if (!run.on_lt) continue;
+    {  // Told the blocks re-encode exactly and the offsets are the previous call's: the same bits, the counts
+       // read by the first call only; a call between (here a dense one of no rows) makes the next read again.
+      cuda::GemmRunner told(nullptr, policy);
+      EXPECT_TRUE(runner_run(told, c, d, o.h.scale_ld, false, true, true) == y) << c.name << ": told";
+      EXPECT_TRUE(runner_run(told, c, d, o.h.scale_ld, false, true, true) == y) << c.name << ": told, again";
+      EXPECT_EQ(told.stats().lt_count_reads, 1) << c.name;
+      Dev<uint16_t> xy(std::vector<uint16_t>(128 * 128, 0));
+      told.run({.x = xy.p, .rows = 0, .w = {GemmWeightKind::kBf16, xy.p, nullptr, 128, 128}, .y = xy.p});
+      EXPECT_TRUE(runner_run(told, c, d, o.h.scale_ld, false, true, true) == y) << c.name << ": after another call";
+      EXPECT_EQ(told.stats().lt_count_reads, 2) << c.name;
+      EXPECT_EQ(told.stats().lt_expert_calls, 3) << c.name;
+    }
     if (c.pair) {  // side by side: an expert's pair in one matmul of 2n columns (cuBLASLt may pick another
                    // algorithm for it: the gate, not the bits)
       const std::vector<uint16_t> j = runner_run(runner, c, d, o.h.scale_ld, true);

@@ -532,6 +532,7 @@ TEST(CudaMoeExperts, Fp4ExpertsOnCublasLtMatchCpu) {
   EXPECT_EQ(err, static_cast<int32_t>(cuda::DeviceError::kMoeExpert));
   EXPECT_EQ(lt.gemm.stats().lt_expert_calls, 4);  // two grouped calls a run
   EXPECT_EQ(lt.gemm.stats().lt_expert_fallbacks, 0);
+  EXPECT_EQ(lt.gemm.stats().lt_count_reads, 2);  // w2's call takes the counts w1 and w3's read
   const double e = normalized_error(got[0], want);
   std::printf("cuBLASLt an expert, padded: normalised error %.2e\n", e);
   EXPECT_LE(e, 1e-2) << bf16_diff(got[0], want);

@@ -179,6 +179,10 @@ struct GemmRunner::Impl {
   int32_t* span_flag = nullptr;   // lt_experts: set where a block cannot be re-encoded exactly
   int32_t* host_words = nullptr;  // lt_experts, pinned: a call's offsets, then the span flag
   int64_t host_word_count = 0;
+  // Calls so far (run, run_pair, grouped: GemmRunner's), and the call whose offsets host_words holds.
+  int64_t calls = 0, counted_call = -1;
+  const int32_t* counted_offsets = nullptr;
+  int counted_experts = 0;
   // lt_experts: streams beside `stream` for the experts' matmuls (GemmPolicy::lt_expert_streams), each
   // with a workspace of the same size (so the same plans, algorithms and bits) and an event to join.
   struct Lane {
@@ -392,23 +396,53 @@ struct GemmRunner::Impl {
     }
   }
 
-  // The experts' row counts on the host, and whether every expert with rows re-encodes exactly: the
-  // stream's work so far waited for (a grouped call's offsets are made on the device).
-  bool lt_expert_counts(const ExactBlockArgs& p) {
-    if (!span_flag) DSV4_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&span_flag), sizeof(int32_t), stream));
-    if (host_word_count < p.experts + 2) {
-      if (host_words) DSV4_CUDA_CHECK(cudaFreeHost(host_words));
-      host_word_count = p.experts + 2;
-      DSV4_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host_words), host_word_count * sizeof(int32_t)));
+  // The experts' row counts on the host (host_words), and whether every expert with rows re-encodes
+  // exactly: the stream's work so far waited for (a grouped call's offsets are made on the device), the
+  // check skipped where the caller made it (checked). Nothing read where the previous call counted the
+  // same offsets (same_offsets: the caller says they hold what they held) and nothing is to be checked.
+  bool lt_expert_counts(const ExactBlockArgs& p, bool checked, bool same_offsets) {
+    const bool held = checked && same_offsets && counted_call == calls - 1 && counted_offsets == p.offsets &&
+                      counted_experts == p.experts;
+    if (!held) {
+      if (host_word_count < p.experts + 2) {
+        if (host_words) DSV4_CUDA_CHECK(cudaFreeHost(host_words));
+        host_word_count = p.experts + 2;
+        DSV4_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host_words), host_word_count * sizeof(int32_t)));
+      }
+      if (!checked) span_check(p, false);
+      const size_t offset_bytes = static_cast<size_t>(p.experts + 1) * sizeof(int32_t);
+      DSV4_CUDA_CHECK(cudaMemcpyAsync(host_words, p.offsets, offset_bytes, cudaMemcpyDeviceToHost, stream));
+      if (!checked) {
+        DSV4_CUDA_CHECK(
+            cudaMemcpyAsync(host_words + p.experts + 1, span_flag, sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
+      }
+      DSV4_CUDA_CHECK(cudaStreamSynchronize(stream));
+      ++stats.lt_count_reads;
     }
+    counted_call = calls, counted_offsets = p.offsets, counted_experts = p.experts;
+    return checked || host_words[p.experts + 1] == 0;
+  }
+
+  // span_flag cleared, then set by the check of p's experts with rows (all of them with all_experts).
+  void span_check(const ExactBlockArgs& p, bool all_experts) {
+    if (!span_flag) DSV4_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&span_flag), sizeof(int32_t), stream));
     DSV4_CUDA_CHECK(cudaMemsetAsync(span_flag, 0, sizeof(int32_t), stream));
-    lt_expert_span_check(p, span_flag, stream);
-    const size_t offset_bytes = static_cast<size_t>(p.experts + 1) * sizeof(int32_t);
-    DSV4_CUDA_CHECK(cudaMemcpyAsync(host_words, p.offsets, offset_bytes, cudaMemcpyDeviceToHost, stream));
-    DSV4_CUDA_CHECK(
-        cudaMemcpyAsync(host_words + p.experts + 1, span_flag, sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
+    lt_expert_span_check(p, span_flag, stream, all_experts);
+  }
+
+  std::optional<bool> fp4_experts_reencode_exactly(const GroupedGemmArgs& a) {
+    DSV4_CHECK(a.kind == GemmWeightKind::kFp4 && a.experts > 0 && a.offsets && a.w_data && a.w_scale,
+               "fp4_experts_reencode_exactly: a grouped FP4 call's weights");
+    if (a.n % 128 != 0 || a.k % 128 != 0) return false;
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    DSV4_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+    if (capture != cudaStreamCaptureStatusNone) return std::nullopt;
+    ExactBlockArgs p = grouped_block_args(a);
+    span_check(p, true);
+    int32_t flag = 0;
+    DSV4_CUDA_CHECK(cudaMemcpyAsync(&flag, span_flag, sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
     DSV4_CUDA_CHECK(cudaStreamSynchronize(stream));
-    return host_words[p.experts + 1] == 0;
+    return flag == 0;
   }
 
   // A grouped FP4 call as one cuBLASLt matmul an expert (lt_experts.h); false: the caller runs the wgmma
@@ -418,10 +452,10 @@ struct GemmRunner::Impl {
   // a matmul a weight), each expert of 4 rows or more writing only its own rows (gemm_plan.h
   // lt_expert_pieces); experts of 1-3 rows spill and go first, on `stream` in ascending order, before the
   // lanes fork.
-  bool lt_experts(const ExactBlockArgs& p, const GemmPlan& plan, int row_slack) {
+  bool lt_experts(const ExactBlockArgs& p, const GemmPlan& plan, const GroupedGemmArgs& a) {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     DSV4_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-    if (capture != cudaStreamCaptureStatusNone || row_slack < 3 || p.codes_ld % 16 != 0) return false;
+    if (capture != cudaStreamCaptureStatusNone || a.row_slack < 3 || p.codes_ld % 16 != 0) return false;
     const int halves = has_pair(p) ? 2 : 1, per_pass = std::max(1, plan.lt_pass_experts);
     const int64_t slots = int64_t{halves} * per_pass, buffer_bytes = cuda::widened_bytes(slots, p.n, p.kg);
     // Each pass re-encoded into one of two buffers on `ahead`, then multiplied on `stream` and the lanes:
@@ -437,7 +471,7 @@ struct GemmRunner::Impl {
     make_ahead();
     wait_for(ahead, stream, begun);  // after the routing (and the last call's matmuls)
     widen(0, 0, ahead);
-    const bool counted = lt_expert_counts(p);
+    const bool counted = lt_expert_counts(p, a.reencode_checked, a.same_offsets);
     std::vector<int> passes;  // the first expert of each pass with rows
     for (int first = 0; counted && first < p.experts; first += per_pass) {
       if (host_words[std::min(p.experts, first + per_pass)] != host_words[first]) passes.push_back(first);
@@ -762,6 +796,17 @@ struct GemmRunner::Impl {
     return plan_gemm(p, policy, caps);
   }
 
+  static ExactBlockArgs grouped_block_args(const GroupedGemmArgs& a) {
+    ExactBlockArgs p;
+    p.kind = a.kind;
+    p.codes = a.a_codes, p.codes_ld = a.k, p.scales = a.a_scales, p.scale_ld = a.scale_ld;
+    p.rows = a.rows, p.n = a.n, p.ng = a.n, p.kg = a.k;
+    p.w_list = a.w_data, p.w_scale_list = a.w_scale, p.offsets = a.offsets, p.experts = a.experts;
+    p.y = a.y, p.y_ld = a.y_ld ? a.y_ld : a.n;
+    p.w_list_b = a.w_data_b, p.w_scale_list_b = a.w_scale_b, p.y_b = a.y_b;
+    return p;
+  }
+
   void grouped(const GroupedGemmArgs& a) {
     const GemmPlan plan = plan_grouped(a.kind, a.rows, a.experts, a.n, a.k, a.y_b != nullptr);
     const bool fast = plan.route == GemmRoute::kFastMma || plan.route == GemmRoute::kWgmma ||
@@ -771,15 +816,9 @@ struct GemmRunner::Impl {
       return;
     }
     DSV4_CHECK(a.experts > 0 && a.offsets && a.w_data && a.w_scale && a.y, "grouped gemm: missing arguments");
-    ExactBlockArgs p;
-    p.kind = a.kind;
-    p.codes = a.a_codes, p.codes_ld = a.k, p.scales = a.a_scales, p.scale_ld = a.scale_ld;
-    p.rows = a.rows, p.n = a.n, p.ng = a.n, p.kg = a.k;
-    p.w_list = a.w_data, p.w_scale_list = a.w_scale, p.offsets = a.offsets, p.experts = a.experts;
-    p.y = a.y, p.y_ld = a.y_ld ? a.y_ld : a.n;
-    p.w_list_b = a.w_data_b, p.w_scale_list_b = a.w_scale_b, p.y_b = a.y_b;
+    const ExactBlockArgs p = grouped_block_args(a);
     if (plan.route == GemmRoute::kCublasLtExperts) {
-      if (lt_experts(p, plan, a.row_slack)) {
+      if (lt_experts(p, plan, a)) {
         ++stats.lt_expert_calls;
         return;
       }
@@ -793,9 +832,21 @@ GemmRunner::GemmRunner(cudaStream_t stream, const GemmPolicy& policy, int32_t* e
     : impl_(std::make_unique<Impl>(stream, policy, error_flag)) {}
 GemmRunner::~GemmRunner() = default;
 
-void GemmRunner::run(const GemmArgs& a) { impl_->run(a); }
-void GemmRunner::run_pair(const GemmArgs& a, const GemmWeight& w_b, void* y_b) { impl_->run_pair(a, w_b, y_b); }
-void GemmRunner::grouped(const GroupedGemmArgs& a) { impl_->grouped(a); }
+void GemmRunner::run(const GemmArgs& a) {
+  ++impl_->calls;
+  impl_->run(a);
+}
+void GemmRunner::run_pair(const GemmArgs& a, const GemmWeight& w_b, void* y_b) {
+  ++impl_->calls;
+  impl_->run_pair(a, w_b, y_b);
+}
+void GemmRunner::grouped(const GroupedGemmArgs& a) {
+  ++impl_->calls;
+  impl_->grouped(a);
+}
+std::optional<bool> GemmRunner::fp4_experts_reencode_exactly(const GroupedGemmArgs& a) {
+  return impl_->fp4_experts_reencode_exactly(a);
+}
 const GemmPolicy& GemmRunner::policy() const { return impl_->policy; }
 GemmRunner::Stats GemmRunner::stats() const { return impl_->stats; }
 

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "backend/cuda/gemm/gemm_plan.h"
 
@@ -79,12 +80,19 @@ class GemmRunner {
   // pad their row layout to that then do (the MoE).
   bool lt_experts_planned(GemmWeightKind kind, int64_t rows, int experts, int64_t k) const;
   const GemmPolicy& policy() const;
+  // Whether every 128x128 block of every expert's FP4 weight in a (a grouped FP4 call's weights, and the
+  // pair's where y_b is set; offsets given, not read) re-encodes exactly to e4m3 with one scale (gemm/lt_experts.h): a
+  // check over all experts and a sync, so callers ask once per weight list. Nothing (no answer) while the stream is
+  // being recorded.
+  std::optional<bool> fp4_experts_reencode_exactly(const GroupedGemmArgs& a);
   // Grouped calls run as a cuBLASLt matmul an expert (GemmRoute::kCublasLtExperts), and those its plan
   // sent there that took the wgmma kernel instead (scales spanning too far, cuBLASLt refusing, a graph
   // being recorded: the route reads the experts' row counts on the host).
+  // lt_count_reads: the route's syncs for the row counts (GroupedGemmArgs::same_offsets spares them).
   struct Stats {
     int64_t lt_expert_calls = 0;
     int64_t lt_expert_fallbacks = 0;
+    int64_t lt_count_reads = 0;
   };
   Stats stats() const;
 
@@ -131,6 +139,13 @@ struct GroupedGemmArgs {
   // first, in ascending order on one stream, so each spill is written again by a later expert's own rows
   // or lands past the last (gemm_plan.h lt_expert_pieces); it needs 3.
   int row_slack = 0;
+  // The cuBLASLt route reads the experts' row counts on the host and checks that their FP4 blocks
+  // re-encode exactly: a sync a call. A caller that knows more says so: every expert's weights (and the
+  // pair's) re-encode exactly (GemmRunner::fp4_experts_reencode_exactly, asked once per weight list),
+  // and offsets hold what they held at this runner's previous call, a grouped one (then, where that call
+  // read them on the host, this one reads nothing).
+  bool reencode_checked = false;
+  bool same_offsets = false;
 };
 void grouped_gemm(const GroupedGemmArgs& a, const GemmPolicy& policy, cudaStream_t stream);
 

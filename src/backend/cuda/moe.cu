@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <cub/device/device_radix_sort.cuh>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -594,6 +595,10 @@ struct PointerTable {
   std::vector<const void*> data;
   std::vector<const uint8_t*> scale;
   Buffer device;  // [experts] data pointers, then [experts] scale pointers
+  // FP4: whether every expert's blocks re-encode exactly for the cuBLASLt route (GemmRunner::
+  // fp4_experts_reencode_exactly), asked at the first call that plans it; weights do not change while
+  // their pointers stay, and a rebuilt table asks again.
+  std::optional<bool> reencodes;
 
   const void* const* d_data() const { return static_cast<const void* const*>(device.p); }
   const uint8_t* const* d_scale() const {
@@ -684,6 +689,7 @@ struct MoeRunner::Impl {
   }
 
   const PointerTable& table(const Weight* w, int experts);
+  bool reencode_checked(const Weight* w, GroupedGemmArgs one);
   void route(const MoeExpertsParams& a, int32_t* err, int n);
   void pad_routes(const MoeExpertsParams& a, int n);
   // route_here: the route is made here too, in the gather's launch (n <= kRouteFused; else route() first).
@@ -709,6 +715,7 @@ const PointerTable& MoeRunner::Impl::table(const Weight* w, int experts) {
   if (same) return t;
   t.data.resize(experts);
   t.scale.resize(experts);
+  t.reencodes.reset();
   for (int e = 0; e < experts; ++e) {
     t.data[e] = w[e].data;
     t.scale[e] = w[e].scale;
@@ -721,6 +728,17 @@ const PointerTable& MoeRunner::Impl::table(const Weight* w, int experts) {
   DSV4_CUDA_CHECK(
       cudaMemcpyAsync(d + experts, t.scale.data(), experts * sizeof(void*), cudaMemcpyHostToDevice, stream));
   return t;
+}
+
+// `one`'s weights (no pair) checked once for the cuBLASLt route's exact re-encoding; false while unknown
+// (a stream being recorded takes no such route).
+bool MoeRunner::Impl::reencode_checked(const Weight* w, GroupedGemmArgs one) {
+  PointerTable& t = tables[w[0].data];  // made by table() for this call
+  if (!t.reencodes) {
+    one.w_data_b = nullptr, one.w_scale_b = nullptr, one.y_b = nullptr;
+    t.reencodes = gemm.fp4_experts_reencode_exactly(one);
+  }
+  return t.reencodes.value_or(false);
 }
 
 // Pairs sorted by expert (stable: ascending pair, hence token, within an expert), offsets, pos.
@@ -813,6 +831,11 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsParams& a, int n, bool route
                   routed, codes, scales);
   }
   gg.a_digits = digit_planes_for(kind1, m, D, a.experts, codes);
+  if (padded && kind1 == GemmWeightKind::kFp4) {
+    GroupedGemmArgs w3 = gg;
+    w3.w_data = t3.d_data(), w3.w_scale = t3.d_scale();
+    gg.reencode_checked = reencode_checked(a.w1, gg) && reencode_checked(a.w3, w3);
+  }
   gemm.grouped(gg);  // w1 and w3 together
 
   launch_kernel(swiglu_quantize_kernel, warp_blocks(quant_warps(m, I)), kThreads, 0, stream, g, u, 2 * I, m, I,
@@ -822,6 +845,10 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsParams& a, int n, bool route
   gg.n = D, gg.k = I, gg.kind = kind2, gg.w_data = t2.d_data(), gg.w_scale = t2.d_scale(), gg.y = rows, gg.y_ld = 0;
   gg.a_digits = digit_planes_for(kind2, m, I, a.experts, codes);
   gg.a_digit_stride = m * I;
+  // The offsets the pair's call read (nothing between writes them): w2's call reads nothing more on the
+  // host where its weights are known to re-encode exactly.
+  gg.same_offsets = true;
+  gg.reencode_checked = padded && kind2 == GemmWeightKind::kFp4 && reencode_checked(a.w2, gg);
   gemm.grouped(gg);
 }
 

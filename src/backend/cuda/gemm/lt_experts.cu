@@ -39,17 +39,17 @@ struct ExpertWeight {
   const uint8_t* w = nullptr;
   const uint8_t* ws = nullptr;
 };
-__device__ __forceinline__ ExpertWeight expert_weight(const ExactBlockArgs& p, int e, int half) {
-  if (p.offsets[e + 1] == p.offsets[e]) return {};
+__device__ __forceinline__ ExpertWeight expert_weight(const ExactBlockArgs& p, int e, int half, bool any = false) {
+  if (!any && p.offsets[e + 1] == p.offsets[e]) return {};
   return {static_cast<const uint8_t*>((half ? p.w_list_b : p.w_list)[e]),
           (half ? p.w_scale_list_b : p.w_scale_list)[e]};
 }
 
-// grid (K blocks, row blocks, experts x halves).
-__global__ void span_check_kernel(const ExactBlockArgs p, int32_t* flag) {
+// grid (K blocks, row blocks, experts x halves); all_experts: rows or not.
+__global__ void span_check_kernel(const ExactBlockArgs p, int32_t* flag, bool all_experts) {
   pdl_enter();
   const int e = static_cast<int>(blockIdx.z) % p.experts, half = static_cast<int>(blockIdx.z) / p.experts;
-  const ExpertWeight w = expert_weight(p, e, half);
+  const ExpertWeight w = expert_weight(p, e, half, all_experts);
   if (!w.w) return;
   const int64_t r = int64_t{blockIdx.y} * kRowsPerBlock + threadIdx.x;
   const uint32_t sw = *reinterpret_cast<const uint32_t*>(w.ws + r * (p.kg / 32) + blockIdx.x * 4);
@@ -113,11 +113,13 @@ void require_call(const ExactBlockArgs& a) {
 
 }  // namespace
 
-void lt_expert_span_check(const ExactBlockArgs& a, int32_t* flag, cudaStream_t stream) {
-  require_call(a);
+void lt_expert_span_check(const ExactBlockArgs& a, int32_t* flag, cudaStream_t stream, bool all_experts) {
+  DSV4_CUDA_REQUIRE(a.kind == GemmWeightKind::kFp4 && (a.offsets || all_experts) && a.experts > 0 && a.n % 128 == 0 &&
+                        a.kg % 128 == 0,
+                    "lt_expert_span_check: a grouped FP4 call with N and K multiples of 128");
   const dim3 grid(static_cast<unsigned>(a.kg / 128), static_cast<unsigned>(a.n / 128),
                   static_cast<unsigned>(a.experts * (has_pair(a) ? 2 : 1)));
-  launch_kernel(span_check_kernel, grid, dim3(kRowsPerBlock), 0, stream, a, flag);
+  launch_kernel(span_check_kernel, grid, dim3(kRowsPerBlock), 0, stream, a, flag, all_experts);
 }
 
 void lt_expert_widen(const ExactBlockArgs& a, int first, int count, uint8_t* wide, float* scales, cudaStream_t stream) {

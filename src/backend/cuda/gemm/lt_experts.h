@@ -1,7 +1,8 @@
 // The routed experts' FP4 GEMMs on cuBLASLt, one matmul an expert (GemmRoute::kCublasLtExperts): the
 // device work around those matmuls. cuBLASLt's block-scaled FP8 GEMM takes e4m3 weights with an fp32
 // scale a 128x128 block, so each expert's FP4 weight is re-encoded exactly into that form (spec/
-// NUMERICS.md allows an exact per-128 re-encoding checked at load: checked here, each call), and the
+// NUMERICS.md allows an exact per-128 re-encoding checked at load: checked once per weight list by the
+// MoE, GemmRunner::fp4_experts_reencode_exactly, or here each call), and the
 // activations' 1x128 scales, K-block major over all routed rows, are regrouped into each expert's own
 // [K/128][round4(rows)] block, the layout cuBLASLt reads for the B operand.
 //
@@ -23,9 +24,10 @@ namespace dsv4::cuda {
 
 constexpr int kLtExpertSpan = 14;
 
-// Sets *flag (device int, left as is otherwise) when some 128x128 block of an expert with rows (and
-// of its pair's weight) cannot be re-encoded exactly. a: a grouped FP4 call, n and kg multiples of 128.
-void lt_expert_span_check(const ExactBlockArgs& a, int32_t* flag, cudaStream_t stream);
+// Sets *flag (device int, left as is otherwise) when some 128x128 block of an expert with rows (every
+// expert with all_experts), and of its pair's weight, cannot be re-encoded exactly. a: a grouped FP4
+// call, n and kg multiples of 128 (offsets unread with all_experts).
+void lt_expert_span_check(const ExactBlockArgs& a, int32_t* flag, cudaStream_t stream, bool all_experts = false);
 
 // Re-encodes experts [first, first + count) that have rows, and their pair's weights, into weight slots:
 // slot j = (e - first)·halves + h (h 1: the pair's weight; halves 2 with a pair, else 1) holds e4m3 codes
