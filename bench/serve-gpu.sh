@@ -18,15 +18,18 @@ PORT=${DSV4_BENCH_PORT:-8123}
 IN=${DSV4_BENCH_INPUT_LEN:-8192} OUTLEN=${DSV4_BENCH_OUTPUT_LEN:-1024}
 export DSV4_TOKENIZER=${DSV4_TOKENIZER:-$PWD/.carry/shared/tokenizer/tokenizer.json}
 # DSV4_BENCH_POLICY: the chunk policy, or several ("latency budget") run one after the other, each
-# with its own server; with several, the logs carry the policy (serve-<policy>-c16.log).
+# with its own server; with several, the logs carry the policy (serve-<policy>-c16.log). An entry
+# POLICY@MS also sets the latency policy's step target (--itl-target-ms MS; logs serve-POLICY-itlMS-*).
 policies=(${DSV4_BENCH_POLICY:-latency})
 status=0
-for policy in "${policies[@]}"; do
+for entry in "${policies[@]}"; do
+  policy=${entry%@*} target=() name=$policy
+  [ "$entry" != "$policy" ] && target=(--itl-target-ms "${entry#*@}") name="$policy-itl${entry#*@}"
   tag="" log="$OUT/serve.log"
-  [ ${#policies[@]} -gt 1 ] && tag="$policy-" log="$OUT/serve-$policy.log"
+  [ ${#policies[@]} -gt 1 ] && tag="$name-" log="$OUT/serve-$name.log"
   "$DSV4" serve "$MODEL" --backend cuda --host 127.0.0.1 --port "$PORT" --max-model-len $((IN + OUTLEN + 1024)) \
     --max-num-seqs "${DSV4_BENCH_MAX_SEQS:-32}" --no-enable-prefix-caching --chunked-prefill-policy "$policy" \
-    ${DSV4_SERVE_ARGS:-} >"$log" 2>&1 &
+    "${target[@]}" ${DSV4_SERVE_ARGS:-} >"$log" 2>&1 &
   server=$!
   trap 'kill $server 2>/dev/null; wait $server 2>/dev/null' EXIT
   ready=0
@@ -37,14 +40,14 @@ for policy in "${policies[@]}"; do
     sleep 0.5
   done
   if [ $ready -eq 0 ]; then
-    echo "serve ($policy) did not come up:"
+    echo "serve ($name) did not come up:"
     tail -n 20 "$log"
     exit 1
   fi
   for c in ${DSV4_BENCH_CONCURRENCY:-1 16}; do
     n=$((c == 1 ? ${DSV4_BENCH_PROMPTS_C1:-2} : ${DSV4_BENCH_PROMPTS_C16:-16}))
     [ -n "${DSV4_BENCH_PROMPTS_X:-}" ] && n=$((c * DSV4_BENCH_PROMPTS_X))
-    echo "== policy $policy, concurrency $c, $n prompts"
+    echo "== policy $name, concurrency $c, $n prompts"
     "$DSV4" bench serve --base-url "http://127.0.0.1:$PORT" --random-input-len "$IN" --random-output-len "$OUTLEN" \
       --ignore-eos --num-prompts "$n" --max-concurrency "$c" --result-file "$OUT/serve-${tag}c$c.json" \
       --disable-tqdm >"$OUT/serve-${tag}c$c.log" 2>&1 || status=1
