@@ -688,8 +688,8 @@ struct MoeRunner::Impl {
     return buf[b].get<T>(n, stream);
   }
 
-  const PointerTable& table(const Weight* w, int experts);
-  bool reencode_checked(const Weight* w, GroupedGemmArgs one);
+  PointerTable& table(const Weight* w, int experts);
+  bool reencode_checked(PointerTable& t, GroupedGemmArgs one);
   void route(const MoeExpertsParams& a, int32_t* err, int n);
   void pad_routes(const MoeExpertsParams& a, int n);
   // route_here: the route is made here too, in the gather's launch (n <= kRouteFused; else route() first).
@@ -708,7 +708,7 @@ struct MoeRunner::Impl {
 
 // Cached per weight set, keyed by expert 0's data (so that a caller's temporary host arrays do not
 // pile up tables); rebuilt, stream-ordered, when any pointer differs.
-const PointerTable& MoeRunner::Impl::table(const Weight* w, int experts) {
+PointerTable& MoeRunner::Impl::table(const Weight* w, int experts) {
   PointerTable& t = tables[w[0].data];
   bool same = t.data.size() == static_cast<size_t>(experts);
   for (int e = 0; same && e < experts; ++e) same = t.data[e] == w[e].data && t.scale[e] == w[e].scale;
@@ -730,10 +730,9 @@ const PointerTable& MoeRunner::Impl::table(const Weight* w, int experts) {
   return t;
 }
 
-// `one`'s weights (no pair) checked once for the cuBLASLt route's exact re-encoding; false while unknown
-// (a stream being recorded takes no such route).
-bool MoeRunner::Impl::reencode_checked(const Weight* w, GroupedGemmArgs one) {
-  PointerTable& t = tables[w[0].data];  // made by table() for this call
+// `one`'s weights (table t's; no pair) checked once for the cuBLASLt route's exact re-encoding; false
+// while unknown (a stream being recorded takes no such route).
+bool MoeRunner::Impl::reencode_checked(PointerTable& t, GroupedGemmArgs one) {
   if (!t.reencodes) {
     one.w_data_b = nullptr, one.w_scale_b = nullptr, one.y_b = nullptr;
     t.reencodes = gemm.fp4_experts_reencode_exactly(one);
@@ -801,9 +800,9 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsParams& a, int n, bool route
   auto* scales = get<float>(kScales, m * (wide / 128));
   auto* g = get<uint16_t>(kG, (m + kRowSlack) * 2 * I);
   uint16_t* u = g + I;
-  const PointerTable& t1 = table(a.w1, a.experts);
-  const PointerTable& t3 = table(a.w3, a.experts);
-  const PointerTable& t2 = table(a.w2, a.experts);
+  PointerTable& t1 = table(a.w1, a.experts);
+  PointerTable& t3 = table(a.w3, a.experts);
+  PointerTable& t2 = table(a.w2, a.experts);
   GroupedGemmArgs gg{.a_codes = codes,
                      .a_scales = scales,
                      .scale_ld = m,
@@ -834,7 +833,7 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsParams& a, int n, bool route
   if (padded && kind1 == GemmWeightKind::kFp4) {
     GroupedGemmArgs w3 = gg;
     w3.w_data = t3.d_data(), w3.w_scale = t3.d_scale();
-    gg.reencode_checked = reencode_checked(a.w1, gg) && reencode_checked(a.w3, w3);
+    gg.reencode_checked = reencode_checked(t1, gg) && reencode_checked(t3, w3);
   }
   gemm.grouped(gg);  // w1 and w3 together
 
@@ -848,7 +847,7 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsParams& a, int n, bool route
   // The offsets the pair's call read (nothing between writes them): w2's call reads nothing more on the
   // host where its weights are known to re-encode exactly.
   gg.same_offsets = true;
-  gg.reencode_checked = padded && kind2 == GemmWeightKind::kFp4 && reencode_checked(a.w2, gg);
+  gg.reencode_checked = padded && kind2 == GemmWeightKind::kFp4 && reencode_checked(t2, gg);
   gemm.grouped(gg);
 }
 
