@@ -168,8 +168,10 @@ void check_params(const SparseAttentionParams& p) {
   if (p.window_width > 0) check_entry_table(p.window, dims, "sparse_attention: window table");
   if (p.compressed_width > 0) check_entry_table(p.compressed, dims, "sparse_attention: compressed table");
   need(p.sink, op, "sink");
+  DSV4_CHECK(!(p.q && p.q_unnormed), "sparse_attention: q and q_unnormed are both set (one of them)");
+  if (p.q_unnormed) finite_non_negative(p.q_norm_eps, op, "q_norm_eps");
   if (p.tokens == 0) return;
-  need(p.q, op, "q");
+  DSV4_CHECK(p.q || p.q_unnormed, "sparse_attention: q (or q_unnormed) is null");
   need(p.out, op, "out");
   if (p.window_width > 0) need(p.window_slots, op, "window_slots");
   if (p.compressed_width > 0) need(p.compressed_slots, op, "compressed_slots");

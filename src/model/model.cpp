@@ -374,8 +374,7 @@ void Model::attention(const Layer& L, StepIndex& s, KvAccess& kv, const uint16_t
   }
 
   auto q = scratch<uint16_t>(dev_, T * H * d);
-  ops_.linear({qr.data(), T, L.wq_b, q.data()});
-  ops_.head_rms_norm({q.data(), T, H, d, eps, s.positions.data(), L.rope});  // Q-norm + RoPE, fused
+  ops_.linear({qr.data(), T, L.wq_b, q.data()});  // its Q-norm and RoPE: in sparse attention (below)
 
   if (!kv_side) window_and_compressed_kv(L, s, kv, x);
   if (overlap_ && (kv_side || L.ratio == 4)) dev_.join_side();
@@ -393,7 +392,8 @@ void Model::attention(const Layer& L, StepIndex& s, KvAccess& kv, const uint16_t
     }
   }
   auto o = scratch<uint16_t>(dev_, T * H * d);
-  p.q = q.data();
+  p.q_unnormed = q.data();
+  p.q_norm_eps = eps;
   p.out = o.data();
   p.tokens = T;
   p.heads = H;

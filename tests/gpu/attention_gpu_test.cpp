@@ -32,7 +32,13 @@ struct Case {
   bool rope = false;   // positions set: the output's inverse RoPE
   bool holes = false;  // fast path: a run of masked elements over whole blocks, and a fully masked last token
   int q_offset = 0;    // q starts this many bf16 past an allocation (an unaligned q)
+  // q as wq_b made it (SparseAttentionParams::q_unnormed): the CPU's head_rms_norm makes the q the checks
+  // use, and the GPU taking the raw q (the fast path normalising it in its query load, the generic one
+  // in place first) must give the bits it gives on that q.
+  bool unnormed = false;
 };
+
+constexpr float kQNormEps = 1e-6f;
 
 // A paged table: pages of 64 entries with a gap between pages (page_bytes > 64 entries).
 EntryTable host_table(std::vector<uint8_t>& mem, int64_t entries, KvEntryDims dims, KvEntryFormat format) {
@@ -126,6 +132,13 @@ void run_case(const Case& c, uint32_t seed, bool generic = false) {
   std::vector<int32_t> pos(static_cast<size_t>(c.tokens));
   for (auto& p : pos) p = static_cast<int32_t>(rng() % (1 << 20));
   const RopeConfig rope = rope_config(v4_flash_config(), 4);
+  std::vector<uint16_t> raw;  // un-normed: each head scaled by 1-5, so that the norm matters
+  if (c.unnormed) {
+    for (size_t i = 0; i < q.size(); ++i)
+      q[i] = float_to_bf16(bf16_to_float(q[i]) * static_cast<float>(1 + (i / c.d) % 5));
+    raw = q;
+    cpu.head_rms_norm({q.data(), c.tokens, c.heads, c.d, kQNormEps, c.rope ? pos.data() : nullptr, rope});
+  }
   std::vector<uint16_t> want(q.size());
   SparseAttentionParams p;
   p.q = q.data();
@@ -189,6 +202,25 @@ void run_case(const Case& c, uint32_t seed, bool generic = false) {
       EXPECT_TRUE(shadowed.get() == got) << "heads " << c.heads << ": a shadow of " << rows << " rows changes bits";
     }
   }
+  if (c.unnormed) {  // the raw q (a fresh copy each run: the generic path normalises it in place)
+    for (const int64_t rows : {int64_t{0}, cuda::kMqaShadowRows, int64_t{37}}) {
+      if (exact && rows > 0) break;
+      std::vector<uint16_t> raw_at(static_cast<size_t>(c.q_offset), 0x7fc0);
+      raw_at.insert(raw_at.end(), raw.begin(), raw.end());
+      Dev<uint16_t> draw(raw_at), dun(std::vector<uint16_t>(q.size(), 0x7fc0));
+      cuda::AttentionLaunch b = a;
+      b.q = nullptr;
+      b.q_unnormed = draw.p + c.q_offset;
+      b.q_norm_eps = kQNormEps;
+      b.out = dun.p;
+      if (exact || rows == 0) {
+        cuda::sparse_attention(b, b.freqs, b.err, nullptr);
+      } else {
+        cuda::sparse_attention_mqa(b, nullptr, rows);
+      }
+      EXPECT_TRUE(dun.get() == got) << "heads " << c.heads << ": q un-normed (shadow rows " << rows << ") changes bits";
+    }
+  }
   if (exact) {
     ASSERT_TRUE(order_shows(c, q, vals)) << "inputs blind to the dot's summation order";
     EXPECT_EQ(got, want) << "heads " << c.heads << " d " << c.d;
@@ -235,6 +267,15 @@ TEST(CudaAttention, FastPathPartialWaveAtFlashDims) {
 TEST(CudaAttention, FastPathPartialHeadGroups) {
   run_case({80, 512, 64, 128, 300, 3, 2000, KvEntryFormat::kAttnFp8, true, true}, 23);
   run_case({32, 512, 64, 64, 1000, 7, 3000}, 24);
+}
+// q as wq_b made it: the fast path's query load applies the Q-norm and RoPE (decode with splits, many
+// tokens with and without a shadow, a 4-byte aligned q, a partial head group); the generic kernel takes
+// it after head_rms_norm in place. The same bits as the normed q.
+TEST(CudaAttention, UnnormedQueriesGiveTheNormedBits) {
+  run_case({64, 512, 64, 128, 8192, 2, 20000, KvEntryFormat::kAttnFp8, true, false, 0, true}, 25);
+  run_case({64, 512, 64, 128, 512, 45, 5000, KvEntryFormat::kAttnFp8, true, false, 2, true}, 26);
+  run_case({80, 512, 64, 128, 300, 3, 2000, KvEntryFormat::kAttnFp8, false, true, 0, true}, 27);
+  run_case({4, 128, 64, 128, 40, 33, 700, KvEntryFormat::kAttnFp8, true, false, 0, true}, 28);
 }
 TEST(CudaAttention, FastPathAppliesOnlyToFlashShapes) {
   SparseAttentionParams a;

@@ -52,7 +52,12 @@ DSV4_CPU_OP(sample, SampleParams)
 #undef DSV4_CPU_OP
 
 void CpuOps::do_sparse_attention(const SparseAttentionParams& p) {
-  cpu::sparse_attention(pool_, p);
+  SparseAttentionParams a = p;
+  if (p.q_unnormed) {  // the Q-norm and RoPE first, in place
+    do_head_rms_norm({p.q_unnormed, p.tokens, p.heads, p.head_dim, p.q_norm_eps, p.positions, p.rope});
+    a.q = p.q_unnormed, a.q_unnormed = nullptr;
+  }
+  cpu::sparse_attention(pool_, a);
   if (p.positions) cpu::rope(pool_, {p.out, p.tokens, p.heads, p.head_dim, p.positions, p.rope, true});
 }
 

@@ -359,10 +359,14 @@ void kv_insert(const KvInsertParams& p, const float* freqs, int32_t* err, cudaSt
 void sparse_attention(const SparseAttentionParams& p, const float* freqs, int32_t* err, cudaStream_t stream,
                       int64_t shadow_min_tokens) {
   if (p.tokens * p.heads == 0) return;
-  const AttentionLaunch a{p, freqs, err};
-  if (mqa_fast_path(p)) {  // inverse RoPE in its epilogue
+  if (mqa_fast_path(p)) {  // the Q-norm in its query load, the inverse RoPE in its epilogue
     const bool shadow = shadow_min_tokens > 0 && p.tokens >= shadow_min_tokens;
-    return sparse_attention_mqa(a, stream, shadow ? kMqaShadowRows : 0);
+    return sparse_attention_mqa({p, freqs, err}, stream, shadow ? kMqaShadowRows : 0);
+  }
+  AttentionLaunch a{p, freqs, err};
+  if (p.q_unnormed) {  // the Q-norm and RoPE first, in place
+    head_rms_norm({p.q_unnormed, p.tokens, p.heads, p.head_dim, p.q_norm_eps, p.positions, p.rope}, freqs, stream);
+    a.q = p.q_unnormed, a.q_unnormed = nullptr;
   }
   sparse_attention_generic(a, stream);
   if (p.positions)

@@ -58,6 +58,7 @@ struct Smem {
   alignas(16) uint8_t p[kHeads][kPRow];          // bf16(exp(s − m))
   float red[kQuarters][kHeads];                  // each quarter's row maxima; at the end, row sums
   const uint8_t* entry[2][kEntries];             // entries of blocks b, b + 1 by parity (null: none)
+  float2 qcs[kRope / 2];                         // un-normed queries: the token's rope (cos, sin) (norm_q)
   __device__ bool valid(int64_t b, int e) const { return entry[b & 1][e] != nullptr; }
 };
 static_assert(sizeof(Smem) <= 227 * 1024, "the tile must fit one SM's shared memory");
@@ -72,6 +73,7 @@ struct ShadowSmem {
   const uint8_t* src[3][kEntries];
   bool shadowed[3][kEntries];
   float2 cs[kRope / 2];
+  float2 qcs[kRope / 2];
   __device__ bool valid(int64_t b, int e) const { return src[b % 3][e] != nullptr; }
 };
 static_assert(sizeof(ShadowSmem) <= 227 * 1024, "the tile must fit one SM's shared memory");
@@ -158,12 +160,14 @@ __device__ void load_block(int64_t b, Smem& sm) {
   cp_async_commit();
 }
 
-// The 64 query rows of heads h0.. as bf16 (16-byte pieces when q allows, else 4-byte ones).
+// The 64 query rows of heads h0.. as bf16 (16-byte pieces when q allows, else 4-byte ones), as stored:
+// normed, or un-normed (a.q_unnormed; norm_q then normalises them in place). A commit group of their own.
 template <class S>
 __device__ void load_q(const AttentionLaunch& a, int64_t t, int h0, S& sm) {
-  const uint8_t* src = reinterpret_cast<const uint8_t*>(a.q + (t * a.heads + h0) * kDim);
+  const uint16_t* q = a.q_unnormed ? a.q_unnormed : a.q;
+  const uint8_t* src = reinterpret_cast<const uint8_t*>(q + (t * a.heads + h0) * kDim);
   const int rows = min(kHeads, a.heads - h0);
-  const bool wide = reinterpret_cast<uintptr_t>(a.q) % 16 == 0;
+  const bool wide = reinterpret_cast<uintptr_t>(q) % 16 == 0;
   constexpr int kPieces = 2 * kDim / 16;  // per row
   for (int i = threadIdx.x; i < kHeads * kPieces; i += kThreads) {
     const int r = i / kPieces, c = 16 * (i % kPieces);
@@ -175,6 +179,25 @@ __device__ void load_q(const AttentionLaunch& a, int64_t t, int h0, S& sm) {
     } else {
       for (int k = 0; k < 16; k += 4) cp_async<4>(dst + k, src + r * 2 * kDim + c + k);
     }
+  }
+  cp_async_commit();
+  // Un-normed: the token's rope (cos, sin) as head_rms_norm makes them (read after a barrier).
+  if (a.q_unnormed && a.positions && threadIdx.x < kRope / 2) {
+    sm.qcs[threadIdx.x] = rope_cos_sin(__fmul_rn(static_cast<float>(a.positions[t]), a.freqs[threadIdx.x]));
+  }
+}
+
+// Un-normed queries: once the rows load_q copied have landed (their group, the oldest but one in flight,
+// waited for here, then a barrier), each warp normalises and ropes heads of the CTA in shared memory as
+// head_rms_norm would (head_rms_norm_warp: the same bits). Readers of sm.q come after the next barrier.
+template <class S>
+__device__ void norm_q(const AttentionLaunch& a, int h0, S& sm) {
+  cp_async_wait<1>();
+  __syncthreads();
+  const int rows = min(kHeads, a.heads - h0), half = a.positions ? kRope / 2 : 0;
+  for (int r = static_cast<int>(threadIdx.x / kWarp); r < rows; r += kThreads / kWarp) {
+    uint16_t* row = reinterpret_cast<uint16_t*>(sm.q[r]);
+    head_rms_norm_warp(row, row, kDim, a.q_norm_eps, half, [&](int i) { return sm.qcs[i]; });
   }
 }
 
@@ -409,7 +432,8 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_partial_kernel(MqaLaunch ma) 
     ahead = list_slot(a, t, (b_begin + 1) * kEntries + e);
   }
   __syncthreads();
-  load_block(b_begin, sm);  // one group with the queries
+  load_block(b_begin, sm);
+  if (a.q_unnormed) norm_q(a, group * kHeads, sm);  // while block b_begin's copies land
   float o[kCols / 8][4] = {};
   RowState st;
   for (int64_t b = b_begin; b < b_end; ++b) {
@@ -585,7 +609,8 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_shadow_kernel(MqaLaunch ma) {
     ahead = b_begin + 2 < b_end ? shadow_code(ma, t, (b_begin + 2) * kEntries + e) : -1;
   }
   __syncthreads();
-  fetch_block(b_begin, sm);  // one group with the queries
+  fetch_block(b_begin, sm);
+  if (a.q_unnormed) norm_q(a, group * kHeads, sm);  // while block b_begin's copies land
   float o[kCols / 8][4] = {};
   RowState st;
   for (int64_t b = b_begin; b < b_end; ++b) {

@@ -150,6 +150,35 @@ __device__ __forceinline__ void rope_rotate(float& re, float& im, float angle, b
   rope_rotate_cs(re, im, rope_cos_sin(angle), inverse);
 }
 
+// RoPE of the bf16 pair at v, in place, by an angle's (cos, sin).
+__device__ __forceinline__ void rotate_pair(uint16_t* v, float2 cs, bool inverse) {
+  float re = load_bf16(v), im = load_bf16(v + 1);
+  rope_rotate_cs(re, im, cs, inverse);
+  v[0] = f_to_bf16(re);
+  v[1] = f_to_bf16(im);
+}
+
+// One head's Q-norm (MODEL.md's per-head RMS norm) by one warp, every step a bf16 op as on the CPU (the
+// sum of the bf16 squares in its 8-lane order): d values from src, normalised, into dst (src itself, or
+// a shared-memory row); then, with half > 0, the RoPE of the last 2·half values, pair i by cs(i), its
+// (cos, sin). head_rms_norm and the attention that takes q un-normed share it: the same bits.
+template <class CosSin>
+__device__ __forceinline__ void head_rms_norm_warp(const uint16_t* src, uint16_t* dst, int d, float eps, int half,
+                                                   CosSin&& cs) {
+  const int lane = static_cast<int>(threadIdx.x % kWarp);
+  Lane8Sum s;
+  for (int i = lane; i - lane < d; i += kWarp) {
+    const float v = i < d ? load_bf16(src + i) : 0.0f;
+    s.add(round_bf16(__fmul_rn(v, v)));
+  }
+  const float mean = round_bf16(__fdiv_rn(s.total(), static_cast<float>(d)));
+  const float r = round_bf16(__fdiv_rn(1.0f, __fsqrt_rn(round_bf16(__fadd_rn(mean, eps)))));
+  for (int i = lane; i < d; i += kWarp) dst[i] = f_to_bf16(__fmul_rn(load_bf16(src + i), r));
+  if (half == 0) return;
+  __syncwarp();  // the normalised values written by other lanes
+  for (int pair = lane; pair < half; pair += kWarp) rotate_pair(dst + (d - 2 * half) + 2 * pair, cs(pair), false);
+}
+
 // The butterflies of H_n (Sylvester order) over v[0, n) in shared memory, in the CPU's order with exact
 // fp32 adds; every thread of the CTA calls it, and it returns synchronised.
 __device__ __forceinline__ void hadamard_butterflies(float* v, int n) {

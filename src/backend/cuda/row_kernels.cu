@@ -101,37 +101,18 @@ __global__ void __launch_bounds__(kRmsThreads)
   }
 }
 
-// RoPE of the bf16 pair at v, in place, by an angle's (cos, sin).
-__device__ __forceinline__ void rotate_pair(uint16_t* v, float2 cs, bool inverse) {
-  float re = load_bf16(v), im = load_bf16(v + 1);
-  rope_rotate_cs(re, im, cs, inverse);
-  v[0] = f_to_bf16(re);
-  v[1] = f_to_bf16(im);
-}
-
-// One warp per head, every step a bf16 op as on the CPU (sum of the bf16 squares in its 8-lane order);
-// with positions, the head's RoPE follows in the same warp (each warp its own (cos, sin): a CTA-shared
-// copy made behind a barrier measured slower, the warps' sincos overlapping the others' loads).
+// One warp per head (head_rms_norm_warp); with positions, the head's RoPE follows in the same warp (each
+// warp its own (cos, sin): a CTA-shared copy made behind a barrier measured slower, the warps' sincos
+// overlapping the others' loads).
 __global__ void head_rms_norm_kernel(uint16_t* x, int64_t heads, int d, float eps, int heads_per_row,
                                      const int32_t* positions, const float* freqs, int half) {
   pdl_enter();
   const int64_t h = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
-  const int lane = threadIdx.x % kWarp;
   if (h >= heads) return;  // uniform over the warp
   uint16_t* q = x + h * d;
-  Lane8Sum s;
-  for (int i = lane; i - lane < d; i += kWarp) {
-    const float v = i < d ? load_bf16(q + i) : 0.0f;
-    s.add(round_bf16(__fmul_rn(v, v)));
-  }
-  const float mean = round_bf16(__fdiv_rn(s.total(), static_cast<float>(d)));
-  const float r = round_bf16(__fdiv_rn(1.0f, __fsqrt_rn(round_bf16(__fadd_rn(mean, eps)))));
-  for (int i = lane; i < d; i += kWarp) q[i] = f_to_bf16(__fmul_rn(load_bf16(q + i), r));
-  if (!positions) return;
-  __syncwarp();  // the normalised values written by other lanes
-  const float p = static_cast<float>(positions[h / heads_per_row]);
-  for (int pair = lane; pair < half; pair += kWarp)
-    rotate_pair(q + (d - 2 * half) + 2 * pair, rope_cos_sin(__fmul_rn(p, freqs[pair])), false);
+  const float p = positions ? static_cast<float>(positions[h / heads_per_row]) : 0.0f;
+  head_rms_norm_warp(q, q, d, eps, positions ? half : 0,
+                     [&](int pair) { return rope_cos_sin(__fmul_rn(p, freqs[pair])); });
 }
 
 // A CTA a row: the row's (cos, sin) as the CPU's glibc (rope_rotate) made once, then a thread a
