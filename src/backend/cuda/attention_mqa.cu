@@ -188,17 +188,21 @@ __device__ void load_q(const AttentionLaunch& a, int64_t t, int h0, S& sm) {
 }
 
 // Un-normed queries: once the rows load_q copied have landed (their group, the oldest but one in flight,
-// waited for here, then a barrier), each warp normalises and ropes heads of the CTA in shared memory as
-// head_rms_norm would (head_rms_norm_warp: the same bits). Readers of sm.q come after the next barrier.
+// waited for here, then a barrier), warp w normalises and ropes heads w, w + 16, w + 32, w + 48 of the
+// CTA in shared memory, their chains interleaved, as head_rms_norm would (head_rms_norm_warp: the same
+// bits). Readers of sm.q come after the next barrier.
 template <class S>
 __device__ void norm_q(const AttentionLaunch& a, int h0, S& sm) {
+  constexpr int kWarps = kThreads / kWarp, kPerWarp = kHeads / kWarps;
   cp_async_wait<1>();
   __syncthreads();
   const int rows = min(kHeads, a.heads - h0), half = a.positions ? kRope / 2 : 0;
-  for (int r = static_cast<int>(threadIdx.x / kWarp); r < rows; r += kThreads / kWarp) {
-    uint16_t* row = reinterpret_cast<uint16_t*>(sm.q[r]);
-    head_rms_norm_warp(row, row, kDim, a.q_norm_eps, half, [&](int i) { return sm.qcs[i]; });
-  }
+  const int w = static_cast<int>(threadIdx.x / kWarp);
+  uint16_t* heads[kPerWarp];
+#pragma unroll
+  for (int k = 0; k < kPerWarp; ++k) heads[k] = reinterpret_cast<uint16_t*>(sm.q[w + kWarps * k]);
+  const int n = rows > w ? (rows - w + kWarps - 1) / kWarps : 0;  // heads w + 16k below rows
+  head_rms_norm_warp<kPerWarp>(heads, n, kDim, a.q_norm_eps, half, [&](int i) { return sm.qcs[i]; });
 }
 
 // Two e4m3 codes (low byte first) times a power-of-two scale, exactly, as a bf16 pair.

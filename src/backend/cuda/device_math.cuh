@@ -158,25 +158,42 @@ __device__ __forceinline__ void rotate_pair(uint16_t* v, float2 cs, bool inverse
   v[1] = f_to_bf16(im);
 }
 
-// One head's Q-norm (MODEL.md's per-head RMS norm) by one warp, every step a bf16 op as on the CPU (the
-// sum of the bf16 squares in its 8-lane order): d values from src, normalised, into dst (src itself, or
-// a shared-memory row); then, with half > 0, the RoPE of the last 2·half values, pair i by cs(i), its
-// (cos, sin). head_rms_norm and the attention that takes q un-normed share it: the same bits.
-template <class CosSin>
-__device__ __forceinline__ void head_rms_norm_warp(const uint16_t* src, uint16_t* dst, int d, float eps, int half,
+// The Q-norm (MODEL.md's per-head RMS norm) of n <= N heads of d values each, in place, by one warp,
+// every step a bf16 op as on the CPU (each head's sum of its bf16 squares in the 8-lane order); then,
+// with half > 0, the RoPE of each head's last 2·half values, pair i by cs(i), its (cos, sin). The heads'
+// chains interleave (N in flight) but each keeps its own order: head_rms_norm (one head a warp) and the
+// attention that normalises its queries in shared memory (four a warp) give the same bits.
+template <int N, class CosSin>
+__device__ __forceinline__ void head_rms_norm_warp(uint16_t* const* rows, int n, int d, float eps, int half,
                                                    CosSin&& cs) {
   const int lane = static_cast<int>(threadIdx.x % kWarp);
-  Lane8Sum s;
+  Lane8Sum s[N];
   for (int i = lane; i - lane < d; i += kWarp) {
-    const float v = i < d ? load_bf16(src + i) : 0.0f;
-    s.add(round_bf16(__fmul_rn(v, v)));
+#pragma unroll
+    for (int h = 0; h < N; ++h) {  // every lane takes part in each add's shuffles
+      const float v = h < n && i < d ? load_bf16(rows[h] + i) : 0.0f;
+      s[h].add(round_bf16(__fmul_rn(v, v)));
+    }
   }
-  const float mean = round_bf16(__fdiv_rn(s.total(), static_cast<float>(d)));
-  const float r = round_bf16(__fdiv_rn(1.0f, __fsqrt_rn(round_bf16(__fadd_rn(mean, eps)))));
-  for (int i = lane; i < d; i += kWarp) dst[i] = f_to_bf16(__fmul_rn(load_bf16(src + i), r));
+  float r[N];
+#pragma unroll
+  for (int h = 0; h < N; ++h) {
+    const float mean = round_bf16(__fdiv_rn(s[h].total(), static_cast<float>(d)));
+    r[h] = round_bf16(__fdiv_rn(1.0f, __fsqrt_rn(round_bf16(__fadd_rn(mean, eps)))));
+  }
+  for (int i = lane; i < d; i += kWarp) {
+#pragma unroll
+    for (int h = 0; h < N; ++h)
+      if (h < n) rows[h][i] = f_to_bf16(__fmul_rn(load_bf16(rows[h] + i), r[h]));
+  }
   if (half == 0) return;
   __syncwarp();  // the normalised values written by other lanes
-  for (int pair = lane; pair < half; pair += kWarp) rotate_pair(dst + (d - 2 * half) + 2 * pair, cs(pair), false);
+  for (int pair = lane; pair < half; pair += kWarp) {
+    const float2 c = cs(pair);
+#pragma unroll
+    for (int h = 0; h < N; ++h)
+      if (h < n) rotate_pair(rows[h] + (d - 2 * half) + 2 * pair, c, false);
+  }
 }
 
 // The butterflies of H_n (Sylvester order) over v[0, n) in shared memory, in the CPU's order with exact

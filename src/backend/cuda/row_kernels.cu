@@ -111,8 +111,8 @@ __global__ void head_rms_norm_kernel(uint16_t* x, int64_t heads, int d, float ep
   if (h >= heads) return;  // uniform over the warp
   uint16_t* q = x + h * d;
   const float p = positions ? static_cast<float>(positions[h / heads_per_row]) : 0.0f;
-  head_rms_norm_warp(q, q, d, eps, positions ? half : 0,
-                     [&](int pair) { return rope_cos_sin(__fmul_rn(p, freqs[pair])); });
+  head_rms_norm_warp<1>(&q, 1, d, eps, positions ? half : 0,
+                        [&](int pair) { return rope_cos_sin(__fmul_rn(p, freqs[pair])); });
 }
 
 // A CTA a row: the row's (cos, sin) as the CPU's glibc (rope_rotate) made once, then a thread a
