@@ -161,7 +161,7 @@ struct SparseAttentionParams {
   const uint16_t* q = nullptr;  // [tokens, heads, head_dim] bf16, normed and roped
   // Or, instead of q, the queries as wq_b made them: the op first applies head_rms_norm's Q-norm (eps
   // q_norm_eps) and RoPE (positions, rope) to each head, the same bits, and attends with those; a backend
-  // may do that in its query load (CUDA's V4 kernels do). Its contents afterwards are unspecified.
+  // may do that in its query load (CUDA's shadow kernel does). Its contents afterwards are unspecified.
   uint16_t* q_unnormed = nullptr;
   float q_norm_eps = 0;
   uint16_t* out = nullptr;  // [tokens, heads, head_dim] bf16

@@ -268,9 +268,9 @@ TEST(CudaAttention, FastPathPartialHeadGroups) {
   run_case({80, 512, 64, 128, 300, 3, 2000, KvEntryFormat::kAttnFp8, true, true}, 23);
   run_case({32, 512, 64, 64, 1000, 7, 3000}, 24);
 }
-// q as wq_b made it: the fast path's query load applies the Q-norm and RoPE (decode with splits, many
-// tokens with and without a shadow, a 4-byte aligned q, a partial head group); the generic kernel takes
-// it after head_rms_norm in place. The same bits as the normed q.
+// q as wq_b made it: the shadow kernel's query load applies the Q-norm and RoPE (many tokens, a 4-byte
+// aligned q, a partial head group); decode with splits, and the generic kernel, take it after
+// head_rms_norm in place. The same bits as the normed q.
 TEST(CudaAttention, UnnormedQueriesGiveTheNormedBits) {
   run_case({64, 512, 64, 128, 8192, 2, 20000, KvEntryFormat::kAttnFp8, true, false, 0, true}, 25);
   run_case({64, 512, 64, 128, 512, 45, 5000, KvEntryFormat::kAttnFp8, true, false, 2, true}, 26);

@@ -359,15 +359,16 @@ void kv_insert(const KvInsertParams& p, const float* freqs, int32_t* err, cudaSt
 void sparse_attention(const SparseAttentionParams& p, const float* freqs, int32_t* err, cudaStream_t stream,
                       int64_t shadow_min_tokens) {
   if (p.tokens * p.heads == 0) return;
-  if (mqa_fast_path(p)) {  // the Q-norm in its query load, the inverse RoPE in its epilogue
-    const bool shadow = shadow_min_tokens > 0 && p.tokens >= shadow_min_tokens;
-    return sparse_attention_mqa({p, freqs, err}, stream, shadow ? kMqaShadowRows : 0);
-  }
   AttentionLaunch a{p, freqs, err};
-  if (p.q_unnormed) {  // the Q-norm and RoPE first, in place
+  const bool fast = mqa_fast_path(p), shadow = fast && shadow_min_tokens > 0 && p.tokens >= shadow_min_tokens;
+  // Un-normed queries: the shadow kernel normalises and ropes them in its query load (a prefill chunk saves
+  // head_rms_norm's pass over q); elsewhere that runs first, in place (in mqa_partial's load it cost a decode
+  // step more than the launch it saves: docs/perf-history.md, session 42).
+  if (p.q_unnormed && !shadow) {
     head_rms_norm({p.q_unnormed, p.tokens, p.heads, p.head_dim, p.q_norm_eps, p.positions, p.rope}, freqs, stream);
     a.q = p.q_unnormed, a.q_unnormed = nullptr;
   }
+  if (fast) return sparse_attention_mqa(a, stream, shadow ? kMqaShadowRows : 0);  // inverse RoPE in its epilogue
   sparse_attention_generic(a, stream);
   if (p.positions)
     rope({p.out, p.tokens, p.heads, p.head_dim, p.positions, p.rope, true}, freqs, stream);  // as the CPU

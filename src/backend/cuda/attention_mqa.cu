@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "backend/cuda/attention.h"
 #include "backend/cuda/cuda_check.h"
@@ -58,7 +59,6 @@ struct Smem {
   alignas(16) uint8_t p[kHeads][kPRow];          // bf16(exp(s − m))
   float red[kQuarters][kHeads];                  // each quarter's row maxima; at the end, row sums
   const uint8_t* entry[2][kEntries];             // entries of blocks b, b + 1 by parity (null: none)
-  float2 qcs[kRope / 2];                         // un-normed queries: the token's rope (cos, sin) (norm_q)
   __device__ bool valid(int64_t b, int e) const { return entry[b & 1][e] != nullptr; }
 };
 static_assert(sizeof(Smem) <= 227 * 1024, "the tile must fit one SM's shared memory");
@@ -161,7 +161,8 @@ __device__ void load_block(int64_t b, Smem& sm) {
 }
 
 // The 64 query rows of heads h0.. as bf16 (16-byte pieces when q allows, else 4-byte ones), as stored:
-// normed, or un-normed (a.q_unnormed; norm_q then normalises them in place). A commit group of their own.
+// normed, or (the shadow kernel) un-normed (a.q_unnormed; norm_q then normalises them in place). A commit
+// group of their own.
 template <class S>
 __device__ void load_q(const AttentionLaunch& a, int64_t t, int h0, S& sm) {
   const uint16_t* q = a.q_unnormed ? a.q_unnormed : a.q;
@@ -182,8 +183,10 @@ __device__ void load_q(const AttentionLaunch& a, int64_t t, int h0, S& sm) {
   }
   cp_async_commit();
   // Un-normed: the token's rope (cos, sin) as head_rms_norm makes them (read after a barrier).
-  if (a.q_unnormed && a.positions && threadIdx.x < kRope / 2) {
-    sm.qcs[threadIdx.x] = rope_cos_sin(__fmul_rn(static_cast<float>(a.positions[t]), a.freqs[threadIdx.x]));
+  if constexpr (std::is_same_v<S, ShadowSmem>) {
+    if (a.q_unnormed && a.positions && threadIdx.x < kRope / 2) {
+      sm.qcs[threadIdx.x] = rope_cos_sin(__fmul_rn(static_cast<float>(a.positions[t]), a.freqs[threadIdx.x]));
+    }
   }
 }
 
@@ -437,7 +440,6 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_partial_kernel(MqaLaunch ma) 
   }
   __syncthreads();
   load_block(b_begin, sm);
-  if (a.q_unnormed) norm_q(a, group * kHeads, sm);  // while block b_begin's copies land
   float o[kCols / 8][4] = {};
   RowState st;
   for (int64_t b = b_begin; b < b_end; ++b) {
@@ -763,6 +765,7 @@ bool mqa_fast_path(const SparseAttentionParams& a) {
 }
 
 void sparse_attention_mqa(const AttentionLaunch& a, cudaStream_t stream, int64_t shadow_rows) {
+  DSV4_CUDA_REQUIRE(!a.q_unnormed || shadow_rows > 0, "sparse_attention_mqa: un-normed queries need a shadow");
   MqaLaunch ma;
   ma.a = a;
   ma.groups = (a.heads + kHeads - 1) / kHeads;
