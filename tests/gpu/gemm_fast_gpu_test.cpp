@@ -32,6 +32,7 @@
 #include "backend/cuda/gemm_internal.h"
 #include "core/number_formats.h"
 #include "gpu/gpu_test_util.h"
+#include "gpu/late_copy.h"
 
 namespace dsv4 {
 namespace {
@@ -279,12 +280,13 @@ std::vector<T> wgmma_run(const Case& c, const DevInputs& d, int64_t scale_ld, in
 }
 
 // The few-row kernel's outputs from the codes, or from the bf16 rows x where given (dense calls),
-// poisoned before the run.
+// poisoned before the run. The offsets were uploaded before: settled.
 template <typename T>
 std::vector<T> gemv_run(const Case& c, const DevInputs& d, int64_t scale_ld, cuda::GemvShape shape,
                         const uint16_t* x = nullptr) {
   Dev<T> y = poisoned<T>(c);
   ExactBlockArgs p = d.args(c, scale_ld, y.p, y.p + c.rows * c.n, std::is_same_v<T, float>);
+  p.offsets_settled = true;
   if (x) p.x = x, p.x_ld = c.k, p.codes = nullptr, p.scales = nullptr;
   EXPECT_TRUE(cuda::fast_gemv_takes(p)) << c.name;
   cuda::fast_gemv(p, shape, nullptr);
@@ -391,7 +393,7 @@ Verdict run_fast(const Case& c, const Oracle& o, Mutation m, const cuda::FastMma
       case Kernel::kWgmma:
         return wgmma_run<T>(c, fast, o.h.scale_ld);
       case Kernel::kGemv:
-        return gemv_run<T>(c, fast, o.h.scale_ld, {gemv_k_parts});
+        return gemv_run<T>(c, fast, o.h.scale_ld, {gemv_k_parts, true});
       default:
         return fast_run<T>(c, fast, o.h.scale_ld, s);
     }
@@ -507,7 +509,8 @@ TEST(CudaGemmFast, WgmmaPassesTheOpGate) {
 }
 
 // The few-row kernel (decode) on dense and grouped calls, FP8 and FP4, every K split of a CTA (K of
-// 1 to 64 blocks), rows in one tile and in many, N off the grid; twice for the same bits. Dense calls
+// 1 to 64 blocks), rows in one tile and in many, N off the grid; twice for the same bits; prefetching
+// (GemvShape::prefetch, grouped calls started before the wait) and not, the same bits. Dense calls
 // also from their bf16 rows, quantized in the kernel: the same bits as from quantize_act's codes.
 TEST(CudaGemmFast, GemvPassesTheOpGate) {
   const auto fp8 = GemmWeightKind::kFp8, fp4 = GemmWeightKind::kFp4;
@@ -531,8 +534,13 @@ TEST(CudaGemmFast, GemvPassesTheOpGate) {
                               << v.untouched << " unwritten, " << v.stray << " stray writes, tile calc_diff "
                               << v.worst_tile;
     }
-    if (c.experts() > 0) continue;
     const DevInputs d(c, o.h, c.offsets);
+    for (int parts : {1, 4}) {
+      EXPECT_TRUE(gemv_run<uint16_t>(c, d, o.h.scale_ld, {parts, true}) ==
+                  gemv_run<uint16_t>(c, d, o.h.scale_ld, {parts, false}))
+          << c.name << " K runs " << parts << ": prefetching changed the bits";
+    }
+    if (c.experts() > 0) continue;
     const Dev<uint16_t> x(o.h.x);
     const cuda::GemvShape shape{4};
     EXPECT_TRUE(gemv_run<uint16_t>(c, d, o.h.scale_ld, shape, x.p) == gemv_run<uint16_t>(c, d, o.h.scale_ld, shape))
@@ -542,6 +550,33 @@ TEST(CudaGemmFast, GemvPassesTheOpGate) {
     EXPECT_EQ(std::memcmp(from_x.data(), from_codes.data(), from_x.size() * sizeof(float)), 0)
         << c.name << ": bf16 rows and codes differ (fp32 out)";
   }
+}
+
+// A grouped call whose offsets the kernel just before it writes (not settled) reads them only after its
+// wait, prefetching or not: offsets landing late over a stale layout (every row on expert 0) still give
+// the tiles of the settled run.
+TEST(CudaGemmFast, GemvReadsUnsettledOffsetsAfterTheWait) {
+  const Case c =
+      experts("fp4 experts decode pair", GemmWeightKind::kFp4, {1, 0, 0, 1, 1, 0, 2, 1, 0, 1, 0, 1}, 2048, 4096, true);
+  const HostInputs h = make_inputs(c, 6100);
+  const DevInputs d(c, h, c.offsets);
+  const std::vector<uint16_t> want = gemv_run<uint16_t>(c, d, h.scale_ld, {4, false});
+  std::vector<int32_t> stale_offsets(c.offsets.size(), static_cast<int32_t>(c.rows));
+  stale_offsets[0] = 0;
+  cudaStream_t stream = nullptr;
+  DSV4_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (const bool prefetch : {false, true}) {
+    Dev<int32_t> offsets(stale_offsets);
+    Dev<uint16_t> y = poisoned<uint16_t>(c);
+    ExactBlockArgs p = d.args(c, h.scale_ld, y.p, y.p + c.rows * c.n, false);
+    p.offsets = offsets.p;
+    gputest::late_copy(offsets.p, d.offsets.p, c.offsets.size() * sizeof(int32_t), 50, stream);
+    cuda::fast_gemv(p, {4, prefetch}, stream);
+    DSV4_CUDA_CHECK(cudaStreamSynchronize(stream));
+    EXPECT_TRUE(y.get() == want) << (prefetch ? "prefetching" : "not prefetching")
+                                 << ": the tiles of offsets read before they landed";
+  }
+  DSV4_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
 // The wgmma kernel with FP4 weights widened beforehand (GemmPolicy::fp4_prewiden) against the kernel

@@ -287,7 +287,7 @@ struct GemmRunner::Impl {
   // the mma.sync kernel on its own plan.
   void fast_mma(const ExactBlockArgs& p, GemmPlan plan) {
     if (plan.route == GemmRoute::kFastGemv && fast_gemv_takes(p)) {
-      fast_gemv(p, {plan.gemv_k_parts}, stream);
+      fast_gemv(p, {plan.gemv_k_parts, plan.gemv_prefetch}, stream);
       return;
     }
     if (plan.fallback == GemmRoute::kWgmma) {
@@ -598,7 +598,7 @@ struct GemmRunner::Impl {
     return matmul(s, w.data, a.x, a.y, nullptr, nullptr);
   }
 
-  static ExactPlainArgs plain_args(const GemmArgs& a, int64_t min_wide_tiles) {
+  static ExactPlainArgs plain_args(const GemmArgs& a, const GemmPolicy& policy) {
     const GemmWeight& w = a.w;
     ExactPlainArgs p;
     p.x = a.x, p.x_ld = a.x_stride ? a.x_stride : w.cols * a.groups, p.rows = a.rows;
@@ -606,7 +606,8 @@ struct GemmRunner::Impl {
     p.w = w.data, p.w_f32 = w.kind == GemmWeightKind::kF32;
     p.w_fp8 = w.fp8_twin, p.w_fp8_scale = w.fp8_twin_scale;
     p.y = a.y, p.y_ld = a.y_stride ? a.y_stride : w.rows, p.y_f32 = a.out == GemmOut::kF32;
-    p.min_wide_tiles = min_wide_tiles;
+    p.min_wide_tiles = policy.plain_wide_min_tiles;
+    p.prefetch_weights = policy.gemv_prefetch;
     return p;
   }
 
@@ -630,7 +631,7 @@ struct GemmRunner::Impl {
     p.x = a.x, p.x_ld = a.x_stride ? a.x_stride : k;
     p.w_b = w_b.data, p.w_scale_b = w_b.scale, p.y_b = y_b;
     if (!fast_gemv_takes(p)) return false;
-    fast_gemv(p, {plan.gemv_k_parts}, stream);
+    fast_gemv(p, {plan.gemv_k_parts, plan.gemv_prefetch}, stream);
     return true;
   }
 
@@ -646,7 +647,7 @@ struct GemmRunner::Impl {
     const GemmRoute route = plain && same && a.rows > 0 ? plan_of(a, true).route : GemmRoute::kExactBlock;
     if (route == GemmRoute::kFastSgemm || route == GemmRoute::kFastPlainGemv) {
       run_checks(a);
-      ExactPlainArgs p = plain_args(a, policy.plain_wide_min_tiles);
+      ExactPlainArgs p = plain_args(a, policy);
       p.w_b = w_b.data, p.y_b = y_b;
       if (route == GemmRoute::kFastSgemm && fast_sgemm_takes(p)) {
         fast_sgemm(p, stream);
@@ -666,7 +667,7 @@ struct GemmRunner::Impl {
       return;
     }
     run_checks(a);
-    ExactPlainArgs p = plain_args(a, policy.plain_wide_min_tiles);
+    ExactPlainArgs p = plain_args(a, policy);
     p.w_b = w_b.data, p.y_b = y_b;
     exact_plain_gemm(p, stream);
   }
@@ -700,7 +701,7 @@ struct GemmRunner::Impl {
     const GemmPlan plan = plan_of(a, false);
     if (w.kind == GemmWeightKind::kBf16 || w.kind == GemmWeightKind::kF32) {
       if (plan.route == GemmRoute::kCublasLt && lt_bf16(a, x_ld, y_ld)) return;
-      const ExactPlainArgs p = plain_args(a, policy.plain_wide_min_tiles);
+      const ExactPlainArgs p = plain_args(a, policy);
       if (plan.route == GemmRoute::kFastPlainGemv && fast_plain_gemv_takes(p)) {
         fast_plain_gemv(p, stream);
         return;
@@ -723,7 +724,7 @@ struct GemmRunner::Impl {
       // bf16 rows straight in where the kernel quantizes them
       p.x = a.x, p.x_ld = x_ld;
       if (plan.route == GemmRoute::kFastGemv && fast_gemv_takes(p)) {
-        fast_gemv(p, {plan.gemv_k_parts}, stream);
+        fast_gemv(p, {plan.gemv_k_parts, plan.gemv_prefetch}, stream);
         return;
       }
       if (plan.route == GemmRoute::kFastMma && fast_mma_takes_bf16(p, {plan.tile_rows, plan.splits, plan.resident})) {
@@ -804,6 +805,7 @@ struct GemmRunner::Impl {
     p.w_list = a.w_data, p.w_scale_list = a.w_scale, p.offsets = a.offsets, p.experts = a.experts;
     p.y = a.y, p.y_ld = a.y_ld ? a.y_ld : a.n;
     p.w_list_b = a.w_data_b, p.w_scale_list_b = a.w_scale_b, p.y_b = a.y_b;
+    p.offsets_settled = a.offsets_settled;
     return p;
   }
 

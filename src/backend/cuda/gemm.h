@@ -146,6 +146,9 @@ struct GroupedGemmArgs {
   // read them on the host, this one reads nothing).
   bool reencode_checked = false;
   bool same_offsets = false;
+  // offsets were final before the kernel just before this call's began: written two or more kernels back
+  // on this stream, so a kernel of this call may read them before its wait on the previous one (launch.cuh).
+  bool offsets_settled = false;
 };
 void grouped_gemm(const GroupedGemmArgs& a, const GemmPolicy& policy, cudaStream_t stream);
 

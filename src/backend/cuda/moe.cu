@@ -847,6 +847,7 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsParams& a, int n, bool route
   // The offsets the pair's call read (nothing between writes them): w2's call reads nothing more on the
   // host where its weights are known to re-encode exactly.
   gg.same_offsets = true;
+  gg.offsets_settled = true;  // the pair's call and swiglu_quantize lie between their writer and w2's call
   gg.reencode_checked = padded && kind2 == GemmWeightKind::kFp4 && reencode_checked(t2, gg);
   gemm.grouped(gg);
 }
