@@ -25,7 +25,7 @@ const std::array<Switch, 8> kSwitches{{
     {"DSV4_HC_RING", {"0", "1"}},
     {"DSV4_GEMM_CUBLASLT", {"0", "1"}},
     {"DSV4_GEMM_IMMA", {"0", "1"}},
-    {"DSV4_GEMM_GEMV_PREFETCH", {"0", "1"}},
+    {"DSV4_GEMM_GEMV_EARLY", {"0", "1"}},
     {"DSV4_INDEXER_DOTS", {"cuda-cores", "mma", "wgmma"}},
 }};
 

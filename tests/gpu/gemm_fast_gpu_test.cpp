@@ -509,8 +509,8 @@ TEST(CudaGemmFast, WgmmaPassesTheOpGate) {
 }
 
 // The few-row kernel (decode) on dense and grouped calls, FP8 and FP4, every K split of a CTA (K of
-// 1 to 64 blocks), rows in one tile and in many, N off the grid; twice for the same bits; prefetching
-// (GemvShape::prefetch, grouped calls started before the wait) and not, the same bits. Dense calls
+// 1 to 64 blocks), rows in one tile and in many, N off the grid; twice for the same bits; grouped calls
+// started before the wait (GemvShape::early) and after it, the same bits. Dense calls
 // also from their bf16 rows, quantized in the kernel: the same bits as from quantize_act's codes.
 TEST(CudaGemmFast, GemvPassesTheOpGate) {
   const auto fp8 = GemmWeightKind::kFp8, fp4 = GemmWeightKind::kFp4;
@@ -538,7 +538,7 @@ TEST(CudaGemmFast, GemvPassesTheOpGate) {
     for (int parts : {1, 4}) {
       EXPECT_TRUE(gemv_run<uint16_t>(c, d, o.h.scale_ld, {parts, true}) ==
                   gemv_run<uint16_t>(c, d, o.h.scale_ld, {parts, false}))
-          << c.name << " K runs " << parts << ": prefetching changed the bits";
+          << c.name << " K runs " << parts << ": the early start changed the bits";
     }
     if (c.experts() > 0) continue;
     const Dev<uint16_t> x(o.h.x);
@@ -553,8 +553,8 @@ TEST(CudaGemmFast, GemvPassesTheOpGate) {
 }
 
 // A grouped call whose offsets the kernel just before it writes (not settled) reads them only after its
-// wait, prefetching or not: offsets landing late over a stale layout (every row on expert 0) still give
-// the tiles of the settled run.
+// wait, starting early where settled or not: offsets landing late over a stale layout (every row on
+// expert 0) still give the tiles of the settled run.
 TEST(CudaGemmFast, GemvReadsUnsettledOffsetsAfterTheWait) {
   const Case c =
       experts("fp4 experts decode pair", GemmWeightKind::kFp4, {1, 0, 0, 1, 1, 0, 2, 1, 0, 1, 0, 1}, 2048, 4096, true);
@@ -565,16 +565,15 @@ TEST(CudaGemmFast, GemvReadsUnsettledOffsetsAfterTheWait) {
   stale_offsets[0] = 0;
   cudaStream_t stream = nullptr;
   DSV4_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  for (const bool prefetch : {false, true}) {
+  for (const bool early : {false, true}) {
     Dev<int32_t> offsets(stale_offsets);
     Dev<uint16_t> y = poisoned<uint16_t>(c);
     ExactBlockArgs p = d.args(c, h.scale_ld, y.p, y.p + c.rows * c.n, false);
     p.offsets = offsets.p;
     gputest::late_copy(offsets.p, d.offsets.p, c.offsets.size() * sizeof(int32_t), 50, stream);
-    cuda::fast_gemv(p, {4, prefetch}, stream);
+    cuda::fast_gemv(p, {4, early}, stream);
     DSV4_CUDA_CHECK(cudaStreamSynchronize(stream));
-    EXPECT_TRUE(y.get() == want) << (prefetch ? "prefetching" : "not prefetching")
-                                 << ": the tiles of offsets read before they landed";
+    EXPECT_TRUE(y.get() == want) << (early ? "early" : "not early") << ": the tiles of offsets read before they landed";
   }
   DSV4_CUDA_CHECK(cudaStreamDestroy(stream));
 }

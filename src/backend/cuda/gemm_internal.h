@@ -114,9 +114,6 @@ struct ExactPlainArgs {
   void* y_b = nullptr;
   // Wide row tiles (8-32 rows) keep at least this many CTAs (0: the SM count): GemmPolicy's value.
   int64_t min_wide_tiles = 0;
-  // The few-row kernel: each warp's weight row requested toward L2 before the wait on the previous
-  // kernel (GemmPolicy::gemv_prefetch).
-  bool prefetch_weights = false;
 };
 void exact_plain_gemm(const ExactPlainArgs& a, cudaStream_t stream);
 

@@ -90,11 +90,6 @@ __device__ __forceinline__ void cp_async(void* dst, const void* src, int src_byt
                  : "memory");
   }
 }
-// Asks for bytes [p, p + n) toward L2 in one bulk request (sm_90; p and n multiples of 16): a hint that
-// takes no register and no shared memory, and cannot return stale data.
-__device__ __forceinline__ void prefetch_l2_bulk(const void* p, uint32_t n) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(n) : "memory");
-}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits until at most N of this thread's committed groups are still in flight.
 template <int N>

@@ -265,12 +265,12 @@ TEST(GemmPlan, FastFewRowsAWeightGoToTheFewRowKernel) {
   EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 48, 256, 2048, 4096), fast, kH200).gemv_k_parts, 1);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 1024, 256), fast, kH200).gemv_k_parts, 1);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 1024, 1024), fast, kH200).gemv_k_parts, 4);
-  {  // the weights' prefetch goes with the few-row plan, as the policy says
-    EXPECT_TRUE(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), fast, kH200).gemv_prefetch);
-    GemmPolicy apart = fast;
-    apart.gemv_prefetch = false;
-    EXPECT_FALSE(plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 8192), apart, kH200).gemv_prefetch);
-    EXPECT_FALSE(plan_gemm(dense(GemmWeightKind::kFp8, 64, 4096, 8192), fast, kH200).gemv_prefetch);
+  {  // the early start of settled grouped calls goes with the few-row plan, as the policy says
+    EXPECT_TRUE(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), fast, kH200).gemv_early);
+    GemmPolicy late = fast;
+    late.gemv_early = false;
+    EXPECT_FALSE(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), late, kH200).gemv_early);
+    EXPECT_FALSE(plan_gemm(dense(GemmWeightKind::kFp8, 64, 4096, 8192), fast, kH200).gemv_early);
   }
   {  // a policy's K runs (the bench's sweep) override the occupancy rule
     GemmPolicy forced = fast;
@@ -476,11 +476,11 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   EXPECT_EQ(p.gemv_max_rows, 4);
   EXPECT_NE(p.describe().find("FP4 per 32 (wgmma: per 128); few-row kernel up to 4 rows"), std::string::npos)
       << p.describe();
-  EXPECT_NE(p.describe().find("up to 4 rows a weight (FP8 twins 2, weights prefetched on)"), std::string::npos)
+  EXPECT_NE(p.describe().find("up to 4 rows a weight (FP8 twins 2, settled grouped calls early on)"), std::string::npos)
       << p.describe();
-  ::setenv("DSV4_GEMM_GEMV_PREFETCH", "0", 1);
-  EXPECT_FALSE(GemmPolicy::from_env(Numerics::kFast).gemv_prefetch);
-  ::unsetenv("DSV4_GEMM_GEMV_PREFETCH");
+  ::setenv("DSV4_GEMM_GEMV_EARLY", "0", 1);
+  EXPECT_FALSE(GemmPolicy::from_env(Numerics::kFast).gemv_early);
+  ::unsetenv("DSV4_GEMM_GEMV_EARLY");
   EXPECT_NE(p.describe().find("fused with the post before it up to 8 tokens"), std::string::npos) << p.describe();
   ::setenv("DSV4_HC_POST_PRE_MAX_TOKENS", "0", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).hc_post_pre_max_tokens, 0);

@@ -251,25 +251,12 @@ __device__ void stage_acts(const ExactBlockArgs& p, const Tile& tl, int64_t grp,
   for (int i = live + static_cast<int>(threadIdx.x); i < kTm * nkb; i += kThreads) sa_rows[i] = 0.0f;
 }
 
-// The warp's blocks [from, kb1) of its rows toward L2, one bulk request a row (lanes t = 0: rows g and
-// g + 8), so that the ring's later loads find them there: every block of the run requested at once,
-// beyond the D the registers hold.
-template <Form F>
-__device__ __forceinline__ void prefetch_run(const Rows& r, int from, int kb1, int t) {
-  constexpr int kBlockBytes = is_fp8(F) ? 128 : 64;
-  if (t != 0 || from >= kb1) return;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    prefetch_l2_bulk(r.w[h] + int64_t{from} * kBlockBytes, static_cast<uint32_t>((kb1 - from) * kBlockBytes));
-  }
-}
-
 // RG row groups of 16 weight rows a CTA; the CTA's kWarps / RG warps of a row group split its K blocks
 // into runs, added in K order at the end. Weights are never written during a step, so a dense call's
-// first blocks load (and, prefetching, the rest of its run is requested) before the wait on the previous
-// kernel; so does a grouped call's whose offsets were settled before that kernel began.
+// first blocks load before the wait on the previous kernel; so do a grouped call's whose offsets were
+// settled before that kernel began (`early_grouped`: finding the tile reads them).
 template <Form F, int RG, int D>
-__global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlockArgs p, bool prefetch) {
+__global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlockArgs p, bool early_grouped) {
   constexpr bool kStaged = !is_fp8(F);  // FP4 codes through the warp's shared-memory ring
   constexpr int KP = kWarps / RG;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -324,11 +311,10 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
       bind(tl.e);
 #pragma unroll
       for (int j = 0; j < D; ++j) load(kb0 + j, j);
-      if (prefetch) prefetch_run<F>(rows, kb0 + D, kb1, t);
     }
     return true;
   };
-  const bool early = !p.offsets || (prefetch && p.offsets_settled);
+  const bool early = !p.offsets || (early_grouped && p.offsets_settled);
   if (early && !start()) return;
   pdl_enter();
   if (!early && !start()) return;
@@ -376,26 +362,26 @@ int64_t smem_bytes(const ExactBlockArgs& a, Form f) {
 }
 
 template <Form F, int RG, int D>
-void launch(const ExactBlockArgs& a, bool prefetch, cudaStream_t stream) {
+void launch(const ExactBlockArgs& a, bool early, cudaStream_t stream) {
   allow_dynamic_smem(fast_gemv_kernel<F, RG, D>, kFastGemvMaxSmem);
   const int64_t tiles = a.offsets ? row_tiles(a.rows, kTm, a.experts) : cdiv(a.rows, kTm);
   const int64_t cols = (a.y_b ? 2 : 1) * a.groups * cdiv(a.ng, 16 * RG);
   DSV4_CUDA_REQUIRE(tiles < (int64_t{1} << 31) && cols <= 65535, "fast gemv: grid out of range");
   launch_kernel(fast_gemv_kernel<F, RG, D>, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(cols)), kThreads,
-                static_cast<size_t>(smem_bytes(a, F)), stream, a, prefetch);
+                static_cast<size_t>(smem_bytes(a, F)), stream, a, early);
 }
 
 template <Form F, int D>
 void launch_parts(const ExactBlockArgs& a, GemvShape shape, cudaStream_t stream) {
   switch (shape.k_parts) {
     case 1:
-      return launch<F, 8, D>(a, shape.prefetch, stream);
+      return launch<F, 8, D>(a, shape.early, stream);
     case 2:
-      return launch<F, 4, D>(a, shape.prefetch, stream);
+      return launch<F, 4, D>(a, shape.early, stream);
     case 4:
-      return launch<F, 2, D>(a, shape.prefetch, stream);
+      return launch<F, 2, D>(a, shape.early, stream);
     default:
-      return launch<F, 1, D>(a, shape.prefetch, stream);
+      return launch<F, 1, D>(a, shape.early, stream);
   }
 }
 

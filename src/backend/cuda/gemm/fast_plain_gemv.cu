@@ -10,7 +10,6 @@
 #include "backend/cuda/gemm/plain_loads.cuh"
 #include "backend/cuda/gemm_tiles.cuh"
 #include "backend/cuda/launch.cuh"
-#include "backend/cuda/ptx.cuh"
 
 namespace dsv4::cuda {
 namespace {
@@ -43,12 +42,6 @@ __device__ __forceinline__ void store_column(const ExactPlainArgs& p, const floa
   }
 }
 
-// A warp's weight row (bytes a multiple of 16) toward L2 in one bulk request, before the wait on the
-// previous kernel (weights are never written during a step), where the call asks for it.
-__device__ __forceinline__ void prefetch_row(const ExactPlainArgs& p, const uint8_t* row, int64_t bytes, int lane) {
-  if (p.prefetch_weights && lane == 0) prefetch_l2_bulk(row, static_cast<uint32_t>(bytes));
-}
-
 // Columns [0, n) are the first weight's, [n, 2n) the pair's; column c of group c / ng reads that group's
 // K columns of x.
 template <Form F>
@@ -60,8 +53,6 @@ __global__ void __launch_bounds__(kThreads) fast_plain_gemv_kernel(const ExactPl
   const bool live = n < p.n && (!second || p.w_b);  // past the last column (or the pair's): no work
   const void* w = second ? p.w_b : p.w;
   const uint16_t* x = p.x + (live ? n / p.ng : 0) * p.kg;
-  constexpr int64_t kBytes = F == Form::kF32 ? 4 : 2;
-  if (live) prefetch_row(p, static_cast<const uint8_t*>(w) + n * p.kg * kBytes, p.kg * kBytes, lane);
   pdl_enter();
   if (!live) return;  // warp-uniform
   float acc[kMaxRows] = {};
@@ -95,7 +86,6 @@ __global__ void __launch_bounds__(kThreads) fast_twin_gemv_kernel(const ExactPla
   const uint8_t* codes = p.w_fp8 + (live ? n : 0) * p.kg;
   const uint8_t* scales = p.w_fp8_scale + (live ? n / 128 : 0) * (p.kg / 128);
   const uint16_t* x = p.x + (live ? n / p.ng : 0) * p.kg;
-  if (live) prefetch_row(p, codes, p.kg, lane);
   pdl_enter();
   if (!live) return;  // warp-uniform
   float acc[kMaxRows] = {};
