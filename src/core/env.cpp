@@ -18,14 +18,13 @@ struct Switch {
 
 // Every on/off or named-mode switch the engine reads (env_switch), and what each takes; numbers such
 // as DSV4_GEMM_IMMA_MIN_ROWS are parsed where they are read.
-const std::array<Switch, 8> kSwitches{{
+const std::array<Switch, 7> kSwitches{{
     {"DSV4_CUDA_GRAPHS", {"0", "1"}},
     {"DSV4_MOE_SIDE", {"0", "1"}},
     {"DSV4_HC_PRODUCTS", {"0", "1"}},
     {"DSV4_HC_RING", {"0", "1"}},
     {"DSV4_GEMM_CUBLASLT", {"0", "1"}},
     {"DSV4_GEMM_IMMA", {"0", "1"}},
-    {"DSV4_GEMM_GEMV_EARLY", {"0", "1"}},
     {"DSV4_INDEXER_DOTS", {"cuda-cores", "mma", "wgmma"}},
 }};
 
@@ -33,7 +32,7 @@ const std::array<Switch, 8> kSwitches{{
 // switches of kernels measured faster than their alternatives went with the alternatives' code
 // (docs/perf-history.md names the measurements).
 constexpr const char* kAlwaysOn = "the kernel it switched is always taken where it applies (measured faster)";
-const std::array<std::pair<const char*, const char*>, 26> kRetired{{
+const std::array<std::pair<const char*, const char*>, 28> kRetired{{
     {"DSV4_GEMM", "use --numerics fast or exact (DSV4_NUMERICS)"},
     {"DSV4_GEMM_RING", kAlwaysOn},
     {"DSV4_PDL", "kernels always launch with programmatic dependent launch (measured faster)"},
@@ -69,6 +68,9 @@ const std::array<std::pair<const char*, const char*>, 26> kRetired{{
     {"DSV4_GEMM_IMMA_STAGES",
      "the exact tier's int8 kernel keeps two K stages (four measured 10% slower on the MoE, 2.5-7% faster on "
      "dense calls: docs/perf-history.md, session 10)"},
+    {"DSV4_GEMM_GEMV_EARLY",
+     "the few-row kernel always starts grouped calls with settled offsets before its wait (measured faster)"},
+    {"DSV4_GEMM_GEMV_PREFETCH", "the few-row kernels prefetch nothing toward L2 (measured slower: docs/perf.md)"},
     {"DSV4_GEMM_FP4_SHIFT",
      "FP4 codes and scales are always decoded by shifts and table words (the table form measured 2-22% slower)"},
 }};

@@ -280,13 +280,14 @@ std::vector<T> wgmma_run(const Case& c, const DevInputs& d, int64_t scale_ld, in
 }
 
 // The few-row kernel's outputs from the codes, or from the bf16 rows x where given (dense calls),
-// poisoned before the run. The offsets were uploaded before: settled.
+// poisoned before the run. The offsets were uploaded before: settled (a grouped call then starts before its
+// wait), unless told otherwise.
 template <typename T>
 std::vector<T> gemv_run(const Case& c, const DevInputs& d, int64_t scale_ld, cuda::GemvShape shape,
-                        const uint16_t* x = nullptr) {
+                        const uint16_t* x = nullptr, bool settled = true) {
   Dev<T> y = poisoned<T>(c);
   ExactBlockArgs p = d.args(c, scale_ld, y.p, y.p + c.rows * c.n, std::is_same_v<T, float>);
-  p.offsets_settled = true;
+  p.offsets_settled = settled;
   if (x) p.x = x, p.x_ld = c.k, p.codes = nullptr, p.scales = nullptr;
   EXPECT_TRUE(cuda::fast_gemv_takes(p)) << c.name;
   cuda::fast_gemv(p, shape, nullptr);
@@ -393,7 +394,7 @@ Verdict run_fast(const Case& c, const Oracle& o, Mutation m, const cuda::FastMma
       case Kernel::kWgmma:
         return wgmma_run<T>(c, fast, o.h.scale_ld);
       case Kernel::kGemv:
-        return gemv_run<T>(c, fast, o.h.scale_ld, {gemv_k_parts, true});
+        return gemv_run<T>(c, fast, o.h.scale_ld, {gemv_k_parts});
       default:
         return fast_run<T>(c, fast, o.h.scale_ld, s);
     }
@@ -510,7 +511,7 @@ TEST(CudaGemmFast, WgmmaPassesTheOpGate) {
 
 // The few-row kernel (decode) on dense and grouped calls, FP8 and FP4, every K split of a CTA (K of
 // 1 to 64 blocks), rows in one tile and in many, N off the grid; twice for the same bits; grouped calls
-// started before the wait (GemvShape::early) and after it, the same bits. Dense calls
+// started before the wait (settled offsets) and after it, the same bits. Dense calls
 // also from their bf16 rows, quantized in the kernel: the same bits as from quantize_act's codes.
 TEST(CudaGemmFast, GemvPassesTheOpGate) {
   const auto fp8 = GemmWeightKind::kFp8, fp4 = GemmWeightKind::kFp4;
@@ -536,8 +537,8 @@ TEST(CudaGemmFast, GemvPassesTheOpGate) {
     }
     const DevInputs d(c, o.h, c.offsets);
     for (int parts : {1, 4}) {
-      EXPECT_TRUE(gemv_run<uint16_t>(c, d, o.h.scale_ld, {parts, true}) ==
-                  gemv_run<uint16_t>(c, d, o.h.scale_ld, {parts, false}))
+      EXPECT_TRUE(gemv_run<uint16_t>(c, d, o.h.scale_ld, {parts}) ==
+                  gemv_run<uint16_t>(c, d, o.h.scale_ld, {parts}, nullptr, false))
           << c.name << " K runs " << parts << ": the early start changed the bits";
     }
     if (c.experts() > 0) continue;
@@ -553,28 +554,26 @@ TEST(CudaGemmFast, GemvPassesTheOpGate) {
 }
 
 // A grouped call whose offsets the kernel just before it writes (not settled) reads them only after its
-// wait, starting early where settled or not: offsets landing late over a stale layout (every row on
-// expert 0) still give the tiles of the settled run.
+// wait: offsets landing late over a stale layout (every row on expert 0) still give the tiles of the
+// settled run.
 TEST(CudaGemmFast, GemvReadsUnsettledOffsetsAfterTheWait) {
   const Case c =
       experts("fp4 experts decode pair", GemmWeightKind::kFp4, {1, 0, 0, 1, 1, 0, 2, 1, 0, 1, 0, 1}, 2048, 4096, true);
   const HostInputs h = make_inputs(c, 6100);
   const DevInputs d(c, h, c.offsets);
-  const std::vector<uint16_t> want = gemv_run<uint16_t>(c, d, h.scale_ld, {4, false});
+  const std::vector<uint16_t> want = gemv_run<uint16_t>(c, d, h.scale_ld, {4});
   std::vector<int32_t> stale_offsets(c.offsets.size(), static_cast<int32_t>(c.rows));
   stale_offsets[0] = 0;
   cudaStream_t stream = nullptr;
   DSV4_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  for (const bool early : {false, true}) {
-    Dev<int32_t> offsets(stale_offsets);
-    Dev<uint16_t> y = poisoned<uint16_t>(c);
-    ExactBlockArgs p = d.args(c, h.scale_ld, y.p, y.p + c.rows * c.n, false);
-    p.offsets = offsets.p;
-    gputest::late_copy(offsets.p, d.offsets.p, c.offsets.size() * sizeof(int32_t), 50, stream);
-    cuda::fast_gemv(p, {4, early}, stream);
-    DSV4_CUDA_CHECK(cudaStreamSynchronize(stream));
-    EXPECT_TRUE(y.get() == want) << (early ? "early" : "not early") << ": the tiles of offsets read before they landed";
-  }
+  Dev<int32_t> offsets(stale_offsets);
+  Dev<uint16_t> y = poisoned<uint16_t>(c);
+  ExactBlockArgs p = d.args(c, h.scale_ld, y.p, y.p + c.rows * c.n, false);
+  p.offsets = offsets.p;
+  gputest::late_copy(offsets.p, d.offsets.p, c.offsets.size() * sizeof(int32_t), 50, stream);
+  cuda::fast_gemv(p, {4}, stream);
+  DSV4_CUDA_CHECK(cudaStreamSynchronize(stream));
+  EXPECT_TRUE(y.get() == want) << "the tiles of offsets read before they landed";
   DSV4_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 

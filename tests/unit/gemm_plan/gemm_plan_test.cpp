@@ -265,13 +265,6 @@ TEST(GemmPlan, FastFewRowsAWeightGoToTheFewRowKernel) {
   EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 48, 256, 2048, 4096), fast, kH200).gemv_k_parts, 1);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 1024, 256), fast, kH200).gemv_k_parts, 1);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 1024, 1024), fast, kH200).gemv_k_parts, 4);
-  {  // the early start of settled grouped calls goes with the few-row plan, as the policy says
-    EXPECT_TRUE(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), fast, kH200).gemv_early);
-    GemmPolicy late = fast;
-    late.gemv_early = false;
-    EXPECT_FALSE(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), late, kH200).gemv_early);
-    EXPECT_FALSE(plan_gemm(dense(GemmWeightKind::kFp8, 64, 4096, 8192), fast, kH200).gemv_early);
-  }
   {  // a policy's K runs (the bench's sweep) override the occupancy rule
     GemmPolicy forced = fast;
     forced.gemv_k_parts = 8;
@@ -476,11 +469,7 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   EXPECT_EQ(p.gemv_max_rows, 4);
   EXPECT_NE(p.describe().find("FP4 per 32 (wgmma: per 128); few-row kernel up to 4 rows"), std::string::npos)
       << p.describe();
-  EXPECT_NE(p.describe().find("up to 4 rows a weight (FP8 twins 2, settled grouped calls early on)"), std::string::npos)
-      << p.describe();
-  ::setenv("DSV4_GEMM_GEMV_EARLY", "0", 1);
-  EXPECT_FALSE(GemmPolicy::from_env(Numerics::kFast).gemv_early);
-  ::unsetenv("DSV4_GEMM_GEMV_EARLY");
+  EXPECT_NE(p.describe().find("up to 4 rows a weight (FP8 twins 2)"), std::string::npos) << p.describe();
   EXPECT_NE(p.describe().find("fused with the post before it up to 8 tokens"), std::string::npos) << p.describe();
   ::setenv("DSV4_HC_POST_PRE_MAX_TOKENS", "0", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).hc_post_pre_max_tokens, 0);
@@ -502,10 +491,11 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   EXPECT_NE(p.describe().find("hc_pre norm fused"), std::string::npos) << p.describe();
   EXPECT_NE(p.describe().find("FP4 experts on cuBLASLt off"), std::string::npos) << p.describe();  // cuBLASLt off
   // Switches whose alternatives lost a measurement are refused, not ignored.
-  for (const char* retired : {"DSV4_GEMM_FP4_PER128", "DSV4_INDEXER_MMA", "DSV4_GEMM_FP4_PREWIDEN",
-                              "DSV4_HC_FUSED_NORM", "DSV4_GEMM_FP4_MMA_RING", "DSV4_GEMM_FP4_SPLIT",
-                              "DSV4_GEMM_GROUPED_RESIDENT", "DSV4_GEMM_FP4_SHIFT", "DSV4_GEMM_WGMMA_SPECIALIZED",
-                              "DSV4_GEMM_GEMV_FP4_STAGED", "DSV4_GEMM_GEMV_WGMMA", "DSV4_GEMM_LT_WIDEN_AHEAD"}) {
+  for (const char* retired :
+       {"DSV4_GEMM_FP4_PER128", "DSV4_INDEXER_MMA", "DSV4_GEMM_FP4_PREWIDEN", "DSV4_HC_FUSED_NORM",
+        "DSV4_GEMM_FP4_MMA_RING", "DSV4_GEMM_FP4_SPLIT", "DSV4_GEMM_GROUPED_RESIDENT", "DSV4_GEMM_FP4_SHIFT",
+        "DSV4_GEMM_WGMMA_SPECIALIZED", "DSV4_GEMM_GEMV_FP4_STAGED", "DSV4_GEMM_GEMV_WGMMA", "DSV4_GEMM_LT_WIDEN_AHEAD",
+        "DSV4_GEMM_GEMV_EARLY", "DSV4_GEMM_GEMV_PREFETCH"}) {
     ::setenv(retired, "0", 1);
     EXPECT_THROW(check_env_switches(), Error) << retired;
     ::unsetenv(retired);

@@ -254,9 +254,9 @@ __device__ void stage_acts(const ExactBlockArgs& p, const Tile& tl, int64_t grp,
 // RG row groups of 16 weight rows a CTA; the CTA's kWarps / RG warps of a row group split its K blocks
 // into runs, added in K order at the end. Weights are never written during a step, so a dense call's
 // first blocks load before the wait on the previous kernel; so do a grouped call's whose offsets were
-// settled before that kernel began (`early_grouped`: finding the tile reads them).
+// settled before that kernel began (finding the tile reads them).
 template <Form F, int RG, int D>
-__global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlockArgs p, bool early_grouped) {
+__global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlockArgs p) {
   constexpr bool kStaged = !is_fp8(F);  // FP4 codes through the warp's shared-memory ring
   constexpr int KP = kWarps / RG;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -314,7 +314,7 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
     }
     return true;
   };
-  const bool early = !p.offsets || (early_grouped && p.offsets_settled);
+  const bool early = !p.offsets || p.offsets_settled;
   if (early && !start()) return;
   pdl_enter();
   if (!early && !start()) return;
@@ -362,26 +362,26 @@ int64_t smem_bytes(const ExactBlockArgs& a, Form f) {
 }
 
 template <Form F, int RG, int D>
-void launch(const ExactBlockArgs& a, bool early, cudaStream_t stream) {
+void launch(const ExactBlockArgs& a, cudaStream_t stream) {
   allow_dynamic_smem(fast_gemv_kernel<F, RG, D>, kFastGemvMaxSmem);
   const int64_t tiles = a.offsets ? row_tiles(a.rows, kTm, a.experts) : cdiv(a.rows, kTm);
   const int64_t cols = (a.y_b ? 2 : 1) * a.groups * cdiv(a.ng, 16 * RG);
   DSV4_CUDA_REQUIRE(tiles < (int64_t{1} << 31) && cols <= 65535, "fast gemv: grid out of range");
   launch_kernel(fast_gemv_kernel<F, RG, D>, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(cols)), kThreads,
-                static_cast<size_t>(smem_bytes(a, F)), stream, a, early);
+                static_cast<size_t>(smem_bytes(a, F)), stream, a);
 }
 
 template <Form F, int D>
-void launch_parts(const ExactBlockArgs& a, GemvShape shape, cudaStream_t stream) {
-  switch (shape.k_parts) {
+void launch_parts(const ExactBlockArgs& a, int k_parts, cudaStream_t stream) {
+  switch (k_parts) {
     case 1:
-      return launch<F, 8, D>(a, shape.early, stream);
+      return launch<F, 8, D>(a, stream);
     case 2:
-      return launch<F, 4, D>(a, shape.early, stream);
+      return launch<F, 4, D>(a, stream);
     case 4:
-      return launch<F, 2, D>(a, shape.early, stream);
+      return launch<F, 2, D>(a, stream);
     default:
-      return launch<F, 1, D>(a, shape.early, stream);
+      return launch<F, 1, D>(a, stream);
   }
 }
 
@@ -405,9 +405,9 @@ void fast_gemv(const ExactBlockArgs& a, GemvShape shape, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(k == 1 || k == 2 || k == 4 || k == 8, "fast gemv: k_parts 1, 2, 4 or 8");
   if (a.rows <= 0) return;
   if (a.kind == GemmWeightKind::kFp8) {
-    launch_parts<Form::kFp8, kDepth>(a, shape, stream);
+    launch_parts<Form::kFp8, kDepth>(a, k, stream);
   } else {
-    launch_parts<Form::kFp4, kDepth>(a, shape, stream);
+    launch_parts<Form::kFp4, kDepth>(a, k, stream);
   }
 }
 

@@ -13,8 +13,8 @@
 // registers; FP4 blocks (64 bytes a row) go by 16-byte cp.async into a ring of the warp's own in shared
 // memory and reach the registers by ldmatrix (one 4-byte word of each 32-code scale block a lane).
 // Four blocks of a warp's weights are in flight; no barrier runs inside the K loop, and a dense call's first
-// blocks load before the wait on the previous kernel (a grouped call's too, where its offsets were settled
-// and the shape says so). The tile's activation codes sit in
+// blocks load before the wait on the previous kernel (a grouped call's too, where its offsets were settled:
+// ExactBlockArgs::offsets_settled). The tile's activation codes sit in
 // shared memory, copied, or quantized there from bf16 rows (the exact quantizer's codes, without quantize_act's launch)
 // from a dense call's bf16 rows.
 #pragma once
@@ -37,8 +37,7 @@ bool fast_gemv_takes(const ExactBlockArgs& a);
 
 // How the kernel runs a call: the plan's kFastGemv fields.
 struct GemvShape {
-  int k_parts = 1;     // runs of K each CTA's eight warps split (1, 2, 4 or 8)
-  bool early = false;  // GemmPolicy::gemv_early
+  int k_parts = 1;  // runs of K each CTA's eight warps split (1, 2, 4 or 8)
 };
 
 // Runs `a` (with its pair) in that shape, four weight blocks in flight a warp.

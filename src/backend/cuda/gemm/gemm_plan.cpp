@@ -43,7 +43,6 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.cublaslt = env_switch("DSV4_GEMM_CUBLASLT") != "0";
   p.fast_mma_max_rows = env_count("DSV4_GEMM_FAST_MMA_MAX_ROWS", p.fast_mma_max_rows);
   p.gemv_max_rows = env_count("DSV4_GEMM_FAST_GEMV_MAX_ROWS", p.gemv_max_rows);
-  p.gemv_early = env_switch("DSV4_GEMM_GEMV_EARLY") != "0";
   p.wgmma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_WGMMA_MIN_ROWS", p.wgmma_min_rows));
   p.ctas_per_sm = static_cast<int>(std::max<int64_t>(1, env_count("DSV4_GEMM_CTAS_PER_SM", p.ctas_per_sm)));
   p.exact_imma = env_switch("DSV4_GEMM_IMMA") != "0";
@@ -73,11 +72,10 @@ std::string GemmPolicy::describe() const {
   }
   return fmt::format(
       "fast (FP8 tensor cores with per-block promotion, FP4 per 32 (wgmma: per 128); few-row kernel "
-      "up to {} rows a weight (FP8 twins {}, settled grouped calls early {}); cuBLASLt "
+      "up to {} rows a weight (FP8 twins {}); cuBLASLt "
       "{} above {} rows; wgmma from {} rows a weight, FP4 widened {}; FP4 experts on cuBLASLt {}; {} CTAs an SM; "
       "indexer dots on {}; hc_pre norm {}, fused with the post before it up to {} tokens; attention's shadow {})",
-      gemv_max_rows, twin_gemv_max_rows, gemv_early ? "on" : "off", cublaslt ? "on" : "off", fast_mma_max_rows,
-      wgmma_min_rows,
+      gemv_max_rows, twin_gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
       fp4_prewiden ? fmt::format("before the call from {} rows an expert", prewiden_min_rows) : "in shared memory",
       cublaslt && lt_experts_min_rows > 0 ? fmt::format("from {} rows an expert, {} stream{}", lt_experts_min_rows,
                                                         lt_expert_streams, lt_expert_streams == 1 ? "" : "s")
@@ -268,7 +266,6 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
   if (few && plan.route == GemmRoute::kFastMma) {
     plan.route = GemmRoute::kFastGemv;
     plan.gemv_k_parts = policy.gemv_k_parts > 0 ? policy.gemv_k_parts : fast_gemv_k_parts(p, caps);
-    plan.gemv_early = policy.gemv_early;
   }
   return plan;
 }

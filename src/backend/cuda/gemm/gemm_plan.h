@@ -61,10 +61,6 @@ struct GemmPolicy {
   // Fast tier, few-row kernel: runs of K a CTA's warps split (1, 2, 4 or 8); 0: the plan's rule
   // (fast_gemv_k_parts). Set only by the bench's sweep (gpu_kernels_bench gemv-parts) that checks the rule.
   int gemv_k_parts = 0;
-  // Fast tier, few-row kernel: grouped calls whose offsets were settled two kernels back start (tile, first
-  // weight blocks) before the wait on the previous kernel, as dense calls do (DSV4_GEMM_GEMV_EARLY=0: off).
-  // Weights requested toward L2 as a warp starts (bulk prefetch of its run) measured slower (session 42).
-  bool gemv_early = true;
   // Fast tier, beside the GEMMs: where the indexer's dots of FP4 keys run (DSV4_INDEXER_DOTS=cuda-cores,
   // mma or wgmma; the CUDA cores measured 1.4-4x slower than mma.sync, docs/perf.md).
   IndexerDots indexer_dots = IndexerDots::kWgmma;
@@ -214,7 +210,6 @@ struct GemmPlan {
   int64_t workspace_floats = 0;                 // kFastMma: fp32 scratch of the splits
   int64_t workspace_counters = 0;               // kFastMma: the splits' arrival counters (zeroed once)
   int gemv_k_parts = 1;                         // kFastGemv: runs of K a CTA's warps split (1, 2, 4, 8)
-  bool gemv_early = false;                      // kFastGemv: GemmPolicy::gemv_early
   int widen_experts = 0;    // kWgmma, FP4: weights (experts) widened a pass, their scratch within the widening budget
   int lt_pass_experts = 0;  // kCublasLtExperts: experts re-encoded a pass, within the widening budget
 };
