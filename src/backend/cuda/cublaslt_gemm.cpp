@@ -598,7 +598,7 @@ struct GemmRunner::Impl {
     return matmul(s, w.data, a.x, a.y, nullptr, nullptr);
   }
 
-  static ExactPlainArgs plain_args(const GemmArgs& a, const GemmPolicy& policy) {
+  static ExactPlainArgs plain_args(const GemmArgs& a, int64_t min_wide_tiles) {
     const GemmWeight& w = a.w;
     ExactPlainArgs p;
     p.x = a.x, p.x_ld = a.x_stride ? a.x_stride : w.cols * a.groups, p.rows = a.rows;
@@ -606,7 +606,7 @@ struct GemmRunner::Impl {
     p.w = w.data, p.w_f32 = w.kind == GemmWeightKind::kF32;
     p.w_fp8 = w.fp8_twin, p.w_fp8_scale = w.fp8_twin_scale;
     p.y = a.y, p.y_ld = a.y_stride ? a.y_stride : w.rows, p.y_f32 = a.out == GemmOut::kF32;
-    p.min_wide_tiles = policy.plain_wide_min_tiles;
+    p.min_wide_tiles = min_wide_tiles;
     return p;
   }
 
@@ -646,7 +646,7 @@ struct GemmRunner::Impl {
     const GemmRoute route = plain && same && a.rows > 0 ? plan_of(a, true).route : GemmRoute::kExactBlock;
     if (route == GemmRoute::kFastSgemm || route == GemmRoute::kFastPlainGemv) {
       run_checks(a);
-      ExactPlainArgs p = plain_args(a, policy);
+      ExactPlainArgs p = plain_args(a, policy.plain_wide_min_tiles);
       p.w_b = w_b.data, p.y_b = y_b;
       if (route == GemmRoute::kFastSgemm && fast_sgemm_takes(p)) {
         fast_sgemm(p, stream);
@@ -666,7 +666,7 @@ struct GemmRunner::Impl {
       return;
     }
     run_checks(a);
-    ExactPlainArgs p = plain_args(a, policy);
+    ExactPlainArgs p = plain_args(a, policy.plain_wide_min_tiles);
     p.w_b = w_b.data, p.y_b = y_b;
     exact_plain_gemm(p, stream);
   }
@@ -700,7 +700,7 @@ struct GemmRunner::Impl {
     const GemmPlan plan = plan_of(a, false);
     if (w.kind == GemmWeightKind::kBf16 || w.kind == GemmWeightKind::kF32) {
       if (plan.route == GemmRoute::kCublasLt && lt_bf16(a, x_ld, y_ld)) return;
-      const ExactPlainArgs p = plain_args(a, policy);
+      const ExactPlainArgs p = plain_args(a, policy.plain_wide_min_tiles);
       if (plan.route == GemmRoute::kFastPlainGemv && fast_plain_gemv_takes(p)) {
         fast_plain_gemv(p, stream);
         return;

@@ -14,9 +14,8 @@
 // memory and reach the registers by ldmatrix (one 4-byte word of each 32-code scale block a lane).
 // Four blocks of a warp's weights are in flight; no barrier runs inside the K loop, and a dense call's first
 // blocks load before the wait on the previous kernel (a grouped call's too, where its offsets were settled:
-// ExactBlockArgs::offsets_settled). The tile's activation codes sit in
-// shared memory, copied, or quantized there from bf16 rows (the exact quantizer's codes, without quantize_act's launch)
-// from a dense call's bf16 rows.
+// ExactBlockArgs::offsets_settled). The tile's activation codes sit in shared memory, copied, or quantized
+// there from a dense call's bf16 rows (the exact quantizer's codes, without quantize_act's launch).
 #pragma once
 
 #include <cuda_runtime_api.h>
