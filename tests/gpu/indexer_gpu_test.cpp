@@ -311,6 +311,18 @@ TEST(CudaIndexer, SelectsAcrossChunksWithMassTies) {
   }
 }
 
+// Decode's few tokens over long rows: a token's wide histogram in several copies (eight at one token, two
+// at four), added up at the cut; keys all distinct, and five distinct vectors (mass ties at the cut).
+TEST(CudaIndexer, WideHistogramCopiesAddUp) {
+  for (const int distinct : {0, 5}) {
+    for (const int tokens : {1, 2, 4}) {
+      Spec s{8, 512, KvEntryFormat::kIndexFp4, {40000}, 40000, {}, distinct};
+      for (int i = 0; i < tokens; ++i) s.tokens.push_back({0, 4 * (40000 - 1001 * i) + 2});
+      run_case(s, static_cast<uint32_t>(40 + 10 * distinct + tokens));
+    }
+  }
+}
+
 // More than 64 tokens with long rows: a token group without wide histograms.
 TEST(CudaIndexer, SelectsForManyTokensWithoutWideHistograms) {
   Spec s{4, 512, KvEntryFormat::kIndexFp4, {40000, 9000}, 40000, {}, 0};

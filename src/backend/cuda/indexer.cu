@@ -37,8 +37,11 @@ constexpr int kBins = 256;
 constexpr int kWideBins = 65536;     // a wide histogram counts every 16-bit score key,
 constexpr int64_t kWideTokens = 64;  // for token groups this small
 constexpr int64_t kWideRow = 32768;  // with rows this long
-constexpr int kCutThreads = 512;     // the cut by a pass over the row (not wide)
-constexpr int kVec = 16;             // scores a cut thread loads per tile (four 16-byte loads in flight)
+// A token's wide histogram in up to this many copies, CTA c counting into copy c % copies: the atomics of a
+// token's CTAs (every CTA of the grid at batch 1) spread over more addresses; the cut adds the copies up.
+constexpr int64_t kWideCopies = 8;
+constexpr int kCutThreads = 512;  // the cut by a pass over the row (not wide)
+constexpr int kVec = 16;          // scores a cut thread loads per tile (four 16-byte loads in flight)
 constexpr int kSelectThreads = 256;
 constexpr int kPerThread = 8;  // contiguous scores a compacting thread takes
 constexpr int kChunk = kSelectThreads * kPerThread;
@@ -71,8 +74,9 @@ struct Scratch {
   int64_t t0 = 0, cap = 0, stride = 0, chunks = 0;
   int eq_cap = 0;  // entries an eq list keeps: min(kChunk, topk)
   bool wide = false;
+  int fine_copies = 1;           // wide: copies of a token's key histogram (kWideCopies over the group's tokens)
   uint32_t* coarse = nullptr;    // [group, 256] counts of the high score-key byte
-  uint32_t* fine = nullptr;      // [group, 65536] counts of the score key (wide only)
+  uint32_t* fine = nullptr;      // [group, fine_copies, 65536] counts of the score key (wide only)
   uint32_t* done = nullptr;      // [group] compaction CTAs finished
   uint32_t* gt_count = nullptr;  // [group] entries in gt
   float* scores = nullptr;       // [group, stride], rows 16-byte aligned
@@ -365,6 +369,12 @@ __device__ CtaToken cta_token(const IndexerLaunch& a, const Scratch& s) {
   return c;
 }
 
+// The wide histogram copy the CTA counts token t's keys into (null: none).
+__device__ __forceinline__ uint32_t* fine_copy(const Scratch& s, int64_t t) {
+  if (!s.wide) return nullptr;
+  return s.fine + ((t - s.t0) * s.fine_copies + blockIdx.x % s.fine_copies) * kWideBins;
+}
+
 // Key j's score from its head sum (bf16; −inf for a dead key or NaN, which ranks last; −0 → +0, a CPU
 // tie), stored when eligible and counted. Whole warps call.
 __device__ void put_score(int64_t j, int64_t n, float total, bool dead, float* out, uint32_t* coarse, uint32_t* fine) {
@@ -403,7 +413,7 @@ __global__ void __launch_bounds__(kScoreThreads, 2) score_kernel(IndexerLaunch a
   for (int b = threadIdx.x; b < kBins; b += kScoreThreads) coarse[b] = 0;
   const float2 qb = load_query(a, t, rows, q, w);
   float* out = s.scores + (t - s.t0) * s.stride;
-  uint32_t* fine = s.wide ? s.fine + (t - s.t0) * kWideBins : nullptr;
+  uint32_t* fine = fine_copy(s, t);
   RawBlock<F> raw;
   fetch_block(a, n, blockIdx.x, tile_slot(a, seq, n, blockIdx.x), raw);
   int32_t ahead = tile_slot(a, seq, n, blockIdx.x + gridDim.x);
@@ -571,7 +581,7 @@ __global__ void __launch_bounds__(kScoreThreads, 2) score_mma_kernel(IndexerLaun
   load_q_fragments(a, t, h0, qf);
   const float w_lo = head_weight(a, t, h0 + lane / 4), w_hi = head_weight(a, t, h0 + lane / 4 + 8);
   float* out = s.scores + (t - s.t0) * s.stride;
-  uint32_t* fine = s.wide ? s.fine + (t - s.t0) * kWideBins : nullptr;
+  uint32_t* fine = fine_copy(s, t);
   RawBlock<KvEntryFormat::kIndexFp4> raw;
   fetch_block(a, n, blockIdx.x, tile_slot(a, seq, n, blockIdx.x), raw);
   int32_t ahead = tile_slot(a, seq, n, blockIdx.x + gridDim.x);
@@ -704,7 +714,7 @@ __global__ void __launch_bounds__(kWgThreads, 4) score_wgmma_kernel(IndexerLaunc
   __syncthreads();  // q's tile and the counts are in place
   const uint32_t qa = smem_addr(qs);
   float* out = s.scores + (t - s.t0) * s.stride;
-  uint32_t* fine = s.wide ? s.fine + (t - s.t0) * kWideBins : nullptr;
+  uint32_t* fine = fine_copy(s, t);
   float d[32] = {};
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     uint32_t p0[16], p1[16];
@@ -767,14 +777,20 @@ __device__ void pick_digit(const uint32_t* hist, int want, uint32_t* digit, int*
 }
 
 // The cut for the `want` (>= 1) best of a row: the high byte from the byte histogram, the low byte from
-// the wide histogram's 256 keys under it. By the whole block.
-__device__ Cut wide_cut(const uint32_t* coarse, const uint32_t* fine, int want) {
-  __shared__ uint32_t digit;
+// the wide histogram's 256 keys under it, its `copies` added up. By the whole block.
+__device__ Cut wide_cut(const uint32_t* coarse, const uint32_t* fine, int copies, int want) {
+  __shared__ uint32_t digit, low[kBins];
   __shared__ int left;
   if (threadIdx.x < kWarp) pick_digit(coarse, want, &digit, &left);
   __syncthreads();
   const uint32_t high = digit;
-  if (threadIdx.x < kWarp) pick_digit(fine + high * kBins, left, &digit, &left);  // reads left before writing it
+  for (int b = threadIdx.x; b < kBins; b += blockDim.x) {
+    uint32_t n = 0;
+    for (int c = 0; c < copies; ++c) n += __ldcg(fine + (int64_t{c} * kWideBins + high * kBins + b));
+    low[b] = n;
+  }
+  __syncthreads();
+  if (threadIdx.x < kWarp) pick_digit(low, left, &digit, &left);  // reads left before writing it
   __syncthreads();
   const Cut cut{high << 8 | digit, left};
   __syncthreads();  // digit and left are reused
@@ -1002,7 +1018,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(IndexerLaunch a,
   Cut cut{0, 0};
   if (kk > 0) {
     if (s.wide) {
-      cut = wide_cut(s.coarse + g * kBins, s.fine + g * kWideBins, kk);
+      cut = wide_cut(s.coarse + g * kBins, s.fine + g * s.fine_copies * kWideBins, s.fine_copies, kk);
     } else if (s.chunks == 1) {  // the whole row is this CTA's chunk: no cut_kernel launched
       cut = row_cut(s.scores + g * s.stride, n, kk, s.coarse + g * kBins);
     } else {
@@ -1045,7 +1061,7 @@ size_t carve(char* base, int64_t group, int topk, Scratch& s, size_t* count_byte
   take(base, &used, s.gt_count, group);
   *select_bytes = used;
   take(base, &used, s.coarse, group * kBins);
-  take(base, &used, s.fine, s.wide ? group * kWideBins : 0);
+  take(base, &used, s.fine, s.wide ? group * s.fine_copies * kWideBins : 0);
   *count_bytes = used;
   take(base, &used, s.scores, group * s.stride);
   take(base, &used, s.gt, group * topk);
@@ -1108,6 +1124,7 @@ Plan make_plan(const IndexerLaunch& a) {
   p.group = std::clamp<int64_t>(kScratchBudget / static_cast<int64_t>(per_token), 1,
                                 std::min<int64_t>(std::max<int64_t>(a.tokens, 1), 65535));
   s.wide = p.group <= kWideTokens && s.stride >= kWideRow;
+  if (s.wide) s.fine_copies = static_cast<int>(std::max<int64_t>(1, kWideCopies / p.group));
   p.bytes = carve(nullptr, p.group, a.topk, s, &p.count_bytes, &p.select_bytes);
   return p;
 }
