@@ -50,11 +50,17 @@ suites=$("$STAGE/bin/test_gpu" --gtest_list_tests 2>/dev/null | grep -E '^[A-Za-
 [ -n "${DSV4_GPU_FILTER:-}" ] && suites=
 [ -n "${DSV4_GPU_FILTER:-}" ] && step gpu-filtered env ${DSV4_GPU_FILTER_ENV:-} timeout "${DSV4_GPU_SUITE_TIMEOUT:-300}" "$STAGE/bin/test_gpu" \
   --gtest_filter="$DSV4_GPU_FILTER" --gtest_output=json:"$LOGS/gpu-filtered.json"
-# DSV4_GPU_MUTANT (a gtest filter): test_gpu built from a deliberately broken source (stage-gpu.sh's
-# DSV4_GPU_MUTATION) must fail those tests; the step passes when they fail.
+# DSV4_GPU_MUTANT (gtest patterns, ':'-separated): test_gpu built from a deliberately broken source
+# (stage-gpu.sh's DSV4_GPU_MUTATION) must fail each of them. One process a pattern, each its own step (passing
+# when that pattern's tests fail, and failing where it names no test): one test that faults cannot hide
+# another that passes (session 43: an illegal address in the first left the second unrun).
 if [ -n "${DSV4_GPU_MUTANT:-}" ] && [ -x "$STAGE/bin/test_gpu_mutant" ]; then
-  step gpu-mutant-fails bash -c '! timeout "${DSV4_GPU_SUITE_TIMEOUT:-300}" "$0" --gtest_filter="$1"' \
-    "$STAGE/bin/test_gpu_mutant" "$DSV4_GPU_MUTANT"
+  IFS=':' read -r -a mutant_patterns <<<"$DSV4_GPU_MUTANT"
+  for m in "${mutant_patterns[@]}"; do
+    step "gpu-mutant-fails-${m//[^A-Za-z0-9_]/_}" bash -c \
+      '"$0" --gtest_list_tests --gtest_filter="$1" | grep -q "^  " && ! timeout "${DSV4_GPU_SUITE_TIMEOUT:-300}" "$0" --gtest_filter="$1"' \
+      "$STAGE/bin/test_gpu_mutant" "$m"
+  done
 fi
 for suite in $suites; do
   case "$suite" in DISABLED_*) continue ;; esac
@@ -231,6 +237,22 @@ if [ "${DSV4_GPU_BENCH:-0}" = 1 ]; then
         step bench-profile-simt env DSV4_GEMM_IMMA=0 "$STAGE/bin/dsv4" bench step "$flash" --backend cuda --batch 1 \
           --context 8192 --prefill 2048 -r 1 --profile
       fi
+    fi
+    # DSV4_GPU_AB: the same bench step runs (';'-separated argument lists) from the base binary that
+    # stage-gpu.sh's DSV4_GPU_BASE_BIN staged (dsv4_base) and from this one, in turn, twice (base, new, base,
+    # new): a change against its base in one call on one machine, the calls' drift kept out.
+    if [ -n "${DSV4_GPU_AB:-}" ] && [ -x "$STAGE/bin/dsv4_base" ]; then
+      IFS=';' read -r -a ab_runs <<<"$DSV4_GPU_AB"
+      for i in "${!ab_runs[@]}"; do
+        for round in 1 2; do
+          for side in base new; do
+            bin="$STAGE/bin/dsv4"
+            [ "$side" = base ] && bin="$STAGE/bin/dsv4_base"
+            step "ab-$((i + 1))-$side-$round" "$bin" bench step "$flash" --backend cuda ${ab_runs[$i]}
+          done
+        done
+      done
+      grep -H "decode batch\|mixed batch\|prefill [0-9]" "$LOGS"/ab-*.log | grep " ms" >"$LOGS/ab.txt"
     fi
     if [ "${DSV4_GPU_SERVE:-1}" = 1 ]; then
       timeout $((deadline - SECONDS > 30 ? deadline - SECONDS : 30)) bash bench/serve-gpu.sh "$STAGE/bin/dsv4" "$flash" "$LOGS" >"$LOGS/serve-bench.log" 2>&1

