@@ -240,7 +240,8 @@ if [ "${DSV4_GPU_BENCH:-0}" = 1 ]; then
     fi
     # DSV4_GPU_AB: the same bench step runs (';'-separated argument lists) from the base binary that
     # stage-gpu.sh's DSV4_GPU_BASE_BIN staged (dsv4_base) and from this one, in turn, twice (base, new, base,
-    # new): a change against its base in one call on one machine, the calls' drift kept out.
+    # new): a change against its base in one call on one machine, the calls' drift kept out (with DSV4_GPU_BENCH=1
+    # and DSV4_GPU_FLASH=1; logs/ab.md and the end of table.md: bench/ab_table.py).
     if [ -n "${DSV4_GPU_AB:-}" ] && [ -x "$STAGE/bin/dsv4_base" ]; then
       IFS=';' read -r -a ab_runs <<<"$DSV4_GPU_AB"
       for i in "${!ab_runs[@]}"; do
@@ -252,7 +253,7 @@ if [ "${DSV4_GPU_BENCH:-0}" = 1 ]; then
           done
         done
       done
-      grep -H "decode batch\|mixed batch\|prefill [0-9]" "$LOGS"/ab-*.log | grep " ms" >"$LOGS/ab.txt"
+      python3 bench/ab_table.py "$LOGS" >"$LOGS/ab.md" 2>&1
     fi
     if [ "${DSV4_GPU_SERVE:-1}" = 1 ]; then
       timeout $((deadline - SECONDS > 30 ? deadline - SECONDS : 30)) bash bench/serve-gpu.sh "$STAGE/bin/dsv4" "$flash" "$LOGS" >"$LOGS/serve-bench.log" 2>&1
@@ -261,6 +262,7 @@ if [ "${DSV4_GPU_BENCH:-0}" = 1 ]; then
   fi
   python3 bench/gpu_table.py "$LOGS/gpu-kernels.log" "$LOGS/torch-peer.log" "$LOGS/bench-step.log" \
     "$LOGS/bench-step-eager.log" >"$OUT/table.md"
+  [ -f "$LOGS/ab.md" ] && { echo; echo "A/B (dsv4_base against dsv4, runs in turn):"; cat "$LOGS/ab.md"; } >>"$OUT/table.md"
 fi
 # DSV4_GPU_MULTI=1 (a kind of two or more GPUs; M2.7's rows): the collectives' ceilings over every GPU
 # (bench comm: nccl-tests' bus bandwidth), then decode steps of the real V4-Flash dims with dummy weights
