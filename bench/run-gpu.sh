@@ -242,7 +242,10 @@ if [ "${DSV4_GPU_BENCH:-0}" = 1 ]; then
     # stage-gpu.sh's DSV4_GPU_BASE_BIN staged (dsv4_base) and from this one, in turn, twice (base, new, base,
     # new): a change against its base in one call on one machine, the calls' drift kept out (with DSV4_GPU_BENCH=1
     # and DSV4_GPU_FLASH=1; logs/ab.md and the end of table.md: bench/ab_table.py).
-    if [ -n "${DSV4_GPU_AB:-}" ] && [ -x "$STAGE/bin/dsv4_base" ]; then
+    if [ -n "${DSV4_GPU_AB:-}" ] && [ ! -x "$STAGE/bin/dsv4_base" ]; then
+      rows+=("$(printf '%-28s %-6s %8ss  %s' ab FAIL - "DSV4_GPU_AB without a base: stage with DSV4_GPU_BASE_BIN")")
+      status=1
+    elif [ -n "${DSV4_GPU_AB:-}" ]; then
       IFS=';' read -r -a ab_runs <<<"$DSV4_GPU_AB"
       for i in "${!ab_runs[@]}"; do
         for round in 1 2; do

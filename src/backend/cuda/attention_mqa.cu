@@ -194,8 +194,7 @@ __device__ void load_q(const AttentionLaunch& a, int64_t t, int h0, S& sm) {
 // waited for here, then a barrier), warp w normalises and ropes heads w, w + 16, w + 32, w + 48 of the
 // CTA in shared memory, their chains interleaved, as head_rms_norm would (head_rms_norm_warp: the same
 // bits). Readers of sm.q come after the next barrier.
-template <class S>
-__device__ void norm_q(const AttentionLaunch& a, int h0, S& sm) {
+__device__ void norm_q(const AttentionLaunch& a, int h0, ShadowSmem& sm) {
   constexpr int kWarps = kThreads / kWarp, kPerWarp = kHeads / kWarps;
   cp_async_wait<1>();
   __syncthreads();
