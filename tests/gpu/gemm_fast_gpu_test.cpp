@@ -800,7 +800,8 @@ TEST(CudaGemmFast, WgmmaReportsFp4ScalesBeyondItsSpan) {
 
 // Plain weights on the fast tier against the exact plain kernel, fp32 outputs, a pair (the
 // compressor's wkv and wgate): fp32 weights on the fused multiply-add kernel, bf16 ones on cuBLASLt
-// (two calls) and, with it off, on the same CUDA-core kernel; up to 8 rows on the few-row kernel.
+// (two calls) and, with it off, on the same CUDA-core kernel; up to 8 rows on the few-row kernel, whose
+// narrow calls (32-515 columns) split each column's K over 2-8 warps (GemmPlan::plain_k_parts).
 // Each tile of 128x128 outputs within calc_diff 1e-10 (spec/NUMERICS.md's fp32 bound), the same bits
 // twice; zeroing one 16-wide K tile of the weight (what a tile-indexing bug computes) must fail it.
 struct PlainRun {
@@ -824,7 +825,8 @@ TEST(CudaGemmFast, PlainWeightsPassTheFp32Gate) {
     // Many rows (the CUDA-core kernel or cuBLASLt), and decode's few (the few-row kernel).
     for (const auto& [rows, n, k] :
          {Shape{64, 1024, 4096}, Shape{200, 100, 48}, Shape{2048, 1024, 4096}, Shape{129, 515, 2048},
-          Shape{63, 256, 256}, Shape{1, 256, 4096}, Shape{3, 1024, 4096}, Shape{8, 515, 2048}, Shape{5, 100, 48}}) {
+          Shape{63, 256, 256}, Shape{1, 256, 4096}, Shape{3, 1024, 4096}, Shape{8, 515, 2048}, Shape{5, 100, 48},
+          Shape{1, 32, 4096}, Shape{4, 64, 1024}}) {
       std::mt19937 rng(++seed);
       std::normal_distribution<float> nd(0.0f, 1.0f);
       std::vector<uint16_t> x(static_cast<size_t>(rows * k));
@@ -980,7 +982,7 @@ TEST(CudaGemmFast, Fp8TwinPassesTheGateOfItsBf16Weights) {
       p.y = y.p, p.y_ld = sh.n, p.y_f32 = f32;
       if (twin) {
         EXPECT_TRUE(cuda::fast_plain_gemv_takes(p));
-        cuda::fast_plain_gemv(p, nullptr);
+        cuda::fast_plain_gemv(p, 1, nullptr);
       } else {
         cuda::exact_plain_gemm(p, nullptr);
       }

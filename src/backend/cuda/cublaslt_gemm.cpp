@@ -643,7 +643,8 @@ struct GemmRunner::Impl {
       run_checks(a);
       if (gemv_pair(a, w_b, y_b)) return;
     }
-    const GemmRoute route = plain && same && a.rows > 0 ? plan_of(a, true).route : GemmRoute::kExactBlock;
+    const GemmPlan plan = plain && same && a.rows > 0 ? plan_of(a, true) : GemmPlan{};
+    const GemmRoute route = plan.route;
     if (route == GemmRoute::kFastSgemm || route == GemmRoute::kFastPlainGemv) {
       run_checks(a);
       ExactPlainArgs p = plain_args(a, policy.plain_wide_min_tiles);
@@ -653,7 +654,7 @@ struct GemmRunner::Impl {
         return;
       }
       if (route == GemmRoute::kFastPlainGemv && fast_plain_gemv_takes(p)) {
-        fast_plain_gemv(p, stream);
+        fast_plain_gemv(p, plan.plain_k_parts, stream);
         return;
       }
     }
@@ -702,7 +703,7 @@ struct GemmRunner::Impl {
       if (plan.route == GemmRoute::kCublasLt && lt_bf16(a, x_ld, y_ld)) return;
       const ExactPlainArgs p = plain_args(a, policy.plain_wide_min_tiles);
       if (plan.route == GemmRoute::kFastPlainGemv && fast_plain_gemv_takes(p)) {
-        fast_plain_gemv(p, stream);
+        fast_plain_gemv(p, plan.plain_k_parts, stream);
         return;
       }
       const bool sgemm = plan.route == GemmRoute::kFastSgemm || plan.fallback == GemmRoute::kFastSgemm;

@@ -418,6 +418,33 @@ TEST(GemmPlan, FastPlainWeights) {
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kF32, 1, 256, 4100), fast, kH200).route, GemmRoute::kExactPlain);
 }
 
+// Narrow few-row plain calls split each column's K over more warps until one weight's CTAs fill the
+// SMs once; a pair splits as each of its weights alone (the same bits), a twin never.
+TEST(GemmPlan, NarrowPlainCallsSplitTheirColumnsK) {
+  const GemmPolicy fast = policy(Numerics::kFast);
+  auto parts = [&](GemmWeightKind w, int64_t n, int64_t k, bool pair) {
+    GemmProblem p = dense(w, 1, n, k);
+    p.pair = pair;
+    const GemmPlan plan = plan_gemm(p, fast, kH200);
+    EXPECT_EQ(plan.route, GemmRoute::kFastPlainGemv) << n << " x " << k;
+    return plan.plain_k_parts;
+  };
+  EXPECT_EQ(parts(GemmWeightKind::kF32, 32, 4096, false), 8);   // the preset's gate: 32 CTAs, not 4
+  EXPECT_EQ(parts(GemmWeightKind::kF32, 256, 4096, false), 4);  // V4-Flash's gate: 128 CTAs
+  EXPECT_EQ(parts(GemmWeightKind::kBf16, 64, 4096, false), 8);  // weights_proj
+  EXPECT_EQ(parts(GemmWeightKind::kF32, 1024, 4096, true), 1);  // a compressor's pair fills the GPU
+  EXPECT_EQ(parts(GemmWeightKind::kF32, 256, 4096, true), 4);   // a pair as its weights alone
+  EXPECT_EQ(parts(GemmWeightKind::kF32, 515, 2048, false), 2);
+  EXPECT_EQ(parts(GemmWeightKind::kF32, 64, 1024, false), 4);  // every warp keeps a 256-wide slice
+  EXPECT_EQ(parts(GemmWeightKind::kF32, 100, 48, false), 1);
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kF32, 1, 32, 4096), fast, DeviceCaps{16}).plain_k_parts, 4);
+  GemmProblem twin = dense(GemmWeightKind::kBf16, 1, 8192, 4096);
+  twin.groups = 8;
+  twin.fp8_twin = true;
+  EXPECT_EQ(plan_gemm(twin, fast, kH200).route, GemmRoute::kFastPlainGemv);
+  EXPECT_EQ(plan_gemm(twin, fast, kH200).plain_k_parts, 1);
+}
+
 TEST(GemmPlan, ShapesTheFastKernelRefusesStayExact) {
   const GemmPolicy fast = policy(Numerics::kFast);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 32768), fast, kH200).route, GemmRoute::kExactBlock);

@@ -24,40 +24,53 @@ __device__ __forceinline__ void weight8(const ExactPlainArgs& p, const void* w, 
   load_w8<F == Form::kF32>(static_cast<const char*>(w) + (n * p.kg + k) * (F == Form::kF32 ? 4 : 2), v);
 }
 
+// The total of a warp's 32 lane sums, in every lane: a fixed butterfly.
+__device__ __forceinline__ float warp_total(float v) {
+#pragma unroll
+  for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Output (r, n), fp32 or rounded to bf16.
+__device__ __forceinline__ void store_one(const ExactPlainArgs& p, void* y, int64_t r, int64_t n, float v) {
+  if (p.y_f32) {
+    static_cast<float*>(y)[r * p.y_ld + n] = v;
+  } else {
+    static_cast<uint16_t*>(y)[r * p.y_ld + n] = f_to_bf16(v);
+  }
+}
+
 // Output column n of every row: each row's 32 lane sums added in a fixed butterfly, stored by lane 0.
 __device__ __forceinline__ void store_column(const ExactPlainArgs& p, const float (&acc)[kMaxRows], int lane, void* y,
                                              int64_t n) {
 #pragma unroll
   for (int r = 0; r < kMaxRows; ++r) {
     if (r >= p.rows) break;
-    float v = acc[r];
-#pragma unroll
-    for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane != 0) continue;
-    if (p.y_f32) {
-      static_cast<float*>(y)[r * p.y_ld + n] = v;
-    } else {
-      static_cast<uint16_t*>(y)[r * p.y_ld + n] = f_to_bf16(v);
-    }
+    const float v = warp_total(acc[r]);
+    if (lane == 0) store_one(p, y, r, n, v);
   }
 }
 
 // Columns [0, n) are the first weight's, [n, 2n) the pair's; column c of group c / ng reads that group's
-// K columns of x.
-template <Form F>
+// K columns of x. Parts warps share a column: part j chains the slices 8l + 256(j + Parts·i), and the
+// parts' totals add in part order (shared memory), so that a narrow call (the MoE gate: 32-256 columns)
+// still spreads its weight over most SMs with one or two loads in flight a lane.
+template <Form F, int Parts>
 __global__ void __launch_bounds__(kThreads) fast_plain_gemv_kernel(const ExactPlainArgs p) {
-  const int lane = static_cast<int>(threadIdx.x) % kWarp;
-  const int64_t col = int64_t{blockIdx.x} * kWarps + static_cast<int>(threadIdx.x) / kWarp;
+  constexpr int kColumns = kWarps / Parts;  // columns a CTA
+  const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int part = warp % Parts;
+  const int64_t col = int64_t{blockIdx.x} * kColumns + warp / Parts;
   const bool second = col >= p.n;
   const int64_t n = second ? col - p.n : col;
   const bool live = n < p.n && (!second || p.w_b);  // past the last column (or the pair's): no work
   const void* w = second ? p.w_b : p.w;
   const uint16_t* x = p.x + (live ? n / p.ng : 0) * p.kg;
   pdl_enter();
-  if (!live) return;  // warp-uniform
+  if (Parts == 1 && !live) return;  // warp-uniform
   float acc[kMaxRows] = {};
 #pragma unroll 4
-  for (int64_t k = 8 * lane; k < p.kg; k += 8 * kWarp) {
+  for (int64_t k = 8 * (lane + kWarp * part); live && k < p.kg; k += 8 * kWarp * Parts) {
     float wv[8];
     weight8<F>(p, w, n, k, wv);
 #pragma unroll
@@ -69,7 +82,24 @@ __global__ void __launch_bounds__(kThreads) fast_plain_gemv_kernel(const ExactPl
       for (int i = 0; i < 8; ++i) acc[r] = fmaf(xv[i], wv[i], acc[r]);
     }
   }
-  store_column(p, acc, lane, second ? p.y_b : p.y, n);
+  void* y = second ? p.y_b : p.y;
+  if constexpr (Parts == 1) {
+    store_column(p, acc, lane, y, n);
+  } else {
+    __shared__ float totals[kWarps][kMaxRows];
+#pragma unroll
+    for (int r = 0; r < kMaxRows; ++r) {
+      if (r >= p.rows) break;
+      const float v = warp_total(acc[r]);
+      if (lane == 0) totals[warp][r] = v;
+    }
+    __syncthreads();
+    if (!live || part != 0 || lane >= p.rows) return;
+    float v = totals[warp][lane];
+#pragma unroll
+    for (int j = 1; j < Parts; ++j) v += totals[warp + j][lane];
+    store_one(p, y, lane, n, v);
+  }
 }
 
 // A bf16 weight's FP8 twin (wo_a), a warp an output column: lane l reads the 16 codes at 16l + 512j (one
@@ -116,6 +146,23 @@ __global__ void __launch_bounds__(kThreads) fast_twin_gemv_kernel(const ExactPla
   store_column(p, acc, lane, p.y, n);
 }
 
+template <Form F>
+void launch_parts(const ExactPlainArgs& a, int k_parts, unsigned grid, cudaStream_t stream) {
+  switch (k_parts) {
+    case 1:
+      launch_kernel(fast_plain_gemv_kernel<F, 1>, grid, kThreads, 0, stream, a);
+      break;
+    case 2:
+      launch_kernel(fast_plain_gemv_kernel<F, 2>, grid, kThreads, 0, stream, a);
+      break;
+    case 4:
+      launch_kernel(fast_plain_gemv_kernel<F, 4>, grid, kThreads, 0, stream, a);
+      break;
+    default:
+      launch_kernel(fast_plain_gemv_kernel<F, 8>, grid, kThreads, 0, stream, a);
+  }
+}
+
 }  // namespace
 
 bool fast_plain_gemv_takes(const ExactPlainArgs& a) {
@@ -126,18 +173,21 @@ bool fast_plain_gemv_takes(const ExactPlainArgs& a) {
          a.x_ld % 8 == 0 && aligned16(a.x) && aligned16(a.w) && pair_ok && twin_ok;
 }
 
-void fast_plain_gemv(const ExactPlainArgs& a, cudaStream_t stream) {
+void fast_plain_gemv(const ExactPlainArgs& a, int k_parts, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(fast_plain_gemv_takes(a), "fast plain gemv: unsupported call (rows, groups, K % 8, alignment)");
+  DSV4_CUDA_REQUIRE(k_parts == 1 || k_parts == 2 || k_parts == 4 || k_parts == 8,
+                    "fast plain gemv: k_parts 1, 2, 4 or 8");
+  DSV4_CUDA_REQUIRE(k_parts == 1 || !a.w_fp8, "fast plain gemv: an FP8 twin runs a warp a column");
   if (a.rows == 0) return;
-  const int64_t cols = (a.w_b ? 2 : 1) * a.n, grid = (cols + kWarps - 1) / kWarps;
+  const int64_t cols = (a.w_b ? 2 : 1) * a.n, grid = (cols * k_parts + kWarps - 1) / kWarps;
   DSV4_CUDA_REQUIRE(grid < (int64_t{1} << 31), "fast plain gemv: grid out of range");
-  const dim3 g(static_cast<unsigned>(grid)), b(kThreads);
-  if (a.w_f32) {
-    launch_kernel(fast_plain_gemv_kernel<Form::kF32>, g, b, 0, stream, a);
-  } else if (a.w_fp8) {
-    launch_kernel(fast_twin_gemv_kernel, g, b, 0, stream, a);
+  const auto g = static_cast<unsigned>(grid);
+  if (a.w_fp8) {
+    launch_kernel(fast_twin_gemv_kernel, g, kThreads, 0, stream, a);
+  } else if (a.w_f32) {
+    launch_parts<Form::kF32>(a, k_parts, g, stream);
   } else {
-    launch_kernel(fast_plain_gemv_kernel<Form::kBf16>, g, b, 0, stream, a);
+    launch_parts<Form::kBf16>(a, k_parts, g, stream);
   }
 }
 

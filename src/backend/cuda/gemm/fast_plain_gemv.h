@@ -21,7 +21,8 @@ constexpr int64_t kFastPlainGemvMaxRows = 8;
 // instead of its bf16 bytes: the same products, summed a 128-wide scale block at a time.
 bool fast_plain_gemv_takes(const ExactPlainArgs& a);
 
-// Runs `a` (and its pair, in the same launch).
-void fast_plain_gemv(const ExactPlainArgs& a, cudaStream_t stream);
+// Runs `a` (and its pair, in the same launch), k_parts (1, 2, 4 or 8; 1 for a twin) warps a column, each
+// chaining every k_parts-th of its 256-wide K slices (GemmPlan::plain_k_parts).
+void fast_plain_gemv(const ExactPlainArgs& a, int k_parts, cudaStream_t stream);
 
 }  // namespace dsv4::cuda

@@ -166,6 +166,14 @@ int fast_gemv_k_parts(const GemmProblem& p, const DeviceCaps& caps) {
   return parts;
 }
 
+int fast_plain_gemv_k_parts(const GemmProblem& p, const DeviceCaps& caps) {
+  if (p.fp8_twin && p.weight == GemmWeightKind::kBf16) return 1;
+  // One weight's columns: a pair's outputs keep the bits each of its weights gives alone.
+  int parts = 1;
+  while (parts < 8 && ceil_div(p.n * 2 * parts, 8) <= caps.sm_count && p.kg >= 2 * parts * 256) parts *= 2;
+  return parts;
+}
+
 int64_t gemm_workspace_bytes(const GemmWorkspaceQuery& q, const GemmPolicy& policy, const DeviceCaps& caps) {
   const int64_t rows = std::max(q.rows, q.routed_rows);
   // Codes (a byte a value) and their fp32 scales, plus (cuBLASLt) the weight's scales as fp32.
@@ -210,7 +218,7 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
     // bf16 ones, every group in one launch (the bf16 values' products, summed a scale block at a time).
     const bool twin = p.fp8_twin && p.weight == GemmWeightKind::kBf16 && p.experts == 0 && !p.pair;
     if (twin && p.rows <= policy.twin_gemv_max_rows && p.kg % 128 == 0 && ng % 128 == 0) {
-      plan.route = GemmRoute::kFastPlainGemv;
+      plan.route = GemmRoute::kFastPlainGemv;  // one warp a column: plain_k_parts stays 1
       return plan;
     }
     // bf16 on the tensor cores with fp32 accumulation; fp32 weights keep their fp32 sums.
@@ -219,6 +227,7 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
     const bool few = p.experts == 0 && p.groups == 1 && p.rows <= policy.plain_gemv_max_rows && p.kg % 8 == 0;
     if (few && (p.weight == GemmWeightKind::kF32 || p.pair || p.n <= kPlainGemvMaxCols)) {
       plan.route = GemmRoute::kFastPlainGemv;
+      plan.plain_k_parts = fast_plain_gemv_k_parts(p, caps);
       return plan;
     }
     const bool many = p.experts == 0 && p.groups == 1 && p.rows >= policy.sgemm_min_rows && p.kg % 16 == 0;

@@ -210,6 +210,7 @@ struct GemmPlan {
   int64_t workspace_floats = 0;                 // kFastMma: fp32 scratch of the splits
   int64_t workspace_counters = 0;               // kFastMma: the splits' arrival counters (zeroed once)
   int gemv_k_parts = 1;                         // kFastGemv: runs of K a CTA's warps split (1, 2, 4, 8)
+  int plain_k_parts = 1;                        // kFastPlainGemv: warps a column's K is split over (1, 2, 4, 8)
   int widen_experts = 0;    // kWgmma, FP4: weights (experts) widened a pass, their scratch within the widening budget
   int lt_pass_experts = 0;  // kCublasLtExperts: experts re-encoded a pass, within the widening budget
 };
@@ -251,6 +252,12 @@ constexpr int64_t widened_bytes(int64_t weights, int64_t n, int64_t kg) { return
 // call's warps (16 weight rows x a run each) still fit one wave of two CTAs an SM (grouped calls: four
 // waves, measured faster for the MoE's few routed rows).
 int fast_gemv_k_parts(const GemmProblem& p, const DeviceCaps& caps);
+
+// kFastPlainGemv: the warps a column's K is split over, doubled while one weight's CTAs (eight warps)
+// still fit one an SM and each warp keeps at least one 256-wide K slice (a twin: 1). Narrow calls (the
+// MoE gate's 32-256 columns, weights_proj's 64) otherwise run on 4-32 SMs, each lane with several
+// dependent loads.
+int fast_plain_gemv_k_parts(const GemmProblem& p, const DeviceCaps& caps);
 
 // The fast kernel's tile and split choice for a problem (route kFastMma).
 GemmPlan plan_fast_mma(const GemmProblem& p, const GemmPolicy& policy, const DeviceCaps& caps);
