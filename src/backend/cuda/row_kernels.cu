@@ -2,6 +2,7 @@
 #include <cuda_fp4.h>
 #include <cuda_fp8.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -115,19 +116,22 @@ __global__ void head_rms_norm_kernel(uint16_t* x, int64_t heads, int d, float ep
                         [&](int pair) { return rope_cos_sin(__fmul_rn(p, freqs[pair])); });
 }
 
-// A CTA a row: the row's (cos, sin) as the CPU's glibc (rope_rotate) made once, then a thread a
-// (head, pair).
+// A CTA a row's share of its heads (heads / head_split of them, in order): the row's (cos, sin) as the
+// CPU's glibc (rope_rotate) made once a CTA, then a thread a (head, pair). A decode step's few rows split
+// their heads over several CTAs, so that each thread rotates one pair, not eight in a chain.
 __global__ void rope_kernel(uint16_t* x, int heads, int head_dim, int half, const int32_t* positions,
-                            const float* freqs, bool inverse) {
+                            const float* freqs, bool inverse, int head_split) {
   pdl_enter();
   extern __shared__ float2 cs[];  // [half]
-  const int64_t row = blockIdx.x;
+  const int64_t row = blockIdx.x / head_split;
+  const int part = static_cast<int>(blockIdx.x % head_split);
+  const int h0 = part * heads / head_split, h1 = (part + 1) * heads / head_split;
   for (int i = static_cast<int>(threadIdx.x); i < half; i += blockDim.x)
     cs[i] = rope_cos_sin(__fmul_rn(static_cast<float>(positions[row]), freqs[i]));
   __syncthreads();
-  for (int i = static_cast<int>(threadIdx.x); i < heads * half; i += blockDim.x) {
+  for (int i = static_cast<int>(threadIdx.x); i < (h1 - h0) * half; i += blockDim.x) {
     const int pair = i % half;
-    rotate_pair(x + (row * heads + i / half) * head_dim + (head_dim - 2 * half) + 2 * pair, cs[pair], inverse);
+    rotate_pair(x + (row * heads + h0 + i / half) * head_dim + (head_dim - 2 * half) + 2 * pair, cs[pair], inverse);
   }
 }
 
@@ -308,11 +312,17 @@ void head_rms_norm(const HeadRmsNormParams& p, const float* freqs, cudaStream_t 
 }
 
 void rope(const RopeParams& p, const float* freqs, cudaStream_t stream) {
+  constexpr int kThreads = 256, kMinCtas = 128;
   const int half = p.rope.rope_dim / 2;
   if (p.rows * p.heads * half == 0) return;
   DSV4_CUDA_REQUIRE(half <= 4096, "rope: rope_dim above 8192");
-  launch_kernel(rope_kernel, static_cast<unsigned>(p.rows), 256, sizeof(float2) * half, stream, p.x, p.heads,
-                p.head_dim, half, p.positions, freqs, p.inverse);
+  // Rows under kMinCtas: each row's heads over up to kMinCtas / rows CTAs, each keeping a thread's worth
+  // of pairs or more.
+  const int64_t room = std::max<int64_t>(1, kMinCtas / p.rows);
+  const int split =
+      static_cast<int>(std::clamp<int64_t>(std::min<int64_t>(room, int64_t{p.heads} * half / kWarp), 1, p.heads));
+  launch_kernel(rope_kernel, static_cast<unsigned>(p.rows * split), kThreads, sizeof(float2) * half, stream, p.x,
+                p.heads, p.head_dim, half, p.positions, freqs, p.inverse, split);
 }
 
 void hadamard(const HadamardParams& p, cudaStream_t stream) {
