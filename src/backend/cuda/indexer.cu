@@ -877,14 +877,11 @@ __device__ uint32_t block_exclusive_sum(uint32_t v, uint32_t* total) {
   return before + incl - v;
 }
 
-// Chunk c of row[0, n) (kChunk scores, 8 contiguous a thread): indices above the cut appended to the
-// token's gt list (any order: the final sort orders them; they number fewer than topk), indices at the
-// cut to the chunk's eq list in index order (the first eq_cap: no more can be chosen), and their count.
-__device__ void compact_chunk(const float* row, int64_t n, int64_t c, Cut cut, int topk, uint32_t* gt_count,
-                              int32_t* gt, int32_t* eq, int eq_cap, uint32_t* eq_count) {
-  __shared__ uint32_t gt_base;
-  const int64_t j0 = c * kChunk + threadIdx.x * kPerThread;
-  uint32_t above = 0, at = 0;
+// This thread's kPerThread contiguous scores of row[0, n) from j0 against the cut: bit e of *above / *at
+// marks score j0 + e above / at it; keys[e] its score key.
+__device__ __forceinline__ void classify(const float* row, int64_t n, int64_t j0, Cut cut, uint32_t* above,
+                                         uint32_t* at, uint32_t (&keys)[kPerThread]) {
+  *above = 0, *at = 0;
 #pragma unroll
   for (int h = 0; h < kPerThread / 4; ++h) {
     const int64_t j = j0 + 4 * h;
@@ -893,10 +890,22 @@ __device__ void compact_chunk(const float* row, int64_t n, int64_t c, Cut cut, i
     for (int e = 0; e < 4; ++e) {
       const uint32_t k = score_key(component(v, e));
       const bool in = j + e < n;
-      above |= static_cast<uint32_t>(in && k > cut.key) << (4 * h + e);
-      at |= static_cast<uint32_t>(in && k == cut.key) << (4 * h + e);
+      keys[4 * h + e] = k;
+      *above |= static_cast<uint32_t>(in && k > cut.key) << (4 * h + e);
+      *at |= static_cast<uint32_t>(in && k == cut.key) << (4 * h + e);
     }
   }
+}
+
+// Chunk c of row[0, n) (kChunk scores, 8 contiguous a thread): indices above the cut appended to the
+// token's gt list (any order: the final sort orders them; they number fewer than topk), indices at the
+// cut to the chunk's eq list in index order (the first eq_cap: no more can be chosen), and their count.
+__device__ void compact_chunk(const float* row, int64_t n, int64_t c, Cut cut, int topk, uint32_t* gt_count,
+                              int32_t* gt, int32_t* eq, int eq_cap, uint32_t* eq_count) {
+  __shared__ uint32_t gt_base;
+  const int64_t j0 = c * kChunk + threadIdx.x * kPerThread;
+  uint32_t above, at, keys[kPerThread];
+  classify(row, n, j0, cut, &above, &at, keys);
   uint32_t total;  // counts above in the low 16 bits, at the cut in the high (a chunk has 2048 scores)
   const uint32_t before = block_exclusive_sum(__popc(above) | __popc(at) << 16, &total);
   if (threadIdx.x == 0) gt_base = (total & 0xffffu) ? atomicAdd(gt_count, total & 0xffffu) : 0;
@@ -979,35 +988,69 @@ __device__ void put_ties(const IndexerLaunch& a, const Scratch& s, int64_t t, in
   }
 }
 
-// The token's output row, by the last compaction CTA: the indices above the cut sorted by (score
-// descending, index ascending), then those at the cut in index order, then −1 holes.
-__device__ void finish_token(const IndexerLaunch& a, const Scratch& s, int64_t t, int64_t seq, int64_t chunks, int kk,
-                             Cut cut) {
-  __shared__ uint64_t keys[kMaxTopk];  // score key << 32 | ~j: unique, lower j first among equal scores
-  const float* row = s.scores + (t - s.t0) * s.stride;
-  const int32_t* gt = s.gt + (t - s.t0) * a.topk;
-  const int above = kk - cut.ties;
+// Ranks 0 .. above − 1 of token t from keys[0, above) (score key << 32 | ~j: unique, lower j first among
+// equal scores), sorted here by the block; keys has room for the next power of two.
+__device__ void put_sorted(const IndexerLaunch& a, int64_t t, int64_t seq, uint64_t* keys, int above) {
   int size = 1;
   while (size < above) size *= 2;
-  for (int i = threadIdx.x; i < size; i += kSelectThreads) {
-    uint64_t key = 0;  // below every real key
-    if (i < above) {
-      const uint32_t j = static_cast<uint32_t>(__ldcg(gt + i));
-      key = uint64_t{score_key(row[j])} << 32 | (0xffffffffu - j);
-    }
-    keys[i] = key;
-  }
+  for (int i = above + threadIdx.x; i < size; i += kSelectThreads) keys[i] = 0;  // below every real key
   __syncthreads();
   sort_descending(keys, size);
   for (int r = threadIdx.x; r < above; r += kSelectThreads)
     put(a, t, seq, r, static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(keys[r])));
+}
+
+__device__ __forceinline__ uint64_t rank_key(uint32_t score_key, uint32_t j) {
+  return uint64_t{score_key} << 32 | (0xffffffffu - j);
+}
+
+// The token's output row, by the last compaction CTA: the indices above the cut sorted by (score
+// descending, index ascending), then those at the cut in index order, then −1 holes.
+__device__ void finish_token(const IndexerLaunch& a, const Scratch& s, int64_t t, int64_t seq, int64_t chunks, int kk,
+                             Cut cut, uint64_t* keys) {
+  const float* row = s.scores + (t - s.t0) * s.stride;
+  const int32_t* gt = s.gt + (t - s.t0) * a.topk;
+  const int above = kk - cut.ties;
+  for (int i = threadIdx.x; i < above; i += kSelectThreads) {
+    const uint32_t j = static_cast<uint32_t>(__ldcg(gt + i));
+    keys[i] = rank_key(score_key(row[j]), j);
+  }
+  put_sorted(a, t, seq, keys, above);
   put_ties(a, s, t, seq, chunks, above, cut.ties);
+  for (int r = kk + threadIdx.x; r < a.topk; r += kSelectThreads) put(a, t, seq, r, -1);
+}
+
+// A row of one chunk (decode up to 8K tokens of context) by its one CTA in shared memory: the output of
+// compact_chunk then finish_token, without their global lists, counters and fences.
+__device__ void select_one_chunk(const IndexerLaunch& a, const Scratch& s, int64_t t, int64_t seq, int64_t n, int kk,
+                                 Cut cut, uint64_t* keys) {
+  __shared__ int32_t ties[kChunk];
+  const int64_t j0 = threadIdx.x * kPerThread;
+  uint32_t above, at, k[kPerThread];
+  classify(s.scores + (t - s.t0) * s.stride, n, j0, cut, &above, &at, k);
+  uint32_t total;
+  const uint32_t before = block_exclusive_sum(__popc(above) | __popc(at) << 16, &total);
+  uint32_t ga = before & 0xffffu, ea = before >> 16;
+#pragma unroll
+  for (int e = 0; e < kPerThread; ++e) {
+    const auto j = static_cast<uint32_t>(j0 + e);
+    if ((above >> e) & 1) {
+      if (ga < static_cast<uint32_t>(a.topk)) keys[ga] = rank_key(k[e], j);
+      ++ga;
+    } else if ((at >> e) & 1) {
+      if (ea < static_cast<uint32_t>(cut.ties)) ties[ea] = static_cast<int32_t>(j);
+      ++ea;
+    }
+  }
+  const int n_above = kk - cut.ties;
+  put_sorted(a, t, seq, keys, n_above);  // its barrier publishes ties too
+  for (int r = threadIdx.x; r < cut.ties; r += kSelectThreads) put(a, t, seq, n_above + r, ties[r]);
   for (int r = kk + threadIdx.x; r < a.topk; r += kSelectThreads) put(a, t, seq, r, -1);
 }
 
 // Grid (chunks of the longest row, tokens of the group): the compaction of one chunk against the token's
 // cut (from the histograms when wide; rows of one chunk by a pass over the row here; else from
-// cut_kernel), then the output row by the last CTA.
+// cut_kernel), then the output row by the last CTA; rows of one chunk all in this CTA.
 __global__ void __launch_bounds__(kSelectThreads) select_kernel(IndexerLaunch a, Scratch s) {
   pdl_enter();
   const int64_t t = s.t0 + blockIdx.y;
@@ -1027,9 +1070,11 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(IndexerLaunch a,
       cut = s.cuts[g];
     }
   }
+  __shared__ uint64_t keys[kMaxTopk];  // the sort's, by finish_token or select_one_chunk
+  if (s.chunks == 1 && !s.wide) return select_one_chunk(a, s, t, seq, n, kk, cut, keys);
   compact_chunk(s.scores + g * s.stride, n, blockIdx.x, cut, a.topk, s.gt_count + g, s.gt + g * a.topk,
                 s.eq + (g * s.chunks + blockIdx.x) * s.eq_cap, s.eq_cap, s.eq_count + g * s.chunks + blockIdx.x);
-  if (last_to_finish(s.done + g, chunks)) finish_token(a, s, t, seq, chunks, kk, cut);
+  if (last_to_finish(s.done + g, chunks)) finish_token(a, s, t, seq, chunks, kk, cut, keys);
 }
 
 // ---- host ------------------------------------------------------------------------------------------
