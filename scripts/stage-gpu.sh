@@ -29,12 +29,12 @@ done | sort -u | grep -v -E '/(libc|libm|libdl|librt|libpthread|libgcc_s|libstdc
 cupti=$(find /usr/local/cuda/ /usr/local/cuda-*/ -name 'libcupti.so.13' -print -quit 2>/dev/null || true)
 [ -n "$cupti" ] && cp -L "$cupti" "$STAGE/bin/lib/"
 gzip -6 "$STAGE"/bin/lib/libcupti* "$STAGE"/bin/lib/libcrypto* 2>/dev/null || true  # the largest libraries
-# DSV4_GPU_MUTATION="FILE:SED-EXPRESSION" (and DSV4_GPU_MUTATION2 and 3, other files'): also a test_gpu built with
+# DSV4_GPU_MUTATION="FILE:SED-EXPRESSION" (and DSV4_GPU_MUTATION2 to 4, other files'): also a test_gpu built with
 # those edits (deliberate bugs), staged as test_gpu_mutant for run-gpu.sh's DSV4_GPU_MUTANT, whose tests must then
 # fail: the tests' power, shown. The files are restored (and touched, so that the next build compiles them again)
 # and test_gpu rebuilt.
 mutations=()
-for m in "${DSV4_GPU_MUTATION:-}" "${DSV4_GPU_MUTATION2:-}" "${DSV4_GPU_MUTATION3:-}"; do [ -n "$m" ] && mutations+=("$m"); done
+for m in "${DSV4_GPU_MUTATION:-}" "${DSV4_GPU_MUTATION2:-}" "${DSV4_GPU_MUTATION3:-}" "${DSV4_GPU_MUTATION4:-}"; do [ -n "$m" ] && mutations+=("$m"); done
 if [ ${#mutations[@]} -gt 0 ]; then
   files=()
   restore() {
