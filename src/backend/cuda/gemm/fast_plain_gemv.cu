@@ -66,13 +66,14 @@ __global__ void __launch_bounds__(kThreads) fast_plain_gemv_kernel(const ExactPl
   const bool live = n < p.n && (!second || p.w_b);  // past the last column (or the pair's): no work
   const void* w = second ? p.w_b : p.w;
   const uint16_t* x = p.x + (live ? n / p.ng : 0) * p.kg;
+  const int64_t k0 = 8 * (lane + kWarp * part), step = 8 * kWarp * Parts;
+  const bool any = live && k0 < p.kg;
+  float w0[8];  // the first slice's weights, loaded before the wait: no kernel of a step writes a weight
+  if (any) weight8<F>(p, w, n, k0, w0);
   pdl_enter();
   if (Parts == 1 && !live) return;  // warp-uniform
   float acc[kMaxRows] = {};
-#pragma unroll 4
-  for (int64_t k = 8 * (lane + kWarp * part); live && k < p.kg; k += 8 * kWarp * Parts) {
-    float wv[8];
-    weight8<F>(p, w, n, k, wv);
+  const auto add_slice = [&](int64_t k, const float(&wv)[8]) {
 #pragma unroll
     for (int r = 0; r < kMaxRows; ++r) {
       if (r >= p.rows) break;
@@ -81,6 +82,13 @@ __global__ void __launch_bounds__(kThreads) fast_plain_gemv_kernel(const ExactPl
 #pragma unroll
       for (int i = 0; i < 8; ++i) acc[r] = fmaf(xv[i], wv[i], acc[r]);
     }
+  };
+  if (any) add_slice(k0, w0);
+#pragma unroll 4
+  for (int64_t k = k0 + step; live && k < p.kg; k += step) {
+    float wv[8];
+    weight8<F>(p, w, n, k, wv);
+    add_slice(k, wv);
   }
   void* y = second ? p.y_b : p.y;
   if constexpr (Parts == 1) {
@@ -116,12 +124,15 @@ __global__ void __launch_bounds__(kThreads) fast_twin_gemv_kernel(const ExactPla
   const uint8_t* codes = p.w_fp8 + (live ? n : 0) * p.kg;
   const uint8_t* scales = p.w_fp8_scale + (live ? n / 128 : 0) * (p.kg / 128);
   const uint16_t* x = p.x + (live ? n / p.ng : 0) * p.kg;
+  const int64_t k0 = 16 * lane, step = 16 * kWarp;
+  const bool any = live && k0 < p.kg;
+  uint4 c0{};  // the first codes and their scale byte, loaded before the wait (weights are constant in a step)
+  uint8_t s0 = 0;
+  if (any) c0 = __ldg(reinterpret_cast<const uint4*>(codes + k0)), s0 = scales[k0 / 128];
   pdl_enter();
   if (!live) return;  // warp-uniform
   float acc[kMaxRows] = {};
-#pragma unroll 2
-  for (int64_t k = 16 * lane; k < p.kg; k += 16 * kWarp) {
-    const uint4 c = __ldg(reinterpret_cast<const uint4*>(codes + k));
+  const auto add_block = [&](int64_t k, uint4 c, uint8_t scale) {
     const uint32_t words[4] = {c.x, c.y, c.z, c.w};
     float wv[16];
 #pragma unroll
@@ -130,7 +141,7 @@ __global__ void __launch_bounds__(kThreads) fast_twin_gemv_kernel(const ExactPla
       const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(two, __NV_E4M3)));
       wv[2 * h] = f.x, wv[2 * h + 1] = f.y;
     }
-    const float s = gemm_tiles::ue8m0_f(scales[k / 128]);  // byte 0: 2^-127
+    const float s = gemm_tiles::ue8m0_f(scale);  // byte 0: 2^-127
 #pragma unroll
     for (int r = 0; r < kMaxRows; ++r) {
       if (r >= p.rows) break;
@@ -142,7 +153,11 @@ __global__ void __launch_bounds__(kThreads) fast_twin_gemv_kernel(const ExactPla
       for (int i = 0; i < 16; ++i) chain = fmaf(xv[i / 8][i % 8], wv[i], chain);
       acc[r] = fmaf(chain, s, acc[r]);
     }
-  }
+  };
+  if (any) add_block(k0, c0, s0);
+#pragma unroll 2
+  for (int64_t k = k0 + step; k < p.kg; k += step)
+    add_block(k, __ldg(reinterpret_cast<const uint4*>(codes + k)), scales[k / 128]);
   store_column(p, acc, lane, p.y, n);
 }
 
