@@ -75,10 +75,12 @@ struct Scratch {
   int eq_cap = 0;  // entries an eq list keeps: min(kChunk, topk)
   bool wide = false;
   int fine_copies = 1;           // wide: copies of a token's key histogram (kWideCopies over the group's tokens)
-  uint32_t* coarse = nullptr;    // [group, 256] counts of the high score-key byte
+  int64_t ctas = 1;              // the scoring grid's CTAs a token
+  int64_t parts = 1;             // byte histograms a token: each scoring CTA's own (not wide), or one shared
+  uint32_t* coarse = nullptr;    // [group, parts, 256] counts of the high score-key byte
   uint32_t* fine = nullptr;      // [group, fine_copies, 65536] counts of the score key (wide only)
-  uint32_t* done = nullptr;      // [group] compaction CTAs finished
-  uint32_t* gt_count = nullptr;  // [group] entries in gt
+  uint32_t* done = nullptr;      // [group] compaction CTAs finished (cleared by the scores when not wide)
+  uint32_t* gt_count = nullptr;  // [group] entries in gt (likewise)
   float* scores = nullptr;       // [group, stride], rows 16-byte aligned
   int32_t* gt = nullptr;         // [group, topk] indices above the cut, unordered
   int32_t* eq = nullptr;         // [group, chunks, eq_cap] indices at the cut, each chunk's first in order
@@ -357,13 +359,16 @@ __device__ void count_score(bool live, float score, uint32_t* coarse, uint32_t* 
   if (live && lane == __ffs(peers) - 1) atomicAdd(&fine[key], static_cast<uint32_t>(__popc(peers)));
 }
 
-// The CTA's token (blockIdx.y of the group), its sequence and eligible keys, and its tiles.
+// The scoring CTA's token (blockIdx.y of the group), its sequence and eligible keys, and its tiles. Without
+// a wide histogram nothing clears the scratch before the scores: CTA 0 of the token clears the selection's
+// counters (the selection runs after the whole grid).
 struct CtaToken {
   int64_t t, seq, n, tiles;
 };
 __device__ CtaToken cta_token(const IndexerLaunch& a, const Scratch& s) {
   CtaToken c;
   c.t = s.t0 + blockIdx.y;
+  if (!s.wide && blockIdx.x == 0 && threadIdx.x == 0) s.done[blockIdx.y] = 0, s.gt_count[blockIdx.y] = 0;
   c.n = eligible_keys(a, c.t, s.cap, &c.seq);
   c.tiles = (c.n + kTileKeys - 1) / kTileKeys;
   return c;
@@ -384,11 +389,34 @@ __device__ void put_score(int64_t j, int64_t n, float total, bool dead, float* o
   count_score(j < n, score, coarse, fine);
 }
 
-// The CTA's byte counts into the token's histogram. The whole CTA calls.
+// The CTA's byte counts: added into the token's histogram (wide: cleared before the call), else stored as
+// the CTA's own, which the cut adds up (so that no clearing launch sits between the query's kernels and
+// the scores). The whole CTA calls.
 __device__ void flush_counts(const uint32_t* coarse, const Scratch& s, int64_t t) {
   __syncthreads();
-  for (int b = threadIdx.x; b < kBins; b += blockDim.x)
-    if (coarse[b]) atomicAdd(&s.coarse[(t - s.t0) * kBins + b], coarse[b]);
+  uint32_t* out = s.coarse + ((t - s.t0) * s.parts + (s.wide ? 0 : blockIdx.x)) * kBins;
+  for (int b = threadIdx.x; b < kBins; b += blockDim.x) {
+    if (!s.wide) {
+      out[b] = coarse[b];
+    } else if (coarse[b]) {
+      atomicAdd(&out[b], coarse[b]);
+    }
+  }
+}
+
+// Row g's byte counts (n eligible keys) for a cut: the shared histogram (wide), else its scoring CTAs'
+// own added up into `sums` (shared; CTAs past the row's tiles scored nothing). By the whole block.
+__device__ const uint32_t* coarse_counts(const Scratch& s, int64_t g, int64_t n, uint32_t* sums) {
+  const uint32_t* row = s.coarse + g * s.parts * kBins;
+  if (s.wide) return row;
+  const int64_t parts = min(s.parts, (n + kTileKeys - 1) / kTileKeys);
+  for (int b = threadIdx.x; b < kBins; b += blockDim.x) {
+    uint32_t c = 0;
+    for (int64_t p = 0; p < parts; ++p) c += __ldcg(row + p * kBins + b);
+    sums[b] = c;
+  }
+  __syncthreads();
+  return sums;
 }
 
 // Grid (CTAs per token, tokens of the group); a CTA takes the token's key tiles blockIdx.x, + gridDim.x, ...
@@ -850,7 +878,8 @@ __global__ void __launch_bounds__(kCutThreads) cut_kernel(IndexerLaunch a, Scrat
   const int64_t n = eligible_keys(a, t, s.cap, &seq);
   const int want = static_cast<int>(min(n, int64_t{a.topk}));
   Cut cut{0, 0};
-  if (want > 0) cut = row_cut(s.scores + (t - s.t0) * s.stride, n, want, s.coarse + (t - s.t0) * kBins);
+  __shared__ uint32_t sums[kBins];
+  if (want > 0) cut = row_cut(s.scores + (t - s.t0) * s.stride, n, want, coarse_counts(s, t - s.t0, n, sums));
   if (threadIdx.x == 0) s.cuts[t - s.t0] = cut;
 }
 
@@ -1065,7 +1094,8 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(IndexerLaunch a,
     if (s.wide) {
       cut = wide_cut(s.coarse + g * kBins, s.fine + g * s.fine_copies * kWideBins, s.fine_copies, kk);
     } else if (s.chunks == 1) {  // the whole row is this CTA's chunk: no cut_kernel launched
-      cut = row_cut(s.scores + g * s.stride, n, kk, s.coarse + g * kBins);
+      __shared__ uint32_t sums[kBins];
+      cut = row_cut(s.scores + g * s.stride, n, kk, coarse_counts(s, g, n, sums));
     } else {
       cut = s.cuts[g];
     }
@@ -1107,7 +1137,7 @@ size_t carve(char* base, int64_t group, int topk, Scratch& s, size_t* count_byte
   take(base, &used, s.done, group);
   take(base, &used, s.gt_count, group);
   *select_bytes = used;
-  take(base, &used, s.coarse, group * kBins);
+  take(base, &used, s.coarse, group * s.parts * kBins);
   take(base, &used, s.fine, s.wide ? group * s.fine_copies * kWideBins : 0);
   *count_bytes = used;
   take(base, &used, s.scores, group * s.stride);
@@ -1118,25 +1148,38 @@ size_t carve(char* base, int64_t group, int topk, Scratch& s, size_t* count_byte
   return used;
 }
 
-// One wave of a scoring kernel's CTAs over the group, each looping over its token's tiles (q loaded once
-// a CTA).
-template <typename Kernel>
-void launch_wave(Kernel kernel, size_t smem, const IndexerLaunch& a, const Scratch& s, int64_t group,
-                 cudaStream_t stream, int threads = kScoreThreads) {
-  int per_sm = 0;
-  DSV4_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
-  const int64_t tiles = (s.cap + kTileKeys - 1) / kTileKeys;
-  const int64_t ctas = std::clamp<int64_t>((int64_t{sm_count()} * std::max(per_sm, 1) + group - 1) / group, 1, tiles);
-  const dim3 grid(static_cast<unsigned>(ctas), static_cast<unsigned>(group));
-  launch_kernel(kernel, grid, threads, smem, stream, a, s);
-}
-
-template <KvEntryFormat F>
-void launch_scores(const IndexerLaunch& a, const Scratch& s, int64_t group, cudaStream_t stream) {
+// The kernel that scores a call, its dynamic shared memory and block size.
+struct Scoring {
+  void (*kernel)(IndexerLaunch, Scratch);
+  size_t smem;
+  int threads;
+};
+Scoring scoring_of(const IndexerLaunch& a) {
+  if (a.dots != IndexerDots::kCudaCores && a.keys.format == KvEntryFormat::kIndexFp4 && a.heads <= kMmaHeads) {
+    if (a.dots == IndexerDots::kMmaSync) return {score_mma_kernel, 0, kScoreThreads};
+    return {score_wgmma_kernel, 2 * kWgHalf + 1024, kWgThreads};  // q's tile, aligned to 1024 bytes inside
+  }
   const int rows = (a.heads + kPassHeads - 1) / kPassHeads * kPassHeads;
   const size_t smem = sizeof(uint16_t) * rows * kQRow + sizeof(float) * (rows + kTileKeys * (kRowFloats + kTermRow));
-  allow_dynamic_smem(score_kernel<F>, smem);
-  launch_wave(score_kernel<F>, smem, a, s, group, stream);
+  switch (a.keys.format) {
+    case KvEntryFormat::kIndexFp4:
+      return {score_kernel<KvEntryFormat::kIndexFp4>, smem, kScoreThreads};
+    case KvEntryFormat::kIndexFp8:
+      return {score_kernel<KvEntryFormat::kIndexFp8>, smem, kScoreThreads};
+    default:
+      return {score_kernel<KvEntryFormat::kBf16>, smem, kScoreThreads};
+  }
+}
+
+// The scoring CTAs a token of a group takes: one wave of the kernel over the group (each CTA loops over its
+// token's tiles, q loaded once a CTA), at most one a tile.
+int64_t scoring_ctas(const Scoring& k, int64_t group, int64_t cap) {
+  allow_dynamic_smem(k.kernel, k.smem);
+  int per_sm = 0;
+  DSV4_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k.kernel, k.threads, k.smem));
+  const int64_t tiles = (cap + kTileKeys - 1) / kTileKeys;
+  return std::clamp<int64_t>((int64_t{sm_count()} * std::max(per_sm, 1) + group - 1) / group, 1,
+                             std::max<int64_t>(tiles, 1));
 }
 
 // A call's token group size and scratch layout (scratch.t0 = 0; pointers set by carve on the allocation).
@@ -1172,34 +1215,24 @@ Plan make_plan(const IndexerLaunch& a) {
                                 std::min<int64_t>(std::max<int64_t>(a.tokens, 1), 65535));
   s.wide = p.group <= kWideTokens && s.stride >= kWideRow;
   if (s.wide) s.fine_copies = static_cast<int>(std::max<int64_t>(1, kWideCopies / p.group));
+  s.ctas = scoring_ctas(scoring_of(a), p.group, s.cap);  // from the full group: a smaller last one keeps it
+  s.parts = s.wide ? 1 : s.ctas;
   p.bytes = carve(nullptr, p.group, a.topk, s, &p.count_bytes, &p.select_bytes);
   return p;
 }
 
-// Scores of tokens s.t0 .. s.t0 + g − 1 with their histograms (counts cleared first).
+// Scores of tokens s.t0 .. s.t0 + g − 1 with their histograms (a wide one's counts cleared first).
 void score_group(const IndexerLaunch& a, const Scratch& s, int64_t g, char* base, size_t count_bytes,
                  cudaStream_t stream) {
-  DSV4_CUDA_CHECK(cudaMemsetAsync(base, 0, count_bytes, stream));
-  if (s.cap == 0) return;
-  if (a.dots != IndexerDots::kCudaCores && a.keys.format == KvEntryFormat::kIndexFp4 && a.heads <= kMmaHeads) {
-    if (a.dots == IndexerDots::kMmaSync) return launch_wave(score_mma_kernel, 0, a, s, g, stream);
-    const size_t smem = 2 * kWgHalf + 1024;  // q's tile, aligned to 1024 bytes inside
-    return launch_wave(score_wgmma_kernel, smem, a, s, g, stream, kWgThreads);
-  }
-  switch (a.keys.format) {
-    case KvEntryFormat::kIndexFp4:
-      launch_scores<KvEntryFormat::kIndexFp4>(a, s, g, stream);
-      break;
-    case KvEntryFormat::kIndexFp8:
-      launch_scores<KvEntryFormat::kIndexFp8>(a, s, g, stream);
-      break;
-    default:
-      launch_scores<KvEntryFormat::kBf16>(a, s, g, stream);
-      break;
-  }
+  if (s.wide) DSV4_CUDA_CHECK(cudaMemsetAsync(base, 0, count_bytes, stream));
+  if (s.cap == 0) return;  // rows of one (empty) chunk: the selection reads no counts
+  const Scoring k = scoring_of(a);
+  const dim3 grid(static_cast<unsigned>(s.ctas), static_cast<unsigned>(g));
+  launch_kernel(k.kernel, grid, k.threads, k.smem, stream, a, s);
 }
 
-// The output rows of the group from its scores and histograms (done and gt_count must be zero).
+// The output rows of the group from its scores and histograms (done and gt_count zero: the scores clear
+// them, or the wide histogram's clearing).
 void select_group(const IndexerLaunch& a, const Scratch& s, int64_t g, cudaStream_t stream) {
   if (!s.wide && s.chunks > 1) {
     launch_kernel(cut_kernel, static_cast<unsigned>(g), kCutThreads, 0, stream, a, s);
