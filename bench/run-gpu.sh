@@ -206,15 +206,23 @@ if [ "${DSV4_GPU_BENCH:-0}" = 1 ]; then
             ${DSV4_STEP_MIXED:+--mixed "$DSV4_STEP_MIXED"}
         done
       fi
-      # DSV4_GPU_NCU_STEP=BATCH:SKIP:COUNT: Nsight Compute's duration of COUNT kernels of eager decode
-      # steps (8K context) after SKIP launches: where a step's device time goes, launch by launch.
+      # DSV4_GPU_NCU_STEP=BATCH:SKIP:COUNT[:KERNEL]: Nsight Compute's duration of COUNT kernels of eager decode
+      # steps (8K context) after SKIP launches: where a step's device time goes, launch by launch. With a
+      # kernel regex, only its launches count, and up to 4 of them get the full sections (ncu-step-kernel.log).
       if [ -n "${DSV4_GPU_NCU_STEP:-}" ]; then
-        IFS=: read -r ncu_batch ncu_skip ncu_count <<<"$DSV4_GPU_NCU_STEP"
+        IFS=: read -r ncu_batch ncu_skip ncu_count ncu_kernel <<<"$DSV4_GPU_NCU_STEP"
         ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
-        step ncu-step "$ncu_bin" --clock-control none --csv --page details --section SpeedOfLight \
-          --launch-skip "$ncu_skip" --launch-count "$ncu_count" "$STAGE/bin/dsv4" bench step "$flash" --backend cuda \
-          --enforce-eager --batch "$ncu_batch" --context 8192 --prefill 0 -r 1
-        python3 bench/ncu_durations.py "$LOGS/ncu-step.log" >"$LOGS/ncu-step-durations.txt" 2>&1
+        if [ -n "$ncu_kernel" ]; then
+          step ncu-step-kernel "$ncu_bin" --clock-control none -k "regex:$ncu_kernel" --launch-skip "$ncu_skip" \
+            --launch-count "$ncu_count" --section SpeedOfLight --section LaunchStats --section WarpStateStats \
+            --section MemoryWorkloadAnalysis --section SchedulerStats --section SourceCounters "$STAGE/bin/dsv4" bench \
+            step "$flash" --backend cuda --enforce-eager --batch "$ncu_batch" --context 8192 --prefill 0 -r 1
+        else
+          step ncu-step "$ncu_bin" --clock-control none --csv --page details --section SpeedOfLight \
+            --launch-skip "$ncu_skip" --launch-count "$ncu_count" "$STAGE/bin/dsv4" bench step "$flash" --backend cuda \
+            --enforce-eager --batch "$ncu_batch" --context 8192 --prefill 0 -r 1
+          python3 bench/ncu_durations.py "$LOGS/ncu-step.log" >"$LOGS/ncu-step-durations.txt" 2>&1
+        fi
       fi
       # DSV4_GPU_PROFILE_BATCH / DSV4_GPU_PROFILE_CONTEXT: the profiled decode rows (e.g. 1M context: where
       # a long context's extra time goes): each row's kernel timeline as it runs (graphs), then its op profile.
