@@ -359,16 +359,19 @@ __device__ void count_score(bool live, float score, uint32_t* coarse, uint32_t* 
   if (live && lane == __ffs(peers) - 1) atomicAdd(&fine[key], static_cast<uint32_t>(__popc(peers)));
 }
 
-// The scoring CTA's token (blockIdx.y of the group), its sequence and eligible keys, and its tiles. Without
-// a wide histogram nothing clears the scratch before the scores: CTA 0 of the token clears the selection's
-// counters (the selection runs after the whole grid).
+// Without a wide histogram nothing clears the scratch before the scores: CTA 0 of each token clears the
+// selection's counters (the selection runs after the whole grid). After pdl_enter.
+__device__ __forceinline__ void clear_select_counts(const Scratch& s) {
+  if (!s.wide && blockIdx.x == 0 && threadIdx.x == 0) s.done[blockIdx.y] = 0, s.gt_count[blockIdx.y] = 0;
+}
+
+// The scoring CTA's token (blockIdx.y of the group), its sequence and eligible keys, and its tiles.
 struct CtaToken {
   int64_t t, seq, n, tiles;
 };
 __device__ CtaToken cta_token(const IndexerLaunch& a, const Scratch& s) {
   CtaToken c;
   c.t = s.t0 + blockIdx.y;
-  if (!s.wide && blockIdx.x == 0 && threadIdx.x == 0) s.done[blockIdx.y] = 0, s.gt_count[blockIdx.y] = 0;
   c.n = eligible_keys(a, c.t, s.cap, &c.seq);
   c.tiles = (c.n + kTileKeys - 1) / kTileKeys;
   return c;
@@ -432,6 +435,7 @@ __global__ void __launch_bounds__(kScoreThreads, 2) score_kernel(IndexerLaunch a
   __shared__ uint32_t coarse[kBins];
   __shared__ bool bad[kTileKeys];
   const auto [t, seq, n, tiles] = cta_token(a, s);
+  clear_select_counts(s);
   if (blockIdx.x >= tiles) return;  // the whole CTA
   const int rows = (a.heads + kPassHeads - 1) / kPassHeads * kPassHeads;
   uint16_t* q = reinterpret_cast<uint16_t*>(smem);
@@ -601,6 +605,7 @@ __global__ void __launch_bounds__(kScoreThreads, 2) score_mma_kernel(IndexerLaun
   __shared__ MmaTile sm;
   __shared__ uint32_t coarse[kBins];
   const auto [t, seq, n, tiles] = cta_token(a, s);
+  clear_select_counts(s);
   if (blockIdx.x >= tiles) return;  // the whole CTA
   for (int b = threadIdx.x; b < kBins; b += kScoreThreads) coarse[b] = 0;
   const int lane = threadIdx.x % kWarp, group = threadIdx.x / kWarp % 4, h0 = 16 * group;
@@ -715,12 +720,17 @@ __device__ __forceinline__ uint32_t term_pair(const float (&d)[32], int i, int r
 
 // score_kernel's grid, scratch and outputs on wgmma (FP4 keys, heads <= 64); dynamic shared memory: q's B
 // tile and its alignment.
+// Only q is the previous kernel's output (the query's Hadamard): the token's key count, its first tile of
+// keys and the head weights are read before pdl_enter (written two or more launches earlier, which are
+// complete once this grid starts: every kernel waits on its own predecessor before releasing the next).
 __global__ void __launch_bounds__(kWgThreads, 4) score_wgmma_kernel(IndexerLaunch a, Scratch s) {
-  pdl_enter();
   extern __shared__ uint8_t dyn[];
   __shared__ uint32_t coarse[kBins];
   const auto [t, seq, n, tiles] = cta_token(a, s);
-  if (blockIdx.x >= tiles) return;  // the whole CTA
+  if (blockIdx.x >= tiles) {  // the whole CTA
+    pdl_enter();
+    return clear_select_counts(s);
+  }
   uint8_t* qs = dyn + ((1024 - smem_addr(dyn) % 1024) % 1024);
   const int lane = threadIdx.x % kWarp, tq = lane % 4;
   const int r0 = 16 * static_cast<int>(threadIdx.x / kWarp) + lane / 4;  // this thread's keys r0, r0 + 8 of a tile
@@ -732,12 +742,14 @@ __global__ void __launch_bounds__(kWgThreads, 4) score_wgmma_kernel(IndexerLaunc
     fetch_key_block(a, n, key(blockIdx.x, k), tq, key_slot(a, seq, n, key(blockIdx.x, k)), raw[k]);
     ahead[k] = key_slot(a, seq, n, key(blockIdx.x + gridDim.x, k));
   }
-  for (int b = threadIdx.x; b < kBins; b += kWgThreads) coarse[b] = 0;
-  stage_q_wgmma(a, t, qs);
   const auto weight_bits = [&](int h) { return __float_as_uint(head_weight(a, t, h)) >> 16; };  // bf16 exact
   uint32_t w[8];  // bf16 pairs of w_h, heads 8i + 2t and + 1
 #pragma unroll
   for (int i = 0; i < 8; ++i) w[i] = weight_bits(8 * i + 2 * tq) | weight_bits(8 * i + 2 * tq + 1) << 16;
+  for (int b = threadIdx.x; b < kBins; b += kWgThreads) coarse[b] = 0;
+  pdl_enter();
+  clear_select_counts(s);
+  stage_q_wgmma(a, t, qs);
   fence_async_shared();
   __syncthreads();  // q's tile and the counts are in place
   const uint32_t qa = smem_addr(qs);
@@ -1081,10 +1093,10 @@ __device__ void select_one_chunk(const IndexerLaunch& a, const Scratch& s, int64
 // cut (from the histograms when wide; rows of one chunk by a pass over the row here; else from
 // cut_kernel), then the output row by the last CTA; rows of one chunk all in this CTA.
 __global__ void __launch_bounds__(kSelectThreads) select_kernel(IndexerLaunch a, Scratch s) {
-  pdl_enter();
   const int64_t t = s.t0 + blockIdx.y;
   int64_t seq;
-  const int64_t n = eligible_keys(a, t, s.cap, &seq);
+  const int64_t n = eligible_keys(a, t, s.cap, &seq);  // step inputs, before the wait on the scores
+  pdl_enter();
   const int64_t chunks = max(int64_t{1}, (n + kChunk - 1) / kChunk);
   if (blockIdx.x >= chunks) return;  // the whole CTA
   const int64_t g = t - s.t0;
