@@ -212,15 +212,15 @@ if [ "${DSV4_GPU_BENCH:-0}" = 1 ]; then
       if [ -n "${DSV4_GPU_NCU_STEP:-}" ]; then
         IFS=: read -r ncu_batch ncu_skip ncu_count ncu_kernel <<<"$DSV4_GPU_NCU_STEP"
         ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+        ncu_run=(--clock-control none --launch-skip "$ncu_skip" --launch-count "$ncu_count")
+        ncu_target=("$STAGE/bin/dsv4" bench step "$flash" --backend cuda --enforce-eager --batch "$ncu_batch"
+          --context 8192 --prefill 0 -r 1)
         if [ -n "$ncu_kernel" ]; then
-          step ncu-step-kernel "$ncu_bin" --clock-control none -k "regex:$ncu_kernel" --launch-skip "$ncu_skip" \
-            --launch-count "$ncu_count" --section SpeedOfLight --section LaunchStats --section WarpStateStats \
-            --section MemoryWorkloadAnalysis --section SchedulerStats --section SourceCounters "$STAGE/bin/dsv4" bench \
-            step "$flash" --backend cuda --enforce-eager --batch "$ncu_batch" --context 8192 --prefill 0 -r 1
+          step ncu-step-kernel "$ncu_bin" "${ncu_run[@]}" -k "regex:$ncu_kernel" --section SpeedOfLight \
+            --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis --section SchedulerStats \
+            --section SourceCounters "${ncu_target[@]}"
         else
-          step ncu-step "$ncu_bin" --clock-control none --csv --page details --section SpeedOfLight \
-            --launch-skip "$ncu_skip" --launch-count "$ncu_count" "$STAGE/bin/dsv4" bench step "$flash" --backend cuda \
-            --enforce-eager --batch "$ncu_batch" --context 8192 --prefill 0 -r 1
+          step ncu-step "$ncu_bin" "${ncu_run[@]}" --csv --page details --section SpeedOfLight "${ncu_target[@]}"
           python3 bench/ncu_durations.py "$LOGS/ncu-step.log" >"$LOGS/ncu-step-durations.txt" 2>&1
         fi
       fi
