@@ -510,7 +510,8 @@ TEST(CudaGemmFast, WgmmaPassesTheOpGate) {
 }
 
 // The few-row kernel (decode) on dense and grouped calls, FP8 and FP4, every K split of a CTA (K of
-// 1 to 64 blocks), rows in one tile and in many, N off the grid; twice for the same bits; grouped calls
+// 1 to 64 blocks), rows in one tile and in many, N off the grid; twice for the same bits; several column
+// tiles a CTA (up to all of them) with the bits of one; grouped calls
 // started before the wait (settled offsets) and after it, the same bits. Dense calls
 // also from their bf16 rows, quantized in the kernel: the same bits as from quantize_act's codes.
 TEST(CudaGemmFast, GemvPassesTheOpGate) {
@@ -540,6 +541,14 @@ TEST(CudaGemmFast, GemvPassesTheOpGate) {
       EXPECT_TRUE(gemv_run<uint16_t>(c, d, o.h.scale_ld, {parts}) ==
                   gemv_run<uint16_t>(c, d, o.h.scale_ld, {parts}, nullptr, false))
           << c.name << " K runs " << parts << ": the early start changed the bits";
+    }
+    for (int parts : {2, 4}) {  // column tiles a CTA in turn: the same sums, every tile written
+      if (c.groups != 1 || c.kg() / 128 % (parts * cuda::kFastGemvDepth) != 0) continue;
+      const std::vector<uint16_t> one = gemv_run<uint16_t>(c, d, o.h.scale_ld, {parts});
+      for (int items : {2, 3, 1000}) {
+        EXPECT_TRUE(gemv_run<uint16_t>(c, d, o.h.scale_ld, {parts, items}) == one)
+            << c.name << " K runs " << parts << ", " << items << " column tiles a CTA: not one's bits";
+      }
     }
     if (c.experts() > 0) continue;
     const Dev<uint16_t> x(o.h.x);

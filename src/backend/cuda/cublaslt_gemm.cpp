@@ -287,7 +287,7 @@ struct GemmRunner::Impl {
   // the mma.sync kernel on its own plan.
   void fast_mma(const ExactBlockArgs& p, GemmPlan plan) {
     if (plan.route == GemmRoute::kFastGemv && fast_gemv_takes(p)) {
-      fast_gemv(p, {plan.gemv_k_parts}, stream);
+      fast_gemv(p, {plan.gemv_k_parts, plan.gemv_items}, stream);
       return;
     }
     if (plan.fallback == GemmRoute::kWgmma) {
@@ -630,7 +630,7 @@ struct GemmRunner::Impl {
     p.x = a.x, p.x_ld = a.x_stride ? a.x_stride : k;
     p.w_b = w_b.data, p.w_scale_b = w_b.scale, p.y_b = y_b;
     if (!fast_gemv_takes(p)) return false;
-    fast_gemv(p, {plan.gemv_k_parts}, stream);
+    fast_gemv(p, {plan.gemv_k_parts, plan.gemv_items}, stream);
     return true;
   }
 
@@ -724,7 +724,7 @@ struct GemmRunner::Impl {
       // bf16 rows straight in where the kernel quantizes them
       p.x = a.x, p.x_ld = x_ld;
       if (plan.route == GemmRoute::kFastGemv && fast_gemv_takes(p)) {
-        fast_gemv(p, {plan.gemv_k_parts}, stream);
+        fast_gemv(p, {plan.gemv_k_parts, plan.gemv_items}, stream);
         return;
       }
       if (plan.route == GemmRoute::kFastMma && fast_mma_takes_bf16(p, {plan.tile_rows, plan.splits, plan.resident})) {

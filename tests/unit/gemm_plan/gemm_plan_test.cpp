@@ -265,6 +265,25 @@ TEST(GemmPlan, FastFewRowsAWeightGoToTheFewRowKernel) {
   EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 48, 256, 2048, 4096), fast, kH200).gemv_k_parts, 1);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 1024, 256), fast, kH200).gemv_k_parts, 1);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 1024, 1024), fast, kH200).gemv_k_parts, 4);
+  // Column tiles a CTA: a decode step's routed pair (768 CTAs of four K runs) and its w2 (6 x 128) run three
+  // a CTA, 258 CTAs in one wave of two an SM; calls within a wave, of whole-K warps, with several groups,
+  // or whose K runs are not whole ring turns run one.
+  const auto items = [&](const GemmProblem& q) { return plan_gemm(q, fast, kH200).gemv_items; };
+  EXPECT_EQ(items(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096)), 3);
+  GemmProblem w2 = grouped(GemmWeightKind::kFp4, 6, 256, 4096, 2048);
+  w2.pair = false;
+  EXPECT_EQ(items(w2), 3);
+  EXPECT_EQ(items(grouped(GemmWeightKind::kFp4, 12, 256, 2048, 4096)), 3);  // two K runs, 12 x 64 CTAs
+  EXPECT_EQ(items(grouped(GemmWeightKind::kFp4, 48, 256, 2048, 4096)), 1);  // whole-K warps
+  EXPECT_EQ(items(dense(GemmWeightKind::kFp8, 1, 32768, 1024)), 1);
+  EXPECT_EQ(items(dense(GemmWeightKind::kFp8, 1, 4096, 8192)), 1);
+  EXPECT_EQ(items(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 1536)), 1);  // runs of three blocks
+  EXPECT_EQ(items(g), 1);
+  {
+    GemmPolicy one = fast;
+    one.gemv_items = 1;
+    EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), one, kH200).gemv_items, 1);
+  }
   {  // a policy's K runs (the bench's sweep) override the occupancy rule
     GemmPolicy forced = fast;
     forced.gemv_k_parts = 8;
@@ -496,7 +515,11 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   EXPECT_EQ(p.gemv_max_rows, 4);
   EXPECT_NE(p.describe().find("FP4 per 32 (wgmma: per 128); few-row kernel up to 4 rows"), std::string::npos)
       << p.describe();
-  EXPECT_NE(p.describe().find("up to 4 rows a weight (FP8 twins 2)"), std::string::npos) << p.describe();
+  EXPECT_NE(p.describe().find("up to 4 rows a weight (FP8 twins 2; column tiles a CTA by one wave)"), std::string::npos)
+      << p.describe();
+  ::setenv("DSV4_GEMM_GEMV_ITEMS", "1", 1);
+  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("column tiles a CTA 1)"), std::string::npos);
+  ::unsetenv("DSV4_GEMM_GEMV_ITEMS");
   EXPECT_NE(p.describe().find("fused with the post before it up to 8 tokens"), std::string::npos) << p.describe();
   ::setenv("DSV4_HC_POST_PRE_MAX_TOKENS", "0", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).hc_post_pre_max_tokens, 0);

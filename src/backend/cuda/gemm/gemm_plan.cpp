@@ -43,6 +43,7 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.cublaslt = env_switch("DSV4_GEMM_CUBLASLT") != "0";
   p.fast_mma_max_rows = env_count("DSV4_GEMM_FAST_MMA_MAX_ROWS", p.fast_mma_max_rows);
   p.gemv_max_rows = env_count("DSV4_GEMM_FAST_GEMV_MAX_ROWS", p.gemv_max_rows);
+  p.gemv_items = static_cast<int>(env_count("DSV4_GEMM_GEMV_ITEMS", p.gemv_items));
   p.wgmma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_WGMMA_MIN_ROWS", p.wgmma_min_rows));
   p.ctas_per_sm = static_cast<int>(std::max<int64_t>(1, env_count("DSV4_GEMM_CTAS_PER_SM", p.ctas_per_sm)));
   p.exact_imma = env_switch("DSV4_GEMM_IMMA") != "0";
@@ -72,10 +73,11 @@ std::string GemmPolicy::describe() const {
   }
   return fmt::format(
       "fast (FP8 tensor cores with per-block promotion, FP4 per 32 (wgmma: per 128); few-row kernel "
-      "up to {} rows a weight (FP8 twins {}); cuBLASLt "
+      "up to {} rows a weight (FP8 twins {}; column tiles a CTA {}); cuBLASLt "
       "{} above {} rows; wgmma from {} rows a weight, FP4 widened {}; FP4 experts on cuBLASLt {}; {} CTAs an SM; "
       "indexer dots on {}; hc_pre norm {}, fused with the post before it up to {} tokens; attention's shadow {})",
-      gemv_max_rows, twin_gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
+      gemv_max_rows, twin_gemv_max_rows, gemv_items > 0 ? std::to_string(gemv_items) : "by one wave",
+      cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
       fp4_prewiden ? fmt::format("before the call from {} rows an expert", prewiden_min_rows) : "in shared memory",
       cublaslt && lt_experts_min_rows > 0 ? fmt::format("from {} rows an expert, {} stream{}", lt_experts_min_rows,
                                                         lt_expert_streams, lt_expert_streams == 1 ? "" : "s")
@@ -164,6 +166,17 @@ int fast_gemv_k_parts(const GemmProblem& p, const DeviceCaps& caps) {
   int parts = 1;
   while (parts < 8 && 4 * parts <= blocks && 2 * parts * warps <= room) parts *= 2;
   return parts;
+}
+
+int fast_gemv_items(const GemmProblem& p, int k_parts, const DeviceCaps& caps) {
+  constexpr int64_t kTileRows = 8, kCtasPerSm = 2, kWarps = 8;
+  const int64_t blocks = p.kg / 128, slots = int64_t{caps.sm_count} * kCtasPerSm;
+  if (k_parts < 2 || p.groups != 1 || blocks % (int64_t{k_parts} * kFastGemvDepth) != 0) return 1;
+  const int64_t tiles = p.experts > 0 ? row_tiles(p.rows, kTileRows, p.experts) : ceil_div(p.rows, kTileRows);
+  const int64_t cols = ceil_div(p.n, 16 * (kWarps / k_parts)) * (p.pair ? 2 : 1);
+  int64_t items = 1;
+  while (items < cols && tiles * ceil_div(cols, items) > slots) ++items;
+  return static_cast<int>(items);
 }
 
 int fast_plain_gemv_k_parts(const GemmProblem& p, const DeviceCaps& caps) {
@@ -275,6 +288,7 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
   if (few && plan.route == GemmRoute::kFastMma) {
     plan.route = GemmRoute::kFastGemv;
     plan.gemv_k_parts = policy.gemv_k_parts > 0 ? policy.gemv_k_parts : fast_gemv_k_parts(p, caps);
+    plan.gemv_items = policy.gemv_items > 0 ? policy.gemv_items : fast_gemv_items(p, plan.gemv_k_parts, caps);
   }
   return plan;
 }

@@ -61,6 +61,9 @@ struct GemmPolicy {
   // Fast tier, few-row kernel: runs of K a CTA's warps split (1, 2, 4 or 8); 0: the plan's rule
   // (fast_gemv_k_parts). Set only by the bench's sweep (gpu_kernels_bench gemv-parts) that checks the rule.
   int gemv_k_parts = 0;
+  // Fast tier, few-row kernel: column tiles a CTA runs in turn; 0: the plan's rule (fast_gemv_items), 1: one
+  // a CTA (DSV4_GEMM_GEMV_ITEMS, for measuring the rule against it).
+  int gemv_items = 0;
   // Fast tier, beside the GEMMs: where the indexer's dots of FP4 keys run (DSV4_INDEXER_DOTS=cuda-cores,
   // mma or wgmma; the CUDA cores measured 1.4-4x slower than mma.sync, docs/perf.md).
   IndexerDots indexer_dots = IndexerDots::kWgmma;
@@ -210,6 +213,7 @@ struct GemmPlan {
   int64_t workspace_floats = 0;                 // kFastMma: fp32 scratch of the splits
   int64_t workspace_counters = 0;               // kFastMma: the splits' arrival counters (zeroed once)
   int gemv_k_parts = 1;                         // kFastGemv: runs of K a CTA's warps split (1, 2, 4, 8)
+  int gemv_items = 1;                           // kFastGemv: column tiles a CTA runs in turn
   int plain_k_parts = 1;                        // kFastPlainGemv: warps a column's K is split over (1, 2, 4, 8)
   int widen_experts = 0;    // kWgmma, FP4: weights (experts) widened a pass, their scratch within the widening budget
   int lt_pass_experts = 0;  // kCublasLtExperts: experts re-encoded a pass, within the widening budget
@@ -252,6 +256,16 @@ constexpr int64_t widened_bytes(int64_t weights, int64_t n, int64_t kg) { return
 // call's warps (16 weight rows x a run each) still fit one wave of two CTAs an SM (grouped calls: four
 // waves, measured faster for the MoE's few routed rows).
 int fast_gemv_k_parts(const GemmProblem& p, const DeviceCaps& caps);
+
+// kFastGemv: the weight blocks in flight a warp (fast_gemv.cu's ring).
+constexpr int kFastGemvDepth = 4;
+
+// kFastGemv: column tiles a CTA runs in turn, so that a call of more CTAs than one wave of two an SM (the
+// MoE's few routed rows, split into short K runs by fast_gemv_k_parts) runs as one wave of longer ones:
+// a tile search, an activation staging and a pipeline ramp a CTA instead of one a tile. Calls split into
+// K runs only (whole-K warps are long already), of one group, each run a multiple of kFastGemvDepth
+// blocks (a tile starts at the ring's first slot); else 1.
+int fast_gemv_items(const GemmProblem& p, int k_parts, const DeviceCaps& caps);
 
 // kFastPlainGemv: the warps a column's K is split over, doubled while one weight's CTAs (eight warps)
 // still fit one an SM and each warp keeps at least one 256-wide K slice (a twin: 1). Narrow calls (the
