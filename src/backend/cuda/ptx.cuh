@@ -108,6 +108,27 @@ __device__ __forceinline__ void bar_arrive(int id, int count) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
+// Thread-block cluster barrier, split: arrive (release: this thread's writes, shared memory included, seen
+// by every thread of the cluster after its wait) and wait (acquire). Every thread of the cluster arrives
+// once a phase; warp-converged.
+__device__ __forceinline__ void cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
+// The CTA's rank in its cluster, and the float at the same shared-memory address in rank r's CTA.
+__device__ __forceinline__ int cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return static_cast<int>(r);
+}
+__device__ __forceinline__ float ld_cluster(const float* local, int r) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr(local)), "r"(r));
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(remote) : "memory");
+  return v;
+}
+
 // wgmma's shared-memory matrix descriptor for a K-major tile with the 128-byte swizzle: rows of 128 bytes,
 // 16-byte unit u of row r stored at unit u ^ (r % 8), 8-row groups 1024 bytes apart (the tile's base on a
 // 1024-byte boundary; a K step inside the row adds its byte offset to addr).

@@ -126,6 +126,10 @@ struct GemmPolicy {
   // Fast tier: a sublayer boundary's hc_post and the next hc_pre as one kernel (hc_post_pre) up to this
   // many tokens (DSV4_HC_POST_PRE_MAX_TOKENS; 0: the two ops, three launches).
   int64_t hc_post_pre_max_tokens = 8;
+  // That kernel in one thread-block cluster a token (DSV4_HC_CLUSTER=0: off), where its channels fit eight
+  // CTAs: the CTAs' sums meet in distributed shared memory and every CTA finishes its own channels, where
+  // the other form's last CTA to arrive (global counters) finished the token alone.
+  bool hc_cluster = true;
   // Sparse attention's fast path (attention_mqa.cu), from this many tokens: the entries the lists name
   // decoded once into a shadow of bf16 rows instead of by every CTA that reads them (the same bits;
   // DSV4_ATTENTION_SHADOW_MIN_TOKENS, 0: never). H100: CSA lists 11-14% faster from 2048 tokens, HCA
