@@ -308,7 +308,7 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
   uint8_t* slots = smem_raw + kTm * pitch + kTm * nkb * 4 + warp * D * kStageSlot;  // FP4: the warp's ring
   Tile tl;
   // The loads' cursor: block lkb of column tile lit (live: the warp has rows there), one block a call into
-  // ring slot j; past the last tile an empty commit (FP4: the waits count D groups a block).
+  // ring slot j; past the tile's last block an empty commit (FP4: the waits count D groups a block).
   int lit = 0, lkb = kb0;
   bool live = false;
   auto load_next = [&](int j) {
@@ -323,14 +323,17 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
       load_weights(rows, lkb, t, ring[j]);
     }
     ++lkb;
-    if (kTurns && lkb == kb1 && lit < items) {  // on into the next tile
-      lkb = kb0;
-      live = false;
-      if (++lit < items) {
-        const Place q = place(lit);
-        live = q.nv > 0;
-        if (live) bind(tl.e, q);
-      }
+  };
+  // kTurns, after each turn of D loads: past its tile's last block the cursor goes on into the next tile
+  // (runs of whole turns: a tile ends with a turn, so the check runs once a turn, not once a block).
+  auto next_tile = [&] {
+    if (!kTurns || lkb != kb1 || lit >= items) return;
+    lkb = kb0;
+    live = false;
+    if (++lit < items) {
+      const Place q = place(lit);
+      live = q.nv > 0;
+      if (live) bind(tl.e, q);
     }
   };
   // The tile (CTA-uniform; false: none), then the warp's first blocks in flight.
@@ -347,6 +350,7 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
     if (live) bind(tl.e, q);
 #pragma unroll
     for (int j = 0; j < D; ++j) load_next(j);
+    next_tile();
     return true;
   };
   const bool early = !p.offsets || p.offsets_settled;
@@ -372,6 +376,7 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
           load_next(j);
         }
       }
+      next_tile();
     }
     if constexpr (KP > 1) {  // the row group's runs, added in K order by its first warp (a buffer an item's parity)
       __shared__ float run_sums[2][kWarps][4][kWarp];
