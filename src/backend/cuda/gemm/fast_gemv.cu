@@ -378,15 +378,17 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
       }
       next_tile();
     }
-    if constexpr (KP > 1) {  // the row group's runs, added in K order by its first warp (a buffer an item's parity)
-      __shared__ float run_sums[2][kWarps][4][kWarp];
+    if constexpr (KP > 1) {  // the row group's runs, added in K order by its first warp
+      // kTurns: a buffer a tile's parity (tile it + 2 writes only after every warp passed tile it + 1's barrier).
+      __shared__ float run_sums[kTurns ? 2 : 1][kWarps][4][kWarp];
+      const int buf = kTurns ? it & 1 : 0;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) run_sums[it & 1][warp][e][lane] = acc[e];
+      for (int e = 0; e < 4; ++e) run_sums[buf][warp][e][lane] = acc[e];
       __syncthreads();
       if (part == 0) {
         for (int r = 1; r < KP; ++r) {
 #pragma unroll
-          for (int e = 0; e < 4; ++e) acc[e] += run_sums[it & 1][warp + r][e][lane];
+          for (int e = 0; e < 4; ++e) acc[e] += run_sums[buf][warp + r][e][lane];
         }
       }
     }
