@@ -528,6 +528,10 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::setenv("DSV4_ATTENTION_SHADOW_MIN_TOKENS", "0", 1);
   EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("attention's shadow off"), std::string::npos);
   ::unsetenv("DSV4_ATTENTION_SHADOW_MIN_TOKENS");
+  EXPECT_NE(p.describe().find("split lists merged in a cluster"), std::string::npos) << p.describe();
+  ::setenv("DSV4_ATTENTION_CLUSTER", "0", 1);
+  EXPECT_FALSE(GemmPolicy::from_env(Numerics::kFast).attention_cluster);
+  ::unsetenv("DSV4_ATTENTION_CLUSTER");
   EXPECT_NE(p.describe().find("indexer dots on wgmma"), std::string::npos) << p.describe();
   ::setenv("DSV4_INDEXER_DOTS", "mma", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).indexer_dots, IndexerDots::kMmaSync);

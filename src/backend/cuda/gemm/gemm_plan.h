@@ -135,6 +135,10 @@ struct GemmPolicy {
   // DSV4_ATTENTION_SHADOW_MIN_TOKENS, 0: never). H100: CSA lists 11-14% faster from 2048 tokens, HCA
   // 2-6%; at 512 tokens HCA 6% slower (docs/perf.md).
   int64_t attention_shadow_min_tokens = 1024;
+  // Its split lists' (m, l, acc) merged in one thread-block cluster a (token, head group) where the splits fit
+  // one (DSV4_ATTENTION_CLUSTER=0: off): every CTA finishes its share of the rows from the others' shared
+  // memory, where the combine kernel (a launch) read the partial states back from global memory.
+  bool attention_cluster = true;
 
   // The defaults of a tier, with the DSV4_GEMM_* and DSV4_HC_* values of core/env.cpp applied.
   static GemmPolicy from_env(Numerics numerics);
