@@ -42,8 +42,8 @@ void sparse_attention(const SparseAttentionParams& p, const float* freqs, int32_
 // (positions) to sparse_attention.
 // shadow_rows > 0: the entries the lists name decoded once into at most that many bf16 rows first (the
 // rest decoded by the CTAs that read them, as without one): the same bits. cluster (without a shadow): a
-// split list's CTAs merge their states in one thread-block cluster where the splits fit one (up to 16),
-// instead of a combine kernel: the same bits.
+// split list's CTAs merge their states in one thread-block cluster where the splits fit one (up to 16)
+// and all the call's clusters fit the device at once, instead of a combine kernel: the same bits.
 bool mqa_fast_path(const SparseAttentionParams& p);
 void sparse_attention_mqa(const AttentionLaunch& a, cudaStream_t stream, int64_t shadow_rows = 0, bool cluster = false);
 void sparse_attention_generic(const AttentionLaunch& a, cudaStream_t stream);

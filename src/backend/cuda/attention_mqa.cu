@@ -27,6 +27,7 @@
 #include <mutex>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "backend/cuda/attention.h"
 #include "backend/cuda/cuda_check.h"
@@ -803,30 +804,31 @@ int blocks_per_split(int64_t ctas, int64_t blocks, int sms) {
   return static_cast<int>(best_per);
 }
 
-// The most splits a cluster of mqa_partial_kernel may hold on the current device: 16 (non-portable) where
-// such a cluster of one-SM CTAs can be placed, else 8; asked once a device.
-int merge_cluster_limit() {
+// How many clusters of `splits` CTAs of mqa_partial_kernel the current device holds at once (0: none;
+// sizes past 8 are non-portable), asked once a device and size: a merge in clusters is taken only where
+// every cluster of the call fits at once, so that packing CTAs by GPC never adds a wave.
+int resident_merge_clusters(int splits) {
   static std::mutex mu;
-  static std::map<int, int> by_device;
+  static std::map<std::pair<int, int>, int> known;
   int device = 0;
   DSV4_CUDA_CHECK(cudaGetDevice(&device));
   const std::lock_guard<std::mutex> lock(mu);
-  if (const auto it = by_device.find(device); it != by_device.end()) return it->second;
+  if (const auto it = known.find({device, splits}); it != known.end()) return it->second;
   allow_dynamic_smem(mqa_partial_kernel, sizeof(Smem));
   DSV4_CUDA_CHECK(cudaFuncSetAttribute(mqa_partial_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = kMaxClusterSplits;
+  attr.val.clusterDim.x = static_cast<unsigned>(splits);
   attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(kMaxClusterSplits);
+  cfg.gridDim = dim3(static_cast<unsigned>(splits));
   cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = sizeof(Smem);
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
   int clusters = 0;
   DSV4_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, mqa_partial_kernel, &cfg));
-  return by_device[device] = clusters > 0 ? kMaxClusterSplits : 8;
+  return known[{device, splits}] = clusters;
 }
 
 // Buckets of the shadow's hash table: at least four a row (a quarter full when every row is claimed).
@@ -897,7 +899,8 @@ void sparse_attention_mqa(const AttentionLaunch& a, cudaStream_t stream, int64_t
   const int64_t base = a.tokens * ma.groups;
   ma.blocks_per = blocks_per_split(base, ma.blocks, sm_count());
   ma.splits = static_cast<int>((ma.blocks + ma.blocks_per - 1) / ma.blocks_per);  // never an empty split
-  ma.cluster = cluster && shadow_rows == 0 && ma.splits > 1 && ma.splits <= merge_cluster_limit();
+  ma.cluster = cluster && shadow_rows == 0 && ma.splits > 1 && ma.splits <= kMaxClusterSplits &&
+               base <= resident_merge_clusters(ma.splits);
   void* scratch = nullptr;
   if (ma.splits > 1 && !ma.cluster) {
     const size_t n = static_cast<size_t>(ma.splits) * static_cast<size_t>(a.tokens * a.heads);
