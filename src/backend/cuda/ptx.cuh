@@ -128,6 +128,12 @@ __device__ __forceinline__ float ld_cluster(const float* local, int r) {
   asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(remote) : "memory");
   return v;
 }
+// Stores v at the same shared-memory address in rank r's CTA (seen there after a cluster barrier).
+__device__ __forceinline__ void st_cluster(float* local, int r, float v) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr(local)), "r"(r));
+  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(remote), "f"(v) : "memory");
+}
 __device__ __forceinline__ float2 ld_cluster(const float2* local, int r) {
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr(local)), "r"(r));

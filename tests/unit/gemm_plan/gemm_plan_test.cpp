@@ -532,6 +532,12 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::setenv("DSV4_ATTENTION_CLUSTER", "0", 1);
   EXPECT_FALSE(GemmPolicy::from_env(Numerics::kFast).attention_cluster);
   ::unsetenv("DSV4_ATTENTION_CLUSTER");
+  EXPECT_NE(p.describe().find("MoE gate in a cluster a token up to 8 tokens and 256 KB"), std::string::npos)
+      << p.describe();
+  ::setenv("DSV4_GATE_CLUSTER", "0", 1);
+  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("MoE gate as a GEMM and a routing kernel"),
+            std::string::npos);
+  ::unsetenv("DSV4_GATE_CLUSTER");
   EXPECT_NE(p.describe().find("indexer dots on wgmma"), std::string::npos) << p.describe();
   ::setenv("DSV4_INDEXER_DOTS", "mma", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).indexer_dots, IndexerDots::kMmaSync);

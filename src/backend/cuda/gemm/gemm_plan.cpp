@@ -58,6 +58,7 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.attention_shadow_min_tokens =
       std::max<int64_t>(0, env_count("DSV4_ATTENTION_SHADOW_MIN_TOKENS", p.attention_shadow_min_tokens));
   p.attention_cluster = env_switch("DSV4_ATTENTION_CLUSTER") != "0";
+  p.gate_cluster = env_switch("DSV4_GATE_CLUSTER") != "0";
   const std::string_view dots = env_switch("DSV4_INDEXER_DOTS");
   if (dots == "cuda-cores") p.indexer_dots = IndexerDots::kCudaCores;
   if (dots == "mma") p.indexer_dots = IndexerDots::kMmaSync;
@@ -77,7 +78,8 @@ std::string GemmPolicy::describe() const {
       "fast (FP8 tensor cores with per-block promotion, FP4 per 32 (wgmma: per 128); few-row kernel "
       "up to {} rows a weight (FP8 twins {}; column tiles a CTA {}); cuBLASLt "
       "{} above {} rows; wgmma from {} rows a weight, FP4 widened {}; FP4 experts on cuBLASLt {}; {} CTAs an SM; "
-      "indexer dots on {}; hc_pre norm {}, fused with the post before it up to {} tokens{}; attention's shadow {}{})",
+      "indexer dots on {}; hc_pre norm {}, fused with the post before it up to {} tokens{}; attention's shadow {}{}; "
+      "MoE gate {})",
       gemv_max_rows, twin_gemv_max_rows, gemv_items > 0 ? std::to_string(gemv_items) : "by one wave",
       cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
       fp4_prewiden ? fmt::format("before the call from {} rows an expert", prewiden_min_rows) : "in shared memory",
@@ -87,7 +89,8 @@ std::string GemmPolicy::describe() const {
       ctas_per_sm, indexer_dots_name(indexer_dots), hc_fused_norm ? "fused" : "apart", hc_post_pre_max_tokens,
       hc_cluster ? " (a cluster a token)" : "",
       attention_shadow_min_tokens > 0 ? fmt::format("from {} tokens", attention_shadow_min_tokens) : "off",
-      attention_cluster ? ", split lists merged in a cluster" : "");
+      attention_cluster ? ", split lists merged in a cluster" : "",
+      gate_cluster ? "in a cluster a token up to 8 tokens and 256 KB" : "as a GEMM and a routing kernel");
 }
 
 const char* indexer_dots_name(IndexerDots d) {

@@ -139,6 +139,10 @@ struct GemmPolicy {
   // one (DSV4_ATTENTION_CLUSTER=0: off): every CTA finishes its share of the rows from the others' shared
   // memory, where the combine kernel (a launch) read the partial states back from global memory.
   bool attention_cluster = true;
+  // The MoE gate of up to 8 tokens and a weight of up to 256 KB (the flash-attn preset's) as one launch of
+  // a thread-block cluster a token (DSV4_GATE_CLUSTER=0: off): the CTAs' scores meet in one CTA's shared
+  // memory, which routes the token, where the plain GEMV wrote z and gate_kernel read it back.
+  bool gate_cluster = true;
 
   // The defaults of a tier, with the DSV4_GEMM_* and DSV4_HC_* values of core/env.cpp applied.
   static GemmPolicy from_env(Numerics numerics);
