@@ -44,14 +44,19 @@ if [ ${#mutations[@]} -gt 0 ]; then
   }
   for m in "${mutations[@]}"; do
     file=${m%%:*}
-    cp "$file" "$file.orig"
-    files+=("$file")
+    if [ ! -f "$file.orig" ]; then  # a second mutation of a file keeps the first one's original
+      cp "$file" "$file.orig"
+      files+=("$file")
+    fi
+    cp "$file" "$file.before"
     sed -i "${m#*:}" "$file"
-    if cmp -s "$file" "$file.orig"; then
+    if cmp -s "$file" "$file.before"; then
+      rm -f "$file.before"
       restore
       echo "stage-gpu: the mutation changed nothing in $file" >&2
       exit 1
     fi
+    rm -f "$file.before"
   done
   DSV4_TARGETS=test_gpu scripts/build.sh >/dev/null || { restore; exit 1; }
   cp "$BUILD_DIR/tests/gpu/test_gpu" "$STAGE/bin/test_gpu_mutant"
