@@ -44,7 +44,7 @@ if [ ${#mutations[@]} -gt 0 ]; then
   }
   for m in "${mutations[@]}"; do
     file=${m%%:*}
-    if [ ! -f "$file.orig" ]; then  # a second mutation of a file keeps the first one's original
+    if [[ " ${files[*]} " != *" $file "* ]]; then  # a second mutation of a file keeps its first original
       cp "$file" "$file.orig"
       files+=("$file")
     fi
