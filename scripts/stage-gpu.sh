@@ -30,7 +30,7 @@ cupti=$(find /usr/local/cuda/ /usr/local/cuda-*/ -name 'libcupti.so.13' -print -
 [ -n "$cupti" ] && cp -L "$cupti" "$STAGE/bin/lib/"
 # Every library packed too (session 45: the tree and an A/B carry with a mutant came within 0.6 MB of 64 MiB).
 gzip -9 "$STAGE"/bin/lib/*.so* 2>/dev/null || true
-# DSV4_GPU_MUTATION="FILE:SED-EXPRESSION" (and DSV4_GPU_MUTATION2 to 8, other files'): also a test_gpu built with
+# DSV4_GPU_MUTATION="FILE:SED-EXPRESSION" (and DSV4_GPU_MUTATION2 to 8; a file may take several): also a test_gpu built with
 # those edits (deliberate bugs), staged as test_gpu_mutant for run-gpu.sh's DSV4_GPU_MUTANT, whose tests must then
 # fail: the tests' power, shown. The files are restored (and touched, so that the next build compiles them again)
 # and test_gpu rebuilt.
