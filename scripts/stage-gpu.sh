@@ -30,13 +30,12 @@ cupti=$(find /usr/local/cuda/ /usr/local/cuda-*/ -name 'libcupti.so.13' -print -
 [ -n "$cupti" ] && cp -L "$cupti" "$STAGE/bin/lib/"
 # Every library packed too (session 45: the tree and an A/B carry with a mutant came within 0.6 MB of 64 MiB).
 gzip -9 "$STAGE"/bin/lib/*.so* 2>/dev/null || true
-# DSV4_GPU_MUTATION="FILE:SED-EXPRESSION" (and DSV4_GPU_MUTATION2 to 8; a file may take several): also a test_gpu built with
-# those edits (deliberate bugs), staged as test_gpu_mutant for run-gpu.sh's DSV4_GPU_MUTANT, whose tests must then
-# fail: the tests' power, shown. The files are restored (and touched, so that the next build compiles them again)
-# and test_gpu rebuilt.
+# DSV4_GPU_MUTATION="FILE:SED-EXPRESSION" (and DSV4_GPU_MUTATION2 to 8; a file may take several): also a
+# test_gpu built with those edits (deliberate bugs), staged as test_gpu_mutant for run-gpu.sh's DSV4_GPU_MUTANT,
+# whose tests must then fail: the tests' power, shown. The files are restored (and touched, so that the next
+# build compiles them again) and test_gpu rebuilt.
 mutations=()
-for m in "${DSV4_GPU_MUTATION:-}" "${DSV4_GPU_MUTATION2:-}" "${DSV4_GPU_MUTATION3:-}" "${DSV4_GPU_MUTATION4:-}" \
-  "${DSV4_GPU_MUTATION5:-}" "${DSV4_GPU_MUTATION6:-}" "${DSV4_GPU_MUTATION7:-}" "${DSV4_GPU_MUTATION8:-}"; do [ -n "$m" ] && mutations+=("$m"); done
+for v in DSV4_GPU_MUTATION DSV4_GPU_MUTATION{2..8}; do [ -n "${!v:-}" ] && mutations+=("${!v}"); done
 if [ ${#mutations[@]} -gt 0 ]; then
   files=()
   restore() {

@@ -5,10 +5,11 @@
 // (tile, quarter) owns heads 16·tile.. +16; for S = Q·Kᵀ it takes entries 16·quarter.. +16 and for
 // O += P·V output columns 128·quarter.. +128 (mma.sync m16n8k16 bf16, fp32 accumulate). The block's row
 // max is exchanged among the tile's four warps in shared memory, P goes through shared memory as bf16.
-// Long lists are split over CTAs at 64-block boundaries (flash-decoding); the splits of a (token,
-// group) merge their partial (m, l, acc) in one thread-block cluster where they fit one (decode's), else a
-// combine kernel merges them from global memory. Arithmetic per block as the reference: fp32 scores, block max, l += Σ
-// exp(s − m), acc += bf16(p)·v, sink in the denominator; summation order differs (tolerance, not bits).
+// Long lists are split over CTAs at 64-block boundaries (flash-decoding); the splits of a (token, group)
+// merge their partial (m, l, acc) in one thread-block cluster where they fit one (decode's), else a
+// combine kernel merges them from global memory. Arithmetic per block as the reference: fp32 scores,
+// block max, l += Σ exp(s − m), acc += bf16(p)·v, sink in the denominator; summation order differs
+// (tolerance, not bits).
 //
 // Many tokens (a prefill) name the same entries many times over (a window entry 128 times), and each CTA
 // decoding its own copy cost a fifth of the kernel. There the call first makes a shadow: every distinct
@@ -447,14 +448,22 @@ __device__ __noinline__ void cluster_merge(const MqaLaunch& ma, int64_t t, int g
   cluster_wait();
   if (threadIdx.x < kHeads) {  // row h's max, each split's weight and the weighted l, in split order
     const int h = static_cast<int>(threadIdx.x);
+    float2 ml[kMaxClusterSplits];  // every split's (m, l) requested once, before the max
     float m = -INFINITY;
-    for (int s = 0; s < splits; ++s) m = fmaxf(m, ld_cluster(&ms.ml[h], s).x);
+#pragma unroll
+    for (int s = 0; s < kMaxClusterSplits; ++s) {
+      if (s < splits) ml[s] = ld_cluster(&ms.ml[h], s);
+    }
+#pragma unroll
+    for (int s = 0; s < kMaxClusterSplits; ++s)
+      if (s < splits) m = fmaxf(m, ml[s].x);
     float l = 0;
-    for (int s = 0; s < splits; ++s) {
-      const float2 ml = ld_cluster(&ms.ml[h], s);
-      const float w = ml.x == -INFINITY ? -1.0f : expf(ml.x - m);
+#pragma unroll
+    for (int s = 0; s < kMaxClusterSplits; ++s) {
+      if (s >= splits) break;
+      const float w = ml[s].x == -INFINITY ? -1.0f : expf(ml[s].x - m);
       ms.w[s][h] = w;
-      if (w >= 0.0f) l += ml.y * w;
+      if (w >= 0.0f) l += ml[s].y * w;
     }
     ms.m[h] = m, ms.l[h] = l;
   }

@@ -147,8 +147,8 @@ __global__ void __launch_bounds__(kThreads, kRows == kTwinStagedRows ? 4 : 1)
   for (int i = 0; i < kTwinAhead; ++i)
     if (i < blocks) c[i] = __ldg(reinterpret_cast<const uint4*>(codes + i * kStep)), s[i] = scales[4 * i];
   pdl_enter();
-  const int padded = kg + kg / 4;
-  if constexpr (kStaged) {  // the CTA's first column is live (grid = ceil(n / 8))
+  const int padded = static_cast<int>(twin_stage_floats(1, kg));  // a staged row's floats
+  if constexpr (kStaged) {                                        // the CTA's first column is live (grid = ceil(n / 8))
     const uint16_t* xg = p.x + first / p.ng * p.kg;
     float* xs = reinterpret_cast<float*>(xs4);
     for (int i = 8 * static_cast<int>(threadIdx.x); i < static_cast<int>(p.rows) * kg; i += 8 * kThreads) {
