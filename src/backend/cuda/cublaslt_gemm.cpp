@@ -19,6 +19,7 @@
 #include "backend/cuda/gemm/fast_plain_gemv.h"
 #include "backend/cuda/gemm/fast_sgemm.h"
 #include "backend/cuda/gemm/lt_experts.h"
+#include "backend/cuda/gemm/wgmma_few.h"
 #include "backend/cuda/gemm/wgmma_gemm.h"
 #include "backend/cuda/gemm_imma.h"
 #include "backend/cuda/gemm_imma_skinny.h"
@@ -286,6 +287,13 @@ struct GemmRunner::Impl {
   // The fast tier's kernels on codes: wgmma for many rows a weight (where it takes the call), else
   // the mma.sync kernel on its own plan.
   void fast_mma(const ExactBlockArgs& p, GemmPlan plan) {
+    if (plan.route == GemmRoute::kWgmmaFew) {
+      if (wgmma_few_takes(p)) {
+        wgmma_few_gemm(p, plan.few_splits, stream);
+        return;
+      }
+      plan.route = plan.fallback;  // the few-row or mma.sync plan, kept whole
+    }
     if (plan.route == GemmRoute::kFastGemv && fast_gemv_takes(p)) {
       fast_gemv(p, {plan.gemv_k_parts, plan.gemv_items}, stream);
       return;

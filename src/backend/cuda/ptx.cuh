@@ -141,6 +141,16 @@ __device__ __forceinline__ float2 ld_cluster(const float2* local, int r) {
   asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(remote) : "memory");
   return v;
 }
+__device__ __forceinline__ float4 ld_cluster(const float4* local, int r) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr(local)), "r"(r));
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(remote)
+               : "memory");
+  return v;
+}
 
 // wgmma's shared-memory matrix descriptor for a K-major tile with the 128-byte swizzle: rows of 128 bytes,
 // 16-byte unit u of row r stored at unit u ^ (r % 8), 8-row groups 1024 bytes apart (the tile's base on a

@@ -227,7 +227,8 @@ TEST(GemmPlan, CublasLtExpertPiecesCoverTheirRows) {
 }
 
 TEST(GemmPlan, FastFewRowsTakeTheSmallestRowTile) {
-  const GemmPolicy fast = policy(Numerics::kFast);
+  GemmPolicy fast = policy(Numerics::kFast);
+  fast.wgmma_few_min_rows = 0;  // the kernels the swapped one stands in front of
   const int64_t expect[][2] = {{1, 8}, {8, 8}, {9, 16}, {16, 16}, {17, 32}, {33, 32}, {64, 32}};
   for (const auto& [rows, tile] : expect) {
     const GemmPlan plan = plan_gemm(dense(GemmWeightKind::kFp8, rows, 32768, 1024), fast, kH200);
@@ -241,6 +242,7 @@ TEST(GemmPlan, FastFewRowsTakeTheSmallestRowTile) {
 // few-row kernel, with the mma.sync plan kept behind it.
 TEST(GemmPlan, FastFewRowsAWeightGoToTheFewRowKernel) {
   GemmPolicy fast = policy(Numerics::kFast);
+  fast.wgmma_few_min_rows = 0;  // dense FP8 past 8 rows: the swapped wgmma kernel (below)
   for (auto w : {GemmWeightKind::kFp8, GemmWeightKind::kFp4}) {
     EXPECT_EQ(plan_gemm(dense(w, 1, 4096, 8192), fast, kH200).route, GemmRoute::kFastGemv);
     EXPECT_EQ(plan_gemm(dense(w, 32, 4096, 8192), fast, kH200).route, GemmRoute::kFastGemv);
@@ -294,6 +296,48 @@ TEST(GemmPlan, FastFewRowsAWeightGoToTheFewRowKernel) {
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 8192), fast, kH200).route, GemmRoute::kFastMma);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 8192), policy(Numerics::kExact), kH200).route,
             GemmRoute::kExactBlock);
+}
+
+// A decode batch of a dense FP8 weight (9-64 rows, one group, no pair, N whole 128-row tiles) goes to the
+// swapped wgmma kernel, the few-row or mma.sync plan kept whole behind it; its K splits fill one wave of two
+// CTAs an SM (a cluster of at most 8 a tile, each at least two blocks). FP4, grouped calls, pairs, fewer
+// rows and more stay where they were; the policy's threshold moves it, 0 turns it off.
+TEST(GemmPlan, ADecodeBatchOfDenseFp8GoesToSwappedWgmma) {
+  const GemmPolicy fast = policy(Numerics::kFast);
+  const auto fp8 = GemmWeightKind::kFp8;
+  for (const int64_t rows : {9, 16, 17, 32, 33, 64}) {
+    const GemmPlan plan = plan_gemm(dense(fp8, rows, 4096, 8192), fast, kH200);
+    EXPECT_EQ(plan.route, GemmRoute::kWgmmaFew) << rows;
+    EXPECT_EQ(plan.fallback, rows <= 32 ? GemmRoute::kFastGemv : GemmRoute::kFastMma) << rows;
+    EXPECT_TRUE(plan.codes) << rows;
+    EXPECT_EQ(plan.tile_rows, rows <= 16 ? 16 : 32) << rows;  // the fallback's plan, whole
+    EXPECT_EQ(plan.few_splits, 8) << rows;                    // wo_b: 32 tiles x 8 splits = 256 CTAs
+  }
+  const auto splits = [&](int64_t n, int64_t k) { return plan_gemm(dense(fp8, 32, n, k), fast, kH200).few_splits; };
+  EXPECT_EQ(splits(32768, 1024), 1);  // wq_b: 256 tiles fill the wave alone
+  EXPECT_EQ(splits(1024, 4096), 8);   // wq_a: 8 tiles, at most 8 splits
+  EXPECT_EQ(splits(4096, 2048), 8);   // shared_w2: 16 blocks, two a split
+  EXPECT_EQ(splits(2048, 512), 2);    // four blocks: two splits of two
+  EXPECT_EQ(splits(1024, 256), 1);    // two blocks never split
+  EXPECT_EQ(splits(16384, 4096), 2);  // 128 tiles: two splits fill 264 CTAs
+  EXPECT_EQ(plan_gemm(dense(fp8, 8, 4096, 8192), fast, kH200).route, GemmRoute::kFastGemv);
+  EXPECT_EQ(plan_gemm(dense(fp8, 65, 4096, 8192), fast, kH200).route, GemmRoute::kCublasLt);
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp4, 32, 4096, 8192), fast, kH200).route, GemmRoute::kFastGemv);
+  EXPECT_EQ(plan_gemm(dense(fp8, 32, 1100, 1024), fast, kH200).route, GemmRoute::kFastGemv);  // N off the tiles
+  GemmProblem pair = dense(fp8, 32, 2048, 4096);
+  pair.pair = true;
+  EXPECT_EQ(plan_gemm(pair, fast, kH200).route, GemmRoute::kFastGemv);
+  GemmProblem groups = dense(fp8, 32, 1024, 1024);
+  groups.groups = 2;
+  EXPECT_EQ(plan_gemm(groups, fast, kH200).route, GemmRoute::kFastGemv);
+  EXPECT_EQ(plan_gemm(grouped(fp8, 32, 4, 2048, 4096), fast, kH200).route, GemmRoute::kFastGemv);
+  EXPECT_EQ(plan_gemm(dense(fp8, 32, 4096, 8192), policy(Numerics::kExact), kH200).route, GemmRoute::kExactBlock);
+  GemmPolicy later = fast;
+  later.wgmma_few_min_rows = 17;
+  EXPECT_EQ(plan_gemm(dense(fp8, 16, 4096, 8192), later, kH200).route, GemmRoute::kFastGemv);
+  EXPECT_EQ(plan_gemm(dense(fp8, 17, 4096, 8192), later, kH200).route, GemmRoute::kWgmmaFew);
+  later.wgmma_few_min_rows = 0;
+  EXPECT_EQ(plan_gemm(dense(fp8, 17, 4096, 8192), later, kH200).route, GemmRoute::kFastGemv);
 }
 
 // A bf16 weight with its FP8 twin (wo_a: 8 groups of 1024 x 4096) on the fast tier: up to
@@ -524,6 +568,10 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::setenv("DSV4_HC_POST_PRE_MAX_TOKENS", "0", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).hc_post_pre_max_tokens, 0);
   ::unsetenv("DSV4_HC_POST_PRE_MAX_TOKENS");
+  EXPECT_NE(p.describe().find("dense FP8 on swapped wgmma from 9 to 64 rows"), std::string::npos) << p.describe();
+  ::setenv("DSV4_GEMM_WGMMA_FEW_MIN_ROWS", "0", 1);
+  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("dense FP8 on swapped wgmma off"), std::string::npos);
+  ::unsetenv("DSV4_GEMM_WGMMA_FEW_MIN_ROWS");
   EXPECT_NE(p.describe().find("attention's shadow from 1024 tokens"), std::string::npos) << p.describe();
   ::setenv("DSV4_ATTENTION_SHADOW_MIN_TOKENS", "0", 1);
   EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("attention's shadow off"), std::string::npos);

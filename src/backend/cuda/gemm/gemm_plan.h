@@ -107,6 +107,10 @@ struct GemmPolicy {
   // cuBLASLt from the bf16 bytes (H100: twin 16.0 / 21.5 / 35.3 / 63.8 us at 1 / 2 / 4 / 8 rows,
   // cuBLASLt 27 us at each: docs/perf.md).
   int64_t twin_gemv_max_rows = 2;
+  // Fast tier: dense FP8 calls of at least this many rows (and at most kWgmmaFewMaxRows) on the swapped
+  // wgmma kernel (wgmma_few.h), in place of the few-row and mma.sync kernels (DSV4_GEMM_WGMMA_FEW_MIN_ROWS;
+  // 0: off). Those read the weight with too few loads in flight an SM at 32 rows (~36% of copy BW).
+  int64_t wgmma_few_min_rows = 9;
   // Fast tier: K splits until a call has this many CTAs per SM (each split at least kMinSplitBlocks).
   int ctas_per_sm = 2;
   // Exact tier: block sums on the int8 tensor cores (DSV4_GEMM_IMMA=0: every shape on the SIMT
@@ -212,6 +216,7 @@ enum class GemmRoute : uint8_t {
   kFastGemv,         // fast_gemv.h (few rows a weight; fallback: kFastMma's plan)
   kFastPlainGemv,    // fast_plain_gemv.h (few rows, fp32 weights or a plain pair)
   kCublasLtExperts,  // lt_experts.h: a cuBLASLt matmul an expert (fallback: kWgmma's plan)
+  kWgmmaFew,         // wgmma_few.h (dense FP8, a decode batch; fallback: the few-row or mma.sync plan it keeps)
 };
 const char* route_name(GemmRoute r);
 
@@ -229,7 +234,16 @@ struct GemmPlan {
   int plain_k_parts = 1;                        // kFastPlainGemv: warps a column's K is split over (1, 2, 4, 8)
   int widen_experts = 0;    // kWgmma, FP4: weights (experts) widened a pass, their scratch within the widening budget
   int lt_pass_experts = 0;  // kCublasLtExperts: experts re-encoded a pass, within the widening budget
+  int few_splits = 1;       // kWgmmaFew: K splits, one thread-block cluster a 128-row weight tile
 };
+
+// kWgmmaFew's limits: rows (wgmma's N, 16 / 32 / 64) and K splits (a portable cluster).
+constexpr int64_t kWgmmaFewMaxRows = 64;
+constexpr int kWgmmaFewMaxSplits = 8;
+
+// kWgmmaFew: the K splits of a call, as many as keep its 128-row tiles within one wave of two CTAs an SM,
+// each split at least kMinSplitBlocks blocks, at most kWgmmaFewMaxSplits.
+int wgmma_few_splits(const GemmProblem& p, const DeviceCaps& caps);
 
 // kCublasLtExperts: the matmuls of one expert of `rows` rows. cuBLASLt's block-scaled GEMM takes row
 // counts that are multiples of 4, and the experts' matmuls run on several streams, so an expert of at
