@@ -455,89 +455,85 @@ int64_t beyond_norm_bound(const std::vector<uint16_t>& got, const std::vector<ui
 // carried through the norm, whose sum of squares is reassociated too), the same bits run after run, its
 // counters left at zero; past the limit the two ops' bits. The post and comb buffers are also the pre's
 // outputs, as in the model; a dropped column chunk fails the gate (and a warp's squares left out of the
-// norm's sum, session 35's mutant). Both kernels: a cluster a token (its channels within eight CTAs) and
-// the last-CTA finish.
+// norm's sum, session 35's mutant).
 TEST(CudaHyperConnection, FusedPostPrePassesTheGate) {
   uint32_t seed = 1300;
   constexpr int64_t kMax = 8;
   for (const HcCase& c : {HcCase{1, 4096, 4}, HcCase{2, 4096, 4}, HcCase{7, 4096, 4}, HcCase{8, 4096, 4},
-                          HcCase{3, 7168, 4}, HcCase{2, 1000, 4}, HcCase{9, 4096, 4}, HcCase{1, 256, 4, 1}})
-    for (const bool cluster : {true, false}) {
-      SCOPED_TRACE(testing::Message() << "tokens " << c.tokens << " dim " << c.dim
-                                      << (cluster ? ", a cluster a token" : ""));
-      const int mix = (2 + c.hc) * c.hc;
-      const HcInputs in(c, mix, seed += 10);
-      const size_t T = static_cast<size_t>(c.tokens), D = static_cast<size_t>(c.dim), H = static_cast<size_t>(c.hc);
-      const auto y = to_bf16(mixed(T * D, seed + 6, 2, 4)), w = to_bf16(mixed(D, seed + 5, 1, 1));
-      std::vector<float> post0 = mixed(T * H, seed + 7, 1, 0), comb0 = mixed(T * H * H, seed + 8, 0.5f, 0);
-      for (auto& v : post0) v = std::fabs(v);
-      for (auto& v : comb0) v = std::fabs(v);
-      const float eps = 1e-6f;
-      // The exact ops: the post's streams, the pre's normed x, post and comb, and its plain x.
-      CpuOps cpu(2);
-      std::vector<uint16_t> hout(in.h.size()), x(T * D), xp(T * D);
-      std::vector<float> post(T * H), comb(T * H * H), post_p(T * H), comb_p(T * H * H);
-      cpu.hc_post({y.data(), in.h.data(), post0.data(), comb0.data(), hout.data(), c.tokens, c.hc, c.dim});
-      cpu.hc_pre({hout.data(), c.tokens, c.hc, c.dim, in.fn.data(), in.scale.data(), in.base.data(), 1e-6f, 1e-6f,
-                  c.iters, x.data(), post.data(), comb.data(), w.data(), eps});
-      cpu.hc_pre({hout.data(), c.tokens, c.hc, c.dim, in.fn.data(), in.scale.data(), in.base.data(), 1e-6f, 1e-6f,
-                  c.iters, xp.data(), post_p.data(), comb_p.data()});
-      // The op on the device (limit max_tokens): streams, x, post, comb and the counters after.
-      const Dev<uint16_t> dy(y), dw(w);
-      const Dev<float> ds(in.scale), db(in.base);
-      auto run = [&](const std::vector<float>& fn, int64_t max_tokens, bool apart = false) {
-        Dev<uint16_t> dh(in.h), dx(poisoned<uint16_t>(T * D));
-        Dev<float> dfn(fn), dpost(post0), dcomb(comb0);
-        Dev<int32_t> counters(std::vector<int32_t>(kMax, 0));
-        cuda::GemmPolicy policy = path_policy(HcPath::kChain, true, true);
-        policy.hc_post_pre_max_tokens = max_tokens;
-        policy.hc_cluster = cluster;
-        const HcPostPreParams p{
-            {dy.p, dh.p, dpost.p, dcomb.p, dh.p, c.tokens, c.hc, c.dim},
-            {dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, c.iters, dx.p, dpost.p, dcomb.p, dw.p, eps}};
-        Dev<float> scratch(
-            poisoned<float>(static_cast<size_t>(cuda::hc_scratch_floats(c.tokens, c.hc, c.dim, mix, true))));
-        if (apart) {
-          cuda::hc_post(p.post, nullptr);
-          cuda::hc_pre(p.pre, scratch.p, policy, nullptr);
-        } else {
-          EXPECT_EQ(cuda::hc_post_pre_fuses(p, policy), c.tokens <= max_tokens);
-          cuda::hc_post_pre(p, scratch.p, counters.p, policy, nullptr);
-        }
-        return std::tuple{dh.get(), dx.get(), dpost.get(), dcomb.get(), counters.get()};
-      };
-      const auto [fh, fx, fpost, fcomb, fcounts] = run(in.fn, kMax);
-      const double d_post = calc_diff(post, fpost), d_comb = calc_diff(comb, fcomb);
-      const int64_t beyond = beyond_norm_bound(fx, x, xp, hout, w, c, eps);
-      std::printf("[ hc_post_pre ] tokens %3lld dim %4lld: calc_diff post %.2e comb %.2e, x beyond the bound %lld\n",
-                  static_cast<long long>(c.tokens), static_cast<long long>(c.dim), d_post, d_comb,
-                  static_cast<long long>(beyond));
-      EXPECT_EQ(fh, hout) << "the streams are not hc_post's bits";
-      EXPECT_LE(d_post, 1e-10);
-      EXPECT_LE(d_comb, 1e-10);
-      EXPECT_EQ(beyond, 0);
-      EXPECT_EQ(fcounts, std::vector<int32_t>(kMax, 0)) << "a counter was left set";
-      const auto [gh, gx, gpost, gcomb, gcounts] = run(in.fn, kMax);
-      EXPECT_EQ(gx, fx);
-      EXPECT_EQ(bits(gpost), bits(fpost));
-      EXPECT_EQ(bits(gcomb), bits(fcomb));
-      // Not fused (limit 0, or past it): hc_post, then hc_pre, bit for bit.
-      const auto [ah, ax, apost, acomb, acounts] = run(in.fn, kMax, true);
-      const auto [nh, nx, npost, ncomb, ncounts] = run(in.fn, 0);
-      EXPECT_EQ(nh, ah);
-      EXPECT_EQ(nx, ax);
-      EXPECT_EQ(bits(npost), bits(apost));
-      EXPECT_EQ(bits(ncomb), bits(acomb));
-      if (c.tokens > kMax) {
-        EXPECT_EQ(fx, ax);
-        EXPECT_EQ(bits(fpost), bits(apost));
+                          HcCase{3, 7168, 4}, HcCase{2, 1000, 4}, HcCase{9, 4096, 4}, HcCase{1, 256, 4, 1}}) {
+    SCOPED_TRACE(testing::Message() << "tokens " << c.tokens << " dim " << c.dim);
+    const int mix = (2 + c.hc) * c.hc;
+    const HcInputs in(c, mix, seed += 10);
+    const size_t T = static_cast<size_t>(c.tokens), D = static_cast<size_t>(c.dim), H = static_cast<size_t>(c.hc);
+    const auto y = to_bf16(mixed(T * D, seed + 6, 2, 4)), w = to_bf16(mixed(D, seed + 5, 1, 1));
+    std::vector<float> post0 = mixed(T * H, seed + 7, 1, 0), comb0 = mixed(T * H * H, seed + 8, 0.5f, 0);
+    for (auto& v : post0) v = std::fabs(v);
+    for (auto& v : comb0) v = std::fabs(v);
+    const float eps = 1e-6f;
+    // The exact ops: the post's streams, the pre's normed x, post and comb, and its plain x.
+    CpuOps cpu(2);
+    std::vector<uint16_t> hout(in.h.size()), x(T * D), xp(T * D);
+    std::vector<float> post(T * H), comb(T * H * H), post_p(T * H), comb_p(T * H * H);
+    cpu.hc_post({y.data(), in.h.data(), post0.data(), comb0.data(), hout.data(), c.tokens, c.hc, c.dim});
+    cpu.hc_pre({hout.data(), c.tokens, c.hc, c.dim, in.fn.data(), in.scale.data(), in.base.data(), 1e-6f, 1e-6f,
+                c.iters, x.data(), post.data(), comb.data(), w.data(), eps});
+    cpu.hc_pre({hout.data(), c.tokens, c.hc, c.dim, in.fn.data(), in.scale.data(), in.base.data(), 1e-6f, 1e-6f,
+                c.iters, xp.data(), post_p.data(), comb_p.data()});
+    // The op on the device (limit max_tokens): streams, x, post, comb and the counters after.
+    const Dev<uint16_t> dy(y), dw(w);
+    const Dev<float> ds(in.scale), db(in.base);
+    auto run = [&](const std::vector<float>& fn, int64_t max_tokens, bool apart = false) {
+      Dev<uint16_t> dh(in.h), dx(poisoned<uint16_t>(T * D));
+      Dev<float> dfn(fn), dpost(post0), dcomb(comb0);
+      Dev<int32_t> counters(std::vector<int32_t>(kMax, 0));
+      cuda::GemmPolicy policy = path_policy(HcPath::kChain, true, true);
+      policy.hc_post_pre_max_tokens = max_tokens;
+      const HcPostPreParams p{
+          {dy.p, dh.p, dpost.p, dcomb.p, dh.p, c.tokens, c.hc, c.dim},
+          {dh.p, c.tokens, c.hc, c.dim, dfn.p, ds.p, db.p, 1e-6f, 1e-6f, c.iters, dx.p, dpost.p, dcomb.p, dw.p, eps}};
+      Dev<float> scratch(
+          poisoned<float>(static_cast<size_t>(cuda::hc_scratch_floats(c.tokens, c.hc, c.dim, mix, true))));
+      if (apart) {
+        cuda::hc_post(p.post, nullptr);
+        cuda::hc_pre(p.pre, scratch.p, policy, nullptr);
+      } else {
+        EXPECT_EQ(cuda::hc_post_pre_fuses(p, policy), c.tokens <= max_tokens);
+        cuda::hc_post_pre(p, scratch.p, counters.p, policy, nullptr);
       }
-      std::vector<float> dropped = in.fn;  // the mutation: columns 256..511 of every fn row lost
-      const int64_t width = c.hc * c.dim;
-      for (int o = 0; o < mix; ++o) std::fill_n(dropped.begin() + o * width + 256, 256, 0.0f);
-      const auto [mh, mx, mpost, mcomb, mcounts] = run(dropped, kMax);
-      EXPECT_GT(calc_diff(post, mpost) + calc_diff(comb, mcomb), 1e-10) << "a dropped chunk passed the gate";
+      return std::tuple{dh.get(), dx.get(), dpost.get(), dcomb.get(), counters.get()};
+    };
+    const auto [fh, fx, fpost, fcomb, fcounts] = run(in.fn, kMax);
+    const double d_post = calc_diff(post, fpost), d_comb = calc_diff(comb, fcomb);
+    const int64_t beyond = beyond_norm_bound(fx, x, xp, hout, w, c, eps);
+    std::printf("[ hc_post_pre ] tokens %3lld dim %4lld: calc_diff post %.2e comb %.2e, x beyond the bound %lld\n",
+                static_cast<long long>(c.tokens), static_cast<long long>(c.dim), d_post, d_comb,
+                static_cast<long long>(beyond));
+    EXPECT_EQ(fh, hout) << "the streams are not hc_post's bits";
+    EXPECT_LE(d_post, 1e-10);
+    EXPECT_LE(d_comb, 1e-10);
+    EXPECT_EQ(beyond, 0);
+    EXPECT_EQ(fcounts, std::vector<int32_t>(kMax, 0)) << "a counter was left set";
+    const auto [gh, gx, gpost, gcomb, gcounts] = run(in.fn, kMax);
+    EXPECT_EQ(gx, fx);
+    EXPECT_EQ(bits(gpost), bits(fpost));
+    EXPECT_EQ(bits(gcomb), bits(fcomb));
+    // Not fused (limit 0, or past it): hc_post, then hc_pre, bit for bit.
+    const auto [ah, ax, apost, acomb, acounts] = run(in.fn, kMax, true);
+    const auto [nh, nx, npost, ncomb, ncounts] = run(in.fn, 0);
+    EXPECT_EQ(nh, ah);
+    EXPECT_EQ(nx, ax);
+    EXPECT_EQ(bits(npost), bits(apost));
+    EXPECT_EQ(bits(ncomb), bits(acomb));
+    if (c.tokens > kMax) {
+      EXPECT_EQ(fx, ax);
+      EXPECT_EQ(bits(fpost), bits(apost));
     }
+    std::vector<float> dropped = in.fn;  // the mutation: columns 256..511 of every fn row lost
+    const int64_t width = c.hc * c.dim;
+    for (int o = 0; o < mix; ++o) std::fill_n(dropped.begin() + o * width + 256, 256, 0.0f);
+    const auto [mh, mx, mpost, mcomb, mcounts] = run(dropped, kMax);
+    EXPECT_GT(calc_diff(post, mpost) + calc_diff(comb, mcomb), 1e-10) << "a dropped chunk passed the gate";
+  }
 }
 
 }  // namespace

@@ -273,29 +273,6 @@ TEST(CudaMoeGate, HashRoutingMatchesCpu) {
   expect_cpu_routes(c);
 }
 
-// The fast tier's gate of up to 8 tokens with a weight of up to 256 KB runs in one thread-block cluster a
-// token (the flash-attn preset's 32 x 4096 bf16 at decode): the CPU's routes, and the routes of the GEMM
-// and routing-kernel form (GemmPolicy::gate_cluster off), for every score function, an f32 weight and
-// hash routing; experts a CTA 4 (two warps an expert), 8 and 2 (four).
-TEST(CudaMoeGate, ClusterFormMatchesCpuAtFewTokens) {
-  cuda::GemmPolicy apart{Numerics::kFast};
-  apart.gate_cluster = false;
-  Runners two_launches(apart);
-  uint32_t seed = 70;
-  for (GateCase c : {GateCase{.tokens = 1, .experts = 32}, GateCase{.tokens = 8, .experts = 32},
-                     GateCase{.tokens = 5, .dim = 1024, .experts = 64, .topk = 8, .score = ScoreFunc::kSoftmax},
-                     GateCase{.tokens = 2, .experts = 16, .topk = 4, .score = ScoreFunc::kSigmoid, .f32_weight = true},
-                     GateCase{.tokens = 3, .experts = 32}}) {
-    SCOPED_TRACE(testing::Message() << "tokens " << c.tokens << " experts " << c.experts << " dim " << c.dim);
-    c.randomize(++seed);
-    c.add_bias(++seed);
-    if (c.tokens == 3) c.add_hash(++seed);
-    expect_cpu_routes(c);
-    Runners fast;
-    expect_same_route(c.gpu(fast), c.gpu(two_launches), 1e-5f);
-  }
-}
-
 // Identical gate rows give bit-equal scores: the lower experts must win every tie.
 TEST(CudaMoeGate, TiesGoToTheLowerExpert) {
   Runners run;

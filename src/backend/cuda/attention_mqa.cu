@@ -5,11 +5,9 @@
 // (tile, quarter) owns heads 16·tile.. +16; for S = Q·Kᵀ it takes entries 16·quarter.. +16 and for
 // O += P·V output columns 128·quarter.. +128 (mma.sync m16n8k16 bf16, fp32 accumulate). The block's row
 // max is exchanged among the tile's four warps in shared memory, P goes through shared memory as bf16.
-// Long lists are split over CTAs at 64-block boundaries (flash-decoding); the splits of a (token, group)
-// merge their partial (m, l, acc) in one thread-block cluster where they fit one (decode's), else a
-// combine kernel merges them from global memory. Arithmetic per block as the reference: fp32 scores,
-// block max, l += Σ exp(s − m), acc += bf16(p)·v, sink in the denominator; summation order differs
-// (tolerance, not bits).
+// Long lists are split over CTAs at 64-block boundaries (flash-decoding); a combine kernel merges the
+// partial (m, l, acc). Arithmetic per block as the reference: fp32 scores, block max, l += Σ exp(s − m),
+// acc += bf16(p)·v, sink in the denominator; summation order differs (tolerance, not bits).
 //
 // Many tokens (a prefill) name the same entries many times over (a window entry 128 times), and each CTA
 // decoding its own copy cost a fifth of the kernel. There the call first makes a shadow: every distinct
@@ -22,13 +20,9 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
-#include <cstddef>
 #include <cstdint>
-#include <map>
-#include <mutex>
 #include <string>
 #include <type_traits>
-#include <utility>
 
 #include "backend/cuda/attention.h"
 #include "backend/cuda/cuda_check.h"
@@ -55,8 +49,7 @@ constexpr int kRow = 2 * kDim + 16;    // bytes per bf16 row: +16 keeps ldmatrix
 constexpr int kPRow = 2 * kEntries + 16;
 constexpr int kCols = kDim / kQuarters;  // output columns per warp
 constexpr int kCombineThreads = kDim / 2;
-constexpr int kCombineBatch = 32;      // splits whose partial rows a combine thread loads at once
-constexpr int kMaxClusterSplits = 16;  // a non-portable cluster's most CTAs on sm_90
+constexpr int kCombineBatch = 32;  // splits whose partial rows a combine thread loads at once
 
 using Rows = uint8_t[kEntries][kRow];  // a block's entries in bf16 (zero rows for holes)
 
@@ -107,7 +100,6 @@ struct MqaLaunch {
   int splits = 1;             // CTAs per (token, group) along the index list
   int blocks_per = 0;         // 64-blocks per split
   int64_t blocks = 0;         // 64-blocks of the list
-  bool cluster = false;       // the splits of a (token, group) one cluster that merges them (rank = split)
   float* part_acc = nullptr;  // [splits, tokens, heads, kDim] when splits > 1
   float* part_ml = nullptr;   // [splits, tokens, heads, 2]
   Shadow shadow;
@@ -413,91 +405,6 @@ __device__ void store_result(const MqaLaunch& ma, int64_t t, int split, int h0, 
   }
 }
 
-// The splits' merge in a cluster: each CTA's unnormalised rows and (m, l) in its own shared memory, over
-// q and kv (no reader left after total_l's barriers), then CTA r finishes rows r, r + S, .. of the group
-// from every CTA's memory, split by split in order as mqa_combine_kernel adds them (the same bits).
-struct MergeSmem {
-  float acc[kHeads][kDim];
-  float2 ml[kHeads];                   // this CTA's (m, l) a row
-  float w[kMaxClusterSplits][kHeads];  // split s's weight exp(m_s − m), −1 where it saw no entry
-  float m[kHeads], l[kHeads];
-};
-static_assert(sizeof(MergeSmem) <= offsetof(Smem, red), "the merge's rows stay clear of the row sums");
-
-// The thread's unnormalised rows and (m, l) into this CTA's merge rows.
-__device__ __forceinline__ void merge_rows(int tile, int quarter, const RowState& st, const float (&o)[kCols / 8][4],
-                                           MergeSmem& ms) {
-  const int lane = threadIdx.x % kWarp;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = 16 * tile + lane / 4 + 8 * r;
-#pragma unroll
-    for (int j = 0; j < kCols / 8; ++j)
-      *reinterpret_cast<float2*>(&ms.acc[row][kCols * quarter + 8 * j + 2 * (lane % 4)]) =
-          make_float2(o[j][2 * r], o[j][2 * r + 1]);
-    if (quarter == 0 && lane % 4 == 0) ms.ml[row] = make_float2(st.m[r], st.l[r]);
-  }
-}
-
-// Once every CTA's rows are in: the rows of this CTA's share (out of line: the main loop keeps its
-// registers).
-__device__ __noinline__ void cluster_merge(const MqaLaunch& ma, int64_t t, int group, MergeSmem& ms) {
-  const AttentionLaunch& a = ma.a;
-  const int splits = ma.splits;
-  cluster_arrive();
-  cluster_wait();
-  if (threadIdx.x < kHeads) {  // row h's max, each split's weight and the weighted l, in split order
-    const int h = static_cast<int>(threadIdx.x);
-    float2 ml[kMaxClusterSplits];  // every split's (m, l) requested once, before the max
-    float m = -INFINITY;
-#pragma unroll
-    for (int s = 0; s < kMaxClusterSplits; ++s) {
-      if (s < splits) ml[s] = ld_cluster(&ms.ml[h], s);
-    }
-#pragma unroll
-    for (int s = 0; s < kMaxClusterSplits; ++s)
-      if (s < splits) m = fmaxf(m, ml[s].x);
-    float l = 0;
-#pragma unroll
-    for (int s = 0; s < kMaxClusterSplits; ++s) {
-      if (s >= splits) break;
-      const float w = ml[s].x == -INFINITY ? -1.0f : expf(ml[s].x - m);
-      ms.w[s][h] = w;
-      if (w >= 0.0f) l += ml[s].y * w;
-    }
-    ms.m[h] = m, ms.l[h] = l;
-  }
-  __syncthreads();
-  const int c = static_cast<int>(threadIdx.x) % (kDim / 2);  // column pair
-  for (int h = cluster_rank() + splits * (static_cast<int>(threadIdx.x) / (kDim / 2)); h < kHeads; h += 2 * splits) {
-    const int hg = group * kHeads + h;
-    if (hg >= a.heads) break;
-    uint32_t* out = reinterpret_cast<uint32_t*>(a.out + (t * a.heads + hg) * kDim);
-    const float m = ms.m[h];
-    if (m == -INFINITY) {
-      out[c] = 0;
-      continue;
-    }
-    float2 v[kMaxClusterSplits];  // every split's pair requested before the first add
-#pragma unroll
-    for (int s = 0; s < kMaxClusterSplits; ++s)
-      if (s < splits) v[s] = ld_cluster(reinterpret_cast<const float2*>(&ms.acc[h][2 * c]), s);
-    float x = 0, y = 0;
-#pragma unroll
-    for (int s = 0; s < kMaxClusterSplits; ++s) {
-      if (s >= splits) break;
-      const float w = ms.w[s][h];
-      if (w < 0.0f) continue;
-      x += v[s].x * w;
-      y += v[s].y * w;
-    }
-    const float denom = ms.l[h] + expf(a.sink[hg] - m);
-    out[c] = output_pair(a, t, c, x / denom, y / denom);
-  }
-  cluster_arrive();  // the other CTAs may still read this one's rows
-  cluster_wait();
-}
-
 // The CTA's item of a grid of token x group x split, and its blocks [b_begin, b_end) of the list.
 struct CtaItem {
   int split, group;
@@ -515,7 +422,7 @@ __device__ __forceinline__ CtaItem cta_item(const MqaLaunch& ma) {
 
 // grid: token x group x split, 512 threads; blocks [split·blocks_per, ..) of the list. Per block:
 // decode (raw -> kv) | next block's copy starts; scores and row maxima | softmax, P | P·V.
-__global__ void __launch_bounds__(kThreads, 1) mqa_partial_kernel(const __grid_constant__ MqaLaunch ma) {
+__global__ void __launch_bounds__(kThreads, 1) mqa_partial_kernel(MqaLaunch ma) {
   pdl_enter();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
@@ -555,11 +462,6 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_partial_kernel(const __grid_c
     block_pv(sm.p, sm.kv, tile, quarter, o);
   }
   total_l(tile, quarter, sm, st);
-  if (ma.cluster) {
-    MergeSmem& ms = *reinterpret_cast<MergeSmem*>(smem_raw);
-    merge_rows(tile, quarter, st, o, ms);
-    return cluster_merge(ma, t, group, ms);
-  }
   const int h0 = group * kHeads + 16 * tile;
   if (h0 < a.heads) store_result(ma, t, split, h0, quarter, st, o, nullptr);
 }
@@ -795,8 +697,7 @@ __global__ void __launch_bounds__(kCombineThreads) mqa_combine_kernel(MqaLaunch 
 
 // 64-blocks per split, by a cost model in units of one block's time: one CTA per SM, so waves of
 // `sms` CTAs, each costing its blocks plus about one block for the queries and the epilogue; a split
-// list adds the combine (a launch, and reading every partial state back). A merge in a cluster costs less
-// but is left out of the model: the splits, and so the bits, do not depend on it.
+// list adds the combine (a launch, and reading every partial state back).
 int blocks_per_split(int64_t ctas, int64_t blocks, int sms) {
   double best = 0;
   int64_t best_per = blocks;
@@ -811,36 +712,6 @@ int blocks_per_split(int64_t ctas, int64_t blocks, int sms) {
     }
   }
   return static_cast<int>(best_per);
-}
-
-// How many clusters of `splits` CTAs of mqa_partial_kernel the current device holds at once (0: none;
-// sizes past 8 are non-portable), asked once a device and size: a merge in clusters is taken only where
-// every cluster of the call fits at once, so that packing CTAs by GPC never adds a wave.
-int resident_merge_clusters(int splits) {
-  static std::mutex mu;
-  static std::map<std::pair<int, int>, int> known;
-  int device = 0;
-  DSV4_CUDA_CHECK(cudaGetDevice(&device));
-  const std::lock_guard<std::mutex> lock(mu);
-  if (const auto it = known.find({device, splits}); it != known.end()) return it->second;
-  allow_dynamic_smem(mqa_partial_kernel, sizeof(Smem));
-  DSV4_CUDA_CHECK(cudaFuncSetAttribute(mqa_partial_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = static_cast<unsigned>(splits);
-  attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(splits));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = sizeof(Smem);
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, mqa_partial_kernel, &cfg) != cudaSuccess) {
-    (void)cudaGetLastError();  // a size the device cannot place: the combine kernel merges instead
-    clusters = 0;
-  }
-  return known[{device, splits}] = clusters;
 }
 
 // Buckets of the shadow's hash table: at least four a row (a quarter full when every row is claimed).
@@ -901,7 +772,7 @@ bool mqa_fast_path(const SparseAttentionParams& a) {
          a.window.entry_bytes % 8 == 0 && (a.compressed_width == 0 || a.compressed.entry_bytes % 8 == 0);
 }
 
-void sparse_attention_mqa(const AttentionLaunch& a, cudaStream_t stream, int64_t shadow_rows, bool cluster) {
+void sparse_attention_mqa(const AttentionLaunch& a, cudaStream_t stream, int64_t shadow_rows) {
   DSV4_CUDA_REQUIRE(!a.q_unnormed || shadow_rows > 0, "sparse_attention_mqa: un-normed queries need a shadow");
   MqaLaunch ma;
   ma.a = a;
@@ -911,10 +782,8 @@ void sparse_attention_mqa(const AttentionLaunch& a, cudaStream_t stream, int64_t
   const int64_t base = a.tokens * ma.groups;
   ma.blocks_per = blocks_per_split(base, ma.blocks, sm_count());
   ma.splits = static_cast<int>((ma.blocks + ma.blocks_per - 1) / ma.blocks_per);  // never an empty split
-  ma.cluster = cluster && shadow_rows == 0 && ma.splits > 1 && ma.splits <= kMaxClusterSplits &&
-               base <= resident_merge_clusters(ma.splits);
   void* scratch = nullptr;
-  if (ma.splits > 1 && !ma.cluster) {
+  if (ma.splits > 1) {
     const size_t n = static_cast<size_t>(ma.splits) * static_cast<size_t>(a.tokens * a.heads);
     DSV4_CUDA_CHECK(cudaMallocAsync(&scratch, n * (kDim + 2) * sizeof(float), stream));
     ma.part_acc = static_cast<float*>(scratch);
@@ -929,9 +798,9 @@ void sparse_attention_mqa(const AttentionLaunch& a, cudaStream_t stream, int64_t
     DSV4_CUDA_CHECK(cudaFreeAsync(shadow, stream));
   } else {
     allow_dynamic_smem(mqa_partial_kernel, sizeof(Smem));
-    launch_cluster_kernel(mqa_partial_kernel, ctas, kThreads, ma.cluster ? ma.splits : 1, sizeof(Smem), stream, ma);
+    launch_kernel(mqa_partial_kernel, ctas, kThreads, sizeof(Smem), stream, ma);
   }
-  if (ma.splits > 1 && !ma.cluster) {
+  if (ma.splits > 1) {
     const size_t smem = sizeof(float2) * static_cast<size_t>(ma.splits);
     DSV4_CUDA_REQUIRE(smem <= 48 * 1024, "sparse_attention: " + std::to_string(ma.splits) + " splits of one list");
     launch_kernel(mqa_combine_kernel, static_cast<unsigned>(a.tokens * a.heads), kCombineThreads, smem, stream, ma);

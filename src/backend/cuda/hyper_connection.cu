@@ -1161,41 +1161,39 @@ __global__ void hc_post_kernel(const uint16_t* x, const uint16_t* res, const flo
 // chunk. The last CTA of a token to finish (counters[t], set back to 0 by it) adds the rows and runs
 // hc_finish_norm's pass: one launch where hc_post, the mix and the finish took three.
 constexpr int kFusedMix = (2 + kPostHc) * kPostHc;
-constexpr int kFusedOut = kFusedMix + 1;  // the mix outputs, then the sum of squares
 
-// fn's weights of channel c (zeros where !in), loaded before the wait on the previous kernel.
-__device__ __forceinline__ void fn_channel(const HcLaunch& a, int64_t c, bool in, float (&w)[kPostHc][kFusedMix]) {
-  const int64_t width = kPostHc * a.dim;
+__global__ void __launch_bounds__(kThreads, 1)
+    hc_post_pre_kernel(HcPostParams p, HcLaunch a, float* raw, int32_t* counters) {
+  const int64_t t = blockIdx.y, c = int64_t{blockIdx.x} * kThreads + threadIdx.x, width = kPostHc * a.dim;
+  const bool in = c < a.dim;
+  // The norm weight of this CTA's channels toward L2 (the finish's last CTA reads all of it).
+  if (in && threadIdx.x % 64 == 0) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(a.out_norm + c));
+  float w[kPostHc][kFusedMix];
 #pragma unroll
   for (int j = 0; j < kPostHc; ++j) {
 #pragma unroll
     for (int o = 0; o < kFusedMix; ++o) w[j][o] = in ? __ldg(a.fn + o * width + j * a.dim + c) : 0.0f;
   }
-}
-
-// The post's four new stream values of token t's channel c (hc_post_kernel's arithmetic; every read
-// before the write, in place), into hn and p.out.
-__device__ __forceinline__ void post_channel(const HcPostParams& p, int64_t dim, int64_t t, int64_t c,
-                                             float (&hn)[kPostHc]) {
-  float r[kPostHc];
+  pdl_enter();
+  float hn[kPostHc] = {};
+  if (in) {
+    float r[kPostHc];
 #pragma unroll
-  for (int j = 0; j < kPostHc; ++j) r[j] = load_bf16(p.residual + (t * kPostHc + j) * dim + c);
-  const float xv = load_bf16(p.x + t * dim + c);
-  const float* cm = p.comb + t * kPostHc * kPostHc;
+    for (int j = 0; j < kPostHc; ++j) r[j] = load_bf16(p.residual + (t * kPostHc + j) * a.dim + c);
+    const float xv = load_bf16(p.x + t * a.dim + c);
+    const float* cm = p.comb + t * kPostHc * kPostHc;
 #pragma unroll
-  for (int k = 0; k < kPostHc; ++k) {
-    float s = 0;
+    for (int k = 0; k < kPostHc; ++k) {
+      float s = 0;
 #pragma unroll
-    for (int j = 0; j < kPostHc; ++j) s = __fadd_rn(s, __fmul_rn(cm[j * kPostHc + k], r[j]));
-    const uint16_t b = f_to_bf16(__fadd_rn(__fmul_rn(p.post[t * kPostHc + k], xv), s));
-    hn[k] = bf16_to_f(b);
-    p.out[(t * kPostHc + k) * dim + c] = b;
+      for (int j = 0; j < kPostHc; ++j) s = __fadd_rn(s, __fmul_rn(cm[j * kPostHc + k], r[j]));
+      const uint16_t b = f_to_bf16(__fadd_rn(__fmul_rn(p.post[t * kPostHc + k], xv), s));
+      hn[k] = bf16_to_f(b);
+      p.out[(t * kPostHc + k) * a.dim + c] = b;
+    }
   }
-}
-
-// The channel's products with each fn row (fp32, streams in order) and its sum of squares.
-__device__ __forceinline__ void mix_channel(const float (&w)[kPostHc][kFusedMix], const float (&hn)[kPostHc],
-                                            float (&acc)[kFusedOut]) {
+  constexpr int kOut = kFusedMix + 1;  // the mix outputs, then the sum of squares
+  float acc[kOut];
 #pragma unroll
   for (int o = 0; o < kFusedMix; ++o) {
     float v = 0.0f;
@@ -1206,43 +1204,16 @@ __device__ __forceinline__ void mix_channel(const float (&w)[kPostHc][kFusedMix]
   acc[kFusedMix] = 0.0f;
 #pragma unroll
   for (int j = 0; j < kPostHc; ++j) acc[kFusedMix] = fmaf(hn[j], hn[j], acc[kFusedMix]);
-}
-
-// acc summed over each warp (butterflies) into part[warp][o].
-template <int kWarps>
-__device__ __forceinline__ void warp_sums(const float (&acc)[kFusedOut], float (&part)[kWarps][kFusedOut]) {
+  __shared__ float part[kThreads / kWarp][kOut];
+  __shared__ bool last;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
 #pragma unroll
-  for (int o = 0; o < kFusedOut; ++o) {
+  for (int o = 0; o < kOut; ++o) {
     float v = acc[o];
 #pragma unroll
     for (int s = kWarp / 2; s > 0; s /= 2) v += __shfl_xor_sync(0xffffffffu, v, s);
     if (lane == 0) part[warp][o] = v;
   }
-}
-
-// ---- hc_post fused with the next sublayer's hc_pre (fast tier, V4's hc 4, a few tokens) ----
-// A CTA per (kThreads channels, token), a thread a channel: fn's 24 x 4 weights of its columns loaded before
-// the wait on the previous kernel (weights); the post's four new stream values; their products with each fn
-// row and their squares, summed over the CTA in a fixed order into the token's partial row of this chunk.
-// The last CTA of a token to finish (counters[t], set back to 0 by it) adds the rows and runs
-// hc_finish_norm's pass: one launch where hc_post, the mix and the finish took three.
-__global__ void __launch_bounds__(kThreads, 1)
-    hc_post_pre_kernel(HcPostParams p, HcLaunch a, float* raw, int32_t* counters) {
-  const int64_t t = blockIdx.y, c = int64_t{blockIdx.x} * kThreads + threadIdx.x;
-  const bool in = c < a.dim;
-  // The norm weight of this CTA's channels toward L2 (the finish's last CTA reads all of it).
-  if (in && threadIdx.x % 64 == 0) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(a.out_norm + c));
-  float w[kPostHc][kFusedMix];
-  fn_channel(a, c, in, w);
-  pdl_enter();
-  float hn[kPostHc] = {};
-  if (in) post_channel(p, a.dim, t, c, hn);
-  float acc[kFusedOut];
-  mix_channel(w, hn, acc);
-  __shared__ float part[kThreads / kWarp][kFusedOut];
-  __shared__ bool last;
-  warp_sums(acc, part);
   __syncthreads();
   // The chunk's row: the mix sums, the sum of squares in the first square lane, zeros in the others.
   const int64_t row = a.mix + kSqLanes;
@@ -1264,95 +1235,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (!last) return;
   __threadfence();
   finish_norm_token<true, true, true>(a, raw, static_cast<int>(gridDim.x), t);
-}
-
-// ---- The same in one thread-block cluster a token ----
-// A cluster of ceil(dim / kCluThreads) CTAs per token, a thread a channel. Each CTA
-// sums its channels' mix and squares (as above) into its shared memory; after the cluster barrier every
-// CTA adds all CTAs' sums (ranks in order: the same bits in each), scales them and makes the pre weights,
-// then weights its own channels' streams, still in registers, into x; x's squares meet the same way, and
-// each CTA norms and stores its channels. Rank 0's last warp runs post, comb and the Sinkhorn once its part
-// of x's squares is in (the barrier's other threads go on), then its channels. No global scratch, counters,
-// fences or rereads of the streams, and the finish spread over the cluster instead of one CTA. (A warp of
-// its own for the Sinkhorn would take the CTA past 512 threads, and its registers below the fn weights'.)
-constexpr int kCluThreads = 512;
-constexpr int kCluWarps = kCluThreads / kWarp;
-constexpr int kCluMaxCtas = 8;  // a portable cluster: dim up to 4096
-
-// The sum over the cluster's CTAs, ranks in order, of the float at `local` in each (every load issued first).
-__device__ __forceinline__ float cluster_sum(const float* local, int ranks) {
-  float v[kCluMaxCtas];
-#pragma unroll
-  for (int r = 0; r < kCluMaxCtas; ++r) v[r] = r < ranks ? ld_cluster(local, r) : 0.0f;
-  float s = v[0];
-#pragma unroll
-  for (int r = 1; r < kCluMaxCtas; ++r)
-    if (r < ranks) s += v[r];
-  return s;
-}
-
-__global__ void __launch_bounds__(kCluThreads, 1) hc_post_pre_cluster_kernel(HcPostParams p, HcLaunch a) {
-  const int rank = cluster_rank(), ranks = static_cast<int>(gridDim.x);
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const bool sink = rank == 0 && warp == kCluWarps - 1;  // the Sinkhorn's warp
-  const int64_t t = blockIdx.y, c = int64_t{rank} * kCluThreads + threadIdx.x;
-  const bool in = c < a.dim;
-  float w[kPostHc][kFusedMix];
-  fn_channel(a, c, in, w);
-  const float wn = in ? load_bf16(a.out_norm + c) : 0.0f;
-  pdl_enter();
-  float hn[kPostHc] = {};
-  if (in) post_channel(p, a.dim, t, c, hn);
-  float acc[kFusedOut];
-  mix_channel(w, hn, acc);
-  __shared__ float part[kCluWarps][kFusedOut];
-  __shared__ float sums[kFusedOut + 1];  // this CTA's mix and squares, then x's squares
-  __shared__ float m[3 * kWarp + kSqLanes], pre[kMaxHc], cm[kMaxHc * kMaxHc];
-  __shared__ float warp_ss[kCluWarps];
-  warp_sums(acc, part);
-  __syncthreads();
-  if (threadIdx.x < kFusedOut) {
-    float v = 0.0f;
-    for (int q = 0; q < kCluWarps; ++q) v += part[q][threadIdx.x];
-    sums[threadIdx.x] = v;
-  }
-  cluster_arrive();
-  cluster_wait();
-  // The token's row (scale_by_rms's layout: the mix, then the squares in the first square lane).
-  if (warp == 0) {
-    const int src = lane < a.mix ? lane : lane == a.mix ? kFusedMix : -1;
-    m[lane] = src >= 0 ? cluster_sum(&sums[src], ranks) : 0.0f;
-    __syncwarp();
-    scale_by_rms(a, m);
-    pre_weights(a, m, pre);
-  }
-  __syncthreads();
-  float x = 0.0f;
-#pragma unroll
-  for (int j = 0; j < kPostHc; ++j) x = __fadd_rn(x, __fmul_rn(pre[j], hn[j]));
-  x = bf16_to_f(f_to_bf16(x));  // 0 past dim
-  float ss = __fmul_rn(x, x);
-#pragma unroll
-  for (int s = kWarp / 2; s > 0; s /= 2) ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, s));
-  if (lane == 0) warp_ss[warp] = ss;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float total = warp_ss[0];
-    for (int q = 1; q < kCluWarps; ++q) total = __fadd_rn(total, warp_ss[q]);
-    sums[kFusedOut] = total;
-  }
-  cluster_arrive();
-  if (sink) post_comb(a, m, cm, t);
-  cluster_wait();
-  float r = 0.0f;
-  if (lane == 0) {
-    const float total = cluster_sum(&sums[kFusedOut], ranks);
-    r = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(total, static_cast<float>(a.dim)), a.out_norm_eps)));
-  }
-  r = __shfl_sync(0xffffffffu, r, 0);
-  if (in) a.x[t * a.dim + c] = f_to_bf16(__fmul_rn(wn, __fmul_rn(x, r)));
-  cluster_arrive();  // no CTA leaves while another may still read its sums
-  cluster_wait();
 }
 
 // The head's parameters as the pre's that the shared kernels read (kPre false: post, comb and the
@@ -1422,13 +1304,6 @@ void hc_post_pre(const HcPostPreParams& p, float* scratch, int32_t* counters, co
     return hc_pre(p.pre, scratch, policy, stream);
   }
   const HcLaunch a{p.pre, kFusedMix};
-  const int64_t ctas = (a.dim + kCluThreads - 1) / kCluThreads;
-  if (policy.hc_cluster && ctas <= kCluMaxCtas) {
-    const dim3 grid(static_cast<unsigned>(ctas), static_cast<unsigned>(a.tokens));
-    launch_cluster_kernel(hc_post_pre_cluster_kernel, grid, kCluThreads, static_cast<unsigned>(ctas), 0, stream, p.post,
-                          a);
-    return;
-  }
   // Its parts (a row per kThreads channels) within the fast mix's scratch (a row per kFastCols columns of
   // the hc streams, kFastCols == kThreads), which hc_post_pre_fuses implies.
   static_assert(kFastCols == kThreads);

@@ -11,7 +11,6 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/fp4_gemv.h"
-#include "backend/cuda/gemm/plain_loads.cuh"
 #include "backend/cuda/gemm_imma.h"
 #include "backend/cuda/gemm_imma_skinny.h"
 #include "backend/cuda/gemm_tiles.cuh"
@@ -19,7 +18,6 @@
 #include "backend/cuda/glibc_log1pf.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/moe.h"
-#include "backend/cuda/ptx.cuh"
 #include "backend/cuda/scratch_epoch.h"
 #include "backend/cuda/weight_view.h"
 
@@ -28,11 +26,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kGateThreads = 256;
-constexpr int kGateCluster = 8;        // CTAs a token of gate_cluster_kernel
-constexpr int kGateClusterTokens = 8;  // tokens up to which the fast tier's gate runs in clusters
-// Weight bytes up to which it does (the flash-attn preset's 32 x 4096 bf16): eight CTAs a token hold too
-// few loads in flight for more (V4-Flash's 256 experts, 2 MB: the GEMV spreads them over most SMs).
-constexpr int64_t kGateClusterBytes = 256 * 1024;
 constexpr unsigned kFull = 0xffffffffu;
 static_assert(kMoeMaxExperts <= 32 * kWarp, "top_k marks taken experts in one 32-bit mask per lane");
 
@@ -157,14 +150,17 @@ __device__ void write_route(const GateLaunch& a, int64_t t, const float* s, cons
   }
 }
 
-// Token t's routes from its gate outputs z (one block: all threads score, warp 0 selects, its lane 0
-// writes). smem: scores [experts], selection values [experts].
-__device__ void route_token(const GateLaunch& a, int64_t t, const float* z, float* smem) {
+// One block per token: all threads score, warp 0 selects, its lane 0 writes. Dynamic shared
+// memory: scores [experts], selection values [experts].
+__global__ void __launch_bounds__(kGateThreads) gate_kernel(GateLaunch a) {
+  pdl_enter();
+  extern __shared__ float smem[];
   __shared__ int32_t idx[kMoeMaxTopk];
   __shared__ float w[kMoeMaxTopk];
   __shared__ float red[kGateThreads / kWarp];
+  const int64_t t = blockIdx.x;
   float* s = smem;
-  scores(a.score_func, z, a.experts, s, red);
+  scores(a.score_func, a.z + t * a.experts, a.experts, s, red);
   const float* sel = s;
   if (!a.tid2eid && a.bias) {
     float* biased = smem + a.experts;
@@ -179,61 +175,6 @@ __device__ void route_token(const GateLaunch& a, int64_t t, const float* z, floa
     hash_route(a, t, idx);
   }
   if (threadIdx.x == 0) write_route(a, t, s, idx, w);  // idx was written by this thread
-}
-
-// One block per token over the GEMM's z. Dynamic shared memory: route_token's.
-__global__ void __launch_bounds__(kGateThreads) gate_kernel(GateLaunch a) {
-  pdl_enter();
-  extern __shared__ float smem[];
-  const int64_t t = blockIdx.x;
-  route_token(a, t, a.z + t * a.experts, smem);
-}
-
-// The fast tier's gate for a few tokens in one launch: a thread-block cluster of kGateCluster CTAs a
-// token, CTA r scoring experts [r·per, (r + 1)·per) (per = ceil(experts / kGateCluster)) with `parts`
-// warps an expert (1, 2, 4 or 8: every warp busy), lane l of part j chaining the 8-value K slices
-// 8l + 256(j + parts·i) in fp32, the lanes' sums in a fixed butterfly and the parts' in part order
-// (spec/NUMERICS.md "fast": fp32 sums in a fixed order). Each z goes straight into rank 0's shared
-// memory, which routes the token as gate_kernel does once the cluster barrier has passed: no z in
-// global memory and one launch where the GEMM and gate_kernel took two. Dynamic shared memory: z
-// [experts], then route_token's.
-template <bool kF32>
-__global__ void __launch_bounds__(kGateThreads) gate_cluster_kernel(GateLaunch a, int parts) {
-  extern __shared__ float smem[];
-  __shared__ float totals[kGateThreads / kWarp];
-  const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
-  const int rank = cluster_rank(), per = (a.experts + kGateCluster - 1) / kGateCluster;
-  const int64_t t = blockIdx.x / kGateCluster, dim = a.dim;
-  const int part = warp % parts, slots = kGateThreads / kWarp / parts;  // experts a CTA scores at once
-  const char* wbase = static_cast<const char*>(a.weight.data);
-  const uint16_t* x = a.x + t * dim;
-  pdl_enter();
-  for (int i0 = 0; i0 < per; i0 += slots) {
-    const int e = rank * per + i0 + warp / parts;
-    const bool live = i0 + warp / parts < per && e < a.experts;
-    float acc = 0.0f;
-#pragma unroll 8
-    for (int64_t k = 8 * lane + 256 * part; live && k < dim; k += 256 * parts) {
-      float wv[8], xv[8];
-      load_w8<kF32>(wbase + (e * dim + k) * (kF32 ? 4 : 2), wv);
-      bf16x8(__ldg(reinterpret_cast<const uint4*>(x + k)), xv);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) acc = fmaf(xv[j], wv[j], acc);
-    }
-#pragma unroll
-    for (int o = kWarp / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(kFull, acc, o);
-    if (lane == 0) totals[warp] = acc;
-    __syncthreads();
-    if (live && part == 0 && lane == 0) {
-      float z = totals[warp];
-      for (int j = 1; j < parts; ++j) z += totals[warp + j];
-      st_cluster(&smem[e], 0, z);
-    }
-    __syncthreads();  // totals reused
-  }
-  cluster_arrive();  // release: the z stores seen by rank 0 after its wait
-  cluster_wait();
-  if (rank == 0) route_token(a, t, smem, smem + a.experts);
 }
 
 // ---- routing ----------------------------------------------------------------------------------
@@ -962,23 +903,6 @@ void MoeRunner::gate(const MoeGateParams& a, int32_t* err) {
   check_args(a);
   if (a.tokens == 0) return;
   Impl& m = *impl_;
-  const GemmPolicy& policy = m.gemm.policy();
-  const int64_t weight_bytes = int64_t{a.experts} * a.dim * (a.weight.type == WeightType::kF32 ? 4 : 2);
-  if (policy.numerics == Numerics::kFast && policy.gate_cluster && a.tokens <= kGateClusterTokens &&
-      weight_bytes <= kGateClusterBytes && a.dim % 8 == 0 && aligned16(a.x) && aligned16(a.weight.data)) {
-    const int per = (a.experts + kGateCluster - 1) / kGateCluster;
-    int parts = 1;  // warps an expert: every warp busy where a CTA scores fewer than 8 experts
-    while (parts < kGateThreads / kWarp && per * parts * 2 <= kGateThreads / kWarp) parts *= 2;
-    const size_t smem = 3 * static_cast<size_t>(a.experts) * sizeof(float);
-    const auto grid = static_cast<unsigned>(a.tokens * kGateCluster);
-    const GateLaunch k{a, nullptr, err};
-    if (a.weight.type == WeightType::kF32) {
-      launch_cluster_kernel(gate_cluster_kernel<true>, grid, kGateThreads, kGateCluster, smem, m.stream, k, parts);
-    } else {
-      launch_cluster_kernel(gate_cluster_kernel<false>, grid, kGateThreads, kGateCluster, smem, m.stream, k, parts);
-    }
-    return;
-  }
   float* z = m.get<float>(kZ, static_cast<size_t>(a.tokens) * a.experts);
   m.gemm.run({.x = a.x, .rows = a.tokens, .w = gemm_weight(a.weight), .y = z, .out = GemmOut::kF32});
   const GateLaunch k{a, z, err};

@@ -298,29 +298,29 @@ TEST(GemmPlan, FastFewRowsAWeightGoToTheFewRowKernel) {
             GemmRoute::kExactBlock);
 }
 
-// A decode batch of a dense FP8 weight (9-64 rows, one group, no pair, N whole 128-row tiles) goes to the
+// A decode batch of a dense FP8 weight (17-64 rows, one group, no pair, N whole 128-row tiles) goes to the
 // swapped wgmma kernel, the few-row or mma.sync plan kept whole behind it; its K splits fill one wave of two
-// CTAs an SM (a cluster of at most 8 a tile, each at least two blocks). FP4, grouped calls, pairs, fewer
+// CTAs an SM (a cluster of at most 8 a tile, each at least four blocks). FP4, grouped calls, pairs, fewer
 // rows and more stay where they were; the policy's threshold moves it, 0 turns it off.
 TEST(GemmPlan, ADecodeBatchOfDenseFp8GoesToSwappedWgmma) {
   const GemmPolicy fast = policy(Numerics::kFast);
   const auto fp8 = GemmWeightKind::kFp8;
-  for (const int64_t rows : {9, 16, 17, 32, 33, 64}) {
+  for (const int64_t rows : {17, 32, 33, 64}) {
     const GemmPlan plan = plan_gemm(dense(fp8, rows, 4096, 8192), fast, kH200);
     EXPECT_EQ(plan.route, GemmRoute::kWgmmaFew) << rows;
     EXPECT_EQ(plan.fallback, rows <= 32 ? GemmRoute::kFastGemv : GemmRoute::kFastMma) << rows;
     EXPECT_TRUE(plan.codes) << rows;
-    EXPECT_EQ(plan.tile_rows, rows <= 16 ? 16 : 32) << rows;  // the fallback's plan, whole
-    EXPECT_EQ(plan.few_splits, 8) << rows;                    // wo_b: 32 tiles x 8 splits = 256 CTAs
+    EXPECT_EQ(plan.tile_rows, 32) << rows;  // the fallback's plan, whole
+    EXPECT_EQ(plan.few_splits, 8) << rows;  // wo_b: 32 tiles x 8 splits = 256 CTAs
   }
   const auto splits = [&](int64_t n, int64_t k) { return plan_gemm(dense(fp8, 32, n, k), fast, kH200).few_splits; };
   EXPECT_EQ(splits(32768, 1024), 1);  // wq_b: 256 tiles fill the wave alone
   EXPECT_EQ(splits(1024, 4096), 8);   // wq_a: 8 tiles, at most 8 splits
-  EXPECT_EQ(splits(4096, 2048), 8);   // shared_w2: 16 blocks, two a split
-  EXPECT_EQ(splits(2048, 512), 2);    // four blocks: two splits of two
-  EXPECT_EQ(splits(1024, 256), 1);    // two blocks never split
+  EXPECT_EQ(splits(4096, 2048), 4);   // shared_w2: 16 blocks, four a split
+  EXPECT_EQ(splits(2048, 1024), 2);   // eight blocks: two splits of four
+  EXPECT_EQ(splits(1024, 512), 1);    // four blocks never split
   EXPECT_EQ(splits(16384, 4096), 2);  // 128 tiles: two splits fill 264 CTAs
-  EXPECT_EQ(plan_gemm(dense(fp8, 8, 4096, 8192), fast, kH200).route, GemmRoute::kFastGemv);
+  EXPECT_EQ(plan_gemm(dense(fp8, 16, 4096, 8192), fast, kH200).route, GemmRoute::kFastGemv);
   EXPECT_EQ(plan_gemm(dense(fp8, 65, 4096, 8192), fast, kH200).route, GemmRoute::kCublasLt);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp4, 32, 4096, 8192), fast, kH200).route, GemmRoute::kFastGemv);
   EXPECT_EQ(plan_gemm(dense(fp8, 32, 1100, 1024), fast, kH200).route, GemmRoute::kFastGemv);  // N off the tiles
@@ -333,11 +333,11 @@ TEST(GemmPlan, ADecodeBatchOfDenseFp8GoesToSwappedWgmma) {
   EXPECT_EQ(plan_gemm(grouped(fp8, 32, 4, 2048, 4096), fast, kH200).route, GemmRoute::kFastGemv);
   EXPECT_EQ(plan_gemm(dense(fp8, 32, 4096, 8192), policy(Numerics::kExact), kH200).route, GemmRoute::kExactBlock);
   GemmPolicy later = fast;
-  later.wgmma_few_min_rows = 17;
-  EXPECT_EQ(plan_gemm(dense(fp8, 16, 4096, 8192), later, kH200).route, GemmRoute::kFastGemv);
-  EXPECT_EQ(plan_gemm(dense(fp8, 17, 4096, 8192), later, kH200).route, GemmRoute::kWgmmaFew);
+  later.wgmma_few_min_rows = 33;
+  EXPECT_EQ(plan_gemm(dense(fp8, 32, 4096, 8192), later, kH200).route, GemmRoute::kFastGemv);
+  EXPECT_EQ(plan_gemm(dense(fp8, 33, 4096, 8192), later, kH200).route, GemmRoute::kWgmmaFew);
   later.wgmma_few_min_rows = 0;
-  EXPECT_EQ(plan_gemm(dense(fp8, 17, 4096, 8192), later, kH200).route, GemmRoute::kFastGemv);
+  EXPECT_EQ(plan_gemm(dense(fp8, 33, 4096, 8192), later, kH200).route, GemmRoute::kFastMma);
 }
 
 // A bf16 weight with its FP8 twin (wo_a: 8 groups of 1024 x 4096) on the fast tier: up to
@@ -561,14 +561,14 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
       << p.describe();
   EXPECT_NE(p.describe().find("up to 4 rows a weight (FP8 twins 2; column tiles a CTA by one wave)"), std::string::npos)
       << p.describe();
-  ::setenv("DSV4_GEMM_GEMV_ITEMS", "1", 1);
-  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("column tiles a CTA 1)"), std::string::npos);
-  ::unsetenv("DSV4_GEMM_GEMV_ITEMS");
+  GemmPolicy one = p;
+  one.gemv_items = 1;
+  EXPECT_NE(one.describe().find("column tiles a CTA 1)"), std::string::npos);
   EXPECT_NE(p.describe().find("fused with the post before it up to 8 tokens"), std::string::npos) << p.describe();
   ::setenv("DSV4_HC_POST_PRE_MAX_TOKENS", "0", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).hc_post_pre_max_tokens, 0);
   ::unsetenv("DSV4_HC_POST_PRE_MAX_TOKENS");
-  EXPECT_NE(p.describe().find("dense FP8 on swapped wgmma from 9 to 64 rows"), std::string::npos) << p.describe();
+  EXPECT_NE(p.describe().find("dense FP8 on swapped wgmma from 17 to 64 rows"), std::string::npos) << p.describe();
   ::setenv("DSV4_GEMM_WGMMA_FEW_MIN_ROWS", "0", 1);
   EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("dense FP8 on swapped wgmma off"), std::string::npos);
   ::unsetenv("DSV4_GEMM_WGMMA_FEW_MIN_ROWS");
@@ -576,16 +576,6 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::setenv("DSV4_ATTENTION_SHADOW_MIN_TOKENS", "0", 1);
   EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("attention's shadow off"), std::string::npos);
   ::unsetenv("DSV4_ATTENTION_SHADOW_MIN_TOKENS");
-  EXPECT_NE(p.describe().find("split lists merged in a cluster"), std::string::npos) << p.describe();
-  ::setenv("DSV4_ATTENTION_CLUSTER", "0", 1);
-  EXPECT_FALSE(GemmPolicy::from_env(Numerics::kFast).attention_cluster);
-  ::unsetenv("DSV4_ATTENTION_CLUSTER");
-  EXPECT_NE(p.describe().find("MoE gate in a cluster a token up to 8 tokens and 256 KB"), std::string::npos)
-      << p.describe();
-  ::setenv("DSV4_GATE_CLUSTER", "0", 1);
-  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("MoE gate as a GEMM and a routing kernel"),
-            std::string::npos);
-  ::unsetenv("DSV4_GATE_CLUSTER");
   EXPECT_NE(p.describe().find("indexer dots on wgmma"), std::string::npos) << p.describe();
   ::setenv("DSV4_INDEXER_DOTS", "mma", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).indexer_dots, IndexerDots::kMmaSync);
@@ -603,7 +593,8 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
        {"DSV4_GEMM_FP4_PER128", "DSV4_INDEXER_MMA", "DSV4_GEMM_FP4_PREWIDEN", "DSV4_HC_FUSED_NORM",
         "DSV4_GEMM_FP4_MMA_RING", "DSV4_GEMM_FP4_SPLIT", "DSV4_GEMM_GROUPED_RESIDENT", "DSV4_GEMM_FP4_SHIFT",
         "DSV4_GEMM_WGMMA_SPECIALIZED", "DSV4_GEMM_GEMV_FP4_STAGED", "DSV4_GEMM_GEMV_WGMMA", "DSV4_GEMM_LT_WIDEN_AHEAD",
-        "DSV4_GEMM_GEMV_EARLY", "DSV4_GEMM_GEMV_PREFETCH"}) {
+        "DSV4_GEMM_GEMV_EARLY", "DSV4_GEMM_GEMV_PREFETCH", "DSV4_HC_CLUSTER", "DSV4_ATTENTION_CLUSTER",
+        "DSV4_GATE_CLUSTER", "DSV4_GEMM_GEMV_ITEMS"}) {
     ::setenv(retired, "0", 1);
     EXPECT_THROW(check_env_switches(), Error) << retired;
     ::unsetenv(retired);

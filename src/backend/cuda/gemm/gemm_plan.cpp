@@ -43,7 +43,6 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.cublaslt = env_switch("DSV4_GEMM_CUBLASLT") != "0";
   p.fast_mma_max_rows = env_count("DSV4_GEMM_FAST_MMA_MAX_ROWS", p.fast_mma_max_rows);
   p.gemv_max_rows = env_count("DSV4_GEMM_FAST_GEMV_MAX_ROWS", p.gemv_max_rows);
-  p.gemv_items = static_cast<int>(env_count("DSV4_GEMM_GEMV_ITEMS", p.gemv_items));
   p.wgmma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_WGMMA_MIN_ROWS", p.wgmma_min_rows));
   p.wgmma_few_min_rows = env_count("DSV4_GEMM_WGMMA_FEW_MIN_ROWS", p.wgmma_few_min_rows);
   p.ctas_per_sm = static_cast<int>(std::max<int64_t>(1, env_count("DSV4_GEMM_CTAS_PER_SM", p.ctas_per_sm)));
@@ -55,11 +54,8 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.hc_products = env_switch("DSV4_HC_PRODUCTS") != "0";
   p.hc_ring = env_switch("DSV4_HC_RING") != "0";
   p.hc_post_pre_max_tokens = std::max<int64_t>(0, env_count("DSV4_HC_POST_PRE_MAX_TOKENS", p.hc_post_pre_max_tokens));
-  p.hc_cluster = env_switch("DSV4_HC_CLUSTER") != "0";
   p.attention_shadow_min_tokens =
       std::max<int64_t>(0, env_count("DSV4_ATTENTION_SHADOW_MIN_TOKENS", p.attention_shadow_min_tokens));
-  p.attention_cluster = env_switch("DSV4_ATTENTION_CLUSTER") != "0";
-  p.gate_cluster = env_switch("DSV4_GATE_CLUSTER") != "0";
   const std::string_view dots = env_switch("DSV4_INDEXER_DOTS");
   if (dots == "cuda-cores") p.indexer_dots = IndexerDots::kCudaCores;
   if (dots == "mma") p.indexer_dots = IndexerDots::kMmaSync;
@@ -79,8 +75,7 @@ std::string GemmPolicy::describe() const {
       "fast (FP8 tensor cores with per-block promotion, FP4 per 32 (wgmma: per 128); few-row kernel "
       "up to {} rows a weight (FP8 twins {}; column tiles a CTA {}); dense FP8 on swapped wgmma {}; cuBLASLt "
       "{} above {} rows; wgmma from {} rows a weight, FP4 widened {}; FP4 experts on cuBLASLt {}; {} CTAs an SM; "
-      "indexer dots on {}; hc_pre norm {}, fused with the post before it up to {} tokens{}; attention's shadow {}{}; "
-      "MoE gate {})",
+      "indexer dots on {}; hc_pre norm {}, fused with the post before it up to {} tokens; attention's shadow {})",
       gemv_max_rows, twin_gemv_max_rows, gemv_items > 0 ? std::to_string(gemv_items) : "by one wave",
       wgmma_few_min_rows > 0 ? fmt::format("from {} to {} rows", wgmma_few_min_rows, kWgmmaFewMaxRows) : "off",
       cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
@@ -89,10 +84,7 @@ std::string GemmPolicy::describe() const {
                                                         lt_expert_streams, lt_expert_streams == 1 ? "" : "s")
                                           : "off",
       ctas_per_sm, indexer_dots_name(indexer_dots), hc_fused_norm ? "fused" : "apart", hc_post_pre_max_tokens,
-      hc_cluster ? " (a cluster a token)" : "",
-      attention_shadow_min_tokens > 0 ? fmt::format("from {} tokens", attention_shadow_min_tokens) : "off",
-      attention_cluster ? ", split lists merged in a cluster" : "",
-      gate_cluster ? "in a cluster a token up to 8 tokens and 256 KB" : "as a GEMM and a routing kernel");
+      attention_shadow_min_tokens > 0 ? fmt::format("from {} tokens", attention_shadow_min_tokens) : "off");
 }
 
 const char* indexer_dots_name(IndexerDots d) {
@@ -317,7 +309,7 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
 int wgmma_few_splits(const GemmProblem& p, const DeviceCaps& caps) {
   const int64_t tiles = std::max<int64_t>(1, p.n / 128), blocks = p.kg / 128;
   const int64_t fit = std::max<int64_t>(1, 2 * caps.sm_count / tiles);
-  const int64_t most = std::min<int64_t>(kWgmmaFewMaxSplits, std::max<int64_t>(1, blocks / kMinSplitBlocks));
+  const int64_t most = std::min<int64_t>(kWgmmaFewMaxSplits, std::max<int64_t>(1, blocks / kWgmmaFewSplitBlocks));
   return static_cast<int>(std::min(fit, most));
 }
 

@@ -61,8 +61,8 @@ struct GemmPolicy {
   // Fast tier, few-row kernel: runs of K a CTA's warps split (1, 2, 4 or 8); 0: the plan's rule
   // (fast_gemv_k_parts). Set only by the bench's sweep (gpu_kernels_bench gemv-parts) that checks the rule.
   int gemv_k_parts = 0;
-  // Fast tier, few-row kernel: column tiles a CTA runs in turn; 0: the plan's rule (fast_gemv_items), 1: one
-  // a CTA (DSV4_GEMM_GEMV_ITEMS, for measuring the rule against it).
+  // Fast tier, few-row kernel: column tiles a CTA runs in turn; 0: the plan's rule (fast_gemv_items; one a
+  // CTA measured 0.29 ms slower a b1 step, H100). Set by tests.
   int gemv_items = 0;
   // Fast tier, beside the GEMMs: where the indexer's dots of FP4 keys run (DSV4_INDEXER_DOTS=cuda-cores,
   // mma or wgmma; the CUDA cores measured 1.4-4x slower than mma.sync, docs/perf.md).
@@ -109,8 +109,10 @@ struct GemmPolicy {
   int64_t twin_gemv_max_rows = 2;
   // Fast tier: dense FP8 calls of at least this many rows (and at most kWgmmaFewMaxRows) on the swapped
   // wgmma kernel (wgmma_few.h), in place of the few-row and mma.sync kernels (DSV4_GEMM_WGMMA_FEW_MIN_ROWS;
-  // 0: off). Those read the weight with too few loads in flight an SM at 32 rows (~36% of copy BW).
-  int64_t wgmma_few_min_rows = 9;
+  // 0: off). Those read the weight with too few loads in flight an SM past 16 rows: H100, 32 / 64 rows, wq_b
+  // 17.7 / 19.8 us against 33.2 / 34.8, wo_b 24.4 / 29.7 against 33.1 / 61.3; at 16 rows only wq_b gained
+  // (16.4 against 19.8; shared_w2 12.5 against 8.2, docs/perf.md).
+  int64_t wgmma_few_min_rows = 17;
   // Fast tier: K splits until a call has this many CTAs per SM (each split at least kMinSplitBlocks).
   int ctas_per_sm = 2;
   // Exact tier: block sums on the int8 tensor cores (DSV4_GEMM_IMMA=0: every shape on the SIMT
@@ -130,23 +132,11 @@ struct GemmPolicy {
   // Fast tier: a sublayer boundary's hc_post and the next hc_pre as one kernel (hc_post_pre) up to this
   // many tokens (DSV4_HC_POST_PRE_MAX_TOKENS; 0: the two ops, three launches).
   int64_t hc_post_pre_max_tokens = 8;
-  // That kernel in one thread-block cluster a token (DSV4_HC_CLUSTER=0: off), where its channels fit eight
-  // CTAs: the CTAs' sums meet in distributed shared memory and every CTA finishes its own channels, where
-  // the other form's last CTA to arrive (global counters) finished the token alone.
-  bool hc_cluster = true;
   // Sparse attention's fast path (attention_mqa.cu), from this many tokens: the entries the lists name
   // decoded once into a shadow of bf16 rows instead of by every CTA that reads them (the same bits;
   // DSV4_ATTENTION_SHADOW_MIN_TOKENS, 0: never). H100: CSA lists 11-14% faster from 2048 tokens, HCA
   // 2-6%; at 512 tokens HCA 6% slower (docs/perf.md).
   int64_t attention_shadow_min_tokens = 1024;
-  // Its split lists' (m, l, acc) merged in one thread-block cluster a (token, head group) where the splits fit
-  // one (DSV4_ATTENTION_CLUSTER=0: off): every CTA finishes its share of the rows from the others' shared
-  // memory, where the combine kernel (a launch) read the partial states back from global memory.
-  bool attention_cluster = true;
-  // The MoE gate of up to 8 tokens and a weight of up to 256 KB (the flash-attn preset's) as one launch of
-  // a thread-block cluster a token (DSV4_GATE_CLUSTER=0: off): the CTAs' scores meet in one CTA's shared
-  // memory, which routes the token, where the plain GEMV wrote z and gate_kernel read it back.
-  bool gate_cluster = true;
 
   // The defaults of a tier, with the DSV4_GEMM_* and DSV4_HC_* values of core/env.cpp applied.
   static GemmPolicy from_env(Numerics numerics);
@@ -237,12 +227,15 @@ struct GemmPlan {
   int few_splits = 1;       // kWgmmaFew: K splits, one thread-block cluster a 128-row weight tile
 };
 
-// kWgmmaFew's limits: rows (wgmma's N, 16 / 32 / 64) and K splits (a portable cluster).
+// kWgmmaFew's limits: rows (wgmma's N, 16 / 32 / 64), K splits (a portable cluster) and the K blocks a split
+// keeps at least (a CTA's ramp and merge cost about a few blocks' loads: shared_w2's 16 blocks in eight
+// splits of two ran at 21-23% of copy BW, H100).
 constexpr int64_t kWgmmaFewMaxRows = 64;
 constexpr int kWgmmaFewMaxSplits = 8;
+constexpr int kWgmmaFewSplitBlocks = 4;
 
 // kWgmmaFew: the K splits of a call, as many as keep its 128-row tiles within one wave of two CTAs an SM,
-// each split at least kMinSplitBlocks blocks, at most kWgmmaFewMaxSplits.
+// each split at least kWgmmaFewSplitBlocks blocks, at most kWgmmaFewMaxSplits.
 int wgmma_few_splits(const GemmProblem& p, const DeviceCaps& caps);
 
 // kCublasLtExperts: the matmuls of one expert of `rows` rows. cuBLASLt's block-scaled GEMM takes row

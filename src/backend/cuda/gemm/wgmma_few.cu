@@ -238,7 +238,7 @@ __global__ void __launch_bounds__(kThreads, 2) wgmma_few_kernel(const ExactBlock
   }
   merge_splits<NR>(p, m, n0, split, splits);
   if (splits > 1) {  // the others' reads of these sums are done before the CTA leaves
-    cluster_arrive();
+    cluster_arrive_relaxed();
     cluster_wait();
   }
 }
