@@ -298,20 +298,20 @@ TEST(GemmPlan, FastFewRowsAWeightGoToTheFewRowKernel) {
             GemmRoute::kExactBlock);
 }
 
-// A decode batch of a dense FP8 weight (17-64 rows, one group, no pair, N whole 128-row tiles) goes to the
+// A decode batch of a dense FP8 weight (9-64 rows, one group, no pair, N whole 128-row tiles) goes to the
 // swapped wgmma kernel, the few-row or mma.sync plan kept whole behind it; its K splits fill one wave of two
 // CTAs an SM (a cluster of at most 8 a tile, each at least four blocks). FP4, grouped calls, pairs, fewer
 // rows and more stay where they were; the policy's threshold moves it, 0 turns it off.
 TEST(GemmPlan, ADecodeBatchOfDenseFp8GoesToSwappedWgmma) {
   const GemmPolicy fast = policy(Numerics::kFast);
   const auto fp8 = GemmWeightKind::kFp8;
-  for (const int64_t rows : {17, 32, 33, 64}) {
+  for (const int64_t rows : {9, 16, 17, 32, 33, 64}) {
     const GemmPlan plan = plan_gemm(dense(fp8, rows, 4096, 8192), fast, kH200);
     EXPECT_EQ(plan.route, GemmRoute::kWgmmaFew) << rows;
     EXPECT_EQ(plan.fallback, rows <= 32 ? GemmRoute::kFastGemv : GemmRoute::kFastMma) << rows;
     EXPECT_TRUE(plan.codes) << rows;
-    EXPECT_EQ(plan.tile_rows, 32) << rows;  // the fallback's plan, whole
-    EXPECT_EQ(plan.few_splits, 8) << rows;  // wo_b: 32 tiles x 8 splits = 256 CTAs
+    EXPECT_EQ(plan.tile_rows, rows <= 16 ? 16 : 32) << rows;  // the fallback's plan, whole
+    EXPECT_EQ(plan.few_splits, 8) << rows;                    // wo_b: 32 tiles x 8 splits = 256 CTAs
   }
   const auto splits = [&](int64_t n, int64_t k) { return plan_gemm(dense(fp8, 32, n, k), fast, kH200).few_splits; };
   EXPECT_EQ(splits(32768, 1024), 1);  // wq_b: 256 tiles fill the wave alone
@@ -320,7 +320,7 @@ TEST(GemmPlan, ADecodeBatchOfDenseFp8GoesToSwappedWgmma) {
   EXPECT_EQ(splits(2048, 1024), 2);   // eight blocks: two splits of four
   EXPECT_EQ(splits(1024, 512), 1);    // four blocks never split
   EXPECT_EQ(splits(16384, 4096), 2);  // 128 tiles: two splits fill 264 CTAs
-  EXPECT_EQ(plan_gemm(dense(fp8, 16, 4096, 8192), fast, kH200).route, GemmRoute::kFastGemv);
+  EXPECT_EQ(plan_gemm(dense(fp8, 8, 4096, 8192), fast, kH200).route, GemmRoute::kFastGemv);
   EXPECT_EQ(plan_gemm(dense(fp8, 65, 4096, 8192), fast, kH200).route, GemmRoute::kCublasLt);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp4, 32, 4096, 8192), fast, kH200).route, GemmRoute::kFastGemv);
   EXPECT_EQ(plan_gemm(dense(fp8, 32, 1100, 1024), fast, kH200).route, GemmRoute::kFastGemv);  // N off the tiles
@@ -568,7 +568,7 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::setenv("DSV4_HC_POST_PRE_MAX_TOKENS", "0", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).hc_post_pre_max_tokens, 0);
   ::unsetenv("DSV4_HC_POST_PRE_MAX_TOKENS");
-  EXPECT_NE(p.describe().find("dense FP8 on swapped wgmma from 17 to 64 rows"), std::string::npos) << p.describe();
+  EXPECT_NE(p.describe().find("dense FP8 on swapped wgmma from 9 to 64 rows"), std::string::npos) << p.describe();
   ::setenv("DSV4_GEMM_WGMMA_FEW_MIN_ROWS", "0", 1);
   EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("dense FP8 on swapped wgmma off"), std::string::npos);
   ::unsetenv("DSV4_GEMM_WGMMA_FEW_MIN_ROWS");

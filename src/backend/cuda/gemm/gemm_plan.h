@@ -109,10 +109,10 @@ struct GemmPolicy {
   int64_t twin_gemv_max_rows = 2;
   // Fast tier: dense FP8 calls of at least this many rows (and at most kWgmmaFewMaxRows) on the swapped
   // wgmma kernel (wgmma_few.h), in place of the few-row and mma.sync kernels (DSV4_GEMM_WGMMA_FEW_MIN_ROWS;
-  // 0: off). Those read the weight with too few loads in flight an SM past 16 rows: H100, 32 / 64 rows, wq_b
-  // 17.7 / 19.8 us against 33.2 / 34.8, wo_b 24.4 / 29.7 against 33.1 / 61.3; at 16 rows only wq_b gained
-  // (16.4 against 19.8; shared_w2 12.5 against 8.2, docs/perf.md).
-  int64_t wgmma_few_min_rows = 17;
+  // 0: off). Those read the weight with too few loads in flight an SM past 8 rows: H100, 32 / 64 rows, wq_b
+  // 18.7 / 19.4 us against 33.0 / 34.5, wo_b 23.1 / 28.2 against 33.1 / 61.0; decode steps b16 / b32 / b64
+  // -0.6 / -1.7 / -4.3 ms; from 1 or 9 rows the same at b1 and b8 (docs/perf.md).
+  int64_t wgmma_few_min_rows = 9;
   // Fast tier: K splits until a call has this many CTAs per SM (each split at least kMinSplitBlocks).
   int ctas_per_sm = 2;
   // Exact tier: block sums on the int8 tensor cores (DSV4_GEMM_IMMA=0: every shape on the SIMT
