@@ -681,10 +681,10 @@ int main() {
   cuda::CudaOps fast_ops(dev, cuda::GemmPolicy::from_env(Numerics::kFast));
   std::printf("%s\n", nlohmann::json{{"row", "device"}, {"side", "dsv4"}, {"name", dev.name()}}.dump().c_str());
   // DSV4_KERNELS (comma list of gemm, fast, attention, indexer, indexer-fast, compressor, moe, hc, hc-chain,
-  // hc-ring, hc-fast, imma-decode, simt, wgmma, gemv, gemv-parts, gemv-m32, wo-a, compressor-fast, attention-prefill,
-  // moe-decode, layer-gemms, kv-restore): only those rows. "fast": the GEMM, MoE and hc_pre rows on the fast tier
-  // (suffix " fast"); the others are the exact tier's. Unset: the M1.8 table's families (the defaults' rows); the
-  // experiments' families only when named.
+  // hc-ring, hc-fast, imma-decode, simt, wgmma, wgmma-few, gemv, gemv-parts, gemv-m32, wo-a, compressor-fast,
+  // attention-prefill, moe-decode, layer-gemms, kv-restore): only those rows. "fast": the GEMM, MoE and hc_pre rows on
+  // the fast tier (suffix " fast"); the others are the exact tier's. Unset: the M1.8 table's families (the defaults'
+  // rows); the experiments' families only when named.
   const char* set = std::getenv("DSV4_KERNELS");
   const std::string only = "," + std::string(set ? set : "gemm,fast,attention,indexer,compressor,moe,hc") + ",";
   auto want = [&only](const char* family) { return only.find("," + std::string(family) + ",") != std::string::npos; };
@@ -765,6 +765,12 @@ int main() {
     gemm_rows(*mma, " mma", {16, 32});
     moe_rows(fast_ops, " e32 gemv", {1, 8, 32}, 32);
     moe_rows(*mma, " e32 mma", {1, 8, 32}, 32);
+  }
+  if (want("wgmma-few")) {  // a decode batch of dense FP8 on the swapped wgmma kernel (the default) against
+    // the kernels behind it (the few-row kernel to 32 rows, mma.sync past them)
+    const auto behind = fast_with([](cuda::GemmPolicy& p) { p.wgmma_few_min_rows = 0; });
+    gemm_rows(fast_ops, " few", {16, 32, 64});
+    gemm_rows(*behind, " behind", {16, 32, 64});
   }
   if (want("gemv-parts")) {  // the few-row kernel's K runs a CTA forced, against the plan's occupancy rule
     for (int parts : {1, 2, 4, 8}) {

@@ -25,7 +25,18 @@ cublas_dir=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidi
   dirname "$(find / -name 'libcublasLt.so.13*' -print -quit 2>/dev/null)")
 # The golden sets: the repository's (tests/data, in the working tree) and any extra ones staged.
 export DSV4_DATA="$PWD/tests/data" DSV4_SHARED="$PWD/$STAGE/shared" LD_LIBRARY_PATH="$PWD/$STAGE/bin/lib:$cublas_dir:${LD_LIBRARY_PATH:-}"
-for z in "$STAGE"/bin/*.gz "$STAGE"/bin/lib/*.gz "$STAGE"/shared/tokenizer/*.gz; do  # stage-gpu.sh packs these
+unxz_file() {  # xz where the machine has it, else Python's lzma
+  if command -v xz >/dev/null; then
+    xz -d -f "$1"
+  else
+    python3 -c 'import lzma, shutil, sys
+with lzma.open(sys.argv[1]) as i, open(sys.argv[1][:-3], "wb") as o: shutil.copyfileobj(i, o)' "$1" && rm -f "$1"
+  fi
+}
+for z in "$STAGE"/bin/*.xz "$STAGE"/bin/lib/*.xz; do  # stage-gpu.sh packs these
+  [ -e "$z" ] && unxz_file "$z" && chmod +x "${z%.xz}"
+done
+for z in "$STAGE"/bin/*.gz "$STAGE"/bin/lib/*.gz "$STAGE"/shared/tokenizer/*.gz; do  # the tokenizer (and older carries)
   [ -e "$z" ] && gunzip -f "$z" && chmod +x "${z%.gz}"
 done
 [ -x "$STAGE/bin/dsv4" ] || { echo "run-gpu: $STAGE/bin/dsv4 missing: run bench/run-gpu.sh here first and carry .carry"; exit 2; }

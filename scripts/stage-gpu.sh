@@ -16,10 +16,12 @@ bins=("$BUILD_DIR/tools/dsv4")
 [ -x "$BUILD_DIR/tests/gpu/test_gpu" ] && bins+=("$BUILD_DIR/tests/gpu/test_gpu")
 for b in ${DSV4_GPU_BENCHES:-}; do bins+=("$BUILD_DIR/bench/$b"); done
 cp "${bins[@]}" "$STAGE/bin/"
-# The carry is capped at 64 MiB with the working tree: symbols stripped, binaries gzipped
-# (bench/run-gpu.sh unpacks them there).
+# The carry is capped at 64 MiB with the working tree: symbols stripped, binaries packed with xz (bench/run-gpu.sh
+# unpacks them there; xz -9 packs a test binary to 4.1 MB where gzip -9 gave 7.0: session 47's carry with the
+# kernel bench beside the A/B pair and a mutant did not fit gzipped).
+pack() { xz -9 -T2 "$@"; }
 strip --strip-all "$STAGE"/bin/* 2>/dev/null || true
-for b in "${bins[@]}"; do gzip -9 "$STAGE/bin/$(basename "$b")"; done
+for b in "${bins[@]}"; do pack "$STAGE/bin/$(basename "$b")"; done
 # Libraries from Debian packages travel; the C runtime and CUDA's own libraries are there already.
 for b in "${bins[@]}"; do
   ldd "$b" | awk '/=> \// {print $3}'
@@ -29,7 +31,7 @@ done | sort -u | grep -v -E '/(libc|libm|libdl|librt|libpthread|libgcc_s|libstdc
 cupti=$(find /usr/local/cuda/ /usr/local/cuda-*/ -name 'libcupti.so.13' -print -quit 2>/dev/null || true)
 [ -n "$cupti" ] && cp -L "$cupti" "$STAGE/bin/lib/"
 # Every library packed too (session 45: the tree and an A/B carry with a mutant came within 0.6 MB of 64 MiB).
-gzip -9 "$STAGE"/bin/lib/*.so* 2>/dev/null || true
+pack "$STAGE"/bin/lib/*.so* 2>/dev/null || true
 # DSV4_GPU_MUTATION="FILE:SED-EXPRESSION" (and DSV4_GPU_MUTATION2 to 8; a file may take several): also a
 # test_gpu built with those edits (deliberate bugs), staged as test_gpu_mutant for run-gpu.sh's DSV4_GPU_MUTANT,
 # whose tests must then fail: the tests' power, shown. The files are restored (and touched, so that the next
@@ -61,14 +63,14 @@ if [ ${#mutations[@]} -gt 0 ]; then
   cp "$BUILD_DIR/tests/gpu/test_gpu" "$STAGE/bin/test_gpu_mutant"
   restore
   DSV4_TARGETS=test_gpu scripts/build.sh >/dev/null
-  strip --strip-all "$STAGE/bin/test_gpu_mutant" && gzip -9 "$STAGE/bin/test_gpu_mutant"
+  strip --strip-all "$STAGE/bin/test_gpu_mutant" && pack "$STAGE/bin/test_gpu_mutant"
 fi
 # DSV4_GPU_BASE_BIN: a dsv4 built from the revision a change is measured against (e.g. `git worktree` or a
 # build of main copied aside), staged as dsv4_base for run-gpu.sh's DSV4_GPU_AB; the tokenizer then stays
 # behind (the carry's 64 MiB hold the tree and two dsv4 binaries, not the serving run's tokenizer as well).
 if [ -n "${DSV4_GPU_BASE_BIN:-}" ]; then
   cp "$DSV4_GPU_BASE_BIN" "$STAGE/bin/dsv4_base"
-  strip --strip-all "$STAGE/bin/dsv4_base" && gzip -9 "$STAGE/bin/dsv4_base"
+  strip --strip-all "$STAGE/bin/dsv4_base" && pack "$STAGE/bin/dsv4_base"
 fi
 for g in "$SHARED"/golden/*/; do
   [ -f "$g/tolerance.json" ] && [ ! -d "tests/data/golden/$(basename "$g")" ] && cp -r "${g%/}" "$STAGE/shared/golden/"

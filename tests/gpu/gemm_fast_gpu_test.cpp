@@ -28,6 +28,8 @@
 #include "backend/cuda/gemm/fast_gemv.h"
 #include "backend/cuda/gemm/fast_mma.h"
 #include "backend/cuda/gemm/fast_plain_gemv.h"
+#include "backend/cuda/gemm/gemm_plan.h"
+#include "backend/cuda/gemm/wgmma_few.h"
 #include "backend/cuda/gemm/wgmma_gemm.h"
 #include "backend/cuda/gemm_internal.h"
 #include "core/number_formats.h"
@@ -279,6 +281,17 @@ std::vector<T> wgmma_run(const Case& c, const DevInputs& d, int64_t scale_ld, in
   return y.get();
 }
 
+// The swapped wgmma kernel's outputs in `splits` K splits, poisoned before the run.
+template <typename T>
+std::vector<T> wgmma_few_run(const Case& c, const DevInputs& d, int64_t scale_ld, int splits) {
+  Dev<T> y = poisoned<T>(c);
+  const ExactBlockArgs p = d.args(c, scale_ld, y.p, y.p + c.rows * c.n, std::is_same_v<T, float>);
+  EXPECT_TRUE(cuda::wgmma_few_takes(p)) << c.name;
+  cuda::wgmma_few_gemm(p, splits, nullptr);
+  DSV4_CUDA_CHECK(cudaGetLastError());
+  return y.get();
+}
+
 // The few-row kernel's outputs from the codes, or from the bf16 rows x where given (dense calls),
 // poisoned before the run. The offsets were uploaded before: settled (a grouped call then starts before its
 // wait), unless told otherwise.
@@ -383,7 +396,8 @@ struct Oracle {
 
 // The mma.sync kernel (with shape s) or the wgmma kernel (s ignored) on a case under one mutation,
 // judged against the exact kernel.
-enum class Kernel { kMma, kWgmma, kGemv };
+enum class Kernel { kMma, kWgmma, kGemv, kWgmmaFew };
+// gemv_k_parts: the few-row kernel's K runs, or the swapped wgmma kernel's K splits.
 Verdict run_fast(const Case& c, const Oracle& o, Mutation m, const cuda::FastMmaShape& s, bool twice = false,
                  Kernel kernel = Kernel::kMma, int gemv_k_parts = 2) {
   std::vector<int32_t> offs = c.offsets;
@@ -395,6 +409,8 @@ Verdict run_fast(const Case& c, const Oracle& o, Mutation m, const cuda::FastMma
         return wgmma_run<T>(c, fast, o.h.scale_ld);
       case Kernel::kGemv:
         return gemv_run<T>(c, fast, o.h.scale_ld, {gemv_k_parts});
+      case Kernel::kWgmmaFew:
+        return wgmma_few_run<T>(c, fast, o.h.scale_ld, gemv_k_parts);
       default:
         return fast_run<T>(c, fast, o.h.scale_ld, s);
     }
@@ -464,10 +480,15 @@ TEST(CudaGemmFast, TheGateFailsEachMutation) {
   uint32_t seed = 900;
   for (const Case* c : {&dense8, &dense4, &grouped}) {
     const Oracle o(*c, ++seed);
-    // Two shapes of the mma.sync kernel, then the wgmma and few-row kernels (which take no shape).
-    const std::pair<cuda::FastMmaShape, Kernel> runs[] = {
-        {{16, 1, false}, Kernel::kMma}, {{16, 2, true}, Kernel::kMma}, {{}, Kernel::kWgmma}, {{}, Kernel::kGemv}};
+    // Two shapes of the mma.sync kernel, then the wgmma and few-row kernels (which take no shape), and the
+    // swapped wgmma kernel on the dense FP8 call (two K splits).
+    const std::pair<cuda::FastMmaShape, Kernel> runs[] = {{{16, 1, false}, Kernel::kMma},
+                                                          {{16, 2, true}, Kernel::kMma},
+                                                          {{}, Kernel::kWgmma},
+                                                          {{}, Kernel::kGemv},
+                                                          {{}, Kernel::kWgmmaFew}};
     for (const auto& [s, kernel] : runs) {
+      if (kernel == Kernel::kWgmmaFew && c != &dense8) continue;
       EXPECT_TRUE(run_fast(*c, o, Mutation::kNone, s, false, kernel).passes()) << c->name << ": the unmutated run";
       for (Mutation m : {Mutation::kDropBlock, Mutation::kScaleIndex, Mutation::kRowScale, Mutation::kKTail}) {
         const Verdict v = run_fast(*c, o, m, s, false, kernel);
@@ -509,8 +530,35 @@ TEST(CudaGemmFast, WgmmaPassesTheOpGate) {
   }
 }
 
+// The swapped wgmma kernel (a decode batch of a dense FP8 weight) at V4-Flash's shapes and off them: rows
+// of each N (16, 32, 64) and between, every K split from one to eight (one cluster a tile), cancelling
+// sums; twice for the same bits; bf16 and fp32 outputs.
+TEST(CudaGemmFast, WgmmaFewPassesTheOpGate) {
+  const auto fp8 = GemmWeightKind::kFp8;
+  const std::vector<Case> list = {
+      dense("fp8 wq_b b32", fp8, 32, 32768, 1024), dense("fp8 wo_b b16", fp8, 16, 4096, 8192),
+      dense("fp8 wq_a b64", fp8, 64, 1024, 4096),  dense("fp8 shared_w2 b9", fp8, 9, 4096, 2048),
+      dense("fp8 wkv b33", fp8, 33, 512, 4096),    dense("fp8 17x256x1024", fp8, 17, 256, 1024),
+      dense("fp8 1x384x384", fp8, 1, 384, 384),    dense("fp8 cancelling 24x1024x2048", fp8, 24, 1024, 2048, 1, true),
+  };
+  uint32_t seed = 6000;
+  for (const Case& c : list) {
+    const Oracle o(c, ++seed);
+    const int most = static_cast<int>(std::min<int64_t>(cuda::kWgmmaFewMaxSplits, c.kg() / 128));
+    for (int splits = 1; splits <= most; splits = splits == most ? most + 1 : std::min(2 * splits + 1, most)) {
+      const Verdict v = run_fast(c, o, Mutation::kNone, {}, true, Kernel::kWgmmaFew, splits);
+      std::printf("[ wgmma-few ] %-36s splits %d: max |y-x|/A %.3e, worst tile calc_diff %.3e\n", c.name.c_str(),
+                  splits, v.worst_ratio, v.worst_tile);
+      EXPECT_TRUE(v.passes()) << c.name << " splits " << splits << ": " << v.outside << " outside the bound, "
+                              << v.untouched << " unwritten, " << v.stray << " stray writes, tile calc_diff "
+                              << v.worst_tile;
+    }
+  }
+}
+
 // The few-row kernel (decode) on dense and grouped calls, FP8 and FP4, every K split of a CTA (K of
-// 1 to 64 blocks), rows in one tile and in many, N off the grid; twice for the same bits; grouped calls
+// 1 to 64 blocks), rows in one tile and in many, N off the grid; twice for the same bits; several column
+// tiles a CTA (up to all of them) with the bits of one; grouped calls
 // started before the wait (settled offsets) and after it, the same bits. Dense calls
 // also from their bf16 rows, quantized in the kernel: the same bits as from quantize_act's codes.
 TEST(CudaGemmFast, GemvPassesTheOpGate) {
@@ -540,6 +588,14 @@ TEST(CudaGemmFast, GemvPassesTheOpGate) {
       EXPECT_TRUE(gemv_run<uint16_t>(c, d, o.h.scale_ld, {parts}) ==
                   gemv_run<uint16_t>(c, d, o.h.scale_ld, {parts}, nullptr, false))
           << c.name << " K runs " << parts << ": the early start changed the bits";
+    }
+    for (int parts : {2, 4}) {  // column tiles a CTA in turn: the same sums, every tile written
+      if (c.groups != 1 || c.kg() / 128 % (parts * cuda::kFastGemvDepth) != 0) continue;
+      const std::vector<uint16_t> one = gemv_run<uint16_t>(c, d, o.h.scale_ld, {parts});
+      for (int items : {2, 3, 1000}) {
+        EXPECT_TRUE(gemv_run<uint16_t>(c, d, o.h.scale_ld, {parts, items}) == one)
+            << c.name << " K runs " << parts << ", " << items << " column tiles a CTA: not one's bits";
+      }
     }
     if (c.experts() > 0) continue;
     const Dev<uint16_t> x(o.h.x);
@@ -942,7 +998,8 @@ TEST(CudaGemmFast, RunnerRoutesPassTheOpGate) {
 
 // A bf16 weight's FP8 twin (wo_a): the few-row plain kernel reading the FP8 blocks (products summed a
 // scale block at a time) against the exact plain kernel on the bf16 values they dequantize to
-// (bf16(e4m3 · 2^s), as the model makes them), for 1-8 rows, one group and eight (wo_a's): fp32 outputs
+// (bf16(e4m3 · 2^s), as the model makes them), for 1-8 rows (x staged in shared memory at 1 and 2: decode's
+// wo_a), one group and eight (wo_a's): fp32 outputs
 // within calc_diff 1e-10 on every 128-column tile (spec/NUMERICS.md's fp32 bound), bf16 outputs within
 // the element bound; the same bits twice; a wrong scale block (one row block's scales rotated) fails.
 TEST(CudaGemmFast, Fp8TwinPassesTheGateOfItsBf16Weights) {
@@ -951,8 +1008,8 @@ TEST(CudaGemmFast, Fp8TwinPassesTheGateOfItsBf16Weights) {
     int groups;
   };
   uint32_t seed = 7000;
-  for (const Shape sh :
-       {Shape{1, 512, 1024, 1}, Shape{5, 1024, 512, 8}, Shape{8, 8192, 4096, 8}, Shape{3, 256, 128, 2}}) {
+  for (const Shape sh : {Shape{1, 512, 1024, 1}, Shape{2, 8192, 4096, 8}, Shape{5, 1024, 512, 8},
+                         Shape{8, 8192, 4096, 8}, Shape{3, 256, 128, 2}}) {
     SCOPED_TRACE(testing::Message() << "rows " << sh.rows << " n " << sh.n << " groups " << sh.groups);
     std::mt19937 rng(++seed);
     std::vector<uint8_t> codes(static_cast<size_t>(sh.n * sh.kg)),

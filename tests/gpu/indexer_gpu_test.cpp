@@ -312,12 +312,16 @@ TEST(CudaIndexer, SelectsAcrossChunksWithMassTies) {
 }
 
 // Rows of one 2048-score chunk (decode at up to 8K tokens of context), selected in one CTA's shared
-// memory: all keys distinct, five distinct vectors (mass ties at the cut), and the V4-Flash heads.
+// memory: all keys distinct, five distinct vectors (mass ties at the cut), and the V4-Flash heads; with the
+// cut taken in the selection's CTAs (plans of one or two chunks).
 TEST(CudaIndexer, SelectsWithinOneChunk) {
   run_case(long_spec(8, 512, KvEntryFormat::kIndexFp4, 2000, 2048, 0), 34);
   run_case(long_spec(8, 512, KvEntryFormat::kIndexFp4, 2048, 2048, 5), 35);
   run_case(long_spec(64, 512, KvEntryFormat::kIndexFp4, 2048, 2048, 1), 36);
   run_case(long_spec(4, 2048, KvEntryFormat::kIndexFp4, 2047, 2047, 0), 37);
+  // Key lists padded past one chunk (a recorded decode step's), rows of one chunk and of two in one plan.
+  run_case(long_spec(64, 512, KvEntryFormat::kIndexFp4, 2048, 2112, 0), 38);
+  run_case(long_spec(8, 512, KvEntryFormat::kIndexFp4, 4000, 4000, 5), 39);
 }
 
 // Decode's few tokens over long rows: a token's wide histogram in several copies (eight at one token, two

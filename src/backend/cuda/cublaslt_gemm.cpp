@@ -19,6 +19,7 @@
 #include "backend/cuda/gemm/fast_plain_gemv.h"
 #include "backend/cuda/gemm/fast_sgemm.h"
 #include "backend/cuda/gemm/lt_experts.h"
+#include "backend/cuda/gemm/wgmma_few.h"
 #include "backend/cuda/gemm/wgmma_gemm.h"
 #include "backend/cuda/gemm_imma.h"
 #include "backend/cuda/gemm_imma_skinny.h"
@@ -286,8 +287,15 @@ struct GemmRunner::Impl {
   // The fast tier's kernels on codes: wgmma for many rows a weight (where it takes the call), else
   // the mma.sync kernel on its own plan.
   void fast_mma(const ExactBlockArgs& p, GemmPlan plan) {
+    if (plan.route == GemmRoute::kWgmmaFew) {
+      if (wgmma_few_takes(p)) {
+        wgmma_few_gemm(p, plan.few_splits, stream);
+        return;
+      }
+      plan.route = plan.fallback;  // the few-row or mma.sync plan, kept whole
+    }
     if (plan.route == GemmRoute::kFastGemv && fast_gemv_takes(p)) {
-      fast_gemv(p, {plan.gemv_k_parts}, stream);
+      fast_gemv(p, {plan.gemv_k_parts, plan.gemv_items}, stream);
       return;
     }
     if (plan.fallback == GemmRoute::kWgmma) {
@@ -630,7 +638,7 @@ struct GemmRunner::Impl {
     p.x = a.x, p.x_ld = a.x_stride ? a.x_stride : k;
     p.w_b = w_b.data, p.w_scale_b = w_b.scale, p.y_b = y_b;
     if (!fast_gemv_takes(p)) return false;
-    fast_gemv(p, {plan.gemv_k_parts}, stream);
+    fast_gemv(p, {plan.gemv_k_parts, plan.gemv_items}, stream);
     return true;
   }
 
@@ -724,7 +732,7 @@ struct GemmRunner::Impl {
       // bf16 rows straight in where the kernel quantizes them
       p.x = a.x, p.x_ld = x_ld;
       if (plan.route == GemmRoute::kFastGemv && fast_gemv_takes(p)) {
-        fast_gemv(p, {plan.gemv_k_parts}, stream);
+        fast_gemv(p, {plan.gemv_k_parts, plan.gemv_items}, stream);
         return;
       }
       if (plan.route == GemmRoute::kFastMma && fast_mma_takes_bf16(p, {plan.tile_rows, plan.splits, plan.resident})) {

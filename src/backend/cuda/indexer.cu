@@ -45,6 +45,10 @@ constexpr int kVec = 16;          // scores a cut thread loads per tile (four 16
 constexpr int kSelectThreads = 256;
 constexpr int kPerThread = 8;  // contiguous scores a compacting thread takes
 constexpr int kChunk = kSelectThreads * kPerThread;
+// Rows of at most this many chunks (a decode step's rows up to ~16K tokens of context, whose key lists a
+// graph pads past 2,048) take the cut in each selection CTA, by a pass over the row, instead of from a
+// cut_kernel launch before it.
+constexpr int64_t kCutInSelect = 2;
 
 // indexer_topk as its kernels get it.
 struct IndexerLaunch : IndexerTopkParams {
@@ -1090,8 +1094,8 @@ __device__ void select_one_chunk(const IndexerLaunch& a, const Scratch& s, int64
 }
 
 // Grid (chunks of the longest row, tokens of the group): the compaction of one chunk against the token's
-// cut (from the histograms when wide; rows of one chunk by a pass over the row here; else from
-// cut_kernel), then the output row by the last CTA; rows of one chunk all in this CTA.
+// cut (from the histograms when wide; by a pass over the row here in plans of at most kCutInSelect
+// chunks; else from cut_kernel), then the output row by the last CTA; a row of one chunk all in its CTA.
 __global__ void __launch_bounds__(kSelectThreads) select_kernel(IndexerLaunch a, Scratch s) {
   const int64_t t = s.t0 + blockIdx.y;
   int64_t seq;
@@ -1105,7 +1109,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(IndexerLaunch a,
   if (kk > 0) {
     if (s.wide) {
       cut = wide_cut(s.coarse + g * kBins, s.fine + g * s.fine_copies * kWideBins, s.fine_copies, kk);
-    } else if (s.chunks == 1) {  // the whole row is this CTA's chunk: no cut_kernel launched
+    } else if (s.chunks <= kCutInSelect) {  // each CTA passes over the (short) row itself: no cut_kernel
       __shared__ uint32_t sums[kBins];
       cut = row_cut(s.scores + g * s.stride, n, kk, coarse_counts(s, g, n, sums));
     } else {
@@ -1113,7 +1117,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_kernel(IndexerLaunch a,
     }
   }
   __shared__ uint64_t keys[kMaxTopk];  // the sort's, by finish_token or select_one_chunk
-  if (s.chunks == 1 && !s.wide) return select_one_chunk(a, s, t, seq, n, kk, cut, keys);
+  if (chunks == 1) return select_one_chunk(a, s, t, seq, n, kk, cut, keys);
   compact_chunk(s.scores + g * s.stride, n, blockIdx.x, cut, a.topk, s.gt_count + g, s.gt + g * a.topk,
                 s.eq + (g * s.chunks + blockIdx.x) * s.eq_cap, s.eq_cap, s.eq_count + g * s.chunks + blockIdx.x);
   if (last_to_finish(s.done + g, chunks)) finish_token(a, s, t, seq, chunks, kk, cut, keys);
@@ -1246,7 +1250,7 @@ void score_group(const IndexerLaunch& a, const Scratch& s, int64_t g, char* base
 // The output rows of the group from its scores and histograms (done and gt_count zero: the scores clear
 // them, or the wide histogram's clearing).
 void select_group(const IndexerLaunch& a, const Scratch& s, int64_t g, cudaStream_t stream) {
-  if (!s.wide && s.chunks > 1) {
+  if (!s.wide && s.chunks > kCutInSelect) {
     launch_kernel(cut_kernel, static_cast<unsigned>(g), kCutThreads, 0, stream, a, s);
   }
   launch_kernel(select_kernel, dim3(static_cast<unsigned>(s.chunks), static_cast<unsigned>(g)), kSelectThreads, 0,

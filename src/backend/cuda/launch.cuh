@@ -54,20 +54,30 @@ void allow_dynamic_smem(void (*kernel)(Params...), size_t bytes) {
   allow_dynamic_smem(reinterpret_cast<const void*>(kernel), bytes);
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...) with the PDL attribute; launch errors throw at once.
+// kernel<<<grid, block, smem, stream>>>(args...) with the PDL attribute, in thread-block clusters of
+// `cluster` CTAs along x where cluster > 1 (grid.x a multiple of it); launch errors throw at once.
 template <typename... Params, typename... Args>
-void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
+void launch_cluster_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, unsigned cluster, size_t smem,
+                           cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attr[2]{};
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  attr[1].id = cudaLaunchAttributeClusterDimension;
+  attr[1].val.clusterDim.x = cluster;
+  attr[1].val.clusterDim.y = 1;
+  attr[1].val.clusterDim.z = 1;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = cluster > 1 ? 2 : 1;
   DSV4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+template <typename... Params, typename... Args>
+void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+  launch_cluster_kernel(kernel, grid, block, 1, smem, stream, std::forward<Args>(args)...);
 }
 
 }  // namespace dsv4::cuda

@@ -441,15 +441,18 @@ __global__ void swiglu_elementwise_kernel(SwigluParams p) {
 __global__ void swiglu_quantize_kernel(const uint16_t* g, const uint16_t* u, int64_t ld, int64_t rows, int64_t inter,
                                        float limit, const float* weights, const int32_t* pairs, const int32_t* routed,
                                        uint8_t* codes, float* scales) {
-  pdl_enter();
   const int64_t nblk = inter / 128, groups = quant_groups(inter);
   const int64_t warp = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (warp >= rows * groups) return;
   const int64_t r = warp / groups, kb0 = warp % groups * kQuantBlocks, row = r * inter + lane * 4;
   const int64_t in = r * ld + lane * 4;
+  // The layout and the gate's weights were written two or more launches back (the route or gather before
+  // the pair's GEMM): read before the wait on the pair's outputs.
   const int32_t pair = r < *routed ? pairs[r] : -1;
   const bool live = pair >= 0;
+  const float w = live ? weights[pair] : 0.0f;
+  pdl_enter();
   float gv[kQuantBlocks][4] = {}, uv[kQuantBlocks][4] = {};
 #pragma unroll
   for (int b = 0; b < kQuantBlocks; ++b) {
@@ -458,7 +461,6 @@ __global__ void swiglu_quantize_kernel(const uint16_t* g, const uint16_t* u, int
       bf16x4_at(u + in + (kb0 + b) * 128, uv[b]);
     }
   }
-  const float w = live ? weights[pair] : 0.0f;
 #pragma unroll
   for (int b = 0; b < kQuantBlocks; ++b) {
     const int64_t kb = kb0 + b;

@@ -108,6 +108,30 @@ __device__ __forceinline__ void bar_arrive(int id, int count) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
+// Thread-block cluster barrier, split: arrive (release: this thread's writes, shared memory included, seen
+// by every thread of the cluster after its wait) and wait (acquire). Every thread of the cluster arrives
+// once a phase; warp-converged.
+__device__ __forceinline__ void cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
+// Arrive without release: for a phase that orders only this thread's reads of other CTAs' shared memory
+// (already complete once their values are used), where the release form waits for every global store too.
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+// The four floats at the same shared-memory address in rank r's CTA of the cluster.
+__device__ __forceinline__ float4 ld_cluster(const float4* local, int r) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr(local)), "r"(r));
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(remote)
+               : "memory");
+  return v;
+}
+
 // wgmma's shared-memory matrix descriptor for a K-major tile with the 128-byte swizzle: rows of 128 bytes,
 // 16-byte unit u of row r stored at unit u ^ (r % 8), 8-row groups 1024 bytes apart (the tile's base on a
 // 1024-byte boundary; a K step inside the row adds its byte offset to addr).

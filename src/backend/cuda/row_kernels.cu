@@ -105,15 +105,20 @@ __global__ void __launch_bounds__(kRmsThreads)
 // One warp per head (head_rms_norm_warp); with positions, the head's RoPE follows in the same warp (each
 // warp its own (cos, sin): a CTA-shared copy made behind a barrier measured slower, the warps' sincos
 // overlapping the others' loads).
+// The lane's first (cos, sin) is made before the wait on the previous kernel (positions are the step's
+// inputs), and the head's row is requested into L1 right after it, so that the norm's chained loads hit.
 __global__ void head_rms_norm_kernel(uint16_t* x, int64_t heads, int d, float eps, int heads_per_row,
                                      const int32_t* positions, const float* freqs, int half) {
-  pdl_enter();
   const int64_t h = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarp;
   if (h >= heads) return;  // uniform over the warp
+  const int lane = static_cast<int>(threadIdx.x % kWarp);
   uint16_t* q = x + h * d;
   const float p = positions ? static_cast<float>(positions[h / heads_per_row]) : 0.0f;
+  const float2 first = positions && lane < half ? rope_cos_sin(__fmul_rn(p, freqs[lane])) : make_float2(0.0f, 0.0f);
+  pdl_enter();
+  for (int b = 128 * lane; b < 2 * d; b += 128 * kWarp) asm volatile("prefetch.global.L1 [%0];" ::"l"(q + b / 2));
   head_rms_norm_warp<1>(&q, 1, d, eps, positions ? half : 0,
-                        [&](int pair) { return rope_cos_sin(__fmul_rn(p, freqs[pair])); });
+                        [&](int pair) { return pair == lane ? first : rope_cos_sin(__fmul_rn(p, freqs[pair])); });
 }
 
 // A CTA a row's share of its heads (heads / head_split of them, in order): the row's (cos, sin) as the

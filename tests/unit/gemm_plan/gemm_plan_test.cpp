@@ -227,7 +227,8 @@ TEST(GemmPlan, CublasLtExpertPiecesCoverTheirRows) {
 }
 
 TEST(GemmPlan, FastFewRowsTakeTheSmallestRowTile) {
-  const GemmPolicy fast = policy(Numerics::kFast);
+  GemmPolicy fast = policy(Numerics::kFast);
+  fast.wgmma_few_min_rows = 0;  // the kernels the swapped one stands in front of
   const int64_t expect[][2] = {{1, 8}, {8, 8}, {9, 16}, {16, 16}, {17, 32}, {33, 32}, {64, 32}};
   for (const auto& [rows, tile] : expect) {
     const GemmPlan plan = plan_gemm(dense(GemmWeightKind::kFp8, rows, 32768, 1024), fast, kH200);
@@ -241,6 +242,7 @@ TEST(GemmPlan, FastFewRowsTakeTheSmallestRowTile) {
 // few-row kernel, with the mma.sync plan kept behind it.
 TEST(GemmPlan, FastFewRowsAWeightGoToTheFewRowKernel) {
   GemmPolicy fast = policy(Numerics::kFast);
+  fast.wgmma_few_min_rows = 0;  // dense FP8 past 8 rows: the swapped wgmma kernel (below)
   for (auto w : {GemmWeightKind::kFp8, GemmWeightKind::kFp4}) {
     EXPECT_EQ(plan_gemm(dense(w, 1, 4096, 8192), fast, kH200).route, GemmRoute::kFastGemv);
     EXPECT_EQ(plan_gemm(dense(w, 32, 4096, 8192), fast, kH200).route, GemmRoute::kFastGemv);
@@ -265,6 +267,25 @@ TEST(GemmPlan, FastFewRowsAWeightGoToTheFewRowKernel) {
   EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 48, 256, 2048, 4096), fast, kH200).gemv_k_parts, 1);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 1024, 256), fast, kH200).gemv_k_parts, 1);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 1024, 1024), fast, kH200).gemv_k_parts, 4);
+  // Column tiles a CTA: a decode step's routed pair (768 CTAs of four K runs) and its w2 (6 x 128) run three
+  // a CTA, 258 CTAs in one wave of two an SM; calls within a wave, of whole-K warps, with several groups,
+  // or whose K runs are not whole ring turns run one.
+  const auto items = [&](const GemmProblem& q) { return plan_gemm(q, fast, kH200).gemv_items; };
+  EXPECT_EQ(items(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096)), 3);
+  GemmProblem w2 = grouped(GemmWeightKind::kFp4, 6, 256, 4096, 2048);
+  w2.pair = false;
+  EXPECT_EQ(items(w2), 3);
+  EXPECT_EQ(items(grouped(GemmWeightKind::kFp4, 12, 256, 2048, 4096)), 3);  // two K runs, 12 x 64 CTAs
+  EXPECT_EQ(items(grouped(GemmWeightKind::kFp4, 48, 256, 2048, 4096)), 1);  // whole-K warps
+  EXPECT_EQ(items(dense(GemmWeightKind::kFp8, 1, 32768, 1024)), 1);
+  EXPECT_EQ(items(dense(GemmWeightKind::kFp8, 1, 4096, 8192)), 1);
+  EXPECT_EQ(items(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 1536)), 1);  // runs of three blocks
+  EXPECT_EQ(items(g), 1);
+  {
+    GemmPolicy one = fast;
+    one.gemv_items = 1;
+    EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), one, kH200).gemv_items, 1);
+  }
   {  // a policy's K runs (the bench's sweep) override the occupancy rule
     GemmPolicy forced = fast;
     forced.gemv_k_parts = 8;
@@ -275,6 +296,48 @@ TEST(GemmPlan, FastFewRowsAWeightGoToTheFewRowKernel) {
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 8192), fast, kH200).route, GemmRoute::kFastMma);
   EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 8192), policy(Numerics::kExact), kH200).route,
             GemmRoute::kExactBlock);
+}
+
+// A decode batch of a dense FP8 weight (9-64 rows, one group, no pair, N whole 128-row tiles) goes to the
+// swapped wgmma kernel, the few-row or mma.sync plan kept whole behind it; its K splits fill one wave of two
+// CTAs an SM (a cluster of at most 8 a tile, each at least four blocks). FP4, grouped calls, pairs, fewer
+// rows and more stay where they were; the policy's threshold moves it, 0 turns it off.
+TEST(GemmPlan, ADecodeBatchOfDenseFp8GoesToSwappedWgmma) {
+  const GemmPolicy fast = policy(Numerics::kFast);
+  const auto fp8 = GemmWeightKind::kFp8;
+  for (const int64_t rows : {9, 16, 17, 32, 33, 64}) {
+    const GemmPlan plan = plan_gemm(dense(fp8, rows, 4096, 8192), fast, kH200);
+    EXPECT_EQ(plan.route, GemmRoute::kWgmmaFew) << rows;
+    EXPECT_EQ(plan.fallback, rows <= 32 ? GemmRoute::kFastGemv : GemmRoute::kFastMma) << rows;
+    EXPECT_TRUE(plan.codes) << rows;
+    EXPECT_EQ(plan.tile_rows, rows <= 16 ? 16 : 32) << rows;  // the fallback's plan, whole
+    EXPECT_EQ(plan.few_splits, 8) << rows;                    // wo_b: 32 tiles x 8 splits = 256 CTAs
+  }
+  const auto splits = [&](int64_t n, int64_t k) { return plan_gemm(dense(fp8, 32, n, k), fast, kH200).few_splits; };
+  EXPECT_EQ(splits(32768, 1024), 1);  // wq_b: 256 tiles fill the wave alone
+  EXPECT_EQ(splits(1024, 4096), 8);   // wq_a: 8 tiles, at most 8 splits
+  EXPECT_EQ(splits(4096, 2048), 4);   // shared_w2: 16 blocks, four a split
+  EXPECT_EQ(splits(2048, 1024), 2);   // eight blocks: two splits of four
+  EXPECT_EQ(splits(1024, 512), 1);    // four blocks never split
+  EXPECT_EQ(splits(16384, 4096), 2);  // 128 tiles: two splits fill 264 CTAs
+  EXPECT_EQ(plan_gemm(dense(fp8, 8, 4096, 8192), fast, kH200).route, GemmRoute::kFastGemv);
+  EXPECT_EQ(plan_gemm(dense(fp8, 65, 4096, 8192), fast, kH200).route, GemmRoute::kCublasLt);
+  EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp4, 32, 4096, 8192), fast, kH200).route, GemmRoute::kFastGemv);
+  EXPECT_EQ(plan_gemm(dense(fp8, 32, 1100, 1024), fast, kH200).route, GemmRoute::kFastGemv);  // N off the tiles
+  GemmProblem pair = dense(fp8, 32, 2048, 4096);
+  pair.pair = true;
+  EXPECT_EQ(plan_gemm(pair, fast, kH200).route, GemmRoute::kFastGemv);
+  GemmProblem groups = dense(fp8, 32, 1024, 1024);
+  groups.groups = 2;
+  EXPECT_EQ(plan_gemm(groups, fast, kH200).route, GemmRoute::kFastGemv);
+  EXPECT_EQ(plan_gemm(grouped(fp8, 32, 4, 2048, 4096), fast, kH200).route, GemmRoute::kFastGemv);
+  EXPECT_EQ(plan_gemm(dense(fp8, 32, 4096, 8192), policy(Numerics::kExact), kH200).route, GemmRoute::kExactBlock);
+  GemmPolicy later = fast;
+  later.wgmma_few_min_rows = 33;
+  EXPECT_EQ(plan_gemm(dense(fp8, 32, 4096, 8192), later, kH200).route, GemmRoute::kFastGemv);
+  EXPECT_EQ(plan_gemm(dense(fp8, 33, 4096, 8192), later, kH200).route, GemmRoute::kWgmmaFew);
+  later.wgmma_few_min_rows = 0;
+  EXPECT_EQ(plan_gemm(dense(fp8, 33, 4096, 8192), later, kH200).route, GemmRoute::kFastMma);
 }
 
 // A bf16 weight with its FP8 twin (wo_a: 8 groups of 1024 x 4096) on the fast tier: up to
@@ -496,11 +559,19 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   EXPECT_EQ(p.gemv_max_rows, 4);
   EXPECT_NE(p.describe().find("FP4 per 32 (wgmma: per 128); few-row kernel up to 4 rows"), std::string::npos)
       << p.describe();
-  EXPECT_NE(p.describe().find("up to 4 rows a weight (FP8 twins 2)"), std::string::npos) << p.describe();
+  EXPECT_NE(p.describe().find("up to 4 rows a weight (FP8 twins 2; column tiles a CTA by one wave)"), std::string::npos)
+      << p.describe();
+  GemmPolicy one = p;
+  one.gemv_items = 1;
+  EXPECT_NE(one.describe().find("column tiles a CTA 1)"), std::string::npos);
   EXPECT_NE(p.describe().find("fused with the post before it up to 8 tokens"), std::string::npos) << p.describe();
   ::setenv("DSV4_HC_POST_PRE_MAX_TOKENS", "0", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).hc_post_pre_max_tokens, 0);
   ::unsetenv("DSV4_HC_POST_PRE_MAX_TOKENS");
+  EXPECT_NE(p.describe().find("dense FP8 on swapped wgmma from 9 to 64 rows"), std::string::npos) << p.describe();
+  ::setenv("DSV4_GEMM_WGMMA_FEW_MIN_ROWS", "0", 1);
+  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("dense FP8 on swapped wgmma off"), std::string::npos);
+  ::unsetenv("DSV4_GEMM_WGMMA_FEW_MIN_ROWS");
   EXPECT_NE(p.describe().find("attention's shadow from 1024 tokens"), std::string::npos) << p.describe();
   ::setenv("DSV4_ATTENTION_SHADOW_MIN_TOKENS", "0", 1);
   EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("attention's shadow off"), std::string::npos);
@@ -522,7 +593,8 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
        {"DSV4_GEMM_FP4_PER128", "DSV4_INDEXER_MMA", "DSV4_GEMM_FP4_PREWIDEN", "DSV4_HC_FUSED_NORM",
         "DSV4_GEMM_FP4_MMA_RING", "DSV4_GEMM_FP4_SPLIT", "DSV4_GEMM_GROUPED_RESIDENT", "DSV4_GEMM_FP4_SHIFT",
         "DSV4_GEMM_WGMMA_SPECIALIZED", "DSV4_GEMM_GEMV_FP4_STAGED", "DSV4_GEMM_GEMV_WGMMA", "DSV4_GEMM_LT_WIDEN_AHEAD",
-        "DSV4_GEMM_GEMV_EARLY", "DSV4_GEMM_GEMV_PREFETCH"}) {
+        "DSV4_GEMM_GEMV_EARLY", "DSV4_GEMM_GEMV_PREFETCH", "DSV4_HC_CLUSTER", "DSV4_ATTENTION_CLUSTER",
+        "DSV4_GATE_CLUSTER", "DSV4_GEMM_GEMV_ITEMS"}) {
     ::setenv(retired, "0", 1);
     EXPECT_THROW(check_env_switches(), Error) << retired;
     ::unsetenv(retired);

@@ -63,7 +63,7 @@ struct WeightBlock {
 // Weight blocks in flight a warp (the kernel's D): the loads of the next D - 1 blocks overlap each
 // multiply. 4 for both kinds (an FP8 block is 2 KB a warp, FP4 half that): 6 FP4 blocks measured no
 // faster on the H200 (docs/perf-history.md, session 23), 8 spill at the 128 registers of 2 CTAs an SM.
-constexpr int kDepth = 4;
+constexpr int kDepth = kFastGemvDepth;
 
 // Where a lane reads: its two weight rows (clamped to rows that exist) and their scales.
 struct Rows {
@@ -252,52 +252,90 @@ __device__ void stage_acts(const ExactBlockArgs& p, const Tile& tl, int64_t grp,
 }
 
 // RG row groups of 16 weight rows a CTA; the CTA's kWarps / RG warps of a row group split its K blocks
-// into runs, added in K order at the end. Weights are never written during a step, so a dense call's
-// first blocks load before the wait on the previous kernel; so do a grouped call's whose offsets were
-// settled before that kernel began (finding the tile reads them).
-template <Form F, int RG, int D>
-__global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlockArgs p) {
+// into runs, added in K order at the end. The CTA runs `items` column tiles in turn, on one tile of rows
+// and its staged activations: each warp's weight loads run on from one tile into the next (no drain, no
+// second tile search or staging), and the launch fits one wave where `items` tiles a CTA took several
+// (items > 1: groups == 1 and each run a multiple of D blocks, so that a tile starts at ring slot 0).
+// Weights are never written during a step, so a dense call's first blocks load before the wait on the
+// previous kernel; so do a grouped call's whose offsets were settled before that kernel began (finding
+// the tile reads them).
+// kTurns: `items` as given (else 1: the code of one tile a CTA, without the cursor's registers).
+template <Form F, int RG, int D, bool kTurns>
+__global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlockArgs p, int items_arg) {
   constexpr bool kStaged = !is_fp8(F);  // FP4 codes through the warp's shared-memory ring
   constexpr int KP = kWarps / RG;
   extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int items = kTurns ? items_arg : 1;
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
   const int g = lane / 4, t = lane % 4, part = warp % KP;
-  // Column tiles of every group, then (a pair) those of the second weight.
-  const int64_t col_tiles = cdiv(p.ng, 16 * RG), half = p.groups * col_tiles;
-  const bool second = blockIdx.y >= half;
-  const int64_t tile = blockIdx.y - (second ? half : 0), grp = tile / col_tiles;
-  const int64_t c0 = (tile % col_tiles) * (16 * RG) + (warp / KP) * 16;  // the warp's first row in its group
-  const int nv = static_cast<int>(imin(16, p.ng - c0));                  // of which exist (<= 0: none)
-  const int nkb = static_cast<int>(p.kg / 128), kb0 = part * nkb / KP, kb1 = (part + 1) * nkb / KP;
-  const bool work = nv > 0 && kb0 < kb1;
-  const int64_t row_bytes = is_fp8(F) ? p.kg : p.kg / 2, n0 = grp * p.ng + c0;
+  // Column tiles of every group, then (a pair) those of the second weight (the grid's y fits 32 bits).
+  const int col_tiles = static_cast<int>(cdiv(p.ng, 16 * RG)), half = p.groups * col_tiles;
+  const int ys = (p.y_b ? 2 : 1) * half;
+  const int nkb = static_cast<int>(p.kg / 128), kb0 = part * nkb / KP, kb1 = (part + 1) * nkb / KP, nb = kb1 - kb0;
+  const int64_t row_bytes = is_fp8(F) ? p.kg : p.kg / 2;
+  // Column tile i of the CTA: its weight, group and the warp's first row there (nv <= 0: none of its rows).
+  struct Place {
+    bool second;
+    int grp;
+    int64_t n0;
+    int nv;
+  };
+  const auto place = [&](int i) {
+    Place q;
+    const int y = static_cast<int>(blockIdx.y) * items + i;
+    q.second = y >= half;
+    const int tile = y - (q.second ? half : 0);
+    q.grp = tile / col_tiles;
+    const int64_t c0 = int64_t{tile - q.grp * col_tiles} * (16 * RG) + (warp / KP) * 16;
+    q.nv = y < ys ? static_cast<int>(imin(16, p.ng - c0)) : 0;
+    q.n0 = q.grp * p.ng + c0;
+    return q;
+  };
   Rows rows{};
-  auto bind = [&](int e) {
-    const void* wv = p.offsets ? (second ? p.w_list_b : p.w_list)[e] : (second ? p.w_b : p.w);
+  auto bind = [&](int e, const Place& q) {
+    const void* wv = p.offsets ? (q.second ? p.w_list_b : p.w_list)[e] : (q.second ? p.w_b : p.w);
     const uint8_t* ws =
-        p.offsets ? (second ? p.w_scale_list_b : p.w_scale_list)[e] : (second ? p.w_scale_b : p.w_scale);
-    const int64_t r[2] = {g < nv ? g : 0, g + 8 < nv ? g + 8 : 0};
+        p.offsets ? (q.second ? p.w_scale_list_b : p.w_scale_list)[e] : (q.second ? p.w_scale_b : p.w_scale);
+    const int64_t r[2] = {g < q.nv ? g : 0, g + 8 < q.nv ? g + 8 : 0};
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      rows.w[h] = static_cast<const uint8_t*>(wv) + (n0 + r[h]) * row_bytes;
-      rows.s[h] = is_fp8(F) ? ws + (n0 / 128) * nkb : ws + (n0 + r[h]) * (p.kg / 32);
+      rows.w[h] = static_cast<const uint8_t*>(wv) + (q.n0 + r[h]) * row_bytes;
+      rows.s[h] = is_fp8(F) ? ws + (q.n0 / 128) * nkb : ws + (q.n0 + r[h]) * (p.kg / 32);
     }
   };
   WeightBlock<F> ring[D];
   const int64_t pitch = act_pitch<F>(p.kg);
   uint8_t* slots = smem_raw + kTm * pitch + kTm * nkb * 4 + warp * D * kStageSlot;  // FP4: the warp's ring
-  auto load = [&](int kb, int j) {
+  Tile tl;
+  // The loads' cursor: block lkb of column tile lit (live: the warp has rows there), one block a call into
+  // ring slot j; past the tile's last block an empty commit (FP4: the waits count D groups a block).
+  int lit = 0, lkb = kb0;
+  bool live = false;
+  auto load_next = [&](int j) {
+    const bool now = live && lkb < kb1;
     if constexpr (kStaged) {
-      if (kb < kb1) {
-        stage_weights(rows, kb, g, t, slots + j * kStageSlot, ring[j]);
+      if (now) {
+        stage_weights(rows, lkb, g, t, slots + j * kStageSlot, ring[j]);
       } else {
-        cp_async_commit();  // an empty group: the waits count D groups a block
+        cp_async_commit();
       }
-    } else if (kb < kb1) {
-      load_weights(rows, kb, t, ring[j]);
+    } else if (now) {
+      load_weights(rows, lkb, t, ring[j]);
+    }
+    ++lkb;
+  };
+  // kTurns, after each turn of D loads: past its tile's last block the cursor goes on into the next tile
+  // (runs of whole turns: a tile ends with a turn, so the check runs once a turn, not once a block).
+  auto next_tile = [&] {
+    if (!kTurns || lkb != kb1 || lit >= items) return;
+    lkb = kb0;
+    live = false;
+    if (++lit < items) {
+      const Place q = place(lit);
+      live = q.nv > 0;
+      if (live) bind(tl.e, q);
     }
   };
-  Tile tl;
   // The tile (CTA-uniform; false: none), then the warp's first blocks in flight.
   auto start = [&] {
     if (p.offsets) {
@@ -307,11 +345,12 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
       tl.cnt = static_cast<int>(imin(kTm, p.rows - tl.r0));
       tl.e = 0;
     }
-    if (work) {
-      bind(tl.e);
+    const Place q = place(0);
+    live = q.nv > 0;
+    if (live) bind(tl.e, q);
 #pragma unroll
-      for (int j = 0; j < D; ++j) load(kb0 + j, j);
-    }
+    for (int j = 0; j < D; ++j) load_next(j);
+    next_tile();
     return true;
   };
   const bool early = !p.offsets || p.offsets_settled;
@@ -320,38 +359,46 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
   if (!early && !start()) return;
   uint8_t* acts = smem_raw;
   float* sa_rows = reinterpret_cast<float*>(smem_raw + kTm * pitch);
-  stage_acts(p, tl, grp, acts, sa_rows, pitch);
+  stage_acts(p, tl, place(0).grp, acts, sa_rows, pitch);
   __syncthreads();
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  if (work) {
-    for (int kb = kb0; kb < kb1; kb += D) {
+  for (int it = 0; it < items; ++it) {
+    const Place q = place(it);
+    const bool work = q.nv > 0;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int b = 0; b < nb; b += D) {
 #pragma unroll
       for (int j = 0; j < D; ++j) {
-        if (kb + j < kb1) {
-          if constexpr (kStaged) unstage_weights<D>(slots + j * kStageSlot, lane, ring[j]);
-          multiply<F>(ring[j], acts, sa_rows, pitch, nkb, kb + j, tl.cnt, g, t, acc);
-          load(kb + j + D, j);
+        if (b + j < nb) {
+          if (work) {
+            if constexpr (kStaged) unstage_weights<D>(slots + j * kStageSlot, lane, ring[j]);
+            multiply<F>(ring[j], acts, sa_rows, pitch, nkb, kb0 + b + j, tl.cnt, g, t, acc);
+          }
+          load_next(j);
+        }
+      }
+      next_tile();
+    }
+    if constexpr (KP > 1) {  // the row group's runs, added in K order by its first warp
+      // kTurns: a buffer a tile's parity (tile it + 2 writes only after every warp passed tile it + 1's barrier).
+      __shared__ float run_sums[kTurns ? 2 : 1][kWarps][4][kWarp];
+      const int buf = kTurns ? it & 1 : 0;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) run_sums[buf][warp][e][lane] = acc[e];
+      __syncthreads();
+      if (part == 0) {
+        for (int r = 1; r < KP; ++r) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[e] += run_sums[buf][warp + r][e][lane];
         }
       }
     }
-  }
-  if constexpr (KP > 1) {  // the row group's runs, added in K order by its first warp
-    __shared__ float run_sums[kWarps][4][kWarp];
+    if (part != 0 || !work) continue;
+    void* y = q.second ? p.y_b : p.y;
 #pragma unroll
-    for (int e = 0; e < 4; ++e) run_sums[warp][e][lane] = acc[e];
-    __syncthreads();
-    if (part != 0) return;
-    for (int q = 1; q < KP; ++q) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[e] += run_sums[warp + q][e][lane];
+    for (int e = 0; e < 4; ++e) {
+      const int wr = g + (e / 2) * 8, ar = 2 * t + e % 2;
+      if (wr < q.nv && ar < tl.cnt) store_out(y, p.y_ld, p.y_f32, tl.r0 + ar, q.n0 + wr, acc[e]);
     }
-  }
-  if (nv <= 0) return;
-  void* y = second ? p.y_b : p.y;
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    const int wr = g + (e / 2) * 8, ar = 2 * t + e % 2;
-    if (wr < nv && ar < tl.cnt) store_out(y, p.y_ld, p.y_f32, tl.r0 + ar, n0 + wr, acc[e]);
   }
 }
 
@@ -362,26 +409,30 @@ int64_t smem_bytes(const ExactBlockArgs& a, Form f) {
 }
 
 template <Form F, int RG, int D>
-void launch(const ExactBlockArgs& a, cudaStream_t stream) {
-  allow_dynamic_smem(fast_gemv_kernel<F, RG, D>, kFastGemvMaxSmem);
+void launch(const ExactBlockArgs& a, int items, cudaStream_t stream) {
+  const auto kernel = items > 1 ? fast_gemv_kernel<F, RG, D, true> : fast_gemv_kernel<F, RG, D, false>;
+  allow_dynamic_smem(kernel, kFastGemvMaxSmem);
   const int64_t tiles = a.offsets ? row_tiles(a.rows, kTm, a.experts) : cdiv(a.rows, kTm);
-  const int64_t cols = (a.y_b ? 2 : 1) * a.groups * cdiv(a.ng, 16 * RG);
-  DSV4_CUDA_REQUIRE(tiles < (int64_t{1} << 31) && cols <= 65535, "fast gemv: grid out of range");
-  launch_kernel(fast_gemv_kernel<F, RG, D>, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(cols)), kThreads,
-                static_cast<size_t>(smem_bytes(a, F)), stream, a);
+  const int64_t col_tiles = (a.y_b ? 2 : 1) * a.groups * cdiv(a.ng, 16 * RG), cols = cdiv(col_tiles, items);
+  DSV4_CUDA_REQUIRE(tiles < (int64_t{1} << 31) && cols <= 65535 && cols * items < (int64_t{1} << 31),
+                    "fast gemv: grid out of range");
+  DSV4_CUDA_REQUIRE(items == 1 || (a.groups == 1 && a.kg / 128 % (kWarps / RG * D) == 0),
+                    "fast gemv: column tiles a CTA > 1 need one group and K runs of whole ring turns");
+  launch_kernel(kernel, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(cols)), kThreads,
+                static_cast<size_t>(smem_bytes(a, F)), stream, a, items);
 }
 
 template <Form F, int D>
-void launch_parts(const ExactBlockArgs& a, int k_parts, cudaStream_t stream) {
-  switch (k_parts) {
+void launch_parts(const ExactBlockArgs& a, GemvShape shape, cudaStream_t stream) {
+  switch (shape.k_parts) {
     case 1:
-      return launch<F, 8, D>(a, stream);
+      return launch<F, 8, D>(a, shape.items, stream);
     case 2:
-      return launch<F, 4, D>(a, stream);
+      return launch<F, 4, D>(a, shape.items, stream);
     case 4:
-      return launch<F, 2, D>(a, stream);
+      return launch<F, 2, D>(a, shape.items, stream);
     default:
-      return launch<F, 1, D>(a, stream);
+      return launch<F, 1, D>(a, shape.items, stream);
   }
 }
 
@@ -403,11 +454,12 @@ void fast_gemv(const ExactBlockArgs& a, GemvShape shape, cudaStream_t stream) {
   DSV4_CUDA_REQUIRE(fast_gemv_takes(a), "fast gemv: unsupported call (kind, shape, alignment or operands)");
   const int k = shape.k_parts;
   DSV4_CUDA_REQUIRE(k == 1 || k == 2 || k == 4 || k == 8, "fast gemv: k_parts 1, 2, 4 or 8");
+  DSV4_CUDA_REQUIRE(shape.items >= 1, "fast gemv: at least one column tile a CTA");
   if (a.rows <= 0) return;
   if (a.kind == GemmWeightKind::kFp8) {
-    launch_parts<Form::kFp8, kDepth>(a, k, stream);
+    launch_parts<Form::kFp8, kDepth>(a, shape, stream);
   } else {
-    launch_parts<Form::kFp4, kDepth>(a, k, stream);
+    launch_parts<Form::kFp4, kDepth>(a, shape, stream);
   }
 }
 

@@ -41,10 +41,11 @@ __device__ __forceinline__ void store_one(const ExactPlainArgs& p, void* y, int6
 }
 
 // Output column n of every row: each row's 32 lane sums added in a fixed butterfly, stored by lane 0.
-__device__ __forceinline__ void store_column(const ExactPlainArgs& p, const float (&acc)[kMaxRows], int lane, void* y,
+template <int kRows>
+__device__ __forceinline__ void store_column(const ExactPlainArgs& p, const float (&acc)[kRows], int lane, void* y,
                                              int64_t n) {
 #pragma unroll
-  for (int r = 0; r < kMaxRows; ++r) {
+  for (int r = 0; r < kRows; ++r) {
     if (r >= p.rows) break;
     const float v = warp_total(acc[r]);
     if (lane == 0) store_one(p, y, r, n, v);
@@ -117,23 +118,54 @@ __global__ void __launch_bounds__(kThreads) fast_plain_gemv_kernel(const ExactPl
 // block by block (spec/NUMERICS.md "fast": fp32 sums in any fixed order); per code a conversion and the
 // multiply-adds, where dequantizing each value first cost several instructions more (22.6 against 16.0 us
 // for wo_a at one row on the H100).
-__global__ void __launch_bounds__(kThreads) fast_twin_gemv_kernel(const ExactPlainArgs p) {
-  const int lane = static_cast<int>(threadIdx.x) % kWarp;
-  const int64_t n = int64_t{blockIdx.x} * kWarps + static_cast<int>(threadIdx.x) / kWarp;
+// A lane's first kTwinAhead code loads are in flight before the wait (weights are constant in a step),
+// the rest kTwinAhead ahead of their use. Calls of up to kTwinStagedRows rows (decode's) stage the CTA's
+// group of x (its 8 columns share one: ng % 128 == 0) once as fp32 in shared memory, where every warp
+// widened it again from L1 (a quarter of the kernel's instructions); 4 pad floats after every 16 put a
+// quarter-warp's 16-byte reads, 64 bytes apart, on distinct banks. Their two sums a lane keep the kernel
+// at four CTAs an SM; more rows read x from L1 as before.
+constexpr int kTwinAhead = 3, kTwinStagedRows = 2;
+constexpr int64_t kTwinStageBytes = 48 * 1024;
+
+__host__ __device__ constexpr int64_t twin_stage_floats(int64_t rows, int64_t kg) { return rows * (kg + kg / 4); }
+
+template <int kRows>
+__global__ void __launch_bounds__(kThreads, kRows == kTwinStagedRows ? 4 : 1)
+    fast_twin_gemv_kernel(const ExactPlainArgs p) {
+  constexpr bool kStaged = kRows == kTwinStagedRows;
+  constexpr int kStep = 16 * kWarp;  // a warp's codes a block j; lane l's at 16l + kStep·j
+  extern __shared__ float4 xs4[];
+  const int lane = static_cast<int>(threadIdx.x) % kWarp, kg = static_cast<int>(p.kg);
+  const int64_t first = int64_t{blockIdx.x} * kWarps, n = first + static_cast<int>(threadIdx.x) / kWarp;
   const bool live = n < p.n;
-  const uint8_t* codes = p.w_fp8 + (live ? n : 0) * p.kg;
-  const uint8_t* scales = p.w_fp8_scale + (live ? n / 128 : 0) * (p.kg / 128);
-  const uint16_t* x = p.x + (live ? n / p.ng : 0) * p.kg;
-  const int64_t k0 = 16 * lane, step = 16 * kWarp;
-  const bool any = live && k0 < p.kg;
-  uint4 c0{};  // the first codes and their scale byte, loaded before the wait (weights are constant in a step)
-  uint8_t s0 = 0;
-  if (any) c0 = __ldg(reinterpret_cast<const uint4*>(codes + k0)), s0 = scales[k0 / 128];
+  const int blocks = live ? (kg - 16 * lane + kStep - 1) / kStep : 0;  // kg % 128 == 0: lane's last is whole
+  const uint8_t* codes = p.w_fp8 + (live ? n : 0) * p.kg + 16 * lane;
+  const uint8_t* scales = p.w_fp8_scale + (live ? n / 128 : 0) * (kg / 128) + lane / 8;
+  uint4 c[kTwinAhead] = {};
+  uint8_t s[kTwinAhead] = {};
+#pragma unroll
+  for (int i = 0; i < kTwinAhead; ++i)
+    if (i < blocks) c[i] = __ldg(reinterpret_cast<const uint4*>(codes + i * kStep)), s[i] = scales[4 * i];
   pdl_enter();
+  const int padded = static_cast<int>(twin_stage_floats(1, kg));  // a staged row's floats
+  if constexpr (kStaged) {                                        // the CTA's first column is live (grid = ceil(n / 8))
+    const uint16_t* xg = p.x + first / p.ng * p.kg;
+    float* xs = reinterpret_cast<float*>(xs4);
+    for (int i = 8 * static_cast<int>(threadIdx.x); i < static_cast<int>(p.rows) * kg; i += 8 * kThreads) {
+      const int r = i / kg, k = i % kg;
+      float v[8];
+      bf16x8(__ldg(reinterpret_cast<const uint4*>(xg + r * p.x_ld + k)), v);
+      float4* dst = reinterpret_cast<float4*>(xs + r * padded + k + k / 16 * 4);
+      dst[0] = make_float4(v[0], v[1], v[2], v[3]), dst[1] = make_float4(v[4], v[5], v[6], v[7]);
+    }
+    __syncthreads();
+  }
   if (!live) return;  // warp-uniform
-  float acc[kMaxRows] = {};
-  const auto add_block = [&](int64_t k, uint4 c, uint8_t scale) {
-    const uint32_t words[4] = {c.x, c.y, c.z, c.w};
+  const uint16_t* x = p.x + n / p.ng * p.kg + 16 * lane;
+  const float* xl = reinterpret_cast<const float*>(xs4) + 20 * lane;  // 16 values + 4 pad a lane
+  float acc[kRows] = {};
+  const auto add_block = [&](int j, uint4 cw, uint8_t scale) {
+    const uint32_t words[4] = {cw.x, cw.y, cw.z, cw.w};
     float wv[16];
 #pragma unroll
     for (int h = 0; h < 8; ++h) {  // two codes a conversion (e4m3 -> f16 is exact)
@@ -141,23 +173,40 @@ __global__ void __launch_bounds__(kThreads) fast_twin_gemv_kernel(const ExactPla
       const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(two, __NV_E4M3)));
       wv[2 * h] = f.x, wv[2 * h + 1] = f.y;
     }
-    const float s = gemm_tiles::ue8m0_f(scale);  // byte 0: 2^-127
+    const float sc = gemm_tiles::ue8m0_f(scale);  // byte 0: 2^-127
 #pragma unroll
-    for (int r = 0; r < kMaxRows; ++r) {
+    for (int r = 0; r < kRows; ++r) {
       if (r >= p.rows) break;
-      float xv[2][8];
-      bf16x8(__ldg(reinterpret_cast<const uint4*>(x + r * p.x_ld + k)), xv[0]);
-      bf16x8(__ldg(reinterpret_cast<const uint4*>(x + r * p.x_ld + k + 8)), xv[1]);
+      float xv[16];
+      if constexpr (kStaged) {
+        const float4* src = reinterpret_cast<const float4*>(xl + r * padded + j * (kStep + kStep / 4));
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const float4 f = src[q];
+          xv[4 * q] = f.x, xv[4 * q + 1] = f.y, xv[4 * q + 2] = f.z, xv[4 * q + 3] = f.w;
+        }
+      } else {
+        const uint16_t* xr = x + r * p.x_ld + j * kStep;
+        bf16x8(__ldg(reinterpret_cast<const uint4*>(xr)), reinterpret_cast<float(&)[8]>(xv[0]));
+        bf16x8(__ldg(reinterpret_cast<const uint4*>(xr + 8)), reinterpret_cast<float(&)[8]>(xv[8]));
+      }
       float chain = 0.0f;
 #pragma unroll
-      for (int i = 0; i < 16; ++i) chain = fmaf(xv[i / 8][i % 8], wv[i], chain);
-      acc[r] = fmaf(chain, s, acc[r]);
+      for (int i = 0; i < 16; ++i) chain = fmaf(xv[i], wv[i], chain);
+      acc[r] = fmaf(chain, sc, acc[r]);
     }
   };
-  if (any) add_block(k0, c0, s0);
-#pragma unroll 2
-  for (int64_t k = k0 + step; k < p.kg; k += step)
-    add_block(k, __ldg(reinterpret_cast<const uint4*>(codes + k)), scales[k / 128]);
+  for (int j0 = 0; j0 < blocks; j0 += kTwinAhead) {
+#pragma unroll
+    for (int i = 0; i < kTwinAhead; ++i) {
+      const int j = j0 + i, jn = j + kTwinAhead;
+      if (j >= blocks) break;
+      const uint4 cw = c[i];
+      const uint8_t sw = s[i];
+      if (jn < blocks) c[i] = __ldg(reinterpret_cast<const uint4*>(codes + jn * kStep)), s[i] = scales[4 * jn];
+      add_block(j, cw, sw);
+    }
+  }
   store_column(p, acc, lane, p.y, n);
 }
 
@@ -198,7 +247,12 @@ void fast_plain_gemv(const ExactPlainArgs& a, int k_parts, cudaStream_t stream) 
   DSV4_CUDA_REQUIRE(grid < (int64_t{1} << 31), "fast plain gemv: grid out of range");
   const auto g = static_cast<unsigned>(grid);
   if (a.w_fp8) {
-    launch_kernel(fast_twin_gemv_kernel, g, kThreads, 0, stream, a);
+    const size_t staged = static_cast<size_t>(twin_stage_floats(a.rows, a.kg)) * sizeof(float);
+    if (a.rows <= kTwinStagedRows && staged <= static_cast<size_t>(kTwinStageBytes)) {
+      launch_kernel(fast_twin_gemv_kernel<kTwinStagedRows>, g, kThreads, staged, stream, a);
+    } else {
+      launch_kernel(fast_twin_gemv_kernel<kMaxRows>, g, kThreads, 0, stream, a);
+    }
   } else if (a.w_f32) {
     launch_parts<Form::kF32>(a, k_parts, g, stream);
   } else {

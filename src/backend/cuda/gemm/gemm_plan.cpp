@@ -44,6 +44,7 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.fast_mma_max_rows = env_count("DSV4_GEMM_FAST_MMA_MAX_ROWS", p.fast_mma_max_rows);
   p.gemv_max_rows = env_count("DSV4_GEMM_FAST_GEMV_MAX_ROWS", p.gemv_max_rows);
   p.wgmma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_WGMMA_MIN_ROWS", p.wgmma_min_rows));
+  p.wgmma_few_min_rows = env_count("DSV4_GEMM_WGMMA_FEW_MIN_ROWS", p.wgmma_few_min_rows);
   p.ctas_per_sm = static_cast<int>(std::max<int64_t>(1, env_count("DSV4_GEMM_CTAS_PER_SM", p.ctas_per_sm)));
   p.exact_imma = env_switch("DSV4_GEMM_IMMA") != "0";
   p.imma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_IMMA_MIN_ROWS", p.imma_min_rows));
@@ -72,10 +73,12 @@ std::string GemmPolicy::describe() const {
   }
   return fmt::format(
       "fast (FP8 tensor cores with per-block promotion, FP4 per 32 (wgmma: per 128); few-row kernel "
-      "up to {} rows a weight (FP8 twins {}); cuBLASLt "
+      "up to {} rows a weight (FP8 twins {}; column tiles a CTA {}); dense FP8 on swapped wgmma {}; cuBLASLt "
       "{} above {} rows; wgmma from {} rows a weight, FP4 widened {}; FP4 experts on cuBLASLt {}; {} CTAs an SM; "
       "indexer dots on {}; hc_pre norm {}, fused with the post before it up to {} tokens; attention's shadow {})",
-      gemv_max_rows, twin_gemv_max_rows, cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
+      gemv_max_rows, twin_gemv_max_rows, gemv_items > 0 ? std::to_string(gemv_items) : "by one wave",
+      wgmma_few_min_rows > 0 ? fmt::format("from {} to {} rows", wgmma_few_min_rows, kWgmmaFewMaxRows) : "off",
+      cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
       fp4_prewiden ? fmt::format("before the call from {} rows an expert", prewiden_min_rows) : "in shared memory",
       cublaslt && lt_experts_min_rows > 0 ? fmt::format("from {} rows an expert, {} stream{}", lt_experts_min_rows,
                                                         lt_expert_streams, lt_expert_streams == 1 ? "" : "s")
@@ -116,6 +119,8 @@ const char* route_name(GemmRoute r) {
       return "fast-plain-gemv";
     case GemmRoute::kCublasLtExperts:
       return "cublaslt-experts";
+    case GemmRoute::kWgmmaFew:
+      return "wgmma-few";
   }
   return "?";
 }
@@ -164,6 +169,17 @@ int fast_gemv_k_parts(const GemmProblem& p, const DeviceCaps& caps) {
   int parts = 1;
   while (parts < 8 && 4 * parts <= blocks && 2 * parts * warps <= room) parts *= 2;
   return parts;
+}
+
+int fast_gemv_items(const GemmProblem& p, int k_parts, const DeviceCaps& caps) {
+  constexpr int64_t kTileRows = 8, kCtasPerSm = 2, kWarps = 8;
+  const int64_t blocks = p.kg / 128, slots = int64_t{caps.sm_count} * kCtasPerSm;
+  if (k_parts < 2 || p.groups != 1 || blocks % (int64_t{k_parts} * kFastGemvDepth) != 0) return 1;
+  const int64_t tiles = p.experts > 0 ? row_tiles(p.rows, kTileRows, p.experts) : ceil_div(p.rows, kTileRows);
+  const int64_t cols = ceil_div(p.n, 16 * (kWarps / k_parts)) * (p.pair ? 2 : 1);
+  int64_t items = 1;
+  while (items < cols && tiles * ceil_div(cols, items) > slots) ++items;
+  return static_cast<int>(items);
 }
 
 int fast_plain_gemv_k_parts(const GemmProblem& p, const DeviceCaps& caps) {
@@ -275,8 +291,26 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
   if (few && plan.route == GemmRoute::kFastMma) {
     plan.route = GemmRoute::kFastGemv;
     plan.gemv_k_parts = policy.gemv_k_parts > 0 ? policy.gemv_k_parts : fast_gemv_k_parts(p, caps);
+    plan.gemv_items = policy.gemv_items > 0 ? policy.gemv_items : fast_gemv_items(p, plan.gemv_k_parts, caps);
+  }
+  // A decode batch of a dense FP8 weight: the swapped wgmma kernel, the plan above behind it.
+  const bool swapped = policy.wgmma_few_min_rows > 0 && p.rows >= policy.wgmma_few_min_rows &&
+                       p.rows <= kWgmmaFewMaxRows && p.weight == GemmWeightKind::kFp8 && p.experts == 0 &&
+                       p.groups == 1 && !p.pair && p.n % 128 == 0;
+  if (swapped && (plan.route == GemmRoute::kFastGemv || plan.route == GemmRoute::kFastMma)) {
+    plan.fallback = plan.route;
+    plan.route = GemmRoute::kWgmmaFew;
+    plan.codes = true;
+    plan.few_splits = wgmma_few_splits(p, caps);
   }
   return plan;
+}
+
+int wgmma_few_splits(const GemmProblem& p, const DeviceCaps& caps) {
+  const int64_t tiles = std::max<int64_t>(1, p.n / 128), blocks = p.kg / 128;
+  const int64_t fit = std::max<int64_t>(1, 2 * caps.sm_count / tiles);
+  const int64_t most = std::min<int64_t>(kWgmmaFewMaxSplits, std::max<int64_t>(1, blocks / kWgmmaFewSplitBlocks));
+  return static_cast<int>(std::min(fit, most));
 }
 
 }  // namespace dsv4::cuda

@@ -61,6 +61,9 @@ struct GemmPolicy {
   // Fast tier, few-row kernel: runs of K a CTA's warps split (1, 2, 4 or 8); 0: the plan's rule
   // (fast_gemv_k_parts). Set only by the bench's sweep (gpu_kernels_bench gemv-parts) that checks the rule.
   int gemv_k_parts = 0;
+  // Fast tier, few-row kernel: column tiles a CTA runs in turn; 0: the plan's rule (fast_gemv_items; one a
+  // CTA measured 0.29 ms slower a b1 step, H100). Set by tests.
+  int gemv_items = 0;
   // Fast tier, beside the GEMMs: where the indexer's dots of FP4 keys run (DSV4_INDEXER_DOTS=cuda-cores,
   // mma or wgmma; the CUDA cores measured 1.4-4x slower than mma.sync, docs/perf.md).
   IndexerDots indexer_dots = IndexerDots::kWgmma;
@@ -104,6 +107,12 @@ struct GemmPolicy {
   // cuBLASLt from the bf16 bytes (H100: twin 16.0 / 21.5 / 35.3 / 63.8 us at 1 / 2 / 4 / 8 rows,
   // cuBLASLt 27 us at each: docs/perf.md).
   int64_t twin_gemv_max_rows = 2;
+  // Fast tier: dense FP8 calls of at least this many rows (and at most kWgmmaFewMaxRows) on the swapped
+  // wgmma kernel (wgmma_few.h), in place of the few-row and mma.sync kernels (DSV4_GEMM_WGMMA_FEW_MIN_ROWS;
+  // 0: off). Those read the weight with too few loads in flight an SM past 8 rows: H100, 32 / 64 rows, wq_b
+  // 18.7 / 19.4 us against 33.0 / 34.5, wo_b 23.1 / 28.2 against 33.1 / 61.0; decode steps b16 / b32 / b64
+  // -0.6 / -1.7 / -4.3 ms; from 1 or 9 rows the same at b1 and b8 (docs/perf.md).
+  int64_t wgmma_few_min_rows = 9;
   // Fast tier: K splits until a call has this many CTAs per SM (each split at least kMinSplitBlocks).
   int ctas_per_sm = 2;
   // Exact tier: block sums on the int8 tensor cores (DSV4_GEMM_IMMA=0: every shape on the SIMT
@@ -197,6 +206,7 @@ enum class GemmRoute : uint8_t {
   kFastGemv,         // fast_gemv.h (few rows a weight; fallback: kFastMma's plan)
   kFastPlainGemv,    // fast_plain_gemv.h (few rows, fp32 weights or a plain pair)
   kCublasLtExperts,  // lt_experts.h: a cuBLASLt matmul an expert (fallback: kWgmma's plan)
+  kWgmmaFew,         // wgmma_few.h (dense FP8, a decode batch; fallback: the few-row or mma.sync plan it keeps)
 };
 const char* route_name(GemmRoute r);
 
@@ -210,10 +220,23 @@ struct GemmPlan {
   int64_t workspace_floats = 0;                 // kFastMma: fp32 scratch of the splits
   int64_t workspace_counters = 0;               // kFastMma: the splits' arrival counters (zeroed once)
   int gemv_k_parts = 1;                         // kFastGemv: runs of K a CTA's warps split (1, 2, 4, 8)
+  int gemv_items = 1;                           // kFastGemv: column tiles a CTA runs in turn
   int plain_k_parts = 1;                        // kFastPlainGemv: warps a column's K is split over (1, 2, 4, 8)
   int widen_experts = 0;    // kWgmma, FP4: weights (experts) widened a pass, their scratch within the widening budget
   int lt_pass_experts = 0;  // kCublasLtExperts: experts re-encoded a pass, within the widening budget
+  int few_splits = 1;       // kWgmmaFew: K splits, one thread-block cluster a 128-row weight tile
 };
+
+// kWgmmaFew's limits: rows (wgmma's N, 16 / 32 / 64), K splits (a portable cluster) and the K blocks a split
+// keeps at least (a CTA's ramp and merge cost about a few blocks' loads: shared_w2's 16 blocks in eight
+// splits of two ran at 21-23% of copy BW, H100).
+constexpr int64_t kWgmmaFewMaxRows = 64;
+constexpr int kWgmmaFewMaxSplits = 8;
+constexpr int kWgmmaFewSplitBlocks = 4;
+
+// kWgmmaFew: the K splits of a call, as many as keep its 128-row tiles within one wave of two CTAs an SM,
+// each split at least kWgmmaFewSplitBlocks blocks, at most kWgmmaFewMaxSplits.
+int wgmma_few_splits(const GemmProblem& p, const DeviceCaps& caps);
 
 // kCublasLtExperts: the matmuls of one expert of `rows` rows. cuBLASLt's block-scaled GEMM takes row
 // counts that are multiples of 4, and the experts' matmuls run on several streams, so an expert of at
@@ -252,6 +275,16 @@ constexpr int64_t widened_bytes(int64_t weights, int64_t n, int64_t kg) { return
 // call's warps (16 weight rows x a run each) still fit one wave of two CTAs an SM (grouped calls: four
 // waves, measured faster for the MoE's few routed rows).
 int fast_gemv_k_parts(const GemmProblem& p, const DeviceCaps& caps);
+
+// kFastGemv: the weight blocks in flight a warp (fast_gemv.cu's ring).
+constexpr int kFastGemvDepth = 4;
+
+// kFastGemv: column tiles a CTA runs in turn, so that a call of more CTAs than one wave of two an SM (the
+// MoE's few routed rows, split into short K runs by fast_gemv_k_parts) runs as one wave of longer ones:
+// a tile search, an activation staging and a pipeline ramp a CTA instead of one a tile. Calls split into
+// K runs only (whole-K warps are long already), of one group, each run a multiple of kFastGemvDepth
+// blocks (a tile starts at the ring's first slot); else 1.
+int fast_gemv_items(const GemmProblem& p, int k_parts, const DeviceCaps& caps);
 
 // kFastPlainGemv: the warps a column's K is split over, doubled while one weight's CTAs (eight warps)
 // still fit one an SM and each warp keeps at least one 256-wide K slice (a twin: 1). Narrow calls (the
