@@ -284,8 +284,9 @@ struct GemmRunner::Impl {
     p.counters = counters, p.counter_count = counter_count;
   }
 
-  // The fast tier's kernels on codes: wgmma for many rows a weight (where it takes the call), else
-  // the mma.sync kernel on its own plan.
+  // The fast tier's kernels on codes: the swapped wgmma kernel for a decode batch of a dense FP8 weight,
+  // wgmma for many rows a weight (each where it takes the call), else the few-row or mma.sync kernel on
+  // its own plan.
   void fast_mma(const ExactBlockArgs& p, GemmPlan plan) {
     if (plan.route == GemmRoute::kWgmmaFew) {
       if (wgmma_few_takes(p)) {
