@@ -793,6 +793,10 @@ int main() {
     // b1 first and b32 next: Nsight's specs (run-gpu.sh DSV4_GPU_NCU_SPECS) count launches from here.
     moe_rows(fast_ops, " e32 fast", {1, 32, 8, 16, 64}, 32);
     moe_rows(fast_ops, " fast", {1, 8, 32});
+    // Grouped calls past gemv_grouped_max_rows on the few-row kernel too, against the default (mma.sync).
+    const auto all_gemv = fast_with([](cuda::GemmPolicy& p) { p.gemv_grouped_max_rows = int64_t{1} << 40; });
+    moe_rows(*all_gemv, " e32 gemv all", {16, 32, 64}, 32);
+    moe_rows(*all_gemv, " gemv all", {32});
   }
   if (want("moe-prefill")) {  // the MoE of a prefill chunk: a cuBLASLt matmul an expert (forced) against
     // the wgmma kernel with its FP4 weights widened in shared memory, at 96-384 rows an expert (serving's

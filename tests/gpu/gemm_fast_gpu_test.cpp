@@ -572,6 +572,9 @@ TEST(CudaGemmFast, GemvPassesTheOpGate) {
   list.push_back(dense("fp8 5x384x128 (one block)", fp8, 5, 384, 128));
   list.push_back(dense("fp4 7x2000x4096", fp4, 7, 2000, 4096));
   list.push_back(experts("fp4 256 experts, six rows", fp4, spread, 4096, 2048, false));
+  std::vector<int32_t> b32(32);  // b32's 192 routed rows over 32 experts: 0 to 12 rows an expert
+  for (size_t e = 0; e < b32.size(); ++e) b32[e] = static_cast<int32_t>((e * 7 + 3) % 13);
+  list.push_back(experts("fp4 32 experts, b32 pair", fp4, b32, 2048, 4096, true));
   uint32_t seed = 5000;
   for (const Case& c : list) {
     const Oracle o(c, ++seed);

@@ -458,9 +458,10 @@ int64_t beyond_norm_bound(const std::vector<uint16_t>& got, const std::vector<ui
 // norm's sum, session 35's mutant).
 TEST(CudaHyperConnection, FusedPostPrePassesTheGate) {
   uint32_t seed = 1300;
-  constexpr int64_t kMax = 8;
+  constexpr int64_t kMax = 64;  // the default: decode batches up to 64
   for (const HcCase& c : {HcCase{1, 4096, 4}, HcCase{2, 4096, 4}, HcCase{7, 4096, 4}, HcCase{8, 4096, 4},
-                          HcCase{3, 7168, 4}, HcCase{2, 1000, 4}, HcCase{9, 4096, 4}, HcCase{1, 256, 4, 1}}) {
+                          HcCase{3, 7168, 4}, HcCase{2, 1000, 4}, HcCase{9, 4096, 4}, HcCase{32, 4096, 4},
+                          HcCase{64, 4096, 4}, HcCase{65, 4096, 4}, HcCase{1, 256, 4, 1}}) {
     SCOPED_TRACE(testing::Message() << "tokens " << c.tokens << " dim " << c.dim);
     const int mix = (2 + c.hc) * c.hc;
     const HcInputs in(c, mix, seed += 10);

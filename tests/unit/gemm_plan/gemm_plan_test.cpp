@@ -250,9 +250,13 @@ TEST(GemmPlan, FastFewRowsAWeightGoToTheFewRowKernel) {
     EXPECT_EQ(plan_gemm(grouped(w, 6, 256, 2048, 4096), fast, kH200).route, GemmRoute::kFastGemv);
     EXPECT_EQ(plan_gemm(grouped(w, 48, 32, 2048, 4096), fast, kH200).route, GemmRoute::kFastGemv);
     EXPECT_EQ(plan_gemm(grouped(w, 64, 256, 2048, 4096), fast, kH200).route, GemmRoute::kFastGemv);
-    // Beyond gemv_grouped_max_rows rows in all, or 32 a weight: the mma.sync kernel.
-    EXPECT_EQ(plan_gemm(grouped(w, 65, 256, 2048, 4096), fast, kH200).route, GemmRoute::kFastMma);
-    EXPECT_EQ(plan_gemm(grouped(w, 33, 1, 2048, 4096), fast, kH200).route, GemmRoute::kFastMma);
+    // Grouped: up to eight rows an expert (a decode step's routed rows at b32 over 32 experts, b256 over
+    // 256), whatever the rows in all; beyond, the mma.sync kernel.
+    EXPECT_EQ(plan_gemm(grouped(w, 192, 32, 2048, 4096), fast, kH200).route, GemmRoute::kFastGemv);
+    EXPECT_EQ(plan_gemm(grouped(w, 1536, 256, 2048, 4096), fast, kH200).route, GemmRoute::kFastGemv);
+    EXPECT_EQ(plan_gemm(grouped(w, 257, 32, 2048, 4096), fast, kH200).route, GemmRoute::kFastMma);
+    EXPECT_EQ(plan_gemm(grouped(w, 384, 32, 2048, 4096), fast, kH200).route, GemmRoute::kFastMma);
+    EXPECT_EQ(plan_gemm(grouped(w, 9, 1, 2048, 4096), fast, kH200).route, GemmRoute::kFastMma);
   }
   GemmProblem g = dense(GemmWeightKind::kFp8, 4, 1024, 1024);
   g.groups = 2;
@@ -430,11 +434,16 @@ TEST(GemmPlan, FastGroupedExpertsTileByRowsPerExpert) {
   EXPECT_EQ(plan.tile_rows, 32);
   EXPECT_EQ(plan.splits, 1);
   EXPECT_EQ(plan.workspace_floats, 0);
-  // A decode batch of 32 over 32 experts (192 routed rows): mma.sync tiles of 8, activations resident.
+  // A decode batch of 32 over 32 experts (192 routed rows): the few-row kernel, with mma.sync tiles of 8
+  // and resident activations behind it; b48 (9 rows an expert): mma.sync tiles of 16.
   plan = plan_gemm(grouped(GemmWeightKind::kFp4, 192, 32, 2048, 4096), fast, kH200);
-  EXPECT_EQ(plan.route, GemmRoute::kFastMma);
+  EXPECT_EQ(plan.route, GemmRoute::kFastGemv);
+  EXPECT_EQ(plan.fallback, GemmRoute::kFastMma);
   EXPECT_EQ(plan.tile_rows, 8);
   EXPECT_TRUE(plan.resident);
+  plan = plan_gemm(grouped(GemmWeightKind::kFp4, 288, 32, 2048, 4096), fast, kH200);
+  EXPECT_EQ(plan.route, GemmRoute::kFastMma);
+  EXPECT_EQ(plan.tile_rows, 16);
   // Grouped calls never go to cuBLASLt.
   EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp8, 49152, 32, 2048, 4096), fast, kH200).route, GemmRoute::kWgmma);
 }
@@ -559,12 +568,16 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   EXPECT_EQ(p.gemv_max_rows, 4);
   EXPECT_NE(p.describe().find("FP4 per 32 (wgmma: per 128); few-row kernel up to 4 rows"), std::string::npos)
       << p.describe();
-  EXPECT_NE(p.describe().find("up to 4 rows a weight (FP8 twins 2; column tiles a CTA by one wave)"), std::string::npos)
+  EXPECT_NE(p.describe().find("up to 4 rows a weight, 8 an expert (FP8 twins 2; column tiles a CTA by one wave)"),
+            std::string::npos)
       << p.describe();
   GemmPolicy one = p;
   one.gemv_items = 1;
   EXPECT_NE(one.describe().find("column tiles a CTA 1)"), std::string::npos);
-  EXPECT_NE(p.describe().find("fused with the post before it up to 8 tokens"), std::string::npos) << p.describe();
+  EXPECT_NE(p.describe().find("fused with the post before it up to 64 tokens"), std::string::npos) << p.describe();
+  ::setenv("DSV4_GEMM_GEMV_GROUPED_MAX_ROWS", "16", 1);
+  EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).gemv_grouped_max_rows, 16);
+  ::unsetenv("DSV4_GEMM_GEMV_GROUPED_MAX_ROWS");
   ::setenv("DSV4_HC_POST_PRE_MAX_TOKENS", "0", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).hc_post_pre_max_tokens, 0);
   ::unsetenv("DSV4_HC_POST_PRE_MAX_TOKENS");

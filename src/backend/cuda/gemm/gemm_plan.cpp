@@ -43,6 +43,7 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.cublaslt = env_switch("DSV4_GEMM_CUBLASLT") != "0";
   p.fast_mma_max_rows = env_count("DSV4_GEMM_FAST_MMA_MAX_ROWS", p.fast_mma_max_rows);
   p.gemv_max_rows = env_count("DSV4_GEMM_FAST_GEMV_MAX_ROWS", p.gemv_max_rows);
+  p.gemv_grouped_max_rows = env_count("DSV4_GEMM_GEMV_GROUPED_MAX_ROWS", p.gemv_grouped_max_rows);
   p.wgmma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_WGMMA_MIN_ROWS", p.wgmma_min_rows));
   p.wgmma_few_min_rows = env_count("DSV4_GEMM_WGMMA_FEW_MIN_ROWS", p.wgmma_few_min_rows);
   p.ctas_per_sm = static_cast<int>(std::max<int64_t>(1, env_count("DSV4_GEMM_CTAS_PER_SM", p.ctas_per_sm)));
@@ -73,10 +74,10 @@ std::string GemmPolicy::describe() const {
   }
   return fmt::format(
       "fast (FP8 tensor cores with per-block promotion, FP4 per 32 (wgmma: per 128); few-row kernel "
-      "up to {} rows a weight (FP8 twins {}; column tiles a CTA {}); dense FP8 on swapped wgmma {}; cuBLASLt "
+      "up to {} rows a weight, {} an expert (FP8 twins {}; column tiles a CTA {}); dense FP8 on swapped wgmma {}; cuBLASLt "
       "{} above {} rows; wgmma from {} rows a weight, FP4 widened {}; FP4 experts on cuBLASLt {}; {} CTAs an SM; "
       "indexer dots on {}; hc_pre norm {}, fused with the post before it up to {} tokens; attention's shadow {})",
-      gemv_max_rows, twin_gemv_max_rows, gemv_items > 0 ? std::to_string(gemv_items) : "by one wave",
+      gemv_max_rows, gemv_grouped_max_rows, twin_gemv_max_rows, gemv_items > 0 ? std::to_string(gemv_items) : "by one wave",
       wgmma_few_min_rows > 0 ? fmt::format("from {} to {} rows", wgmma_few_min_rows, kWgmmaFewMaxRows) : "off",
       cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
       fp4_prewiden ? fmt::format("before the call from {} rows an expert", prewiden_min_rows) : "in shared memory",
@@ -287,7 +288,7 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
   if (policy.cublaslt && lt_shape && p.rows > policy.fast_mma_max_rows) plan.route = GemmRoute::kCublasLt;
   // Up to a tile of rows a weight: the few-row kernel, on the mma.sync plan where it refuses the call.
   const int64_t per_weight = p.experts > 0 ? ceil_div(p.rows, p.experts) : p.rows;
-  const bool few = per_weight <= policy.gemv_max_rows && (p.experts == 0 || p.rows <= policy.gemv_grouped_max_rows);
+  const bool few = per_weight <= (p.experts > 0 ? policy.gemv_grouped_max_rows : policy.gemv_max_rows);
   if (few && plan.route == GemmRoute::kFastMma) {
     plan.route = GemmRoute::kFastGemv;
     plan.gemv_k_parts = policy.gemv_k_parts > 0 ? policy.gemv_k_parts : fast_gemv_k_parts(p, caps);

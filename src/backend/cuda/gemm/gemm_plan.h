@@ -52,12 +52,13 @@ struct GemmPolicy {
   Numerics numerics = Numerics::kExact;
   // Fast tier: dense FP8 GEMMs of more rows than this go to cuBLASLt (where it takes the shape).
   int64_t fast_mma_max_rows = 64;
-  // Fast tier: block-scaled calls of at most this many rows a weight (dense rows, or a grouped call's
-  // rows over its experts) on the few-row kernel, fast_gemv.h (DSV4_GEMM_FAST_GEMV_MAX_ROWS; 0: off);
-  // grouped calls only up to gemv_grouped_max_rows rows in all (beyond, many experts' tiles run
-  // faster on the mma.sync kernel: docs/perf.md).
+  // Fast tier: dense block-scaled calls of at most this many rows on the few-row kernel, fast_gemv.h
+  // (DSV4_GEMM_FAST_GEMV_MAX_ROWS; 0: off); grouped calls of at most gemv_grouped_max_rows rows an expert
+  // (their rows over their experts, rounded up; DSV4_GEMM_GEMV_GROUPED_MAX_ROWS): one tile an expert
+  // mostly. 32 experts at 6 rows an expert measured 15% faster there than on the mma.sync kernel, at 12
+  // 13% slower (H100, docs/perf.md).
   int64_t gemv_max_rows = 32;  // m16 / m32 measured 1.3-4x faster than mma.sync (docs/perf.md)
-  int64_t gemv_grouped_max_rows = 64;
+  int64_t gemv_grouped_max_rows = 8;
   // Fast tier, few-row kernel: runs of K a CTA's warps split (1, 2, 4 or 8); 0: the plan's rule
   // (fast_gemv_k_parts). Set only by the bench's sweep (gpu_kernels_bench gemv-parts) that checks the rule.
   int gemv_k_parts = 0;
@@ -131,7 +132,8 @@ struct GemmPolicy {
   bool hc_fused_norm = true;
   // Fast tier: a sublayer boundary's hc_post and the next hc_pre as one kernel (hc_post_pre) up to this
   // many tokens (DSV4_HC_POST_PRE_MAX_TOKENS; 0: the two ops, three launches).
-  int64_t hc_post_pre_max_tokens = 8;
+  // 64 (the fused kernel's most) measured 0.4-0.6 ms faster a b16-b64 step than 8 (H100, docs/perf.md).
+  int64_t hc_post_pre_max_tokens = 64;
   // Sparse attention's fast path (attention_mqa.cu), from this many tokens: the entries the lists name
   // decoded once into a shadow of bf16 rows instead of by every CTA that reads them (the same bits;
   // DSV4_ATTENTION_SHADOW_MIN_TOKENS, 0: never). H100: CSA lists 11-14% faster from 2048 tokens, HCA
