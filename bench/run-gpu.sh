@@ -226,7 +226,11 @@ if [ "${DSV4_GPU_BENCH:-0}" = 1 ]; then
         ncu_run=(--clock-control none --launch-skip "$ncu_skip" --launch-count "$ncu_count")
         ncu_target=("$STAGE/bin/dsv4" bench step "$flash" --backend cuda --enforce-eager --batch "$ncu_batch"
           --context 8192 --prefill 0 -r 1)
+        # DSV4_GPU_NCU_NAME_BASE=demangled: the regex sees template arguments (one instance of a kernel);
+        # the sections' tables (warp stall reasons) printed where this Nsight Compute can.
+        ncu_run+=(--kernel-name-base "${DSV4_GPU_NCU_NAME_BASE:-function}")
         if [ -n "$ncu_kernel" ]; then
+          "$ncu_bin" --help 2>/dev/null | grep -q -- --print-details && ncu_run+=(--print-details all)
           step ncu-step-kernel "$ncu_bin" "${ncu_run[@]}" -k "regex:$ncu_kernel" --section SpeedOfLight \
             --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis --section SchedulerStats \
             --section SourceCounters "${ncu_target[@]}"
