@@ -8,10 +8,7 @@
 //        shifts (fp4_shift.h) to e4m3 words 2ks and 2ks + 1 of codes 8t + 0, 2, 4, 6 and 8t + 1, 3, 5, 7,
 //        the activation's bytes split alike.
 // MMA step ks then multiplies words 2ks and 2ks + 1 of both operands: every K slot holds the same K
-// index in the weight and the activation, and an FP4 step never leaves its scale block. FP4 tiles keep
-// their activation codes widened to f16 in shared memory, in the order the MMA's halves take them (the
-// widening sm_90a runs before each FP8 mma.sync, done once a tile instead of once a weight fragment:
-// the same f16 operands, the same bits).
+// index in the weight and the activation, and an FP4 step never leaves its scale block.
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cuda_check.h"
@@ -75,14 +72,12 @@ struct Rows {
 };
 
 // FP4: a warp's 16 rows of a K block (64 bytes each) copied by cp.async, 16 bytes a lane, into a ring slot
-// of its own; ldmatrix then hands lane (g, t) its operand words (matrix ks: row g's bytes 16ks + 4t).
-// Measured 5-21% faster than four 4-byte loads a row straight into the registers, each touching eight
-// rows' lines (docs/perf.md). Rows sit unpadded, their 16-byte units swizzled (unit u of row r at
-// u ^ ((r >> 1) & 3)): ldmatrix's eight row reads of a phase and the copies' eight units of a phase each
-// fall in distinct banks (an 80-byte pitch left the copies two-way conflicted).
-constexpr int kStagePitch = 64;
+// of its own, rows kStagePitch bytes apart (16 more than a row, so that ldmatrix's eight row reads of a
+// phase fall in distinct banks); ldmatrix then hands lane (g, t) its operand words (matrix ks: row g's
+// bytes 16ks + 4t). Measured 5-21% faster than four 4-byte loads a row straight into the registers, each
+// touching eight rows' lines (docs/perf.md).
+constexpr int kStagePitch = 80;
 constexpr int kStageSlot = 16 * kStagePitch;
-__device__ __forceinline__ int stage_unit(int r, int u) { return u ^ ((r >> 1) & 3); }
 
 // FP8: the lane's two 16-byte pieces of rows g and g + 8 and the rows' block scale, into registers.
 __device__ __forceinline__ void load_weights(const Rows& r, int kb, int t, WeightBlock<Form::kFp8>& o) {
@@ -102,8 +97,7 @@ __device__ __forceinline__ void stage_weights(const Rows& r, int kb, int g, int 
                                               WeightBlock<Form::kFp4>& o) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int row = g + 8 * h;
-    cp_async<16>(slot + row * kStagePitch + 16 * stage_unit(row, t), r.w[h] + kb * 64 + 16 * t);
+    cp_async<16>(slot + (g + 8 * h) * kStagePitch + 16 * t, r.w[h] + kb * 64 + 16 * t);
     o.ws[h] = __ldg(reinterpret_cast<const uint32_t*>(r.s[h] + kb * 4));
   }
   cp_async_commit();
@@ -114,30 +108,18 @@ template <int D>
 __device__ __forceinline__ void unstage_weights(const uint8_t* slot, int lane, WeightBlock<Form::kFp4>& o) {
   cp_async_wait<D - 1>();
   __syncwarp();
-  const int row = lane % 8;  // rows row and row + 8 share the swizzle
-  const uint32_t a = smem_addr(slot + row * kStagePitch + 16 * stage_unit(row, lane / 8));
+  const uint32_t a = smem_addr(slot + (lane % 8) * kStagePitch + 16 * (lane / 8));
   ldsm_x4(a, o.w[0]);
   ldsm_x4(a + 8 * kStagePitch, o.w[1]);
   __syncwarp();  // every lane's reads before the slot's next copies
 }
 
-// Bytes of a tile row's activations in shared memory: FP8 codes, or FP4's f16 widening (16 bytes an
-// eight-code group, below), padded so that a fragment load's rows fall in distinct banks (16-byte loads
-// of rows g and g + 1 at 64 bytes apart). The rows' scales [nkb][kTm] follow the kTm rows (a lane's two
-// rows side by side).
+// Bytes of a tile row's codes in shared memory: padded so that a fragment load's rows fall in
+// distinct banks (FP8: 16-byte loads of rows g and g + 1 at 64 bytes apart; FP4: 8-byte loads of four
+// rows 32 apart). The rows' scales [kTm][nkb] follow the kTm rows.
 template <Form F>
 __host__ __device__ constexpr int64_t act_pitch(int64_t kg) {
-  return (is_fp8(F) ? kg : 2 * kg) + 64;
-}
-
-// FP4: eight activation codes (K offsets 0-7 of a lane's piece) widened to f16 as the two m16n8k16 halves
-// of the FP8 MMA on the parity-split bytes take them (mma_e4m3_zero_f16): {0, 2}, {1, 3}, {4, 6}, {5, 7}.
-__device__ __forceinline__ uint4 widen_group(uint32_t lo, uint32_t hi) {
-  const ParityWords x = bytes_by_parity(lo, hi);
-  uint4 w;
-  e4m3x4_f16x2(x.even, w.x, w.z);
-  e4m3x4_f16x2(x.odd, w.y, w.w);
-  return w;
+  return kg + (is_fp8(F) ? 64 : 32);
 }
 
 // acc += block kb's products of the lane's fragment (weight rows g, g + 8 x tile rows 2t, 2t + 1), the
@@ -145,30 +127,33 @@ __device__ __forceinline__ uint4 widen_group(uint32_t lo, uint32_t hi) {
 template <Form F>
 __device__ __forceinline__ void multiply(const WeightBlock<F>& o, const uint8_t* acts, const float* sa_rows,
                                          int64_t pitch, int nkb, int kb, int cnt, int g, int t, float (&acc)[4]) {
-  // FP8: two 16-byte pieces of codes; FP4: a widened group a step. Lanes past the tile's rows read its last
-  // row: their MMA columns are output rows that are never stored.
-  uint4 b[is_fp8(F) ? 2 : 4];
-  const uint8_t* row = acts + (g < cnt ? g : cnt - 1) * pitch + kb * (is_fp8(F) ? 128 : 256);
-  if constexpr (is_fp8(F)) {  // pieces 0-1 and 2-3 are 16 contiguous bytes each
+  uint32_t b[8] = {};
+  const uint8_t* row = acts + g * pitch + kb * 128;
+  if (g < cnt) {
+    if constexpr (is_fp8(F)) {  // pieces 0-1 and 2-3 are 16 contiguous bytes each
 #pragma unroll
-    for (int h = 0; h < 2; ++h) b[h] = *reinterpret_cast<const uint4*>(row + piece_k<F>(2 * h, t));
-  } else {
+      for (int h = 0; h < 2; ++h) {
+        const uint4 v = *reinterpret_cast<const uint4*>(row + piece_k<F>(2 * h, t));
+        b[4 * h] = v.x, b[4 * h + 1] = v.y, b[4 * h + 2] = v.z, b[4 * h + 3] = v.w;
+      }
+    } else {
 #pragma unroll
-    for (int q = 0; q < 4; ++q) b[q] = *reinterpret_cast<const uint4*>(row + 2 * piece_k<F>(q, t));
+      for (int q = 0; q < 4; ++q) {
+        const uint2 v = *reinterpret_cast<const uint2*>(row + piece_k<F>(q, t));
+        b[2 * q] = v.x, b[2 * q + 1] = v.y;
+      }
+    }
   }
-  const float2 sa2 = *reinterpret_cast<const float2*>(sa_rows + kb * kTm + 2 * t);
-  const float sa[2] = {sa2.x, sa2.y};
+  const float sa[2] = {sa_rows[(2 * t) * nkb + kb], sa_rows[(2 * t + 1) * nkb + kb]};
   if constexpr (is_fp8(F)) {
     float d[4];
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
       const uint32_t a[4] = {o.w[0][2 * ks], o.w[1][2 * ks], o.w[0][2 * ks + 1], o.w[1][2 * ks + 1]};
-      const uint4& v = b[ks / 2];
-      const uint32_t b0 = ks % 2 ? v.z : v.x, b1 = ks % 2 ? v.w : v.y;
       if (ks == 0) {
-        mma_e4m3_zero(d, a, b0, b1);
+        mma_e4m3_zero(d, a, b[0], b[1]);
       } else {
-        mma_e4m3(d, a, b0, b1);
+        mma_e4m3(d, a, b[2 * ks], b[2 * ks + 1]);
       }
     }
     const float sw = ue8m0_f(o.ws[0]);
@@ -180,9 +165,10 @@ __device__ __forceinline__ void multiply(const WeightBlock<F>& o, const uint8_t*
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
       const ParityWords lo = e2m1x8_e4m3_shifted(o.w[0][ks]), hi = e2m1x8_e4m3_shifted(o.w[1][ks]);
+      const ParityWords x = bytes_by_parity(b[2 * ks], b[2 * ks + 1]);
       const uint32_t a[4] = {lo.even, hi.even, lo.odd, hi.odd};
       float d[4];
-      mma_e4m3_zero_f16_widened(d, a, b[ks]);
+      mma_e4m3_zero_f16(d, a, x.even, x.odd);
       const float bs[2] = {__uint_as_float(ue8m0_bits(o.ws[0], special[0], ks)),
                            __uint_as_float(ue8m0_bits(o.ws[1], special[1], ks))};
 #pragma unroll
@@ -199,11 +185,9 @@ __device__ __forceinline__ uint32_t act_codes2(uint32_t bf16_pair, float inv) {
 }
 
 // Lane quad g quantizes tile row g's 128-block (lane t: values 32t..32t+31, loaded as raw) into the
-// shared codes (FP4 tiles: widened, at `block`, the block's 256 bytes), with the exact quantizer's scale
-// (the quad's amax), stored by lane t = 0. Every lane of the warp calls it (the quads exchange through
-// shuffles); only rows of the tile store.
-template <Form F>
-__device__ __forceinline__ void quantize_quad(const uint4 (&raw)[4], bool store, uint8_t* block, float* scale, int t) {
+// shared codes, with the exact quantizer's scale (the quad's amax), stored by lane t = 0. Every lane of
+// the warp calls it (the quads exchange through shuffles); only rows of the tile store.
+__device__ __forceinline__ void quantize_quad(const uint4 (&raw)[4], bool store, uint8_t* codes, float* scale, int t) {
   float amax = 0.0f;
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
@@ -225,42 +209,14 @@ __device__ __forceinline__ void quantize_quad(const uint4 (&raw)[4], bool store,
     c[2 * q + 1] = act_codes2(raw[q].z, inv) | (act_codes2(raw[q].w, inv) << 16);
   }
   if (!store) return;
-  if constexpr (is_fp8(F)) {
-    reinterpret_cast<uint4*>(block + 32 * t)[0] = make_uint4(c[0], c[1], c[2], c[3]);
-    reinterpret_cast<uint4*>(block + 32 * t)[1] = make_uint4(c[4], c[5], c[6], c[7]);
-  } else {
-#pragma unroll
-    for (int q = 0; q < 4; ++q) reinterpret_cast<uint4*>(block + 64 * t)[q] = widen_group(c[2 * q], c[2 * q + 1]);
-  }
+  reinterpret_cast<uint4*>(codes + 32 * t)[0] = make_uint4(c[0], c[1], c[2], c[3]);
+  reinterpret_cast<uint4*>(codes + 32 * t)[1] = make_uint4(c[4], c[5], c[6], c[7]);
   if (t == 0) *scale = s;
 }
 
-// FP4: the tile's codes widened into shared memory, 16 codes a thread at a time, four loads in flight.
-__device__ void widen_codes(const ExactBlockArgs& p, const Tile& tl, int64_t k0, uint8_t* acts, int64_t pitch) {
-  constexpr int kIlp = 4;
-  const int per_row = static_cast<int>(p.kg / 16), n = tl.cnt * per_row;
-  for (int i0 = static_cast<int>(threadIdx.x); i0 < n; i0 += kThreads * kIlp) {
-    uint4 v[kIlp];
-#pragma unroll
-    for (int j = 0; j < kIlp; ++j) {
-      const int i = i0 + j * kThreads;
-      if (i < n) v[j] = __ldg(reinterpret_cast<const uint4*>(p.codes + (tl.r0 + i / per_row) * p.codes_ld + k0) + i % per_row);
-    }
-#pragma unroll
-    for (int j = 0; j < kIlp; ++j) {
-      const int i = i0 + j * kThreads;
-      if (i >= n) break;
-      uint4* out = reinterpret_cast<uint4*>(acts + (i / per_row) * pitch + (i % per_row) * 32);
-      out[0] = widen_group(v[j].x, v[j].y);
-      out[1] = widen_group(v[j].z, v[j].w);
-    }
-  }
-}
-
 // The tile's activations for every K block of group grp into shared memory: codes and scales copied
-// (FP8: cp.async, all in flight at once; FP4: widened), or a dense call's bf16 rows quantized here, a warp a
-// block of every tile row at a time (a lane quad a row). Scales past the tile are 0.
-template <Form F>
+// (cp.async, all in flight at once), or a dense call's bf16 rows quantized here, a warp a block of every tile row at a
+// time (a lane quad a row). Scales past the tile are 0.
 __device__ void stage_acts(const ExactBlockArgs& p, const Tile& tl, int64_t grp, uint8_t* acts, float* sa_rows,
                            int64_t pitch) {
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
@@ -277,28 +233,22 @@ __device__ void stage_acts(const ExactBlockArgs& p, const Tile& tl, int64_t grp,
 #pragma unroll
         for (int q = 0; q < 4; ++q) raw[q] = __ldg(reinterpret_cast<const uint4*>(x + kb * 128 + 8 * q));
       }
-      quantize_quad<F>(raw, g < tl.cnt, acts + g * pitch + kb * (is_fp8(F) ? 128 : 256), sa_rows + kb * kTm + g, t);
+      quantize_quad(raw, g < tl.cnt, acts + g * pitch + kb * 128, sa_rows + g * nkb + kb, t);
     }
   } else {
-    if constexpr (is_fp8(F)) {
-      const int per_row = static_cast<int>(p.kg / 16);
-      for (int i = static_cast<int>(threadIdx.x); i < tl.cnt * per_row; i += kThreads) {
-        const int r = i / per_row, u = i % per_row;
-        cp_async<16>(acts + r * pitch + u * 16, p.codes + (tl.r0 + r) * p.codes_ld + k0 + u * 16);
-      }
-      cp_async_commit();
-    } else {
-      widen_codes(p, tl, k0, acts, pitch);
+    const int per_row = static_cast<int>(p.kg / 16);
+    for (int i = static_cast<int>(threadIdx.x); i < tl.cnt * per_row; i += kThreads) {
+      const int r = i / per_row, u = i % per_row;
+      cp_async<16>(acts + r * pitch + u * 16, p.codes + (tl.r0 + r) * p.codes_ld + k0 + u * 16);
     }
+    cp_async_commit();
     for (int i = static_cast<int>(threadIdx.x); i < live; i += kThreads) {
       const int r = i / nkb, kb = i % nkb;
-      sa_rows[kb * kTm + r] = __ldg(p.scales + (grp * nkb + kb) * p.scale_ld + tl.r0 + r);
+      sa_rows[i] = __ldg(p.scales + (grp * nkb + kb) * p.scale_ld + tl.r0 + r);
     }
-    if constexpr (is_fp8(F)) cp_async_wait<0>();
+    cp_async_wait<0>();
   }
-  for (int i = static_cast<int>(threadIdx.x); i < kTm * nkb; i += kThreads) {
-    if (i % kTm >= tl.cnt) sa_rows[i] = 0.0f;
-  }
+  for (int i = live + static_cast<int>(threadIdx.x); i < kTm * nkb; i += kThreads) sa_rows[i] = 0.0f;
 }
 
 // RG row groups of 16 weight rows a CTA; the CTA's kWarps / RG warps of a row group split its K blocks
@@ -409,7 +359,7 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
   if (!early && !start()) return;
   uint8_t* acts = smem_raw;
   float* sa_rows = reinterpret_cast<float*>(smem_raw + kTm * pitch);
-  stage_acts<F>(p, tl, place(0).grp, acts, sa_rows, pitch);
+  stage_acts(p, tl, place(0).grp, acts, sa_rows, pitch);
   __syncthreads();
   for (int it = 0; it < items; ++it) {
     const Place q = place(it);
@@ -452,7 +402,7 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
   }
 }
 
-// The tile's activations (FP4: widened) and scales, then (FP4) every warp's ring of kDepth slots.
+// The tile's codes and scales, then (FP4) every warp's ring of kDepth slots.
 int64_t smem_bytes(const ExactBlockArgs& a, Form f) {
   const int64_t pitch = f == Form::kFp8 ? act_pitch<Form::kFp8>(a.kg) : act_pitch<Form::kFp4>(a.kg);
   return kTm * pitch + kTm * (a.kg / 128) * 4 + (f == Form::kFp4 ? int64_t{kWarps} * kDepth * kStageSlot : 0);

@@ -14,9 +14,8 @@
 // memory and reach the registers by ldmatrix (one 4-byte word of each 32-code scale block a lane).
 // Four blocks of a warp's weights are in flight; no barrier runs inside the K loop, and a dense call's first
 // blocks load before the wait on the previous kernel (a grouped call's too, where its offsets were settled:
-// ExactBlockArgs::offsets_settled). The tile's activation codes sit in shared memory (FP4 tiles: widened
-// to f16 once), copied, or quantized there from a dense call's bf16 rows (the exact quantizer's codes,
-// without quantize_act's launch).
+// ExactBlockArgs::offsets_settled). The tile's activation codes sit in shared memory, copied, or quantized
+// there from a dense call's bf16 rows (the exact quantizer's codes, without quantize_act's launch).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -27,8 +26,7 @@ namespace dsv4::cuda {
 
 // Activation rows of one tile; a call with more rows a weight runs more tiles (each rereads the weight).
 constexpr int kFastGemvTileRows = 8;
-// Shared memory a CTA may take for its tile's activations (8 rows of K) and FP4 rings: FP8 K up to about
-// 12,000, FP4 (widened to f16) up to about 4,300.
+// Shared memory a CTA may take for its tile's codes (8 rows of K): K up to about 12,000.
 constexpr int64_t kFastGemvMaxSmem = 100 << 10;
 
 // Whether the kernel takes the call: FP8 or FP4 weights with K % 128 == 0, FP8 groups of whole

@@ -51,17 +51,4 @@ __device__ __forceinline__ void mma_e4m3_zero_f16(float (&d)[4], const uint32_t 
   mma_f16(d, ahi, bhi[0], bhi[1]);
 }
 
-// mma_e4m3_zero_f16 with the 8-column operand widened beforehand: b = {b0's low pair, b1's low pair, b0's
-// high pair, b1's high pair} as f16 (the same operands, the same bits).
-__device__ __forceinline__ void mma_e4m3_zero_f16_widened(float (&d)[4], const uint32_t (&a)[4], const uint4& b) {
-  uint32_t alo[4], ahi[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) e4m3x4_f16x2(a[i], alo[i], ahi[i]);
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%10, %10, %10, %10};\n"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(alo[0]), "r"(alo[1]), "r"(alo[2]), "r"(alo[3]), "r"(b.x), "r"(b.y), "f"(0.0f));
-  mma_f16(d, ahi, b.z, b.w);
-}
-
 }  // namespace dsv4::cuda
