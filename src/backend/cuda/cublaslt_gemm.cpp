@@ -295,8 +295,8 @@ struct GemmRunner::Impl {
       }
       plan.route = plan.fallback;  // the few-row or mma.sync plan, kept whole
     }
-    if (plan.route == GemmRoute::kFastGemv && fast_gemv_takes(p, plan.gemv_tile_rows)) {
-      fast_gemv(p, {plan.gemv_k_parts, plan.gemv_items, plan.gemv_tile_rows}, stream);
+    if (plan.route == GemmRoute::kFastGemv && fast_gemv_takes(p)) {
+      fast_gemv(p, {plan.gemv_k_parts, plan.gemv_items}, stream);
       return;
     }
     if (plan.fallback == GemmRoute::kWgmma) {
@@ -638,8 +638,8 @@ struct GemmRunner::Impl {
     ExactBlockArgs p = block_args(a, a.y_stride ? a.y_stride : a.w.rows);
     p.x = a.x, p.x_ld = a.x_stride ? a.x_stride : k;
     p.w_b = w_b.data, p.w_scale_b = w_b.scale, p.y_b = y_b;
-    if (!fast_gemv_takes(p, plan.gemv_tile_rows)) return false;
-    fast_gemv(p, {plan.gemv_k_parts, plan.gemv_items, plan.gemv_tile_rows}, stream);
+    if (!fast_gemv_takes(p)) return false;
+    fast_gemv(p, {plan.gemv_k_parts, plan.gemv_items}, stream);
     return true;
   }
 
@@ -732,8 +732,8 @@ struct GemmRunner::Impl {
     if (plan.route == GemmRoute::kFastMma || plan.route == GemmRoute::kFastGemv) {
       // bf16 rows straight in where the kernel quantizes them
       p.x = a.x, p.x_ld = x_ld;
-      if (plan.route == GemmRoute::kFastGemv && fast_gemv_takes(p, plan.gemv_tile_rows)) {
-        fast_gemv(p, {plan.gemv_k_parts, plan.gemv_items, plan.gemv_tile_rows}, stream);
+      if (plan.route == GemmRoute::kFastGemv && fast_gemv_takes(p)) {
+        fast_gemv(p, {plan.gemv_k_parts, plan.gemv_items}, stream);
         return;
       }
       if (plan.route == GemmRoute::kFastMma && fast_mma_takes_bf16(p, {plan.tile_rows, plan.splits, plan.resident})) {

@@ -250,21 +250,13 @@ TEST(GemmPlan, FastFewRowsAWeightGoToTheFewRowKernel) {
     EXPECT_EQ(plan_gemm(grouped(w, 6, 256, 2048, 4096), fast, kH200).route, GemmRoute::kFastGemv);
     EXPECT_EQ(plan_gemm(grouped(w, 48, 32, 2048, 4096), fast, kH200).route, GemmRoute::kFastGemv);
     EXPECT_EQ(plan_gemm(grouped(w, 64, 256, 2048, 4096), fast, kH200).route, GemmRoute::kFastGemv);
-    // Grouped: up to 16 rows an expert (a decode step's routed rows at b32 and b64 over 32 experts, b256
-    // over 256), whatever the rows in all, in tiles of 8 rows up to 8 an expert and (FP4) of 16 past;
-    // beyond 16, the mma.sync kernel.
+    // Grouped: up to eight rows an expert (a decode step's routed rows at b32 over 32 experts, b256 over
+    // 256), whatever the rows in all; beyond, the mma.sync kernel.
     EXPECT_EQ(plan_gemm(grouped(w, 192, 32, 2048, 4096), fast, kH200).route, GemmRoute::kFastGemv);
-    EXPECT_EQ(plan_gemm(grouped(w, 192, 32, 2048, 4096), fast, kH200).gemv_tile_rows, 8);
     EXPECT_EQ(plan_gemm(grouped(w, 1536, 256, 2048, 4096), fast, kH200).route, GemmRoute::kFastGemv);
-    const int sixteen = w == GemmWeightKind::kFp4 ? 16 : 8;
-    EXPECT_EQ(plan_gemm(grouped(w, 257, 32, 2048, 4096), fast, kH200).route, GemmRoute::kFastGemv);
-    EXPECT_EQ(plan_gemm(grouped(w, 257, 32, 2048, 4096), fast, kH200).gemv_tile_rows, sixteen);
-    EXPECT_EQ(plan_gemm(grouped(w, 384, 32, 2048, 4096), fast, kH200).route, GemmRoute::kFastGemv);
-    EXPECT_EQ(plan_gemm(grouped(w, 384, 32, 2048, 4096), fast, kH200).gemv_tile_rows, sixteen);
-    EXPECT_EQ(plan_gemm(grouped(w, 513, 32, 2048, 4096), fast, kH200).route, GemmRoute::kFastMma);
-    EXPECT_EQ(plan_gemm(grouped(w, 17, 1, 2048, 4096), fast, kH200).route, GemmRoute::kFastMma);
-    // Dense calls keep tiles of 8 rows.
-    EXPECT_EQ(plan_gemm(dense(w, 16, 4096, 8192), fast, kH200).gemv_tile_rows, 8);
+    EXPECT_EQ(plan_gemm(grouped(w, 257, 32, 2048, 4096), fast, kH200).route, GemmRoute::kFastMma);
+    EXPECT_EQ(plan_gemm(grouped(w, 384, 32, 2048, 4096), fast, kH200).route, GemmRoute::kFastMma);
+    EXPECT_EQ(plan_gemm(grouped(w, 9, 1, 2048, 4096), fast, kH200).route, GemmRoute::kFastMma);
   }
   GemmProblem g = dense(GemmWeightKind::kFp8, 4, 1024, 1024);
   g.groups = 2;
@@ -443,19 +435,15 @@ TEST(GemmPlan, FastGroupedExpertsTileByRowsPerExpert) {
   EXPECT_EQ(plan.splits, 1);
   EXPECT_EQ(plan.workspace_floats, 0);
   // A decode batch of 32 over 32 experts (192 routed rows): the few-row kernel, with mma.sync tiles of 8
-  // and resident activations behind it; b48 (9 rows an expert): the few-row kernel's 16-row tiles, mma.sync's
-  // tiles of 16 behind; b96 (18): mma.sync.
+  // and resident activations behind it; b48 (9 rows an expert): mma.sync tiles of 16.
   plan = plan_gemm(grouped(GemmWeightKind::kFp4, 192, 32, 2048, 4096), fast, kH200);
   EXPECT_EQ(plan.route, GemmRoute::kFastGemv);
   EXPECT_EQ(plan.fallback, GemmRoute::kFastMma);
   EXPECT_EQ(plan.tile_rows, 8);
   EXPECT_TRUE(plan.resident);
   plan = plan_gemm(grouped(GemmWeightKind::kFp4, 288, 32, 2048, 4096), fast, kH200);
-  EXPECT_EQ(plan.route, GemmRoute::kFastGemv);
-  EXPECT_EQ(plan.gemv_tile_rows, 16);
-  EXPECT_EQ(plan.fallback, GemmRoute::kFastMma);
+  EXPECT_EQ(plan.route, GemmRoute::kFastMma);
   EXPECT_EQ(plan.tile_rows, 16);
-  EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 576, 32, 2048, 4096), fast, kH200).route, GemmRoute::kFastMma);
   // Grouped calls never go to cuBLASLt.
   EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp8, 49152, 32, 2048, 4096), fast, kH200).route, GemmRoute::kWgmma);
 }
@@ -580,7 +568,7 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   EXPECT_EQ(p.gemv_max_rows, 4);
   EXPECT_NE(p.describe().find("FP4 per 32 (wgmma: per 128); few-row kernel up to 4 rows"), std::string::npos)
       << p.describe();
-  EXPECT_NE(p.describe().find("up to 4 rows a weight, 16 an expert (FP8 twins 2; column tiles a CTA by one wave)"),
+  EXPECT_NE(p.describe().find("up to 4 rows a weight, 8 an expert (FP8 twins 2; column tiles a CTA by one wave)"),
             std::string::npos)
       << p.describe();
   GemmPolicy one = p;

@@ -27,6 +27,7 @@ using namespace gemm_tiles;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * kWarp;
+constexpr int kTm = kFastGemvTileRows;
 
 // The weight operand as the kernel reads it: FP8 blocks, or FP4 per 32-wide scale block (codes and scale
 // bytes decoded by shifts, four promotions a 128-wide block; one re-encoded e5m2 block a 128, and the
@@ -71,14 +72,12 @@ struct Rows {
 };
 
 // FP4: a warp's 16 rows of a K block (64 bytes each) copied by cp.async, 16 bytes a lane, into a ring slot
-// of its own; ldmatrix then hands lane (g, t) its operand words (matrix ks: row g's bytes 16ks + 4t).
-// Measured 5-21% faster than four 4-byte loads a row straight into the registers, each touching eight
-// rows' lines (docs/perf.md). Rows sit unpadded, their 16-byte units swizzled (unit u of row r at
-// u ^ ((r >> 1) & 3)): ldmatrix's eight row reads of a phase and the copies' eight units of a phase each
-// fall in distinct banks, in 8 KB less a CTA than rows padded to 80 bytes (which 16-row tiles need).
-constexpr int kStagePitch = 64;
+// of its own, rows kStagePitch bytes apart (16 more than a row, so that ldmatrix's eight row reads of a
+// phase fall in distinct banks); ldmatrix then hands lane (g, t) its operand words (matrix ks: row g's
+// bytes 16ks + 4t). Measured 5-21% faster than four 4-byte loads a row straight into the registers, each
+// touching eight rows' lines (docs/perf.md).
+constexpr int kStagePitch = 80;
 constexpr int kStageSlot = 16 * kStagePitch;
-__device__ __forceinline__ int stage_unit(int r, int u) { return u ^ ((r >> 1) & 3); }
 
 // FP8: the lane's two 16-byte pieces of rows g and g + 8 and the rows' block scale, into registers.
 __device__ __forceinline__ void load_weights(const Rows& r, int kb, int t, WeightBlock<Form::kFp8>& o) {
@@ -98,8 +97,7 @@ __device__ __forceinline__ void stage_weights(const Rows& r, int kb, int g, int 
                                               WeightBlock<Form::kFp4>& o) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int row = g + 8 * h;
-    cp_async<16>(slot + row * kStagePitch + 16 * stage_unit(row, t), r.w[h] + kb * 64 + 16 * t);
+    cp_async<16>(slot + (g + 8 * h) * kStagePitch + 16 * t, r.w[h] + kb * 64 + 16 * t);
     o.ws[h] = __ldg(reinterpret_cast<const uint32_t*>(r.s[h] + kb * 4));
   }
   cp_async_commit();
@@ -110,8 +108,7 @@ template <int D>
 __device__ __forceinline__ void unstage_weights(const uint8_t* slot, int lane, WeightBlock<Form::kFp4>& o) {
   cp_async_wait<D - 1>();
   __syncwarp();
-  const int row = lane % 8;  // rows row and row + 8 share the swizzle
-  const uint32_t a = smem_addr(slot + row * kStagePitch + 16 * stage_unit(row, lane / 8));
+  const uint32_t a = smem_addr(slot + (lane % 8) * kStagePitch + 16 * (lane / 8));
   ldsm_x4(a, o.w[0]);
   ldsm_x4(a + 8 * kStagePitch, o.w[1]);
   __syncwarp();  // every lane's reads before the slot's next copies
@@ -119,88 +116,63 @@ __device__ __forceinline__ void unstage_weights(const uint8_t* slot, int lane, W
 
 // Bytes of a tile row's codes in shared memory: padded so that a fragment load's rows fall in
 // distinct banks (FP8: 16-byte loads of rows g and g + 1 at 64 bytes apart; FP4: 8-byte loads of four
-// rows 32 apart). The rows' scales [nkb][TM] follow the TM rows (a lane's two rows side by side).
+// rows 32 apart). The rows' scales [kTm][nkb] follow the kTm rows.
 template <Form F>
 __host__ __device__ constexpr int64_t act_pitch(int64_t kg) {
   return kg + (is_fp8(F) ? 64 : 32);
 }
 
-// acc[h] += block kb's products of the lane's fragment (weight rows g, g + 8 x tile rows 8h + 2t, 8h + 2t + 1),
-// the activation operand of half h read from the shared codes of tile row 8h + g (rows past the tile read its
-// last row: their MMA columns are outputs that are never stored). The tile's rows are [nkb][TM] scales.
-template <Form F, int TM>
+// acc += block kb's products of the lane's fragment (weight rows g, g + 8 x tile rows 2t, 2t + 1), the
+// activation operand read from the shared codes of tile row g (zeros past the tile).
+template <Form F>
 __device__ __forceinline__ void multiply(const WeightBlock<F>& o, const uint8_t* acts, const float* sa_rows,
-                                         int64_t pitch, int kb, int cnt, int g, int t, float (&acc)[TM / 8][4]) {
-  constexpr int H = TM / 8;
-  uint32_t b[H][8];
-#pragma unroll
-  for (int h = 0; h < H; ++h) {
-    const int r = 8 * h + g;
-    const uint8_t* row = acts + (r < cnt ? r : cnt - 1) * pitch + kb * 128;
+                                         int64_t pitch, int nkb, int kb, int cnt, int g, int t, float (&acc)[4]) {
+  uint32_t b[8] = {};
+  const uint8_t* row = acts + g * pitch + kb * 128;
+  if (g < cnt) {
     if constexpr (is_fp8(F)) {  // pieces 0-1 and 2-3 are 16 contiguous bytes each
 #pragma unroll
-      for (int q = 0; q < 2; ++q) {
-        const uint4 v = *reinterpret_cast<const uint4*>(row + piece_k<F>(2 * q, t));
-        b[h][4 * q] = v.x, b[h][4 * q + 1] = v.y, b[h][4 * q + 2] = v.z, b[h][4 * q + 3] = v.w;
+      for (int h = 0; h < 2; ++h) {
+        const uint4 v = *reinterpret_cast<const uint4*>(row + piece_k<F>(2 * h, t));
+        b[4 * h] = v.x, b[4 * h + 1] = v.y, b[4 * h + 2] = v.z, b[4 * h + 3] = v.w;
       }
     } else {
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         const uint2 v = *reinterpret_cast<const uint2*>(row + piece_k<F>(q, t));
-        b[h][2 * q] = v.x, b[h][2 * q + 1] = v.y;
+        b[2 * q] = v.x, b[2 * q + 1] = v.y;
       }
     }
   }
-  float sa[H][2];
-#pragma unroll
-  for (int h = 0; h < H; ++h) {
-    const float2 v = *reinterpret_cast<const float2*>(sa_rows + kb * TM + 8 * h + 2 * t);
-    sa[h][0] = v.x, sa[h][1] = v.y;
-  }
+  const float sa[2] = {sa_rows[(2 * t) * nkb + kb], sa_rows[(2 * t + 1) * nkb + kb]};
   if constexpr (is_fp8(F)) {
-    float d[H][4];
+    float d[4];
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
       const uint32_t a[4] = {o.w[0][2 * ks], o.w[1][2 * ks], o.w[0][2 * ks + 1], o.w[1][2 * ks + 1]};
-#pragma unroll
-      for (int h = 0; h < H; ++h) {
-        if (ks == 0) {
-          mma_e4m3_zero(d[h], a, b[h][0], b[h][1]);
-        } else {
-          mma_e4m3(d[h], a, b[h][2 * ks], b[h][2 * ks + 1]);
-        }
+      if (ks == 0) {
+        mma_e4m3_zero(d, a, b[0], b[1]);
+      } else {
+        mma_e4m3(d, a, b[2 * ks], b[2 * ks + 1]);
       }
     }
     const float sw = ue8m0_f(o.ws[0]);
 #pragma unroll
-    for (int h = 0; h < H; ++h) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[h][e] = fmaf(d[h][e], sa[h][e % 2] * sw, acc[h][e]);
-    }
+    for (int e = 0; e < 4; ++e) acc[e] = fmaf(d[e], sa[e % 2] * sw, acc[e]);
   } else {  // codes as 2^-6 times their values by nibble parity, the activation bytes split alike
-    float sa64[H][2];
-#pragma unroll
-    for (int h = 0; h < H; ++h) sa64[h][0] = sa[h][0] * 64.0f, sa64[h][1] = sa[h][1] * 64.0f;
+    const float sa64[2] = {sa[0] * 64.0f, sa[1] * 64.0f};
     const uint32_t special[2] = {ue8m0_specials(o.ws[0]), ue8m0_specials(o.ws[1])};
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
       const ParityWords lo = e2m1x8_e4m3_shifted(o.w[0][ks]), hi = e2m1x8_e4m3_shifted(o.w[1][ks]);
+      const ParityWords x = bytes_by_parity(b[2 * ks], b[2 * ks + 1]);
       const uint32_t a[4] = {lo.even, hi.even, lo.odd, hi.odd};
-      uint32_t ae[H][2];
-#pragma unroll
-      for (int h = 0; h < H; ++h) {
-        const ParityWords x = bytes_by_parity(b[h][2 * ks], b[h][2 * ks + 1]);
-        ae[h][0] = x.even, ae[h][1] = x.odd;
-      }
-      float d[H][4];
-      mma_e4m3_zero_f16_rows<H>(d, a, ae);
+      float d[4];
+      mma_e4m3_zero_f16(d, a, x.even, x.odd);
       const float bs[2] = {__uint_as_float(ue8m0_bits(o.ws[0], special[0], ks)),
                            __uint_as_float(ue8m0_bits(o.ws[1], special[1], ks))};
 #pragma unroll
-      for (int h = 0; h < H; ++h) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[h][e] = fmaf(d[h][e], sa64[h][e % 2] * bs[e / 2], acc[h][e]);
-      }
+      for (int e = 0; e < 4; ++e) acc[e] = fmaf(d[e], sa64[e % 2] * bs[e / 2], acc[e]);
     }
   }
 }
@@ -243,9 +215,8 @@ __device__ __forceinline__ void quantize_quad(const uint4 (&raw)[4], bool store,
 }
 
 // The tile's activations for every K block of group grp into shared memory: codes and scales copied
-// (cp.async, all in flight at once), or a dense call's bf16 rows quantized here, a warp a block of eight tile
-// rows at a time (a lane quad a row). Scales [nkb][TM]; past the tile 0.
-template <int TM>
+// (cp.async, all in flight at once), or a dense call's bf16 rows quantized here, a warp a block of every tile row at a
+// time (a lane quad a row). Scales past the tile are 0.
 __device__ void stage_acts(const ExactBlockArgs& p, const Tile& tl, int64_t grp, uint8_t* acts, float* sa_rows,
                            int64_t pitch) {
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
@@ -253,17 +224,16 @@ __device__ void stage_acts(const ExactBlockArgs& p, const Tile& tl, int64_t grp,
   const int nkb = static_cast<int>(p.kg / 128), live = tl.cnt * nkb;
   const int64_t k0 = grp * p.kg;
   if (p.x) {
-    for (int h = 0; h < TM / 8; ++h) {
-      const int r = 8 * h + g;
-      const uint16_t* x = r < tl.cnt ? p.x + (tl.r0 + r) * p.x_ld + k0 + 32 * t : nullptr;
-      for (int kb = warp; kb < nkb; kb += kWarps) {
-        uint4 raw[4] = {};
-        if (r < tl.cnt) {
+    const int64_t row = tl.r0 + g;
+    const uint16_t* x = nullptr;
+    if (g < tl.cnt) x = p.x + row * p.x_ld + k0 + 32 * t;
+    for (int kb = warp; kb < nkb; kb += kWarps) {
+      uint4 raw[4] = {};
+      if (g < tl.cnt) {
 #pragma unroll
-          for (int q = 0; q < 4; ++q) raw[q] = __ldg(reinterpret_cast<const uint4*>(x + kb * 128 + 8 * q));
-        }
-        quantize_quad(raw, r < tl.cnt, acts + r * pitch + kb * 128, sa_rows + kb * TM + r, t);
+        for (int q = 0; q < 4; ++q) raw[q] = __ldg(reinterpret_cast<const uint4*>(x + kb * 128 + 8 * q));
       }
+      quantize_quad(raw, g < tl.cnt, acts + g * pitch + kb * 128, sa_rows + g * nkb + kb, t);
     }
   } else {
     const int per_row = static_cast<int>(p.kg / 16);
@@ -274,13 +244,11 @@ __device__ void stage_acts(const ExactBlockArgs& p, const Tile& tl, int64_t grp,
     cp_async_commit();
     for (int i = static_cast<int>(threadIdx.x); i < live; i += kThreads) {
       const int r = i / nkb, kb = i % nkb;
-      sa_rows[kb * TM + r] = __ldg(p.scales + (grp * nkb + kb) * p.scale_ld + tl.r0 + r);
+      sa_rows[i] = __ldg(p.scales + (grp * nkb + kb) * p.scale_ld + tl.r0 + r);
     }
     cp_async_wait<0>();
   }
-  for (int i = static_cast<int>(threadIdx.x); i < TM * nkb; i += kThreads) {
-    if (i % TM >= tl.cnt) sa_rows[i] = 0.0f;
-  }
+  for (int i = live + static_cast<int>(threadIdx.x); i < kTm * nkb; i += kThreads) sa_rows[i] = 0.0f;
 }
 
 // RG row groups of 16 weight rows a CTA; the CTA's kWarps / RG warps of a row group split its K blocks
@@ -291,9 +259,8 @@ __device__ void stage_acts(const ExactBlockArgs& p, const Tile& tl, int64_t grp,
 // Weights are never written during a step, so a dense call's first blocks load before the wait on the
 // previous kernel; so do a grouped call's whose offsets were settled before that kernel began (finding
 // the tile reads them).
-// kTurns: `items` as given (else 1: the code of one tile a CTA, without the cursor's registers). TM: rows a
-// tile (8, or 16 where the experts' rows would take two tiles of 8 and decode the weight twice).
-template <Form F, int TM, int RG, int D, bool kTurns>
+// kTurns: `items` as given (else 1: the code of one tile a CTA, without the cursor's registers).
+template <Form F, int RG, int D, bool kTurns>
 __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlockArgs p, int items_arg) {
   constexpr bool kStaged = !is_fp8(F);  // FP4 codes through the warp's shared-memory ring
   constexpr int KP = kWarps / RG;
@@ -338,7 +305,7 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
   };
   WeightBlock<F> ring[D];
   const int64_t pitch = act_pitch<F>(p.kg);
-  uint8_t* slots = smem_raw + TM * pitch + TM * nkb * 4 + warp * D * kStageSlot;  // FP4: the warp's ring
+  uint8_t* slots = smem_raw + kTm * pitch + kTm * nkb * 4 + warp * D * kStageSlot;  // FP4: the warp's ring
   Tile tl;
   // The loads' cursor: block lkb of column tile lit (live: the warp has rows there), one block a call into
   // ring slot j; past the tile's last block an empty commit (FP4: the waits count D groups a block).
@@ -372,10 +339,10 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
   // The tile (CTA-uniform; false: none), then the warp's first blocks in flight.
   auto start = [&] {
     if (p.offsets) {
-      if (!find_expert_tile(p.offsets, p.experts, TM, blockIdx.x, tl)) return false;
+      if (!find_expert_tile(p.offsets, p.experts, kTm, blockIdx.x, tl)) return false;
     } else {
-      tl.r0 = int64_t{blockIdx.x} * TM;
-      tl.cnt = static_cast<int>(imin(TM, p.rows - tl.r0));
+      tl.r0 = int64_t{blockIdx.x} * kTm;
+      tl.cnt = static_cast<int>(imin(kTm, p.rows - tl.r0));
       tl.e = 0;
     }
     const Place q = place(0);
@@ -391,111 +358,91 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
   pdl_enter();
   if (!early && !start()) return;
   uint8_t* acts = smem_raw;
-  float* sa_rows = reinterpret_cast<float*>(smem_raw + TM * pitch);
-  stage_acts<TM>(p, tl, place(0).grp, acts, sa_rows, pitch);
+  float* sa_rows = reinterpret_cast<float*>(smem_raw + kTm * pitch);
+  stage_acts(p, tl, place(0).grp, acts, sa_rows, pitch);
   __syncthreads();
   for (int it = 0; it < items; ++it) {
     const Place q = place(it);
     const bool work = q.nv > 0;
-    constexpr int H = TM / 8;
-    float acc[H][4] = {};
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int b = 0; b < nb; b += D) {
 #pragma unroll
       for (int j = 0; j < D; ++j) {
         if (b + j < nb) {
           if (work) {
             if constexpr (kStaged) unstage_weights<D>(slots + j * kStageSlot, lane, ring[j]);
-            multiply<F, TM>(ring[j], acts, sa_rows, pitch, kb0 + b + j, tl.cnt, g, t, acc);
+            multiply<F>(ring[j], acts, sa_rows, pitch, nkb, kb0 + b + j, tl.cnt, g, t, acc);
           }
           load_next(j);
         }
       }
       next_tile();
     }
-    if constexpr (KP > 1) {  // the row group's runs, added in K order by its first warp, a half at a time
-      // Rounds alternate buffers where a CTA has several (round i + 2 writes only after every warp passed
-      // round i + 1's barrier, after its reads of round i).
-      constexpr bool kTwo = kTurns || H > 1;
-      __shared__ float run_sums[kTwo ? 2 : 1][kWarps][4][kWarp];
+    if constexpr (KP > 1) {  // the row group's runs, added in K order by its first warp
+      // kTurns: a buffer a tile's parity (tile it + 2 writes only after every warp passed tile it + 1's barrier).
+      __shared__ float run_sums[kTurns ? 2 : 1][kWarps][4][kWarp];
+      const int buf = kTurns ? it & 1 : 0;
 #pragma unroll
-      for (int h = 0; h < H; ++h) {
-        const int buf = kTwo ? (it * H + h) & 1 : 0;
+      for (int e = 0; e < 4; ++e) run_sums[buf][warp][e][lane] = acc[e];
+      __syncthreads();
+      if (part == 0) {
+        for (int r = 1; r < KP; ++r) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) run_sums[buf][warp][e][lane] = acc[h][e];
-        __syncthreads();
-        if (part == 0) {
-          for (int r = 1; r < KP; ++r) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[h][e] += run_sums[buf][warp + r][e][lane];
-          }
+          for (int e = 0; e < 4; ++e) acc[e] += run_sums[buf][warp + r][e][lane];
         }
       }
     }
     if (part != 0 || !work) continue;
     void* y = q.second ? p.y_b : p.y;
 #pragma unroll
-    for (int h = 0; h < H; ++h) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int wr = g + (e / 2) * 8, ar = 8 * h + 2 * t + e % 2;
-        if (wr < q.nv && ar < tl.cnt) store_out(y, p.y_ld, p.y_f32, tl.r0 + ar, q.n0 + wr, acc[h][e]);
-      }
+    for (int e = 0; e < 4; ++e) {
+      const int wr = g + (e / 2) * 8, ar = 2 * t + e % 2;
+      if (wr < q.nv && ar < tl.cnt) store_out(y, p.y_ld, p.y_f32, tl.r0 + ar, q.n0 + wr, acc[e]);
     }
   }
 }
 
 // The tile's codes and scales, then (FP4) every warp's ring of kDepth slots.
-int64_t smem_bytes(const ExactBlockArgs& a, Form f, int tm) {
+int64_t smem_bytes(const ExactBlockArgs& a, Form f) {
   const int64_t pitch = f == Form::kFp8 ? act_pitch<Form::kFp8>(a.kg) : act_pitch<Form::kFp4>(a.kg);
-  return tm * pitch + tm * (a.kg / 128) * 4 + (f == Form::kFp4 ? int64_t{kWarps} * kDepth * kStageSlot : 0);
+  return kTm * pitch + kTm * (a.kg / 128) * 4 + (f == Form::kFp4 ? int64_t{kWarps} * kDepth * kStageSlot : 0);
 }
 
-template <Form F, int TM, int RG, int D>
+template <Form F, int RG, int D>
 void launch(const ExactBlockArgs& a, int items, cudaStream_t stream) {
-  const auto kernel = items > 1 ? fast_gemv_kernel<F, TM, RG, D, true> : fast_gemv_kernel<F, TM, RG, D, false>;
+  const auto kernel = items > 1 ? fast_gemv_kernel<F, RG, D, true> : fast_gemv_kernel<F, RG, D, false>;
   allow_dynamic_smem(kernel, kFastGemvMaxSmem);
-  const int64_t tiles = a.offsets ? row_tiles(a.rows, TM, a.experts) : cdiv(a.rows, TM);
+  const int64_t tiles = a.offsets ? row_tiles(a.rows, kTm, a.experts) : cdiv(a.rows, kTm);
   const int64_t col_tiles = (a.y_b ? 2 : 1) * a.groups * cdiv(a.ng, 16 * RG), cols = cdiv(col_tiles, items);
   DSV4_CUDA_REQUIRE(tiles < (int64_t{1} << 31) && cols <= 65535 && cols * items < (int64_t{1} << 31),
                     "fast gemv: grid out of range");
   DSV4_CUDA_REQUIRE(items == 1 || (a.groups == 1 && a.kg / 128 % (kWarps / RG * D) == 0),
                     "fast gemv: column tiles a CTA > 1 need one group and K runs of whole ring turns");
   launch_kernel(kernel, dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(cols)), kThreads,
-                static_cast<size_t>(smem_bytes(a, F, TM)), stream, a, items);
+                static_cast<size_t>(smem_bytes(a, F)), stream, a, items);
 }
 
-template <Form F, int TM, int D>
+template <Form F, int D>
 void launch_parts(const ExactBlockArgs& a, GemvShape shape, cudaStream_t stream) {
   switch (shape.k_parts) {
     case 1:
-      return launch<F, TM, 8, D>(a, shape.items, stream);
+      return launch<F, 8, D>(a, shape.items, stream);
     case 2:
-      return launch<F, TM, 4, D>(a, shape.items, stream);
+      return launch<F, 4, D>(a, shape.items, stream);
     case 4:
-      return launch<F, TM, 2, D>(a, shape.items, stream);
+      return launch<F, 2, D>(a, shape.items, stream);
     default:
-      return launch<F, TM, 1, D>(a, shape.items, stream);
-  }
-}
-
-// FP4 tiles of 8 or 16 rows; FP8 of 8 (16 spill at the 128 registers of two CTAs an SM).
-template <Form F, int D>
-void launch_rows(const ExactBlockArgs& a, GemvShape shape, cudaStream_t stream) {
-  if constexpr (is_fp8(F)) {
-    return launch_parts<F, 8, D>(a, shape, stream);
-  } else {
-    return shape.tile_rows == 16 ? launch_parts<F, 16, D>(a, shape, stream) : launch_parts<F, 8, D>(a, shape, stream);
+      return launch<F, 1, D>(a, shape.items, stream);
   }
 }
 
 }  // namespace
 
-bool fast_gemv_takes(const ExactBlockArgs& a, int tile_rows) {
+bool fast_gemv_takes(const ExactBlockArgs& a) {
   const bool fp8 = a.kind == GemmWeightKind::kFp8;
   if (!(fp8 || a.kind == GemmWeightKind::kFp4) || a.kg <= 0 || a.kg % 128 != 0 || a.ng <= 0) return false;
   if (a.ng * a.groups != a.n || (fp8 && a.groups > 1 && a.ng % 128 != 0) || a.y_ld < a.n) return false;
-  if (tile_rows != 8 && (tile_rows != 16 || fp8)) return false;
-  if (smem_bytes(a, fp8 ? Form::kFp8 : Form::kFp4, tile_rows) > kFastGemvMaxSmem) return false;  // FP4: the wider pitch
+  if (smem_bytes(a, fp8 ? Form::kFp8 : Form::kFp4) > kFastGemvMaxSmem) return false;  // FP4: the wider pitch
   if (a.offsets ? !(a.experts > 0 && a.w_list && a.w_scale_list) : !(a.w && a.w_scale && aligned_to(a.w, 16))) {
     return false;
   }
@@ -504,16 +451,15 @@ bool fast_gemv_takes(const ExactBlockArgs& a, int tile_rows) {
 }
 
 void fast_gemv(const ExactBlockArgs& a, GemvShape shape, cudaStream_t stream) {
-  DSV4_CUDA_REQUIRE(fast_gemv_takes(a, shape.tile_rows),
-                    "fast gemv: unsupported call (kind, shape, tile rows, alignment or operands)");
+  DSV4_CUDA_REQUIRE(fast_gemv_takes(a), "fast gemv: unsupported call (kind, shape, alignment or operands)");
   const int k = shape.k_parts;
   DSV4_CUDA_REQUIRE(k == 1 || k == 2 || k == 4 || k == 8, "fast gemv: k_parts 1, 2, 4 or 8");
   DSV4_CUDA_REQUIRE(shape.items >= 1, "fast gemv: at least one column tile a CTA");
   if (a.rows <= 0) return;
   if (a.kind == GemmWeightKind::kFp8) {
-    launch_rows<Form::kFp8, kDepth>(a, shape, stream);
+    launch_parts<Form::kFp8, kDepth>(a, shape, stream);
   } else {
-    launch_rows<Form::kFp4, kDepth>(a, shape, stream);
+    launch_parts<Form::kFp4, kDepth>(a, shape, stream);
   }
 }
 

@@ -24,22 +24,20 @@
 
 namespace dsv4::cuda {
 
-// Activation rows of one tile (8, or 16: GemvShape::tile_rows); a call with more rows a weight runs more
-// tiles (each rereads and decodes the weight).
+// Activation rows of one tile; a call with more rows a weight runs more tiles (each rereads the weight).
 constexpr int kFastGemvTileRows = 8;
 // Shared memory a CTA may take for its tile's codes (8 rows of K): K up to about 12,000.
 constexpr int64_t kFastGemvMaxSmem = 100 << 10;
 
 // Whether the kernel takes the call: FP8 or FP4 weights with K % 128 == 0, FP8 groups of whole
 // 128-row scale blocks, the tile's codes within kFastGemvMaxSmem; activation codes and scales, or
-// 16-byte aligned bf16 rows (dense calls); tiles of tile_rows rows (8 or 16).
-bool fast_gemv_takes(const ExactBlockArgs& a, int tile_rows = kFastGemvTileRows);
+// 16-byte aligned bf16 rows (dense calls).
+bool fast_gemv_takes(const ExactBlockArgs& a);
 
 // How the kernel runs a call: the plan's kFastGemv fields.
 struct GemvShape {
   int k_parts = 1;  // runs of K each CTA's eight warps split (1, 2, 4 or 8)
   int items = 1;    // column tiles a CTA runs in turn (> 1: one group, runs of whole ring turns)
-  int tile_rows = kFastGemvTileRows;  // 8, or 16 (both MMA halves on each decoded weight fragment)
 };
 
 // Runs `a` (with its pair) in that shape, four weight blocks in flight a warp.

@@ -159,14 +159,9 @@ GemmPlan plan_fast_mma(const GemmProblem& p, const GemmPolicy& policy, const Dev
   return plan;
 }
 
-int fast_gemv_tile_rows(const GemmProblem& p) {
-  return p.weight == GemmWeightKind::kFp4 && p.experts > 0 && ceil_div(p.rows, p.experts) > 8 ? 16 : 8;
-}
-
 int fast_gemv_k_parts(const GemmProblem& p, const DeviceCaps& caps) {
-  constexpr int64_t kWarpsPerSm = 16;
-  const int64_t tm = fast_gemv_tile_rows(p);
-  const int64_t tiles = p.experts > 0 ? row_tiles(p.rows, tm, p.experts) : ceil_div(p.rows, tm);
+  constexpr int64_t kTileRows = 8, kWarpsPerSm = 16;
+  const int64_t tiles = p.experts > 0 ? row_tiles(p.rows, kTileRows, p.experts) : ceil_div(p.rows, kTileRows);
   const int64_t warps = tiles * p.groups * ceil_div(p.n / p.groups, 16) * (p.pair ? 2 : 1);
   const int64_t slots = int64_t{caps.sm_count} * kWarpsPerSm, blocks = p.kg / 128;
   // Grouped calls (the MoE's few routed rows) split up to four waves' worth: more weight bytes in flight
@@ -178,11 +173,10 @@ int fast_gemv_k_parts(const GemmProblem& p, const DeviceCaps& caps) {
 }
 
 int fast_gemv_items(const GemmProblem& p, int k_parts, const DeviceCaps& caps) {
-  constexpr int64_t kCtasPerSm = 2, kWarps = 8;
+  constexpr int64_t kTileRows = 8, kCtasPerSm = 2, kWarps = 8;
   const int64_t blocks = p.kg / 128, slots = int64_t{caps.sm_count} * kCtasPerSm;
   if (k_parts < 2 || p.groups != 1 || blocks % (int64_t{k_parts} * kFastGemvDepth) != 0) return 1;
-  const int64_t tm = fast_gemv_tile_rows(p);
-  const int64_t tiles = p.experts > 0 ? row_tiles(p.rows, tm, p.experts) : ceil_div(p.rows, tm);
+  const int64_t tiles = p.experts > 0 ? row_tiles(p.rows, kTileRows, p.experts) : ceil_div(p.rows, kTileRows);
   const int64_t cols = ceil_div(p.n, 16 * (kWarps / k_parts)) * (p.pair ? 2 : 1);
   int64_t items = 1;
   while (items < cols && tiles * ceil_div(cols, items) > slots) ++items;
@@ -299,7 +293,6 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
     plan.route = GemmRoute::kFastGemv;
     plan.gemv_k_parts = policy.gemv_k_parts > 0 ? policy.gemv_k_parts : fast_gemv_k_parts(p, caps);
     plan.gemv_items = policy.gemv_items > 0 ? policy.gemv_items : fast_gemv_items(p, plan.gemv_k_parts, caps);
-    plan.gemv_tile_rows = fast_gemv_tile_rows(p);
   }
   // A decode batch of a dense FP8 weight: the swapped wgmma kernel, the plan above behind it.
   const bool swapped = policy.wgmma_few_min_rows > 0 && p.rows >= policy.wgmma_few_min_rows &&

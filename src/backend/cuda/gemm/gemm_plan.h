@@ -55,10 +55,10 @@ struct GemmPolicy {
   // Fast tier: dense block-scaled calls of at most this many rows on the few-row kernel, fast_gemv.h
   // (DSV4_GEMM_FAST_GEMV_MAX_ROWS; 0: off); grouped calls of at most gemv_grouped_max_rows rows an expert
   // (their rows over their experts, rounded up; DSV4_GEMM_GEMV_GROUPED_MAX_ROWS): one tile an expert
-  // mostly, of 8 rows up to 8 an expert, else 16. 32 experts at 6 rows an expert measured 15% faster there
-  // than on the mma.sync kernel; at 12, in two tiles of 8, 13% slower (H100, docs/perf.md).
+  // mostly. 32 experts at 6 rows an expert measured 15% faster there than on the mma.sync kernel, at 12
+  // 13% slower (H100, docs/perf.md).
   int64_t gemv_max_rows = 32;  // m16 / m32 measured 1.3-4x faster than mma.sync (docs/perf.md)
-  int64_t gemv_grouped_max_rows = 16;
+  int64_t gemv_grouped_max_rows = 8;
   // Fast tier, few-row kernel: runs of K a CTA's warps split (1, 2, 4 or 8); 0: the plan's rule
   // (fast_gemv_k_parts). Set only by the bench's sweep (gpu_kernels_bench gemv-parts) that checks the rule.
   int gemv_k_parts = 0;
@@ -223,7 +223,6 @@ struct GemmPlan {
   int64_t workspace_counters = 0;               // kFastMma: the splits' arrival counters (zeroed once)
   int gemv_k_parts = 1;                         // kFastGemv: runs of K a CTA's warps split (1, 2, 4, 8)
   int gemv_items = 1;                           // kFastGemv: column tiles a CTA runs in turn
-  int gemv_tile_rows = 8;                       // kFastGemv: rows a tile (16: grouped FP4, 9-16 rows an expert)
   int plain_k_parts = 1;                        // kFastPlainGemv: warps a column's K is split over (1, 2, 4, 8)
   int widen_experts = 0;    // kWgmma, FP4: weights (experts) widened a pass, their scratch within the widening budget
   int lt_pass_experts = 0;  // kCublasLtExperts: experts re-encoded a pass, within the widening budget
@@ -273,10 +272,6 @@ constexpr LtPieces lt_expert_pieces(int64_t rows, int64_t kblocks) {
 
 // Bytes of `weights` FP4 weights of n x kg widened: e5m2 codes and an fp32 scale a row's 128-wide block.
 constexpr int64_t widened_bytes(int64_t weights, int64_t n, int64_t kg) { return weights * n * (kg + kg / 128 * 4); }
-
-// kFastGemv: rows a tile: 16 for grouped FP4 calls of more than 8 rows an expert (one tile decodes an
-// expert's weight once for both MMA halves, where two tiles of 8 decoded it twice), else 8.
-int fast_gemv_tile_rows(const GemmProblem& p);
 
 // kFastGemv: the K runs a CTA's eight warps split, doubled while each run keeps four K blocks and the
 // call's warps (16 weight rows x a run each) still fit one wave of two CTAs an SM (grouped calls: four

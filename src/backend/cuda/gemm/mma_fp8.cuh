@@ -51,25 +51,4 @@ __device__ __forceinline__ void mma_e4m3_zero_f16(float (&d)[4], const uint32_t 
   mma_f16(d, ahi, bhi[0], bhi[1]);
 }
 
-// mma_e4m3_zero_f16 of one 16-row operand against H 8-column operands b[h] = {b0, b1}: the 16-row operand
-// widened once; each half's bits are mma_e4m3_zero_f16's.
-template <int H>
-__device__ __forceinline__ void mma_e4m3_zero_f16_rows(float (&d)[H][4], const uint32_t (&a)[4],
-                                                       const uint32_t (&b)[H][2]) {
-  uint32_t alo[4], ahi[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) e4m3x4_f16x2(a[i], alo[i], ahi[i]);
-#pragma unroll
-  for (int h = 0; h < H; ++h) {
-    uint32_t blo[2], bhi[2];
-    e4m3x4_f16x2(b[h][0], blo[0], bhi[0]);
-    e4m3x4_f16x2(b[h][1], blo[1], bhi[1]);
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%10, %10, %10, %10};\n"
-        : "=f"(d[h][0]), "=f"(d[h][1]), "=f"(d[h][2]), "=f"(d[h][3])
-        : "r"(alo[0]), "r"(alo[1]), "r"(alo[2]), "r"(alo[3]), "r"(blo[0]), "r"(blo[1]), "f"(0.0f));
-    mma_f16(d[h], ahi, bhi[0], bhi[1]);
-  }
-}
-
 }  // namespace dsv4::cuda
