@@ -575,6 +575,9 @@ TEST(CudaGemmFast, GemvPassesTheOpGate) {
   std::vector<int32_t> b32(32);  // b32's 192 routed rows over 32 experts: 0 to 12 rows an expert
   for (size_t e = 0; e < b32.size(); ++e) b32[e] = static_cast<int32_t>((e * 7 + 3) % 13);
   list.push_back(experts("fp4 32 experts, b32 pair", fp4, b32, 2048, 4096, true));
+  std::vector<int32_t> b64(32);  // b64's 384 routed rows: 0 to 24 rows an expert (up to three tiles)
+  for (size_t e = 0; e < b64.size(); ++e) b64[e] = static_cast<int32_t>((e * 7 + 3) % 25);
+  list.push_back(experts("fp4 32 experts, b64 w2", fp4, b64, 4096, 2048, false));
   uint32_t seed = 5000;
   for (const Case& c : list) {
     const Oracle o(c, ++seed);

@@ -72,12 +72,14 @@ struct Rows {
 };
 
 // FP4: a warp's 16 rows of a K block (64 bytes each) copied by cp.async, 16 bytes a lane, into a ring slot
-// of its own, rows kStagePitch bytes apart (16 more than a row, so that ldmatrix's eight row reads of a
-// phase fall in distinct banks); ldmatrix then hands lane (g, t) its operand words (matrix ks: row g's
-// bytes 16ks + 4t). Measured 5-21% faster than four 4-byte loads a row straight into the registers, each
-// touching eight rows' lines (docs/perf.md).
-constexpr int kStagePitch = 80;
+// of its own; ldmatrix then hands lane (g, t) its operand words (matrix ks: row g's bytes 16ks + 4t).
+// Measured 5-21% faster than four 4-byte loads a row straight into the registers, each touching eight
+// rows' lines (docs/perf.md). Rows sit unpadded, their 16-byte units swizzled (unit u of row r at
+// u ^ ((r >> 1) & 3)): ldmatrix's eight row reads of a phase and the copies' eight units of a phase each
+// fall in distinct banks (rows padded to 80 bytes left the copies two-way conflicted), in 8 KB less a CTA.
+constexpr int kStagePitch = 64;
 constexpr int kStageSlot = 16 * kStagePitch;
+__device__ __forceinline__ int stage_unit(int r, int u) { return u ^ ((r >> 1) & 3); }
 
 // FP8: the lane's two 16-byte pieces of rows g and g + 8 and the rows' block scale, into registers.
 __device__ __forceinline__ void load_weights(const Rows& r, int kb, int t, WeightBlock<Form::kFp8>& o) {
@@ -97,7 +99,8 @@ __device__ __forceinline__ void stage_weights(const Rows& r, int kb, int g, int 
                                               WeightBlock<Form::kFp4>& o) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    cp_async<16>(slot + (g + 8 * h) * kStagePitch + 16 * t, r.w[h] + kb * 64 + 16 * t);
+    const int row = g + 8 * h;
+    cp_async<16>(slot + row * kStagePitch + 16 * stage_unit(row, t), r.w[h] + kb * 64 + 16 * t);
     o.ws[h] = __ldg(reinterpret_cast<const uint32_t*>(r.s[h] + kb * 4));
   }
   cp_async_commit();
@@ -108,7 +111,8 @@ template <int D>
 __device__ __forceinline__ void unstage_weights(const uint8_t* slot, int lane, WeightBlock<Form::kFp4>& o) {
   cp_async_wait<D - 1>();
   __syncwarp();
-  const uint32_t a = smem_addr(slot + (lane % 8) * kStagePitch + 16 * (lane / 8));
+  const int row = lane % 8;  // rows row and row + 8 share the swizzle
+  const uint32_t a = smem_addr(slot + row * kStagePitch + 16 * stage_unit(row, lane / 8));
   ldsm_x4(a, o.w[0]);
   ldsm_x4(a + 8 * kStagePitch, o.w[1]);
   __syncwarp();  // every lane's reads before the slot's next copies
@@ -116,35 +120,36 @@ __device__ __forceinline__ void unstage_weights(const uint8_t* slot, int lane, W
 
 // Bytes of a tile row's codes in shared memory: padded so that a fragment load's rows fall in
 // distinct banks (FP8: 16-byte loads of rows g and g + 1 at 64 bytes apart; FP4: 8-byte loads of four
-// rows 32 apart). The rows' scales [kTm][nkb] follow the kTm rows.
+// rows 32 apart). The rows' scales [nkb][kTm] follow the kTm rows (a lane's two rows side by side: one load,
+// no bank conflict).
 template <Form F>
 __host__ __device__ constexpr int64_t act_pitch(int64_t kg) {
   return kg + (is_fp8(F) ? 64 : 32);
 }
 
 // acc += block kb's products of the lane's fragment (weight rows g, g + 8 x tile rows 2t, 2t + 1), the
-// activation operand read from the shared codes of tile row g (zeros past the tile).
+// activation operand read from the shared codes of tile row g (lanes past the tile's rows read its last row:
+// their MMA columns are outputs that are never stored).
 template <Form F>
 __device__ __forceinline__ void multiply(const WeightBlock<F>& o, const uint8_t* acts, const float* sa_rows,
-                                         int64_t pitch, int nkb, int kb, int cnt, int g, int t, float (&acc)[4]) {
-  uint32_t b[8] = {};
-  const uint8_t* row = acts + g * pitch + kb * 128;
-  if (g < cnt) {
-    if constexpr (is_fp8(F)) {  // pieces 0-1 and 2-3 are 16 contiguous bytes each
+                                         int64_t pitch, int kb, int cnt, int g, int t, float (&acc)[4]) {
+  uint32_t b[8];
+  const uint8_t* row = acts + (g < cnt ? g : cnt - 1) * pitch + kb * 128;
+  if constexpr (is_fp8(F)) {  // pieces 0-1 and 2-3 are 16 contiguous bytes each
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint4 v = *reinterpret_cast<const uint4*>(row + piece_k<F>(2 * h, t));
-        b[4 * h] = v.x, b[4 * h + 1] = v.y, b[4 * h + 2] = v.z, b[4 * h + 3] = v.w;
-      }
-    } else {
+    for (int h = 0; h < 2; ++h) {
+      const uint4 v = *reinterpret_cast<const uint4*>(row + piece_k<F>(2 * h, t));
+      b[4 * h] = v.x, b[4 * h + 1] = v.y, b[4 * h + 2] = v.z, b[4 * h + 3] = v.w;
+    }
+  } else {
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const uint2 v = *reinterpret_cast<const uint2*>(row + piece_k<F>(q, t));
-        b[2 * q] = v.x, b[2 * q + 1] = v.y;
-      }
+    for (int q = 0; q < 4; ++q) {
+      const uint2 v = *reinterpret_cast<const uint2*>(row + piece_k<F>(q, t));
+      b[2 * q] = v.x, b[2 * q + 1] = v.y;
     }
   }
-  const float sa[2] = {sa_rows[(2 * t) * nkb + kb], sa_rows[(2 * t + 1) * nkb + kb]};
+  const float2 sa2 = *reinterpret_cast<const float2*>(sa_rows + kb * kTm + 2 * t);
+  const float sa[2] = {sa2.x, sa2.y};
   if constexpr (is_fp8(F)) {
     float d[4];
 #pragma unroll
@@ -233,7 +238,7 @@ __device__ void stage_acts(const ExactBlockArgs& p, const Tile& tl, int64_t grp,
 #pragma unroll
         for (int q = 0; q < 4; ++q) raw[q] = __ldg(reinterpret_cast<const uint4*>(x + kb * 128 + 8 * q));
       }
-      quantize_quad(raw, g < tl.cnt, acts + g * pitch + kb * 128, sa_rows + g * nkb + kb, t);
+      quantize_quad(raw, g < tl.cnt, acts + g * pitch + kb * 128, sa_rows + kb * kTm + g, t);
     }
   } else {
     const int per_row = static_cast<int>(p.kg / 16);
@@ -244,11 +249,13 @@ __device__ void stage_acts(const ExactBlockArgs& p, const Tile& tl, int64_t grp,
     cp_async_commit();
     for (int i = static_cast<int>(threadIdx.x); i < live; i += kThreads) {
       const int r = i / nkb, kb = i % nkb;
-      sa_rows[i] = __ldg(p.scales + (grp * nkb + kb) * p.scale_ld + tl.r0 + r);
+      sa_rows[kb * kTm + r] = __ldg(p.scales + (grp * nkb + kb) * p.scale_ld + tl.r0 + r);
     }
     cp_async_wait<0>();
   }
-  for (int i = live + static_cast<int>(threadIdx.x); i < kTm * nkb; i += kThreads) sa_rows[i] = 0.0f;
+  for (int i = static_cast<int>(threadIdx.x); i < kTm * nkb; i += kThreads) {
+    if (i % kTm >= tl.cnt) sa_rows[i] = 0.0f;
+  }
 }
 
 // RG row groups of 16 weight rows a CTA; the CTA's kWarps / RG warps of a row group split its K blocks
@@ -371,7 +378,7 @@ __global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlock
         if (b + j < nb) {
           if (work) {
             if constexpr (kStaged) unstage_weights<D>(slots + j * kStageSlot, lane, ring[j]);
-            multiply<F>(ring[j], acts, sa_rows, pitch, nkb, kb0 + b + j, tl.cnt, g, t, acc);
+            multiply<F>(ring[j], acts, sa_rows, pitch, kb0 + b + j, tl.cnt, g, t, acc);
           }
           load_next(j);
         }
