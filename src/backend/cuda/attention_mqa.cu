@@ -28,6 +28,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/device_math.cuh"
+#include "backend/cuda/gemm/gemm_plan.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/ptx.cuh"
 
@@ -695,25 +696,6 @@ __global__ void __launch_bounds__(kCombineThreads) mqa_combine_kernel(MqaLaunch 
   out[c] = output_pair(a, th / a.heads, c, x / denom, y / denom);
 }
 
-// 64-blocks per split, by a cost model in units of one block's time: one CTA per SM, so waves of
-// `sms` CTAs, each costing its blocks plus about one block for the queries and the epilogue; a split
-// list adds the combine (a launch, and reading every partial state back).
-int blocks_per_split(int64_t ctas, int64_t blocks, int sms) {
-  double best = 0;
-  int64_t best_per = blocks;
-  for (int64_t per = blocks; per >= 1; --per) {
-    const int64_t splits = (blocks + per - 1) / per;
-    const int64_t waves = (ctas * splits + sms - 1) / sms;
-    const double cost =
-        static_cast<double>(waves * (per + 1)) + (splits > 1 ? 0.5 + 0.01 * static_cast<double>(ctas * splits) : 0.0);
-    if (per == blocks || cost < best) {
-      best = cost;
-      best_per = per;
-    }
-  }
-  return static_cast<int>(best_per);
-}
-
 // Buckets of the shadow's hash table: at least four a row (a quarter full when every row is claimed).
 uint32_t shadow_buckets(int64_t rows) {
   uint32_t n = 1024;
@@ -772,7 +754,7 @@ bool mqa_fast_path(const SparseAttentionParams& a) {
          a.window.entry_bytes % 8 == 0 && (a.compressed_width == 0 || a.compressed.entry_bytes % 8 == 0);
 }
 
-void sparse_attention_mqa(const AttentionLaunch& a, cudaStream_t stream, int64_t shadow_rows) {
+void sparse_attention_mqa(const AttentionLaunch& a, cudaStream_t stream, int64_t shadow_rows, int max_splits) {
   DSV4_CUDA_REQUIRE(!a.q_unnormed || shadow_rows > 0, "sparse_attention_mqa: un-normed queries need a shadow");
   MqaLaunch ma;
   ma.a = a;
@@ -780,7 +762,7 @@ void sparse_attention_mqa(const AttentionLaunch& a, cudaStream_t stream, int64_t
   const int64_t width = int64_t{a.window_width} + a.compressed_width;
   ma.blocks = std::max<int64_t>(1, (width + kEntries - 1) / kEntries);
   const int64_t base = a.tokens * ma.groups;
-  ma.blocks_per = blocks_per_split(base, ma.blocks, sm_count());
+  ma.blocks_per = attention_blocks_per_split(base, ma.blocks, sm_count(), max_splits);
   ma.splits = static_cast<int>((ma.blocks + ma.blocks_per - 1) / ma.blocks_per);  // never an empty split
   void* scratch = nullptr;
   if (ma.splits > 1) {

@@ -557,6 +557,20 @@ TEST(GemmPlan, BadProblemsThrow) {
   EXPECT_THROW(plan_gemm(dense(GemmWeightKind::kFp8, -1, 128, 1024), fast, kH200), Error);
 }
 
+// Sparse attention's lists (64-entry blocks) split over CTAs where the waves end sooner: a decode token's
+// CSA list (window 128 + top-512: 10 blocks) into ten at b1 and four at b32, a 1M-token HCA list (130
+// blocks) into 130 at b1, none where the tokens fill the GPU (a prefill chunk); at most max_splits ways.
+TEST(GemmPlan, AttentionListsSplitWhereTheWavesEndSooner) {
+  EXPECT_EQ(attention_blocks_per_split(1, 10, 132, 0), 1);
+  EXPECT_EQ(attention_blocks_per_split(32, 10, 132, 0), 3);
+  EXPECT_EQ(attention_blocks_per_split(1, 130, 132, 0), 1);
+  EXPECT_EQ(attention_blocks_per_split(2048, 10, 132, 0), 10);
+  EXPECT_EQ(attention_blocks_per_split(32, 10, 132, 1), 10);
+  EXPECT_EQ(attention_blocks_per_split(1, 10, 132, 2), 5);
+  EXPECT_EQ(attention_blocks_per_split(1, 130, 132, 8), 17);  // eight splits of 17 blocks (the last of 11)
+  EXPECT_EQ(attention_blocks_per_split(1, 1, 132, 0), 1);
+}
+
 TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::setenv("DSV4_GEMM_CUBLASLT", "0", 1);
   ::setenv("DSV4_GEMM_FAST_MMA_MAX_ROWS", "128", 1);
@@ -589,6 +603,13 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::setenv("DSV4_ATTENTION_SHADOW_MIN_TOKENS", "0", 1);
   EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("attention's shadow off"), std::string::npos);
   ::unsetenv("DSV4_ATTENTION_SHADOW_MIN_TOKENS");
+  EXPECT_NE(p.describe().find("lists split by the cost model"), std::string::npos) << p.describe();
+  ::setenv("DSV4_ATTENTION_MAX_SPLITS", "1", 1);
+  EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).attention_max_splits, 1);
+  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("lists split never"), std::string::npos);
+  ::setenv("DSV4_ATTENTION_MAX_SPLITS", "4", 1);
+  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("lists split at most 4 ways"), std::string::npos);
+  ::unsetenv("DSV4_ATTENTION_MAX_SPLITS");
   EXPECT_NE(p.describe().find("indexer dots on wgmma"), std::string::npos) << p.describe();
   ::setenv("DSV4_INDEXER_DOTS", "mma", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).indexer_dots, IndexerDots::kMmaSync);

@@ -57,6 +57,8 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.hc_post_pre_max_tokens = std::max<int64_t>(0, env_count("DSV4_HC_POST_PRE_MAX_TOKENS", p.hc_post_pre_max_tokens));
   p.attention_shadow_min_tokens =
       std::max<int64_t>(0, env_count("DSV4_ATTENTION_SHADOW_MIN_TOKENS", p.attention_shadow_min_tokens));
+  p.attention_max_splits =
+      static_cast<int>(std::clamp<int64_t>(env_count("DSV4_ATTENTION_MAX_SPLITS", p.attention_max_splits), 0, 4096));
   const std::string_view dots = env_switch("DSV4_INDEXER_DOTS");
   if (dots == "cuda-cores") p.indexer_dots = IndexerDots::kCudaCores;
   if (dots == "mma") p.indexer_dots = IndexerDots::kMmaSync;
@@ -77,7 +79,8 @@ std::string GemmPolicy::describe() const {
       "up to {} rows a weight, {} an expert (FP8 twins {}; column tiles a CTA {}); dense FP8 on swapped wgmma {}; "
       "cuBLASLt {} above {} rows; wgmma from {} rows a weight, FP4 widened {}; FP4 experts on cuBLASLt {}; "
       "{} CTAs an SM; "
-      "indexer dots on {}; hc_pre norm {}, fused with the post before it up to {} tokens; attention's shadow {})",
+      "indexer dots on {}; hc_pre norm {}, fused with the post before it up to {} tokens; attention's shadow {}, "
+      "lists split {})",
       gemv_max_rows, gemv_grouped_max_rows, twin_gemv_max_rows,
       gemv_items > 0 ? std::to_string(gemv_items) : "by one wave",
       wgmma_few_min_rows > 0 ? fmt::format("from {} to {} rows", wgmma_few_min_rows, kWgmmaFewMaxRows) : "off",
@@ -87,7 +90,10 @@ std::string GemmPolicy::describe() const {
                                                         lt_expert_streams, lt_expert_streams == 1 ? "" : "s")
                                           : "off",
       ctas_per_sm, indexer_dots_name(indexer_dots), hc_fused_norm ? "fused" : "apart", hc_post_pre_max_tokens,
-      attention_shadow_min_tokens > 0 ? fmt::format("from {} tokens", attention_shadow_min_tokens) : "off");
+      attention_shadow_min_tokens > 0 ? fmt::format("from {} tokens", attention_shadow_min_tokens) : "off",
+      attention_max_splits == 0   ? std::string("by the cost model")
+      : attention_max_splits == 1 ? std::string("never")
+                                  : fmt::format("at most {} ways", attention_max_splits));
 }
 
 const char* indexer_dots_name(IndexerDots d) {
@@ -307,6 +313,23 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
     plan.few_splits = wgmma_few_splits(p, caps);
   }
   return plan;
+}
+
+int attention_blocks_per_split(int64_t ctas, int64_t blocks, int sms, int max_splits) {
+  double best = 0;
+  int64_t best_per = blocks;
+  for (int64_t per = blocks; per >= 1; --per) {
+    const int64_t splits = ceil_div(blocks, per);
+    if (max_splits > 0 && splits > max_splits) break;  // fewer blocks a split only adds splits
+    const int64_t waves = ceil_div(ctas * splits, int64_t{sms});
+    const double cost =
+        static_cast<double>(waves * (per + 1)) + (splits > 1 ? 0.5 + 0.01 * static_cast<double>(ctas * splits) : 0.0);
+    if (per == blocks || cost < best) {
+      best = cost;
+      best_per = per;
+    }
+  }
+  return static_cast<int>(best_per);
 }
 
 int wgmma_few_splits(const GemmProblem& p, const DeviceCaps& caps) {

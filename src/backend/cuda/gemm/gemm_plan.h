@@ -139,6 +139,10 @@ struct GemmPolicy {
   // DSV4_ATTENTION_SHADOW_MIN_TOKENS, 0: never). H100: CSA lists 11-14% faster from 2048 tokens, HCA
   // 2-6%; at 512 tokens HCA 6% slower (docs/perf.md).
   int64_t attention_shadow_min_tokens = 1024;
+  // Sparse attention's fast path: the most CTAs one (token, head group)'s list splits over
+  // (DSV4_ATTENTION_MAX_SPLITS; 0: as the cost model says, attention_blocks_per_split; 1: never split, no
+  // combine launch).
+  int attention_max_splits = 0;
 
   // The defaults of a tier, with the DSV4_GEMM_* and DSV4_HC_* values of core/env.cpp applied.
   static GemmPolicy from_env(Numerics numerics);
@@ -239,6 +243,13 @@ constexpr int kWgmmaFewSplitBlocks = 4;
 // kWgmmaFew: the K splits of a call, as many as keep its 128-row tiles within one wave of two CTAs an SM,
 // each split at least kWgmmaFewSplitBlocks blocks, at most kWgmmaFewMaxSplits.
 int wgmma_few_splits(const GemmProblem& p, const DeviceCaps& caps);
+
+// Sparse attention's fast path (attention_mqa.cu): 64-entry blocks a CTA takes of a list of `blocks`, for
+// `ctas` (token, head group) items on `sms` SMs (one CTA an SM), by a cost model in units of one block's
+// time: waves of `sms` CTAs, each costing its blocks plus about one block for the queries and the epilogue;
+// a split list adds the combine (a launch, and reading every partial state back). At most max_splits
+// splits (0: no bound).
+int attention_blocks_per_split(int64_t ctas, int64_t blocks, int sms, int max_splits);
 
 // kCublasLtExperts: the matmuls of one expert of `rows` rows. cuBLASLt's block-scaled GEMM takes row
 // counts that are multiples of 4, and the experts' matmuls run on several streams, so an expert of at
