@@ -797,6 +797,10 @@ int main() {
     const auto all_gemv = fast_with([](cuda::GemmPolicy& p) { p.gemv_grouped_max_rows = int64_t{1} << 40; });
     moe_rows(*all_gemv, " e32 gemv all", {16, 32, 64}, 32);
     moe_rows(*all_gemv, " gemv all", {32});
+    // The few-row kernel's FP4 code at three CTAs an SM (24 warps at 85 registers) against two.
+    const auto three = fast_with([](cuda::GemmPolicy& p) { p.gemv_fp4_ctas_per_sm = 3; });
+    moe_rows(*three, " e32 fast 3 ctas", {1, 8, 16, 32}, 32);
+    moe_rows(*three, " fast 3 ctas", {1, 8});
   }
   if (want("moe-prefill")) {  // the MoE of a prefill chunk: a cuBLASLt matmul an expert (forced) against
     // the wgmma kernel with its FP4 weights widened in shared memory, at 96-384 rows an expert (serving's

@@ -296,7 +296,7 @@ struct GemmRunner::Impl {
       plan.route = plan.fallback;  // the few-row or mma.sync plan, kept whole
     }
     if (plan.route == GemmRoute::kFastGemv && fast_gemv_takes(p)) {
-      fast_gemv(p, {plan.gemv_k_parts, plan.gemv_items}, stream);
+      fast_gemv(p, {plan.gemv_k_parts, plan.gemv_items, plan.gemv_ctas_per_sm}, stream);
       return;
     }
     if (plan.fallback == GemmRoute::kWgmma) {
@@ -639,7 +639,7 @@ struct GemmRunner::Impl {
     p.x = a.x, p.x_ld = a.x_stride ? a.x_stride : k;
     p.w_b = w_b.data, p.w_scale_b = w_b.scale, p.y_b = y_b;
     if (!fast_gemv_takes(p)) return false;
-    fast_gemv(p, {plan.gemv_k_parts, plan.gemv_items}, stream);
+    fast_gemv(p, {plan.gemv_k_parts, plan.gemv_items, plan.gemv_ctas_per_sm}, stream);
     return true;
   }
 
@@ -733,7 +733,7 @@ struct GemmRunner::Impl {
       // bf16 rows straight in where the kernel quantizes them
       p.x = a.x, p.x_ld = x_ld;
       if (plan.route == GemmRoute::kFastGemv && fast_gemv_takes(p)) {
-        fast_gemv(p, {plan.gemv_k_parts, plan.gemv_items}, stream);
+        fast_gemv(p, {plan.gemv_k_parts, plan.gemv_items, plan.gemv_ctas_per_sm}, stream);
         return;
       }
       if (plan.route == GemmRoute::kFastMma && fast_mma_takes_bf16(p, {plan.tile_rows, plan.splits, plan.resident})) {

@@ -290,6 +290,15 @@ TEST(GemmPlan, FastFewRowsAWeightGoToTheFewRowKernel) {
     one.gemv_items = 1;
     EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), one, kH200).gemv_items, 1);
   }
+  {  // FP4 at three CTAs an SM: a wave of 396 CTAs takes the pair's 384 in two tiles a CTA; FP8 stays at two
+    GemmPolicy three = fast;
+    three.gemv_fp4_ctas_per_sm = 3;
+    const GemmPlan pair = plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), three, kH200);
+    EXPECT_EQ(pair.gemv_ctas_per_sm, 3);
+    EXPECT_EQ(pair.gemv_items, 2);
+    EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), fast, kH200).gemv_ctas_per_sm, 2);
+    EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 8192), three, kH200).gemv_ctas_per_sm, 2);
+  }
   {  // a policy's K runs (the bench's sweep) override the occupancy rule
     GemmPolicy forced = fast;
     forced.gemv_k_parts = 8;
@@ -582,12 +591,19 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   EXPECT_EQ(p.gemv_max_rows, 4);
   EXPECT_NE(p.describe().find("FP4 per 32 (wgmma: per 128); few-row kernel up to 4 rows"), std::string::npos)
       << p.describe();
-  EXPECT_NE(p.describe().find("up to 4 rows a weight, 8 an expert (FP8 twins 2; column tiles a CTA by one wave)"),
+  EXPECT_NE(p.describe().find("up to 4 rows a weight, 8 an expert (FP8 twins 2; column tiles a CTA by one wave; "
+                              "FP4 at 2 CTAs an SM)"),
             std::string::npos)
       << p.describe();
   GemmPolicy one = p;
   one.gemv_items = 1;
-  EXPECT_NE(one.describe().find("column tiles a CTA 1)"), std::string::npos);
+  EXPECT_NE(one.describe().find("column tiles a CTA 1;"), std::string::npos);
+  ::setenv("DSV4_GEMM_GEMV_FP4_CTAS", "3", 1);
+  EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).gemv_fp4_ctas_per_sm, 3);
+  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("FP4 at 3 CTAs an SM"), std::string::npos);
+  ::setenv("DSV4_GEMM_GEMV_FP4_CTAS", "7", 1);  // clamped to what the kernel is built for
+  EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).gemv_fp4_ctas_per_sm, 3);
+  ::unsetenv("DSV4_GEMM_GEMV_FP4_CTAS");
   EXPECT_NE(p.describe().find("fused with the post before it up to 64 tokens"), std::string::npos) << p.describe();
   ::setenv("DSV4_GEMM_GEMV_GROUPED_MAX_ROWS", "16", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).gemv_grouped_max_rows, 16);

@@ -44,6 +44,8 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.fast_mma_max_rows = env_count("DSV4_GEMM_FAST_MMA_MAX_ROWS", p.fast_mma_max_rows);
   p.gemv_max_rows = env_count("DSV4_GEMM_FAST_GEMV_MAX_ROWS", p.gemv_max_rows);
   p.gemv_grouped_max_rows = env_count("DSV4_GEMM_GEMV_GROUPED_MAX_ROWS", p.gemv_grouped_max_rows);
+  p.gemv_fp4_ctas_per_sm =
+      static_cast<int>(std::clamp<int64_t>(env_count("DSV4_GEMM_GEMV_FP4_CTAS", p.gemv_fp4_ctas_per_sm), 2, 3));
   p.wgmma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_WGMMA_MIN_ROWS", p.wgmma_min_rows));
   p.wgmma_few_min_rows = env_count("DSV4_GEMM_WGMMA_FEW_MIN_ROWS", p.wgmma_few_min_rows);
   p.ctas_per_sm = static_cast<int>(std::max<int64_t>(1, env_count("DSV4_GEMM_CTAS_PER_SM", p.ctas_per_sm)));
@@ -76,13 +78,13 @@ std::string GemmPolicy::describe() const {
   }
   return fmt::format(
       "fast (FP8 tensor cores with per-block promotion, FP4 per 32 (wgmma: per 128); few-row kernel "
-      "up to {} rows a weight, {} an expert (FP8 twins {}; column tiles a CTA {}); dense FP8 on swapped wgmma {}; "
-      "cuBLASLt {} above {} rows; wgmma from {} rows a weight, FP4 widened {}; FP4 experts on cuBLASLt {}; "
-      "{} CTAs an SM; "
+      "up to {} rows a weight, {} an expert (FP8 twins {}; column tiles a CTA {}; FP4 at {} CTAs an SM); dense FP8 "
+      "on swapped wgmma {}; cuBLASLt {} above {} rows; wgmma from {} rows a weight, FP4 widened {}; FP4 experts on "
+      "cuBLASLt {}; {} CTAs an SM; "
       "indexer dots on {}; hc_pre norm {}, fused with the post before it up to {} tokens; attention's shadow {}, "
       "lists split {})",
       gemv_max_rows, gemv_grouped_max_rows, twin_gemv_max_rows,
-      gemv_items > 0 ? std::to_string(gemv_items) : "by one wave",
+      gemv_items > 0 ? std::to_string(gemv_items) : "by one wave", gemv_fp4_ctas_per_sm,
       wgmma_few_min_rows > 0 ? fmt::format("from {} to {} rows", wgmma_few_min_rows, kWgmmaFewMaxRows) : "off",
       cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
       fp4_prewiden ? fmt::format("before the call from {} rows an expert", prewiden_min_rows) : "in shared memory",
@@ -180,9 +182,9 @@ int fast_gemv_k_parts(const GemmProblem& p, const DeviceCaps& caps) {
   return parts;
 }
 
-int fast_gemv_items(const GemmProblem& p, int k_parts, const DeviceCaps& caps) {
-  constexpr int64_t kTileRows = 8, kCtasPerSm = 2, kWarps = 8;
-  const int64_t blocks = p.kg / 128, slots = int64_t{caps.sm_count} * kCtasPerSm;
+int fast_gemv_items(const GemmProblem& p, int k_parts, const DeviceCaps& caps, int ctas_per_sm) {
+  constexpr int64_t kTileRows = 8, kWarps = 8;
+  const int64_t blocks = p.kg / 128, slots = int64_t{caps.sm_count} * ctas_per_sm;
   if (k_parts < 2 || p.groups != 1 || blocks % (int64_t{k_parts} * kFastGemvDepth) != 0) return 1;
   const int64_t tiles = p.experts > 0 ? row_tiles(p.rows, kTileRows, p.experts) : ceil_div(p.rows, kTileRows);
   const int64_t cols = ceil_div(p.n, 16 * (kWarps / k_parts)) * (p.pair ? 2 : 1);
@@ -300,7 +302,9 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
   if (few && plan.route == GemmRoute::kFastMma) {
     plan.route = GemmRoute::kFastGemv;
     plan.gemv_k_parts = policy.gemv_k_parts > 0 ? policy.gemv_k_parts : fast_gemv_k_parts(p, caps);
-    plan.gemv_items = policy.gemv_items > 0 ? policy.gemv_items : fast_gemv_items(p, plan.gemv_k_parts, caps);
+    plan.gemv_ctas_per_sm = p.weight == GemmWeightKind::kFp4 ? policy.gemv_fp4_ctas_per_sm : 2;
+    plan.gemv_items =
+        policy.gemv_items > 0 ? policy.gemv_items : fast_gemv_items(p, plan.gemv_k_parts, caps, plan.gemv_ctas_per_sm);
   }
   // A decode batch of a dense FP8 weight: the swapped wgmma kernel, the plan above behind it.
   const bool swapped = policy.wgmma_few_min_rows > 0 && p.rows >= policy.wgmma_few_min_rows &&

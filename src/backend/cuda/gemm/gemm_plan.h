@@ -62,6 +62,9 @@ struct GemmPolicy {
   // Fast tier, few-row kernel: runs of K a CTA's warps split (1, 2, 4 or 8); 0: the plan's rule
   // (fast_gemv_k_parts). Set only by the bench's sweep (gpu_kernels_bench gemv-parts) that checks the rule.
   int gemv_k_parts = 0;
+  // Fast tier, few-row kernel: CTAs an SM for FP4 weights (2: 16 warps at up to 128 registers; 3: 24 warps
+  // at 85, which its FP4 code fits; DSV4_GEMM_GEMV_FP4_CTAS). FP8 weights stay at 2 (3 spill).
+  int gemv_fp4_ctas_per_sm = 2;
   // Fast tier, few-row kernel: column tiles a CTA runs in turn; 0: the plan's rule (fast_gemv_items; one a
   // CTA measured 0.29 ms slower a b1 step, H100). Set by tests.
   int gemv_items = 0;
@@ -227,6 +230,7 @@ struct GemmPlan {
   int64_t workspace_counters = 0;               // kFastMma: the splits' arrival counters (zeroed once)
   int gemv_k_parts = 1;                         // kFastGemv: runs of K a CTA's warps split (1, 2, 4, 8)
   int gemv_items = 1;                           // kFastGemv: column tiles a CTA runs in turn
+  int gemv_ctas_per_sm = 2;                     // kFastGemv: CTAs an SM its registers allow (FP4: 2 or 3)
   int plain_k_parts = 1;                        // kFastPlainGemv: warps a column's K is split over (1, 2, 4, 8)
   int widen_experts = 0;    // kWgmma, FP4: weights (experts) widened a pass, their scratch within the widening budget
   int lt_pass_experts = 0;  // kCublasLtExperts: experts re-encoded a pass, within the widening budget
@@ -297,7 +301,7 @@ constexpr int kFastGemvDepth = 4;
 // a tile search, an activation staging and a pipeline ramp a CTA instead of one a tile. Calls split into
 // K runs only (whole-K warps are long already), of one group, each run a multiple of kFastGemvDepth
 // blocks (a tile starts at the ring's first slot); else 1.
-int fast_gemv_items(const GemmProblem& p, int k_parts, const DeviceCaps& caps);
+int fast_gemv_items(const GemmProblem& p, int k_parts, const DeviceCaps& caps, int ctas_per_sm = 2);
 
 // kFastPlainGemv: the warps a column's K is split over, doubled while one weight's CTAs (eight warps)
 // still fit one an SM and each warp keeps at least one 256-wide K slice (a twin: 1). Narrow calls (the
