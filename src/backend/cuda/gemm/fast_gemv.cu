@@ -267,7 +267,8 @@ __device__ void stage_acts(const ExactBlockArgs& p, const Tile& tl, int64_t grp,
 // previous kernel; so do a grouped call's whose offsets were settled before that kernel began (finding
 // the tile reads them).
 // kTurns: `items` as given (else 1: the code of one tile a CTA, without the cursor's registers). kCtas: CTAs an
-// SM the registers are held to (2: 128 a thread; 3: 85, which FP4 calls fit without spilling).
+// SM the registers are held to (2: 128 a thread; 3: 85, which FP4 calls fit in 80 with at most 8 bytes of
+// stack).
 template <Form F, int RG, int D, bool kTurns, int kCtas>
 __global__ void __launch_bounds__(kThreads, kCtas) fast_gemv_kernel(const ExactBlockArgs p, int items_arg) {
   constexpr bool kStaged = !is_fp8(F);  // FP4 codes through the warp's shared-memory ring
