@@ -18,13 +18,14 @@ struct Switch {
 
 // Every on/off or named-mode switch the engine reads (env_switch), and what each takes; numbers such
 // as DSV4_GEMM_IMMA_MIN_ROWS are parsed where they are read.
-const std::array<Switch, 7> kSwitches{{
+const std::array<Switch, 8> kSwitches{{
     {"DSV4_CUDA_GRAPHS", {"0", "1"}},
     {"DSV4_MOE_SIDE", {"0", "1"}},
     {"DSV4_HC_PRODUCTS", {"0", "1"}},
     {"DSV4_HC_RING", {"0", "1"}},
     {"DSV4_GEMM_CUBLASLT", {"0", "1"}},
     {"DSV4_GEMM_IMMA", {"0", "1"}},
+    {"DSV4_GEMM_LT_EXPERTS_RESIDENT", {"0", "1"}},
     {"DSV4_INDEXER_DOTS", {"cuda-cores", "mma", "wgmma"}},
 }};
 

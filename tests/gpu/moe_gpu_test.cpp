@@ -537,6 +537,16 @@ TEST(CudaMoeExperts, Fp4ExpertsOnCublasLtMatchCpu) {
   std::printf("cuBLASLt an expert, padded: normalised error %.2e\n", e);
   EXPECT_LE(e, 1e-2) << bf16_diff(got[0], want);
   EXPECT_TRUE(got[1] == got[0]) << "run to run: " << bf16_diff(got[1], got[0]);
+  // The weights re-encoded once and kept (every expert, the pair's and w2's lists): the same bits, the
+  // re-encoding made by the first run only.
+  cuda::GemmPolicy kept = policy;
+  kept.lt_experts_resident = true;
+  Runners resident(kept);
+  const auto from_kept = r.gpu(resident, false, 2, &err);
+  EXPECT_EQ(resident.gemm.stats().lt_expert_calls, 4);
+  EXPECT_EQ(resident.gemm.stats().lt_resident_weights, 2);
+  EXPECT_TRUE(from_kept[0] == got[0]) << "kept weights: " << bf16_diff(from_kept[0], got[0]);
+  EXPECT_TRUE(from_kept[1] == got[0]) << "kept weights, second run: " << bf16_diff(from_kept[1], got[0]);
   policy.lt_experts_min_rows = int64_t{1} << 40;  // the wgmma kernel on the unpadded layout
   Runners wg(policy);
   const auto other = r.gpu(wg, false, 1, &err);

@@ -198,6 +198,9 @@ struct GemmRunner::Impl {
   cudaStream_t ahead = nullptr;
   cudaEvent_t begun = nullptr, widened_at[2] = {}, used_at[2] = {};
   std::map<std::array<int64_t, 15>, LtPlan> plans;
+  // lt_experts with GemmPolicy::lt_experts_resident: each weight list's (and its pair's) experts
+  // re-encoded once, every one, in lt_expert_widen's slots; kept for the runner's life.
+  std::map<std::pair<const void* const*, const void* const*>, uint8_t*> residents;
   GemmPolicy policy;
   DeviceCaps caps;
   GemmRunner::Stats stats;
@@ -223,6 +226,7 @@ struct GemmRunner::Impl {
     if (counters) cudaFreeAsync(counters, stream);
     if (widened) cudaFreeAsync(widened, stream);
     if (span_flag) cudaFreeAsync(span_flag, stream);
+    for (auto& [key, codes] : residents) cudaFreeAsync(codes, stream);
     if (host_words) cudaFreeHost(host_words);
     if (workspace) cudaFreeAsync(workspace, stream);
     if (lt) cublasLtDestroy(lt);
@@ -465,6 +469,8 @@ struct GemmRunner::Impl {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     DSV4_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
     if (capture != cudaStreamCaptureStatusNone || a.row_slack < 3 || p.codes_ld % 16 != 0) return false;
+    make_ahead();
+    if (uint8_t* kept = resident_for(p, a.reencode_checked)) return lt_kept(p, plan, a, kept);
     const int halves = has_pair(p) ? 2 : 1, per_pass = std::max(1, plan.lt_pass_experts);
     const int64_t slots = int64_t{halves} * per_pass, buffer_bytes = cuda::widened_bytes(slots, p.n, p.kg);
     // Each pass re-encoded into one of two buffers on `ahead`, then multiplied on `stream` and the lanes:
@@ -477,7 +483,6 @@ struct GemmRunner::Impl {
       const int count = std::min(per_pass, p.experts - first);
       lt_expert_widen(p, first, count, wide, reinterpret_cast<float*>(wide + slots * p.n * p.kg), st);
     };
-    make_ahead();
     wait_for(ahead, stream, begun);  // after the routing (and the last call's matmuls)
     widen(0, 0, ahead);
     const bool counted = lt_expert_counts(p, a.reencode_checked, a.same_offsets);
@@ -490,6 +495,32 @@ struct GemmRunner::Impl {
     // there; the caller's fallback may widen into the same scratch).
     wait_for(stream, ahead, begun);
     return ok;
+  }
+
+  // The weights of p's experts (every one) and its pair's re-encoded once and kept, where the policy asks
+  // and the caller checked that all of them re-encode exactly; null: re-encode a pass at a time (no
+  // room left in GPU memory included).
+  uint8_t* resident_for(const ExactBlockArgs& p, bool checked) {
+    if (!policy.lt_experts_resident || !checked) return nullptr;
+    const auto key = std::make_pair(p.w_list, p.w_list_b);
+    if (const auto it = residents.find(key); it != residents.end()) return it->second;
+    const int64_t slots = int64_t{has_pair(p) ? 2 : 1} * p.experts;
+    void* codes = nullptr;
+    if (cudaMallocAsync(&codes, static_cast<size_t>(cuda::widened_bytes(slots, p.n, p.kg)), stream) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    auto* wide = static_cast<uint8_t*>(codes);
+    lt_expert_widen(p, 0, p.experts, wide, reinterpret_cast<float*>(wide + slots * p.n * p.kg), stream, true);
+    ++stats.lt_resident_weights;
+    return residents.emplace(key, wide).first->second;
+  }
+
+  // lt_experts from weights kept re-encoded (resident_for): one pass over every expert, nothing re-encoded.
+  bool lt_kept(const ExactBlockArgs& p, const GemmPlan& plan, const GroupedGemmArgs& a, uint8_t* kept) {
+    GemmPlan all = plan;
+    all.lt_pass_experts = p.experts;
+    return lt_expert_counts(p, true, a.same_offsets) && lt_passes(p, all, {0}, kept, 0, [](int, int, cudaStream_t) {});
   }
 
   // lt_experts' passes, their experts' row counts on the host (host_words).

@@ -55,7 +55,14 @@ int64_t CudaOps::step_workspace_bytes(const ModelConfig& m, int64_t tokens) cons
   const int64_t shadow = shadow_from > 0 && tokens >= shadow_from
                              ? shadow_rows * (2 * m.head_dim + 8 + 64) + tokens * width * 4 + (int64_t{1} << 13)
                              : 0;
-  return kRuntime + gemm + moe + shadow;
+  // FP4 experts kept re-encoded for cuBLASLt's route (GemmPolicy::lt_experts_resident): every MoE layer's
+  // w1 / w3 pair and w2, the whole model's (a rank holding a share of the experts reserves more than it takes).
+  int64_t resident = 0;
+  if (gemm_->policy().lt_experts_resident && m.expert_format == WeightFormat::kFp4) {
+    const int64_t layers = m.n_layers + m.n_mtp_layers, e = m.n_routed_experts;
+    resident = layers * (widened_bytes(2 * e, m.moe_inter_dim, m.dim) + widened_bytes(e, m.dim, m.moe_inter_dim));
+  }
+  return kRuntime + gemm + moe + shadow + resident;
 }
 
 GemmRunner& CudaOps::gemm() {

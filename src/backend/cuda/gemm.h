@@ -93,6 +93,7 @@ class GemmRunner {
     int64_t lt_expert_calls = 0;
     int64_t lt_expert_fallbacks = 0;
     int64_t lt_count_reads = 0;
+    int64_t lt_resident_weights = 0;  // weight lists re-encoded once and kept (GemmPolicy::lt_experts_resident)
   };
   Stats stats() const;
 

@@ -681,6 +681,14 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).lt_experts_min_rows, 0);
   EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("FP4 experts on cuBLASLt off"), std::string::npos);
   ::unsetenv("DSV4_GEMM_LT_EXPERTS_MIN_ROWS");
+  EXPECT_FALSE(GemmPolicy::from_env(Numerics::kFast).lt_experts_resident);
+  ::setenv("DSV4_GEMM_LT_EXPERTS_RESIDENT", "1", 1);
+  EXPECT_TRUE(GemmPolicy::from_env(Numerics::kFast).lt_experts_resident);
+  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("4 streams, re-encoded once and kept;"),
+            std::string::npos);
+  ::setenv("DSV4_GEMM_LT_EXPERTS_RESIDENT", "yes", 1);
+  EXPECT_THROW(GemmPolicy::from_env(Numerics::kFast), Error);
+  ::unsetenv("DSV4_GEMM_LT_EXPERTS_RESIDENT");
   p = GemmPolicy::from_env(Numerics::kExact);
   EXPECT_TRUE(p.cublaslt);
   EXPECT_NE(p.describe().find("exact"), std::string::npos);

@@ -52,6 +52,7 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.exact_imma = env_switch("DSV4_GEMM_IMMA") != "0";
   p.imma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_IMMA_MIN_ROWS", p.imma_min_rows));
   p.lt_experts_min_rows = std::max<int64_t>(0, env_count("DSV4_GEMM_LT_EXPERTS_MIN_ROWS", p.lt_experts_min_rows));
+  p.lt_experts_resident = env_switch("DSV4_GEMM_LT_EXPERTS_RESIDENT") == "1";
   p.lt_expert_streams =
       static_cast<int>(std::clamp<int64_t>(env_count("DSV4_GEMM_LT_EXPERT_STREAMS", p.lt_expert_streams), 1, 8));
   p.hc_products = env_switch("DSV4_HC_PRODUCTS") != "0";
@@ -88,9 +89,10 @@ std::string GemmPolicy::describe() const {
       wgmma_few_min_rows > 0 ? fmt::format("from {} to {} rows", wgmma_few_min_rows, kWgmmaFewMaxRows) : "off",
       cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
       fp4_prewiden ? fmt::format("before the call from {} rows an expert", prewiden_min_rows) : "in shared memory",
-      cublaslt && lt_experts_min_rows > 0 ? fmt::format("from {} rows an expert, {} stream{}", lt_experts_min_rows,
-                                                        lt_expert_streams, lt_expert_streams == 1 ? "" : "s")
-                                          : "off",
+      cublaslt && lt_experts_min_rows > 0
+          ? fmt::format("from {} rows an expert, {} stream{}{}", lt_experts_min_rows, lt_expert_streams,
+                        lt_expert_streams == 1 ? "" : "s", lt_experts_resident ? ", re-encoded once and kept" : "")
+          : "off",
       ctas_per_sm, indexer_dots_name(indexer_dots), hc_fused_norm ? "fused" : "apart", hc_post_pre_max_tokens,
       attention_shadow_min_tokens > 0 ? fmt::format("from {} tokens", attention_shadow_min_tokens) : "off",
       attention_max_splits == 0   ? std::string("by the cost model")

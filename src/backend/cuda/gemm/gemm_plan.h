@@ -99,6 +99,12 @@ struct GemmPolicy {
   // four streams against one: the MoE of 2048-8192 tokens over 32 experts 1.5-7% faster, 256 experts
   // 1-8% (docs/perf.md).
   int lt_expert_streams = 4;
+  // ... from weights re-encoded once and kept (every expert of a weight list, at its first call on this
+  // route; DSV4_GEMM_LT_EXPERTS_RESIDENT=1) instead of a pass of re-encoding each call: the e4m3 form's
+  // bytes (twice the FP4 experts') in GPU memory for the re-encoding's time (the preset's 2048-token
+  // prefill step: 215 passes, 14.5% of its span, H100 session 48). The engine's memory plan counts them
+  // (CudaOps::step_workspace_bytes).
+  bool lt_experts_resident = false;
   // The widened or re-encoded experts a pass holds at most (bytes; tests lower it for many passes).
   int64_t widen_budget_bytes = kWidenBudgetBytes;
   // Fast tier: fp32 weights of at least this many rows on the fused multiply-add kernel (fast_sgemm.h);

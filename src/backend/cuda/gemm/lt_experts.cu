@@ -59,12 +59,13 @@ __global__ void span_check_kernel(const ExactBlockArgs p, int32_t* flag, bool al
 // grid (K blocks, row blocks, count x halves): one 128x128 block of one weight slot. Thread t reads row
 // t's scale word for the block's range, then re-encodes sub-block t % 4 of rows t / 4 + 32i by its table
 // (fp4_shift.h): a warp's loads and stores cover eight rows' contiguous bytes.
-__global__ void widen_kernel(const ExactBlockArgs p, int first, int count, uint8_t* wide, float* scales) {
+__global__ void widen_kernel(const ExactBlockArgs p, int first, int count, uint8_t* wide, float* scales,
+                             bool all_experts) {
   pdl_enter();
   __shared__ uint32_t row_scales[kRowsPerBlock];
   const int j = static_cast<int>(blockIdx.z), e = first + j % count, half = j / count;
   const int slot = (j % count) * static_cast<int>(gridDim.z / count) + half;  // an expert's halves side by side
-  const ExpertWeight w = expert_weight(p, e, half);
+  const ExpertWeight w = expert_weight(p, e, half, all_experts);
   if (!w.w) return;
   const int64_t kb = blockIdx.x, rb = blockIdx.y;
   const uint32_t sw =
@@ -122,13 +123,14 @@ void lt_expert_span_check(const ExactBlockArgs& a, int32_t* flag, cudaStream_t s
   launch_kernel(span_check_kernel, grid, dim3(kRowsPerBlock), 0, stream, a, flag, all_experts);
 }
 
-void lt_expert_widen(const ExactBlockArgs& a, int first, int count, uint8_t* wide, float* scales, cudaStream_t stream) {
+void lt_expert_widen(const ExactBlockArgs& a, int first, int count, uint8_t* wide, float* scales, cudaStream_t stream,
+                     bool all_experts) {
   require_call(a);
   DSV4_CUDA_REQUIRE(first >= 0 && count >= 1 && first + count <= a.experts && wide && scales,
                     "lt_expert_widen: a range of the call's experts and its scratch");
   const dim3 grid(static_cast<unsigned>(a.kg / 128), static_cast<unsigned>(a.n / 128),
                   static_cast<unsigned>(count * (has_pair(a) ? 2 : 1)));
-  launch_kernel(widen_kernel, grid, dim3(kRowsPerBlock), 0, stream, a, first, count, wide, scales);
+  launch_kernel(widen_kernel, grid, dim3(kRowsPerBlock), 0, stream, a, first, count, wide, scales, all_experts);
 }
 
 void lt_expert_regroup_scales(const ExactBlockArgs& a, float* out, cudaStream_t stream) {

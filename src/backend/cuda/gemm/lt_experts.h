@@ -29,11 +29,13 @@ constexpr int kLtExpertSpan = 14;
 // call, n and kg multiples of 128 (offsets unread with all_experts).
 void lt_expert_span_check(const ExactBlockArgs& a, int32_t* flag, cudaStream_t stream, bool all_experts = false);
 
-// Re-encodes experts [first, first + count) that have rows, and their pair's weights, into weight slots:
+// Re-encodes experts [first, first + count) that have rows (every one with all_experts: offsets unread),
+// and their pair's weights, into weight slots:
 // slot j = (e - first)·halves + h (h 1: the pair's weight; halves 2 with a pair, else 1) holds e4m3 codes
 // [n][kg] at wide + j·n·kg and fp32 block scales [n/128][weight_scale_ld(kg)] at scales + j·(n/128)·ld,
 // so that an expert's two weights read as one of 2n rows.
-void lt_expert_widen(const ExactBlockArgs& a, int first, int count, uint8_t* wide, float* scales, cudaStream_t stream);
+void lt_expert_widen(const ExactBlockArgs& a, int first, int count, uint8_t* wide, float* scales, cudaStream_t stream,
+                     bool all_experts = false);
 
 // Where expert e's regrouped activation scales start (floats), from its first row: room for kblocks x
 // (rows + 4) floats (its pieces', gemm_plan.h lt_expert_pieces), 16-byte aligned, apart from every other
