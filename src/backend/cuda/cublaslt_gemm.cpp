@@ -516,6 +516,17 @@ struct GemmRunner::Impl {
     return residents.emplace(key, wide).first->second;
   }
 
+  void forget_kept_experts(const void* const* w_list) {
+    for (auto it = residents.begin(); it != residents.end();) {
+      if (it->first.first != w_list && it->first.second != w_list) {
+        ++it;
+        continue;
+      }
+      DSV4_CUDA_CHECK(cudaFreeAsync(it->second, stream));  // after the calls that read it
+      it = residents.erase(it);
+    }
+  }
+
   // lt_experts from weights kept re-encoded (resident_for): one pass over every expert, nothing re-encoded.
   bool lt_kept(const ExactBlockArgs& p, const GemmPlan& plan, const GroupedGemmArgs& a, uint8_t* kept) {
     GemmPlan all = plan;
@@ -889,6 +900,7 @@ void GemmRunner::grouped(const GroupedGemmArgs& a) {
 std::optional<bool> GemmRunner::fp4_experts_reencode_exactly(const GroupedGemmArgs& a) {
   return impl_->fp4_experts_reencode_exactly(a);
 }
+void GemmRunner::forget_kept_experts(const void* const* w_list) { impl_->forget_kept_experts(w_list); }
 const GemmPolicy& GemmRunner::policy() const { return impl_->policy; }
 GemmRunner::Stats GemmRunner::stats() const { return impl_->stats; }
 

@@ -85,6 +85,9 @@ class GemmRunner {
   // check over all experts and a sync, so callers ask once per weight list. Nothing (no answer) while the stream is
   // being recorded.
   std::optional<bool> fp4_experts_reencode_exactly(const GroupedGemmArgs& a);
+  // Forgets the experts kept re-encoded from the device pointer table w_list (GemmPolicy::
+  // lt_experts_resident), as or with a pair: its owner is about to free or refill it.
+  void forget_kept_experts(const void* const* w_list);
   // Grouped calls run as a cuBLASLt matmul an expert (GemmRoute::kCublasLtExperts), and those its plan
   // sent there that took the wgmma kernel instead (scales spanning too far, cuBLASLt refusing, a graph
   // being recorded: the route reads the experts' row counts on the host).

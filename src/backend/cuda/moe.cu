@@ -723,6 +723,7 @@ PointerTable& MoeRunner::Impl::table(const Weight* w, int experts) {
     t.scale[e] = w[e].scale;
   }
   scratch_moves(stream, "an expert pointer table");
+  if (t.device.p) gemm.forget_kept_experts(t.d_data());  // their copies came from the old pointers
   t.device.release(stream);
   const void** d = t.device.get<const void*>(2 * static_cast<size_t>(experts), stream);
   // Pageable sources are staged before these calls return, so the vectors may change afterwards.
