@@ -18,7 +18,7 @@ struct Switch {
 
 // Every on/off or named-mode switch the engine reads (env_switch), and what each takes; numbers such
 // as DSV4_GEMM_IMMA_MIN_ROWS are parsed where they are read.
-const std::array<Switch, 8> kSwitches{{
+const std::array<Switch, 9> kSwitches{{
     {"DSV4_CUDA_GRAPHS", {"0", "1"}},
     {"DSV4_MOE_SIDE", {"0", "1"}},
     {"DSV4_HC_PRODUCTS", {"0", "1"}},
@@ -26,6 +26,7 @@ const std::array<Switch, 8> kSwitches{{
     {"DSV4_GEMM_CUBLASLT", {"0", "1"}},
     {"DSV4_GEMM_IMMA", {"0", "1"}},
     {"DSV4_GEMM_LT_EXPERTS_RESIDENT", {"0", "1"}},
+    {"DSV4_GEMM_WGMMA_FEW_BF16", {"0", "1"}},
     {"DSV4_INDEXER_DOTS", {"cuda-cores", "mma", "wgmma"}},
 }};
 
