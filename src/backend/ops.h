@@ -31,6 +31,14 @@ class Ops {
     (void)model, (void)tokens;
     return 0;
   }
+  // Device memory the backend could use beyond that to run faster, the most it would take (the CUDA fast
+  // tier: FP4 experts kept re-encoded for cuBLASLt); it takes none until the engine grants some
+  // (grant_optional_workspace) out of what its KV pools could never use. Tools without an engine: unbounded.
+  virtual int64_t optional_workspace_bytes(const ModelConfig& model) const {
+    (void)model;
+    return 0;
+  }
+  virtual void grant_optional_workspace(int64_t bytes) { (void)bytes; }
 
  protected:
   // The backend's op, given parameters the front has checked.

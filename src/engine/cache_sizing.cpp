@@ -71,6 +71,16 @@ int64_t request_kv_bytes(const KvLayout& layout, int64_t tokens) {
   return bytes;
 }
 
+int64_t optional_workspace_grant(const ModelConfig& model, const EngineConfig& c, int64_t spare, int64_t wanted) {
+  if (wanted <= 0 || spare <= 0) return 0;
+  const KvLayout layout = make_kv_layout(model, c.kv_dtypes);
+  const int64_t len = c.max_model_len > 0 ? c.max_model_len : model.max_position_embeddings;
+  // Saturating: a million positions for hundreds of requests outgrows any GPU, not int64.
+  const double full = static_cast<double>(c.max_num_seqs + 1) * static_cast<double>(request_kv_bytes(layout, len));
+  if (full >= static_cast<double>(spare)) return 0;
+  return std::min(wanted, spare - static_cast<int64_t>(full));
+}
+
 KvCacheSetup plan_kv_cache(const ModelConfig& model, const EngineConfig& c) {
   DSV4_CHECK(c.block_size == kKvBlockTokens, "--block-size {} is not supported: the KV cache uses blocks of {}",
              c.block_size, kKvBlockTokens);

@@ -26,8 +26,7 @@ double seconds_since(Clock::time_point t0) { return seconds_between(t0, Clock::n
 // weights, the backend's own workspace for a step (Ops::step_workspace_bytes) and a reserve for one
 // step's activations (a prefill chunk's widest tensors, with margin), recordings and logits.
 // Ranks sharing one GPU (more ranks than GPUs) share its memory equally.
-int64_t gpu_kv_budget(const EngineConfig& c, const ModelConfig& m, const Device& dev, const Ops& ops,
-                      int ranks_per_gpu) {
+int64_t gpu_kv_budget(const EngineConfig& c, const ModelConfig& m, const Device& dev, Ops& ops, int ranks_per_gpu) {
   DSV4_CHECK(c.gpu_memory_utilization > 0 && c.gpu_memory_utilization <= 1,
              "--gpu-memory-utilization must lie in (0, 1], got {}", c.gpu_memory_utilization);
   const double usable = c.gpu_memory_utilization * static_cast<double>(dev.memory_capacity()) / ranks_per_gpu;
@@ -46,7 +45,17 @@ int64_t gpu_kv_budget(const EngineConfig& c, const ModelConfig& m, const Device&
              "{:.1f} GiB of weights and a {:.1f} GiB reserve (the backend's workspace and a step's activations)",
              c.gpu_memory_utilization, usable / (1 << 30), static_cast<double>(dev.memory_capacity()) / (1 << 30),
              static_cast<double>(c.weight_bytes) / (1 << 30), reserve / (1 << 30));
-  return static_cast<int64_t>(budget);
+  // What the backend could use to run faster, out of what the KV pools could never use.
+  const int64_t wanted = ops.optional_workspace_bytes(m);
+  const int64_t grant = optional_workspace_grant(m, c, static_cast<int64_t>(budget), wanted);
+  ops.grant_optional_workspace(grant);
+  if (wanted > 0) {
+    spdlog::info(
+        "engine: {:.1f} GiB of the {:.1f} GiB of optional backend workspace granted (KV pools for "
+        "--max-num-seqs requests of --max-model-len come first)",
+        static_cast<double>(grant) / (1 << 30), static_cast<double>(wanted) / (1 << 30));
+  }
+  return static_cast<int64_t>(budget) - grant;
 }
 
 }  // namespace
@@ -75,6 +84,8 @@ EngineCore::EngineCore(const ModelConfig& model, EngineConfig config, const Exec
   const bool gpu = kv_memory && !backend_.device->host_memory();
   config_.max_num_batched_tokens = resolve_max_num_batched_tokens(
       config_.max_num_batched_tokens, gpu ? static_cast<int64_t>(backend_.device->memory_capacity()) : 0);
+  // Optional backend workspace only where the memory plan below grants it (an explicit --kv-cache-memory: none).
+  if (gpu) backend_.ops->grant_optional_workspace(0);
   if (gpu && config_.kv_cache_memory == 0)
     config_.kv_cache_memory = gpu_kv_budget(config_, model_, *backend_.device, *backend_.ops, replica_.ranks_per_gpu);
   // Every rank keeps its own host tier of this size: "auto" shares the host's memory among them.

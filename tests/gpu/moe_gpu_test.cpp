@@ -20,6 +20,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_error.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/gemm/gemm_plan.h"
 #include "backend/cuda/moe.h"
 #include "core/number_formats.h"
 #include "gpu/gpu_test_util.h"
@@ -547,6 +548,16 @@ TEST(CudaMoeExperts, Fp4ExpertsOnCublasLtMatchCpu) {
   EXPECT_EQ(resident.gemm.stats().lt_resident_weights, 2);
   EXPECT_TRUE(from_kept[0] == got[0]) << "kept weights: " << bf16_diff(from_kept[0], got[0]);
   EXPECT_TRUE(from_kept[1] == got[0]) << "kept weights, second run: " << bf16_diff(from_kept[1], got[0]);
+  // A kept budget (the engine's grant) of the pair's list alone: it kept, w2's re-encoded each call; none:
+  // nothing kept. The same bits.
+  const int64_t pair_bytes = cuda::widened_bytes(2 * int64_t{bank.experts}, bank.inter, bank.dim);
+  for (const auto& [budget, lists] : {std::pair<int64_t, int64_t>{0, 0}, {pair_bytes, 1}}) {
+    Runners granted(kept);
+    granted.gemm.set_kept_budget(budget);
+    const auto from_granted = r.gpu(granted, false, 2, &err);
+    EXPECT_EQ(granted.gemm.stats().lt_resident_weights, lists) << budget;
+    EXPECT_TRUE(from_granted[1] == got[0]) << "budget " << budget << ": " << bf16_diff(from_granted[1], got[0]);
+  }
   policy.lt_experts_min_rows = int64_t{1} << 40;  // the wgmma kernel on the unpadded layout
   Runners wg(policy);
   const auto other = r.gpu(wg, false, 1, &err);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <map>
 
 #include "backend/cuda/cuda_check.h"
@@ -200,7 +201,8 @@ struct GemmRunner::Impl {
   std::map<std::array<int64_t, 15>, LtPlan> plans;
   // lt_experts with GemmPolicy::lt_experts_resident: each weight list's (and its pair's) experts
   // re-encoded once, every one, in lt_expert_widen's slots; kept for the runner's life.
-  std::map<std::pair<const void* const*, const void* const*>, uint8_t*> residents;
+  std::map<std::pair<const void* const*, const void* const*>, std::pair<uint8_t*, int64_t>> residents;
+  int64_t kept_bytes = 0, kept_budget = std::numeric_limits<int64_t>::max();  // set_kept_budget
   GemmPolicy policy;
   DeviceCaps caps;
   GemmRunner::Stats stats;
@@ -226,7 +228,7 @@ struct GemmRunner::Impl {
     if (counters) cudaFreeAsync(counters, stream);
     if (widened) cudaFreeAsync(widened, stream);
     if (span_flag) cudaFreeAsync(span_flag, stream);
-    for (auto& [key, codes] : residents) cudaFreeAsync(codes, stream);
+    for (auto& [key, kept] : residents) cudaFreeAsync(kept.first, stream);
     if (host_words) cudaFreeHost(host_words);
     if (workspace) cudaFreeAsync(workspace, stream);
     if (lt) cublasLtDestroy(lt);
@@ -497,23 +499,25 @@ struct GemmRunner::Impl {
     return ok;
   }
 
-  // The weights of p's experts (every one) and its pair's re-encoded once and kept, where the policy asks
-  // and the caller checked that all of them re-encode exactly; null: re-encode a pass at a time (no
-  // room left in GPU memory included).
+  // The weights of p's experts (every one) and its pair's re-encoded once and kept, where the policy asks,
+  // the caller checked that all of them re-encode exactly and the kept budget has room; null: re-encode a
+  // pass at a time (no room left in GPU memory included).
   uint8_t* resident_for(const ExactBlockArgs& p, bool checked) {
     if (!policy.lt_experts_resident || !checked) return nullptr;
     const auto key = std::make_pair(p.w_list, p.w_list_b);
-    if (const auto it = residents.find(key); it != residents.end()) return it->second;
-    const int64_t slots = int64_t{has_pair(p) ? 2 : 1} * p.experts;
+    if (const auto it = residents.find(key); it != residents.end()) return it->second.first;
+    const int64_t slots = int64_t{has_pair(p) ? 2 : 1} * p.experts, bytes = cuda::widened_bytes(slots, p.n, p.kg);
+    if (bytes > kept_budget - kept_bytes) return nullptr;
     void* codes = nullptr;
-    if (cudaMallocAsync(&codes, static_cast<size_t>(cuda::widened_bytes(slots, p.n, p.kg)), stream) != cudaSuccess) {
+    if (cudaMallocAsync(&codes, static_cast<size_t>(bytes), stream) != cudaSuccess) {
       (void)cudaGetLastError();
       return nullptr;
     }
     auto* wide = static_cast<uint8_t*>(codes);
     lt_expert_widen(p, 0, p.experts, wide, reinterpret_cast<float*>(wide + slots * p.n * p.kg), stream, true);
     ++stats.lt_resident_weights;
-    return residents.emplace(key, wide).first->second;
+    kept_bytes += bytes;
+    return residents.emplace(key, std::make_pair(wide, bytes)).first->second.first;
   }
 
   void forget_kept_experts(const void* const* w_list) {
@@ -522,7 +526,8 @@ struct GemmRunner::Impl {
         ++it;
         continue;
       }
-      DSV4_CUDA_CHECK(cudaFreeAsync(it->second, stream));  // after the calls that read it
+      DSV4_CUDA_CHECK(cudaFreeAsync(it->second.first, stream));  // after the calls that read it
+      kept_bytes -= it->second.second;
       it = residents.erase(it);
     }
   }
@@ -905,6 +910,7 @@ std::optional<bool> GemmRunner::fp4_experts_reencode_exactly(const GroupedGemmAr
   return impl_->fp4_experts_reencode_exactly(a);
 }
 void GemmRunner::forget_kept_experts(const void* const* w_list) { impl_->forget_kept_experts(w_list); }
+void GemmRunner::set_kept_budget(int64_t bytes) { impl_->kept_budget = std::max<int64_t>(0, bytes); }
 const GemmPolicy& GemmRunner::policy() const { return impl_->policy; }
 GemmRunner::Stats GemmRunner::stats() const { return impl_->stats; }
 

@@ -55,21 +55,25 @@ int64_t CudaOps::step_workspace_bytes(const ModelConfig& m, int64_t tokens) cons
   const int64_t shadow = shadow_from > 0 && tokens >= shadow_from
                              ? shadow_rows * (2 * m.head_dim + 8 + 64) + tokens * width * 4 + (int64_t{1} << 13)
                              : 0;
-  // FP4 experts kept re-encoded for cuBLASLt's route (GemmPolicy::lt_experts_resident): every MoE layer's
-  // w1 / w3 pair and w2, the whole model's (a rank holding a share of the experts reserves more than it takes).
-  int64_t resident = 0;
-  if (gemm_->policy().lt_experts_resident && m.expert_format == WeightFormat::kFp4) {
-    const int64_t layers = m.n_layers + m.n_mtp_layers, e = m.n_routed_experts;
-    resident = layers * (widened_bytes(2 * e, m.moe_inter_dim, m.dim) + widened_bytes(e, m.dim, m.moe_inter_dim));
-  }
-  return kRuntime + gemm + moe + shadow + resident;
+  return kRuntime + gemm + moe + shadow;
 }
+
+int64_t CudaOps::optional_workspace_bytes(const ModelConfig& m) const {
+  // FP4 experts kept re-encoded for cuBLASLt's route (GemmPolicy::lt_experts_resident): every MoE layer's
+  // w1 / w3 pair and w2, the whole model's (a rank holding a share of the experts asks more than it takes).
+  if (!gemm_->policy().lt_experts_resident || m.expert_format != WeightFormat::kFp4) return 0;
+  const int64_t layers = m.n_layers + m.n_mtp_layers, e = m.n_routed_experts;
+  return layers * (widened_bytes(2 * e, m.moe_inter_dim, m.dim) + widened_bytes(e, m.dim, m.moe_inter_dim));
+}
+
+void CudaOps::grant_optional_workspace(int64_t bytes) { gemm_->set_kept_budget(bytes); }
 
 GemmRunner& CudaOps::gemm() {
   if (dev_.stream() == dev_.main_stream()) return *gemm_;
   if (!side_gemm_) {
     scratch_moves(dev_.stream(), "a side-stream GEMM runner");
     side_gemm_ = std::make_unique<GemmRunner>(dev_.stream(), gemm_->policy(), dev_.error_flag());
+    side_gemm_->set_kept_budget(0);  // the MoE runs on the main runner: a grant counts one runner's copies
   }
   return *side_gemm_;
 }

@@ -27,6 +27,8 @@ class CudaOps final : public Ops {
 
   uint64_t scratch_epoch() const override;
   int64_t step_workspace_bytes(const ModelConfig& model, int64_t tokens) const override;
+  int64_t optional_workspace_bytes(const ModelConfig& model) const override;
+  void grant_optional_workspace(int64_t bytes) override;
 
  protected:
   DSV4_OPS_OVERRIDE

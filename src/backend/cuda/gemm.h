@@ -88,6 +88,9 @@ class GemmRunner {
   // Forgets the experts kept re-encoded from the device pointer table w_list (GemmPolicy::
   // lt_experts_resident), as or with a pair: its owner is about to free or refill it.
   void forget_kept_experts(const void* const* w_list);
+  // The most bytes of experts it keeps re-encoded (unbounded until set; lists past it re-encode a pass at a
+  // time each call): what the engine's memory plan granted (CudaOps::grant_optional_workspace).
+  void set_kept_budget(int64_t bytes);
   // Grouped calls run as a cuBLASLt matmul an expert (GemmRoute::kCublasLtExperts), and those its plan
   // sent there that took the wgmma kernel instead (scales spanning too far, cuBLASLt refusing, a graph
   // being recorded: the route reads the experts' row counts on the host).

@@ -44,6 +44,30 @@ TEST(CacheSizing, DefaultMaxModelLenIsWhatFitsWithAWarning) {
   EXPECT_TRUE(roomy.warning.empty());
 }
 
+// Optional backend workspace gets only what the KV pools could never use: the spare beyond max_num_seqs
+// (and one more) requests of max_model_len positions, at most what the backend asks; nothing where the
+// requests would fill the spare (the model's own length when max_model_len is 0).
+TEST(CacheSizing, OptionalWorkspaceGetsWhatTheKvPoolsCouldNeverUse) {
+  ModelConfig m = tiny_config();
+  m.max_position_embeddings = 1 << 20;
+  EngineConfig c;
+  c.max_num_seqs = 8;
+  c.max_model_len = 4096;
+  const KvLayout layout = make_kv_layout(m, c.kv_dtypes);
+  const int64_t request = request_kv_bytes(layout, 4096), full = 9 * request;
+  ASSERT_GT(request, 0);
+  const int64_t spare = full + 3 * request;
+  EXPECT_EQ(optional_workspace_grant(m, c, spare, request), request);          // all it asks
+  EXPECT_EQ(optional_workspace_grant(m, c, spare, 5 * request), 3 * request);  // what is left
+  EXPECT_EQ(optional_workspace_grant(m, c, full, request), 0);
+  EXPECT_EQ(optional_workspace_grant(m, c, spare, 0), 0);
+  c.max_num_seqs = 12;  // more requests take the spare
+  EXPECT_EQ(optional_workspace_grant(m, c, spare, request), 0);
+  c.max_num_seqs = 8;
+  c.max_model_len = 0;  // the model's million positions
+  EXPECT_EQ(optional_workspace_grant(m, c, spare, request), 0);
+}
+
 TEST(CacheSizing, CpuDefaultMaxModelLenIsWhatTheCpuServes) {
   ModelConfig long_model = tiny_config();
   long_model.max_position_embeddings = 1 << 20;

@@ -102,8 +102,9 @@ struct GemmPolicy {
   // ... from weights re-encoded once and kept (every expert of a weight list, at its first call on this
   // route; DSV4_GEMM_LT_EXPERTS_RESIDENT=1) instead of a pass of re-encoding each call: the e4m3 form's
   // bytes (twice the FP4 experts') in GPU memory for the re-encoding's time (the preset's 2048-token
-  // prefill step: 215 passes, 14.5% of its span, H100 session 48). The engine's memory plan counts them
-  // (CudaOps::step_workspace_bytes).
+  // prefill step: 215 passes, 14.5% of its span, H100 session 48). They are optional workspace
+  // (CudaOps::optional_workspace_bytes): the engine grants what its KV pools could never use, and weight
+  // lists past the grant re-encode each call as without it.
   bool lt_experts_resident = false;
   // The widened or re-encoded experts a pass holds at most (bytes; tests lower it for many passes).
   int64_t widen_budget_bytes = kWidenBudgetBytes;
