@@ -771,9 +771,6 @@ int main() {
     const auto behind = fast_with([](cuda::GemmPolicy& p) { p.wgmma_few_min_rows = 0; });
     gemm_rows(fast_ops, " few", {16, 32, 64});
     gemm_rows(*behind, " behind", {16, 32, 64});
-    // ... its bf16 rows quantized in the kernel against quantize_act's launch before it (the rows above)
-    const auto from_x = fast_with([](cuda::GemmPolicy& p) { p.wgmma_few_bf16 = true; });
-    gemm_rows(*from_x, " few bf16", {16, 32, 64});
   }
   if (want("gemv-parts")) {  // the few-row kernel's K runs a CTA forced, against the plan's occupancy rule
     for (int parts : {1, 2, 4, 8}) {

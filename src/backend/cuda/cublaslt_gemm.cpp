@@ -776,13 +776,9 @@ struct GemmRunner::Impl {
       run_exact_block(a, p, x_ld);
       return;
     }
-    if (plan.route == GemmRoute::kFastMma || plan.route == GemmRoute::kFastGemv || !plan.codes) {
+    if (plan.route == GemmRoute::kFastMma || plan.route == GemmRoute::kFastGemv) {
       // bf16 rows straight in where the kernel quantizes them
       p.x = a.x, p.x_ld = x_ld;
-      if (plan.route == GemmRoute::kWgmmaFew && wgmma_few_takes(p)) {
-        wgmma_few_gemm(p, plan.few_splits, stream);
-        return;
-      }
       if (plan.route == GemmRoute::kFastGemv && fast_gemv_takes(p)) {
         fast_gemv(p, {plan.gemv_k_parts, plan.gemv_items, plan.gemv_ctas_per_sm}, stream);
         return;

@@ -120,42 +120,6 @@ __device__ __forceinline__ uint32_t act_code(float v, float inv) {
   return f_to_e4m3(fminf(fmaxf(v * inv, -448.0f), 448.0f));
 }
 
-// The codes of a bf16 pair (low half first) under inv = 1/s for a power-of-two scale s: v · inv is v / s
-// correctly rounded, without a division.
-__device__ __forceinline__ uint32_t act_codes2(uint32_t bf16_pair, float inv) {
-  const float a = __uint_as_float(bf16_pair << 16), b = __uint_as_float(bf16_pair & 0xffff0000u);
-  const float2 v = make_float2(fminf(fmaxf(a * inv, -448.0f), 448.0f), fminf(fmaxf(b * inv, -448.0f), 448.0f));
-  return __nv_cvt_float2_to_fp8x2(v, __NV_SATFINITE, __NV_E4M3);
-}
-
-// P consecutive lanes (P a power of two up to 32, lane t of the group holding bf16 values 128t/P ..
-// 128(t+1)/P - 1 of one 128-block, eight a uint4) quantize the block as quantize_lane4 does: the group's
-// amax by shuffles, the block's scale returned, the lane's codes in order, four a word. Every lane of the
-// warp calls it.
-template <int P>
-__device__ __forceinline__ float quantize_part(const uint4 (&raw)[16 / P], uint32_t (&c)[32 / P]) {
-  float amax = 0.0f;
-#pragma unroll
-  for (int q = 0; q < 16 / P; ++q) {
-    const uint32_t u[4] = {raw[q].x, raw[q].y, raw[q].z, raw[q].w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      amax = fmaxf(amax, fabsf(__uint_as_float(u[i] << 16)));
-      amax = fmaxf(amax, fabsf(__uint_as_float(u[i] & 0xffff0000u)));
-    }
-  }
-#pragma unroll
-  for (int o = 1; o < P; o *= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  const float s = act_scale(amax);
-  const float inv = __uint_as_float((254u - (__float_as_uint(s) >> 23)) << 23);  // 1/s: s is a power of two
-#pragma unroll
-  for (int q = 0; q < 16 / P; ++q) {
-    c[2 * q] = act_codes2(raw[q].x, inv) | (act_codes2(raw[q].y, inv) << 16);
-    c[2 * q + 1] = act_codes2(raw[q].z, inv) | (act_codes2(raw[q].w, inv) << 16);
-  }
-  return s;
-}
-
 // A warp quantizes one 128-block, four values a lane: returns the block's scale, codes packed in lane order.
 __device__ __forceinline__ float quantize_lane4(const float (&v)[4], uint32_t& packed) {
   float amax = 0.0f;

@@ -351,13 +351,6 @@ TEST(GemmPlan, ADecodeBatchOfDenseFp8GoesToSwappedWgmma) {
   EXPECT_EQ(plan_gemm(dense(fp8, 33, 4096, 8192), later, kH200).route, GemmRoute::kWgmmaFew);
   later.wgmma_few_min_rows = 0;
   EXPECT_EQ(plan_gemm(dense(fp8, 33, 4096, 8192), later, kH200).route, GemmRoute::kFastMma);
-  GemmPolicy from_x = fast;  // the call's bf16 rows into the kernel, no quantize_act before it
-  from_x.wgmma_few_bf16 = true;
-  const GemmPlan bf16 = plan_gemm(dense(fp8, 32, 4096, 8192), from_x, kH200);
-  EXPECT_EQ(bf16.route, GemmRoute::kWgmmaFew);
-  EXPECT_FALSE(bf16.codes);
-  EXPECT_EQ(bf16.few_splits, 8);
-  EXPECT_EQ(plan_gemm(dense(fp8, 32, 1100, 1024), from_x, kH200).route, GemmRoute::kFastGemv);
 }
 
 // A bf16 weight with its FP8 twin (wo_a: 8 groups of 1024 x 4096) on the fast tier: up to
@@ -651,7 +644,7 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
         "DSV4_GEMM_FP4_MMA_RING", "DSV4_GEMM_FP4_SPLIT", "DSV4_GEMM_GROUPED_RESIDENT", "DSV4_GEMM_FP4_SHIFT",
         "DSV4_GEMM_WGMMA_SPECIALIZED", "DSV4_GEMM_GEMV_FP4_STAGED", "DSV4_GEMM_GEMV_WGMMA", "DSV4_GEMM_LT_WIDEN_AHEAD",
         "DSV4_GEMM_GEMV_EARLY", "DSV4_GEMM_GEMV_PREFETCH", "DSV4_HC_CLUSTER", "DSV4_ATTENTION_CLUSTER",
-        "DSV4_GATE_CLUSTER", "DSV4_GEMM_GEMV_ITEMS"}) {
+        "DSV4_GATE_CLUSTER", "DSV4_GEMM_GEMV_ITEMS", "DSV4_GEMM_WGMMA_FEW_BF16"}) {
     ::setenv(retired, "0", 1);
     EXPECT_THROW(check_env_switches(), Error) << retired;
     ::unsetenv(retired);
@@ -696,12 +689,6 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::setenv("DSV4_GEMM_LT_EXPERTS_RESIDENT", "yes", 1);
   EXPECT_THROW(GemmPolicy::from_env(Numerics::kFast), Error);
   ::unsetenv("DSV4_GEMM_LT_EXPERTS_RESIDENT");
-  EXPECT_FALSE(GemmPolicy::from_env(Numerics::kFast).wgmma_few_bf16);
-  ::setenv("DSV4_GEMM_WGMMA_FEW_BF16", "1", 1);
-  EXPECT_TRUE(GemmPolicy::from_env(Numerics::kFast).wgmma_few_bf16);
-  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("to 64 rows, quantizing its bf16 rows;"),
-            std::string::npos);
-  ::unsetenv("DSV4_GEMM_WGMMA_FEW_BF16");
   p = GemmPolicy::from_env(Numerics::kExact);
   EXPECT_TRUE(p.cublaslt);
   EXPECT_NE(p.describe().find("exact"), std::string::npos);

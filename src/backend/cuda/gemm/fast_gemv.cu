@@ -182,12 +182,37 @@ __device__ __forceinline__ void multiply(const WeightBlock<F>& o, const uint8_t*
   }
 }
 
+// v / s for a power-of-two scale s as v · (1/s): the same correctly rounded value, without a division.
+__device__ __forceinline__ uint32_t act_codes2(uint32_t bf16_pair, float inv) {
+  const float a = __uint_as_float(bf16_pair << 16), b = __uint_as_float(bf16_pair & 0xffff0000u);
+  const float2 v = make_float2(fminf(fmaxf(a * inv, -448.0f), 448.0f), fminf(fmaxf(b * inv, -448.0f), 448.0f));
+  return __nv_cvt_float2_to_fp8x2(v, __NV_SATFINITE, __NV_E4M3);
+}
+
 // Lane quad g quantizes tile row g's 128-block (lane t: values 32t..32t+31, loaded as raw) into the
 // shared codes, with the exact quantizer's scale (the quad's amax), stored by lane t = 0. Every lane of
 // the warp calls it (the quads exchange through shuffles); only rows of the tile store.
 __device__ __forceinline__ void quantize_quad(const uint4 (&raw)[4], bool store, uint8_t* codes, float* scale, int t) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const uint32_t u[4] = {raw[q].x, raw[q].y, raw[q].z, raw[q].w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      amax = fmaxf(amax, fabsf(__uint_as_float(u[i] << 16)));
+      amax = fmaxf(amax, fabsf(__uint_as_float(u[i] & 0xffff0000u)));
+    }
+  }
+  amax = fmaxf(amax, __shfl_xor_sync(kFull, amax, 1));
+  amax = fmaxf(amax, __shfl_xor_sync(kFull, amax, 2));
+  const float s = act_scale(amax);
+  const float inv = __uint_as_float((254u - (__float_as_uint(s) >> 23)) << 23);
   uint32_t c[8];
-  const float s = quantize_part<4>(raw, c);
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    c[2 * q] = act_codes2(raw[q].x, inv) | (act_codes2(raw[q].y, inv) << 16);
+    c[2 * q + 1] = act_codes2(raw[q].z, inv) | (act_codes2(raw[q].w, inv) << 16);
+  }
   if (!store) return;
   reinterpret_cast<uint4*>(codes + 32 * t)[0] = make_uint4(c[0], c[1], c[2], c[3]);
   reinterpret_cast<uint4*>(codes + 32 * t)[1] = make_uint4(c[4], c[5], c[6], c[7]);

@@ -48,7 +48,6 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
       static_cast<int>(std::clamp<int64_t>(env_count("DSV4_GEMM_GEMV_FP4_CTAS", p.gemv_fp4_ctas_per_sm), 2, 3));
   p.wgmma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_WGMMA_MIN_ROWS", p.wgmma_min_rows));
   p.wgmma_few_min_rows = env_count("DSV4_GEMM_WGMMA_FEW_MIN_ROWS", p.wgmma_few_min_rows);
-  p.wgmma_few_bf16 = env_switch("DSV4_GEMM_WGMMA_FEW_BF16") == "1";
   p.ctas_per_sm = static_cast<int>(std::max<int64_t>(1, env_count("DSV4_GEMM_CTAS_PER_SM", p.ctas_per_sm)));
   p.exact_imma = env_switch("DSV4_GEMM_IMMA") != "0";
   p.imma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_IMMA_MIN_ROWS", p.imma_min_rows));
@@ -87,9 +86,7 @@ std::string GemmPolicy::describe() const {
       "lists split {})",
       gemv_max_rows, gemv_grouped_max_rows, twin_gemv_max_rows,
       gemv_items > 0 ? std::to_string(gemv_items) : "by one wave", gemv_fp4_ctas_per_sm,
-      wgmma_few_min_rows > 0 ? fmt::format("from {} to {} rows{}", wgmma_few_min_rows, kWgmmaFewMaxRows,
-                                           wgmma_few_bf16 ? ", quantizing its bf16 rows" : "")
-                             : "off",
+      wgmma_few_min_rows > 0 ? fmt::format("from {} to {} rows", wgmma_few_min_rows, kWgmmaFewMaxRows) : "off",
       cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
       fp4_prewiden ? fmt::format("before the call from {} rows an expert", prewiden_min_rows) : "in shared memory",
       cublaslt && lt_experts_min_rows > 0
@@ -318,7 +315,7 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
   if (swapped && (plan.route == GemmRoute::kFastGemv || plan.route == GemmRoute::kFastMma)) {
     plan.fallback = plan.route;
     plan.route = GemmRoute::kWgmmaFew;
-    plan.codes = !policy.wgmma_few_bf16;
+    plan.codes = true;
     plan.few_splits = wgmma_few_splits(p, caps);
   }
   return plan;

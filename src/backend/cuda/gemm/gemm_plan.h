@@ -124,9 +124,6 @@ struct GemmPolicy {
   // 18.7 / 19.4 us against 33.0 / 34.5, wo_b 23.1 / 28.2 against 33.1 / 61.0; decode steps b16 / b32 / b64
   // -0.6 / -1.7 / -4.3 ms; from 1 or 9 rows the same at b1 and b8 (docs/perf.md).
   int64_t wgmma_few_min_rows = 9;
-  // ... from the call's bf16 rows, quantized in the kernel a stage ahead (DSV4_GEMM_WGMMA_FEW_BF16=1), instead
-  // of quantize_act's launch before it (b32's timeline: 236 launches of 5.6 us, 1.3 ms a step; H100 session 48).
-  bool wgmma_few_bf16 = false;
   // Fast tier: K splits until a call has this many CTAs per SM (each split at least kMinSplitBlocks).
   int ctas_per_sm = 2;
   // Exact tier: block sums on the int8 tensor cores (DSV4_GEMM_IMMA=0: every shape on the SIMT

@@ -8,11 +8,6 @@
 // issued before its activations', the prologue's before the wait on the previous kernel (weights are
 // never written during a step).
 //
-// From bf16 rows (a dense call's x, no quantize_act launch before it): stage 0's rows are quantized
-// after the wait; stage i + 1's are loaded into registers (NR values a thread, 128 / NR threads a row)
-// once stage i is published and quantized into their stage's codes and scales while stage i's wgmma
-// runs, with quantize_act's arithmetic. Their weights are in flight then, three stages ahead.
-//
 // The fragment: thread (warp w, lane l) holds, for each n8 block j of the rows and each m64 half h,
 // weight rows h·64 + 16w + l/4 (+ 8) and call rows 8j + 2(l % 4) (+ 1): element 4j + 2i + c is weight
 // row + 8i, call row + c.
@@ -130,35 +125,7 @@ __device__ __forceinline__ void merge_splits(const ExactBlockArgs& p, const floa
   }
 }
 
-// A stage's call rows as bf16 (kFromX): thread t's NR values of row t / (kThreads / NR), zero past the call.
 template <int NR>
-struct XShare {
-  static constexpr int kPart = kThreads / NR;  // threads a row
-  uint4 raw[NR / 8];
-
-  __device__ __forceinline__ void load(const ExactBlockArgs& p, int64_t kb, int tid) {
-    const int r = tid / kPart, part = tid % kPart;
-    const uint4* src = reinterpret_cast<const uint4*>(p.x + r * p.x_ld + kb * 128 + part * NR);
-#pragma unroll
-    for (int j = 0; j < NR / 8; ++j) raw[j] = r < p.rows ? src[j] : make_uint4(0, 0, 0, 0);
-  }
-  // The codes (swizzled as issue_x's copies) and the row's scale into the stage `st`.
-  __device__ __forceinline__ void quantize(const ExactBlockArgs& p, uint8_t* st, int x_at, int sa_at, int tid) const {
-    const int r = tid / kPart, part = tid % kPart;
-    uint32_t c[NR / 4];
-    const float s = quantize_part<kPart>(raw, c);
-    const bool in = r < p.rows;
-#pragma unroll
-    for (int u = 0; u < NR / 16; ++u) {
-      const int unit = part * (NR / 16) + u;
-      *reinterpret_cast<uint4*>(st + x_at + r * 128 + ((unit ^ (r & 7)) << 4)) =
-          in ? make_uint4(c[4 * u], c[4 * u + 1], c[4 * u + 2], c[4 * u + 3]) : make_uint4(0, 0, 0, 0);
-    }
-    if (part == 0) reinterpret_cast<float*>(st + sa_at)[r] = in ? s : 0.0f;
-  }
-};
-
-template <int NR, bool kFromX>
 __global__ void __launch_bounds__(kThreads, 2) wgmma_few_kernel(const ExactBlockArgs p, int splits) {
   using L = FewLayout<NR>;
   extern __shared__ uint8_t smem_raw[];
@@ -194,16 +161,11 @@ __global__ void __launch_bounds__(kThreads, 2) wgmma_few_kernel(const ExactBlock
       cp_async<4>(st + L::sa + tid * 4, p.scales + kb * p.scale_ld + (ok ? tid : 0), ok ? 4 : 0);
     }
   };
-  XShare<NR> xs;  // kFromX: the next stage's rows, in flight to registers
   for (int i = 0; i < kStages - 1 && i < nk; ++i) issue_w(i);
   for (int i = tid; i < nk; i += kThreads) wscale[i] = ue8m0_f(__ldg(p.w_scale + (n0 / 128) * nkb + kb0 + i));
   pdl_enter();
-  if constexpr (kFromX) {
-    xs.load(p, kb0, tid);
-    xs.quantize(p, stage(0), L::x, L::sa, tid);
-  }
   for (int i = 0; i < kStages - 1; ++i) {  // group i: stage i's activations (group 0: every early weight too)
-    if (!kFromX && i < nk) issue_x(i);
+    if (i < nk) issue_x(i);
     cp_async_commit();
   }
 
@@ -217,14 +179,13 @@ __global__ void __launch_bounds__(kThreads, 2) wgmma_few_kernel(const ExactBlock
     // Stage i has landed (this thread's copies, fenced for wgmma) and every thread is done with stage
     // i - 1, whose buffer the copies of stage i + 3 take.
     cp_async_wait<kStages - 2>();
-    fence_async_shared();  // (kFromX: this thread's stores of the stage's codes too)
+    fence_async_shared();
     __syncthreads();
     if (i + kStages - 1 < nk) {
       issue_w(i + kStages - 1);
-      if (!kFromX) issue_x(i + kStages - 1);
+      issue_x(i + kStages - 1);
     }
     cp_async_commit();
-    if (kFromX && i + 1 < nk) xs.load(p, kb0 + i + 1, tid);
     const uint32_t base = smem_addr(stage(i));
     wgmma_fence();
     pin_registers(part[0]);
@@ -238,9 +199,6 @@ __global__ void __launch_bounds__(kThreads, 2) wgmma_few_kernel(const ExactBlock
       }
     }
     wgmma_commit();
-    // The next stage's rows, quantized into its codes while the tensor cores run (no thread reads them
-    // before the next turn's fence and barrier; its weights land beside them).
-    if (kFromX && i + 1 < nk) xs.quantize(p, stage(i + 1), L::x, L::sa, tid);
     wgmma_wait_all();
     pin_registers(part[0]);
     pin_registers(part[1]);
@@ -285,29 +243,22 @@ __global__ void __launch_bounds__(kThreads, 2) wgmma_few_kernel(const ExactBlock
   }
 }
 
-template <int NR, bool kFromX>
-void launch(const ExactBlockArgs& a, int splits, cudaStream_t stream) {
-  constexpr size_t smem = FewLayout<NR>::smem;
-  allow_dynamic_smem(wgmma_few_kernel<NR, kFromX>, smem);
-  const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(a.n / kTile));
-  launch_cluster_kernel(wgmma_few_kernel<NR, kFromX>, grid, dim3(kThreads), static_cast<unsigned>(splits), smem, stream,
-                        a, splits);
-}
-
 template <int NR>
 void launch(const ExactBlockArgs& a, int splits, cudaStream_t stream) {
-  if (a.x) return launch<NR, true>(a, splits, stream);
-  launch<NR, false>(a, splits, stream);
+  constexpr size_t smem = FewLayout<NR>::smem;
+  allow_dynamic_smem(wgmma_few_kernel<NR>, smem);
+  const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(a.n / kTile));
+  launch_cluster_kernel(wgmma_few_kernel<NR>, grid, dim3(kThreads), static_cast<unsigned>(splits), smem, stream, a,
+                        splits);
 }
 
 }  // namespace
 
 bool wgmma_few_takes(const ExactBlockArgs& a) {
-  const bool acts = a.x ? aligned16(a.x) && a.x_ld % 8 == 0 && !a.codes : a.codes && a.scales;
-  return a.kind == GemmWeightKind::kFp8 && acts && !a.offsets && a.groups == 1 && !a.w_b && a.w && a.w_scale &&
-         a.rows >= 1 && a.rows <= kWgmmaFewMaxRows && a.n % kTile == 0 && a.n / kTile <= 65535 && a.kg % 128 == 0 &&
-         a.kg > 0 && a.kg <= kFastMmaMaxK && a.ng == a.n && aligned16(a.w) &&
-         (a.x || (aligned16(a.codes) && a.codes_ld % 16 == 0 && a.scale_ld >= a.rows)) && a.y && a.y_ld >= a.n;
+  return a.kind == GemmWeightKind::kFp8 && a.codes && a.scales && !a.offsets && a.groups == 1 && !a.w_b && a.w &&
+         a.w_scale && a.rows >= 1 && a.rows <= kWgmmaFewMaxRows && a.n % kTile == 0 && a.n / kTile <= 65535 &&
+         a.kg % 128 == 0 && a.kg > 0 && a.kg <= kFastMmaMaxK && a.ng == a.n && aligned16(a.w) && aligned16(a.codes) &&
+         a.codes_ld % 16 == 0 && a.scale_ld >= a.rows && a.y && a.y_ld >= a.n;
 }
 
 void wgmma_few_gemm(const ExactBlockArgs& a, int splits, cudaStream_t stream) {
