@@ -75,10 +75,16 @@ int64_t optional_workspace_grant(const ModelConfig& model, const EngineConfig& c
   if (wanted <= 0 || spare <= 0) return 0;
   const KvLayout layout = make_kv_layout(model, c.kv_dtypes);
   const int64_t len = c.max_model_len > 0 ? c.max_model_len : model.max_position_embeddings;
-  // Saturating: a million positions for hundreds of requests outgrows any GPU, not int64.
-  const double full = static_cast<double>(c.max_num_seqs + 1) * static_cast<double>(request_kv_bytes(layout, len));
-  if (full >= static_cast<double>(spare)) return 0;
-  return std::min(wanted, spare - static_cast<int64_t>(full));
+  KvPoolSizing sizing;  // as plan_kv_cache sizes the pools
+  sizing.max_num_seqs = c.max_num_seqs;
+  sizing.max_num_batched_tokens = resolve_max_num_batched_tokens(c.max_num_batched_tokens, 0);
+  // Every request's blocks (one partly filled each), beside the sliding windows the split reserves.
+  const double blocks =
+      static_cast<double>(c.max_num_seqs) * static_cast<double>((len + kKvBlockTokens - 1) / kKvBlockTokens + 1);
+  if (blocks >= 1e15) return 0;  // a million positions for hundreds of requests outgrows any GPU
+  const int64_t full = kv_pools_bytes_for(layout, sizing, static_cast<int64_t>(blocks));
+  if (full >= spare) return 0;
+  return std::min(wanted, spare - full);
 }
 
 KvCacheSetup plan_kv_cache(const ModelConfig& model, const EngineConfig& c) {

@@ -48,9 +48,9 @@ int64_t largest_request(const KvLayout& layout, std::span<const int64_t> pool_pa
 int64_t request_kv_bytes(const KvLayout& layout, int64_t tokens);
 
 // Of `spare` bytes of GPU memory (the KV budget before any grant), what a backend's optional workspace
-// (Ops::optional_workspace_bytes, at most `wanted`) may take: the spare beyond what the KV pools could ever
-// use, max_num_seqs requests of max_model_len positions each (the model's length where 0) and a prefill
-// chunk's sliding windows.
+// (Ops::optional_workspace_bytes, at most `wanted`) may take: the spare beyond pools (as plan_kv_cache
+// splits them, sliding windows included) that hold max_num_seqs requests of max_model_len positions each
+// (the model's length where 0).
 int64_t optional_workspace_grant(const ModelConfig& model, const EngineConfig& config, int64_t spare, int64_t wanted);
 
 // Throws dsv4::Error with the numbers: a block size other than 256, a budget too small for the sliding

@@ -6,27 +6,50 @@
 
 namespace dsv4 {
 
-KvPoolSplit size_kv_pools(const KvLayout& l, int64_t kv_memory, const KvPoolSizing& s) {
+namespace {
+
+// The sliding units' pages (per bucket) and bytes, and what one 256-position block of every full unit takes.
+struct PoolCosts {
+  std::vector<int64_t> sliding_pages;
+  int64_t reserve = 0;
+  double full_bytes_per_block = 0;
+};
+
+PoolCosts pool_costs(const KvLayout& l, const KvPoolSizing& s) {
   DSV4_CHECK(s.max_num_seqs > 0 && s.max_num_batched_tokens > 0 && s.retention_windows >= 0,
              "KV pools: max_num_seqs ({}) and max_num_batched_tokens ({}) must be positive", s.max_num_seqs,
              s.max_num_batched_tokens);
-  KvPoolSplit split;
-  split.pages.assign(l.buckets.size(), 0);
-  int64_t reserve = 0;
-  double full_bytes_per_block = 0;  // all full units, one 256-position block
+  PoolCosts c;
+  c.sliding_pages.assign(l.buckets.size(), 0);
   for (const KvUnit& u : l.units) {
     const int64_t page = l.buckets[static_cast<size_t>(u.bucket)].page_bytes;
     if (!u.sliding()) {
-      full_bytes_per_block += static_cast<double>(u.num_layers() * page);
+      c.full_bytes_per_block += static_cast<double>(u.num_layers() * page);
       continue;
     }
     const auto windows = static_cast<int64_t>(std::ceil(
         static_cast<double>(s.max_num_seqs) * (1.0 + s.retention_windows) * static_cast<double>(u.peak_pages)));
     const int64_t chunk = (s.max_num_batched_tokens + u.positions_per_page - 1) / u.positions_per_page + 1;
     const int64_t pages = (windows + chunk) * u.num_layers();
-    split.pages[static_cast<size_t>(u.bucket)] += pages;
-    reserve += pages * page;
+    c.sliding_pages[static_cast<size_t>(u.bucket)] += pages;
+    c.reserve += pages * page;
   }
+  return c;
+}
+
+}  // namespace
+
+int64_t kv_pools_bytes_for(const KvLayout& l, const KvPoolSizing& s, int64_t full_blocks) {
+  const PoolCosts c = pool_costs(l, s);
+  return c.reserve + static_cast<int64_t>(std::ceil(c.full_bytes_per_block * static_cast<double>(full_blocks))) + 1;
+}
+
+KvPoolSplit size_kv_pools(const KvLayout& l, int64_t kv_memory, const KvPoolSizing& s) {
+  const PoolCosts c = pool_costs(l, s);
+  KvPoolSplit split;
+  split.pages = c.sliding_pages;
+  const int64_t reserve = c.reserve;
+  const double full_bytes_per_block = c.full_bytes_per_block;
   DSV4_CHECK(reserve < kv_memory,
              "KV pools: {} B of KV memory cannot hold the sliding windows of {} sequences ({} B) and any compressed "
              "entries",

@@ -31,4 +31,8 @@ struct KvPoolSplit {
 // Throws dsv4::Error naming the numbers when the budget does not cover the sliding reserve.
 KvPoolSplit size_kv_pools(const KvLayout& layout, int64_t kv_memory, const KvPoolSizing& sizing = {});
 
+// The KV memory whose split holds `full_blocks` 256-position blocks in every full unit beside the sliding
+// reserve: size_kv_pools of it gives at least that many.
+int64_t kv_pools_bytes_for(const KvLayout& layout, const KvPoolSizing& sizing, int64_t full_blocks);
+
 }  // namespace dsv4

@@ -6,6 +6,7 @@
 #include "backend/device.h"
 #include "core/error.h"
 #include "engine_test_support.h"
+#include "kv/kv_pool_sizing.h"
 #include "testing/error_of.h"
 
 namespace dsv4 {
@@ -44,28 +45,40 @@ TEST(CacheSizing, DefaultMaxModelLenIsWhatFitsWithAWarning) {
   EXPECT_TRUE(roomy.warning.empty());
 }
 
-// Optional backend workspace gets only what the KV pools could never use: the spare beyond max_num_seqs
-// (and one more) requests of max_model_len positions, at most what the backend asks; nothing where the
-// requests would fill the spare (the model's own length when max_model_len is 0).
+// Optional backend workspace gets only what the KV pools could never use: the spare beyond pools that
+// hold max_num_seqs requests of max_model_len positions (sliding windows and retained ones included), at
+// most what the backend asks; nothing where such pools would fill the spare (the model's own length when
+// max_model_len is 0). What it leaves still plans those requests (an H100 serve with the first form, which
+// counted one window a request, left too little for the windows of 64 sequences).
 TEST(CacheSizing, OptionalWorkspaceGetsWhatTheKvPoolsCouldNeverUse) {
   ModelConfig m = tiny_config();
   m.max_position_embeddings = 1 << 20;
   EngineConfig c;
-  c.max_num_seqs = 8;
-  c.max_model_len = 4096;
+  c.max_num_seqs = 64;
+  c.max_model_len = 10240;
+  c.max_num_batched_tokens = 8192;
+  KvPoolSizing sizing;
+  sizing.max_num_seqs = 64, sizing.max_num_batched_tokens = 8192;
   const KvLayout layout = make_kv_layout(m, c.kv_dtypes);
-  const int64_t request = request_kv_bytes(layout, 4096), full = 9 * request;
-  ASSERT_GT(request, 0);
-  const int64_t spare = full + 3 * request;
-  EXPECT_EQ(optional_workspace_grant(m, c, spare, request), request);          // all it asks
-  EXPECT_EQ(optional_workspace_grant(m, c, spare, 5 * request), 3 * request);  // what is left
-  EXPECT_EQ(optional_workspace_grant(m, c, full, request), 0);
+  const int64_t full = kv_pools_bytes_for(layout, sizing, 64 * (10240 / 256 + 1));
+  const int64_t extra = int64_t{3} << 20;
+  const int64_t spare = full + extra;
+  EXPECT_EQ(optional_workspace_grant(m, c, spare, extra / 2), extra / 2);  // all it asks
+  const int64_t grant = optional_workspace_grant(m, c, spare, 5 * extra);
+  EXPECT_EQ(grant, extra);  // what is left
+  EngineConfig left = c;
+  left.kv_cache_memory = spare - grant;
+  const KvCacheSetup s = plan_kv_cache(m, left);
+  EXPECT_EQ(s.max_model_len, 10240);
+  EXPECT_GE(s.pool_pages.size(), 1u);
+  EXPECT_GE(size_kv_pools(layout, left.kv_cache_memory, sizing).full_tokens, 64 * 10240);
+  EXPECT_EQ(optional_workspace_grant(m, c, full, extra), 0);
   EXPECT_EQ(optional_workspace_grant(m, c, spare, 0), 0);
-  c.max_num_seqs = 12;  // more requests take the spare
-  EXPECT_EQ(optional_workspace_grant(m, c, spare, request), 0);
-  c.max_num_seqs = 8;
+  c.max_num_seqs = 128;  // more requests take the spare
+  EXPECT_EQ(optional_workspace_grant(m, c, spare, extra), 0);
+  c.max_num_seqs = 64;
   c.max_model_len = 0;  // the model's million positions
-  EXPECT_EQ(optional_workspace_grant(m, c, spare, request), 0);
+  EXPECT_EQ(optional_workspace_grant(m, c, spare, extra), 0);
 }
 
 TEST(CacheSizing, CpuDefaultMaxModelLenIsWhatTheCpuServes) {
