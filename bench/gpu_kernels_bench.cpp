@@ -806,7 +806,10 @@ int main() {
     // the wgmma kernel with its FP4 weights widened in shared memory, at 96-384 rows an expert (serving's
     // chunks of ~1,000-2,000 tokens), and widened before the call from 768; 32 experts (the preset) and
     // 256 (V4-Flash)
-    const auto lt_all = fast_with([](cuda::GemmPolicy& p) { p.lt_experts_min_rows = 1; });
+    const auto lt_all = fast_with([](cuda::GemmPolicy& p) {
+      p.lt_experts_min_rows = 1;
+      p.lt_experts_resident = false;  // re-encoded each call (the kept rows below)
+    });
     const auto in_smem = fast_with([](cuda::GemmPolicy& p) {
       p.lt_experts_min_rows = 0;
       p.fp4_prewiden = false;

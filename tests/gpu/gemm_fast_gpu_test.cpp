@@ -744,6 +744,7 @@ TEST(CudaGemmFast, CublasLtExpertsPassTheOpGate) {
   const auto fp4 = GemmWeightKind::kFp4;
   cuda::GemmPolicy policy{Numerics::kFast};
   policy.wgmma_min_rows = 1, policy.lt_experts_min_rows = 1, policy.lt_expert_streams = 1;
+  policy.lt_experts_resident = false;  // re-encoded each call (kept: CudaMoeExperts.Fp4ExpertsOnCublasLtMatchCpu)
   Case wide = experts("fp4 experts, scales over 15 octaves", fp4, {130, 0, 300, 77}, 1024, 2048, false, 3);
   wide.scale_span = 16;
   struct Run {

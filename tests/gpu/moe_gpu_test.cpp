@@ -515,6 +515,7 @@ TEST(CudaMoeExperts, Fp4ExpertsOnCublasLtMatchCpu) {
   const ExpertBank bank(1024, 512, 16, 16, cuda::GemmWeightKind::kFp4, 900);
   cuda::GemmPolicy policy{Numerics::kFast};
   policy.wgmma_min_rows = 1, policy.lt_experts_min_rows = 1;
+  policy.lt_experts_resident = false;  // re-encoded each call (the kept form below)
   Runners lt(policy);
   ExpertsRun r = routed_run(bank, 601, 4, 901);
   std::vector<int32_t> cpu_idx = r.idx;

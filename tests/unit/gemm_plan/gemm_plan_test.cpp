@@ -669,11 +669,12 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::unsetenv("DSV4_GEMM_FAST_MMA_MAX_ROWS");
   EXPECT_NE(GemmPolicy::from_env(Numerics::kFast)
                 .describe()
-                .find("FP4 experts on cuBLASLt from 224 rows an expert, 4 streams;"),
+                .find("FP4 experts on cuBLASLt from 224 rows an expert, 4 streams, re-encoded once and kept;"),
             std::string::npos);
   ::setenv("DSV4_GEMM_LT_EXPERT_STREAMS", "2", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).lt_expert_streams, 2);
-  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("224 rows an expert, 2 streams;"), std::string::npos);
+  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("224 rows an expert, 2 streams, re-encoded"),
+            std::string::npos);
   ::setenv("DSV4_GEMM_LT_EXPERT_STREAMS", "0", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).lt_expert_streams, 1);
   ::unsetenv("DSV4_GEMM_LT_EXPERT_STREAMS");
@@ -681,11 +682,10 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).lt_experts_min_rows, 0);
   EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("FP4 experts on cuBLASLt off"), std::string::npos);
   ::unsetenv("DSV4_GEMM_LT_EXPERTS_MIN_ROWS");
-  EXPECT_FALSE(GemmPolicy::from_env(Numerics::kFast).lt_experts_resident);
-  ::setenv("DSV4_GEMM_LT_EXPERTS_RESIDENT", "1", 1);
   EXPECT_TRUE(GemmPolicy::from_env(Numerics::kFast).lt_experts_resident);
-  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("4 streams, re-encoded once and kept;"),
-            std::string::npos);
+  ::setenv("DSV4_GEMM_LT_EXPERTS_RESIDENT", "0", 1);
+  EXPECT_FALSE(GemmPolicy::from_env(Numerics::kFast).lt_experts_resident);
+  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("224 rows an expert, 4 streams;"), std::string::npos);
   ::setenv("DSV4_GEMM_LT_EXPERTS_RESIDENT", "yes", 1);
   EXPECT_THROW(GemmPolicy::from_env(Numerics::kFast), Error);
   ::unsetenv("DSV4_GEMM_LT_EXPERTS_RESIDENT");

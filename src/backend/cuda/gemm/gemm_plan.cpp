@@ -52,7 +52,7 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.exact_imma = env_switch("DSV4_GEMM_IMMA") != "0";
   p.imma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_IMMA_MIN_ROWS", p.imma_min_rows));
   p.lt_experts_min_rows = std::max<int64_t>(0, env_count("DSV4_GEMM_LT_EXPERTS_MIN_ROWS", p.lt_experts_min_rows));
-  p.lt_experts_resident = env_switch("DSV4_GEMM_LT_EXPERTS_RESIDENT") == "1";
+  p.lt_experts_resident = env_switch("DSV4_GEMM_LT_EXPERTS_RESIDENT") != "0";
   p.lt_expert_streams =
       static_cast<int>(std::clamp<int64_t>(env_count("DSV4_GEMM_LT_EXPERT_STREAMS", p.lt_expert_streams), 1, 8));
   p.hc_products = env_switch("DSV4_HC_PRODUCTS") != "0";

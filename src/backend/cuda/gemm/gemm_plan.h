@@ -100,12 +100,12 @@ struct GemmPolicy {
   // 1-8% (docs/perf.md).
   int lt_expert_streams = 4;
   // ... from weights re-encoded once and kept (every expert of a weight list, at its first call on this
-  // route; DSV4_GEMM_LT_EXPERTS_RESIDENT=1) instead of a pass of re-encoding each call: the e4m3 form's
-  // bytes (twice the FP4 experts') in GPU memory for the re-encoding's time (the preset's 2048-token
-  // prefill step: 215 passes, 14.5% of its span, H100 session 48). They are optional workspace
+  // route; DSV4_GEMM_LT_EXPERTS_RESIDENT=0: never) instead of a pass of re-encoding each call: the e4m3
+  // form's bytes (twice the FP4 experts') in GPU memory for the re-encoding's time (prefill 8192 504.8 ms
+  // against 527.8, decode unchanged; H100 session 49). They are optional workspace
   // (CudaOps::optional_workspace_bytes): the engine grants what its KV pools could never use, and weight
   // lists past the grant re-encode each call as without it.
-  bool lt_experts_resident = false;
+  bool lt_experts_resident = true;
   // The widened or re-encoded experts a pass holds at most (bytes; tests lower it for many passes).
   int64_t widen_budget_bytes = kWidenBudgetBytes;
   // Fast tier: fp32 weights of at least this many rows on the fused multiply-add kernel (fast_sgemm.h);
