@@ -22,6 +22,15 @@ bool fits(const KvLayout& layout, std::span<const int64_t> pool_pages, int64_t t
 
 std::string gib(int64_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1 << 30)); }
 
+// The pools' serving limits (the engine resolves max_num_batched_tokens by its device before planning;
+// alone, planning takes the CPU's default).
+KvPoolSizing pool_sizing(const EngineConfig& c) {
+  KvPoolSizing s;
+  s.max_num_seqs = c.max_num_seqs;
+  s.max_num_batched_tokens = resolve_max_num_batched_tokens(c.max_num_batched_tokens, 0);
+  return s;
+}
+
 }  // namespace
 
 int64_t default_kv_cache_memory() {
@@ -73,18 +82,11 @@ int64_t request_kv_bytes(const KvLayout& layout, int64_t tokens) {
 
 int64_t optional_workspace_grant(const ModelConfig& model, const EngineConfig& c, int64_t spare, int64_t wanted) {
   if (wanted <= 0 || spare <= 0) return 0;
-  const KvLayout layout = make_kv_layout(model, c.kv_dtypes);
   const int64_t len = c.max_model_len > 0 ? c.max_model_len : model.max_position_embeddings;
-  KvPoolSizing sizing;  // as plan_kv_cache sizes the pools
-  sizing.max_num_seqs = c.max_num_seqs;
-  sizing.max_num_batched_tokens = resolve_max_num_batched_tokens(c.max_num_batched_tokens, 0);
   // Every request's blocks (one partly filled each), beside the sliding windows the split reserves.
-  const double blocks =
-      static_cast<double>(c.max_num_seqs) * static_cast<double>((len + kKvBlockTokens - 1) / kKvBlockTokens + 1);
-  if (blocks >= 1e15) return 0;  // a million positions for hundreds of requests outgrows any GPU
-  const int64_t full = kv_pools_bytes_for(layout, sizing, static_cast<int64_t>(blocks));
-  if (full >= spare) return 0;
-  return std::min(wanted, spare - full);
+  const int64_t blocks = c.max_num_seqs * ((len + kKvBlockTokens - 1) / kKvBlockTokens + 1);
+  const int64_t full = kv_pools_bytes_for(make_kv_layout(model, c.kv_dtypes), pool_sizing(c), blocks);
+  return full >= spare ? 0 : std::min(wanted, spare - full);
 }
 
 KvCacheSetup plan_kv_cache(const ModelConfig& model, const EngineConfig& c) {
@@ -96,10 +98,7 @@ KvCacheSetup plan_kv_cache(const ModelConfig& model, const EngineConfig& c) {
   KvCacheSetup s;
   s.layout = make_kv_layout(model, c.kv_dtypes);
   s.kv_cache_memory = c.kv_cache_memory > 0 ? c.kv_cache_memory : default_kv_cache_memory();
-  KvPoolSizing sizing;
-  sizing.max_num_seqs = c.max_num_seqs;
-  // The engine resolves 0 by its device before planning; alone, planning takes the CPU's default.
-  sizing.max_num_batched_tokens = resolve_max_num_batched_tokens(c.max_num_batched_tokens, 0);
+  const KvPoolSizing sizing = pool_sizing(c);
   KvPoolSplit split;
   try {
     split = size_kv_pools(s.layout, s.kv_cache_memory, sizing);

@@ -1,6 +1,7 @@
 #include "kv/kv_pool_sizing.h"
 
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
 
@@ -41,7 +42,10 @@ PoolCosts pool_costs(const KvLayout& l, const KvPoolSizing& s) {
 
 int64_t kv_pools_bytes_for(const KvLayout& l, const KvPoolSizing& s, int64_t full_blocks) {
   const PoolCosts c = pool_costs(l, s);
-  return c.reserve + static_cast<int64_t>(std::ceil(c.full_bytes_per_block * static_cast<double>(full_blocks))) + 1;
+  const double bytes =
+      static_cast<double>(c.reserve) + std::ceil(c.full_bytes_per_block * static_cast<double>(full_blocks));
+  // Saturating: a million positions for many requests outgrows any GPU, and int64.
+  return bytes >= 9e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(bytes) + 1;
 }
 
 KvPoolSplit size_kv_pools(const KvLayout& l, int64_t kv_memory, const KvPoolSizing& s) {
@@ -49,13 +53,12 @@ KvPoolSplit size_kv_pools(const KvLayout& l, int64_t kv_memory, const KvPoolSizi
   KvPoolSplit split;
   split.pages = c.sliding_pages;
   const int64_t reserve = c.reserve;
-  const double full_bytes_per_block = c.full_bytes_per_block;
   DSV4_CHECK(reserve < kv_memory,
              "KV pools: {} B of KV memory cannot hold the sliding windows of {} sequences ({} B) and any compressed "
              "entries",
              kv_memory, s.max_num_seqs, reserve);
-  const int64_t blocks = full_bytes_per_block > 0
-                             ? static_cast<int64_t>(static_cast<double>(kv_memory - reserve) / full_bytes_per_block)
+  const int64_t blocks = c.full_bytes_per_block > 0
+                             ? static_cast<int64_t>(static_cast<double>(kv_memory - reserve) / c.full_bytes_per_block)
                              : 0;
   for (const KvUnit& u : l.units) {
     if (!u.sliding()) split.pages[static_cast<size_t>(u.bucket)] += blocks * u.num_layers();
