@@ -22,6 +22,7 @@
 #include "backend/op_profile.h"
 #include "core/error.h"
 #include "core/kv_entry.h"
+#include "engine/cache_sizing.h"
 #include "model/model.h"
 #include "model/model_loader.h"
 #include "model/paged_kv.h"
@@ -149,6 +150,31 @@ struct Row {
   double eager_error = -1, eager_argmax = -1;
   std::string mode = "eager";  // decode: graphs, padded or eager (prefill and mixed always eager)
   int64_t chunk = 0;           // mixed: the prompt chunk's tokens beside the decodes
+  // Eager steps (prefill, mixed): the most the device's allocator held during a timed step beyond what it
+  // held before it (the step's activations and scratch); -1 where the device does not count.
+  int64_t activation_bytes = -1;
+};
+
+// Brackets eager steps to find their activations' peak (Device::memory_use); decode steps replay graphs,
+// whose memory comes from their own pools, and are not measured.
+class ActivationPeak {
+ public:
+  explicit ActivationPeak(Device& dev) : dev_(dev) {}
+  void before() {
+    dev_.synchronize();
+    dev_.reset_memory_peak();
+    base_ = dev_.memory_use().current;
+  }
+  void after() {
+    dev_.synchronize();
+    const Device::MemoryUse u = dev_.memory_use();
+    if (base_ >= 0 && u.peak >= 0) most_ = std::max(most_, u.peak - base_);
+  }
+  int64_t most() const { return most_; }
+
+ private:
+  Device& dev_;
+  int64_t base_ = -1, most_ = -1;
 };
 
 // The last decode step once more in the model's mode and once eagerly (the repeated step rewrites
@@ -207,6 +233,15 @@ void stop_trace(Device& dev, StepTraces* traces) {
   if (traces) traces->push_back(dev.stop_trace());
 }
 
+// ", activations peak 1.23 GiB (the engine reserves 8.00 GiB for a step of 8192 tokens)" where measured.
+std::string activations_note(const Row& r, const ModelConfig& c, int64_t step_tokens) {
+  if (r.activation_bytes < 0) return "";
+  constexpr double kGiB = 1 << 30;
+  return fmt::format(", activations peak {:.2f} GiB (the engine reserves {:.2f} GiB for a step of {} tokens)",
+                     static_cast<double>(r.activation_bytes) / kGiB,
+                     static_cast<double>(step_activation_reserve(c, step_tokens)) / kGiB, step_tokens);
+}
+
 // One decode step of `batch` sequences at position `context` (their caches allocated to it); with `chunk`
 // > 0 a mixed step: the same decodes and the first `chunk` tokens of one more prompt, as serving runs a
 // prompt's chunk beside the running decodes (chunked prefill). Mixed steps run eagerly (only decode-only
@@ -241,6 +276,7 @@ Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightByt
   std::vector<double> ms, enqueue, index, launch, sync, upload;
   const int warm = reps > 0 ? 2 : 1;  // warm-up steps (reps 0: one untimed step, for --profile)
   ForwardBatch b;
+  ActivationPeak peak(dev);
   for (int i = 0; i < reps + warm; ++i) {
     const int64_t pos = context + i;
     b = ForwardBatch();
@@ -250,6 +286,8 @@ Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightByt
     }
     if (chunk > 0) b.add(prompt, 0, row(prompt), chunk);
     // The step to its logits, then a wait: the step's return says how long the host took to issue it.
+    const bool peaked = chunk > 0 && i == warm;  // the first timed step (its own sync: not timed)
+    if (peaked) peak.before();
     if (i >= warm) start_trace(dev, traces);
     const auto t0 = Clock::now();
     const StepLogits l = model.step(b, cache.access());
@@ -264,6 +302,7 @@ Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightByt
     launch.push_back(g.launch_ms);
     sync.push_back(g.sync_ms);
     upload.push_back(g.upload_ms);
+    if (peaked) peak.after();
   }
   Row r{chunk > 0 ? "mixed" : "decode", batch, context};
   r.chunk = chunk;
@@ -278,6 +317,7 @@ Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightByt
     r.upload_ms = median(upload);
     r.upload_bytes = model.graph_stats().upload_bytes;
   }
+  r.activation_bytes = peak.most();
   r.tokens_per_s = static_cast<double>(batch + chunk) * 1e3 / r.ms;
   r.bytes = static_cast<double>(decode_bytes(c, w, batch, context));
   return r;
@@ -296,9 +336,11 @@ Row time_prefill(Model& model, Device& dev, const LoadedModel& m, int64_t p, int
   for (auto& x : ids) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(c.vocab_size));
   const int64_t step = prefill_step(p, chunk);
   std::vector<double> ms, enqueue;
+  ActivationPeak peak(dev);
   for (int i = 0; i < reps + 1; ++i) {
     OwnedPagedCache cache(c, 1, p, step, KvDTypes{}, &dev);
     cache.add(0, p);
+    if (i == 1) peak.before();  // the first timed prompt (the reset's sync comes before the clock)
     dev.synchronize();
     if (i >= 1) start_trace(dev, traces);
     const auto t0 = Clock::now();
@@ -317,11 +359,13 @@ Row time_prefill(Model& model, Device& dev, const LoadedModel& m, int64_t p, int
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     enqueue.push_back(issued);
     stop_trace(dev, traces);
+    if (i == 1) peak.after();
   }
   Row r{"prefill", 1, p};
   r.mode = "eager";
   r.ms = median(ms);
   r.enqueue_ms = median(enqueue);
+  r.activation_bytes = peak.most();
   r.tokens_per_s = static_cast<double>(p) * 1e3 / r.ms;
   r.flops = prefill_flops(c, m, p);
   return r;
@@ -467,8 +511,9 @@ std::vector<Row> bench_rows(const StepArgs& a, const LoadedModel& m, Backend& ba
           return r;
         });
         if (logs)
-          spdlog::info("mixed batch {} context {} + a {}-token chunk: {:.3f} ms (the host issued it in {:.3f} ms)", b,
-                       ctx, chunk, rows.back().ms, rows.back().enqueue_ms);
+          spdlog::info("mixed batch {} context {} + a {}-token chunk: {:.3f} ms (the host issued it in {:.3f} ms){}", b,
+                       ctx, chunk, rows.back().ms, rows.back().enqueue_ms,
+                       activations_note(rows.back(), m.config, b + chunk));
       }
     }
   const auto prefill_why =
@@ -481,8 +526,9 @@ std::vector<Row> bench_rows(const StepArgs& a, const LoadedModel& m, Backend& ba
                           traces);
     });
     if (logs)
-      spdlog::info("prefill {}: {:.3f} ms (the host issued its steps in {:.3f} ms)", a.prefill, rows.back().ms,
-                   rows.back().enqueue_ms);
+      spdlog::info("prefill {}: {:.3f} ms (the host issued its steps in {:.3f} ms){}", a.prefill, rows.back().ms,
+                   rows.back().enqueue_ms,
+                   activations_note(rows.back(), m.config, prefill_step(a.prefill, a.prefill_chunk)));
   }
   const StepGraphStats g = model.graph_stats();
   if (logs)
@@ -521,6 +567,7 @@ void run(const StepArgs& a) {
                                         {"bytes", r.bytes},
                                         {"flops", r.flops},
                                         {"enqueue_ms", r.enqueue_ms},
+                                        {"activation_bytes", r.activation_bytes},
                                         {"index_ms", r.index_ms},
                                         {"launch_ms", r.launch_ms},
                                         {"sync_ms", r.sync_ms},

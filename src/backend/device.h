@@ -31,6 +31,13 @@ class Device {
   virtual uint64_t memory_free() const = 0;
   virtual void* allocate(size_t bytes) = 0;
   virtual void release(void* p) = 0;
+  // What allocate() holds now and the most it held since reset_memory_peak(), in bytes; -1 where the
+  // device does not count (the host). Tools read a step's activations as peak - current before it.
+  struct MemoryUse {
+    int64_t current = -1, peak = -1;
+  };
+  virtual MemoryUse memory_use() const { return {}; }
+  virtual void reset_memory_peak() {}
   virtual void to_device(void* dst, const void* src, size_t bytes) = 0;
   // to_device, where the bytes of `skip` (ascending, disjoint [begin, end) ranges) are never read on the
   // device: their device bytes may keep what they held or take anything. A copy through host staging then

@@ -74,6 +74,12 @@ int64_t available_host_memory() {
   return 0;
 }
 
+int64_t step_activation_reserve(const ModelConfig& m, int64_t tokens) {
+  const int64_t widest =
+      std::max<int64_t>({m.hc_dim(), int64_t{m.n_heads} * m.head_dim, m.n_activated_experts * m.moe_inter_dim * 2});
+  return 16 * tokens * widest * 2;  // bf16
+}
+
 int64_t request_kv_bytes(const KvLayout& layout, int64_t tokens) {
   int64_t bytes = 0;
   for (int u = 0; u < static_cast<int>(layout.units.size()); ++u) bytes += layout.allocated_bytes(u, tokens);

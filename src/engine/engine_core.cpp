@@ -30,13 +30,11 @@ int64_t gpu_kv_budget(const EngineConfig& c, const ModelConfig& m, const Device&
   DSV4_CHECK(c.gpu_memory_utilization > 0 && c.gpu_memory_utilization <= 1,
              "--gpu-memory-utilization must lie in (0, 1], got {}", c.gpu_memory_utilization);
   const double usable = c.gpu_memory_utilization * static_cast<double>(dev.memory_capacity()) / ranks_per_gpu;
-  const double widest = static_cast<double>(
-      std::max<int64_t>({m.hc_dim(), int64_t{m.n_heads} * m.head_dim, m.n_activated_experts * m.moe_inter_dim * 2}));
   // Recorded decode steps (model/step_graphs.h) keep their graphs' memory and a shared logits buffer.
   const double graphs = c.enforce_eager ? 0.0 : 1.0 * (1 << 30);
-  const double tokens = static_cast<double>(c.max_num_batched_tokens);
   const double workspace = static_cast<double>(ops.step_workspace_bytes(m, c.max_num_batched_tokens));
-  const double reserve = workspace + graphs + 16.0 * tokens * widest * 2 +
+  const double reserve = workspace + graphs +
+                         static_cast<double>(step_activation_reserve(m, c.max_num_batched_tokens)) +
                          static_cast<double>(c.max_num_seqs) * static_cast<double>(m.vocab_size) * 8;
   const double budget = usable - static_cast<double>(c.weight_bytes) - reserve;
   DSV4_CHECK(budget > 0,

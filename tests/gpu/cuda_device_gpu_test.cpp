@@ -1,7 +1,8 @@
 // CudaDevice's wait accounting: the host time blocked in synchronize() grows by the wait for queued
 // work (a long fill), never by more than the wall time around it, and not at all while nothing is
 // queued long (the engine's per-step host work is the executor's step less this). Its upload that skips
-// ranges (a padded step's unread rows) still delivers every other byte.
+// ranges (a padded step's unread rows) still delivers every other byte. Its memory counters see a
+// transient allocation in the peak after it is released (bench step's activation peak).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -73,6 +74,27 @@ TEST(CudaDevice, AnUploadSkippingRangesDeliversEveryOtherByte) {
     for (; at < bytes; ++at) ASSERT_EQ(back[at], src[at]) << "trial " << trial << ", byte " << at;
     dev.release(d);
   }
+}
+
+TEST(CudaDevice, MemoryPeakHoldsATransientAllocationAfterItsRelease) {
+  cuda::CudaDevice dev(0);
+  void* held = dev.allocate(size_t{64} << 20);
+  dev.synchronize();
+  dev.reset_memory_peak();
+  const Device::MemoryUse before = dev.memory_use();
+  EXPECT_GE(before.current, int64_t{64} << 20);
+  EXPECT_EQ(before.peak, before.current) << "a reset restarts the mark from what is in use";
+  constexpr int64_t kTransient = int64_t{256} << 20;
+  void* t = dev.allocate(static_cast<size_t>(kTransient));
+  dev.fill_zero(t, static_cast<size_t>(kTransient));
+  dev.release(t);
+  dev.synchronize();
+  const Device::MemoryUse after = dev.memory_use();
+  EXPECT_GE(after.peak - before.current, kTransient);
+  EXPECT_LT(after.current, before.current + kTransient);
+  dev.reset_memory_peak();
+  EXPECT_LT(dev.memory_use().peak, before.current + kTransient);
+  dev.release(held);
 }
 
 }  // namespace

@@ -153,6 +153,19 @@ void* CudaDevice::allocate(size_t bytes) {
   return p;
 }
 
+// The stream-ordered pool's own counters: every allocate() comes from it (graphs' nodes from theirs).
+Device::MemoryUse CudaDevice::memory_use() const {
+  uint64_t current = 0, peak = 0;
+  DSV4_CUDA_CHECK(cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrUsedMemCurrent, &current));
+  DSV4_CUDA_CHECK(cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrUsedMemHigh, &peak));
+  return {static_cast<int64_t>(current), static_cast<int64_t>(std::max(peak, current))};  // a reset mark reads 0
+}
+
+void CudaDevice::reset_memory_peak() {
+  uint64_t zero = 0;  // the high mark restarts from what is in use
+  DSV4_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrUsedMemHigh, &zero));
+}
+
 void CudaDevice::release(void* p) {
   if (!p || discarded_.erase(p)) return;
   if (recording_) {

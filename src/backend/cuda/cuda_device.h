@@ -33,6 +33,8 @@ class CudaDevice final : public Device {
   uint64_t memory_capacity() const override;
   uint64_t memory_free() const override;
   void* allocate(size_t bytes) override;
+  MemoryUse memory_use() const override;
+  void reset_memory_peak() override;
   void release(void* p) override;
   void to_device(void* dst, const void* src, size_t bytes) override;
   void to_device_skipping(void* dst, const void* src, size_t bytes, std::span<const Range> skip) override;
