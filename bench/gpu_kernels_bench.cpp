@@ -797,10 +797,6 @@ int main() {
     const auto all_gemv = fast_with([](cuda::GemmPolicy& p) { p.gemv_grouped_max_rows = int64_t{1} << 40; });
     moe_rows(*all_gemv, " e32 gemv all", {16, 32, 64}, 32);
     moe_rows(*all_gemv, " gemv all", {32});
-    // The few-row kernel's FP4 code at three CTAs an SM (24 warps at 85 registers) against two.
-    const auto three = fast_with([](cuda::GemmPolicy& p) { p.gemv_fp4_ctas_per_sm = 3; });
-    moe_rows(*three, " e32 fast 3 ctas", {1, 8, 16, 32}, 32);
-    moe_rows(*three, " fast 3 ctas", {1, 8});
   }
   if (want("moe-prefill")) {  // the MoE of a prefill chunk: a cuBLASLt matmul an expert (forced) against
     // the wgmma kernel with its FP4 weights widened in shared memory, at 96-384 rows an expert (serving's
@@ -824,13 +820,13 @@ int main() {
     moe_rows(*lt_all, " fast lt", {4096, 8192, 10923, 16384});
     moe_rows(*in_smem, " fast wgmma in-smem", {4096, 8192, 10923, 16384});
     // cuBLASLt from experts re-encoded once and kept (lt_experts_resident): no re-encoding in the calls
-    // timed, so the crossover with the wgmma kernel may sit at fewer rows an expert than 224.
+    // timed, so the route starts at lt_kept_min_rows (64 an expert: 342 tokens of 32 experts' top-6).
     const auto kept = fast_with([](cuda::GemmPolicy& p) {
       p.lt_experts_min_rows = 1;
       p.lt_experts_resident = true;
     });
-    moe_rows(*kept, " e32 fast lt kept", {256, 512, 768, 1024, 1365, 2048, 8192}, 32);
-    moe_rows(*in_smem, " e32 fast wgmma in-smem", {256}, 32);
+    moe_rows(*kept, " e32 fast lt kept", {342, 427, 512, 768, 1024, 1365, 2048, 8192}, 32);
+    moe_rows(*in_smem, " e32 fast wgmma in-smem", {342, 427}, 32);
     moe_rows(*kept, " fast lt kept", {4096, 8192, 16384});
   }
   if (want("layer-gemms")) layer_gemm_rows(fast_ops, {1, 32, 8192});

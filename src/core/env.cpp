@@ -33,7 +33,7 @@ const std::array<Switch, 8> kSwitches{{
 // switches of kernels measured faster than their alternatives went with the alternatives' code
 // (docs/perf-history.md names the measurements).
 constexpr const char* kAlwaysOn = "the kernel it switched is always taken where it applies (measured faster)";
-const std::array<std::pair<const char*, const char*>, 33> kRetired{{
+const std::array<std::pair<const char*, const char*>, 35> kRetired{{
     {"DSV4_HC_CLUSTER",
      "hc_post_pre's last CTA finishes a token (one cluster a token measured 0.29 ms slower a b1 step)"},
     {"DSV4_ATTENTION_CLUSTER", "split attention lists merge in the combine kernel (a cluster merge measured slower)"},
@@ -79,6 +79,10 @@ const std::array<std::pair<const char*, const char*>, 33> kRetired{{
     {"DSV4_GEMM_WGMMA_FEW_BF16",
      "the swapped wgmma kernel takes quantize_act's codes (quantizing its own bf16 rows measured 0.4-1.7 ms slower "
      "a b16-b64 step)"},
+    {"DSV4_GEMM_GEMV_FP4_CTAS",
+     "the few-row kernel runs FP4 weights at two CTAs an SM (three measured 0.1-0.7 ms slower a b16-b32 step)"},
+    {"DSV4_ATTENTION_MAX_SPLITS",
+     "sparse attention splits lists as its cost model says (at most one or two splits measured slower a step)"},
     {"DSV4_GEMM_GEMV_PREFETCH", "the few-row kernels prefetch nothing toward L2 (measured slower: docs/perf.md)"},
     {"DSV4_GEMM_FP4_SHIFT",
      "FP4 codes and scales are always decoded by shifts and table words (the table form measured 2-22% slower)"},

@@ -559,6 +559,26 @@ TEST(CudaMoeExperts, Fp4ExpertsOnCublasLtMatchCpu) {
     EXPECT_EQ(granted.gemm.stats().lt_resident_weights, lists) << budget;
     EXPECT_TRUE(from_granted[1] == got[0]) << "budget " << budget << ": " << bf16_diff(from_granted[1], got[0]);
   }
+  // Kept experts take cuBLASLt's route from lt_kept_min_rows (here where re-encoding ones never would): the
+  // lists the budget holds (unbounded: all; the pair's: w2's call on wgmma over the same padded layout;
+  // none: wgmma, unpadded).
+  cuda::GemmPolicy kept_low = kept;
+  kept_low.lt_experts_min_rows = int64_t{1} << 40;
+  kept_low.lt_kept_min_rows = 1;
+  for (const auto& [budget, calls] : {std::pair<int64_t, int64_t>{-1, 4}, {pair_bytes, 2}, {0, 0}}) {
+    Runners low(kept_low);
+    if (budget >= 0) low.gemm.set_kept_budget(budget);
+    const auto from_low = r.gpu(low, false, 2, &err);
+    EXPECT_EQ(low.gemm.stats().lt_expert_calls, calls) << "budget " << budget;
+    EXPECT_EQ(low.gemm.stats().lt_expert_fallbacks, 0) << "budget " << budget;
+    EXPECT_TRUE(from_low[1] == from_low[0]) << "budget " << budget << ": run to run";
+    if (calls == 4) {
+      EXPECT_TRUE(from_low[0] == got[0]) << "all kept: " << bf16_diff(from_low[0], got[0]);
+    } else {
+      EXPECT_LE(normalized_error(from_low[0], want), 1e-2)
+          << "budget " << budget << ": " << bf16_diff(from_low[0], want);
+    }
+  }
   policy.lt_experts_min_rows = int64_t{1} << 40;  // the wgmma kernel on the unpadded layout
   Runners wg(policy);
   const auto other = r.gpu(wg, false, 1, &err);

@@ -754,7 +754,7 @@ bool mqa_fast_path(const SparseAttentionParams& a) {
          a.window.entry_bytes % 8 == 0 && (a.compressed_width == 0 || a.compressed.entry_bytes % 8 == 0);
 }
 
-void sparse_attention_mqa(const AttentionLaunch& a, cudaStream_t stream, int64_t shadow_rows, int max_splits) {
+void sparse_attention_mqa(const AttentionLaunch& a, cudaStream_t stream, int64_t shadow_rows) {
   DSV4_CUDA_REQUIRE(!a.q_unnormed || shadow_rows > 0, "sparse_attention_mqa: un-normed queries need a shadow");
   MqaLaunch ma;
   ma.a = a;
@@ -762,7 +762,7 @@ void sparse_attention_mqa(const AttentionLaunch& a, cudaStream_t stream, int64_t
   const int64_t width = int64_t{a.window_width} + a.compressed_width;
   ma.blocks = std::max<int64_t>(1, (width + kEntries - 1) / kEntries);
   const int64_t base = a.tokens * ma.groups;
-  ma.blocks_per = attention_blocks_per_split(base, ma.blocks, sm_count(), max_splits);
+  ma.blocks_per = attention_blocks_per_split(base, ma.blocks, sm_count());
   ma.splits = static_cast<int>((ma.blocks + ma.blocks_per - 1) / ma.blocks_per);  // never an empty split
   void* scratch = nullptr;
   if (ma.splits > 1) {

@@ -302,7 +302,7 @@ struct GemmRunner::Impl {
       plan.route = plan.fallback;  // the few-row or mma.sync plan, kept whole
     }
     if (plan.route == GemmRoute::kFastGemv && fast_gemv_takes(p)) {
-      fast_gemv(p, {plan.gemv_k_parts, plan.gemv_items, plan.gemv_ctas_per_sm}, stream);
+      fast_gemv(p, {plan.gemv_k_parts, plan.gemv_items}, stream);
       return;
     }
     if (plan.fallback == GemmRoute::kWgmma) {
@@ -520,6 +520,14 @@ struct GemmRunner::Impl {
     return residents.emplace(key, std::make_pair(wide, bytes)).first->second.first;
   }
 
+  // Whether lists of grouped FP4 weights (w_list_b: the pair's, or null) are kept re-encoded, or would be at
+  // their next call on cuBLASLt's route (resident_for): the policy keeps them and they are, or fit the budget.
+  bool keeps(const void* const* w_list, const void* const* w_list_b, int64_t n, int64_t k, int experts) const {
+    if (!policy.lt_experts_resident) return false;
+    if (residents.count({w_list, w_list_b}) != 0) return true;
+    return cuda::widened_bytes(int64_t{w_list_b ? 2 : 1} * experts, n, k) <= kept_budget - kept_bytes;
+  }
+
   void forget_kept_experts(const void* const* w_list) {
     for (auto it = residents.begin(); it != residents.end();) {
       if (it->first.first != w_list && it->first.second != w_list) {
@@ -686,7 +694,7 @@ struct GemmRunner::Impl {
     p.x = a.x, p.x_ld = a.x_stride ? a.x_stride : k;
     p.w_b = w_b.data, p.w_scale_b = w_b.scale, p.y_b = y_b;
     if (!fast_gemv_takes(p)) return false;
-    fast_gemv(p, {plan.gemv_k_parts, plan.gemv_items, plan.gemv_ctas_per_sm}, stream);
+    fast_gemv(p, {plan.gemv_k_parts, plan.gemv_items}, stream);
     return true;
   }
 
@@ -780,7 +788,7 @@ struct GemmRunner::Impl {
       // bf16 rows straight in where the kernel quantizes them
       p.x = a.x, p.x_ld = x_ld;
       if (plan.route == GemmRoute::kFastGemv && fast_gemv_takes(p)) {
-        fast_gemv(p, {plan.gemv_k_parts, plan.gemv_items, plan.gemv_ctas_per_sm}, stream);
+        fast_gemv(p, {plan.gemv_k_parts, plan.gemv_items}, stream);
         return;
       }
       if (plan.route == GemmRoute::kFastMma && fast_mma_takes_bf16(p, {plan.tile_rows, plan.splits, plan.resident})) {
@@ -842,7 +850,8 @@ struct GemmRunner::Impl {
     exact_block_gemm(p, policy, stream);
   }
 
-  GemmPlan plan_grouped(GemmWeightKind kind, int64_t rows, int experts, int64_t n, int64_t k, bool pair) const {
+  GemmPlan plan_grouped(GemmWeightKind kind, int64_t rows, int experts, int64_t n, int64_t k, bool pair,
+                        bool kept = false) const {
     GemmProblem p;
     p.weight = kind;
     p.rows = rows;
@@ -850,6 +859,7 @@ struct GemmRunner::Impl {
     p.n = n;
     p.kg = k;
     p.pair = pair;
+    p.kept = kept;
     return plan_gemm(p, policy, caps);
   }
 
@@ -866,7 +876,10 @@ struct GemmRunner::Impl {
   }
 
   void grouped(const GroupedGemmArgs& a) {
-    const GemmPlan plan = plan_grouped(a.kind, a.rows, a.experts, a.n, a.k, a.y_b != nullptr);
+    const bool pair = a.y_b != nullptr && a.w_data_b != nullptr;
+    const bool kept = a.kind == GemmWeightKind::kFp4 && a.reencode_checked &&
+                      keeps(a.w_data, pair ? a.w_data_b : nullptr, a.n, a.k, a.experts);
+    const GemmPlan plan = plan_grouped(a.kind, a.rows, a.experts, a.n, a.k, a.y_b != nullptr, kept);
     const bool fast = plan.route == GemmRoute::kFastMma || plan.route == GemmRoute::kWgmma ||
                       plan.route == GemmRoute::kFastGemv || plan.route == GemmRoute::kCublasLtExperts;
     if (!fast) {
@@ -919,8 +932,13 @@ bool GemmRunner::wants_digit_planes(GemmWeightKind kind, int64_t rows, int exper
          imma_skinny_takes(kind, per_weight, k, policy);
 }
 
-bool GemmRunner::lt_experts_planned(GemmWeightKind kind, int64_t rows, int experts, int64_t k) const {
-  return impl_->plan_grouped(kind, rows, experts, /*n=*/k, k, true).route == GemmRoute::kCublasLtExperts;
+bool GemmRunner::lt_experts_planned(GemmWeightKind kind, int64_t rows, int experts, int64_t k, bool kept) const {
+  return impl_->plan_grouped(kind, rows, experts, /*n=*/k, k, true, kept).route == GemmRoute::kCublasLtExperts;
+}
+
+bool GemmRunner::keeps_experts(const void* const* w_list, const void* const* w_list_b, int64_t n, int64_t k,
+                               int experts) const {
+  return impl_->keeps(w_list, w_list_b, n, k, experts);
 }
 
 }  // namespace dsv4::cuda

@@ -77,8 +77,14 @@ class GemmRunner {
   // Whether grouped() of `kind` weights over `rows` rows plans a cuBLASLt matmul an expert
   // (GemmRoute::kCublasLtExperts), which takes an expert's rows in one matmul when their count is a
   // multiple of 4 (else a second one for its last 4 rows, reading the weight again): callers that can
-  // pad their row layout to that then do (the MoE).
-  bool lt_experts_planned(GemmWeightKind kind, int64_t rows, int experts, int64_t k) const;
+  // pad their row layout to that then do (the MoE). kept: the call's experts are kept re-encoded
+  // (keeps_experts; the route then starts at fewer rows).
+  bool lt_experts_planned(GemmWeightKind kind, int64_t rows, int experts, int64_t k, bool kept = false) const;
+  // Whether the FP4 experts of the device pointer table w_list (and w_list_b's, as its pair; or null), of n x k
+  // each, are kept re-encoded for cuBLASLt's route or would be at their next call there (GemmPolicy::
+  // lt_experts_resident, within set_kept_budget's bytes). grouped() asks the same of its weights when they
+  // are known to re-encode exactly (GroupedGemmArgs::reencode_checked).
+  bool keeps_experts(const void* const* w_list, const void* const* w_list_b, int64_t n, int64_t k, int experts) const;
   const GemmPolicy& policy() const;
   // Whether every 128x128 block of every expert's FP4 weight in a (a grouped FP4 call's weights, and the
   // pair's where y_b is set; offsets given, not read) re-encodes exactly to e4m3 with one scale (gemm/lt_experts.h): a

@@ -789,7 +789,26 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsParams& a, int n, bool route
     get<int32_t>(kPos, n);
   }
   const GemmWeightKind kind1 = gemm_kind(a.w1[0].type);
-  const bool padded = !route_here && gemm.lt_experts_planned(kind1, n, a.experts, D);
+  PointerTable& t1 = table(a.w1, a.experts);
+  PointerTable& t3 = table(a.w3, a.experts);
+  PointerTable& t2 = table(a.w2, a.experts);
+  // w1 and w3 kept re-encoded for cuBLASLt (known to re-encode exactly) take that route from fewer rows an
+  // expert; their plan decides the layout w2's call shares.
+  bool kept = false;
+  if (!route_here && kind1 == GemmWeightKind::kFp4 && gemm.policy().lt_experts_resident) {
+    const GroupedGemmArgs probe{.n = I,
+                                .k = D,
+                                .experts = a.experts,
+                                .offsets = static_cast<const int32_t*>(buf[kOffsets].p),
+                                .kind = kind1,
+                                .w_data = t1.d_data(),
+                                .w_scale = t1.d_scale()};
+    GroupedGemmArgs probe3 = probe;
+    probe3.w_data = t3.d_data(), probe3.w_scale = t3.d_scale();
+    kept = reencode_checked(t1, probe) && reencode_checked(t3, probe3) &&
+           gemm.keeps_experts(t1.d_data(), t3.d_data(), I, D, a.experts);
+  }
+  const bool padded = !route_here && gemm.lt_experts_planned(kind1, n, a.experts, D, kept);
   if (padded) pad_routes(a, n);
   const int64_t m = padded ? padded_rows(n, a.experts) : n;  // rows of the layout
   const int32_t* offsets = static_cast<const int32_t*>(buf[padded ? kPadOffsets : kOffsets].p);
@@ -803,9 +822,6 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsParams& a, int n, bool route
   auto* scales = get<float>(kScales, m * (wide / 128));
   auto* g = get<uint16_t>(kG, (m + kRowSlack) * 2 * I);
   uint16_t* u = g + I;
-  PointerTable& t1 = table(a.w1, a.experts);
-  PointerTable& t3 = table(a.w3, a.experts);
-  PointerTable& t2 = table(a.w2, a.experts);
   GroupedGemmArgs gg{.a_codes = codes,
                      .a_scales = scales,
                      .scale_ld = m,

@@ -154,6 +154,21 @@ TEST(GemmPlan, Fp4ExpertsOfManyRowsRunOnCublasLtOneByOne) {
   EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 223 * 32, 32, 2048, 4096), fast, kH200).route, GemmRoute::kWgmma);
   EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 224 * 32, 32, 2048, 4096), fast, kH200).route,
             GemmRoute::kCublasLtExperts);
+  // Experts kept re-encoded (nothing to re-encode in the call): from lt_kept_min_rows (64), within wgmma's
+  // rows; a prompt chunk of 512 tokens is 96 rows an expert.
+  EXPECT_EQ(fast.lt_kept_min_rows, 64);
+  GemmProblem kept = grouped(GemmWeightKind::kFp4, 96 * 32, 32, 2048, 4096);
+  EXPECT_EQ(plan_gemm(kept, fast, kH200).route, GemmRoute::kWgmma);
+  kept.kept = true;
+  EXPECT_EQ(plan_gemm(kept, fast, kH200).route, GemmRoute::kCublasLtExperts);
+  kept.rows = 64 * 32;
+  EXPECT_EQ(plan_gemm(kept, fast, kH200).route, GemmRoute::kCublasLtExperts);
+  kept.rows = 63 * 32;  // below wgmma's rows: the mma.sync plan
+  EXPECT_EQ(plan_gemm(kept, fast, kH200).route, GemmRoute::kFastMma);
+  GemmPolicy kept_off = fast;
+  kept_off.lt_experts_min_rows = 0;  // the route off is off for kept experts too
+  kept.rows = 96 * 32;
+  EXPECT_EQ(plan_gemm(kept, kept_off, kH200).route, GemmRoute::kWgmma);
   EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp8, 8192 * 6, 32, 2048, 4096), fast, kH200).route, GemmRoute::kWgmma);
   EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 8192 * 6, 32, 2000, 4096), fast, kH200).route, GemmRoute::kWgmma);
   GemmPolicy no_lt = fast;
@@ -289,15 +304,6 @@ TEST(GemmPlan, FastFewRowsAWeightGoToTheFewRowKernel) {
     GemmPolicy one = fast;
     one.gemv_items = 1;
     EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), one, kH200).gemv_items, 1);
-  }
-  {  // FP4 at three CTAs an SM: a wave of 396 CTAs takes the pair's 384 in two tiles a CTA; FP8 stays at two
-    GemmPolicy three = fast;
-    three.gemv_fp4_ctas_per_sm = 3;
-    const GemmPlan pair = plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), three, kH200);
-    EXPECT_EQ(pair.gemv_ctas_per_sm, 3);
-    EXPECT_EQ(pair.gemv_items, 2);
-    EXPECT_EQ(plan_gemm(grouped(GemmWeightKind::kFp4, 6, 256, 2048, 4096), fast, kH200).gemv_ctas_per_sm, 2);
-    EXPECT_EQ(plan_gemm(dense(GemmWeightKind::kFp8, 1, 4096, 8192), three, kH200).gemv_ctas_per_sm, 2);
   }
   {  // a policy's K runs (the bench's sweep) override the occupancy rule
     GemmPolicy forced = fast;
@@ -568,16 +574,13 @@ TEST(GemmPlan, BadProblemsThrow) {
 
 // Sparse attention's lists (64-entry blocks) split over CTAs where the waves end sooner: a decode token's
 // CSA list (window 128 + top-512: 10 blocks) into ten at b1 and four at b32, a 1M-token HCA list (130
-// blocks) into 130 at b1, none where the tokens fill the GPU (a prefill chunk); at most max_splits ways.
+// blocks) into 130 at b1, none where the tokens fill the GPU (a prefill chunk).
 TEST(GemmPlan, AttentionListsSplitWhereTheWavesEndSooner) {
-  EXPECT_EQ(attention_blocks_per_split(1, 10, 132, 0), 1);
-  EXPECT_EQ(attention_blocks_per_split(32, 10, 132, 0), 3);
-  EXPECT_EQ(attention_blocks_per_split(1, 130, 132, 0), 1);
-  EXPECT_EQ(attention_blocks_per_split(2048, 10, 132, 0), 10);
-  EXPECT_EQ(attention_blocks_per_split(32, 10, 132, 1), 10);
-  EXPECT_EQ(attention_blocks_per_split(1, 10, 132, 2), 5);
-  EXPECT_EQ(attention_blocks_per_split(1, 130, 132, 8), 17);  // eight splits of 17 blocks (the last of 11)
-  EXPECT_EQ(attention_blocks_per_split(1, 1, 132, 0), 1);
+  EXPECT_EQ(attention_blocks_per_split(1, 10, 132), 1);
+  EXPECT_EQ(attention_blocks_per_split(32, 10, 132), 3);
+  EXPECT_EQ(attention_blocks_per_split(1, 130, 132), 1);
+  EXPECT_EQ(attention_blocks_per_split(2048, 10, 132), 10);
+  EXPECT_EQ(attention_blocks_per_split(1, 1, 132), 1);
 }
 
 TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
@@ -591,19 +594,12 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   EXPECT_EQ(p.gemv_max_rows, 4);
   EXPECT_NE(p.describe().find("FP4 per 32 (wgmma: per 128); few-row kernel up to 4 rows"), std::string::npos)
       << p.describe();
-  EXPECT_NE(p.describe().find("up to 4 rows a weight, 8 an expert (FP8 twins 2; column tiles a CTA by one wave; "
-                              "FP4 at 2 CTAs an SM)"),
+  EXPECT_NE(p.describe().find("up to 4 rows a weight, 8 an expert (FP8 twins 2; column tiles a CTA by one wave)"),
             std::string::npos)
       << p.describe();
   GemmPolicy one = p;
   one.gemv_items = 1;
-  EXPECT_NE(one.describe().find("column tiles a CTA 1;"), std::string::npos);
-  ::setenv("DSV4_GEMM_GEMV_FP4_CTAS", "3", 1);
-  EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).gemv_fp4_ctas_per_sm, 3);
-  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("FP4 at 3 CTAs an SM"), std::string::npos);
-  ::setenv("DSV4_GEMM_GEMV_FP4_CTAS", "7", 1);  // clamped to what the kernel is built for
-  EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).gemv_fp4_ctas_per_sm, 3);
-  ::unsetenv("DSV4_GEMM_GEMV_FP4_CTAS");
+  EXPECT_NE(one.describe().find("column tiles a CTA 1)"), std::string::npos);
   EXPECT_NE(p.describe().find("fused with the post before it up to 64 tokens"), std::string::npos) << p.describe();
   ::setenv("DSV4_GEMM_GEMV_GROUPED_MAX_ROWS", "16", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).gemv_grouped_max_rows, 16);
@@ -619,13 +615,6 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::setenv("DSV4_ATTENTION_SHADOW_MIN_TOKENS", "0", 1);
   EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("attention's shadow off"), std::string::npos);
   ::unsetenv("DSV4_ATTENTION_SHADOW_MIN_TOKENS");
-  EXPECT_NE(p.describe().find("lists split by the cost model"), std::string::npos) << p.describe();
-  ::setenv("DSV4_ATTENTION_MAX_SPLITS", "1", 1);
-  EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).attention_max_splits, 1);
-  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("lists split never"), std::string::npos);
-  ::setenv("DSV4_ATTENTION_MAX_SPLITS", "4", 1);
-  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("lists split at most 4 ways"), std::string::npos);
-  ::unsetenv("DSV4_ATTENTION_MAX_SPLITS");
   EXPECT_NE(p.describe().find("indexer dots on wgmma"), std::string::npos) << p.describe();
   ::setenv("DSV4_INDEXER_DOTS", "mma", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).indexer_dots, IndexerDots::kMmaSync);
@@ -669,8 +658,12 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::unsetenv("DSV4_GEMM_FAST_MMA_MAX_ROWS");
   EXPECT_NE(GemmPolicy::from_env(Numerics::kFast)
                 .describe()
-                .find("FP4 experts on cuBLASLt from 224 rows an expert, 4 streams, re-encoded once and kept;"),
+                .find("FP4 experts on cuBLASLt from 224 rows an expert, 4 streams, re-encoded once and kept (then "
+                      "from 64 rows);"),
             std::string::npos);
+  ::setenv("DSV4_GEMM_LT_KEPT_MIN_ROWS", "96", 1);
+  EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).lt_kept_min_rows, 96);
+  ::unsetenv("DSV4_GEMM_LT_KEPT_MIN_ROWS");
   ::setenv("DSV4_GEMM_LT_EXPERT_STREAMS", "2", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).lt_expert_streams, 2);
   EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("224 rows an expert, 2 streams, re-encoded"),

@@ -266,11 +266,9 @@ __device__ void stage_acts(const ExactBlockArgs& p, const Tile& tl, int64_t grp,
 // Weights are never written during a step, so a dense call's first blocks load before the wait on the
 // previous kernel; so do a grouped call's whose offsets were settled before that kernel began (finding
 // the tile reads them).
-// kTurns: `items` as given (else 1: the code of one tile a CTA, without the cursor's registers). kCtas: CTAs an
-// SM the registers are held to (2: 128 a thread; 3: 85, which FP4 calls fit in 80 with at most 8 bytes of
-// stack).
-template <Form F, int RG, int D, bool kTurns, int kCtas>
-__global__ void __launch_bounds__(kThreads, kCtas) fast_gemv_kernel(const ExactBlockArgs p, int items_arg) {
+// kTurns: `items` as given (else 1: the code of one tile a CTA, without the cursor's registers).
+template <Form F, int RG, int D, bool kTurns>
+__global__ void __launch_bounds__(kThreads, 2) fast_gemv_kernel(const ExactBlockArgs p, int items_arg) {
   constexpr bool kStaged = !is_fp8(F);  // FP4 codes through the warp's shared-memory ring
   constexpr int KP = kWarps / RG;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -417,9 +415,9 @@ int64_t smem_bytes(const ExactBlockArgs& a, Form f) {
   return kTm * pitch + kTm * (a.kg / 128) * 4 + (f == Form::kFp4 ? int64_t{kWarps} * kDepth * kStageSlot : 0);
 }
 
-template <Form F, int RG, int D, int C>
+template <Form F, int RG, int D>
 void launch(const ExactBlockArgs& a, int items, cudaStream_t stream) {
-  const auto kernel = items > 1 ? fast_gemv_kernel<F, RG, D, true, C> : fast_gemv_kernel<F, RG, D, false, C>;
+  const auto kernel = items > 1 ? fast_gemv_kernel<F, RG, D, true> : fast_gemv_kernel<F, RG, D, false>;
   allow_dynamic_smem(kernel, kFastGemvMaxSmem);
   const int64_t tiles = a.offsets ? row_tiles(a.rows, kTm, a.experts) : cdiv(a.rows, kTm);
   const int64_t col_tiles = (a.y_b ? 2 : 1) * a.groups * cdiv(a.ng, 16 * RG), cols = cdiv(col_tiles, items);
@@ -431,17 +429,17 @@ void launch(const ExactBlockArgs& a, int items, cudaStream_t stream) {
                 static_cast<size_t>(smem_bytes(a, F)), stream, a, items);
 }
 
-template <Form F, int D, int C>
+template <Form F, int D>
 void launch_parts(const ExactBlockArgs& a, GemvShape shape, cudaStream_t stream) {
   switch (shape.k_parts) {
     case 1:
-      return launch<F, 8, D, C>(a, shape.items, stream);
+      return launch<F, 8, D>(a, shape.items, stream);
     case 2:
-      return launch<F, 4, D, C>(a, shape.items, stream);
+      return launch<F, 4, D>(a, shape.items, stream);
     case 4:
-      return launch<F, 2, D, C>(a, shape.items, stream);
+      return launch<F, 2, D>(a, shape.items, stream);
     default:
-      return launch<F, 1, D, C>(a, shape.items, stream);
+      return launch<F, 1, D>(a, shape.items, stream);
   }
 }
 
@@ -464,16 +462,11 @@ void fast_gemv(const ExactBlockArgs& a, GemvShape shape, cudaStream_t stream) {
   const int k = shape.k_parts;
   DSV4_CUDA_REQUIRE(k == 1 || k == 2 || k == 4 || k == 8, "fast gemv: k_parts 1, 2, 4 or 8");
   DSV4_CUDA_REQUIRE(shape.items >= 1, "fast gemv: at least one column tile a CTA");
-  const bool fp8 = a.kind == GemmWeightKind::kFp8;
-  DSV4_CUDA_REQUIRE(shape.ctas_per_sm == 2 || (shape.ctas_per_sm == 3 && !fp8),
-                    "fast gemv: 2 CTAs an SM, or 3 for FP4 weights");
   if (a.rows <= 0) return;
-  if (fp8) {
-    launch_parts<Form::kFp8, kDepth, 2>(a, shape, stream);
-  } else if (shape.ctas_per_sm == 3) {
-    launch_parts<Form::kFp4, kDepth, 3>(a, shape, stream);
+  if (a.kind == GemmWeightKind::kFp8) {
+    launch_parts<Form::kFp8, kDepth>(a, shape, stream);
   } else {
-    launch_parts<Form::kFp4, kDepth, 2>(a, shape, stream);
+    launch_parts<Form::kFp4, kDepth>(a, shape, stream);
   }
 }
 

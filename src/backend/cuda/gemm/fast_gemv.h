@@ -36,9 +36,8 @@ bool fast_gemv_takes(const ExactBlockArgs& a);
 
 // How the kernel runs a call: the plan's kFastGemv fields.
 struct GemvShape {
-  int k_parts = 1;      // runs of K each CTA's eight warps split (1, 2, 4 or 8)
-  int items = 1;        // column tiles a CTA runs in turn (> 1: one group, runs of whole ring turns)
-  int ctas_per_sm = 2;  // CTAs an SM the kernel's registers allow (3: FP4 weights only)
+  int k_parts = 1;  // runs of K each CTA's eight warps split (1, 2, 4 or 8)
+  int items = 1;    // column tiles a CTA runs in turn (> 1: one group, runs of whole ring turns)
 };
 
 // Runs `a` (with its pair) in that shape, four weight blocks in flight a warp.

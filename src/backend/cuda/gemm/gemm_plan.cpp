@@ -44,8 +44,6 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.fast_mma_max_rows = env_count("DSV4_GEMM_FAST_MMA_MAX_ROWS", p.fast_mma_max_rows);
   p.gemv_max_rows = env_count("DSV4_GEMM_FAST_GEMV_MAX_ROWS", p.gemv_max_rows);
   p.gemv_grouped_max_rows = env_count("DSV4_GEMM_GEMV_GROUPED_MAX_ROWS", p.gemv_grouped_max_rows);
-  p.gemv_fp4_ctas_per_sm =
-      static_cast<int>(std::clamp<int64_t>(env_count("DSV4_GEMM_GEMV_FP4_CTAS", p.gemv_fp4_ctas_per_sm), 2, 3));
   p.wgmma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_WGMMA_MIN_ROWS", p.wgmma_min_rows));
   p.wgmma_few_min_rows = env_count("DSV4_GEMM_WGMMA_FEW_MIN_ROWS", p.wgmma_few_min_rows);
   p.ctas_per_sm = static_cast<int>(std::max<int64_t>(1, env_count("DSV4_GEMM_CTAS_PER_SM", p.ctas_per_sm)));
@@ -53,6 +51,7 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.imma_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_IMMA_MIN_ROWS", p.imma_min_rows));
   p.lt_experts_min_rows = std::max<int64_t>(0, env_count("DSV4_GEMM_LT_EXPERTS_MIN_ROWS", p.lt_experts_min_rows));
   p.lt_experts_resident = env_switch("DSV4_GEMM_LT_EXPERTS_RESIDENT") != "0";
+  p.lt_kept_min_rows = std::max<int64_t>(1, env_count("DSV4_GEMM_LT_KEPT_MIN_ROWS", p.lt_kept_min_rows));
   p.lt_expert_streams =
       static_cast<int>(std::clamp<int64_t>(env_count("DSV4_GEMM_LT_EXPERT_STREAMS", p.lt_expert_streams), 1, 8));
   p.hc_products = env_switch("DSV4_HC_PRODUCTS") != "0";
@@ -60,8 +59,6 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.hc_post_pre_max_tokens = std::max<int64_t>(0, env_count("DSV4_HC_POST_PRE_MAX_TOKENS", p.hc_post_pre_max_tokens));
   p.attention_shadow_min_tokens =
       std::max<int64_t>(0, env_count("DSV4_ATTENTION_SHADOW_MIN_TOKENS", p.attention_shadow_min_tokens));
-  p.attention_max_splits =
-      static_cast<int>(std::clamp<int64_t>(env_count("DSV4_ATTENTION_MAX_SPLITS", p.attention_max_splits), 0, 4096));
   const std::string_view dots = env_switch("DSV4_INDEXER_DOTS");
   if (dots == "cuda-cores") p.indexer_dots = IndexerDots::kCudaCores;
   if (dots == "mma") p.indexer_dots = IndexerDots::kMmaSync;
@@ -79,25 +76,24 @@ std::string GemmPolicy::describe() const {
   }
   return fmt::format(
       "fast (FP8 tensor cores with per-block promotion, FP4 per 32 (wgmma: per 128); few-row kernel "
-      "up to {} rows a weight, {} an expert (FP8 twins {}; column tiles a CTA {}; FP4 at {} CTAs an SM); dense FP8 "
-      "on swapped wgmma {}; cuBLASLt {} above {} rows; wgmma from {} rows a weight, FP4 widened {}; FP4 experts on "
-      "cuBLASLt {}; {} CTAs an SM; "
-      "indexer dots on {}; hc_pre norm {}, fused with the post before it up to {} tokens; attention's shadow {}, "
-      "lists split {})",
+      "up to {} rows a weight, {} an expert (FP8 twins {}; column tiles a CTA {}); dense FP8 on swapped wgmma {}; "
+      "cuBLASLt {} above {} rows; wgmma from {} rows a weight, FP4 widened {}; FP4 experts on cuBLASLt {}; "
+      "{} CTAs an SM; "
+      "indexer dots on {}; hc_pre norm {}, fused with the post before it up to {} tokens; attention's shadow {})",
       gemv_max_rows, gemv_grouped_max_rows, twin_gemv_max_rows,
-      gemv_items > 0 ? std::to_string(gemv_items) : "by one wave", gemv_fp4_ctas_per_sm,
+      gemv_items > 0 ? std::to_string(gemv_items) : "by one wave",
       wgmma_few_min_rows > 0 ? fmt::format("from {} to {} rows", wgmma_few_min_rows, kWgmmaFewMaxRows) : "off",
       cublaslt ? "on" : "off", fast_mma_max_rows, wgmma_min_rows,
       fp4_prewiden ? fmt::format("before the call from {} rows an expert", prewiden_min_rows) : "in shared memory",
       cublaslt && lt_experts_min_rows > 0
           ? fmt::format("from {} rows an expert, {} stream{}{}", lt_experts_min_rows, lt_expert_streams,
-                        lt_expert_streams == 1 ? "" : "s", lt_experts_resident ? ", re-encoded once and kept" : "")
+                        lt_expert_streams == 1 ? "" : "s",
+                        lt_experts_resident
+                            ? fmt::format(", re-encoded once and kept (then from {} rows)", lt_kept_min_rows)
+                            : "")
           : "off",
       ctas_per_sm, indexer_dots_name(indexer_dots), hc_fused_norm ? "fused" : "apart", hc_post_pre_max_tokens,
-      attention_shadow_min_tokens > 0 ? fmt::format("from {} tokens", attention_shadow_min_tokens) : "off",
-      attention_max_splits == 0   ? std::string("by the cost model")
-      : attention_max_splits == 1 ? std::string("never")
-                                  : fmt::format("at most {} ways", attention_max_splits));
+      attention_shadow_min_tokens > 0 ? fmt::format("from {} tokens", attention_shadow_min_tokens) : "off");
 }
 
 const char* indexer_dots_name(IndexerDots d) {
@@ -184,9 +180,9 @@ int fast_gemv_k_parts(const GemmProblem& p, const DeviceCaps& caps) {
   return parts;
 }
 
-int fast_gemv_items(const GemmProblem& p, int k_parts, const DeviceCaps& caps, int ctas_per_sm) {
-  constexpr int64_t kTileRows = 8, kWarps = 8;
-  const int64_t blocks = p.kg / 128, slots = int64_t{caps.sm_count} * ctas_per_sm;
+int fast_gemv_items(const GemmProblem& p, int k_parts, const DeviceCaps& caps) {
+  constexpr int64_t kTileRows = 8, kCtasPerSm = 2, kWarps = 8;
+  const int64_t blocks = p.kg / 128, slots = int64_t{caps.sm_count} * kCtasPerSm;
   if (k_parts < 2 || p.groups != 1 || blocks % (int64_t{k_parts} * kFastGemvDepth) != 0) return 1;
   const int64_t tiles = p.experts > 0 ? row_tiles(p.rows, kTileRows, p.experts) : ceil_div(p.rows, kTileRows);
   const int64_t cols = ceil_div(p.n, 16 * (kWarps / k_parts)) * (p.pair ? 2 : 1);
@@ -288,9 +284,9 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
     }
     // Many rows an expert: one cuBLASLt matmul an expert on its weights re-encoded to e4m3 (within the
     // same budget: the e4m3 form is at most the e5m2 one's bytes), wgmma behind it.
+    const int64_t lt_min = p.kept ? policy.lt_kept_min_rows : policy.lt_experts_min_rows;
     const bool lt = policy.cublaslt && policy.lt_experts_min_rows > 0 && p.experts > 0 &&
-                    p.weight == GemmWeightKind::kFp4 && p.rows >= policy.lt_experts_min_rows * p.experts &&
-                    p.n % 128 == 0;
+                    p.weight == GemmWeightKind::kFp4 && p.rows >= lt_min * p.experts && p.n % 128 == 0;
     if (lt) {
       plan.route = GemmRoute::kCublasLtExperts;
       const int64_t per = widened_bytes(p.pair ? 2 : 1, p.n, p.kg);
@@ -304,9 +300,7 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
   if (few && plan.route == GemmRoute::kFastMma) {
     plan.route = GemmRoute::kFastGemv;
     plan.gemv_k_parts = policy.gemv_k_parts > 0 ? policy.gemv_k_parts : fast_gemv_k_parts(p, caps);
-    plan.gemv_ctas_per_sm = p.weight == GemmWeightKind::kFp4 ? policy.gemv_fp4_ctas_per_sm : 2;
-    plan.gemv_items =
-        policy.gemv_items > 0 ? policy.gemv_items : fast_gemv_items(p, plan.gemv_k_parts, caps, plan.gemv_ctas_per_sm);
+    plan.gemv_items = policy.gemv_items > 0 ? policy.gemv_items : fast_gemv_items(p, plan.gemv_k_parts, caps);
   }
   // A decode batch of a dense FP8 weight: the swapped wgmma kernel, the plan above behind it.
   const bool swapped = policy.wgmma_few_min_rows > 0 && p.rows >= policy.wgmma_few_min_rows &&
@@ -321,12 +315,11 @@ GemmPlan plan_gemm(const GemmProblem& p, const GemmPolicy& policy, const DeviceC
   return plan;
 }
 
-int attention_blocks_per_split(int64_t ctas, int64_t blocks, int sms, int max_splits) {
+int attention_blocks_per_split(int64_t ctas, int64_t blocks, int sms) {
   double best = 0;
   int64_t best_per = blocks;
   for (int64_t per = blocks; per >= 1; --per) {
     const int64_t splits = ceil_div(blocks, per);
-    if (max_splits > 0 && splits > max_splits) break;  // fewer blocks a split only adds splits
     const int64_t waves = ceil_div(ctas * splits, int64_t{sms});
     const double cost =
         static_cast<double>(waves * (per + 1)) + (splits > 1 ? 0.5 + 0.01 * static_cast<double>(ctas * splits) : 0.0);

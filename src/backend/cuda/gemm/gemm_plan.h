@@ -38,6 +38,9 @@ struct GemmProblem {
   bool pair = false;      // a second weight of the same shape on the same rows
   bool exact = false;     // the caller needs the exact tier's bits whatever the policy
   bool fp8_twin = false;  // a bf16 weight with its FP8 form beside it (backend/weight.h)
+  // Grouped FP4: the experts are kept re-encoded for cuBLASLt, or will be at this call (GemmPolicy::
+  // lt_experts_resident, within the runner's budget): that route then re-encodes nothing.
+  bool kept = false;
 };
 
 struct DeviceCaps {
@@ -62,9 +65,6 @@ struct GemmPolicy {
   // Fast tier, few-row kernel: runs of K a CTA's warps split (1, 2, 4 or 8); 0: the plan's rule
   // (fast_gemv_k_parts). Set only by the bench's sweep (gpu_kernels_bench gemv-parts) that checks the rule.
   int gemv_k_parts = 0;
-  // Fast tier, few-row kernel: CTAs an SM for FP4 weights (2: 16 warps at up to 128 registers; 3: 24 warps
-  // at 85, which its FP4 code fits; DSV4_GEMM_GEMV_FP4_CTAS). FP8 weights stay at 2 (3 spill).
-  int gemv_fp4_ctas_per_sm = 2;
   // Fast tier, few-row kernel: column tiles a CTA runs in turn; 0: the plan's rule (fast_gemv_items; one a
   // CTA measured 0.29 ms slower a b1 step, H100). Set by tests.
   int gemv_items = 0;
@@ -93,6 +93,11 @@ struct GemmPolicy {
   // 10.58 against 1.39 / 10.39, 256 rows 1.69 / 12.54 against 1.81 / 13.43, 384 rows 1.93 / 14.5 against
   // 2.37 / 18.5 (session 40; docs/perf.md): the crossover between 192 and 256.
   int64_t lt_experts_min_rows = 224;
+  // ... or, where the experts are kept re-encoded (GemmProblem::kept), this many (DSV4_GEMM_LT_KEPT_MIN_ROWS;
+  // below wgmma_min_rows it is that bound). H100, 32 experts, kept against wgmma widening in shared memory:
+  // 96 rows an expert 0.611 ms against 0.732, 144 rows 0.678 against 1.327, 192 rows 0.736 against 1.360
+  // (session 50; docs/perf.md).
+  int64_t lt_kept_min_rows = 64;
   // ... their matmuls spread over this many streams (the runner's and lt_expert_streams - 1 more, each
   // with its own cuBLASLt workspace; DSV4_GEMM_LT_EXPERT_STREAMS, 1 to 8), each expert writing only its own
   // rows (lt_expert_pieces): one expert's matmul of a few hundred rows fills a fraction of the GPU. H100,
@@ -149,10 +154,6 @@ struct GemmPolicy {
   // DSV4_ATTENTION_SHADOW_MIN_TOKENS, 0: never). H100: CSA lists 11-14% faster from 2048 tokens, HCA
   // 2-6%; at 512 tokens HCA 6% slower (docs/perf.md).
   int64_t attention_shadow_min_tokens = 1024;
-  // Sparse attention's fast path: the most CTAs one (token, head group)'s list splits over
-  // (DSV4_ATTENTION_MAX_SPLITS; 0: as the cost model says, attention_blocks_per_split; 1: never split, no
-  // combine launch).
-  int attention_max_splits = 0;
 
   // The defaults of a tier, with the DSV4_GEMM_* and DSV4_HC_* values of core/env.cpp applied.
   static GemmPolicy from_env(Numerics numerics);
@@ -237,7 +238,6 @@ struct GemmPlan {
   int64_t workspace_counters = 0;               // kFastMma: the splits' arrival counters (zeroed once)
   int gemv_k_parts = 1;                         // kFastGemv: runs of K a CTA's warps split (1, 2, 4, 8)
   int gemv_items = 1;                           // kFastGemv: column tiles a CTA runs in turn
-  int gemv_ctas_per_sm = 2;                     // kFastGemv: CTAs an SM its registers allow (FP4: 2 or 3)
   int plain_k_parts = 1;                        // kFastPlainGemv: warps a column's K is split over (1, 2, 4, 8)
   int widen_experts = 0;    // kWgmma, FP4: weights (experts) widened a pass, their scratch within the widening budget
   int lt_pass_experts = 0;  // kCublasLtExperts: experts re-encoded a pass, within the widening budget
@@ -258,9 +258,9 @@ int wgmma_few_splits(const GemmProblem& p, const DeviceCaps& caps);
 // Sparse attention's fast path (attention_mqa.cu): 64-entry blocks a CTA takes of a list of `blocks`, for
 // `ctas` (token, head group) items on `sms` SMs (one CTA an SM), by a cost model in units of one block's
 // time: waves of `sms` CTAs, each costing its blocks plus about one block for the queries and the epilogue;
-// a split list adds the combine (a launch, and reading every partial state back). At most max_splits
-// splits (0: no bound).
-int attention_blocks_per_split(int64_t ctas, int64_t blocks, int sms, int max_splits);
+// a split list adds the combine (a launch, and reading every partial state back). Bounded to one or two
+// splits it measured slower (H100, b1 8K +2.1 / +0.6 ms a step; docs/perf.md).
+int attention_blocks_per_split(int64_t ctas, int64_t blocks, int sms);
 
 // kCublasLtExperts: the matmuls of one expert of `rows` rows. cuBLASLt's block-scaled GEMM takes row
 // counts that are multiples of 4, and the experts' matmuls run on several streams, so an expert of at
@@ -308,7 +308,7 @@ constexpr int kFastGemvDepth = 4;
 // a tile search, an activation staging and a pipeline ramp a CTA instead of one a tile. Calls split into
 // K runs only (whole-K warps are long already), of one group, each run a multiple of kFastGemvDepth
 // blocks (a tile starts at the ring's first slot); else 1.
-int fast_gemv_items(const GemmProblem& p, int k_parts, const DeviceCaps& caps, int ctas_per_sm = 2);
+int fast_gemv_items(const GemmProblem& p, int k_parts, const DeviceCaps& caps);
 
 // kFastPlainGemv: the warps a column's K is split over, doubled while one weight's CTAs (eight warps)
 // still fit one an SM and each warp keeps at least one 256-wide K slice (a twin: 1). Narrow calls (the
