@@ -151,8 +151,9 @@ struct Row {
   std::string mode = "eager";  // decode: graphs, padded or eager (prefill and mixed always eager)
   int64_t chunk = 0;           // mixed: the prompt chunk's tokens beside the decodes
   // Eager steps (prefill, mixed): the most the device's allocator held during a timed step beyond what it
-  // held before it (the step's activations and scratch); -1 where the device does not count.
-  int64_t activation_bytes = -1;
+  // held before it (the step's activations and scratch); -1 where the device does not count. pool_slack_bytes:
+  // what the allocator kept beyond that peak (freed blocks it holds: the reserve must cover them too).
+  int64_t activation_bytes = -1, pool_slack_bytes = -1;
 };
 
 // Brackets eager steps to find their activations' peak (Device::memory_use); decode steps replay graphs,
@@ -169,12 +170,14 @@ class ActivationPeak {
     dev_.synchronize();
     const Device::MemoryUse u = dev_.memory_use();
     if (base_ >= 0 && u.peak >= 0) most_ = std::max(most_, u.peak - base_);
+    if (u.reserved >= 0) slack_ = std::max(slack_, u.reserved - u.peak);
   }
   int64_t most() const { return most_; }
+  int64_t slack() const { return slack_; }
 
  private:
   Device& dev_;
-  int64_t base_ = -1, most_ = -1;
+  int64_t base_ = -1, most_ = -1, slack_ = -1;
 };
 
 // The last decode step once more in the model's mode and once eagerly (the repeated step rewrites
@@ -237,9 +240,12 @@ void stop_trace(Device& dev, StepTraces* traces) {
 std::string activations_note(const Row& r, const ModelConfig& c, int64_t step_tokens) {
   if (r.activation_bytes < 0) return "";
   constexpr double kGiB = 1 << 30;
-  return fmt::format(", activations peak {:.2f} GiB (the engine reserves {:.2f} GiB for a step of {} tokens)",
-                     static_cast<double>(r.activation_bytes) / kGiB,
-                     static_cast<double>(step_activation_reserve(c, step_tokens)) / kGiB, step_tokens);
+  return fmt::format(
+      ", activations peak {:.2f} GiB (the engine reserves {:.2f} GiB for a step of {} tokens; the allocator keeps "
+      "{:.2f} GiB more than its peak)",
+      static_cast<double>(r.activation_bytes) / kGiB,
+      static_cast<double>(step_activation_reserve(c, step_tokens)) / kGiB, step_tokens,
+      static_cast<double>(r.pool_slack_bytes) / kGiB);
 }
 
 // One decode step of `batch` sequences at position `context` (their caches allocated to it); with `chunk`
@@ -318,6 +324,7 @@ Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightByt
     r.upload_bytes = model.graph_stats().upload_bytes;
   }
   r.activation_bytes = peak.most();
+  r.pool_slack_bytes = peak.slack();
   r.tokens_per_s = static_cast<double>(batch + chunk) * 1e3 / r.ms;
   r.bytes = static_cast<double>(decode_bytes(c, w, batch, context));
   return r;
@@ -366,6 +373,7 @@ Row time_prefill(Model& model, Device& dev, const LoadedModel& m, int64_t p, int
   r.ms = median(ms);
   r.enqueue_ms = median(enqueue);
   r.activation_bytes = peak.most();
+  r.pool_slack_bytes = peak.slack();
   r.tokens_per_s = static_cast<double>(p) * 1e3 / r.ms;
   r.flops = prefill_flops(c, m, p);
   return r;
@@ -568,6 +576,7 @@ void run(const StepArgs& a) {
                                         {"flops", r.flops},
                                         {"enqueue_ms", r.enqueue_ms},
                                         {"activation_bytes", r.activation_bytes},
+                                        {"pool_slack_bytes", r.pool_slack_bytes},
                                         {"index_ms", r.index_ms},
                                         {"launch_ms", r.launch_ms},
                                         {"sync_ms", r.sync_ms},

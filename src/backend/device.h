@@ -31,10 +31,11 @@ class Device {
   virtual uint64_t memory_free() const = 0;
   virtual void* allocate(size_t bytes) = 0;
   virtual void release(void* p) = 0;
-  // What allocate() holds now and the most it held since reset_memory_peak(), in bytes; -1 where the
-  // device does not count (the host). Tools read a step's activations as peak - current before it.
+  // What allocate() holds now and the most it held since reset_memory_peak(), and the memory the allocator
+  // keeps for them (freed blocks stay with it), in bytes; -1 where the device does not count (the host).
+  // Tools read a step's activations as peak - current before it.
   struct MemoryUse {
-    int64_t current = -1, peak = -1;
+    int64_t current = -1, peak = -1, reserved = -1;
   };
   virtual MemoryUse memory_use() const { return {}; }
   virtual void reset_memory_peak() {}

@@ -92,6 +92,7 @@ TEST(CudaDevice, MemoryPeakHoldsATransientAllocationAfterItsRelease) {
   const Device::MemoryUse after = dev.memory_use();
   EXPECT_GE(after.peak - before.current, kTransient);
   EXPECT_LT(after.current, before.current + kTransient);
+  EXPECT_GE(after.reserved, after.peak) << "the pool keeps the freed block";
   dev.reset_memory_peak();
   EXPECT_LT(dev.memory_use().peak, before.current + kTransient);
   dev.release(held);

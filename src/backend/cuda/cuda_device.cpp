@@ -155,10 +155,12 @@ void* CudaDevice::allocate(size_t bytes) {
 
 // The stream-ordered pool's own counters: every allocate() comes from it (graphs' nodes from theirs).
 Device::MemoryUse CudaDevice::memory_use() const {
-  uint64_t current = 0, peak = 0;
+  uint64_t current = 0, peak = 0, reserved = 0;
   DSV4_CUDA_CHECK(cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrUsedMemCurrent, &current));
   DSV4_CUDA_CHECK(cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrUsedMemHigh, &peak));
-  return {static_cast<int64_t>(current), static_cast<int64_t>(std::max(peak, current))};  // a reset mark reads 0
+  DSV4_CUDA_CHECK(cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReservedMemCurrent, &reserved));
+  return {static_cast<int64_t>(current), static_cast<int64_t>(std::max(peak, current)),  // a reset mark reads 0
+          static_cast<int64_t>(reserved)};
 }
 
 void CudaDevice::reset_memory_peak() {
