@@ -490,6 +490,10 @@ void EngineCore::publish_stats() {
   s.prefix_hit_tokens = k.hit_tokens;
   s.host_tier = host_tier_usage(k);
   if (executor_) s.graphs = executor_->graph_stats();
+  if (backend_.device) {
+    const Device::MemoryUse u = backend_.device->memory_use();
+    s.device_memory_used = u.current, s.device_memory_peak = u.peak;
+  }
   count_group_pages(s);
   std::lock_guard lock(stats_mu_);
   stats_ = std::move(s);

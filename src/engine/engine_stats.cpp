@@ -83,6 +83,12 @@ void EngineStats::merge(const EngineStats& o) {
       &E::computed_tokens, &E::generation_tokens, &E::prefix_query_tokens, &E::prefix_hit_tokens);
   add(*this, o, &E::preemptions, &E::requests_added, &E::requests_finished, &E::requests_aborted, &E::requests_failed,
       &E::failed_steps, &E::idle_steps);
+  if (device_memory_used >= 0 && o.device_memory_used >= 0) {  // each replica its own device
+    add(*this, o, &E::device_memory_used, &E::device_memory_peak);
+  } else {
+    device_memory_used = std::max(device_memory_used, o.device_memory_used);
+    device_memory_peak = std::max(device_memory_peak, o.device_memory_peak);
+  }
   steps.merge(o.steps);
   for (size_t i = 0; i < pools.size(); ++i) add_pool(pools[i], o.pools[i]);
   for (size_t i = 0; i < groups.size(); ++i) add_group(groups[i], o.groups[i]);

@@ -95,6 +95,9 @@ struct EngineStats {
   std::vector<KvPoolUsage> pools;
   std::vector<KvGroupUsage> groups;
   int64_t prefix_query_tokens = 0, prefix_hit_tokens = 0;  // all groups together
+  // The backend's device memory in use now and the most since start (Device::MemoryUse: weights, KV pools,
+  // workspace and a step's activations); -1 where the device does not count (the CPU).
+  int64_t device_memory_used = -1, device_memory_peak = -1;
   KvHostTierUsage host_tier;
   StepGraphStats graphs;                                         // decode steps recorded and replayed (CUDA graphs)
   RequestHistograms requests;                                    // per ended request: phases and token counts

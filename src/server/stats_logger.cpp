@@ -25,6 +25,12 @@ std::optional<StatsLogger::Line> StatsLogger::next(const EngineStats& s, Clock::
       "{} reqs, Waiting: {} reqs, KV cache usage: {:.1f}%, Prefix cache hit rate: {:.1f}%",
       engine_, static_cast<double>(prompt) / dt, static_cast<double>(generated) / dt, s.running, s.waiting,
       100 * s.kv_usage(), 100 * hit_rate);
+  if (s.device_memory_used >= 0) {
+    constexpr double kGiB = 1 << 30;
+    line.text +=
+        fmt::format(", GPU memory: {:.1f} GiB in use (peak {:.1f} GiB)",
+                    static_cast<double>(s.device_memory_used) / kGiB, static_cast<double>(s.device_memory_peak) / kGiB);
+  }
   if (s.preemptions > prev_->preemptions) {
     line.text += fmt::format(", Preemptions: {} (total {})", s.preemptions - prev_->preemptions, s.preemptions);
   }

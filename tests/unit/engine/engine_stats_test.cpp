@@ -21,6 +21,8 @@ EngineStats replica(std::mt19937& rng, bool healthy) {
   s.idle_steps = static_cast<uint64_t>(n());
   s.generation_tokens = n();
   s.prefix_hit_tokens = n();
+  s.device_memory_used = n();
+  s.device_memory_peak = s.device_memory_used + n();
   for (int i = 0; i < 5; ++i) s.steps.add(static_cast<double>(n()) / 1000);
   s.pools = {{4096, n(), n(), n(), n()}, {512, n(), n(), n(), n()}};
   s.groups = {{"swa", 0, n(), n(), n(), n(), n(), n()}, {"csa", 1, n(), n(), n(), n(), n(), n()}};
@@ -43,6 +45,12 @@ TEST(EngineStatsMerge, SumsCountsPoolsGroupsAndHistograms) {
   EXPECT_EQ(m.idle_steps, a.idle_steps + b.idle_steps);
   EXPECT_EQ(m.generation_tokens, a.generation_tokens + b.generation_tokens);
   EXPECT_EQ(m.prefix_hit_tokens, a.prefix_hit_tokens + b.prefix_hit_tokens);
+  EXPECT_EQ(m.device_memory_used, a.device_memory_used + b.device_memory_used);  // each replica its own GPU
+  EXPECT_EQ(m.device_memory_peak, a.device_memory_peak + b.device_memory_peak);
+  EngineStats cpu = a;  // a device that does not count leaves the other's numbers
+  cpu.device_memory_used = cpu.device_memory_peak = -1;
+  cpu.merge(b);
+  EXPECT_EQ(cpu.device_memory_peak, b.device_memory_peak);
   EXPECT_EQ(m.steps.count, 10);
   EXPECT_DOUBLE_EQ(m.steps.total_seconds, a.steps.total_seconds + b.steps.total_seconds);
   EXPECT_EQ(m.steps.max_seconds, std::max(a.steps.max_seconds, b.steps.max_seconds));

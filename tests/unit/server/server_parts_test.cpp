@@ -155,6 +155,9 @@ TEST(StatsLogger, ThroughputOverTheInterval) {
   s.running = 0;
   s.pools = {{1, 10, 0, 0, 10}};
   EXPECT_TRUE(log.next(s, t0 + std::chrono::seconds(10))->idle);
+  s.device_memory_used = int64_t{3} << 30, s.device_memory_peak = int64_t{7} << 29;  // a GPU's counters
+  EXPECT_NE(log.next(s, t0 + std::chrono::seconds(15))->text.find(", GPU memory: 3.0 GiB in use (peak 3.5 GiB)"),
+            std::string::npos);
   StatsLogger second(1);  // a data-parallel replica's own line
   second.next(s, t0);
   EXPECT_EQ(second.next(s, t0 + std::chrono::seconds(1))->text.rfind("Engine 001: ", 0), 0u);
