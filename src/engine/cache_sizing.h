@@ -42,7 +42,7 @@ inline constexpr int64_t kLargeGpuBytes = int64_t{70} << 30;
 int64_t resolve_max_num_batched_tokens(int64_t requested, int64_t gpu_bytes);
 
 // The engine's reserve for one step's activations of `tokens` tokens: a prefill chunk's widest tensors,
-// with margin (bench step prints it beside the peak a step measured).
+// with room for the allocator's slack (bench step prints it beside the peak a step measured).
 int64_t step_activation_reserve(const ModelConfig& model, int64_t tokens);
 
 // Positions one request can hold at most in pools of `pool_pages` (0 when not even one).

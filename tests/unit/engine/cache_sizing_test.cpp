@@ -50,6 +50,19 @@ TEST(CacheSizing, DefaultMaxModelLenIsWhatFitsWithAWarning) {
 // most what the backend asks; nothing where such pools would fill the spare (the model's own length when
 // max_model_len is 0). What it leaves still plans those requests (an H100 serve with the first form, which
 // counted one window a request, left too little for the windows of 64 sequences).
+// The reserve for a step's activations against a measurement (H100, session 50, the flash-attn preset's dims):
+// a prefill of 8192 tokens peaked at 1.55 GiB, and the allocator held up to 1.67 GiB beyond a step's peak.
+// The reserve covers both, and stays within three times the peak (16 rows a token, the first form, took 8 GiB
+// that an H100 serve never touched, while its kept experts went without).
+TEST(CacheSizing, ActivationReserveCoversTheMeasuredPeakWithoutWaste) {
+  ModelConfig m = tiny_config();
+  m.dim = 4096, m.hc_mult = 4, m.n_heads = 64, m.head_dim = 512, m.n_activated_experts = 6, m.moe_inter_dim = 2048;
+  const double gib = static_cast<double>(step_activation_reserve(m, 8192)) / (1 << 30);
+  EXPECT_GE(gib, 1.55 + 1.67);
+  EXPECT_LE(gib, 3 * 1.55);
+  EXPECT_EQ(step_activation_reserve(m, 2048) * 4, step_activation_reserve(m, 8192));  // linear in the tokens
+}
+
 TEST(CacheSizing, OptionalWorkspaceGetsWhatTheKvPoolsCouldNeverUse) {
   ModelConfig m = tiny_config();
   m.max_position_embeddings = 1 << 20;
