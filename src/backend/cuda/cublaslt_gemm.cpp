@@ -520,12 +520,13 @@ struct GemmRunner::Impl {
     return residents.emplace(key, std::make_pair(wide, bytes)).first->second.first;
   }
 
-  // Whether lists of grouped FP4 weights (w_list_b: the pair's, or null) are kept re-encoded, or would be at
-  // their next call on cuBLASLt's route (resident_for): the policy keeps them and they are, or fit the budget.
-  bool keeps(const void* const* w_list, const void* const* w_list_b, int64_t n, int64_t k, int experts) const {
+  // Whether lists of grouped FP4 weights are kept re-encoded, or would be at their next call on cuBLASLt's
+  // route: resident_for's key (w_list, w_list_b) and bytes (both weights where `pair`), its policy and budget.
+  bool keeps(const void* const* w_list, const void* const* w_list_b, bool pair, int64_t n, int64_t k,
+             int experts) const {
     if (!policy.lt_experts_resident) return false;
     if (residents.count({w_list, w_list_b}) != 0) return true;
-    return cuda::widened_bytes(int64_t{w_list_b ? 2 : 1} * experts, n, k) <= kept_budget - kept_bytes;
+    return cuda::widened_bytes(int64_t{pair ? 2 : 1} * experts, n, k) <= kept_budget - kept_bytes;
   }
 
   void forget_kept_experts(const void* const* w_list) {
@@ -876,9 +877,9 @@ struct GemmRunner::Impl {
   }
 
   void grouped(const GroupedGemmArgs& a) {
-    const bool pair = a.y_b != nullptr && a.w_data_b != nullptr;
-    const bool kept = a.kind == GemmWeightKind::kFp4 && a.reencode_checked &&
-                      keeps(a.w_data, pair ? a.w_data_b : nullptr, a.n, a.k, a.experts);
+    const bool pair = a.y_b != nullptr && a.w_data_b != nullptr;  // has_pair of the call's arguments
+    const bool kept =
+        a.kind == GemmWeightKind::kFp4 && a.reencode_checked && keeps(a.w_data, a.w_data_b, pair, a.n, a.k, a.experts);
     const GemmPlan plan = plan_grouped(a.kind, a.rows, a.experts, a.n, a.k, a.y_b != nullptr, kept);
     const bool fast = plan.route == GemmRoute::kFastMma || plan.route == GemmRoute::kWgmma ||
                       plan.route == GemmRoute::kFastGemv || plan.route == GemmRoute::kCublasLtExperts;
@@ -938,7 +939,7 @@ bool GemmRunner::lt_experts_planned(GemmWeightKind kind, int64_t rows, int exper
 
 bool GemmRunner::keeps_experts(const void* const* w_list, const void* const* w_list_b, int64_t n, int64_t k,
                                int experts) const {
-  return impl_->keeps(w_list, w_list_b, n, k, experts);
+  return impl_->keeps(w_list, w_list_b, w_list_b != nullptr, n, k, experts);
 }
 
 }  // namespace dsv4::cuda
