@@ -29,6 +29,7 @@
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/device_math.cuh"
 #include "backend/cuda/gemm/gemm_plan.h"
+#include "backend/cuda/gemm/mma_layout.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/ptx.cuh"
 
@@ -696,6 +697,377 @@ __global__ void __launch_bounds__(kCombineThreads) mqa_combine_kernel(MqaLaunch 
   out[c] = output_pair(a, th / a.heads, c, x / denom, y / denom);
 }
 
+// ---- the shadow on wgmma ----------------------------------------------------------------------------
+// mqa_shadow_kernel's work on the warpgroup tensor cores (GemmPolicy::attention_wgmma). A CTA is one token's
+// 64 heads in two warpgroups. Every tile wgmma reads is K-major with the 128-byte swizzle: eight chunks of
+// 64 dims, each [64 rows][128 bytes], rows the heads (q) or the block's entries (kv). Warpgroup w makes
+// the scores S = Q·Kᵀ (m64n64k16, both operands in shared memory) of the blocks b0 + w, b0 + w + 2, ..,
+// and their softmax in registers (a warp holds 16 heads' whole rows: the row max is a quad's shuffle),
+// publishing P (bf16) and the rescale alpha; each warpgroup then adds P·V into its own 256 output dims
+// (m64n256k16 with V the same tile read N-major: the chunk's 64 dims are N, its rows K), P from the
+// registers it came out of or from shared memory. The block's rows after next are copied under the
+// current block's P·V. Arithmetic per block as mqa_shadow_kernel (fp32 scores, block max, l from fp32 p,
+// bf16 P), sums in the tensor cores' order: the same values within the op gate, not the same bits.
+namespace wg {
+
+constexpr int kThreads = 256;            // two warpgroups
+constexpr int kChunk = kEntries * 128;   // bytes of one 64-dim chunk of a 64-row tile
+constexpr int kTile = 8 * kChunk;        // a 64 x 512 bf16 tile (64 KB)
+constexpr int kPTile = kHeads * 128;     // P: [64 heads][64 entries] bf16
+
+struct Smem {
+  alignas(1024) uint8_t q[kTile];
+  alignas(1024) uint8_t kv[2][kTile];  // block b in kv[b & 1]; kv[1] first holds q as copied
+  alignas(1024) uint8_t p[2][kPTile];  // block b's P in p[b & 1]
+  float m[2][kHeads];                  // block b's running max after it, by b & 1
+  float alpha[2][kHeads];              // and its rescale of what came before
+  float l[2][kHeads];                  // each warpgroup's row sums at the end
+  const uint8_t* src[3][kEntries];     // as ShadowSmem
+  bool shadowed[3][kEntries];
+  uint32_t live[3][2];                 // bit e % 32 of word e / 32: element e of the block is no hole
+  float2 cs[kRope / 2];
+  float2 qcs[kRope / 2];
+};
+constexpr size_t kSmemBytes = sizeof(Smem) + 1024;  // + the base's alignment
+static_assert(kSmemBytes <= 227 * 1024, "the tiles must fit one SM's shared memory");
+
+// Byte offset of 16-byte piece u (dims 8u .. 8u + 7) of row r in a swizzled 64 x 512 tile.
+__device__ __forceinline__ uint32_t piece_offset(int r, int u) {
+  return (u / 8) * kChunk + sw128_offset(r, 16 * (u % 8));
+}
+
+// wgmma's descriptor of a tile read N-major (the 128-byte swizzle): 64-element N blocks `lbo` bytes apart,
+// 8-row K groups 1024 bytes apart.
+__device__ __forceinline__ uint64_t sw128_desc_mn(uint32_t addr, uint32_t lbo) {
+  return uint64_t{(addr & 0x3ffffu) >> 4} | (uint64_t{lbo >> 4} << 16) | (uint64_t{1024 >> 4} << 32) |
+         (uint64_t{1} << 62);
+}
+
+#define DSV4_D8(i) \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define DSV4_D32(i) DSV4_D8(i), DSV4_D8(i + 8), DSV4_D8(i + 16), DSV4_D8(i + 24)
+
+#define DSV4_S_REGS                                                                                           \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, " \
+  "%23, %24, %25, %26, %27, %28, %29, %30, %31}"
+// S += Q[64 x 16] · K[64 x 16]ᵀ: both K-major by descriptor, fp32 out.
+__device__ __forceinline__ void wgmma_s(float (&d)[32], uint64_t da, uint64_t db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " DSV4_S_REGS ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+               : DSV4_D32(0)
+               : "l"(da), "l"(db), "r"(1));
+}
+// S = Q[64 x 16] · K[64 x 16]ᵀ, the first k step: d written only (no instruction defines it before).
+#define DSV4_W8(i) \
+  "=f"(d[i]), "=f"(d[i + 1]), "=f"(d[i + 2]), "=f"(d[i + 3]), "=f"(d[i + 4]), "=f"(d[i + 5]), "=f"(d[i + 6]), "=f"(d[i + 7])
+__device__ __forceinline__ void wgmma_s_first(float (&d)[32], uint64_t da, uint64_t db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " DSV4_S_REGS ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+               : DSV4_W8(0), DSV4_W8(8), DSV4_W8(16), DSV4_W8(24)
+               : "l"(da), "l"(db), "r"(0));
+}
+#undef DSV4_W8
+#undef DSV4_S_REGS
+
+#define DSV4_O_REGS                                                                                             \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, " \
+  "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, "  \
+  "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, "  \
+  "%65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, "  \
+  "%86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, " \
+  "%106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, "     \
+  "%123, %124, %125, %126, %127}"
+
+// O += P[64 x 16] · V[16 x 256]: P from registers (the mma.sync A layout a warp), V N-major by descriptor.
+__device__ __forceinline__ void wgmma_pv_rs(float (&d)[128], const uint32_t (&a)[4], uint64_t db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " DSV4_O_REGS
+               ", {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"
+               : DSV4_D32(0), DSV4_D32(32), DSV4_D32(64), DSV4_D32(96)
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+// The same with P K-major in shared memory.
+__device__ __forceinline__ void wgmma_pv_ss(float (&d)[128], uint64_t da, uint64_t db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " DSV4_O_REGS ", %128, %129, p, 1, 1, 0, 1;\n}\n"
+               : DSV4_D32(0), DSV4_D32(32), DSV4_D32(64), DSV4_D32(96)
+               : "l"(da), "l"(db), "r"(1));
+}
+#undef DSV4_O_REGS
+#undef DSV4_D32
+#undef DSV4_D8
+
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+// Block b's elements (threads 0..63): sources as resolve() gives them, and the block's live mask.
+__device__ __forceinline__ void resolve_element(const MqaLaunch& ma, int64_t b, int e, int32_t code, Smem& sm) {
+  const int k = static_cast<int>(b % 3);
+  resolve(ma, b * kEntries + e, code, sm.src[k][e], sm.shadowed[k][e]);
+  const uint32_t live = __ballot_sync(0xffffffffu, sm.src[k][e] != nullptr);
+  if (e % kWarp == 0) sm.live[k][e / kWarp] = live;
+}
+
+// Block b's rows into kv (swizzled): 64 threads a row, cp.async from the shadow, entries past it decoded
+// here, zeros for holes. One commit group.
+__device__ void fetch_rows(int64_t b, uint8_t* kv, const Smem& sm) {
+  const int k = static_cast<int>(b % 3);
+  for (int i = threadIdx.x; i < kEntries * 64; i += kThreads) {
+    const int e = i / 64, u = i % 64;
+    const uint8_t* src = sm.src[k][e];
+    uint8_t* dst = kv + piece_offset(e, u);
+    if (src && sm.shadowed[k][e]) {
+      cp_async<16>(dst, src + 16 * u);
+    } else {
+      *reinterpret_cast<uint4*>(dst) = src ? decode_piece(src, u) : make_uint4(0, 0, 0, 0);
+    }
+  }
+  cp_async_commit();
+}
+
+// The 64 query rows of heads h0.. as bf16 into `rows` ([64][1024 bytes], zeros past the last head): one
+// commit group.
+__device__ void copy_q(const AttentionLaunch& a, int64_t t, int h0, uint8_t* rows) {
+  const uint16_t* q = a.q_unnormed ? a.q_unnormed : a.q;
+  const uint8_t* src = reinterpret_cast<const uint8_t*>(q + (t * a.heads + h0) * kDim);
+  const int n = min(kHeads, a.heads - h0);
+  const bool wide = reinterpret_cast<uintptr_t>(q) % 16 == 0;
+  for (int i = threadIdx.x; i < kHeads * 64; i += kThreads) {
+    const int r = i / 64, c = 16 * (i % 64);
+    uint8_t* dst = rows + r * 2 * kDim + c;
+    if (r >= n) {
+      *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+    } else if (wide) {
+      cp_async<16>(dst, src + r * 2 * kDim + c);
+    } else {
+      for (int k = 0; k < 16; k += 4) cp_async<4>(dst + k, src + r * 2 * kDim + c + k);
+    }
+  }
+  cp_async_commit();
+}
+
+// The copied rows normalised and roped in place (un-normed q: head_rms_norm's bits), then swizzled into
+// sm.q. Called by every thread once copy_q's group has landed; ends with sm.q ready for wgmma and `rows`
+// free.
+__device__ void stage_q(const AttentionLaunch& a, int h0, uint8_t* rows, Smem& sm) {
+  constexpr int kWarps = kThreads / kWarp, kPerWarp = kHeads / kWarps;
+  __syncthreads();
+  if (a.q_unnormed) {
+    const int n = min(kHeads, a.heads - h0), half = a.positions ? kRope / 2 : 0;
+    const int w = static_cast<int>(threadIdx.x / kWarp);
+    uint16_t* heads[kPerWarp];
+#pragma unroll
+    for (int k = 0; k < kPerWarp; ++k) heads[k] = reinterpret_cast<uint16_t*>(rows + (w + kWarps * k) * 2 * kDim);
+    const int mine = n > w ? (n - w + kWarps - 1) / kWarps : 0;
+    head_rms_norm_warp<kPerWarp>(heads, mine, kDim, a.q_norm_eps, half, [&](int i) { return sm.qcs[i]; });
+    __syncthreads();
+  }
+  for (int i = threadIdx.x; i < kHeads * 64; i += kThreads) {
+    const int r = i / 64, u = i % 64;
+    *reinterpret_cast<uint4*>(sm.q + piece_offset(r, u)) = *reinterpret_cast<const uint4*>(rows + r * 2 * kDim + 16 * u);
+  }
+  fence_async_shared();
+  __syncthreads();
+}
+
+// Thread (warp w of its warpgroup, lane l) holds rows 16w + l / 4 (r = 0) and + 8 (r = 1) of a tile's
+// accumulators: element 4j + 2r + c is column 8j + 2(l % 4) + c.
+__device__ __forceinline__ int acc_row(int r) {
+  return 16 * static_cast<int>(threadIdx.x % 128 / kWarp) + static_cast<int>(threadIdx.x % kWarp) / 4 + 8 * r;
+}
+
+// Block b's softmax by the warpgroup that made its scores s: the scaled scores with −inf at holes, the new
+// running max m (the block's max over both of the thread's rows), p = exp(s − m) as bf16 P in registers
+// (pa[k]: the A fragment of entries 16k ..) and in sm.p, l += Σ p after l·alpha; m and alpha published.
+__device__ void softmax_block(const AttentionLaunch& a, int64_t b, const float (&s)[32], float (&m)[2],
+                              float (&l)[2], float (&alpha)[2], uint32_t (&pa)[4][4], Smem& sm) {
+  const int lane = threadIdx.x % kWarp, q4 = lane % 4;
+  const uint32_t* live = sm.live[b % 3];
+  float v[32];
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const int e = 8 * j + 2 * q4 + c;
+      const bool ok = (live[e / kWarp] >> (e % kWarp)) & 1u;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int i = 4 * j + 2 * r + c;
+        v[i] = ok ? s[i] * a.softmax_scale : -INFINITY;
+        mx[r] = fmaxf(mx[r], v[i]);
+      }
+    }
+  uint8_t* p = sm.p[b & 1];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float m_new = fmaxf(m[r], quad_max(mx[r]));
+    alpha[r] = m_new == -INFINITY ? 1.0f : expf(m[r] - m_new);  // 0 for the first block with entries
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int i = 4 * j + 2 * r;
+      const float p0 = m_new == -INFINITY ? 0.0f : expf(v[i] - m_new);
+      const float p1 = m_new == -INFINITY ? 0.0f : expf(v[i + 1] - m_new);
+      sum += p0 + p1;
+      const uint32_t two = pack(p0, p1);
+      pa[j / 2][r + 2 * (j % 2)] = two;
+      sts_u32(smem_addr(p + sw128_offset(acc_row(r), 2 * (8 * j + 2 * q4))), two);
+    }
+    m[r] = m_new;
+    l[r] = l[r] * alpha[r] + sum;
+    if (q4 == 0) {
+      sm.m[b & 1][acc_row(r)] = m_new;
+      sm.alpha[b & 1][acc_row(r)] = alpha[r];
+    }
+  }
+  fence_async_shared();  // P's stores before the other warpgroup's wgmma reads them
+}
+
+// The warpgroup's outputs, dims 256·wg ..: normalised bf16 (one split) or the partial state.
+__device__ void store_rows(const MqaLaunch& ma, int64_t t, int split, int h0, int wg, const float (&m)[2],
+                           const float (&l)[2], const float (&o)[128], const float2* cs) {
+  const AttentionLaunch& a = ma.a;
+  const int q4 = threadIdx.x % 4;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int h = h0 + acc_row(r);
+    if (h >= min(a.heads, h0 + kHeads)) continue;
+    const int64_t th = t * a.heads + h;
+    if (ma.splits == 1) {
+      uint32_t* out = reinterpret_cast<uint32_t*>(a.out + th * kDim);
+      const float denom = m[r] == -INFINITY ? 1.0f : l[r] + expf(a.sink[h] - m[r]);
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {
+        const int c = (256 * wg + 8 * j) / 2 + q4;  // column pair
+        out[c] = m[r] == -INFINITY ? 0u
+                                   : output_pair(a, t, c, o[4 * j + 2 * r] / denom, o[4 * j + 2 * r + 1] / denom, cs);
+      }
+      continue;
+    }
+    const int64_t part = int64_t{split} * a.tokens * a.heads + th;
+    float2* acc = reinterpret_cast<float2*>(ma.part_acc + part * kDim);
+#pragma unroll
+    for (int j = 0; j < 32; ++j) acc[(256 * wg + 8 * j) / 2 + q4] = make_float2(o[4 * j + 2 * r], o[4 * j + 2 * r + 1]);
+    if (wg == 0 && q4 == 0) {
+      ma.part_ml[part * 2] = m[r];
+      ma.part_ml[part * 2 + 1] = l[r];
+    }
+  }
+}
+
+// grid: token x group x split, two warpgroups. Per block b (owner: warpgroup (b − b_begin) % 2): its rows
+// landed (a barrier) | the owner's scores and softmax | a barrier | both rescale and issue P·V; the block
+// after next resolved and the next block's rows copied into the buffer the last P·V freed.
+__global__ void __launch_bounds__(kThreads, 1) mqa_wgmma_kernel(MqaLaunch ma) {
+  pdl_enter();
+  extern __shared__ uint8_t smem_raw[];
+  Smem& sm = *reinterpret_cast<Smem*>(smem_raw + (1024 - smem_addr(smem_raw) % 1024) % 1024);
+  const AttentionLaunch& a = ma.a;
+  const CtaItem it = cta_item(ma);
+  const int64_t t = it.t, b0 = it.b_begin, b_end = it.b_end;
+  // The warpgroup's index through a shuffle: uniform to the compiler, which otherwise takes the branches on
+  // it for divergent and serialises the wgmmas inside them.
+  const int h0 = it.group * kHeads, wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
+  const int e = threadIdx.x;  // list element e of a block, for the first 64 threads
+  int32_t ahead = -1;         // code of element e of the block after the last one resolved
+  copy_q(a, t, h0, sm.kv[1]);
+  cta_cos_sin(a, t, sm.cs);
+  if (a.q_unnormed && a.positions && threadIdx.x < kRope / 2)
+    sm.qcs[threadIdx.x] = rope_cos_sin(__fmul_rn(static_cast<float>(a.positions[t]), a.freqs[threadIdx.x]));
+  if (e < kEntries) {
+    for (int64_t b = b0; b < std::min(b0 + 2, b_end); ++b) resolve_element(ma, b, e, shadow_code(ma, t, b * kEntries + e), sm);
+    ahead = b0 + 2 < b_end ? shadow_code(ma, t, (b0 + 2) * kEntries + e) : -1;
+  }
+  __syncthreads();
+  fetch_rows(b0, sm.kv[0], sm);
+  cp_async_wait<1>();  // q's rows
+  stage_q(a, h0, sm.kv[1], sm);
+  if (b0 + 1 < b_end) fetch_rows(b0 + 1, sm.kv[1], sm);
+  const uint32_t q_at = smem_addr(sm.q);
+  float o[128], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int i = 0; i < 128; ++i) o[i] = 0.0f;
+  pin_registers(o);
+  for (int64_t b = b0; b < b_end; ++b) {
+    const bool own = ((b - b0) & 1) == wg;
+    if (b == b0 && b0 + 1 < b_end) {
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    fence_async_shared();
+    __syncthreads();  // block b's rows in kv[b & 1]; the block after next's sources may be written
+    const uint32_t kv_at = smem_addr(sm.kv[b & 1]);
+    float alpha[2];
+    uint32_t pa[4][4];
+    if (own) {
+      float s[32];
+      wgmma_fence();
+      wgmma_s_first(s, sw128_desc(q_at), sw128_desc(kv_at));
+#pragma unroll
+      for (int k = 1; k < kDim / 16; ++k) {
+        const uint32_t at = (k / 4) * kChunk + 32 * (k % 4);
+        wgmma_s(s, sw128_desc(q_at + at), sw128_desc(kv_at + at));
+      }
+      wgmma_commit();
+      wgmma_wait<0>();  // these scores, and this warpgroup's last P·V
+      pin_registers(s);
+      pin_registers(o);
+      softmax_block(a, b, s, m, l, alpha, pa, sm);
+    } else {
+      wgmma_wait<0>();  // this warpgroup's last P·V
+      pin_registers(o);
+    }
+    if (e < kEntries && b + 2 < b_end) {
+      resolve_element(ma, b + 2, e, ahead, sm);
+      ahead = b + 3 < b_end ? shadow_code(ma, t, (b + 3) * kEntries + e) : -1;
+    }
+    __syncthreads();  // P, m and alpha of block b published; both warpgroups' P·V of block b − 1 done
+    if (!own) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        alpha[r] = sm.alpha[b & 1][acc_row(r)];
+        m[r] = sm.m[b & 1][acc_row(r)];
+        l[r] *= alpha[r];
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 32; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) o[4 * j + i] *= alpha[i / 2];
+    const uint32_t v_at = kv_at + 4 * wg * kChunk;  // this warpgroup's 256 dims: chunks 4wg ..
+    pin_registers(o);  // the rescale before the fence: no instruction may define o inside the wgmma stage
+    wgmma_fence();
+    if (own) {
+#pragma unroll
+      for (int k = 0; k < kEntries / 16; ++k) wgmma_pv_rs(o, pa[k], sw128_desc_mn(v_at + 2048 * k, kChunk));
+    } else {
+      const uint32_t p_at = smem_addr(sm.p[b & 1]);
+#pragma unroll
+      for (int k = 0; k < kEntries / 16; ++k)
+        wgmma_pv_ss(o, sw128_desc(p_at + 32 * k), sw128_desc_mn(v_at + 2048 * k, kChunk));
+    }
+    wgmma_commit();
+    if (b > b0 && b + 1 < b_end) fetch_rows(b + 1, sm.kv[(b + 1) & 1], sm);  // over block b − 1's rows
+  }
+  wgmma_wait<0>();
+  pin_registers(o);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float mine = quad_sum(l[r]);
+    if (threadIdx.x % 4 == 0) sm.l[wg][acc_row(r)] = mine;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int r = 0; r < 2; ++r) l[r] = sm.l[0][acc_row(r)] + sm.l[1][acc_row(r)];
+  store_rows(ma, t, it.split, h0, wg, m, l, o, sm.cs);
+}
+
+}  // namespace wg
+
 // Buckets of the shadow's hash table: at least four a row (a quarter full when every row is claimed).
 uint32_t shadow_buckets(int64_t rows) {
   uint32_t n = 1024;
@@ -754,7 +1126,7 @@ bool mqa_fast_path(const SparseAttentionParams& a) {
          a.window.entry_bytes % 8 == 0 && (a.compressed_width == 0 || a.compressed.entry_bytes % 8 == 0);
 }
 
-void sparse_attention_mqa(const AttentionLaunch& a, cudaStream_t stream, int64_t shadow_rows) {
+void sparse_attention_mqa(const AttentionLaunch& a, cudaStream_t stream, int64_t shadow_rows, bool wgmma) {
   DSV4_CUDA_REQUIRE(!a.q_unnormed || shadow_rows > 0, "sparse_attention_mqa: un-normed queries need a shadow");
   MqaLaunch ma;
   ma.a = a;
@@ -775,8 +1147,13 @@ void sparse_attention_mqa(const AttentionLaunch& a, cudaStream_t stream, int64_t
   if (shadow_rows > 0) {  // the tiles need more than the default 48 KB
     void* shadow = nullptr;
     make_shadow(ma, shadow_rows, &shadow, stream);
-    allow_dynamic_smem(mqa_shadow_kernel, sizeof(ShadowSmem));
-    launch_kernel(mqa_shadow_kernel, ctas, kThreads, sizeof(ShadowSmem), stream, ma);
+    if (wgmma) {
+      allow_dynamic_smem(wg::mqa_wgmma_kernel, wg::kSmemBytes);
+      launch_kernel(wg::mqa_wgmma_kernel, ctas, wg::kThreads, wg::kSmemBytes, stream, ma);
+    } else {
+      allow_dynamic_smem(mqa_shadow_kernel, sizeof(ShadowSmem));
+      launch_kernel(mqa_shadow_kernel, ctas, kThreads, sizeof(ShadowSmem), stream, ma);
+    }
     DSV4_CUDA_CHECK(cudaFreeAsync(shadow, stream));
   } else {
     allow_dynamic_smem(mqa_partial_kernel, sizeof(Smem));
