@@ -615,6 +615,13 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::setenv("DSV4_ATTENTION_SHADOW_MIN_TOKENS", "0", 1);
   EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("attention's shadow off"), std::string::npos);
   ::unsetenv("DSV4_ATTENTION_SHADOW_MIN_TOKENS");
+  EXPECT_FALSE(p.attention_wgmma);
+  ::setenv("DSV4_ATTENTION_WGMMA", "1", 1);
+  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("attention's shadow from 1024 tokens, on wgmma"),
+            std::string::npos);
+  ::setenv("DSV4_ATTENTION_WGMMA", "2", 1);
+  EXPECT_THROW(check_env_switches(), Error);
+  ::unsetenv("DSV4_ATTENTION_WGMMA");
   EXPECT_NE(p.describe().find("indexer dots on wgmma"), std::string::npos) << p.describe();
   ::setenv("DSV4_INDEXER_DOTS", "mma", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).indexer_dots, IndexerDots::kMmaSync);
