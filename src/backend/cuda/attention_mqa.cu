@@ -717,7 +717,7 @@ constexpr int kPTile = kHeads * 128;     // P: [64 heads][64 entries] bf16
 
 struct Smem {
   alignas(1024) uint8_t q[kTile];
-  alignas(1024) uint8_t kv[2][kTile];  // block b in kv[b & 1]; kv[1] first holds q as copied
+  alignas(1024) uint8_t kv[2][kTile];  // block b in kv[b & 1]; block b_begin + 1's first holds q as copied
   alignas(1024) uint8_t p[2][kPTile];  // block b's P in p[b & 1]
   float m[2][kHeads];                  // block b's running max after it, by b & 1
   float alpha[2][kHeads];              // and its rescale of what came before
@@ -973,7 +973,8 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_wgmma_kernel(MqaLaunch ma) {
   const int h0 = it.group * kHeads, wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
   const int e = threadIdx.x;  // list element e of a block, for the first 64 threads
   int32_t ahead = -1;         // code of element e of the block after the last one resolved
-  copy_q(a, t, h0, sm.kv[1]);
+  uint8_t* const second = sm.kv[(b0 + 1) & 1];  // block b0 + 1's buffer, q's rows first
+  copy_q(a, t, h0, second);
   cta_cos_sin(a, t, sm.cs);
   if (a.q_unnormed && a.positions && threadIdx.x < kRope / 2)
     sm.qcs[threadIdx.x] = rope_cos_sin(__fmul_rn(static_cast<float>(a.positions[t]), a.freqs[threadIdx.x]));
@@ -982,10 +983,10 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_wgmma_kernel(MqaLaunch ma) {
     ahead = b0 + 2 < b_end ? shadow_code(ma, t, (b0 + 2) * kEntries + e) : -1;
   }
   __syncthreads();
-  fetch_rows(b0, sm.kv[0], sm);
+  fetch_rows(b0, sm.kv[b0 & 1], sm);
   cp_async_wait<1>();  // q's rows
-  stage_q(a, h0, sm.kv[1], sm);
-  if (b0 + 1 < b_end) fetch_rows(b0 + 1, sm.kv[1], sm);
+  stage_q(a, h0, second, sm);
+  if (b0 + 1 < b_end) fetch_rows(b0 + 1, second, sm);
   const uint32_t q_at = smem_addr(sm.q);
   float o[128], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 #pragma unroll
