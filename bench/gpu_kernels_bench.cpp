@@ -720,7 +720,6 @@ int main() {
   if (want("attention-prefill")) {  // for Nsight: its first launches are CSA t512's
     attention_prefill_rows(ops);    // the shadow from the policy's tokens on
     attention_prefill_rows(*fast_with([](cuda::GemmPolicy& p) { p.attention_shadow_min_tokens = 0; }), " no-shadow");
-    attention_prefill_rows(*fast_with([](cuda::GemmPolicy& p) { p.attention_wgmma = true; }), " wgmma");
     // A V4-Flash-shaped cache in ~95 GB of pools gives its c4.kv table ~141M slots (`dsv4 kv-plan`).
     attention_prefill_rows(ops, " 141M-slot tables", 141'000'000);
   }

@@ -615,13 +615,6 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::setenv("DSV4_ATTENTION_SHADOW_MIN_TOKENS", "0", 1);
   EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("attention's shadow off"), std::string::npos);
   ::unsetenv("DSV4_ATTENTION_SHADOW_MIN_TOKENS");
-  EXPECT_FALSE(p.attention_wgmma);
-  ::setenv("DSV4_ATTENTION_WGMMA", "1", 1);
-  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("attention's shadow from 1024 tokens, on wgmma"),
-            std::string::npos);
-  ::setenv("DSV4_ATTENTION_WGMMA", "2", 1);
-  EXPECT_THROW(check_env_switches(), Error);
-  ::unsetenv("DSV4_ATTENTION_WGMMA");
   EXPECT_NE(p.describe().find("indexer dots on wgmma"), std::string::npos) << p.describe();
   ::setenv("DSV4_INDEXER_DOTS", "mma", 1);
   EXPECT_EQ(GemmPolicy::from_env(Numerics::kFast).indexer_dots, IndexerDots::kMmaSync);
@@ -640,7 +633,7 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
         "DSV4_GEMM_FP4_MMA_RING", "DSV4_GEMM_FP4_SPLIT", "DSV4_GEMM_GROUPED_RESIDENT", "DSV4_GEMM_FP4_SHIFT",
         "DSV4_GEMM_WGMMA_SPECIALIZED", "DSV4_GEMM_GEMV_FP4_STAGED", "DSV4_GEMM_GEMV_WGMMA", "DSV4_GEMM_LT_WIDEN_AHEAD",
         "DSV4_GEMM_GEMV_EARLY", "DSV4_GEMM_GEMV_PREFETCH", "DSV4_HC_CLUSTER", "DSV4_ATTENTION_CLUSTER",
-        "DSV4_GATE_CLUSTER", "DSV4_GEMM_GEMV_ITEMS", "DSV4_GEMM_WGMMA_FEW_BF16"}) {
+        "DSV4_GATE_CLUSTER", "DSV4_GEMM_GEMV_ITEMS", "DSV4_GEMM_WGMMA_FEW_BF16", "DSV4_ATTENTION_WGMMA"}) {
     ::setenv(retired, "0", 1);
     EXPECT_THROW(check_env_switches(), Error) << retired;
     ::unsetenv(retired);

@@ -154,9 +154,6 @@ struct GemmPolicy {
   // DSV4_ATTENTION_SHADOW_MIN_TOKENS, 0: never). H100: CSA lists 11-14% faster from 2048 tokens, HCA
   // 2-6%; at 512 tokens HCA 6% slower (docs/perf.md).
   int64_t attention_shadow_min_tokens = 1024;
-  // ... and the shadowed calls on the warpgroup kernel (two warpgroups a token, scores and P·V on wgmma)
-  // instead of sixteen mma.sync warps (DSV4_ATTENTION_WGMMA=1; the same values within the op gate).
-  bool attention_wgmma = false;
 
   // The defaults of a tier, with the DSV4_GEMM_* and DSV4_HC_* values of core/env.cpp applied.
   static GemmPolicy from_env(Numerics numerics);
