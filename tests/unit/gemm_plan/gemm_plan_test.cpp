@@ -628,12 +628,13 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   EXPECT_NE(p.describe().find("hc_pre norm fused"), std::string::npos) << p.describe();
   EXPECT_NE(p.describe().find("FP4 experts on cuBLASLt off"), std::string::npos) << p.describe();  // cuBLASLt off
   // Switches whose alternatives lost a measurement are refused, not ignored.
-  for (const char* retired :
-       {"DSV4_GEMM_FP4_PER128", "DSV4_INDEXER_MMA", "DSV4_GEMM_FP4_PREWIDEN", "DSV4_HC_FUSED_NORM",
-        "DSV4_GEMM_FP4_MMA_RING", "DSV4_GEMM_FP4_SPLIT", "DSV4_GEMM_GROUPED_RESIDENT", "DSV4_GEMM_FP4_SHIFT",
-        "DSV4_GEMM_WGMMA_SPECIALIZED", "DSV4_GEMM_GEMV_FP4_STAGED", "DSV4_GEMM_GEMV_WGMMA", "DSV4_GEMM_LT_WIDEN_AHEAD",
-        "DSV4_GEMM_GEMV_EARLY", "DSV4_GEMM_GEMV_PREFETCH", "DSV4_HC_CLUSTER", "DSV4_ATTENTION_CLUSTER",
-        "DSV4_GATE_CLUSTER", "DSV4_GEMM_GEMV_ITEMS", "DSV4_GEMM_WGMMA_FEW_BF16", "DSV4_ATTENTION_WGMMA"}) {
+  for (const char* retired : {"DSV4_GEMM_FP4_PER128",       "DSV4_INDEXER_MMA",        "DSV4_GEMM_FP4_PREWIDEN",
+                              "DSV4_HC_FUSED_NORM",         "DSV4_GEMM_FP4_MMA_RING",  "DSV4_GEMM_FP4_SPLIT",
+                              "DSV4_GEMM_GROUPED_RESIDENT", "DSV4_GEMM_FP4_SHIFT",     "DSV4_GEMM_WGMMA_SPECIALIZED",
+                              "DSV4_GEMM_GEMV_FP4_STAGED",  "DSV4_GEMM_GEMV_WGMMA",    "DSV4_GEMM_LT_WIDEN_AHEAD",
+                              "DSV4_GEMM_GEMV_EARLY",       "DSV4_GEMM_GEMV_PREFETCH", "DSV4_HC_CLUSTER",
+                              "DSV4_ATTENTION_CLUSTER",     "DSV4_GATE_CLUSTER",       "DSV4_GEMM_GEMV_ITEMS",
+                              "DSV4_GEMM_WGMMA_FEW_BF16",   "DSV4_ATTENTION_WGMMA"}) {
     ::setenv(retired, "0", 1);
     EXPECT_THROW(check_env_switches(), Error) << retired;
     ::unsetenv(retired);
