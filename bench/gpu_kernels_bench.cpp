@@ -195,7 +195,32 @@ SparseAttentionParams attention_case(Buffers& buf, int64_t tokens, int64_t pool,
 // pool of entries (L2-resident, as the chunk's own keys and the prompt's compressed entries are).
 // `table_slots` > 0: the tables claim that many slots, as a serving pool's do (the entries the lists name
 // stay the same): what a call costs that grows with the pool, not the step.
-void attention_prefill_rows(Ops& ops, const std::string& suffix = "", int64_t table_slots = 0) {
+// `lists`: random slots (the default), the prompt's own sliding windows (token i's window the 128 entries
+// up to 8192 - tokens + i, as a chunk at the prompt's end names them; compressed slots random), or one list
+// every token names (its rows hot in L1 and L2: a block's cost without the rows' copy from L2).
+enum class AttnLists { kRandom, kWindows, kShared };
+void set_attention_lists(Buffers& buf, SparseAttentionParams& p, int64_t ctx, AttnLists lists) {
+  if (lists == AttnLists::kRandom) return;
+  std::vector<int32_t> win(static_cast<size_t>(p.tokens * kAttnWindow));
+  std::vector<int32_t> cmp(static_cast<size_t>(p.tokens * p.compressed_width));
+  std::mt19937 rng(3);
+  const auto first = random_slots(static_cast<size_t>(kAttnWindow + p.compressed_width), ctx, rng);
+  for (int64_t i = 0; i < p.tokens; ++i) {
+    for (int64_t g = 0; g < kAttnWindow; ++g) {
+      const int64_t at = ctx - p.tokens + i - (kAttnWindow - 1) + g;  // before the prompt's start: a hole
+      win[static_cast<size_t>(i * kAttnWindow + g)] =
+          lists == AttnLists::kShared ? first[static_cast<size_t>(g)] : static_cast<int32_t>(std::max<int64_t>(-1, at));
+    }
+    for (int64_t g = 0; g < p.compressed_width; ++g)
+      cmp[static_cast<size_t>(i * p.compressed_width + g)] =
+          lists == AttnLists::kShared ? first[static_cast<size_t>(kAttnWindow + g)]
+                                      : static_cast<int32_t>(ctx + rng() % static_cast<uint32_t>(ctx / 4));
+  }
+  p.window_slots = buf.upload(win);
+  p.compressed_slots = buf.upload(cmp);
+}
+void attention_prefill_rows(Ops& ops, const std::string& suffix = "", int64_t table_slots = 0,
+                            AttnLists lists = AttnLists::kRandom) {
   const int64_t ctx = 8192, pool = ctx + ctx / 4;
   const int64_t eb = kv_entry_bytes(KvEntryFormat::kAttnFp8, {kAttnDim, kAttnRope});
   std::mt19937 rng(2);
@@ -204,6 +229,7 @@ void attention_prefill_rows(Ops& ops, const std::string& suffix = "", int64_t ta
     for (const int64_t t : {512, 2048, 8192}) {
       Buffers buf;
       SparseAttentionParams p = attention_case(buf, t, pool, n_cmp, rng);
+      set_attention_lists(buf, p, ctx, lists);
       if (table_slots > 0) p.window.capacity = p.compressed.capacity = table_slots;
       const double bytes = static_cast<double>(pool * eb + t * 2 * kAttnHeads * kAttnDim * 2);
       const double flops = 4.0 * static_cast<double>(t * kAttnHeads * kAttnDim * (kAttnWindow + n_cmp));
@@ -722,6 +748,9 @@ int main() {
     attention_prefill_rows(*fast_with([](cuda::GemmPolicy& p) { p.attention_shadow_min_tokens = 0; }), " no-shadow");
     // A V4-Flash-shaped cache in ~95 GB of pools gives its c4.kv table ~141M slots (`dsv4 kv-plan`).
     attention_prefill_rows(ops, " 141M-slot tables", 141'000'000);
+    // Whether the rows' copy bounds a block: real windows, and every token naming the same rows.
+    attention_prefill_rows(ops, " windows", 0, AttnLists::kWindows);
+    attention_prefill_rows(ops, " one list", 0, AttnLists::kShared);
   }
   if (want("hc-fast")) hc_rows(fast_ops, " fast", true, {1, 32, 2048, 8192});  // the fast tier's hc_pre alone
   if (want("gemv-m32")) gemm_rows(fast_ops, " gemv", {32}, {"wq_b", "wo_b"});  // for Nsight: a decode batch
