@@ -45,11 +45,6 @@ TEST(CacheSizing, DefaultMaxModelLenIsWhatFitsWithAWarning) {
   EXPECT_TRUE(roomy.warning.empty());
 }
 
-// Optional backend workspace gets only what the KV pools could never use: the spare beyond pools that
-// hold max_num_seqs requests of max_model_len positions (sliding windows and retained ones included), at
-// most what the backend asks; nothing where such pools would fill the spare (the model's own length when
-// max_model_len is 0). What it leaves still plans those requests (an H100 serve with the first form, which
-// counted one window a request, left too little for the windows of 64 sequences).
 // The reserve for a step's activations against a measurement (H100, session 50, the flash-attn preset's dims):
 // a prefill of 8192 tokens peaked at 1.55 GiB, and the allocator held up to 1.67 GiB beyond a step's peak.
 // The reserve covers both, and stays within three times the peak (16 rows a token, the first form, took 8 GiB
@@ -63,6 +58,11 @@ TEST(CacheSizing, ActivationReserveCoversTheMeasuredPeakWithoutWaste) {
   EXPECT_EQ(step_activation_reserve(m, 2048) * 4, step_activation_reserve(m, 8192));  // linear in the tokens
 }
 
+// Optional backend workspace gets only what the KV pools could never use: the spare beyond pools that
+// hold max_num_seqs requests of max_model_len positions (sliding windows and retained ones included), at
+// most what the backend asks; nothing where such pools would fill the spare (the model's own length when
+// max_model_len is 0). What it leaves still plans those requests (an H100 serve with the first form, which
+// counted one window a request, left too little for the windows of 64 sequences).
 TEST(CacheSizing, OptionalWorkspaceGetsWhatTheKvPoolsCouldNeverUse) {
   ModelConfig m = tiny_config();
   m.max_position_embeddings = 1 << 20;
