@@ -432,6 +432,16 @@ void gemm_rows(Ops& ops, const std::string& suffix, std::initializer_list<int64_
       }
       emit(std::string("gemm ") + name + suffix + " m" + std::to_string(m), time_chain_ms(variants),
            wbytes + static_cast<double>(m * k * 2 + m * n * 2), 2.0 * static_cast<double>(m * n * k));
+      // The op's first pass alone where it is a launch of its own (the rows cuBLASLt takes): the peer's
+      // _scaled_mm is handed codes, so the op less this row is the part to compare with it.
+      if (m >= 256) {
+        auto* codes = buf.make<uint8_t>(static_cast<size_t>(m * k), Fill::kZero);
+        auto* scales = buf.make<float>(static_cast<size_t>(m * (k / 128)), Fill::kZero);
+        const uint16_t* x = buf.make<uint16_t>(static_cast<size_t>(m * k), Fill::kBf16);
+        emit(std::string("gemm ") + name + suffix + " m" + std::to_string(m) + " quantize",
+             time_chain_ms({[=] { cuda::quantize_act(x, m, k, 0, codes, scales, m, g_dev->stream()); }}),
+             static_cast<double>(m * k * 3 + m * (k / 128) * 4), 0);
+      }
     }
   }
 }

@@ -161,20 +161,31 @@ def fp8_gemm_same_math(x, codes, scale):
 
 def blockwise_scaled_mm(m, n, k):
     """PyTorch's blockwise-scaled FP8 GEMM (1x128 activation scales, 128x128 weight scales: the fast
-    tier's arithmetic), as a closure, or None where this torch or shape lacks it. Scale layouts are
+    tier's arithmetic) as two closures, or None where this torch or shape lacks it: from FP8 codes
+    given, and from bf16 rows quantized first per 1x128 block (our op's whole work). Scale layouts are
     tried in the forms torch's versions have asked for."""
     a = (torch.randn(m, k, device=DEV) * 8).to(torch.float8_e4m3fn)
     b = (torch.randn(n, k, device=DEV) * 8).to(torch.float8_e4m3fn).t()  # (k, n), column-major
     sa_rows = torch.rand(k // 128, m, device=DEV) + 0.5
     sb_blocks = torch.rand(n // 128, k // 128, device=DEV) + 0.5
+    x = torch.randn(m, k, dtype=torch.bfloat16, device=DEV)
     errors = []
-    for sa, sb in ((sa_rows.t(), sb_blocks.t()), (sa_rows.t().contiguous(), sb_blocks.t().contiguous()),
-                   (sa_rows.t(), sb_blocks)):
+    for col_major, sa, sb in ((True, sa_rows.t(), sb_blocks.t()), (False, sa_rows.t().contiguous(),
+                                                                    sb_blocks.t().contiguous()),
+                              (True, sa_rows.t(), sb_blocks)):
         fn = lambda sa=sa, sb=sb: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+
+        def from_bf16(sb=sb, col_major=col_major):
+            blocks = x.view(m, k // 128, 128).float()
+            s = blocks.abs().amax(-1).clamp_min(1e-4) / E4M3_MAX
+            codes = (blocks / s.unsqueeze(-1)).to(torch.float8_e4m3fn).view(m, k)
+            s = s.t().contiguous().t() if col_major else s
+            return torch._scaled_mm(codes, b, scale_a=s, scale_b=sb, out_dtype=torch.bfloat16)
         try:
             fn()
+            from_bf16()
             torch.cuda.synchronize()
-            return fn
+            return fn, from_bf16
         except Exception as e:  # noqa: BLE001 (any refusal: try the next layout)
             errors.append(str(e).splitlines()[0][:160])
     print(json.dumps({"row": f"note scaled-mm m{m} n{n} k{k}", "side": "torch", "text": " | ".join(errors)}), flush=True)
@@ -195,9 +206,11 @@ def gemm_rows(ms_list):
             emit(f"gemm {name} m{m}", ms, bytes_=bytes_, flops=2.0 * m * n * k)
             ms = median_ms(lambda: fp8_gemm_same_math(x, codes, scale))
             emit(f"gemm {name} m{m} same-math", ms, bytes_=bytes_, flops=2.0 * m * n * k)
-            fn = blockwise_scaled_mm(m, n, k)
-            if fn is not None:
-                emit(f"gemm {name} m{m} scaled-mm", median_ms(fn), bytes_=n * k + m * k + m * n * 2,
+            fns = blockwise_scaled_mm(m, n, k)
+            if fns is not None:
+                emit(f"gemm {name} m{m} scaled-mm", median_ms(fns[0]), bytes_=n * k + m * k + m * n * 2,
+                     flops=2.0 * m * n * k)
+                emit(f"gemm {name} m{m} scaled-mm from bf16", median_ms(fns[1]), bytes_=bytes_,
                      flops=2.0 * m * n * k)
         del w, codes, scale
 
