@@ -183,11 +183,18 @@ def blockwise_scaled_mm(m, n, k):
             return torch._scaled_mm(codes, b, scale_a=s, scale_b=sb, out_dtype=torch.bfloat16)
         try:
             fn()
-            from_bf16()
             torch.cuda.synchronize()
-            return fn, from_bf16
         except Exception as e:  # noqa: BLE001 (any refusal: try the next layout)
             errors.append(str(e).splitlines()[0][:160])
+            continue
+        try:  # the codes-given row stays if only this one fails
+            from_bf16()
+            torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001
+            print(json.dumps({"row": f"note scaled-mm from bf16 m{m} n{n} k{k}", "side": "torch",
+                              "text": str(e).splitlines()[0][:160]}), flush=True)
+            from_bf16 = None
+        return fn, from_bf16
     print(json.dumps({"row": f"note scaled-mm m{m} n{n} k{k}", "side": "torch", "text": " | ".join(errors)}), flush=True)
     return None
 
@@ -210,8 +217,9 @@ def gemm_rows(ms_list):
             if fns is not None:
                 emit(f"gemm {name} m{m} scaled-mm", median_ms(fns[0]), bytes_=n * k + m * k + m * n * 2,
                      flops=2.0 * m * n * k)
-                emit(f"gemm {name} m{m} scaled-mm from bf16", median_ms(fns[1]), bytes_=bytes_,
-                     flops=2.0 * m * n * k)
+                if fns[1] is not None:
+                    emit(f"gemm {name} m{m} scaled-mm from bf16", median_ms(fns[1]), bytes_=bytes_,
+                         flops=2.0 * m * n * k)
         del w, codes, scale
 
 
