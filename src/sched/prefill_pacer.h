@@ -6,8 +6,11 @@
 //   extra        what a mixed step took beyond it.
 // After each mixed step the chunk moves towards chunk x (allowed extra / extra), damped. With an
 // extra cost of fixed + per_token x chunk (a chunk is one more sequence in the batch, so it has a fixed
-// part) this converges to the largest chunk within the target, with no model of the cost to fit. It
-// starts at one token and at most doubles per step, so the first chunks never overshoot.
+// part) this converges to the largest chunk within the target, with no model of the cost to fit.
+// Before the first mixed step the chunk starts where the latest prefill-only step's cost a token puts
+// it (a burst's first prompt runs alone: its step says what a token costs), at kSeedShare of the allowed
+// extra; with no such step it starts at one token and at most doubles per step. The seeded chunk
+// overshoots only where a chunk's fixed part exceeds a quarter of the allowed extra (on the H100 ~10%).
 // The decode step is re-measured now and then (wants_decode_only_step), since the running batch changes.
 #pragma once
 
@@ -18,6 +21,9 @@ namespace dsv4 {
 class PrefillPacer {
  public:
   static constexpr int64_t kRemeasureSteps = 64;  // steps between decode-only measurements
+  // The share of the allowed extra a seeded first chunk may take: a prefill-only step's cost a token
+  // leaves out the decodes' share of a mixed step (one more sequence, longer rows), so it falls short.
+  static constexpr double kSeedShare = 0.75;
 
   // slack: the extra time allowed over a decode-only step, as a fraction of it; target_seconds: a step
   // time always allowed (0: none).
@@ -33,10 +39,16 @@ class PrefillPacer {
 
  private:
   static constexpr double kAlpha = 0.25;  // weight of the newest decode-only step
+  double allowed_extra() const;
+  // Before any mixed step: the chunk the prefill-only steps' cost a token allows.
+  void seed();
+
   double slack_;
   double target_;
   double decode_ = 0;
   double chunk_ = 1;
+  double prefill_token_ = 0;  // seconds a token of the latest prefill-only step (0: none yet)
+  bool mixed_seen_ = false;   // a mixed step has steered the chunk: the seed no longer applies
   int64_t since_decode_only_ = 0;
 };
 

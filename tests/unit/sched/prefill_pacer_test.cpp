@@ -56,6 +56,30 @@ TEST(PrefillPacer, StaysNearTheTargetUnderNoise) {
   EXPECT_GE(p.chunk(), 1);
 }
 
+// A burst's first prompt runs alone: its step's cost a token sets the first chunk beside the decodes, under
+// the target, instead of a ramp from one token. Steps here: 20 ms of decodes, 1 ms a chunk, 0.1 ms a token.
+TEST(PrefillPacer, APrefillOnlyStepSeedsTheFirstChunk) {
+  const auto step = [](int64_t chunk) { return 0.020 + (chunk > 0 ? 0.001 + 0.0001 * static_cast<double>(chunk) : 0); };
+  PrefillPacer p(0.4, 0.150);
+  p.observe(0, 2000, 0.001 + 0.0001 * 2000);  // the prompt alone: 0.1005 ms a token
+  EXPECT_EQ(p.chunk(), 1);                    // no decode step measured yet: nothing to size against
+  p.observe(1, 0, step(0));
+  const int64_t first = p.chunk();
+  EXPECT_NEAR(static_cast<double>(first), PrefillPacer::kSeedShare * 0.130 / 0.0001005, 2);
+  EXPECT_LE(step(first), 0.150);
+  for (int i = 0; i < 10; ++i) p.observe(1, p.chunk(), step(p.chunk()));
+  EXPECT_NEAR(static_cast<double>(p.chunk()), 1290, 15);  // 20 + 1 + 1290 x 0.1 = 150 ms
+  // Once a mixed step has steered the chunk, later prefill-only steps leave it alone.
+  const int64_t steered = p.chunk();
+  p.observe(0, 100, 1.0);
+  p.observe(1, 0, step(0));
+  EXPECT_EQ(p.chunk(), steered);
+  // Without a prefill-only step the chunk ramps from one token, as before.
+  PrefillPacer cold(0.4, 0.150);
+  cold.observe(1, 0, step(0));
+  EXPECT_EQ(cold.chunk(), 1);
+}
+
 TEST(PrefillPacer, RemeasuresTheDecodeStepNowAndThen) {
   PrefillPacer p(0.5);
   p.observe(2, 0, 0.004);
@@ -68,8 +92,9 @@ TEST(PrefillPacer, RemeasuresTheDecodeStepNowAndThen) {
   const int64_t before = p.chunk();
   p.observe(2, 1, 0.0041);  // a cheap remainder does not grow the chunk
   EXPECT_EQ(p.chunk(), before);
-  p.observe(0, 500, 1.0);  // prefill-only steps change nothing
-  p.observe(2, 0, 0);      // nor do empty measurements
+  p.observe(0, 500, 1.0);  // prefill-only steps change nothing once a mixed step steered the chunk
+  EXPECT_EQ(p.chunk(), before);
+  p.observe(2, 0, 0);  // nor do empty measurements
   EXPECT_NEAR(p.decode_step_seconds(), 0.004, 1e-12);
 }
 
