@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """A change against its base, from bench/run-gpu.sh's DSV4_GPU_AB runs: the logs ab-RUN-SIDE-ROUND.log
 (SIDE base or new, rounds in turn) of `dsv4 bench step`, whose lines "decode batch B context C: X ms",
-"mixed batch B context C + a N-token chunk: X ms" and "prefill N: X ms" give each row's time. One table
+"mixed batch B context C + a N-token chunk at P: X ms" and "prefill N: X ms" give each row's time. One table
 row per (run, row): every round's base and new time in order, and new - base over the rounds' means."""
 import collections
 import pathlib
 import re
 import sys
 
-ROW = re.compile(r"((?:decode|mixed) batch \d+ context \d+(?: \+ a \d+-token chunk)?|prefill \d+): ([0-9.]+) ms")
+ROW = re.compile(r"((?:decode|mixed) batch \d+ context \d+(?: \+ a \d+-token chunk(?: at \d+)?)?|prefill \d+): ([0-9.]+) ms")
 LOG = re.compile(r"ab-(\d+)-(base|new)-(\d+)\.log$")
 
 

@@ -76,6 +76,8 @@ def main(paths):
             err, agree = r.get("eager_error", -1), r.get("eager_argmax", -1)
             vs = f"{err:.1e} / {agree:.3f}" if err is not None and err >= 0 else "-"
             test = f"{r['test']} +{r['chunk']}" if r.get("chunk") else r["test"]  # mixed: the prompt chunk
+            if r.get("chunk_at"):
+                test += f"@{r['chunk_at']}"  # ... from that position of its prompt
             print(f"| {test} | {r.get('mode', '?')} | {r['batch']} | {r['context']} | {r['ms']:.2f} | {enq:.2f}{parts} | "
                   f"{r['tokens_per_s']:.1f} | {r['bytes'] / 1e9:.2f} | {roof:.3f} | "
                   f"{r['ms'] / roof if roof == roof and roof else float('nan'):.1f} | "

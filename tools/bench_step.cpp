@@ -41,7 +41,8 @@ using Clock = std::chrono::steady_clock;
 
 struct StepArgs {
   std::string model, backend, batches = "1,8,32", contexts = "8192,131072", numerics;
-  std::string mixed;  // prompt chunk sizes of mixed steps (comma list; empty: none)
+  std::string mixed;     // prompt chunk sizes of mixed steps (comma list; empty: none)
+  int64_t mixed_at = 0;  // the position of a mixed step's chunk (its prompt's tokens before it are cached)
   int64_t prefill = 8192;
   int64_t prefill_chunk = 0;  // 0: the prompt as one step
   int reps = 5;
@@ -150,6 +151,7 @@ struct Row {
   double eager_error = -1, eager_argmax = -1;
   std::string mode = "eager";  // decode: graphs, padded or eager (prefill and mixed always eager)
   int64_t chunk = 0;           // mixed: the prompt chunk's tokens beside the decodes
+  int64_t chunk_at = 0;        // mixed: the chunk's first position in its prompt
   // Eager steps (prefill, mixed): the most the device's allocator held during a timed step beyond what it
   // held before it (the step's activations and scratch); -1 where the device does not count. pool_slack_bytes:
   // what the allocator kept beyond that peak (freed blocks it holds: the reserve must cover them too).
@@ -249,12 +251,13 @@ std::string activations_note(const Row& r, const ModelConfig& c, int64_t step_to
 }
 
 // One decode step of `batch` sequences at position `context` (their caches allocated to it); with `chunk`
-// > 0 a mixed step: the same decodes and the first `chunk` tokens of one more prompt, as serving runs a
+// > 0 a mixed step: the same decodes and `chunk` tokens of one more prompt from position `chunk_at` (the
+// prompt's tokens before it in the cache, as a later chunk of a long prompt finds them), as serving runs a
 // prompt's chunk beside the running decodes (chunked prefill). Mixed steps run eagerly (only decode-only
 // steps are recorded); their chunk is written again at the same positions each step.
 Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightBytes& w, int64_t batch, int64_t context,
-                int64_t chunk, int reps, bool compare, StepTraces* traces) {
-  const int64_t len = std::max(context + reps + kDecodeSlack, chunk);
+                int64_t chunk, int64_t chunk_at, int reps, bool compare, StepTraces* traces) {
+  const int64_t len = std::max(context + reps + kDecodeSlack, chunk_at + chunk);
   const auto prompt = static_cast<int32_t>(batch);  // the mixed step's prompt, after the decodes
   OwnedPagedCache cache(c, static_cast<int>(batch + (chunk > 0)), len, kDecodeChunk, KvDTypes{}, &dev);
   // Each sequence its own tokens, as in serving: with one shared row every sequence decoded the same
@@ -265,18 +268,22 @@ Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightByt
   for (auto& x : all_ids) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(c.vocab_size));
   auto row = [&](int32_t s) { return all_ids.data() + s * len; };
   auto ids = [&](int32_t s, int64_t n) { return std::span<const int32_t>(row(s), static_cast<size_t>(n)); };
-  for (int32_t s = 0; s < batch; ++s) {
-    cache.add(s, context);
-    for (int64_t at = 0; at < context; at += kDecodeChunk) {
-      const int64_t n = std::min(kDecodeChunk, context - at);
+  const auto allocate_to = [&](int32_t s, int64_t end) {
+    for (int64_t at = 0; at < end; at += kDecodeChunk) {
+      const int64_t n = std::min(kDecodeChunk, end - at);
       cache.allocate(s, n, ids(s, at + n));
     }
+  };
+  for (int32_t s = 0; s < batch; ++s) {
+    cache.add(s, context);
+    allocate_to(s, context);
     // The first decode position too: that releases the last chunk's sliding pages.
     cache.allocate(s, 1, ids(s, context + 1));
   }
   if (chunk > 0) {
-    cache.add(prompt, chunk);
-    cache.allocate(prompt, chunk, ids(prompt, chunk));
+    cache.add(prompt, chunk_at + chunk);
+    allocate_to(prompt, chunk_at);
+    cache.allocate(prompt, chunk, ids(prompt, chunk_at + chunk));
   }
   fill_random_kv(c, cache.access(), dev, 12);
   std::vector<double> ms, enqueue, index, launch, sync, upload;
@@ -290,7 +297,7 @@ Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightByt
       if (i > 0) cache.allocate(s, 1, ids(s, pos + 1));
       b.add(s, pos, row(s) + pos, 1);
     }
-    if (chunk > 0) b.add(prompt, 0, row(prompt), chunk);
+    if (chunk > 0) b.add(prompt, chunk_at, row(prompt) + chunk_at, chunk);
     // The step to its logits, then a wait: the step's return says how long the host took to issue it.
     const bool peaked = chunk > 0 && i == warm;  // the first timed step (its own sync: not timed)
     if (peaked) peak.before();
@@ -312,6 +319,7 @@ Row time_decode(Model& model, Device& dev, const ModelConfig& c, const WeightByt
   }
   Row r{chunk > 0 ? "mixed" : "decode", batch, context};
   r.chunk = chunk;
+  r.chunk_at = chunk_at;
   r.mode = chunk > 0 ? "eager" : step_mode_name(model.step_mode());
   if (compare) compare_with_eager(model, b, cache.access(), r);
   r.ms = median(ms);
@@ -379,10 +387,11 @@ Row time_prefill(Model& model, Device& dev, const LoadedModel& m, int64_t p, int
   return r;
 }
 
-// "decode batch 8 context 8192", with a mixed step's " chunk 2048".
+// "decode batch 8 context 8192", with a mixed step's " chunk 2048" (and " at 6144" past a prompt's start).
 std::string label(const Row& r) {
   std::string s = fmt::format("{} batch {} context {}", r.test, r.batch, r.context);
   if (r.chunk > 0) s += fmt::format(" chunk {}", r.chunk);
+  if (r.chunk_at > 0) s += fmt::format(" at {}", r.chunk_at);
   return s;
 }
 
@@ -419,6 +428,7 @@ void print_timeline(const Row& r, const KernelTimeline& t, bool json) {
                                       {"batch", r.batch},
                                       {"context", r.context},
                                       {"chunk", r.chunk},
+                                      {"chunk_at", r.chunk_at},
                                       {"mode", r.mode},
                                       {"steps", t.steps},
                                       {"kernels", t.kernels},
@@ -494,8 +504,8 @@ std::vector<Row> bench_rows(const StepArgs& a, const LoadedModel& m, Backend& ba
         continue;
       }
       measured([&](int reps, StepTraces* traces) {
-        return time_decode(model, *backend.device, m.config, w, b, ctx, 0, reps, a.compare_eager && reps > 0 && !traces,
-                           traces);
+        return time_decode(model, *backend.device, m.config, w, b, ctx, 0, 0, reps,
+                           a.compare_eager && reps > 0 && !traces, traces);
       });
       if (logs) {
         spdlog::info(
@@ -508,20 +518,21 @@ std::vector<Row> bench_rows(const StepArgs& a, const LoadedModel& m, Backend& ba
                        ctx, rows.back().eager_error, rows.back().eager_argmax);
       }
       for (const int64_t chunk : mixed) {
-        if (const auto why =
-                misfit(m.config, *backend.device, b + 1, std::max(ctx + a.reps + kDecodeSlack, chunk), kDecodeChunk)) {
+        if (const auto why = misfit(m.config, *backend.device, b + 1,
+                                    std::max(ctx + a.reps + kDecodeSlack, a.mixed_at + chunk), kDecodeChunk)) {
           if (logs) spdlog::warn("mixed batch {} context {} chunk {}: skipped: {}", b, ctx, chunk, *why);
           continue;
         }
         measured([&](int reps, StepTraces* traces) {
-          Row r = time_decode(model, *backend.device, m.config, w, b, ctx, chunk, reps, false, traces);
+          Row r = time_decode(model, *backend.device, m.config, w, b, ctx, chunk, a.mixed_at, reps, false, traces);
           r.flops = prefill_flops(m.config, m, chunk);
           return r;
         });
         if (logs)
-          spdlog::info("mixed batch {} context {} + a {}-token chunk: {:.3f} ms (the host issued it in {:.3f} ms){}", b,
-                       ctx, chunk, rows.back().ms, rows.back().enqueue_ms,
-                       activations_note(rows.back(), m.config, b + chunk));
+          spdlog::info(
+              "mixed batch {} context {} + a {}-token chunk at {}: {:.3f} ms (the host issued it in {:.3f} ms){}", b,
+              ctx, chunk, a.mixed_at, rows.back().ms, rows.back().enqueue_ms,
+              activations_note(rows.back(), m.config, b + chunk));
       }
     }
   const auto prefill_why =
@@ -570,6 +581,7 @@ void run(const StepArgs& a) {
                                         {"batch", r.batch},
                                         {"context", r.context},
                                         {"chunk", r.chunk},
+                                        {"chunk_at", r.chunk_at},
                                         {"ms", r.ms},
                                         {"tokens_per_s", r.tokens_per_s},
                                         {"bytes", r.bytes},
@@ -615,6 +627,11 @@ void setup_bench_step(CLI::App& cmd) {
   cmd.add_option("--mixed", a.mixed,
                  "per decode row, mixed steps: its decodes and a prompt chunk of each of these sizes (comma list), "
                  "as serving steps under load");
+  cmd.add_option("--mixed-at", a.mixed_at,
+                 "the mixed steps' chunk starts at this position of its prompt, whose earlier tokens are in the cache "
+                 "(a later chunk of a long prompt; 0: its first)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd.add_option("-r,--repetitions", a.reps, "timed steps per row (median reported)")->capture_default_str();
   cmd.add_flag("--json", a.json, "one JSON object per row");
   cmd.add_flag("--enforce-eager", a.enforce_eager, "decode steps eagerly (no CUDA graphs)");

@@ -57,6 +57,16 @@ assert m256["flops"] > m64["flops"] and m256["ms"] > 2 * d["ms"], rows  # ~5x on
 assert m256["tokens_per_s"] > d["tokens_per_s"], rows'
 prof=$("$BIN" bench step "$MODEL" --backend cpu --batch 1 --context 260 --mixed 32 --prefill 0 -r 1 --profile 2>>"$ERR")
 echo "$prof" | grep -Eq '^profile mixed batch 1 context 260 chunk 32: [0-9.]+ ms'
+# --mixed-at: the chunk later in its prompt (the earlier positions cached, as a long prompt's later chunks
+# find them): the row and the profile say where.
+"$BIN" bench step "$MODEL" --backend cpu --batch 2 --context 300 --mixed 64 --mixed-at 640 --prefill 0 -r 1 --json \
+  2>>"$ERR" | python3 -c '
+import json, sys
+m = [json.loads(l) for l in sys.stdin][-1]
+assert m["test"] == "mixed" and m["chunk"] == 64 and m["chunk_at"] == 640 and m["ms"] > 0, m'
+prof=$("$BIN" bench step "$MODEL" --backend cpu --batch 1 --context 260 --mixed 32 --mixed-at 300 --prefill 0 -r 1 \
+  --profile 2>>"$ERR")
+echo "$prof" | grep -Eq '^profile mixed batch 1 context 260 chunk 32 at 300: [0-9.]+ ms'
 if "$BIN" bench step "$MODEL" --backend cpu --mixed 0 2>>"$ERR" >/dev/null; then
   echo "FAIL: a mixed chunk of 0 tokens was accepted"; exit 1
 fi
