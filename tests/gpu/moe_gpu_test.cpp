@@ -483,16 +483,21 @@ TEST(CudaMoeExperts, Fp4TinyMatchesCpu) {
 }
 
 // x and y off 16-byte alignment: the gathering quantizer reads x element by element, the combine takes
-// its scalar store path.
+// its scalar store path. The exact tier gives the CPU's bits; the fast tier (its SwiGLU's exp within an
+// ulp of the exact one) the bits of its aligned run.
 TEST(CudaMoeExperts, UnalignedActivationsMatchCpu) {
   const ExpertBank bank(256, 128, 8, 8, cuda::GemmWeightKind::kFp4, 800);
-  Runners run;
+  Runners run, exact_run(Numerics::kExact);
   const ExpertsRun r = routed_run(bank, 7, 2, 801);
   const auto want = r.cpu(r.idx, r.w);
   int32_t err = -1;
+  const auto exact = r.gpu(exact_run, true, 1, &err, 1);
+  EXPECT_EQ(err, 0);
+  EXPECT_TRUE(exact[0] == want) << bf16_diff(exact[0], want);
+  const auto aligned = r.gpu(run, true, 1, &err);
   const auto got = r.gpu(run, true, 1, &err, 1);
   EXPECT_EQ(err, 0);
-  EXPECT_TRUE(got[0] == want) << bf16_diff(got[0], want);
+  EXPECT_TRUE(got[0] == aligned[0]) << bf16_diff(got[0], aligned[0]);
 }
 
 TEST(CudaMoeExperts, Fp8TinyMatchesCpu) {
@@ -586,11 +591,11 @@ TEST(CudaMoeExperts, Fp4ExpertsOnCublasLtMatchCpu) {
   EXPECT_LE(normalized_error(got[0], other[0]), 1e-2) << bf16_diff(got[0], other[0]);
 }
 
-// Slots naming no expert are reported and contribute nothing: the CPU result with those slots moved
-// to an unused expert at weight 0 (whose output is exactly 0).
+// Slots naming no expert are reported and contribute nothing: the result with those slots moved to an
+// unused expert at weight 0 (whose output is exactly 0): the CPU's on the exact tier, the fast tier's own.
 TEST(CudaMoeExperts, InvalidExpertIdsAreSkippedAndReported) {
   const ExpertBank bank(256, 128, 8, 8, cuda::GemmWeightKind::kFp4, 700);
-  Runners run;
+  Runners run, exact_run(Numerics::kExact);
   ExpertsRun r = routed_run(bank, 6, 2, 701);
   std::vector<int32_t> cpu_idx = r.idx;
   std::vector<float> cpu_w = r.w;
@@ -602,9 +607,17 @@ TEST(CudaMoeExperts, InvalidExpertIdsAreSkippedAndReported) {
   }
   const auto want = r.cpu(cpu_idx, cpu_w);
   int32_t err = 0;
+  const auto exact = r.gpu(exact_run, true, 1, &err);
+  EXPECT_EQ(err, static_cast<int32_t>(cuda::DeviceError::kMoeExpert));
+  EXPECT_TRUE(exact[0] == want) << bf16_diff(exact[0], want);
+  ExpertsRun moved = r;
+  moved.idx = cpu_idx;
+  moved.w = cpu_w;
+  const auto want_fast = moved.gpu(run, true, 1, &err);
+  EXPECT_EQ(err, 0);
   const auto got = r.gpu(run, true, 1, &err);
   EXPECT_EQ(err, static_cast<int32_t>(cuda::DeviceError::kMoeExpert));
-  EXPECT_TRUE(got[0] == want) << bf16_diff(got[0], want);
+  EXPECT_TRUE(got[0] == want_fast[0]) << bf16_diff(got[0], want_fast[0]);
 }
 
 // ---- combine over pair rows ------------------------------------------------------------------

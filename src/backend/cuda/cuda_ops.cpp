@@ -178,16 +178,18 @@ void CudaOps::do_shared_expert(const SharedExpertParams& p) {
   cuda::shared_expert(gemm(), p, false, g.data(), u.data(), dev_.stream());
 }
 
-void CudaOps::do_swiglu(const SwigluParams& p) { cuda::swiglu(p, dev_.stream()); }
+void CudaOps::do_swiglu(const SwigluParams& p) { cuda::swiglu(p, false, dev_.stream()); }
 
 // Experts split across ranks, composed of the linear and swiglu ops expert by expert over rows gathered
 // by the host's routing (it reads the indices back: a sharded step runs eagerly). Row for row the
-// arithmetic of moe_experts' routed experts on either tier; a grouped kernel is the fast path to come.
+// arithmetic of moe_experts' routed experts on either tier (the fast tier's SwiGLU exp included); a
+// grouped kernel is the fast path to come.
 // Rows move by gather_rows: every expert's inputs into expert order at once, and the outputs, computed
 // in that order, back into pair order at once.
 void CudaOps::do_moe_pairs(const MoePairsParams& p) {
   if (p.tokens == 0) return;
   const bool up = p.stage == MoeStage::kUp;
+  const bool fast = gemm_->policy().numerics == Numerics::kFast;
   const int64_t n_pairs = p.tokens * p.topk;
   std::vector<int32_t> idx(static_cast<size_t>(n_pairs));
   std::vector<float> wts(up ? idx.size() : 0);
@@ -223,7 +225,7 @@ void CudaOps::do_moe_pairs(const MoePairsParams& p) {
       uint16_t* u = routed_u.data() + b * p.out_dim;
       linear({in, n, p.w1[e], out});
       linear({in, n, p.w3[e], u});
-      swiglu({out, u, n, p.out_dim, p.swiglu_limit, routed_weights.data() + b, out});
+      cuda::swiglu({out, u, n, p.out_dim, p.swiglu_limit, routed_weights.data() + b, out}, fast, dev_.stream());
     } else {
       linear({in, n, p.w2[e], out});
     }

@@ -20,6 +20,7 @@
 #include "backend/cuda/moe.h"
 #include "backend/cuda/scratch_epoch.h"
 #include "backend/cuda/weight_view.h"
+#include "backend/fast_expf.h"
 
 namespace dsv4::cuda {
 namespace {
@@ -394,19 +395,24 @@ struct Bf16x8 {
 };
 
 // a = bf16(w · (g' / (1 + exp(−g')) · u')), g' = min(g, L), u' = clamp(u, ±L) when L > 0; the CPU's
-// operation order (std::min/std::clamp spelled out, so NaNs propagate alike).
+// operation order (std::min/std::clamp spelled out, so NaNs propagate alike). Fast: the sigmoid's exp in
+// fp32 alone (fast_expf, within 1 ulp; NUMERICS.md's fast tier), where glibc's double-precision expf made
+// the routed SwiGLU compute-bound.
+template <bool Fast>
 __device__ __forceinline__ uint16_t swiglu_one(float gv, float uv, float limit, float w, bool weighted) {
   if (limit > 0.0f) {
     uv = uv < -limit ? -limit : (limit < uv ? limit : uv);
     gv = limit < gv ? limit : gv;
   }
-  float v = __fmul_rn(__fdiv_rn(gv, __fadd_rn(1.0f, exp_f(-gv))), uv);
+  const float e = Fast ? fast_expf(-gv) : exp_f(-gv);
+  float v = __fmul_rn(__fdiv_rn(gv, __fadd_rn(1.0f, e)), uv);
   if (weighted) v = __fmul_rn(w, v);
   return f_to_bf16(v);
 }
 
 // One block per row (grid-stride), eight elements per thread step: g, u and out 16-byte aligned and
 // dim % 8 == 0 (every buffer of this file). Reads precede writes per vector, so out may equal g or u.
+template <bool Fast>
 __global__ void swiglu_kernel(SwigluParams p) {
   pdl_enter();
   const int64_t units = p.dim / 8;
@@ -419,25 +425,27 @@ __global__ void swiglu_kernel(SwigluParams p) {
       const Bf16x8 gv{g[r * units + c]}, uv{u[r * units + c]};
       Bf16x8 a{};
 #pragma unroll
-      for (int j = 0; j < 8; ++j) a.set(j, swiglu_one(gv.get(j), uv.get(j), p.limit, w, p.weights != nullptr));
+      for (int j = 0; j < 8; ++j) a.set(j, swiglu_one<Fast>(gv.get(j), uv.get(j), p.limit, w, p.weights != nullptr));
       out[c] = a.v;
     }
   }
 }
 
 // Any other layout: element by element (grid-stride).
+template <bool Fast>
 __global__ void swiglu_elementwise_kernel(SwigluParams p) {
   pdl_enter();
   const int64_t n = p.rows * p.dim, step = int64_t{gridDim.x} * blockDim.x;
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += step) {
     const float w = p.weights ? p.weights[i / p.dim] : 1.0f;
-    p.out[i] = swiglu_one(bf16_to_f(p.g[i]), bf16_to_f(p.u[i]), p.limit, w, p.weights != nullptr);
+    p.out[i] = swiglu_one<Fast>(bf16_to_f(p.g[i]), bf16_to_f(p.u[i]), p.limit, w, p.weights != nullptr);
   }
 }
 
 // swiglu_kernel's routed rows and quantize_act over them in one pass: each (row, 128-block) warp rounds
 // its SwiGLU outputs to bf16 and quantizes them, so the bf16 hidden row is never stored. g and u: rows
 // of stride ld; codes [rows][inter], scales [inter/128][rows]; padding rows (pair −1) quantize zeros.
+template <bool Fast>
 __global__ void swiglu_quantize_kernel(const uint16_t* g, const uint16_t* u, int64_t ld, int64_t rows, int64_t inter,
                                        float limit, const float* weights, const int32_t* pairs, const int32_t* routed,
                                        uint8_t* codes, float* scales) {
@@ -468,7 +476,7 @@ __global__ void swiglu_quantize_kernel(const uint16_t* g, const uint16_t* u, int
     float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if (live) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) v[i] = bf16_to_f(swiglu_one(gv[b][i], uv[b][i], limit, w, true));
+      for (int i = 0; i < 4; ++i) v[i] = bf16_to_f(swiglu_one<Fast>(gv[b][i], uv[b][i], limit, w, true));
     }
     uint32_t packed = 0;
     const float sc = quantize_lane4(v, packed);
@@ -856,8 +864,10 @@ void MoeRunner::Impl::routed_expert(const MoeExpertsParams& a, int n, bool route
   }
   gemm.grouped(gg);  // w1 and w3 together
 
-  launch_kernel(swiglu_quantize_kernel, warp_blocks(quant_warps(m, I)), kThreads, 0, stream, g, u, 2 * I, m, I,
-                a.swiglu_limit, a.weights, pairs, routed, codes, scales);
+  const auto swiglu_quantize =
+      gemm.policy().numerics == Numerics::kFast ? swiglu_quantize_kernel<true> : swiglu_quantize_kernel<false>;
+  launch_kernel(swiglu_quantize, warp_blocks(quant_warps(m, I)), kThreads, 0, stream, g, u, 2 * I, m, I, a.swiglu_limit,
+                a.weights, pairs, routed, codes, scales);
   const GemmWeightKind kind2 = gemm_kind(a.w2[0].type);
   gg.w_data_b = nullptr, gg.w_scale_b = nullptr, gg.y_b = nullptr;
   gg.n = D, gg.k = I, gg.kind = kind2, gg.w_data = t2.d_data(), gg.w_scale = t2.d_scale(), gg.y = rows, gg.y_ld = 0;
@@ -892,16 +902,17 @@ void moe_combine(const MoeCombineParams& p, cudaStream_t stream) {
   launch_kernel(combine_pairs_kernel, grid, kThreads, 0, stream, p);
 }
 
-void swiglu(const SwigluParams& p, cudaStream_t stream) {
+void swiglu(const SwigluParams& p, bool fast, cudaStream_t stream) {
   if (p.rows == 0) return;
   const bool vec = p.dim % 8 == 0 && aligned16(p.g) && aligned16(p.u) && aligned16(p.out);
   if (!vec) {
-    launch_kernel(swiglu_elementwise_kernel, blocks_for(p.rows * p.dim), kThreads, 0, stream, p);
+    launch_kernel(fast ? swiglu_elementwise_kernel<true> : swiglu_elementwise_kernel<false>, blocks_for(p.rows * p.dim),
+                  kThreads, 0, stream, p);
     return;
   }
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(p.rows, int64_t{1} << 20));
   const int threads = static_cast<int>(std::min<int64_t>(p.dim / 8, kThreads));
-  launch_kernel(swiglu_kernel, grid, threads, 0, stream, p);
+  launch_kernel(fast ? swiglu_kernel<true> : swiglu_kernel<false>, grid, threads, 0, stream, p);
 }
 
 void shared_expert(GemmRunner& gemm, const SharedExpertParams& p, bool exact, uint16_t* g, uint16_t* u,
@@ -909,7 +920,7 @@ void shared_expert(GemmRunner& gemm, const SharedExpertParams& p, bool exact, ui
   const int64_t T = p.tokens, I = p.inter_dim;
   gemm.run_pair({.x = p.x, .rows = T, .w = gemm_weight(p.w1), .y = g, .out = GemmOut::kBf16, .exact = exact},
                 gemm_weight(p.w3), u);
-  swiglu({.g = g, .u = u, .rows = T, .dim = I, .out = g}, stream);
+  swiglu({.g = g, .u = u, .rows = T, .dim = I, .out = g}, !exact && gemm.policy().numerics == Numerics::kFast, stream);
   gemm.run({.x = g, .rows = T, .w = gemm_weight(p.w2), .y = p.y, .out = GemmOut::kBf16, .exact = exact});
 }
 

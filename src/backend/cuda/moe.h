@@ -23,14 +23,16 @@ constexpr int kMoeMaxExperts = 1024;
 constexpr int kMoeMaxTopk = 32;
 
 // The shared expert alone: the same kernels, hence bits, as inside MoeRunner::experts, with g and u
-// [tokens, inter_dim] bf16 scratch; `exact`: its GEMMs through the exact kernel whatever gemm's
-// precision. On gemm's stream.
+// [tokens, inter_dim] bf16 scratch; `exact`: its GEMMs through the exact kernel and its SwiGLU exact
+// whatever gemm's tier. On gemm's stream.
 void shared_expert(GemmRunner& gemm, const SharedExpertParams& p, bool exact, uint16_t* g, uint16_t* u,
                    cudaStream_t stream);
 
-// The swiglu op (16-byte vectors where g, u and out allow, element by element otherwise); the experts
-// run the same arithmetic inside (swiglu_one), so their bits agree with it.
-void swiglu(const SwigluParams& p, cudaStream_t stream);
+// SwiGLU (16-byte vectors where g, u and out allow, element by element otherwise); the experts run the
+// same arithmetic inside (swiglu_one), so their bits agree with it. fast: the sigmoid's exp as the fast
+// tier allows (fast_expf) for ops with sums around it; the swiglu op itself passes false (the replay gate
+// wants the exact op's bits of ops without sums).
+void swiglu(const SwigluParams& p, bool fast, cudaStream_t stream);
 // The moe_combine op: indices distinct per row (ranked by value), topk <= kMoeMaxTopk.
 void moe_combine(const MoeCombineParams& p, cudaStream_t stream);
 
