@@ -15,7 +15,7 @@ void PrefillPacer::seed() {
 void PrefillPacer::observe(int64_t decode_tokens, int64_t prefill_tokens, double seconds) {
   if (!(seconds > 0)) return;
   if (decode_tokens == 0) {  // prefill-only steps say what a token costs, not what the target allows
-    if (prefill_tokens > 0) prefill_token_ = seconds / static_cast<double>(prefill_tokens);
+    if (prefill_tokens >= kSeedMinTokens) prefill_token_ = seconds / static_cast<double>(prefill_tokens);
     seed();
     return;
   }

@@ -7,10 +7,12 @@
 // After each mixed step the chunk moves towards chunk x (allowed extra / extra), damped. With an
 // extra cost of fixed + per_token x chunk (a chunk is one more sequence in the batch, so it has a fixed
 // part) this converges to the largest chunk within the target, with no model of the cost to fit.
-// Before the first mixed step the chunk starts where the latest prefill-only step's cost a token puts
-// it (a burst's first prompt runs alone: its step says what a token costs), at kSeedShare of the allowed
-// extra; with no such step it starts at one token and at most doubles per step. The seeded chunk
-// overshoots only where a chunk's fixed part exceeds a quarter of the allowed extra (on the H100 ~10%).
+// Before the first mixed step the chunk starts where the latest prefill-only step of at least
+// kSeedMinTokens puts it (a burst's first prompt runs alone: its step says what a token costs), at
+// kSeedShare of the allowed extra; with no such step it starts at one token and at most doubles per
+// step. Shorter prompts say little: their tokens attend over short prefixes, so a later prompt's chunk
+// costs more a token than theirs did (on the CPU, 32-token prompts seeded a 1024-token prompt's first
+// chunk 23% over the target).
 // The decode step is re-measured now and then (wants_decode_only_step), since the running batch changes.
 #pragma once
 
@@ -24,6 +26,7 @@ class PrefillPacer {
   // The share of the allowed extra a seeded first chunk may take: a prefill-only step's cost a token
   // leaves out the decodes' share of a mixed step (one more sequence, longer rows), so it falls short.
   static constexpr double kSeedShare = 0.75;
+  static constexpr int64_t kSeedMinTokens = 512;
 
   // slack: the extra time allowed over a decode-only step, as a fraction of it; target_seconds: a step
   // time always allowed (0: none).

@@ -74,8 +74,9 @@ TEST(PrefillPacer, APrefillOnlyStepSeedsTheFirstChunk) {
   p.observe(0, 100, 1.0);
   p.observe(1, 0, step(0));
   EXPECT_EQ(p.chunk(), steered);
-  // Without a prefill-only step the chunk ramps from one token, as before.
+  // Without a prefill-only step of kSeedMinTokens or more the chunk ramps from one token, as before.
   PrefillPacer cold(0.4, 0.150);
+  cold.observe(0, PrefillPacer::kSeedMinTokens - 1, 0.001 + 0.0001 * (PrefillPacer::kSeedMinTokens - 1));
   cold.observe(1, 0, step(0));
   EXPECT_EQ(cold.chunk(), 1);
 }
