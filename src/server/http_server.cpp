@@ -15,7 +15,9 @@ namespace dsv4::server {
 namespace {
 
 // Endpoints reachable without the API key (vLLM protects /v1 only): probes and scrapers.
-bool is_public(const std::string& path) { return path == "/health" || path == "/metrics" || path == "/version"; }
+bool is_public(const std::string& path) {
+  return path == "/health" || path == "/ping" || path == "/metrics" || path == "/version";
+}
 
 // `given` equals `key`, in time constant over the key (the comparison leaks no prefix length).
 bool same_key(std::string_view given, const std::string& key) {

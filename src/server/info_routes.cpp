@@ -94,6 +94,9 @@ void add_info_routes(RoutedServer& svr, ServerContext& ctx) {
   using Res = httplib::Response&;
   svr.Get("/health", guard([&ctx](Req, Res res) { health(ctx, res); }));
   svr.Get("/v1/health", guard([&ctx](Req, Res res) { health(ctx, res); }));
+  // SageMaker's probe, as vLLM serves it: /health's answer, by GET or POST.
+  svr.Get("/ping", guard([&ctx](Req, Res res) { health(ctx, res); }));
+  svr.Post("/ping", guard([&ctx](Req, Res res) { health(ctx, res); }));
   svr.Get("/v1/models", guard([&ctx](Req, Res res) {
             require_model(ctx);
             send_json(res, Json{{"object", "list"}, {"data", Json::array({model_card(ctx)})}});

@@ -46,9 +46,24 @@ TEST_F(ApiConventionsTest, WrongMethodIs405WithAllow) {
     EXPECT_EQ(e["code"], "method_not_allowed");
     EXPECT_NE(e["message"].get<std::string>().find(k.allow), std::string::npos) << e.dump();
   }
-  EXPECT_EQ(c.Head("/health")->status, 200);        // HEAD goes with GET
+  EXPECT_EQ(c.Head("/health")->status, 200);  // HEAD goes with GET
+  EXPECT_EQ(c.Put("/ping", "{}", "application/json")->get_header_value("Allow"), "GET, HEAD, POST");
   EXPECT_EQ(c.Get("/v1/embeddings")->status, 404);  // an unknown path stays 404
   EXPECT_EQ(c.Get("/v1/embeddings")->get_header_value("Allow"), "");
+}
+
+// SageMaker's probe (vLLM serves it): /health's answer by GET or POST, without the API key.
+TEST_F(ApiConventionsTest, PingAnswersAsHealthByGetOrPost) {
+  TestServerOptions o;
+  o.config.api_key = "sekret";
+  TestServer s(o);
+  auto c = s.client();
+  for (const auto& r : {c.Get("/ping"), c.Post("/ping", "", "application/json")}) {
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(Json::parse(r->body)["status"], "ok");
+  }
+  EXPECT_EQ(c.Get("/v1/models")->status, 401);  // the key still guards the rest
 }
 
 TEST_F(ApiConventionsTest, MoreChoicesThanTheServerEverAdmitsIs400) {
