@@ -12,17 +12,7 @@
 
 namespace dsv4 {
 
-// Bits of a float, both sides.
-DSV4_HOST_DEVICE uint32_t fast_expf_bits(float x) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(x);
-#else
-  uint32_t u;
-  __builtin_memcpy(&u, &x, sizeof u);
-  return u;
-#endif
-}
-
+// The float of a bit pattern, both sides.
 DSV4_HOST_DEVICE float fast_expf_from_bits(uint32_t u) {
 #if defined(__CUDA_ARCH__)
   return __uint_as_float(u);
@@ -55,7 +45,7 @@ DSV4_HOST_DEVICE float fast_expf(float x) {
   p = fmaf(p, r, 0.5f);
   p = fmaf(p, r, 1.0f);
   p = fmaf(p, r, 1.0f);
-  const auto ki = static_cast<int32_t>(k);  // in [-150, 129]
+  const auto ki = static_cast<int32_t>(k);   // in [-150, 129]
   const int32_t k1 = ki >> 1, k2 = ki - k1;  // floor(ki / 2) and the rest: each in [-75, 65]
   const float s1 = fast_expf_from_bits(static_cast<uint32_t>(k1 + 127) << 23);
   const float s2 = fast_expf_from_bits(static_cast<uint32_t>(k2 + 127) << 23);
