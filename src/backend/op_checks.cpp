@@ -473,6 +473,8 @@ void check_params(const SampleParams& p) {
                "sample: row {} edits [{}, {}) overlap the previous row's or leave [0, {})", r, s.edit_begin, s.edit_end,
                p.edit_count);
     prev_end = s.edit_end;
+    DSV4_CHECK(s.force_id >= -1 && s.force_id < p.limit, "sample: row {} force_id {} outside [-1, limit {})", r,
+               s.force_id, p.limit);
     DSV4_CHECK(s.allow_row >= -1 && s.allow_row < p.allow_rows, "sample: row {} allow_row {} outside [-1, {})", r,
                s.allow_row, p.allow_rows);
     for (int32_t e = s.edit_begin; e < s.edit_end; ++e) {

@@ -532,6 +532,9 @@ struct SampleParams {
   int32_t top_width = 0;          // 0..kSampleMaxLogprobs, >= every row's logprobs
   int32_t* top_id = nullptr;      // [rows, top_width]
   double* top_logprob = nullptr;  // [rows, top_width]
+  // [rows], or null: the chosen id's rank among the raw logits (1 + the ids whose raw logit is larger), for
+  // rows that ask for logprobs (0 for the others).
+  int64_t* rank = nullptr;
 };
 
 // Every op as X(name, Params prefix): Ops::name takes const <prefix>Params&. Expanded wherever every

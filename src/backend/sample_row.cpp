@@ -80,10 +80,15 @@ int32_t draw(const SampleRow& row, SampleScratch& s, int32_t best) {
   return best;  // not reached: the maximum (mass 2^44) always survives and target < the total
 }
 
-// Log-softmax of the raw logits: the chosen id's value and the n most likely ids.
+// Log-softmax of the raw logits: the chosen id's value and rank, and the n most likely ids.
 void raw_logprobs(const float* x, int64_t limit, int32_t token, int32_t n, SampleScratch& s, double* logprob,
-                  int32_t* top_id, double* top_logprob) {
+                  int64_t* rank, int32_t* top_id, double* top_logprob) {
   const auto raw = [&](int64_t i) { return sampling::no_nan(x[i]); };
+  if (rank) {
+    const uint32_t key = sampling::raw_key(x[token]);
+    *rank = 1;
+    for (int64_t i = 0; i < limit; ++i) *rank += sampling::raw_key(x[i]) > key;
+  }
   double m = raw(0);
   for (int64_t i = 1; i < limit; ++i) m = std::max(m, raw(i));
   double sum = 0;
@@ -109,11 +114,9 @@ void raw_logprobs(const float* x, int64_t limit, int32_t token, int32_t n, Sampl
   }
 }
 
-}  // namespace
-
-int32_t sample_row(const float* x, int64_t limit, const SampleRow& row, std::span<const SampleEdit> edits,
-                   const uint32_t* allow, SampleScratch& s, double* logprob, int32_t* top_id, double* top_logprob,
-                   int32_t top_width) {
+// The drawn (or greedy) id of the edited, allowed logits.
+int32_t pick(const float* x, int64_t limit, const SampleRow& row, std::span<const SampleEdit> edits,
+             const uint32_t* allow, SampleScratch& s) {
   s.z.assign(x, x + limit);
   for (const SampleEdit& e : edits) {
     double& z = s.z[static_cast<size_t>(e.id)];
@@ -126,13 +129,23 @@ int32_t sample_row(const float* x, int64_t limit, const SampleRow& row, std::spa
   }
   const int32_t best = first_max(s.z);
   const bool drawn = row.temperature > 0 && s.z[static_cast<size_t>(best)] != -sampling::infinity();
-  const int32_t token = drawn ? draw(row, s, best) : best;
+  return drawn ? draw(row, s, best) : best;
+}
+
+}  // namespace
+
+int32_t sample_row(const float* x, int64_t limit, const SampleRow& row, std::span<const SampleEdit> edits,
+                   const uint32_t* allow, SampleScratch& s, double* logprob, int32_t* top_id, double* top_logprob,
+                   int32_t top_width, int64_t* rank) {
+  // A scored token (force_id) has nothing to draw.
+  const int32_t token = row.force_id >= 0 ? row.force_id : pick(x, limit, row, edits, allow, s);
   if (logprob) *logprob = 0;
+  if (rank) *rank = 0;
   for (int32_t j = 0; j < top_width; ++j) {
     top_id[j] = -1;
     top_logprob[j] = 0;
   }
-  if (row.logprobs >= 0) raw_logprobs(x, limit, token, row.logprobs, s, logprob, top_id, top_logprob);
+  if (row.logprobs >= 0) raw_logprobs(x, limit, token, row.logprobs, s, logprob, rank, top_id, top_logprob);
   return token;
 }
 

@@ -33,10 +33,10 @@ struct SampleScratch {
 };
 
 // One row: x holds at least `limit` logits, `edits` are the row's own, `allow` its allow-set (null: every
-// id). Returns the token; writes *logprob (when not null) and top_id/top_logprob[0..top_width) as
-// SampleParams describes.
+// id). Returns the token (row.force_id when set); writes *logprob and *rank (each when not null) and
+// top_id/top_logprob[0..top_width) as SampleParams describes.
 int32_t sample_row(const float* x, int64_t limit, const SampleRow& row, std::span<const SampleEdit> edits,
                    const uint32_t* allow, SampleScratch& s, double* logprob, int32_t* top_id, double* top_logprob,
-                   int32_t top_width);
+                   int32_t top_width, int64_t* rank = nullptr);
 
 }  // namespace dsv4

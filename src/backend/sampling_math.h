@@ -28,6 +28,9 @@ struct SampleRow {
   // The row's allow-set: row allow_row of SampleParams::allow (-1: every id). Ids outside it are −inf
   // after the edits, so a request's constraints (allowed_token_ids, later a grammar) need no edit per id.
   int32_t allow_row = -1;
+  // >= 0: the row's token is this id, not drawn (a prompt token scored: its logprob and rank, the most
+  // likely ids); the edits, allow-set and temperature do not apply to it.
+  int32_t force_id = -1;
 };
 
 // Bit i of an allow-set (ceil(limit / 32) words, id i in word i / 32, bit i % 32): id i may be sampled.

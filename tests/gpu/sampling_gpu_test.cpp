@@ -57,10 +57,12 @@ class CudaSampling : public ::testing::Test {
     SampleParams p = b.params(host);
     Dev<int32_t> token(host.token), top_id(host.top_id);
     Dev<double> logprob(host.logprob), top_logprob(host.top_logprob);
+    Dev<int64_t> rank(host.rank);
     for (auto [d, bytes] : {std::pair<void*, size_t>{token.p, token.n * 4},
                             {top_id.p, top_id.n * 4},
                             {logprob.p, logprob.n * 8},
-                            {top_logprob.p, top_logprob.n * 8}})
+                            {top_logprob.p, top_logprob.n * 8},
+                            {rank.p, rank.n * 8}})
       DSV4_CUDA_CHECK(cudaMemset(d, 0xFF, bytes));
     DSV4_CUDA_CHECK(cudaDeviceSynchronize());  // the op runs on the device's own (non-blocking) stream
     p.x = x.p;
@@ -68,9 +70,10 @@ class CudaSampling : public ::testing::Test {
     p.logprob = logprob.p;
     p.top_id = top_id.p;
     p.top_logprob = top_logprob.p;
+    p.rank = rank.p;
     ops_->sample(p);
     dev_->synchronize();
-    return {token.get(), top_id.get(), logprob.get(), top_logprob.get()};
+    return {token.get(), top_id.get(), logprob.get(), top_logprob.get(), rank.get()};
   }
 
   // The CUDA op twice (same bits) against the CPU op.
@@ -83,6 +86,7 @@ class CudaSampling : public ::testing::Test {
     const SampleOut got = run_cuda(b, x), again = run_cuda(b, x);
     EXPECT_EQ(again.token, got.token) << "not reproducible run to run";
     EXPECT_EQ(again.top_id, got.top_id) << "not reproducible run to run";
+    EXPECT_EQ(again.rank, got.rank) << "not reproducible run to run";
     EXPECT_EQ(std::memcmp(again.logprob.data(), got.logprob.data(), n * 8), 0) << "not reproducible run to run";
     EXPECT_EQ(std::memcmp(again.top_logprob.data(), got.top_logprob.data(), n * w * 8), 0)
         << "not reproducible run to run";
@@ -92,7 +96,7 @@ class CudaSampling : public ::testing::Test {
     int bad = 0;
     for (size_t r = 0; r < n && bad < 10; ++r) {
       const SampleRow& row = b.rows[r];
-      bool ok = got.token[r] == want.token[r] && near(got.logprob[r], want.logprob[r]);
+      bool ok = got.token[r] == want.token[r] && near(got.logprob[r], want.logprob[r]) && got.rank[r] == want.rank[r];
       for (size_t j = 0; j < w; ++j)
         ok = ok && got.top_id[r * w + j] == want.top_id[r * w + j] &&
              near(got.top_logprob[r * w + j], want.top_logprob[r * w + j]);
@@ -101,7 +105,8 @@ class CudaSampling : public ::testing::Test {
         ADD_FAILURE() << "row " << r << " (T " << row.temperature << ", k " << row.top_k << ", p " << row.top_p
                       << ", min_p " << row.min_p << ", u " << row.u << ", logprobs " << row.logprobs << ", allow-set "
                       << row.allow_row << ", edits " << row.edit_end - row.edit_begin << "): token " << got.token[r]
-                      << " vs cpu " << want.token[r] << ", logprob " << got.logprob[r] << " vs " << want.logprob[r];
+                      << " vs cpu " << want.token[r] << ", logprob " << got.logprob[r] << " vs " << want.logprob[r]
+                      << ", rank " << got.rank[r] << " vs " << want.rank[r] << ", force_id " << row.force_id;
       }
     }
   }
@@ -119,6 +124,8 @@ class CudaSampling : public ::testing::Test {
       const int edits = rng() % 4 == 0 ? 0 : static_cast<int>(rng() % 300);
       b.add_random_edits(row, rng, edits);
       if (r % 5 == 2) b.add_random_allow(row, rng, r % 2 ? 0.002 : 0.5);
+      // Every seventh row a scored prompt token (force_id): its edits, allow-set and temperature ignored.
+      if (r % 7 == 3) row.force_id = static_cast<int32_t>(rng() % static_cast<uint32_t>(b.limit));
       b.rows.push_back(row);
     }
     b.x.resize(b.rows.size() * static_cast<size_t>(cols));

@@ -17,7 +17,8 @@ void sample(ThreadPool& pool, const SampleParams& p) {
       const uint32_t* allow = row.allow_row >= 0 ? p.allow[row.allow_row] : nullptr;
       p.token[r] = sample_row(p.x + r * p.cols, p.limit, row, edits, allow, s, p.logprob ? p.logprob + r : nullptr,
                               p.top_id ? p.top_id + r * p.top_width : nullptr,
-                              p.top_logprob ? p.top_logprob + r * p.top_width : nullptr, p.top_width);
+                              p.top_logprob ? p.top_logprob + r * p.top_width : nullptr, p.top_width,
+                              p.rank ? p.rank + r : nullptr);
     }
   });
 }

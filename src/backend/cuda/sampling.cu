@@ -309,13 +309,21 @@ __device__ int64_t draw(const RowView& v, const uint32_t* S, int nwords, double 
   return sh.token;
 }
 
-// The raw log-softmax: the chosen id's value and the n most likely ids (ties to the lower id), sorted.
+// The raw log-softmax: the chosen id's value and rank (with a.rank), and the n most likely ids (ties to the
+// lower id), sorted.
 __device__ void raw_logprobs(const RowView& v, int64_t limit, uint32_t* S, uint32_t* L, int nwords, double m,
                              int64_t token, int32_t n, double& logprob, int64_t r, const SampleLaunch& a, Shared& sh) {
   double part = 0;
   for (int64_t i = threadIdx.x; i < limit; i += kThreads) part = __dadd_rn(part, sm::exp(sm::sub(v.raw(i), m)));
   const double lse = __dadd_rn(m, log(block_sum(part, sh)));
   logprob = __dsub_rn(v.raw(token), lse);
+  if (a.rank) {  // 1 + the ids whose raw key is above the token's (the CPU's count)
+    const uint32_t key = sm::raw_key(v.x[token]);
+    u64 above = 0;
+    for (int64_t i = threadIdx.x; i < limit; i += kThreads) above += sm::raw_key(v.x[i]) > key;
+    above = block_sum(above, sh);
+    if (threadIdx.x == 0) a.rank[r] = static_cast<int64_t>(above) + 1;
+  }
   const int32_t k = n < limit ? n : static_cast<int32_t>(limit);
   if (k > 0) {
     for (int w = static_cast<int>(threadIdx.x); w < nwords; w += kThreads) {
@@ -391,8 +399,8 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleLaunch a, int nw
   for (int w = 0; w < kWarps; ++w) m = fmax(m, sh.warp_f64[w]);
   __syncthreads();
 
-  int64_t token = best;
-  if (row.temperature > 0 && zmax != -sm::infinity()) {
+  int64_t token = row.force_id >= 0 ? row.force_id : best;  // a scored token has nothing to draw
+  if (row.force_id < 0 && row.temperature > 0 && zmax != -sm::infinity()) {
     // Candidates: w > 0 and w >= min_p.
     u64 count = 0, total = 0;
     for (int w = warp_id(); w < nwords; w += kWarps) {
@@ -430,9 +438,12 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleLaunch a, int nw
   double logprob = 0;
   if (row.logprobs >= 0) {
     raw_logprobs(v, limit, S, L, nwords, m, token, row.logprobs, logprob, r, a, sh);
-  } else if (threadIdx.x < static_cast<unsigned>(a.top_width)) {
-    a.top_id[r * a.top_width + threadIdx.x] = -1;
-    a.top_logprob[r * a.top_width + threadIdx.x] = 0.0;
+  } else {
+    if (threadIdx.x < static_cast<unsigned>(a.top_width)) {
+      a.top_id[r * a.top_width + threadIdx.x] = -1;
+      a.top_logprob[r * a.top_width + threadIdx.x] = 0.0;
+    }
+    if (a.rank && threadIdx.x == 0) a.rank[r] = 0;
   }
   if (threadIdx.x == 0) {
     a.token[r] = static_cast<int32_t>(token);

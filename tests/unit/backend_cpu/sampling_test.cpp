@@ -28,6 +28,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 struct Sampled {
   int32_t token = -1;
   double logprob = 0;
+  int64_t rank = 0;
   std::vector<int32_t> top_id;
   std::vector<double> top_logprob;
 };
@@ -47,8 +48,8 @@ Sampled reference(const float* x, int64_t limit, const SampleRow& row, const std
   }
   const auto best = static_cast<int32_t>(std::max_element(z.begin(), z.end()) - z.begin());
   Sampled out;
-  out.token = best;
-  if (row.temperature > 0 && z[static_cast<size_t>(best)] > -kInf) {
+  out.token = row.force_id >= 0 ? row.force_id : best;  // a scored token: nothing drawn
+  if (row.force_id < 0 && row.temperature > 0 && z[static_cast<size_t>(best)] > -kInf) {
     const double zmax = z[static_cast<size_t>(best)];
     std::vector<double> w(z.size());
     for (size_t i = 0; i < z.size(); ++i) w[i] = z[i] == zmax ? 1.0 : sampling::exp((z[i] - zmax) / row.temperature);
@@ -91,6 +92,8 @@ Sampled reference(const float* x, int64_t limit, const SampleRow& row, const std
   for (long double v : raw) sum += std::exp(v - mx);
   const long double lse = mx + std::log(sum);
   out.logprob = static_cast<double>(raw[static_cast<size_t>(out.token)] - lse);
+  const long double at = raw[static_cast<size_t>(out.token)];
+  out.rank = 1 + std::count_if(raw.begin(), raw.end(), [&](long double v) { return v > at; });
   std::vector<int32_t> ids(static_cast<size_t>(limit));
   std::iota(ids.begin(), ids.end(), 0);
   std::stable_sort(ids.begin(), ids.end(),
@@ -105,7 +108,7 @@ Sampled reference(const float* x, int64_t limit, const SampleRow& row, const std
 // Runs the op and compares every row with the reference.
 void expect_matches_reference(const SampleBatch& b, CpuOps& ops, const char* what) {
   SampleOut o;
-  auto& [token, top_id, logprob, top_logprob] = o;
+  auto& [token, top_id, logprob, top_logprob, rank] = o;
   ops.sample(b.params(o));
   const auto w = static_cast<size_t>(b.top_width);
   for (size_t r = 0; r < b.rows.size(); ++r) {
@@ -116,8 +119,10 @@ void expect_matches_reference(const SampleBatch& b, CpuOps& ops, const char* wha
     const auto near = [](double got, double ref) { EXPECT_NEAR(got, ref, 1e-12 * std::max(1.0, std::fabs(ref))); };
     if (b.rows[r].logprobs >= 0) {
       near(logprob[r], want.logprob);
+      EXPECT_EQ(rank[r], want.rank);
     } else {
       EXPECT_EQ(logprob[r], 0);
+      EXPECT_EQ(rank[r], 0);
     }
     for (size_t j = 0; j < w; ++j) {
       ASSERT_EQ(top_id[r * w + j], want.top_id[j]) << "top " << j;
@@ -195,6 +200,31 @@ TEST(SampleOp, MatchesTheReferenceOnRandomLogitsAndParameters) {
   }
 }
 
+// Scored rows (force_id: a prompt token's logprob, rank and alternatives) beside drawn ones: the token is the
+// forced id whatever the temperature, edits and allow-set say, and its logprob and rank are the raw
+// logits' (the reference's rank: 1 + the ids with a larger raw logit).
+TEST(SampleOp, ForcedRowsScoreTheirTokenOnTheRawLogits) {
+  std::mt19937 rng(11);
+  CpuOps ops(2);
+  SampleBatch b;
+  b.cols = 2048;
+  b.limit = 2000;
+  b.top_width = 5;
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int r = 0; r < 40; ++r) {
+    SampleRow row = testing::sample_row(r % 3 == 0 ? 0 : 0.8, r % 5, 1, 0, u(rng), r % 4 == 3 ? -1 : r % 6);
+    if (r % 2 == 0) row.force_id = static_cast<int32_t>(rng() % static_cast<uint32_t>(b.limit));
+    b.add_random_edits(row, rng, 1 + static_cast<int>(rng() % 30));
+    if (r % 4 == 0) b.add_random_allow(row, rng, 0.01);
+    b.rows.push_back(row);
+  }
+  b.x = testing::random_f32(b.rows.size() * static_cast<size_t>(b.cols), rng, 3.0f);
+  expect_matches_reference(b, ops, "forced");
+  SampleOut o;
+  ops.sample(b.params(o));
+  for (size_t r = 0; r < b.rows.size(); r += 2) EXPECT_EQ(o.token[r], b.rows[r].force_id) << r;
+}
+
 // Allow-sets (allowed_token_ids, a grammar's mask) on fresh random rows beside rows without one: every
 // token comes from its row's set, and everything else matches the reference.
 TEST(SampleOp, AllowSetsKeepEveryTokenInsideTheRowsSet) {
@@ -250,7 +280,7 @@ TEST(SampleOp, TiesGoToTheLowerIdEverywhere) {
   expect_matches_reference(b, ops, "ties");
   // Greedy and top_k = 1 both give the first maximum.
   SampleOut o;
-  auto& [token, top_id, logprob, top_logprob] = o;
+  auto& [token, top_id, logprob, top_logprob, rank] = o;
   for (size_t r = 0; r < b.rows.size(); r += 5) b.rows[r] = testing::sample_row(0, 0, 1, 0, 0, 10);
   b.rows[1] = testing::sample_row(1, 1, 1, 0, 0.99, 10);
   ops.sample(b.params(o));
@@ -279,7 +309,7 @@ TEST(SampleOp, MasksPenaltiesAndEditOrder) {
   g.edit_end = 6;
   b.rows = {g};
   SampleOut o;
-  auto& [token, top_id, logprob, top_logprob] = o;
+  auto& [token, top_id, logprob, top_logprob, rank] = o;
   ops.sample(b.params(o));
   EXPECT_EQ(token[0], 2);             // 1.5 beats 1 (id 0) and 1 (id 5)
   std::swap(b.edits[4], b.edits[5]);  // repetition first, then bias: 2 / 3 + 1 > 1.5
@@ -321,7 +351,7 @@ TEST(SampleOp, TopKTopPAndMinPBoundaries) {
       row.u = (i + 0.5) / 400;
       c.rows = {row};
       SampleOut o;
-      auto& [token, top_id, logprob, top_logprob] = o;
+      auto& [token, top_id, logprob, top_logprob, rank] = o;
       ops.sample(c.params(o));
       seen.insert(token[0]);
     }
@@ -349,7 +379,7 @@ TEST(SampleOp, DrawsFollowTheDistribution) {
     for (float p : {0.1f, 0.2f, 0.3f, 0.4f}) b.x.push_back(0.5f * std::log(p));  // at T = 0.5: p = 1:2:3:4 / 10
   }
   SampleOut o;
-  auto& [token, top_id, logprob, top_logprob] = o;
+  auto& [token, top_id, logprob, top_logprob, rank] = o;
   ops.sample(b.params(o));
   std::vector<int> counts(4);
   for (int32_t t : token) ++counts[static_cast<size_t>(t)];

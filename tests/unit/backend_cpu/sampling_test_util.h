@@ -20,6 +20,7 @@ inline SampleRow sample_row(double temperature, int64_t top_k, double top_p, dou
 struct SampleOut {
   std::vector<int32_t> token, top_id;
   std::vector<double> logprob, top_logprob;
+  std::vector<int64_t> rank;
 };
 
 // Rows over logits [rows, cols] with their edits (each row's ids ascending, ranges in row order) and
@@ -44,6 +45,7 @@ struct SampleBatch {
     o.logprob.assign(n, -7);
     o.top_id.assign(n * w, -7);
     o.top_logprob.assign(n * w, -7);
+    o.rank.assign(n, -7);
     SampleParams p;
     p.x = x.data();
     p.rows = static_cast<int64_t>(n);
@@ -61,6 +63,7 @@ struct SampleBatch {
     p.top_width = top_width;
     p.top_id = o.top_id.data();
     p.top_logprob = o.top_logprob.data();
+    p.rank = o.rank.data();
     return p;
   }
 
