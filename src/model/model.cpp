@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <numeric>
 #include <tuple>
 #include <utility>
 
@@ -190,17 +191,75 @@ void Model::run_block(int layer, const ForwardBatch& batch, KvAccess& kv, uint16
   flush_hc_post(c);
 }
 
-void Model::run_step(StepIndex& s, KvAccess& kv, float* logits) {
+void Model::run_step(StepIndex& s, KvAccess& kv, float* logits, const ForwardBatch* scored,
+                     std::vector<TokenScore>* scores) {
   auto h = embed(s.token_ids.data(), s.tokens);
   HcCarry c = hc_carry(s.tokens);
   for (const Layer& L : layers_) run_block(L, s, kv, h.data(), c);
   flush_hc_post(c);
   head(s.logit_rows, s.tokens, h.data(), logits);
+  if (scored && scores) score(*scored, h.data(), *scores);
+}
+
+// Rows of logits a scoring pass holds at once: [64, vocab] fp32 is 33 MB at V4's vocabulary.
+constexpr int64_t kScoreRows = 64;
+
+void Model::score(const ForwardBatch& batch, const uint16_t* h, std::vector<TokenScore>& out) {
+  const int64_t limit = batch.score_limit > 0 ? batch.score_limit : cfg_.vocab_size, HD = cfg_.hc_mult * cfg_.dim;
+  for (const SequenceSlice& sl : batch.seqs) {
+    if (sl.score_top < 0) continue;
+    const int32_t top = sl.score_top;
+    const int64_t n = sl.count - (sl.score_next < 0 ? 1 : 0);  // rows whose successor is known
+    for (int64_t a = 0; a < n; a += kScoreRows) {
+      const int64_t B = std::min(kScoreRows, n - a);
+      std::vector<int64_t> rows(static_cast<size_t>(B));
+      std::iota(rows.begin(), rows.end(), int64_t{0});
+      auto logits = scratch<float>(dev_, B * cfg_.vocab_size);
+      head(rows, B, h + (sl.offset + a) * HD, logits.data());
+      std::vector<SampleRow> in(static_cast<size_t>(B));
+      for (int64_t i = 0; i < B; ++i) {
+        const int64_t next = sl.offset + a + i + 1;  // the successor's row in the batch
+        in[static_cast<size_t>(i)].force_id =
+            a + i + 1 < sl.count ? batch.token_ids[static_cast<size_t>(next)] : sl.score_next;
+        in[static_cast<size_t>(i)].logprobs = top;
+      }
+      DeviceArray<int32_t> token(dev_, static_cast<size_t>(B)), top_id = scratch<int32_t>(dev_, B * top);
+      DeviceArray<double> logprob(dev_, static_cast<size_t>(B)), top_logprob = scratch<double>(dev_, B * top);
+      DeviceArray<int64_t> rank(dev_, static_cast<size_t>(B));
+      SampleParams p;
+      p.x = logits.data();
+      p.rows = B;
+      p.cols = cfg_.vocab_size;
+      p.limit = limit;
+      p.row = in.data();
+      p.token = token.data();
+      p.logprob = logprob.data();
+      p.top_width = top;
+      p.top_id = top_id.data();
+      p.top_logprob = top_logprob.data();
+      p.rank = rank.data();
+      ops_.sample(p);
+      const std::vector<int32_t> ids = token.to_host(), tid = top_id.to_host();
+      const std::vector<double> lps = logprob.to_host(), tlp = top_logprob.to_host();
+      const std::vector<int64_t> ranks = rank.to_host();
+      for (int64_t i = 0; i < B; ++i) {
+        TokenScore t;
+        t.seq = sl.seq;
+        t.position = sl.start + a + i + 1;
+        t.token = ids[static_cast<size_t>(i)];
+        t.logprob = lps[static_cast<size_t>(i)];
+        t.rank = ranks[static_cast<size_t>(i)];
+        t.top_id.assign(tid.begin() + i * top, tid.begin() + (i + 1) * top);
+        t.top_logprob.assign(tlp.begin() + i * top, tlp.begin() + (i + 1) * top);
+        out.push_back(std::move(t));
+      }
+    }
+  }
 }
 
 StepLogits Model::step(const ForwardBatch& batch, KvAccess& kv) {
   StepLogits out;
-  if (graphs_ && mode_ != StepMode::kEager)
+  if (graphs_ && mode_ != StepMode::kEager && !batch.scores())
     if (const auto shape = decode_shape(cfg_, batch)) {
       out.rows = static_cast<int64_t>(batch.seqs.size());  // the shadows' rows follow the real ones
       out.data = graphs_->run(*shape, pad_batch(batch, *shape), kv, mode_ == StepMode::kGraphs,
@@ -211,7 +270,7 @@ StepLogits Model::step(const ForwardBatch& batch, KvAccess& kv) {
   out.rows = static_cast<int64_t>(s.logit_rows.size());
   out.owned = scratch<float>(dev_, out.rows * cfg_.vocab_size);
   out.data = out.owned.data();
-  run_step(s, kv, out.owned.data());
+  run_step(s, kv, out.owned.data(), batch.scores() ? &batch : nullptr, &out.scores);
   return out;
 }
 

@@ -34,11 +34,24 @@ struct SampleResult {
   std::vector<double> top_logprob;  // [rows, top_width]
 };
 
+// A scored prompt token (ForwardBatch slices with score_top >= 0): its raw logprob given the tokens before
+// it, its rank among the vocabulary (1: the most likely id) and the score_top most likely ids there.
+struct TokenScore {
+  int32_t seq = 0;       // its slice's sequence
+  int64_t position = 0;  // its position in that sequence
+  int32_t token = 0;
+  double logprob = 0;
+  int64_t rank = 0;
+  std::vector<int32_t> top_id;
+  std::vector<double> top_logprob;
+};
+
 // The logits of one step on the device, [rows, vocab]: the slices with logits, in slice order.
 struct StepLogits {
   const float* data = nullptr;
   int64_t rows = 0;
-  DeviceArray<float> owned;  // eager steps own theirs; recorded steps share the StepGraphs buffer
+  DeviceArray<float> owned;        // eager steps own theirs; recorded steps share the StepGraphs buffer
+  std::vector<TokenScore> scores;  // the batch's scored tokens, slice by slice (host memory)
 };
 
 class Model {
@@ -93,8 +106,13 @@ class Model {
 
  private:
   struct Layer;
-  // The step's device work: embed, every block, the head into logits [s.logit_rows, vocab].
-  void run_step(StepIndex& s, KvAccess& kv, float* logits);
+  // The step's device work: embed, every block, the head into logits [s.logit_rows, vocab]; with `scored`,
+  // its scored tokens into *scores.
+  void run_step(StepIndex& s, KvAccess& kv, float* logits, const ForwardBatch* scored = nullptr,
+                std::vector<TokenScore>* scores = nullptr);
+  // The scored tokens of `batch` from the final hc streams h: the head over rows kScoreRows at a time,
+  // then the sample op with each row's token forced.
+  void score(const ForwardBatch& batch, const uint16_t* h, std::vector<TokenScore>& out);
   DeviceArray<uint16_t> embed(const int32_t* ids, int64_t tokens);
   // hc_head, final norm and head GEMM for the hc streams of `rows` of h.
   void head(const std::vector<int64_t>& rows, int64_t tokens, const uint16_t* h, float* logits);

@@ -3,6 +3,7 @@
 // token by token, and batched with other sequences at other positions.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "backend/cpu/cpu_ops.h"
@@ -161,6 +162,64 @@ TEST_F(Equivalence, PaddedDecodeStepsMatchEagerStepsBitForBit) {
   for (size_t k = 0; k < eager.size(); ++k) EXPECT_EQ(padded[k], eager[k]) << "step " << k;
   // Not vacuous: the steps see different positions, so their logits differ.
   EXPECT_NE(eager[0], eager[1]);
+}
+
+// Prompt scoring (prompt_logprobs): each scored token's logprob, rank and alternatives are those of the last
+// row of a prefill of the tokens before it (its logits bit for bit: the exact tier is chunk-invariant), scored
+// whole or in chunks that hand the next chunk's first token over (score_next).
+TEST_F(Equivalence, ScoredPromptTokensMatchEachPrefixsLastRow) {
+  const auto ids = tokens(150, 21);
+  const int64_t n = static_cast<int64_t>(ids.size()), limit = model_->config.vocab_size - 3;
+  constexpr int32_t kTop = 5;
+  CpuOps ops(2);
+  HostDevice dev;
+  const auto scored = [&](std::vector<int64_t> cuts) {
+    Model m(model_->config, model_->weights, ops, dev);
+    DenseKv kv(dev, model_->config, 1, n);
+    std::vector<TokenScore> out;
+    cuts.push_back(n);
+    for (size_t c = 0, s = 0; c < cuts.size(); s = static_cast<size_t>(cuts[c++])) {
+      const auto e = static_cast<size_t>(cuts[c]);
+      ForwardBatch b;
+      b.score_limit = limit;
+      b.add(0, static_cast<int64_t>(s), ids.data() + s, static_cast<int64_t>(e - s));
+      b.score_last(kTop, e < ids.size() ? ids[e] : -1);
+      StepLogits l = m.step(b, kv);
+      out.insert(out.end(), l.scores.begin(), l.scores.end());
+    }
+    return out;
+  };
+  const auto whole = scored({});
+  ASSERT_EQ(whole.size(), ids.size() - 1);
+  const auto chunked = scored({4, 70, 129});
+  ASSERT_EQ(chunked.size(), whole.size());
+  for (size_t i = 0; i < whole.size(); ++i) {
+    EXPECT_EQ(chunked[i].position, whole[i].position);
+    EXPECT_EQ(chunked[i].logprob, whole[i].logprob) << i;
+    EXPECT_EQ(chunked[i].rank, whole[i].rank) << i;
+    EXPECT_EQ(chunked[i].top_id, whole[i].top_id) << i;
+  }
+  for (const int64_t pos : {1, 4, 5, 100, 128, 129, 149}) {
+    const TokenScore& t = whole[static_cast<size_t>(pos - 1)];
+    ASSERT_EQ(t.position, pos);
+    ASSERT_EQ(t.token, ids[static_cast<size_t>(pos)]);
+    Model m(model_->config, model_->weights, ops, dev);
+    DenseKv kv(dev, model_->config, 1, n);
+    ForwardBatch b;
+    b.add(0, 0, ids.data(), pos);
+    const StepLogits l = m.step(b, kv);
+    std::vector<float> x(static_cast<size_t>(model_->config.vocab_size));
+    dev.to_host(x.data(), l.data, x.size() * sizeof(float));
+    SampleInputs in;
+    in.rows.push_back({.logprobs = kTop, .force_id = t.token});
+    const SampleResult r = m.sample(l, limit, in);
+    EXPECT_EQ(t.logprob, r.logprob[0]) << "position " << pos;
+    EXPECT_EQ(t.top_id, r.top_id) << "position " << pos;
+    EXPECT_EQ(t.top_logprob, r.top_logprob) << "position " << pos;
+    const float at = x[static_cast<size_t>(t.token)];
+    EXPECT_EQ(t.rank, 1 + std::count_if(x.begin(), x.begin() + limit, [&](float v) { return v > at; }))
+        << "position " << pos;
+  }
 }
 
 }  // namespace
