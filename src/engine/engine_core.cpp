@@ -269,7 +269,8 @@ void EngineCore::start(Pending& p) {
   const auto prompt_len = static_cast<int64_t>(p.request.prompt.size());
   try {
     executor_->add_request(p.id, p.request.sampling, p.request.prompt, replica_.seed_base + p.id);
-    sched_->add(p.id, std::move(p.request.prompt), std::move(p.request.cache_salt), p.request.priority);
+    sched_->add(p.id, std::move(p.request.prompt), std::move(p.request.cache_salt), p.request.priority,
+                p.request.sampling.prompt_logprobs >= 0);
   } catch (const std::exception& e) {
     executor_->remove_request(p.id);
     p.stream->finish(FinishReason::kError, {prompt_len, 0, 0}, -1, e.what());
@@ -305,6 +306,7 @@ void EngineCore::run(const Schedule& s, Clock::time_point t0, Clock::time_point 
     const auto want = std::count_if(s.chunks.begin(), s.chunks.end(), [](const ScheduledChunk& c) { return c.sample; });
     DSV4_CHECK(static_cast<int64_t>(sampled.size()) == want, "the step returned {} tokens for {} sampling chunks",
                sampled.size(), want);
+    hand_prompt_logprobs();
     apply(s, sampled);
   } catch (const std::exception& e) {
     fail_step(s, e.what());
@@ -353,6 +355,21 @@ void EngineCore::mark_scheduled(const Schedule& s) {
     if (c.decode) continue;
     const auto it = active_.find(c.id);
     if (it != active_.end() && !it->second.phases.scheduled) it->second.phases.scheduled = now;
+  }
+}
+
+void EngineCore::hand_prompt_logprobs() {
+  for (auto& [id, scored] : executor_->take_prompt_logprobs()) {
+    const auto it = active_.find(id);
+    if (it == active_.end()) continue;
+    Live& l = it->second;
+    std::vector<PromptLogprob> fresh;
+    for (PromptLogprob& p : scored) {
+      if (p.position != l.scored || p.position >= l.prompt_len) continue;
+      ++l.scored;
+      fresh.push_back(std::move(p));
+    }
+    if (!fresh.empty()) l.stream->add_prompt_logprobs(fresh);
   }
 }
 

@@ -105,6 +105,7 @@ class EngineCore {
     int64_t prompt_len = 0;
     int64_t generated = 0;
     RequestPhases phases;
+    int64_t scored = 1;  // prompt_logprobs: the next prompt position its stream has not got
   };
 
   void loop();
@@ -117,6 +118,9 @@ class EngineCore {
            std::chrono::steady_clock::time_point scheduled);
   void idle_step();
   void mark_scheduled(const Schedule& s);
+  // The scored prompt tokens of the step to their streams, each position once (a recompute after a
+  // preemption scores the prompt again).
+  void hand_prompt_logprobs();
   void apply(const Schedule& s, const std::vector<SampledToken>& sampled);
   void fail_step(const Schedule& s, const std::string& error);
   void fail_all(const std::string& error);

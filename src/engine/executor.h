@@ -3,6 +3,7 @@
 #pragma once
 
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/sampler.h"
@@ -22,6 +23,9 @@ class Executor {
   virtual void remove_request(RequestId id) = 0;
   // Runs the step; returns one token per chunk with sample = true, in chunk order. Throws on failure.
   virtual std::vector<SampledToken> execute(const Schedule& schedule) = 0;
+  // The prompt tokens the steps since the last call scored, by request, in position order (requests with
+  // prompt_logprobs). None for executors without a model.
+  virtual std::unordered_map<RequestId, std::vector<PromptLogprob>> take_prompt_logprobs() { return {}; }
   // A step with nothing scheduled, run while the other data-parallel replicas step (engine/step_lockstep.h):
   // the model's collectives that span replicas (the expert exchange) meet. Nothing to do by default.
   virtual void idle_step() {}

@@ -1,5 +1,7 @@
 #include "engine/model_runner.h"
 
+#include <utility>
+
 #include "core/error.h"
 
 namespace dsv4 {
@@ -41,9 +43,41 @@ void ModelRunner::idle_step() {
 void ModelRunner::add_request(RequestId id, const SamplingParams& params, std::span<const int32_t> prompt,
                               uint64_t seed) {
   states_.insert_or_assign(id, sampler_.start(params, prompt, seed));
+  if (params.prompt_logprobs >= 0)
+    scored_prompts_.insert_or_assign(id, std::vector<int32_t>(prompt.begin(), prompt.end()));
 }
 
-void ModelRunner::remove_request(RequestId id) { states_.erase(id); }
+void ModelRunner::remove_request(RequestId id) {
+  states_.erase(id);
+  scored_prompts_.erase(id);
+  prompt_logprobs_.erase(id);
+}
+
+// A chunk inside its prompt scores its tokens' successors: its own next tokens, and the prompt's token
+// after it unless the chunk ends the prompt (that row samples).
+void ModelRunner::score_chunk(const ScheduledChunk& c, ForwardBatch& batch) const {
+  const auto it = scored_prompts_.find(c.id);
+  if (it == scored_prompts_.end()) return;
+  const std::vector<int32_t>& prompt = it->second;
+  const auto end = static_cast<size_t>(c.start) + c.tokens.size();
+  if (static_cast<size_t>(c.start) >= prompt.size()) return;
+  batch.score_last(states_.at(c.id).params.prompt_logprobs, end < prompt.size() ? prompt[end] : -1);
+  batch.score_limit = sampler_.limit();
+}
+
+void ModelRunner::keep_scores(const Schedule& schedule, const std::vector<TokenScore>& scores) {
+  for (const TokenScore& t : scores) {
+    const RequestId id = schedule.chunks[static_cast<size_t>(t.seq)].id;
+    PromptLogprob p{t.position, t.token, static_cast<float>(t.logprob), t.rank, {}};
+    for (size_t j = 0; j < t.top_id.size() && t.top_id[j] >= 0; ++j)
+      p.top.push_back({t.top_id[j], static_cast<float>(t.top_logprob[j])});
+    prompt_logprobs_[id].push_back(std::move(p));
+  }
+}
+
+std::unordered_map<RequestId, std::vector<PromptLogprob>> ModelRunner::take_prompt_logprobs() {
+  return std::exchange(prompt_logprobs_, {});
+}
 
 void ModelRunner::prepare_rows(const std::vector<SamplerState*>& states, SampleInputs& in) const {
   for (SamplerState* s : states) sampler_.prepare(*s, in);
@@ -56,6 +90,7 @@ ForwardBatch ModelRunner::build_batch(const Schedule& schedule) {
     const auto seq = static_cast<int32_t>(i);
     kv_.bind(seq, c.id);
     batch.add(seq, c.start, c.tokens.data(), static_cast<int64_t>(c.tokens.size()), c.sample);
+    score_chunk(c, batch);
   }
   return batch;
 }
@@ -73,7 +108,7 @@ std::vector<SampledToken> ModelRunner::execute(const Schedule& schedule) {
     states.push_back(&it->second);
     greedy = greedy && sampler_.plain_greedy(it->second);
   }
-  if (greedy) {  // the argmax runs where the logits are: one id per request comes back
+  if (greedy && !batch.scores()) {  // the argmax runs where the logits are: one id per request comes back
     const std::vector<int32_t> ids =
         on_every_rank(batch, schedule, [&] { return model_.forward_greedy(batch, kv_, sampler_.limit()); });
     DSV4_CHECK(ids.size() == states.size(), "model runner: the model returned {} ids for {} requests", ids.size(),
@@ -88,6 +123,7 @@ std::vector<SampledToken> ModelRunner::execute(const Schedule& schedule) {
   const StepLogits logits =
       host_.beside([&] { prepare_rows(states, in); },
                    [&] { return on_every_rank(batch, schedule, [&] { return model_.step(batch, kv_); }); });
+  keep_scores(schedule, logits.scores);
   const SampleResult r = model_.sample(logits, sampler_.limit(), in);
   DSV4_CHECK(r.token.size() == states.size(), "model runner: the model returned {} tokens for {} requests",
              r.token.size(), states.size());

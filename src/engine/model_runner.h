@@ -40,6 +40,7 @@ class ModelRunner final : public Executor {
   void add_request(RequestId id, const SamplingParams& params, std::span<const int32_t> prompt, uint64_t seed) override;
   void remove_request(RequestId id) override;
   std::vector<SampledToken> execute(const Schedule& schedule) override;
+  std::unordered_map<RequestId, std::vector<PromptLogprob>> take_prompt_logprobs() override;
   void idle_step() override;
   StepGraphStats graph_stats() const override { return model_.graph_stats(); }
 
@@ -51,6 +52,10 @@ class ModelRunner final : public Executor {
  private:
   // The sample op's inputs of the step's sampling requests (runs on the host worker).
   void prepare_rows(const std::vector<SamplerState*>& states, SampleInputs& in) const;
+  // Marks the batch's last slice (chunk c) for prompt scoring where its request asks for prompt_logprobs.
+  void score_chunk(const ScheduledChunk& c, ForwardBatch& batch) const;
+  // The step's scored prompt tokens, kept for take_prompt_logprobs.
+  void keep_scores(const Schedule& schedule, const std::vector<TokenScore>& scores);
 
   // Runs f (the step on this runner's model) with the other ranks' steps beside it.
   template <typename F>
@@ -62,6 +67,8 @@ class ModelRunner final : public Executor {
   PagedKv kv_;
   Sampler sampler_;
   std::unordered_map<RequestId, SamplerState> states_;
+  std::unordered_map<RequestId, std::vector<int32_t>> scored_prompts_;         // requests with prompt_logprobs
+  std::unordered_map<RequestId, std::vector<PromptLogprob>> prompt_logprobs_;  // scored, not yet taken
   HostWorker host_;  // last: its thread stops before the states it may touch go
 };
 

@@ -54,6 +54,12 @@ void RequestStream::push(const SampledToken& token, const Usage& usage) {
   cv_.notify_all();
 }
 
+void RequestStream::add_prompt_logprobs(std::span<const PromptLogprob> scored) {
+  std::lock_guard lock(mu_);
+  if (finished_) return;
+  pending_.prompt_logprobs.insert(pending_.prompt_logprobs.end(), scored.begin(), scored.end());
+}
+
 void RequestStream::append(const SampledToken& token) {
   pending_.token_ids.push_back(token.token);
   if (token.has_logprobs) pending_.logprobs.push_back({token.logprob, token.top});

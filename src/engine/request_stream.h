@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,6 +41,9 @@ struct TokenLogprobs {
 struct RequestOutput {
   std::vector<int32_t> token_ids;       // new since the previous read
   std::vector<TokenLogprobs> logprobs;  // one per new token when the request asked for logprobs
+  // With prompt_logprobs: prompt positions 1.. scored since the previous read, in order; all of them arrive
+  // with the first token or before it.
+  std::vector<PromptLogprob> prompt_logprobs;
   bool finished = false;
   std::optional<FinishReason> finish_reason;
   int32_t stop_token_id = -1;  // the stop id or EOS that ended it (kStop)
@@ -61,6 +65,8 @@ class RequestStream {
 
   // Engine side.
   void push(const SampledToken& token, const Usage& usage);
+  // Scored prompt tokens, delivered with the next read (readers wake for the token that follows them).
+  void add_prompt_logprobs(std::span<const PromptLogprob> scored);
   // `last`, when given, is the token that ended the request: it lands with the end in one step, so a
   // reader never sees it before it knows that it was the stop token.
   void finish(FinishReason reason, const Usage& usage, int32_t stop_token_id = -1, std::string error = {},

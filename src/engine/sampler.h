@@ -29,6 +29,16 @@ struct TopLogprob {
   float logprob = 0;
 };
 
+// A prompt token scored (SamplingParams::prompt_logprobs): its raw logprob given the tokens before it, its
+// rank among the vocabulary (1: the most likely id) and the most likely ids there.
+struct PromptLogprob {
+  int64_t position = 0;  // in the prompt, from 1 (the first token has none)
+  int32_t token = 0;
+  float logprob = 0;
+  int64_t rank = 0;
+  std::vector<TopLogprob> top;
+};
+
 struct SampledToken {
   int32_t token = 0;
   bool has_logprobs = false;

@@ -22,6 +22,8 @@ void SamplingParams::validate(int64_t vocab) const {
              max_tokens, min_tokens);
   DSV4_CHECK(logprobs >= -1 && logprobs <= kMaxLogprobs, "logprobs must be in [-1, {}], got {}", kMaxLogprobs,
              logprobs);
+  DSV4_CHECK(prompt_logprobs >= -1 && prompt_logprobs <= kMaxLogprobs, "prompt_logprobs must be in [-1, {}], got {}",
+             kMaxLogprobs, prompt_logprobs);
   for (const auto& [id, bias] : logit_bias) {
     DSV4_CHECK(id >= 0 && id < vocab, "logit_bias: token id {} is outside the vocabulary [0, {})", id, vocab);
     DSV4_CHECK(std::isfinite(bias), "logit_bias: the bias of token {} is not finite", id);

@@ -33,6 +33,10 @@ struct SamplingParams {
   // Log probabilities of the model's raw distribution (before penalties, bias and temperature):
   // -1 = none, 0 = the chosen token's, n > 0 = also the n most likely.
   int32_t logprobs = -1;
+  // The prompt's tokens scored (vLLM's prompt_logprobs): -1 = not, n >= 0 = each prompt token after the
+  // first with its raw logprob, its rank and the n most likely ids. The prompt is then computed whole:
+  // no prefix-cache hit stands in for its positions.
+  int32_t prompt_logprobs = -1;
   // Structured output: which ids may come next (null: any). min_tokens still holds EOS and the stop ids
   // back, unless the constraint allows nothing else.
   std::shared_ptr<const TokenConstraintFactory> constraint;

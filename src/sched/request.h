@@ -29,7 +29,8 @@ struct SchedRequest {
   uint64_t arrival = 0;  // FCFS order: lower runs first and is preempted last
   int64_t priority = 0;  // the priority policy: lower runs first; equal priorities go by arrival
   RequestStatus status = RequestStatus::kWaiting;
-  bool registered = false;  // known to the KV cache manager (add_request done, not freed since)
+  bool registered = false;      // known to the KV cache manager (add_request done, not freed since)
+  bool compute_prompt = false;  // no prefix-cache hit: every prompt position's logits are wanted
   std::string cache_salt;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }

@@ -36,7 +36,8 @@ Scheduler::Scheduler(SchedulerConfig config, KvCacheManager& kv)
   DSV4_CHECK(cfg_.itl_target_ms >= 0, "scheduler: itl_target_ms must not be negative, got {}", cfg_.itl_target_ms);
 }
 
-void Scheduler::add(RequestId id, std::vector<int32_t> prompt, std::string cache_salt, int64_t priority) {
+void Scheduler::add(RequestId id, std::vector<int32_t> prompt, std::string cache_salt, int64_t priority,
+                    bool compute_prompt) {
   DSV4_CHECK(!prompt.empty(), "scheduler: request {} has an empty prompt", id);
   DSV4_CHECK(!requests_.count(id), "scheduler: request {} already exists", id);
   DSV4_CHECK(priority == 0 || cfg_.scheduling == SchedulingPolicy::kPriority,
@@ -48,6 +49,7 @@ void Scheduler::add(RequestId id, std::vector<int32_t> prompt, std::string cache
   r->arrival = next_arrival_++;
   r->cache_salt = std::move(cache_salt);
   r->priority = priority;
+  r->compute_prompt = compute_prompt;
   insert_in_order(waiting_, r.get());
   requests_.emplace(id, std::move(r));
 }
@@ -129,7 +131,8 @@ Scheduler::Admit Scheduler::admit(Step& st, SchedRequest& r) {
     kv_.add_request(r.id, r.num_tokens(), r.cache_salt);
     r.registered = true;
   }
-  const PrefixHit hit = kv_.lookup_prefix(r.id, r.tokens);
+  // A one-token query finds no hit (the manager never serves a request's last token): the whole prompt is computed.
+  const PrefixHit hit = kv_.lookup_prefix(r.id, r.compute_prompt ? std::span(r.tokens).first(1) : std::span(r.tokens));
   // Its prefix is still coming back from the host tier (in the background, beside the running steps):
   // it keeps its place, holding nothing, until the copies land.
   if (!kv_.restored(hit)) return Admit::kRestoring;

@@ -40,8 +40,10 @@ class Scheduler {
   Scheduler(SchedulerConfig config, KvCacheManager& kv);
 
   // Queues a new request. Throws dsv4::Error for a duplicate id, an empty prompt, or a priority other than 0
-  // under FCFS.
-  void add(RequestId id, std::vector<int32_t> prompt, std::string cache_salt = {}, int64_t priority = 0);
+  // under FCFS. compute_prompt: every prompt position is computed, no prefix-cache hit stands in (its
+  // logits are wanted: prompt_logprobs).
+  void add(RequestId id, std::vector<int32_t> prompt, std::string cache_salt = {}, int64_t priority = 0,
+           bool compute_prompt = false);
   Schedule schedule();
   // The token sampled after a chunk with sample = true.
   void append_token(RequestId id, int32_t token);

@@ -150,6 +150,70 @@ INSTANTIATE_TEST_SUITE_P(EngineEquivalence, HostTierLayouts,
                                            ParallelConfig{1, 2, true}),
                          testing::LayoutName());
 
+// prompt_logprobs through the engine: every prompt position after the first, once and in order, scoring the
+// prompt's own token; the same numbers whole, in 33-token chunks, with the prompt already in the prefix cache
+// (no hit stands in: the scored request computes it all) and when preempted and recomputed; the generated
+// tokens are the plain request's.
+TEST(EngineEquivalence, PromptLogprobsEveryPositionOnceWholeChunkedCachedOrPreempted) {
+  const auto prompt = random_ids(300, 30);
+  SamplingParams scored = greedy(4);
+  scored.prompt_logprobs = 3;
+  const auto want_tokens = alone({{prompt, greedy(4)}})[0];
+  const LoadedModel& m = tiny_model();
+  const auto run = [&](const EngineConfig& c, bool warm) {
+    Engine e(m.config, m.weights, c);
+    if (warm) drain(*e.add_request({prompt, greedy(1), {}}));
+    RequestOutput o;
+    EXPECT_EQ(drain(*e.add_request({prompt, scored, {}}), &o), want_tokens);
+    EXPECT_EQ(o.usage.cached_tokens, 0);
+    return o.prompt_logprobs;
+  };
+  const auto whole = run(base_config(), false);
+  ASSERT_EQ(whole.size(), prompt.size() - 1);
+  for (size_t i = 0; i < whole.size(); ++i) {
+    ASSERT_EQ(whole[i].position, static_cast<int64_t>(i + 1));
+    ASSERT_EQ(whole[i].token, prompt[i + 1]);
+    ASSERT_EQ(whole[i].top.size(), 3u);
+    EXPECT_GE(whole[i].rank, 1);
+    EXPECT_LE(whole[i].logprob, whole[i].top[0].logprob);
+  }
+  const auto same = [&](const std::vector<PromptLogprob>& got, const char* what) {
+    ASSERT_EQ(got.size(), whole.size()) << what;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].position, whole[i].position) << what;
+      EXPECT_EQ(got[i].logprob, whole[i].logprob) << what << " " << i;
+      EXPECT_EQ(got[i].rank, whole[i].rank) << what << " " << i;
+      ASSERT_EQ(got[i].top.size(), whole[i].top.size()) << what;
+      for (size_t j = 0; j < got[i].top.size(); ++j) EXPECT_EQ(got[i].top[j].token, whole[i].top[j].token) << what;
+    }
+  };
+  EngineConfig chunked = base_config();
+  chunked.max_num_batched_tokens = 33;
+  same(run(chunked, false), "chunked");
+  EngineConfig cached = base_config();
+  cached.enable_prefix_caching = true;
+  same(run(cached, true), "cached prefix");
+  // Least urgent beside two long decodes in a cache that holds about two requests: the scored one is
+  // preempted once its prompt is scored, and recomputing it scores the prompt again.
+  EngineConfig tight = base_config();
+  tight.max_num_seqs = 4;
+  tight.max_num_batched_tokens = 64;
+  tight.max_model_len = 0;
+  tight.scheduling_policy = SchedulingPolicy::kPriority;
+  tight.kv_cache_memory = memory_for(m.config, tight, 600);
+  Engine e(m.config, m.weights, tight);
+  SamplingParams longer = scored;
+  longer.max_tokens = 120;
+  const auto mine = e.add_request({prompt, longer, {}, 1});
+  std::vector<std::shared_ptr<RequestStream>> others;
+  for (uint32_t k = 0; k < 2; ++k) others.push_back(e.add_request({random_ids(200, 31 + k), greedy(120), {}}));
+  RequestOutput o;
+  drain(*mine, &o);
+  for (auto& s : others) drain(*s);
+  EXPECT_GT(stats_after(e, 3).preemptions, 0u);
+  same(o.prompt_logprobs, "preempted");
+}
+
 TEST(EngineEquivalence, SeededSamplingIsReproducibleAloneOrBatched) {
   SamplingParams s = seeded(1234, 10);
   s.top_p = 0.95;
