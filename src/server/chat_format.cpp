@@ -50,7 +50,8 @@ ChatFormat::ChatFormat(std::string model, int64_t created, const Tokenizer& tok,
         State{chat::CompletionParser(answer_parser_options(options_.thinking_mode, options_.keep_special_tokens)),
               {},
               Json::array(),
-              0});
+              0,
+              {}});
   }
 }
 
@@ -109,6 +110,7 @@ void ChatFormat::stream(const Choice& c, const ChoiceUpdate& u, std::vector<Json
 void ChatFormat::collect(const Choice& c, const ChoiceUpdate& u) {
   State& s = states_[static_cast<size_t>(c.index())];
   parse(s, u);
+  s.prompt_logprobs.insert(s.prompt_logprobs.end(), u.prompt_logprobs.begin(), u.prompt_logprobs.end());
   if (options_.logprobs) {
     for (Json& e :
          chat_logprobs_content(tok_, u.token_ids, u.logprobs, options_.top_logprobs, options_.tokens_as_ids)) {
@@ -130,6 +132,9 @@ Json ChatFormat::response(const GenerationJob& job) {
     choices.push_back(std::move(choice));
   }
   Json r = envelope("chat.completion", std::move(choices));
+  if (options_.prompt_logprobs >= 0 && !states_.empty())
+    r["prompt_logprobs"] =
+        prompt_logprobs_json(tok_, states_[0].prompt_logprobs, options_.prompt_logprobs, options_.tokens_as_ids);
   r["usage"] = usage_json(job.usage());
   return r;
 }

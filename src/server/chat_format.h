@@ -22,6 +22,7 @@ struct ChatFormatOptions {
   bool include_reasoning = true;
   bool parallel_tool_calls = true;
   bool keep_special_tokens = false;  // skip_special_tokens false
+  int prompt_logprobs = -1;          // vLLM's prompt_logprobs (top-level, the first choice's prompt): -1 none
 };
 
 class ChatFormat final : public ResponseFormat {
@@ -39,6 +40,7 @@ class ChatFormat final : public ResponseFormat {
     chat::ParsedCompletion parsed;
     Json logprobs = Json::array();
     int tool_calls = 0;
+    std::vector<PromptLogprob> prompt_logprobs;
   };
   std::vector<chat::ParseEvent> parse(State& s, const ChoiceUpdate& u);
   std::string finish_reason(const Choice& c, const State& s) const;

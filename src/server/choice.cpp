@@ -16,6 +16,7 @@ ChoiceUpdate Choice::poll(std::chrono::milliseconds timeout, const AbortFn& abor
   RequestOutput out = stream_->read(timeout);
   usage_.prompt_tokens = out.usage.prompt_tokens;
   usage_.cached_tokens = out.usage.cached_tokens;
+  u.prompt_logprobs = std::move(out.prompt_logprobs);
   take_tokens(out, u, abort);
   if (!finished_ && out.finished) end(out, u);
   return u;

@@ -18,10 +18,11 @@
 namespace dsv4::server {
 
 struct ChoiceUpdate {
-  std::string text;                     // new final text
-  std::vector<int32_t> token_ids;       // the tokens this update covers
-  std::vector<TokenLogprobs> logprobs;  // one per token, when the request asked for logprobs
-  bool finished = false;                // this update ends the choice
+  std::string text;                            // new final text
+  std::vector<int32_t> token_ids;              // the tokens this update covers
+  std::vector<TokenLogprobs> logprobs;         // one per token, when the request asked for logprobs
+  std::vector<PromptLogprob> prompt_logprobs;  // prompt positions scored since the last update (prompt_logprobs)
+  bool finished = false;                       // this update ends the choice
 };
 
 class Choice {

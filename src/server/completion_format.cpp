@@ -11,7 +11,24 @@ CompletionFormat::CompletionFormat(std::string model, int64_t created, const Tok
       logprobs_(logprobs),
       text_(num_choices),
       lps_(num_choices),
-      offset_(num_choices, 0) {}
+      offset_(num_choices, 0),
+      echoed_(num_choices, false),
+      scored_(num_choices) {}
+
+void CompletionFormat::echo(std::vector<EchoPrompt> prompts, int64_t n) {
+  echo_ = std::move(prompts);
+  echo_n_ = n;
+}
+
+std::string CompletionFormat::echo_once(size_t i, const ChoiceUpdate& u) {
+  scored_[i].insert(scored_[i].end(), u.prompt_logprobs.begin(), u.prompt_logprobs.end());
+  if (echo_.empty() || echoed_[i] || (u.token_ids.empty() && !u.finished)) return {};
+  echoed_[i] = true;
+  const EchoPrompt& p = echo_[i / static_cast<size_t>(echo_n_)];
+  if (logprobs_ >= 0)
+    append_prompt_completion_logprobs(lps_[i], tok_, p.ids, scored_[i], logprobs_, offset_[i], tokens_as_ids_);
+  return p.text;
+}
 
 Json CompletionFormat::logprobs_of(const Choice& c, const ChoiceUpdate& u) {
   if (logprobs_ < 0) return nullptr;
@@ -22,9 +39,10 @@ Json CompletionFormat::logprobs_of(const Choice& c, const ChoiceUpdate& u) {
 }
 
 void CompletionFormat::stream(const Choice& c, const ChoiceUpdate& u, std::vector<Json>& chunks) {
+  const std::string text = echo_once(static_cast<size_t>(c.index()), u) + u.text;  // echo streams text alone
   const bool has_logprobs = logprobs_ >= 0 && !u.token_ids.empty();
-  if (u.text.empty() && !has_logprobs && !u.finished) return;
-  Json choice = {{"index", c.index()}, {"text", u.text}, {"logprobs", logprobs_of(c, u)}};
+  if (text.empty() && !has_logprobs && !u.finished) return;
+  Json choice = {{"index", c.index()}, {"text", text}, {"logprobs", logprobs_of(c, u)}};
   choice["finish_reason"] = u.finished ? Json(c.finish_reason()) : Json();
   choice["stop_reason"] = u.finished ? c.stop_reason() : Json();
   chunks.push_back(envelope("text_completion", Json::array({std::move(choice)})));
@@ -32,6 +50,7 @@ void CompletionFormat::stream(const Choice& c, const ChoiceUpdate& u, std::vecto
 
 void CompletionFormat::collect(const Choice& c, const ChoiceUpdate& u) {
   const auto i = static_cast<size_t>(c.index());
+  text_[i] += echo_once(i, u);
   text_[i] += u.text;
   if (logprobs_ >= 0)
     append_completion_logprobs(lps_[i], tok_, u.token_ids, u.logprobs, logprobs_, offset_[i], tokens_as_ids_);
@@ -41,17 +60,15 @@ Json CompletionFormat::response(const GenerationJob& job) {
   Json choices = Json::array();
   for (const Choice& c : job.choices()) {
     const auto i = static_cast<size_t>(c.index());
-    Json lp = logprobs_ >= 0 ? (lps_[i].is_object() ? lps_[i]
-                                                    : Json{{"tokens", Json::array()},
-                                                           {"token_logprobs", Json::array()},
-                                                           {"top_logprobs", Json::array()},
-                                                           {"text_offset", Json::array()}})
-                             : Json();
-    choices.push_back(Json{{"index", c.index()},
-                           {"text", text_[i]},
-                           {"logprobs", std::move(lp)},
-                           {"finish_reason", c.finish_reason()},
-                           {"stop_reason", c.stop_reason()}});
+    Json lp = logprobs_ >= 0 ? (lps_[i].is_object() ? lps_[i] : empty_completion_logprobs()) : Json();
+    Json choice{{"index", c.index()},
+                {"text", text_[i]},
+                {"logprobs", std::move(lp)},
+                {"finish_reason", c.finish_reason()},
+                {"stop_reason", c.stop_reason()}};
+    if (prompt_top_ >= 0)
+      choice["prompt_logprobs"] = prompt_logprobs_json(tok_, scored_[i], prompt_top_, tokens_as_ids_);
+    choices.push_back(std::move(choice));
   }
   Json r = envelope("text_completion", std::move(choices));
   r["usage"] = usage_json(job.usage());

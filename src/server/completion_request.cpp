@@ -1,5 +1,7 @@
 #include "server/completion_request.h"
 
+#include <algorithm>
+
 #include "server/api_error.h"
 #include "server/unsupported_fields.h"
 
@@ -55,6 +57,12 @@ CompletionRequest parse_completion_request(const Json& body) {
   r.options = parse_generation_options(f, {"max_tokens"});
   r.structured = parse_structured_output(f);
   r.options.logprobs = static_cast<int32_t>(f.integer_in("logprobs", 0, kMaxLogprobs).value_or(-1));
+  r.echo = f.boolean("echo").value_or(false);
+  r.show_prompt_logprobs = r.options.prompt_logprobs;
+  if (r.echo && r.options.logprobs >= 0) {
+    if (r.options.stream) bad_request("echo", "'echo' with 'logprobs' is not available when 'stream' is true");
+    r.options.prompt_logprobs = std::max(r.options.prompt_logprobs, r.options.logprobs);
+  }
   return r;
 }
 

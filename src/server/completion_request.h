@@ -1,6 +1,8 @@
 // POST /v1/completions, parsed: the prompts (text, or token ids, one or many) and the generation options.
 // The prompt text is tokenized as is: no BOS is added (vLLM adds the tokenizer's BOS, and V4's tokenizer
-// adds none either; send "<｜begin▁of▁sentence｜>" in the text to have one). `echo` and `suffix` are refused.
+// adds none either; send "<｜begin▁of▁sentence｜>" in the text to have one). `suffix` is refused. `echo`
+// repeats each prompt ahead of its choices' text; with logprobs the prompt's tokens are scored too (as
+// lm-evaluation-harness asks for loglikelihoods), which a stream cannot carry.
 #pragma once
 
 #include <optional>
@@ -21,6 +23,8 @@ struct CompletionRequest {
   GenerationOptions options;
   std::vector<PromptInput> prompts;
   StructuredOutputRequest structured;
+  bool echo = false;
+  int32_t show_prompt_logprobs = -1;  // prompt_logprobs as asked (echo with logprobs scores the prompt anyway)
 };
 
 inline constexpr size_t kMaxPrompts = 1024;

@@ -145,6 +145,10 @@ GenerationOptions parse_generation_options(const RequestFields& f,
   o.n = f.integer_in("n", 1, kMaxChoices).value_or(1);
   o.stream = f.boolean("stream").value_or(false);
   parse_stream_options(f, o);
+  o.prompt_logprobs = static_cast<int32_t>(f.integer_in("prompt_logprobs", 0, kMaxLogprobs).value_or(-1));
+  if (o.prompt_logprobs >= 0 && o.stream) {  // vLLM's rule
+    bad_request("prompt_logprobs", "'prompt_logprobs' is not available when 'stream' is true");
+  }
   o.cache_salt = f.string("cache_salt").value_or("");
   return o;
 }
@@ -167,6 +171,7 @@ SamplingParams GenerationOptions::sampling(const SamplingDefaults& d, int64_t ma
   p.bad_words = bad_words_ids;
   p.max_tokens = max_tokens_value;
   p.logprobs = logprobs;
+  p.prompt_logprobs = prompt_logprobs;
   p.constraint = constraint;
   return p;
 }

@@ -94,13 +94,25 @@ void completions(ServerContext& ctx, const httplib::Request& req, httplib::Respo
       make_constraint(ctx.grammars, *ctx.tokenizer, ctx.model.eos_token_id, {.structured = &r.structured});
   std::vector<std::vector<int32_t>> prompts;
   for (PromptInput& p : r.prompts) prompts.push_back(p.text ? ctx.tokenizer->encode(*p.text) : std::move(p.ids));
+  std::vector<size_t> lengths;
+  for (const auto& p : prompts) lengths.push_back(p.size());
   prepare(ctx, r.options, prompts);
+  std::vector<EchoPrompt> echo;
+  if (r.echo) {  // the prompt's own text where it came as text and was kept whole, else its tokens' text
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const PromptInput& in = r.prompts[i];
+      const bool whole = in.text && prompts[i].size() == lengths[i];
+      echo.push_back({whole ? *in.text : ctx.tokenizer->decode(prompts[i]), prompts[i]});
+    }
+  }
   auto job =
       std::make_unique<GenerationJob>(ctx, std::move(prompts), r.options, r.options.skip_special_tokens.value_or(true),
                                       arrival, std::min(kCompletionsDefaultMaxTokens, ctx.config.default_max_tokens));
   auto format = std::make_unique<CompletionFormat>(ctx.model.name, job->created(), *ctx.tokenizer, r.options.logprobs,
                                                    job->choices().size());
   format->name_tokens_by_id(r.options.tokens_as_ids);
+  if (r.echo) format->echo(std::move(echo), r.options.n);
+  if (r.show_prompt_logprobs >= 0) format->show_prompt_logprobs(r.show_prompt_logprobs);
   respond(ctx, res, r.options, std::move(job), std::move(format));
 }
 
@@ -146,7 +158,8 @@ void chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::
                                r.options.tokens_as_ids,
                                r.include_reasoning,
                                r.parallel_tool_calls,
-                               keep_special_tokens(r)};
+                               keep_special_tokens(r),
+                               r.options.prompt_logprobs};
     return std::make_unique<ChatFormat>(ctx.model.name, job.created(), *ctx.tokenizer, fo, job.choices().size());
   });
 }

@@ -34,6 +34,44 @@ Json chat_entry(const Tokenizer& tok, int32_t id, double logprob, bool as_id) {
 
 }  // namespace
 
+Json empty_completion_logprobs() {
+  return Json{{"tokens", Json::array()},
+              {"token_logprobs", Json::array()},
+              {"top_logprobs", Json::array()},
+              {"text_offset", Json::array()}};
+}
+
+Json prompt_logprobs_json(const Tokenizer& tok, std::span<const PromptLogprob> scored, int top_n, bool tokens_as_ids) {
+  Json out = Json::array({nullptr});
+  for (const PromptLogprob& p : scored) {
+    Json e = Json::object();
+    const auto entry = [&](int32_t id, float logprob, int64_t rank) {
+      e[std::to_string(id)] =
+          Json{{"logprob", finite(logprob)}, {"rank", rank}, {"decoded_token", token_name(tok, id, tokens_as_ids)}};
+    };
+    entry(p.token, p.logprob, p.rank);
+    for (size_t k = 0; k < p.top.size() && static_cast<int>(k) < top_n; ++k)
+      entry(p.top[k].token, p.top[k].logprob, static_cast<int64_t>(k) + 1);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+void append_prompt_completion_logprobs(Json& obj, const Tokenizer& tok, std::span<const int32_t> prompt,
+                                       std::span<const PromptLogprob> scored, int top_n, int64_t& text_offset,
+                                       bool tokens_as_ids) {
+  if (!obj.is_object()) obj = empty_completion_logprobs();
+  if (prompt.empty()) return;
+  obj["tokens"].push_back(token_name(tok, prompt[0], tokens_as_ids));
+  obj["token_logprobs"].push_back(nullptr);
+  obj["top_logprobs"].push_back(nullptr);
+  obj["text_offset"].push_back(text_offset);
+  text_offset += characters(token_text(tok, prompt[0]));
+  std::vector<TokenLogprobs> lps;
+  for (const PromptLogprob& p : scored) lps.push_back({p.logprob, p.top});
+  append_completion_logprobs(obj, tok, prompt.subspan(1), lps, top_n, text_offset, tokens_as_ids);
+}
+
 Json chat_logprobs_content(const Tokenizer& tok, std::span<const int32_t> ids, std::span<const TokenLogprobs> lps,
                            int top_n, bool tokens_as_ids) {
   Json content = Json::array();
@@ -52,12 +90,7 @@ Json chat_logprobs_content(const Tokenizer& tok, std::span<const int32_t> ids, s
 void append_completion_logprobs(Json& obj, const Tokenizer& tok, std::span<const int32_t> ids,
                                 std::span<const TokenLogprobs> lps, int top_n, int64_t& text_offset,
                                 bool tokens_as_ids) {
-  if (!obj.is_object()) {
-    obj = Json{{"tokens", Json::array()},
-               {"token_logprobs", Json::array()},
-               {"top_logprobs", Json::array()},
-               {"text_offset", Json::array()}};
-  }
+  if (!obj.is_object()) obj = empty_completion_logprobs();
   for (size_t i = 0; i < ids.size() && i < lps.size(); ++i) {
     const std::string text = token_text(tok, ids[i]), name = token_name(tok, ids[i], tokens_as_ids);
     obj["tokens"].push_back(name);

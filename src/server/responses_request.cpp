@@ -46,8 +46,8 @@ constexpr std::string_view kResponsesFields[] = {"input",
                                                  "max_tool_calls",
                                                  "top_logprobs"};
 // Chat fields the translation sets: a Responses request must not send them itself.
-constexpr std::string_view kChatOnly[] = {"messages",        "max_tokens", "max_completion_tokens",
-                                          "response_format", "logprobs",   "reasoning_effort"};
+constexpr std::string_view kChatOnly[] = {"messages", "max_tokens",       "max_completion_tokens", "response_format",
+                                          "logprobs", "reasoning_effort", "prompt_logprobs"};
 
 // The text of a content: a string, or parts of input_text / output_text / text (joined); other parts
 // (images, files, audio) are refused.

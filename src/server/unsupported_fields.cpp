@@ -23,7 +23,6 @@ struct Refusal {
 // Structured output (response_format, guided_*, structured_outputs) is structured_output_request.h's.
 constexpr Refusal kBoth[] = {
     {"use_beam_search", Asks::kTrue, "Beam search"},
-    {"prompt_logprobs", Asks::kAnyValue, "'prompt_logprobs'"},
     {"logprob_token_ids", Asks::kAnyValue, "'logprob_token_ids'"},
     {"watermarking", Asks::kTrue, "'watermarking'"},
     {"repetition_detection", Asks::kAnyValue, "'repetition_detection'"},
@@ -45,7 +44,6 @@ constexpr Refusal kChatOnly[] = {
 };
 
 constexpr Refusal kCompletionsOnly[] = {
-    {"echo", Asks::kTrue, "'echo'"},
     {"suffix", Asks::kNonEmpty, "'suffix'"},
     {"prompt_embeds", Asks::kAnyValue, "'prompt_embeds'"},
 };

@@ -1,6 +1,7 @@
 """The official OpenAI Python client against a real `dsv4 serve` on the embedded `serve` preset (the real V4
 tokenizer's vocabulary, random weights): chat and completions, streaming and not, usage, n, stop strings,
 seeds, logprobs, thinking, tools, and the errors the client raises."""
+import json
 import unittest
 
 import openai
@@ -124,6 +125,37 @@ class Completions(unittest.TestCase):
         self.assertEqual(len(lp.token_logprobs), 3)
         self.assertGreaterEqual(len(lp.top_logprobs[0]), 2)
 
+    def test_echo_with_logprobs_as_lm_eval_reads_loglikelihoods(self):
+        prompt = "The capital of France is Paris"
+        r = client.completions.create(model=MODEL, prompt=prompt, max_tokens=1, logprobs=1, echo=True, temperature=0)
+        c = r.choices[0]
+        self.assertTrue(c.text.startswith(prompt))
+        n = r.usage.prompt_tokens
+        lp = c.logprobs
+        self.assertEqual(len(lp.tokens), n + 1)  # the prompt's tokens, then the generated one
+        self.assertEqual("".join(lp.tokens[:n]), prompt)
+        self.assertIsNone(lp.token_logprobs[0])
+        self.assertIsNone(lp.top_logprobs[0])
+        self.assertTrue(all(x <= 0 for x in lp.token_logprobs[1:]))
+        self.assertEqual(lp.text_offset[:2], [0, len(lp.tokens[0])])
+        # The same numbers as vLLM's prompt_logprobs gives them; each position's most likely token is what a
+        # request of the prefix before it ranks first.
+        p = client.completions.create(model=MODEL, prompt=prompt, max_tokens=1, temperature=0,
+                                      extra_body={"prompt_logprobs": 2})
+        scored = p.choices[0].model_extra["prompt_logprobs"]
+        self.assertEqual(len(scored), n)
+        self.assertIsNone(scored[0])
+        ids = json.loads(server.request("POST", "/tokenize", {"model": MODEL, "prompt": prompt})[1])["tokens"]
+        for k in (1, n - 1):
+            mine = scored[k][str(ids[k])]
+            self.assertAlmostEqual(mine["logprob"], lp.token_logprobs[k], places=5)
+            first = next(e for e in scored[k].values() if e["rank"] == 1)
+            b = client.completions.create(model=MODEL, prompt=ids[:k], max_tokens=1, temperature=0, logprobs=2)
+            top = b.choices[0].logprobs.top_logprobs[0]
+            best = max(top, key=top.get)
+            self.assertEqual(first["decoded_token"], best)
+            self.assertAlmostEqual(first["logprob"], top[best], places=5)
+
     def test_max_tokens_defaults_to_default_max_tokens(self):
         r = client.completions.create(model=MODEL, prompt="x", extra_body={"ignore_eos": True})
         self.assertEqual(r.usage.completion_tokens, 6)  # the server runs with --default-max-tokens 6
@@ -146,10 +178,7 @@ class ClientErrors(unittest.TestCase):
             client.chat.completions.create(model=MODEL, messages=user("x"), temperature="hot")
         self.assertEqual(e.exception.body["param"], "temperature")
 
-    def test_echo_and_response_format_refused(self):
-        with self.assertRaises(openai.BadRequestError) as e:
-            client.completions.create(model=MODEL, prompt="x", echo=True, max_tokens=1)
-        self.assertIn("not supported", e.exception.message)
+    def test_response_format_structural_tag_refused(self):
         with self.assertRaises(openai.BadRequestError) as e:
             client.chat.completions.create(model=MODEL, messages=user("x"), max_tokens=1,
                                            response_format={"type": "structural_tag"})

@@ -116,7 +116,7 @@ TEST(GenerationOptions, BadValuesAre400NamingTheField) {
 }
 
 TEST(GenerationOptions, UnimplementedFieldsAreRefusedNotIgnored) {
-  for (const char* text : {R"({"use_beam_search": true})", R"({"best_of": 3})", R"({"prompt_logprobs": 1})"}) {
+  for (const char* text : {R"({"use_beam_search": true})", R"({"best_of": 3})", R"({"logprob_token_ids": [1]})"}) {
     const Json j = body(text);
     const ApiError e = error_of([&] { refuse_unsupported(RequestFields(j), Endpoint::kCompletions); });
     EXPECT_EQ(e.status(), 400) << text;
@@ -143,10 +143,21 @@ TEST(CompletionRequest, RefusalsAndErrors) {
   EXPECT_EQ(error_of([] { parse_completion_request(body(R"({"prompt": 5})")); }).param(), "prompt");
   EXPECT_EQ(error_of([] { parse_completion_request(body(R"({"prompt": [1, -2]})")); }).param(), "prompt");
   EXPECT_EQ(error_of([] { parse_completion_request(body(R"({"prompt": "x", "logprobs": 21})")); }).param(), "logprobs");
-  const ApiError echo = error_of([] { parse_completion_request(body(R"({"prompt": "x", "echo": true})")); });
-  EXPECT_EQ(echo.status(), 400);
-  EXPECT_EQ(echo.param(), "echo");
-  EXPECT_NE(std::string(echo.what()).find("not supported"), std::string::npos);
+  // echo: the prompt repeated; with logprobs its tokens scored (prompt_logprobs at least as wide), which a
+  // stream cannot carry; prompt_logprobs alone is not streamed either (vLLM's rule).
+  const auto echo = parse_completion_request(body(R"({"prompt": "x", "echo": true, "logprobs": 2})"));
+  EXPECT_TRUE(echo.echo);
+  EXPECT_EQ(echo.options.prompt_logprobs, 2);
+  EXPECT_EQ(echo.show_prompt_logprobs, -1);
+  EXPECT_EQ(parse_completion_request(body(R"({"prompt": "x", "echo": true})")).options.prompt_logprobs, -1);
+  EXPECT_EQ(error_of([] {
+              parse_completion_request(body(R"({"prompt": "x", "echo": true, "logprobs": 0, "stream": true})"));
+            }).param(),
+            "echo");
+  EXPECT_EQ(error_of([] {
+              parse_completion_request(body(R"({"prompt": "x", "prompt_logprobs": 1, "stream": true})"));
+            }).param(),
+            "prompt_logprobs");
   EXPECT_EQ(error_of([] { parse_completion_request(body(R"({"prompt": "x", "suffix": "y"})")); }).param(), "suffix");
   EXPECT_EQ(error_of([] { parse_completion_request(body(R"({"prompt": "x", "echo": false})")); }).status(), 0);
 }
