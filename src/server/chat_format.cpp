@@ -51,6 +51,7 @@ ChatFormat::ChatFormat(std::string model, int64_t created, const Tokenizer& tok,
               {},
               Json::array(),
               0,
+              {},
               {}});
   }
 }
@@ -82,14 +83,18 @@ Json ChatFormat::chunk(const Choice& c, Json delta) const {
 }
 
 void ChatFormat::start(const GenerationJob& job, std::vector<Json>& chunks) {
-  for (const Choice& c : job.choices()) chunks.push_back(chunk(c, Json{{"role", "assistant"}, {"content", ""}}));
+  for (const Choice& c : job.choices()) {
+    chunks.push_back(chunk(c, Json{{"role", "assistant"}, {"content", ""}}));
+    if (options_.return_token_ids) chunks.back()["prompt_token_ids"] = prompt_ids_;
+  }
 }
 
 void ChatFormat::stream(const Choice& c, const ChoiceUpdate& u, std::vector<Json>& chunks) {
   State& s = states_[static_cast<size_t>(c.index())];
   std::vector<Json> ds = deltas(parse(s, u));
   const bool has_logprobs = options_.logprobs && !u.token_ids.empty();
-  if (ds.empty() && has_logprobs) ds.push_back(Json::object());
+  const bool has_ids = options_.return_token_ids && !u.token_ids.empty();
+  if (ds.empty() && (has_logprobs || has_ids)) ds.push_back(Json::object());
   for (size_t i = 0; i < ds.size(); ++i) {
     Json ch = chunk(c, std::move(ds[i]));
     if (i == 0 && has_logprobs) {
@@ -97,6 +102,7 @@ void ChatFormat::stream(const Choice& c, const ChoiceUpdate& u, std::vector<Json
           Json{{"content",
                 chat_logprobs_content(tok_, u.token_ids, u.logprobs, options_.top_logprobs, options_.tokens_as_ids)}};
     }
+    if (i == 0 && has_ids) ch["choices"][0]["token_ids"] = u.token_ids;
     chunks.push_back(std::move(ch));
   }
   if (u.finished) {
@@ -111,6 +117,7 @@ void ChatFormat::collect(const Choice& c, const ChoiceUpdate& u) {
   State& s = states_[static_cast<size_t>(c.index())];
   parse(s, u);
   s.prompt_logprobs.insert(s.prompt_logprobs.end(), u.prompt_logprobs.begin(), u.prompt_logprobs.end());
+  if (options_.return_token_ids) s.token_ids.insert(s.token_ids.end(), u.token_ids.begin(), u.token_ids.end());
   if (options_.logprobs) {
     for (Json& e :
          chat_logprobs_content(tok_, u.token_ids, u.logprobs, options_.top_logprobs, options_.tokens_as_ids)) {
@@ -129,9 +136,11 @@ Json ChatFormat::response(const GenerationJob& job) {
     choice["logprobs"] = options_.logprobs ? Json{{"content", s.logprobs}} : Json();
     choice["finish_reason"] = finish_reason(c, s);
     choice["stop_reason"] = c.stop_reason();
+    if (options_.return_token_ids) choice["token_ids"] = s.token_ids;
     choices.push_back(std::move(choice));
   }
   Json r = envelope("chat.completion", std::move(choices));
+  if (options_.return_token_ids) r["prompt_token_ids"] = prompt_ids_;
   if (options_.prompt_logprobs >= 0 && !states_.empty())
     r["prompt_logprobs"] =
         prompt_logprobs_json(tok_, states_[0].prompt_logprobs, options_.prompt_logprobs, options_.tokens_as_ids);

@@ -23,6 +23,9 @@ struct ChatFormatOptions {
   bool parallel_tool_calls = true;
   bool keep_special_tokens = false;  // skip_special_tokens false
   int prompt_logprobs = -1;          // vLLM's prompt_logprobs (top-level, the first choice's prompt): -1 none
+  // vLLM's return_token_ids: the prompt's ids at the top level ("prompt_token_ids", in a stream's role
+  // chunks) and each choice's generated ids ("token_ids", in a stream with each update's first delta).
+  bool return_token_ids = false;
 };
 
 class ChatFormat final : public ResponseFormat {
@@ -33,6 +36,8 @@ class ChatFormat final : public ResponseFormat {
   void stream(const Choice& c, const ChoiceUpdate& u, std::vector<Json>& chunks) override;
   void collect(const Choice& c, const ChoiceUpdate& u) override;
   Json response(const GenerationJob& job) override;
+  // The prompt's token ids, for return_token_ids.
+  void set_prompt_ids(std::vector<int32_t> ids) { prompt_ids_ = std::move(ids); }
 
  private:
   struct State {
@@ -41,6 +46,7 @@ class ChatFormat final : public ResponseFormat {
     Json logprobs = Json::array();
     int tool_calls = 0;
     std::vector<PromptLogprob> prompt_logprobs;
+    std::vector<int32_t> token_ids;  // return_token_ids
   };
   std::vector<chat::ParseEvent> parse(State& s, const ChoiceUpdate& u);
   std::string finish_reason(const Choice& c, const State& s) const;
@@ -49,6 +55,7 @@ class ChatFormat final : public ResponseFormat {
   const Tokenizer& tok_;
   ChatFormatOptions options_;
   std::vector<State> states_;
+  std::vector<int32_t> prompt_ids_;
 };
 
 }  // namespace dsv4::server

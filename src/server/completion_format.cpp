@@ -13,18 +13,19 @@ CompletionFormat::CompletionFormat(std::string model, int64_t created, const Tok
       lps_(num_choices),
       offset_(num_choices, 0),
       echoed_(num_choices, false),
+      ids_(num_choices),
       scored_(num_choices) {}
 
-void CompletionFormat::echo(std::vector<EchoPrompt> prompts, int64_t n) {
-  echo_ = std::move(prompts);
-  echo_n_ = n;
+void CompletionFormat::set_prompts(std::vector<EchoPrompt> prompts, int64_t n) {
+  prompts_ = std::move(prompts);
+  prompts_n_ = n;
 }
 
 std::string CompletionFormat::echo_once(size_t i, const ChoiceUpdate& u) {
   scored_[i].insert(scored_[i].end(), u.prompt_logprobs.begin(), u.prompt_logprobs.end());
-  if (echo_.empty() || echoed_[i] || (u.token_ids.empty() && !u.finished)) return {};
+  if (!echo_ || echoed_[i] || (u.token_ids.empty() && !u.finished)) return {};
   echoed_[i] = true;
-  const EchoPrompt& p = echo_[i / static_cast<size_t>(echo_n_)];
+  const EchoPrompt& p = prompt_of(i);
   if (logprobs_ >= 0)
     append_prompt_completion_logprobs(lps_[i], tok_, p.ids, scored_[i], logprobs_, offset_[i], tokens_as_ids_);
   return p.text;
@@ -39,10 +40,18 @@ Json CompletionFormat::logprobs_of(const Choice& c, const ChoiceUpdate& u) {
 }
 
 void CompletionFormat::stream(const Choice& c, const ChoiceUpdate& u, std::vector<Json>& chunks) {
-  const std::string text = echo_once(static_cast<size_t>(c.index()), u) + u.text;  // echo streams text alone
+  const auto i = static_cast<size_t>(c.index());
+  const bool first = !echoed_[i];
+  const std::string text = echo_once(i, u) + u.text;  // echo streams text alone
   const bool has_logprobs = logprobs_ >= 0 && !u.token_ids.empty();
-  if (text.empty() && !has_logprobs && !u.finished) return;
+  const bool has_ids = token_ids_ && !u.token_ids.empty();
+  if (text.empty() && !has_logprobs && !has_ids && !u.finished) return;
   Json choice = {{"index", c.index()}, {"text", text}, {"logprobs", logprobs_of(c, u)}};
+  if (token_ids_) {
+    if (first) choice["prompt_token_ids"] = prompt_of(i).ids;
+    choice["token_ids"] = u.token_ids;
+    echoed_[i] = true;  // the prompt's ids go out once
+  }
   choice["finish_reason"] = u.finished ? Json(c.finish_reason()) : Json();
   choice["stop_reason"] = u.finished ? c.stop_reason() : Json();
   chunks.push_back(envelope("text_completion", Json::array({std::move(choice)})));
@@ -52,6 +61,7 @@ void CompletionFormat::collect(const Choice& c, const ChoiceUpdate& u) {
   const auto i = static_cast<size_t>(c.index());
   text_[i] += echo_once(i, u);
   text_[i] += u.text;
+  if (token_ids_) ids_[i].insert(ids_[i].end(), u.token_ids.begin(), u.token_ids.end());
   if (logprobs_ >= 0)
     append_completion_logprobs(lps_[i], tok_, u.token_ids, u.logprobs, logprobs_, offset_[i], tokens_as_ids_);
 }
@@ -68,6 +78,10 @@ Json CompletionFormat::response(const GenerationJob& job) {
                 {"stop_reason", c.stop_reason()}};
     if (prompt_top_ >= 0)
       choice["prompt_logprobs"] = prompt_logprobs_json(tok_, scored_[i], prompt_top_, tokens_as_ids_);
+    if (token_ids_) {
+      choice["prompt_token_ids"] = prompt_of(i).ids;
+      choice["token_ids"] = ids_[i];
+    }
     choices.push_back(std::move(choice));
   }
   Json r = envelope("text_completion", std::move(choices));

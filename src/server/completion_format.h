@@ -1,7 +1,8 @@
 // /v1/completions responses: {"object": "text_completion", "choices": [{"index", "text", "logprobs",
 // "finish_reason", "stop_reason"}], "usage"}; streamed chunks have the same shape with the new text. With
 // echo each choice's text starts with its prompt's (and its logprobs with the prompt's tokens); with
-// prompt_logprobs each choice carries vLLM's "prompt_logprobs".
+// prompt_logprobs each choice carries vLLM's "prompt_logprobs", with return_token_ids its prompt's and its
+// own token ids ("prompt_token_ids" in a stream's first chunk of the choice, "token_ids" in each).
 #pragma once
 
 #include <string>
@@ -12,7 +13,7 @@
 
 namespace dsv4::server {
 
-// What echo repeats of a prompt: its text and its tokens.
+// A prompt as echo repeats it (its text) and return_token_ids names it (its tokens).
 struct EchoPrompt {
   std::string text;
   std::vector<int32_t> ids;
@@ -28,9 +29,12 @@ class CompletionFormat final : public ResponseFormat {
   Json response(const GenerationJob& job) override;
   // return_tokens_as_token_ids: logprob tokens named "token_id:N".
   void name_tokens_by_id(bool on) { tokens_as_ids_ = on; }
-  // echo: choice i starts with prompt i / n's text (and, with logprobs, its tokens; the request then scores
-  // its prompt with `logprobs` alternatives).
-  void echo(std::vector<EchoPrompt> prompts, int64_t n);
+  // The prompts of the choices, `n` a prompt (choice i's is prompt i / n), for echo and return_token_ids.
+  void set_prompts(std::vector<EchoPrompt> prompts, int64_t n);
+  // echo: choice i starts with its prompt's text (and, with logprobs, its tokens; the request then scores its
+  // prompt with `logprobs` alternatives).
+  void echo() { echo_ = true; }
+  void return_token_ids() { token_ids_ = true; }
   // prompt_logprobs (vLLM's): each choice carries its prompt's scored tokens with `top_n` alternatives.
   void show_prompt_logprobs(int top_n) { prompt_top_ = top_n; }
 
@@ -45,9 +49,14 @@ class CompletionFormat final : public ResponseFormat {
   std::vector<std::string> text_;
   std::vector<Json> lps_;
   std::vector<int64_t> offset_;
-  std::vector<EchoPrompt> echo_;  // empty: no echo
-  int64_t echo_n_ = 1;
+  const EchoPrompt& prompt_of(size_t i) const { return prompts_[i / static_cast<size_t>(prompts_n_)]; }
+
+  std::vector<EchoPrompt> prompts_;
+  int64_t prompts_n_ = 1;
+  bool echo_ = false;
   std::vector<bool> echoed_;
+  bool token_ids_ = false;
+  std::vector<std::vector<int32_t>> ids_;  // per choice, with return_token_ids
   int prompt_top_ = -1;
   std::vector<std::vector<PromptLogprob>> scored_;  // per choice
 };

@@ -146,6 +146,7 @@ GenerationOptions parse_generation_options(const RequestFields& f,
   o.stream = f.boolean("stream").value_or(false);
   parse_stream_options(f, o);
   o.prompt_logprobs = static_cast<int32_t>(f.integer_in("prompt_logprobs", 0, kMaxLogprobs).value_or(-1));
+  o.return_token_ids = f.boolean("return_token_ids").value_or(false);
   if (o.prompt_logprobs >= 0 && o.stream) {  // vLLM's rule
     bad_request("prompt_logprobs", "'prompt_logprobs' is not available when 'stream' is true");
   }

@@ -56,6 +56,7 @@ struct GenerationOptions {
   bool continuous_usage_stats = false;  // stream_options.continuous_usage_stats (vLLM)
   int32_t logprobs = -1;                // -1 none, 0 the chosen token's, k > 0 also the top k
   int32_t prompt_logprobs = -1;         // vLLM's prompt_logprobs: -1 none, k >= 0 each prompt token and the top k
+  bool return_token_ids = false;        // vLLM's: the prompt's and each choice's token ids in the answer
   bool tokens_as_ids = false;           // return_tokens_as_token_ids: logprob tokens as "token_id:N"
   std::string cache_salt;
   std::shared_ptr<const TokenConstraintFactory> constraint;  // structured output (structured_output.h)

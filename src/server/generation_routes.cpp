@@ -97,13 +97,12 @@ void completions(ServerContext& ctx, const httplib::Request& req, httplib::Respo
   std::vector<size_t> lengths;
   for (const auto& p : prompts) lengths.push_back(p.size());
   prepare(ctx, r.options, prompts);
-  std::vector<EchoPrompt> echo;
-  if (r.echo) {  // the prompt's own text where it came as text and was kept whole, else its tokens' text
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      const PromptInput& in = r.prompts[i];
-      const bool whole = in.text && prompts[i].size() == lengths[i];
-      echo.push_back({whole ? *in.text : ctx.tokenizer->decode(prompts[i]), prompts[i]});
-    }
+  std::vector<EchoPrompt> named;
+  for (size_t i = 0; i < prompts.size() && (r.echo || r.options.return_token_ids); ++i) {
+    // echo: the prompt's own text where it came as text and was kept whole, else its tokens' text
+    const PromptInput& in = r.prompts[i];
+    const bool whole = in.text && prompts[i].size() == lengths[i];
+    named.push_back({!r.echo ? std::string() : whole ? *in.text : ctx.tokenizer->decode(prompts[i]), prompts[i]});
   }
   auto job =
       std::make_unique<GenerationJob>(ctx, std::move(prompts), r.options, r.options.skip_special_tokens.value_or(true),
@@ -111,7 +110,9 @@ void completions(ServerContext& ctx, const httplib::Request& req, httplib::Respo
   auto format = std::make_unique<CompletionFormat>(ctx.model.name, job->created(), *ctx.tokenizer, r.options.logprobs,
                                                    job->choices().size());
   format->name_tokens_by_id(r.options.tokens_as_ids);
-  if (r.echo) format->echo(std::move(echo), r.options.n);
+  format->set_prompts(std::move(named), r.options.n);
+  if (r.echo) format->echo();
+  if (r.options.return_token_ids) format->return_token_ids();
   if (r.show_prompt_logprobs >= 0) format->show_prompt_logprobs(r.show_prompt_logprobs);
   respond(ctx, res, r.options, std::move(job), std::move(format));
 }
@@ -126,7 +127,8 @@ chat::ChatPrompt encoded_prompt(ChatRequest& r) {
 }
 
 // A chat request run and answered: what /v1/chat/completions, /v1/responses and /v1/messages share.
-// `make_format(parse_mode, job)` makes the answer's format, parse_mode saying how the generated text starts.
+// `make_format(parse_mode, job, prompt_ids)` makes the answer's format, parse_mode saying how the generated
+// text starts.
 template <class MakeFormat>
 void answer_chat(ServerContext& ctx, httplib::Response& res, ChatRequest& r, Clock::time_point arrival,
                  MakeFormat&& make_format) {
@@ -139,9 +141,10 @@ void answer_chat(ServerContext& ctx, httplib::Response& res, ChatRequest& r, Clo
   std::vector<std::vector<int32_t>> prompts;
   prompts.push_back(ctx.tokenizer->encode(prompt.text));
   prepare(ctx, r.options, prompts);
+  const std::vector<int32_t> prompt_ids = prompts.front();
   auto job = std::make_unique<GenerationJob>(ctx, std::move(prompts), r.options, false, arrival,
                                              ctx.config.default_max_tokens);
-  std::unique_ptr<ResponseFormat> format = make_format(prompt.parse_mode, *job);
+  std::unique_ptr<ResponseFormat> format = make_format(prompt.parse_mode, *job, prompt_ids);
   respond(ctx, res, r.options, std::move(job), std::move(format));
 }
 
@@ -151,7 +154,7 @@ void chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::
   const auto arrival = Clock::now();
   check_serving(ctx);
   ChatRequest r = parse_chat_request(parse_request_body(req.body));
-  answer_chat(ctx, res, r, arrival, [&](chat::ThinkingMode mode, const GenerationJob& job) {
+  answer_chat(ctx, res, r, arrival, [&](chat::ThinkingMode mode, const GenerationJob& job, const auto& prompt_ids) {
     const ChatFormatOptions fo{mode,
                                r.logprobs,
                                r.top_logprobs,
@@ -159,8 +162,11 @@ void chat_completions(ServerContext& ctx, const httplib::Request& req, httplib::
                                r.include_reasoning,
                                r.parallel_tool_calls,
                                keep_special_tokens(r),
-                               r.options.prompt_logprobs};
-    return std::make_unique<ChatFormat>(ctx.model.name, job.created(), *ctx.tokenizer, fo, job.choices().size());
+                               r.options.prompt_logprobs,
+                               r.options.return_token_ids};
+    auto format = std::make_unique<ChatFormat>(ctx.model.name, job.created(), *ctx.tokenizer, fo, job.choices().size());
+    format->set_prompt_ids(prompt_ids);
+    return format;
   });
 }
 
@@ -168,7 +174,7 @@ void responses(ServerContext& ctx, const httplib::Request& req, httplib::Respons
   const auto arrival = Clock::now();
   check_serving(ctx);
   ResponsesRequest r = parse_responses_request(parse_request_body(req.body));
-  answer_chat(ctx, res, r.chat, arrival, [&](chat::ThinkingMode mode, const GenerationJob& job) {
+  answer_chat(ctx, res, r.chat, arrival, [&](chat::ThinkingMode mode, const GenerationJob& job, const auto&) {
     const ResponsesFormatOptions fo{{mode, r.chat.parallel_tool_calls, keep_special_tokens(r.chat)},
                                     r.chat.logprobs,
                                     r.chat.top_logprobs,
@@ -181,7 +187,7 @@ void messages(ServerContext& ctx, const httplib::Request& req, httplib::Response
   const auto arrival = Clock::now();
   check_serving(ctx);
   ChatRequest r = parse_messages_request(parse_request_body(req.body));
-  answer_chat(ctx, res, r, arrival, [&](chat::ThinkingMode mode, const GenerationJob& job) {
+  answer_chat(ctx, res, r, arrival, [&](chat::ThinkingMode mode, const GenerationJob& job, const auto&) {
     const AnswerOptions fo{mode, r.parallel_tool_calls, keep_special_tokens(r)};
     return std::make_unique<MessagesFormat>(ctx.model.name, job.created(), fo);
   });

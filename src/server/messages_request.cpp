@@ -16,7 +16,7 @@ constexpr std::string_view kMessagesFields[] = {"messages",  "system",         "
                                                 "container", "mcp_servers",    "max_tokens"};
 // Chat fields the translation sets: a Messages request must not send them itself.
 constexpr std::string_view kChatOnly[] = {"stop", "response_format", "max_completion_tokens", "reasoning_effort",
-                                          "n",    "prompt_logprobs"};
+                                          "n",    "prompt_logprobs", "return_token_ids"};
 
 // The text of a string or of text blocks (anything else there is refused).
 std::string blocks_text(const Json& content, const std::string& at) {

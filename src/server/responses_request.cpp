@@ -47,7 +47,7 @@ constexpr std::string_view kResponsesFields[] = {"input",
                                                  "top_logprobs"};
 // Chat fields the translation sets: a Responses request must not send them itself.
 constexpr std::string_view kChatOnly[] = {"messages", "max_tokens",       "max_completion_tokens", "response_format",
-                                          "logprobs", "reasoning_effort", "prompt_logprobs"};
+                                          "logprobs", "reasoning_effort", "prompt_logprobs",       "return_token_ids"};
 
 // The text of a content: a string, or parts of input_text / output_text / text (joined); other parts
 // (images, files, audio) are refused.

@@ -30,7 +30,6 @@ constexpr Refusal kBoth[] = {
     {"kv_transfer_params", Asks::kAnyValue, "'kv_transfer_params' (disaggregated serving)"},
     {"ec_transfer_params", Asks::kAnyValue, "'ec_transfer_params' (disaggregated serving)"},
     {"vllm_xargs", Asks::kNonEmpty, "'vllm_xargs' (custom extensions)"},
-    {"return_token_ids", Asks::kTrue, "'return_token_ids'"},
 };
 
 constexpr Refusal kChatOnly[] = {

@@ -67,6 +67,51 @@ class GenerationFields : public ::testing::Test {
   std::unique_ptr<::testing::ScopedTrace> trace_;
 };
 
+// return_token_ids (vLLM's): the prompt's ids and each choice's generated ids in the answer, streamed or not.
+TEST_F(GenerationFields, ReturnTokenIdsNamesThePromptAndEachChoicesTokens) {
+  TestServerOptions o;
+  o.step_delay = 15ms;  // a token an update when streamed
+  TestServer s(o);
+  const std::string text = "Hello there";
+  const std::vector<int32_t> prompt = tok().encode(text);
+  const Json asked{{"prompt", text}, {"max_tokens", 4}, {"return_token_ids", true}};
+  const Json done = post(s, "/v1/completions", asked);
+  const Json& choice = done["choices"][0];
+  EXPECT_EQ(choice["prompt_token_ids"].get<std::vector<int32_t>>(), prompt);
+  const auto ids = choice["token_ids"].get<std::vector<int32_t>>();
+  ASSERT_EQ(ids.size(), 4u);
+  EXPECT_EQ(tok().decode(ids), choice["text"].get<std::string>());
+  // Streamed: the prompt's ids once, with the choice's first chunk; the generated ids chunk by chunk.
+  Json streamed = asked;
+  streamed["stream"] = true;
+  const auto r = s.client().Post("/v1/completions", streamed.dump(), "application/json");
+  ASSERT_TRUE(r);
+  std::vector<int32_t> got;
+  int prompts = 0, with_ids = 0;
+  for (const Json& chunk : sse_chunks(r->body)) {
+    if (chunk["choices"].empty()) continue;
+    const Json& c = chunk["choices"][0];
+    if (c.contains("prompt_token_ids")) {
+      ++prompts;
+      EXPECT_EQ(c["prompt_token_ids"].get<std::vector<int32_t>>(), prompt);
+    }
+    with_ids += c.contains("token_ids") && !c["token_ids"].empty();
+    for (const int32_t id : c.value("token_ids", std::vector<int32_t>{})) got.push_back(id);
+  }
+  EXPECT_GT(with_ids, 1);
+  EXPECT_EQ(prompts, 1);
+  EXPECT_EQ(got, ids);
+  // Chat: the prompt's ids at the top level, the generated ones per choice; not asked, neither.
+  Json c = chat({msg("user", "Hi")});
+  c["return_token_ids"] = true;
+  const Json answer = post(s, "/v1/chat/completions", c);
+  EXPECT_FALSE(answer["prompt_token_ids"].empty()) << answer.dump();
+  EXPECT_EQ(answer["choices"][0]["token_ids"].size(), 3u) << answer.dump();
+  const Json plain = post(s, "/v1/completions", Json{{"prompt", text}, {"max_tokens", 1}});
+  EXPECT_FALSE(plain["choices"][0].contains("token_ids"));
+  EXPECT_FALSE(plain["choices"][0].contains("prompt_token_ids"));
+}
+
 TEST_F(GenerationFields, AllowedTokenIdsAndBadWordsReachTheSampler) {
   TestServer s;
   const std::vector<int32_t> allowed = {random_id(), random_id(), random_id()};
