@@ -62,6 +62,9 @@ class TimingExecutor final : public Executor {
     }
     return out;
   }
+  std::unordered_map<RequestId, std::vector<PromptLogprob>> take_prompt_logprobs() override {
+    return inner_->take_prompt_logprobs();
+  }
   std::vector<double> samples(RequestId id) {
     std::lock_guard lock(mu_);
     return samples_[id];

@@ -63,6 +63,9 @@ class FailingExecutor final : public Executor {
     DSV4_CHECK(++steps_ < fail_at_, "injected failure at step {} (--fail-after-steps)", steps_);
     return inner_->execute(s);
   }
+  std::unordered_map<RequestId, std::vector<PromptLogprob>> take_prompt_logprobs() override {
+    return inner_->take_prompt_logprobs();
+  }
 
  private:
   std::unique_ptr<Executor> inner_;
