@@ -216,41 +216,27 @@ void Model::score(const ForwardBatch& batch, const uint16_t* h, std::vector<Toke
       std::iota(rows.begin(), rows.end(), int64_t{0});
       auto logits = scratch<float>(dev_, B * cfg_.vocab_size);
       head(rows, B, h + (sl.offset + a) * HD, logits.data());
-      std::vector<SampleRow> in(static_cast<size_t>(B));
+      SampleInputs in;
       for (int64_t i = 0; i < B; ++i) {
         const int64_t next = sl.offset + a + i + 1;  // the successor's row in the batch
-        in[static_cast<size_t>(i)].force_id =
-            a + i + 1 < sl.count ? batch.token_ids[static_cast<size_t>(next)] : sl.score_next;
-        in[static_cast<size_t>(i)].logprobs = top;
+        in.rows.push_back(
+            {.logprobs = top,
+             .force_id = a + i + 1 < sl.count ? batch.token_ids[static_cast<size_t>(next)] : sl.score_next});
       }
-      DeviceArray<int32_t> token(dev_, static_cast<size_t>(B)), top_id = scratch<int32_t>(dev_, B * top);
-      DeviceArray<double> logprob(dev_, static_cast<size_t>(B)), top_logprob = scratch<double>(dev_, B * top);
-      DeviceArray<int64_t> rank(dev_, static_cast<size_t>(B));
-      SampleParams p;
-      p.x = logits.data();
-      p.rows = B;
-      p.cols = cfg_.vocab_size;
-      p.limit = limit;
-      p.row = in.data();
-      p.token = token.data();
-      p.logprob = logprob.data();
-      p.top_width = top;
-      p.top_id = top_id.data();
-      p.top_logprob = top_logprob.data();
-      p.rank = rank.data();
-      ops_.sample(p);
-      const std::vector<int32_t> ids = token.to_host(), tid = top_id.to_host();
-      const std::vector<double> lps = logprob.to_host(), tlp = top_logprob.to_host();
-      const std::vector<int64_t> ranks = rank.to_host();
-      for (int64_t i = 0; i < B; ++i) {
+      StepLogits l;
+      l.data = logits.data();
+      l.rows = B;
+      const SampleResult r = sample(l, limit, in, /*ranks=*/true);
+      const auto w = static_cast<size_t>(r.top_width);
+      for (size_t i = 0; i < static_cast<size_t>(B); ++i) {
         TokenScore t;
         t.seq = sl.seq;
-        t.position = sl.start + a + i + 1;
-        t.token = ids[static_cast<size_t>(i)];
-        t.logprob = lps[static_cast<size_t>(i)];
-        t.rank = ranks[static_cast<size_t>(i)];
-        t.top_id.assign(tid.begin() + i * top, tid.begin() + (i + 1) * top);
-        t.top_logprob.assign(tlp.begin() + i * top, tlp.begin() + (i + 1) * top);
+        t.position = sl.start + a + static_cast<int64_t>(i) + 1;
+        t.token = r.token[i];
+        t.logprob = r.logprob[i];
+        t.rank = r.rank[i];
+        t.top_id.assign(r.top_id.begin() + i * w, r.top_id.begin() + (i + 1) * w);
+        t.top_logprob.assign(r.top_logprob.begin() + i * w, r.top_logprob.begin() + (i + 1) * w);
         out.push_back(std::move(t));
       }
     }
@@ -289,7 +275,7 @@ std::vector<int32_t> Model::forward_greedy(const ForwardBatch& batch, KvAccess& 
   return ids.to_host();  // one id per row instead of a row of logits
 }
 
-SampleResult Model::sample(const StepLogits& l, int64_t limit, const SampleInputs& in) {
+SampleResult Model::sample(const StepLogits& l, int64_t limit, const SampleInputs& in, bool ranks) {
   const std::vector<SampleRow>& rows = in.rows;
   const int64_t n = l.rows;
   DSV4_CHECK(n == static_cast<int64_t>(rows.size()), "sample: {} sample rows for {} slices with logits", rows.size(),
@@ -304,6 +290,7 @@ SampleResult Model::sample(const StepLogits& l, int64_t limit, const SampleInput
   DeviceArray<int32_t> token(dev_, static_cast<size_t>(n)), top_id = scratch<int32_t>(dev_, n * out.top_width);
   DeviceArray<double> logprob = scratch<double>(dev_, logprobs ? n : 0),
                       top_logprob = scratch<double>(dev_, n * out.top_width);
+  DeviceArray<int64_t> rank = scratch<int64_t>(dev_, ranks ? n : 0);
   SampleParams p;
   p.x = l.data;
   p.rows = n;
@@ -319,8 +306,10 @@ SampleResult Model::sample(const StepLogits& l, int64_t limit, const SampleInput
   p.top_width = out.top_width;
   p.top_id = top_id.data();
   p.top_logprob = top_logprob.data();
+  p.rank = ranks ? rank.data() : nullptr;
   ops_.sample(p);
   out.token = token.to_host();
+  if (ranks) out.rank = rank.to_host();
   if (logprobs) out.logprob = logprob.to_host();
   if (out.top_width > 0) {
     out.top_id = top_id.to_host();

@@ -32,6 +32,7 @@ struct SampleResult {
   int32_t top_width = 0;            // the largest logprobs count asked for
   std::vector<int32_t> top_id;      // [rows, top_width]
   std::vector<double> top_logprob;  // [rows, top_width]
+  std::vector<int64_t> rank;        // [rows], when asked for: the chosen id's rank (0 for rows without logprobs)
 };
 
 // A scored prompt token (ForwardBatch slices with score_top >= 0): its raw logprob given the tokens before
@@ -89,7 +90,7 @@ class Model {
   // The sample op where a step's logits are (step() below): one row of `in` per slice with logits (with
   // its edits and allow-set); a few numbers per row come back instead of a row of logits. Split from the
   // step so the host can make `in` while the step runs (ModelRunner).
-  SampleResult sample(const StepLogits& logits, int64_t limit, const SampleInputs& in);
+  SampleResult sample(const StepLogits& logits, int64_t limit, const SampleInputs& in, bool ranks = false);
 
   // One whole step up to its logits, left running on the device (nothing waits): the forwards above
   // are this, then a copy back. Timing its return shows the host's share of a step (bench step).

@@ -12,7 +12,7 @@ CompletionFormat::CompletionFormat(std::string model, int64_t created, const Tok
       text_(num_choices),
       lps_(num_choices),
       offset_(num_choices, 0),
-      echoed_(num_choices, false),
+      opened_(num_choices, false),
       ids_(num_choices),
       scored_(num_choices) {}
 
@@ -23,8 +23,8 @@ void CompletionFormat::set_prompts(std::vector<EchoPrompt> prompts, int64_t n) {
 
 std::string CompletionFormat::echo_once(size_t i, const ChoiceUpdate& u) {
   scored_[i].insert(scored_[i].end(), u.prompt_logprobs.begin(), u.prompt_logprobs.end());
-  if (!echo_ || echoed_[i] || (u.token_ids.empty() && !u.finished)) return {};
-  echoed_[i] = true;
+  if (!echo_ || opened_[i] || (u.token_ids.empty() && !u.finished)) return {};
+  opened_[i] = true;
   const EchoPrompt& p = prompt_of(i);
   if (logprobs_ >= 0)
     append_prompt_completion_logprobs(lps_[i], tok_, p.ids, scored_[i], logprobs_, offset_[i], tokens_as_ids_);
@@ -41,7 +41,7 @@ Json CompletionFormat::logprobs_of(const Choice& c, const ChoiceUpdate& u) {
 
 void CompletionFormat::stream(const Choice& c, const ChoiceUpdate& u, std::vector<Json>& chunks) {
   const auto i = static_cast<size_t>(c.index());
-  const bool first = !echoed_[i];
+  const bool first = !opened_[i];
   const std::string text = echo_once(i, u) + u.text;  // echo streams text alone
   const bool has_logprobs = logprobs_ >= 0 && !u.token_ids.empty();
   const bool has_ids = token_ids_ && !u.token_ids.empty();
@@ -50,7 +50,7 @@ void CompletionFormat::stream(const Choice& c, const ChoiceUpdate& u, std::vecto
   if (token_ids_) {
     if (first) choice["prompt_token_ids"] = prompt_of(i).ids;
     choice["token_ids"] = u.token_ids;
-    echoed_[i] = true;  // the prompt's ids go out once
+    opened_[i] = true;  // the prompt's ids go out once
   }
   choice["finish_reason"] = u.finished ? Json(c.finish_reason()) : Json();
   choice["stop_reason"] = u.finished ? c.stop_reason() : Json();

@@ -54,7 +54,7 @@ class CompletionFormat final : public ResponseFormat {
   std::vector<EchoPrompt> prompts_;
   int64_t prompts_n_ = 1;
   bool echo_ = false;
-  std::vector<bool> echoed_;
+  std::vector<bool> opened_;  // the choice's first text or ids went out (its echo, its prompt's ids)
   bool token_ids_ = false;
   std::vector<std::vector<int32_t>> ids_;  // per choice, with return_token_ids
   int prompt_top_ = -1;
