@@ -203,6 +203,17 @@ void count_message_tokens(ServerContext& ctx, const httplib::Request& req, httpl
   res.set_content(dump_json(Json{{"input_tokens", ctx.tokenizer->encode(prompt.text).size()}}), "application/json");
 }
 
+// SageMaker's inference route (with /ping, its whole contract; vLLM serves both): the body says which
+// API it is meant for, `messages` chat completions and `prompt` completions.
+void invocations(ServerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const Json body = parse_request_body(req.body);  // an object, or a 400
+  if (body.contains("messages")) return chat_completions(ctx, req, res);
+  if (body.contains("prompt")) return completions(ctx, req, res);
+  bad_request("",
+              "/invocations takes a chat completions request (with \"messages\") or a completions request "
+              "(with \"prompt\")");
+}
+
 // Anthropic's clients read an error as {"type": "error", "error": {...}}.
 httplib::Server::Handler with_messages_errors(httplib::Server::Handler handler) {
   return [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
@@ -233,6 +244,9 @@ void add_generation_routes(RoutedServer& svr, ServerContext& ctx) {
                [&ctx](const httplib::Request& req, httplib::Response& res) { count_message_tokens(ctx, req, res); })));
   svr.Post("/v1/responses",
            guard([&ctx](const httplib::Request& req, httplib::Response& res) { responses(ctx, req, res); }, rejected));
+  svr.Post(
+      "/invocations",
+      guard([&ctx](const httplib::Request& req, httplib::Response& res) { invocations(ctx, req, res); }, rejected));
 }
 
 }  // namespace dsv4::server

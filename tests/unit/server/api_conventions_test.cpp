@@ -66,6 +66,27 @@ TEST_F(ApiConventionsTest, PingAnswersAsHealthByGetOrPost) {
   EXPECT_EQ(c.Get("/v1/models")->status, 401);  // the key still guards the rest
 }
 
+// SageMaker's inference route: a body with messages is a chat completion, one with a prompt a completion.
+TEST_F(ApiConventionsTest, InvocationsRouteByTheBody) {
+  TestServer s;
+  const auto chat = post(s, "/invocations", R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})");
+  ASSERT_TRUE(chat);
+  EXPECT_EQ(chat->status, 200) << chat->body;
+  EXPECT_EQ(Json::parse(chat->body)["object"], "chat.completion");
+  const auto text = post(s, "/invocations", R"({"prompt": "hi", "max_tokens": 2})");
+  ASSERT_TRUE(text);
+  EXPECT_EQ(text->status, 200) << text->body;
+  EXPECT_EQ(Json::parse(text->body)["object"], "text_completion");
+  for (const char* bad : {R"({"input": "hi"})", "[1]", "{"}) {
+    const auto r = post(s, "/invocations", bad);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << bad;
+    EXPECT_EQ(Json::parse(r->body)["error"]["type"], "invalid_request_error") << r->body;
+  }
+  const auto none = post(s, "/invocations", R"({"input": "hi"})");
+  EXPECT_NE(Json::parse(none->body)["error"]["message"].get<std::string>().find("\"messages\""), std::string::npos);
+}
+
 TEST_F(ApiConventionsTest, MoreChoicesThanTheServerEverAdmitsIs400) {
   TestServerOptions o;
   o.step_delay = 10ms;
