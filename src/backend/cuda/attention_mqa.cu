@@ -663,7 +663,10 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_shadow_kernel(MqaLaunch ma) {
     const int64_t next = int64_t{cur.item} + gridDim.x;  // the CTA's next item
     const bool more = item_ends && next < ma.items();
     cp_async_wait_all();
-    __syncthreads();  // block n is in kv[n & 1]; block n − 1's readers (of kv[(n + 1) & 1], src) are done
+    // Block n is in kv[n & 1]; block n − 1's readers (of kv[(n + 1) & 1], src) are done. A block of holes
+    // alone (a list's unfilled tail) changes nothing (alpha 1, P 0, and P·V adds zeros to accumulators
+    // that are never −0): its work is skipped, the same bits.
+    const bool entries = __syncthreads_or(e < kEntries && sm.src[n % 3][e] != nullptr);
     if (!item_ends || more) fetch_block(n + 1, sm);
     if (e < kEntries) {
       const Cursor c2 = cur.after(ma, 2);
@@ -674,13 +677,17 @@ __global__ void __launch_bounds__(kThreads, 1) mqa_shadow_kernel(MqaLaunch ma) {
       }
     }
     float s[2][4];
-    block_scores(sm.q, sm.kv[n & 1], tile, quarter, s);
-    mask_and_max(a, n, tile, quarter, sm, s);
-    __syncthreads();  // every warp's scores are made: q is free at an item's last block
+    if (entries) {
+      block_scores(sm.q, sm.kv[n & 1], tile, quarter, s);
+      mask_and_max(a, n, tile, quarter, sm, s);
+      __syncthreads();  // every warp's scores are made: q is free at an item's last block
+    }
     if (more) load_q(a, Cursor::token_of(ma, next), Cursor::h0_of(ma, next), sm);
-    softmax_update(tile, quarter, sm, s, st, o);
-    __syncthreads();
-    block_pv(sm.p, sm.kv[n & 1], tile, quarter, o);
+    if (entries) {
+      softmax_update(tile, quarter, sm, s, st, o);
+      __syncthreads();
+      block_pv(sm.p, sm.kv[n & 1], tile, quarter, o);
+    }
     if (!item_ends) {
       ++cur.b;
       continue;
