@@ -756,10 +756,6 @@ int main() {
   if (want("attention-prefill")) {  // for Nsight: its first launches are CSA t512's
     attention_prefill_rows(ops);    // the shadow from the policy's tokens on
     attention_prefill_rows(*fast_with([](cuda::GemmPolicy& p) { p.attention_shadow_min_tokens = 0; }), " no-shadow");
-    // The shadow kernel on as many CTAs as run at once, each taking items in turn (the policy's other form).
-    const bool persistent = cuda::GemmPolicy::from_env(Numerics::kFast).attention_persistent;
-    attention_prefill_rows(*fast_with([persistent](cuda::GemmPolicy& p) { p.attention_persistent = !persistent; }),
-                           persistent ? " an item a CTA" : " persistent");
     // A V4-Flash-shaped cache in ~95 GB of pools gives its c4.kv table ~141M slots (`dsv4 kv-plan`).
     attention_prefill_rows(ops, " 141M-slot tables", 141'000'000);
     // Whether the rows' copy bounds a block: real windows, and every token naming the same rows.

@@ -18,7 +18,7 @@ struct Switch {
 
 // Every on/off or named-mode switch the engine reads (env_switch), and what each takes; numbers such
 // as DSV4_GEMM_IMMA_MIN_ROWS are parsed where they are read.
-const std::array<Switch, 9> kSwitches{{
+const std::array<Switch, 8> kSwitches{{
     {"DSV4_CUDA_GRAPHS", {"0", "1"}},
     {"DSV4_MOE_SIDE", {"0", "1"}},
     {"DSV4_HC_PRODUCTS", {"0", "1"}},
@@ -27,7 +27,6 @@ const std::array<Switch, 9> kSwitches{{
     {"DSV4_GEMM_IMMA", {"0", "1"}},
     {"DSV4_GEMM_LT_EXPERTS_RESIDENT", {"0", "1"}},
     {"DSV4_INDEXER_DOTS", {"cuda-cores", "mma", "wgmma"}},
-    {"DSV4_ATTENTION_PERSISTENT", {"0", "1"}},
 }};
 
 // Switches that were replaced, and by what: set, they fail the check instead of being ignored. The GEMM

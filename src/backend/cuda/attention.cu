@@ -357,7 +357,7 @@ void kv_insert(const KvInsertParams& p, const float* freqs, int32_t* err, cudaSt
 }
 
 void sparse_attention(const SparseAttentionParams& p, const float* freqs, int32_t* err, cudaStream_t stream,
-                      int64_t shadow_min_tokens, bool persistent) {
+                      int64_t shadow_min_tokens) {
   if (p.tokens * p.heads == 0) return;
   AttentionLaunch a{p, freqs, err};
   const bool fast = mqa_fast_path(p), shadow = fast && shadow_min_tokens > 0 && p.tokens >= shadow_min_tokens;
@@ -368,9 +368,7 @@ void sparse_attention(const SparseAttentionParams& p, const float* freqs, int32_
     head_rms_norm({p.q_unnormed, p.tokens, p.heads, p.head_dim, p.q_norm_eps, p.positions, p.rope}, freqs, stream);
     a.q = p.q_unnormed, a.q_unnormed = nullptr;
   }
-  if (fast) {  // inverse RoPE inside
-    return sparse_attention_mqa(a, stream, shadow ? kMqaShadowRows : 0, persistent ? kMqaResident : 0);
-  }
+  if (fast) return sparse_attention_mqa(a, stream, shadow ? kMqaShadowRows : 0);  // inverse RoPE inside
   sparse_attention_generic(a, stream);
   if (p.positions)
     rope({p.out, p.tokens, p.heads, p.head_dim, p.positions, p.rope, true}, freqs, stream);  // as the CPU

@@ -32,21 +32,17 @@ struct AttentionLaunch : SparseAttentionParams {
 constexpr int64_t kMqaShadowRows = 65536;
 
 // Dispatches to the V4 fast path when it applies (mqa_fast_path; a shadow from shadow_min_tokens tokens,
-// GemmPolicy::attention_shadow_min_tokens, 0: never; `persistent`: the shadow kernel's CTAs as many as run
-// at once, GemmPolicy::attention_persistent), else the generic kernel.
+// GemmPolicy::attention_shadow_min_tokens, 0: never), else the generic kernel.
 void sparse_attention(const SparseAttentionParams& p, const float* freqs, int32_t* err, cudaStream_t stream,
-                      int64_t shadow_min_tokens = 0, bool persistent = false);
+                      int64_t shadow_min_tokens = 0);
 
 // The fast path (attention_mqa.cu): head_dim 512 with 64 rope dims, heads a multiple of 16, attn-fp8
 // tables. Exposed so that tests can compare it with the generic kernel, which leaves the inverse RoPE
 // (positions) to sparse_attention.
 // shadow_rows > 0: the entries the lists name decoded once into at most that many bf16 rows first (the
-// rest decoded by the CTAs that read them, as without one): the same bits. With a shadow, max_ctas > 0
-// caps its kernel's grid (a CTA then takes items gridDim.x apart, each next item's loads started during
-// the one before: the same bits), kMqaResident caps it at the CTAs that run at once, 0 gives a CTA an item.
-constexpr int64_t kMqaResident = -1;
+// rest decoded by the CTAs that read them, as without one): the same bits.
 bool mqa_fast_path(const SparseAttentionParams& p);
-void sparse_attention_mqa(const AttentionLaunch& a, cudaStream_t stream, int64_t shadow_rows = 0, int64_t max_ctas = 0);
+void sparse_attention_mqa(const AttentionLaunch& a, cudaStream_t stream, int64_t shadow_rows = 0);
 void sparse_attention_generic(const AttentionLaunch& a, cudaStream_t stream);
 
 }  // namespace dsv4::cuda

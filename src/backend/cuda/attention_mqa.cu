@@ -104,7 +104,6 @@ struct MqaLaunch {
   float* part_acc = nullptr;  // [splits, tokens, heads, kDim] when splits > 1
   float* part_ml = nullptr;   // [splits, tokens, heads, 2]
   Shadow shadow;
-  __host__ __device__ int64_t items() const { return a.tokens * groups * splits; }
 };
 
 __device__ __forceinline__ uint32_t pack(float lo, float hi) {
@@ -193,14 +192,13 @@ __device__ void load_q(const AttentionLaunch& a, int64_t t, int h0, S& sm) {
   }
 }
 
-// Un-normed queries: once the rows load_q copied have landed (their group, with at most kPending younger
-// ones in flight, waited for here, then a barrier), warp w normalises and ropes heads w, w + 16, w + 32, w + 48 of the
+// Un-normed queries: once the rows load_q copied have landed (their group, the oldest but one in flight,
+// waited for here, then a barrier), warp w normalises and ropes heads w, w + 16, w + 32, w + 48 of the
 // CTA in shared memory, their chains interleaved, as head_rms_norm would (head_rms_norm_warp: the same
 // bits). Readers of sm.q come after the next barrier.
-template <int kPending>
 __device__ void norm_q(const AttentionLaunch& a, int h0, ShadowSmem& sm) {
   constexpr int kWarps = kThreads / kWarp, kPerWarp = kHeads / kWarps;
-  cp_async_wait<kPending>();
+  cp_async_wait<1>();
   __syncthreads();
   const int rows = min(kHeads, a.heads - h0), half = a.positions ? kRope / 2 : 0;
   const int w = static_cast<int>(threadIdx.x / kWarp);
@@ -413,11 +411,11 @@ struct CtaItem {
   int split, group;
   int64_t t, b_begin, b_end;
 };
-__device__ __forceinline__ CtaItem cta_item(const MqaLaunch& ma, int64_t item = blockIdx.x) {
+__device__ __forceinline__ CtaItem cta_item(const MqaLaunch& ma) {
   CtaItem c;
-  c.split = static_cast<int>(item % ma.splits);
-  c.group = static_cast<int>(item / ma.splits % ma.groups);
-  c.t = item / (int64_t{ma.splits} * ma.groups);
+  c.split = static_cast<int>(blockIdx.x % ma.splits);
+  c.group = static_cast<int>(blockIdx.x / ma.splits % ma.groups);
+  c.t = blockIdx.x / (int64_t{ma.splits} * ma.groups);
   c.b_begin = int64_t{c.split} * ma.blocks_per;
   c.b_end = std::min<int64_t>(ma.blocks, c.b_begin + ma.blocks_per);
   return c;
@@ -577,7 +575,7 @@ __device__ __forceinline__ void resolve(const MqaLaunch& ma, int64_t g, int32_t 
   }
 }
 
-// Block b of the CTA's run into sm.kv[b & 1]: a warp copies 512 contiguous bytes of one row (cp.async from the
+// Block b's rows into sm.kv[b & 1]: a warp copies 512 contiguous bytes of one row (cp.async from the
 // shadow; entries past it decoded here; zeros for holes). Committed as one group.
 __device__ void fetch_block(int64_t b, ShadowSmem& sm) {
   const int k = static_cast<int>(b % 3);
@@ -595,115 +593,57 @@ __device__ void fetch_block(int64_t b, ShadowSmem& sm) {
   cp_async_commit();
 }
 
-// A CTA's place in its run of blocks: item (token x group x split) and block b of it. Items follow one
-// another gridDim.x apart, so the run is the same in every thread. 32-bit fields: the kernel's registers
-// are spoken for.
-struct Cursor {
-  int32_t item, b, b_end;
-  __device__ Cursor(const MqaLaunch& ma, int64_t first) : item(static_cast<int32_t>(first)) {
-    const CtaItem it = cta_item(ma, first);
-    b = static_cast<int32_t>(it.b_begin), b_end = static_cast<int32_t>(it.b_end);
-  }
-  __device__ bool valid(const MqaLaunch& ma) const { return item < ma.items(); }
-  __device__ int64_t token(const MqaLaunch& ma) const { return token_of(ma, item); }
-  __device__ int h0(const MqaLaunch& ma) const { return h0_of(ma, item); }
-  __device__ static int64_t token_of(const MqaLaunch& ma, int64_t item) {
-    return item / (int64_t{ma.splits} * ma.groups);
-  }
-  __device__ static int h0_of(const MqaLaunch& ma, int64_t item) {
-    return static_cast<int>(item / ma.splits % ma.groups) * kHeads;
-  }
-  __device__ int64_t element(int e) const { return int64_t{b} * kEntries + e; }
-  __device__ bool last() const { return b + 1 == b_end; }
-  // The next block of the run: the next of this item, else the first of the CTA's next item.
-  __device__ void advance(const MqaLaunch& ma) {
-    if (++b == b_end) *this = Cursor(ma, int64_t{item} + gridDim.x);
-  }
-  // The block k after this one (remade where needed rather than held: registers).
-  __device__ Cursor after(const MqaLaunch& ma, int k) const {
-    Cursor c = *this;
-    for (int i = 0; i < k && c.valid(ma); ++i) c.advance(ma);
-    return c;
-  }
-};
-
-// mqa_partial_kernel on a shadowed call, a CTA taking items gridDim.x apart (one each when the grid
-// covers them). Block n of the CTA's run sits in kv[n & 1] and its elements' sources in src[n % 3]; per
-// block: (after a barrier) block n + 1's copies start and block n + 2 is resolved, whichever items they
-// belong to; scores and row maxima | softmax, P | P·V: three barriers, no decode. At an item's last block
-// the next item's queries are copied in as soon as the scores no longer read them, so that copy and the
-// next item's first rows land while this item's P·V and output run.
+// mqa_partial_kernel on a shadowed call. Per block: (after a barrier) the next block's copies start and
+// the block after it is resolved; scores and row maxima | softmax, P | P·V: three barriers, no decode.
 __global__ void __launch_bounds__(kThreads, 1) mqa_shadow_kernel(MqaLaunch ma) {
   pdl_enter();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   ShadowSmem& sm = *reinterpret_cast<ShadowSmem*>(smem_raw);
   const AttentionLaunch& a = ma.a;
+  const CtaItem it = cta_item(ma);
+  const int split = it.split, group = it.group;
+  const int64_t t = it.t, b_begin = it.b_begin, b_end = it.b_end;
   const int warp = threadIdx.x / kWarp, tile = warp / kQuarters, quarter = warp % kQuarters;
   const int e = threadIdx.x;  // list element e of a block, for the first 64 threads
-  Cursor cur(ma, blockIdx.x);
-  if (!cur.valid(ma)) return;
-  int32_t ahead = -1;  // element e's code in block n + 2 of the run
-  load_q(a, cur.token(ma), cur.h0(ma), sm);
-  cta_cos_sin(a, cur.token(ma), sm.cs);
+  int32_t ahead = -1;         // code of element e of the block after the last one resolved
+  load_q(a, t, group * kHeads, sm);
+  cta_cos_sin(a, t, sm.cs);
   if (e < kEntries) {
-    for (int k = 0; k < 3; ++k) {
-      const Cursor c = cur.after(ma, k);
-      const int32_t code = c.valid(ma) ? shadow_code(ma, c.token(ma), c.element(e)) : -1;
-      if (k < 2 && c.valid(ma)) resolve(ma, c.element(e), code, sm.src[k][e], sm.shadowed[k][e]);
-      if (k == 2) ahead = code;
+    for (int64_t b = b_begin; b < std::min(b_begin + 2, b_end); ++b) {
+      const int64_t g = b * kEntries + e;
+      resolve(ma, g, shadow_code(ma, t, g), sm.src[b % 3][e], sm.shadowed[b % 3][e]);
     }
+    ahead = b_begin + 2 < b_end ? shadow_code(ma, t, (b_begin + 2) * kEntries + e) : -1;
   }
   __syncthreads();
-  fetch_block(0, sm);
-  if (a.q_unnormed) norm_q<1>(a, cur.h0(ma), sm);  // while block 0's copies land
+  fetch_block(b_begin, sm);
+  if (a.q_unnormed) norm_q(a, group * kHeads, sm);  // while block b_begin's copies land
   float o[kCols / 8][4] = {};
   RowState st;
-  for (int n = 0;; ++n) {
-    const bool item_ends = cur.last();
-    const int64_t next = int64_t{cur.item} + gridDim.x;  // the CTA's next item
-    const bool more = item_ends && next < ma.items();
+  for (int64_t b = b_begin; b < b_end; ++b) {
     cp_async_wait_all();
-    // Block n is in kv[n & 1]; block n − 1's readers (of kv[(n + 1) & 1], src) are done. A block of holes
+    // Block b is in kv[b & 1]; block b − 1's readers (of kv[(b + 1) & 1], src) are done. A block of holes
     // alone (a list's unfilled tail) changes nothing (alpha 1, P 0, and P·V adds zeros to accumulators
     // that are never −0): its work is skipped, the same bits.
-    const bool entries = __syncthreads_or(e < kEntries && sm.src[n % 3][e] != nullptr);
-    if (!item_ends || more) fetch_block(n + 1, sm);
-    if (e < kEntries) {
-      const Cursor c2 = cur.after(ma, 2);
-      if (c2.valid(ma)) {
-        resolve(ma, c2.element(e), ahead, sm.src[(n + 2) % 3][e], sm.shadowed[(n + 2) % 3][e]);
-        const Cursor c3 = c2.after(ma, 1);
-        ahead = c3.valid(ma) ? shadow_code(ma, c3.token(ma), c3.element(e)) : -1;
-      }
+    const bool entries = __syncthreads_or(e < kEntries && sm.src[b % 3][e] != nullptr);
+    if (b + 1 < b_end) fetch_block(b + 1, sm);
+    if (e < kEntries && b + 2 < b_end) {
+      const int64_t g = (b + 2) * kEntries + e;
+      resolve(ma, g, ahead, sm.src[(b + 2) % 3][e], sm.shadowed[(b + 2) % 3][e]);
+      ahead = b + 3 < b_end ? shadow_code(ma, t, g + kEntries) : -1;
     }
+    if (!entries) continue;
     float s[2][4];
-    if (entries) {
-      block_scores(sm.q, sm.kv[n & 1], tile, quarter, s);
-      mask_and_max(a, n, tile, quarter, sm, s);
-      __syncthreads();  // every warp's scores are made: q is free at an item's last block
-    }
-    if (more) load_q(a, Cursor::token_of(ma, next), Cursor::h0_of(ma, next), sm);
-    if (entries) {
-      softmax_update(tile, quarter, sm, s, st, o);
-      __syncthreads();
-      block_pv(sm.p, sm.kv[n & 1], tile, quarter, o);
-    }
-    if (!item_ends) {
-      ++cur.b;
-      continue;
-    }
-    total_l(tile, quarter, sm, st);
-    const int h0 = cur.h0(ma) + 16 * tile;
-    if (h0 < a.heads) store_result(ma, cur.token(ma), cur.item % ma.splits, h0, quarter, st, o, sm.cs);
-    if (!more) break;
-    __syncthreads();  // sm.cs and sm.red are read
-    cur = Cursor(ma, next);
-    cta_cos_sin(a, cur.token(ma), sm.cs);
-    if (a.q_unnormed) norm_q<0>(a, cur.h0(ma), sm);  // its copy is the youngest group in flight
-#pragma unroll
-    for (int j = 0; j < kCols / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
-    st = RowState{};
+    block_scores(sm.q, sm.kv[b & 1], tile, quarter, s);
+    mask_and_max(a, b, tile, quarter, sm, s);
+    __syncthreads();
+    softmax_update(tile, quarter, sm, s, st, o);
+    __syncthreads();
+    block_pv(sm.p, sm.kv[b & 1], tile, quarter, o);
   }
+  total_l(tile, quarter, sm, st);
+  const int h0 = group * kHeads + 16 * tile;
+  if (h0 < a.heads) store_result(ma, t, split, h0, quarter, st, o, sm.cs);
 }
 
 // One CTA per (token, head): merges the splits' (m, l, acc) and applies the sink. The splits' m and l
@@ -818,7 +758,7 @@ bool mqa_fast_path(const SparseAttentionParams& a) {
          a.window.entry_bytes % 8 == 0 && (a.compressed_width == 0 || a.compressed.entry_bytes % 8 == 0);
 }
 
-void sparse_attention_mqa(const AttentionLaunch& a, cudaStream_t stream, int64_t shadow_rows, int64_t max_ctas) {
+void sparse_attention_mqa(const AttentionLaunch& a, cudaStream_t stream, int64_t shadow_rows) {
   DSV4_CUDA_REQUIRE(!a.q_unnormed || shadow_rows > 0, "sparse_attention_mqa: un-normed queries need a shadow");
   MqaLaunch ma;
   ma.a = a;
@@ -840,15 +780,7 @@ void sparse_attention_mqa(const AttentionLaunch& a, cudaStream_t stream, int64_t
     void* shadow = nullptr;
     make_shadow(ma, shadow_rows, &shadow, stream);
     allow_dynamic_smem(mqa_shadow_kernel, sizeof(ShadowSmem));
-    int64_t cap = max_ctas;
-    if (cap == kMqaResident) {
-      int per_sm = 0;
-      DSV4_CUDA_CHECK(
-          cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mqa_shadow_kernel, kThreads, sizeof(ShadowSmem)));
-      cap = int64_t{std::max(1, per_sm)} * sm_count();
-    }
-    const unsigned grid = cap > 0 ? static_cast<unsigned>(std::min<int64_t>(ctas, cap)) : ctas;
-    launch_kernel(mqa_shadow_kernel, grid, kThreads, sizeof(ShadowSmem), stream, ma);
+    launch_kernel(mqa_shadow_kernel, ctas, kThreads, sizeof(ShadowSmem), stream, ma);
     DSV4_CUDA_CHECK(cudaFreeAsync(shadow, stream));
   } else {
     allow_dynamic_smem(mqa_partial_kernel, sizeof(Smem));

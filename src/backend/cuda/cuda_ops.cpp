@@ -125,7 +125,7 @@ void CudaOps::do_kv_insert(const KvInsertParams& p) {
 
 void CudaOps::do_sparse_attention(const SparseAttentionParams& p) {
   cuda::sparse_attention(p, p.positions ? frequencies(p.rope) : nullptr, dev_.error_flag(), dev_.stream(),
-                         gemm_->policy().attention_shadow_min_tokens, gemm_->policy().attention_persistent);
+                         gemm_->policy().attention_shadow_min_tokens);
 }
 
 void CudaOps::do_compressor_step(const CompressorStepParams& p) {

@@ -611,11 +611,7 @@ TEST(GemmPlan, PolicyComesFromTheEnvironmentAndDescribesItself) {
   ::setenv("DSV4_GEMM_WGMMA_FEW_MIN_ROWS", "0", 1);
   EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("dense FP8 on swapped wgmma off"), std::string::npos);
   ::unsetenv("DSV4_GEMM_WGMMA_FEW_MIN_ROWS");
-  EXPECT_NE(p.describe().find("attention's shadow from 1024 tokens, a CTA an item"), std::string::npos) << p.describe();
-  ::setenv("DSV4_ATTENTION_PERSISTENT", "1", 1);
-  EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("tokens, CTAs as many as run at once"),
-            std::string::npos);
-  ::unsetenv("DSV4_ATTENTION_PERSISTENT");
+  EXPECT_NE(p.describe().find("attention's shadow from 1024 tokens"), std::string::npos) << p.describe();
   ::setenv("DSV4_ATTENTION_SHADOW_MIN_TOKENS", "0", 1);
   EXPECT_NE(GemmPolicy::from_env(Numerics::kFast).describe().find("attention's shadow off"), std::string::npos);
   ::unsetenv("DSV4_ATTENTION_SHADOW_MIN_TOKENS");

@@ -59,7 +59,6 @@ GemmPolicy GemmPolicy::from_env(Numerics numerics) {
   p.hc_post_pre_max_tokens = std::max<int64_t>(0, env_count("DSV4_HC_POST_PRE_MAX_TOKENS", p.hc_post_pre_max_tokens));
   p.attention_shadow_min_tokens =
       std::max<int64_t>(0, env_count("DSV4_ATTENTION_SHADOW_MIN_TOKENS", p.attention_shadow_min_tokens));
-  p.attention_persistent = env_switch("DSV4_ATTENTION_PERSISTENT") == "1";
   const std::string_view dots = env_switch("DSV4_INDEXER_DOTS");
   if (dots == "cuda-cores") p.indexer_dots = IndexerDots::kCudaCores;
   if (dots == "mma") p.indexer_dots = IndexerDots::kMmaSync;
@@ -94,10 +93,7 @@ std::string GemmPolicy::describe() const {
                             : "")
           : "off",
       ctas_per_sm, indexer_dots_name(indexer_dots), hc_fused_norm ? "fused" : "apart", hc_post_pre_max_tokens,
-      attention_shadow_min_tokens > 0
-          ? fmt::format("from {} tokens, {}", attention_shadow_min_tokens,
-                        attention_persistent ? "CTAs as many as run at once" : "a CTA an item")
-          : "off");
+      attention_shadow_min_tokens > 0 ? fmt::format("from {} tokens", attention_shadow_min_tokens) : "off");
 }
 
 const char* indexer_dots_name(IndexerDots d) {

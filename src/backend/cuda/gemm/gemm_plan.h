@@ -154,11 +154,6 @@ struct GemmPolicy {
   // DSV4_ATTENTION_SHADOW_MIN_TOKENS, 0: never). H100: CSA lists 11-14% faster from 2048 tokens, HCA
   // 2-6%; at 512 tokens HCA 6% slower (docs/perf.md).
   int64_t attention_shadow_min_tokens = 1024;
-  // The shadow kernel's grid: as many CTAs as run at once, each taking items (token x head group x split)
-  // in turn and starting the next item's query and first rows during the last block of the one before
-  // (the same bits), instead of a CTA an item whose loads and output wait alone (DSV4_ATTENTION_PERSISTENT=1;
-  // off until measured).
-  bool attention_persistent = false;
 
   // The defaults of a tier, with the DSV4_GEMM_* and DSV4_HC_* values of core/env.cpp applied.
   static GemmPolicy from_env(Numerics numerics);
