@@ -275,10 +275,41 @@ void add_server_options(CLI::App& cmd, Args& a) {
       ->group("");  // hidden
 }
 
+// The flags of vLLM's DeepSeek-V4 command line (its recipe: --tokenizer-mode, --tool-call-parser and
+// --reasoning-parser deepseek_v4, --enable-auto-tool-choice, --trust-remote-code), so that it runs here
+// unchanged. What they switch on is always on: the V4 encoder, DSML tool calls and reasoning are parsed
+// for every request; another parser's name is an error that says so.
+void add_vllm_flags(CLI::App& cmd) {
+  static std::string tokenizer_mode, tool_parser, reasoning_parser;
+  static bool auto_tools = false, remote_code = false;
+  const auto only_v4 = [](const char* what) {
+    return CLI::Validator(
+        [what](const std::string& v) {
+          return v == "deepseek_v4"
+                     ? std::string()
+                     : fmt::format("dsv4 {} itself, for DeepSeek V4 alone: deepseek_v4, not {}", what, v);
+        },
+        "deepseek_v4");
+  };
+  constexpr const char* kGroup = "vLLM's DeepSeek-V4 flags (always on)";
+  cmd.add_option("--tokenizer-mode", tokenizer_mode, "auto or deepseek_v4: the V4 chat encoder")
+      ->check(CLI::IsMember({"auto", "deepseek_v4"}))
+      ->group(kGroup);
+  cmd.add_option("--tool-call-parser", tool_parser, "deepseek_v4: DSML tool calls")
+      ->check(only_v4("parses DSML tool calls"))
+      ->group(kGroup);
+  cmd.add_option("--reasoning-parser", reasoning_parser, "deepseek_v4: the thinking block")
+      ->check(only_v4("parses the thinking block"))
+      ->group(kGroup);
+  cmd.add_flag("--enable-auto-tool-choice", auto_tools, "tool_choice \"auto\" (always taken)")->group(kGroup);
+  cmd.add_flag("--trust-remote-code", remote_code, "no effect: the model is this program's code")->group(kGroup);
+}
+
 void setup(CLI::App& cmd) {
   static Args a;
   add_model_option(cmd, a.model, false)->description("model folder (default: the embedded model)");
   add_server_options(cmd, a);
+  add_vllm_flags(cmd);
   add_engine_flags(cmd, a.flags);
   add_load_flags(cmd, a.load);
   cmd.callback([] { run(a); });
