@@ -6,10 +6,7 @@
 set -euo pipefail
 DSV4=$1
 fail() { echo "FAIL: $*"; exit 1; }
-# The environment must not set engine flags (each long flag also reads DSV4_<FLAG>).
-for v in $(env | sed -n 's/^\(DSV4_[A-Z0-9_]*\)=.*/\1/p'); do
-  case $v in DSV4_SHARED | DSV4_SRC | DSV4_HOME) ;; *) unset "$v" ;; esac
-done
+source "$(dirname "$0")/../testing/flag_env.sh"
 
 cmds=("serve" "generate" "bench latency")
 # The lines of one help section, from its "NAME:" header to the next blank line.

@@ -8,9 +8,7 @@ set -euo pipefail
 DSV4=$1
 fail() { echo "FAIL: $*"; exit 1; }
 source "$(dirname "$0")/../testing/test_data.sh"
-for v in $(env | sed -n 's/^\(DSV4_[A-Z0-9_]*\)=.*/\1/p'); do
-  case $v in DSV4_SHARED | DSV4_SRC | DSV4_HOME | DSV4_DATA) ;; *) unset "$v" ;; esac
-done
+source "$(dirname "$0")/../testing/flag_env.sh"
 CFG="$DATA/configs/deepseek-v4-flash/config.json"
 
 section() { awk -v h="$1:" '$0 == h { on = 1; next } on && /^$/ { exit } on'; }

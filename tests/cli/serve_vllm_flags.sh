@@ -4,9 +4,7 @@
 set -euo pipefail
 DSV4=$1
 fail() { echo "FAIL: $*"; exit 1; }
-for v in $(env | sed -n 's/^\(DSV4_[A-Z0-9_]*\)=.*/\1/p'); do
-  case $v in DSV4_SHARED | DSV4_SRC | DSV4_HOME) ;; *) unset "$v" ;; esac
-done
+source "$(dirname "$0")/../testing/flag_env.sh"
 
 recipe=(--tokenizer-mode deepseek_v4 --tool-call-parser deepseek_v4 --enable-auto-tool-choice
   --reasoning-parser deepseek_v4 --trust-remote-code --kv-cache-dtype fp8 --block-size 256)
