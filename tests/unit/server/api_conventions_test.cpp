@@ -64,6 +64,7 @@ TEST_F(ApiConventionsTest, PingAnswersAsHealthByGetOrPost) {
     EXPECT_EQ(Json::parse(r->body)["status"], "ok");
   }
   EXPECT_EQ(c.Get("/v1/models")->status, 401);  // the key still guards the rest
+  EXPECT_EQ(c.Post("/invocations", R"({"prompt": "x", "max_tokens": 1})", "application/json")->status, 401);
 }
 
 // SageMaker's inference route: a body with messages is a chat completion, one with a prompt a completion.
