@@ -367,15 +367,21 @@ bool KvCacheManager::window_cached(const Request& r, int unit, int64_t boundary,
   return true;
 }
 
+PrefixHit KvCacheManager::empty_prefix(KvRequestId id) {
+  request(id);  // a known request
+  PrefixHit hit;
+  hit.group_tokens.assign(layout_.groups.size(), 0);
+  hit.epoch = epoch();
+  hit.blocks.resize(layout_.units.size());
+  hit.first_page.assign(layout_.units.size(), 0);
+  return hit;
+}
+
 PrefixHit KvCacheManager::lookup_prefix(KvRequestId id, std::span<const int32_t> tokens) {
   Request& r = request(id);
   const auto n_units = layout_.units.size();
-  PrefixHit hit;
+  PrefixHit hit = empty_prefix(id);
   hit.query_tokens = static_cast<int64_t>(tokens.size());
-  hit.group_tokens.assign(layout_.groups.size(), 0);
-  hit.epoch = epoch();
-  hit.blocks.resize(n_units);
-  hit.first_page.assign(n_units, 0);
   if (!options_.enable_prefix_caching || tokens.size() < 2) return hit;
   const int64_t max_blocks = (hit.query_tokens - 1) / kKvBlockTokens;
   extend_block_hashes(r.hashes, tokens, r.seed, static_cast<size_t>(max_blocks));
@@ -501,6 +507,7 @@ void KvCacheManager::claim(Request& r, const PrefixHit& hit) {
 }
 
 void KvCacheManager::commit_counters(const PrefixHit& hit) {
+  if (hit.query_tokens == 0) return;  // empty_prefix: no lookup
   ++lookups_;
   hits_ += hit.tokens > 0;
   query_tokens_ += hit.query_tokens;

@@ -14,6 +14,8 @@
 //                                          request's cached block hashes. Pass the hit to the next
 //                                          allocate() of that request before any other allocation
 //                                          (a hit made stale by an eviction is refused).
+//   empty_prefix(id) -> PrefixHit          instead of lookup_prefix for a request that reads no cached
+//                                          prefix: hit.tokens 0, no lookup counted.
 //   can_allocate(id, n, hit) -> bool       whether allocate() would succeed now (no side effects).
 //   allocate(id, n, tokens, hit) -> bool   room for the next n positions (a prefill chunk or a decode
 //                                          token): first claims the hit (its positions count as computed),
@@ -86,7 +88,7 @@ struct KvCacheOptions {
 
 struct PrefixHit {
   int64_t tokens = 0;                 // positions that need no computing
-  int64_t query_tokens = 0;           // the prompt length looked up
+  int64_t query_tokens = 0;           // the prompt length looked up (0: none, empty_prefix)
   std::vector<int64_t> group_tokens;  // per group: the longest prefix that group alone could serve
   // Nonzero while part of the hit is still coming back from the host tier in the background: the
   // request may not be admitted before restored(hit) (its pages are not yet there to read).
@@ -187,6 +189,9 @@ class KvCacheManager {
   int64_t num_tokens(KvRequestId id) const;  // positions allocated so far
 
   PrefixHit lookup_prefix(KvRequestId id, std::span<const int32_t> tokens);
+  // The hit of a request that reads no cached prefix (every position computed, e.g. to score its prompt):
+  // nothing held, and no lookup for the prefix-cache statistics (query_tokens 0).
+  PrefixHit empty_prefix(KvRequestId id);
   // Whether every page of the hit is in place (its background restores have landed); never waits.
   bool restored(const PrefixHit& hit) const;
   // Restores still in flight (their blocks held, their host pages not yet free).

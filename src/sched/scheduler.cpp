@@ -131,8 +131,7 @@ Scheduler::Admit Scheduler::admit(Step& st, SchedRequest& r) {
     kv_.add_request(r.id, r.num_tokens(), r.cache_salt);
     r.registered = true;
   }
-  // A one-token query finds no hit (the manager never serves a request's last token): the whole prompt is computed.
-  const PrefixHit hit = kv_.lookup_prefix(r.id, r.compute_prompt ? std::span(r.tokens).first(1) : std::span(r.tokens));
+  const PrefixHit hit = r.compute_prompt ? kv_.empty_prefix(r.id) : kv_.lookup_prefix(r.id, r.tokens);
   // Its prefix is still coming back from the host tier (in the background, beside the running steps):
   // it keeps its place, holding nothing, until the copies land.
   if (!kv_.restored(hit)) return Admit::kRestoring;

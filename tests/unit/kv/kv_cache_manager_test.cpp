@@ -121,6 +121,31 @@ TEST(KvCacheManager, PrefixHitGivesTheBytesOfAFreshComputation) {
   f.m->check_consistency();
 }
 
+// A request that reads no cached prefix (its prompt scored): its cached prompt is computed again, and its
+// allocation counts no lookup.
+TEST(KvCacheManager, EmptyPrefixReadsNothingAndCountsNoLookup) {
+  Fixture f;
+  std::mt19937_64 rng(5);
+  const auto a = kvtest::random_tokens(rng, 1500);
+  PrefixSignature sa("");
+  EXPECT_EQ(f.prefill(1, a, sa), 0);
+  f.m->free(1);
+  f.m->add_request(2, 1500);
+  ASSERT_EQ(f.m->lookup_prefix(2, a).tokens, 1280);  // it is there to read
+  const PrefixHit none = f.m->empty_prefix(2);
+  EXPECT_EQ(none.tokens, 0);
+  ASSERT_TRUE(f.m->allocate(2, 1500, a, &none));
+  EXPECT_EQ(f.m->num_tokens(2), 1500);
+  f.store->write(2, a, sa, 0, 1500);
+  EXPECT_EQ(f.store->live_mismatches(2, a, sa), 0);
+  const KvCacheStats s = f.m->stats();
+  EXPECT_EQ(s.lookups, 1);  // request 1's
+  EXPECT_EQ(s.query_tokens, 1500);
+  EXPECT_EQ(s.hit_tokens, 0);
+  for (const auto& g : s.groups) EXPECT_EQ(g.lookups, 1) << g.name;
+  f.m->check_consistency();
+}
+
 // Full groups could serve 768 tokens of a shorter prompt, but no window was retained there (interval 0):
 // the per-group counters show where the hit was lost.
 TEST(KvCacheManager, GroupCountersShowRetentionMisses) {
